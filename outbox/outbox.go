@@ -1,0 +1,137 @@
+// Package outbox holds herald's outbound messages: replies, notices,
+// background completions and scheduled reports waiting to be sent to a
+// platform. An entry leaves the outbox only when the platform accepted it
+// (Ack) or when it is dead-lettered with a reason a person can read.
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/heraldgw/herald/internal/errs"
+)
+
+// Target is where a message goes: a platform, a chat on it and optionally
+// a thread. Its text form is "platform:chat[:thread]".
+type Target struct {
+	Platform string
+	Chat     string
+	Thread   string
+}
+
+// ParseTarget reads "platform:chat[:thread]". The chat may not contain a
+// colon; the thread is everything after the second colon.
+func ParseTarget(s string) (Target, error) {
+	const op = "outbox.ParseTarget"
+	platform, rest, ok := strings.Cut(s, ":")
+	if !ok || platform == "" || rest == "" {
+		return Target{}, errs.E(op, errs.Invalid, "target %q is not platform:chat[:thread]", s)
+	}
+	chat, thread, _ := strings.Cut(rest, ":")
+	if chat == "" {
+		return Target{}, errs.E(op, errs.Invalid, "target %q has an empty chat", s)
+	}
+	return Target{Platform: platform, Chat: chat, Thread: thread}, nil
+}
+
+func (t Target) String() string {
+	s := t.Platform + ":" + t.Chat
+	if t.Thread != "" {
+		s += ":" + t.Thread
+	}
+	return s
+}
+
+// Validate reports an Invalid error for a target without platform or chat.
+func (t Target) Validate() error {
+	if t.Platform == "" || t.Chat == "" {
+		return errs.E("outbox.Target", errs.Invalid, "target %q needs a platform and a chat", t.String())
+	}
+	return nil
+}
+
+// Message is one outbound message.
+type Message struct {
+	ID             string    // assigned by the store
+	Target         Target    // where it goes
+	Conv           string    // the conversation it belongs to, if any
+	Text           string    // the body, in herald's markdown; the adapter renders and splits it
+	ReplyTo        string    // platform message id to reply to, if any
+	Kind           string    // "reply", "notice", "completion", "cron", …
+	IdempotencyKey string    // a second Enqueue with the same key is a no-op
+	Attempts       int       // failed send attempts so far
+	NextAttempt    time.Time // not claimed before this time
+	CreatedAt      time.Time
+	LastError      string // the reason of the last failure, or of the dead-letter
+}
+
+// Claimed is a message held by one delivery worker until Expires. Ack,
+// Release, Postpone and Dead check Token: a claim that expired and was taken
+// by another worker can no longer change the message.
+type Claimed struct {
+	Message
+	Token   int64
+	Expires time.Time
+}
+
+// Store keeps the outbox. Every method may return errs.Closed after Close
+// and errs.Unavailable when the backend cannot be reached.
+type Store interface {
+	// Enqueue adds m and returns its id. With an IdempotencyKey seen before
+	// (within the store's dedupe window) it adds nothing and returns the
+	// first message's id with dup set. Errors: Invalid (bad target),
+	// TooLarge.
+	Enqueue(ctx context.Context, m Message) (id string, dup bool, err error)
+
+	// Claim takes up to max messages that are due and whose platform is in
+	// platforms, oldest due first, and holds them for ttl. Messages for
+	// other platforms (a route with no adapter right now) stay pending and
+	// spend no attempt. A claim that is not acked in time is due again.
+	Claim(ctx context.Context, worker string, platforms []string, max int, ttl time.Duration) ([]Claimed, error)
+
+	// Ack removes a message the platform accepted. Errors: LeaseLost when
+	// the claim expired and was taken by another worker, NotFound.
+	Ack(ctx context.Context, c Claimed) error
+
+	// Release gives a message back after a failed attempt: it counts the
+	// attempt, records reason and makes the message due at next.
+	// Errors: LeaseLost, NotFound.
+	Release(ctx context.Context, c Claimed, next time.Time, reason string) error
+
+	// Postpone gives a message back without counting an attempt (the
+	// route went away between claim and send). Errors: LeaseLost, NotFound.
+	Postpone(ctx context.Context, c Claimed, next time.Time) error
+
+	// Dead moves a message to the dead-letter list with reason.
+	// Errors: LeaseLost, NotFound.
+	Dead(ctx context.Context, c Claimed, reason string) error
+
+	// Pending lists up to limit messages not yet delivered (claimed or not),
+	// oldest first.
+	Pending(ctx context.Context, limit int) ([]Message, error)
+
+	// DeadLetters lists up to limit dead-lettered messages, oldest first.
+	DeadLetters(ctx context.Context, limit int) ([]Message, error)
+
+	// Requeue makes a dead-lettered message pending again, due now, with
+	// its attempts reset. Errors: NotFound (no dead message with that id).
+	Requeue(ctx context.Context, id string) error
+}
+
+// Encode validates m and returns it encoded, ready to store. Backends call
+// it so that both accept exactly the same input.
+func Encode(op string, m Message, maxBytes int) ([]byte, error) {
+	if err := m.Target.Validate(); err != nil {
+		return nil, errs.Wrap(op, errs.Invalid, err)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, errs.Wrap(op, errs.Invalid, err)
+	}
+	if maxBytes > 0 && len(b) > maxBytes {
+		return nil, errs.E(op, errs.TooLarge, "message is %d bytes, over the limit of %d", len(b), maxBytes)
+	}
+	return b, nil
+}

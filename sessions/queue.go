@@ -1,0 +1,263 @@
+// Package sessions holds conversations: the per-conversation turn queue,
+// the lease that lets one worker in the cluster run a conversation's turn,
+// and the conversation's history and metadata.
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
+)
+
+// Kind says who an entry comes from.
+type Kind string
+
+const (
+	// KindUser is a message a person sent.
+	KindUser Kind = "user"
+	// KindSynthetic is a message herald itself queues into a conversation
+	// (a sub-agent's result, a cron fire, a controller's tick). It is taken
+	// only when no user entry is waiting.
+	KindSynthetic Kind = "synthetic"
+)
+
+// Priority orders entries of the same kind: higher first, FIFO within one
+// priority.
+type Priority int8
+
+const (
+	PriorityLow    Priority = -1
+	PriorityNormal Priority = 0
+	PriorityHigh   Priority = 1
+)
+
+// Lanes is the number of queues a conversation has: one per kind and
+// priority. Backends keep a FIFO per lane and take from the lowest
+// non-empty lane.
+const Lanes = 6
+
+// Attachment is metadata of a file that came with a message. The file
+// itself stays on the platform; the adapter fetches it when needed.
+type Attachment struct {
+	Name       string `json:"name,omitempty"`
+	MIME       string `json:"mime,omitempty"`
+	Size       int64  `json:"size,omitempty"`
+	URL        string `json:"url,omitempty"`
+	PlatformID string `json:"platform_id,omitempty"`
+}
+
+// Inbound is what an adapter (or a synthetic source) hands to the queue.
+type Inbound struct {
+	Conv        string            `json:"conv"`                  // conversation key, e.g. "telegram:123"
+	Sender      string            `json:"sender,omitempty"`      // platform user id
+	MessageID   string            `json:"message_id,omitempty"`  // platform message id; the dedupe key when set
+	Text        string            `json:"text"`                  // the message text
+	Attachments []Attachment      `json:"attachments,omitempty"` // files that came with it
+	Kind        Kind              `json:"kind"`                  // user or synthetic; empty means user
+	Priority    Priority          `json:"priority,omitempty"`    // within the kind
+	Meta        map[string]string `json:"meta,omitempty"`        // platform extras (reply-to, thread, …)
+}
+
+// Lane is the queue an entry goes to: user entries before synthetic ones,
+// then higher priority first.
+func (in Inbound) Lane() int {
+	p := in.Priority
+	if p > PriorityHigh {
+		p = PriorityHigh
+	}
+	if p < PriorityLow {
+		p = PriorityLow
+	}
+	lane := int(PriorityHigh - p) // 0, 1, 2
+	if in.Kind == KindSynthetic {
+		lane += 3
+	}
+	return lane
+}
+
+// Entry is a queued inbound as a worker sees it.
+type Entry struct {
+	Inbound
+	ID         string    // assigned by the store; opaque
+	EnqueuedAt time.Time // by the store's clock
+	Deliveries int       // times handed to a lease holder, this one included
+}
+
+// AppendResult tells what Append did.
+type AppendResult struct {
+	EntryID   string // the new entry, or the first one when Duplicate
+	Duplicate bool   // the MessageID was seen within the dedupe window
+}
+
+// Lease is one worker's hold on a conversation. Token increases with every
+// grant of the conversation; every write made under the lease checks it, so
+// a worker whose lease was taken over cannot commit anything.
+type Lease struct {
+	Conv    string
+	Worker  string
+	Token   int64
+	Expires time.Time // by the store's clock
+}
+
+// Turn is a claimed conversation and the entry to run now.
+type Turn struct {
+	Lease Lease
+	Entry Entry
+}
+
+// ToolCall is one tool call the model made.
+type ToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Message is one item of a conversation's history.
+type Message struct {
+	Role       string     `json:"role"` // system, user, assistant, tool
+	Content    string     `json:"content,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Name       string     `json:"name,omitempty"`
+	At         time.Time  `json:"at,omitzero"`
+}
+
+// Finish is what a turn commits in one atomic step.
+type Finish struct {
+	EntryID string           // the entry to ack
+	History []Message        // appended to the conversation's history
+	Outbox  []outbox.Message // enqueued for delivery
+	Release bool             // give the lease back in the same step
+}
+
+// Store keeps conversations. Every method may return errs.Closed after
+// Close and errs.Unavailable when the backend cannot be reached; methods
+// taking a Lease return errs.LeaseLost when its token is no longer the
+// conversation's current one, and then have written nothing.
+type Store interface {
+	// Append adds in to the end of its lane. An in.MessageID seen in the
+	// same conversation within the dedupe window adds nothing and returns
+	// Duplicate. A conversation that is not leased becomes ready.
+	// Errors: Invalid (empty conversation key, unknown kind), TooLarge.
+	Append(ctx context.Context, in Inbound) (AppendResult, error)
+
+	// Claim leases, for ttl, the conversation that has been ready longest
+	// (a conversation whose lease expired is ready again) and returns its
+	// next entry: an entry delivered before and never acked comes first,
+	// then the lowest non-empty lane. It returns nil, nil when no
+	// conversation is ready.
+	Claim(ctx context.Context, worker string, ttl time.Duration) (*Turn, error)
+
+	// Next returns the held conversation's next entry, as Claim orders
+	// them, or nil when its queue is empty.
+	Next(ctx context.Context, l Lease) (*Entry, error)
+
+	// Renew extends the lease to ttl from now and returns it.
+	Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
+
+	// Release gives the lease back. A conversation with entries left is
+	// ready again, behind the conversations already waiting.
+	Release(ctx context.Context, l Lease) error
+
+	// Finish acks f.EntryID, appends f.History, enqueues f.Outbox and, with
+	// f.Release, gives the lease back: all or nothing.
+	// Errors: NotFound (no such unacked entry), Invalid, TooLarge.
+	Finish(ctx context.Context, l Lease, f Finish) error
+
+	// AppendHistory appends to the conversation's history under the lease.
+	AppendHistory(ctx context.Context, l Lease, msgs ...Message) error
+
+	// History returns the conversation's whole history, oldest first.
+	History(ctx context.Context, conv string) ([]Message, error)
+
+	// ClearHistory drops the conversation's history (a fresh session).
+	ClearHistory(ctx context.Context, conv string) error
+
+	// Meta returns the conversation's metadata (busy-input mode, …).
+	Meta(ctx context.Context, conv string) (map[string]string, error)
+
+	// SetMeta sets one metadata key; an empty value deletes it.
+	SetMeta(ctx context.Context, conv, key, value string) error
+}
+
+// Limits bound what a store accepts and remembers.
+type Limits struct {
+	MaxEntryBytes int           // an encoded entry or message over this is TooLarge; default 256 KiB
+	DedupeWindow  time.Duration // how long message ids are remembered; default 7 days
+}
+
+// Defaults for Limits.
+const (
+	DefaultMaxEntryBytes = 256 << 10
+	DefaultDedupeWindow  = 7 * 24 * time.Hour
+	DefaultLeaseTTL      = 30 * time.Second
+)
+
+// WithDefaults fills the zero fields of l.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxEntryBytes <= 0 {
+		l.MaxEntryBytes = DefaultMaxEntryBytes
+	}
+	if l.DedupeWindow <= 0 {
+		l.DedupeWindow = DefaultDedupeWindow
+	}
+	return l
+}
+
+// ValidateConv checks a conversation key: not empty, valid UTF-8, no
+// control characters.
+func ValidateConv(op, conv string) error {
+	if strings.TrimSpace(conv) == "" {
+		return errs.E(op, errs.Invalid, "empty conversation key")
+	}
+	if !utf8.ValidString(conv) || strings.ContainsFunc(conv, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return errs.E(op, errs.Invalid, "conversation key %q has control characters or bad UTF-8", conv)
+	}
+	return nil
+}
+
+// EncodeInbound validates in, fills its defaults and returns it encoded,
+// ready to store. Backends call it so that both accept exactly the same
+// input.
+func EncodeInbound(op string, in Inbound, lim Limits) (Inbound, []byte, error) {
+	if err := ValidateConv(op, in.Conv); err != nil {
+		return in, nil, err
+	}
+	switch in.Kind {
+	case "":
+		in.Kind = KindUser
+	case KindUser, KindSynthetic:
+	default:
+		return in, nil, errs.E(op, errs.Invalid, "unknown entry kind %q", in.Kind)
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return in, nil, errs.Wrap(op, errs.Invalid, err)
+	}
+	if len(b) > lim.WithDefaults().MaxEntryBytes {
+		return in, nil, errs.E(op, errs.TooLarge, "entry is %d bytes, over the limit of %d", len(b), lim.WithDefaults().MaxEntryBytes)
+	}
+	return in, b, nil
+}
+
+// EncodeMessages encodes history messages, each checked against the limit.
+func EncodeMessages(op string, msgs []Message, lim Limits) ([][]byte, error) {
+	out := make([][]byte, 0, len(msgs))
+	max := lim.WithDefaults().MaxEntryBytes
+	for _, m := range msgs {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return nil, errs.Wrap(op, errs.Invalid, err)
+		}
+		if len(b) > max {
+			return nil, errs.E(op, errs.TooLarge, "history message is %d bytes, over the limit of %d", len(b), max)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
