@@ -13,10 +13,12 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// Store is what a backend provides: every domain store interface.
+// Store is what a backend provides: one opened database serving every
+// domain's store interface. The domain interfaces share method names
+// (Claim, Release), so each is a view of its own.
 type Store interface {
-	sessions.Store
-	outbox.Store
+	Sessions() sessions.Store
+	Outbox() outbox.Store
 	io.Closer
 }
 
