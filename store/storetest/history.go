@@ -1,0 +1,107 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/heraldgw/herald/sessions"
+)
+
+func runHistory(t *testing.T, b Backend) {
+	t.Run("appended under the lease and by finish, in order, every field kept", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		f.appendAll(user("c", "what is the weather?"), user("c", "thanks"))
+		turn := f.mustClaim("w1")
+		at := f.clk.Now()
+		first := []sessions.Message{
+			{Role: "system", Content: "You are herald.", At: at},
+			{Role: "user", Content: "what is the weather?", At: at},
+		}
+		if err := f.ss.AppendHistory(f.ctx, turn.Lease, first...); err != nil {
+			t.Fatalf("AppendHistory: %v", err)
+		}
+		f.clk.Advance(tick)
+		at = f.clk.Now()
+		second := []sessions.Message{
+			{Role: "assistant", At: at, ToolCalls: []sessions.ToolCall{
+				{ID: "call_1", Name: "weather", Arguments: `{"city":"Oslo"}`},
+				{ID: "call_2", Name: "clock", Arguments: `{}`},
+			}},
+			{Role: "tool", ToolCallID: "call_1", Name: "weather", Content: `{"temp":-3}`, At: at},
+			{Role: "tool", ToolCallID: "call_2", Name: "clock", Content: "12:00", At: at},
+			{Role: "assistant", Content: "It is −3 °C in Oslo.\n\nAnything else?", At: at},
+		}
+		f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, History: second})
+		e := f.next(turn.Lease)
+		third := []sessions.Message{{Role: "user", Content: "thanks", At: at}, {Role: "assistant", Content: "You're welcome.", At: at}}
+		f.finish(turn.Lease, sessions.Finish{EntryID: e.ID, History: third, Release: true})
+
+		want := append(append(append([]sessions.Message{}, first...), second...), third...)
+		if d := cmp.Diff(want, f.history("c"), timeOpts); d != "" {
+			t.Errorf("History (-want +got):\n%s", d)
+		}
+		if h := f.history("other"); len(h) != 0 {
+			t.Errorf("another conversation's history = %+v, want none", h)
+		}
+	})
+
+	t.Run("clear history", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		f.appendAll(user("c", "1"), user("d", "1"))
+		leases := map[string]sessions.Lease{}
+		for range 2 {
+			turn := f.mustClaim("w1")
+			msg := sessions.Message{Role: "user", Content: turn.Lease.Conv, At: f.clk.Now()}
+			f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, History: []sessions.Message{msg}})
+			leases[turn.Lease.Conv] = turn.Lease
+		}
+		if err := f.ss.ClearHistory(f.ctx, "c"); err != nil {
+			t.Fatalf("ClearHistory: %v", err)
+		}
+		if h := f.history("c"); len(h) != 0 {
+			t.Errorf("History after ClearHistory = %+v, want none", h)
+		}
+		if h := f.history("d"); len(h) != 1 {
+			t.Errorf("another conversation's history = %+v, want its one message", h)
+		}
+		after := sessions.Message{Role: "user", Content: "after", At: f.clk.Now()}
+		if err := f.ss.AppendHistory(f.ctx, leases["c"], after); err != nil {
+			t.Fatalf("AppendHistory after ClearHistory: %v", err)
+		}
+		if d := cmp.Diff([]sessions.Message{after}, f.history("c"), timeOpts); d != "" {
+			t.Errorf("History after clearing and appending (-want +got):\n%s", d)
+		}
+		if err := f.ss.ClearHistory(f.ctx, "never-used"); err != nil {
+			t.Errorf("ClearHistory of a conversation without history: %v", err)
+		}
+	})
+
+	t.Run("meta set, get and delete", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		set := func(conv, key, value string) {
+			t.Helper()
+			if err := f.ss.SetMeta(f.ctx, conv, key, value); err != nil {
+				t.Fatalf("SetMeta(%s, %s, %s): %v", conv, key, value, err)
+			}
+		}
+		if m := f.meta("c"); len(m) != 0 {
+			t.Errorf("Meta of a new conversation = %v, want empty", m)
+		}
+		set("c", "busy_input", "queue")
+		set("c", "goal", "ship it")
+		set("d", "busy_input", "interrupt")
+		set("c", "busy_input", "steer")
+		if d := cmp.Diff(map[string]string{"busy_input": "steer", "goal": "ship it"}, f.meta("c")); d != "" {
+			t.Errorf("Meta(c) (-want +got):\n%s", d)
+		}
+		set("c", "goal", "")
+		set("c", "never-set", "")
+		if d := cmp.Diff(map[string]string{"busy_input": "steer"}, f.meta("c")); d != "" {
+			t.Errorf("Meta(c) after deleting (-want +got):\n%s", d)
+		}
+		if d := cmp.Diff(map[string]string{"busy_input": "interrupt"}, f.meta("d")); d != "" {
+			t.Errorf("Meta(d) (-want +got):\n%s", d)
+		}
+	})
+}

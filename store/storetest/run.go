@@ -1,0 +1,19 @@
+package storetest
+
+import "testing"
+
+// Run runs every conformance case against b. Each case opens its stores on
+// a fresh place from b.New, so cases never see each other's data.
+func Run(t *testing.T, b Backend) {
+	t.Run("Queue", func(t *testing.T) { runQueue(t, b) })
+	t.Run("Dedupe", func(t *testing.T) { runDedupe(t, b) })
+	t.Run("Lease", func(t *testing.T) { runLease(t, b) })
+	t.Run("Fencing", func(t *testing.T) { runFencing(t, b) })
+	t.Run("Ready", func(t *testing.T) { runReady(t, b) })
+	t.Run("Finish", func(t *testing.T) { runFinish(t, b) })
+	t.Run("History", func(t *testing.T) { runHistory(t, b) })
+	t.Run("Outbox", func(t *testing.T) { runOutbox(t, b) })
+	t.Run("Durability", func(t *testing.T) { runDurability(t, b) })
+	t.Run("BadInput", func(t *testing.T) { runBadInput(t, b) })
+	t.Run("Load", func(t *testing.T) { runLoad(t, b) })
+}
