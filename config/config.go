@@ -1,0 +1,232 @@
+// Package config holds herald's configuration: the YAML file, the
+// environment variables that override it, the defaults, and the checks
+// `herald config check` runs. Key and variable names are public (see
+// CONTRACT.md); add freely, rename only with a deprecation.
+package config
+
+import (
+	"net"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/heraldgw/herald/sessions"
+)
+
+// Config is the whole configuration. The yaml tags are the file's keys.
+//
+// A field tagged `secret:"true"` holds a credential and is masked whole
+// when the config is shown; `secret:"url"` is a URL whose password (and
+// credential-looking query parameters) are masked. Masking is driven by
+// these tags, so a new credential field only needs its tag.
+type Config struct {
+	// Home holds herald's data: the SQLite file, transcripts, local
+	// deliveries. A leading ~ is expanded on load.
+	Home        string      `yaml:"home"`
+	Store       Store       `yaml:"store"`
+	HTTP        HTTP        `yaml:"http"`
+	Model       Model       `yaml:"model"`
+	Workers     Workers     `yaml:"workers"`
+	Display     Display     `yaml:"display"`
+	Platforms   Platforms   `yaml:"platforms"`
+	SendMessage SendMessage `yaml:"send_message"`
+
+	// File is the config file that was read, empty when none was. It is
+	// not a key: it tells `herald config check` where the values came from.
+	File string `yaml:"-"`
+}
+
+// Store selects and tunes the storage backend.
+type Store struct {
+	Backend     string `yaml:"backend"` // BackendSQLite or BackendRedis
+	RedisURL    string `yaml:"redis_url" secret:"url"`
+	RedisPrefix string `yaml:"redis_prefix"`
+	// SQLitePath is the database file; empty means herald.db in Home, and
+	// a relative path is taken relative to Home, so the data stays
+	// together whatever directory herald is started from.
+	SQLitePath    string        `yaml:"sqlite_path"`
+	MaxEntryBytes int           `yaml:"max_entry_bytes"`
+	DedupeWindow  time.Duration `yaml:"dedupe_window"`
+	LeaseTTL      time.Duration `yaml:"lease_ttl"`
+}
+
+// Storage backends.
+const (
+	BackendSQLite = "sqlite"
+	BackendRedis  = "redis"
+)
+
+// HTTP configures the local HTTP server (API, webhooks, health, metrics).
+type HTTP struct {
+	Addr         string `yaml:"addr"`
+	APIKey       string `yaml:"api_key" secret:"true"`
+	MaxBodyBytes int64  `yaml:"max_body_bytes"`
+}
+
+// Model is the OpenAI-compatible model endpoint turns are run against.
+type Model struct {
+	BaseURL string `yaml:"base_url" secret:"url"`
+	APIKey  string `yaml:"api_key" secret:"true"`
+	// Name empty means no model is configured; turns then answer with how
+	// to configure one instead of failing.
+	Name          string        `yaml:"name"`
+	Timeout       time.Duration `yaml:"timeout"`        // one model call
+	MaxIterations int           `yaml:"max_iterations"` // model calls per turn
+}
+
+// Workers sizes the worker pools of one gateway process.
+type Workers struct {
+	Turns      int `yaml:"turns"`
+	Deliveries int `yaml:"deliveries"`
+}
+
+// Display holds how conversations behave toward their users.
+type Display struct {
+	BusyInputMode string `yaml:"busy_input_mode"` // one of the BusyInput* modes
+}
+
+// What a message does when it arrives while its conversation's turn runs.
+const (
+	BusyInputInterrupt = "interrupt" // cancel the running turn, run the new message
+	BusyInputQueue     = "queue"     // wait for the running turn to finish
+	BusyInputSteer     = "steer"     // feed the text into the running turn
+)
+
+// Platforms configures the chat platform adapters. An adapter whose token
+// is empty is off.
+type Platforms struct {
+	// AllowAllUsers serves every sender on a platform without an
+	// allow-list. Off by default: an empty allow-list serves nobody.
+	AllowAllUsers bool     `yaml:"allow_all_users"`
+	Telegram      Telegram `yaml:"telegram"`
+	Slack         Slack    `yaml:"slack"`
+	Discord       Discord  `yaml:"discord"`
+}
+
+// Telegram configures the Telegram adapter.
+type Telegram struct {
+	Token string `yaml:"token" secret:"true"`
+	// APIURL replaces the public Bot API base URL (a self-hosted Bot API
+	// server, a test server); empty means the public one.
+	APIURL        string   `yaml:"api_url" secret:"url"`
+	AllowedUsers  []string `yaml:"allowed_users"` // user ids or @names
+	Mode          string   `yaml:"mode"`          // TelegramPolling or TelegramWebhook
+	WebhookURL    string   `yaml:"webhook_url" secret:"url"`
+	WebhookSecret string   `yaml:"webhook_secret" secret:"true"`
+}
+
+// Telegram update modes.
+const (
+	TelegramPolling = "polling"
+	TelegramWebhook = "webhook"
+)
+
+// Slack configures the Slack adapter: Socket Mode when AppToken is set,
+// else the Events API verified with SigningSecret.
+type Slack struct {
+	BotToken      string   `yaml:"bot_token" secret:"true"`
+	AppToken      string   `yaml:"app_token" secret:"true"`
+	SigningSecret string   `yaml:"signing_secret" secret:"true"`
+	APIURL        string   `yaml:"api_url" secret:"url"` // empty means Slack's Web API
+	AllowedUsers  []string `yaml:"allowed_users"`
+}
+
+// Discord configures the Discord adapter.
+type Discord struct {
+	Token        string   `yaml:"token" secret:"true"`
+	APIURL       string   `yaml:"api_url" secret:"url"` // empty means Discord's API
+	AllowedUsers []string `yaml:"allowed_users"`
+	// GuildID registers application commands in one guild, where they
+	// appear at once; empty registers them globally.
+	GuildID string `yaml:"guild_id"`
+}
+
+// SendMessage configures the send_message tool.
+type SendMessage struct {
+	// AllowedTargets are the platform:chat[:thread] targets the agent may
+	// send to; the tool refuses any other.
+	AllowedTargets []string `yaml:"allowed_targets"`
+}
+
+// Defaults that have no home in a domain package.
+const (
+	DefaultHome          = "~/.herald"
+	DefaultRedisURL      = "redis://127.0.0.1:6379/0"
+	DefaultRedisPrefix   = "herald:"
+	DefaultHTTPAddr      = "127.0.0.1:8642"
+	DefaultMaxBodyBytes  = 4 << 20
+	DefaultModelBaseURL  = "http://127.0.0.1:11434/v1"
+	DefaultModelTimeout  = 5 * time.Minute
+	DefaultMaxIterations = 90
+	DefaultTurnWorkers   = 64
+	DefaultDeliveries    = 8
+	// SQLiteFile is the database file name inside Home.
+	SQLiteFile = "herald.db"
+	// FileName is the config file looked for in Home.
+	FileName = "herald.yaml"
+)
+
+// Default returns the configuration used where neither the file nor the
+// environment says otherwise. It is the one place defaults are set.
+func Default() Config {
+	return Config{
+		Home: DefaultHome,
+		Store: Store{
+			Backend:       BackendSQLite,
+			RedisURL:      DefaultRedisURL,
+			RedisPrefix:   DefaultRedisPrefix,
+			MaxEntryBytes: sessions.DefaultMaxEntryBytes,
+			DedupeWindow:  sessions.DefaultDedupeWindow,
+			LeaseTTL:      sessions.DefaultLeaseTTL,
+		},
+		HTTP: HTTP{
+			Addr:         DefaultHTTPAddr,
+			MaxBodyBytes: DefaultMaxBodyBytes,
+		},
+		Model: Model{
+			BaseURL:       DefaultModelBaseURL,
+			Timeout:       DefaultModelTimeout,
+			MaxIterations: DefaultMaxIterations,
+		},
+		Workers: Workers{
+			Turns:      DefaultTurnWorkers,
+			Deliveries: DefaultDeliveries,
+		},
+		Display:   Display{BusyInputMode: BusyInputInterrupt},
+		Platforms: Platforms{Telegram: Telegram{Mode: TelegramPolling}},
+	}
+}
+
+// SQLitePath is the SQLite database file: store.sqlite_path, resolved
+// against home when empty or relative.
+func (c Config) SQLitePath() string {
+	p := c.Store.SQLitePath
+	switch {
+	case p == "":
+		return filepath.Join(c.Home, SQLiteFile)
+	case filepath.IsAbs(p):
+		return p
+	default:
+		return filepath.Join(c.Home, p)
+	}
+}
+
+// IsLoopback reports whether http.addr listens on loopback only. An empty
+// host (":8642") listens on every interface, and a host name other than
+// localhost may resolve anywhere, so both count as public.
+func (c Config) IsLoopback() bool {
+	host, _, err := net.SplitHostPort(c.HTTP.Addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Limits are the store limits the sessions and outbox stores take.
+func (s Store) Limits() sessions.Limits {
+	return sessions.Limits{MaxEntryBytes: s.MaxEntryBytes, DedupeWindow: s.DedupeWindow}
+}

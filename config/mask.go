@@ -1,0 +1,115 @@
+package config
+
+import (
+	"log/slog"
+	"net/url"
+	"reflect"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Mask is what a secret is shown as. Secrets are masked whole: even a
+// token's last characters help someone guessing which token it is.
+const Mask = "****"
+
+// Masked returns a copy of c with every secret replaced by Mask (see the
+// secret tags on Config). Unset secrets stay empty, so the output still
+// tells set from unset.
+func (c Config) Masked() Config {
+	maskStruct(reflect.ValueOf(&c).Elem())
+	return c
+}
+
+func maskStruct(v reflect.Value) {
+	t := v.Type()
+	for i := range t.NumField() {
+		f := v.Field(i)
+		switch {
+		case f.Kind() == reflect.Struct:
+			maskStruct(f)
+		case f.Kind() != reflect.String || f.String() == "":
+		case t.Field(i).Tag.Get("secret") == "true":
+			f.SetString(Mask)
+		case t.Field(i).Tag.Get("secret") == "url":
+			f.SetString(maskURL(f.String()))
+		}
+	}
+}
+
+// maskURL hides a URL's password and the values of query parameters that
+// look like credentials. A URL that does not parse is masked whole: there
+// is no telling which part of it is secret.
+func maskURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Mask
+	}
+	// The user part is put back by hand because url.URL would escape the
+	// mask's stars.
+	userinfo := ""
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			userinfo = url.User(u.User.Username()).String() + ":" + Mask + "@"
+		} else if u.User.Username() != "" {
+			// A lone user part is often the credential itself
+			// (https://TOKEN@host).
+			userinfo = Mask + "@"
+		}
+		u.User = nil
+	}
+	if u.RawQuery != "" {
+		// Edited by hand rather than through url.Values so the
+		// rest of the query is shown exactly as written.
+		parts := strings.Split(u.RawQuery, "&")
+		for i, part := range parts {
+			name, _, hasValue := strings.Cut(part, "=")
+			if hasValue && secretParam(name) {
+				parts[i] = name + "=" + Mask
+			}
+		}
+		u.RawQuery = strings.Join(parts, "&")
+	}
+	if u.Fragment != "" {
+		// Never sent to a server, so nothing herald needs to show; a
+		// fragment in a configured URL is more likely a pasted token.
+		u.Fragment = Mask
+	}
+	s := u.String()
+	if userinfo != "" {
+		s = strings.Replace(s, "//", "//"+userinfo, 1)
+	}
+	return s
+}
+
+func secretParam(name string) bool {
+	name = strings.ToLower(name)
+	for _, word := range []string{"pass", "secret", "token", "key", "auth", "sig", "cred"} {
+		if strings.Contains(name, word) {
+			return true
+		}
+	}
+	return false
+}
+
+// MaskedYAML renders the masked config as YAML, every key shown: what
+// `herald config check` prints.
+func (c Config) MaskedYAML() ([]byte, error) {
+	return yaml.Marshal(c.Masked())
+}
+
+// String is the masked YAML, so printing a Config with %v or %s never
+// shows a secret.
+func (c Config) String() string {
+	b, err := c.MaskedYAML()
+	if err != nil {
+		return "config: " + err.Error()
+	}
+	return string(b)
+}
+
+// GoString keeps %#v as safe as %v.
+func (c Config) GoString() string { return c.String() }
+
+// LogValue keeps a Config handed to slog masked too.
+func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }

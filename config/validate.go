@@ -1,0 +1,276 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/heraldgw/herald/internal/errs"
+)
+
+// Problem is one thing wrong with the configuration, tied to the key it
+// is about.
+type Problem struct {
+	Key  string // dotted config key, e.g. "store.backend"; empty for the file as a whole
+	Msg  string
+	Line int // line in the config file, 0 when the problem is not from a file line
+}
+
+func (p Problem) String() string {
+	s := p.Msg
+	if p.Key != "" {
+		s = p.Key + ": " + s
+	}
+	if p.Line > 0 {
+		s += fmt.Sprintf(" (line %d)", p.Line)
+	}
+	return s
+}
+
+// Problems is every problem found at once. `herald config check` prints
+// one per line; as an error it reads as one line.
+type Problems []Problem
+
+func (ps Problems) Error() string {
+	switch len(ps) {
+	case 0:
+		return "no problems"
+	case 1:
+		return ps[0].String()
+	}
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = p.String()
+	}
+	return fmt.Sprintf("%d problems: %s", len(ps), strings.Join(lines, "; "))
+}
+
+// Validate checks the values, not the file: it is what Load runs last, and
+// what a config built in code can run. The error is Invalid and carries
+// Problems naming every bad key.
+func (c Config) Validate() error {
+	if ps := c.problems(); len(ps) > 0 {
+		return errs.Wrap("config.Validate", errs.Invalid, ps)
+	}
+	return nil
+}
+
+// Messages never quote a secret or a URL that may carry a password: the
+// problems are printed and logged.
+func (c Config) problems() Problems {
+	var v validator
+	if strings.TrimSpace(c.Home) == "" {
+		v.add("home", "must be set")
+	}
+	c.Store.check(&v)
+	c.checkHTTP(&v)
+	c.Model.check(&v)
+	v.positive("workers.turns", int64(c.Workers.Turns))
+	v.positive("workers.deliveries", int64(c.Workers.Deliveries))
+	switch c.Display.BusyInputMode {
+	case BusyInputInterrupt, BusyInputQueue, BusyInputSteer:
+	default:
+		v.add("display.busy_input_mode", "unknown mode %s (interrupt, queue or steer)", quote(c.Display.BusyInputMode))
+	}
+	c.Platforms.Telegram.check(&v)
+	c.Platforms.Slack.check(&v)
+	c.Platforms.Discord.check(&v)
+	v.names("send_message.allowed_targets", c.SendMessage.AllowedTargets)
+	return v.problems
+}
+
+func (s Store) check(v *validator) {
+	switch s.Backend {
+	case BackendSQLite, BackendRedis:
+	default:
+		v.add("store.backend", "unknown backend %s (sqlite or redis)", quote(s.Backend))
+	}
+	switch {
+	case s.RedisURL != "":
+		if msg := checkRedisURL(s.RedisURL); msg != "" {
+			v.add("store.redis_url", "%s", msg)
+		}
+	case s.Backend == BackendRedis:
+		v.add("store.redis_url", "must be set when store.backend is redis")
+	}
+	v.positive("store.max_entry_bytes", int64(s.MaxEntryBytes))
+	v.positiveDuration("store.dedupe_window", s.DedupeWindow)
+	v.positiveDuration("store.lease_ttl", s.LeaseTTL)
+}
+
+func (c Config) checkHTTP(v *validator) {
+	h := c.HTTP
+	if _, port, err := net.SplitHostPort(h.Addr); err != nil {
+		v.add("http.addr", "want host:port like %q, got %s", DefaultHTTPAddr, quote(h.Addr))
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		v.add("http.addr", "port %s is not a number from 0 to 65535", quote(port))
+	} else if !c.IsLoopback() && h.APIKey == "" {
+		v.add("http.api_key", "must be set when http.addr (%s) is not loopback", h.Addr)
+	}
+	v.positive("http.max_body_bytes", h.MaxBodyBytes)
+}
+
+func (m Model) check(v *validator) {
+	if m.BaseURL == "" {
+		v.add("model.base_url", "must be set")
+	} else if msg := checkHTTPURL(m.BaseURL); msg != "" {
+		v.add("model.base_url", "%s", msg)
+	}
+	v.positiveDuration("model.timeout", m.Timeout)
+	v.positive("model.max_iterations", int64(m.MaxIterations))
+}
+
+func (t Telegram) check(v *validator) {
+	v.optionalHTTPURL("platforms.telegram.api_url", t.APIURL)
+	v.names("platforms.telegram.allowed_users", t.AllowedUsers)
+	switch t.Mode {
+	case TelegramPolling:
+	case TelegramWebhook:
+		if t.WebhookURL == "" {
+			v.add("platforms.telegram.webhook_url", "must be set when mode is webhook")
+		}
+		if t.WebhookSecret == "" {
+			v.add("platforms.telegram.webhook_secret", "must be set when mode is webhook")
+		}
+	default:
+		v.add("platforms.telegram.mode", "unknown mode %s (polling or webhook)", quote(t.Mode))
+	}
+	v.optionalHTTPURL("platforms.telegram.webhook_url", t.WebhookURL)
+	if t.WebhookSecret != "" && !validWebhookSecret(t.WebhookSecret) {
+		// Telegram's setWebhook refuses any other secret; better to say
+		// so here than at startup against the live API.
+		v.add("platforms.telegram.webhook_secret", "must be 1 to 256 characters of A-Z, a-z, 0-9, _ and -")
+	}
+}
+
+func validWebhookSecret(s string) bool {
+	if len(s) > 256 {
+		return false
+	}
+	for _, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func (s Slack) check(v *validator) {
+	v.optionalHTTPURL("platforms.slack.api_url", s.APIURL)
+	v.names("platforms.slack.allowed_users", s.AllowedUsers)
+	switch {
+	case s.BotToken == "" && (s.AppToken != "" || s.SigningSecret != ""):
+		// Both Socket Mode and the Events API post replies with the bot
+		// token; without it the adapter could listen but never answer.
+		v.add("platforms.slack.bot_token", "must be set when app_token or signing_secret is")
+	case s.BotToken != "" && s.AppToken == "" && s.SigningSecret == "":
+		v.add("platforms.slack.signing_secret", "must be set for the Events API (or set app_token for Socket Mode)")
+	}
+}
+
+func (d Discord) check(v *validator) {
+	v.optionalHTTPURL("platforms.discord.api_url", d.APIURL)
+	v.names("platforms.discord.allowed_users", d.AllowedUsers)
+	if d.GuildID != "" {
+		if _, err := strconv.ParseUint(d.GuildID, 10, 64); err != nil {
+			v.add("platforms.discord.guild_id", "want a numeric guild id, got %s", quote(d.GuildID))
+		}
+	}
+}
+
+// checkRedisURL returns what is wrong with a Redis URL, or "". It never
+// quotes the URL, which may carry a password.
+func checkRedisURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "malformed URL"
+	}
+	switch u.Scheme {
+	case "redis", "rediss":
+		if u.Host == "" {
+			return "malformed URL: no host"
+		}
+		if db := strings.TrimPrefix(u.Path, "/"); db != "" {
+			if _, err := strconv.Atoi(db); err != nil {
+				return "malformed URL: the path must be a database number like /0"
+			}
+		}
+	case "unix":
+		if u.Path == "" {
+			return "malformed URL: no socket path"
+		}
+	case "":
+		return "malformed URL: want redis://host:port/db, rediss:// or unix://"
+	default:
+		return fmt.Sprintf("malformed URL: scheme %s is not redis, rediss or unix", quote(u.Scheme))
+	}
+	return ""
+}
+
+// checkHTTPURL returns what is wrong with an http(s) URL, or "", without
+// quoting it.
+func checkHTTPURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "malformed URL"
+	}
+	switch u.Scheme {
+	case "http", "https":
+	case "":
+		return "malformed URL: want http:// or https://"
+	default:
+		return fmt.Sprintf("malformed URL: scheme %s is not http or https", quote(u.Scheme))
+	}
+	if u.Host == "" {
+		return "malformed URL: no host"
+	}
+	return ""
+}
+
+type validator struct {
+	problems Problems
+}
+
+func (v *validator) add(key, format string, args ...any) {
+	v.problems = append(v.problems, Problem{Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) positive(key string, n int64) {
+	if n <= 0 {
+		v.add(key, "must be positive, got %d", n)
+	}
+}
+
+func (v *validator) positiveDuration(key string, d time.Duration) {
+	if d <= 0 {
+		v.add(key, "must be positive, got %s", d)
+	}
+}
+
+func (v *validator) optionalHTTPURL(key, raw string) {
+	if raw == "" {
+		return
+	}
+	if msg := checkHTTPURL(raw); msg != "" {
+		v.add(key, "%s", msg)
+	}
+}
+
+// names checks a list of ids or targets: no empty items, no blanks inside
+// an item (a sign of a space-separated list where commas were meant).
+func (v *validator) names(key string, items []string) {
+	for i, s := range items {
+		switch {
+		case strings.TrimSpace(s) == "":
+			v.add(fmt.Sprintf("%s[%d]", key, i), "must not be empty")
+		case strings.ContainsFunc(s, func(r rune) bool { return r == ' ' || r == '\t' || r == '\n' }):
+			v.add(fmt.Sprintf("%s[%d]", key, i), "%s has blanks in it (separate items with commas)", quote(s))
+		}
+	}
+}
+
+func quote(s string) string { return strconv.Quote(s) }

@@ -1,0 +1,309 @@
+package config_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/internal/errs"
+)
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		desc   string
+		change func(c *config.Config)
+		want   config.Problems // nil: valid
+	}{
+		{desc: "defaults are valid", change: func(c *config.Config) {}},
+		{
+			desc:   "home empty",
+			change: func(c *config.Config) { c.Home = " " },
+			want:   config.Problems{{Key: "home", Msg: "must be set"}},
+		},
+		{
+			desc:   "unknown backend",
+			change: func(c *config.Config) { c.Store.Backend = "mysql" },
+			want:   config.Problems{{Key: "store.backend", Msg: `unknown backend "mysql" (sqlite or redis)`}},
+		},
+		{
+			desc:   "redis backend without a URL",
+			change: func(c *config.Config) { c.Store.Backend, c.Store.RedisURL = "redis", "" },
+			want:   config.Problems{{Key: "store.redis_url", Msg: "must be set when store.backend is redis"}},
+		},
+		{
+			desc: "redis URLs that work",
+			change: func(c *config.Config) {
+				c.Store.Backend, c.Store.RedisURL = "redis", "rediss://default:pw@redis.internal:6380/3"
+			},
+		},
+		{desc: "redis unix socket", change: func(c *config.Config) { c.Store.RedisURL = "unix:///run/redis.sock" }},
+		{
+			desc:   "redis URL that does not parse",
+			change: func(c *config.Config) { c.Store.RedisURL = "redis://[::1" },
+			want:   config.Problems{{Key: "store.redis_url", Msg: "malformed URL"}},
+		},
+		{
+			desc:   "redis URL without a scheme",
+			change: func(c *config.Config) { c.Store.RedisURL = "127.0.0.1:6379" },
+			want:   config.Problems{{Key: "store.redis_url", Msg: "malformed URL"}},
+		},
+		{
+			desc:   "redis URL with a path for a scheme",
+			change: func(c *config.Config) { c.Store.RedisURL = "localhost/0" },
+			want:   config.Problems{{Key: "store.redis_url", Msg: "malformed URL: want redis://host:port/db, rediss:// or unix://"}},
+		},
+		{
+			desc:   "redis URL with another scheme",
+			change: func(c *config.Config) { c.Store.RedisURL = "http://127.0.0.1:6379" },
+			want:   config.Problems{{Key: "store.redis_url", Msg: `malformed URL: scheme "http" is not redis, rediss or unix`}},
+		},
+		{
+			desc:   "redis URL without a host",
+			change: func(c *config.Config) { c.Store.RedisURL = "redis:///0" },
+			want:   config.Problems{{Key: "store.redis_url", Msg: "malformed URL: no host"}},
+		},
+		{
+			desc:   "redis URL with a non-numeric database",
+			change: func(c *config.Config) { c.Store.RedisURL = "redis://127.0.0.1:6379/main" },
+			want:   config.Problems{{Key: "store.redis_url", Msg: "malformed URL: the path must be a database number like /0"}},
+		},
+		{
+			desc:   "unix redis URL without a path",
+			change: func(c *config.Config) { c.Store.RedisURL = "unix://" },
+			want:   config.Problems{{Key: "store.redis_url", Msg: "malformed URL: no socket path"}},
+		},
+		{
+			desc: "store limits not positive",
+			change: func(c *config.Config) {
+				c.Store.MaxEntryBytes = 0
+				c.Store.DedupeWindow = -time.Hour
+				c.Store.LeaseTTL = 0
+			},
+			want: config.Problems{
+				{Key: "store.max_entry_bytes", Msg: "must be positive, got 0"},
+				{Key: "store.dedupe_window", Msg: "must be positive, got -1h0m0s"},
+				{Key: "store.lease_ttl", Msg: "must be positive, got 0s"},
+			},
+		},
+		{
+			desc:   "http.addr without a port",
+			change: func(c *config.Config) { c.HTTP.Addr = "127.0.0.1" },
+			want:   config.Problems{{Key: "http.addr", Msg: `want host:port like "127.0.0.1:8642", got "127.0.0.1"`}},
+		},
+		{
+			desc:   "http.addr with a bad port",
+			change: func(c *config.Config) { c.HTTP.Addr = "127.0.0.1:70000" },
+			want:   config.Problems{{Key: "http.addr", Msg: `port "70000" is not a number from 0 to 65535`}},
+		},
+		{
+			desc:   "http.addr public without an API key",
+			change: func(c *config.Config) { c.HTTP.Addr = "0.0.0.0:8642" },
+			want:   config.Problems{{Key: "http.api_key", Msg: "must be set when http.addr (0.0.0.0:8642) is not loopback"}},
+		},
+		{
+			desc:   "http.addr on every interface without an API key",
+			change: func(c *config.Config) { c.HTTP.Addr = ":8642" },
+			want:   config.Problems{{Key: "http.api_key", Msg: "must be set when http.addr (:8642) is not loopback"}},
+		},
+		{desc: "http.addr public with an API key", change: func(c *config.Config) { c.HTTP.Addr, c.HTTP.APIKey = ":8642", "k" }},
+		{desc: "http.addr on an ephemeral port", change: func(c *config.Config) { c.HTTP.Addr = "127.0.0.1:0" }},
+		{
+			desc:   "http.max_body_bytes negative",
+			change: func(c *config.Config) { c.HTTP.MaxBodyBytes = -1 },
+			want:   config.Problems{{Key: "http.max_body_bytes", Msg: "must be positive, got -1"}},
+		},
+		{
+			desc:   "model.base_url empty",
+			change: func(c *config.Config) { c.Model.BaseURL = "" },
+			want:   config.Problems{{Key: "model.base_url", Msg: "must be set"}},
+		},
+		{
+			desc:   "model.base_url without a scheme",
+			change: func(c *config.Config) { c.Model.BaseURL = "api.openai.com/v1" },
+			want:   config.Problems{{Key: "model.base_url", Msg: "malformed URL: want http:// or https://"}},
+		},
+		{
+			desc:   "model.base_url with another scheme",
+			change: func(c *config.Config) { c.Model.BaseURL = "ftp://models/v1" },
+			want:   config.Problems{{Key: "model.base_url", Msg: `malformed URL: scheme "ftp" is not http or https`}},
+		},
+		{
+			desc:   "model.base_url without a host",
+			change: func(c *config.Config) { c.Model.BaseURL = "https:///v1" },
+			want:   config.Problems{{Key: "model.base_url", Msg: "malformed URL: no host"}},
+		},
+		{
+			desc:   "model.base_url that does not parse",
+			change: func(c *config.Config) { c.Model.BaseURL = "http://a b/v1" },
+			want:   config.Problems{{Key: "model.base_url", Msg: "malformed URL"}},
+		},
+		{
+			desc:   "model limits not positive",
+			change: func(c *config.Config) { c.Model.Timeout, c.Model.MaxIterations = -time.Second, 0 },
+			want: config.Problems{
+				{Key: "model.timeout", Msg: "must be positive, got -1s"},
+				{Key: "model.max_iterations", Msg: "must be positive, got 0"},
+			},
+		},
+		{
+			desc:   "worker counts not positive",
+			change: func(c *config.Config) { c.Workers.Turns, c.Workers.Deliveries = 0, -2 },
+			want: config.Problems{
+				{Key: "workers.turns", Msg: "must be positive, got 0"},
+				{Key: "workers.deliveries", Msg: "must be positive, got -2"},
+			},
+		},
+		{
+			desc:   "unknown busy input mode",
+			change: func(c *config.Config) { c.Display.BusyInputMode = "ignore" },
+			want:   config.Problems{{Key: "display.busy_input_mode", Msg: `unknown mode "ignore" (interrupt, queue or steer)`}},
+		},
+		{desc: "busy input mode queue", change: func(c *config.Config) { c.Display.BusyInputMode = "queue" }},
+		{desc: "busy input mode steer", change: func(c *config.Config) { c.Display.BusyInputMode = "steer" }},
+		{
+			desc:   "unknown telegram mode",
+			change: func(c *config.Config) { c.Platforms.Telegram.Mode = "push" },
+			want:   config.Problems{{Key: "platforms.telegram.mode", Msg: `unknown mode "push" (polling or webhook)`}},
+		},
+		{
+			desc:   "telegram webhook without URL and secret",
+			change: func(c *config.Config) { c.Platforms.Telegram.Mode = "webhook" },
+			want: config.Problems{
+				{Key: "platforms.telegram.webhook_url", Msg: "must be set when mode is webhook"},
+				{Key: "platforms.telegram.webhook_secret", Msg: "must be set when mode is webhook"},
+			},
+		},
+		{
+			desc: "telegram webhook with a bad URL and secret",
+			change: func(c *config.Config) {
+				c.Platforms.Telegram.Mode = "webhook"
+				c.Platforms.Telegram.WebhookURL = "bot.example/hook"
+				c.Platforms.Telegram.WebhookSecret = "not allowed!"
+			},
+			want: config.Problems{
+				{Key: "platforms.telegram.webhook_url", Msg: "malformed URL: want http:// or https://"},
+				{Key: "platforms.telegram.webhook_secret", Msg: "must be 1 to 256 characters of A-Z, a-z, 0-9, _ and -"},
+			},
+		},
+		{
+			desc: "telegram webhook set up",
+			change: func(c *config.Config) {
+				c.Platforms.Telegram.Mode = "webhook"
+				c.Platforms.Telegram.WebhookURL = "https://bot.example/telegram"
+				c.Platforms.Telegram.WebhookSecret = "s3cret_-X"
+			},
+		},
+		{
+			desc: "platform API URLs malformed",
+			change: func(c *config.Config) {
+				c.Platforms.Telegram.APIURL = "127.0.0.1:8081"
+				c.Platforms.Slack.APIURL = "ws://slack/api"
+				c.Platforms.Discord.APIURL = "http://"
+			},
+			want: config.Problems{
+				{Key: "platforms.telegram.api_url", Msg: "malformed URL"},
+				{Key: "platforms.slack.api_url", Msg: `malformed URL: scheme "ws" is not http or https`},
+				{Key: "platforms.discord.api_url", Msg: "malformed URL: no host"},
+			},
+		},
+		{
+			desc:   "slack bot token alone",
+			change: func(c *config.Config) { c.Platforms.Slack.BotToken = "xoxb-1" },
+			want:   config.Problems{{Key: "platforms.slack.signing_secret", Msg: "must be set for the Events API (or set app_token for Socket Mode)"}},
+		},
+		{
+			desc:   "slack app token without a bot token",
+			change: func(c *config.Config) { c.Platforms.Slack.AppToken = "xapp-1" },
+			want:   config.Problems{{Key: "platforms.slack.bot_token", Msg: "must be set when app_token or signing_secret is"}},
+		},
+		{desc: "slack socket mode", change: func(c *config.Config) { c.Platforms.Slack.BotToken, c.Platforms.Slack.AppToken = "xoxb-1", "xapp-1" }},
+		{desc: "slack events API", change: func(c *config.Config) { c.Platforms.Slack.BotToken, c.Platforms.Slack.SigningSecret = "xoxb-1", "sig" }},
+		{
+			desc:   "discord guild id not numeric",
+			change: func(c *config.Config) { c.Platforms.Discord.GuildID = "my-guild" },
+			want:   config.Problems{{Key: "platforms.discord.guild_id", Msg: `want a numeric guild id, got "my-guild"`}},
+		},
+		{
+			desc: "bad list items",
+			change: func(c *config.Config) {
+				c.Platforms.Telegram.AllowedUsers = []string{"1", ""}
+				c.Platforms.Slack.AllowedUsers = []string{"U1 U2"}
+				c.Platforms.Discord.AllowedUsers = []string{" "}
+				c.SendMessage.AllowedTargets = []string{"telegram:1", "slack:T1:C1 discord:1"}
+			},
+			want: config.Problems{
+				{Key: "platforms.telegram.allowed_users[1]", Msg: "must not be empty"},
+				{Key: "platforms.slack.allowed_users[0]", Msg: `"U1 U2" has blanks in it (separate items with commas)`},
+				{Key: "platforms.discord.allowed_users[0]", Msg: "must not be empty"},
+				{Key: "send_message.allowed_targets[1]", Msg: `"slack:T1:C1 discord:1" has blanks in it (separate items with commas)`},
+			},
+		},
+		{
+			desc: "every problem at once",
+			change: func(c *config.Config) {
+				c.Store.Backend = "mysql"
+				c.Store.MaxEntryBytes = -1
+				c.HTTP.Addr = "0.0.0.0:80"
+				c.Model.BaseURL = "nope"
+				c.Display.BusyInputMode = ""
+			},
+			want: config.Problems{
+				{Key: "store.backend", Msg: `unknown backend "mysql" (sqlite or redis)`},
+				{Key: "store.max_entry_bytes", Msg: "must be positive, got -1"},
+				{Key: "http.api_key", Msg: "must be set when http.addr (0.0.0.0:80) is not loopback"},
+				{Key: "model.base_url", Msg: "malformed URL: want http:// or https://"},
+				{Key: "display.busy_input_mode", Msg: `unknown mode "" (interrupt, queue or steer)`},
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			c := config.Default()
+			tc.change(&c)
+			err := c.Validate()
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if !errs.Is(err, errs.Invalid) {
+				t.Fatalf("Validate() = %v, want Invalid", err)
+			}
+			if diff := cmp.Diff(tc.want, problemsOf(t, err)); diff != "" {
+				t.Errorf("problems mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestProblemsError(t *testing.T) {
+	tests := []struct {
+		desc string
+		ps   config.Problems
+		want string
+	}{
+		{
+			desc: "one problem",
+			ps:   config.Problems{{Key: "store.backend", Msg: "bad"}},
+			want: "store.backend: bad",
+		},
+		{
+			desc: "several, with a line and a keyless one",
+			ps: config.Problems{
+				{Key: "store.lease_ttl", Msg: "bad", Line: 3},
+				{Msg: "herald.yaml: yaml: broken"},
+			},
+			want: "2 problems: store.lease_ttl: bad (line 3); herald.yaml: yaml: broken",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			if got := tc.ps.Error(); got != tc.want {
+				t.Errorf("Error() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
