@@ -1,0 +1,100 @@
+// Package redis is herald's store for several gateway processes sharing
+// one Redis server. It implements sessions.Store and outbox.Store with
+// Streams, sorted sets and Lua scripts; every change that touches more
+// than one key is one script, so each operation is one round trip and
+// either happens whole or not at all.
+//
+// This package is the only one that knows key names. Every key starts
+// with the prefix P (Options.Prefix, default "herald:"). A conversation's
+// keys carry the conversation in a hash tag, P{conv}:…, so they live in
+// one Redis Cluster slot; in the tag, '%' and '}' of the conversation key
+// are written %25 and %7D.
+//
+// Per conversation:
+//
+//	P{conv}:q0 … P{conv}:q5  stream    the turn queue, one stream per lane
+//	                                    (sessions.Inbound.Lane); fields d
+//	                                    (the encoded inbound) and at
+//	                                    (enqueued, ms). Consumer group "g"
+//	                                    with the single consumer "c": the
+//	                                    lease makes one holder, so the
+//	                                    group's pending list holds the entry
+//	                                    delivered and not yet acked. Entry
+//	                                    ids are "<seq>-<lane>". Acked entries
+//	                                    are deleted (XACK + XDEL) and an
+//	                                    emptied stream is deleted with them.
+//	P{conv}:state            hash      seq (entry id sequence), fence (the
+//	                                    fencing counter; only increases),
+//	                                    pend (id of the entry delivered and
+//	                                    not acked), and while leased: worker,
+//	                                    token (= fence at the grant), exp
+//	                                    (lease expiry, ms)
+//	P{conv}:dd:<message id>  string    "<entry id>|<until ms>": dedupe of the
+//	                                    platform message id; counts until
+//	                                    "until" by the store's clock, and the
+//	                                    key's own TTL (the dedupe window)
+//	                                    collects it
+//	P{conv}:hist             list      history, one encoded sessions.Message
+//	                                    per item, oldest first
+//	P{conv}:meta             hash      metadata key → value
+//
+// Shared by all conversations:
+//
+//	Pready                   zset      conversations with work and no live
+//	                                    lease; member the conversation tag,
+//	                                    score when it became ready (ms).
+//	                                    Claim takes the lowest score.
+//	Pleases                  zset      leased conversations scored by lease
+//	                                    expiry (ms); Claim sweeps the expired
+//	                                    ones with work back into ready.
+//
+// (P is glued on as it is: with the default prefix these are
+// herald:ready and herald:leases.)
+//
+// The outbox is global, not per conversation:
+//
+//	Pob:m:<id>               hash      one message: d (the encoded
+//	                                    outbox.Message), p (platform), n
+//	                                    (attempts), next (next attempt, ms),
+//	                                    at (created, ms), e (last error), and
+//	                                    while claimed: tok (claim token), exp
+//	                                    (claim expiry, ms), w (worker)
+//	Pob:due:<platform>       zset      unclaimed messages of one platform
+//	                                    scored by next attempt (ms)
+//	Pob:claimed              zset      claimed messages scored by claim
+//	                                    expiry (ms)
+//	Pob:all                  zset      undelivered messages (claimed or
+//	                                    not) scored by enqueue sequence
+//	Pob:dead                 zset      dead letters scored by enqueue
+//	                                    sequence
+//	Pob:idem:<key>           string    "<id>|<until ms>": idempotency key,
+//	                                    like the inbound dedupe
+//	Pob:seq                  string    message id sequence; ids are the
+//	                                    sequence zero-padded to 12 digits so
+//	                                    equal due times sort in enqueue order
+//	Pob:tok                  string    claim token counter
+//
+// The outbox uses sorted sets rather than a stream because its entries are
+// not consumed in arrival order: a failed send is retried later with
+// backoff, a rate-limited one at the platform's retry-after, and a
+// message for a platform with no adapter waits without being read at
+// all. A sorted set per platform scored by the next attempt serves "due
+// now for these platforms, oldest first" directly; a stream would need its
+// entries re-added for every delay.
+//
+// Time: scripts take the current time as an argument when Options.Clock is
+// set (tests), else they read the server's TIME, so lease and claim expiry
+// are decided by one clock, the store's, never by comparing machines.
+//
+// Fencing: every grant of a conversation increments its fence and makes
+// it the lease token. Next, Renew, Release, Finish and AppendHistory check
+// the token inside their script and write nothing when it is not the
+// current one. An expired lease that nobody has taken over is still
+// current: the token, not the clock, is what makes a write safe.
+//
+// Cluster: a conversation's own keys share a slot, but Append, Claim,
+// Renew, Release and Finish also touch the shared ready and leases sets
+// and Finish the outbox, and the outbox scripts build their keys inside
+// the script. These need a single Redis primary (with replicas or
+// Sentinel as you like); Redis Cluster is not supported for them yet.
+package redis

@@ -1,0 +1,49 @@
+-- claim leases the conversation that has been ready longest and returns its
+-- next entry. Expired leases are first moved back into the ready index (a
+-- bounded number per call, so one call never runs long).
+-- KEYS[1] ready sorted set (member: conversation tag, score: ready since)
+-- KEYS[2] leases sorted set (member: conversation tag, score: expiry)
+-- ARGV[1] key prefix
+-- ARGV[2] worker name
+-- ARGV[3] lease ttl in ms
+-- ARGV[4] now in ms, or '' for the server's time
+-- Returns {} when no conversation is ready, else
+-- {tag, token, expires ms, entry id, entry data, enqueued ms, deliveries}.
+local prefix = ARGV[1]
+local now = now_ms(ARGV[4])
+local SWEEP = 64
+local TRIES = 16
+
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'WITHSCORES', 'LIMIT', 0, SWEEP)
+for i = 1, #expired, 2 do
+  local tag = expired[i]
+  redis.call('ZREM', KEYS[2], tag)
+  -- The lease itself stays current until someone takes the conversation,
+  -- so a slow holder that wakes up before then may still renew or commit.
+  if has_work(prefix, tag) then
+    redis.call('ZADD', KEYS[1], 'NX', expired[i + 1], tag)
+  end
+end
+
+for _ = 1, TRIES do
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0)
+  local tag = first[1]
+  if not tag then
+    return {}
+  end
+  local state = conv_key(prefix, tag, 'state')
+  if leased(state, now) or not has_work(prefix, tag) then
+    -- A live lease is in the leases set and comes back when it expires;
+    -- a conversation without work has nothing to be ready for.
+    redis.call('ZREM', KEYS[1], tag)
+  else
+    local token, exp = grant(state, KEYS[1], KEYS[2], tag, ARGV[2], tonumber(ARGV[3]), now)
+    local e = next_entry(prefix, tag, state)
+    if e then
+      return {tag, token, exp, e[1], e[2], e[3], e[4]}
+    end
+    release(prefix, tag, state, KEYS[1], KEYS[2], now)
+    redis.call('ZREM', KEYS[1], tag)
+  end
+end
+return {}

@@ -1,0 +1,13 @@
+-- history appends messages to a conversation's history under its lease.
+-- KEYS[1] conversation state hash
+-- KEYS[2] history list
+-- ARGV[1] lease token
+-- ARGV[2 ..] encoded messages
+-- Returns {'LOST'} or {'OK'}.
+if not lease_ok(KEYS[1], ARGV[1]) then
+  return {'LOST'}
+end
+if #ARGV > 1 then
+  push_all(KEYS[2], 2, #ARGV - 1)
+end
+return {'OK'}

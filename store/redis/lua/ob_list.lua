@@ -1,0 +1,23 @@
+-- ob_list reads messages of the pending or the dead index, oldest first.
+-- KEYS: none; keys derive from the prefix (see doc.go).
+-- ARGV[1] key prefix
+-- ARGV[2] 'all' for pending messages, 'dead' for dead letters
+-- ARGV[3] limit; 0 or less means no limit
+-- Returns per message: id, encoded message, attempts, next attempt ms,
+-- created ms, last error.
+local prefix = ARGV[1]
+local limit = tonumber(ARGV[3])
+local stop = -1
+if limit > 0 then
+  stop = limit - 1
+end
+local out = {}
+for _, id in ipairs(redis.call('ZRANGE', ob_key(prefix, ARGV[2]), 0, stop)) do
+  local v = redis.call('HMGET', ob_key(prefix, 'm:' .. id), 'd', 'n', 'next', 'at', 'e')
+  if v[1] then
+    for _, x in ipairs({id, v[1], v[2], v[3], v[4], v[5] or ''}) do
+      out[#out + 1] = x
+    end
+  end
+end
+return out

@@ -1,0 +1,164 @@
+package redis
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
+)
+
+var _ outbox.Store = (*outboxStore)(nil)
+
+// defaultClaimTTL holds an outbox claim when the caller gives no ttl.
+const defaultClaimTTL = 30 * time.Second
+
+// outboxStore is the outbox side of DB.
+type outboxStore struct{ db *DB }
+
+func (o *outboxStore) Enqueue(ctx context.Context, m outbox.Message) (string, bool, error) {
+	const op = "redis.Enqueue"
+	args, err := encodeOutbox(op, []outbox.Message{m}, o.db.lim)
+	if err != nil {
+		return "", false, err
+	}
+	v, err := o.db.run(ctx, op, scriptObEnqueue, nil,
+		o.db.prefix, args[0], args[1], args[2], args[3], o.db.nowArg(), o.db.windowArg())
+	if err != nil {
+		return "", false, err
+	}
+	if len(v) != 2 {
+		return "", false, errs.E(op, errs.Internal, "unexpected script reply %v", v)
+	}
+	return str(v[0]), num(v[1]) == 1, nil
+}
+
+func (o *outboxStore) Claim(ctx context.Context, worker string, platforms []string, max int, ttl time.Duration) ([]outbox.Claimed, error) {
+	const op = "redis.OutboxClaim"
+	if err := o.db.check(op); err != nil {
+		return nil, err
+	}
+	if max <= 0 || len(platforms) == 0 {
+		return nil, nil
+	}
+	if ttl <= 0 {
+		ttl = defaultClaimTTL
+	}
+	args := []any{o.db.prefix, worker, max, durMS(ttl), o.db.nowArg()}
+	seen := make(map[string]bool, len(platforms))
+	for _, p := range platforms {
+		if p != "" && !seen[p] {
+			seen[p] = true
+			args = append(args, p)
+		}
+	}
+	v, err := o.db.run(ctx, op, scriptObClaim, nil, args...)
+	if err != nil || len(v) == 0 {
+		return nil, err
+	}
+	token, exp := num(v[0]), msTime(v[1])
+	msgs, err := decodeMessages(op, v[2:])
+	if err != nil {
+		return nil, err
+	}
+	out := make([]outbox.Claimed, len(msgs))
+	for i, m := range msgs {
+		out[i] = outbox.Claimed{Message: m, Token: token, Expires: exp}
+	}
+	return out, nil
+}
+
+func (o *outboxStore) Ack(ctx context.Context, c outbox.Claimed) error {
+	const op = "redis.OutboxAck"
+	return o.settle(ctx, op, scriptObAck, c.ID, c.Token)
+}
+
+func (o *outboxStore) Release(ctx context.Context, c outbox.Claimed, next time.Time, reason string) error {
+	const op = "redis.OutboxRelease"
+	return o.settle(ctx, op, scriptObRelease, c.ID, c.Token, next.UnixMilli(), "1", reason)
+}
+
+func (o *outboxStore) Postpone(ctx context.Context, c outbox.Claimed, next time.Time) error {
+	const op = "redis.OutboxPostpone"
+	return o.settle(ctx, op, scriptObRelease, c.ID, c.Token, next.UnixMilli(), "0", "")
+}
+
+func (o *outboxStore) Dead(ctx context.Context, c outbox.Claimed, reason string) error {
+	const op = "redis.OutboxDead"
+	return o.settle(ctx, op, scriptObDead, c.ID, c.Token, reason)
+}
+
+// settle runs one of the scripts that end or hand back a claim; each
+// checks the claim token before it writes.
+func (o *outboxStore) settle(ctx context.Context, op string, s *goredis.Script, id string, token int64, rest ...any) error {
+	if err := o.db.check(op); err != nil {
+		return err
+	}
+	if id == "" {
+		return errs.E(op, errs.NotFound, "no message id")
+	}
+	args := append([]any{o.db.prefix, id, token}, rest...)
+	v, err := o.db.run(ctx, op, s, nil, args...)
+	if err != nil {
+		return err
+	}
+	return status(op, v)
+}
+
+func (o *outboxStore) Pending(ctx context.Context, limit int) ([]outbox.Message, error) {
+	return o.list(ctx, "redis.OutboxPending", "all", limit)
+}
+
+func (o *outboxStore) DeadLetters(ctx context.Context, limit int) ([]outbox.Message, error) {
+	return o.list(ctx, "redis.OutboxDeadLetters", "dead", limit)
+}
+
+func (o *outboxStore) list(ctx context.Context, op, index string, limit int) ([]outbox.Message, error) {
+	v, err := o.db.run(ctx, op, scriptObList, nil, o.db.prefix, index, limit)
+	if err != nil {
+		return nil, err
+	}
+	return decodeMessages(op, v)
+}
+
+func (o *outboxStore) Requeue(ctx context.Context, id string) error {
+	const op = "redis.OutboxRequeue"
+	if err := o.db.check(op); err != nil {
+		return err
+	}
+	if id == "" {
+		return errs.E(op, errs.NotFound, "no message id")
+	}
+	v, err := o.db.run(ctx, op, scriptObRequeue, nil, o.db.prefix, id, o.db.nowArg())
+	if err != nil {
+		return err
+	}
+	return status(op, v)
+}
+
+// decodeMessages reads groups of id, encoded message, attempts, next
+// attempt ms, created ms, last error.
+func decodeMessages(op string, v []any) ([]outbox.Message, error) {
+	if len(v)%6 != 0 {
+		return nil, errs.E(op, errs.Internal, "unexpected message reply of %d items", len(v))
+	}
+	out := make([]outbox.Message, 0, len(v)/6)
+	for i := 0; i < len(v); i += 6 {
+		var m outbox.Message
+		if err := json.Unmarshal([]byte(str(v[i+1])), &m); err != nil {
+			return nil, errs.Wrap(op, errs.Internal, err)
+		}
+		m.ID = str(v[i])
+		attempts, _ := strconv.Atoi(str(v[i+2]))
+		m.Attempts = attempts
+		m.NextAttempt = msTime(v[i+3])
+		m.CreatedAt = msTime(v[i+4])
+		m.LastError = str(v[i+5])
+		out = append(out, m)
+	}
+	return out, nil
+}

@@ -1,0 +1,247 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// DefaultPrefix is the key prefix when Options.Prefix is empty.
+const DefaultPrefix = "herald:"
+
+// DefaultURL is the server used when Options has neither URL nor Client.
+const DefaultURL = "redis://127.0.0.1:6379/0"
+
+// Options configure Open.
+type Options struct {
+	// URL names the server, redis://[user:pass@]host:port/db. Commands are
+	// not retried by the client unless the URL sets max_retries: a script
+	// retried after a lost reply may apply twice, so a failed call returns
+	// errs.Unavailable and the caller decides.
+	URL string
+	// Client, when set, is used instead of dialing URL, and Close leaves
+	// it open.
+	Client goredis.UniversalClient
+	// Prefix starts every key; default "herald:". It may not contain '{'
+	// or '}', which would change the keys' Cluster hash slot.
+	Prefix string
+	// Clock, when nil, lets the scripts read the Redis server's TIME, so
+	// lease expiry is decided by one clock, the store's. A test passes a
+	// clock.Fake; its time is then sent with every call.
+	Clock clock.Clock
+	// Limits bound entry sizes and the dedupe window.
+	Limits sessions.Limits
+}
+
+// DB is an open Redis store. It serves the sessions and outbox stores.
+type DB struct {
+	client goredis.UniversalClient
+	owned  bool // Close closes client
+	prefix string
+	clk    clock.Clock
+	lim    sessions.Limits
+	closed atomic.Bool
+
+	sessions *sessionStore
+	outbox   *outboxStore
+}
+
+// Open connects, checks the server answers and loads the scripts.
+// Errors: Invalid (bad URL or prefix), Unavailable.
+func Open(ctx context.Context, opts Options) (*DB, error) {
+	const op = "redis.Open"
+	prefix := opts.Prefix
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(prefix, "{}") {
+		return nil, errs.E(op, errs.Invalid, "prefix %q may not contain '{' or '}'", prefix)
+	}
+	db := &DB{client: opts.Client, prefix: prefix, clk: opts.Clock, lim: opts.Limits.WithDefaults()}
+	if db.client == nil {
+		c, err := dial(opts.URL)
+		if err != nil {
+			return nil, errs.Wrap(op, errs.Invalid, err)
+		}
+		db.client, db.owned = c, true
+	}
+	if err := db.client.Ping(ctx).Err(); err != nil {
+		db.closeClient()
+		return nil, errs.Wrap(op, errs.Unavailable, err)
+	}
+	pipe := db.client.Pipeline()
+	for _, s := range allScripts {
+		pipe.ScriptLoad(ctx, sources[s])
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		db.closeClient()
+		return nil, db.fail(op, err)
+	}
+	db.sessions = &sessionStore{db: db}
+	db.outbox = &outboxStore{db: db}
+	return db, nil
+}
+
+func dial(rawURL string) (goredis.UniversalClient, error) {
+	if rawURL == "" {
+		rawURL = DefaultURL
+	}
+	opt, err := goredis.ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if u, err := url.Parse(rawURL); err == nil && !u.Query().Has("max_retries") {
+		opt.MaxRetries = -1
+	}
+	return goredis.NewClient(opt), nil
+}
+
+// Sessions returns the conversation store.
+func (db *DB) Sessions() sessions.Store { return db.sessions }
+
+// Outbox returns the outbox store.
+func (db *DB) Outbox() outbox.Store { return db.outbox }
+
+// Close closes the store; every later call returns errs.Closed. A client
+// passed in Options stays open.
+func (db *DB) Close() error {
+	if db.closed.Swap(true) {
+		return nil
+	}
+	return errs.Wrap("redis.Close", errs.Internal, db.closeClient())
+}
+
+func (db *DB) closeClient() error {
+	if db.owned {
+		return db.client.Close()
+	}
+	return nil
+}
+
+func (db *DB) check(op string) error {
+	if db.closed.Load() {
+		return errs.E(op, errs.Closed, "store is closed")
+	}
+	return nil
+}
+
+// fail turns a client error into herald's codes: a closed store is Closed,
+// a server that is loading, read-only or out of memory is Unavailable like
+// an unreachable one, and any other Redis error is a bug (Internal).
+func (db *DB) fail(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if db.closed.Load() || errors.Is(err, goredis.ErrClosed) {
+		return errs.Wrap(op, errs.Closed, err)
+	}
+	var rerr goredis.Error
+	if errors.As(err, &rerr) && !errors.Is(err, goredis.Nil) {
+		for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "OOM", "NOREPLICAS"} {
+			if strings.HasPrefix(rerr.Error(), p) {
+				return errs.Wrap(op, errs.Unavailable, err)
+			}
+		}
+		return errs.Wrap(op, errs.Internal, err)
+	}
+	return errs.Wrap(op, errs.Unavailable, err)
+}
+
+// run calls a script and returns its array reply.
+func (db *DB) run(ctx context.Context, op string, s *goredis.Script, keys []string, args ...any) ([]any, error) {
+	if err := db.check(op); err != nil {
+		return nil, err
+	}
+	v, err := s.Run(ctx, db.client, keys, args...).Slice()
+	if err != nil {
+		return nil, db.fail(op, err)
+	}
+	return v, nil
+}
+
+// status reads the status marker scripts put first in their reply.
+func status(op string, v []any) error {
+	if len(v) == 0 {
+		return errs.E(op, errs.Internal, "empty script reply")
+	}
+	switch str(v[0]) {
+	case "OK":
+		return nil
+	case "LOST":
+		return errs.E(op, errs.LeaseLost, "the lease was taken over or released")
+	case "NOTFOUND":
+		return errs.E(op, errs.NotFound, "no such entry")
+	}
+	return errs.E(op, errs.Internal, "unexpected script reply %v", v[0])
+}
+
+// nowArg is the time scripts use: the injected clock's, or "" for the
+// server's.
+func (db *DB) nowArg() string {
+	if db.clk == nil {
+		return ""
+	}
+	return strconv.FormatInt(db.clk.Now().UnixMilli(), 10)
+}
+
+func (db *DB) windowArg() int64 { return max(db.lim.DedupeWindow.Milliseconds(), 1) }
+
+// convTag is the conversation key as it appears between the braces of its
+// keys. '}' would end the hash tag early and '%' is the escape itself, so
+// both are escaped; the tag then hashes every key of a conversation to
+// one Cluster slot and no two conversations share a key.
+func convTag(conv string) string {
+	if !strings.ContainsAny(conv, "%}") {
+		return conv
+	}
+	return strings.NewReplacer("%", "%25", "}", "%7D").Replace(conv)
+}
+
+func convFromTag(tag string) string {
+	if !strings.Contains(tag, "%") {
+		return tag
+	}
+	return strings.NewReplacer("%7D", "}", "%25", "%").Replace(tag)
+}
+
+func (db *DB) convKey(tag, suffix string) string { return db.prefix + "{" + tag + "}:" + suffix }
+func (db *DB) readyKey() string                  { return db.prefix + "ready" }
+func (db *DB) leasesKey() string                 { return db.prefix + "leases" }
+
+func str(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case nil:
+		return ""
+	}
+	return ""
+}
+
+func num(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	}
+	return 0
+}
+
+func msTime(v any) time.Time { return time.UnixMilli(num(v)).UTC() }
+
+func durMS(d time.Duration) int64 { return max(d.Milliseconds(), 1) }

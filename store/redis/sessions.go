@@ -1,0 +1,287 @@
+package redis
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
+)
+
+var _ sessions.Store = (*sessionStore)(nil)
+
+// sessionStore is the conversation side of DB: turn queues, leases,
+// history and metadata.
+type sessionStore struct{ db *DB }
+
+func (s *sessionStore) Append(ctx context.Context, in sessions.Inbound) (sessions.AppendResult, error) {
+	const op = "redis.Append"
+	in, data, err := sessions.EncodeInbound(op, in, s.db.lim)
+	if err != nil {
+		return sessions.AppendResult{}, err
+	}
+	tag := convTag(in.Conv)
+	lane := in.Lane()
+	keys := []string{
+		s.db.convKey(tag, "state"),
+		s.db.readyKey(),
+		s.db.convKey(tag, "q"+strconv.Itoa(lane)),
+	}
+	if in.MessageID != "" {
+		keys = append(keys, s.db.convKey(tag, "dd:"+in.MessageID))
+	}
+	v, err := s.db.run(ctx, op, scriptAppend, keys,
+		s.db.prefix, tag, lane, data, s.db.nowArg(), s.db.windowArg())
+	if err != nil {
+		return sessions.AppendResult{}, err
+	}
+	if len(v) != 2 {
+		return sessions.AppendResult{}, errs.E(op, errs.Internal, "unexpected script reply %v", v)
+	}
+	return sessions.AppendResult{EntryID: str(v[0]), Duplicate: num(v[1]) == 1}, nil
+}
+
+func (s *sessionStore) Claim(ctx context.Context, worker string, ttl time.Duration) (*sessions.Turn, error) {
+	const op = "redis.Claim"
+	if ttl <= 0 {
+		ttl = sessions.DefaultLeaseTTL
+	}
+	v, err := s.db.run(ctx, op, scriptClaim, []string{s.db.readyKey(), s.db.leasesKey()},
+		s.db.prefix, worker, durMS(ttl), s.db.nowArg())
+	if err != nil || len(v) == 0 {
+		return nil, err
+	}
+	if len(v) != 7 {
+		return nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
+	}
+	conv := convFromTag(str(v[0]))
+	e, err := decodeEntry(op, v[3:])
+	if err != nil {
+		return nil, err
+	}
+	return &sessions.Turn{
+		Lease: sessions.Lease{Conv: conv, Worker: worker, Token: num(v[1]), Expires: msTime(v[2])},
+		Entry: *e,
+	}, nil
+}
+
+func (s *sessionStore) Next(ctx context.Context, l sessions.Lease) (*sessions.Entry, error) {
+	const op = "redis.Next"
+	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+		return nil, err
+	}
+	tag := convTag(l.Conv)
+	v, err := s.db.run(ctx, op, scriptNext, []string{s.db.convKey(tag, "state")},
+		s.db.prefix, tag, l.Token)
+	if err != nil {
+		return nil, err
+	}
+	if err := status(op, v); err != nil {
+		return nil, err
+	}
+	if len(v) == 1 {
+		return nil, nil
+	}
+	return decodeEntry(op, v[1:])
+}
+
+func (s *sessionStore) Renew(ctx context.Context, l sessions.Lease, ttl time.Duration) (sessions.Lease, error) {
+	const op = "redis.Renew"
+	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+		return l, err
+	}
+	if ttl <= 0 {
+		ttl = sessions.DefaultLeaseTTL
+	}
+	tag := convTag(l.Conv)
+	v, err := s.db.run(ctx, op, scriptRenew,
+		[]string{s.db.convKey(tag, "state"), s.db.readyKey(), s.db.leasesKey()},
+		tag, l.Token, durMS(ttl), s.db.nowArg())
+	if err != nil {
+		return l, err
+	}
+	if err := status(op, v); err != nil {
+		return l, err
+	}
+	if len(v) != 3 {
+		return l, errs.E(op, errs.Internal, "unexpected script reply %v", v)
+	}
+	l.Worker = str(v[1])
+	l.Expires = msTime(v[2])
+	return l, nil
+}
+
+func (s *sessionStore) Release(ctx context.Context, l sessions.Lease) error {
+	const op = "redis.Release"
+	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+		return err
+	}
+	tag := convTag(l.Conv)
+	v, err := s.db.run(ctx, op, scriptRelease,
+		[]string{s.db.convKey(tag, "state"), s.db.readyKey(), s.db.leasesKey()},
+		s.db.prefix, tag, l.Token, s.db.nowArg())
+	if err != nil {
+		return err
+	}
+	return status(op, v)
+}
+
+func (s *sessionStore) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
+	const op = "redis.Finish"
+	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+		return err
+	}
+	hist, err := sessions.EncodeMessages(op, f.History, s.db.lim)
+	if err != nil {
+		return err
+	}
+	msgs, err := encodeOutbox(op, f.Outbox, s.db.lim)
+	if err != nil {
+		return err
+	}
+	tag := convTag(l.Conv)
+	release := "0"
+	if f.Release {
+		release = "1"
+	}
+	args := make([]any, 0, 10+len(hist)+len(msgs))
+	args = append(args, s.db.prefix, tag, l.Token, f.EntryID, release, s.db.nowArg(), s.db.windowArg(), len(hist))
+	for _, h := range hist {
+		args = append(args, h)
+	}
+	args = append(args, len(f.Outbox))
+	args = append(args, msgs...)
+	v, err := s.db.run(ctx, op, scriptFinish,
+		[]string{s.db.convKey(tag, "state"), s.db.readyKey(), s.db.leasesKey(), s.db.convKey(tag, "hist")},
+		args...)
+	if err != nil {
+		return err
+	}
+	return status(op, v)
+}
+
+func (s *sessionStore) AppendHistory(ctx context.Context, l sessions.Lease, msgs ...sessions.Message) error {
+	const op = "redis.AppendHistory"
+	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+		return err
+	}
+	hist, err := sessions.EncodeMessages(op, msgs, s.db.lim)
+	if err != nil {
+		return err
+	}
+	tag := convTag(l.Conv)
+	args := make([]any, 0, 1+len(hist))
+	args = append(args, l.Token)
+	for _, h := range hist {
+		args = append(args, h)
+	}
+	v, err := s.db.run(ctx, op, scriptHistory,
+		[]string{s.db.convKey(tag, "state"), s.db.convKey(tag, "hist")}, args...)
+	if err != nil {
+		return err
+	}
+	return status(op, v)
+}
+
+func (s *sessionStore) History(ctx context.Context, conv string) ([]sessions.Message, error) {
+	const op = "redis.History"
+	if err := s.db.check(op); err != nil {
+		return nil, err
+	}
+	if err := sessions.ValidateConv(op, conv); err != nil {
+		return nil, err
+	}
+	raw, err := s.db.client.LRange(ctx, s.db.convKey(convTag(conv), "hist"), 0, -1).Result()
+	if err != nil {
+		return nil, s.db.fail(op, err)
+	}
+	out := make([]sessions.Message, 0, len(raw))
+	for _, r := range raw {
+		var m sessions.Message
+		if err := json.Unmarshal([]byte(r), &m); err != nil {
+			return nil, errs.Wrap(op, errs.Internal, err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func (s *sessionStore) ClearHistory(ctx context.Context, conv string) error {
+	const op = "redis.ClearHistory"
+	if err := s.db.check(op); err != nil {
+		return err
+	}
+	if err := sessions.ValidateConv(op, conv); err != nil {
+		return err
+	}
+	return s.db.fail(op, s.db.client.Del(ctx, s.db.convKey(convTag(conv), "hist")).Err())
+}
+
+func (s *sessionStore) Meta(ctx context.Context, conv string) (map[string]string, error) {
+	const op = "redis.Meta"
+	if err := s.db.check(op); err != nil {
+		return nil, err
+	}
+	if err := sessions.ValidateConv(op, conv); err != nil {
+		return nil, err
+	}
+	m, err := s.db.client.HGetAll(ctx, s.db.convKey(convTag(conv), "meta")).Result()
+	if err != nil {
+		return nil, s.db.fail(op, err)
+	}
+	return m, nil
+}
+
+func (s *sessionStore) SetMeta(ctx context.Context, conv, key, value string) error {
+	const op = "redis.SetMeta"
+	if err := s.db.check(op); err != nil {
+		return err
+	}
+	if err := sessions.ValidateConv(op, conv); err != nil {
+		return err
+	}
+	if key == "" {
+		return errs.E(op, errs.Invalid, "empty metadata key")
+	}
+	k := s.db.convKey(convTag(conv), "meta")
+	if value == "" {
+		return s.db.fail(op, s.db.client.HDel(ctx, k, key).Err())
+	}
+	if len(key)+len(value) > s.db.lim.MaxEntryBytes {
+		return errs.E(op, errs.TooLarge, "metadata is %d bytes, over the limit of %d", len(key)+len(value), s.db.lim.MaxEntryBytes)
+	}
+	return s.db.fail(op, s.db.client.HSet(ctx, k, key, value).Err())
+}
+
+// decodeEntry reads {entry id, data, enqueued ms, deliveries}.
+func decodeEntry(op string, v []any) (*sessions.Entry, error) {
+	if len(v) != 4 {
+		return nil, errs.E(op, errs.Internal, "unexpected entry reply %v", v)
+	}
+	e := &sessions.Entry{ID: str(v[0]), EnqueuedAt: msTime(v[2]), Deliveries: int(num(v[3]))}
+	if err := json.Unmarshal([]byte(str(v[1])), &e.Inbound); err != nil {
+		return nil, errs.Wrap(op, errs.Internal, err)
+	}
+	return e, nil
+}
+
+// encodeOutbox validates outbox messages and lays them out as the scripts
+// read them: encoded message, platform, idempotency key, next attempt.
+func encodeOutbox(op string, msgs []outbox.Message, lim sessions.Limits) ([]any, error) {
+	out := make([]any, 0, 4*len(msgs))
+	for _, m := range msgs {
+		b, err := outbox.Encode(op, m, lim.MaxEntryBytes)
+		if err != nil {
+			return nil, err
+		}
+		next := ""
+		if !m.NextAttempt.IsZero() {
+			next = strconv.FormatInt(m.NextAttempt.UnixMilli(), 10)
+		}
+		out = append(out, b, m.Target.Platform, m.IdempotencyKey, next)
+	}
+	return out, nil
+}
