@@ -1,0 +1,512 @@
+package storetest
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// The suite runs against a small in-memory store written from the
+// interface comments alone, so that a case failing on a real backend is
+// known to be passable as written.
+func TestSuiteAgainstMemory(t *testing.T) {
+	Run(t, Backend{Name: "memory", New: func(t *testing.T) Place { return &memPlace{data: newMemData()} }})
+}
+
+type memPlace struct{ data *memData }
+
+func (p *memPlace) Open(t *testing.T, clk clock.Clock, lim sessions.Limits) Store {
+	return &memStore{data: p.data, clk: clk, lim: lim.WithDefaults()}
+}
+
+func (p *memPlace) Restart(t *testing.T) {}
+
+// memData is what a place keeps; every store opened on it shares it.
+type memData struct {
+	mu      sync.Mutex
+	seq     int64
+	convs   map[string]*memConv
+	msgs    map[string]*memMsg
+	idemKey map[string]memSeen
+}
+
+func newMemData() *memData {
+	return &memData{convs: map[string]*memConv{}, msgs: map[string]*memMsg{}, idemKey: map[string]memSeen{}}
+}
+
+type memSeen struct {
+	id string
+	at time.Time
+}
+
+type memConv struct {
+	lanes    [sessions.Lanes][]*sessions.Entry
+	inflight *sessions.Entry // delivered and not acked
+	token    int64
+	held     bool
+	expires  time.Time
+	ready    bool
+	readyAt  time.Time
+	readySeq int64
+	history  []sessions.Message
+	meta     map[string]string
+	seen     map[string]memSeen
+}
+
+func (c *memConv) hasWork() bool {
+	if c.inflight != nil {
+		return true
+	}
+	for _, l := range c.lanes {
+		if len(l) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *memConv) take() *sessions.Entry {
+	if c.inflight == nil {
+		for i, l := range c.lanes {
+			if len(l) > 0 {
+				c.inflight, c.lanes[i] = l[0], l[1:]
+				break
+			}
+		}
+	}
+	return c.inflight
+}
+
+type memMsg struct {
+	outbox.Message
+	seq     int64
+	dead    bool
+	claimed bool
+	token   int64
+	expires time.Time
+}
+
+type memStore struct {
+	data   *memData
+	clk    clock.Clock
+	lim    sessions.Limits
+	closed bool
+}
+
+func (s *memStore) Sessions() sessions.Store { return memSessions{s} }
+func (s *memStore) Outbox() outbox.Store     { return memOutbox{s} }
+
+func (s *memStore) Close() error {
+	s.data.mu.Lock()
+	defer s.data.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+// lock takes the place's lock and reports Closed for a closed store.
+func (s *memStore) lock(op string) error {
+	s.data.mu.Lock()
+	if s.closed {
+		s.data.mu.Unlock()
+		return errs.E(op, errs.Closed, "store closed")
+	}
+	return nil
+}
+
+func (s *memStore) conv(key string) *memConv {
+	c := s.data.convs[key]
+	if c == nil {
+		c = &memConv{meta: map[string]string{}, seen: map[string]memSeen{}}
+		s.data.convs[key] = c
+	}
+	return c
+}
+
+func (s *memStore) markReady(c *memConv) {
+	if !c.ready {
+		s.data.seq++
+		c.ready, c.readyAt, c.readySeq = true, s.clk.Now(), s.data.seq
+	}
+}
+
+type memSessions struct{ s *memStore }
+
+func (m memSessions) Append(ctx context.Context, in sessions.Inbound) (sessions.AppendResult, error) {
+	const op = "mem.Append"
+	in, _, err := sessions.EncodeInbound(op, in, m.s.lim)
+	if err != nil {
+		return sessions.AppendResult{}, err
+	}
+	if err := m.s.lock(op); err != nil {
+		return sessions.AppendResult{}, err
+	}
+	defer m.s.data.mu.Unlock()
+	now := m.s.clk.Now()
+	c := m.s.conv(in.Conv)
+	if in.MessageID != "" {
+		if seen, ok := c.seen[in.MessageID]; ok && now.Sub(seen.at) < m.s.lim.DedupeWindow {
+			return sessions.AppendResult{EntryID: seen.id, Duplicate: true}, nil
+		}
+	}
+	m.s.data.seq++
+	e := &sessions.Entry{Inbound: in, ID: fmt.Sprintf("e%d", m.s.data.seq), EnqueuedAt: now}
+	c.lanes[in.Lane()] = append(c.lanes[in.Lane()], e)
+	if in.MessageID != "" {
+		c.seen[in.MessageID] = memSeen{id: e.ID, at: now}
+	}
+	if !c.held {
+		m.s.markReady(c)
+	}
+	return sessions.AppendResult{EntryID: e.ID}, nil
+}
+
+func (m memSessions) Claim(ctx context.Context, worker string, ttl time.Duration) (*sessions.Turn, error) {
+	if err := m.s.lock("mem.Claim"); err != nil {
+		return nil, err
+	}
+	defer m.s.data.mu.Unlock()
+	now := m.s.clk.Now()
+	type candidate struct {
+		key string
+		at  time.Time
+		seq int64
+	}
+	var cands []candidate
+	for key, c := range m.s.data.convs {
+		switch {
+		case !c.hasWork():
+		case !c.held && c.ready:
+			cands = append(cands, candidate{key, c.readyAt, c.readySeq})
+		case c.held && !now.Before(c.expires):
+			cands = append(cands, candidate{key, c.expires, 0})
+		}
+	}
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	best := slices.MinFunc(cands, func(a, b candidate) int {
+		return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.seq, b.seq), cmp.Compare(a.key, b.key))
+	})
+	c := m.s.data.convs[best.key]
+	c.token++
+	c.held, c.ready, c.expires = true, false, now.Add(ttl)
+	e := c.take()
+	e.Deliveries++
+	return &sessions.Turn{
+		Lease: sessions.Lease{Conv: best.key, Worker: worker, Token: c.token, Expires: c.expires},
+		Entry: *e,
+	}, nil
+}
+
+// held checks l under the lock.
+func (m memSessions) held(op string, l sessions.Lease) (*memConv, error) {
+	c := m.s.data.convs[l.Conv]
+	if c == nil || !c.held || c.token != l.Token {
+		return nil, errs.E(op, errs.LeaseLost, "lease on %q lost", l.Conv)
+	}
+	return c, nil
+}
+
+func (m memSessions) Next(ctx context.Context, l sessions.Lease) (*sessions.Entry, error) {
+	const op = "mem.Next"
+	if err := m.s.lock(op); err != nil {
+		return nil, err
+	}
+	defer m.s.data.mu.Unlock()
+	c, err := m.held(op, l)
+	if err != nil {
+		return nil, err
+	}
+	e := c.take()
+	if e == nil {
+		return nil, nil
+	}
+	if e.Deliveries == 0 {
+		e.Deliveries = 1
+	}
+	out := *e
+	return &out, nil
+}
+
+func (m memSessions) Renew(ctx context.Context, l sessions.Lease, ttl time.Duration) (sessions.Lease, error) {
+	const op = "mem.Renew"
+	if err := m.s.lock(op); err != nil {
+		return l, err
+	}
+	defer m.s.data.mu.Unlock()
+	c, err := m.held(op, l)
+	if err != nil {
+		return l, err
+	}
+	c.expires = m.s.clk.Now().Add(ttl)
+	l.Expires = c.expires
+	return l, nil
+}
+
+func (m memSessions) Release(ctx context.Context, l sessions.Lease) error {
+	const op = "mem.Release"
+	if err := m.s.lock(op); err != nil {
+		return err
+	}
+	defer m.s.data.mu.Unlock()
+	c, err := m.held(op, l)
+	if err != nil {
+		return err
+	}
+	m.release(c)
+	return nil
+}
+
+func (m memSessions) release(c *memConv) {
+	c.held = false
+	if c.hasWork() {
+		m.s.markReady(c)
+	}
+}
+
+func (m memSessions) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
+	const op = "mem.Finish"
+	if _, err := sessions.EncodeMessages(op, f.History, m.s.lim); err != nil {
+		return err
+	}
+	for _, msg := range f.Outbox {
+		if _, err := outbox.Encode(op, msg, m.s.lim.MaxEntryBytes); err != nil {
+			return err
+		}
+	}
+	if err := m.s.lock(op); err != nil {
+		return err
+	}
+	defer m.s.data.mu.Unlock()
+	c, err := m.held(op, l)
+	if err != nil {
+		return err
+	}
+	if c.inflight == nil || c.inflight.ID != f.EntryID {
+		return errs.E(op, errs.NotFound, "no unacked entry %q", f.EntryID)
+	}
+	c.inflight = nil
+	c.history = append(c.history, f.History...)
+	for _, msg := range f.Outbox {
+		memOutbox(m).add(msg)
+	}
+	if f.Release {
+		m.release(c)
+	}
+	return nil
+}
+
+func (m memSessions) AppendHistory(ctx context.Context, l sessions.Lease, msgs ...sessions.Message) error {
+	const op = "mem.AppendHistory"
+	if _, err := sessions.EncodeMessages(op, msgs, m.s.lim); err != nil {
+		return err
+	}
+	if err := m.s.lock(op); err != nil {
+		return err
+	}
+	defer m.s.data.mu.Unlock()
+	c, err := m.held(op, l)
+	if err != nil {
+		return err
+	}
+	c.history = append(c.history, msgs...)
+	return nil
+}
+
+func (m memSessions) History(ctx context.Context, conv string) ([]sessions.Message, error) {
+	if err := m.s.lock("mem.History"); err != nil {
+		return nil, err
+	}
+	defer m.s.data.mu.Unlock()
+	return slices.Clone(m.s.conv(conv).history), nil
+}
+
+func (m memSessions) ClearHistory(ctx context.Context, conv string) error {
+	if err := m.s.lock("mem.ClearHistory"); err != nil {
+		return err
+	}
+	defer m.s.data.mu.Unlock()
+	m.s.conv(conv).history = nil
+	return nil
+}
+
+func (m memSessions) Meta(ctx context.Context, conv string) (map[string]string, error) {
+	if err := m.s.lock("mem.Meta"); err != nil {
+		return nil, err
+	}
+	defer m.s.data.mu.Unlock()
+	out := map[string]string{}
+	for k, v := range m.s.conv(conv).meta {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (m memSessions) SetMeta(ctx context.Context, conv, key, value string) error {
+	if err := m.s.lock("mem.SetMeta"); err != nil {
+		return err
+	}
+	defer m.s.data.mu.Unlock()
+	if value == "" {
+		delete(m.s.conv(conv).meta, key)
+	} else {
+		m.s.conv(conv).meta[key] = value
+	}
+	return nil
+}
+
+type memOutbox struct{ s *memStore }
+
+// add enqueues m under the lock.
+func (o memOutbox) add(m outbox.Message) (string, bool) {
+	now := o.s.clk.Now()
+	if m.IdempotencyKey != "" {
+		if seen, ok := o.s.data.idemKey[m.IdempotencyKey]; ok && now.Sub(seen.at) < o.s.lim.DedupeWindow {
+			return seen.id, true
+		}
+	}
+	o.s.data.seq++
+	m.ID = fmt.Sprintf("o%d", o.s.data.seq)
+	m.CreatedAt, m.NextAttempt, m.Attempts, m.LastError = now, now, 0, ""
+	o.s.data.msgs[m.ID] = &memMsg{Message: m, seq: o.s.data.seq}
+	if m.IdempotencyKey != "" {
+		o.s.data.idemKey[m.IdempotencyKey] = memSeen{id: m.ID, at: now}
+	}
+	return m.ID, false
+}
+
+func (o memOutbox) Enqueue(ctx context.Context, m outbox.Message) (string, bool, error) {
+	const op = "mem.Enqueue"
+	if _, err := outbox.Encode(op, m, o.s.lim.MaxEntryBytes); err != nil {
+		return "", false, err
+	}
+	if err := o.s.lock(op); err != nil {
+		return "", false, err
+	}
+	defer o.s.data.mu.Unlock()
+	id, dup := o.add(m)
+	return id, dup, nil
+}
+
+func (o memOutbox) list(dead bool, limit int) []outbox.Message {
+	var ms []*memMsg
+	for _, m := range o.s.data.msgs {
+		if m.dead == dead {
+			ms = append(ms, m)
+		}
+	}
+	slices.SortFunc(ms, func(a, b *memMsg) int { return cmp.Compare(a.seq, b.seq) })
+	var out []outbox.Message
+	for _, m := range ms[:min(limit, len(ms))] {
+		out = append(out, m.Message)
+	}
+	return out
+}
+
+func (o memOutbox) Claim(ctx context.Context, worker string, platforms []string, max int, ttl time.Duration) ([]outbox.Claimed, error) {
+	if err := o.s.lock("mem.Claim"); err != nil {
+		return nil, err
+	}
+	defer o.s.data.mu.Unlock()
+	now := o.s.clk.Now()
+	var due []*memMsg
+	for _, m := range o.s.data.msgs {
+		if !m.dead && !m.NextAttempt.After(now) && (!m.claimed || !m.expires.After(now)) && slices.Contains(platforms, m.Target.Platform) {
+			due = append(due, m)
+		}
+	}
+	slices.SortFunc(due, func(a, b *memMsg) int {
+		return cmp.Or(a.NextAttempt.Compare(b.NextAttempt), cmp.Compare(a.seq, b.seq))
+	})
+	var out []outbox.Claimed
+	for _, m := range due[:min(max, len(due))] {
+		o.s.data.seq++
+		m.claimed, m.token, m.expires = true, o.s.data.seq, now.Add(ttl)
+		out = append(out, outbox.Claimed{Message: m.Message, Token: m.token, Expires: m.expires})
+	}
+	return out, nil
+}
+
+// claimed finds the message c holds, under the lock.
+func (o memOutbox) claimed(op string, c outbox.Claimed) (*memMsg, error) {
+	m := o.s.data.msgs[c.ID]
+	if m == nil || m.dead {
+		return nil, errs.E(op, errs.NotFound, "no pending message %q", c.ID)
+	}
+	if !m.claimed || m.token != c.Token {
+		return nil, errs.E(op, errs.LeaseLost, "claim on %q lost", c.ID)
+	}
+	return m, nil
+}
+
+func (o memOutbox) settle(op string, c outbox.Claimed, change func(m *memMsg)) error {
+	if err := o.s.lock(op); err != nil {
+		return err
+	}
+	defer o.s.data.mu.Unlock()
+	m, err := o.claimed(op, c)
+	if err != nil {
+		return err
+	}
+	m.claimed = false
+	change(m)
+	return nil
+}
+
+func (o memOutbox) Ack(ctx context.Context, c outbox.Claimed) error {
+	return o.settle("mem.Ack", c, func(m *memMsg) { delete(o.s.data.msgs, m.ID) })
+}
+
+func (o memOutbox) Release(ctx context.Context, c outbox.Claimed, next time.Time, reason string) error {
+	return o.settle("mem.Release", c, func(m *memMsg) {
+		m.Attempts++
+		m.LastError, m.NextAttempt = reason, next
+	})
+}
+
+func (o memOutbox) Postpone(ctx context.Context, c outbox.Claimed, next time.Time) error {
+	return o.settle("mem.Postpone", c, func(m *memMsg) { m.NextAttempt = next })
+}
+
+func (o memOutbox) Dead(ctx context.Context, c outbox.Claimed, reason string) error {
+	return o.settle("mem.Dead", c, func(m *memMsg) { m.dead, m.LastError = true, reason })
+}
+
+func (o memOutbox) Pending(ctx context.Context, limit int) ([]outbox.Message, error) {
+	if err := o.s.lock("mem.Pending"); err != nil {
+		return nil, err
+	}
+	defer o.s.data.mu.Unlock()
+	return o.list(false, limit), nil
+}
+
+func (o memOutbox) DeadLetters(ctx context.Context, limit int) ([]outbox.Message, error) {
+	if err := o.s.lock("mem.DeadLetters"); err != nil {
+		return nil, err
+	}
+	defer o.s.data.mu.Unlock()
+	return o.list(true, limit), nil
+}
+
+func (o memOutbox) Requeue(ctx context.Context, id string) error {
+	const op = "mem.Requeue"
+	if err := o.s.lock(op); err != nil {
+		return err
+	}
+	defer o.s.data.mu.Unlock()
+	m := o.s.data.msgs[id]
+	if m == nil || !m.dead {
+		return errs.E(op, errs.NotFound, "no dead message %q", id)
+	}
+	m.dead, m.Attempts, m.NextAttempt = false, 0, o.s.clk.Now()
+	return nil
+}
