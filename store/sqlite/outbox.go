@@ -1,0 +1,372 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
+)
+
+// outboxStore is the DB seen as an outbox.Store.
+type outboxStore struct{ d *DB }
+
+var _ outbox.Store = (*outboxStore)(nil)
+
+// defaultClaimTTL holds a delivery claim when the caller gives no ttl.
+const defaultClaimTTL = 30 * time.Second
+
+// msgCols are the columns a Message is read from: the encoded message and
+// the fields the store keeps up to date beside it.
+const msgCols = `id, next_attempt, attempts, last_error, created_at, body`
+
+// A row is due when its time has come and nobody holds a live claim on
+// it: pending, or claimed by a worker whose claim ran out.
+const sqlOutboxDueWhere = `platform = ?1 AND state <> 'dead' AND next_attempt <= ?2
+	AND (state = 'pending' OR claim_expires <= ?2)`
+
+const (
+	sqlOutboxKeyGet = `SELECT msg_id FROM outbox_keys WHERE key = ?1 AND seen_at > ?2`
+	sqlOutboxKeyPut = `INSERT INTO outbox_keys (key, msg_id, seen_at) VALUES (?1, ?2, ?3)
+		ON CONFLICT (key) DO UPDATE SET msg_id = excluded.msg_id, seen_at = excluded.seen_at`
+	sqlOutboxKeyPrune = `DELETE FROM outbox_keys WHERE key IN
+		(SELECT key FROM outbox_keys WHERE seen_at <= ?1 LIMIT ?2)`
+
+	sqlOutboxInsert = `INSERT INTO outbox (platform, target, conv, idem_key, state, next_attempt, created_at, body)
+		VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6, ?7)`
+
+	sqlOutboxDueAny = `SELECT 1 FROM outbox WHERE ` + sqlOutboxDueWhere + ` LIMIT 1`
+	sqlOutboxDue    = `SELECT id, next_attempt FROM outbox WHERE ` + sqlOutboxDueWhere + `
+		ORDER BY next_attempt, id LIMIT ?3`
+	sqlOutboxClaim = `UPDATE outbox SET state = 'claimed', claim_worker = ?2,
+			claim_token = claim_token + 1, claim_expires = ?3
+		WHERE id = ?1 RETURNING claim_token, ` + msgCols
+
+	// Every change to a claimed row matches its claim token: a claim that
+	// ran out and was taken by another worker changes nothing.
+	sqlOutboxAck     = `DELETE FROM outbox WHERE id = ?1 AND state = 'claimed' AND claim_token = ?2`
+	sqlOutboxRelease = `UPDATE outbox SET state = 'pending', claim_worker = '', claim_expires = NULL,
+			attempts = attempts + 1, last_error = ?3, next_attempt = ?4
+		WHERE id = ?1 AND state = 'claimed' AND claim_token = ?2`
+	sqlOutboxPostpone = `UPDATE outbox SET state = 'pending', claim_worker = '', claim_expires = NULL,
+			next_attempt = ?3
+		WHERE id = ?1 AND state = 'claimed' AND claim_token = ?2`
+	sqlOutboxDead = `UPDATE outbox SET state = 'dead', claim_worker = '', claim_expires = NULL,
+			last_error = ?3
+		WHERE id = ?1 AND state = 'claimed' AND claim_token = ?2`
+	sqlOutboxExists  = `SELECT 1 FROM outbox WHERE id = ?1`
+	sqlOutboxRequeue = `UPDATE outbox SET state = 'pending', attempts = 0, next_attempt = ?2
+		WHERE id = ?1 AND state = 'dead'`
+
+	sqlOutboxPending  = `SELECT ` + msgCols + ` FROM outbox WHERE state <> 'dead' ORDER BY id LIMIT ?1`
+	sqlOutboxDeadList = `SELECT ` + msgCols + ` FROM outbox WHERE state = 'dead' ORDER BY id LIMIT ?1`
+)
+
+func (o *outboxStore) Enqueue(ctx context.Context, m outbox.Message) (string, bool, error) {
+	const op = "sqlite.outbox.Enqueue"
+	d := o.d
+	if err := d.check(ctx, op); err != nil {
+		return "", false, err
+	}
+	body, err := outbox.Encode(op, m, d.lim.MaxEntryBytes)
+	if err != nil {
+		return "", false, err
+	}
+	var (
+		id  int64
+		dup bool
+	)
+	err = d.w.do(ctx, op, func(t *tx) error {
+		now, _ := d.now()
+		var err error
+		id, dup, err = d.enqueue(t, m, body, now)
+		return err
+	})
+	if err != nil {
+		return "", false, d.fail(op, err)
+	}
+	return formatID(id), dup, nil
+}
+
+// enqueue adds m, encoded as body, unless its idempotency key was seen
+// within the dedupe window; then it returns the first message's id.
+func (d *DB) enqueue(t *tx, m outbox.Message, body []byte, nowT time.Time) (int64, bool, error) {
+	now := nanos(nowT)
+	key := m.IdempotencyKey
+	if key != "" {
+		var first int64
+		err := t.st.outboxKeyGet.QueryRow(key, now-int64(d.lim.DedupeWindow)).Scan(&first)
+		if err == nil {
+			return first, true, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return 0, false, err
+		}
+	}
+	next := now
+	if !m.NextAttempt.IsZero() {
+		next = nanos(m.NextAttempt)
+	}
+	r, err := t.st.outboxInsert.Exec(m.Target.Platform, m.Target.String(), m.Conv, key, next, now, body)
+	if err != nil {
+		return 0, false, err
+	}
+	id, err := r.LastInsertId()
+	if err != nil {
+		return 0, false, err
+	}
+	if key != "" {
+		if _, err := t.st.outboxKeyPut.Exec(key, id, now); err != nil {
+			return 0, false, err
+		}
+		if d.pruneDue() {
+			if _, err := t.st.outboxKeyPrune.Exec(now-int64(d.lim.DedupeWindow), pruneBatch); err != nil {
+				return 0, false, err
+			}
+		}
+	}
+	return id, false, nil
+}
+
+func (o *outboxStore) Claim(ctx context.Context, worker string, platforms []string, max int, ttl time.Duration) ([]outbox.Claimed, error) {
+	const op = "sqlite.outbox.Claim"
+	d := o.d
+	if err := d.check(ctx, op); err != nil {
+		return nil, err
+	}
+	platforms = uniq(platforms)
+	if max <= 0 || len(platforms) == 0 {
+		return nil, nil
+	}
+	if ttl <= 0 {
+		ttl = defaultClaimTTL
+	}
+	// Delivery workers poll; "nothing due" comes from the read pool.
+	_, now := d.now()
+	due := false
+	for _, p := range platforms {
+		var one int
+		err := d.reads.outboxDueAny.QueryRowContext(ctx, p, now).Scan(&one)
+		if err == nil {
+			due = true
+			break
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return nil, d.fail(op, err)
+		}
+	}
+	if !due {
+		return nil, nil
+	}
+	var claimed []outbox.Claimed
+	err := d.w.do(ctx, op, func(t *tx) error {
+		claimed = nil
+		nowT, now := d.now()
+		type dueRow struct{ id, next int64 }
+		var rows []dueRow
+		// One index range per platform, each already in due order and cut
+		// at max, then merged: no sort over a platform's whole backlog.
+		for _, p := range platforms {
+			q, err := t.st.outboxDue.Query(p, now, max)
+			if err != nil {
+				return err
+			}
+			for q.Next() {
+				var r dueRow
+				if err := q.Scan(&r.id, &r.next); err != nil {
+					q.Close()
+					return err
+				}
+				rows = append(rows, r)
+			}
+			if err := q.Close(); err != nil {
+				return err
+			}
+		}
+		slices.SortFunc(rows, func(a, b dueRow) int {
+			return cmp.Or(cmp.Compare(a.next, b.next), cmp.Compare(a.id, b.id))
+		})
+		if len(rows) > max {
+			rows = rows[:max]
+		}
+		expires := nowT.Add(ttl)
+		for _, r := range rows {
+			var c outbox.Claimed
+			row := t.st.outboxClaim.QueryRow(r.id, worker, nanos(expires))
+			var err error
+			if c.Message, err = scanMessage(op, row.Scan, &c.Token); err != nil {
+				return err
+			}
+			c.Expires = expires
+			claimed = append(claimed, c)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, d.fail(op, err)
+	}
+	return claimed, nil
+}
+
+func (o *outboxStore) Ack(ctx context.Context, c outbox.Claimed) error {
+	return o.change(ctx, "sqlite.outbox.Ack", c, func(t *tx, id int64, _ int64) (sql.Result, error) {
+		return t.st.outboxAck.Exec(id, c.Token)
+	})
+}
+
+func (o *outboxStore) Release(ctx context.Context, c outbox.Claimed, next time.Time, reason string) error {
+	return o.change(ctx, "sqlite.outbox.Release", c, func(t *tx, id int64, now int64) (sql.Result, error) {
+		return t.st.outboxRelease.Exec(id, c.Token, reason, dueAt(next, now))
+	})
+}
+
+func (o *outboxStore) Postpone(ctx context.Context, c outbox.Claimed, next time.Time) error {
+	return o.change(ctx, "sqlite.outbox.Postpone", c, func(t *tx, id int64, now int64) (sql.Result, error) {
+		return t.st.outboxPostpone.Exec(id, c.Token, dueAt(next, now))
+	})
+}
+
+func (o *outboxStore) Dead(ctx context.Context, c outbox.Claimed, reason string) error {
+	return o.change(ctx, "sqlite.outbox.Dead", c, func(t *tx, id int64, _ int64) (sql.Result, error) {
+		return t.st.outboxDead.Exec(id, c.Token, reason)
+	})
+}
+
+// change runs one claim-checked write. When it matched no row, the message
+// is either gone (NotFound) or held under another claim, or given back
+// already (LeaseLost).
+func (o *outboxStore) change(ctx context.Context, op string, c outbox.Claimed, write func(t *tx, id, now int64) (sql.Result, error)) error {
+	d := o.d
+	if err := d.check(ctx, op); err != nil {
+		return err
+	}
+	id, ok := parseID(c.ID)
+	if !ok {
+		return errs.E(op, errs.NotFound, "no outbox message %q", c.ID)
+	}
+	err := d.w.do(ctx, op, func(t *tx) error {
+		_, now := d.now()
+		r, err := write(t, id, now)
+		if err != nil {
+			return err
+		}
+		n, err := r.RowsAffected()
+		if err != nil || n > 0 {
+			return err
+		}
+		var one int
+		err = t.st.outboxExists.QueryRow(id).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errs.E(op, errs.NotFound, "no outbox message %q", c.ID)
+		}
+		if err != nil {
+			return err
+		}
+		return errs.E(op, errs.LeaseLost, "claim %d on outbox message %q ran out and was taken, or was given back", c.Token, c.ID)
+	})
+	return d.fail(op, err)
+}
+
+func (o *outboxStore) Pending(ctx context.Context, n int) ([]outbox.Message, error) {
+	return o.list(ctx, "sqlite.outbox.Pending", o.d.reads.outboxPending, n)
+}
+
+func (o *outboxStore) DeadLetters(ctx context.Context, n int) ([]outbox.Message, error) {
+	return o.list(ctx, "sqlite.outbox.DeadLetters", o.d.reads.outboxDeadAll, n)
+}
+
+func (o *outboxStore) list(ctx context.Context, op string, stmt *sql.Stmt, n int) ([]outbox.Message, error) {
+	d := o.d
+	if err := d.check(ctx, op); err != nil {
+		return nil, err
+	}
+	rows, err := stmt.QueryContext(ctx, limit(n))
+	if err != nil {
+		return nil, d.fail(op, err)
+	}
+	defer rows.Close()
+	var out []outbox.Message
+	for rows.Next() {
+		m, err := scanMessage(op, rows.Scan)
+		if err != nil {
+			return nil, d.fail(op, err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, d.fail(op, err)
+	}
+	return out, nil
+}
+
+func (o *outboxStore) Requeue(ctx context.Context, idStr string) error {
+	const op = "sqlite.outbox.Requeue"
+	d := o.d
+	if err := d.check(ctx, op); err != nil {
+		return err
+	}
+	id, ok := parseID(idStr)
+	if !ok {
+		return errs.E(op, errs.NotFound, "no dead outbox message %q", idStr)
+	}
+	err := d.w.do(ctx, op, func(t *tx) error {
+		_, now := d.now()
+		r, err := t.st.outboxRequeue.Exec(id, now)
+		if err != nil {
+			return err
+		}
+		if n, err := r.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return errs.E(op, errs.NotFound, "no dead outbox message %q", idStr)
+		}
+		return nil
+	})
+	return d.fail(op, err)
+}
+
+// scanMessage reads msgCols, after any leading columns given in pre.
+func scanMessage(op string, scan func(...any) error, pre ...any) (outbox.Message, error) {
+	var (
+		m                          outbox.Message
+		id, next, attempts, create int64
+		lastErr                    string
+		body                       []byte
+	)
+	if err := scan(append(pre, &id, &next, &attempts, &lastErr, &create, &body)...); err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(body, &m); err != nil {
+		return m, errs.Wrap(op, errs.Internal, err)
+	}
+	m.ID = formatID(id)
+	m.NextAttempt = fromNanos(next)
+	m.Attempts = int(attempts)
+	m.LastError = lastErr
+	m.CreatedAt = fromNanos(create)
+	return m, nil
+}
+
+// dueAt is when a message given back becomes due: next, or now when next
+// is unset.
+func dueAt(next time.Time, now int64) int64 {
+	if next.IsZero() {
+		return now
+	}
+	return nanos(next)
+}
+
+func uniq(ss []string) []string {
+	out := make([]string, 0, len(ss))
+	for _, s := range ss {
+		if s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}

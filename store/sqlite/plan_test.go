@@ -1,0 +1,61 @@
+package sqlite
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestQueryPlans keeps the hot statements on their indexes: a plan that
+// falls back to scanning a whole table makes every operation slower as the
+// database grows.
+func TestQueryPlans(t *testing.T) {
+	d, err := Open(filepath.Join(t.TempDir(), "herald.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, tc := range []struct {
+		desc  string
+		query string
+		args  []any
+	}{
+		{"claim pick", sqlClaimPick, []any{1}},
+		{"next pick", sqlNextPick, []any{"c", 1}},
+		{"ready any", sqlReadyAny, []any{1}},
+		{"conv ready", sqlConvReady, []any{"c", 1}},
+		{"grant", sqlClaimGrant, []any{"c", "w", 1, 1, 1}},
+		{"release", sqlRelease, []any{"c", 1, 1}},
+		{"finish release", sqlFinishRelease, []any{"c", 1, 1, 1}},
+		{"dedupe get", sqlDedupeGet, []any{"c", "m", 1}},
+		{"dedupe prune", sqlDedupePrune, []any{1, 10}},
+		{"outbox due", sqlOutboxDue, []any{"telegram", 1, 10}},
+		{"outbox due any", sqlOutboxDueAny, []any{"telegram", 1}},
+		{"outbox dead list", sqlOutboxDeadList, []any{10}},
+		{"outbox key prune", sqlOutboxKeyPrune, []any{1, 10}},
+		{"history list", sqlHistoryList, []any{"c"}},
+	} {
+		rows, err := d.rdb.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+tc.query, tc.args...)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.desc, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		t.Logf("%s:\n  %s", tc.desc, strings.Join(plan, "\n  "))
+		for _, p := range plan {
+			// "SCAN c" walks the one-row subquery Claim picks the conversation with.
+			if strings.HasPrefix(p, "SCAN ") && !strings.Contains(p, "USING") && p != "SCAN c" {
+				t.Errorf("%s scans a table: %s", tc.desc, p)
+			}
+		}
+	}
+}

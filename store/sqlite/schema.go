@@ -1,0 +1,133 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrations[i] brings a database from user_version i to i+1. A released
+// step is never edited: a change to the schema is a new step, so a file
+// written by any earlier herald opens and is upgraded in place.
+var migrations = []string{
+	// 0 → 1: the turn queue, session state and the outbox.
+	`
+CREATE TABLE conversations (
+	conv          TEXT PRIMARY KEY,
+	due           INTEGER,
+	due_seq       INTEGER NOT NULL DEFAULT 0,
+	lease_worker  TEXT NOT NULL DEFAULT '',
+	lease_token   INTEGER NOT NULL DEFAULT 0,
+	lease_expires INTEGER,
+	delivered     INTEGER,
+	deliveries    INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE INDEX conversations_due ON conversations (due, due_seq) WHERE due IS NOT NULL;
+
+CREATE TABLE entries (
+	id          INTEGER PRIMARY KEY AUTOINCREMENT,
+	conv        TEXT NOT NULL,
+	lane        INTEGER NOT NULL,
+	enqueued_at INTEGER NOT NULL,
+	body        BLOB NOT NULL
+);
+CREATE INDEX entries_queue ON entries (conv, lane, id);
+
+CREATE TABLE dedupe (
+	conv       TEXT NOT NULL,
+	message_id TEXT NOT NULL,
+	entry_id   INTEGER NOT NULL,
+	seen_at    INTEGER NOT NULL,
+	PRIMARY KEY (conv, message_id)
+) WITHOUT ROWID;
+CREATE INDEX dedupe_seen ON dedupe (seen_at);
+
+CREATE TABLE history (
+	id   INTEGER PRIMARY KEY,
+	conv TEXT NOT NULL,
+	body BLOB NOT NULL
+);
+CREATE INDEX history_conv ON history (conv, id);
+
+CREATE TABLE meta (
+	conv  TEXT NOT NULL,
+	key   TEXT NOT NULL,
+	value TEXT NOT NULL,
+	PRIMARY KEY (conv, key)
+) WITHOUT ROWID;
+
+CREATE TABLE outbox (
+	id            INTEGER PRIMARY KEY AUTOINCREMENT,
+	platform      TEXT NOT NULL,
+	target        TEXT NOT NULL,
+	conv          TEXT NOT NULL,
+	idem_key      TEXT NOT NULL,
+	state         TEXT NOT NULL CHECK (state IN ('pending', 'claimed', 'dead')),
+	next_attempt  INTEGER NOT NULL,
+	claim_worker  TEXT NOT NULL DEFAULT '',
+	claim_token   INTEGER NOT NULL DEFAULT 0,
+	claim_expires INTEGER,
+	attempts      INTEGER NOT NULL DEFAULT 0,
+	last_error    TEXT NOT NULL DEFAULT '',
+	created_at    INTEGER NOT NULL,
+	body          BLOB NOT NULL
+);
+CREATE INDEX outbox_due ON outbox (platform, next_attempt) WHERE state <> 'dead';
+CREATE INDEX outbox_dead ON outbox (id) WHERE state = 'dead';
+
+CREATE TABLE outbox_keys (
+	key     TEXT PRIMARY KEY,
+	msg_id  INTEGER NOT NULL,
+	seen_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX outbox_keys_seen ON outbox_keys (seen_at);
+`,
+}
+
+// migrate brings the database on conn to the newest schema. Each step runs
+// in its own transaction together with the user_version bump, so a crash
+// mid-way leaves the file at a version it can resume from.
+func migrate(ctx context.Context, conn *sql.Conn) error {
+	var version int
+	if err := conn.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+		return err
+	}
+	if version > len(migrations) {
+		return fmt.Errorf("database schema version %d is newer than this herald knows (%d)", version, len(migrations))
+	}
+	for v := version; v < len(migrations); v++ {
+		if err := migrateStep(ctx, conn, v); err != nil {
+			return fmt.Errorf("migrating schema to version %d: %w", v+1, err)
+		}
+	}
+	return nil
+}
+
+func migrateStep(ctx context.Context, conn *sql.Conn, v int) (err error) {
+	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_, _ = conn.ExecContext(context.Background(), `ROLLBACK`)
+		}
+	}()
+	// Another process may have migrated the file between our read of
+	// user_version and taking the write lock.
+	var current int
+	if err := conn.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&current); err != nil {
+		return err
+	}
+	if current > v {
+		_, err := conn.ExecContext(ctx, `COMMIT`)
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, migrations[v]); err != nil {
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, v+1)); err != nil {
+		return err
+	}
+	_, err = conn.ExecContext(ctx, `COMMIT`)
+	return err
+}

@@ -1,0 +1,559 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// sessionStore is the DB seen as a sessions.Store.
+type sessionStore struct{ d *DB }
+
+var _ sessions.Store = (*sessionStore)(nil)
+
+// nextSeq is the tie-break for a conversation becoming due at time ?N: one
+// past the last conversation due at exactly that time. Real clocks rarely
+// tie; a simulated clock standing still ties all the time, and the queue
+// must stay first come, first served then too. The (due, due_seq) index
+// answers it with one seek.
+func nextSeq(param string) string {
+	return `(SELECT COALESCE(MAX(due_seq), 0) + 1 FROM conversations WHERE due = ` + param + `)`
+}
+
+// The entry Claim and Next hand out: the one delivered before and never
+// acked, else the first of the lowest non-empty lane. c is the
+// conversation row.
+const sqlEntryOf = `LEFT JOIN entries AS e ON e.id = COALESCE(
+	(SELECT id FROM entries WHERE id = c.delivered),
+	(SELECT id FROM entries WHERE conv = c.conv ORDER BY lane, id LIMIT 1))`
+
+// Statements are vars, not consts, only because nextSeq builds some.
+var (
+	sqlDedupeGet = `SELECT entry_id FROM dedupe WHERE conv = ?1 AND message_id = ?2 AND seen_at > ?3`
+	sqlDedupePut = `INSERT INTO dedupe (conv, message_id, entry_id, seen_at) VALUES (?1, ?2, ?3, ?4)
+		ON CONFLICT (conv, message_id) DO UPDATE SET entry_id = excluded.entry_id, seen_at = excluded.seen_at`
+	sqlDedupePrune = `DELETE FROM dedupe WHERE (conv, message_id) IN
+		(SELECT conv, message_id FROM dedupe WHERE seen_at <= ?1 LIMIT ?2)`
+
+	sqlEntryInsert = `INSERT INTO entries (conv, lane, enqueued_at, body) VALUES (?1, ?2, ?3, ?4)`
+	sqlEntryDelete = `DELETE FROM entries WHERE id = ?1`
+
+	// A conversation nobody holds and that was not ready becomes ready
+	// now. A held one keeps due = its lease expiry, so it is found again
+	// if its holder dies.
+	sqlConvReady = `INSERT INTO conversations (conv, due, due_seq) VALUES (?1, ?2, ` + nextSeq("?2") + `)
+		ON CONFLICT (conv) DO UPDATE SET due = excluded.due, due_seq = excluded.due_seq
+		WHERE due IS NULL`
+
+	sqlReadyAny = `SELECT 1 FROM conversations WHERE due <= ?1 LIMIT 1`
+
+	sqlClaimPick = `SELECT c.conv, c.delivered, c.deliveries, e.id, e.enqueued_at, e.body
+		FROM (SELECT conv, delivered, deliveries FROM conversations
+			WHERE due <= ?1 ORDER BY due, due_seq LIMIT 1) AS c
+		` + sqlEntryOf
+	sqlClaimGrant = `UPDATE conversations SET lease_worker = ?2, lease_token = lease_token + 1,
+			lease_expires = ?3, due = ?3, due_seq = ` + nextSeq("?3") + `,
+			delivered = ?4, deliveries = ?5
+		WHERE conv = ?1 RETURNING lease_token`
+	// A due conversation without entries (its holder died after draining
+	// it) is simply not ready any more.
+	sqlClaimSkip = `UPDATE conversations SET due = NULL, lease_worker = '', lease_expires = NULL,
+			delivered = NULL, deliveries = 0
+		WHERE conv = ?1`
+
+	sqlNextPick = `SELECT c.delivered, c.deliveries, e.id, e.enqueued_at, e.body
+		FROM conversations AS c
+		` + sqlEntryOf + `
+		WHERE c.conv = ?1 AND c.lease_token = ?2 AND c.lease_expires IS NOT NULL`
+	sqlNextMark = `UPDATE conversations SET delivered = ?2, deliveries = 1 WHERE conv = ?1`
+
+	// Every write under a lease matches the token and a held lease, in
+	// the same statement or transaction as the write: a lease taken over
+	// or released commits nothing.
+	sqlLeaseHeld = `SELECT 1 FROM conversations WHERE conv = ?1 AND lease_token = ?2 AND lease_expires IS NOT NULL`
+
+	sqlRenew = `UPDATE conversations SET lease_expires = ?3, due = ?3, due_seq = ` + nextSeq("?3") + `
+		WHERE conv = ?1 AND lease_token = ?2 AND lease_expires IS NOT NULL`
+	sqlRelease = `UPDATE conversations SET lease_worker = '', lease_expires = NULL,
+			due = CASE WHEN EXISTS (SELECT 1 FROM entries WHERE conv = ?1) THEN ?3 END,
+			due_seq = ` + nextSeq("?3") + `
+		WHERE conv = ?1 AND lease_token = ?2 AND lease_expires IS NOT NULL`
+	sqlFinishRelease = `UPDATE conversations SET delivered = NULL, deliveries = 0,
+			lease_worker = '', lease_expires = NULL,
+			due = CASE WHEN EXISTS (SELECT 1 FROM entries WHERE conv = ?1 AND id <> ?3) THEN ?4 END,
+			due_seq = ` + nextSeq("?4") + `
+		WHERE conv = ?1 AND lease_token = ?2 AND lease_expires IS NOT NULL AND delivered = ?3`
+	sqlFinishKeep = `UPDATE conversations SET delivered = NULL, deliveries = 0
+		WHERE conv = ?1 AND lease_token = ?2 AND lease_expires IS NOT NULL AND delivered = ?3`
+
+	sqlHistoryInsert = `INSERT INTO history (conv, body) VALUES (?1, ?2)`
+	sqlHistoryClear  = `DELETE FROM history WHERE conv = ?1`
+	sqlHistoryList   = `SELECT body FROM history WHERE conv = ?1 ORDER BY id`
+
+	sqlMetaSet = `INSERT INTO meta (conv, key, value) VALUES (?1, ?2, ?3)
+		ON CONFLICT (conv, key) DO UPDATE SET value = excluded.value`
+	sqlMetaDelete = `DELETE FROM meta WHERE conv = ?1 AND key = ?2`
+	sqlMetaList   = `SELECT key, value FROM meta WHERE conv = ?1`
+)
+
+func (s *sessionStore) Append(ctx context.Context, in sessions.Inbound) (sessions.AppendResult, error) {
+	const op = "sqlite.Append"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return sessions.AppendResult{}, err
+	}
+	in, body, err := sessions.EncodeInbound(op, in, d.lim)
+	if err != nil {
+		return sessions.AppendResult{}, err
+	}
+	var res sessions.AppendResult
+	err = d.w.do(ctx, op, func(t *tx) error {
+		_, now := d.now()
+		if in.MessageID != "" {
+			var first int64
+			err := t.st.dedupeGet.QueryRow(in.Conv, in.MessageID, now-int64(d.lim.DedupeWindow)).Scan(&first)
+			if err == nil {
+				res = sessions.AppendResult{EntryID: formatID(first), Duplicate: true}
+				return nil
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+		}
+		r, err := t.st.entryInsert.Exec(in.Conv, in.Lane(), now, body)
+		if err != nil {
+			return err
+		}
+		id, err := r.LastInsertId()
+		if err != nil {
+			return err
+		}
+		if in.MessageID != "" {
+			if _, err := t.st.dedupePut.Exec(in.Conv, in.MessageID, id, now); err != nil {
+				return err
+			}
+			if d.pruneDue() {
+				if _, err := t.st.dedupePrune.Exec(now-int64(d.lim.DedupeWindow), pruneBatch); err != nil {
+					return err
+				}
+			}
+		}
+		if _, err := t.st.convReady.Exec(in.Conv, now); err != nil {
+			return err
+		}
+		res = sessions.AppendResult{EntryID: formatID(id)}
+		return nil
+	})
+	if err != nil {
+		return sessions.AppendResult{}, d.fail(op, err)
+	}
+	return res, nil
+}
+
+func (s *sessionStore) Claim(ctx context.Context, worker string, ttl time.Duration) (*sessions.Turn, error) {
+	const op = "sqlite.Claim"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return nil, err
+	}
+	if ttl <= 0 {
+		ttl = sessions.DefaultLeaseTTL
+	}
+	// Idle workers poll; answering "nothing ready" from the read pool
+	// keeps them off the write lock.
+	_, now := d.now()
+	var one int
+	switch err := d.reads.readyAny.QueryRowContext(ctx, now).Scan(&one); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, d.fail(op, err)
+	}
+	var turn *sessions.Turn
+	err := d.w.do(ctx, op, func(t *tx) error {
+		turn = nil
+		nowT, now := d.now()
+		for {
+			var (
+				conv       string
+				delivered  sql.NullInt64
+				deliveries int
+				row        entryRow
+			)
+			err := t.st.claimPick.QueryRow(now).Scan(&conv, &delivered, &deliveries, &row.id, &row.enqueuedAt, &row.body)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if !row.id.Valid {
+				if _, err := t.st.claimSkip.Exec(conv); err != nil {
+					return err
+				}
+				continue
+			}
+			count := 1
+			if delivered.Valid && delivered.Int64 == row.id.Int64 {
+				count = deliveries + 1
+			}
+			expires := nowT.Add(ttl)
+			var token int64
+			if err := t.st.claimGrant.QueryRow(conv, worker, nanos(expires), row.id.Int64, count).Scan(&token); err != nil {
+				return err
+			}
+			entry, err := row.entry(op, count)
+			if err != nil {
+				return err
+			}
+			turn = &sessions.Turn{
+				Lease: sessions.Lease{Conv: conv, Worker: worker, Token: token, Expires: expires},
+				Entry: *entry,
+			}
+			return nil
+		}
+	})
+	if err != nil {
+		return nil, d.fail(op, err)
+	}
+	return turn, nil
+}
+
+func (s *sessionStore) Next(ctx context.Context, l sessions.Lease) (*sessions.Entry, error) {
+	const op = "sqlite.Next"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return nil, err
+	}
+	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+		return nil, err
+	}
+	var entry *sessions.Entry
+	err := d.w.do(ctx, op, func(t *tx) error {
+		entry = nil
+		var (
+			delivered  sql.NullInt64
+			deliveries int
+			row        entryRow
+		)
+		err := t.st.nextPick.QueryRow(l.Conv, l.Token).Scan(&delivered, &deliveries, &row.id, &row.enqueuedAt, &row.body)
+		if errors.Is(err, sql.ErrNoRows) {
+			return leaseLost(op, l)
+		}
+		if err != nil {
+			return err
+		}
+		if !row.id.Valid {
+			return nil
+		}
+		if !delivered.Valid || delivered.Int64 != row.id.Int64 {
+			deliveries = 1
+			if _, err := t.st.nextMark.Exec(l.Conv, row.id.Int64); err != nil {
+				return err
+			}
+		}
+		entry, err = row.entry(op, deliveries)
+		return err
+	})
+	if err != nil {
+		return nil, d.fail(op, err)
+	}
+	return entry, nil
+}
+
+func (s *sessionStore) Renew(ctx context.Context, l sessions.Lease, ttl time.Duration) (sessions.Lease, error) {
+	const op = "sqlite.Renew"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return sessions.Lease{}, err
+	}
+	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+		return sessions.Lease{}, err
+	}
+	if ttl <= 0 {
+		ttl = sessions.DefaultLeaseTTL
+	}
+	renewed := l
+	err := d.w.do(ctx, op, func(t *tx) error {
+		nowT, _ := d.now()
+		renewed.Expires = nowT.Add(ttl)
+		r, err := t.st.renew.Exec(l.Conv, l.Token, nanos(renewed.Expires))
+		if err != nil {
+			return err
+		}
+		return affectedOrLost(op, l, r)
+	})
+	if err != nil {
+		return sessions.Lease{}, d.fail(op, err)
+	}
+	return renewed, nil
+}
+
+func (s *sessionStore) Release(ctx context.Context, l sessions.Lease) error {
+	const op = "sqlite.Release"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return err
+	}
+	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+		return err
+	}
+	err := d.w.do(ctx, op, func(t *tx) error {
+		_, now := d.now()
+		r, err := t.st.leaseRelease.Exec(l.Conv, l.Token, now)
+		if err != nil {
+			return err
+		}
+		return affectedOrLost(op, l, r)
+	})
+	return d.fail(op, err)
+}
+
+func (s *sessionStore) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
+	const op = "sqlite.Finish"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return err
+	}
+	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+		return err
+	}
+	history, err := sessions.EncodeMessages(op, f.History, d.lim)
+	if err != nil {
+		return err
+	}
+	bodies := make([][]byte, len(f.Outbox))
+	for i, m := range f.Outbox {
+		if bodies[i], err = outbox.Encode(op, m, d.lim.MaxEntryBytes); err != nil {
+			return err
+		}
+	}
+	entryID, idOK := parseID(f.EntryID)
+	err = d.w.do(ctx, op, func(t *tx) error {
+		nowT, now := d.now()
+		var r sql.Result
+		var err error
+		switch {
+		case !idOK:
+			return notDelivered(t, op, l, f.EntryID)
+		case f.Release:
+			r, err = t.st.finishRelease.Exec(l.Conv, l.Token, entryID, now)
+		default:
+			r, err = t.st.finishKeep.Exec(l.Conv, l.Token, entryID)
+		}
+		if err != nil {
+			return err
+		}
+		if n, err := r.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return notDelivered(t, op, l, f.EntryID)
+		}
+		if _, err := t.st.entryDelete.Exec(entryID); err != nil {
+			return err
+		}
+		for _, b := range history {
+			if _, err := t.st.historyInsert.Exec(l.Conv, b); err != nil {
+				return err
+			}
+		}
+		for i, m := range f.Outbox {
+			if _, _, err := d.enqueue(t, m, bodies[i], nowT); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return d.fail(op, err)
+}
+
+// notDelivered explains why a Finish matched nothing: the lease is gone,
+// or the entry is not the one the lease holder was handed.
+func notDelivered(t *tx, op string, l sessions.Lease, entryID string) error {
+	if err := checkLease(t, op, l); err != nil {
+		return err
+	}
+	return errs.E(op, errs.NotFound, "entry %q is not the unacked entry of %q", entryID, l.Conv)
+}
+
+func (s *sessionStore) AppendHistory(ctx context.Context, l sessions.Lease, msgs ...sessions.Message) error {
+	const op = "sqlite.AppendHistory"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return err
+	}
+	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+		return err
+	}
+	history, err := sessions.EncodeMessages(op, msgs, d.lim)
+	if err != nil {
+		return err
+	}
+	err = d.w.do(ctx, op, func(t *tx) error {
+		if err := checkLease(t, op, l); err != nil {
+			return err
+		}
+		for _, b := range history {
+			if _, err := t.st.historyInsert.Exec(l.Conv, b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return d.fail(op, err)
+}
+
+func (s *sessionStore) History(ctx context.Context, conv string) ([]sessions.Message, error) {
+	const op = "sqlite.History"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return nil, err
+	}
+	if err := sessions.ValidateConv(op, conv); err != nil {
+		return nil, err
+	}
+	rows, err := d.reads.historyList.QueryContext(ctx, conv)
+	if err != nil {
+		return nil, d.fail(op, err)
+	}
+	defer rows.Close()
+	var out []sessions.Message
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, d.fail(op, err)
+		}
+		var m sessions.Message
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, errs.Wrap(op, errs.Internal, err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, d.fail(op, err)
+	}
+	return out, nil
+}
+
+func (s *sessionStore) ClearHistory(ctx context.Context, conv string) error {
+	const op = "sqlite.ClearHistory"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return err
+	}
+	if err := sessions.ValidateConv(op, conv); err != nil {
+		return err
+	}
+	err := d.w.do(ctx, op, func(t *tx) error {
+		_, err := t.st.historyClear.Exec(conv)
+		return err
+	})
+	return d.fail(op, err)
+}
+
+func (s *sessionStore) Meta(ctx context.Context, conv string) (map[string]string, error) {
+	const op = "sqlite.Meta"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return nil, err
+	}
+	if err := sessions.ValidateConv(op, conv); err != nil {
+		return nil, err
+	}
+	rows, err := d.reads.metaList.QueryContext(ctx, conv)
+	if err != nil {
+		return nil, d.fail(op, err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, d.fail(op, err)
+		}
+		out[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, d.fail(op, err)
+	}
+	return out, nil
+}
+
+func (s *sessionStore) SetMeta(ctx context.Context, conv, key, value string) error {
+	const op = "sqlite.SetMeta"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return err
+	}
+	if err := sessions.ValidateConv(op, conv); err != nil {
+		return err
+	}
+	if key == "" {
+		return errs.E(op, errs.Invalid, "empty metadata key")
+	}
+	if n := len(key) + len(value); n > d.lim.MaxEntryBytes {
+		return errs.E(op, errs.TooLarge, "metadata is %d bytes, over the limit of %d", n, d.lim.MaxEntryBytes)
+	}
+	err := d.w.do(ctx, op, func(t *tx) error {
+		var err error
+		if value == "" {
+			_, err = t.st.metaDelete.Exec(conv, key)
+		} else {
+			_, err = t.st.metaSet.Exec(conv, key, value)
+		}
+		return err
+	})
+	return d.fail(op, err)
+}
+
+// entryRow is an entry as Claim and Next read it; id is NULL when the
+// conversation has no entry.
+type entryRow struct {
+	id         sql.NullInt64
+	enqueuedAt sql.NullInt64
+	body       []byte
+}
+
+func (r entryRow) entry(op string, deliveries int) (*sessions.Entry, error) {
+	e := &sessions.Entry{
+		ID:         formatID(r.id.Int64),
+		EnqueuedAt: fromNanos(r.enqueuedAt.Int64),
+		Deliveries: deliveries,
+	}
+	if err := json.Unmarshal(r.body, &e.Inbound); err != nil {
+		return nil, errs.Wrap(op, errs.Internal, err)
+	}
+	return e, nil
+}
+
+// checkLease fails with LeaseLost unless l is the conversation's current,
+// held lease. Inside a write transaction, what it saw holds until commit.
+func checkLease(t *tx, op string, l sessions.Lease) error {
+	var one int
+	err := t.st.leaseHeld.QueryRow(l.Conv, l.Token).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return leaseLost(op, l)
+	}
+	return err
+}
+
+func affectedOrLost(op string, l sessions.Lease, r sql.Result) error {
+	n, err := r.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return leaseLost(op, l)
+	}
+	return nil
+}
+
+func leaseLost(op string, l sessions.Lease) error {
+	return errs.E(op, errs.LeaseLost, "lease %d on %q was taken over or released", l.Token, l.Conv)
+}

@@ -1,0 +1,144 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// statements are the write connection's prepared statements. Preparing
+// once at Open keeps SQL parsing off every operation.
+type statements struct {
+	begin, commit, rollback           *sql.Stmt
+	spOpen, spUndo, spDone            *sql.Stmt
+	all                               []*sql.Stmt
+	dedupeGet, dedupePut, dedupePrune *sql.Stmt
+	entryInsert, entryDelete          *sql.Stmt
+	convReady                         *sql.Stmt
+	claimPick, claimGrant, claimSkip  *sql.Stmt
+	nextPick, nextMark                *sql.Stmt
+	renew, leaseRelease               *sql.Stmt
+	finishRelease, finishKeep         *sql.Stmt
+	leaseHeld                         *sql.Stmt
+	historyInsert, historyClear       *sql.Stmt
+	metaSet, metaDelete               *sql.Stmt
+	outboxKeyGet, outboxKeyPut        *sql.Stmt
+	outboxKeyPrune                    *sql.Stmt
+	outboxInsert, outboxDue           *sql.Stmt
+	outboxClaim, outboxAck            *sql.Stmt
+	outboxRelease, outboxPostpone     *sql.Stmt
+	outboxDead, outboxRequeue         *sql.Stmt
+	outboxExists                      *sql.Stmt
+}
+
+func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error) {
+	st := &statements{}
+	list := []struct {
+		dst   **sql.Stmt
+		query string
+	}{
+		{&st.begin, `BEGIN IMMEDIATE`},
+		{&st.commit, `COMMIT`},
+		{&st.rollback, `ROLLBACK`},
+		{&st.spOpen, `SAVEPOINT op`},
+		{&st.spUndo, `ROLLBACK TO op`},
+		{&st.spDone, `RELEASE op`},
+
+		{&st.dedupeGet, sqlDedupeGet},
+		{&st.dedupePut, sqlDedupePut},
+		{&st.dedupePrune, sqlDedupePrune},
+		{&st.entryInsert, sqlEntryInsert},
+		{&st.entryDelete, sqlEntryDelete},
+		{&st.convReady, sqlConvReady},
+		{&st.claimPick, sqlClaimPick},
+		{&st.claimGrant, sqlClaimGrant},
+		{&st.claimSkip, sqlClaimSkip},
+		{&st.nextPick, sqlNextPick},
+		{&st.nextMark, sqlNextMark},
+		{&st.renew, sqlRenew},
+		{&st.leaseRelease, sqlRelease},
+		{&st.finishRelease, sqlFinishRelease},
+		{&st.finishKeep, sqlFinishKeep},
+		{&st.leaseHeld, sqlLeaseHeld},
+		{&st.historyInsert, sqlHistoryInsert},
+		{&st.historyClear, sqlHistoryClear},
+		{&st.metaSet, sqlMetaSet},
+		{&st.metaDelete, sqlMetaDelete},
+
+		{&st.outboxKeyGet, sqlOutboxKeyGet},
+		{&st.outboxKeyPut, sqlOutboxKeyPut},
+		{&st.outboxKeyPrune, sqlOutboxKeyPrune},
+		{&st.outboxInsert, sqlOutboxInsert},
+		{&st.outboxDue, sqlOutboxDue},
+		{&st.outboxClaim, sqlOutboxClaim},
+		{&st.outboxAck, sqlOutboxAck},
+		{&st.outboxRelease, sqlOutboxRelease},
+		{&st.outboxPostpone, sqlOutboxPostpone},
+		{&st.outboxDead, sqlOutboxDead},
+		{&st.outboxRequeue, sqlOutboxRequeue},
+		{&st.outboxExists, sqlOutboxExists},
+	}
+	for _, s := range list {
+		stmt, err := conn.PrepareContext(ctx, s.query)
+		if err != nil {
+			_ = st.close()
+			return nil, fmt.Errorf("preparing %q: %w", s.query, err)
+		}
+		*s.dst = stmt
+		st.all = append(st.all, stmt)
+	}
+	return st, nil
+}
+
+func (st *statements) close() error {
+	var errList []error
+	for _, s := range st.all {
+		errList = append(errList, s.Close())
+	}
+	st.all = nil
+	return errors.Join(errList...)
+}
+
+// readStatements run on the read pool.
+type readStatements struct {
+	all                          []*sql.Stmt
+	readyAny                     *sql.Stmt
+	historyList, metaList        *sql.Stmt
+	outboxDueAny                 *sql.Stmt
+	outboxPending, outboxDeadAll *sql.Stmt
+}
+
+func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
+	rs := &readStatements{}
+	list := []struct {
+		dst   **sql.Stmt
+		query string
+	}{
+		{&rs.readyAny, sqlReadyAny},
+		{&rs.historyList, sqlHistoryList},
+		{&rs.metaList, sqlMetaList},
+		{&rs.outboxDueAny, sqlOutboxDueAny},
+		{&rs.outboxPending, sqlOutboxPending},
+		{&rs.outboxDeadAll, sqlOutboxDeadList},
+	}
+	for _, s := range list {
+		stmt, err := db.PrepareContext(ctx, s.query)
+		if err != nil {
+			_ = rs.close()
+			return nil, fmt.Errorf("preparing %q: %w", s.query, err)
+		}
+		*s.dst = stmt
+		rs.all = append(rs.all, stmt)
+	}
+	return rs, nil
+}
+
+func (rs *readStatements) close() error {
+	var errList []error
+	for _, s := range rs.all {
+		errList = append(errList, s.Close())
+	}
+	rs.all = nil
+	return errors.Join(errList...)
+}
