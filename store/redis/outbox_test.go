@@ -1,0 +1,239 @@
+package redis
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
+)
+
+func msg(platform, text string) outbox.Message {
+	return outbox.Message{Target: outbox.Target{Platform: platform, Chat: "c1"}, Text: text, Kind: "reply"}
+}
+
+func texts[T any](xs []T, text func(T) string) []string {
+	out := []string{}
+	for _, x := range xs {
+		out = append(out, text(x))
+	}
+	return out
+}
+
+func claimedTexts(cs []outbox.Claimed) []string {
+	return texts(cs, func(c outbox.Claimed) string { return c.Text })
+}
+
+func msgTexts(ms []outbox.Message) []string {
+	return texts(ms, func(m outbox.Message) string { return m.Text })
+}
+
+func TestOutboxLifecycle(t *testing.T) {
+	ctx := context.Background()
+	db, clk := newFake(t)
+	o := db.Outbox()
+	enqueue := func(m outbox.Message) string {
+		t.Helper()
+		id, dup, err := o.Enqueue(ctx, m)
+		if err != nil || dup {
+			t.Fatalf("Enqueue(%q) = %s, %v, %v", m.Text, id, dup, err)
+		}
+		return id
+	}
+	// Same millisecond: enqueue order must hold.
+	for _, s := range []string{"t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9", "t10", "t11"} {
+		enqueue(msg("telegram", s))
+	}
+	enqueue(msg("slack", "s1"))
+	later := msg("telegram", "later")
+	later.NextAttempt = epoch.Add(time.Hour)
+	enqueue(later)
+
+	got, err := o.Claim(ctx, "d1", []string{"telegram", "telegram"}, 3, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"t1", "t2", "t3"}, claimedTexts(got)); diff != "" {
+		t.Fatalf("first claim (-want +got):\n%s", diff)
+	}
+	for _, c := range got {
+		if c.Token == 0 || !c.Expires.Equal(epoch.Add(time.Minute)) || !c.CreatedAt.Equal(epoch) {
+			t.Fatalf("claimed %+v", c)
+		}
+	}
+	t1, t2, t3 := got[0], got[1], got[2]
+
+	if err := o.Ack(ctx, t1); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	wantCode(t, "second Ack", o.Ack(ctx, t1), errs.NotFound)
+
+	// A transient failure counts an attempt and waits.
+	if err := o.Release(ctx, t2, epoch.Add(10*time.Second), "429 rate limited"); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	wantCode(t, "Ack after Release", o.Ack(ctx, t2), errs.LeaseLost)
+	// The route went away: no attempt spent.
+	if err := o.Postpone(ctx, t3, epoch.Add(5*time.Second)); err != nil {
+		t.Fatalf("Postpone: %v", err)
+	}
+
+	rest, err := o.Claim(ctx, "d1", []string{"telegram"}, 100, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"t4", "t5", "t6", "t7", "t8", "t9", "t10", "t11"}, claimedTexts(rest)); diff != "" {
+		t.Fatalf("second claim (-want +got):\n%s", diff)
+	}
+	for _, c := range rest {
+		if err := o.Ack(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	clk.Advance(10 * time.Second)
+	retry, err := o.Claim(ctx, "d2", []string{"telegram"}, 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"t3", "t2"}, claimedTexts(retry)); diff != "" {
+		t.Fatalf("retry claim, oldest due first (-want +got):\n%s", diff)
+	}
+	if retry[0].Attempts != 0 || retry[1].Attempts != 1 || retry[1].LastError != "429 rate limited" {
+		t.Fatalf("attempts: %+v", retry)
+	}
+
+	// Permanent failure: dead letter with a reason.
+	if err := o.Dead(ctx, retry[1], "403 bot blocked"); err != nil {
+		t.Fatalf("Dead: %v", err)
+	}
+	wantCode(t, "Dead twice", o.Dead(ctx, retry[1], "again"), errs.LeaseLost)
+	dead, err := o.DeadLetters(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dead) != 1 || dead[0].Text != "t2" || dead[0].LastError != "403 bot blocked" {
+		t.Fatalf("DeadLetters = %+v", dead)
+	}
+	pending, err := o.Pending(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"t3", "s1", "later"}, msgTexts(pending)); diff != "" {
+		t.Fatalf("Pending (-want +got):\n%s", diff)
+	}
+	if p, _ := o.Pending(ctx, 1); len(p) != 1 {
+		t.Fatalf("Pending(1) = %d messages", len(p))
+	}
+
+	if err := o.Requeue(ctx, dead[0].ID); err != nil {
+		t.Fatalf("Requeue: %v", err)
+	}
+	wantCode(t, "Requeue twice", o.Requeue(ctx, dead[0].ID), errs.NotFound)
+	wantCode(t, "Requeue unknown", o.Requeue(ctx, "nope"), errs.NotFound)
+	if d, _ := o.DeadLetters(ctx, 0); len(d) != 0 {
+		t.Fatalf("DeadLetters after Requeue = %+v", d)
+	}
+	back, err := o.Claim(ctx, "d2", []string{"telegram"}, 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back) != 1 || back[0].Text != "t2" || back[0].Attempts != 0 {
+		t.Fatalf("after Requeue claimed %+v", back)
+	}
+
+	// Slack has no adapter in this run: its message was never touched.
+	pending, _ = o.Pending(ctx, 0)
+	for _, m := range pending {
+		if m.Text == "s1" && m.Attempts != 0 {
+			t.Fatalf("route-missing message spent an attempt: %+v", m)
+		}
+	}
+	s1, err := o.Claim(ctx, "d3", []string{"slack"}, 10, time.Minute)
+	if err != nil || len(s1) != 1 || s1[0].Text != "s1" {
+		t.Fatalf("slack claim = %+v, %v", s1, err)
+	}
+}
+
+func TestOutboxClaimExpiryAndFencing(t *testing.T) {
+	ctx := context.Background()
+	db, clk := newFake(t)
+	o := db.Outbox()
+	if _, _, err := o.Enqueue(ctx, msg("telegram", "a")); err != nil {
+		t.Fatal(err)
+	}
+	first, err := o.Claim(ctx, "d1", []string{"telegram"}, 1, 30*time.Second)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("Claim = %+v, %v", first, err)
+	}
+	if none, _ := o.Claim(ctx, "d2", []string{"telegram"}, 1, 30*time.Second); len(none) != 0 {
+		t.Fatalf("claimed a held message: %+v", none)
+	}
+	clk.Advance(31 * time.Second)
+	second, err := o.Claim(ctx, "d2", []string{"telegram"}, 1, 30*time.Second)
+	if err != nil || len(second) != 1 || second[0].ID != first[0].ID {
+		t.Fatalf("Claim after expiry = %+v, %v", second, err)
+	}
+	if second[0].Token == first[0].Token {
+		t.Fatalf("token not renewed on a second claim")
+	}
+	wantCode(t, "stale Ack", o.Ack(ctx, first[0]), errs.LeaseLost)
+	wantCode(t, "stale Release", o.Release(ctx, first[0], clk.Now(), "x"), errs.LeaseLost)
+	wantCode(t, "stale Postpone", o.Postpone(ctx, first[0], clk.Now()), errs.LeaseLost)
+	wantCode(t, "stale Dead", o.Dead(ctx, first[0], "x"), errs.LeaseLost)
+	if err := o.Ack(ctx, second[0]); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "Ack of a gone message", o.Ack(ctx, second[0]), errs.NotFound)
+	wantCode(t, "Ack without id", o.Ack(ctx, outbox.Claimed{}), errs.NotFound)
+
+	// An expired claim that nobody took still acks.
+	if _, _, err := o.Enqueue(ctx, msg("telegram", "b")); err != nil {
+		t.Fatal(err)
+	}
+	slow, _ := o.Claim(ctx, "d1", []string{"telegram"}, 1, 30*time.Second)
+	clk.Advance(time.Minute)
+	if none, _ := o.Claim(ctx, "d1", []string{"slack"}, 1, 30*time.Second); len(none) != 0 {
+		t.Fatalf("slack claim took %+v", none)
+	}
+	if err := o.Ack(ctx, slow[0]); err != nil {
+		t.Fatalf("Ack of an expired, untaken claim: %v", err)
+	}
+	if p, _ := o.Pending(ctx, 0); len(p) != 0 {
+		t.Fatalf("pending after ack: %+v", p)
+	}
+}
+
+func TestOutboxIdempotency(t *testing.T) {
+	ctx := context.Background()
+	db, clk := newFake(t)
+	o := db.Outbox()
+	m := msg("telegram", "cron report")
+	m.IdempotencyKey = "cron:job1:2030-01-02T03:00"
+	id, dup, err := o.Enqueue(ctx, m)
+	if err != nil || dup {
+		t.Fatalf("Enqueue = %s, %v, %v", id, dup, err)
+	}
+	id2, dup, err := o.Enqueue(ctx, m)
+	if err != nil || !dup || id2 != id {
+		t.Fatalf("second Enqueue = %s, %v, %v; want %s, dup", id2, dup, err, id)
+	}
+	// Also after it was delivered.
+	c, _ := o.Claim(ctx, "d", []string{"telegram"}, 10, time.Minute)
+	if err := o.Ack(ctx, c[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, dup, _ := o.Enqueue(ctx, m); !dup {
+		t.Fatalf("idempotency key forgotten after delivery")
+	}
+	clk.Advance(8 * 24 * time.Hour)
+	if _, dup, _ := o.Enqueue(ctx, m); dup {
+		t.Fatalf("idempotency key outlived the window")
+	}
+
+	_, _, err = o.Enqueue(ctx, outbox.Message{Target: outbox.Target{Chat: "c"}})
+	wantCode(t, "Enqueue without platform", err, errs.Invalid)
+}
