@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,6 +78,44 @@ func runOutbox(t *testing.T, b Backend) {
 		}
 		if d := cmp.Diff([]string{"3"}, claimedTexts(f.claimOutbox("d2", telegram, 2))); d != "" {
 			t.Errorf("second Claim (-want +got):\n%s", d)
+		}
+	})
+
+	t.Run("concurrent claims never share a message", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		const messages, workers = 60, 8
+		for i := range messages {
+			f.enqueue(reply("c", convName("m", i)))
+		}
+		var mu sync.Mutex
+		claimedBy := map[string]string{}
+		var wg sync.WaitGroup
+		for w := range workers {
+			worker := fmt.Sprintf("d%d", w)
+			wg.Go(func() {
+				for {
+					cs, err := f.ob.Claim(f.ctx, worker, telegram, 4, ttl)
+					if err != nil {
+						t.Errorf("Claim(%s): %v", worker, err)
+						return
+					}
+					if len(cs) == 0 {
+						return
+					}
+					mu.Lock()
+					for _, c := range cs {
+						if other, ok := claimedBy[c.ID]; ok {
+							t.Errorf("message %q claimed by %s and %s", c.Text, other, worker)
+						}
+						claimedBy[c.ID] = worker
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if len(claimedBy) != messages {
+			t.Errorf("%d of %d messages claimed", len(claimedBy), messages)
 		}
 	})
 
