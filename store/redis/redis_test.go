@@ -39,3 +39,5 @@ func openDB(t testing.TB, r *testkit.Redis, clk clock.Clock, lim sessions.Limits
 	t.Cleanup(func() { db.Close() })
 	return db
 }
+
+func TestConformance(t *testing.T) { storetest.Run(t, backend()) }
