@@ -58,6 +58,44 @@ func runLease(t *testing.T, b Backend) {
 		})
 	}
 
+	t.Run("one holder among concurrent takeovers of an expired lease", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		other, _ := openStore(t, f.place, f.clk, f.lim)
+		views := []sessions.Store{f.ss, other.Sessions()}
+		f.appendAll(user("c", "1"))
+		old := f.mustClaim("w0")
+		f.clk.Advance(ttl + time.Second)
+		const claimers = 16
+		turns := make([]*sessions.Turn, claimers)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range claimers {
+			wg.Go(func() {
+				<-start
+				turn, err := views[i%len(views)].Claim(f.ctx, fmt.Sprintf("w%d", i+1), ttl)
+				if err != nil {
+					t.Errorf("Claim(w%d): %v", i+1, err)
+				}
+				turns[i] = turn
+			})
+		}
+		close(start)
+		wg.Wait()
+		var won []*sessions.Turn
+		for _, turn := range turns {
+			if turn != nil {
+				won = append(won, turn)
+			}
+		}
+		if len(won) != 1 {
+			t.Fatalf("%d of %d concurrent takeovers got the conversation, want 1", len(won), claimers)
+		}
+		if won[0].Lease.Token <= old.Lease.Token || won[0].Entry.ID != old.Entry.ID || won[0].Entry.Deliveries != 2 {
+			t.Errorf("takeover = token %d, entry %q with %d deliveries; want a token above %d, entry %q with 2",
+				won[0].Lease.Token, won[0].Entry.ID, won[0].Entry.Deliveries, old.Lease.Token, old.Entry.ID)
+		}
+	})
+
 	t.Run("a held conversation is not claimable", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		f.appendAll(user("c", "1"), user("c", "2"))

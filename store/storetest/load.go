@@ -13,31 +13,57 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// runLoad pushes many conversations through a few concurrent workers while
+// loadShape is how much work one load case pushes through how many
+// workers, spread over how many store handles on one place (each handle
+// standing for a gateway process).
+type loadShape struct {
+	desc      string
+	convs     int
+	perConv   int
+	workers   int
+	stores    int
+	producers int
+}
+
+func runLoad(t *testing.T, b Backend) {
+	shapes := []loadShape{
+		{desc: "200 conversations × 25 entries, 4 workers", convs: 200, perConv: 25, workers: 4, stores: 1, producers: 4},
+		{desc: "40 conversations × 10 entries, 4 workers on two stores", convs: 40, perConv: 10, workers: 4, stores: 2, producers: 2},
+	}
+	for _, s := range shapes {
+		t.Run(s.desc, func(t *testing.T) { runLoadShape(t, b, s) })
+	}
+}
+
+// runLoadShape pushes conversations through concurrent workers while
 // producers keep appending, and checks the per-conversation invariants:
 // FIFO, at most one worker inside a conversation, nothing lost, nothing
-// run twice.
-func runLoad(t *testing.T, b Backend) {
+// run twice, no conversation forgotten.
+func runLoadShape(t *testing.T, b Backend, s loadShape) {
 	const (
-		convs     = 200
-		perConv   = 25
-		workers   = 4
-		producers = 4
-		total     = convs * perConv
 		// Long enough that no lease runs out under -race on a slow disk: an
 		// expiry here would be a legitimate redelivery, not a bug.
 		leaseTTL = time.Minute
+		// A run that makes no progress for this long has lost a
+		// conversation; waiting for the case timeout would only hide which.
+		stallAfter = 20 * time.Second
 	)
+	total := int32(s.convs * s.perConv)
 	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
 	defer cancel()
-	st, _ := openStore(t, b.New(t), clock.Real{}, sessions.Limits{})
-	ss := st.Sessions()
+	place := b.New(t)
+	var views []sessions.Store
+	for range s.stores {
+		st, _ := openStore(t, place, clock.Real{}, sessions.Limits{})
+		views = append(views, st.Sessions())
+	}
 
 	var (
-		inside  [convs]atomic.Int32 // workers inside each conversation now
-		nextSeq [convs]atomic.Int32 // the sequence number each conversation expects next
-		seen    [convs][perConv]atomic.Bool
-		done    atomic.Int32
+		inside   = make([]atomic.Int32, s.convs) // workers inside each conversation now
+		nextSeq  = make([]atomic.Int32, s.convs) // the entry each conversation expects next
+		seen     = make([]atomic.Bool, s.convs*s.perConv)
+		done     atomic.Int32
+		progress atomic.Int64 // unix nanos of the last finished turn
 
 		mu       sync.Mutex
 		failures []string
@@ -51,13 +77,15 @@ func runLoad(t *testing.T, b Backend) {
 	}
 
 	var wg sync.WaitGroup
+	var producing sync.WaitGroup
 	// Each producer owns every producers-th conversation and appends to
 	// them round by round, so entries of different conversations interleave
 	// and workers start while the queues are still filling.
-	for p := range producers {
-		wg.Go(func() {
-			for seq := range perConv {
-				for c := p; c < convs; c += producers {
+	for p := range s.producers {
+		producing.Go(func() {
+			ss := views[p%len(views)]
+			for seq := range s.perConv {
+				for c := p; c < s.convs; c += s.producers {
 					in := user(convName("load", c), strconv.Itoa(seq))
 					in.MessageID = fmt.Sprintf("%d/%d", c, seq)
 					if _, err := ss.Append(ctx, in); err != nil {
@@ -70,19 +98,19 @@ func runLoad(t *testing.T, b Backend) {
 		})
 	}
 
-	run := func(worker string, turn *sessions.Turn) error {
+	run := func(ss sessions.Store, worker string, turn *sessions.Turn) error {
 		var c int
-		if _, err := fmt.Sscanf(turn.Lease.Conv, "load-%d", &c); err != nil || c < 0 || c >= convs {
+		if _, err := fmt.Sscanf(turn.Lease.Conv, "load-%d", &c); err != nil || c < 0 || c >= s.convs {
 			return fmt.Errorf("claimed an unknown conversation %q", turn.Lease.Conv)
 		}
 		seq, err := strconv.Atoi(turn.Entry.Text)
-		if err != nil || seq < 0 || seq >= perConv {
+		if err != nil || seq < 0 || seq >= s.perConv {
 			return fmt.Errorf("conversation %d: unknown entry %q", c, turn.Entry.Text)
 		}
 		if n := inside[c].Add(1); n != 1 {
 			fail("conversation %d: %s is inside with %d other worker(s)", c, worker, n-1)
 		}
-		if seen[c][seq].Swap(true) {
+		if seen[c*s.perConv+seq].Swap(true) {
 			fail("conversation %d: entry %d handed out again after it was acked", c, seq)
 		}
 		if want := nextSeq[c].Load(); int32(seq) != want {
@@ -100,8 +128,10 @@ func runLoad(t *testing.T, b Backend) {
 	}
 
 	started := time.Now()
-	for w := range workers {
+	progress.Store(started.UnixNano())
+	for w := range s.workers {
 		worker := fmt.Sprintf("w%d", w)
+		ss := views[w%len(views)]
 		wg.Go(func() {
 			for done.Load() < total && ctx.Err() == nil {
 				turn, err := ss.Claim(ctx, worker, leaseTTL)
@@ -114,40 +144,61 @@ func runLoad(t *testing.T, b Backend) {
 					time.Sleep(time.Millisecond)
 					continue
 				}
-				if err := run(worker, turn); err != nil {
+				if err := run(ss, worker, turn); err != nil {
 					fail("%s: %v", worker, err)
 					cancel()
 					return
 				}
 				done.Add(1)
+				progress.Store(time.Now().UnixNano())
 			}
 		})
 	}
-	wg.Wait()
-	t.Logf("%d entries through %d workers in %v", done.Load(), workers, time.Since(started).Round(time.Millisecond))
+	finished := make(chan struct{})
+	go func() {
+		producing.Wait()
+		wg.Wait()
+		close(finished)
+	}()
+	watch := time.NewTicker(100 * time.Millisecond)
+	defer watch.Stop()
+	for waiting := true; waiting; {
+		select {
+		case <-finished:
+			waiting = false
+		case <-watch.C:
+			if time.Since(time.Unix(0, progress.Load())) > stallAfter {
+				fail("no turn finished for %v with %d of %d done", stallAfter, done.Load(), total)
+				cancel()
+			}
+		}
+	}
+	t.Logf("%d entries through %d workers in %v", done.Load(), s.workers, time.Since(started).Round(time.Millisecond))
 
 	for _, f := range failures {
 		t.Error(f)
 	}
-	if n := done.Load(); n != total {
-		t.Fatalf("%d of %d entries processed before %v", n, total, caseTimeout)
-	}
-	for c := range convs {
-		if n := nextSeq[c].Load(); n != perConv {
-			t.Errorf("conversation %d: processed up to entry %d, want %d", c, n, perConv)
+	for c := range s.convs {
+		if n := nextSeq[c].Load(); int(n) != s.perConv {
+			t.Errorf("conversation %d: processed up to entry %d of %d", c, n, s.perConv)
 		}
 	}
-	if turn, err := ss.Claim(ctx, "w-last", leaseTTL); turn != nil || err != nil {
+	if t.Failed() {
+		return
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), caseTimeout)
+	defer cancel()
+	if turn, err := views[0].Claim(ctx, "w-last", leaseTTL); turn != nil || err != nil {
 		t.Errorf("Claim after the run = %+v, %v; want nil, nil", turn, err)
 	}
 	// The history each turn committed is in order too.
-	for c := range convs {
-		h, err := ss.History(ctx, convName("load", c))
+	for c := range s.convs {
+		h, err := views[0].History(ctx, convName("load", c))
 		if err != nil {
 			t.Fatalf("History: %v", err)
 		}
-		if len(h) != perConv {
-			t.Errorf("conversation %d: %d history messages, want %d", c, len(h), perConv)
+		if len(h) != s.perConv {
+			t.Errorf("conversation %d: %d history messages, want %d", c, len(h), s.perConv)
 			continue
 		}
 		for i, m := range h {

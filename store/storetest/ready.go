@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -78,6 +79,42 @@ func runReady(t *testing.T, b Backend) {
 		}
 		if d := cmp.Diff([]string{"b-waiting/1", "c-first/2"}, got); d != "" {
 			t.Errorf("claims after the release (-want +got):\n%s", d)
+		}
+	})
+
+	// The holder releasing while an entry is being appended is the moment
+	// a ready index forgets a conversation: the release sees nothing left,
+	// the append sees a holder. Whichever wins, the entry must be claimable.
+	t.Run("an append racing a release is not forgotten", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		other, _ := openStore(t, f.place, f.clk, f.lim)
+		appender := other.Sessions()
+		for round := range 30 {
+			conv := convName("race", round)
+			f.appendAll(user(conv, "first"))
+			turn := f.mustClaim("w1")
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				<-start
+				if _, err := appender.Append(f.ctx, user(conv, "second")); err != nil {
+					t.Errorf("round %d: Append: %v", round, err)
+				}
+			})
+			wg.Go(func() {
+				<-start
+				if err := f.ss.Finish(f.ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Release: true}); err != nil {
+					t.Errorf("round %d: Finish: %v", round, err)
+				}
+			})
+			close(start)
+			wg.Wait()
+			f.clk.Advance(tick)
+			next := f.claim("w2")
+			if next == nil || next.Lease.Conv != conv || next.Entry.Text != "second" {
+				t.Fatalf("round %d: Claim after the race = %+v, want %s \"second\"", round, next, conv)
+			}
+			f.finish(next.Lease, sessions.Finish{EntryID: next.Entry.ID, Release: true})
 		}
 	})
 
