@@ -75,6 +75,24 @@ func runFinish(t *testing.T, b Backend) {
 		}
 	})
 
+	t.Run("finish honours outbox idempotency keys", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		f.appendAll(user("c", "1"))
+		keyed := reply("c", "the reply")
+		keyed.IdempotencyKey = "c:1:reply"
+		first := f.enqueueAll(keyed)
+		turn := f.mustClaim("w1")
+		again := keyed
+		again.Text = "the reply, written again"
+		f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Outbox: []outbox.Message{again, reply("c", "unkeyed")}})
+		if d := cmp.Diff([]string{"the reply", "unkeyed"}, outTexts(f.pending())); d != "" {
+			t.Errorf("outbox pending (-want +got):\n%s", d)
+		}
+		if p := f.pending(); len(p) > 0 && p[0].ID != first[0].ID {
+			t.Errorf("keyed message id = %q, want the first one's %q", p[0].ID, first[0].ID)
+		}
+	})
+
 	// Each case finishes with an entry id that names no unacked entry of
 	// the held conversation; nothing of the Finish may be written. Entry
 	// ids are opaque and may be unique only within a conversation, so

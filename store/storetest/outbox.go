@@ -213,7 +213,34 @@ func runOutbox(t *testing.T, b Backend) {
 			t.Errorf("Claim after Requeue = %+v, want %q due at once with its attempts reset", cs, msgs[0].Text)
 		}
 		wantCode(t, "Requeue of a message that is not dead", f.ob.Requeue(f.ctx, msgs[0].ID), errs.NotFound)
+		if len(cs) == 1 {
+			if err := f.ob.Ack(f.ctx, cs[0]); err != nil {
+				t.Fatalf("Ack: %v", err)
+			}
+			wantCode(t, "Requeue of a delivered message", f.ob.Requeue(f.ctx, msgs[0].ID), errs.NotFound)
+		}
 		wantCode(t, "Requeue of an unknown id", f.ob.Requeue(f.ctx, "no-such-message"), errs.NotFound)
+	})
+
+	t.Run("dead letters oldest first, up to the limit", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		f.enqueueAll(reply("c", "1"), reply("c", "2"), reply("c", "3"))
+		for _, c := range f.claimOutbox("d1", telegram, 10) {
+			if err := f.ob.Dead(f.ctx, c, "gone "+c.Text); err != nil {
+				t.Fatalf("Dead: %v", err)
+			}
+			f.clk.Advance(tick)
+		}
+		dead, err := f.ob.DeadLetters(f.ctx, 2)
+		if err != nil {
+			t.Fatalf("DeadLetters(2): %v", err)
+		}
+		if d := cmp.Diff([]string{"1", "2"}, outTexts(dead)); d != "" {
+			t.Errorf("DeadLetters(2) (-want +got):\n%s", d)
+		}
+		if len(dead) > 0 && dead[0].LastError != "gone 1" {
+			t.Errorf("dead letter reason = %q, want \"gone 1\"", dead[0].LastError)
+		}
 	})
 
 	t.Run("idempotency key dedupes", func(t *testing.T) {
