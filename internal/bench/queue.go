@@ -1,0 +1,320 @@
+// Package bench measures herald's stores. Queue pushes entries through a
+// conversation's turn queue the way turn workers do, and measures in the
+// same run, on the same backend and at the same concurrency, the bare
+// operations the backend needs at least for one durable enqueue and
+// dequeue: the raw ceiling. The ratio of the two is the cost of what
+// herald adds (leases, fencing, dedupe, lanes, the ready index).
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/heraldgw/herald/sessions"
+)
+
+// Defaults for QueueOptions.
+const (
+	DefaultEntries       = 20000
+	DefaultConversations = 32
+	DefaultRedisURL      = "redis://127.0.0.1:6379/0"
+)
+
+// QueueOptions says what Queue measures.
+type QueueOptions struct {
+	Store         string // "sqlite" or "redis"
+	Entries       int    // entries pushed through; DefaultEntries when 0
+	Conversations int    // concurrent conversations, and as many workers; DefaultConversations when 0
+	RedisURL      string // the Redis to measure; DefaultRedisURL when empty
+	TempDir       string // where the SQLite files are made (and removed); the system's when empty
+}
+
+// QueueResult is one run's figures. The JSON names are what
+// `herald bench queue --json` prints; scripts read them.
+type QueueResult struct {
+	Store         string  `json:"store"`
+	Entries       int     `json:"entries"`
+	Conversations int     `json:"conversations"`
+	EntriesPerS   float64 `json:"entries_per_s"`
+	P50Ms         float64 `json:"p50_ms"`
+	P99Ms         float64 `json:"p99_ms"`
+	RawPerS       float64 `json:"raw_per_s"`
+	RawP50Ms      float64 `json:"raw_p50_ms"`
+	RawP99Ms      float64 `json:"raw_p99_ms"`
+	Ratio         float64 `json:"ratio"` // EntriesPerS / RawPerS
+}
+
+// payload is the text of every entry, raw or not: about the size of a
+// short chat message.
+var payload = strings.Repeat("herald bench ", 8)
+
+// backend is one store technology set up for a run: herald's store on it,
+// and the bare operations of the raw ceiling against the same server or
+// with the same file settings.
+type backend interface {
+	// open opens herald's store.
+	open(ctx context.Context) (sessionStore, error)
+	// rawPrepare makes what the raw loop needs for convs conversations.
+	rawPrepare(ctx context.Context, convs int) error
+	// rawStep moves one entry of conversation conv through a bare
+	// durable enqueue and dequeue.
+	rawStep(ctx context.Context, conv int) error
+	// cleanup removes everything the run made.
+	cleanup(ctx context.Context) error
+}
+
+type sessionStore interface {
+	Sessions() sessions.Store
+	Close() error
+}
+
+// Queue runs the queue benchmark.
+func Queue(ctx context.Context, opt QueueOptions) (QueueResult, error) {
+	if opt.Entries == 0 {
+		opt.Entries = DefaultEntries
+	}
+	if opt.Conversations == 0 {
+		opt.Conversations = DefaultConversations
+	}
+	if opt.RedisURL == "" {
+		opt.RedisURL = DefaultRedisURL
+	}
+	if opt.Entries < 1 || opt.Conversations < 1 {
+		return QueueResult{}, fmt.Errorf("entries and conversations must be positive, got %d and %d", opt.Entries, opt.Conversations)
+	}
+	var (
+		b   backend
+		err error
+	)
+	switch opt.Store {
+	case "sqlite":
+		b, err = newSQLiteBackend(opt.TempDir)
+	case "redis":
+		b, err = newRedisBackend(ctx, opt.RedisURL, opt.Conversations)
+	default:
+		return QueueResult{}, fmt.Errorf("unknown store %q; want sqlite or redis", opt.Store)
+	}
+	if err != nil {
+		return QueueResult{}, err
+	}
+	res, err := measure(ctx, b, opt)
+	// Clean up even when the run was interrupted.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if cerr := b.cleanup(cctx); err == nil && cerr != nil {
+		err = fmt.Errorf("cleaning up: %w", cerr)
+	}
+	return res, err
+}
+
+func measure(ctx context.Context, b backend, opt QueueOptions) (QueueResult, error) {
+	res := QueueResult{Store: opt.Store, Entries: opt.Entries, Conversations: opt.Conversations}
+
+	if err := b.rawPrepare(ctx, opt.Conversations); err != nil {
+		return res, fmt.Errorf("preparing the raw loop: %w", err)
+	}
+	raw, err := driveRaw(ctx, opt.Entries, opt.Conversations, b.rawStep)
+	if err != nil {
+		return res, fmt.Errorf("raw loop: %w", err)
+	}
+
+	db, err := b.open(ctx)
+	if err != nil {
+		return res, fmt.Errorf("opening the %s store: %w", opt.Store, err)
+	}
+	herald, err := driveStore(ctx, db.Sessions(), opt.Entries, opt.Conversations)
+	if cerr := db.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("closing the store: %w", cerr)
+	}
+	if err != nil {
+		return res, fmt.Errorf("queue: %w", err)
+	}
+
+	res.EntriesPerS = herald.perSecond()
+	res.P50Ms, res.P99Ms = herald.quantiles()
+	res.RawPerS = raw.perSecond()
+	res.RawP50Ms, res.RawP99Ms = raw.quantiles()
+	if res.RawPerS > 0 {
+		res.Ratio = res.EntriesPerS / res.RawPerS
+	}
+	return res, nil
+}
+
+// share is how many of entries conversation c of convs carries.
+func share(entries, convs, c int) int {
+	n := entries / convs
+	if c < entries%convs {
+		n++
+	}
+	return n
+}
+
+// firstError runs goroutines and keeps the first error; the first error
+// cancels the others' context.
+type firstError struct {
+	wg     sync.WaitGroup
+	once   sync.Once
+	err    error
+	cancel context.CancelFunc
+}
+
+func (g *firstError) Go(f func() error) {
+	g.wg.Go(func() {
+		if err := f(); err != nil {
+			g.once.Do(func() {
+				g.err = err
+				g.cancel()
+			})
+		}
+	})
+}
+
+func (g *firstError) Wait() error {
+	g.wg.Wait()
+	return g.err
+}
+
+// driveRaw runs step for every entry, one goroutine per conversation, one
+// entry in flight per conversation.
+func driveRaw(ctx context.Context, entries, convs int, step func(context.Context, int) error) (run, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g := &firstError{cancel: cancel}
+	lat := make([][]time.Duration, convs)
+	start := time.Now()
+	for c := range convs {
+		g.Go(func() error {
+			n := share(entries, convs, c)
+			lat[c] = make([]time.Duration, 0, n)
+			for range n {
+				t0 := time.Now()
+				if err := step(ctx, c); err != nil {
+					return err
+				}
+				lat[c] = append(lat[c], time.Since(t0))
+			}
+			return nil
+		})
+	}
+	err := g.Wait()
+	return run{elapsed: time.Since(start), latencies: merge(lat)}, err
+}
+
+// driveStore pushes entries through q as herald runs turns: a producer
+// per conversation appends, and as many workers claim whichever
+// conversation is ready and finish its entry, giving the lease back in the
+// same step. Each conversation has one entry in flight (its producer
+// appends the next after the last one finished), so the latency measured,
+// Append to Finish, is the path's own rather than time spent behind a
+// backlog, and the load matches the raw loop's.
+func driveStore(ctx context.Context, q sessions.Store, entries, convs int) (run, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	producers := &firstError{cancel: cancel}
+	workers := &firstError{cancel: cancel}
+
+	// ready holds one token per appended entry, so a worker calls Claim
+	// only when there is something to claim instead of polling the store.
+	ready := make(chan struct{}, convs)
+	// finished[c] carries the time conversation c's entry was finished.
+	finished := make([]chan time.Time, convs)
+	for c := range finished {
+		finished[c] = make(chan time.Time, 1)
+	}
+	stop := make(chan struct{})
+
+	for w := range convs {
+		worker := "bench-worker-" + strconv.Itoa(w)
+		workers.Go(func() error {
+			for {
+				select {
+				case <-ready:
+				case <-stop:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				turn, err := claim(ctx, q, worker)
+				if err != nil {
+					return err
+				}
+				c, err := strconv.Atoi(turn.Entry.Meta["conv"])
+				if err != nil || c < 0 || c >= convs {
+					return fmt.Errorf("claimed entry %s of %q is not one of this run's", turn.Entry.ID, turn.Entry.Conv)
+				}
+				if err := q.Finish(ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Release: true}); err != nil {
+					return err
+				}
+				finished[c] <- time.Now()
+			}
+		})
+	}
+
+	lat := make([][]time.Duration, convs)
+	start := time.Now()
+	for c := range convs {
+		producers.Go(func() error {
+			n := share(entries, convs, c)
+			lat[c] = make([]time.Duration, 0, n)
+			conv := "bench:" + strconv.Itoa(c)
+			for i := range n {
+				t0 := time.Now()
+				_, err := q.Append(ctx, sessions.Inbound{
+					Conv:      conv,
+					Sender:    "bench",
+					MessageID: strconv.Itoa(i),
+					Text:      payload,
+					Meta:      map[string]string{"conv": strconv.Itoa(c)},
+				})
+				if err != nil {
+					return err
+				}
+				select {
+				case ready <- struct{}{}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				select {
+				case t1 := <-finished[c]:
+					lat[c] = append(lat[c], t1.Sub(t0))
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		})
+	}
+	perr := producers.Wait()
+	elapsed := time.Since(start)
+	close(stop)
+	werr := workers.Wait()
+	if perr == nil {
+		perr = werr
+	}
+	return run{elapsed: elapsed, latencies: merge(lat)}, perr
+}
+
+// claim claims a ready conversation. A token in ready means an entry was
+// appended and not yet claimed, so Claim finds one; the short retry only
+// covers a backend whose ready index lags its append.
+func claim(ctx context.Context, q sessions.Store, worker string) (*sessions.Turn, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		turn, err := q.Claim(ctx, worker, sessions.DefaultLeaseTTL)
+		if err != nil || turn != nil {
+			return turn, err
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("an entry was appended but no conversation became ready within 10s")
+		}
+		select {
+		case <-time.After(200 * time.Microsecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
