@@ -326,6 +326,29 @@ func runOutbox(t *testing.T, b Backend) {
 		}
 	})
 
+	// A delivery process that dies holding many claims leaves them to
+	// expire together; a message of another platform whose claim expired
+	// after them is due as well and must not wait for a second Claim.
+	t.Run("an expired claim behind many of another platform", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		const others = 300
+		for i := range others {
+			f.enqueue(to("slack", reply("c", convName("slack", i))))
+		}
+		for claimed := 0; claimed < others; {
+			cs := f.claimOutbox("d-dead", []string{"slack"}, 100)
+			if len(cs) == 0 {
+				t.Fatalf("Claim(slack) = nothing after %d of %d", claimed, others)
+			}
+			claimed += len(cs)
+		}
+		f.clk.Advance(tick)
+		msgs := f.enqueueAll(reply("c", "tg"))
+		f.claimOutbox("d-dead", telegram, 1)
+		f.clk.Advance(ttl + time.Second)
+		wantMessages(t, "Claim(telegram) after every claim expired", claimedMessages(f.claimOutbox("d2", telegram, 10)), msgs)
+	})
+
 	t.Run("unknown message", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		f.enqueueAll(reply("c", "1"))

@@ -3,6 +3,7 @@ package storetest
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -116,6 +117,31 @@ func runReady(t *testing.T, b Backend) {
 			}
 			f.finish(next.Lease, sessions.Finish{EntryID: next.Entry.ID, Release: true})
 		}
+	})
+
+	// A whole process dying leaves many leases to expire at once, most on
+	// conversations with nothing left to do. The one with work must still
+	// be found by the first Claim, however many empty ones expired first.
+	t.Run("an expired conversation with work behind many drained ones", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		const drained = 100
+		for i := range drained {
+			conv := convName("drained", i)
+			f.appendAll(user(conv, "1"))
+			turn := f.mustClaim("w-dead")
+			if turn.Lease.Conv != conv {
+				t.Fatalf("Claim took %q, want %q", turn.Lease.Conv, conv)
+			}
+			f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID})
+		}
+		f.appendAll(user("unfinished", "1"))
+		dead := f.mustClaim("w-dead")
+		f.clk.Advance(ttl + time.Second)
+		turn := f.claim("w2")
+		if turn == nil || turn.Lease.Conv != "unfinished" || turn.Entry.ID != dead.Entry.ID || turn.Entry.Deliveries != 2 {
+			t.Fatalf("Claim = %+v, want the unfinished conversation's entry %q, second delivery", turn, dead.Entry.ID)
+		}
+		f.noClaim("w3")
 	})
 
 	t.Run("no starvation", func(t *testing.T) {
