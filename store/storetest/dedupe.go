@@ -55,6 +55,13 @@ func runDedupe(t *testing.T, b Backend) {
 			queued:  map[string][]string{conv: {"first"}},
 		},
 		{
+			desc:    "remembered until the window ends",
+			between: func(f *fixture) { f.clk.Advance(sessions.DefaultDedupeWindow - time.Minute) },
+			again:   withMessageID(user(conv, "redelivered"), "m1"),
+			dup:     true,
+			queued:  map[string][]string{conv: {"first"}},
+		},
+		{
 			desc:   "a synthetic entry with a seen id is a duplicate too",
 			again:  withMessageID(synthetic(conv, "redelivered"), "m1"),
 			dup:    true,
@@ -96,6 +103,23 @@ func runDedupe(t *testing.T, b Backend) {
 			checkQueued(f, tc.queued)
 		})
 	}
+
+	t.Run("message ids with odd characters", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		ids := []string{"a|b", "a|b|0", "a b/ü:{x}%7D", "*", "-1001234567890:42"}
+		first := map[string]string{}
+		for _, id := range ids {
+			first[id] = f.append(withMessageID(user(conv, id), id)).EntryID
+			f.clk.Advance(tick)
+		}
+		for _, id := range ids {
+			r := f.append(withMessageID(user(conv, "again"), id))
+			if !r.Duplicate || r.EntryID != first[id] {
+				t.Errorf("Append with seen message id %q = %+v, want a duplicate of %q", id, r, first[id])
+			}
+		}
+		checkQueued(f, map[string][]string{conv: ids})
+	})
 
 	t.Run("entries without a message id are never deduped", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
@@ -150,11 +174,20 @@ func runDedupe(t *testing.T, b Backend) {
 		ss := st.Sessions()
 		in := withMessageID(user(conv, "hello"), "m1")
 
+		keyed := reply(conv, "report")
+		keyed.IdempotencyKey = "cron:daily"
+		firstMsg, _, err := st.Outbox().Enqueue(ctx, keyed)
+		if err != nil {
+			t.Fatalf("Enqueue: %v", err)
+		}
 		first, err := ss.Append(ctx, in)
 		if err != nil {
 			t.Fatalf("Append: %v", err)
 		}
 		appended := time.Now()
+		if id, dup, err := st.Outbox().Enqueue(ctx, keyed); err != nil || !dup || id != firstMsg {
+			t.Errorf("Enqueue within the window = %q, %v, %v; want %q, true, nil", id, dup, err, firstMsg)
+		}
 		again, err := ss.Append(ctx, in)
 		if err != nil {
 			t.Fatalf("Append within the window: %v", err)
@@ -170,6 +203,9 @@ func runDedupe(t *testing.T, b Backend) {
 		}
 		if later.Duplicate || later.EntryID == first.EntryID {
 			t.Errorf("Append after the window = %+v, want a new entry", later)
+		}
+		if id, dup, err := st.Outbox().Enqueue(ctx, keyed); err != nil || dup || id == firstMsg {
+			t.Errorf("Enqueue after the window = %q, %v, %v; want a new message", id, dup, err)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -43,6 +44,23 @@ func runHistory(t *testing.T, b Backend) {
 		}
 		if h := f.history("other"); len(h) != 0 {
 			t.Errorf("another conversation's history = %+v, want none", h)
+		}
+	})
+
+	t.Run("a long history in one call", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		f.appendAll(user("c", "1"))
+		turn := f.mustClaim("w1")
+		long := make([]sessions.Message, 2500)
+		for i := range long {
+			long[i] = sessions.Message{Role: "tool", ToolCallID: "call", Content: strconv.Itoa(i), At: t0}
+		}
+		if err := f.ss.AppendHistory(f.ctx, turn.Lease, long[:1200]...); err != nil {
+			t.Fatalf("AppendHistory: %v", err)
+		}
+		f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, History: long[1200:]})
+		if d := cmp.Diff(long, f.history("c"), timeOpts); d != "" {
+			t.Errorf("History (-want +got):\n%s", d)
 		}
 	})
 

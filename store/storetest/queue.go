@@ -94,6 +94,29 @@ func runQueue(t *testing.T, b Backend) {
 		}
 	})
 
+	// Backends build key names from conversation keys; keys that differ
+	// only in characters a backend escapes must stay apart.
+	t.Run("conversation keys with odd characters stay apart", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		convs := []string{"a}b", "a%7Db", "a{b}", "a%b", "a%25b", "ü:ñ", "x y", "*", "a:q0", "discord:1:2:3"}
+		for _, conv := range convs {
+			f.appendAll(user(conv, "1 "+conv), user(conv, "2 "+conv))
+			if err := f.ss.SetMeta(f.ctx, conv, "k", conv); err != nil {
+				t.Fatalf("SetMeta(%q): %v", conv, err)
+			}
+		}
+		want := map[string][]string{}
+		for _, conv := range convs {
+			want[conv] = []string{"1 " + conv, "2 " + conv}
+		}
+		checkQueued(f, want)
+		for _, conv := range convs {
+			if d := cmp.Diff(map[string]string{"k": conv}, f.meta(conv)); d != "" {
+				t.Errorf("Meta(%q) (-want +got):\n%s", conv, d)
+			}
+		}
+	})
+
 	t.Run("entry and lease fields round-trip", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		in := sessions.Inbound{
