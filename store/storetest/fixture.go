@@ -157,14 +157,9 @@ func (f *fixture) appendAll(ins ...sessions.Inbound) []string {
 
 func (f *fixture) claim(worker string) *sessions.Turn {
 	f.t.Helper()
-	return claimOn(f.t, f.ctx, f.ss, worker)
-}
-
-func claimOn(t *testing.T, ctx context.Context, ss sessions.Store, worker string) *sessions.Turn {
-	t.Helper()
-	turn, err := ss.Claim(ctx, worker, ttl)
+	turn, err := f.ss.Claim(f.ctx, worker, ttl)
 	if err != nil {
-		t.Fatalf("Claim(%s): %v", worker, err)
+		f.t.Fatalf("Claim(%s): %v", worker, err)
 	}
 	return turn
 }

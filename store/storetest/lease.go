@@ -193,6 +193,8 @@ func runLease(t *testing.T, b Backend) {
 		wantCode(t, "AppendHistory after Finish with Release", err, errs.LeaseLost)
 		err = f.ss.Release(f.ctx, l)
 		wantCode(t, "Release after Finish with Release", err, errs.LeaseLost)
+		err = f.ss.Finish(f.ctx, l, sessions.Finish{EntryID: turn.Entry.ID, History: []sessions.Message{{Role: "assistant", Content: "late"}}})
+		wantCode(t, "Finish after Finish with Release", err, errs.LeaseLost)
 		if h := f.history("c"); len(h) != 0 {
 			t.Errorf("history = %+v, want none", h)
 		}
