@@ -136,7 +136,7 @@ func (d *DB) open(path, syncMode string) error {
 	if err != nil {
 		return err
 	}
-	d.w = newWriter(d.wconn, st)
+	d.w = newWriter(d.wconn, st, syncMode == "FULL")
 
 	rq := url.Values{}
 	rq.Add("_pragma", "busy_timeout("+busy+")")

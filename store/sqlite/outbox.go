@@ -81,7 +81,7 @@ func (o *outboxStore) Enqueue(ctx context.Context, m outbox.Message) (string, bo
 		id  int64
 		dup bool
 	)
-	err = d.w.do(ctx, op, func(t *tx) error {
+	err = d.w.do(ctx, op, durable, func(t *tx) error {
 		now, _ := d.now()
 		var err error
 		id, dup, err = d.enqueue(t, m, body, now)
@@ -164,7 +164,7 @@ func (o *outboxStore) Claim(ctx context.Context, worker string, platforms []stri
 		return nil, nil
 	}
 	var claimed []outbox.Claimed
-	err := d.w.do(ctx, op, func(t *tx) error {
+	err := d.w.do(ctx, op, bookkeeping, func(t *tx) error {
 		claimed = nil
 		nowT, now := d.now()
 		type dueRow struct{ id, next int64 }
@@ -214,25 +214,27 @@ func (o *outboxStore) Claim(ctx context.Context, worker string, platforms []stri
 }
 
 func (o *outboxStore) Ack(ctx context.Context, c outbox.Claimed) error {
-	return o.change(ctx, "sqlite.outbox.Ack", c, func(t *tx, id int64, _ int64) (sql.Result, error) {
+	return o.change(ctx, "sqlite.outbox.Ack", durable, c, func(t *tx, id int64, _ int64) (sql.Result, error) {
 		return t.st.outboxAck.Exec(id, c.Token)
 	})
 }
 
 func (o *outboxStore) Release(ctx context.Context, c outbox.Claimed, next time.Time, reason string) error {
-	return o.change(ctx, "sqlite.outbox.Release", c, func(t *tx, id int64, now int64) (sql.Result, error) {
+	return o.change(ctx, "sqlite.outbox.Release", durable, c, func(t *tx, id int64, now int64) (sql.Result, error) {
 		return t.st.outboxRelease.Exec(id, c.Token, reason, dueAt(next, now))
 	})
 }
 
 func (o *outboxStore) Postpone(ctx context.Context, c outbox.Claimed, next time.Time) error {
-	return o.change(ctx, "sqlite.outbox.Postpone", c, func(t *tx, id int64, now int64) (sql.Result, error) {
+	// Losing a postponement to a power cut only makes the message due
+	// sooner.
+	return o.change(ctx, "sqlite.outbox.Postpone", bookkeeping, c, func(t *tx, id int64, now int64) (sql.Result, error) {
 		return t.st.outboxPostpone.Exec(id, c.Token, dueAt(next, now))
 	})
 }
 
 func (o *outboxStore) Dead(ctx context.Context, c outbox.Claimed, reason string) error {
-	return o.change(ctx, "sqlite.outbox.Dead", c, func(t *tx, id int64, _ int64) (sql.Result, error) {
+	return o.change(ctx, "sqlite.outbox.Dead", durable, c, func(t *tx, id int64, _ int64) (sql.Result, error) {
 		return t.st.outboxDead.Exec(id, c.Token, reason)
 	})
 }
@@ -240,7 +242,7 @@ func (o *outboxStore) Dead(ctx context.Context, c outbox.Claimed, reason string)
 // change runs one claim-checked write. When it matched no row, the message
 // is either gone (NotFound) or held under another claim, or given back
 // already (LeaseLost).
-func (o *outboxStore) change(ctx context.Context, op string, c outbox.Claimed, write func(t *tx, id, now int64) (sql.Result, error)) error {
+func (o *outboxStore) change(ctx context.Context, op string, mode commitMode, c outbox.Claimed, write func(t *tx, id, now int64) (sql.Result, error)) error {
 	d := o.d
 	if err := d.check(ctx, op); err != nil {
 		return err
@@ -249,7 +251,7 @@ func (o *outboxStore) change(ctx context.Context, op string, c outbox.Claimed, w
 	if !ok {
 		return errs.E(op, errs.NotFound, "no outbox message %q", c.ID)
 	}
-	err := d.w.do(ctx, op, func(t *tx) error {
+	err := d.w.do(ctx, op, mode, func(t *tx) error {
 		_, now := d.now()
 		r, err := write(t, id, now)
 		if err != nil {
@@ -314,7 +316,7 @@ func (o *outboxStore) Requeue(ctx context.Context, idStr string) error {
 	if !ok {
 		return errs.E(op, errs.NotFound, "no dead outbox message %q", idStr)
 	}
-	err := d.w.do(ctx, op, func(t *tx) error {
+	err := d.w.do(ctx, op, durable, func(t *tx) error {
 		_, now := d.now()
 		r, err := t.st.outboxRequeue.Exec(id, now)
 		if err != nil {

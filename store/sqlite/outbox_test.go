@@ -329,3 +329,41 @@ func TestSchemaVersion(t *testing.T) {
 		t.Error("Open of a newer schema succeeded")
 	}
 }
+
+// TestCommitModes checks the write connection runs bookkeeping batches
+// without waiting for the disk and is back to FULL for durable ones.
+func TestCommitModes(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		desc              string
+		sync              string
+		durable, bookkept int
+	}{
+		{"FULL store", "FULL", 2, 1},
+		{"NORMAL store", "NORMAL", 1, 1},
+	} {
+		d, err := Open(t.TempDir()+"/herald.db", Options{Synchronous: tc.sync})
+		if err != nil {
+			t.Fatal(err)
+		}
+		level := func(mode commitMode) int {
+			var v int
+			err := d.w.do(ctx, "test", mode, func(*tx) error {
+				return d.wconn.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&v)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		for _, step := range []struct {
+			mode commitMode
+			want int
+		}{{bookkeeping, tc.bookkept}, {bookkeeping, tc.bookkept}, {durable, tc.durable}, {bookkeeping, tc.bookkept}, {durable, tc.durable}} {
+			if got := level(step.mode); got != step.want {
+				t.Errorf("%s: mode %d ran with synchronous=%d, want %d", tc.desc, step.mode, got, step.want)
+			}
+		}
+		d.Close()
+	}
+}

@@ -113,7 +113,7 @@ func (s *sessionStore) Append(ctx context.Context, in sessions.Inbound) (session
 		return sessions.AppendResult{}, err
 	}
 	var res sessions.AppendResult
-	err = d.w.do(ctx, op, func(t *tx) error {
+	err = d.w.do(ctx, op, durable, func(t *tx) error {
 		_, now := d.now()
 		if in.MessageID != "" {
 			var first int64
@@ -176,7 +176,7 @@ func (s *sessionStore) Claim(ctx context.Context, worker string, ttl time.Durati
 		return nil, d.fail(op, err)
 	}
 	var turn *sessions.Turn
-	err := d.w.do(ctx, op, func(t *tx) error {
+	err := d.w.do(ctx, op, bookkeeping, func(t *tx) error {
 		turn = nil
 		nowT, now := d.now()
 		for {
@@ -235,7 +235,7 @@ func (s *sessionStore) Next(ctx context.Context, l sessions.Lease) (*sessions.En
 		return nil, err
 	}
 	var entry *sessions.Entry
-	err := d.w.do(ctx, op, func(t *tx) error {
+	err := d.w.do(ctx, op, bookkeeping, func(t *tx) error {
 		entry = nil
 		var (
 			delivered  sql.NullInt64
@@ -280,7 +280,7 @@ func (s *sessionStore) Renew(ctx context.Context, l sessions.Lease, ttl time.Dur
 		ttl = sessions.DefaultLeaseTTL
 	}
 	renewed := l
-	err := d.w.do(ctx, op, func(t *tx) error {
+	err := d.w.do(ctx, op, bookkeeping, func(t *tx) error {
 		nowT, _ := d.now()
 		renewed.Expires = nowT.Add(ttl)
 		r, err := t.st.renew.Exec(l.Conv, l.Token, nanos(renewed.Expires))
@@ -304,7 +304,7 @@ func (s *sessionStore) Release(ctx context.Context, l sessions.Lease) error {
 	if err := sessions.ValidateConv(op, l.Conv); err != nil {
 		return err
 	}
-	err := d.w.do(ctx, op, func(t *tx) error {
+	err := d.w.do(ctx, op, bookkeeping, func(t *tx) error {
 		_, now := d.now()
 		r, err := t.st.leaseRelease.Exec(l.Conv, l.Token, now)
 		if err != nil {
@@ -335,7 +335,7 @@ func (s *sessionStore) Finish(ctx context.Context, l sessions.Lease, f sessions.
 		}
 	}
 	entryID, idOK := parseID(f.EntryID)
-	err = d.w.do(ctx, op, func(t *tx) error {
+	err = d.w.do(ctx, op, durable, func(t *tx) error {
 		nowT, now := d.now()
 		var r sql.Result
 		var err error
@@ -395,7 +395,7 @@ func (s *sessionStore) AppendHistory(ctx context.Context, l sessions.Lease, msgs
 	if err != nil {
 		return err
 	}
-	err = d.w.do(ctx, op, func(t *tx) error {
+	err = d.w.do(ctx, op, durable, func(t *tx) error {
 		if err := checkLease(t, op, l); err != nil {
 			return err
 		}
@@ -450,7 +450,7 @@ func (s *sessionStore) ClearHistory(ctx context.Context, conv string) error {
 	if err := sessions.ValidateConv(op, conv); err != nil {
 		return err
 	}
-	err := d.w.do(ctx, op, func(t *tx) error {
+	err := d.w.do(ctx, op, durable, func(t *tx) error {
 		_, err := t.st.historyClear.Exec(conv)
 		return err
 	})
@@ -500,7 +500,7 @@ func (s *sessionStore) SetMeta(ctx context.Context, conv, key, value string) err
 	if n := len(key) + len(value); n > d.lim.MaxEntryBytes {
 		return errs.E(op, errs.TooLarge, "metadata is %d bytes, over the limit of %d", n, d.lim.MaxEntryBytes)
 	}
-	err := d.w.do(ctx, op, func(t *tx) error {
+	err := d.w.do(ctx, op, durable, func(t *tx) error {
 		var err error
 		if value == "" {
 			_, err = t.st.metaDelete.Exec(conv, key)

@@ -18,10 +18,15 @@ const maxBatch = 128
 // group-commits: while one transaction is being written, the operations that
 // arrive queue up, and the next transaction runs them all, each in its own
 // savepoint, under one BEGIN IMMEDIATE … COMMIT. Every operation is still
-// all or nothing, and a caller hears back only after its operation is durable.
+// all or nothing, and a caller hears back only after its operation is
+// committed.
 type writer struct {
 	conn *sql.Conn
 	st   *statements
+	// full is set when the store runs with synchronous=FULL; relaxed is
+	// set while the connection is switched to NORMAL for a batch of
+	// bookkeeping writes. Only run touches relaxed.
+	full, relaxed bool
 
 	mu     sync.RWMutex // held for reading while submitting; for writing by stop
 	closed bool
@@ -29,12 +34,32 @@ type writer struct {
 	done   chan struct{} // closed when run has returned
 }
 
+// commitMode says what a write must survive.
+type commitMode int
+
+const (
+	// durable writes survive a power cut once their call returns:
+	// entries, acks, replies, history, metadata.
+	durable commitMode = iota
+	// bookkeeping writes only move leases and claims around (Claim,
+	// Next's delivery mark, Renew, Release, outbox Claim and Postpone).
+	// Their commit skips the fsync, and the next durable commit, which
+	// follows them in the log, makes them durable too. A power cut that
+	// loses one also killed every process that saw it, so a lost grant
+	// or token bump endangers nothing: the entry is still unacked, the
+	// message still pending, and a later grant's token still exceeds
+	// every token any live process holds. A crash of herald alone loses
+	// nothing: the operating system still writes the log out.
+	bookkeeping
+)
+
 // writeReq is one operation waiting for the writer.
 type writeReq struct {
-	ctx context.Context
-	op  string
-	fn  func(*tx) error
-	res chan error // buffered, so the writer never waits on a caller
+	ctx  context.Context
+	op   string
+	mode commitMode
+	fn   func(*tx) error
+	res  chan error // buffered, so the writer never waits on a caller
 }
 
 // tx is what an operation sees: the write connection inside an open
@@ -45,10 +70,11 @@ type tx struct {
 	st *statements
 }
 
-func newWriter(conn *sql.Conn, st *statements) *writer {
+func newWriter(conn *sql.Conn, st *statements, full bool) *writer {
 	return &writer{
 		conn: conn,
 		st:   st,
+		full: full,
 		reqs: make(chan *writeReq, maxBatch),
 		done: make(chan struct{}),
 	}
@@ -68,12 +94,13 @@ func (w *writer) stop() {
 }
 
 // do runs fn in a write transaction and returns its error once the
-// transaction is committed (or fn's error, with nothing of fn written).
-func (w *writer) do(ctx context.Context, op string, fn func(*tx) error) error {
+// transaction is committed as mode asks (or fn's error, with nothing of fn
+// written).
+func (w *writer) do(ctx context.Context, op string, mode commitMode, fn func(*tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return errs.Wrap(op, errs.Unavailable, err)
 	}
-	r := &writeReq{ctx: ctx, op: op, fn: fn, res: make(chan error, 1)}
+	r := &writeReq{ctx: ctx, op: op, mode: mode, fn: fn, res: make(chan error, 1)}
 	w.mu.RLock()
 	if w.closed {
 		w.mu.RUnlock()
@@ -126,6 +153,10 @@ func (w *writer) commit(batch []*writeReq) {
 			r.res <- dbErr(r.op, err)
 		}
 	}
+	if err := w.setSync(batch); err != nil {
+		fail(err)
+		return
+	}
 	if _, err := w.st.begin.ExecContext(ctx); err != nil {
 		fail(err)
 		return
@@ -176,6 +207,36 @@ func (w *writer) commit(batch []*writeReq) {
 			r.res <- nil
 		}
 	}
+}
+
+// setSync relaxes the connection to synchronous=NORMAL for a batch of
+// bookkeeping writes only, and puts FULL back for any batch with a durable
+// write in it.
+func (w *writer) setSync(batch []*writeReq) error {
+	if !w.full {
+		return nil
+	}
+	relax := true
+	for _, r := range batch {
+		if r.mode == durable {
+			relax = false
+			break
+		}
+	}
+	if relax == w.relaxed {
+		return nil
+	}
+	// Not a prepared statement: SQLite applies this pragma when it
+	// compiles it, so it must be compiled each time.
+	pragma := `PRAGMA synchronous = FULL`
+	if relax {
+		pragma = `PRAGMA synchronous = NORMAL`
+	}
+	if _, err := w.conn.ExecContext(context.Background(), pragma); err != nil {
+		return err
+	}
+	w.relaxed = relax
+	return nil
 }
 
 // rollback ends whatever transaction is open. SQLite may have rolled back
