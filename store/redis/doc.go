@@ -21,14 +21,19 @@
 //	                                    group's pending list holds the entry
 //	                                    delivered and not yet acked. Entry
 //	                                    ids are "<seq>-<lane>". Acked entries
-//	                                    are deleted (XACK + XDEL) and an
-//	                                    emptied stream is deleted with them.
-//	P{conv}:state            hash      seq (entry id sequence), fence (the
-//	                                    fencing counter; only increases),
-//	                                    pend (id of the entry delivered and
-//	                                    not acked), and while leased: worker,
-//	                                    token (= fence at the grant), exp
-//	                                    (lease expiry, ms)
+//	                                    are deleted (XACK + XDEL); an emptied
+//	                                    stream stays, with its group, for the
+//	                                    next append.
+//	P{conv}:state            hash      seq (entry id sequence); fence (the
+//	                                    fencing counter, only increases);
+//	                                    n0 … n5 (entries per lane, queued and
+//	                                    delivered-unacked, so one HMGET tells
+//	                                    whether there is work and where);
+//	                                    pend (the entry delivered and not
+//	                                    acked); worker, token (= fence at the
+//	                                    grant), exp (lease expiry, ms). An
+//	                                    ended lease or acked entry leaves ''
+//	                                    in its fields.
 //	P{conv}:dd:<message id>  string    "<entry id>|<until ms>": dedupe of the
 //	                                    platform message id; counts until
 //	                                    "until" by the store's clock, and the
@@ -44,9 +49,14 @@
 //	                                    lease; member the conversation tag,
 //	                                    score when it became ready (ms).
 //	                                    Claim takes the lowest score.
-//	Pleases                  zset      leased conversations scored by lease
-//	                                    expiry (ms); Claim sweeps the expired
-//	                                    ones with work back into ready.
+//	Pleases                  zset      leases over conversations with work,
+//	                                    scored by expiry (ms); Claim sweeps
+//	                                    the expired ones back into ready. A
+//	                                    held conversation without work is
+//	                                    left out (there is nothing to hand
+//	                                    over) until an append gives it work,
+//	                                    so a sweep never wades through idle
+//	                                    leases.
 //
 // (P is glued on as it is: with the default prefix these are
 // herald:ready and herald:leases.)
@@ -61,8 +71,8 @@
 //	                                    (claim expiry, ms), w (worker)
 //	Pob:due:<platform>       zset      unclaimed messages of one platform
 //	                                    scored by next attempt (ms)
-//	Pob:claimed              zset      claimed messages scored by claim
-//	                                    expiry (ms)
+//	Pob:claimed:<platform>   zset      claimed messages of one platform
+//	                                    scored by claim expiry (ms)
 //	Pob:all                  zset      undelivered messages (claimed or
 //	                                    not) scored by enqueue sequence
 //	Pob:dead                 zset      dead letters scored by enqueue
@@ -91,6 +101,10 @@
 // the token inside their script and write nothing when it is not the
 // current one. An expired lease that nobody has taken over is still
 // current: the token, not the clock, is what makes a write safe.
+//
+// The server must not evict keys (maxmemory-policy noeviction, Redis's
+// default): the scripts keep counts and indexes beside the data, and an
+// evicted key would leave them disagreeing.
 //
 // Cluster: a conversation's own keys share a slot, but Append, Claim,
 // Renew, Release and Finish also touch the shared ready and leases sets

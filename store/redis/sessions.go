@@ -28,6 +28,7 @@ func (s *sessionStore) Append(ctx context.Context, in sessions.Inbound) (session
 	keys := []string{
 		s.db.convKey(tag, "state"),
 		s.db.readyKey(),
+		s.db.leasesKey(),
 		s.db.convKey(tag, "q"+strconv.Itoa(lane)),
 	}
 	if in.MessageID != "" {
@@ -122,7 +123,7 @@ func (s *sessionStore) Release(ctx context.Context, l sessions.Lease) error {
 	tag := convTag(l.Conv)
 	v, err := s.db.run(ctx, op, scriptRelease,
 		[]string{s.db.convKey(tag, "state"), s.db.readyKey(), s.db.leasesKey()},
-		s.db.prefix, tag, l.Token, s.db.nowArg())
+		tag, l.Token, s.db.nowArg())
 	if err != nil {
 		return err
 	}

@@ -2,8 +2,9 @@
 -- seen in this conversation within the dedupe window.
 -- KEYS[1] conversation state hash
 -- KEYS[2] ready sorted set
--- KEYS[3] the inbound's lane stream
--- KEYS[4] dedupe key of the message id; absent when the inbound has none
+-- KEYS[3] leases sorted set
+-- KEYS[4] the inbound's lane stream
+-- KEYS[5] dedupe key of the message id; absent when the inbound has none
 -- ARGV[1] key prefix
 -- ARGV[2] conversation tag
 -- ARGV[3] lane, 0..5
@@ -12,36 +13,45 @@
 -- ARGV[6] dedupe window in ms
 -- Returns {entry id, 1 if duplicate else 0}.
 local now = now_ms(ARGV[5])
+local st = load_state(KEYS[1])
 
-local function make_ready()
-  if not leased(KEYS[1], now) then
+-- index puts a conversation with work where a Claim finds it: in ready
+-- when nobody holds it, else in leases, which gives it back to ready when
+-- the holder dies.
+local function index()
+  if leased(st, now) then
+    redis.call('ZADD', KEYS[3], st.exp, ARGV[2])
+  else
     redis.call('ZADD', KEYS[2], 'NX', now, ARGV[2])
   end
 end
 
-if KEYS[4] then
-  local first = seen(KEYS[4], now)
+if KEYS[5] then
+  local first = seen(KEYS[5], now)
   if first then
     -- A redelivered update is also a chance to repair an index that lost
-    -- the conversation: an unleased conversation with work must be ready.
-    if has_work(ARGV[1], ARGV[2]) then
-      make_ready()
+    -- the conversation.
+    if st.work > 0 then
+      index()
     end
     return {first, 1}
   end
 end
 
-if redis.call('EXISTS', KEYS[3]) == 0 then
-  redis.call('XGROUP', 'CREATE', KEYS[3], GROUP, '0', 'MKSTREAM')
+local lane = tonumber(ARGV[3])
+if st.n[lane] == 0 and redis.call('EXISTS', KEYS[4]) == 0 then
+  redis.call('XGROUP', 'CREATE', KEYS[4], GROUP, '0', 'MKSTREAM')
 end
--- Ids come from a per-conversation sequence, not the server's time, so
--- they keep increasing after an emptied stream is deleted; the lane rides
--- in the sequence part of the stream id so an ack can find the stream.
-local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+-- Ids are "<seq>-<lane>": a per-conversation sequence, so ids order the
+-- entries of all lanes by arrival, and the lane, so an ack can find the
+-- stream from the id alone.
+local seq = st.seq + 1
 local id = int(seq) .. '-' .. ARGV[3]
-redis.call('XADD', KEYS[3], id, 'd', ARGV[4], 'at', int(now))
-if KEYS[4] then
-  remember(KEYS[4], id, now, tonumber(ARGV[6]))
+redis.call('XADD', KEYS[4], id, 'd', ARGV[4], 'at', int(now))
+redis.call('HSET', KEYS[1], 'seq', int(seq), 'n' .. ARGV[3], st.n[lane] + 1)
+if KEYS[5] then
+  remember(KEYS[5], id, now, tonumber(ARGV[6]))
 end
-make_ready()
+st.work = st.work + 1
+index()
 return {id, 0}

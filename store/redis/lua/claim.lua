@@ -2,7 +2,9 @@
 -- next entry. Expired leases are first moved back into the ready index (a
 -- bounded number per call, so one call never runs long).
 -- KEYS[1] ready sorted set (member: conversation tag, score: ready since)
--- KEYS[2] leases sorted set (member: conversation tag, score: expiry)
+-- KEYS[2] leases sorted set (member: conversation tag, score: expiry);
+--   only leases over work are in it, so every expired one swept is a
+--   conversation to hand over, however many idle leases expired with it
 -- ARGV[1] key prefix
 -- ARGV[2] worker name
 -- ARGV[3] lease ttl in ms
@@ -20,7 +22,7 @@ for i = 1, #expired, 2 do
   redis.call('ZREM', KEYS[2], tag)
   -- The lease itself stays current until someone takes the conversation,
   -- so a slow holder that wakes up before then may still renew or commit.
-  if has_work(prefix, tag) then
+  if load_state(conv_key(prefix, tag, 'state')).work > 0 then
     redis.call('ZADD', KEYS[1], 'NX', expired[i + 1], tag)
   end
 end
@@ -32,18 +34,25 @@ for _ = 1, TRIES do
     return {}
   end
   local state = conv_key(prefix, tag, 'state')
-  if leased(state, now) or not has_work(prefix, tag) then
-    -- A live lease is in the leases set and comes back when it expires;
-    -- a conversation without work has nothing to be ready for.
-    redis.call('ZREM', KEYS[1], tag)
-  else
-    local token, exp = grant(state, KEYS[1], KEYS[2], tag, ARGV[2], tonumber(ARGV[3]), now)
-    local e = next_entry(prefix, tag, state)
-    if e then
-      return {tag, token, exp, e[1], e[2], e[3], e[4]}
+  local st = load_state(state)
+  local e, pend
+  if st.work > 0 and not leased(st, now) then
+    e, pend = next_entry(prefix, tag, state, st)
+  end
+  -- A live lease is in the leases set and comes back when it expires; a
+  -- conversation without work has nothing to be ready for.
+  redis.call('ZREM', KEYS[1], tag)
+  if e then
+    -- The fence only ever increases, so every grant's token is new.
+    local token = st.fence + 1
+    local exp = now + tonumber(ARGV[3])
+    if pend then
+      redis.call('HSET', state, 'fence', token, 'worker', ARGV[2], 'token', token, 'exp', int(exp), 'pend', pend)
+    else
+      redis.call('HSET', state, 'fence', token, 'worker', ARGV[2], 'token', token, 'exp', int(exp))
     end
-    release(prefix, tag, state, KEYS[1], KEYS[2], now)
-    redis.call('ZREM', KEYS[1], tag)
+    redis.call('ZADD', KEYS[2], exp, tag)
+    return {tag, token, exp, e[1], e[2], e[3], e[4]}
   end
 end
 return {}

@@ -19,29 +19,26 @@
 --   next attempt in ms or ''
 -- Returns {'LOST'}, {'NOTFOUND'} or {'OK'}.
 local prefix, tag, state = ARGV[1], ARGV[2], KEYS[1]
-if not lease_ok(state, ARGV[3]) then
+local st = load_state(state)
+if st.token ~= ARGV[3] then
   return {'LOST'}
 end
 local id = ARGV[4]
-local lane = string.match(id, '^%d+%-(%d)$')
-if not lane then
+local lane = lane_of(id)
+if not lane or st.n[lane] == 0 then
   return {'NOTFOUND'}
 end
 local key = lane_key(prefix, tag, lane)
 -- XACK is the first write: when the entry is not pending nothing else has
 -- been touched yet.
-if redis.call('EXISTS', key) == 0 or redis.call('XACK', key, GROUP, id) == 0 then
+if redis.call('XACK', key, GROUP, id) == 0 then
   return {'NOTFOUND'}
 end
+-- Acked entries are deleted so they do not accumulate; the emptied
+-- stream itself stays with its group, ready for the next append.
 redis.call('XDEL', key, id)
--- An emptied stream is deleted so idle conversations cost no memory; the
--- next append creates it again with its group.
-if redis.call('XLEN', key) == 0 then
-  redis.call('DEL', key)
-end
-if redis.call('HGET', state, 'pend') == id then
-  redis.call('HDEL', state, 'pend')
-end
+local count = 'n' .. lane
+local left = st.n[lane] - 1
 
 local now = now_ms(ARGV[6])
 local h = tonumber(ARGV[8])
@@ -55,7 +52,20 @@ for i = 0, o - 1 do
   local b = at + 1 + i * 4
   ob_enqueue(prefix, ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], now, window)
 end
+
+local pend = st.pend
+if pend == id then
+  pend = ''
+end
 if ARGV[5] == '1' then
-  release(prefix, tag, state, KEYS[2], KEYS[3], now)
+  release(tag, state, KEYS[2], KEYS[3], now, st.work - 1, count, left, 'pend', pend or '')
+else
+  redis.call('HSET', state, count, left, 'pend', pend or '')
+  -- A held conversation with nothing left need not be watched for expiry:
+  -- with no work there is nothing to hand to another worker. An append
+  -- puts it back in the leases set.
+  if st.work - 1 == 0 then
+    redis.call('ZREM', KEYS[3], tag)
+  end
 end
 return {'OK'}

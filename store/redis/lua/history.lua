@@ -4,7 +4,7 @@
 -- ARGV[1] lease token
 -- ARGV[2 ..] encoded messages
 -- Returns {'LOST'} or {'OK'}.
-if not lease_ok(KEYS[1], ARGV[1]) then
+if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then
   return {'LOST'}
 end
 if #ARGV > 1 then

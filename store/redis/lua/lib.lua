@@ -53,26 +53,36 @@ local function remember(key, id, now, window)
   redis.call('SET', key, id .. '|' .. int(now + window), 'PX', window)
 end
 
--- leased reports whether the conversation has a lease that has not expired.
-local function leased(state, now)
-  local v = redis.call('HMGET', state, 'token', 'exp')
-  return v[1] and tonumber(v[2] or 0) > now
-end
+-- A conversation's state hash holds, besides the lease, a count of
+-- entries per lane (n0 … n5, queued and delivered-unacked alike), so one
+-- HMGET tells whether the conversation has work and which lane to read.
+local STATE_FIELDS = {'token', 'exp', 'pend', 'fence', 'seq', 'worker', 'n0', 'n1', 'n2', 'n3', 'n4', 'n5'}
 
--- lease_ok reports whether token is the conversation's current lease.
--- An expired lease nobody has taken over is still current: the token, not
--- the clock, is what keeps a stale holder from writing.
-local function lease_ok(state, token)
-  return redis.call('HGET', state, 'token') == token
-end
-
-local function has_work(prefix, tag)
+local function load_state(state)
+  local v = redis.call('HMGET', state, unpack(STATE_FIELDS))
+  -- Ended leases and acked entries leave '' behind rather than a deleted
+  -- field, so one HSET can write all of a step's changes.
+  local st = {
+    token = v[1] ~= '' and v[1] or nil,
+    exp = tonumber(v[2] or 0) or 0,
+    pend = v[3] ~= '' and v[3] or nil,
+    fence = tonumber(v[4] or 0),
+    seq = tonumber(v[5] or 0),
+    worker = v[6],
+    n = {},
+    work = 0,
+  }
   for lane = 0, LANES - 1 do
-    if redis.call('XLEN', lane_key(prefix, tag, lane)) > 0 then
-      return true
-    end
+    local c = tonumber(v[7 + lane] or 0)
+    st.n[lane] = c
+    st.work = st.work + c
   end
-  return false
+  return st
+end
+
+-- leased reports whether the conversation has a lease that has not expired.
+local function leased(st, now)
+  return st.token and st.exp > now
 end
 
 -- entry_reply turns a stream entry {id, {field, value, …}} into
@@ -90,51 +100,51 @@ local function entry_reply(e, deliveries)
   return {e[1], data, at, deliveries}
 end
 
--- next_entry hands the holder its next entry: the one delivered before and
--- never acked first (its delivery count goes up), else the oldest entry of
--- the lowest non-empty lane. It returns nil when the queue is empty.
-local function next_entry(prefix, tag, state)
-  local pend = redis.call('HGET', state, 'pend')
-  if pend then
-    local key = lane_key(prefix, tag, string.match(pend, '%-(%d+)$'))
-    local got = redis.call('XCLAIM', key, GROUP, CONSUMER, 0, pend)
-    if got[1] then
-      local p = redis.call('XPENDING', key, GROUP, pend, pend, 1)
-      return entry_reply(got[1], p[1][4])
-    end
-    redis.call('HDEL', state, 'pend')
-  end
-  for lane = 0, LANES - 1 do
-    local key = lane_key(prefix, tag, lane)
-    if redis.call('XLEN', key) > 0 then
-      local r = redis.call('XREADGROUP', 'GROUP', GROUP, CONSUMER, 'COUNT', 1, 'STREAMS', key, '>')
-      if r and r[1] and r[1][2][1] then
-        local e = r[1][2][1]
-        redis.call('HSET', state, 'pend', e[1])
-        return entry_reply(e, 1)
-      end
-    end
+-- lane_of reads the lane from an entry id "<seq>-<lane>", or nil.
+local function lane_of(id)
+  local lane = string.match(id, '^%d+%-(%d)$')
+  if lane then
+    return tonumber(lane)
   end
   return nil
 end
 
--- grant leases the conversation to worker and returns the new token and
--- expiry. The fence only ever increases, so every grant's token is new.
-local function grant(state, ready, leases, tag, worker, ttl, now)
-  local token = redis.call('HINCRBY', state, 'fence', 1)
-  local exp = now + ttl
-  redis.call('HSET', state, 'worker', worker, 'token', token, 'exp', int(exp))
-  redis.call('ZADD', leases, exp, tag)
-  redis.call('ZREM', ready, tag)
-  return token, exp
+-- next_entry finds the holder's next entry: the one delivered before and
+-- never acked first (its delivery count goes up), else the oldest entry of
+-- the lowest non-empty lane. It returns the entry (nil when the queue is
+-- empty) and, when a new entry was delivered, its id, which the caller
+-- stores as pend with its other state writes.
+local function next_entry(prefix, tag, state, st)
+  if st.pend then
+    local key = lane_key(prefix, tag, lane_of(st.pend) or 0)
+    local got = redis.call('XCLAIM', key, GROUP, CONSUMER, 0, st.pend)
+    if got[1] then
+      local p = redis.call('XPENDING', key, GROUP, st.pend, st.pend, 1)
+      return entry_reply(got[1], p[1][4]), nil
+    end
+    redis.call('HSET', state, 'pend', '')
+    st.pend = nil
+  end
+  for lane = 0, LANES - 1 do
+    if st.n[lane] > 0 then
+      local r = redis.call('XREADGROUP', 'GROUP', GROUP, CONSUMER, 'COUNT', 1,
+        'STREAMS', lane_key(prefix, tag, lane), '>')
+      if r and r[1] and r[1][2][1] then
+        local e = r[1][2][1]
+        return entry_reply(e, 1), e[1]
+      end
+    end
+  end
+  return nil, nil
 end
 
--- release ends the lease; a conversation with entries left is ready again,
--- behind the ones already waiting.
-local function release(prefix, tag, state, ready, leases, now)
-  redis.call('HDEL', state, 'worker', 'token', 'exp')
+-- release ends the lease; a conversation with work left is ready again,
+-- behind the ones already waiting. The caller's other state changes (an
+-- acked entry's count) ride along in the same HSET.
+local function release(tag, state, ready, leases, now, work, ...)
+  redis.call('HSET', state, 'worker', '', 'token', '', 'exp', '', ...)
   redis.call('ZREM', leases, tag)
-  if has_work(prefix, tag) then
+  if work > 0 then
     redis.call('ZADD', ready, now, tag)
   else
     redis.call('ZREM', ready, tag)

@@ -5,11 +5,15 @@
 -- ARGV[3] lease token
 -- Returns {'LOST'}, {'OK'} when the queue is empty, or
 -- {'OK', entry id, entry data, enqueued ms, deliveries}.
-if not lease_ok(KEYS[1], ARGV[3]) then
+local st = load_state(KEYS[1])
+if st.token ~= ARGV[3] then
   return {'LOST'}
 end
-local e = next_entry(ARGV[1], ARGV[2], KEYS[1])
+local e, pend = next_entry(ARGV[1], ARGV[2], KEYS[1], st)
 if not e then
   return {'OK'}
+end
+if pend then
+  redis.call('HSET', KEYS[1], 'pend', pend)
 end
 return {'OK', e[1], e[2], e[3], e[4]}

@@ -11,7 +11,7 @@ if err then
   return {err}
 end
 redis.call('ZREM', ob_key(prefix, 'due:' .. platform), id)
-redis.call('ZREM', ob_key(prefix, 'claimed'), id)
+redis.call('ZREM', ob_key(prefix, 'claimed:' .. platform), id)
 redis.call('ZREM', ob_key(prefix, 'all'), id)
 redis.call('DEL', mkey)
 return {'OK'}

@@ -1,7 +1,9 @@
 -- ob_claim holds up to max due messages of the given platforms, oldest due
--- first. Claims that expired are made due again first (bounded per call).
--- Only the due sets of the named platforms are read, so messages for a
--- platform with no adapter stay where they are and spend no attempt.
+-- first. The platforms' claims that expired are made due again first
+-- (bounded per platform and call). Only the named platforms' sets are
+-- read, so messages for a platform with no adapter stay where they are and
+-- spend no attempt, and expired claims of other platforms, however many,
+-- are never in the way.
 -- KEYS: none; keys derive from the prefix (see doc.go).
 -- ARGV[1] key prefix
 -- ARGV[2] worker name
@@ -14,26 +16,26 @@
 local prefix = ARGV[1]
 local max = tonumber(ARGV[3])
 local now = now_ms(ARGV[5])
-local claimed = ob_key(prefix, 'claimed')
-local SWEEP = 256
-
-local expired = redis.call('ZRANGEBYSCORE', claimed, '-inf', now, 'LIMIT', 0, SWEEP)
-for _, id in ipairs(expired) do
-  redis.call('ZREM', claimed, id)
-  local v = redis.call('HMGET', ob_key(prefix, 'm:' .. id), 'p', 'next')
-  if v[1] then
-    -- It keeps its claim token until someone claims it again, so a slow
-    -- sender that got through can still ack.
-    redis.call('ZADD', ob_key(prefix, 'due:' .. v[1]), tonumber(v[2]), id)
-  end
-end
+local SWEEP = math.max(256, max)
 
 local cand = {}
 for i = 6, #ARGV do
   local due = ob_key(prefix, 'due:' .. ARGV[i])
+  local claimed = ob_key(prefix, 'claimed:' .. ARGV[i])
+  local expired = redis.call('ZRANGEBYSCORE', claimed, '-inf', now, 'LIMIT', 0, SWEEP)
+  for _, id in ipairs(expired) do
+    redis.call('ZREM', claimed, id)
+    local next_at = redis.call('HGET', ob_key(prefix, 'm:' .. id), 'next')
+    if next_at then
+      -- Due again at its old time, so it keeps its place among the due.
+      -- It keeps its claim token until someone claims it again, so a slow
+      -- sender that got through can still ack.
+      redis.call('ZADD', due, tonumber(next_at), id)
+    end
+  end
   local r = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'WITHSCORES', 'LIMIT', 0, max)
   for j = 1, #r, 2 do
-    cand[#cand + 1] = {tonumber(r[j + 1]), r[j], due}
+    cand[#cand + 1] = {tonumber(r[j + 1]), r[j], due, claimed}
   end
 end
 if #cand == 0 then
@@ -50,7 +52,7 @@ local token = redis.call('INCR', ob_key(prefix, 'tok'))
 local exp = now + tonumber(ARGV[4])
 local out = {token, exp}
 for i = 1, math.min(max, #cand) do
-  local id, due = cand[i][2], cand[i][3]
+  local id, due, claimed = cand[i][2], cand[i][3], cand[i][4]
   local mkey = ob_key(prefix, 'm:' .. id)
   redis.call('ZREM', due, id)
   local v = redis.call('HMGET', mkey, 'd', 'n', 'next', 'at', 'e')

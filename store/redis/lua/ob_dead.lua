@@ -13,7 +13,7 @@ if err then
 end
 redis.call('HSET', mkey, 'e', ARGV[4])
 redis.call('HDEL', mkey, 'tok', 'exp', 'w')
-redis.call('ZREM', ob_key(prefix, 'claimed'), id)
+redis.call('ZREM', ob_key(prefix, 'claimed:' .. platform), id)
 redis.call('ZREM', ob_key(prefix, 'due:' .. platform), id)
 redis.call('ZREM', ob_key(prefix, 'all'), id)
 -- Scored by the id's sequence number, so dead letters list in the order

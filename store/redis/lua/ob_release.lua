@@ -21,6 +21,6 @@ if ARGV[5] == '1' then
 end
 redis.call('HSET', mkey, 'next', ARGV[4])
 redis.call('HDEL', mkey, 'tok', 'exp', 'w')
-redis.call('ZREM', ob_key(prefix, 'claimed'), id)
+redis.call('ZREM', ob_key(prefix, 'claimed:' .. platform), id)
 redis.call('ZADD', ob_key(prefix, 'due:' .. platform), tonumber(ARGV[4]), id)
 return {'OK'}

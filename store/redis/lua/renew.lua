@@ -7,13 +7,22 @@
 -- ARGV[3] ttl in ms
 -- ARGV[4] now in ms, or '' for the server's time
 -- Returns {'LOST'} or {'OK', worker, expires ms}.
-if not lease_ok(KEYS[1], ARGV[2]) then
+-- An expired lease nobody has taken over is still current: the token, not
+-- the clock, is what keeps a stale holder from writing.
+local st = load_state(KEYS[1])
+if st.token ~= ARGV[2] then
   return {'LOST'}
 end
 local exp = now_ms(ARGV[4]) + tonumber(ARGV[3])
 redis.call('HSET', KEYS[1], 'exp', int(exp))
-redis.call('ZADD', KEYS[3], exp, ARGV[1])
+-- Only a lease over work is watched for expiry; an append to an idle held
+-- conversation adds it.
+if st.work > 0 then
+  redis.call('ZADD', KEYS[3], exp, ARGV[1])
+else
+  redis.call('ZREM', KEYS[3], ARGV[1])
+end
 -- An expired lease may already have been swept into the ready index;
 -- renewed, it is held again.
 redis.call('ZREM', KEYS[2], ARGV[1])
-return {'OK', redis.call('HGET', KEYS[1], 'worker'), exp}
+return {'OK', st.worker, exp}
