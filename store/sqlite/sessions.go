@@ -61,11 +61,11 @@ var (
 			lease_expires = ?3, due = ?3, due_seq = ` + nextSeq("?3") + `,
 			delivered = ?4, deliveries = ?5
 		WHERE conv = ?1 RETURNING lease_token`
-	// A due conversation without entries (its holder died after draining
-	// it) is simply not ready any more.
-	sqlClaimSkip = `UPDATE conversations SET due = NULL, lease_worker = '', lease_expires = NULL,
-			delivered = NULL, deliveries = 0
-		WHERE conv = ?1`
+	// A due conversation without entries (its holder drained it, then
+	// died or stalled) is simply not ready any more. Its lease stays as it
+	// was: nobody took it over, so a holder that was only slow may still
+	// renew it, and an Append makes the conversation ready again.
+	sqlClaimSkip = `UPDATE conversations SET due = NULL WHERE conv = ?1`
 
 	sqlNextPick = `SELECT c.delivered, c.deliveries, e.id, e.enqueued_at, e.body
 		FROM conversations AS c

@@ -661,3 +661,32 @@ func TestTwoStoresOnOneFile(t *testing.T) {
 		t.Errorf("Finish through the other process: %v", err)
 	}
 }
+
+func TestSlowHolderOfADrainedConversation(t *testing.T) {
+	d, clk, _ := testDB(t)
+	s, ctx := d.Sessions(), context.Background()
+	mustAppend(t, s, sessions.Inbound{Conv: "c", Text: "x"})
+	turn := mustClaim(t, s, "w", 10*time.Second)
+	if err := s.Finish(ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute)
+	if other, err := s.Claim(ctx, "w2", time.Minute); err != nil || other != nil {
+		t.Fatalf("Claim = %+v, %v; want nothing", other, err)
+	}
+	// Nobody took the lease over: the slow holder may still use it.
+	l, err := s.Renew(ctx, turn.Lease, 10*time.Second)
+	if err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	if err := s.AppendHistory(ctx, l, sessions.Message{Role: "assistant", Content: "late"}); err != nil {
+		t.Errorf("AppendHistory: %v", err)
+	}
+	mustAppend(t, s, sessions.Inbound{Conv: "c", Text: "y"})
+	if other, err := s.Claim(ctx, "w2", time.Minute); err != nil || other != nil {
+		t.Errorf("Claim of a renewed lease = %+v, %v; want nothing", other, err)
+	}
+	if e, err := s.Next(ctx, l); err != nil || e == nil || e.Text != "y" {
+		t.Errorf("holder's Next = %+v, %v; want y", e, err)
+	}
+}

@@ -1,0 +1,89 @@
+// Package sqlite is herald's embedded store: one SQLite file (WAL mode,
+// synchronous=FULL by default) that serves the sessions and outbox store
+// interfaces, through modernc.org/sqlite, so herald needs no cgo.
+//
+// # Writes
+//
+// Every write runs on one connection, driven by one goroutine (writer.go).
+// SQLite admits one writer at a time anyway; queueing in Go is cheaper than
+// sleeping in SQLite's busy handler, and it allows group commit: the
+// operations that arrive while a transaction is being written run together
+// in the next one, each in its own savepoint, so a failing operation undoes
+// only itself. With synchronous=FULL a commit costs an fsync, so under load
+// many turns share one. Transactions start with BEGIN IMMEDIATE, since
+// nearly all of them read before they write, and a process sharing the file
+// waits up to the busy timeout for the lock. Reads that need no lock
+// (History, Meta, outbox listings, the "anything ready?" check idle workers
+// poll with) go to a small pool of read-only connections and never wait
+// behind writes.
+//
+// Lease and claim bookkeeping (Claim, Next, Renew, Release, outbox Claim
+// and Postpone) commits with synchronous=NORMAL: a power cut may lose such
+// a commit, never corrupt the file, and what it loses is harmless — see
+// commitMode. Everything a person sent or is owed (entries, acks, replies,
+// history, metadata, dead letters) waits for the disk.
+//
+// # Time
+//
+// Every timestamp is Unix nanoseconds from the injected clock, written into
+// rows: enqueue times, ready times, lease and claim expiry, dedupe ages,
+// outbox due times. Nothing compares against the machine's own clock, so a
+// test moves time by hand and every process sharing the file agrees.
+//
+// # Schema
+//
+// The schema is created and upgraded by the steps in schema.go, with
+// PRAGMA user_version recording how far a file has come.
+//
+// conversations has one row per conversation ever seen, never deleted,
+// because lease_token must only ever grow. Its columns:
+//
+//   - lease_worker, lease_token, lease_expires: the lease. lease_expires is
+//     NULL when nobody holds it. Every write under a lease matches
+//     lease_token (and a held lease) in the same transaction, so a worker
+//     whose lease was taken over or released commits nothing (fencing).
+//     An expired lease nobody took over still works for its holder.
+//   - due, due_seq: the ready index. due is when Claim may take the
+//     conversation: the time it became ready while nobody holds it, the
+//     lease expiry while somebody does (so a dead holder's conversation
+//     comes back by itself), NULL when there is nothing to do. Claim takes
+//     the smallest (due, due_seq) at or before now from a partial index of
+//     the non-NULL rows: one seek, however many conversations exist.
+//     due_seq breaks ties between conversations due at the same instant in
+//     the order they became due. Append sets due only when it is NULL;
+//     Release and Finish with release set it to now when entries remain
+//     (behind those already waiting), NULL otherwise. A conversation Claim
+//     finds due but empty gets due NULL and Claim tries the next.
+//   - delivered, deliveries: the entry handed to a lease holder and not
+//     acked yet, and how many holders it was handed to. A conversation has
+//     at most one: Claim and Next hand it out again until it is acked, so
+//     a dead worker's entry goes to the next holder first.
+//
+// entries holds the turn queue: one row per unacked entry with its lane
+// (sessions.Inbound.Lane) and the encoded Inbound. The index (conv, lane,
+// id) gives each conversation's next entry, lowest lane first and FIFO
+// within a lane, in one seek. ids come from AUTOINCREMENT so an id is never
+// reused, not even after the entry is acked.
+//
+// dedupe remembers (conv, message_id) → first entry id for the dedupe
+// window. Append checks and records it in the transaction that inserts the
+// entry; a duplicate adds nothing and returns the first id. Expired rows
+// are ignored by the check and pruned a few hundred at a time every few
+// dozen writes, through the index on seen_at.
+//
+// history is each conversation's messages, one JSON row each, in id
+// order. meta is a key/value table per conversation.
+//
+// outbox holds outbound messages: the encoded outbox.Message, the columns
+// Claim filters on (platform, state pending|claimed|dead, next_attempt,
+// claim_expires) and the ones the store keeps up to date (claim_token,
+// attempts, last_error, created_at). A message is due when next_attempt has
+// passed and it is pending or its claim expired; Claim reads each wanted
+// platform's due rows from the (platform, next_attempt) index in due order,
+// merges them, and bumps claim_token on each row it takes. Ack, Release,
+// Postpone and Dead match the claim token, so a claim that ran out and was
+// taken by another worker changes nothing. Dead rows leave the due index
+// and are listed through their own partial index. outbox_keys remembers
+// idempotency keys for the dedupe window, also after the message was sent
+// and deleted, so a retried Enqueue never sends twice.
+package sqlite
