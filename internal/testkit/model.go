@@ -1,0 +1,775 @@
+package testkit
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// ModelConversationHeader is the header the model server's default
+// conversation key reads; a test (or the gateway under test) sets it so
+// overlapping requests can be counted per conversation.
+const ModelConversationHeader = "X-Herald-Conversation"
+
+// modelWaitTimeout bounds how long WaitRequests waits before failing the
+// test, so a stuck gateway fails fast instead of hanging the suite.
+const modelWaitTimeout = 10 * time.Second
+
+// modelCreated is the "created" timestamp of every reply: a fixed value
+// keeps the server's output byte-for-byte reproducible.
+const modelCreated = 1_700_000_000
+
+// ModelServer is a scripted OpenAI-compatible Chat Completions server for
+// tests. Each request gets the next Step of the script; when the script is
+// empty the Responder (if any) picks the step; otherwise the reply echoes
+// the last user message as "echo: <text>". Every request is recorded.
+type ModelServer struct {
+	t   testing.TB
+	srv *httptest.Server
+
+	done chan struct{} // closed when the test ends; releases every waiting handler
+
+	mu         sync.Mutex
+	script     []Step
+	responder  Responder
+	keyOf      func(RecordedRequest) string
+	apiKey     string              // required bearer key; empty accepts any
+	models     map[string]struct{} // known models; empty accepts any
+	seq        int
+	requests   []RecordedRequest
+	arrived    chan struct{} // closed and replaced on every request
+	inFlight   map[string]int
+	maxOverlap map[string]int
+}
+
+// Responder picks the step for a request when the script is empty, so a
+// test can script per-conversation behaviour. Requests are answered
+// concurrently, so it may be called from several goroutines at once.
+type Responder func(req RecordedRequest) Step
+
+// RecordedRequest is one request as the model saw it.
+type RecordedRequest struct {
+	Seq      int // 1-based order of arrival
+	Model    string
+	Messages []ModelMessage
+	Tools    []ModelTool
+	Stream   bool
+	User     string // the request's "user" field
+	Header   http.Header
+	Body     []byte // the raw request body
+}
+
+// ModelMessage is one message of a recorded request.
+type ModelMessage struct {
+	Role       string
+	Content    string // text parts joined when the content was an array
+	Name       string
+	ToolCallID string
+	ToolCalls  []ModelToolCall
+}
+
+// ModelToolCall is a tool call, in a recorded request or in a scripted reply.
+type ModelToolCall struct {
+	ID        string // empty in a Step: the server makes one up
+	Name      string
+	Arguments string // JSON
+}
+
+// ModelTool is a tool offered to the model in a recorded request.
+type ModelTool struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage
+}
+
+// LastUser returns the content of the request's last user message.
+func (r RecordedRequest) LastUser() string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == "user" {
+			return r.Messages[i].Content
+		}
+	}
+	return ""
+}
+
+// Conversation is the default overlap key: the ModelConversationHeader,
+// else the "user" field.
+func (r RecordedRequest) Conversation() string {
+	if c := r.Header.Get(ModelConversationHeader); c != "" {
+		return c
+	}
+	return r.User
+}
+
+// Step is what the server does with one request. The zero Step echoes.
+// Delay and Wait happen first (a cancelled request stops waiting), then
+// Drop, Status or the reply.
+type Step struct {
+	Text         string          // reply content
+	ToolCalls    []ModelToolCall // reply tool calls
+	FinishReason string          // default "stop", or "tool_calls" with tool calls
+	Chunks       []string        // streamed content pieces; default one per word
+	ChunkDelay   time.Duration   // streaming: the pause before each content piece
+
+	Delay time.Duration // wait this long before answering
+	Wait  *Gate         // wait until the gate is released
+
+	Status     int    // answer with this HTTP error status
+	Error      string // the error body's message
+	ErrorType  string // the error body's type; a default per status
+	ErrorCode  string // the error body's code; a default per status
+	RetryAfter string // Retry-After header value, sent with Status
+	RawError   string // when set, the error body verbatim as text/plain, as proxies send
+
+	// Drop closes the connection instead of answering; when streaming, it
+	// does so after the content chunks, before the finish.
+	Drop bool
+}
+
+// Reply answers with text.
+func Reply(text string) Step { return Step{Text: text} }
+
+// Echo answers "echo: <last user message>", as an empty script does.
+func Echo() Step { return Step{} }
+
+// CallTools answers with tool calls.
+func CallTools(calls ...ModelToolCall) Step { return Step{ToolCalls: calls} }
+
+// ToolCall is a tool call with JSON arguments, for CallTools.
+func ToolCall(name, arguments string) ModelToolCall {
+	return ModelToolCall{Name: name, Arguments: arguments}
+}
+
+// Fail answers with an HTTP error status and an OpenAI-style error body.
+func Fail(status int, message string) Step { return Step{Status: status, Error: message} }
+
+// RateLimited answers 429 with a Retry-After header (omitted when empty).
+func RateLimited(retryAfter string) Step {
+	return Step{Status: http.StatusTooManyRequests, Error: "Rate limit reached", RetryAfter: retryAfter}
+}
+
+// Dropped closes the connection without an answer.
+func Dropped() Step { return Step{Drop: true} }
+
+// Hang waits until g is released, then echoes.
+func Hang(g *Gate) Step { return Step{Wait: g} }
+
+// After returns s delayed by d.
+func (s Step) After(d time.Duration) Step { s.Delay = d; return s }
+
+// Until returns s held until g is released.
+func (s Step) Until(g *Gate) Step { s.Wait = g; return s }
+
+// Gate holds requests until released.
+type Gate struct {
+	once sync.Once
+	ch   chan struct{}
+
+	mu      sync.Mutex
+	waiting int
+}
+
+// NewGate returns a gate that holds requests until Release.
+func NewGate() *Gate { return &Gate{ch: make(chan struct{})} }
+
+// Release lets every held request (and any later one) through.
+func (g *Gate) Release() { g.once.Do(func() { close(g.ch) }) }
+
+// Waiting reports how many requests the gate holds now.
+func (g *Gate) Waiting() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waiting
+}
+
+func (g *Gate) hold(delta int) {
+	g.mu.Lock()
+	g.waiting += delta
+	g.mu.Unlock()
+}
+
+// NewModelServer starts a model server that stops when t ends.
+func NewModelServer(t testing.TB) *ModelServer {
+	t.Helper()
+	m := &ModelServer{
+		t:          t,
+		done:       make(chan struct{}),
+		keyOf:      RecordedRequest.Conversation,
+		arrived:    make(chan struct{}),
+		inFlight:   map[string]int{},
+		maxOverlap: map[string]int{},
+	}
+	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
+	t.Cleanup(func() {
+		close(m.done)
+		m.srv.Close()
+	})
+	return m
+}
+
+// URL is the base URL a client is configured with; it ends in /v1.
+func (m *ModelServer) URL() string { return m.srv.URL + "/v1" }
+
+// Script appends steps, consumed one per request in order.
+func (m *ModelServer) Script(steps ...Step) {
+	m.mu.Lock()
+	m.script = append(m.script, steps...)
+	m.mu.Unlock()
+}
+
+// Pending reports how many scripted steps are left.
+func (m *ModelServer) Pending() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.script)
+}
+
+// Respond sets the Responder used once the script is empty.
+func (m *ModelServer) Respond(r Responder) {
+	m.mu.Lock()
+	m.responder = r
+	m.mu.Unlock()
+}
+
+// KeyBy sets how requests are grouped for InFlight and MaxOverlap; the
+// default is RecordedRequest.Conversation.
+func (m *ModelServer) KeyBy(key func(RecordedRequest) string) {
+	m.mu.Lock()
+	m.keyOf = key
+	m.mu.Unlock()
+}
+
+// RequireAPIKey makes the server answer 401 unless the request carries
+// "Authorization: Bearer <key>".
+func (m *ModelServer) RequireAPIKey(key string) {
+	m.mu.Lock()
+	m.apiKey = key
+	m.mu.Unlock()
+}
+
+// Models limits the models the server knows; any other answers 404
+// model_not_found. With none set every model is known.
+func (m *ModelServer) Models(names ...string) {
+	m.mu.Lock()
+	m.models = map[string]struct{}{}
+	for _, n := range names {
+		m.models[n] = struct{}{}
+	}
+	m.mu.Unlock()
+}
+
+// Requests returns every request so far, in order of arrival.
+func (m *ModelServer) Requests() []RecordedRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.requests)
+}
+
+// Count reports how many requests arrived.
+func (m *ModelServer) Count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.requests)
+}
+
+// WaitRequests waits until at least n requests arrived and returns them;
+// after a while it fails the test the server was made for, so call it
+// from that test's goroutine.
+func (m *ModelServer) WaitRequests(n int) []RecordedRequest {
+	m.t.Helper()
+	deadline := time.NewTimer(modelWaitTimeout)
+	defer deadline.Stop()
+	for {
+		m.mu.Lock()
+		if len(m.requests) >= n {
+			reqs := slices.Clone(m.requests)
+			m.mu.Unlock()
+			return reqs
+		}
+		arrived, got := m.arrived, len(m.requests)
+		m.mu.Unlock()
+		select {
+		case <-arrived:
+		case <-deadline.C:
+			m.t.Fatalf("testkit: model server got %d requests, want %d within %s", got, n, modelWaitTimeout)
+			return nil
+		}
+	}
+}
+
+// InFlight reports how many requests with key are being answered now.
+func (m *ModelServer) InFlight(key string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.inFlight[key]
+}
+
+// MaxOverlap reports the most requests with key that were in flight at once.
+func (m *ModelServer) MaxOverlap(key string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.maxOverlap[key]
+}
+
+// MaxOverlaps returns MaxOverlap for every key seen.
+func (m *ModelServer) MaxOverlaps() map[string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.maxOverlap)
+}
+
+func (m *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+		writeModelError(w, Step{Status: http.StatusNotFound, Error: "unknown route " + r.Method + " " + r.URL.Path})
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return // the client went away
+	}
+	rec, parseErr := parseModelRequest(body)
+	rec.Header = r.Header.Clone()
+	rec.Body = body
+
+	m.mu.Lock()
+	m.seq++
+	rec.Seq = m.seq
+	m.requests = append(m.requests, rec)
+	close(m.arrived)
+	m.arrived = make(chan struct{})
+	key := m.keyOf(rec)
+	m.inFlight[key]++
+	m.maxOverlap[key] = max(m.maxOverlap[key], m.inFlight[key])
+	apiKey, models := m.apiKey, m.models
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.inFlight[key]--
+		m.mu.Unlock()
+	}()
+
+	switch {
+	case parseErr != nil:
+		writeModelError(w, Step{Status: http.StatusBadRequest, Error: "invalid request body: " + parseErr.Error()})
+		return
+	case apiKey != "" && r.Header.Get("Authorization") != "Bearer "+apiKey:
+		writeModelError(w, Step{Status: http.StatusUnauthorized, Error: "Incorrect API key provided."})
+		return
+	case len(models) > 0:
+		if _, ok := models[rec.Model]; !ok {
+			writeModelError(w, Step{Status: http.StatusNotFound, Error: fmt.Sprintf("The model `%s` does not exist.", rec.Model)})
+			return
+		}
+	}
+
+	step := m.next(rec)
+	if !m.wait(r, step) {
+		return
+	}
+	switch {
+	case step.Drop && !rec.Stream:
+		panic(http.ErrAbortHandler) // the client sees the connection close
+	case step.Status != 0:
+		writeModelError(w, step)
+	case rec.Stream:
+		m.writeStream(w, r, rec, step, streamWantsUsage(body))
+	default:
+		writeModelJSON(w, http.StatusOK, completionBody(rec, step))
+	}
+}
+
+// next takes the request's step: the script's head, else the Responder's
+// choice, else an echo.
+func (m *ModelServer) next(rec RecordedRequest) Step {
+	m.mu.Lock()
+	if len(m.script) > 0 {
+		s := m.script[0]
+		m.script = m.script[1:]
+		m.mu.Unlock()
+		return s
+	}
+	responder := m.responder
+	m.mu.Unlock()
+	if responder != nil {
+		return responder(rec)
+	}
+	return Echo()
+}
+
+// wait serves the step's delay and gate. It reports false when the request
+// was cancelled or the test ended while waiting.
+func (m *ModelServer) wait(r *http.Request, step Step) bool {
+	if !m.pause(r, step.Delay) {
+		return false
+	}
+	if step.Wait != nil {
+		step.Wait.hold(1)
+		defer step.Wait.hold(-1)
+		select {
+		case <-step.Wait.ch:
+		case <-r.Context().Done():
+			return false
+		case <-m.done:
+			return false
+		}
+	}
+	return true
+}
+
+// pause waits d. It reports false when the request was cancelled or the
+// test ended first.
+func (m *ModelServer) pause(r *http.Request, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
+	case <-m.done:
+		return false
+	}
+}
+
+// wire shapes of the request, as far as the server reads it.
+type (
+	wireRequest struct {
+		Model    string        `json:"model"`
+		Messages []wireMessage `json:"messages"`
+		Tools    []wireTool    `json:"tools"`
+		Stream   bool          `json:"stream"`
+		User     string        `json:"user"`
+	}
+	wireMessage struct {
+		Role       string          `json:"role"`
+		Content    json.RawMessage `json:"content"`
+		Name       string          `json:"name"`
+		ToolCallID string          `json:"tool_call_id"`
+		ToolCalls  []wireToolCall  `json:"tool_calls"`
+	}
+	wireToolCall struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	}
+	wireTool struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Parameters  json.RawMessage `json:"parameters"`
+		} `json:"function"`
+	}
+)
+
+func parseModelRequest(body []byte) (RecordedRequest, error) {
+	var wr wireRequest
+	if err := json.Unmarshal(body, &wr); err != nil {
+		return RecordedRequest{}, err
+	}
+	rec := RecordedRequest{Model: wr.Model, Stream: wr.Stream, User: wr.User}
+	for _, wm := range wr.Messages {
+		content, err := messageText(wm.Content)
+		if err != nil {
+			return rec, fmt.Errorf("message %d: %w", len(rec.Messages), err)
+		}
+		msg := ModelMessage{Role: wm.Role, Content: content, Name: wm.Name, ToolCallID: wm.ToolCallID}
+		for _, tc := range wm.ToolCalls {
+			msg.ToolCalls = append(msg.ToolCalls, ModelToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+		rec.Messages = append(rec.Messages, msg)
+	}
+	for _, wt := range wr.Tools {
+		rec.Tools = append(rec.Tools, ModelTool{Name: wt.Function.Name, Description: wt.Function.Description, Parameters: wt.Function.Parameters})
+	}
+	return rec, nil
+}
+
+// messageText reads a message's content: a string, null, or an array of
+// parts whose text parts are joined.
+func messageText(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", fmt.Errorf("content is neither a string nor an array of parts")
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String(), nil
+}
+
+func streamWantsUsage(body []byte) bool {
+	var opts struct {
+		StreamOptions struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+	}
+	_ = json.Unmarshal(body, &opts)
+	return opts.StreamOptions.IncludeUsage
+}
+
+// reply resolves a step into the content, tool calls and finish reason
+// the server sends for rec.
+func reply(rec RecordedRequest, step Step) (string, []ModelToolCall, string) {
+	text, calls := step.Text, slices.Clone(step.ToolCalls)
+	if text == "" && len(calls) == 0 {
+		text = "echo: " + rec.LastUser()
+	}
+	for i := range calls {
+		if calls[i].ID == "" {
+			calls[i].ID = fmt.Sprintf("call_%d_%d", rec.Seq, i)
+		}
+	}
+	finish := step.FinishReason
+	if finish == "" {
+		finish = "stop"
+		if len(calls) > 0 {
+			finish = "tool_calls"
+		}
+	}
+	return text, calls, finish
+}
+
+type wireUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// usage counts words: deterministic, and enough for tests that check
+// usage is carried through.
+func usage(rec RecordedRequest, text string, calls []ModelToolCall) wireUsage {
+	var u wireUsage
+	for _, m := range rec.Messages {
+		u.PromptTokens += len(strings.Fields(m.Content)) + 1
+	}
+	u.CompletionTokens = len(strings.Fields(text))
+	for _, c := range calls {
+		u.CompletionTokens += 1 + len(strings.Fields(c.Arguments))
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
+}
+
+func wireCalls(calls []ModelToolCall) []map[string]any {
+	out := make([]map[string]any, 0, len(calls))
+	for _, c := range calls {
+		out = append(out, map[string]any{
+			"id":       c.ID,
+			"type":     "function",
+			"function": map[string]any{"name": c.Name, "arguments": c.Arguments},
+		})
+	}
+	return out
+}
+
+func completionBody(rec RecordedRequest, step Step) map[string]any {
+	text, calls, finish := reply(rec, step)
+	msg := map[string]any{"role": "assistant", "content": text, "refusal": nil}
+	if step.Text == "" && len(calls) > 0 {
+		msg["content"] = nil
+	}
+	if len(calls) > 0 {
+		msg["tool_calls"] = wireCalls(calls)
+	}
+	return map[string]any{
+		"id":      fmt.Sprintf("chatcmpl-%d", rec.Seq),
+		"object":  "chat.completion",
+		"created": modelCreated,
+		"model":   rec.Model,
+		"choices": []any{map[string]any{
+			"index":         0,
+			"message":       msg,
+			"logprobs":      nil,
+			"finish_reason": finish,
+		}},
+		"usage": usage(rec, text, calls),
+	}
+}
+
+// writeStream sends the reply as Chat Completions chunks: a role chunk,
+// the content pieces, each tool call's name then its arguments in pieces,
+// the finish, the usage when asked for, and [DONE].
+func (m *ModelServer) writeStream(w http.ResponseWriter, r *http.Request, rec RecordedRequest, step Step, withUsage bool) {
+	text, calls, finish := reply(rec, step)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	id := fmt.Sprintf("chatcmpl-%d", rec.Seq)
+	send := func(choices []any, extra map[string]any) bool {
+		chunk := map[string]any{
+			"id":      id,
+			"object":  "chat.completion.chunk",
+			"created": modelCreated,
+			"model":   rec.Model,
+			"choices": choices,
+		}
+		maps.Copy(chunk, extra)
+		b, _ := json.Marshal(chunk)
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return false
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return true
+	}
+	delta := func(d map[string]any) []any {
+		return []any{map[string]any{"index": 0, "delta": d, "logprobs": nil, "finish_reason": nil}}
+	}
+
+	if !send(delta(map[string]any{"role": "assistant", "content": ""}), nil) {
+		return
+	}
+	if step.Text != "" || len(calls) == 0 {
+		pieces := step.Chunks
+		if len(pieces) == 0 {
+			pieces = splitWords(text)
+		}
+		for _, p := range pieces {
+			if !m.pause(r, step.ChunkDelay) {
+				return
+			}
+			if !send(delta(map[string]any{"content": p}), nil) {
+				return
+			}
+		}
+	}
+	for i, c := range calls {
+		head := map[string]any{"index": i, "id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": ""}}
+		if !send(delta(map[string]any{"tool_calls": []any{head}}), nil) {
+			return
+		}
+		for _, p := range splitRunes(c.Arguments, 8) {
+			part := map[string]any{"index": i, "function": map[string]any{"arguments": p}}
+			if !send(delta(map[string]any{"tool_calls": []any{part}}), nil) {
+				return
+			}
+		}
+	}
+	if step.Drop {
+		panic(http.ErrAbortHandler) // cut the stream before it finishes
+	}
+	finished := []any{map[string]any{"index": 0, "delta": map[string]any{}, "logprobs": nil, "finish_reason": finish}}
+	if !send(finished, nil) {
+		return
+	}
+	if withUsage && !send([]any{}, map[string]any{"usage": usage(rec, text, calls)}) {
+		return
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	if flusher != nil {
+		flusher.Flush()
+	}
+}
+
+// splitWords cuts s after each space, so the pieces join back to s.
+func splitWords(s string) []string {
+	var out []string
+	for len(s) > 0 {
+		i := strings.IndexByte(s, ' ')
+		if i < 0 {
+			out = append(out, s)
+			break
+		}
+		out = append(out, s[:i+1])
+		s = s[i+1:]
+	}
+	return out
+}
+
+// splitRunes cuts s into pieces of at most n runes.
+func splitRunes(s string, n int) []string {
+	var out []string
+	for len(s) > 0 {
+		end, count := 0, 0
+		for end < len(s) && count < n {
+			_, size := utf8.DecodeRuneInString(s[end:])
+			end += size
+			count++
+		}
+		out = append(out, s[:end])
+		s = s[end:]
+	}
+	return out
+}
+
+// errorDefaults are the error type and code an OpenAI server sends per
+// status, used when a Step leaves them empty.
+var errorDefaults = map[int][2]string{
+	http.StatusBadRequest:          {"invalid_request_error", ""},
+	http.StatusUnauthorized:        {"invalid_request_error", "invalid_api_key"},
+	http.StatusPaymentRequired:     {"insufficient_quota", "insufficient_quota"},
+	http.StatusNotFound:            {"invalid_request_error", "model_not_found"},
+	http.StatusTooManyRequests:     {"requests", "rate_limit_exceeded"},
+	http.StatusInternalServerError: {"server_error", ""},
+}
+
+func writeModelError(w http.ResponseWriter, step Step) {
+	def := errorDefaults[step.Status]
+	typ, code := step.ErrorType, step.ErrorCode
+	if typ == "" {
+		typ = def[0]
+	}
+	if code == "" {
+		code = def[1]
+	}
+	msg := step.Error
+	if msg == "" {
+		msg = http.StatusText(step.Status)
+	}
+	var codeField any
+	if code != "" {
+		codeField = code
+	}
+	if step.RetryAfter != "" {
+		w.Header().Set("Retry-After", step.RetryAfter)
+	}
+	if step.RawError != "" {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(step.Status)
+		_, _ = io.WriteString(w, step.RawError)
+		return
+	}
+	writeModelJSON(w, step.Status, map[string]any{
+		"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": codeField},
+	})
+}
+
+func writeModelJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

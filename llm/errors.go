@@ -1,0 +1,232 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/heraldgw/herald/internal/errs"
+)
+
+// Class says why a model call failed, finer than an errs.Code: callers
+// decide on it whether to retry, tell the user, or stop.
+type Class string
+
+const (
+	// ClassNotConfigured: no model name is configured.
+	ClassNotConfigured Class = "not_configured"
+	// ClassAuth: the API key was missing, rejected (401) or not allowed (403).
+	ClassAuth Class = "auth"
+	// ClassPayment: the account needs payment or credit (402, or a 429
+	// that says the quota is spent).
+	ClassPayment Class = "payment"
+	// ClassModelNotFound: the server does not know the model.
+	ClassModelNotFound Class = "model_not_found"
+	// ClassBadRequest: the server refused the request as malformed (400
+	// and other 4xx), or herald could not build it.
+	ClassBadRequest Class = "bad_request"
+	// ClassRateLimited: 429, still limited after the retries, or asked to
+	// wait longer than the client waits.
+	ClassRateLimited Class = "rate_limited"
+	// ClassTimeout: no answer within the client's timeout, on every attempt.
+	ClassTimeout Class = "timeout"
+	// ClassUnavailable: 5xx, connection failures or unreadable replies, on
+	// every attempt.
+	ClassUnavailable Class = "unavailable"
+	// ClassCanceled: the caller's context ended.
+	ClassCanceled Class = "canceled"
+)
+
+// code is the errs.Code each class is reported under.
+func (c Class) code() errs.Code {
+	switch c {
+	case ClassModelNotFound:
+		return errs.NotFound
+	case ClassRateLimited, ClassTimeout, ClassUnavailable:
+		return errs.Unavailable
+	case ClassCanceled:
+		return errs.Closed
+	case ClassNotConfigured, ClassAuth, ClassPayment, ClassBadRequest:
+		return errs.Invalid
+	}
+	return errs.Internal
+}
+
+// retryable reports whether another attempt may succeed.
+func (c Class) retryable() bool {
+	return c == ClassRateLimited || c == ClassTimeout || c == ClassUnavailable
+}
+
+// Error is a failed model call. It sits inside an *errs.Error, so both
+// errs.CodeOf and ClassOf read it. Nothing in it holds the API key or the
+// request: the server's message and any cause are scrubbed of the key.
+type Error struct {
+	Class      Class
+	Model      string
+	Host       string        // the model server's host, for the user message
+	Status     int           // HTTP status of the last attempt; 0 when there was none
+	Message    string        // the server's error message, scrubbed and shortened
+	Attempts   int           // requests made
+	RetryAfter time.Duration // how long the server asked to wait, when it did
+	Timeout    time.Duration // the per-attempt limit, for ClassTimeout
+	Err        error         // the underlying cause, when not an HTTP status
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	switch e.Class {
+	case ClassNotConfigured:
+		b.WriteString("no model configured")
+	case ClassAuth:
+		// The server's message is left out: providers quote part of the
+		// rejected key in it.
+		fmt.Fprintf(&b, "model API key rejected (HTTP %d)", e.Status)
+	case ClassPayment:
+		fmt.Fprintf(&b, "payment required (HTTP %d)", e.Status)
+	case ClassModelNotFound:
+		fmt.Fprintf(&b, "model not found: %s", e.Model)
+	case ClassBadRequest:
+		b.WriteString("bad request")
+	case ClassRateLimited:
+		b.WriteString("rate limited")
+		if e.RetryAfter > 0 {
+			fmt.Fprintf(&b, " (retry after %s)", e.RetryAfter)
+		}
+	case ClassTimeout:
+		fmt.Fprintf(&b, "no answer within %s", e.Timeout)
+	case ClassUnavailable:
+		b.WriteString("model server unavailable")
+	case ClassCanceled:
+		b.WriteString("canceled")
+	default:
+		b.WriteString(string(e.Class))
+	}
+	if e.Attempts > 1 {
+		fmt.Fprintf(&b, " after %d attempts", e.Attempts)
+	}
+	if e.Status != 0 && e.Class != ClassAuth && e.Class != ClassPayment {
+		fmt.Fprintf(&b, ": HTTP %d", e.Status)
+	}
+	if e.Message != "" && e.Class != ClassAuth {
+		b.WriteString(": " + e.Message)
+	}
+	if e.Err != nil {
+		b.WriteString(": " + e.Err.Error())
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ClassOf returns the Class of the first *Error in err's chain, or "" when
+// there is none.
+func ClassOf(err error) Class {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Class
+	}
+	return ""
+}
+
+// UserMessage is one line a user can act on for a failed model call. It
+// never holds the API key or the request. It is "" for a nil err.
+func UserMessage(err error) string {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if !errors.As(err, &e) {
+		return "the model call failed; try again later"
+	}
+	switch e.Class {
+	case ClassNotConfigured:
+		return "no model is configured: set HERALD_MODEL (model.name) to a model name and HERALD_MODEL_BASE_URL (model.base_url) to an OpenAI-compatible endpoint"
+	case ClassAuth:
+		if e.Status == http.StatusForbidden {
+			return "the model API key is not allowed to use this model (check HERALD_MODEL_API_KEY / model.api_key)"
+		}
+		return "the model API key was rejected (check HERALD_MODEL_API_KEY / model.api_key)"
+	case ClassPayment:
+		return "the model provider refused the request for billing reasons: add credit or check the plan of the account behind HERALD_MODEL_API_KEY"
+	case ClassModelNotFound:
+		// A 404 that does not talk about a model usually means the base
+		// URL misses its path (…/v1), not that the model is wrong.
+		if e.Message != "" && !strings.Contains(strings.ToLower(e.Message), "model") {
+			return fmt.Sprintf("model not found: %s (check HERALD_MODEL / model.name, and that HERALD_MODEL_BASE_URL is the API's base URL, usually ending in /v1)", e.Model)
+		}
+		return fmt.Sprintf("model not found: %s (check HERALD_MODEL / model.name)", e.Model)
+	case ClassBadRequest:
+		if e.Message != "" {
+			return "the model server rejected the request: " + e.Message
+		}
+		return "the model server rejected the request"
+	case ClassRateLimited:
+		if e.RetryAfter > 0 {
+			return fmt.Sprintf("the model provider is rate limiting requests; try again in %s", e.RetryAfter.Round(time.Second))
+		}
+		return "the model provider is rate limiting requests; try again shortly"
+	case ClassTimeout:
+		return fmt.Sprintf("the model did not answer within %s; try again", e.Timeout)
+	case ClassUnavailable:
+		if e.Host != "" {
+			return fmt.Sprintf("the model server at %s is unavailable; try again later", e.Host)
+		}
+		return "the model server is unavailable; try again later"
+	case ClassCanceled:
+		return "the model call was canceled"
+	}
+	return "the model call failed; try again later"
+}
+
+// fail wraps e into the error Complete returns.
+func fail(e *Error) error {
+	return &errs.Error{Op: "llm.Complete", Code: e.Class.code(), Err: e}
+}
+
+// scrubbed is a cause whose text had the API key removed. Unwrap still
+// reaches the original so errors.Is(err, context.Canceled) keeps working.
+type scrubbed struct {
+	msg string
+	err error
+}
+
+func (s *scrubbed) Error() string { return s.msg }
+func (s *scrubbed) Unwrap() error { return s.err }
+
+// minSecretLen is the shortest key that is scrubbed from messages: a
+// shorter "key" is a placeholder, and removing every occurrence of one or
+// two characters would garble the message without hiding anything.
+const minSecretLen = 6
+
+// scrub removes secret from s, flattens it to one line and bounds its length.
+func scrub(s, secret string) string {
+	if len(secret) >= minSecretLen {
+		s = strings.ReplaceAll(s, secret, "[redacted]")
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	const max = 300
+	if len(s) > max {
+		cut := max
+		for cut > 0 && !isRuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+func scrubErr(err error, secret string) error {
+	if err == nil {
+		return nil
+	}
+	// Keep the context errors themselves so callers can compare them.
+	if err == context.Canceled || err == context.DeadlineExceeded {
+		return err
+	}
+	return &scrubbed{msg: scrub(err.Error(), secret), err: err}
+}

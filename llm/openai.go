@@ -1,0 +1,364 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
+)
+
+// Defaults for OpenAIOptions.
+const (
+	DefaultTimeout      = 5 * time.Minute
+	DefaultMaxRetries   = 3
+	DefaultMaxRetryWait = time.Minute
+	firstBackoff        = 500 * time.Millisecond
+	maxBackoff          = 8 * time.Second
+)
+
+// OpenAIOptions configure an OpenAI-compatible Chat Completions client.
+type OpenAIOptions struct {
+	BaseURL string // e.g. http://127.0.0.1:11434/v1
+	APIKey  string // sent as a bearer token; may be empty for local servers
+	Model   string // used when a Request names none
+
+	// Timeout bounds one attempt: a whole non-streamed call, or for a
+	// streamed call the wait for each chunk, so a long answer that keeps
+	// arriving is never cut. 0 means DefaultTimeout; negative means none.
+	Timeout time.Duration
+
+	// MaxRetries is how many times a failed call is retried when a retry
+	// can help (timeouts, 5xx, connection errors, 429). 0 means
+	// DefaultMaxRetries; negative means no retries.
+	MaxRetries int
+
+	// Backoff is the wait before retry number attempt (1, 2, …). The
+	// default grows from 500ms, doubling, capped at 8s, with jitter.
+	Backoff func(attempt int) time.Duration
+
+	// MaxRetryWait bounds how long a Retry-After is honoured: a server
+	// asking for more ends the retries at once. 0 means DefaultMaxRetryWait.
+	MaxRetryWait time.Duration
+
+	// Sleep waits between attempts; it returns early with ctx's error.
+	// The default waits on a real timer.
+	Sleep func(ctx context.Context, d time.Duration) error
+
+	// Clock reads the time a Retry-After date is measured against.
+	Clock clock.Clock
+
+	HTTPClient *http.Client // default: a client without a timeout of its own
+}
+
+// OpenAI is a Client for an OpenAI-compatible Chat Completions endpoint.
+type OpenAI struct {
+	opts OpenAIOptions
+	host string
+	svc  openai.ChatCompletionService
+}
+
+var _ Client = (*OpenAI)(nil)
+
+// NewOpenAI returns a client for opts.BaseURL. An empty BaseURL or Model
+// is not an error here: Complete then answers ClassNotConfigured, so a
+// gateway without a model still starts and tells its users how to set one.
+// Errors: errs.Invalid for a BaseURL that is not an http(s) URL.
+func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
+	const op = "llm.NewOpenAI"
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.MaxRetries == 0 {
+		opts.MaxRetries = DefaultMaxRetries
+	}
+	if opts.MaxRetries < 0 {
+		opts.MaxRetries = 0
+	}
+	if opts.Backoff == nil {
+		opts.Backoff = DefaultBackoff
+	}
+	if opts.MaxRetryWait <= 0 {
+		opts.MaxRetryWait = DefaultMaxRetryWait
+	}
+	if opts.Sleep == nil {
+		opts.Sleep = sleep
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{}
+	}
+	c := &OpenAI{opts: opts}
+	if opts.BaseURL == "" {
+		return c, nil
+	}
+	u, err := url.Parse(opts.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		// The URL itself is left out of the message: it may carry credentials.
+		return nil, errs.E(op, errs.Invalid, "model base URL is not an http(s) URL")
+	}
+	c.host = u.Host
+	// The service is built directly rather than through openai.NewClient,
+	// which would also read OPENAI_* variables from the environment; herald's
+	// config decides the endpoint and key, nothing else.
+	c.svc = openai.NewChatCompletionService(
+		option.WithBaseURL(opts.BaseURL),
+		option.WithAPIKey(opts.APIKey),
+		option.WithHTTPClient(opts.HTTPClient),
+		option.WithMaxRetries(0), // retries are Complete's, bounded and testable
+	)
+	return c, nil
+}
+
+// DefaultBackoff waits 500ms before the first retry and doubles up to 8s,
+// each wait drawn between half and all of that so workers that failed
+// together do not retry together.
+func DefaultBackoff(attempt int) time.Duration {
+	d := maxBackoff
+	if attempt < 1 {
+		attempt = 1
+	}
+	if attempt <= 5 {
+		d = min(firstBackoff<<(attempt-1), maxBackoff)
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Complete makes the call, retrying timeouts, 5xx, connection errors and
+// 429 up to MaxRetries times. A streamed call is not retried once content
+// reached req.Stream.
+func (c *OpenAI) Complete(ctx context.Context, req Request) (*Response, error) {
+	model := req.Model
+	if model == "" {
+		model = c.opts.Model
+	}
+	if model == "" || c.opts.BaseURL == "" {
+		return nil, fail(&Error{Class: ClassNotConfigured, Model: model})
+	}
+	params, err := buildParams(model, req)
+	if err != nil {
+		return nil, fail(&Error{Class: ClassBadRequest, Model: model, Host: c.host, Err: scrubErr(err, c.opts.APIKey)})
+	}
+	for attempt := 1; ; attempt++ {
+		resp, streamed, e := c.attempt(ctx, params, req.Stream)
+		if e == nil {
+			return resp, nil
+		}
+		e.Model, e.Host, e.Attempts = model, c.host, attempt
+		if !e.Class.retryable() || streamed || attempt > c.opts.MaxRetries {
+			return nil, fail(e)
+		}
+		wait := c.opts.Backoff(attempt)
+		if e.RetryAfter > 0 {
+			if e.RetryAfter > c.opts.MaxRetryWait {
+				return nil, fail(e) // waiting that long is the caller's call, not ours
+			}
+			wait = e.RetryAfter
+		}
+		if err := c.opts.Sleep(ctx, wait); err != nil {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return nil, fail(&Error{Class: ClassCanceled, Model: model, Host: c.host, Attempts: attempt, Err: scrubErr(err, c.opts.APIKey)})
+		}
+	}
+}
+
+// errAttemptTimeout is the cause an attempt's context is cancelled with
+// when the attempt ran out of time.
+var errAttemptTimeout = errors.New("attempt timed out")
+
+// attempt makes one request. streamed reports whether content already
+// went to the caller's Stream func.
+func (c *OpenAI) attempt(ctx context.Context, params openai.ChatCompletionNewParams, stream func(string)) (resp *Response, streamed bool, e *Error) {
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var timer *time.Timer
+	if c.opts.Timeout > 0 {
+		timer = time.AfterFunc(c.opts.Timeout, func() { cancel(errAttemptTimeout) })
+		defer timer.Stop()
+	}
+
+	var httpRes *http.Response
+	var err error
+	if stream == nil {
+		var completion *openai.ChatCompletion
+		completion, err = c.svc.New(actx, params, option.WithResponseInto(&httpRes))
+		if err == nil {
+			resp, err = replyFrom(completion)
+		}
+	} else {
+		resp, streamed, err = c.stream(actx, params, stream, timer, &httpRes)
+	}
+	if err == nil {
+		return resp, false, nil
+	}
+	return nil, streamed, c.classify(ctx, actx, err, httpRes)
+}
+
+func (c *OpenAI) stream(ctx context.Context, params openai.ChatCompletionNewParams, deliver func(string), timer *time.Timer, httpRes **http.Response) (*Response, bool, error) {
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	s := c.svc.NewStreaming(ctx, params, option.WithResponseInto(httpRes))
+	defer s.Close()
+	var acc streamAccumulator
+	for s.Next() {
+		// The clock is stopped while the caller handles a delta: a slow
+		// receiver (a platform edit) is not the model being slow.
+		if timer != nil {
+			timer.Stop()
+		}
+		delta, err := acc.add(s.Current())
+		if err != nil {
+			return nil, acc.streamed, err
+		}
+		if delta != "" {
+			acc.streamed = true
+			deliver(delta)
+		}
+		if timer != nil {
+			timer.Reset(c.opts.Timeout)
+		}
+	}
+	if err := s.Err(); err != nil {
+		return nil, acc.streamed, err
+	}
+	resp, err := acc.response()
+	return resp, acc.streamed, err
+}
+
+// classify turns a failed attempt into an *Error. ctx is the caller's,
+// actx the attempt's; httpRes is the response when one arrived.
+func (c *OpenAI) classify(ctx, actx context.Context, err error, httpRes *http.Response) *Error {
+	key := c.opts.APIKey
+	switch {
+	case ctx.Err() != nil:
+		return &Error{Class: ClassCanceled, Err: ctx.Err()}
+	case errors.Is(context.Cause(actx), errAttemptTimeout):
+		return &Error{Class: ClassTimeout, Timeout: c.opts.Timeout}
+	case httpRes != nil && httpRes.StatusCode >= 400:
+		msg, code := errorBody(httpRes.Body)
+		e := &Error{Class: classifyStatus(httpRes.StatusCode, code), Status: httpRes.StatusCode, Message: scrub(msg, key)}
+		if e.Class.retryable() {
+			e.RetryAfter = retryAfter(httpRes.Header, c.opts.Clock.Now())
+		}
+		return e
+	}
+	var streamErr *ssestream.StreamError
+	if errors.As(err, &streamErr) {
+		// The server reported an error inside a stream it had started.
+		return &Error{Class: ClassUnavailable, Message: scrub(streamErr.Message, key)}
+	}
+	// Connection errors, a reply that is not the JSON it should be, or a
+	// stream cut short: the server or the path to it is at fault.
+	return &Error{Class: ClassUnavailable, Err: scrubErr(err, key)}
+}
+
+// classifyStatus maps an HTTP error status (and the error code in the
+// body, which is more precise where servers send one) to a Class.
+func classifyStatus(status int, code string) Class {
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return ClassAuth
+	case status == http.StatusPaymentRequired, code == "insufficient_quota":
+		return ClassPayment
+	case status == http.StatusNotFound, code == "model_not_found":
+		return ClassModelNotFound
+	case status == http.StatusTooManyRequests:
+		return ClassRateLimited
+	case status == http.StatusRequestTimeout, status == http.StatusConflict, status >= 500:
+		// OpenAI documents 408 and 409 as worth retrying, like any 5xx.
+		return ClassUnavailable
+	}
+	return ClassBadRequest
+}
+
+// maxErrorBody bounds how much of an error response is read.
+const maxErrorBody = 64 << 10
+
+// errorBody reads an error response: OpenAI's {"error": {"message",
+// "code"}}, the {"error": "text"} some local servers send, or plain text.
+func errorBody(body io.Reader) (message, code string) {
+	if body == nil {
+		return "", ""
+	}
+	raw, _ := io.ReadAll(io.LimitReader(body, maxErrorBody))
+	var wrapped struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(raw, &wrapped) == nil && len(wrapped.Error) > 0 {
+		var obj struct {
+			Message string `json:"message"`
+			Code    any    `json:"code"` // a string, a number or null, depending on the server
+		}
+		if json.Unmarshal(wrapped.Error, &obj) == nil {
+			if obj.Code != nil {
+				code = fmt.Sprint(obj.Code)
+			}
+			return obj.Message, code
+		}
+		var text string
+		if json.Unmarshal(wrapped.Error, &text) == nil {
+			return text, ""
+		}
+	}
+	if json.Valid(raw) {
+		return "", "" // some other JSON shape: nothing a person should read
+	}
+	return strings.TrimSpace(string(raw)), ""
+}
+
+// maxRetryAfter bounds a parsed Retry-After so the conversion to a
+// Duration cannot overflow; anything this long is refused anyway.
+const maxRetryAfter = 24 * time.Hour
+
+// retryAfter reads how long the server asked to wait: OpenAI's
+// retry-after-ms, else Retry-After in seconds or as an HTTP date. 0 when
+// the server did not say.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && !math.IsInf(ms, 0) {
+			return min(time.Duration(min(ms, float64(maxRetryAfter.Milliseconds()))*float64(time.Millisecond)), maxRetryAfter)
+		}
+	}
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s <= 0 || math.IsNaN(s) {
+			return 0
+		}
+		return min(time.Duration(min(s, maxRetryAfter.Seconds())*float64(time.Second)), maxRetryAfter)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return min(max(t.Sub(now), 0), maxRetryAfter)
+	}
+	return 0
+}
