@@ -111,27 +111,40 @@ func Queue(ctx context.Context, opt QueueOptions) (QueueResult, error) {
 	return res, err
 }
 
-func measure(ctx context.Context, b backend, opt QueueOptions) (QueueResult, error) {
-	res := QueueResult{Store: opt.Store, Entries: opt.Entries, Conversations: opt.Conversations}
+// rounds is how many times the raw loop and herald's take turns, each
+// moving its share of the entries, so that a change of load on the machine
+// during the run weighs on both alike.
+const rounds = 4
+
+func measure(ctx context.Context, b backend, opt QueueOptions) (res QueueResult, err error) {
+	res = QueueResult{Store: opt.Store, Entries: opt.Entries, Conversations: opt.Conversations}
 
 	if err := b.rawPrepare(ctx, opt.Conversations); err != nil {
 		return res, fmt.Errorf("preparing the raw loop: %w", err)
 	}
-	raw, err := driveRaw(ctx, opt.Entries, opt.Conversations, b.rawStep)
-	if err != nil {
-		return res, fmt.Errorf("raw loop: %w", err)
-	}
-
 	db, err := b.open(ctx)
 	if err != nil {
 		return res, fmt.Errorf("opening the %s store: %w", opt.Store, err)
 	}
-	herald, err := driveStore(ctx, db.Sessions(), opt.Entries, opt.Conversations)
-	if cerr := db.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("closing the store: %w", cerr)
-	}
-	if err != nil {
-		return res, fmt.Errorf("queue: %w", err)
+	defer func() {
+		if cerr := db.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("closing the store: %w", cerr)
+		}
+	}()
+
+	var raw, herald run
+	for r := range rounds {
+		n := share(opt.Entries, rounds, r)
+		rr, err := driveRaw(ctx, n, opt.Conversations, b.rawStep)
+		if err != nil {
+			return res, fmt.Errorf("raw loop: %w", err)
+		}
+		raw.add(rr)
+		hr, err := driveStore(ctx, db.Sessions(), r, n, opt.Conversations)
+		if err != nil {
+			return res, fmt.Errorf("queue: %w", err)
+		}
+		herald.add(hr)
 	}
 
 	res.EntriesPerS = herald.perSecond()
@@ -204,14 +217,15 @@ func driveRaw(ctx context.Context, entries, convs int, step func(context.Context
 	return run{elapsed: time.Since(start), latencies: merge(lat)}, err
 }
 
-// driveStore pushes entries through q as herald runs turns: a producer
-// per conversation appends, and as many workers claim whichever
-// conversation is ready and finish its entry, giving the lease back in the
-// same step. Each conversation has one entry in flight (its producer
-// appends the next after the last one finished), so the latency measured,
-// Append to Finish, is the path's own rather than time spent behind a
-// backlog, and the load matches the raw loop's.
-func driveStore(ctx context.Context, q sessions.Store, entries, convs int) (run, error) {
+// driveStore pushes entries through q as herald runs turns: a producer per
+// conversation appends, and as many workers claim whichever conversation
+// is ready and finish its entry, giving the lease back in the same step.
+// Each conversation has one entry in flight (its producer appends the next
+// after the last one finished), so the latency measured, Append to Finish,
+// is the path's own rather than time spent behind a backlog, and the load
+// matches the raw loop's. round goes into the message ids, which must not
+// repeat those of earlier rounds: a repeat would be deduped.
+func driveStore(ctx context.Context, q sessions.Store, round, entries, convs int) (run, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	producers := &firstError{cancel: cancel}
@@ -266,7 +280,7 @@ func driveStore(ctx context.Context, q sessions.Store, entries, convs int) (run,
 				_, err := q.Append(ctx, sessions.Inbound{
 					Conv:      conv,
 					Sender:    "bench",
-					MessageID: strconv.Itoa(i),
+					MessageID: strconv.Itoa(round) + "." + strconv.Itoa(i),
 					Text:      payload,
 					Meta:      map[string]string{"conv": strconv.Itoa(c)},
 				})

@@ -24,6 +24,12 @@ type run struct {
 	latencies []time.Duration
 }
 
+// add appends o's entries and time to r.
+func (r *run) add(o run) {
+	r.elapsed += o.elapsed
+	r.latencies = append(r.latencies, o.latencies...)
+}
+
 func (r run) perSecond() float64 {
 	if r.elapsed <= 0 {
 		return 0
