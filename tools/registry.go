@@ -1,0 +1,333 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// validName is what the Chat Completions API accepts as a function name.
+var validName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// noArguments is the schema of a tool that takes none.
+const noArguments = `{"type":"object","properties":{},"additionalProperties":false}`
+
+// registered is a tool with its schema compiled.
+type registered struct {
+	Tool
+	toolset string
+	schema  *jsonschema.Schema
+	spec    llm.ToolSpec
+}
+
+// Registry holds every tool herald has, by toolset. It is safe for
+// concurrent use; Sets built from it do not change when it does.
+type Registry struct {
+	mu       sync.Mutex
+	tools    map[string]*registered
+	toolsets map[string][]string // toolset → tool names, in registration order
+	order    []string            // toolset names, in registration order
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{tools: map[string]*registered{}, toolsets: map[string][]string{}}
+}
+
+// Register adds tools to toolset. Each schema is compiled here, once, so a
+// schema that does not compile is found at startup, not by a model.
+// Errors: Invalid (bad name, no handler, a schema that does not compile
+// or is not an object schema), Conflict (a tool of that name exists; tool
+// names are unique across toolsets because the model sees only names).
+// Nothing is added when any tool is refused.
+func (r *Registry) Register(toolset string, tools ...Tool) error {
+	const op = "tools.Register"
+	if strings.TrimSpace(toolset) == "" {
+		return errs.E(op, errs.Invalid, "empty toolset name")
+	}
+	compiled := make([]*registered, 0, len(tools))
+	seen := map[string]bool{}
+	for _, t := range tools {
+		reg, err := compile(op, toolset, t)
+		if err != nil {
+			return err
+		}
+		if seen[t.Name] {
+			return errs.E(op, errs.Conflict, "tool %s is given twice", t.Name)
+		}
+		seen[t.Name] = true
+		compiled = append(compiled, reg)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, reg := range compiled {
+		if old, ok := r.tools[reg.Name]; ok {
+			return errs.E(op, errs.Conflict, "tool %s is already registered in toolset %s", reg.Name, old.toolset)
+		}
+	}
+	if _, ok := r.toolsets[toolset]; !ok {
+		r.order = append(r.order, toolset)
+	}
+	for _, reg := range compiled {
+		r.tools[reg.Name] = reg
+		r.toolsets[toolset] = append(r.toolsets[toolset], reg.Name)
+	}
+	return nil
+}
+
+func compile(op, toolset string, t Tool) (*registered, error) {
+	if !validName.MatchString(t.Name) {
+		return nil, errs.E(op, errs.Invalid, "tool name %q: use 1 to 64 letters, digits, '_' or '-'", t.Name)
+	}
+	if t.Handler == nil {
+		return nil, errs.E(op, errs.Invalid, "tool %s has no handler", t.Name)
+	}
+	raw := t.Schema
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = json.RawMessage(noArguments)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, errs.E(op, errs.Invalid, "tool %s: schema is not JSON: %v", t.Name, err)
+	}
+	obj, ok := doc.(map[string]any)
+	if !ok || obj["type"] != "object" {
+		// The API takes only object schemas for function parameters.
+		return nil, errs.E(op, errs.Invalid, `tool %s: schema must be an object schema ("type": "object")`, t.Name)
+	}
+	url := "urn:herald:tool:" + t.Name
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, errs.E(op, errs.Invalid, "tool %s: schema: %v", t.Name, err)
+	}
+	sch, err := c.Compile(url)
+	if err != nil {
+		return nil, errs.E(op, errs.Invalid, "tool %s: schema does not compile: %v", t.Name, err)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, raw); err != nil {
+		return nil, errs.E(op, errs.Invalid, "tool %s: schema: %v", t.Name, err)
+	}
+	t.Schema = compact.Bytes()
+	return &registered{
+		Tool:    t,
+		toolset: toolset,
+		schema:  sch,
+		spec:    llm.ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.Schema},
+	}, nil
+}
+
+// Toolsets returns the toolset names, in registration order.
+func (r *Registry) Toolsets() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.order)
+}
+
+// Set returns the tools of the named toolsets, without the tools named in
+// exclude. Tools keep the order of toolsets, then of registration. An
+// excluded name that is not in the set is ignored, so a child can always
+// exclude what it must not have, whatever its parent had.
+// Errors: NotFound (an unknown toolset).
+func (r *Registry) Set(toolsets []string, exclude ...string) (*Set, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := &Set{byName: map[string]*registered{}}
+	for _, ts := range toolsets {
+		names, ok := r.toolsets[ts]
+		if !ok {
+			return nil, errs.E("tools.Set", errs.NotFound, "unknown toolset %q", ts)
+		}
+		if slices.Contains(s.toolsets, ts) {
+			continue
+		}
+		s.toolsets = append(s.toolsets, ts)
+		for _, n := range names {
+			if slices.Contains(exclude, n) {
+				continue
+			}
+			s.add(r.tools[n])
+		}
+	}
+	return s, nil
+}
+
+// Set is the tools one agent may call. It does not change once built, so
+// one Set can serve many turns at once. The nil Set has no tools.
+type Set struct {
+	toolsets []string
+	tools    []*registered
+	byName   map[string]*registered
+}
+
+func (s *Set) add(t *registered) {
+	s.tools = append(s.tools, t)
+	s.byName[t.Name] = t
+}
+
+// Without returns the set minus the named tools: a child agent's set is
+// its parent's without the tools a child must not have.
+func (s *Set) Without(names ...string) *Set {
+	out := &Set{byName: map[string]*registered{}}
+	if s == nil {
+		return out
+	}
+	out.toolsets = slices.Clone(s.toolsets)
+	for _, t := range s.tools {
+		if !slices.Contains(names, t.Name) {
+			out.add(t)
+		}
+	}
+	return out
+}
+
+// Toolsets returns the toolsets the set was built from.
+func (s *Set) Toolsets() []string {
+	if s == nil {
+		return nil
+	}
+	return slices.Clone(s.toolsets)
+}
+
+// Names returns the tool names, in order.
+func (s *Set) Names() []string {
+	if s == nil || len(s.tools) == 0 {
+		return nil
+	}
+	out := make([]string, len(s.tools))
+	for i, t := range s.tools {
+		out[i] = t.Name
+	}
+	return out
+}
+
+// Has reports whether the set holds the named tool.
+func (s *Set) Has(name string) bool {
+	if s == nil {
+		return false
+	}
+	_, ok := s.byName[name]
+	return ok
+}
+
+// Specs returns the tools as the model is offered them.
+func (s *Set) Specs() []llm.ToolSpec {
+	if s == nil || len(s.tools) == 0 {
+		return nil
+	}
+	out := make([]llm.ToolSpec, len(s.tools))
+	for i, t := range s.tools {
+		out[i] = t.spec
+	}
+	return out
+}
+
+// Call runs one tool call of the model. It never fails: every problem
+// (unknown tool, bad JSON, a schema violation, a handler error or panic)
+// is a Result with IsError set, which the model reads and can correct.
+func (s *Set) Call(ctx context.Context, turn *Turn, call sessions.ToolCall) Result {
+	var t *registered
+	if s != nil {
+		t = s.byName[call.Name]
+	}
+	if t == nil {
+		if len(s.Names()) == 0 {
+			return errorResult(fmt.Sprintf("unknown tool %q: no tools are available", call.Name))
+		}
+		return errorResult(fmt.Sprintf("unknown tool %q; the tools are: %s", call.Name, strings.Join(s.Names(), ", ")))
+	}
+	args := strings.TrimSpace(call.Arguments)
+	if args == "" {
+		// Some models send nothing for a tool without arguments.
+		args = "{}"
+	}
+	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(args))
+	if err != nil {
+		return errorResult(fmt.Sprintf("arguments of %s are not valid JSON (%v); send a JSON object", t.Name, err))
+	}
+	if err := t.schema.Validate(inst); err != nil {
+		return errorResult(fmt.Sprintf("invalid arguments for %s: %s", t.Name, schemaProblems(err)))
+	}
+	return t.run(ctx, turn, json.RawMessage(args))
+}
+
+// run calls the handler, turning an error or a panic into a result.
+func (t *registered) run(ctx context.Context, turn *Turn, args json.RawMessage) (res Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			slog.ErrorContext(ctx, "tool panicked", "tool", t.Name, "conv", turnConv(turn), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			res = errorResult(fmt.Sprintf("tool %s failed unexpectedly (%v); this is a fault in herald, not in your arguments", t.Name, p))
+		}
+	}()
+	res, err := t.Handler(ctx, turn, args)
+	if err != nil {
+		return errorResult(errorText(err))
+	}
+	if res.Content == "" {
+		res.Content = `{"status":"ok"}`
+	}
+	return res
+}
+
+func turnConv(t *Turn) string {
+	if t == nil {
+		return ""
+	}
+	return t.Conv
+}
+
+// maxProblems bounds how many schema violations are listed: enough for
+// the model to fix its call, short enough not to drown it.
+const maxProblems = 5
+
+// printer words the schema library's messages.
+var printer = message.NewPrinter(language.English)
+
+// schemaProblems lists what broke the schema, one "field: reason" per
+// violation, e.g. `target: got number, want string`.
+func schemaProblems(err error) string {
+	ve, ok := err.(*jsonschema.ValidationError)
+	if !ok {
+		return err.Error()
+	}
+	var leaves []string
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				walk(c)
+			}
+			return
+		}
+		msg := e.ErrorKind.LocalizedString(printer)
+		if len(e.InstanceLocation) > 0 {
+			msg = strings.Join(e.InstanceLocation, ".") + ": " + msg
+		}
+		if !slices.Contains(leaves, msg) {
+			leaves = append(leaves, msg)
+		}
+	}
+	walk(ve)
+	if len(leaves) == 0 {
+		return ve.Error()
+	}
+	if len(leaves) > maxProblems {
+		leaves = append(leaves[:maxProblems], fmt.Sprintf("and %d more", len(leaves)-maxProblems))
+	}
+	return strings.Join(leaves, "; ")
+}

@@ -1,0 +1,130 @@
+// Package tools is what the agent can do besides answer: each tool is a
+// name, a description, a JSON schema for its arguments and a handler.
+// Tools are registered in named toolsets; an agent runs with a Set built
+// from toolset names, and a child agent can take its parent's Set minus
+// the tools it must not have.
+//
+// Nothing a model sends can make a tool call fail the turn: bad JSON,
+// arguments that break the schema, an unknown tool, a handler error or a
+// handler panic all come back as a tool result the model reads and can
+// correct.
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// Tool is one thing the model can call.
+type Tool struct {
+	// Name is what the model calls; letters, digits, '_' and '-', at most
+	// 64 characters (what the Chat Completions API accepts).
+	Name string
+	// Description tells the model when and how to use the tool.
+	Description string
+	// Schema is the JSON schema of the arguments, an object schema. Empty
+	// means the tool takes no arguments.
+	Schema json.RawMessage
+	// Handler runs a call whose arguments passed the schema.
+	Handler Handler
+}
+
+// Handler runs one tool call. args are the model's arguments, already
+// checked against the tool's schema. An error goes back to the model as
+// {"error": "..."}: write its message for the model to act on (what was
+// wrong, what to do instead). A handler should return promptly when ctx
+// ends: that is how a turn is interrupted.
+type Handler func(ctx context.Context, turn *Turn, args json.RawMessage) (Result, error)
+
+// Func adapts a handler that takes its arguments decoded into A.
+func Func[A any](fn func(ctx context.Context, turn *Turn, args A) (Result, error)) Handler {
+	return func(ctx context.Context, turn *Turn, raw json.RawMessage) (Result, error) {
+		var args A
+		if err := json.Unmarshal(raw, &args); err != nil {
+			// The schema passed, so this is a schema looser than A: say
+			// what did not fit rather than blame the model.
+			return Result{}, errs.E("tools.Func", errs.Invalid, "arguments do not fit: %v", err)
+		}
+		return fn(ctx, turn, args)
+	}
+}
+
+// Result is what a tool call gives back.
+type Result struct {
+	// Content is what the model reads as the tool's result, usually JSON.
+	Content string
+	// IsError marks Content as an error the model should correct.
+	IsError bool
+	// EndTurn ends the turn after this call: no further model call is
+	// made and Reply is the turn's reply (clarify asks its question so).
+	EndTurn bool
+	Reply   string
+}
+
+// JSON is a Result whose content is v encoded as JSON.
+func JSON(v any) Result {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return errorResult("the tool's result could not be encoded: " + err.Error())
+	}
+	return Result{Content: string(b)}
+}
+
+// errorResult is the one shape of every error the model sees.
+func errorResult(msg string) Result {
+	b, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{msg})
+	return Result{Content: string(b), IsError: true}
+}
+
+// errorText is the message of err for the model: the reason an
+// errs.Error carries, without the operation and code that mean nothing to
+// it.
+func errorText(err error) string {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if he, ok := e.(*errs.Error); ok && he.Msg != "" {
+			return he.Msg
+		}
+	}
+	return err.Error()
+}
+
+// Turn is what a handler knows of the turn it runs in. One Turn lives for
+// one turn and is shared by its tool calls.
+type Turn struct {
+	Conv   string         // the conversation key
+	User   string         // whose turn it is: the key of the user's notes; may be empty
+	Origin outbox.Target  // where the turn's reply goes
+	Entry  sessions.Entry // the queued entry the turn runs
+
+	mu     sync.Mutex
+	queued []outbox.Message
+}
+
+// Queue adds m to the messages the turn commits with its reply. Tools
+// never write to the outbox themselves: the turn commits its outbox
+// messages, its history and the ack of its entry in one atomic step, so a
+// turn that is retried after a crash does not send twice. m.Conv defaults
+// to the turn's conversation.
+func (t *Turn) Queue(m outbox.Message) {
+	if m.Conv == "" {
+		m.Conv = t.Conv
+	}
+	t.mu.Lock()
+	t.queued = append(t.queued, m)
+	t.mu.Unlock()
+}
+
+// Queued returns the messages queued so far, in order.
+func (t *Turn) Queued() []outbox.Message {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]outbox.Message(nil), t.queued...)
+}
