@@ -26,8 +26,15 @@ local function index()
   end
 end
 
+local lane = tonumber(ARGV[3])
+-- Ids are "<seq>-<lane>": a per-conversation sequence, so ids order the
+-- entries of all lanes by arrival, and the lane, so an ack can find the
+-- stream from the id alone.
+local seq = st.seq + 1
+local id = int(seq) .. '-' .. ARGV[3]
+
 if KEYS[5] then
-  local first = seen(KEYS[5], now)
+  local first = remember_once(KEYS[5], id, now, tonumber(ARGV[6]))
   if first then
     -- A redelivered update is also a chance to repair an index that lost
     -- the conversation.
@@ -38,20 +45,14 @@ if KEYS[5] then
   end
 end
 
-local lane = tonumber(ARGV[3])
-if st.n[lane] == 0 and redis.call('EXISTS', KEYS[4]) == 0 then
-  redis.call('XGROUP', 'CREATE', KEYS[4], GROUP, '0', 'MKSTREAM')
+local groups = st.groups
+if not string.find(groups, ARGV[3], 1, true) then
+  -- pcall: the group may exist already if the state hash was lost.
+  redis.pcall('XGROUP', 'CREATE', KEYS[4], GROUP, '0', 'MKSTREAM')
+  groups = groups .. ARGV[3]
 end
--- Ids are "<seq>-<lane>": a per-conversation sequence, so ids order the
--- entries of all lanes by arrival, and the lane, so an ack can find the
--- stream from the id alone.
-local seq = st.seq + 1
-local id = int(seq) .. '-' .. ARGV[3]
 redis.call('XADD', KEYS[4], id, 'd', ARGV[4], 'at', int(now))
-redis.call('HSET', KEYS[1], 'seq', int(seq), 'n' .. ARGV[3], st.n[lane] + 1)
-if KEYS[5] then
-  remember(KEYS[5], id, now, tonumber(ARGV[6]))
-end
+redis.call('HSET', KEYS[1], 'seq', int(seq), 'n' .. ARGV[3], st.n[lane] + 1, 'groups', groups)
 st.work = st.work + 1
 index()
 return {id, 0}

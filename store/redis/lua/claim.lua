@@ -28,7 +28,10 @@ for i = 1, #expired, 2 do
 end
 
 for _ = 1, TRIES do
-  local first = redis.call('ZRANGE', KEYS[1], 0, 0)
+  -- Taken out of ready whatever follows: a live lease is in the leases set
+  -- and comes back when it expires, and a conversation without work has
+  -- nothing to be ready for.
+  local first = redis.call('ZPOPMIN', KEYS[1])
   local tag = first[1]
   if not tag then
     return {}
@@ -39,9 +42,6 @@ for _ = 1, TRIES do
   if st.work > 0 and not leased(st, now) then
     e, pend = next_entry(prefix, tag, state, st)
   end
-  -- A live lease is in the leases set and comes back when it expires; a
-  -- conversation without work has nothing to be ready for.
-  redis.call('ZREM', KEYS[1], tag)
   if e then
     -- The fence only ever increases, so every grant's token is new.
     local token = st.fence + 1

@@ -34,29 +34,31 @@ local function lane_key(prefix, tag, lane)
   return conv_key(prefix, tag, 'q' .. lane)
 end
 
--- seen reads a dedupe key whose value is "id|until_ms". The key's own TTL
--- only collects garbage; whether it still counts is decided by the store's
--- clock, so a fake clock moves the dedupe window too.
-local function seen(key, now)
-  local v = redis.call('GET', key)
-  if not v then
+-- remember_once records id under a dedupe key, unless the key holds an
+-- earlier id still inside its window: then it returns that id and records
+-- nothing. The value is "id|until_ms"; the key's own TTL only collects
+-- garbage, and whether it still counts is decided by the store's clock, so
+-- a fake clock moves the dedupe window too. The common case is one call.
+local function remember_once(key, id, now, window)
+  local v = id .. '|' .. int(now + window)
+  local old = redis.call('SET', key, v, 'NX', 'GET', 'PX', window)
+  if not old then
     return nil
   end
-  local id, until_ms = string.match(v, '^(.*)|(%d+)$')
-  if id and tonumber(until_ms) > now then
-    return id
+  local first, until_ms = string.match(old, '^(.*)|(%d+)$')
+  if first and tonumber(until_ms) > now then
+    return first
   end
+  redis.call('SET', key, v, 'PX', window)
   return nil
-end
-
-local function remember(key, id, now, window)
-  redis.call('SET', key, id .. '|' .. int(now + window), 'PX', window)
 end
 
 -- A conversation's state hash holds, besides the lease, a count of
 -- entries per lane (n0 … n5, queued and delivered-unacked alike), so one
 -- HMGET tells whether the conversation has work and which lane to read.
-local STATE_FIELDS = {'token', 'exp', 'pend', 'fence', 'seq', 'worker', 'n0', 'n1', 'n2', 'n3', 'n4', 'n5'}
+-- groups lists the lanes whose stream has its consumer group, so an append
+-- need not ask.
+local STATE_FIELDS = {'token', 'exp', 'pend', 'fence', 'seq', 'worker', 'groups', 'n0', 'n1', 'n2', 'n3', 'n4', 'n5'}
 
 local function load_state(state)
   local v = redis.call('HMGET', state, unpack(STATE_FIELDS))
@@ -69,11 +71,12 @@ local function load_state(state)
     fence = tonumber(v[4] or 0),
     seq = tonumber(v[5] or 0),
     worker = v[6],
+    groups = v[7] or '',
     n = {},
     work = 0,
   }
   for lane = 0, LANES - 1 do
-    local c = tonumber(v[7 + lane] or 0)
+    local c = tonumber(v[8 + lane] or 0)
     st.n[lane] = c
     st.work = st.work + c
   end
@@ -127,8 +130,14 @@ local function next_entry(prefix, tag, state, st)
   end
   for lane = 0, LANES - 1 do
     if st.n[lane] > 0 then
-      local r = redis.call('XREADGROUP', 'GROUP', GROUP, CONSUMER, 'COUNT', 1,
-        'STREAMS', lane_key(prefix, tag, lane), '>')
+      local key = lane_key(prefix, tag, lane)
+      local r = redis.pcall('XREADGROUP', 'GROUP', GROUP, CONSUMER, 'COUNT', 1, 'STREAMS', key, '>')
+      if type(r) == 'table' and r.err then
+        -- The stream lost its group (deleted by hand): make it again from
+        -- the start rather than fail every Claim that meets it.
+        redis.pcall('XGROUP', 'CREATE', key, GROUP, '0', 'MKSTREAM')
+        r = redis.call('XREADGROUP', 'GROUP', GROUP, CONSUMER, 'COUNT', 1, 'STREAMS', key, '>')
+      end
       if r and r[1] and r[1][2][1] then
         local e = r[1][2][1]
         return entry_reply(e, 1), e[1]
@@ -140,14 +149,14 @@ end
 
 -- release ends the lease; a conversation with work left is ready again,
 -- behind the ones already waiting. The caller's other state changes (an
--- acked entry's count) ride along in the same HSET.
+-- acked entry's count) ride along in the same HSET. A conversation without
+-- work may still sit in ready (its lease expired and was swept while the
+-- holder finished); Claim drops it there, which saves a call here.
 local function release(tag, state, ready, leases, now, work, ...)
   redis.call('HSET', state, 'worker', '', 'token', '', 'exp', '', ...)
   redis.call('ZREM', leases, tag)
   if work > 0 then
     redis.call('ZADD', ready, now, tag)
-  else
-    redis.call('ZREM', ready, tag)
   end
 end
 
@@ -172,16 +181,14 @@ end
 -- Ids are zero-padded so that messages due in the same millisecond sort
 -- in the order they were enqueued.
 local function ob_enqueue(prefix, data, platform, idem, next_at, now, window)
-  local ikey
-  if idem ~= '' then
-    ikey = ob_key(prefix, 'idem:' .. idem)
-    local id = seen(ikey, now)
-    if id then
-      return id, 1
-    end
-  end
   local seq = redis.call('INCR', ob_key(prefix, 'seq'))
   local id = string.format('%012d', seq)
+  if idem ~= '' then
+    local first = remember_once(ob_key(prefix, 'idem:' .. idem), id, now, window)
+    if first then
+      return first, 1
+    end
+  end
   local due = now
   if next_at ~= '' then
     due = tonumber(next_at)
@@ -190,9 +197,6 @@ local function ob_enqueue(prefix, data, platform, idem, next_at, now, window)
     'd', data, 'p', platform, 'n', 0, 'next', int(due), 'at', int(now), 'e', '')
   redis.call('ZADD', ob_key(prefix, 'due:' .. platform), due, id)
   redis.call('ZADD', ob_key(prefix, 'all'), seq, id)
-  if ikey then
-    remember(ikey, id, now, window)
-  end
   return id, 0
 end
 
