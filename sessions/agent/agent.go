@@ -1,0 +1,326 @@
+// Package agent runs one turn of a conversation: the model is called with
+// the history, the new message and the tools; the tools it calls run and
+// their results go back to it; this repeats until it replies without
+// calling tools, asks the user a question, runs out of model calls or is
+// interrupted. It lives apart from package sessions because it needs the
+// model client and the tools, which themselves use sessions' types.
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/tools"
+)
+
+// Defaults for Agent.
+const (
+	DefaultMaxIterations = 90
+	DefaultHistoryBudget = 200_000
+)
+
+// KindReply is the outbox kind of a turn's reply.
+const KindReply = "reply"
+
+// Tool results written for calls that never ran, so that every assistant
+// tool call in the history has its result.
+const (
+	resultInterrupted = `{"error":"interrupted: the turn was stopped before this tool ran"}`
+	resultSkipped     = `{"error":"skipped: the turn ended before this tool ran"}`
+)
+
+// Agent runs turns. Its fields are read-only once turns run; one Agent
+// serves many conversations at once.
+type Agent struct {
+	// Client calls the model. Nil answers every turn with how to
+	// configure a model.
+	Client llm.Client
+	// Model is the model name; empty uses the client's.
+	Model string
+	// Tools are what the model may call; nil offers none.
+	Tools *tools.Set
+	// MaxIterations is the number of model calls one turn may make
+	// (model.max_iterations); 0 means DefaultMaxIterations.
+	MaxIterations int
+	// HistoryBudget is how many characters of earlier history are sent
+	// with a turn, oldest dropped first; 0 means DefaultHistoryBudget and
+	// a negative value sends it all.
+	HistoryBudget int
+	// SystemPrompt opens every request, when set.
+	SystemPrompt string
+	// Notes, when set, are read at the start of each turn and shown to
+	// the model after the system prompt, so what it keeps with the memory
+	// tool is known without a call.
+	Notes sessions.Notes
+	// Clock stamps history messages; nil means the wall clock.
+	Clock clock.Clock
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+var _ sessions.TurnRunner = (*Agent)(nil)
+
+// Run runs one turn. It returns an error only when ctx ended: then the
+// output holds what was done so far with End TurnInterrupted and no reply,
+// and the caller should still commit it. A failed model call is not an
+// error: the turn ends with TurnModelError and a one-line reply.
+func (a *Agent) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
+	r := a.start(ctx, in)
+	r.add(userMessage(in.Entry, r.now()))
+	if a.Client == nil {
+		r.out.Err = &llm.Error{Class: llm.ClassNotConfigured, Model: a.Model}
+		return r.reply(sessions.TurnModelError, llm.UserMessage(r.out.Err)), nil
+	}
+	max := a.MaxIterations
+	if max <= 0 {
+		max = DefaultMaxIterations
+	}
+	for {
+		if ctx.Err() != nil {
+			return r.interrupted(ctx)
+		}
+		if r.out.ModelCalls >= max {
+			note := fmt.Sprintf("I stopped this turn after %d model calls, the limit per turn (model.max_iterations). Say \"continue\" and I will carry on from here.", max)
+			r.add(sessions.Message{Role: "assistant", Content: note, At: r.now()})
+			return r.reply(sessions.TurnBudget, note), nil
+		}
+		resp, err := r.complete(ctx)
+		r.out.ModelCalls++
+		if err != nil {
+			if ctx.Err() != nil {
+				return r.interrupted(ctx)
+			}
+			r.log.WarnContext(ctx, "model call failed", "class", string(llm.ClassOf(err)), "err", err)
+			r.out.Err = err
+			// The line is for the user, not the model: it stays out of
+			// the history so a later turn does not read it as its own words.
+			return r.reply(sessions.TurnModelError, llm.UserMessage(err)), nil
+		}
+		msg := resp.Message
+		msg.Role, msg.At = "assistant", r.now()
+		if len(msg.ToolCalls) == 0 {
+			r.add(msg)
+			text := msg.Content
+			if strings.TrimSpace(text) == "" {
+				text = "(the model returned an empty reply)"
+			}
+			return r.reply(sessions.TurnDone, text), nil
+		}
+		for i := range msg.ToolCalls {
+			if msg.ToolCalls[i].ID == "" {
+				// The result must name its call; a server that sent no id
+				// gets one made up, unique within the turn.
+				msg.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", r.out.ModelCalls, i)
+			}
+		}
+		r.add(msg)
+		switch end, question := r.runTools(ctx, msg.ToolCalls); end {
+		case sessions.TurnInterrupted:
+			return r.interrupted(ctx)
+		case sessions.TurnClarify:
+			return r.reply(sessions.TurnClarify, question), nil
+		}
+		r.steer(in.Steer)
+	}
+}
+
+// run is one turn in progress.
+type run struct {
+	a      *Agent
+	in     sessions.TurnInput
+	turn   *tools.Turn
+	log    *slog.Logger
+	clock  clock.Clock
+	system []sessions.Message // the system prompt and the user's notes
+	out    sessions.TurnOutput
+}
+
+func (a *Agent) start(ctx context.Context, in sessions.TurnInput) *run {
+	if in.Conv == "" {
+		in.Conv = in.Entry.Conv
+	}
+	if in.User == "" && in.Entry.Sender != "" {
+		in.User = in.Entry.Sender
+		if in.Origin.Platform != "" {
+			in.User = in.Origin.Platform + ":" + in.Entry.Sender
+		}
+	}
+	r := &run{
+		a:     a,
+		in:    in,
+		turn:  &tools.Turn{Conv: in.Conv, User: in.User, Origin: in.Origin, Entry: in.Entry},
+		log:   a.Logger,
+		clock: a.Clock,
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	r.log = r.log.With("conv", in.Conv, "entry", in.Entry.ID)
+	if r.clock == nil {
+		r.clock = clock.Real{}
+	}
+	if a.SystemPrompt != "" {
+		r.system = append(r.system, sessions.Message{Role: "system", Content: a.SystemPrompt})
+	}
+	if notes := a.notesPrompt(ctx, in.User, r.log); notes != "" {
+		r.system = append(r.system, sessions.Message{Role: "system", Content: notes})
+	}
+	return r
+}
+
+// notesPrompt lists the user's notes for the model; "" when there are
+// none or they cannot be read (a turn is worth more than its notes).
+func (a *Agent) notesPrompt(ctx context.Context, user string, log *slog.Logger) string {
+	if a.Notes == nil || user == "" {
+		return ""
+	}
+	notes, err := a.Notes.Notes(ctx, user)
+	if err != nil {
+		log.WarnContext(ctx, "reading the user's notes failed; the turn runs without them", "err", err)
+		return ""
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("Notes you keep about this user (memory tool):")
+	for _, n := range notes {
+		fmt.Fprintf(&b, "\n- [%s] %s", n.ID, n.Text)
+	}
+	return b.String()
+}
+
+func (r *run) now() time.Time { return r.clock.Now() }
+
+func (r *run) add(m sessions.Message) { r.out.History = append(r.out.History, m) }
+
+// complete makes one model call with the trimmed history, the turn's
+// messages so far and the tools.
+func (r *run) complete(ctx context.Context) (*llm.Response, error) {
+	earlier := r.in.History
+	if budget := r.a.HistoryBudget; budget >= 0 {
+		if budget == 0 {
+			budget = DefaultHistoryBudget
+		}
+		// The turn's own messages are always sent whole; earlier history
+		// gets what is left of the budget.
+		for _, m := range r.out.History {
+			budget -= sessions.MessageChars(m)
+		}
+		earlier = sessions.TrimHistory(earlier, budget)
+	}
+	msgs := make([]sessions.Message, 0, len(r.system)+len(earlier)+len(r.out.History))
+	msgs = append(msgs, r.system...)
+	msgs = append(msgs, earlier...)
+	msgs = append(msgs, r.out.History...)
+	return r.a.Client.Complete(ctx, llm.Request{
+		Model:    r.a.Model,
+		Messages: msgs,
+		Tools:    r.a.Tools.Specs(),
+		User:     r.in.Conv,
+	})
+}
+
+// runTools runs calls in order and appends their results. It returns ""
+// when the turn goes on, TurnInterrupted, or TurnClarify with the
+// question that is the reply.
+func (r *run) runTools(ctx context.Context, calls []sessions.ToolCall) (end sessions.TurnEnd, question string) {
+	for i, call := range calls {
+		if ctx.Err() != nil {
+			r.answer(calls[i:], resultInterrupted)
+			return sessions.TurnInterrupted, ""
+		}
+		res := r.a.Tools.Call(ctx, r.turn, call)
+		if res.IsError && ctx.Err() != nil {
+			// The tool failed because the turn was stopped under it.
+			res.Content = resultInterrupted
+		}
+		if res.IsError {
+			r.log.DebugContext(ctx, "tool call failed", "tool", call.Name, "result", res.Content)
+		}
+		r.add(sessions.Message{Role: "tool", ToolCallID: call.ID, Name: call.Name, Content: res.Content, At: r.now()})
+		if res.EndTurn {
+			r.answer(calls[i+1:], resultSkipped)
+			r.add(sessions.Message{Role: "assistant", Content: res.Reply, At: r.now()})
+			return sessions.TurnClarify, res.Reply
+		}
+	}
+	return "", ""
+}
+
+// answer gives each call a result saying it never ran.
+func (r *run) answer(calls []sessions.ToolCall, content string) {
+	for _, c := range calls {
+		r.add(sessions.Message{Role: "tool", ToolCallID: c.ID, Name: c.Name, Content: content, At: r.now()})
+	}
+}
+
+// steer appends every message waiting on ch as a user message. It runs
+// only after a whole batch of tool results: a user message between an
+// assistant's tool calls and their results would be refused.
+func (r *run) steer(ch <-chan string) {
+	if ch == nil {
+		return
+	}
+	for {
+		select {
+		case text, ok := <-ch:
+			if !ok {
+				return
+			}
+			r.add(sessions.Message{Role: "user", Content: text, At: r.now()})
+		default:
+			return
+		}
+	}
+}
+
+// reply ends the turn with text sent to the turn's origin.
+func (r *run) reply(end sessions.TurnEnd, text string) sessions.TurnOutput {
+	r.out.End = end
+	r.out.Outbox = append(r.turn.Queued(), outbox.Message{
+		Target:  r.in.Origin,
+		Conv:    r.in.Conv,
+		Text:    text,
+		ReplyTo: r.in.Entry.MessageID,
+		Kind:    KindReply,
+	})
+	return r.out
+}
+
+// interrupted ends the turn without a reply. What tools queued is kept:
+// the history says it was sent, so it must be.
+func (r *run) interrupted(ctx context.Context) (sessions.TurnOutput, error) {
+	r.out.End = sessions.TurnInterrupted
+	r.out.Outbox = r.turn.Queued()
+	return r.out, context.Cause(ctx)
+}
+
+// userMessage is the entry as the model reads it. Synthetic entries (a
+// sub-agent's result, a cron fire) are user messages too: the model sees
+// one kind of input.
+func userMessage(e sessions.Entry, at time.Time) sessions.Message {
+	text := e.Text
+	for _, att := range e.Attachments {
+		line := "[attachment: " + att.Name
+		if att.MIME != "" {
+			line += ", " + att.MIME
+		}
+		if att.Size > 0 {
+			line += fmt.Sprintf(", %d bytes", att.Size)
+		}
+		line += "]"
+		if text != "" {
+			text += "\n"
+		}
+		text += line
+	}
+	return sessions.Message{Role: "user", Content: text, At: at}
+}

@@ -1,0 +1,67 @@
+package sessions
+
+import (
+	"context"
+
+	"github.com/heraldgw/herald/outbox"
+)
+
+// TurnInput is what one turn runs on.
+type TurnInput struct {
+	Conv    string    // the conversation key; empty means Entry.Conv
+	Entry   Entry     // the entry the turn answers; user and synthetic entries alike become a user message
+	History []Message // the conversation's history before this turn, oldest first
+	Origin  outbox.Target
+	// User keys the user's notes (the memory tool). Empty means the
+	// entry's sender qualified by Origin's platform ("telegram:42"), so
+	// ids on two platforms never share notes.
+	User string
+	// Steer, when set, feeds text into the running turn: each message is
+	// appended as a user message after the next batch of tool results.
+	// Messages still in the channel when Run returns were not seen by the
+	// model; the caller queues them as the next turn.
+	Steer <-chan string
+}
+
+// TurnEnd says how a turn ended.
+type TurnEnd string
+
+const (
+	// TurnDone: the model replied without calling tools.
+	TurnDone TurnEnd = "done"
+	// TurnClarify: the model asked the user a question; it is the reply.
+	TurnClarify TurnEnd = "clarify"
+	// TurnBudget: the turn used its model calls; the reply says so.
+	TurnBudget TurnEnd = "budget"
+	// TurnModelError: a model call failed; the reply is one line saying
+	// why and what to do.
+	TurnModelError TurnEnd = "model_error"
+	// TurnInterrupted: the turn's context ended (interrupt, /stop,
+	// shutdown). There is no reply: the caller decides what to say.
+	TurnInterrupted TurnEnd = "interrupted"
+)
+
+// TurnOutput is what a turn produced, ready for Store.Finish.
+type TurnOutput struct {
+	// History is what the turn adds to the conversation's history: the
+	// user message, the assistant's tool calls with every result, steered
+	// messages and the final reply. An assistant message with tool calls
+	// is always followed by a result for each call.
+	History []Message
+	// Outbox is what the turn sends: messages queued by tools, in order,
+	// then the reply to Origin (Kind "reply", ReplyTo the entry's platform
+	// message id), when there is one.
+	Outbox     []outbox.Message
+	End        TurnEnd
+	ModelCalls int
+	// Err is the model error behind TurnModelError, for logs and metrics;
+	// the user already has its one-line reading in the reply.
+	Err error
+}
+
+// TurnRunner runs turns. Run returns an error only when ctx ended; the
+// output then holds what was done so far (End TurnInterrupted), which the
+// caller commits so the history stays whole.
+type TurnRunner interface {
+	Run(ctx context.Context, in TurnInput) (TurnOutput, error)
+}
