@@ -2,6 +2,7 @@ package redis
 
 import (
 	"embed"
+	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -9,24 +10,25 @@ import (
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-// Each script is lua/lib.lua followed by the script's own file, loaded
-// once at Open and run with EVALSHA (EVAL again when the server forgot it).
+// Each script is lua/lib.lua, the lib_*.lua helpers it uses and its own
+// file, loaded once at Open and run with EVALSHA (EVAL again when the
+// server forgot it).
 var (
-	scriptAppend  = loadScript("append")
-	scriptClaim   = loadScript("claim")
-	scriptNext    = loadScript("next")
-	scriptRenew   = loadScript("renew")
-	scriptRelease = loadScript("release")
-	scriptFinish  = loadScript("finish")
+	scriptAppend  = loadScript("append", "lib_queue")
+	scriptClaim   = loadScript("claim", "lib_queue")
+	scriptNext    = loadScript("next", "lib_queue")
+	scriptRenew   = loadScript("renew", "lib_queue")
+	scriptRelease = loadScript("release", "lib_queue")
+	scriptFinish  = loadScript("finish", "lib_queue", "lib_outbox")
 	scriptHistory = loadScript("history")
 
-	scriptObEnqueue = loadScript("ob_enqueue")
-	scriptObClaim   = loadScript("ob_claim")
-	scriptObAck     = loadScript("ob_ack")
-	scriptObRelease = loadScript("ob_release")
-	scriptObDead    = loadScript("ob_dead")
-	scriptObRequeue = loadScript("ob_requeue")
-	scriptObList    = loadScript("ob_list")
+	scriptObEnqueue = loadScript("ob_enqueue", "lib_outbox")
+	scriptObClaim   = loadScript("ob_claim", "lib_outbox")
+	scriptObAck     = loadScript("ob_ack", "lib_outbox")
+	scriptObRelease = loadScript("ob_release", "lib_outbox")
+	scriptObDead    = loadScript("ob_dead", "lib_outbox")
+	scriptObRequeue = loadScript("ob_requeue", "lib_outbox")
+	scriptObList    = loadScript("ob_list", "lib_outbox")
 )
 
 // sources keeps each script's text so Open can load them all in one
@@ -38,17 +40,17 @@ var allScripts = []*goredis.Script{
 	scriptObEnqueue, scriptObClaim, scriptObAck, scriptObRelease, scriptObDead, scriptObRequeue, scriptObList,
 }
 
-func loadScript(name string) *goredis.Script {
-	lib, err := luaFS.ReadFile("lua/lib.lua")
-	if err != nil {
-		panic(err)
+func loadScript(name string, helpers ...string) *goredis.Script {
+	var src strings.Builder
+	for _, f := range append(append([]string{"lib"}, helpers...), name) {
+		b, err := luaFS.ReadFile("lua/" + f + ".lua")
+		if err != nil {
+			panic(err)
+		}
+		src.Write(b)
+		src.WriteString("\n")
 	}
-	body, err := luaFS.ReadFile("lua/" + name + ".lua")
-	if err != nil {
-		panic(err)
-	}
-	src := string(lib) + "\n" + string(body)
-	s := goredis.NewScript(src)
-	sources[s] = src
+	s := goredis.NewScript(src.String())
+	sources[s] = src.String()
 	return s
 }
