@@ -1,0 +1,130 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/sessions"
+)
+
+func TestMemory(t *testing.T) {
+	note := func(id, text string) sessions.Note { return sessions.Note{ID: id, Text: text, At: t0} }
+	two := []sessions.Note{note("n1", "prefers metric units"), note("n2", "works on herald")}
+	tests := []struct {
+		desc   string
+		before []sessions.Note // the user's notes before the turn, numbered n1, n2, …
+		in     func(in *sessions.TurnInput)
+		args   string
+		result string // what the model reads
+		after  []sessions.Note
+	}{
+		{desc: "add", args: `{"action":"add","text":" prefers metric units "}`,
+			result: `{"id":"n1","status":"added"}`, after: []sessions.Note{note("n1", "prefers metric units")}},
+		{desc: "add what is already there", before: two, args: `{"action":"add","text":"works on herald"}`,
+			result: `{"id":"n2","status":"exists"}`, after: two},
+		{desc: "list", before: two, args: `{"action":"list"}`,
+			result: `{"count":2,"limit":3,"notes":[{"id":"n1","text":"prefers metric units","at":"2026-03-01T12:00:00Z"},{"id":"n2","text":"works on herald","at":"2026-03-01T12:00:00Z"}]}`, after: two},
+		{desc: "list nothing", args: `{"action":"list"}`, result: `{"count":0,"limit":3,"notes":[]}`},
+		{desc: "remove", before: two, args: `{"action":"remove","id":"n1"}`,
+			result: `{"id":"n1","status":"removed"}`, after: two[1:]},
+		{desc: "remove an unknown id", before: two, args: `{"action":"remove","id":"n9"}`,
+			result: `{"error":"there is no note with id \"n9\"; list the notes to see their ids"}`, after: two},
+		{desc: "remove without an id", before: two, args: `{"action":"remove"}`,
+			result: `{"error":"id is required to remove a note; list the notes to see their ids"}`, after: two},
+		{desc: "add without text", args: `{"action":"add"}`, result: `{"error":"text is required to add a note"}`},
+		{desc: "a note over the size limit", args: `{"action":"add","text":"` + strings.Repeat("ü", 41) + `"}`,
+			result: `{"error":"the note is 41 characters, over the limit of 40: keep it to one short fact"}`},
+		{desc: "memory full", before: append(two, note("n3", "lives in Lyon")), args: `{"action":"add","text":"likes tea"}`,
+			result: `{"error":"memory is full (3 notes, the limit): remove a note that no longer matters (action remove with its id), then add this one"}`,
+			after:  append(two, note("n3", "lives in Lyon"))},
+		{desc: "unknown action", args: `{"action":"forget"}`,
+			result: `{"error":"invalid arguments for memory: action: value must be one of 'add', 'list', 'remove'"}`},
+		{desc: "a turn without a user", in: func(in *sessions.TurnInput) { in.Entry.Sender = "" }, args: `{"action":"list"}`,
+			result: `{"error":"memory is not available here: this turn has no user to keep notes for"}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			f := newFixture(t)
+			for _, n := range tc.before {
+				if _, err := f.notes.AddNote(context.Background(), userKey, n.Text); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.ms.Script(testkit.CallTools(testkit.ToolCall("memory", tc.args)), testkit.Reply("noted"))
+			in := input("remember this")
+			if tc.in != nil {
+				tc.in(&in)
+			}
+			out, err := f.agent.Run(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(result("call_1_0", "memory", tc.result), out.History[2]); diff != "" {
+				t.Errorf("tool result (-want +got):\n%s", diff)
+			}
+			got, _ := f.notes.Notes(context.Background(), userKey)
+			if diff := cmp.Diff(tc.after, got); diff != "" {
+				t.Errorf("notes after the turn (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestNotesInThePrompt(t *testing.T) {
+	f := newFixture(t)
+	f.agent.Notes = f.notes
+	for _, text := range []string{"prefers metric units", "works on herald"} {
+		if _, err := f.notes.AddNote(context.Background(), userKey, text); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.notes.AddNote(context.Background(), "slack:42", "someone else"); err != nil {
+		t.Fatal(err)
+	}
+	f.ms.Script(testkit.Reply("ok"), testkit.Reply("ok"), testkit.Reply("ok"))
+
+	run := func(in func(*sessions.TurnInput)) []testkit.ModelMessage {
+		t.Helper()
+		i := input("hi")
+		if in != nil {
+			in(&i)
+		}
+		if _, err := f.agent.Run(context.Background(), i); err != nil {
+			t.Fatal(err)
+		}
+		reqs := f.ms.Requests()
+		return reqs[len(reqs)-1].Messages
+	}
+
+	want := []testkit.ModelMessage{
+		{Role: "system", Content: system},
+		{Role: "system", Content: "Notes you keep about this user (memory tool):\n- [n1] prefers metric units\n- [n2] works on herald"},
+		{Role: "user", Content: "hi"},
+	}
+	if diff := cmp.Diff(want, run(nil)); diff != "" {
+		t.Errorf("messages with notes (-want +got):\n%s", diff)
+	}
+
+	// An explicit user overrides the sender.
+	want = []testkit.ModelMessage{
+		{Role: "system", Content: system},
+		{Role: "system", Content: "Notes you keep about this user (memory tool):\n- [n3] someone else"},
+		{Role: "user", Content: "hi"},
+	}
+	if diff := cmp.Diff(want, run(func(in *sessions.TurnInput) { in.User = "slack:42" })); diff != "" {
+		t.Errorf("messages for an explicit user (-want +got):\n%s", diff)
+	}
+
+	// Notes that cannot be read do not stop the turn.
+	f.notes.err = errs.Wrap("store.Notes", errs.Unavailable, errors.New("connection refused"))
+	want = []testkit.ModelMessage{{Role: "system", Content: system}, {Role: "user", Content: "hi"}}
+	if diff := cmp.Diff(want, run(nil)); diff != "" {
+		t.Errorf("messages when notes fail (-want +got):\n%s", diff)
+	}
+}
