@@ -61,8 +61,9 @@ type Result struct {
 	Content string
 	// IsError marks Content as an error the model should correct.
 	IsError bool
-	// EndTurn ends the turn after this call: no further model call is
-	// made and Reply is the turn's reply (clarify asks its question so).
+	// EndTurn ends the turn after this call (as sessions.TurnClarify): no
+	// further model call is made, later calls of the same batch are
+	// skipped, and Reply is the turn's reply. clarify asks its question so.
 	EndTurn bool
 	Reply   string
 }

@@ -78,16 +78,16 @@ func (a *Agent) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOu
 		r.out.Err = &llm.Error{Class: llm.ClassNotConfigured, Model: a.Model}
 		return r.reply(sessions.TurnModelError, llm.UserMessage(r.out.Err)), nil
 	}
-	max := a.MaxIterations
-	if max <= 0 {
-		max = DefaultMaxIterations
+	limit := a.MaxIterations
+	if limit <= 0 {
+		limit = DefaultMaxIterations
 	}
 	for {
 		if ctx.Err() != nil {
 			return r.interrupted(ctx)
 		}
-		if r.out.ModelCalls >= max {
-			note := fmt.Sprintf("I stopped this turn after %d model calls, the limit per turn (model.max_iterations). Say \"continue\" and I will carry on from here.", max)
+		if r.out.ModelCalls >= limit {
+			note := fmt.Sprintf("I stopped this turn after %d model calls, the limit per turn (model.max_iterations). Say \"continue\" and I will carry on from here.", limit)
 			r.add(sessions.Message{Role: "assistant", Content: note, At: r.now()})
 			return r.reply(sessions.TurnBudget, note), nil
 		}

@@ -112,8 +112,8 @@ func calls(cs ...sessions.ToolCall) sessions.Message {
 	return sessions.Message{Role: "assistant", ToolCalls: cs, At: t0}
 }
 
-// call is the tool call the model server makes as the i-th call of its
-// seq-th request.
+// call is a tool call as the history records it. The model server names
+// its calls call_<request>_<index>.
 func call(id, name, args string) sessions.ToolCall {
 	return sessions.ToolCall{ID: id, Name: name, Arguments: args}
 }
@@ -408,9 +408,9 @@ func TestRun(t *testing.T) {
 }
 
 func TestBudget(t *testing.T) {
-	for _, max := range []int{1, 3} {
+	for _, limit := range []int{1, 3} {
 		f := newFixture(t)
-		f.agent.MaxIterations = max
+		f.agent.MaxIterations = limit
 		f.ms.Respond(func(testkit.RecordedRequest) testkit.Step {
 			return testkit.CallTools(testkit.ToolCall("probe", `{}`))
 		})
@@ -418,19 +418,19 @@ func TestBudget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out.End != sessions.TurnBudget || out.ModelCalls != max || f.ms.Count() != max {
-			t.Errorf("max %d: end %q after %d calls (server saw %d), want budget after exactly %d", max, out.End, out.ModelCalls, f.ms.Count(), max)
+		if out.End != sessions.TurnBudget || out.ModelCalls != limit || f.ms.Count() != limit {
+			t.Errorf("limit %d: end %q after %d calls (server saw %d), want budget after exactly %d", limit, out.End, out.ModelCalls, f.ms.Count(), limit)
 		}
 		if len(out.Outbox) != 1 || !strings.Contains(out.Outbox[0].Text, "stopped this turn after") || out.Outbox[0].Kind != agent.KindReply {
-			t.Fatalf("max %d: outbox %+v, want one note saying the turn stopped", max, out.Outbox)
+			t.Fatalf("limit %d: outbox %+v, want one note saying the turn stopped", limit, out.Outbox)
 		}
 		note := out.Outbox[0].Text
-		if !strings.Contains(note, fmt.Sprintf("after %d model calls", max)) {
+		if !strings.Contains(note, fmt.Sprintf("after %d model calls", limit)) {
 			t.Errorf("note %q does not give the number of calls", note)
 		}
 		// user, then (assistant, tool) per call, then the note.
-		if len(out.History) != 1+2*max+1 || !cmp.Equal(out.History[len(out.History)-1], said(note)) {
-			t.Errorf("max %d: history of %d messages ending %+v", max, len(out.History), out.History[len(out.History)-1])
+		if len(out.History) != 1+2*limit+1 || !cmp.Equal(out.History[len(out.History)-1], said(note)) {
+			t.Errorf("limit %d: history of %d messages ending %+v", limit, len(out.History), out.History[len(out.History)-1])
 		}
 	}
 
