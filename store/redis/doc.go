@@ -1,8 +1,9 @@
 // Package redis is herald's store for several gateway processes sharing
 // one Redis server. It implements sessions.Store and outbox.Store with
-// Streams, sorted sets and Lua scripts; every change that touches more
-// than one key is one script, so each operation is one round trip and
-// either happens whole or not at all.
+// Streams, sorted sets and Lua scripts. Every change that touches more
+// than one key is one script that makes all its checks (the lease token,
+// the entry, the claim) before its first write, so a call either happens
+// whole or, refused, writes nothing.
 //
 // This package is the only one that knows key names. Every key starts
 // with the prefix P (Options.Prefix, default "herald:"). A conversation's
@@ -32,10 +33,10 @@
 //	                                    groups (the lanes whose stream has
 //	                                    its consumer group); pend (the entry
 //	                                    delivered and not acked); worker,
-//	                                    token (= fence at the
-//	                                    grant), exp (lease expiry, ms). An
-//	                                    ended lease or acked entry leaves ''
-//	                                    in its fields.
+//	                                    token (= fence at the grant) and exp
+//	                                    (lease expiry, ms). An ended lease or
+//	                                    an acked entry leaves '' in its
+//	                                    fields.
 //	P{conv}:dd:<message id>  string    "<entry id>|<until ms>": dedupe of the
 //	                                    platform message id; counts until
 //	                                    "until" by the store's clock, and the
@@ -50,7 +51,10 @@
 //	Pready                   zset      conversations with work and no live
 //	                                    lease; member the conversation tag,
 //	                                    score when it became ready (ms).
-//	                                    Claim takes the lowest score.
+//	                                    Claim pops the lowest score; one that
+//	                                    turns out to have no work (its holder
+//	                                    finished after its lease was swept)
+//	                                    is simply dropped then.
 //	Pleases                  zset      leases over conversations with work,
 //	                                    scored by expiry (ms); Claim sweeps
 //	                                    the expired ones back into ready. A
@@ -94,7 +98,8 @@
 // now for these platforms, oldest first" directly; a stream would need its
 // entries re-added for every delay.
 //
-// Cost: every operation is one EVALSHA, and the scripts keep their calls
+// Cost: every operation is one round trip, an EVALSHA or, for history and
+// metadata reads, one plain command; the scripts keep their calls
 // few (one HMGET reads a conversation's whole state, one HSET writes it),
 // because each call inside a script costs about as much as a small
 // command. `herald bench queue --store redis` measures Append → Claim →
@@ -109,6 +114,10 @@
 // the token inside their script and write nothing when it is not the
 // current one. An expired lease that nobody has taken over is still
 // current: the token, not the clock, is what makes a write safe.
+//
+// Durability is the server's: run it with appendonly yes (appendfsync
+// always loses nothing acknowledged; everysec up to a second) so that
+// queued turns and outbox messages survive a restart.
 //
 // The server must not evict keys (maxmemory-policy noeviction, Redis's
 // default): the scripts keep counts and indexes beside the data, and an

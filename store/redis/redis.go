@@ -179,9 +179,9 @@ func status(op string, v []any) error {
 	case "OK":
 		return nil
 	case "LOST":
-		return errs.E(op, errs.LeaseLost, "the lease was taken over or released")
+		return errs.E(op, errs.LeaseLost, "the lease or claim was taken over or given back")
 	case "NOTFOUND":
-		return errs.E(op, errs.NotFound, "no such entry")
+		return errs.E(op, errs.NotFound, "no such pending entry or message")
 	}
 	return errs.E(op, errs.Internal, "unexpected script reply %v", v[0])
 }
