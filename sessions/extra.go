@@ -32,25 +32,44 @@ type Timeline interface {
 	ReadTimeline(ctx context.Context, conv, after string, limit int) ([]TimelineItem, error)
 }
 
-// StopRequest asks whoever runs conv's turn to stop it. It goes through
-// the store so that /stop reaches a turn running in another process.
-type StopRequest struct {
-	Cursor string
-	Conv   string
-	At     time.Time
+// SignalKind says what a signal asks of the process running a turn.
+type SignalKind string
+
+const (
+	// SignalStop: stop the running turn (/stop).
+	SignalStop SignalKind = "stop"
+	// SignalInterrupt: a new message arrived in interrupt mode; cancel the
+	// running turn at its next safe point so the new entry runs next.
+	SignalInterrupt SignalKind = "interrupt"
+	// SignalSteer: EntryID (already queued) carries text for the running
+	// turn to take after its next tool result. If no turn takes it, the
+	// entry simply runs as a turn of its own: nothing is lost.
+	SignalSteer SignalKind = "steer"
+)
+
+// Signal is a request to whoever runs conv's turn. Signals go through the
+// store so that they reach a turn running in another process.
+type Signal struct {
+	Cursor  string     `json:"cursor"` // assigned by the store
+	Conv    string     `json:"conv"`
+	Kind    SignalKind `json:"kind"`
+	EntryID string     `json:"entry_id,omitempty"` // SignalSteer: the queued entry
+	Text    string     `json:"text,omitempty"`     // SignalSteer: its text
+	At      time.Time  `json:"at"`                 // by the store's clock
 }
 
-// Stops is a short, shared log of stop requests. Each gateway process
-// tails it with one read per poll, whatever number of turns it runs.
-type Stops interface {
-	// RequestStop appends a stop request for conv.
-	RequestStop(ctx context.Context, conv string) error
+// Signals is a short, shared log of signals. Each gateway process tails it
+// with one read per poll, whatever number of turns it runs.
+type Signals interface {
+	// Signal appends s (Cursor and At are set by the store).
+	// Errors: Invalid (empty conversation, unknown kind), TooLarge.
+	Signal(ctx context.Context, s Signal) error
 
-	// StopRequests returns the requests after the cursor after and the
-	// cursor to pass next time. after "" means "from now": no requests,
-	// only the current end. Old requests are forgotten (the log keeps at
-	// least the last hour).
-	StopRequests(ctx context.Context, after string) ([]StopRequest, string, error)
+	// SignalsAfter returns up to limit signals after the cursor after, oldest
+	// first, and the cursor to pass next time. after "" means "from now":
+	// no signals, only the current end. Old signals are forgotten (the log
+	// keeps at least the last hour).
+	SignalsAfter(ctx context.Context, after string, limit int) ([]Signal, string, error)
 }
 
 // Note is one small note the agent keeps about a user (the memory tool).
