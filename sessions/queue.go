@@ -129,10 +129,14 @@ type Message struct {
 
 // Finish is what a turn commits in one atomic step.
 type Finish struct {
-	EntryID string           // the entry to ack
-	History []Message        // appended to the conversation's history
-	Outbox  []outbox.Message // enqueued for delivery
-	Release bool             // give the lease back in the same step
+	EntryID string // the entry to ack
+	// Absorbed are other queued entries of the conversation that the turn
+	// took in (steer); they are removed in the same step. An entry that is
+	// not queued any more makes Finish fail with NotFound.
+	Absorbed []string
+	History  []Message        // appended to the conversation's history
+	Outbox   []outbox.Message // enqueued for delivery
+	Release  bool             // give the lease back in the same step
 }
 
 // Store keeps conversations. Every method may return errs.Closed after
