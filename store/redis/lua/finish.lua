@@ -40,7 +40,15 @@ redis.call('XDEL', key, id)
 local count = 'n' .. lane
 local left = st.n[lane] - 1
 
-local now = now_ms(ARGV[6])
+-- The time is needed only to enqueue outbox messages or to make the
+-- conversation ready again; most turns read it once or not at all.
+local now_cache
+local function now()
+  if not now_cache then
+    now_cache = now_ms(ARGV[6])
+  end
+  return now_cache
+end
 local h = tonumber(ARGV[8])
 if h > 0 then
   push_all(KEYS[4], 9, h)
@@ -50,7 +58,7 @@ local o = tonumber(ARGV[at])
 local window = tonumber(ARGV[7])
 for i = 0, o - 1 do
   local b = at + 1 + i * 4
-  ob_enqueue(prefix, ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], now, window)
+  ob_enqueue(prefix, ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], now(), window)
 end
 
 local pend = st.pend

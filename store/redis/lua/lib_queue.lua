@@ -98,11 +98,12 @@ end
 -- behind the ones already waiting. The caller's other state changes (an
 -- acked entry's count) ride along in the same HSET. A conversation without
 -- work may still sit in ready (its lease expired and was swept while the
--- holder finished); Claim drops it there, which saves a call here.
+-- holder finished); Claim drops it there, which saves a call here. now is
+-- a function, so the time is read only when it is needed.
 local function release(tag, state, ready, leases, now, work, ...)
   redis.call('HSET', state, 'worker', '', 'token', '', 'exp', '', ...)
   redis.call('ZREM', leases, tag)
   if work > 0 then
-    redis.call('ZADD', ready, now, tag)
+    redis.call('ZADD', ready, now(), tag)
   end
 end

@@ -10,5 +10,5 @@ local st = load_state(KEYS[1])
 if st.token ~= ARGV[2] then
   return {'LOST'}
 end
-release(ARGV[1], KEYS[1], KEYS[2], KEYS[3], now_ms(ARGV[3]), st.work)
+release(ARGV[1], KEYS[1], KEYS[2], KEYS[3], function() return now_ms(ARGV[3]) end, st.work)
 return {'OK'}
