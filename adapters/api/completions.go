@@ -1,0 +1,353 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// Timeline kinds that answer a message: the turn's reply, or a command's
+// answer.
+const (
+	kindReply   = "reply"
+	kindCommand = "command"
+)
+
+// defaultModel is echoed when a request names no model.
+const defaultModel = "herald"
+
+// errWaitTimeout is the cause of a wait that ran out of MaxWait.
+var errWaitTimeout = errors.New("no reply within the wait limit")
+
+// completionRequest is the part of an OpenAI chat completion request
+// herald reads. Sampling parameters, tools and the like belong to the
+// gateway's own model configuration and are ignored.
+type completionRequest struct {
+	Model         string         `json:"model"`
+	Messages      []chatMessage  `json:"messages"`
+	Stream        bool           `json:"stream"`
+	StreamOptions *streamOptions `json:"stream_options"`
+	User          string         `json:"user"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// contentPart is one part of an array content; only text parts are taken.
+type contentPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// lastUserText returns the text of the last user message: the new turn.
+// Earlier messages are the client's copy of a history the gateway keeps.
+func lastUserText(msgs []chatMessage) (string, error) {
+	const op = "api.chatCompletions"
+	if len(msgs) == 0 {
+		return "", errs.E(op, errs.Invalid, "messages is missing or empty")
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role != "user" {
+			continue
+		}
+		text, err := contentText(msgs[i].Content)
+		if err != nil {
+			return "", errs.E(op, errs.Invalid, "messages[%d].content: %v", i, err)
+		}
+		if strings.TrimSpace(text) == "" {
+			return "", errs.E(op, errs.Invalid, "messages[%d] (the last user message) has no text", i)
+		}
+		return text, nil
+	}
+	return "", errs.E(op, errs.Invalid, "messages has no user message")
+}
+
+// contentText reads a content that is a string or an array of parts.
+func contentText(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var parts []contentPart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", errors.New("want a string or an array of content parts")
+	}
+	var texts []string
+	for _, p := range parts {
+		if p.Type == "text" && p.Text != "" {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n"), nil
+}
+
+// The response objects, after OpenAI's.
+type (
+	completion struct {
+		ID      string             `json:"id"`
+		Object  string             `json:"object"`
+		Created int64              `json:"created"`
+		Model   string             `json:"model"`
+		Choices []completionChoice `json:"choices"`
+		Usage   usage              `json:"usage"`
+	}
+	completionChoice struct {
+		Index        int             `json:"index"`
+		Message      assistantOutput `json:"message"`
+		FinishReason string          `json:"finish_reason"`
+		Logprobs     *struct{}       `json:"logprobs"`
+	}
+	assistantOutput struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}
+	chunk struct {
+		ID      string        `json:"id"`
+		Object  string        `json:"object"`
+		Created int64         `json:"created"`
+		Model   string        `json:"model"`
+		Choices []chunkChoice `json:"choices"`
+		Usage   *usage        `json:"usage,omitempty"`
+	}
+	chunkChoice struct {
+		Index        int       `json:"index"`
+		Delta        delta     `json:"delta"`
+		FinishReason *string   `json:"finish_reason"`
+		Logprobs     *struct{} `json:"logprobs"`
+	}
+	delta struct {
+		Role    string  `json:"role,omitempty"`
+		Content *string `json:"content,omitempty"`
+	}
+	usage struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+		TotalTokens      int `json:"total_tokens"`
+	}
+)
+
+// chatCompletions takes the last user message as a turn of the
+// conversation and answers with the turn's reply.
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	var req completionRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	text, err := lastUserText(req.Messages)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	id := r.Header.Get("X-Herald-Conversation")
+	if id == "" {
+		id = req.User
+	}
+	if id == "" {
+		id = newID("c-")
+	}
+	conv, err := conversation(id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	sender := req.User
+	if sender == "" {
+		sender = Platform
+	}
+	in := sessions.Inbound{
+		Conv:      conv,
+		Sender:    sender,
+		MessageID: messageID(r),
+		Text:      text,
+		Kind:      sessions.KindUser,
+		Meta:      map[string]string{"target": conv},
+	}
+
+	// The timeline's end is read before the turn is queued, so the reply
+	// is after it however fast the turn runs.
+	after, err := s.end(r.Context(), conv)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.deliver(r.Context(), in); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("X-Herald-Conversation", id)
+	model := req.Model
+	if model == "" {
+		model = defaultModel
+	}
+	c := chunk{ID: newID("chatcmpl-"), Object: "chat.completion.chunk", Created: s.opts.Clock.Now().Unix(), Model: model}
+	s.log.Debug("turn queued", "conv", conv, "message_id", in.MessageID, "stream", req.Stream)
+
+	// The turn is queued and will finish whatever happens to this
+	// request; only the wait for its reply can end early.
+	ctx, cancel := context.WithTimeoutCause(r.Context(), s.opts.MaxWait, errWaitTimeout)
+	defer cancel()
+	clearWriteDeadline(w)
+	if req.Stream {
+		s.streamReply(ctx, w, conv, in.MessageID, after, c, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
+		return
+	}
+	reply, err := s.awaitReply(ctx, conv, in.MessageID, after, nil)
+	if err != nil {
+		s.waitFailed(w, r, ctx, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, completion{
+		ID:      c.ID,
+		Object:  "chat.completion",
+		Created: c.Created,
+		Model:   c.Model,
+		Choices: []completionChoice{{
+			Message:      assistantOutput{Role: "assistant", Content: reply.Text},
+			FinishReason: "stop",
+		}},
+	})
+}
+
+// deliver hands in to the inbox.
+func (s *Server) deliver(ctx context.Context, in sessions.Inbound) error {
+	inbox := s.inboxOrNil()
+	if inbox == nil {
+		return errs.E("api.deliver", errs.Unavailable, "no inbox yet: the gateway is starting")
+	}
+	return inbox.Deliver(ctx, in)
+}
+
+// awaitReply waits for the reply to message msgID after the cursor after:
+// the first reply or command answer, skipping those this process knows
+// answer another message.
+func (s *Server) awaitReply(ctx context.Context, conv, msgID, after string, keepAlive func() error) (sessions.TimelineItem, error) {
+	var reply sessions.TimelineItem
+	err := s.follow(ctx, conv, after, func(it sessions.TimelineItem) (bool, error) {
+		if it.Kind != kindReply && it.Kind != kindCommand {
+			return false, nil
+		}
+		if to, ok := s.sent.answers(it.ID); ok && to != msgID {
+			return false, nil
+		}
+		reply = it
+		return true, nil
+	}, keepAlive)
+	return reply, err
+}
+
+// waitFailed answers a wait that ended without a reply, before anything
+// was written. A client that went away gets nothing.
+func (s *Server) waitFailed(w http.ResponseWriter, r *http.Request, ctx context.Context, err error) {
+	switch {
+	case errors.Is(context.Cause(ctx), errWaitTimeout):
+		writeError(w, http.StatusGatewayTimeout, typeTimeout,
+			fmt.Sprintf("no reply within %s; the turn goes on and its reply will be in the conversation's timeline", s.opts.MaxWait))
+	case r.Context().Err() != nil:
+		// The client is gone.
+	default:
+		s.fail(w, r, err)
+	}
+}
+
+// streamReply streams the reply as chat.completion.chunk events: the role
+// at once, so the client knows the turn is queued, keep-alive comments
+// while the turn runs, then the content, the finish and [DONE]. Errors
+// after the first byte are sent as an error event, as OpenAI does.
+func (s *Server) streamReply(ctx context.Context, w http.ResponseWriter, conv, msgID, after string, c chunk, withUsage bool) {
+	sse := newSSE(w)
+	send := func(choice chunkChoice) error {
+		c.Choices = []chunkChoice{choice}
+		return sse.data(c)
+	}
+	empty := ""
+	if send(chunkChoice{Delta: delta{Role: "assistant", Content: &empty}}) != nil {
+		return
+	}
+	reply, err := s.awaitReply(ctx, conv, msgID, after, sse.comment)
+	if err != nil {
+		if ctx.Err() == nil || errors.Is(context.Cause(ctx), errWaitTimeout) {
+			typ, msg := typeServer, "internal error"
+			switch {
+			case errors.Is(context.Cause(ctx), errWaitTimeout):
+				typ, msg = typeTimeout, fmt.Sprintf("no reply within %s; the turn goes on and its reply will be in the conversation's timeline", s.opts.MaxWait)
+			case errs.Is(err, errs.Closed):
+				typ, msg = typeUnavailable, reason(err)
+			default:
+				s.log.Error("waiting for a reply failed", "conv", conv, "err", err)
+			}
+			_ = sse.data(errorBody{Error: errorDetail{Message: msg, Type: typ}})
+		}
+		return
+	}
+	stop := "stop"
+	if send(chunkChoice{Delta: delta{Content: &reply.Text}}) != nil ||
+		send(chunkChoice{Delta: delta{}, FinishReason: &stop}) != nil {
+		return
+	}
+	if withUsage {
+		c.Choices = []chunkChoice{}
+		c.Usage = &usage{}
+		if sse.data(c) != nil {
+			return
+		}
+	}
+	_ = sse.raw("data: [DONE]\n\n")
+}
+
+// sse writes server-sent events, flushing each.
+type sse struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func newSSE(w http.ResponseWriter) *sse {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx would hold the events back
+	w.WriteHeader(http.StatusOK)
+	s := &sse{w: w, rc: http.NewResponseController(w)}
+	_ = s.rc.Flush()
+	return s
+}
+
+func (s *sse) raw(text string) error {
+	if _, err := fmt.Fprint(s.w, text); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+func (s *sse) data(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.raw("data: " + string(b) + "\n\n")
+}
+
+// comment keeps an idle stream open through proxies.
+func (s *sse) comment() error { return s.raw(": keep-alive\n\n") }
+
+// clearWriteDeadline lifts the server's write timeout for a response that
+// waits on a turn or streams for long; the wait has its own limit.
+func clearWriteDeadline(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+}

@@ -1,0 +1,232 @@
+package api
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// pageSize is how many timeline items one read asks for.
+const pageSize = 200
+
+// errShutdown ends a wait when the adapter stops.
+var errShutdown = errs.E("api.follow", errs.Closed, "the gateway is shutting down")
+
+// follow calls each with every item of conv's timeline after the cursor
+// after, in order, as they arrive, until each returns true or an error, ctx
+// ends (ctx's error is returned) or the adapter stops (a Closed error). It
+// reads again when a local send wakes it and every Poll otherwise, since a
+// reply may be delivered by another process. keepAlive, when not nil, runs
+// every KeepAlive.
+func (s *Server) follow(ctx context.Context, conv, after string, each func(sessions.TimelineItem) (bool, error), keepAlive func() error) error {
+	poll := time.NewTicker(s.opts.Poll)
+	defer poll.Stop()
+	var alive <-chan time.Time
+	if keepAlive != nil {
+		t := time.NewTicker(s.opts.KeepAlive)
+		defer t.Stop()
+		alive = t.C
+	}
+	failing := false
+	for {
+		// Watch before reading: a send between the read and the wait
+		// still wakes us.
+		woken, unwatch := s.wake.watch(conv)
+		items, err := s.opts.Timeline.ReadTimeline(ctx, conv, after, pageSize)
+		switch {
+		case err == nil:
+			failing = false
+		case ctx.Err() != nil:
+			unwatch()
+			return ctx.Err()
+		case errs.Is(err, errs.Invalid):
+			unwatch()
+			return err
+		default:
+			// The store may come back; keep polling, and say so once.
+			if !failing {
+				s.log.Warn("timeline read failed; polling on", "conv", conv, "err", err)
+			}
+			failing = true
+		}
+		for _, it := range items {
+			after = it.Cursor
+			s.ends.set(conv, after)
+			stop, err := each(it)
+			if stop || err != nil {
+				unwatch()
+				return err
+			}
+		}
+		if len(items) == pageSize {
+			unwatch()
+			continue
+		}
+		for waiting := true; waiting; {
+			select {
+			case <-woken:
+				waiting = false
+			case <-poll.C:
+				waiting = false
+			case <-alive:
+				if err := keepAlive(); err != nil {
+					unwatch()
+					return err
+				}
+			case <-ctx.Done():
+				unwatch()
+				return ctx.Err()
+			case <-s.done:
+				unwatch()
+				return errShutdown
+			}
+		}
+		unwatch()
+	}
+}
+
+// end returns the cursor of conv's last timeline item, or "" when it has
+// none. It reads on from the last cursor this process saw for conv.
+func (s *Server) end(ctx context.Context, conv string) (string, error) {
+	start := s.ends.get(conv)
+	cursor := start
+	for {
+		items, err := s.opts.Timeline.ReadTimeline(ctx, conv, cursor, pageSize)
+		if err != nil {
+			if start != "" && errs.Is(err, errs.Invalid) {
+				// A cursor the store no longer knows (a wiped store):
+				// read from the start.
+				start, cursor = "", ""
+				continue
+			}
+			return "", err
+		}
+		if len(items) > 0 {
+			cursor = items[len(items)-1].Cursor
+		}
+		if len(items) < pageSize {
+			s.ends.set(conv, cursor)
+			return cursor, nil
+		}
+	}
+}
+
+// wakeups lets local sends wake the requests following a conversation.
+// A watcher gets a channel that is closed by the next send to the
+// conversation.
+type wakeups struct {
+	mu    sync.Mutex
+	convs map[string]*watchers
+}
+
+type watchers struct {
+	ch chan struct{}
+	n  int
+}
+
+// watch returns the channel the next send to conv closes, and a func to
+// call when no longer waiting on it.
+func (w *wakeups) watch(conv string) (<-chan struct{}, func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.convs == nil {
+		w.convs = make(map[string]*watchers)
+	}
+	ws := w.convs[conv]
+	if ws == nil {
+		ws = &watchers{ch: make(chan struct{})}
+		w.convs[conv] = ws
+	}
+	ws.n++
+	return ws.ch, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		ws.n--
+		if ws.n == 0 && w.convs[conv] == ws {
+			delete(w.convs, conv)
+		}
+	}
+}
+
+func (w *wakeups) wake(conv string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ws := w.convs[conv]; ws != nil {
+		close(ws.ch)
+		delete(w.convs, conv)
+	}
+}
+
+// maxEnds bounds endCache. Forgetting is harmless: end reads from the
+// start then.
+const maxEnds = 10000
+
+// endCache remembers the last timeline cursor seen per conversation.
+// Any cursor that was real is a valid place to read on from, so a stale
+// entry costs a longer read, never a wrong answer.
+type endCache struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (c *endCache) get(conv string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[conv]
+}
+
+func (c *endCache) set(conv, cursor string) {
+	if cursor == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxEnds {
+		c.m = make(map[string]string)
+	}
+	c.m[conv] = cursor
+}
+
+// maxSent bounds sentLog.
+const maxSent = 4096
+
+// sentLog remembers, for recent local sends, the inbound message each one
+// answers (outbox ReplyTo). The timeline does not keep it, so this is how a
+// request tells its own reply from another request's on the same
+// conversation, when the reply went through this process.
+type sentLog struct {
+	mu      sync.Mutex
+	ring    [maxSent]string
+	next    int
+	replyTo map[string]string
+}
+
+func (l *sentLog) add(id, replyTo string) {
+	if id == "" || replyTo == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.replyTo == nil {
+		l.replyTo = make(map[string]string)
+	}
+	if _, ok := l.replyTo[id]; ok {
+		return
+	}
+	delete(l.replyTo, l.ring[l.next])
+	l.ring[l.next] = id
+	l.next = (l.next + 1) % maxSent
+	l.replyTo[id] = replyTo
+}
+
+// answers returns the inbound message id the outbox message id replied
+// to, when this process sent it.
+func (l *sentLog) answers(id string) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	to, ok := l.replyTo[id]
+	return to, ok
+}
