@@ -144,6 +144,10 @@ type Finish struct {
 // taking a Lease return errs.LeaseLost when its token is no longer the
 // conversation's current one, and then have written nothing.
 type Store interface {
+	Timeline
+	Signals
+	Notes
+
 	// Append adds in to the end of its lane. An in.MessageID seen in the
 	// same conversation within the dedupe window adds nothing and returns
 	// Duplicate. A conversation that is not leased becomes ready.

@@ -45,6 +45,17 @@
 //	P{conv}:hist             list      history, one encoded sessions.Message
 //	                                    per item, oldest first
 //	P{conv}:meta             hash      metadata key → value
+//	P{conv}:tl               stream    the timeline: what was delivered to
+//	                                    the conversation, one entry per item
+//	                                    with fields id (the item id), k
+//	                                    (kind), t (text) and at (appended,
+//	                                    ms); the entry id is the cursor,
+//	                                    made by the stream ('*') so it only
+//	                                    grows
+//	P{conv}:tlid             hash      item id → cursor, so appending an
+//	                                    item again returns the first cursor
+//	                                    and adds nothing; written in the
+//	                                    same script as the stream entry
 //
 // Shared by all conversations:
 //
@@ -64,8 +75,40 @@
 //	                                    so a sweep never wades through idle
 //	                                    leases.
 //
+//	Psignals                 stream    the signals log every process tails:
+//	                                    fields c (conversation), k (kind), e
+//	                                    (entry id), t (text), at (ms). Ids
+//	                                    are "<ms>-<seq>" from the store's
+//	                                    clock, one past the last id when
+//	                                    that clock stands still or steps
+//	                                    back, so that each XADD can trim
+//	                                    exactly (MINID =) what is older than
+//	                                    an hour by the same clock. Signals
+//	                                    are few, so exact trimming is cheap.
+//
+// Per user:
+//
+//	Pnotes:{user}            stream    the agent's notes about a user (the
+//	                                    memory tool), oldest first: fields t
+//	                                    (text) and at (ms); the entry id is
+//	                                    the note id, and DeleteNote is an
+//	                                    XDEL. The user is escaped like a
+//	                                    conversation tag.
+//
 // (P is glued on as it is: with the default prefix these are
-// herald:ready and herald:leases.)
+// herald:ready, herald:leases and herald:signals.)
+//
+// The timeline and its id hash are kept whole for now: they grow with what
+// herald delivers, as history does. A trimming policy (XTRIM by MINID, with
+// the matching ids dropped from the hash) can come later without changing
+// cursors.
+//
+// Finish.Absorbed: the finish script looks every absorbed entry up (XRANGE
+// on the lane its id names) before its first write and answers NOTFOUND,
+// having written nothing, when one is not queued. The absorbed entries
+// were never delivered, so they are only deleted (XDEL; the group skips
+// deleted entries when it reads on), and their lanes' counts drop in the
+// same HSET as the acked entry's.
 //
 // The outbox is global, not per conversation:
 //
@@ -98,8 +141,9 @@
 // now for these platforms, oldest first" directly; a stream would need its
 // entries re-added for every delay.
 //
-// Cost: every operation is one round trip, an EVALSHA or, for history and
-// metadata reads, one plain command; the scripts keep their calls
+// Cost: every operation is one round trip, an EVALSHA or, for history,
+// metadata, timeline, signal and note reads and note deletes, one plain
+// command; the scripts keep their calls
 // few (one HMGET reads a conversation's whole state, one HSET writes it),
 // because each call inside a script costs about as much as a small
 // command. `herald bench queue --store redis` measures Append → Claim →

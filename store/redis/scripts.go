@@ -22,6 +22,10 @@ var (
 	scriptFinish  = loadScript("finish", "lib_queue", "lib_outbox")
 	scriptHistory = loadScript("history")
 
+	scriptTimelineAppend = loadScript("timeline_append")
+	scriptSignal         = loadScript("signal")
+	scriptNoteAdd        = loadScript("note_add")
+
 	scriptObEnqueue = loadScript("ob_enqueue", "lib_outbox")
 	scriptObClaim   = loadScript("ob_claim", "lib_outbox")
 	scriptObAck     = loadScript("ob_ack", "lib_outbox")
@@ -37,6 +41,7 @@ var sources = map[*goredis.Script]string{}
 
 var allScripts = []*goredis.Script{
 	scriptAppend, scriptClaim, scriptNext, scriptRenew, scriptRelease, scriptFinish, scriptHistory,
+	scriptTimelineAppend, scriptSignal, scriptNoteAdd,
 	scriptObEnqueue, scriptObClaim, scriptObAck, scriptObRelease, scriptObDead, scriptObRequeue, scriptObList,
 }
 

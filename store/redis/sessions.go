@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"time"
 
@@ -143,13 +144,21 @@ func (s *sessionStore) Finish(ctx context.Context, l sessions.Lease, f sessions.
 	if err != nil {
 		return err
 	}
+	absorbed, err := absorbedIDs(op, f)
+	if err != nil {
+		return err
+	}
 	tag := convTag(l.Conv)
 	release := "0"
 	if f.Release {
 		release = "1"
 	}
-	args := make([]any, 0, 10+len(hist)+len(msgs))
-	args = append(args, s.db.prefix, tag, l.Token, f.EntryID, release, s.db.nowArg(), s.db.windowArg(), len(hist))
+	args := make([]any, 0, 10+len(absorbed)+len(hist)+len(msgs))
+	args = append(args, s.db.prefix, tag, l.Token, f.EntryID, release, s.db.nowArg(), s.db.windowArg(), len(absorbed))
+	for _, id := range absorbed {
+		args = append(args, id)
+	}
+	args = append(args, len(hist))
 	for _, h := range hist {
 		args = append(args, h)
 	}
@@ -255,6 +264,25 @@ func (s *sessionStore) SetMeta(ctx context.Context, conv, key, value string) err
 		return errs.E(op, errs.TooLarge, "metadata is %d bytes, over the limit of %d", len(key)+len(value), s.db.lim.MaxEntryBytes)
 	}
 	return s.db.fail(op, s.db.client.HSet(ctx, k, key, value).Err())
+}
+
+// absorbedIDs checks f.Absorbed and drops repeats: an id named twice is
+// still one entry taken in. The entry being acked is no absorbed entry,
+// so naming it is a malformed Finish.
+func absorbedIDs(op string, f sessions.Finish) ([]string, error) {
+	if len(f.Absorbed) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, 0, len(f.Absorbed))
+	for _, id := range f.Absorbed {
+		if id == f.EntryID {
+			return nil, errs.E(op, errs.Invalid, "entry %q is both acked and absorbed", id)
+		}
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
 }
 
 // decodeEntry reads {entry id, data, enqueued ms, deliveries}.

@@ -13,15 +13,16 @@
 // many turns share one. Transactions start with BEGIN IMMEDIATE, since
 // nearly all of them read before they write, and a process sharing the file
 // waits up to the busy timeout for the lock. Reads that need no lock
-// (History, Meta, outbox listings, the "anything ready?" check idle workers
-// poll with) go to a small pool of read-only connections and never wait
-// behind writes.
+// (History, Meta, outbox listings, timeline, signals and notes, the
+// "anything ready?" check idle workers poll with) go to a small pool of
+// read-only connections and never wait behind writes.
 //
 // Lease and claim bookkeeping (Claim, Next, Renew, Release, outbox Claim
-// and Postpone) commits with synchronous=NORMAL: a power cut may lose such
-// a commit, never corrupt the file, and what it loses is harmless — see
-// commitMode. Everything a person sent or is owed (entries, acks, replies,
-// history, metadata, dead letters) waits for the disk.
+// and Postpone) and signals commit with synchronous=NORMAL: a power cut
+// may lose such a commit, never corrupt the file, and what it loses is
+// harmless — see commitMode. Everything a person sent or is owed (entries,
+// acks, replies, history, metadata, dead letters, the timeline, notes)
+// waits for the disk.
 //
 // # Time
 //
@@ -71,8 +72,34 @@
 // are ignored by the check and pruned a few hundred at a time every few
 // dozen writes, through the index on seen_at.
 //
+// Finish deletes the entries the turn absorbed (Finish.Absorbed) in its
+// transaction, before it acks: each must be a queued entry of the
+// conversation other than the one acked, or the whole Finish rolls back
+// with NotFound. They go first so that the ready index Finish computes
+// counts only what is left.
+//
 // history is each conversation's messages, one JSON row each, in id
 // order. meta is a key/value table per conversation.
+//
+// timeline is what was delivered to each conversation, as the local API
+// shows it: one row per item, the cursor an AUTOINCREMENT id (so cursors
+// grow and are never reused), read in pages through the (conv, cursor)
+// index. The unique index (conv, item_id) makes a repeated append a no-op
+// that returns the first cursor. The timeline is kept whole for now: it
+// grows with what herald delivers, as history does. A trimming policy (by
+// age or count) can come later without touching cursors, since
+// AUTOINCREMENT never hands one out twice.
+//
+// signals is the short log of stop, interrupt and steer requests that
+// every process tails. Its cursor is an AUTOINCREMENT id; a tailer
+// starting "from now" gets the largest one (0 for an empty log, below any
+// later signal). Each Signal also deletes, through the index on at, up to
+// a few hundred signals older than signalsKeep (an hour), so the log holds
+// about the last hour.
+//
+// notes holds the agent's notes about each user (the memory tool), keyed
+// by user rather than conversation so that they outlive /new, listed
+// oldest first through the (user_key, id) index.
 //
 // outbox holds outbound messages: the encoded outbox.Message, the columns
 // Claim filters on (platform, state pending|claimed|dead, next_attempt,

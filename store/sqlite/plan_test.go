@@ -35,6 +35,14 @@ func TestQueryPlans(t *testing.T) {
 		{"outbox dead list", sqlOutboxDeadList, []any{10}},
 		{"outbox key prune", sqlOutboxKeyPrune, []any{1, 10}},
 		{"history list", sqlHistoryList, []any{"c"}},
+		{"entry absorb", sqlEntryAbsorb, []any{1, "c", 2}},
+		{"timeline cursor", sqlTimelineCursor, []any{"c", "m"}},
+		{"timeline read", sqlTimelineRead, []any{"c", 0, 10}},
+		{"signal prune", sqlSignalPrune, []any{1, 10}},
+		{"signals end", sqlSignalsEnd, nil},
+		{"signals read", sqlSignalsRead, []any{0, 10}},
+		{"note delete", sqlNoteDelete, []any{1, "u"}},
+		{"notes list", sqlNotesList, []any{"u"}},
 	} {
 		rows, err := d.rdb.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+tc.query, tc.args...)
 		if err != nil {

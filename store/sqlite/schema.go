@@ -82,6 +82,38 @@ CREATE TABLE outbox_keys (
 ) WITHOUT ROWID;
 CREATE INDEX outbox_keys_seen ON outbox_keys (seen_at);
 `,
+	// 1 → 2: the timeline of delivered messages, the signals log and
+	// per-user notes.
+	`
+CREATE TABLE timeline (
+	cursor  INTEGER PRIMARY KEY AUTOINCREMENT,
+	conv    TEXT NOT NULL,
+	item_id TEXT NOT NULL,
+	kind    TEXT NOT NULL,
+	text    TEXT NOT NULL,
+	at      INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX timeline_item ON timeline (conv, item_id);
+CREATE INDEX timeline_conv ON timeline (conv, cursor);
+
+CREATE TABLE signals (
+	cursor   INTEGER PRIMARY KEY AUTOINCREMENT,
+	conv     TEXT NOT NULL,
+	kind     TEXT NOT NULL,
+	entry_id TEXT NOT NULL,
+	text     TEXT NOT NULL,
+	at       INTEGER NOT NULL
+);
+CREATE INDEX signals_at ON signals (at);
+
+CREATE TABLE notes (
+	id       INTEGER PRIMARY KEY AUTOINCREMENT,
+	user_key TEXT NOT NULL,
+	text     TEXT NOT NULL,
+	at       INTEGER NOT NULL
+);
+CREATE INDEX notes_user ON notes (user_key, id);
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

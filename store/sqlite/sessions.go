@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
@@ -43,6 +44,9 @@ var (
 
 	sqlEntryInsert = `INSERT INTO entries (conv, lane, enqueued_at, body) VALUES (?1, ?2, ?3, ?4)`
 	sqlEntryDelete = `DELETE FROM entries WHERE id = ?1`
+	// An absorbed entry is a queued one of the conversation, never the
+	// entry the same Finish acks.
+	sqlEntryAbsorb = `DELETE FROM entries WHERE id = ?1 AND conv = ?2 AND id <> ?3`
 
 	// A conversation nobody holds and that was not ready becomes ready
 	// now. A held one keeps due = its lease expiry, so it is found again
@@ -334,9 +338,18 @@ func (s *sessionStore) Finish(ctx context.Context, l sessions.Lease, f sessions.
 			return err
 		}
 	}
+	absorbed, err := absorbedIDs(op, f)
+	if err != nil {
+		return err
+	}
 	entryID, idOK := parseID(f.EntryID)
 	err = d.w.do(ctx, op, durable, func(t *tx) error {
 		nowT, now := d.now()
+		// The absorbed entries go first, so that the ready index the
+		// finish statements compute no longer counts them.
+		if err := absorb(t, op, l, entryID, absorbed); err != nil {
+			return err
+		}
 		var r sql.Result
 		var err error
 		switch {
@@ -371,6 +384,58 @@ func (s *sessionStore) Finish(ctx context.Context, l sessions.Lease, f sessions.
 		return nil
 	})
 	return d.fail(op, err)
+}
+
+// absorbedIDs checks f.Absorbed and drops repeats: an id named twice is
+// still one entry taken in. The entry being acked is no absorbed entry,
+// so naming it is a malformed Finish.
+func absorbedIDs(op string, f sessions.Finish) ([]string, error) {
+	if len(f.Absorbed) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, 0, len(f.Absorbed))
+	for _, id := range f.Absorbed {
+		if id == f.EntryID {
+			return nil, errs.E(op, errs.Invalid, "entry %q is both acked and absorbed", id)
+		}
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// absorb deletes the queued entries a turn took in. Any of them missing
+// (never issued, acked, absorbed before, the one being acked, another
+// conversation's) fails the whole Finish.
+func absorb(t *tx, op string, l sessions.Lease, entryID int64, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	// A lost lease is the answer that matters, whatever the entries.
+	if err := checkLease(t, op, l); err != nil {
+		return err
+	}
+	for _, s := range ids {
+		id, ok := parseID(s)
+		if !ok {
+			return notQueued(op, l, s)
+		}
+		r, err := t.st.entryAbsorb.Exec(id, l.Conv, entryID)
+		if err != nil {
+			return err
+		}
+		if n, err := r.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return notQueued(op, l, s)
+		}
+	}
+	return nil
+}
+
+func notQueued(op string, l sessions.Lease, id string) error {
+	return errs.E(op, errs.NotFound, "absorbed entry %q is not queued in %q", id, l.Conv)
 }
 
 // notDelivered explains why a Finish matched nothing: the lease is gone,

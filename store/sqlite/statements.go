@@ -15,6 +15,7 @@ type statements struct {
 	all                               []*sql.Stmt
 	dedupeGet, dedupePut, dedupePrune *sql.Stmt
 	entryInsert, entryDelete          *sql.Stmt
+	entryAbsorb                       *sql.Stmt
 	convReady                         *sql.Stmt
 	claimPick, claimGrant, claimSkip  *sql.Stmt
 	nextPick, nextMark                *sql.Stmt
@@ -30,6 +31,9 @@ type statements struct {
 	outboxRelease, outboxPostpone     *sql.Stmt
 	outboxDead, outboxRequeue         *sql.Stmt
 	outboxExists                      *sql.Stmt
+	timelineInsert, timelineCursor    *sql.Stmt
+	signalInsert, signalPrune         *sql.Stmt
+	noteInsert, noteDelete            *sql.Stmt
 }
 
 func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error) {
@@ -50,6 +54,7 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 		{&st.dedupePrune, sqlDedupePrune},
 		{&st.entryInsert, sqlEntryInsert},
 		{&st.entryDelete, sqlEntryDelete},
+		{&st.entryAbsorb, sqlEntryAbsorb},
 		{&st.convReady, sqlConvReady},
 		{&st.claimPick, sqlClaimPick},
 		{&st.claimGrant, sqlClaimGrant},
@@ -78,6 +83,13 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 		{&st.outboxDead, sqlOutboxDead},
 		{&st.outboxRequeue, sqlOutboxRequeue},
 		{&st.outboxExists, sqlOutboxExists},
+
+		{&st.timelineInsert, sqlTimelineInsert},
+		{&st.timelineCursor, sqlTimelineCursor},
+		{&st.signalInsert, sqlSignalInsert},
+		{&st.signalPrune, sqlSignalPrune},
+		{&st.noteInsert, sqlNoteInsert},
+		{&st.noteDelete, sqlNoteDelete},
 	}
 	for _, s := range list {
 		stmt, err := conn.PrepareContext(ctx, s.query)
@@ -107,6 +119,9 @@ type readStatements struct {
 	historyList, metaList        *sql.Stmt
 	outboxDueAny                 *sql.Stmt
 	outboxPending, outboxDeadAll *sql.Stmt
+	timelineRead                 *sql.Stmt
+	signalsEnd, signalsRead      *sql.Stmt
+	notesList                    *sql.Stmt
 }
 
 func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
@@ -121,6 +136,10 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
 		{&rs.outboxDueAny, sqlOutboxDueAny},
 		{&rs.outboxPending, sqlOutboxPending},
 		{&rs.outboxDeadAll, sqlOutboxDeadList},
+		{&rs.timelineRead, sqlTimelineRead},
+		{&rs.signalsEnd, sqlSignalsEnd},
+		{&rs.signalsRead, sqlSignalsRead},
+		{&rs.notesList, sqlNotesList},
 	}
 	for _, s := range list {
 		stmt, err := db.PrepareContext(ctx, s.query)

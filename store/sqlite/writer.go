@@ -49,7 +49,9 @@ const (
 	// or token bump endangers nothing: the entry is still unacked, the
 	// message still pending, and a later grant's token still exceeds
 	// every token any live process holds. A crash of herald alone loses
-	// nothing: the operating system still writes the log out.
+	// nothing: the operating system still writes the log out. Signals
+	// are bookkeeping too: processes tail them from the time they start,
+	// so after a power cut none would read a lost one anyway.
 	bookkeeping
 )
 

@@ -130,6 +130,8 @@ func runBadInput(t *testing.T, b Backend) {
 		turn := f.mustClaim("w1")
 		f.enqueueAll(reply("c", "1"))
 		claimed := f.claimOutbox("d1", telegram, 1)[0]
+		signalsFrom := f.signalsNow(f.ss)
+		note := f.addNotes("u", "a note")[0]
 		if err := f.closeSt(); err != nil {
 			t.Fatalf("Close: %v", err)
 		}
@@ -154,6 +156,17 @@ func runBadInput(t *testing.T, b Backend) {
 			{"Sessions.ClearHistory", func(ctx context.Context) error { return ss.ClearHistory(ctx, "c") }},
 			{"Sessions.Meta", func(ctx context.Context) error { _, err := ss.Meta(ctx, "c"); return err }},
 			{"Sessions.SetMeta", func(ctx context.Context) error { return ss.SetMeta(ctx, "c", "k", "v") }},
+			{"Sessions.AppendTimeline", func(ctx context.Context) error {
+				_, err := ss.AppendTimeline(ctx, item("c", "m1", "x"))
+				return err
+			}},
+			{"Sessions.ReadTimeline", func(ctx context.Context) error { _, err := ss.ReadTimeline(ctx, "c", "", 10); return err }},
+			{"Sessions.Signal", func(ctx context.Context) error { return ss.Signal(ctx, stop("c")) }},
+			{"Sessions.SignalsAfter from now", func(ctx context.Context) error { _, _, err := ss.SignalsAfter(ctx, "", 10); return err }},
+			{"Sessions.SignalsAfter", func(ctx context.Context) error { _, _, err := ss.SignalsAfter(ctx, signalsFrom, 10); return err }},
+			{"Sessions.AddNote", func(ctx context.Context) error { _, err := ss.AddNote(ctx, "u", "x"); return err }},
+			{"Sessions.Notes", func(ctx context.Context) error { _, err := ss.Notes(ctx, "u"); return err }},
+			{"Sessions.DeleteNote", func(ctx context.Context) error { return ss.DeleteNote(ctx, "u", note.ID) }},
 			{"Outbox.Enqueue", func(ctx context.Context) error { _, _, err := ob.Enqueue(ctx, reply("c", "2")); return err }},
 			{"Outbox.Claim", func(ctx context.Context) error { _, err := ob.Claim(ctx, "d2", telegram, 1, ttl); return err }},
 			{"Outbox.Ack", func(ctx context.Context) error { return ob.Ack(ctx, claimed) }},

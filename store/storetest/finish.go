@@ -1,7 +1,10 @@
 package storetest
 
 import (
+	"slices"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -144,4 +147,179 @@ func runFinish(t *testing.T, b Backend) {
 			f.noClaim("w2")
 		})
 	}
+}
+
+// runAbsorbed checks Finish.Absorbed: queued entries a turn took in (a
+// steer) leave the queue in the same step as the ack, or not at all.
+func runAbsorbed(t *testing.T, b Backend) {
+	t.Run("absorbed entries leave with the ack; the rest stay in order", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		ids := f.appendAll(
+			user("c", "1"),
+			user("c", "steer a"),
+			user("c", "3"),
+			synthetic("c", "steer b"),
+			withPriority(user("c", "steer c"), sessions.PriorityHigh),
+			synthetic("c", "6"),
+		)
+		turn := f.mustClaim("w1")
+		if turn.Entry.Text != "steer c" {
+			t.Fatalf("first entry = %q, want the high-priority one", turn.Entry.Text)
+		}
+		f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID})
+		e := f.next(turn.Lease)
+		if e == nil || e.Text != "1" {
+			t.Fatalf("Next = %+v, want \"1\"", e)
+		}
+		hist := []sessions.Message{{Role: "user", Content: "1"}, {Role: "user", Content: "steer a"}, {Role: "assistant", Content: "done"}}
+		// Absorbed entries from two lanes, named out of order.
+		f.finish(turn.Lease, sessions.Finish{
+			EntryID:  e.ID,
+			Absorbed: []string{ids[3], ids[1]},
+			History:  hist,
+			Outbox:   []outbox.Message{reply("c", "done")},
+			Release:  true,
+		})
+		if d := cmp.Diff(hist, f.history("c"), timeOpts); d != "" {
+			t.Errorf("history (-want +got):\n%s", d)
+		}
+		if got := outTexts(f.pending()); len(got) != 1 {
+			t.Errorf("outbox pending = %q, want the one reply", got)
+		}
+		if d := cmp.Diff([]string{"3", "6"}, f.drain("w2", "c")); d != "" {
+			t.Errorf("entries left (-want +got):\n%s", d)
+		}
+		f.noClaim("w3")
+	})
+
+	t.Run("nothing left: released, the conversation is not ready", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		ids := f.appendAll(user("c", "1"), user("c", "2"), synthetic("c", "3"))
+		turn := f.mustClaim("w1")
+		f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Absorbed: ids[1:], Release: true})
+		f.noClaim("w2")
+		// It comes back with the next entry, and only that one.
+		f.appendAll(user("c", "4"))
+		if d := cmp.Diff([]string{"4"}, f.drain("w2", "c")); d != "" {
+			t.Errorf("entries after a new append (-want +got):\n%s", d)
+		}
+		f.noClaim("w3")
+	})
+
+	t.Run("nothing left: kept, the lease holder finds nothing more", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		ids := f.appendAll(user("c", "1"), user("c", "2"))
+		turn := f.mustClaim("w1")
+		f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Absorbed: ids[1:]})
+		if e := f.next(turn.Lease); e != nil {
+			t.Errorf("Next = %+v, want nil", e)
+		}
+		// Even once the lease runs out there is nothing to hand over.
+		f.clk.Advance(ttl + time.Second)
+		f.noClaim("w2")
+		f.release(turn.Lease)
+		f.noClaim("w2")
+	})
+
+	t.Run("an absorbed id named twice is one entry", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		ids := f.appendAll(user("c", "1"), user("c", "2"), user("c", "3"))
+		turn := f.mustClaim("w1")
+		f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Absorbed: []string{ids[1], ids[1]}, Release: true})
+		if d := cmp.Diff([]string{"3"}, f.drain("w2", "c")); d != "" {
+			t.Errorf("entries left (-want +got):\n%s", d)
+		}
+	})
+
+	// Each case names, beside a queued entry, one absorbed id that is not
+	// a queued entry of the held conversation; nothing of the Finish may
+	// be written, the queued entry included.
+	missing := []struct {
+		desc string
+		id   func(f *fixture, held *sessions.Turn, ids []string) string
+		// orCode is a second code the case accepts beside NotFound.
+		orCode errs.Code
+	}{
+		{desc: "an id never issued", id: func(*fixture, *sessions.Turn, []string) string { return "no-such-entry" }},
+		{desc: "an id of the right shape never issued", id: func(f *fixture, _ *sessions.Turn, _ []string) string {
+			// Ids are opaque: take one the store issues later, from
+			// another place that has gone further.
+			g := newFixture(f.t, b, sessions.Limits{})
+			var last string
+			for i := range 10 {
+				last = g.append(user("c", strconv.Itoa(i))).EntryID
+			}
+			return last
+		}},
+		{desc: "an empty id", id: func(*fixture, *sessions.Turn, []string) string { return "" }, orCode: errs.Invalid},
+		{
+			desc:   "the entry being acked",
+			id:     func(_ *fixture, held *sessions.Turn, _ []string) string { return held.Entry.ID },
+			orCode: errs.Invalid, // a malformed Finish rather than a missing entry
+		},
+		{desc: "an entry already acked", id: func(f *fixture, held *sessions.Turn, ids []string) string {
+			// "0" is acked; "1" is delivered now and is the one to finish.
+			f.finish(held.Lease, sessions.Finish{EntryID: held.Entry.ID})
+			e := f.next(held.Lease)
+			*held = sessions.Turn{Lease: held.Lease, Entry: *e}
+			return ids[0]
+		}},
+		{desc: "an entry absorbed before", id: func(f *fixture, held *sessions.Turn, ids []string) string {
+			f.finish(held.Lease, sessions.Finish{EntryID: held.Entry.ID, Absorbed: ids[1:2]})
+			e := f.next(held.Lease)
+			*held = sessions.Turn{Lease: held.Lease, Entry: *e}
+			return ids[1]
+		}},
+	}
+	for _, tc := range missing {
+		t.Run("missing absorbed entry: "+tc.desc, func(t *testing.T) {
+			f := newFixture(t, b, sessions.Limits{})
+			ids := f.appendAll(user("c", "0"), user("c", "1"), user("c", "2"), user("c", "3"), user("c", "4"))
+			turn := f.mustClaim("w1")
+			held := *turn
+			bad := tc.id(f, &held, ids)
+			queued := ids[3]
+
+			err := f.ss.Finish(f.ctx, held.Lease, sessions.Finish{
+				EntryID:  held.Entry.ID,
+				Absorbed: []string{queued, bad},
+				History:  []sessions.Message{{Role: "assistant", Content: "reply"}},
+				Outbox:   []outbox.Message{reply("c", "reply")},
+				Release:  true,
+			})
+			if tc.orCode == "" || !errs.Is(err, tc.orCode) {
+				wantCode(t, "Finish", err, errs.NotFound)
+			}
+			if h := f.history("c"); len(h) != 0 {
+				t.Errorf("history = %+v, want none", h)
+			}
+			if p := f.pending(); len(p) != 0 {
+				t.Errorf("outbox pending = %+v, want none", p)
+			}
+			// Not acked, not released, and the queued entry still queued.
+			if e := f.next(held.Lease); e == nil || e.ID != held.Entry.ID {
+				t.Errorf("Next after the failed Finish = %+v, want the unacked entry %q", e, held.Entry.ID)
+			}
+			f.noClaim("w2")
+			f.finish(held.Lease, sessions.Finish{EntryID: held.Entry.ID, Release: true})
+			got := f.drain("w2", "c")
+			if !slices.Contains(got, "3") {
+				t.Errorf("entries left = %q, want \"3\" among them", got)
+			}
+		})
+	}
+
+	t.Run("a lost lease absorbs nothing", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		ids := f.appendAll(user("c", "1"), user("c", "2"))
+		stale := f.mustClaim("w1")
+		f.clk.Advance(ttl + time.Second)
+		taken := f.mustClaim("w2")
+		err := f.ss.Finish(f.ctx, stale.Lease, sessions.Finish{EntryID: stale.Entry.ID, Absorbed: ids[1:], Release: true})
+		wantCode(t, "Finish under a lost lease", err, errs.LeaseLost)
+		f.finish(taken.Lease, sessions.Finish{EntryID: taken.Entry.ID})
+		if e := f.next(taken.Lease); e == nil || e.ID != ids[1] {
+			t.Errorf("Next of the new holder = %+v, want the entry the stale Finish named, %q", e, ids[1])
+		}
+	})
 }

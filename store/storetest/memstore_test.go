@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,15 +34,36 @@ func (p *memPlace) Restart(t *testing.T) {}
 
 // memData is what a place keeps; every store opened on it shares it.
 type memData struct {
-	mu      sync.Mutex
-	seq     int64
-	convs   map[string]*memConv
-	msgs    map[string]*memMsg
-	idemKey map[string]memSeen
+	mu       sync.Mutex
+	seq      int64
+	convs    map[string]*memConv
+	msgs     map[string]*memMsg
+	idemKey  map[string]memSeen
+	timeline map[string][]sessions.TimelineItem
+	signals  []sessions.Signal // kept whole: the suite never looks past an hour
+	notes    map[string][]sessions.Note
 }
 
 func newMemData() *memData {
-	return &memData{convs: map[string]*memConv{}, msgs: map[string]*memMsg{}, idemKey: map[string]memSeen{}}
+	return &memData{
+		convs:    map[string]*memConv{},
+		msgs:     map[string]*memMsg{},
+		idemKey:  map[string]memSeen{},
+		timeline: map[string][]sessions.TimelineItem{},
+		notes:    map[string][]sessions.Note{},
+	}
+}
+
+// nextCursor hands out the place's next number as a cursor or id.
+func (d *memData) nextCursor() string {
+	d.seq++
+	return strconv.FormatInt(d.seq, 10)
+}
+
+// memCursor reads a cursor the memory store made.
+func memCursor(s string) (int64, bool) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil && n >= 0
 }
 
 type memSeen struct {
@@ -294,6 +317,30 @@ func (m memSessions) Finish(ctx context.Context, l sessions.Lease, f sessions.Fi
 	if c.inflight == nil || c.inflight.ID != f.EntryID {
 		return errs.E(op, errs.NotFound, "no unacked entry %q", f.EntryID)
 	}
+	if slices.Contains(f.Absorbed, f.EntryID) {
+		return errs.E(op, errs.Invalid, "entry %q is both acked and absorbed", f.EntryID)
+	}
+	// Find every absorbed entry before removing any: a missing one
+	// leaves everything as it was.
+	lanes := c.lanes // an array: a copy to work on
+	taken := map[string]bool{}
+	for _, id := range f.Absorbed {
+		if taken[id] {
+			continue
+		}
+		taken[id] = true
+		found := false
+		for i, l := range lanes {
+			if j := slices.IndexFunc(l, func(e *sessions.Entry) bool { return e.ID == id }); j >= 0 {
+				lanes[i], found = slices.Delete(slices.Clone(l), j, j+1), true
+				break
+			}
+		}
+		if !found {
+			return errs.E(op, errs.NotFound, "absorbed entry %q is not queued", id)
+		}
+	}
+	c.lanes = lanes
 	c.inflight = nil
 	c.history = append(c.history, f.History...)
 	for _, msg := range f.Outbox {
@@ -508,5 +555,155 @@ func (o memOutbox) Requeue(ctx context.Context, id string) error {
 		return errs.E(op, errs.NotFound, "no dead message %q", id)
 	}
 	m.dead, m.Attempts, m.NextAttempt = false, 0, o.s.clk.Now()
+	return nil
+}
+
+func (m memSessions) AppendTimeline(ctx context.Context, item sessions.TimelineItem) (string, error) {
+	const op = "mem.AppendTimeline"
+	if err := sessions.ValidateConv(op, item.Conv); err != nil {
+		return "", err
+	}
+	if item.ID == "" {
+		return "", errs.E(op, errs.Invalid, "empty item id")
+	}
+	if len(item.ID)+len(item.Kind)+len(item.Text) > m.s.lim.MaxEntryBytes {
+		return "", errs.E(op, errs.TooLarge, "item over the limit")
+	}
+	if err := m.s.lock(op); err != nil {
+		return "", err
+	}
+	defer m.s.data.mu.Unlock()
+	tl := m.s.data.timeline[item.Conv]
+	if i := slices.IndexFunc(tl, func(x sessions.TimelineItem) bool { return x.ID == item.ID }); i >= 0 {
+		return tl[i].Cursor, nil
+	}
+	item.Cursor, item.At = m.s.data.nextCursor(), m.s.clk.Now()
+	m.s.data.timeline[item.Conv] = append(tl, item)
+	return item.Cursor, nil
+}
+
+func (m memSessions) ReadTimeline(ctx context.Context, conv, after string, limit int) ([]sessions.TimelineItem, error) {
+	const op = "mem.ReadTimeline"
+	if err := sessions.ValidateConv(op, conv); err != nil {
+		return nil, err
+	}
+	var from int64
+	if after != "" {
+		var ok bool
+		if from, ok = memCursor(after); !ok {
+			return nil, errs.E(op, errs.Invalid, "bad cursor %q", after)
+		}
+	}
+	if err := m.s.lock(op); err != nil {
+		return nil, err
+	}
+	defer m.s.data.mu.Unlock()
+	var out []sessions.TimelineItem
+	for _, it := range m.s.data.timeline[conv] {
+		if n, _ := memCursor(it.Cursor); n > from && (limit <= 0 || len(out) < limit) {
+			out = append(out, it)
+		}
+	}
+	return out, nil
+}
+
+func (m memSessions) Signal(ctx context.Context, sig sessions.Signal) error {
+	const op = "mem.Signal"
+	if err := sessions.ValidateConv(op, sig.Conv); err != nil {
+		return err
+	}
+	if !slices.Contains([]sessions.SignalKind{sessions.SignalStop, sessions.SignalInterrupt, sessions.SignalSteer}, sig.Kind) {
+		return errs.E(op, errs.Invalid, "unknown kind %q", sig.Kind)
+	}
+	if len(sig.EntryID)+len(sig.Text) > m.s.lim.MaxEntryBytes {
+		return errs.E(op, errs.TooLarge, "signal over the limit")
+	}
+	if err := m.s.lock(op); err != nil {
+		return err
+	}
+	defer m.s.data.mu.Unlock()
+	sig.Cursor, sig.At = m.s.data.nextCursor(), m.s.clk.Now()
+	m.s.data.signals = append(m.s.data.signals, sig)
+	return nil
+}
+
+func (m memSessions) SignalsAfter(ctx context.Context, after string, limit int) ([]sessions.Signal, string, error) {
+	const op = "mem.SignalsAfter"
+	if err := m.s.lock(op); err != nil {
+		return nil, "", err
+	}
+	defer m.s.data.mu.Unlock()
+	if after == "" {
+		return nil, strconv.FormatInt(m.s.data.seq, 10), nil
+	}
+	from, ok := memCursor(after)
+	if !ok {
+		return nil, "", errs.E(op, errs.Invalid, "bad cursor %q", after)
+	}
+	var out []sessions.Signal
+	next := after
+	for _, sig := range m.s.data.signals {
+		if n, _ := memCursor(sig.Cursor); n > from && (limit <= 0 || len(out) < limit) {
+			out = append(out, sig)
+			next = sig.Cursor
+		}
+	}
+	return out, next, nil
+}
+
+func memUser(op, user string) error {
+	if strings.TrimSpace(user) == "" || strings.ContainsFunc(user, func(r rune) bool { return r < 0x20 }) {
+		return errs.E(op, errs.Invalid, "bad user %q", user)
+	}
+	return nil
+}
+
+func (m memSessions) AddNote(ctx context.Context, user, text string) (sessions.Note, error) {
+	const op = "mem.AddNote"
+	if err := memUser(op, user); err != nil {
+		return sessions.Note{}, err
+	}
+	if strings.TrimSpace(text) == "" {
+		return sessions.Note{}, errs.E(op, errs.Invalid, "empty note")
+	}
+	if len(text) > m.s.lim.MaxEntryBytes {
+		return sessions.Note{}, errs.E(op, errs.TooLarge, "note over the limit")
+	}
+	if err := m.s.lock(op); err != nil {
+		return sessions.Note{}, err
+	}
+	defer m.s.data.mu.Unlock()
+	n := sessions.Note{ID: m.s.data.nextCursor(), Text: text, At: m.s.clk.Now()}
+	m.s.data.notes[user] = append(m.s.data.notes[user], n)
+	return n, nil
+}
+
+func (m memSessions) Notes(ctx context.Context, user string) ([]sessions.Note, error) {
+	const op = "mem.Notes"
+	if err := memUser(op, user); err != nil {
+		return nil, err
+	}
+	if err := m.s.lock(op); err != nil {
+		return nil, err
+	}
+	defer m.s.data.mu.Unlock()
+	return slices.Clone(m.s.data.notes[user]), nil
+}
+
+func (m memSessions) DeleteNote(ctx context.Context, user, id string) error {
+	const op = "mem.DeleteNote"
+	if err := memUser(op, user); err != nil {
+		return err
+	}
+	if err := m.s.lock(op); err != nil {
+		return err
+	}
+	defer m.s.data.mu.Unlock()
+	ns := m.s.data.notes[user]
+	i := slices.IndexFunc(ns, func(n sessions.Note) bool { return n.ID == id })
+	if i < 0 {
+		return errs.E(op, errs.NotFound, "no note %q", id)
+	}
+	m.s.data.notes[user] = slices.Delete(ns, i, i+1)
 	return nil
 }

@@ -1,6 +1,7 @@
--- finish commits a turn: acks its entry, appends its history, enqueues its
--- outbox messages and optionally gives the lease back, all in one step and
--- only while the lease is current.
+-- finish commits a turn: acks its entry, removes the queued entries it
+-- took in (absorbed), appends its history, enqueues its outbox messages and
+-- optionally gives the lease back, all in one step and only while the lease
+-- is current.
 -- KEYS[1] conversation state hash
 -- KEYS[2] ready sorted set
 -- KEYS[3] leases sorted set
@@ -12,9 +13,11 @@
 -- ARGV[5] '1' to release the lease
 -- ARGV[6] now in ms, or '' for the server's time
 -- ARGV[7] dedupe window in ms, for outbox idempotency keys
--- ARGV[8] h, the number of history messages
--- ARGV[9 .. 8+h] encoded history messages
--- ARGV[9+h] o, the number of outbox messages
+-- ARGV[8] a, the number of absorbed entries
+-- ARGV[9 .. 8+a] absorbed entry ids, no repeats
+-- ARGV[9+a] h, the number of history messages
+-- ARGV[10+a .. 9+a+h] encoded history messages
+-- ARGV[10+a+h] o, the number of outbox messages
 -- then o groups of four: encoded message, platform, idempotency key or '',
 --   next attempt in ms or ''
 -- Returns {'LOST'}, {'NOTFOUND'} or {'OK'}.
@@ -29,6 +32,32 @@ if not lane or st.n[lane] == 0 then
   return {'NOTFOUND'}
 end
 local key = lane_key(prefix, tag, lane)
+
+-- Every absorbed entry must be queued: in its lane's stream and not the
+-- delivered one. They are all looked up before the first write, so a
+-- missing one leaves everything as it was.
+local n = {}
+for l = 0, LANES - 1 do
+  n[l] = st.n[l]
+end
+n[lane] = n[lane] - 1
+local a = tonumber(ARGV[8])
+local absorbed = {}
+for i = 9, 8 + a do
+  local aid = ARGV[i]
+  local alane = lane_of(aid)
+  if not alane or aid == id or aid == st.pend or absorbed[aid] then
+    return {'NOTFOUND'}
+  end
+  local akey = lane_key(prefix, tag, alane)
+  local found = redis.pcall('XRANGE', akey, aid, aid)
+  if type(found) ~= 'table' or found.err or not found[1] then
+    return {'NOTFOUND'}
+  end
+  absorbed[aid] = akey
+  n[alane] = n[alane] - 1
+end
+
 -- XACK is the first write: when the entry is not pending nothing else has
 -- been touched yet.
 if redis.call('XACK', key, GROUP, id) == 0 then
@@ -37,8 +66,19 @@ end
 -- Acked entries are deleted so they do not accumulate; the emptied
 -- stream itself stays with its group, ready for the next append.
 redis.call('XDEL', key, id)
-local count = 'n' .. lane
-local left = st.n[lane] - 1
+-- An absorbed entry was never delivered, so it is only deleted: the group
+-- skips deleted entries when it reads on.
+local counts = {'n' .. lane, n[lane]}
+for aid, akey in pairs(absorbed) do
+  redis.call('XDEL', akey, aid)
+end
+for l = 0, LANES - 1 do
+  if l ~= lane and n[l] ~= st.n[l] then
+    counts[#counts + 1] = 'n' .. l
+    counts[#counts + 1] = n[l]
+  end
+end
+local work = st.work - 1 - a
 
 -- The time is needed only to enqueue outbox messages or to make the
 -- conversation ready again; most turns read it once or not at all.
@@ -49,11 +89,11 @@ local function now()
   end
   return now_cache
 end
-local h = tonumber(ARGV[8])
+local h = tonumber(ARGV[9 + a])
 if h > 0 then
-  push_all(KEYS[4], 9, h)
+  push_all(KEYS[4], 10 + a, h)
 end
-local at = 9 + h
+local at = 10 + a + h
 local o = tonumber(ARGV[at])
 local window = tonumber(ARGV[7])
 for i = 0, o - 1 do
@@ -65,14 +105,16 @@ local pend = st.pend
 if pend == id then
   pend = ''
 end
+counts[#counts + 1] = 'pend'
+counts[#counts + 1] = pend or ''
 if ARGV[5] == '1' then
-  release(tag, state, KEYS[2], KEYS[3], now, st.work - 1, count, left, 'pend', pend or '')
+  release(tag, state, KEYS[2], KEYS[3], now, work, unpack(counts))
 else
-  redis.call('HSET', state, count, left, 'pend', pend or '')
+  redis.call('HSET', state, unpack(counts))
   -- A held conversation with nothing left need not be watched for expiry:
   -- with no work there is nothing to hand to another worker. An append
   -- puts it back in the leases set.
-  if st.work - 1 == 0 then
+  if work == 0 then
     redis.call('ZREM', KEYS[3], tag)
   end
 end

@@ -1,0 +1,100 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/heraldgw/herald/sessions"
+)
+
+// TestAbsorbedLaneCounts checks the state hash after a Finish that absorbs
+// entries of two lanes: a count left too high makes an idle conversation
+// look busy, one too low hides an entry from Claim.
+func TestAbsorbedLaneCounts(t *testing.T) {
+	ctx := context.Background()
+	db, _ := newFake(t)
+	s := db.Sessions()
+	mustAppend(t, s, sessions.Inbound{Conv: "c", Text: "1"})
+	a := mustAppend(t, s, sessions.Inbound{Conv: "c", Text: "2"}).EntryID
+	b := mustAppend(t, s, sessions.Inbound{Conv: "c", Text: "3", Kind: sessions.KindSynthetic}).EntryID
+	mustAppend(t, s, sessions.Inbound{Conv: "c", Text: "4", Kind: sessions.KindSynthetic})
+	turn := mustClaim(t, s, "w1", time.Minute)
+	if err := s.Finish(ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Absorbed: []string{a, b}}); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	tag := convTag("c")
+	counts, err := db.client.HMGet(ctx, db.convKey(tag, "state"), "n0", "n1", "n2", "n3", "n4", "n5", "pend").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Normal priority: user entries in lane 1, synthetic ones in lane 4.
+	want := []any{nil, "0", nil, nil, "1", nil, ""}
+	if d := cmp.Diff(want, counts); d != "" {
+		t.Errorf("state n0…n5, pend (-want +got):\n%s", d)
+	}
+	for lane, n := range map[string]int64{"q1": 0, "q4": 1} {
+		if got := db.client.XLen(ctx, db.convKey(tag, lane)).Val(); got != n {
+			t.Errorf("XLEN %s = %d, want %d", lane, got, n)
+		}
+	}
+	if err := db.client.ZScore(ctx, db.leasesKey(), tag).Err(); err != nil {
+		t.Errorf("a held conversation with an entry left is not in the leases set: %v", err)
+	}
+}
+
+// TestSignalsTrimmed checks that the signals stream forgets what is older
+// than the keep window, whatever its length.
+func TestSignalsTrimmed(t *testing.T) {
+	ctx := context.Background()
+	db, clk := newFake(t)
+	s := db.Sessions()
+	for range 150 {
+		if err := s.Signal(ctx, sessions.Signal{Conv: "c", Kind: sessions.SignalStop}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(signalsKeep + time.Minute)
+	if err := s.Signal(ctx, sessions.Signal{Conv: "c", Kind: sessions.SignalInterrupt}); err != nil {
+		t.Fatal(err)
+	}
+	if n := db.client.XLen(ctx, db.signalsKey()).Val(); n != 1 {
+		t.Errorf("XLEN signals = %d, want 1: the older ones are past the keep window", n)
+	}
+}
+
+// TestSignalIDsFollowTheStoreClock checks that signal ids are made from
+// the store's clock, so that trimming and ids agree on the time, and keep
+// growing when that clock stands still or steps back, as two processes'
+// clocks may.
+func TestSignalIDsFollowTheStoreClock(t *testing.T) {
+	ctx := context.Background()
+	db, clk := newFake(t)
+	s := db.Sessions()
+	_, from, err := s.SignalsAfter(ctx, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []time.Duration{0, 0, -time.Minute, time.Second} {
+		clk.Advance(step)
+		if err := s.Signal(ctx, sessions.Signal{Conv: "c", Kind: sessions.SignalStop}); err != nil {
+			t.Fatalf("Signal after a step of %v: %v", step, err)
+		}
+	}
+	got, _, err := s.SignalsAfter(ctx, from, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cursors []string
+	for _, sig := range got {
+		cursors = append(cursors, sig.Cursor)
+	}
+	ms := epoch.UnixMilli()
+	want := []string{fmt.Sprintf("%d-0", ms), fmt.Sprintf("%d-1", ms), fmt.Sprintf("%d-2", ms), fmt.Sprintf("%d-3", ms)}
+	if d := cmp.Diff(want, cursors); d != "" {
+		t.Errorf("signal cursors (-want +got):\n%s", d)
+	}
+}

@@ -1,0 +1,90 @@
+package redis
+
+import (
+	"context"
+	"time"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// signalsKeep is how long the signals log keeps a signal at least. A
+// signal matters only while the turn it is about runs; an hour is far
+// longer than any poll interval, so a tailer that was briefly away still
+// finds what was meant for it.
+const signalsKeep = time.Hour
+
+func (db *DB) signalsKey() string { return db.prefix + "signals" }
+
+func (s *sessionStore) Signal(ctx context.Context, sig sessions.Signal) error {
+	const op = "redis.Signal"
+	if err := checkSignal(op, sig, s.db.lim); err != nil {
+		return err
+	}
+	v, err := s.db.run(ctx, op, scriptSignal, []string{s.db.signalsKey()},
+		s.db.nowArg(), signalsKeep.Milliseconds(), sig.Conv, string(sig.Kind), sig.EntryID, sig.Text)
+	if err != nil {
+		return err
+	}
+	if len(v) != 1 {
+		return errs.E(op, errs.Internal, "unexpected script reply %v", v)
+	}
+	return nil
+}
+
+func (s *sessionStore) SignalsAfter(ctx context.Context, after string, count int) ([]sessions.Signal, string, error) {
+	const op = "redis.SignalsAfter"
+	if err := s.db.check(op); err != nil {
+		return nil, "", err
+	}
+	key := s.db.signalsKey()
+	if after == "" {
+		last, err := s.db.client.XRevRangeN(ctx, key, "+", "-", 1).Result()
+		if err != nil {
+			return nil, "", s.db.fail(op, err)
+		}
+		if len(last) == 0 {
+			// Every id the log will make is above 0-0.
+			return nil, "0-0", nil
+		}
+		return nil, last[0].ID, nil
+	}
+	if !isStreamID(after) {
+		return nil, "", errs.E(op, errs.Invalid, "%q is not a signals cursor", after)
+	}
+	raw, err := xrange(ctx, s.db.client, key, "("+after, count)
+	if err != nil {
+		return nil, "", s.db.fail(op, err)
+	}
+	out := make([]sessions.Signal, len(raw))
+	next := after
+	for i, m := range raw {
+		out[i] = sessions.Signal{
+			Cursor:  m.ID,
+			Conv:    field(m, "c"),
+			Kind:    sessions.SignalKind(field(m, "k")),
+			EntryID: field(m, "e"),
+			Text:    field(m, "t"),
+			At:      msTime(field(m, "at")),
+		}
+		next = m.ID
+	}
+	return out, next, nil
+}
+
+// checkSignal refuses what Signal must not log. The size counts the
+// signal's entry id and text, the parts a caller fills freely.
+func checkSignal(op string, sig sessions.Signal, lim sessions.Limits) error {
+	if err := sessions.ValidateConv(op, sig.Conv); err != nil {
+		return err
+	}
+	switch sig.Kind {
+	case sessions.SignalStop, sessions.SignalInterrupt, sessions.SignalSteer:
+	default:
+		return errs.E(op, errs.Invalid, "unknown signal kind %q", sig.Kind)
+	}
+	if n := len(sig.EntryID) + len(sig.Text); n > lim.MaxEntryBytes {
+		return errs.E(op, errs.TooLarge, "signal is %d bytes, over the limit of %d", n, lim.MaxEntryBytes)
+	}
+	return nil
+}

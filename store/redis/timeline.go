@@ -1,0 +1,110 @@
+package redis
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/sessions"
+)
+
+func (s *sessionStore) AppendTimeline(ctx context.Context, item sessions.TimelineItem) (string, error) {
+	const op = "redis.AppendTimeline"
+	if err := checkTimelineItem(op, item, s.db.lim); err != nil {
+		return "", err
+	}
+	tag := convTag(item.Conv)
+	v, err := s.db.run(ctx, op, scriptTimelineAppend,
+		[]string{s.db.convKey(tag, "tl"), s.db.convKey(tag, "tlid")},
+		item.ID, item.Kind, item.Text, s.db.nowArg())
+	if err != nil {
+		return "", err
+	}
+	if len(v) != 1 {
+		return "", errs.E(op, errs.Internal, "unexpected script reply %v", v)
+	}
+	return str(v[0]), nil
+}
+
+func (s *sessionStore) ReadTimeline(ctx context.Context, conv, after string, count int) ([]sessions.TimelineItem, error) {
+	const op = "redis.ReadTimeline"
+	if err := s.db.check(op); err != nil {
+		return nil, err
+	}
+	if err := sessions.ValidateConv(op, conv); err != nil {
+		return nil, err
+	}
+	start := "-"
+	if after != "" {
+		if !isStreamID(after) {
+			return nil, errs.E(op, errs.Invalid, "%q is not a timeline cursor", after)
+		}
+		start = "(" + after
+	}
+	raw, err := xrange(ctx, s.db.client, s.db.convKey(convTag(conv), "tl"), start, count)
+	if err != nil {
+		return nil, s.db.fail(op, err)
+	}
+	out := make([]sessions.TimelineItem, len(raw))
+	for i, m := range raw {
+		out[i] = sessions.TimelineItem{
+			Cursor: m.ID,
+			ID:     field(m, "id"),
+			Conv:   conv,
+			Kind:   field(m, "k"),
+			Text:   field(m, "t"),
+			At:     msTime(field(m, "at")),
+		}
+	}
+	return out, nil
+}
+
+// checkTimelineItem refuses what AppendTimeline must not keep. The size
+// counts what is stored of the item: its id, kind and text.
+func checkTimelineItem(op string, item sessions.TimelineItem, lim sessions.Limits) error {
+	if err := sessions.ValidateConv(op, item.Conv); err != nil {
+		return err
+	}
+	if item.ID == "" {
+		return errs.E(op, errs.Invalid, "empty timeline item id")
+	}
+	if n := len(item.ID) + len(item.Kind) + len(item.Text); n > lim.MaxEntryBytes {
+		return errs.E(op, errs.TooLarge, "timeline item is %d bytes, over the limit of %d", n, lim.MaxEntryBytes)
+	}
+	return nil
+}
+
+// xrange reads a stream from start on, up to count entries (0 or less: all).
+func xrange(ctx context.Context, c goredis.UniversalClient, key, start string, count int) ([]goredis.XMessage, error) {
+	if count > 0 {
+		return c.XRangeN(ctx, key, start, "+", int64(count)).Result()
+	}
+	return c.XRange(ctx, key, start, "+").Result()
+}
+
+// isStreamID reports whether s is a stream entry id, "<ms>-<seq>", that
+// Redis accepts: both parts unsigned 64-bit numbers.
+func isStreamID(s string) bool {
+	ms, seq, ok := strings.Cut(s, "-")
+	if !ok {
+		return false
+	}
+	for _, p := range []string{ms, seq} {
+		if p == "" || p[0] == '+' {
+			return false
+		}
+		if _, err := strconv.ParseUint(p, 10, 64); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// field reads one field of a stream entry as a string.
+func field(m goredis.XMessage, name string) string {
+	v, _ := m.Values[name].(string)
+	return v
+}

@@ -1,0 +1,104 @@
+package sqlite
+
+import (
+	"context"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/sessions"
+)
+
+const (
+	// The item id is unique per conversation: a conflict is the resend
+	// of an item already there, which adds nothing.
+	sqlTimelineInsert = `INSERT INTO timeline (conv, item_id, kind, text, at) VALUES (?1, ?2, ?3, ?4, ?5)
+		ON CONFLICT (conv, item_id) DO NOTHING`
+	sqlTimelineCursor = `SELECT cursor FROM timeline WHERE conv = ?1 AND item_id = ?2`
+	sqlTimelineRead   = `SELECT cursor, item_id, kind, text, at FROM timeline
+		WHERE conv = ?1 AND cursor > ?2 ORDER BY cursor LIMIT ?3`
+)
+
+func (s *sessionStore) AppendTimeline(ctx context.Context, item sessions.TimelineItem) (string, error) {
+	const op = "sqlite.AppendTimeline"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return "", err
+	}
+	if err := checkTimelineItem(op, item, d.lim); err != nil {
+		return "", err
+	}
+	var cursor int64
+	err := d.w.do(ctx, op, durable, func(t *tx) error {
+		_, now := d.now()
+		r, err := t.st.timelineInsert.Exec(item.Conv, item.ID, item.Kind, item.Text, now)
+		if err != nil {
+			return err
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			cursor, err = r.LastInsertId()
+			return err
+		}
+		return t.st.timelineCursor.QueryRow(item.Conv, item.ID).Scan(&cursor)
+	})
+	if err != nil {
+		return "", d.fail(op, err)
+	}
+	return formatID(cursor), nil
+}
+
+func (s *sessionStore) ReadTimeline(ctx context.Context, conv, after string, count int) ([]sessions.TimelineItem, error) {
+	const op = "sqlite.ReadTimeline"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return nil, err
+	}
+	if err := sessions.ValidateConv(op, conv); err != nil {
+		return nil, err
+	}
+	var from int64
+	if after != "" {
+		var ok bool
+		if from, ok = parseID(after); !ok {
+			return nil, errs.E(op, errs.Invalid, "%q is not a timeline cursor", after)
+		}
+	}
+	rows, err := d.reads.timelineRead.QueryContext(ctx, conv, from, limit(count))
+	if err != nil {
+		return nil, d.fail(op, err)
+	}
+	defer rows.Close()
+	var out []sessions.TimelineItem
+	for rows.Next() {
+		var (
+			cursor, at int64
+			it         = sessions.TimelineItem{Conv: conv}
+		)
+		if err := rows.Scan(&cursor, &it.ID, &it.Kind, &it.Text, &at); err != nil {
+			return nil, d.fail(op, err)
+		}
+		it.Cursor, it.At = formatID(cursor), fromNanos(at)
+		out = append(out, it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, d.fail(op, err)
+	}
+	return out, nil
+}
+
+// checkTimelineItem refuses what AppendTimeline must not keep. The size
+// counts what is stored of the item: its id, kind and text.
+func checkTimelineItem(op string, item sessions.TimelineItem, lim sessions.Limits) error {
+	if err := sessions.ValidateConv(op, item.Conv); err != nil {
+		return err
+	}
+	if item.ID == "" {
+		return errs.E(op, errs.Invalid, "empty timeline item id")
+	}
+	if n := len(item.ID) + len(item.Kind) + len(item.Text); n > lim.MaxEntryBytes {
+		return errs.E(op, errs.TooLarge, "timeline item is %d bytes, over the limit of %d", n, lim.MaxEntryBytes)
+	}
+	return nil
+}

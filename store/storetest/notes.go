@@ -1,0 +1,138 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// addNotes adds texts for user in order, the clock moving a tick after
+// each, and returns the notes as Notes should list them.
+func (f *fixture) addNotes(user string, texts ...string) []sessions.Note {
+	f.t.Helper()
+	out := make([]sessions.Note, len(texts))
+	for i, text := range texts {
+		at := f.clk.Now()
+		n, err := f.ss.AddNote(f.ctx, user, text)
+		if err != nil {
+			f.t.Fatalf("AddNote(%q, %q): %v", user, text, err)
+		}
+		if n.ID == "" || n.Text != text || !n.At.Equal(at) {
+			f.t.Errorf("AddNote(%q, %q) = %+v, want an id, the text and the store's time %v", user, text, n, at)
+		}
+		out[i] = n
+		f.clk.Advance(tick)
+	}
+	return out
+}
+
+func (f *fixture) notes(user string) []sessions.Note {
+	f.t.Helper()
+	ns, err := f.ss.Notes(f.ctx, user)
+	if err != nil {
+		f.t.Fatalf("Notes(%q): %v", user, err)
+	}
+	return ns
+}
+
+func (f *fixture) deleteNote(user, id string) {
+	f.t.Helper()
+	if err := f.ss.DeleteNote(f.ctx, user, id); err != nil {
+		f.t.Fatalf("DeleteNote(%q, %q): %v", user, id, err)
+	}
+}
+
+func wantNotes(t *testing.T, what string, got, want []sessions.Note) {
+	t.Helper()
+	if d := cmp.Diff(want, got, timeOpts); d != "" {
+		t.Errorf("%s (-want +got):\n%s", what, d)
+	}
+}
+
+func runNotes(t *testing.T, b Backend) {
+	t.Run("add, list oldest first, delete", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		const u = "telegram:42"
+		if ns := f.notes(u); len(ns) != 0 {
+			t.Errorf("Notes of a user without notes = %+v, want none", ns)
+		}
+		ns := f.addNotes(u, "prefers metric units", "lives in Oslo", "name: Kari\n(not Kåre)")
+		wantNotes(t, "Notes", f.notes(u), ns)
+
+		f.deleteNote(u, ns[1].ID)
+		wantNotes(t, "Notes after deleting the second", f.notes(u), []sessions.Note{ns[0], ns[2]})
+		wantCode(t, "DeleteNote of a deleted note", f.ss.DeleteNote(f.ctx, u, ns[1].ID), errs.NotFound)
+		for _, id := range []string{"no-such-note", "", "-1", "99999999"} {
+			wantCode(t, "DeleteNote("+id+")", f.ss.DeleteNote(f.ctx, u, id), errs.NotFound)
+		}
+		wantNotes(t, "Notes after the failed deletes", f.notes(u), []sessions.Note{ns[0], ns[2]})
+
+		more := f.addNotes(u, "has a cat")
+		wantNotes(t, "Notes after adding again", f.notes(u), []sessions.Note{ns[0], ns[2], more[0]})
+	})
+
+	t.Run("each user has their own notes", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		// Users whose keys differ only in characters a backend escapes.
+		users := []string{"slack:U1", "slack:U1}", "slack:U1%7D", "{slack:U1}"}
+		want := map[string][]sessions.Note{}
+		for _, u := range users {
+			want[u] = f.addNotes(u, "about "+u)
+		}
+		for _, u := range users {
+			wantNotes(t, "Notes("+u+")", f.notes(u), want[u])
+		}
+		// A user's note is nobody else's to delete.
+		id := want[users[0]][0].ID
+		wantCode(t, "DeleteNote of another user's note", f.ss.DeleteNote(f.ctx, "discord:9", id), errs.NotFound)
+		wantNotes(t, "Notes after another user's delete", f.notes(users[0]), want[users[0]])
+	})
+
+	for _, restart := range []bool{false, true} {
+		desc := "kept across close and reopen"
+		if restart {
+			desc = "kept across a server restart"
+		}
+		t.Run(desc, func(t *testing.T) {
+			f := newFixture(t, b, sessions.Limits{})
+			ns := f.addNotes("u", "one", "two")
+			f.reopen(restart)
+			wantNotes(t, "Notes after reopening", f.notes("u"), ns)
+			f.deleteNote("u", ns[0].ID)
+			more := f.addNotes("u", "three")
+			wantNotes(t, "Notes after a delete and an add", f.notes("u"), []sessions.Note{ns[1], more[0]})
+		})
+	}
+
+	bad := []struct {
+		desc, user, text string
+		code             errs.Code
+	}{
+		{"empty user", "", "x", errs.Invalid},
+		{"blank user", " \t", "x", errs.Invalid},
+		{"control character in the user", "u\n1", "x", errs.Invalid},
+		{"empty text", "u", "", errs.Invalid},
+		{"blank text", "u", " \n ", errs.Invalid},
+		{"text over the size limit", "u", big(2 * smallLimit), errs.TooLarge},
+	}
+	for _, tc := range bad {
+		t.Run("bad note: "+tc.desc, func(t *testing.T) {
+			f := newFixture(t, b, sessions.Limits{MaxEntryBytes: smallLimit})
+			_, err := f.ss.AddNote(f.ctx, tc.user, tc.text)
+			wantCode(t, "AddNote", err, tc.code)
+			if ns := f.notes("u"); len(ns) != 0 {
+				t.Errorf("Notes after a refused add = %+v, want none", ns)
+			}
+		})
+	}
+
+	t.Run("list and delete with a bad user", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		_, err := f.ss.Notes(f.ctx, "")
+		wantCode(t, "Notes", err, errs.Invalid)
+		wantCode(t, "DeleteNote", f.ss.DeleteNote(f.ctx, " ", "1"), errs.Invalid)
+	})
+}

@@ -1,0 +1,183 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/sessions"
+)
+
+func stop(conv string) sessions.Signal {
+	return sessions.Signal{Conv: conv, Kind: sessions.SignalStop}
+}
+
+func steer(conv, entryID, text string) sessions.Signal {
+	return sessions.Signal{Conv: conv, Kind: sessions.SignalSteer, EntryID: entryID, Text: text}
+}
+
+// signalAll logs sigs through ss in order, the clock moving a tick after
+// each, and returns them as a read should give them back, without their
+// cursors (compare with signalOpts).
+func (f *fixture) signalAll(ss sessions.Store, sigs ...sessions.Signal) []sessions.Signal {
+	f.t.Helper()
+	out := make([]sessions.Signal, len(sigs))
+	for i, s := range sigs {
+		if err := ss.Signal(f.ctx, s); err != nil {
+			f.t.Fatalf("Signal(%q, %q): %v", s.Conv, s.Kind, err)
+		}
+		s.At = f.clk.Now()
+		out[i] = s
+		f.clk.Advance(tick)
+	}
+	return out
+}
+
+func (f *fixture) signalsAfter(ss sessions.Store, after string, limit int) ([]sessions.Signal, string) {
+	f.t.Helper()
+	sigs, next, err := ss.SignalsAfter(f.ctx, after, limit)
+	if err != nil {
+		f.t.Fatalf("SignalsAfter(%q, %d): %v", after, limit, err)
+	}
+	if next == "" {
+		f.t.Fatalf("SignalsAfter(%q, %d): empty next cursor", after, limit)
+	}
+	return sigs, next
+}
+
+// signalsNow is where a tailer starting now begins.
+func (f *fixture) signalsNow(ss sessions.Store) string {
+	f.t.Helper()
+	sigs, end := f.signalsAfter(ss, "", 10)
+	if len(sigs) != 0 {
+		f.t.Errorf("SignalsAfter(\"\") = %+v, want no signals, only the end cursor", sigs)
+	}
+	return end
+}
+
+// wantSignals compares signals without their cursors, and checks that
+// the cursors are set and that next is the last one's.
+func wantSignals(t *testing.T, what string, got []sessions.Signal, next string, want []sessions.Signal, wantNext string) {
+	t.Helper()
+	opts := append(cmp.Options{cmpopts.IgnoreFields(sessions.Signal{}, "Cursor")}, timeOpts...)
+	if d := cmp.Diff(want, got, opts); d != "" {
+		t.Errorf("%s (-want +got):\n%s", what, d)
+	}
+	seen := map[string]bool{}
+	for _, s := range got {
+		if s.Cursor == "" || seen[s.Cursor] {
+			t.Errorf("%s: cursor %q empty or handed out twice", what, s.Cursor)
+		}
+		seen[s.Cursor] = true
+	}
+	if len(got) > 0 {
+		wantNext = got[len(got)-1].Cursor
+	}
+	if next != wantNext {
+		t.Errorf("%s: next cursor = %q, want %q", what, next, wantNext)
+	}
+}
+
+func runSignals(t *testing.T, b Backend) {
+	t.Run("from now on, in order, every field kept", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		f.signalAll(f.ss, stop("before"))
+		from := f.signalsNow(f.ss)
+		want := f.signalAll(f.ss,
+			stop("c"),
+			steer("c", "e-7", "also check the logs\nplease"),
+			sessions.Signal{Conv: "telegram:1", Kind: sessions.SignalInterrupt},
+		)
+		got, next := f.signalsAfter(f.ss, from, 10)
+		wantSignals(t, "SignalsAfter(now)", got, next, want, from)
+
+		more, again := f.signalsAfter(f.ss, next, 10)
+		wantSignals(t, "SignalsAfter(the end)", more, again, nil, next)
+		// A tailer that caught up sees what comes next.
+		last := f.signalAll(f.ss, stop("d"))
+		got, end := f.signalsAfter(f.ss, next, 10)
+		wantSignals(t, "SignalsAfter(the end) once more arrived", got, end, last, next)
+	})
+
+	t.Run("from now on an empty log", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		from := f.signalsNow(f.ss)
+		want := f.signalAll(f.ss, stop("c"))
+		got, next := f.signalsAfter(f.ss, from, 10)
+		wantSignals(t, "SignalsAfter(now)", got, next, want, from)
+	})
+
+	t.Run("read up to a limit", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		from := f.signalsNow(f.ss)
+		want := f.signalAll(f.ss, stop("a"), stop("b"), stop("c"), stop("d"), stop("e"))
+		var got []sessions.Signal
+		for page := 0; page < 3; page++ {
+			sigs, next := f.signalsAfter(f.ss, from, 2)
+			if len(sigs) > 2 {
+				t.Fatalf("SignalsAfter with limit 2 = %d signals", len(sigs))
+			}
+			got = append(got, sigs...)
+			from = next
+		}
+		wantSignals(t, "SignalsAfter in pages of two", got, from, want, "")
+	})
+
+	t.Run("two stores on one place see each other's signals", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		other, _ := openStore(t, f.place, f.clk, f.lim)
+		ss2 := other.Sessions()
+		from1, from2 := f.signalsNow(f.ss), f.signalsNow(ss2)
+
+		mine := f.signalAll(f.ss, stop("c"))
+		theirs := f.signalAll(ss2, steer("d", "e-1", "hurry"))
+		got, next := f.signalsAfter(ss2, from2, 10)
+		wantSignals(t, "the second store's read", got, next, append(append([]sessions.Signal{}, mine...), theirs...), from2)
+		got, next = f.signalsAfter(f.ss, from1, 10)
+		wantSignals(t, "the first store's read", got, next, append(append([]sessions.Signal{}, mine...), theirs...), from1)
+	})
+
+	t.Run("kept for at least an hour", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		from := f.signalsNow(f.ss)
+		first := f.signalAll(f.ss, stop("c"))
+		f.clk.Advance(59 * time.Minute)
+		// A later signal, which may prune older ones, must leave this one.
+		second := f.signalAll(f.ss, stop("d"))
+		got, next := f.signalsAfter(f.ss, from, 10)
+		wantSignals(t, "SignalsAfter after 59 minutes", got, next, append(first, second...), from)
+	})
+
+	for _, cursor := range []string{"not a cursor", "-1", "1.5", "abc-def", "1;2"} {
+		t.Run("bad cursor "+cursor, func(t *testing.T) {
+			f := newFixture(t, b, sessions.Limits{})
+			f.signalAll(f.ss, stop("c"))
+			_, _, err := f.ss.SignalsAfter(f.ctx, cursor, 10)
+			wantCode(t, "SignalsAfter", err, errs.Invalid)
+		})
+	}
+
+	bad := []struct {
+		desc string
+		sig  sessions.Signal
+		code errs.Code
+	}{
+		{"empty conversation key", stop(""), errs.Invalid},
+		{"control character in the key", stop("c\x00"), errs.Invalid},
+		{"unknown kind", sessions.Signal{Conv: "c", Kind: "pause"}, errs.Invalid},
+		{"empty kind", sessions.Signal{Conv: "c"}, errs.Invalid},
+		{"text over the size limit", steer("c", "e-1", big(2*smallLimit)), errs.TooLarge},
+	}
+	for _, tc := range bad {
+		t.Run("bad signal: "+tc.desc, func(t *testing.T) {
+			f := newFixture(t, b, sessions.Limits{MaxEntryBytes: smallLimit})
+			from := f.signalsNow(f.ss)
+			wantCode(t, "Signal", f.ss.Signal(f.ctx, tc.sig), tc.code)
+			got, next := f.signalsAfter(f.ss, from, 10)
+			wantSignals(t, "SignalsAfter a refused signal", got, next, nil, from)
+		})
+	}
+}
