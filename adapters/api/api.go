@@ -14,6 +14,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,12 +143,9 @@ func (s *Server) Run(ctx context.Context, inbox adapters.Inbox) error {
 // waiting on it. A store that cannot be reached makes the send Transient;
 // a message the store refuses as it is (no id, too large) is Permanent.
 func (s *Server) Send(ctx context.Context, m outbox.Message) adapters.SendResult {
-	conv := m.Conv
-	if conv == "" {
-		if m.Target.Platform != Platform || m.Target.Chat == "" {
-			return adapters.SendResult{Outcome: adapters.Permanent, Reason: "target " + m.Target.String() + " is not an api conversation"}
-		}
-		conv = m.Target.String()
+	conv, ok := targetConv(m)
+	if !ok {
+		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "target " + m.Target.String() + " is not an api conversation"}
 	}
 	item := sessions.TimelineItem{ID: m.ID, Conv: conv, Kind: m.Kind, Text: m.Text}
 	// Recorded before the append, so a waiter woken by it (or polling)
@@ -165,6 +163,20 @@ func (s *Server) Send(ctx context.Context, m outbox.Message) adapters.SendResult
 	s.ends.set(conv, cursor)
 	s.wake.wake(conv)
 	return adapters.SendResult{Outcome: adapters.Accepted, MessageID: m.ID}
+}
+
+// targetConv returns the conversation whose timeline m belongs to. The
+// target decides: a message another conversation sent here (send_message
+// from a chat on another platform) carries that conversation in Conv, but
+// is shown to "api:<chat>".
+func targetConv(m outbox.Message) (string, bool) {
+	switch {
+	case m.Target.Platform == Platform && m.Target.Chat != "":
+		return Platform + ":" + m.Target.Chat, true
+	case m.Target.Platform == "" && strings.HasPrefix(m.Conv, Platform+":"):
+		return m.Conv, true
+	}
+	return "", false
 }
 
 // ServeHTTP serves the API's routes. Anything else is a JSON 404, so a

@@ -340,6 +340,31 @@ func TestRepliesFindTheirRequests(t *testing.T) {
 	}
 }
 
+// Many conversations at once, each with a few turns in a row.
+func TestManyConversations(t *testing.T) {
+	f := newFixture(t, nil)
+	f.echoTurns(2 * time.Millisecond)
+	c := f.client()
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Go(func() {
+			conv := option.WithHeader("X-Herald-Conversation", fmt.Sprintf("many-%d", i))
+			for j := range 3 {
+				want := fmt.Sprintf("echo: %d.%d", i, j)
+				got, err := c.Chat.Completions.New(context.Background(), chat(openai.UserMessage(fmt.Sprintf("%d.%d", i, j))), conv)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if got.Choices[0].Message.Content != want {
+					t.Errorf("reply %q, want %q", got.Choices[0].Message.Content, want)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
 func TestPostMessage(t *testing.T) {
 	f := newFixture(t, nil)
 	status, body := f.do(t, "POST", "/api/v1/conversations/m1/messages", `{"text":"remind me"}`, "Idempotency-Key", "idem-7")
@@ -745,19 +770,26 @@ func TestSend(t *testing.T) {
 	}{
 		{"conversation", outbox.Message{ID: "a", Conv: "api:x", Target: outbox.Target{Platform: "api", Chat: "x"}, Kind: "reply", Text: "t"}, adapters.Accepted},
 		{"target only", outbox.Message{ID: "b", Target: outbox.Target{Platform: "api", Chat: "x"}, Kind: "notice", Text: "t"}, adapters.Accepted},
+		{"sent from another conversation", outbox.Message{ID: "e", Conv: "telegram:1", Target: outbox.Target{Platform: "api", Chat: "x"}, Kind: "message", Text: "t"}, adapters.Accepted},
+		{"conversation without a target", outbox.Message{ID: "f", Conv: "api:x", Kind: "notice", Text: "t"}, adapters.Accepted},
 		{"another platform's target", outbox.Message{ID: "c", Target: outbox.Target{Platform: "slack", Chat: "C1"}, Text: "t"}, adapters.Permanent},
+		{"another platform's target and conversation", outbox.Message{ID: "g", Conv: "api:x", Target: outbox.Target{Platform: "slack", Chat: "C1"}, Text: "t"}, adapters.Permanent},
 		{"no id", outbox.Message{Conv: "api:x", Target: outbox.Target{Platform: "api", Chat: "x"}, Text: "t"}, adapters.Permanent},
 	} {
 		if r := f.api.Send(ctx, tt.m); r.Outcome != tt.want {
 			t.Errorf("%s: %v (%s), want %v", tt.desc, r.Outcome, r.Reason, tt.want)
 		}
 	}
-	if items := f.tl.Items("api:x"); len(items) != 2 || items[1].Kind != "notice" {
-		t.Errorf("timeline = %+v", items)
+	var ids []string
+	for _, it := range f.tl.Items("api:x") {
+		ids = append(ids, it.ID)
+	}
+	if d := cmp.Diff([]string{"a", "b", "e", "f"}, ids); d != "" {
+		t.Errorf("api:x timeline (-want +got):\n%s", d)
 	}
 
 	f.tl.SetFail(errs.E("fake", errs.Unavailable, "down"))
-	if r := f.api.Send(ctx, outbox.Message{ID: "d", Conv: "api:x", Text: "t"}); r.Outcome != adapters.Transient {
+	if r := f.api.Send(ctx, outbox.Message{ID: "d", Target: outbox.Target{Platform: "api", Chat: "x"}, Text: "t"}); r.Outcome != adapters.Transient {
 		t.Errorf("store down: %v, want transient", r.Outcome)
 	}
 	if f.api.Platform() != "api" {

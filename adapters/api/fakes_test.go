@@ -125,7 +125,10 @@ func (b *inbox) Deliver(ctx context.Context, in sessions.Inbound) error {
 	b.mu.Lock()
 	b.got = append(b.got, in)
 	b.mu.Unlock()
-	b.ch <- in
+	select {
+	case b.ch <- in:
+	default: // a test that does not call Next needs no copy
+	}
 	return nil
 }
 
