@@ -1,0 +1,186 @@
+package sessions
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"unicode"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
+)
+
+// Command is a chat command: a message whose text starts with "/name".
+//
+// Its Handle runs in the router as soon as the message arrives. An
+// out-of-band command never enters the turn queue, so its answer does not
+// wait for a running turn. A command that is not out-of-band is queued
+// like a message (the conversation's busy-input mode applies) as a
+// control entry, and the turn worker calls its Run, under the
+// conversation's lease, when the entry's turn comes. A command may have
+// both: /new stops the running turn at once (Handle) and clears the
+// history at the next turn boundary (Run), so nothing the stopped turn
+// commits survives the fresh start.
+type Command struct {
+	Name    string   // lower case, without the slash
+	Aliases []string // other names, lower case, without the slash
+	Args    string   // how the arguments read in /help, e.g. "MESSAGE"; empty for none
+	Summary string   // one line for /help
+	// OutOfBand: Handle answers at once, even while a turn runs.
+	// Otherwise the message is queued and Run answers it at its turn.
+	OutOfBand bool
+	// Handle runs in the router. Nil for a command that is not
+	// out-of-band means "queue it as a control entry".
+	Handle func(ctx context.Context, c *CommandCall) error
+	// Run runs a control entry of this command at a turn boundary.
+	Run func(ctx context.Context, t *ControlTurn) error
+}
+
+// Commands is a registry of chat commands, by name and alias. It is safe
+// for concurrent use; the router and the turn worker share one.
+type Commands struct {
+	mu     sync.RWMutex
+	byName map[string]*Command // names and aliases
+	order  []string            // names in registration order, for /help
+}
+
+// NewCommands returns an empty registry.
+func NewCommands() *Commands {
+	return &Commands{byName: map[string]*Command{}}
+}
+
+// Register adds cmd, replacing a command registered under the same name
+// (a later issue's command replaces its placeholder).
+// Errors: Invalid (a bad name, no handler), Conflict (a name or alias
+// that belongs to another command).
+func (c *Commands) Register(cmd Command) error {
+	const op = "sessions.Commands.Register"
+	names := append([]string{cmd.Name}, cmd.Aliases...)
+	for _, n := range names {
+		if !validCommandName(n) {
+			return errs.E(op, errs.Invalid, "command name %q must be lower-case letters, digits or '_'", n)
+		}
+	}
+	if cmd.OutOfBand && cmd.Handle == nil {
+		return errs.E(op, errs.Invalid, "out-of-band command /%s has no Handle", cmd.Name)
+	}
+	if !cmd.OutOfBand && cmd.Run == nil {
+		return errs.E(op, errs.Invalid, "queued command /%s has no Run", cmd.Name)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.byName[cmd.Name]
+	if old != nil && old.Name != cmd.Name {
+		return errs.E(op, errs.Conflict, "/%s is already an alias of /%s", cmd.Name, old.Name)
+	}
+	for _, a := range cmd.Aliases {
+		if other := c.byName[a]; other != nil && other.Name != cmd.Name {
+			return errs.E(op, errs.Conflict, "alias /%s already names /%s", a, other.Name)
+		}
+	}
+	if old != nil {
+		for _, a := range old.Aliases {
+			delete(c.byName, a)
+		}
+	} else {
+		c.order = append(c.order, cmd.Name)
+	}
+	cmd.Aliases = slices.Clone(cmd.Aliases)
+	stored := &cmd
+	for _, n := range names {
+		c.byName[n] = stored
+	}
+	return nil
+}
+
+// Lookup finds a command by name or alias.
+func (c *Commands) Lookup(name string) (Command, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	cmd, ok := c.byName[name]
+	if !ok {
+		return Command{}, false
+	}
+	return *cmd, true
+}
+
+// List returns the commands in registration order.
+func (c *Commands) List() []Command {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]Command, 0, len(c.order))
+	for _, n := range c.order {
+		out = append(out, *c.byName[n])
+	}
+	return out
+}
+
+func validCommandName(n string) bool {
+	if n == "" || len(n) > 32 {
+		return false
+	}
+	for _, r := range n {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseCommand reads "/name args" at the start of text. The name is
+// matched case-insensitively, and a bot mention after it ("/stop@herald_bot",
+// as Telegram sends in groups) is dropped. ok is false when text does
+// not start with a slash and a name.
+func ParseCommand(text string) (name, args string, ok bool) {
+	s := strings.TrimLeftFunc(text, unicode.IsSpace)
+	if !strings.HasPrefix(s, "/") {
+		return "", "", false
+	}
+	s = s[1:]
+	end := strings.IndexFunc(s, unicode.IsSpace)
+	if end < 0 {
+		end = len(s)
+	}
+	word, rest := s[:end], s[end:]
+	if at := strings.IndexByte(word, '@'); at >= 0 {
+		word = word[:at]
+	}
+	word = strings.ToLower(word)
+	if !validCommandName(word) {
+		return "", "", false
+	}
+	return word, strings.TrimSpace(rest), true
+}
+
+// CommandCall is one command message as its Handle sees it.
+type CommandCall struct {
+	Router *Router
+	In     Inbound       // the message as the adapter delivered it
+	Name   string        // the command's registered name (an alias is resolved)
+	Args   string        // the text after the command, trimmed
+	Target outbox.Target // where answers go
+}
+
+// Reply answers the command at once through the outbox, as a message of
+// kind KindCommand replying to the command's message.
+func (c *CommandCall) Reply(ctx context.Context, text string) error {
+	return c.Router.notify(ctx, c.In, c.Target, text)
+}
+
+// ControlTurn is a control entry's turn: what a Command's Run sees. The
+// worker holds the conversation's lease while Run runs and commits the
+// replies with the entry's ack.
+type ControlTurn struct {
+	Store  Store
+	Lease  Lease
+	Entry  Entry
+	Name   string        // the command's name
+	Args   string        // the text after the command
+	Target outbox.Target // where replies go
+
+	replies []string
+}
+
+// Reply adds a notice sent when the control entry is acked.
+func (t *ControlTurn) Reply(text string) { t.replies = append(t.replies, text) }

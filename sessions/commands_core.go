@@ -1,0 +1,154 @@
+package sessions
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// stopReasonNew, in a stop signal's Text, says the stop comes from /new:
+// the fresh session's own notice follows, so the stopped turn sends none.
+const stopReasonNew = "new"
+
+// DefaultCommands returns a registry with herald's core commands and a
+// placeholder for each command a later part of herald brings; registering
+// that part's command replaces its placeholder.
+func DefaultCommands() *Commands {
+	c := NewCommands()
+	for _, cmd := range coreCommands() {
+		if err := c.Register(cmd); err != nil {
+			panic(err) // the built-in table is wrong: a bug, found by every test
+		}
+	}
+	return c
+}
+
+func coreCommands() []Command {
+	cmds := []Command{
+		{Name: "help", Summary: "list the commands", OutOfBand: true, Handle: cmdHelp},
+		{Name: "new", Summary: "start a fresh session (what I remember about you is kept)", OutOfBand: true, Handle: cmdNew, Run: runNew},
+		{Name: "stop", Summary: "stop the running turn", OutOfBand: true, Handle: cmdStop},
+		{Name: "status", Summary: "say whether a turn is running and how new messages are handled", OutOfBand: true, Handle: cmdStatus},
+		{Name: "queue", Args: "MESSAGE", Summary: "send MESSAGE after the running turn ends", OutOfBand: true, Handle: cmdMode(BusyQueue)},
+		{Name: "steer", Args: "MESSAGE", Summary: "add MESSAGE to the running turn", OutOfBand: true, Handle: cmdMode(BusySteer)},
+	}
+	later := []struct{ name, args, summary string }{
+		{"agents", "", "list this session's background sub-agents"},
+		{"review", "[FOCUS]", "review the work done so far"},
+		{"background", "PROMPT", "run PROMPT in the background"},
+		{"cron", "…", "manage scheduled jobs"},
+		{"goal", "…", "keep working toward a goal"},
+		{"loop", "…", "repeat a prompt on a schedule"},
+		{"heartbeat", "…", "check in periodically"},
+		{"kanban", "…", "work with the kanban board"},
+	}
+	aliases := map[string][]string{"agents": {"tasks"}, "background": {"bg"}}
+	for _, l := range later {
+		cmds = append(cmds, Command{
+			Name: l.name, Aliases: aliases[l.name], Args: l.args, Summary: l.summary + " (not available yet)",
+			OutOfBand: true, Handle: cmdNotYet,
+		})
+	}
+	return cmds
+}
+
+func cmdNotYet(ctx context.Context, c *CommandCall) error {
+	return c.Reply(ctx, fmt.Sprintf("/%s is not available yet in this version of herald. /help lists what is.", c.Name))
+}
+
+func cmdHelp(ctx context.Context, c *CommandCall) error {
+	var b strings.Builder
+	b.WriteString("Commands:")
+	for _, cmd := range c.Router.commands.List() {
+		b.WriteString("\n/" + cmd.Name)
+		if cmd.Args != "" {
+			b.WriteString(" " + cmd.Args)
+		}
+		for _, a := range cmd.Aliases {
+			b.WriteString(" (/" + a + ")")
+		}
+		b.WriteString(" — " + cmd.Summary)
+	}
+	b.WriteString("\nAnything else is a message for the agent.")
+	return c.Reply(ctx, b.String())
+}
+
+func cmdStop(ctx context.Context, c *CommandCall) error {
+	r := c.Router
+	rt, running := r.runningTurn(ctx, c.In.Conv)
+	// The answer goes first so that it comes before the stopped turn's
+	// own "Stopped.".
+	answer := "Nothing is running."
+	if running {
+		answer = "Stopping the running turn" + rt.describe(r.clock.Now()) + "."
+	}
+	if err := c.Reply(ctx, answer); err != nil {
+		return err
+	}
+	// The signal goes out even when no turn is known to run: a turn that
+	// started an instant ago in another process is not known yet, and a
+	// stop reaches only turns that started before it.
+	return r.signal(ctx, Signal{Conv: c.In.Conv, Kind: SignalStop})
+}
+
+func cmdStatus(ctx context.Context, c *CommandCall) error {
+	r := c.Router
+	meta := r.meta(ctx, c.In.Conv)
+	var b strings.Builder
+	if rt, running := r.runningTurnIn(c.In.Conv, meta); running {
+		b.WriteString("Running a turn" + rt.describe(r.clock.Now()) + ".")
+	} else {
+		b.WriteString("Idle: no turn is running.")
+	}
+	mode := r.busyMode(meta)
+	fmt.Fprintf(&b, "\nBusy input mode: %s — %s", mode, mode.explain())
+	return c.Reply(ctx, b.String())
+}
+
+func cmdNew(ctx context.Context, c *CommandCall) error {
+	r := c.Router
+	// Stop first, then queue the reset: the reset is claimed after the
+	// stop was sent, so the stop cannot hit the reset's own turn.
+	if err := r.signal(ctx, Signal{Conv: c.In.Conv, Kind: SignalStop, Text: stopReasonNew}); err != nil {
+		return err
+	}
+	// High priority: the reset runs before messages already waiting, as
+	// "forget everything" means; they run in the fresh session.
+	return r.appendControl(ctx, c.In, c.Name, c.Args, PriorityHigh)
+}
+
+func runNew(ctx context.Context, t *ControlTurn) error {
+	if err := t.Store.ClearHistory(ctx, t.Lease.Conv); err != nil {
+		return err
+	}
+	t.Reply("Started a fresh session. What I remember about you is kept.")
+	return nil
+}
+
+// cmdMode is /queue and /steer: the message after the command, routed as
+// if the conversation's busy-input mode were mode.
+func cmdMode(mode BusyInputMode) func(ctx context.Context, c *CommandCall) error {
+	return func(ctx context.Context, c *CommandCall) error {
+		if c.Args == "" {
+			return c.Reply(ctx, fmt.Sprintf("Usage: /%s MESSAGE", c.Name))
+		}
+		in := c.In
+		in.Text = c.Args
+		return c.Router.route(ctx, in, mode)
+	}
+}
+
+// describe is " (12s): “what it answers”" for /stop and /status.
+func (rt RunningTurn) describe(now time.Time) string {
+	var parts []string
+	if !rt.Since.IsZero() {
+		if d := now.Sub(rt.Since); d >= 0 {
+			parts = append(parts, " ("+d.Round(time.Second).String()+")")
+		}
+	}
+	if rt.Text != "" {
+		parts = append(parts, ": “"+rt.Text+"”")
+	}
+	return strings.Join(parts, "")
+}

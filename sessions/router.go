@@ -1,0 +1,427 @@
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"maps"
+	"time"
+	"unicode/utf8"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
+)
+
+// Keys of Inbound.Meta that herald itself reads.
+const (
+	// MetaTarget is where replies to the message go, as
+	// "platform:chat[:thread]", when the conversation key alone does not
+	// say it (a thread, a DM channel opened for the user).
+	MetaTarget = "target"
+	// MetaControl marks a control entry: a queued command that the turn
+	// worker hands to the command's Run instead of the agent. The router
+	// drops it from what adapters deliver, so no message can pose as one.
+	MetaControl = "herald.control"
+)
+
+// Keys of a conversation's metadata (Store.Meta) that the router and the
+// turn worker read.
+const (
+	// ConvMetaBusyInputMode overrides the configured busy-input mode for
+	// one conversation.
+	ConvMetaBusyInputMode = "busy_input_mode"
+	// ConvMetaTurn marks the conversation's running turn (a RunningTurn
+	// in JSON) while it runs, so a router in another process can tell
+	// /stop and /status what runs.
+	ConvMetaTurn = "turn"
+)
+
+// KindCommand is the outbox kind of a command's answer; KindNotice is
+// the kind of what a turn says about itself ("Stopped.").
+const (
+	KindCommand = "command"
+	KindNotice  = "notice"
+)
+
+// BusyInputMode is what a message does when it arrives while its
+// conversation's turn runs (display.busy_input_mode).
+type BusyInputMode string
+
+const (
+	// BusyInterrupt cancels the running turn at its next safe point; the
+	// new message runs next, with what the stopped turn did in its history.
+	BusyInterrupt BusyInputMode = "interrupt"
+	// BusyQueue waits until the running turn ends.
+	BusyQueue BusyInputMode = "queue"
+	// BusySteer feeds the text into the running turn after its next tool
+	// result; a turn that ends before that leaves it to run on its own.
+	BusySteer BusyInputMode = "steer"
+)
+
+// ParseBusyInputMode reads a mode name. Errors: Invalid.
+func ParseBusyInputMode(s string) (BusyInputMode, error) {
+	switch m := BusyInputMode(s); m {
+	case BusyInterrupt, BusyQueue, BusySteer:
+		return m, nil
+	}
+	return "", errs.E("sessions.ParseBusyInputMode", errs.Invalid, "busy-input mode %q is not interrupt, queue or steer", s)
+}
+
+func (m BusyInputMode) explain() string {
+	switch m {
+	case BusyQueue:
+		return "a new message waits until the running turn ends."
+	case BusySteer:
+		return "a new message is added to the running turn."
+	}
+	return "a new message stops the running turn and runs next."
+}
+
+// RunningTurn tells what a conversation's running turn answers.
+type RunningTurn struct {
+	EntryID string    `json:"entry"`
+	Since   time.Time `json:"since"`          // when its lease was granted, by the store's clock
+	Text    string    `json:"text,omitempty"` // the start of the entry's text
+}
+
+// excerptRunes bounds RunningTurn.Text: enough to recognise the message.
+const excerptRunes = 60
+
+func excerpt(s string) string {
+	if utf8.RuneCountInString(s) <= excerptRunes {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:excerptRunes-1]) + "…"
+}
+
+// ReplyTarget is where replies to in go: in.Meta[MetaTarget] when the
+// adapter set it, else the conversation key read as a target.
+// Errors: Invalid.
+func ReplyTarget(in Inbound) (outbox.Target, error) {
+	if t := in.Meta[MetaTarget]; t != "" {
+		return outbox.ParseTarget(t)
+	}
+	return outbox.ParseTarget(in.Conv)
+}
+
+// RouterMetrics are hooks the gateway hangs its counters on; nil fields
+// are skipped.
+type RouterMetrics struct {
+	Appended  func(kind Kind)       // an inbound was queued
+	Duplicate func()                // an inbound was a redelivery and added nothing
+	Command   func(name string)     // a command was handled
+	Signaled  func(kind SignalKind) // a signal was sent to the running turn
+}
+
+// RouterOptions configure NewRouter.
+type RouterOptions struct {
+	Store  Store        // the turn queue; required
+	Outbox outbox.Store // where command answers go; required
+	// Signals carries stop, interrupt and steer to the process running a
+	// conversation's turn. Nil reaches only the turns of Turns (one
+	// process, no shared store).
+	Signals Signals
+	// Commands are the chat commands; nil means DefaultCommands(). Share
+	// one registry with the turn worker.
+	Commands *Commands
+	// BusyInputMode is the default for conversations that set none;
+	// empty means BusyInterrupt.
+	BusyInputMode BusyInputMode
+	// Turns is this process's turn worker, when it runs one: it is woken
+	// when a message is queued, and its running turns are known without
+	// a store read.
+	Turns *TurnWorker
+	// Tailer is this process's signal tailer, poked after a signal so a
+	// turn running here hears it at once.
+	Tailer *SignalTailer
+	Clock  clock.Clock  // nil means the wall clock
+	Logger *slog.Logger // nil means slog.Default()
+	// Metrics are optional counters.
+	Metrics RouterMetrics
+}
+
+// Router takes what adapters receive: it answers commands and queues
+// messages, and tells a running turn about a new message as the
+// conversation's busy-input mode says. It implements adapters.Inbox.
+type Router struct {
+	store    Store
+	outbox   outbox.Store
+	signals  Signals
+	commands *Commands
+	mode     BusyInputMode
+	turns    *TurnWorker
+	tailer   *SignalTailer
+	clock    clock.Clock
+	log      *slog.Logger
+	metrics  RouterMetrics
+}
+
+// NewRouter returns a router. Errors: Invalid (no store or outbox, an
+// unknown busy-input mode).
+func NewRouter(opts RouterOptions) (*Router, error) {
+	const op = "sessions.NewRouter"
+	if opts.Store == nil || opts.Outbox == nil {
+		return nil, errs.E(op, errs.Invalid, "a router needs a store and an outbox")
+	}
+	r := &Router{
+		store:    opts.Store,
+		outbox:   opts.Outbox,
+		signals:  opts.Signals,
+		commands: opts.Commands,
+		mode:     opts.BusyInputMode,
+		turns:    opts.Turns,
+		tailer:   opts.Tailer,
+		clock:    opts.Clock,
+		log:      opts.Logger,
+		metrics:  opts.Metrics,
+	}
+	if r.mode == "" {
+		r.mode = BusyInterrupt
+	}
+	if _, err := ParseBusyInputMode(string(r.mode)); err != nil {
+		return nil, errs.Wrap(op, errs.Invalid, err)
+	}
+	if r.commands == nil {
+		r.commands = DefaultCommands()
+	}
+	if r.clock == nil {
+		r.clock = clock.Real{}
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	return r, nil
+}
+
+// Commands returns the router's command registry.
+func (r *Router) Commands() *Commands { return r.commands }
+
+// Deliver takes one inbound. A message that starts with a known command
+// is handled as that command; any other message (an unknown /word
+// included) is queued for the agent. A redelivery of a message already
+// queued succeeds and adds nothing. A nil error means the message is
+// durable or answered: the adapter may tell the platform it got it.
+// Errors: Invalid (bad conversation key, unknown kind, no reply target),
+// TooLarge, and the store's errors.
+func (r *Router) Deliver(ctx context.Context, in Inbound) error {
+	const op = "sessions.Router.Deliver"
+	if err := ValidateConv(op, in.Conv); err != nil {
+		return err
+	}
+	switch in.Kind {
+	case "", KindUser, KindSynthetic:
+	default:
+		return errs.E(op, errs.Invalid, "unknown entry kind %q", in.Kind)
+	}
+	if _, err := ReplyTarget(in); err != nil {
+		return errs.Wrap(op, errs.Invalid, err)
+	}
+	if _, ok := in.Meta[MetaControl]; ok {
+		in.Meta = maps.Clone(in.Meta)
+		delete(in.Meta, MetaControl)
+	}
+	if in.Kind == KindSynthetic {
+		// Synthetic entries wait for a turn boundary: they never touch
+		// a running turn.
+		return r.appendEntry(ctx, in)
+	}
+	if name, args, ok := ParseCommand(in.Text); ok {
+		if cmd, ok := r.commands.Lookup(name); ok {
+			return r.command(ctx, cmd, in, args)
+		}
+	}
+	meta := r.meta(ctx, in.Conv)
+	return r.routeWith(ctx, in, r.busyMode(meta), meta)
+}
+
+func (r *Router) command(ctx context.Context, cmd Command, in Inbound, args string) error {
+	if f := r.metrics.Command; f != nil {
+		f(cmd.Name)
+	}
+	r.log.InfoContext(ctx, "command", "conv", in.Conv, "command", cmd.Name, "message_id", in.MessageID)
+	if cmd.Handle != nil {
+		target, _ := ReplyTarget(in) // checked by Deliver
+		return cmd.Handle(ctx, &CommandCall{Router: r, In: in, Name: cmd.Name, Args: args, Target: target})
+	}
+	in.Meta = maps.Clone(in.Meta)
+	if in.Meta == nil {
+		in.Meta = map[string]string{}
+	}
+	in.Meta[MetaControl] = cmd.Name
+	meta := r.meta(ctx, in.Conv)
+	return r.routeWith(ctx, in, r.busyMode(meta), meta)
+}
+
+// route queues in as mode says, whatever the conversation's own mode
+// (/queue, /steer).
+func (r *Router) route(ctx context.Context, in Inbound, mode BusyInputMode) error {
+	return r.routeWith(ctx, in, mode, r.meta(ctx, in.Conv))
+}
+
+// routeWith queues in and, when a turn of the conversation runs, tells it
+// as mode says. meta is the conversation's metadata, read once by the
+// caller.
+func (r *Router) routeWith(ctx context.Context, in Inbound, mode BusyInputMode, meta map[string]string) error {
+	res, err := r.store.Append(ctx, in)
+	if err != nil {
+		return err
+	}
+	if res.Duplicate {
+		r.countDuplicate(ctx, in)
+		return nil
+	}
+	r.appended(in)
+	if mode == BusyQueue {
+		return nil
+	}
+	// The wake above may have started the turn of this very entry.
+	if rt, running := r.runningTurnIn(in.Conv, meta); !running || rt.EntryID == res.EntryID {
+		return nil
+	}
+	s := Signal{Conv: in.Conv, Kind: SignalInterrupt, EntryID: res.EntryID}
+	if mode == BusySteer {
+		if len(in.Attachments) > 0 || in.Meta[MetaControl] != "" {
+			// A steer carries text only; a message with files, or a
+			// command, keeps its place in the queue whole instead.
+			return nil
+		}
+		s.Kind, s.Text = SignalSteer, in.Text
+	}
+	// The message is durable already; a signal that does not go out only
+	// means the message waits for the running turn.
+	if err := r.signal(ctx, s); err != nil {
+		r.log.WarnContext(ctx, "signal to the running turn failed; the message waits its turn",
+			"conv", in.Conv, "entry", res.EntryID, "signal", string(s.Kind), "err", err)
+	}
+	return nil
+}
+
+// appendEntry queues in without telling a running turn.
+func (r *Router) appendEntry(ctx context.Context, in Inbound) error {
+	res, err := r.store.Append(ctx, in)
+	if err != nil {
+		return err
+	}
+	if res.Duplicate {
+		r.countDuplicate(ctx, in)
+		return nil
+	}
+	r.appended(in)
+	return nil
+}
+
+// appendControl queues a control entry for command name, answered by the
+// command's Run at its turn.
+func (r *Router) appendControl(ctx context.Context, in Inbound, name, args string, prio Priority) error {
+	in.Meta = maps.Clone(in.Meta)
+	if in.Meta == nil {
+		in.Meta = map[string]string{}
+	}
+	in.Meta[MetaControl] = name
+	in.Kind, in.Priority = KindUser, prio
+	return r.appendEntry(ctx, in)
+}
+
+func (r *Router) appended(in Inbound) {
+	if f := r.metrics.Appended; f != nil {
+		kind := in.Kind
+		if kind == "" {
+			kind = KindUser
+		}
+		f(kind)
+	}
+	if r.turns != nil {
+		r.turns.Wake()
+	}
+}
+
+func (r *Router) countDuplicate(ctx context.Context, in Inbound) {
+	r.log.DebugContext(ctx, "redelivered message ignored", "conv", in.Conv, "message_id", in.MessageID)
+	if f := r.metrics.Duplicate; f != nil {
+		f()
+	}
+}
+
+// signal sends s to whoever runs s.Conv's turn: through the store when
+// there is one, else straight to this process's turns.
+func (r *Router) signal(ctx context.Context, s Signal) error {
+	if f := r.metrics.Signaled; f != nil {
+		f(s.Kind)
+	}
+	r.log.InfoContext(ctx, "signal", "conv", s.Conv, "signal", string(s.Kind), "entry", s.EntryID)
+	if r.signals == nil {
+		if r.turns != nil {
+			r.turns.HandleSignal(s) // a zero At: it applies to what runs now
+		}
+		return nil
+	}
+	if err := r.signals.Signal(ctx, s); err != nil {
+		return err
+	}
+	if r.tailer != nil {
+		r.tailer.Poke()
+	}
+	return nil
+}
+
+// meta reads the conversation's metadata. A failed read leaves the
+// defaults: queuing the message matters more than its mode.
+func (r *Router) meta(ctx context.Context, conv string) map[string]string {
+	meta, err := r.store.Meta(ctx, conv)
+	if err != nil {
+		r.log.WarnContext(ctx, "reading conversation metadata failed; using the defaults", "conv", conv, "err", err)
+		return nil
+	}
+	return meta
+}
+
+func (r *Router) busyMode(meta map[string]string) BusyInputMode {
+	if m, err := ParseBusyInputMode(meta[ConvMetaBusyInputMode]); err == nil {
+		return m
+	}
+	return r.mode
+}
+
+// runningTurn tells whether a turn of conv runs, and what it answers.
+func (r *Router) runningTurn(ctx context.Context, conv string) (RunningTurn, bool) {
+	if r.turns != nil {
+		if rt, ok := r.turns.RunningTurn(conv); ok {
+			return rt, true
+		}
+	}
+	return r.runningTurnIn(conv, r.meta(ctx, conv))
+}
+
+// runningTurnIn is runningTurn with the metadata already read. This
+// process's own turns are known exactly; another process's are known by
+// the mark its worker leaves in the metadata.
+func (r *Router) runningTurnIn(conv string, meta map[string]string) (RunningTurn, bool) {
+	if r.turns != nil {
+		if rt, ok := r.turns.RunningTurn(conv); ok {
+			return rt, true
+		}
+	}
+	raw := meta[ConvMetaTurn]
+	if raw == "" {
+		return RunningTurn{}, false
+	}
+	var rt RunningTurn
+	if err := json.Unmarshal([]byte(raw), &rt); err != nil {
+		return RunningTurn{}, true // a mark we cannot read still says a turn runs
+	}
+	return rt, true
+}
+
+// notify answers in at once with text, through the outbox. The message
+// id makes the answer's idempotency key, so a redelivered command is not
+// answered twice.
+func (r *Router) notify(ctx context.Context, in Inbound, target outbox.Target, text string) error {
+	m := outbox.Message{Target: target, Conv: in.Conv, Text: text, ReplyTo: in.MessageID, Kind: KindCommand}
+	if in.MessageID != "" {
+		m.IdempotencyKey = "command:" + in.Conv + ":" + in.MessageID
+	}
+	_, _, err := r.outbox.Enqueue(ctx, m)
+	return err
+}

@@ -1,0 +1,199 @@
+package sessions_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
+)
+
+func TestParseCommand(t *testing.T) {
+	tests := []struct {
+		desc, text string
+		name, args string
+		ok         bool
+	}{
+		{desc: "bare", text: "/stop", name: "stop", ok: true},
+		{desc: "with arguments", text: "/queue  look at this  ", name: "queue", args: "look at this", ok: true},
+		{desc: "arguments on the next line", text: "/steer\nuse the other file", name: "steer", args: "use the other file", ok: true},
+		{desc: "upper case", text: "/STOP", name: "stop", ok: true},
+		{desc: "bot mention", text: "/status@herald_bot", name: "status", ok: true},
+		{desc: "leading space", text: "  /help", name: "help", ok: true},
+		{desc: "plain text", text: "stop please"},
+		{desc: "a path", text: "/etc/passwd is odd"},
+		{desc: "a lone slash", text: "/"},
+		{desc: "slash and space", text: "/ stop"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			name, args, ok := sessions.ParseCommand(tc.text)
+			if name != tc.name || args != tc.args || ok != tc.ok {
+				t.Errorf("ParseCommand(%q) = %q, %q, %v; want %q, %q, %v", tc.text, name, args, ok, tc.name, tc.args, tc.ok)
+			}
+		})
+	}
+}
+
+func TestCommandsRegister(t *testing.T) {
+	handle := func(context.Context, *sessions.CommandCall) error { return nil }
+	tests := []struct {
+		desc string
+		cmd  sessions.Command
+		code errs.Code
+	}{
+		{desc: "replaces a placeholder", cmd: sessions.Command{Name: "agents", Aliases: []string{"tasks", "subagents"}, OutOfBand: true, Handle: handle}},
+		{desc: "a new command", cmd: sessions.Command{Name: "model", OutOfBand: true, Handle: handle}},
+		{desc: "a name that is an alias", cmd: sessions.Command{Name: "bg", OutOfBand: true, Handle: handle}, code: errs.Conflict},
+		{desc: "an alias that is a name", cmd: sessions.Command{Name: "model", Aliases: []string{"stop"}, OutOfBand: true, Handle: handle}, code: errs.Conflict},
+		{desc: "a bad name", cmd: sessions.Command{Name: "Model", OutOfBand: true, Handle: handle}, code: errs.Invalid},
+		{desc: "out of band without Handle", cmd: sessions.Command{Name: "model", OutOfBand: true}, code: errs.Invalid},
+		{desc: "queued without Run", cmd: sessions.Command{Name: "model", Handle: handle}, code: errs.Invalid},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			c := sessions.DefaultCommands()
+			err := c.Register(tc.cmd)
+			if got := errs.CodeOf(err); got != tc.code {
+				t.Fatalf("Register: %v, want code %q", err, tc.code)
+			}
+			if err != nil {
+				return
+			}
+			for _, n := range append([]string{tc.cmd.Name}, tc.cmd.Aliases...) {
+				if got, ok := c.Lookup(n); !ok || got.Name != tc.cmd.Name {
+					t.Errorf("Lookup(%q) = %q, %v; want %q", n, got.Name, ok, tc.cmd.Name)
+				}
+			}
+		})
+	}
+}
+
+func TestDeliverRefuses(t *testing.T) {
+	tests := []struct {
+		desc string
+		in   sessions.Inbound
+	}{
+		{desc: "an empty conversation key", in: sessions.Inbound{Text: "hi"}},
+		{desc: "an unknown kind", in: sessions.Inbound{Conv: conv, Text: "hi", Kind: "robot"}},
+		{desc: "no reply target", in: sessions.Inbound{Conv: "nocolon", Text: "hi"}},
+		{desc: "a bad reply target", in: sessions.Inbound{Conv: conv, Text: "hi", Meta: map[string]string{sessions.MetaTarget: "telegram:"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			db := openDB(t, clock.Real{})
+			r, err := sessions.NewRouter(sessions.RouterOptions{Store: db.Sessions(), Outbox: db.Outbox(), Logger: quietLog()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Deliver(context.Background(), tc.in); !errs.Is(err, errs.Invalid) {
+				t.Errorf("Deliver: %v, want an Invalid error", err)
+			}
+		})
+	}
+}
+
+func TestNewRouterRefuses(t *testing.T) {
+	db := openDB(t, clock.Real{})
+	tests := []struct {
+		desc string
+		opts sessions.RouterOptions
+	}{
+		{desc: "no store", opts: sessions.RouterOptions{Outbox: db.Outbox()}},
+		{desc: "no outbox", opts: sessions.RouterOptions{Store: db.Sessions()}},
+		{desc: "an unknown mode", opts: sessions.RouterOptions{Store: db.Sessions(), Outbox: db.Outbox(), BusyInputMode: "shout"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			if _, err := sessions.NewRouter(tc.opts); !errs.Is(err, errs.Invalid) {
+				t.Errorf("NewRouter: %v, want an Invalid error", err)
+			}
+		})
+	}
+}
+
+func TestReplyTarget(t *testing.T) {
+	tests := []struct {
+		desc string
+		in   sessions.Inbound
+		want outbox.Target
+	}{
+		{desc: "the conversation key", in: sessions.Inbound{Conv: "slack:C1:1700.1"}, want: outbox.Target{Platform: "slack", Chat: "C1", Thread: "1700.1"}},
+		{desc: "the adapter's target", in: sessions.Inbound{Conv: "api:abc", Meta: map[string]string{sessions.MetaTarget: "discord:9:7"}}, want: outbox.Target{Platform: "discord", Chat: "9", Thread: "7"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			got, err := sessions.ReplyTarget(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("ReplyTarget (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// An adapter cannot make a message pass for a queued command.
+func TestDeliverDropsControlMeta(t *testing.T) {
+	noLeaks(t)
+	r := newGateRunner()
+	g := startGateway(t, gatewayOptions{runner: r})
+	g.deliver(sessions.Inbound{Text: "hi", Meta: map[string]string{sessions.MetaControl: "new", "thread": "7"}})
+	g.waitSent(conv, "re: hi")
+	got := r.waitCalls(t, 1)[0].In.Entry.Meta
+	if diff := cmp.Diff(map[string]string{"thread": "7"}, got); diff != "" {
+		t.Errorf("entry meta (-want +got):\n%s", diff)
+	}
+}
+
+// An unknown /word is a message for the agent.
+func TestUnknownCommandIsAMessage(t *testing.T) {
+	noLeaks(t)
+	r := newGateRunner()
+	g := startGateway(t, gatewayOptions{runner: r})
+	g.say("/frobnicate the thing")
+	g.waitSent(conv, "re: /frobnicate the thing")
+}
+
+// Without a shared signal log, signals still reach this process's turns.
+func TestRouterWithoutSignals(t *testing.T) {
+	noLeaks(t)
+	db := openDB(t, clock.Real{})
+	r := newGateRunner()
+	w, err := sessions.NewTurnWorker(sessions.TurnWorkerOptions{Store: db.Sessions(), Runner: r, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	router, err := sessions.NewRouter(sessions.RouterOptions{Store: db.Sessions(), Outbox: db.Outbox(), Turns: w, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Shutdown(ctx) })
+
+	if err := router.Deliver(ctx, sessions.Inbound{Conv: conv, Text: "slow job"}); err != nil {
+		t.Fatal(err)
+	}
+	call := r.waitCalls(t, 1)[0]
+	if err := router.Deliver(ctx, sessions.Inbound{Conv: conv, Text: "/stop"}); err != nil {
+		t.Fatal(err)
+	}
+	<-call.done
+	waitFor(t, "the stop committed", func() bool {
+		msgs, err := db.Outbox().Pending(ctx, 10)
+		return err == nil && len(msgs) == 2 && msgs[1].Text == "Stopped."
+	})
+	msgs, _ := db.Outbox().Pending(ctx, 10)
+	if !strings.HasPrefix(msgs[0].Text, "Stopping the running turn") || msgs[0].Kind != sessions.KindCommand {
+		t.Errorf("first message %q (%s), want the /stop answer", msgs[0].Text, msgs[0].Kind)
+	}
+}

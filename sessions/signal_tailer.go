@@ -1,0 +1,186 @@
+package sessions
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/heraldgw/herald/internal/errs"
+)
+
+// Defaults for SignalTailerOptions.
+const (
+	DefaultSignalInterval = 100 * time.Millisecond
+	DefaultSignalBatch    = 256
+)
+
+// SignalHandler takes the signals a tailer reads. TurnWorker is one.
+type SignalHandler interface {
+	HandleSignal(s Signal)
+}
+
+// SignalTailerOptions configure NewSignalTailer.
+type SignalTailerOptions struct {
+	Signals Signals       // required
+	Handler SignalHandler // required: usually this process's TurnWorker
+	// Interval is the wait between reads; 0 means DefaultSignalInterval.
+	// A Poke reads at once.
+	Interval time.Duration
+	// Batch is how many signals one read asks for; 0 means
+	// DefaultSignalBatch.
+	Batch  int
+	Logger *slog.Logger // nil means slog.Default()
+	// Read counts the signals read, when set; for a metric.
+	Read func(n int)
+}
+
+// SignalTailer is a process's one reader of the shared signal log. It
+// reads whatever the number of turns the process runs, and hands each
+// signal to the handler, which drops those for conversations it does not
+// run.
+type SignalTailer struct {
+	signals  Signals
+	handler  SignalHandler
+	interval time.Duration
+	batch    int
+	log      *slog.Logger
+	read     func(n int)
+
+	poke chan struct{}
+
+	mu      sync.Mutex
+	started bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+	// cursor is where the next read starts, once positioned: a read from
+	// "" only finds the log's end.
+	cursor     string
+	positioned bool
+}
+
+// NewSignalTailer returns a tailer; Start runs it. Errors: Invalid (no
+// signals or handler).
+func NewSignalTailer(opts SignalTailerOptions) (*SignalTailer, error) {
+	if opts.Signals == nil || opts.Handler == nil {
+		return nil, errs.E("sessions.NewSignalTailer", errs.Invalid, "a signal tailer needs signals and a handler")
+	}
+	t := &SignalTailer{
+		signals:  opts.Signals,
+		handler:  opts.Handler,
+		interval: opts.Interval,
+		batch:    opts.Batch,
+		log:      opts.Logger,
+		read:     opts.Read,
+		poke:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+	}
+	if t.interval <= 0 {
+		t.interval = DefaultSignalInterval
+	}
+	if t.batch <= 0 {
+		t.batch = DefaultSignalBatch
+	}
+	if t.log == nil {
+		t.log = slog.Default()
+	}
+	return t, nil
+}
+
+// Start takes the log's current end as its starting point, so every
+// signal sent after Start returns is read, then starts reading. A store
+// that cannot be reached now does not fail Start: the loop keeps trying.
+// Errors: Conflict (started before).
+func (t *SignalTailer) Start(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.started {
+		return errs.E("sessions.SignalTailer.Start", errs.Conflict, "the signal tailer was started before")
+	}
+	t.started = true
+	ctx, t.cancel = context.WithCancel(ctx)
+	if _, cursor, err := t.signals.SignalsAfter(ctx, "", t.batch); err != nil {
+		t.log.Warn("reading the signal log's end failed; retrying", "err", err)
+	} else {
+		t.cursor, t.positioned = cursor, true
+	}
+	go t.loop(ctx)
+	return nil
+}
+
+// Shutdown stops reading and waits for the loop to end, or for ctx.
+// Shut the turn worker down first: its turns hear signals until they end.
+func (t *SignalTailer) Shutdown(ctx context.Context) error {
+	t.mu.Lock()
+	started := t.started
+	cancel := t.cancel
+	t.mu.Unlock()
+	if !started {
+		return nil
+	}
+	cancel()
+	select {
+	case <-t.done:
+		return nil
+	case <-ctx.Done():
+		return errs.Wrap("sessions.SignalTailer.Shutdown", errs.Unavailable, ctx.Err())
+	}
+}
+
+// Poke makes the tailer read now: this process just sent a signal, and a
+// turn it runs itself should not wait for the next read.
+func (t *SignalTailer) Poke() {
+	select {
+	case t.poke <- struct{}{}:
+	default:
+	}
+}
+
+func (t *SignalTailer) loop(ctx context.Context) {
+	defer close(t.done)
+	tick := time.NewTicker(t.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-t.poke:
+		}
+		t.readAll(ctx)
+	}
+}
+
+// readAll reads until the log's end, in batches.
+func (t *SignalTailer) readAll(ctx context.Context) {
+	for ctx.Err() == nil {
+		t.mu.Lock()
+		after, positioned := t.cursor, t.positioned
+		t.mu.Unlock()
+		if !positioned {
+			after = ""
+		}
+		sigs, next, err := t.signals.SignalsAfter(ctx, after, t.batch)
+		if err != nil {
+			if ctx.Err() == nil {
+				t.log.Warn("reading signals failed", "err", err)
+			}
+			return
+		}
+		t.mu.Lock()
+		t.cursor, t.positioned = next, true
+		t.mu.Unlock()
+		if !positioned {
+			return // that read only found the end to start from
+		}
+		if t.read != nil && len(sigs) > 0 {
+			t.read(len(sigs))
+		}
+		for _, s := range sigs {
+			t.handler.HandleSignal(s)
+		}
+		if len(sigs) < t.batch {
+			return
+		}
+	}
+}

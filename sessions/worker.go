@@ -1,0 +1,390 @@
+package sessions
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
+)
+
+// Defaults for TurnWorkerOptions.
+const (
+	DefaultTurns         = 64
+	DefaultGrace         = 20 * time.Second
+	DefaultMarkAfter     = 250 * time.Millisecond
+	DefaultMaxDeliveries = 5
+	DefaultPollMin       = 5 * time.Millisecond
+	DefaultPollMax       = 250 * time.Millisecond
+)
+
+// TurnMetrics are hooks the gateway hangs its counters on; nil fields are
+// skipped. They are called from many goroutines at once.
+type TurnMetrics struct {
+	// Started: an agent turn began.
+	Started func()
+	// Finished: a turn committed, with how it ended and how long it ran.
+	Finished func(end TurnEnd, took time.Duration)
+	// Failed: a turn could not run or commit and its entry is left for a
+	// retry, or was dropped after too many. reason is "history",
+	// "runner", "commit", "control" or "dropped".
+	Failed func(reason string)
+	// Takeover: a claimed entry had been handed to a lease holder before
+	// (Deliveries > 1): a worker died or gave it back mid-turn.
+	Takeover func()
+	// LeaseLost: a turn lost its lease and committed nothing.
+	LeaseLost func()
+}
+
+// TurnWorkerOptions configure NewTurnWorker.
+type TurnWorkerOptions struct {
+	Store  Store      // required
+	Runner TurnRunner // runs agent turns; required
+	// Commands run the control entries the router queues; nil means
+	// DefaultCommands(). Share one registry with the router.
+	Commands *Commands
+	// Name identifies this process as lease holder; empty means
+	// host-pid-random.
+	Name string
+	// Turns is how many turns run at once (workers.turns); 0 means
+	// DefaultTurns.
+	Turns int
+	// LeaseTTL is the lease of a running turn, renewed every third of it
+	// (store.lease_ttl); 0 means DefaultLeaseTTL.
+	LeaseTTL time.Duration
+	// Grace is how long Shutdown lets running turns finish before it
+	// cancels them and hands their entries back; 0 means DefaultGrace.
+	Grace time.Duration
+	// MarkAfter is how long a turn runs before the worker marks it in
+	// the conversation's metadata (ConvMetaTurn), so /stop and /status
+	// in other processes know it. Shorter turns, the most, cost no
+	// writes. 0 means DefaultMarkAfter; negative never marks.
+	MarkAfter time.Duration
+	// MaxDeliveries drops an entry, with a notice to its conversation,
+	// when it has been handed out this many times without an ack (it
+	// crashed its workers or never commits); 0 means
+	// DefaultMaxDeliveries, negative never drops.
+	MaxDeliveries int
+	// PollMin and PollMax bound the wait between claims while nothing
+	// is ready: it starts at PollMin and doubles up to PollMax. A Wake
+	// ends the wait at once. 0 means the defaults.
+	PollMin, PollMax time.Duration
+	Clock            clock.Clock  // nil means the wall clock
+	Logger           *slog.Logger // nil means slog.Default()
+	Metrics          TurnMetrics
+}
+
+// TurnWorker runs conversations' turns: one claim loop leases ready
+// conversations and runs up to Turns of them at once, each in its own
+// goroutine for as long as it runs. Nothing polls per turn: leases are
+// renewed on timers, and signals reach turns through HandleSignal.
+type TurnWorker struct {
+	store         Store
+	runner        TurnRunner
+	commands      *Commands
+	name          string
+	ttl           time.Duration
+	grace         time.Duration
+	markAfter     time.Duration
+	maxDeliveries int
+	pollMin       time.Duration
+	pollMax       time.Duration
+	clock         clock.Clock
+	log           *slog.Logger
+	metrics       TurnMetrics
+
+	wake  chan struct{} // a token asks the claim loop to claim now
+	slots chan struct{} // one token per running turn
+
+	mu        sync.Mutex
+	running   map[string]*activeTurn // by conversation
+	started   bool
+	stopping  bool
+	stopClaim chan struct{} // closed by Shutdown: claim no more
+	loopDone  chan struct{} // closed when the claim loop returned
+
+	// base is Start's context without its cancellation, for the store
+	// writes that must happen even while stopping (commits, releases).
+	base context.Context
+	// hard is cancelled when running turns must end now: past the grace
+	// period, or when Start's context ends.
+	hard       context.Context
+	hardCancel context.CancelCauseFunc
+	turns      sync.WaitGroup
+}
+
+// NewTurnWorker returns a worker; Start runs it. Errors: Invalid (no
+// store or runner).
+func NewTurnWorker(opts TurnWorkerOptions) (*TurnWorker, error) {
+	const op = "sessions.NewTurnWorker"
+	if opts.Store == nil || opts.Runner == nil {
+		return nil, errs.E(op, errs.Invalid, "a turn worker needs a store and a runner")
+	}
+	w := &TurnWorker{
+		store:         opts.Store,
+		runner:        opts.Runner,
+		commands:      opts.Commands,
+		name:          opts.Name,
+		ttl:           opts.LeaseTTL,
+		grace:         opts.Grace,
+		markAfter:     opts.MarkAfter,
+		maxDeliveries: opts.MaxDeliveries,
+		pollMin:       opts.PollMin,
+		pollMax:       opts.PollMax,
+		clock:         opts.Clock,
+		log:           opts.Logger,
+		metrics:       opts.Metrics,
+		wake:          make(chan struct{}, 1),
+		running:       map[string]*activeTurn{},
+		stopClaim:     make(chan struct{}),
+		loopDone:      make(chan struct{}),
+	}
+	turns := opts.Turns
+	if turns <= 0 {
+		turns = DefaultTurns
+	}
+	w.slots = make(chan struct{}, turns)
+	if w.commands == nil {
+		w.commands = DefaultCommands()
+	}
+	if w.name == "" {
+		host, _ := os.Hostname()
+		w.name = host + "-" + strconv.Itoa(os.Getpid()) + "-" + uuid.NewString()[:8]
+	}
+	if w.ttl <= 0 {
+		w.ttl = DefaultLeaseTTL
+	}
+	if w.grace <= 0 {
+		w.grace = DefaultGrace
+	}
+	if w.markAfter == 0 {
+		w.markAfter = DefaultMarkAfter
+	}
+	if w.maxDeliveries == 0 {
+		w.maxDeliveries = DefaultMaxDeliveries
+	}
+	if w.pollMin <= 0 {
+		w.pollMin = DefaultPollMin
+	}
+	if w.pollMax < w.pollMin {
+		w.pollMax = max(DefaultPollMax, w.pollMin)
+	}
+	if w.clock == nil {
+		w.clock = clock.Real{}
+	}
+	if w.log == nil {
+		w.log = slog.Default()
+	}
+	w.log = w.log.With("worker", w.name)
+	return w, nil
+}
+
+// Name is the lease holder name the worker claims with.
+func (w *TurnWorker) Name() string { return w.name }
+
+// Start starts the claim loop. Ending ctx stops the worker hard: running
+// turns are cancelled and their entries handed back uncommitted; use
+// Shutdown to stop gracefully. Errors: Conflict (started before).
+func (w *TurnWorker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		return errs.E("sessions.TurnWorker.Start", errs.Conflict, "the turn worker was started before")
+	}
+	w.started = true
+	w.base = context.WithoutCancel(ctx)
+	w.hard, w.hardCancel = context.WithCancelCause(ctx)
+	go w.claimLoop()
+	return nil
+}
+
+// errShutdown is the cause of a turn cancelled because its process stops.
+var errShutdown = errs.E("sessions.TurnWorker", errs.Closed, "the turn worker is shutting down")
+
+// Shutdown stops claiming and waits for the running turns to commit, up
+// to the grace period or until ctx ends, whichever is first. Turns still
+// running then are cancelled without committing and their leases
+// released, so another worker runs their entries again. It returns when
+// every turn goroutine has ended.
+func (w *TurnWorker) Shutdown(ctx context.Context) error {
+	w.mu.Lock()
+	if !w.started || w.stopping {
+		w.stopping = true
+		w.mu.Unlock()
+		return nil
+	}
+	w.stopping = true
+	close(w.stopClaim)
+	w.mu.Unlock()
+
+	<-w.loopDone
+	done := make(chan struct{})
+	go func() {
+		w.turns.Wait()
+		close(done)
+	}()
+	grace := time.NewTimer(w.grace)
+	defer grace.Stop()
+	select {
+	case <-done:
+		w.hardCancel(errShutdown)
+		return nil
+	case <-grace.C:
+	case <-ctx.Done():
+	}
+	if n := w.Running(); n > 0 {
+		w.log.Warn("grace period over; handing running turns back", "turns", n)
+	}
+	w.hardCancel(errShutdown)
+	// A runner honours its context; the wait after the cancel only covers
+	// the releases, so it is bounded for a runner that does not.
+	stuck := time.NewTimer(releaseTimeout + time.Second)
+	defer stuck.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-stuck.C:
+		return errs.E("sessions.TurnWorker.Shutdown", errs.Internal, "%d turns did not end after being cancelled", w.Running())
+	}
+}
+
+// Wake makes the claim loop claim now instead of at its next poll. The
+// router calls it after queuing a message.
+func (w *TurnWorker) Wake() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Running is the number of turns running in this process.
+func (w *TurnWorker) Running() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.running)
+}
+
+// RunningTurn tells whether this process runs an agent turn of conv.
+func (w *TurnWorker) RunningTurn(conv string) (RunningTurn, bool) {
+	w.mu.Lock()
+	at := w.running[conv]
+	w.mu.Unlock()
+	if at == nil || at.control || at.settled.Load() {
+		return RunningTurn{}, false
+	}
+	return at.info(), true
+}
+
+// HandleSignal passes s to the turn of s.Conv this process runs, if any.
+// A signal sent before that turn started was meant for an earlier one
+// and is ignored, as is a signal about the entry the turn itself runs.
+func (w *TurnWorker) HandleSignal(s Signal) {
+	w.mu.Lock()
+	at := w.running[s.Conv]
+	w.mu.Unlock()
+	if at != nil {
+		at.signal(s)
+	}
+}
+
+// claimLoop is the one loop that claims conversations. It takes a slot
+// before each claim, so it never holds more leases than it can run.
+func (w *TurnWorker) claimLoop() {
+	defer close(w.loopDone)
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
+	wait := time.Duration(0)
+	for {
+		select {
+		case w.slots <- struct{}{}:
+		case <-w.stopClaim:
+			return
+		case <-w.hard.Done():
+			return
+		}
+		turn, err := w.store.Claim(w.hard, w.name, w.ttl)
+		if err == nil && turn != nil {
+			wait = 0
+			if w.stoppingNow() {
+				w.handBack(turn.Lease, "the worker stopped while claiming")
+				<-w.slots
+				return
+			}
+			w.turns.Add(1)
+			go w.runTurn(turn)
+			continue
+		}
+		<-w.slots
+		if err != nil && w.hard.Err() == nil {
+			w.log.Warn("claiming a turn failed", "err", err)
+		}
+		wait = min(max(wait*2, w.pollMin), w.pollMax)
+		idle.Reset(wait)
+		select {
+		case <-w.wake:
+			wait = 0
+		case <-idle.C:
+		case <-w.stopClaim:
+			idle.Stop()
+			return
+		case <-w.hard.Done():
+			idle.Stop()
+			return
+		}
+		idle.Stop()
+	}
+}
+
+func (w *TurnWorker) stoppingNow() bool {
+	select {
+	case <-w.stopClaim:
+		return true
+	default:
+		return w.hard.Err() != nil
+	}
+}
+
+// releaseTimeout bounds a store write made after a turn ended: a commit,
+// a release, a mark.
+const releaseTimeout = 10 * time.Second
+
+// storeCtx is the context of a store write that must happen even while
+// the worker stops.
+func (w *TurnWorker) storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(w.base, releaseTimeout)
+}
+
+// handBack releases a lease without committing, so the entry runs again.
+func (w *TurnWorker) handBack(l Lease, why string) {
+	ctx, cancel := w.storeCtx()
+	defer cancel()
+	if err := w.store.Release(ctx, l); err != nil && !errs.Is(err, errs.LeaseLost) {
+		w.log.Warn("releasing a lease failed; it expires by itself", "conv", l.Conv, "token", l.Token, "why", why, "err", err)
+	}
+}
+
+// countFailed and its kin call the metrics hooks that are set.
+func (w *TurnWorker) countFailed(reason string) {
+	if f := w.metrics.Failed; f != nil {
+		f(reason)
+	}
+}
+
+func (w *TurnWorker) countLeaseLost() {
+	if f := w.metrics.LeaseLost; f != nil {
+		f()
+	}
+}
+
+// idempotencyKey names a turn's i-th outbox message, so a turn run again
+// after a crash cannot enqueue it twice.
+func idempotencyKey(conv, entryID string, i int) string {
+	return fmt.Sprintf("turn:%s:%s:%d", conv, entryID, i)
+}

@@ -1,0 +1,412 @@
+package sessions_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/store/sqlite"
+)
+
+const conv = "telegram:100"
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// fakeSignals is an in-memory signal log. Cursors are positions in it.
+type fakeSignals struct {
+	clock clock.Clock
+
+	mu   sync.Mutex
+	log  []sessions.Signal
+	err  error // returned by Signal when set
+	read int   // SignalsAfter calls
+}
+
+var _ sessions.Signals = (*fakeSignals)(nil)
+
+func newFakeSignals(clk clock.Clock) *fakeSignals { return &fakeSignals{clock: clk} }
+
+func (f *fakeSignals) Signal(_ context.Context, s sessions.Signal) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	if s.Conv == "" {
+		return errs.E("fakeSignals.Signal", errs.Invalid, "empty conversation")
+	}
+	s.Cursor = strconv.Itoa(len(f.log) + 1)
+	s.At = f.clock.Now()
+	f.log = append(f.log, s)
+	return nil
+}
+
+func (f *fakeSignals) SignalsAfter(_ context.Context, after string, limit int) ([]sessions.Signal, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.read++
+	if after == "" {
+		return nil, strconv.Itoa(len(f.log)), nil
+	}
+	from, err := strconv.Atoi(after)
+	if err != nil || from < 0 || from > len(f.log) {
+		return nil, "", errs.E("fakeSignals.SignalsAfter", errs.Invalid, "bad cursor %q", after)
+	}
+	end := min(len(f.log), from+limit)
+	return slices.Clone(f.log[from:end]), strconv.Itoa(end), nil
+}
+
+func (f *fakeSignals) sent() []sessions.Signal {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.log)
+}
+
+// openDB opens a store on a fresh file; the test closes it at its end.
+func openDB(t *testing.T, clk clock.Clock) *sqlite.DB {
+	t.Helper()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "herald.db"), sqlite.Options{Clock: clk, Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatalf("sqlite.Open: %v", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// counters records the worker's metric hooks.
+type counters struct {
+	mu       sync.Mutex
+	started  int
+	finished map[sessions.TurnEnd]int
+	failed   map[string]int
+	takeover int
+	lost     int
+}
+
+func (c *counters) hooks() sessions.TurnMetrics {
+	c.finished, c.failed = map[sessions.TurnEnd]int{}, map[string]int{}
+	return sessions.TurnMetrics{
+		Started:   func() { c.mu.Lock(); c.started++; c.mu.Unlock() },
+		Finished:  func(end sessions.TurnEnd, _ time.Duration) { c.mu.Lock(); c.finished[end]++; c.mu.Unlock() },
+		Failed:    func(reason string) { c.mu.Lock(); c.failed[reason]++; c.mu.Unlock() },
+		Takeover:  func() { c.mu.Lock(); c.takeover++; c.mu.Unlock() },
+		LeaseLost: func() { c.mu.Lock(); c.lost++; c.mu.Unlock() },
+	}
+}
+
+func (c *counters) get(f func(c *counters) int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return f(c)
+}
+
+// gateway is one process's sessions side: router, turn worker and signal
+// tailer on a shared store.
+type gateway struct {
+	t       *testing.T
+	db      *sqlite.DB
+	store   sessions.Store
+	outbox  outbox.Store
+	signals *fakeSignals
+	worker  *sessions.TurnWorker
+	tailer  *sessions.SignalTailer
+	router  *sessions.Router
+	metrics *counters
+	stopped bool
+}
+
+type gatewayOptions struct {
+	db      *sqlite.DB // nil opens a new one
+	signals *fakeSignals
+	clock   clock.Clock
+	runner  sessions.TurnRunner
+	worker  sessions.TurnWorkerOptions // Store, Runner, Metrics are filled in
+	mode    sessions.BusyInputMode
+}
+
+// quietLog keeps test output readable; set HERALD_TEST_LOG to see it.
+func quietLog() *slog.Logger {
+	if os.Getenv("HERALD_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func startGateway(t *testing.T, o gatewayOptions) *gateway {
+	t.Helper()
+	if o.clock == nil {
+		o.clock = clock.Real{}
+	}
+	if o.db == nil {
+		o.db = openDB(t, o.clock)
+	}
+	if o.signals == nil {
+		o.signals = newFakeSignals(o.clock)
+	}
+	g := &gateway{t: t, db: o.db, store: o.db.Sessions(), outbox: o.db.Outbox(), signals: o.signals, metrics: &counters{}}
+	wo := o.worker
+	wo.Store, wo.Runner, wo.Metrics = g.store, o.runner, g.metrics.hooks()
+	if wo.Clock == nil {
+		wo.Clock = o.clock
+	}
+	if wo.PollMax == 0 {
+		wo.PollMax = 20 * time.Millisecond
+	}
+	wo.Logger = quietLog()
+	var err error
+	if g.worker, err = sessions.NewTurnWorker(wo); err != nil {
+		t.Fatal(err)
+	}
+	if g.tailer, err = sessions.NewSignalTailer(sessions.SignalTailerOptions{Signals: g.signals, Handler: g.worker, Interval: 20 * time.Millisecond, Logger: quietLog()}); err != nil {
+		t.Fatal(err)
+	}
+	g.router, err = sessions.NewRouter(sessions.RouterOptions{
+		Store: g.store, Outbox: g.outbox, Signals: g.signals, BusyInputMode: o.mode,
+		Turns: g.worker, Tailer: g.tailer, Clock: o.clock, Logger: quietLog(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := g.worker.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.tailer.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.shutdown(5 * time.Second) })
+	return g
+}
+
+// shutdown stops the worker, then the tailer, giving turns grace.
+func (g *gateway) shutdown(timeout time.Duration) error {
+	if g.stopped {
+		return nil
+	}
+	g.stopped = true
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := g.worker.Shutdown(ctx)
+	if terr := g.tailer.Shutdown(ctx); err == nil {
+		err = terr
+	}
+	return err
+}
+
+func (g *gateway) deliver(in sessions.Inbound) {
+	g.t.Helper()
+	if in.Conv == "" {
+		in.Conv = conv
+	}
+	if err := g.router.Deliver(context.Background(), in); err != nil {
+		g.t.Fatalf("Deliver(%q): %v", in.Text, err)
+	}
+}
+
+// say delivers text as a user message with a message id of its own.
+func (g *gateway) say(text string) {
+	g.t.Helper()
+	g.deliver(sessions.Inbound{Text: text, Sender: "42", MessageID: "m-" + text})
+}
+
+// sent is the text of every outbox message of conv, oldest first.
+func (g *gateway) sent(conv string) []string {
+	g.t.Helper()
+	msgs, err := g.outbox.Pending(context.Background(), 10_000)
+	if err != nil {
+		g.t.Fatalf("Pending: %v", err)
+	}
+	var out []string
+	for _, m := range msgs {
+		if m.Conv == conv {
+			out = append(out, m.Text)
+		}
+	}
+	return out
+}
+
+func (g *gateway) history(conv string) []string {
+	g.t.Helper()
+	h, err := g.store.History(context.Background(), conv)
+	if err != nil {
+		g.t.Fatalf("History: %v", err)
+	}
+	return contents(h)
+}
+
+func contents(h []sessions.Message) []string {
+	out := make([]string, 0, len(h))
+	for _, m := range h {
+		out = append(out, m.Role+": "+m.Content)
+	}
+	return out
+}
+
+// waitFor polls cond until it holds, failing the test after a while.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func (g *gateway) waitSent(conv, text string) {
+	g.t.Helper()
+	waitFor(g.t, fmt.Sprintf("%q sent to %s (sent: %q)", text, conv, g.sent(conv)), func() bool {
+		return slices.Contains(g.sent(conv), text)
+	})
+}
+
+// noLeaks checks, at the end of the test, after every cleanup registered
+// later, that the test left no goroutine behind.
+func noLeaks(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+}
+
+// gateRunner is a TurnRunner whose turns the test drives. A turn whose
+// text starts with "slow" waits until the test releases it or its context
+// ends; others answer at once with "re: TEXT". A released slow turn acts
+// as if a tool had run: it takes the steered messages waiting, as the
+// agent does after a batch of tool results, unless its text starts with
+// "slow-notool", then answers.
+type gateRunner struct {
+	mu      sync.Mutex
+	calls   []*runCall
+	running map[string]int // turns in flight by conversation
+	overlap bool           // two turns of one conversation ran at once
+	arrived chan struct{}  // closed and replaced on every call
+	panics  bool           // every Run panics
+}
+
+type runCall struct {
+	In      sessions.TurnInput
+	release chan struct{}
+	once    sync.Once
+	done    chan struct{} // closed when Run returned
+}
+
+func (c *runCall) Release() { c.once.Do(func() { close(c.release) }) }
+
+func newGateRunner() *gateRunner {
+	return &gateRunner{running: map[string]int{}, arrived: make(chan struct{})}
+}
+
+var _ sessions.TurnRunner = (*gateRunner)(nil)
+
+func (r *gateRunner) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
+	c := &runCall{In: in, release: make(chan struct{}), done: make(chan struct{})}
+	defer close(c.done)
+	r.mu.Lock()
+	r.calls = append(r.calls, c)
+	r.running[in.Conv]++
+	if r.running[in.Conv] > 1 {
+		r.overlap = true
+	}
+	close(r.arrived)
+	r.arrived = make(chan struct{})
+	panics := r.panics
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.running[in.Conv]--
+		r.mu.Unlock()
+	}()
+	if panics {
+		panic("the runner broke")
+	}
+
+	text := in.Entry.Text
+	hist := []sessions.Message{{Role: "user", Content: text}}
+	if strings.HasPrefix(text, "slow") {
+		select {
+		case <-c.release:
+		case <-ctx.Done():
+			hist = append(hist, sessions.Message{Role: "assistant", Content: "partial: " + text})
+			return sessions.TurnOutput{History: hist, End: sessions.TurnInterrupted}, context.Cause(ctx)
+		}
+		if !strings.HasPrefix(text, "slow-notool") {
+			hist = append(hist,
+				sessions.Message{Role: "assistant", ToolCalls: []sessions.ToolCall{{ID: "c1", Name: "probe", Arguments: "{}"}}},
+				sessions.Message{Role: "tool", ToolCallID: "c1", Name: "probe", Content: "ok"})
+		steer:
+			for {
+				select {
+				case s := <-in.Steer:
+					hist = append(hist, sessions.Message{Role: "user", Content: s})
+				default:
+					break steer
+				}
+			}
+		}
+	}
+	reply := "re: " + text
+	hist = append(hist, sessions.Message{Role: "assistant", Content: reply})
+	return sessions.TurnOutput{
+		History: hist,
+		Outbox:  []outbox.Message{{Target: in.Origin, Conv: in.Conv, Text: reply, ReplyTo: in.Entry.MessageID, Kind: "reply"}},
+		End:     sessions.TurnDone,
+	}, nil
+}
+
+// waitCalls waits until n turns started and returns them.
+func (r *gateRunner) waitCalls(t *testing.T, n int) []*runCall {
+	t.Helper()
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		if len(r.calls) >= n {
+			calls := slices.Clone(r.calls)
+			r.mu.Unlock()
+			return calls
+		}
+		arrived, got := r.arrived, len(r.calls)
+		r.mu.Unlock()
+		select {
+		case <-arrived:
+		case <-deadline.C:
+			t.Fatalf("runner got %d turns, want %d", got, n)
+		}
+	}
+}
+
+func (r *gateRunner) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.calls)
+}
+
+// texts are the entry texts of the turns run, in order.
+func (r *gateRunner) texts() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, c := range r.calls {
+		out = append(out, c.In.Entry.Text)
+	}
+	return out
+}
+
+// settle gives the worker time to do what it should not: tests that
+// check something did not happen wait this long first.
+func settle() { time.Sleep(100 * time.Millisecond) }

@@ -1,0 +1,701 @@
+package sessions_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/sessions/agent"
+)
+
+func TestPlainTurnEndToEnd(t *testing.T) {
+	noLeaks(t)
+	ms := testkit.NewModelServer(t)
+	client, err := llm.NewOpenAI(llm.OpenAIOptions{BaseURL: ms.URL(), Model: "test-model", Timeout: 10 * time.Second, MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, gatewayOptions{runner: &agent.Agent{Client: client, Logger: quietLog()}})
+
+	g.deliver(sessions.Inbound{Text: "hello", Sender: "42", MessageID: "m1"})
+	g.waitSent(conv, "echo: hello")
+
+	msgs, err := g.outbox.Pending(context.Background(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []outbox.Message{{
+		Target:         outbox.Target{Platform: "telegram", Chat: "100"},
+		Conv:           conv,
+		Text:           "echo: hello",
+		ReplyTo:        "m1",
+		Kind:           agent.KindReply,
+		IdempotencyKey: "", // checked below: it names the entry
+	}}
+	opts := cmpopts.IgnoreFields(outbox.Message{}, "ID", "CreatedAt", "NextAttempt", "IdempotencyKey")
+	if diff := cmp.Diff(want, msgs, opts); diff != "" {
+		t.Errorf("outbox (-want +got):\n%s", diff)
+	}
+	if len(msgs) == 1 && !strings.HasPrefix(msgs[0].IdempotencyKey, "turn:"+conv+":") {
+		t.Errorf("idempotency key %q does not name the conversation's turn", msgs[0].IdempotencyKey)
+	}
+	if diff := cmp.Diff([]string{"user: hello", "assistant: echo: hello"}, g.history(conv)); diff != "" {
+		t.Errorf("history (-want +got):\n%s", diff)
+	}
+	if got := g.metrics.get(func(c *counters) int { return c.finished[sessions.TurnDone] }); got != 1 {
+		t.Errorf("finished turns = %d, want 1", got)
+	}
+}
+
+func TestFIFOPerConversation(t *testing.T) {
+	noLeaks(t)
+	r := newGateRunner()
+	g := startGateway(t, gatewayOptions{runner: r, worker: sessions.TurnWorkerOptions{Turns: 8}, mode: sessions.BusyQueue})
+
+	const convs, perConv = 40, 6
+	var wg sync.WaitGroup
+	errc := make(chan error, convs)
+	for c := range convs {
+		wg.Go(func() {
+			for i := range perConv {
+				in := sessions.Inbound{Conv: fmt.Sprintf("api:c%d", c), Text: fmt.Sprintf("c%d m%d", c, i), MessageID: fmt.Sprint(i)}
+				if err := g.router.Deliver(context.Background(), in); err != nil {
+					errc <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	r.waitCalls(t, convs*perConv)
+
+	r.mu.Lock()
+	overlap := r.overlap
+	r.mu.Unlock()
+	if overlap {
+		t.Error("two turns of one conversation ran at once")
+	}
+	ran := map[string][]string{}
+	for _, c := range r.waitCalls(t, convs*perConv) {
+		ran[c.In.Conv] = append(ran[c.In.Conv], c.In.Entry.Text)
+	}
+	for c := range convs {
+		key := fmt.Sprintf("api:c%d", c)
+		var want, wantSent []string
+		for i := range perConv {
+			want = append(want, fmt.Sprintf("c%d m%d", c, i))
+			wantSent = append(wantSent, fmt.Sprintf("re: c%d m%d", c, i))
+		}
+		if diff := cmp.Diff(want, ran[key]); diff != "" {
+			t.Errorf("%s ran out of order (-want +got):\n%s", key, diff)
+		}
+		waitFor(t, key+" replies", func() bool { return len(g.sent(key)) == perConv })
+		if diff := cmp.Diff(wantSent, g.sent(key)); diff != "" {
+			t.Errorf("%s replies (-want +got):\n%s", key, diff)
+		}
+	}
+}
+
+func TestStop(t *testing.T) {
+	tests := []struct {
+		desc     string
+		slow     bool
+		wantSent []string
+		wantHist []string
+	}{
+		{
+			desc:     "a running turn is cancelled and what it did is kept",
+			slow:     true,
+			wantSent: []string{"Stopping the running turn", "Stopped."},
+			wantHist: []string{"user: slow job", "assistant: partial: slow job"},
+		},
+		{
+			desc:     "nothing running",
+			wantSent: []string{"re: quick job", "Nothing is running."},
+			wantHist: []string{"user: quick job", "assistant: re: quick job"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			noLeaks(t)
+			r := newGateRunner()
+			g := startGateway(t, gatewayOptions{runner: r})
+			if tc.slow {
+				g.say("slow job")
+			} else {
+				g.say("quick job")
+				g.waitSent(conv, "re: quick job")
+			}
+			calls := r.waitCalls(t, 1)
+
+			g.say("/stop")
+			// Deliver itself answered: the answer does not wait for the turn.
+			sent := g.sent(conv)
+			idx := len(tc.wantSent) - 1
+			if tc.slow {
+				idx = 0
+			}
+			if len(sent) <= idx || !strings.HasPrefix(sent[idx], tc.wantSent[idx]) {
+				t.Fatalf("right after /stop, sent %q, want %q at %d", sent, tc.wantSent[idx], idx)
+			}
+			<-calls[0].done
+			waitFor(t, "the stop committed", func() bool { return len(g.sent(conv)) == len(tc.wantSent) })
+			sent = g.sent(conv)
+			for i, want := range tc.wantSent {
+				if !strings.HasPrefix(sent[i], want) {
+					t.Errorf("sent[%d] = %q, want it to start with %q", i, sent[i], want)
+				}
+			}
+			if diff := cmp.Diff(tc.wantHist, g.history(conv)); diff != "" {
+				t.Errorf("history (-want +got):\n%s", diff)
+			}
+
+			// The stopped entry was acked: the next message runs next.
+			g.say("after")
+			g.waitSent(conv, "re: after")
+			if diff := cmp.Diff([]string{calls[0].In.Entry.Text, "after"}, r.texts()); diff != "" {
+				t.Errorf("turns run (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCommandsAnswerWhileATurnRuns(t *testing.T) {
+	tests := []struct {
+		desc string
+		text string
+		meta map[string]string
+		want []string // parts of the answer
+	}{
+		{desc: "status", text: "/status", want: []string{"Running a turn (", "): “slow job”.", "Busy input mode: interrupt"}},
+		{desc: "status with the conversation's mode", text: "/status", meta: map[string]string{sessions.ConvMetaBusyInputMode: "steer"}, want: []string{"Running a turn", "Busy input mode: steer"}},
+		{desc: "status with a bot mention", text: "/STATUS@herald_bot", want: []string{"Running a turn"}},
+		{desc: "help", text: "/help", want: []string{"/stop — stop the running turn", "/queue MESSAGE — ", "/agents (/tasks) — ", "/background PROMPT (/bg) — "}},
+		{desc: "a later command", text: "/tasks", want: []string{"/agents is not available yet"}},
+		{desc: "a later command by alias", text: "/bg index the repo", want: []string{"/background is not available yet"}},
+		{desc: "queue without a message", text: "/queue", want: []string{"Usage: /queue MESSAGE"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			noLeaks(t)
+			r := newGateRunner()
+			g := startGateway(t, gatewayOptions{runner: r})
+			for k, v := range tc.meta {
+				if err := g.store.SetMeta(context.Background(), conv, k, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g.say("slow job")
+			calls := r.waitCalls(t, 1)
+
+			g.say(tc.text)
+			sent := g.sent(conv)
+			if len(sent) != 1 {
+				t.Fatalf("right after %s, sent %q, want one answer", tc.text, sent)
+			}
+			for _, part := range tc.want {
+				if !strings.Contains(sent[0], part) {
+					t.Errorf("answer %q lacks %q", sent[0], part)
+				}
+			}
+			select {
+			case <-calls[0].done:
+				t.Errorf("%s ended the running turn", tc.text)
+			default:
+			}
+			calls[0].Release()
+			g.waitSent(conv, "re: slow job")
+			settle()
+			if got := r.count(); got != 1 {
+				t.Errorf("%d turns ran, want only the slow one: the command is no message for the agent", got)
+			}
+		})
+	}
+}
+
+func TestStatusWhenIdle(t *testing.T) {
+	noLeaks(t)
+	g := startGateway(t, gatewayOptions{runner: newGateRunner(), mode: sessions.BusyQueue})
+	g.say("/status")
+	want := []string{"Idle: no turn is running.\nBusy input mode: queue — a new message waits until the running turn ends."}
+	if diff := cmp.Diff(want, g.sent(conv)); diff != "" {
+		t.Errorf("answer (-want +got):\n%s", diff)
+	}
+}
+
+func TestNewClearsHistory(t *testing.T) {
+	const fresh = "Started a fresh session. What I remember about you is kept."
+	tests := []struct {
+		desc  string
+		first string
+	}{
+		{desc: "idle", first: "first"},
+		{desc: "while a turn runs", first: "slow first"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			noLeaks(t)
+			r := newGateRunner()
+			g := startGateway(t, gatewayOptions{runner: r, mode: sessions.BusyQueue})
+			g.say(tc.first)
+			calls := r.waitCalls(t, 1)
+			if !strings.HasPrefix(tc.first, "slow") {
+				g.waitSent(conv, "re: "+tc.first)
+			}
+
+			g.say("/new")
+			g.waitSent(conv, fresh)
+			<-calls[0].done
+			if got := g.history(conv); len(got) != 0 {
+				t.Errorf("history after /new = %q, want none", got)
+			}
+			if slices.Contains(g.sent(conv), "Stopped.") {
+				t.Error(`/new's stop said "Stopped." as well as starting afresh`)
+			}
+
+			g.say("second")
+			g.waitSent(conv, "re: second")
+			calls = r.waitCalls(t, 2)
+			if h := calls[1].In.History; len(h) != 0 {
+				t.Errorf("the turn after /new saw history %q", contents(h))
+			}
+		})
+	}
+}
+
+func TestBusyInputModes(t *testing.T) {
+	tests := []struct {
+		desc       string
+		mode       sessions.BusyInputMode // the router's default
+		meta       string                 // the conversation's mode
+		text       string                 // sent while "slow A" runs
+		wantTurns  []string
+		wantSent   []string
+		wantSecond []string // the history the second turn saw; nil when there is none
+		wantHist   []string
+	}{
+		{
+			desc:       "interrupt by default",
+			text:       "B",
+			wantTurns:  []string{"slow A", "B"},
+			wantSent:   []string{"re: B"},
+			wantSecond: []string{"user: slow A", "assistant: partial: slow A"},
+			wantHist:   []string{"user: slow A", "assistant: partial: slow A", "user: B", "assistant: re: B"},
+		},
+		{
+			desc:       "interrupt set on the conversation",
+			mode:       sessions.BusyQueue,
+			meta:       "interrupt",
+			text:       "B",
+			wantTurns:  []string{"slow A", "B"},
+			wantSent:   []string{"re: B"},
+			wantSecond: []string{"user: slow A", "assistant: partial: slow A"},
+			wantHist:   []string{"user: slow A", "assistant: partial: slow A", "user: B", "assistant: re: B"},
+		},
+		{
+			desc:       "queue set on the conversation",
+			meta:       "queue",
+			text:       "B",
+			wantTurns:  []string{"slow A", "B"},
+			wantSent:   []string{"re: slow A", "re: B"},
+			wantSecond: []string{"user: slow A", "assistant: ", "tool: ok", "assistant: re: slow A"},
+		},
+		{
+			desc:       "/queue in interrupt mode",
+			text:       "/queue B",
+			wantTurns:  []string{"slow A", "B"},
+			wantSent:   []string{"re: slow A", "re: B"},
+			wantSecond: []string{"user: slow A", "assistant: ", "tool: ok", "assistant: re: slow A"},
+		},
+		{
+			desc:      "steer set on the conversation",
+			meta:      "steer",
+			text:      "B",
+			wantTurns: []string{"slow A"},
+			wantSent:  []string{"re: slow A"},
+			wantHist:  []string{"user: slow A", "assistant: ", "tool: ok", "user: B", "assistant: re: slow A"},
+		},
+		{
+			desc:      "/steer in queue mode",
+			mode:      sessions.BusyQueue,
+			text:      "/steer B",
+			wantTurns: []string{"slow A"},
+			wantSent:  []string{"re: slow A"},
+			wantHist:  []string{"user: slow A", "assistant: ", "tool: ok", "user: B", "assistant: re: slow A"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			noLeaks(t)
+			r := newGateRunner()
+			g := startGateway(t, gatewayOptions{runner: r, mode: tc.mode})
+			if tc.meta != "" {
+				if err := g.store.SetMeta(context.Background(), conv, sessions.ConvMetaBusyInputMode, tc.meta); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g.say("slow A")
+			first := r.waitCalls(t, 1)[0]
+
+			g.say(tc.text)
+			steered := strings.Contains(tc.desc, "steer")
+			switch {
+			case len(tc.wantTurns) > 1 && tc.wantSent[0] == "re: B": // interrupted
+				<-first.done
+			case steered:
+				waitFor(t, "the steer reaching the turn", func() bool { return len(first.In.Steer) == 1 })
+				first.Release()
+			default: // queued: the first turn runs on
+				settle()
+				if got := r.count(); got != 1 {
+					t.Fatalf("%d turns started while the first ran, want 1", got)
+				}
+				first.Release()
+			}
+			waitFor(t, "every reply", func() bool { return len(g.sent(conv)) >= len(tc.wantSent) })
+			settle()
+			if diff := cmp.Diff(tc.wantTurns, r.texts()); diff != "" {
+				t.Errorf("turns run (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantSent, g.sent(conv)); diff != "" {
+				t.Errorf("sent (-want +got):\n%s", diff)
+			}
+			if tc.wantSecond != nil {
+				if diff := cmp.Diff(tc.wantSecond, contents(r.waitCalls(t, 2)[1].In.History)); diff != "" {
+					t.Errorf("history the second turn saw (-want +got):\n%s", diff)
+				}
+			}
+			if tc.wantHist != nil {
+				if diff := cmp.Diff(tc.wantHist, g.history(conv)); diff != "" {
+					t.Errorf("history (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+// A steered message the turn never takes (it ends without another tool
+// result) is not lost: it runs as a turn of its own.
+func TestSteerNotTakenRunsOnItsOwn(t *testing.T) {
+	noLeaks(t)
+	r := newGateRunner()
+	g := startGateway(t, gatewayOptions{runner: r, mode: sessions.BusySteer})
+	g.say("slow-notool A")
+	first := r.waitCalls(t, 1)[0]
+	g.say("B")
+	waitFor(t, "the steer reaching the turn", func() bool { return len(first.In.Steer) == 1 })
+	first.Release()
+	g.waitSent(conv, "re: B")
+	if diff := cmp.Diff([]string{"slow-notool A", "B"}, r.texts()); diff != "" {
+		t.Errorf("turns run (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"re: slow-notool A", "re: B"}, g.sent(conv)); diff != "" {
+		t.Errorf("sent (-want +got):\n%s", diff)
+	}
+}
+
+// The real agent takes a steered message after its next tool result, and
+// the model sees it there.
+func TestSteerReachesTheAgent(t *testing.T) {
+	noLeaks(t)
+	ms := testkit.NewModelServer(t)
+	client, err := llm.NewOpenAI(llm.OpenAIOptions{BaseURL: ms.URL(), Model: "test-model", Timeout: 10 * time.Second, MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := testkit.NewGate()
+	ms.Script(
+		testkit.CallTools(testkit.ToolCall("probe", `{}`)).Until(gate),
+		testkit.Reply("done, with B in mind"),
+	)
+	g := startGateway(t, gatewayOptions{runner: &agent.Agent{Client: client, Logger: quietLog()}, mode: sessions.BusySteer})
+	g.say("A")
+	waitFor(t, "the model call waiting", func() bool { return gate.Waiting() == 1 })
+	g.say("B")
+	waitFor(t, "the steer signal sent", func() bool { return len(g.signals.sent()) == 1 })
+	// The tailer hands the signal to the turn on its next read.
+	time.Sleep(60 * time.Millisecond)
+	gate.Release()
+	g.waitSent(conv, "done, with B in mind")
+
+	reqs := ms.WaitRequests(2)
+	last := reqs[1].Messages
+	if n := len(last); n < 2 || last[n-2].Role != "tool" || last[n-1].Role != "user" || last[n-1].Content != "B" {
+		t.Errorf("the second model call did not end with the tool result, then B: %+v", last)
+	}
+	settle()
+	if got := ms.Count(); got != 2 {
+		t.Errorf("the model was called %d times, want 2: the steered entry must not run again", got)
+	}
+}
+
+func TestSignalsForOtherTurnsAreIgnored(t *testing.T) {
+	tests := []struct {
+		desc   string
+		signal func(entryID string) sessions.Signal
+		stops  bool
+	}{
+		{desc: "a stop sent before the turn started", signal: func(string) sessions.Signal {
+			return sessions.Signal{Conv: conv, Kind: sessions.SignalStop, At: t0}
+		}},
+		{desc: "an interrupt about the turn's own entry", signal: func(id string) sessions.Signal {
+			return sessions.Signal{Conv: conv, Kind: sessions.SignalInterrupt, EntryID: id, At: time.Now().Add(time.Second)}
+		}},
+		{desc: "a stop for another conversation", signal: func(string) sessions.Signal {
+			return sessions.Signal{Conv: "telegram:999", Kind: sessions.SignalStop, At: time.Now().Add(time.Second)}
+		}},
+		{desc: "a stop sent while the turn runs", stops: true, signal: func(string) sessions.Signal {
+			return sessions.Signal{Conv: conv, Kind: sessions.SignalStop, At: time.Now().Add(time.Second)}
+		}},
+		{desc: "a stop from this process", stops: true, signal: func(string) sessions.Signal {
+			return sessions.Signal{Conv: conv, Kind: sessions.SignalStop}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			noLeaks(t)
+			r := newGateRunner()
+			g := startGateway(t, gatewayOptions{runner: r})
+			g.say("slow job")
+			call := r.waitCalls(t, 1)[0]
+			g.worker.HandleSignal(tc.signal(call.In.Entry.ID))
+			if tc.stops {
+				<-call.done
+				return
+			}
+			settle()
+			select {
+			case <-call.done:
+				t.Fatal("the signal ended the turn")
+			default:
+			}
+			call.Release()
+			g.waitSent(conv, "re: slow job")
+		})
+	}
+}
+
+func TestLeaseLostCommitsNothing(t *testing.T) {
+	tests := []struct {
+		desc string
+		ttl  time.Duration
+		// foundAtRenewal: the lease is so short it is renewed during the
+		// test, and the failed renewal cancels the turn; else the turn
+		// finds out when it commits.
+		foundAtRenewal bool
+	}{
+		{desc: "found at commit", ttl: 30 * time.Second},
+		{desc: "found at renewal", ttl: 300 * time.Millisecond, foundAtRenewal: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			noLeaks(t)
+			clk := clock.NewFake(t0)
+			r := newGateRunner()
+			// One slot: the worker cannot claim the expired conversation
+			// back itself while its turn runs.
+			g := startGateway(t, gatewayOptions{clock: clk, runner: r, worker: sessions.TurnWorkerOptions{Turns: 1, LeaseTTL: tc.ttl}})
+			g.say("slow job")
+			call := r.waitCalls(t, 1)[0]
+
+			ctx := context.Background()
+			var stolen *sessions.Turn
+			for stolen == nil {
+				clk.Advance(tc.ttl + time.Second)
+				var err error
+				if stolen, err = g.store.Claim(ctx, "thief", time.Hour); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if stolen.Entry.Deliveries != 2 {
+				t.Errorf("the taken-over entry has Deliveries %d, want 2", stolen.Entry.Deliveries)
+			}
+			if !tc.foundAtRenewal {
+				call.Release()
+			}
+			<-call.done
+			waitFor(t, "the lost lease counted", func() bool { return g.metrics.get(func(c *counters) int { return c.lost }) == 1 })
+			settle()
+			if got := g.sent(conv); len(got) != 0 {
+				t.Errorf("the turn that lost its lease sent %q", got)
+			}
+			if got := g.history(conv); len(got) != 0 {
+				t.Errorf("the turn that lost its lease wrote history %q", got)
+			}
+			// The new holder commits as usual.
+			err := g.store.Finish(ctx, stolen.Lease, sessions.Finish{
+				EntryID: stolen.Entry.ID, History: []sessions.Message{{Role: "assistant", Content: "thief"}}, Release: true,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]string{"assistant: thief"}, g.history(conv)); diff != "" {
+				t.Errorf("history (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestShutdown(t *testing.T) {
+	tests := []struct {
+		desc      string
+		grace     time.Duration
+		release   bool // the turn ends within the grace period
+		wantSent  []string
+		wantRerun bool
+	}{
+		{desc: "a turn ending within the grace period commits", grace: 5 * time.Second, release: true, wantSent: []string{"re: slow job"}},
+		{desc: "a turn past the grace period is handed back", grace: 50 * time.Millisecond, wantRerun: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			noLeaks(t)
+			db := openDB(t, clock.Real{})
+			r := newGateRunner()
+			g := startGateway(t, gatewayOptions{db: db, runner: r, worker: sessions.TurnWorkerOptions{Grace: tc.grace}})
+			g.say("slow job")
+			call := r.waitCalls(t, 1)[0]
+			if tc.release {
+				time.AfterFunc(50*time.Millisecond, call.Release)
+			}
+			start := time.Now()
+			if err := g.shutdown(10 * time.Second); err != nil {
+				t.Fatalf("Shutdown: %v", err)
+			}
+			if took := time.Since(start); !tc.release && took < tc.grace {
+				t.Errorf("Shutdown returned after %s, before the grace period of %s", took, tc.grace)
+			}
+			select {
+			case <-call.done:
+			default:
+				t.Fatal("Shutdown returned while the turn still ran")
+			}
+			if diff := cmp.Diff(tc.wantSent, g.sent(conv)); diff != "" {
+				t.Errorf("sent (-want +got):\n%s", diff)
+			}
+			if !tc.wantRerun {
+				return
+			}
+			if got := g.history(conv); len(got) != 0 {
+				t.Errorf("the handed-back turn wrote history %q", got)
+			}
+			// A new process runs the entry again, at once: the lease was
+			// released, not left to expire.
+			r2 := newGateRunner()
+			g2 := startGateway(t, gatewayOptions{db: db, runner: r2})
+			call2 := r2.waitCalls(t, 1)[0]
+			if call2.In.Entry.Deliveries != 2 {
+				t.Errorf("re-run entry has Deliveries %d, want 2", call2.In.Entry.Deliveries)
+			}
+			call2.Release()
+			g2.waitSent(conv, "re: slow job")
+			if got := g2.metrics.get(func(c *counters) int { return c.takeover }); got != 1 {
+				t.Errorf("takeovers = %d, want 1", got)
+			}
+		})
+	}
+}
+
+func TestDuplicateDeliverMakesOneTurn(t *testing.T) {
+	tests := []struct {
+		desc string
+		text string
+		want func(sent []string) bool
+	}{
+		{desc: "a message", text: "hi", want: func(sent []string) bool { return cmp.Equal(sent, []string{"re: hi"}) }},
+		{desc: "a command", text: "/help", want: func(sent []string) bool { return len(sent) == 1 && strings.HasPrefix(sent[0], "Commands:") }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			noLeaks(t)
+			r := newGateRunner()
+			g := startGateway(t, gatewayOptions{runner: r})
+			in := sessions.Inbound{Conv: conv, Text: tc.text, MessageID: "m1"}
+			var wg sync.WaitGroup
+			for range 3 {
+				wg.Go(func() {
+					if err := g.router.Deliver(context.Background(), in); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			waitFor(t, "an answer", func() bool { return len(g.sent(conv)) > 0 })
+			settle()
+			if sent := g.sent(conv); !tc.want(sent) {
+				t.Errorf("sent %q", sent)
+			}
+			if got, want := r.count(), len(g.sent(conv))-boolInt(strings.HasPrefix(tc.text, "/")); got != want {
+				t.Errorf("%d turns ran, want %d", got, want)
+			}
+		})
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func TestSyntheticEntriesWaitBehindUserEntries(t *testing.T) {
+	noLeaks(t)
+	r := newGateRunner()
+	g := startGateway(t, gatewayOptions{runner: r})
+	g.say("slow A")
+	first := r.waitCalls(t, 1)[0]
+
+	// A synthetic entry never touches the running turn, whatever the mode.
+	g.deliver(sessions.Inbound{Kind: sessions.KindSynthetic, Text: "S (a sub-agent finished)"})
+	settle()
+	select {
+	case <-first.done:
+		t.Fatal("a synthetic entry interrupted the running turn")
+	default:
+	}
+	g.say("/queue U")
+	first.Release()
+	r.waitCalls(t, 3)
+	if diff := cmp.Diff([]string{"slow A", "U", "S (a sub-agent finished)"}, r.texts()); diff != "" {
+		t.Errorf("turns run (-want +got):\n%s", diff)
+	}
+}
+
+func TestEntryThatKeepsFailingIsDropped(t *testing.T) {
+	noLeaks(t)
+	r := newGateRunner()
+	r.panics = true
+	g := startGateway(t, gatewayOptions{runner: r, worker: sessions.TurnWorkerOptions{MaxDeliveries: 2}})
+	g.say("boom")
+	g.waitSent(conv, "I could not answer this message: it failed 2 times, so I dropped it.")
+	if got := r.count(); got != 2 {
+		t.Errorf("the runner ran %d times, want 2", got)
+	}
+	got := g.metrics.get(func(c *counters) int { return c.failed["runner"]*10 + c.failed["dropped"] })
+	if got != 21 {
+		t.Errorf("failed runner*10+dropped = %d, want 21", got)
+	}
+	// The conversation goes on.
+	r.mu.Lock()
+	r.panics = false
+	r.mu.Unlock()
+	g.say("next")
+	g.waitSent(conv, "re: next")
+}

@@ -1,0 +1,467 @@
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
+)
+
+// Causes of a cancelled turn context. stopCause carries the stop's reason.
+var (
+	errInterrupted = errs.E("sessions.turn", errs.Conflict, "interrupted by a new message")
+	errLeaseLost   = errs.E("sessions.turn", errs.LeaseLost, "the turn's lease was lost")
+)
+
+type stopCause struct{ reason string }
+
+func (s *stopCause) Error() string { return "stopped by /stop" }
+
+// steerBuffer is how many steered messages a turn holds before it takes
+// them; more wait in the queue and run as turns of their own.
+const steerBuffer = 16
+
+// commitAttempts bounds the tries of a commit the store could not make
+// (unreachable); the entry then waits for another run.
+const commitAttempts = 4
+
+// activeTurn is one turn this process runs.
+type activeTurn struct {
+	w         *TurnWorker
+	lease     Lease
+	entry     Entry
+	claimedAt time.Time // by the store's clock: a signal older than this was for an earlier turn
+	started   time.Time // by the worker's clock, for the turn's duration
+	control   bool      // a control entry: no agent, no signals
+	// settled is set once the runner returned: the turn only commits
+	// now, and /stop or /status no longer see it running.
+	settled atomic.Bool
+	log     *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu          sync.Mutex
+	ended       bool           // timers must not fire any more
+	renewTimer  *time.Timer    // next lease renewal
+	markTimer   *time.Timer    // the ConvMetaTurn mark, while not yet written
+	marked      bool           // the mark was written and must be cleared
+	timers      sync.WaitGroup // callbacks scheduled or running
+	steer       chan string
+	steerClosed bool
+	steered     []string // entry ids fed into steer, in order
+}
+
+func (w *TurnWorker) runTurn(t *Turn) {
+	defer w.turns.Done()
+	defer func() {
+		<-w.slots
+		// The conversation may have more waiting, and a slot is free.
+		w.Wake()
+	}()
+	at := w.begin(t)
+	defer w.end(at)
+
+	e := at.entry
+	if e.Deliveries > 1 {
+		at.log.Info("taking over an entry handed out before", "deliveries", e.Deliveries)
+		if f := w.metrics.Takeover; f != nil {
+			f()
+		}
+	}
+	switch {
+	case w.maxDeliveries > 0 && e.Deliveries > w.maxDeliveries:
+		w.drop(at)
+	case at.control:
+		w.runControl(at)
+	default:
+		w.runAgent(at)
+	}
+}
+
+// begin registers the turn, so signals reach it, and starts its timers.
+func (w *TurnWorker) begin(t *Turn) *activeTurn {
+	at := &activeTurn{
+		w:         w,
+		lease:     t.Lease,
+		entry:     t.Entry,
+		claimedAt: t.Lease.Expires.Add(-w.ttl),
+		started:   w.clock.Now(),
+		control:   t.Entry.Meta[MetaControl] != "",
+		log:       w.log.With("conv", t.Lease.Conv, "entry", t.Entry.ID, "token", t.Lease.Token),
+		steer:     make(chan string, steerBuffer),
+	}
+	at.ctx, at.cancel = context.WithCancelCause(w.hard)
+	w.mu.Lock()
+	// A turn of the same conversation that is still cleaning up is
+	// replaced: it no longer holds the lease.
+	w.running[at.lease.Conv] = at
+	w.mu.Unlock()
+	at.mu.Lock()
+	at.scheduleRenew(w.ttl / 3)
+	if w.markAfter > 0 && !at.control {
+		at.timers.Add(1)
+		at.markTimer = time.AfterFunc(w.markAfter, at.mark)
+	}
+	at.mu.Unlock()
+	return at
+}
+
+// end stops the turn's timers, clears its mark and unregisters it.
+func (w *TurnWorker) end(at *activeTurn) {
+	at.mu.Lock()
+	at.ended = true
+	if at.renewTimer != nil && at.renewTimer.Stop() {
+		at.timers.Done()
+	}
+	if at.markTimer != nil && at.markTimer.Stop() {
+		at.timers.Done()
+	}
+	at.mu.Unlock()
+	at.timers.Wait()
+	at.cancel(context.Canceled)
+
+	// A lost lease means another worker runs the entry now; the mark is
+	// its as much as ours.
+	if at.marked && !errors.Is(context.Cause(at.ctx), errLeaseLost) {
+		ctx, cancel := w.storeCtx()
+		if err := w.store.SetMeta(ctx, at.lease.Conv, ConvMetaTurn, ""); err != nil {
+			at.log.Warn("clearing the running-turn mark failed", "err", err)
+		}
+		cancel()
+	}
+	w.mu.Lock()
+	if w.running[at.lease.Conv] == at {
+		delete(w.running, at.lease.Conv)
+	}
+	w.mu.Unlock()
+}
+
+func (at *activeTurn) info() RunningTurn {
+	return RunningTurn{EntryID: at.entry.ID, Since: at.claimedAt, Text: excerpt(at.entry.Text)}
+}
+
+// scheduleRenew arms the next renewal. Called with at.mu held.
+func (at *activeTurn) scheduleRenew(after time.Duration) {
+	at.timers.Add(1)
+	at.renewTimer = time.AfterFunc(after, at.renew)
+}
+
+func (at *activeTurn) renew() {
+	defer at.timers.Done()
+	at.mu.Lock()
+	if at.ended {
+		at.mu.Unlock()
+		return
+	}
+	at.mu.Unlock()
+	every := at.w.ttl / 3
+	ctx, cancel := context.WithTimeout(at.w.base, every)
+	_, err := at.w.store.Renew(ctx, at.lease, at.w.ttl)
+	cancel()
+	at.mu.Lock()
+	defer at.mu.Unlock()
+	if at.ended {
+		return
+	}
+	switch {
+	case err == nil:
+		at.scheduleRenew(every)
+	case errs.Is(err, errs.LeaseLost):
+		at.log.Warn("the turn's lease was lost; it will commit nothing", "err", err)
+		at.cancel(errLeaseLost)
+	default:
+		// The store may be back before the lease runs out; try sooner.
+		at.log.Warn("renewing the turn's lease failed; retrying", "err", err)
+		at.scheduleRenew(every / 3)
+	}
+}
+
+// mark writes the running-turn mark for routers in other processes.
+func (at *activeTurn) mark() {
+	defer at.timers.Done()
+	at.mu.Lock()
+	if at.ended {
+		at.mu.Unlock()
+		return
+	}
+	at.markTimer = nil
+	at.mu.Unlock()
+	b, err := json.Marshal(at.info())
+	if err != nil {
+		return
+	}
+	ctx, cancel := at.w.storeCtx()
+	defer cancel()
+	if err := at.w.store.SetMeta(ctx, at.lease.Conv, ConvMetaTurn, string(b)); err != nil {
+		at.log.Warn("marking the running turn failed", "err", err)
+		return
+	}
+	at.mu.Lock()
+	at.marked = true
+	at.mu.Unlock()
+}
+
+// signal applies s to the turn, unless s was for an earlier turn or is
+// about the entry this turn runs. A zero s.At comes from this process
+// (no shared store) and is about what runs now.
+func (at *activeTurn) signal(s Signal) {
+	if at.control || (s.EntryID != "" && s.EntryID == at.entry.ID) {
+		return
+	}
+	if !s.At.IsZero() && s.At.Before(at.claimedAt) {
+		return
+	}
+	switch s.Kind {
+	case SignalStop:
+		at.log.Info("stopping the turn", "reason", s.Text)
+		at.cancel(&stopCause{reason: s.Text})
+	case SignalInterrupt:
+		at.log.Info("interrupting the turn for a new message", "by", s.EntryID)
+		at.cancel(errInterrupted)
+	case SignalSteer:
+		at.offerSteer(s.EntryID, s.Text)
+	}
+}
+
+// offerSteer feeds a steered message to the turn, once per entry.
+func (at *activeTurn) offerSteer(entryID, text string) {
+	at.mu.Lock()
+	defer at.mu.Unlock()
+	if at.steerClosed || entryID == "" || slices.Contains(at.steered, entryID) {
+		return
+	}
+	select {
+	case at.steer <- text:
+		at.steered = append(at.steered, entryID)
+		at.log.Info("steering the turn", "by", entryID)
+	default:
+		at.log.Warn("too many steered messages; this one runs as its own turn", "by", entryID)
+	}
+}
+
+// closeSteer stops taking steered messages and returns the entries whose
+// text the turn took: the ones not left in the channel.
+func (at *activeTurn) closeSteer() []string {
+	at.mu.Lock()
+	defer at.mu.Unlock()
+	at.steerClosed = true
+	left := len(at.steer)
+	for len(at.steer) > 0 {
+		<-at.steer
+	}
+	return slices.Clone(at.steered[:len(at.steered)-left])
+}
+
+func (w *TurnWorker) runAgent(at *activeTurn) {
+	if f := w.metrics.Started; f != nil {
+		f()
+	}
+	e := at.entry
+	conv := at.lease.Conv
+	at.log.Debug("turn started", "deliveries", e.Deliveries)
+
+	hctx, cancel := w.storeCtx()
+	history, err := w.store.History(hctx, conv)
+	cancel()
+	if err != nil {
+		at.log.Error("loading the history failed; the entry waits for another run", "err", err)
+		w.countFailed("history")
+		w.handBack(at.lease, "history")
+		return
+	}
+	origin, err := ReplyTarget(e.Inbound)
+	if err != nil {
+		at.log.Warn("the entry has no reply target; its replies are dropped", "err", err)
+	}
+	out, runErr := w.run(at, TurnInput{Conv: conv, Entry: e, History: history, Origin: origin, Steer: at.steer})
+	at.settled.Store(true)
+	absorbed := at.closeSteer()
+	cause := context.Cause(at.ctx)
+	var stop *stopCause
+	switch {
+	case errors.Is(cause, errLeaseLost):
+		w.countLeaseLost()
+		return
+	case runErr == nil:
+	case errors.As(cause, &stop), errors.Is(cause, errInterrupted):
+		// What the turn did is history the next turn builds on.
+		if out.End == "" {
+			out.End = TurnInterrupted
+		}
+	case at.ctx.Err() != nil:
+		at.log.Info("turn cancelled by the worker stopping; handing its entry back")
+		w.handBack(at.lease, "shutdown")
+		return
+	default:
+		at.log.Error("the turn failed; the entry waits for another run", "err", runErr)
+		w.countFailed("runner")
+		w.handBack(at.lease, "runner failed")
+		return
+	}
+	msgs := out.Outbox
+	if stop != nil && stop.reason != stopReasonNew {
+		msgs = append(slices.Clone(msgs), outbox.Message{Target: origin, Text: "Stopped.", ReplyTo: e.MessageID, Kind: KindNotice})
+	}
+	f := Finish{EntryID: e.ID, Absorbed: absorbed, History: out.History, Outbox: w.outboxOf(at, msgs), Release: true}
+	if w.commit(at, f) {
+		took := w.clock.Now().Sub(at.started)
+		at.log.Info("turn finished", "end", string(out.End), "model_calls", out.ModelCalls, "took", took, "absorbed", len(absorbed))
+		if f := w.metrics.Finished; f != nil {
+			f(out.End, took)
+		}
+	}
+}
+
+// run runs the runner, turning a panic into an error: one bad turn must
+// not take the process down.
+func (w *TurnWorker) run(at *activeTurn, in TurnInput) (out TurnOutput, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			at.log.Error("the turn runner panicked", "panic", p, "stack", string(debug.Stack()))
+			out, err = TurnOutput{}, fmt.Errorf("turn runner panicked: %v", p)
+		}
+	}()
+	return w.runner.Run(at.ctx, in)
+}
+
+// outboxOf readies a turn's messages for Finish: each gets its
+// conversation and an idempotency key made of the conversation, the entry
+// and its place, and a message without a valid target is dropped (it
+// would make the whole commit fail).
+func (w *TurnWorker) outboxOf(at *activeTurn, msgs []outbox.Message) []outbox.Message {
+	out := make([]outbox.Message, 0, len(msgs))
+	for i, m := range msgs {
+		if m.Conv == "" {
+			m.Conv = at.lease.Conv
+		}
+		if m.IdempotencyKey == "" {
+			m.IdempotencyKey = idempotencyKey(at.lease.Conv, at.entry.ID, i)
+		}
+		if err := m.Target.Validate(); err != nil {
+			at.log.Warn("dropping a message without a valid target", "kind", m.Kind, "err", err)
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// commit finishes the turn with f. A steered entry gone from the queue
+// does not keep the turn from committing; a result the store refuses
+// (too large) is replaced by a notice saying so, so the entry does not
+// fail the same way forever. It reports whether f, or its replacement,
+// was committed.
+func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
+	replaced := false
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := w.storeCtx()
+		err := w.store.Finish(ctx, at.lease, f)
+		cancel()
+		switch {
+		case err == nil:
+			return true
+		case errs.Is(err, errs.LeaseLost):
+			at.log.Warn("the turn's lease was lost; nothing was committed", "err", err)
+			w.countLeaseLost()
+			return false
+		case errs.Is(err, errs.NotFound) && len(f.Absorbed) > 0:
+			at.log.Warn("a steered entry left the queue; committing without it", "err", err)
+			f.Absorbed = nil
+			continue
+		case (errs.Is(err, errs.TooLarge) || errs.Is(err, errs.Invalid)) && !replaced:
+			at.log.Error("the store refused the turn's result; committing a notice instead", "err", err)
+			f = w.refusedFinish(at, f, err)
+			replaced = true
+			continue
+		case errs.Is(err, errs.Unavailable) && attempt < commitAttempts:
+			at.log.Warn("committing the turn failed; retrying", "attempt", attempt, "err", err)
+			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+			continue
+		}
+		at.log.Error("committing the turn failed; the entry waits for another run", "err", err)
+		w.countFailed("commit")
+		w.handBack(at.lease, "commit failed")
+		return false
+	}
+}
+
+// refusedFinish acks the entry with a notice in place of a result the
+// store refused. Steered entries are not absorbed: their text was in the
+// dropped history, so they run on their own.
+func (w *TurnWorker) refusedFinish(at *activeTurn, f Finish, why error) Finish {
+	target, _ := ReplyTarget(at.entry.Inbound)
+	text := "I could not save this turn's result, so it was dropped."
+	if errs.Is(why, errs.TooLarge) {
+		text = "This turn's result was too large to save, so it was dropped. Try asking for less at once."
+	}
+	notice := outbox.Message{Target: target, Text: text, ReplyTo: at.entry.MessageID, Kind: KindNotice}
+	return Finish{
+		EntryID: f.EntryID,
+		Outbox:  w.outboxOf(at, []outbox.Message{notice}),
+		Release: f.Release,
+	}
+}
+
+// drop acks an entry that was handed out too often without an ack, with a
+// notice, so it stops taking workers down.
+func (w *TurnWorker) drop(at *activeTurn) {
+	at.log.Error("dropping an entry handed out too often without an ack", "deliveries", at.entry.Deliveries)
+	target, _ := ReplyTarget(at.entry.Inbound)
+	notice := outbox.Message{
+		Target: target, ReplyTo: at.entry.MessageID, Kind: KindNotice,
+		Text: fmt.Sprintf("I could not answer this message: it failed %d times, so I dropped it.", at.entry.Deliveries-1),
+	}
+	if w.commit(at, Finish{EntryID: at.entry.ID, Outbox: w.outboxOf(at, []outbox.Message{notice}), Release: true}) {
+		w.countFailed("dropped")
+	}
+}
+
+// runControl runs a control entry: the Run of the command that queued it.
+func (w *TurnWorker) runControl(at *activeTurn) {
+	e := at.entry
+	name := e.Meta[MetaControl]
+	target, _ := ReplyTarget(e.Inbound)
+	_, args, _ := ParseCommand(e.Text)
+	ct := &ControlTurn{Store: w.store, Lease: at.lease, Entry: e, Name: name, Args: args, Target: target}
+	cmd, ok := w.commands.Lookup(name)
+	if !ok || cmd.Run == nil {
+		// Queued by a process that knows a command this one does not:
+		// answering beats leaving it to block the conversation.
+		at.log.Warn("no command runs this control entry; acking it", "command", name)
+		ct.Reply(fmt.Sprintf("/%s is not available in this version of herald.", name))
+	} else if err := w.runCommand(at, cmd, ct); err != nil {
+		at.log.Error("a queued command failed; the entry waits for another run", "command", name, "err", err)
+		w.countFailed("control")
+		w.handBack(at.lease, "command failed")
+		return
+	}
+	msgs := make([]outbox.Message, 0, len(ct.replies))
+	for _, text := range ct.replies {
+		msgs = append(msgs, outbox.Message{Target: target, Text: text, ReplyTo: e.MessageID, Kind: KindCommand})
+	}
+	if w.commit(at, Finish{EntryID: e.ID, Outbox: w.outboxOf(at, msgs), Release: true}) {
+		at.log.Info("queued command done", "command", name)
+	}
+}
+
+func (w *TurnWorker) runCommand(at *activeTurn, cmd Command, ct *ControlTurn) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			at.log.Error("a queued command panicked", "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("command /%s panicked: %v", cmd.Name, p)
+		}
+	}()
+	ctx, cancel := w.storeCtx()
+	defer cancel()
+	return cmd.Run(ctx, ct)
+}
