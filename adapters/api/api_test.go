@@ -798,7 +798,7 @@ func TestSend(t *testing.T) {
 }
 
 // Without Options.Inbox the server waits for Run's; when Run returns,
-// streams end.
+// streams and waits end.
 func TestRun(t *testing.T) {
 	f := newFixture(t, func(o *api.Options) { o.Inbox = nil })
 	if status, body := f.do(t, "POST", "/api/v1/conversations/r/messages", `{"text":"hi"}`); status != 503 {
@@ -819,17 +819,29 @@ func TestRun(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 
+	f.inbox.Next(t)
+
 	res, err := http.Get(f.srv.URL + "/api/v1/conversations/r/events")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := f.client().Chat.Completions.New(context.Background(), chat(openai.UserMessage("hi")), option.WithHeader("X-Herald-Conversation", "r"))
+		waiting <- err
+	}()
+	f.inbox.Next(t)
 	cancel()
 	if err := <-ran; err != nil {
 		t.Errorf("Run = %v", err)
 	}
 	if _, err := io.ReadAll(res.Body); err != nil {
 		t.Errorf("stream did not end cleanly: %v", err)
+	}
+	var apiErr *openai.Error
+	if err := <-waiting; !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a completion waiting at shutdown: %v, want 503", err)
 	}
 }
 

@@ -205,12 +205,14 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	clearWriteDeadline(w)
 	if req.Stream {
-		s.streamReply(ctx, w, conv, in.MessageID, after, c, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
+		s.streamReply(ctx, w, r, conv, in.MessageID, after, c, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
 		return
 	}
 	reply, err := s.awaitReply(ctx, conv, in.MessageID, after, nil)
 	if err != nil {
-		s.waitFailed(w, r, ctx, err)
+		if status, detail, ok := s.waitError(ctx, r, err); ok {
+			writeJSON(w, status, errorBody{Error: detail})
+		}
 		return
 	}
 	writeJSON(w, http.StatusOK, completion{
@@ -252,25 +254,27 @@ func (s *Server) awaitReply(ctx context.Context, conv, msgID, after string, keep
 	return reply, err
 }
 
-// waitFailed answers a wait that ended without a reply, before anything
-// was written. A client that went away gets nothing.
-func (s *Server) waitFailed(w http.ResponseWriter, r *http.Request, ctx context.Context, err error) {
+// waitError says how to answer a wait that ended without a reply, or
+// false when the client went away and there is no one to tell.
+func (s *Server) waitError(ctx context.Context, r *http.Request, err error) (int, errorDetail, bool) {
 	switch {
 	case errors.Is(context.Cause(ctx), errWaitTimeout):
-		writeError(w, http.StatusGatewayTimeout, typeTimeout,
-			fmt.Sprintf("no reply within %s; the turn goes on and its reply will be in the conversation's timeline", s.opts.MaxWait))
-	case r.Context().Err() != nil:
-		// The client is gone.
-	default:
-		s.fail(w, r, err)
+		return http.StatusGatewayTimeout, errorDetail{
+			Message: fmt.Sprintf("no reply within %s; the turn goes on and its reply will be in the conversation's timeline", s.opts.MaxWait),
+			Type:    typeTimeout,
+		}, true
+	case ctx.Err() != nil:
+		return 0, errorDetail{}, false
 	}
+	status, detail := s.errorFor(r, err)
+	return status, detail, true
 }
 
 // streamReply streams the reply as chat.completion.chunk events: the role
 // at once, so the client knows the turn is queued, keep-alive comments
 // while the turn runs, then the content, the finish and [DONE]. Errors
 // after the first byte are sent as an error event, as OpenAI does.
-func (s *Server) streamReply(ctx context.Context, w http.ResponseWriter, conv, msgID, after string, c chunk, withUsage bool) {
+func (s *Server) streamReply(ctx context.Context, w http.ResponseWriter, r *http.Request, conv, msgID, after string, c chunk, withUsage bool) {
 	sse := newSSE(w)
 	send := func(choice chunkChoice) error {
 		c.Choices = []chunkChoice{choice}
@@ -282,17 +286,8 @@ func (s *Server) streamReply(ctx context.Context, w http.ResponseWriter, conv, m
 	}
 	reply, err := s.awaitReply(ctx, conv, msgID, after, sse.comment)
 	if err != nil {
-		if ctx.Err() == nil || errors.Is(context.Cause(ctx), errWaitTimeout) {
-			typ, msg := typeServer, "internal error"
-			switch {
-			case errors.Is(context.Cause(ctx), errWaitTimeout):
-				typ, msg = typeTimeout, fmt.Sprintf("no reply within %s; the turn goes on and its reply will be in the conversation's timeline", s.opts.MaxWait)
-			case errs.Is(err, errs.Closed):
-				typ, msg = typeUnavailable, reason(err)
-			default:
-				s.log.Error("waiting for a reply failed", "conv", conv, "err", err)
-			}
-			_ = sse.data(errorBody{Error: errorDetail{Message: msg, Type: typ}})
+		if _, detail, ok := s.waitError(ctx, r, err); ok {
+			_ = sse.data(errorBody{Error: detail})
 		}
 		return
 	}

@@ -85,22 +85,27 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// fail answers with the status err's code calls for. The words of Invalid
-// and TooLarge errors are the client's to read; others are logged and
-// answered in general terms.
+// fail answers with the status err's code calls for.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, detail := s.errorFor(r, err)
+	writeJSON(w, status, errorBody{Error: detail})
+}
+
+// errorFor maps err's code to a status and an error body. The words of
+// Invalid and TooLarge errors are the client's to read; others are logged
+// and answered in general terms.
+func (s *Server) errorFor(r *http.Request, err error) (int, errorDetail) {
 	switch errs.CodeOf(err) {
 	case errs.Invalid:
-		writeError(w, http.StatusBadRequest, typeInvalid, reason(err))
+		return http.StatusBadRequest, errorDetail{Message: reason(err), Type: typeInvalid}
 	case errs.TooLarge:
-		writeError(w, http.StatusRequestEntityTooLarge, typeTooLarge, reason(err))
+		return http.StatusRequestEntityTooLarge, errorDetail{Message: reason(err), Type: typeTooLarge}
 	case errs.Unavailable, errs.Closed:
 		s.log.Warn("request refused", "path", r.URL.Path, "err", err)
-		writeError(w, http.StatusServiceUnavailable, typeUnavailable, "herald cannot take requests right now; retry later")
-	default:
-		s.log.Error("request failed", "path", r.URL.Path, "err", err)
-		writeError(w, http.StatusInternalServerError, typeServer, "internal error")
+		return http.StatusServiceUnavailable, errorDetail{Message: "herald cannot take requests right now; retry later", Type: typeUnavailable}
 	}
+	s.log.Error("request failed", "path", r.URL.Path, "err", err)
+	return http.StatusInternalServerError, errorDetail{Message: "internal error", Type: typeServer}
 }
 
 func reason(err error) string {
