@@ -1,0 +1,580 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
+)
+
+// Defaults for DeliveryOptions.
+const (
+	DefaultSenders     = 8
+	DefaultClaimTTL    = time.Minute
+	DefaultSendTimeout = 20 * time.Second
+	DefaultMaxAttempts = 12
+	DefaultBackoffMin  = time.Second
+	DefaultBackoffMax  = 5 * time.Minute
+	DefaultRouteRetry  = 5 * time.Second
+	DefaultPollMin     = 5 * time.Millisecond
+	DefaultPollMax     = 250 * time.Millisecond
+)
+
+// storeTimeout bounds one outbox write made after a send. It runs on a
+// context that shutdown does not cancel: a message the platform accepted
+// must be acked even while the process stops.
+const storeTimeout = 10 * time.Second
+
+// claimMargin is the part of a claim kept free at its end (a fifth of a
+// short claim): a send must return, and its ack reach the store, before
+// the claim runs out and another worker may send the message again.
+const claimMargin = 2 * time.Second
+
+// DeliveryOptions configure NewDelivery.
+type DeliveryOptions struct {
+	Outbox outbox.Store // required
+	Routes *Routes      // the adapters that can send; required
+	// Name identifies this process's claims; empty means host-pid-random.
+	Name string
+	// Senders is how many messages are sent at once (workers.deliveries);
+	// 0 means DefaultSenders.
+	Senders int
+	// Batch bounds the messages one claim takes; 0 means Senders.
+	Batch int
+	// ClaimTTL is how long a claimed message is held before another
+	// worker may send it; 0 means DefaultClaimTTL.
+	ClaimTTL time.Duration
+	// SendTimeout bounds one adapter Send (and is cut shorter when the
+	// claim would run out first); 0 means DefaultSendTimeout.
+	SendTimeout time.Duration
+	// MaxAttempts is how many failed sends (transient or rate limited) a
+	// message gets before it is dead-lettered; 0 means DefaultMaxAttempts.
+	MaxAttempts int
+	// BackoffMin and BackoffMax bound the wait after a transient failure:
+	// BackoffMin after the first, doubling with each attempt up to
+	// BackoffMax. 0 means the defaults.
+	BackoffMin, BackoffMax time.Duration
+	// RouteRetry is how long a message whose route went away waits before
+	// it is tried again; 0 means DefaultRouteRetry.
+	RouteRetry time.Duration
+	// PollMin and PollMax bound the wait between claims while nothing is
+	// due: it starts at PollMin and doubles up to PollMax. Notify ends the
+	// wait at once. 0 means the defaults.
+	PollMin, PollMax time.Duration
+	// Redact cleans a platform's failure reason before it is stored or
+	// logged; nil keeps it as it is.
+	Redact  func(string) string
+	Clock   clock.Clock  // nil means the wall clock
+	Logger  *slog.Logger // nil means slog.Default()
+	Metrics *Metrics     // nil counts nothing
+}
+
+// Delivery drains the outbox through the adapters: one claim loop takes
+// due messages for the platforms that have a route and hands them to up to
+// Senders senders. Messages to one target are sent one after another, in
+// the order claimed, so a conversation's replies arrive in order; when one
+// has to wait (rate limit, backoff, no route), those behind it in this
+// process wait with it.
+type Delivery struct {
+	outbox      outbox.Store
+	routes      *Routes
+	name        string
+	batch       int
+	claimTTL    time.Duration
+	margin      time.Duration
+	sendTimeout time.Duration
+	maxAttempts int
+	backoffMin  time.Duration
+	backoffMax  time.Duration
+	routeRetry  time.Duration
+	pollMin     time.Duration
+	pollMax     time.Duration
+	redact      func(string) string
+	clock       clock.Clock
+	log         *slog.Logger
+	metrics     *Metrics
+
+	wake  chan struct{} // a token asks the claim loop to claim now
+	slots chan struct{} // one token per busy sender
+
+	mu       sync.Mutex
+	lanes    map[string]*lane // by target: the sender draining it
+	claims   map[string]claimMark
+	pruned   time.Time
+	started  bool
+	stopping bool
+
+	stop       chan struct{} // closed by Shutdown: claim no more
+	loopDone   chan struct{}
+	base       context.Context // Start's context without its cancellation, for store writes
+	hard       context.Context // cancelled when sends must end now
+	hardCancel context.CancelFunc
+	senders    sync.WaitGroup
+	warned     time.Time // the last claim failure logged
+}
+
+// lane is the queue of claimed messages for one target, drained by one
+// sender.
+type lane struct {
+	target string
+	queue  []outbox.Claimed
+	// hold is when the messages behind a message that must wait may be
+	// sent: they wait as long as it does, so they do not overtake it.
+	hold time.Time
+}
+
+// claimMark remembers a claim this process holds or held until its
+// outcome was written, to tell a resend: a claim of a message whose
+// earlier claim ran out with nothing written.
+type claimMark struct {
+	token   int64
+	expires time.Time
+}
+
+// NewDelivery returns a delivery worker; Start runs it. Errors: Invalid
+// (no outbox or routes).
+func NewDelivery(opts DeliveryOptions) (*Delivery, error) {
+	if opts.Outbox == nil || opts.Routes == nil {
+		return nil, errs.E("gateway.NewDelivery", errs.Invalid, "a delivery worker needs an outbox and routes")
+	}
+	d := &Delivery{
+		outbox:      opts.Outbox,
+		routes:      opts.Routes,
+		name:        opts.Name,
+		batch:       opts.Batch,
+		claimTTL:    orDefault(opts.ClaimTTL, DefaultClaimTTL),
+		sendTimeout: orDefault(opts.SendTimeout, DefaultSendTimeout),
+		maxAttempts: opts.MaxAttempts,
+		backoffMin:  orDefault(opts.BackoffMin, DefaultBackoffMin),
+		backoffMax:  orDefault(opts.BackoffMax, DefaultBackoffMax),
+		routeRetry:  orDefault(opts.RouteRetry, DefaultRouteRetry),
+		pollMin:     orDefault(opts.PollMin, DefaultPollMin),
+		pollMax:     orDefault(opts.PollMax, DefaultPollMax),
+		redact:      opts.Redact,
+		clock:       opts.Clock,
+		log:         opts.Logger,
+		metrics:     opts.Metrics,
+		wake:        make(chan struct{}, 1),
+		lanes:       map[string]*lane{},
+		claims:      map[string]claimMark{},
+		stop:        make(chan struct{}),
+		loopDone:    make(chan struct{}),
+	}
+	senders := opts.Senders
+	if senders <= 0 {
+		senders = DefaultSenders
+	}
+	d.slots = make(chan struct{}, senders)
+	if d.batch <= 0 || d.batch > senders {
+		d.batch = senders
+	}
+	if d.maxAttempts <= 0 {
+		d.maxAttempts = DefaultMaxAttempts
+	}
+	d.margin = min(claimMargin, d.claimTTL/5)
+	d.backoffMax = max(d.backoffMax, d.backoffMin)
+	d.pollMax = max(d.pollMax, d.pollMin)
+	if d.redact == nil {
+		d.redact = func(s string) string { return s }
+	}
+	if d.clock == nil {
+		d.clock = clock.Real{}
+	}
+	if d.log == nil {
+		d.log = slog.Default()
+	}
+	if d.name == "" {
+		d.name = processName()
+	}
+	d.log = d.log.With("worker", d.name)
+	return d, nil
+}
+
+// processName names this process among the cluster's workers.
+func processName() string {
+	host, _ := os.Hostname()
+	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + uuid.NewString()[:8]
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Start starts the claim loop. Ending ctx stops the worker hard: sends in
+// progress are cancelled and their messages handed back. Use Shutdown to
+// stop gracefully. Errors: Conflict (started before).
+func (d *Delivery) Start(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.started {
+		return errs.E("gateway.Delivery.Start", errs.Conflict, "the delivery worker was started before")
+	}
+	d.started = true
+	d.base = context.WithoutCancel(ctx)
+	d.hard, d.hardCancel = context.WithCancel(ctx)
+	go d.loop()
+	return nil
+}
+
+// Shutdown stops claiming and lets the senders finish the messages they
+// hold until ctx ends; then sends in progress are cancelled and every
+// message still held is handed back, due at once, for another process.
+// It returns when every sender has ended.
+func (d *Delivery) Shutdown(ctx context.Context) error {
+	d.mu.Lock()
+	if !d.started || d.stopping {
+		d.stopping = true
+		d.mu.Unlock()
+		return nil
+	}
+	d.stopping = true
+	close(d.stop)
+	d.mu.Unlock()
+
+	<-d.loopDone
+	done := make(chan struct{})
+	go func() {
+		d.senders.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		d.hardCancel()
+		return nil
+	case <-ctx.Done():
+	}
+	d.hardCancel()
+	// The senders now only write hand-backs, each bounded by storeTimeout;
+	// an adapter that ignores its context could hold one longer.
+	stuck := time.NewTimer(storeTimeout + time.Second)
+	defer stuck.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-stuck.C:
+		return errs.E("gateway.Delivery.Shutdown", errs.Internal, "a sender did not end after its send was cancelled")
+	}
+}
+
+// Notify makes the claim loop claim now instead of at its next poll: a
+// turn committed a reply, or a command answer was queued.
+func (d *Delivery) Notify() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loop is the one claim loop. It claims only as many messages as there are
+// idle senders, so no claim waits in this process while its time runs out.
+func (d *Delivery) loop() {
+	defer close(d.loopDone)
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
+	wait := time.Duration(0)
+	for {
+		select {
+		case d.slots <- struct{}{}:
+		case <-d.stop:
+			return
+		case <-d.hard.Done():
+			return
+		}
+		n := 1 + d.takeSlots(d.batch-1)
+		claimed := d.claim(n)
+		busy := d.dispatch(claimed)
+		for range n - busy {
+			<-d.slots
+		}
+		if len(claimed) > 0 {
+			wait = 0
+			continue
+		}
+		wait = min(max(wait*2, d.pollMin), d.pollMax)
+		idle.Reset(wait)
+		select {
+		case <-d.wake:
+			wait = 0
+		case <-idle.C:
+		case <-d.stop:
+			idle.Stop()
+			return
+		case <-d.hard.Done():
+			idle.Stop()
+			return
+		}
+		idle.Stop()
+	}
+}
+
+// takeSlots takes up to n more idle senders without waiting.
+func (d *Delivery) takeSlots(n int) int {
+	for i := range n {
+		select {
+		case d.slots <- struct{}{}:
+		default:
+			return i
+		}
+	}
+	return n
+}
+
+// claim takes up to n due messages for the platforms with a route.
+func (d *Delivery) claim(n int) []outbox.Claimed {
+	platforms := d.routes.Platforms()
+	if len(platforms) == 0 {
+		return nil
+	}
+	claimed, err := d.outbox.Claim(d.hard, d.name, platforms, n, d.claimTTL)
+	if err != nil {
+		if d.hard.Err() == nil {
+			// The store may stay away for a while; one line in a while
+			// says so without flooding the log at the poll rate.
+			if now := d.clock.Now(); now.Sub(d.warned) >= 30*time.Second {
+				d.warned = now
+				d.log.Warn("claiming outbox messages failed", "err", err)
+			}
+		}
+		return nil
+	}
+	if !d.warned.IsZero() {
+		d.warned = time.Time{}
+		d.log.Info("claiming outbox messages works again")
+	}
+	d.markClaims(claimed)
+	return claimed
+}
+
+// markClaims remembers each claim and counts the resends among them.
+func (d *Delivery) markClaims(claimed []outbox.Claimed) {
+	now := d.clock.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range claimed {
+		if prev, ok := d.claims[c.ID]; ok && prev.token != c.Token && !now.Before(prev.expires) {
+			d.metrics.resent(c.Target.Platform)
+			d.log.Warn("resending a message whose earlier claim ran out", "conv", c.Conv, "outbox_id", c.ID, "platform", c.Target.Platform)
+		}
+		d.claims[c.ID] = claimMark{token: c.Token, expires: c.Expires}
+	}
+	// A claim whose outcome could not be written is remembered until it is
+	// claimed again; one another process claimed is never seen again here.
+	if now.Sub(d.pruned) >= d.claimTTL {
+		d.pruned = now
+		for id, m := range d.claims {
+			if now.Sub(m.expires) > 10*d.claimTTL {
+				delete(d.claims, id)
+			}
+		}
+	}
+}
+
+// settled forgets c's claim once its outcome was written (or the claim
+// went to another worker).
+func (d *Delivery) settled(c outbox.Claimed) {
+	d.mu.Lock()
+	if m, ok := d.claims[c.ID]; ok && m.token == c.Token {
+		delete(d.claims, c.ID)
+	}
+	d.mu.Unlock()
+}
+
+// dispatch puts each claimed message in its target's lane and starts a
+// sender for each lane that had none. It returns how many it started:
+// each holds one of the slots the loop took.
+func (d *Delivery) dispatch(claimed []outbox.Claimed) int {
+	started := 0
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range claimed {
+		key := c.Target.String()
+		if l, ok := d.lanes[key]; ok {
+			l.queue = append(l.queue, c)
+			continue
+		}
+		l := &lane{target: key, queue: []outbox.Claimed{c}}
+		d.lanes[key] = l
+		started++
+		d.senders.Add(1)
+		go d.drain(l)
+	}
+	return started
+}
+
+// drain sends l's messages in order until its queue is empty.
+func (d *Delivery) drain(l *lane) {
+	defer d.senders.Done()
+	defer func() { <-d.slots }()
+	for {
+		d.mu.Lock()
+		if len(l.queue) == 0 {
+			delete(d.lanes, l.target)
+			d.mu.Unlock()
+			return
+		}
+		c := l.queue[0]
+		l.queue = l.queue[1:]
+		hold := l.hold
+		d.mu.Unlock()
+
+		now := d.clock.Now()
+		switch {
+		case d.hard.Err() != nil:
+			d.postpone(c, now, "the process is stopping")
+		case now.Before(hold):
+			d.postpone(c, hold, "an earlier message to the same target waits")
+		case c.Expires.Sub(now) < 2*d.margin:
+			// Sending now could outlast the claim and race another
+			// worker's send of the same message.
+			d.postpone(c, now, "its claim ran out while it waited")
+		default:
+			if next := d.deliver(c); !next.IsZero() {
+				d.mu.Lock()
+				l.hold = next
+				d.mu.Unlock()
+			}
+		}
+	}
+}
+
+// deliver sends c and writes the outcome. It returns when the target may
+// be sent to again if that is later than now, else the zero time.
+func (d *Delivery) deliver(c outbox.Claimed) time.Time {
+	platform := c.Target.Platform
+	a, ok := d.routes.Get(platform)
+	if !ok {
+		d.metrics.attempt(platform, adapters.RouteMissing)
+		next := d.clock.Now().Add(d.routeRetry)
+		d.postpone(c, next, "no adapter serves "+platform)
+		return next
+	}
+	timeout := min(d.sendTimeout, c.Expires.Sub(d.clock.Now())-d.margin)
+	ctx, cancel := context.WithTimeout(d.hard, timeout)
+	res := d.send(ctx, a, c.Message)
+	cancel()
+	now := d.clock.Now()
+	if res.Outcome != adapters.Accepted && d.hard.Err() != nil {
+		// The send failed because this process stops, not because of
+		// the platform: no attempt is spent on it.
+		d.postpone(c, now, "the process is stopping")
+		return time.Time{}
+	}
+	d.metrics.attempt(platform, res.Outcome)
+	reason := d.redact(res.Reason)
+	log := d.log.With("conv", c.Conv, "outbox_id", c.ID, "platform", platform, "outcome", res.Outcome.String())
+
+	switch res.Outcome {
+	case adapters.Accepted:
+		start := time.Now()
+		err := d.write(c, "ack", func(ctx context.Context) error { return d.outbox.Ack(ctx, c) })
+		d.metrics.acked(time.Since(start))
+		if err == nil {
+			log.Debug("message delivered", "platform_message_id", res.MessageID)
+		}
+		return time.Time{}
+
+	case adapters.Permanent:
+		if reason == "" {
+			reason = platform + " refused the message"
+		}
+		log.Warn("message dead-lettered", "reason", reason)
+		_ = d.write(c, "dead-letter", func(ctx context.Context) error { return d.outbox.Dead(ctx, c, reason) })
+		return time.Time{}
+
+	case adapters.RouteMissing:
+		next := now.Add(d.routeRetry)
+		log.Info("no route to send; the message waits without spending an attempt", "reason", reason)
+		d.postpone(c, next, "")
+		return next
+	}
+
+	// RateLimited, Transient, and any outcome herald does not know yet:
+	// an attempt is spent.
+	if reason == "" {
+		reason = res.Outcome.String()
+	}
+	attempts := c.Attempts + 1
+	if attempts >= d.maxAttempts {
+		why := fmt.Sprintf("gave up after %d attempts: %s", attempts, reason)
+		log.Warn("message dead-lettered", "reason", why)
+		_ = d.write(c, "dead-letter", func(ctx context.Context) error { return d.outbox.Dead(ctx, c, why) })
+		return time.Time{}
+	}
+	next := now.Add(d.Backoff(c.ID, attempts))
+	if res.Outcome == adapters.RateLimited && res.RetryAfter > 0 {
+		next = now.Add(res.RetryAfter)
+	}
+	log.Info("send failed; retrying later", "attempts", attempts, "next_attempt", next, "reason", reason)
+	_ = d.write(c, "release", func(ctx context.Context) error { return d.outbox.Release(ctx, c, next, reason) })
+	return next
+}
+
+// send calls the adapter, turning a panic into a transient failure: one
+// bad message must not take the sender down.
+func (d *Delivery) send(ctx context.Context, a adapters.Adapter, m outbox.Message) (res adapters.SendResult) {
+	defer func() {
+		if p := recover(); p != nil {
+			d.log.Error("the adapter panicked sending a message", "platform", a.Platform(), "outbox_id", m.ID, "panic", p)
+			res = adapters.SendResult{Outcome: adapters.Transient, Reason: fmt.Sprintf("the %s adapter panicked", a.Platform())}
+		}
+	}()
+	return a.Send(ctx, m)
+}
+
+// Backoff is the wait after a message's attempts-th failed send:
+// BackoffMin doubled per attempt up to BackoffMax, spread by up to a tenth
+// by the message id, so messages that failed together do not all come
+// back in the same instant.
+func (d *Delivery) Backoff(id string, attempts int) time.Duration {
+	wait := d.backoffMin
+	for i := 1; i < attempts && wait < d.backoffMax; i++ {
+		wait *= 2
+	}
+	wait = min(wait, d.backoffMax)
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return wait + time.Duration(uint64(wait/10)*uint64(h.Sum32()%1000)/1000)
+}
+
+// postpone gives c back without spending an attempt.
+func (d *Delivery) postpone(c outbox.Claimed, next time.Time, why string) {
+	if why != "" {
+		d.log.Debug("message handed back", "conv", c.Conv, "outbox_id", c.ID, "why", why)
+	}
+	_ = d.write(c, "postpone", func(ctx context.Context) error { return d.outbox.Postpone(ctx, c, next) })
+}
+
+// write runs one outbox write for c, logging a failure. A failed write
+// leaves the claim to run out: the message is then due again and is
+// counted as a resend when this process claims it.
+func (d *Delivery) write(c outbox.Claimed, what string, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(d.base, storeTimeout)
+	defer cancel()
+	err := fn(ctx)
+	switch {
+	case err == nil, errs.Is(err, errs.NotFound):
+		d.settled(c)
+	case errs.Is(err, errs.LeaseLost):
+		d.settled(c)
+		d.log.Warn("the message's claim ran out and another worker took it; it may be sent twice",
+			"conv", c.Conv, "outbox_id", c.ID, "platform", c.Target.Platform, "write", what)
+	default:
+		d.log.Warn("writing a delivery outcome failed; the message is due again when its claim runs out",
+			"conv", c.Conv, "outbox_id", c.ID, "platform", c.Target.Platform, "write", what, "err", err)
+	}
+	return err
+}

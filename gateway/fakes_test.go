@@ -1,0 +1,131 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/store/sqlite"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// fakeAdapter is an adapter made of functions; a nil function does the
+// obvious nothing.
+type fakeAdapter struct {
+	platform string
+	send     func(ctx context.Context, m outbox.Message) adapters.SendResult
+	run      func(ctx context.Context, inbox adapters.Inbox) error
+}
+
+var _ adapters.Adapter = (*fakeAdapter)(nil)
+
+func (f *fakeAdapter) Platform() string { return f.platform }
+
+func (f *fakeAdapter) Run(ctx context.Context, inbox adapters.Inbox) error {
+	if f.run != nil {
+		return f.run(ctx, inbox)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func (f *fakeAdapter) Send(ctx context.Context, m outbox.Message) adapters.SendResult {
+	if f.send != nil {
+		return f.send(ctx, m)
+	}
+	return adapters.SendResult{Outcome: adapters.Accepted}
+}
+
+// fakeOutbox is an outbox.Store whose methods can be replaced one by one;
+// the rest go to the real store inside.
+type fakeOutbox struct {
+	outbox.Store
+	ack func(ctx context.Context, c outbox.Claimed) error
+}
+
+func (f *fakeOutbox) Ack(ctx context.Context, c outbox.Claimed) error {
+	if f.ack != nil {
+		return f.ack(ctx, c)
+	}
+	return f.Store.Ack(ctx, c)
+}
+
+// quietLogger drops what it is given; tests that read logs make their own.
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// openSQLite opens a store on a fresh file with clk.
+func openSQLite(t *testing.T, clk clock.Clock) *sqlite.DB {
+	t.Helper()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "herald.db"), sqlite.Options{Clock: clk})
+	if err != nil {
+		t.Fatalf("sqlite.Open: %v", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// eventually polls cond until it holds or 10 s passed.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// metricValue reads one counter or gauge sample; labels are name=value
+// pairs. A metric with no sample yet reads 0.
+func metricValue(t *testing.T, m *Metrics, name string, labels ...string) float64 {
+	t.Helper()
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			if !hasLabels(s, labels) {
+				continue
+			}
+			switch {
+			case s.Counter != nil:
+				return s.Counter.GetValue()
+			case s.Gauge != nil:
+				return s.Gauge.GetValue()
+			case s.Histogram != nil:
+				return float64(s.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return 0
+}
+
+func hasLabels(s *dto.Metric, labels []string) bool {
+	for _, kv := range labels {
+		name, value, _ := strings.Cut(kv, "=")
+		found := false
+		for _, l := range s.GetLabel() {
+			if l.GetName() == name && l.GetValue() == value {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,109 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/heraldgw/herald/outbox"
+)
+
+// Defaults for the outbox gauges.
+const (
+	DefaultGaugeInterval = 30 * time.Second
+	// DefaultGaugeCap bounds each listing: the gauges read "at least this
+	// many" beyond it, which is all an alert needs, and a large backlog
+	// does not make every refresh read it whole.
+	DefaultGaugeCap = 1000
+)
+
+// OutboxGauges refreshes herald_outbox_pending and herald_outbox_dead from
+// the store's listings now and then. Every process of a cluster reports
+// the same cluster-wide numbers; aggregate them with max, not sum.
+type OutboxGauges struct {
+	outbox   outbox.Store
+	metrics  *Metrics
+	interval time.Duration
+	cap      int
+	log      *slog.Logger
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewOutboxGauges returns the refresher; Start runs it. Zero interval or
+// limit take the defaults.
+func NewOutboxGauges(o outbox.Store, m *Metrics, interval time.Duration, limit int, log *slog.Logger) *OutboxGauges {
+	if limit <= 0 {
+		limit = DefaultGaugeCap
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &OutboxGauges{outbox: o, metrics: m, interval: orDefault(interval, DefaultGaugeInterval), cap: limit, log: log}
+}
+
+// Start refreshes once and then every interval until Shutdown or ctx ends.
+func (g *OutboxGauges) Start(ctx context.Context) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.done != nil {
+		return nil
+	}
+	ctx, g.cancel = context.WithCancel(ctx)
+	g.done = make(chan struct{})
+	go func() {
+		defer close(g.done)
+		tick := time.NewTicker(g.interval)
+		defer tick.Stop()
+		for {
+			g.Refresh(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return nil
+}
+
+// Shutdown stops the refresher and waits for it.
+func (g *OutboxGauges) Shutdown(ctx context.Context) error {
+	g.mu.Lock()
+	cancel, done := g.cancel, g.done
+	g.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Refresh lists the outbox once and sets the gauges.
+func (g *OutboxGauges) Refresh(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	pending, err := g.outbox.Pending(ctx, g.cap)
+	if err != nil {
+		if ctx.Err() == nil {
+			g.log.Warn("listing pending outbox messages for the metrics failed", "err", err)
+		}
+		return
+	}
+	dead, err := g.outbox.DeadLetters(ctx, g.cap)
+	if err != nil {
+		if ctx.Err() == nil {
+			g.log.Warn("listing dead-lettered outbox messages for the metrics failed", "err", err)
+		}
+		return
+	}
+	g.metrics.outbox(len(pending), len(dead))
+}
