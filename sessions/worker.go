@@ -21,6 +21,7 @@ const (
 	DefaultGrace         = 20 * time.Second
 	DefaultMarkAfter     = 250 * time.Millisecond
 	DefaultMaxDeliveries = 5
+	DefaultRetryDelay    = time.Second
 	DefaultPollMin       = 5 * time.Millisecond
 	DefaultPollMax       = 250 * time.Millisecond
 )
@@ -72,6 +73,13 @@ type TurnWorkerOptions struct {
 	// crashed its workers or never commits); 0 means
 	// DefaultMaxDeliveries, negative never drops.
 	MaxDeliveries int
+	// RetryDelay is how long a turn that failed (the history could not be
+	// read, the runner broke, the commit failed) keeps its lease before
+	// handing its entry back, times the entry's deliveries so far, up to
+	// half the lease: a failing store is not hammered, and an entry is
+	// not dropped for MaxDeliveries failures within a blink. 0 means
+	// DefaultRetryDelay.
+	RetryDelay time.Duration
 	// PollMin and PollMax bound the wait between claims while nothing
 	// is ready: it starts at PollMin and doubles up to PollMax. A Wake
 	// ends the wait at once. 0 means the defaults.
@@ -94,6 +102,7 @@ type TurnWorker struct {
 	grace         time.Duration
 	markAfter     time.Duration
 	maxDeliveries int
+	retryDelay    time.Duration
 	pollMin       time.Duration
 	pollMax       time.Duration
 	clock         clock.Clock
@@ -136,6 +145,7 @@ func NewTurnWorker(opts TurnWorkerOptions) (*TurnWorker, error) {
 		grace:         opts.Grace,
 		markAfter:     opts.MarkAfter,
 		maxDeliveries: opts.MaxDeliveries,
+		retryDelay:    opts.RetryDelay,
 		pollMin:       opts.PollMin,
 		pollMax:       opts.PollMax,
 		clock:         opts.Clock,
@@ -170,6 +180,9 @@ func NewTurnWorker(opts TurnWorkerOptions) (*TurnWorker, error) {
 	if w.maxDeliveries == 0 {
 		w.maxDeliveries = DefaultMaxDeliveries
 	}
+	if w.retryDelay <= 0 {
+		w.retryDelay = DefaultRetryDelay
+	}
 	if w.pollMin <= 0 {
 		w.pollMin = DefaultPollMin
 	}
@@ -191,10 +204,14 @@ func (w *TurnWorker) Name() string { return w.name }
 
 // Start starts the claim loop. Ending ctx stops the worker hard: running
 // turns are cancelled and their entries handed back uncommitted; use
-// Shutdown to stop gracefully. Errors: Conflict (started before).
+// Shutdown to stop gracefully. Errors: Conflict (started before), Closed
+// (shut down before).
 func (w *TurnWorker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.stopping {
+		return errs.E("sessions.TurnWorker.Start", errs.Closed, "the turn worker was shut down")
+	}
 	if w.started {
 		return errs.E("sessions.TurnWorker.Start", errs.Conflict, "the turn worker was started before")
 	}
@@ -294,6 +311,13 @@ func (w *TurnWorker) HandleSignal(s Signal) {
 	}
 }
 
+// maxClaimBurst bounds the claims the loop makes at once. While claims
+// keep finding work it makes more at a time, so a backlog of thousands
+// of ready conversations is leased in a fraction of a second instead of
+// one store round trip after another; an idle store sees one claim per
+// poll.
+const maxClaimBurst = 32
+
 // claimLoop is the one loop that claims conversations. It takes a slot
 // before each claim, so it never holds more leases than it can run.
 func (w *TurnWorker) claimLoop() {
@@ -301,6 +325,7 @@ func (w *TurnWorker) claimLoop() {
 	idle := time.NewTimer(time.Hour)
 	idle.Stop()
 	wait := time.Duration(0)
+	burst := 1
 	for {
 		select {
 		case w.slots <- struct{}{}:
@@ -309,19 +334,21 @@ func (w *TurnWorker) claimLoop() {
 		case <-w.hard.Done():
 			return
 		}
-		turn, err := w.store.Claim(w.hard, w.name, w.ttl)
-		if err == nil && turn != nil {
+		n := 1
+		for n < burst && w.trySlot() {
+			n++
+		}
+		found, err := w.claimSome(n)
+		if found > 0 {
 			wait = 0
-			if w.stoppingNow() {
-				w.handBack(turn.Lease, "the worker stopped while claiming")
-				<-w.slots
-				return
+			if found == n {
+				burst = min(burst*2, maxClaimBurst)
+			} else {
+				burst = found
 			}
-			w.turns.Add(1)
-			go w.runTurn(turn)
 			continue
 		}
-		<-w.slots
+		burst = 1
 		if err != nil && w.hard.Err() == nil {
 			w.log.Warn("claiming a turn failed", "err", err)
 		}
@@ -342,6 +369,53 @@ func (w *TurnWorker) claimLoop() {
 	}
 }
 
+// trySlot takes a slot if one is free.
+func (w *TurnWorker) trySlot() bool {
+	select {
+	case w.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// claimSome makes n claims at once, holding n slots, and starts a turn
+// for each that found work; the slots of the others are given back. It
+// returns how many turns started and one of the errors.
+func (w *TurnWorker) claimSome(n int) (int, error) {
+	turns := make([]*Turn, n)
+	errList := make([]error, n)
+	if n == 1 {
+		turns[0], errList[0] = w.store.Claim(w.hard, w.name, w.ttl)
+	} else {
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() { turns[i], errList[i] = w.store.Claim(w.hard, w.name, w.ttl) })
+		}
+		wg.Wait()
+	}
+	found := 0
+	var firstErr error
+	for i, turn := range turns {
+		if firstErr == nil {
+			firstErr = errList[i]
+		}
+		if turn == nil {
+			<-w.slots
+			continue
+		}
+		if w.stoppingNow() {
+			w.handBack(turn.Lease, "the worker stopped while claiming")
+			<-w.slots
+			continue
+		}
+		found++
+		w.turns.Add(1)
+		go w.runTurn(turn)
+	}
+	return found, firstErr
+}
+
 func (w *TurnWorker) stoppingNow() bool {
 	select {
 	case <-w.stopClaim:
@@ -359,6 +433,20 @@ const releaseTimeout = 10 * time.Second
 // the worker stops.
 func (w *TurnWorker) storeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(w.base, releaseTimeout)
+}
+
+// retryLater hands a failed turn's entry back after a pause that grows
+// with its deliveries. The lease is still renewed meanwhile; stopping
+// the worker cuts the pause short.
+func (w *TurnWorker) retryLater(at *activeTurn, why string) {
+	d := min(w.retryDelay*time.Duration(max(at.entry.Deliveries, 1)), w.ttl/2)
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+	case <-w.hard.Done():
+		t.Stop()
+	}
+	w.handBack(at.lease, why)
 }
 
 // handBack releases a lease without committing, so the entry runs again.

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/outbox"
@@ -682,7 +683,7 @@ func TestEntryThatKeepsFailingIsDropped(t *testing.T) {
 	noLeaks(t)
 	r := newGateRunner()
 	r.panics = true
-	g := startGateway(t, gatewayOptions{runner: r, worker: sessions.TurnWorkerOptions{MaxDeliveries: 2}})
+	g := startGateway(t, gatewayOptions{runner: r, worker: sessions.TurnWorkerOptions{MaxDeliveries: 2, RetryDelay: 10 * time.Millisecond}})
 	g.say("boom")
 	g.waitSent(conv, "I could not answer this message: it failed 2 times, so I dropped it.")
 	if got := r.count(); got != 2 {
@@ -698,4 +699,89 @@ func TestEntryThatKeepsFailingIsDropped(t *testing.T) {
 	r.mu.Unlock()
 	g.say("next")
 	g.waitSent(conv, "re: next")
+}
+
+// flakyStore fails the first History reads, as an unreachable store does.
+type flakyStore struct {
+	sessions.Store
+	mu       sync.Mutex
+	failures int
+}
+
+func (s *flakyStore) History(ctx context.Context, conv string) ([]sessions.Message, error) {
+	s.mu.Lock()
+	fail := s.failures > 0
+	s.failures--
+	s.mu.Unlock()
+	if fail {
+		return nil, errs.E("flakyStore.History", errs.Unavailable, "the disk went away")
+	}
+	return s.Store.History(ctx, conv)
+}
+
+func TestFailedHistoryReadRetriesTheEntry(t *testing.T) {
+	noLeaks(t)
+	db := openDB(t, clock.Real{})
+	store := &flakyStore{Store: db.Sessions(), failures: 1}
+	r := newGateRunner()
+	m := &counters{}
+	w, err := sessions.NewTurnWorker(sessions.TurnWorkerOptions{
+		Store: store, Runner: r, RetryDelay: 10 * time.Millisecond, PollMax: 10 * time.Millisecond,
+		Metrics: m.hooks(), Logger: quietLog(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Shutdown(ctx) })
+	if _, err := db.Sessions().Append(ctx, sessions.Inbound{Conv: conv, Text: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	call := r.waitCalls(t, 1)[0]
+	if call.In.Entry.Deliveries != 2 {
+		t.Errorf("the entry ran at delivery %d, want 2", call.In.Entry.Deliveries)
+	}
+	got := m.get(func(c *counters) int { return c.failed["history"]*10 + c.takeover })
+	if got != 11 {
+		t.Errorf("failed history*10+takeovers = %d, want 11", got)
+	}
+}
+
+func TestStartAndShutdownOrder(t *testing.T) {
+	noLeaks(t)
+	db := openDB(t, clock.Real{})
+	ctx := context.Background()
+	newWorker := func() *sessions.TurnWorker {
+		w, err := sessions.NewTurnWorker(sessions.TurnWorkerOptions{Store: db.Sessions(), Runner: newGateRunner(), Logger: quietLog()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	w := newWorker()
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); !errs.Is(err, errs.Conflict) {
+		t.Errorf("second Start: %v, want a Conflict error", err)
+	}
+	if err := w.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	if err := w.Shutdown(ctx); err != nil {
+		t.Errorf("second Shutdown: %v", err)
+	}
+	w = newWorker()
+	if err := w.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown before Start: %v", err)
+	}
+	if err := w.Start(ctx); !errs.Is(err, errs.Closed) {
+		t.Errorf("Start after Shutdown: %v, want a Closed error", err)
+	}
+	if _, err := sessions.NewTurnWorker(sessions.TurnWorkerOptions{Store: db.Sessions()}); !errs.Is(err, errs.Invalid) {
+		t.Errorf("NewTurnWorker without a runner: %v, want an Invalid error", err)
+	}
 }

@@ -276,7 +276,7 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	if err != nil {
 		at.log.Error("loading the history failed; the entry waits for another run", "err", err)
 		w.countFailed("history")
-		w.handBack(at.lease, "history")
+		w.retryLater(at, "history")
 		return
 	}
 	origin, err := ReplyTarget(e.Inbound)
@@ -305,7 +305,7 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	default:
 		at.log.Error("the turn failed; the entry waits for another run", "err", runErr)
 		w.countFailed("runner")
-		w.handBack(at.lease, "runner failed")
+		w.retryLater(at, "runner failed")
 		return
 	}
 	msgs := out.Outbox
@@ -390,7 +390,7 @@ func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
 		}
 		at.log.Error("committing the turn failed; the entry waits for another run", "err", err)
 		w.countFailed("commit")
-		w.handBack(at.lease, "commit failed")
+		w.retryLater(at, "commit failed")
 		return false
 	}
 }
@@ -442,7 +442,7 @@ func (w *TurnWorker) runControl(at *activeTurn) {
 	} else if err := w.runCommand(at, cmd, ct); err != nil {
 		at.log.Error("a queued command failed; the entry waits for another run", "command", name, "err", err)
 		w.countFailed("control")
-		w.handBack(at.lease, "command failed")
+		w.retryLater(at, "command failed")
 		return
 	}
 	msgs := make([]outbox.Message, 0, len(ct.replies))
