@@ -230,10 +230,11 @@ func (d *Delivery) Start(ctx context.Context) error {
 	return nil
 }
 
-// Shutdown stops claiming and lets the senders finish the messages they
-// hold until ctx ends; then sends in progress are cancelled and every
-// message still held is handed back, due at once, for another process.
-// It returns when every sender has ended.
+// Shutdown drains: the worker goes on claiming while messages are due and
+// stops at the first claim that finds none, and the senders finish what
+// they hold. When ctx ends first, sends in progress are cancelled and
+// every message still held is handed back, due at once, for another
+// process. It returns when every sender has ended.
 func (d *Delivery) Shutdown(ctx context.Context) error {
 	d.mu.Lock()
 	if !d.started || d.stopping {
@@ -245,9 +246,11 @@ func (d *Delivery) Shutdown(ctx context.Context) error {
 	close(d.stop)
 	d.mu.Unlock()
 
-	<-d.loopDone
 	done := make(chan struct{})
 	go func() {
+		// No sender starts after the loop returned, so the Wait sees
+		// them all.
+		<-d.loopDone
 		d.senders.Wait()
 		close(done)
 	}()
@@ -281,6 +284,7 @@ func (d *Delivery) Notify() {
 
 // loop is the one claim loop. It claims only as many messages as there are
 // idle senders, so no claim waits in this process while its time runs out.
+// Once stopped, it returns at the first claim that finds nothing due.
 func (d *Delivery) loop() {
 	defer close(d.loopDone)
 	idle := time.NewTimer(time.Hour)
@@ -289,8 +293,6 @@ func (d *Delivery) loop() {
 	for {
 		select {
 		case d.slots <- struct{}{}:
-		case <-d.stop:
-			return
 		case <-d.hard.Done():
 			return
 		}
@@ -304,6 +306,11 @@ func (d *Delivery) loop() {
 			wait = 0
 			continue
 		}
+		select {
+		case <-d.stop:
+			return
+		default:
+		}
 		wait = min(max(wait*2, d.pollMin), d.pollMax)
 		idle.Reset(wait)
 		select {
@@ -311,8 +318,7 @@ func (d *Delivery) loop() {
 			wait = 0
 		case <-idle.C:
 		case <-d.stop:
-			idle.Stop()
-			return
+			// One more claim finds what became due meanwhile.
 		case <-d.hard.Done():
 			idle.Stop()
 			return

@@ -526,3 +526,40 @@ func TestDeliveryRedactsReasons(t *testing.T) {
 		t.Errorf("reason %q, want %q", got, want)
 	}
 }
+
+func TestDeliveryShutdownDrainsWhatIsDue(t *testing.T) {
+	s := &scripted{}
+	slow := &fakeAdapter{platform: "api", send: func(ctx context.Context, m outbox.Message) adapters.SendResult {
+		time.Sleep(5 * time.Millisecond)
+		return s.send(ctx, m)
+	}}
+	clk := clock.NewFake(t0)
+	db := openSQLite(t, clk)
+	routes := NewRoutes()
+	routes.Up(slow)
+	d, err := NewDelivery(DeliveryOptions{Outbox: db.Outbox(), Routes: routes, Clock: clk, Logger: quietLogger(), Senders: 2, PollMin: time.Hour, PollMax: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // the loop found nothing and sleeps for an hour
+	for i := range 10 {
+		m := outbox.Message{Target: outbox.Target{Platform: "api", Chat: fmt.Sprint(i % 3)}, Text: fmt.Sprint(i)}
+		if _, _, err := db.Outbox().Enqueue(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Queued after the last poll and never notified: Shutdown still
+	// sends them.
+	if err := d.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if s.count() != 10 {
+		t.Errorf("sent %d of 10 before stopping", s.count())
+	}
+	if ms, _ := db.Outbox().Pending(context.Background(), 20); len(ms) != 0 {
+		t.Errorf("%d messages left pending", len(ms))
+	}
+}

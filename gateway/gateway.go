@@ -1,0 +1,520 @@
+// Package gateway wires herald together: it opens the store, builds the
+// model client, the tools and the agent, and runs the router, the turn
+// worker, the signal tailer, the delivery worker, the adapters and the
+// HTTP server (the local API, /healthz, /readyz, /metrics) as one unit
+// with one Start and one graceful Shutdown.
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/adapters/api"
+	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/sessions/agent"
+	"github.com/heraldgw/herald/tools"
+)
+
+// Defaults for Options.
+const (
+	// DefaultGrace is how long Shutdown lets running turns finish before
+	// it hands them back.
+	DefaultGrace = sessions.DefaultGrace
+	// DefaultDrain is how long Shutdown keeps delivering after the turns
+	// ended, so the replies they committed go out from this process.
+	DefaultDrain = 5 * time.Second
+	// DefaultOpenTimeout bounds opening the store in New.
+	DefaultOpenTimeout = 15 * time.Second
+)
+
+// readyCheckEvery bounds how often /readyz reads the store: health checks
+// from several places must not become load.
+const readyCheckEvery = time.Second
+
+// Options are what the config does not say: how the gateway is run.
+type Options struct {
+	// Logger receives every log line, secrets masked. Nil means JSON lines
+	// on stderr at info level.
+	Logger *slog.Logger
+	// Clock is the time source for every lease, retry and timestamp. Nil
+	// means the wall clock, and then Redis decides lease expiry by its own
+	// clock.
+	Clock clock.Clock
+	// Adapters are run beside the local API (and are what tests add).
+	Adapters []adapters.Adapter
+	// Grace bounds how long in-flight turns may finish on Shutdown; 0
+	// means DefaultGrace.
+	Grace time.Duration
+	// Drain bounds how long deliveries go on after the turns ended; 0
+	// means DefaultDrain.
+	Drain time.Duration
+	// Name identifies this process in leases and claims; empty means
+	// host-pid-random.
+	Name string
+}
+
+// Gateway is one herald process.
+type Gateway struct {
+	cfg     config.Config
+	opts    Options
+	log     *slog.Logger
+	clock   clock.Clock
+	redact  *Redactor
+	metrics *Metrics
+
+	db       Store
+	router   *sessions.Router
+	turns    *sessions.TurnWorker
+	tailer   *sessions.SignalTailer
+	delivery *Delivery
+	gauges   *OutboxGauges
+	api      *api.Server
+	adapters []adapters.Adapter
+	routes   *Routes
+	mux      *http.ServeMux
+	server   *http.Server
+
+	mu        sync.Mutex
+	started   bool
+	stopped   bool
+	ln        net.Listener
+	cancel    context.CancelFunc // ends the adapters' Run
+	adapterWG sync.WaitGroup
+	served    chan struct{} // closed when Serve returned
+
+	ready     atomic.Bool // started and not stopping
+	checkMu   sync.Mutex
+	checkedAt time.Time
+	checkErr  error
+}
+
+// New builds a gateway from cfg: it validates cfg, opens the store and
+// builds every part, but starts nothing and listens nowhere.
+// Errors: Invalid (a bad config, a public address without an API key),
+// Unavailable (the store cannot be reached), and the store's own.
+func New(cfg config.Config, opts Options) (*Gateway, error) {
+	const op = "gateway.New"
+	if err := cfg.Validate(); err != nil {
+		return nil, errs.Wrap(op, errs.Invalid, err)
+	}
+	if err := api.RequireKey(cfg.HTTP.Addr, cfg.HTTP.APIKey); err != nil {
+		return nil, errs.Wrap(op, errs.Invalid, err)
+	}
+	g := &Gateway{cfg: cfg, opts: opts, clock: opts.Clock, metrics: NewMetrics(), routes: NewRoutes()}
+	if g.clock == nil {
+		g.clock = clock.Real{}
+	}
+	if g.opts.Grace <= 0 {
+		g.opts.Grace = DefaultGrace
+	}
+	if g.opts.Drain <= 0 {
+		g.opts.Drain = DefaultDrain
+	}
+	if g.opts.Name == "" {
+		g.opts.Name = processName()
+	}
+	secrets := SecretsOf(cfg)
+	g.redact = NewRedactor(secrets)
+	if opts.Logger != nil {
+		g.log = slog.New(RedactHandler(opts.Logger.Handler(), g.redact))
+	} else {
+		g.log = NewLogger(os.Stderr, slog.LevelInfo, secrets)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultOpenTimeout)
+	defer cancel()
+	// The store's clock is the injected one only when one was injected:
+	// see OpenStore for why Redis runs on its own.
+	db, err := OpenStore(ctx, cfg.Store, cfg.SQLitePath(), opts.Clock)
+	if err != nil {
+		return nil, errs.Wrap(op, errs.Unavailable, err)
+	}
+	g.db = db
+	if err := g.build(); err != nil {
+		_ = db.Close()
+		return nil, errs.Wrap(op, errs.Invalid, err)
+	}
+	return g, nil
+}
+
+// build makes every part on the opened store.
+func (g *Gateway) build() error {
+	cfg, log := g.cfg, g.log
+	store := g.db.Sessions()
+
+	model, err := llm.NewOpenAI(llm.OpenAIOptions{
+		BaseURL: cfg.Model.BaseURL,
+		APIKey:  cfg.Model.APIKey,
+		Model:   cfg.Model.Name,
+		Timeout: cfg.Model.Timeout,
+		Clock:   g.clock,
+	})
+	if err != nil {
+		return err
+	}
+	registry := tools.NewRegistry()
+	if err := tools.RegisterCore(registry, tools.CoreOptions{Notes: store, AllowedTargets: cfg.SendMessage.AllowedTargets}); err != nil {
+		return err
+	}
+	toolset, err := registry.Set([]string{tools.Core})
+	if err != nil {
+		return err
+	}
+	runner := &agent.Agent{
+		Client:        g.metrics.TimeModel(model),
+		Model:         cfg.Model.Name,
+		Tools:         toolset,
+		MaxIterations: cfg.Model.MaxIterations,
+		Notes:         store,
+		Clock:         g.clock,
+		Logger:        log,
+	}
+
+	delivery, err := NewDelivery(DeliveryOptions{
+		Outbox:  g.db.Outbox(),
+		Routes:  g.routes,
+		Name:    g.opts.Name,
+		Senders: cfg.Workers.Deliveries,
+		Redact:  g.redact.String,
+		Clock:   g.clock,
+		Logger:  log.With("part", "delivery"),
+		Metrics: g.metrics,
+	})
+	if err != nil {
+		return err
+	}
+	g.delivery = delivery
+
+	commands := sessions.DefaultCommands()
+	g.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
+		Store:    notifyingSessions{Store: store, notify: delivery.Notify},
+		Runner:   runner,
+		Commands: commands,
+		Name:     g.opts.Name,
+		Turns:    cfg.Workers.Turns,
+		LeaseTTL: cfg.Store.LeaseTTL,
+		Grace:    g.opts.Grace,
+		Clock:    g.clock,
+		Logger:   log.With("part", "turns"),
+		Metrics:  g.metrics.TurnHooks(),
+	})
+	if err != nil {
+		return err
+	}
+	g.metrics.RunningTurns(g.turns.Running, cfg.Workers.Turns)
+	g.tailer, err = sessions.NewSignalTailer(sessions.SignalTailerOptions{
+		Signals: store,
+		Handler: g.turns,
+		Logger:  log.With("part", "signals"),
+	})
+	if err != nil {
+		return err
+	}
+	g.router, err = sessions.NewRouter(sessions.RouterOptions{
+		Store:         store,
+		Outbox:        notifyingOutbox{Store: g.db.Outbox(), notify: delivery.Notify},
+		Signals:       store,
+		Commands:      commands,
+		BusyInputMode: sessions.BusyInputMode(cfg.Display.BusyInputMode),
+		Turns:         g.turns,
+		Tailer:        g.tailer,
+		Clock:         g.clock,
+		Logger:        log.With("part", "router"),
+		Metrics:       g.metrics.RouterHooks(),
+	})
+	if err != nil {
+		return err
+	}
+	g.gauges = NewOutboxGauges(g.db.Outbox(), g.metrics, 0, 0, log)
+
+	g.api = api.New(api.Options{
+		Inbox:        g.router,
+		Timeline:     store,
+		APIKey:       cfg.HTTP.APIKey,
+		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
+		Clock:        g.clock,
+		Logger:       log,
+	})
+	g.adapters = append([]adapters.Adapter{g.api}, g.opts.Adapters...)
+
+	g.mux = http.NewServeMux()
+	g.mux.HandleFunc("GET /healthz", g.healthz)
+	g.mux.HandleFunc("GET /readyz", g.readyz)
+	g.mux.Handle("GET /metrics", g.metrics.Handler())
+	g.api.Mount(g.mux)
+	g.server = &http.Server{
+		Handler:           g.mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return nil
+}
+
+// Start listens on http.addr and starts every part. ctx ending stops the
+// gateway hard (turns and sends cancelled, their work handed back); call
+// Shutdown for a graceful stop. Errors: Conflict (started before),
+// Invalid (the bound address is public and there is no API key),
+// Unavailable (the address cannot be bound).
+func (g *Gateway) Start(ctx context.Context) error {
+	const op = "gateway.Start"
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.started || g.stopped {
+		return errs.E(op, errs.Conflict, "the gateway was started before")
+	}
+	ln, err := net.Listen("tcp", g.cfg.HTTP.Addr)
+	if err != nil {
+		return errs.Wrap(op, errs.Unavailable, err)
+	}
+	// The config was checked in New; this checks where the socket really
+	// is, in case a name resolved somewhere public.
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() && g.cfg.HTTP.APIKey == "" {
+		ln.Close()
+		return errs.E(op, errs.Invalid, "http.addr %s is bound to %s, which is not loopback: set http.api_key (HERALD_API_KEY)", g.cfg.HTTP.Addr, tcp)
+	}
+	g.started, g.ln = true, ln
+
+	runCtx, cancel := context.WithCancel(ctx)
+	g.cancel = cancel
+	for _, start := range []func(context.Context) error{g.tailer.Start, g.turns.Start, g.delivery.Start, g.gauges.Start} {
+		if err := start(runCtx); err != nil {
+			// Only a second Start fails here, which g.started rules out;
+			// should it happen, what did start stops with runCtx.
+			cancel()
+			ln.Close()
+			g.started, g.ln = false, nil
+			return errs.Wrap(op, errs.Internal, err)
+		}
+	}
+	for _, a := range g.adapters {
+		g.adapterWG.Add(1)
+		go g.runAdapter(runCtx, a)
+	}
+	g.served = make(chan struct{})
+	go func() {
+		defer close(g.served)
+		if err := g.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			g.log.Error("the HTTP server stopped", "err", err)
+		}
+	}()
+	g.ready.Store(true)
+	g.log.Info("gateway started", "addr", ln.Addr().String(), "store", g.cfg.Store.Backend,
+		"model", g.cfg.Model.Name, "turn_workers", g.cfg.Workers.Turns, "delivery_workers", g.cfg.Workers.Deliveries,
+		"platforms", g.platforms(), "worker", g.opts.Name)
+	return nil
+}
+
+func (g *Gateway) platforms() []string {
+	out := make([]string, len(g.adapters))
+	for i, a := range g.adapters {
+		out[i] = a.Platform()
+	}
+	return out
+}
+
+// runAdapter runs a until ctx ends, restarting it with a growing pause
+// when it fails, and keeps its route up only while it runs.
+func (g *Gateway) runAdapter(ctx context.Context, a adapters.Adapter) {
+	defer g.adapterWG.Done()
+	platform := a.Platform()
+	log := g.log.With("platform", platform)
+	pause := time.Second
+	for {
+		g.routes.Up(a)
+		g.delivery.Notify()
+		started := time.Now()
+		err := g.runOnce(ctx, a)
+		g.routes.Down(platform)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(started) > time.Minute {
+			pause = time.Second // it ran a good while: a fresh failure
+		}
+		log.Error("the adapter stopped; restarting it", "err", err, "in", pause)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Minute)
+	}
+}
+
+// runOnce runs a once, turning a panic into an error so that one adapter
+// cannot take the gateway down.
+func (g *Gateway) runOnce(ctx context.Context, a adapters.Adapter) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = errs.E("gateway.adapter", errs.Internal, "the %s adapter panicked: %v", a.Platform(), p)
+		}
+	}()
+	if err := a.Run(ctx, g.router); err != nil {
+		return err
+	}
+	if ctx.Err() == nil {
+		return errs.E("gateway.adapter", errs.Internal, "the %s adapter returned while the gateway runs", a.Platform())
+	}
+	return nil
+}
+
+// Shutdown stops the gateway gracefully: /readyz answers 503 and the HTTP
+// listener closes; turns stop being claimed and those running get the
+// grace period to commit (then are cancelled and handed back); deliveries
+// go on for the drain period so committed replies reach waiting clients;
+// then the adapters stop, waiting requests end, and the store is closed.
+// ctx bounds the whole; past it, what still runs is cut off. Calling it
+// again, or before Start, only closes what is open.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.mu.Lock()
+	if g.stopped {
+		g.mu.Unlock()
+		return nil
+	}
+	g.stopped = true
+	started := g.started
+	g.mu.Unlock()
+	g.ready.Store(false)
+	if !started {
+		return g.db.Close()
+	}
+	g.log.Info("gateway stopping", "grace", g.opts.Grace.String())
+
+	// Shutdown closes the listener at once and waits for the requests in
+	// progress, which end as their replies are delivered below.
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- g.server.Shutdown(ctx) }()
+
+	var problems []error
+	if err := g.turns.Shutdown(ctx); err != nil {
+		problems = append(problems, err)
+	}
+	drain, cancel := context.WithTimeout(ctx, g.opts.Drain)
+	if err := g.delivery.Shutdown(drain); err != nil {
+		problems = append(problems, err)
+	}
+	cancel()
+
+	// Ending the adapters' Run ends the API's waiting requests and event
+	// streams, so the HTTP server can finish.
+	g.cancel()
+	g.adapterWG.Wait()
+	select {
+	case err := <-httpDone:
+		if err != nil {
+			problems = append(problems, err)
+			_ = g.server.Close()
+		}
+	case <-ctx.Done():
+		_ = g.server.Close()
+		problems = append(problems, ctx.Err())
+	}
+	<-g.served
+	// The tailer and the gauges only read; they stop last so the turns
+	// heard their signals to the end.
+	_ = g.tailer.Shutdown(ctx)
+	_ = g.gauges.Shutdown(ctx)
+	if err := g.db.Close(); err != nil {
+		problems = append(problems, err)
+	}
+	err := errors.Join(problems...)
+	if err != nil {
+		g.log.Warn("gateway stopped with problems", "err", err)
+	} else {
+		g.log.Info("gateway stopped")
+	}
+	return err
+}
+
+// Addr is the address the HTTP server listens on, once started ("" before):
+// with port 0 in the config, the port the system picked.
+func (g *Gateway) Addr() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ln == nil {
+		return ""
+	}
+	return g.ln.Addr().String()
+}
+
+// Handler is the gateway's HTTP handler: the local API plus /healthz,
+// /readyz and /metrics.
+func (g *Gateway) Handler() http.Handler { return g.mux }
+
+// Metrics are the gateway's metrics.
+func (g *Gateway) Metrics() *Metrics { return g.metrics }
+
+// Store is the opened store, for tests and tools that inspect it.
+func (g *Gateway) Store() Store { return g.db }
+
+// Router takes inbound messages, as adapters deliver them.
+func (g *Gateway) Router() *sessions.Router { return g.router }
+
+// Logger is the gateway's logger, secrets masked.
+func (g *Gateway) Logger() *slog.Logger { return g.log }
+
+func (g *Gateway) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeStatus(w, http.StatusOK, "ok", "")
+}
+
+// readyz is 200 while the gateway runs and its store answers; 503 before
+// Start, while stopping, and while the store does not answer, so a load
+// balancer sends no one to a process that cannot take work.
+func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
+	if !g.ready.Load() {
+		g.mu.Lock()
+		state := "starting"
+		if g.stopped {
+			state = "stopping"
+		}
+		g.mu.Unlock()
+		writeStatus(w, http.StatusServiceUnavailable, state, "")
+		return
+	}
+	if err := g.checkStore(r.Context()); err != nil {
+		writeStatus(w, http.StatusServiceUnavailable, "store_unavailable", "the store does not answer")
+		return
+	}
+	writeStatus(w, http.StatusOK, "ready", "")
+}
+
+// checkStore reads the outbox once, at most every readyCheckEvery.
+func (g *Gateway) checkStore(ctx context.Context) error {
+	g.checkMu.Lock()
+	defer g.checkMu.Unlock()
+	if !g.checkedAt.IsZero() && time.Since(g.checkedAt) < readyCheckEvery {
+		return g.checkErr
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := g.db.Outbox().Pending(ctx, 1)
+	if err != nil && (g.checkErr == nil || g.checkedAt.IsZero()) {
+		g.log.Warn("readiness: the store does not answer", "err", err)
+	}
+	g.checkedAt, g.checkErr = time.Now(), err
+	return err
+}
+
+func writeStatus(w http.ResponseWriter, code int, status, msg string) {
+	body := map[string]string{"status": status}
+	if msg != "" {
+		body["message"] = msg
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(body)
+}

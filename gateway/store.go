@@ -1,0 +1,71 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/store/redis"
+	"github.com/heraldgw/herald/store/sqlite"
+)
+
+// Store is one opened backend serving every domain's store interface.
+type Store interface {
+	Sessions() sessions.Store
+	Outbox() outbox.Store
+	Close() error
+}
+
+var (
+	_ Store = (*sqlite.DB)(nil)
+	_ Store = (*redis.DB)(nil)
+)
+
+// OpenStore opens the backend cfg names. clk is the store's clock for
+// SQLite (nil: the wall clock). Redis takes clk only when it is set: left
+// nil, lease expiry is decided by the Redis server's clock, the one every
+// gateway process sharing it agrees on, which is what production wants.
+func OpenStore(ctx context.Context, cfg config.Store, sqlitePath string, clk clock.Clock) (Store, error) {
+	const op = "gateway.OpenStore"
+	switch cfg.Backend {
+	case config.BackendRedis:
+		return redis.Open(ctx, redis.Options{URL: cfg.RedisURL, Prefix: cfg.RedisPrefix, Clock: clk, Limits: cfg.Limits()})
+	case config.BackendSQLite, "":
+		return sqlite.Open(sqlitePath, sqlite.Options{Clock: clk, Limits: cfg.Limits()})
+	}
+	return nil, errs.E(op, errs.Invalid, "unknown store backend %q (sqlite or redis)", cfg.Backend)
+}
+
+// notifyingSessions is the turn worker's view of the store: a Finish that
+// queued messages for delivery wakes the delivery worker, so a reply goes
+// out at once instead of at the next poll.
+type notifyingSessions struct {
+	sessions.Store
+	notify func()
+}
+
+func (s notifyingSessions) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
+	err := s.Store.Finish(ctx, l, f)
+	if err == nil && len(f.Outbox) > 0 {
+		s.notify()
+	}
+	return err
+}
+
+// notifyingOutbox wakes the delivery worker after each Enqueue: the
+// router's command answers take this way.
+type notifyingOutbox struct {
+	outbox.Store
+	notify func()
+}
+
+func (o notifyingOutbox) Enqueue(ctx context.Context, m outbox.Message) (string, bool, error) {
+	id, dup, err := o.Store.Enqueue(ctx, m)
+	if err == nil && !dup {
+		o.notify()
+	}
+	return id, dup, err
+}
