@@ -53,8 +53,8 @@ func (r *sleepRunner) Run(ctx context.Context, in sessions.TurnInput) (sessions.
 }
 
 // Ten thousand conversations each send a message to a model that takes
-// two seconds: every turn runs at once, so all are answered in little
-// more than two seconds.
+// two seconds: the turns wait on the model together, so all are answered
+// in little more than two seconds on an idle machine.
 func TestManyConcurrentTurns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs ten thousand turns")
@@ -90,9 +90,10 @@ func TestManyConcurrentTurns(t *testing.T) {
 	took := time.Since(start)
 	t.Logf("%d turns of %s: delivered in %s, all running after %s, all answered in %s, at most %d at once",
 		convs, delay, delivered.Round(time.Millisecond), allStarted.Round(time.Millisecond), took.Round(time.Millisecond), run.peak.Load())
-	// The bound leaves room for a loaded machine; the figure is logged.
-	if took > 3*delay {
-		t.Errorf("all turns took %s, want well under %s", took, 3*delay)
+	// Time on a shared machine says little, so it is only logged; that
+	// thousands of turns waited on the model at once is what must hold.
+	if peak := run.peak.Load(); peak < convs/10 {
+		t.Errorf("at most %d turns ran at once, want thousands", peak)
 	}
 	msgs, err := g.outbox.Pending(context.Background(), 2*convs)
 	if err != nil {

@@ -45,7 +45,9 @@ type activeTurn struct {
 	// settled is set once the runner returned: the turn only commits
 	// now, and /stop or /status no longer see it running.
 	settled atomic.Bool
-	log     *slog.Logger
+	// lost is set once the turn knows another holder has its lease.
+	lost atomic.Bool
+	log  *slog.Logger
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -132,7 +134,7 @@ func (w *TurnWorker) end(at *activeTurn) {
 
 	// A lost lease means another worker runs the entry now; the mark is
 	// its as much as ours.
-	if at.marked && !errors.Is(context.Cause(at.ctx), errLeaseLost) {
+	if at.marked && !at.lost.Load() {
 		ctx, cancel := w.storeCtx()
 		if err := w.store.SetMeta(ctx, at.lease.Conv, ConvMetaTurn, ""); err != nil {
 			at.log.Warn("clearing the running-turn mark failed", "err", err)
@@ -177,12 +179,24 @@ func (at *activeTurn) renew() {
 	case err == nil:
 		at.scheduleRenew(every)
 	case errs.Is(err, errs.LeaseLost):
-		at.log.Warn("the turn's lease was lost; it will commit nothing", "err", err)
-		at.cancel(errLeaseLost)
+		// Once the turn commits, its own Finish releases the lease, and
+		// a failed commit tells of a lost one itself.
+		if !at.settled.Load() {
+			at.loseLease("renewal", err)
+			at.cancel(errLeaseLost)
+		}
 	default:
 		// The store may be back before the lease runs out; try sooner.
 		at.log.Warn("renewing the turn's lease failed; retrying", "err", err)
 		at.scheduleRenew(every / 3)
+	}
+}
+
+// loseLease records that the turn lost its lease, counting it once.
+func (at *activeTurn) loseLease(when string, err error) {
+	if at.lost.CompareAndSwap(false, true) {
+		at.log.Warn("the turn's lease was lost; it commits nothing", "found_at", when, "err", err)
+		at.w.countLeaseLost()
 	}
 }
 
@@ -290,7 +304,6 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	var stop *stopCause
 	switch {
 	case errors.Is(cause, errLeaseLost):
-		w.countLeaseLost()
 		return
 	case runErr == nil:
 	case errors.As(cause, &stop), errors.Is(cause, errInterrupted):
@@ -371,8 +384,7 @@ func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
 		case err == nil:
 			return true
 		case errs.Is(err, errs.LeaseLost):
-			at.log.Warn("the turn's lease was lost; nothing was committed", "err", err)
-			w.countLeaseLost()
+			at.loseLease("commit", err)
 			return false
 		case errs.Is(err, errs.NotFound) && len(f.Absorbed) > 0:
 			at.log.Warn("a steered entry left the queue; committing without it", "err", err)
@@ -415,6 +427,7 @@ func (w *TurnWorker) refusedFinish(at *activeTurn, f Finish, why error) Finish {
 // drop acks an entry that was handed out too often without an ack, with a
 // notice, so it stops taking workers down.
 func (w *TurnWorker) drop(at *activeTurn) {
+	at.settled.Store(true)
 	at.log.Error("dropping an entry handed out too often without an ack", "deliveries", at.entry.Deliveries)
 	target, _ := ReplyTarget(at.entry.Inbound)
 	notice := outbox.Message{
@@ -440,11 +453,13 @@ func (w *TurnWorker) runControl(at *activeTurn) {
 		at.log.Warn("no command runs this control entry; acking it", "command", name)
 		ct.Reply(fmt.Sprintf("/%s is not available in this version of herald.", name))
 	} else if err := w.runCommand(at, cmd, ct); err != nil {
+		at.settled.Store(true)
 		at.log.Error("a queued command failed; the entry waits for another run", "command", name, "err", err)
 		w.countFailed("control")
 		w.retryLater(at, "command failed")
 		return
 	}
+	at.settled.Store(true)
 	msgs := make([]outbox.Message, 0, len(ct.replies))
 	for _, text := range ct.replies {
 		msgs = append(msgs, outbox.Message{Target: target, Text: text, ReplyTo: e.MessageID, Kind: KindCommand})
