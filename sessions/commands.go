@@ -13,15 +13,15 @@ import (
 
 // Command is a chat command: a message whose text starts with "/name".
 //
-// Its Handle runs in the router as soon as the message arrives. An
-// out-of-band command never enters the turn queue, so its answer does not
-// wait for a running turn. A command that is not out-of-band is queued
-// like a message (the conversation's busy-input mode applies) as a
-// control entry, and the turn worker calls its Run, under the
-// conversation's lease, when the entry's turn comes. A command may have
-// both: /new stops the running turn at once (Handle) and clears the
-// history at the next turn boundary (Run), so nothing the stopped turn
-// commits survives the fresh start.
+// An out-of-band command is answered by its Handle, in the router, as
+// soon as the message arrives: it never waits behind a running turn. A
+// command that is not out-of-band is queued like a message (the
+// conversation's busy-input mode applies) as a control entry, and the
+// turn worker calls its Run, under the conversation's lease, when the
+// entry's turn comes. An out-of-band command may queue a control entry
+// of its own too (CommandCall.Queue): /new stops the running turn at once
+// and clears the history at the next turn boundary, so nothing the
+// stopped turn commits survives the fresh start.
 type Command struct {
 	Name    string   // lower case, without the slash
 	Aliases []string // other names, lower case, without the slash
@@ -30,8 +30,8 @@ type Command struct {
 	// OutOfBand: Handle answers at once, even while a turn runs.
 	// Otherwise the message is queued and Run answers it at its turn.
 	OutOfBand bool
-	// Handle runs in the router. Nil for a command that is not
-	// out-of-band means "queue it as a control entry".
+	// Handle answers an out-of-band command in the router; nil for a
+	// command that is not out-of-band.
 	Handle func(ctx context.Context, c *CommandCall) error
 	// Run runs a control entry of this command at a turn boundary.
 	Run func(ctx context.Context, t *ControlTurn) error
@@ -65,8 +65,8 @@ func (c *Commands) Register(cmd Command) error {
 	if cmd.OutOfBand && cmd.Handle == nil {
 		return errs.E(op, errs.Invalid, "out-of-band command /%s has no Handle", cmd.Name)
 	}
-	if !cmd.OutOfBand && cmd.Run == nil {
-		return errs.E(op, errs.Invalid, "queued command /%s has no Run", cmd.Name)
+	if !cmd.OutOfBand && (cmd.Run == nil || cmd.Handle != nil) {
+		return errs.E(op, errs.Invalid, "queued command /%s needs a Run and no Handle", cmd.Name)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -166,6 +166,13 @@ type CommandCall struct {
 // kind KindCommand replying to the command's message.
 func (c *CommandCall) Reply(ctx context.Context, text string) error {
 	return c.Router.notify(ctx, c.In, c.Target, text)
+}
+
+// Queue queues the command's message as a control entry with priority
+// prio, for the command's Run at its turn. It touches no running turn.
+// A redelivered message queues nothing.
+func (c *CommandCall) Queue(ctx context.Context, prio Priority) error {
+	return c.Router.appendControl(ctx, c.In, c.Name, prio)
 }
 
 // ControlTurn is a control entry's turn: what a Command's Run sees. The

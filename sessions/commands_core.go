@@ -115,7 +115,7 @@ func cmdNew(ctx context.Context, c *CommandCall) error {
 	}
 	// High priority: the reset runs before messages already waiting, as
 	// "forget everything" means; they run in the fresh session.
-	return r.appendControl(ctx, c.In, c.Name, c.Args, PriorityHigh)
+	return c.Queue(ctx, PriorityHigh)
 }
 
 func runNew(ctx context.Context, t *ControlTurn) error {

@@ -241,7 +241,7 @@ func (r *Router) command(ctx context.Context, cmd Command, in Inbound, args stri
 		f(cmd.Name)
 	}
 	r.log.InfoContext(ctx, "command", "conv", in.Conv, "command", cmd.Name, "message_id", in.MessageID)
-	if cmd.Handle != nil {
+	if cmd.OutOfBand {
 		target, _ := ReplyTarget(in) // checked by Deliver
 		return cmd.Handle(ctx, &CommandCall{Router: r, In: in, Name: cmd.Name, Args: args, Target: target})
 	}
@@ -314,7 +314,7 @@ func (r *Router) appendEntry(ctx context.Context, in Inbound) error {
 
 // appendControl queues a control entry for command name, answered by the
 // command's Run at its turn.
-func (r *Router) appendControl(ctx context.Context, in Inbound, name, args string, prio Priority) error {
+func (r *Router) appendControl(ctx context.Context, in Inbound, name string, prio Priority) error {
 	in.Meta = maps.Clone(in.Meta)
 	if in.Meta == nil {
 		in.Meta = map[string]string{}

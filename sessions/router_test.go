@@ -42,6 +42,7 @@ func TestParseCommand(t *testing.T) {
 
 func TestCommandsRegister(t *testing.T) {
 	handle := func(context.Context, *sessions.CommandCall) error { return nil }
+	run := func(context.Context, *sessions.ControlTurn) error { return nil }
 	tests := []struct {
 		desc string
 		cmd  sessions.Command
@@ -54,6 +55,8 @@ func TestCommandsRegister(t *testing.T) {
 		{desc: "a bad name", cmd: sessions.Command{Name: "Model", OutOfBand: true, Handle: handle}, code: errs.Invalid},
 		{desc: "out of band without Handle", cmd: sessions.Command{Name: "model", OutOfBand: true}, code: errs.Invalid},
 		{desc: "queued without Run", cmd: sessions.Command{Name: "model", Handle: handle}, code: errs.Invalid},
+		{desc: "queued with a Handle", cmd: sessions.Command{Name: "model", Handle: handle, Run: run}, code: errs.Invalid},
+		{desc: "queued", cmd: sessions.Command{Name: "model", Run: run}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -195,5 +198,58 @@ func TestRouterWithoutSignals(t *testing.T) {
 	msgs, _ := db.Outbox().Pending(ctx, 10)
 	if !strings.HasPrefix(msgs[0].Text, "Stopping the running turn") || msgs[0].Kind != sessions.KindCommand {
 		t.Errorf("first message %q (%s), want the /stop answer", msgs[0].Text, msgs[0].Kind)
+	}
+}
+
+// A command that is not out-of-band waits for its turn like a message,
+// and its Run answers it under the conversation's lease.
+func TestQueuedCommand(t *testing.T) {
+	tests := []struct {
+		desc      string
+		mode      sessions.BusyInputMode
+		interrupt bool // the running turn is interrupted for it
+	}{
+		{desc: "queue mode", mode: sessions.BusyQueue},
+		{desc: "interrupt mode", mode: sessions.BusyInterrupt, interrupt: true},
+		{desc: "steer mode keeps it whole", mode: sessions.BusySteer},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			noLeaks(t)
+			cmds := sessions.DefaultCommands()
+			err := cmds.Register(sessions.Command{
+				Name: "note", Args: "TEXT", Summary: "answer at the next turn boundary",
+				Run: func(_ context.Context, ct *sessions.ControlTurn) error {
+					ct.Reply("noted: " + ct.Args + " (held " + ct.Lease.Conv + ")")
+					return nil
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := newGateRunner()
+			g := startGateway(t, gatewayOptions{runner: r, mode: tc.mode, commands: cmds})
+			g.say("slow A")
+			first := r.waitCalls(t, 1)[0]
+			g.say("/note buy milk")
+			if tc.interrupt {
+				<-first.done
+			} else {
+				settle()
+				if got := g.sent(conv); len(got) != 0 {
+					t.Fatalf("sent %q while the turn ran, want nothing yet", got)
+				}
+				first.Release()
+			}
+			g.waitSent(conv, "noted: buy milk (held "+conv+")")
+			for _, s := range g.signals.sent() {
+				if s.Kind == sessions.SignalSteer {
+					t.Error("the queued command was steered into the running turn")
+				}
+			}
+			if got := r.count(); got != 1 {
+				t.Errorf("%d agent turns ran, want 1: the command is no message for the agent", got)
+			}
+		})
 	}
 }

@@ -131,12 +131,13 @@ type gateway struct {
 }
 
 type gatewayOptions struct {
-	db      *sqlite.DB // nil opens a new one
-	signals *fakeSignals
-	clock   clock.Clock
-	runner  sessions.TurnRunner
-	worker  sessions.TurnWorkerOptions // Store, Runner, Metrics are filled in
-	mode    sessions.BusyInputMode
+	db       *sqlite.DB // nil opens a new one
+	signals  *fakeSignals
+	clock    clock.Clock
+	runner   sessions.TurnRunner
+	worker   sessions.TurnWorkerOptions // Store, Runner, Metrics are filled in
+	mode     sessions.BusyInputMode
+	commands *sessions.Commands // shared by router and worker; nil means the defaults
 }
 
 // quietLog keeps test output readable; set HERALD_TEST_LOG to see it.
@@ -160,7 +161,7 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 	}
 	g := &gateway{t: t, db: o.db, store: o.db.Sessions(), outbox: o.db.Outbox(), signals: o.signals, metrics: &counters{}}
 	wo := o.worker
-	wo.Store, wo.Runner, wo.Metrics = g.store, o.runner, g.metrics.hooks()
+	wo.Store, wo.Runner, wo.Metrics, wo.Commands = g.store, o.runner, g.metrics.hooks(), o.commands
 	if wo.Clock == nil {
 		wo.Clock = o.clock
 	}
@@ -176,7 +177,7 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 		t.Fatal(err)
 	}
 	g.router, err = sessions.NewRouter(sessions.RouterOptions{
-		Store: g.store, Outbox: g.outbox, Signals: g.signals, BusyInputMode: o.mode,
+		Store: g.store, Outbox: g.outbox, Signals: g.signals, BusyInputMode: o.mode, Commands: o.commands,
 		Turns: g.worker, Tailer: g.tailer, Clock: o.clock, Logger: quietLog(),
 	})
 	if err != nil {
