@@ -119,6 +119,8 @@ func cmdNew(ctx context.Context, c *CommandCall) error {
 }
 
 func runNew(ctx context.Context, t *ControlTurn) error {
+	// Clearing twice is harmless, so a reset run again after a crash
+	// between the clear and the ack does no damage.
 	if err := t.Store.ClearHistory(ctx, t.Lease.Conv); err != nil {
 		return err
 	}
