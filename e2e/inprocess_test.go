@@ -1,0 +1,322 @@
+package e2e
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/internal/testkit"
+)
+
+// describe renders a model request's messages one per line, for failure
+// messages.
+func describe(req testkit.RecordedRequest) string {
+	var b strings.Builder
+	for _, m := range req.Messages {
+		b.WriteString("\n  " + m.Role + ": " + m.Content)
+		for _, c := range m.ToolCalls {
+			b.WriteString(" [call " + c.Name + " " + c.Arguments + "]")
+		}
+	}
+	return b.String()
+}
+
+// position returns where the message with role and content is in req, or -1.
+func position(req testkit.RecordedRequest, role, content string) int {
+	return slices.IndexFunc(req.Messages, func(m testkit.ModelMessage) bool {
+		return m.Role == role && m.Content == content
+	})
+}
+
+// inOrder checks that req carries each (role, content) pair, in this order.
+func inOrder(t *testing.T, what string, req testkit.RecordedRequest, pairs ...[2]string) {
+	t.Helper()
+	last := -1
+	for _, p := range pairs {
+		i := position(req, p[0], p[1])
+		if i < 0 || i < last {
+			t.Fatalf("%s: want %s %q after position %d, got messages:%s", what, p[0], p[1], last, describe(req))
+		}
+		last = i
+	}
+}
+
+// texts are the texts of items.
+func texts(items []item) []string {
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = it.Text
+	}
+	return out
+}
+
+func TestPlainTurn(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	model.Script(testkit.Reply("hello, Ada"))
+	gw := startInProcess(t, baseConfig(t, model))
+
+	got := chat(t, openAIClient("http://"+gw.g.Addr(), "plain"), "hi, I am Ada")
+	if got != "hello, Ada" {
+		t.Errorf("reply %q, want %q", got, "hello, Ada")
+	}
+	reqs := model.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("the model got %d requests, want 1", len(reqs))
+	}
+	if reqs[0].LastUser() != "hi, I am Ada" || reqs[0].Model != modelName {
+		t.Errorf("model request: model %q, messages:%s", reqs[0].Model, describe(reqs[0]))
+	}
+	// The conversation is named in the request so that a model server (or
+	// a proxy) can tell conversations apart.
+	if conv := reqs[0].Conversation(); conv != "api:plain" {
+		t.Errorf("the model request names conversation %q, want api:plain", conv)
+	}
+	items := gw.api().waitTimeline(t, "plain", 1)
+	if len(items) != 1 || items[0].Kind != kindReply || items[0].Text != "hello, Ada" {
+		t.Errorf("timeline %v, want the one reply", items)
+	}
+}
+
+func TestToolCallSendsToAnotherConversation(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	model.Script(
+		testkit.CallTools(testkit.ToolCall("send_message", `{"target":"api:ops","text":"the deploy finished"}`)),
+		testkit.Reply("I told ops."),
+	)
+	cfg := baseConfig(t, model)
+	cfg.SendMessage.AllowedTargets = []string{"api:ops"}
+	gw := startInProcess(t, cfg)
+
+	got := chat(t, openAIClient("http://"+gw.g.Addr(), "dev"), "tell ops the deploy finished")
+	if got != "I told ops." {
+		t.Errorf("reply %q, want %q", got, "I told ops.")
+	}
+	reqs := model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("the model got %d requests, want 2 (the tool call, then the reply)", len(reqs))
+	}
+	if !slices.ContainsFunc(reqs[0].Tools, func(tl testkit.ModelTool) bool { return tl.Name == "send_message" }) {
+		t.Errorf("send_message was not offered to the model: %v", reqs[0].Tools)
+	}
+	tool := slices.IndexFunc(reqs[1].Messages, func(m testkit.ModelMessage) bool { return m.Role == "tool" })
+	if tool < 0 || !strings.Contains(reqs[1].Messages[tool].Content, "queued") {
+		t.Errorf("the second request lacks the tool's result:%s", describe(reqs[1]))
+	}
+
+	api := gw.api()
+	ops := api.waitTimeline(t, "ops", 1)
+	if len(ops) != 1 || ops[0].Kind != kindMessage || ops[0].Text != "the deploy finished" {
+		t.Errorf("timeline of ops %v, want the sent message", ops)
+	}
+	dev := api.waitTimeline(t, "dev", 1)
+	if len(dev) != 1 || dev[0].Kind != kindReply || dev[0].Text != "I told ops." {
+		t.Errorf("timeline of dev %v, want the one reply", dev)
+	}
+}
+
+func TestHistoryKeptAcrossRestart(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	model.Script(testkit.Reply("nice to meet you, Ada"), testkit.Reply("you are Ada"))
+	cfg := baseConfig(t, model)
+
+	first := startInProcess(t, cfg)
+	chat(t, openAIClient("http://"+first.g.Addr(), "mem"), "my name is Ada")
+	first.stop()
+
+	second := startInProcess(t, cfg)
+	if got := chat(t, openAIClient("http://"+second.g.Addr(), "mem"), "what is my name?"); got != "you are Ada" {
+		t.Errorf("reply %q", got)
+	}
+	reqs := model.WaitRequests(2)
+	inOrder(t, "the request after the restart", reqs[1],
+		[2]string{"user", "my name is Ada"},
+		[2]string{"assistant", "nice to meet you, Ada"},
+		[2]string{"user", "what is my name?"},
+	)
+	// Both replies are in the timeline, each once.
+	items := second.api().waitTimeline(t, "mem", 2)
+	if got := texts(ofKind(items, kindReply)); !slices.Equal(got, []string{"nice to meet you, Ada", "you are Ada"}) {
+		t.Errorf("replies in the timeline %q", got)
+	}
+}
+
+func TestStopWhileATurnRuns(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	slow := testkit.NewGate()
+	t.Cleanup(slow.Release)
+	model.Script(testkit.Hang(slow))
+	gw := startInProcess(t, baseConfig(t, model))
+	api := gw.api()
+
+	api.mustPost(t, "s", "a long job")
+	model.WaitRequests(1)
+	asked := time.Now()
+	api.mustPost(t, "s", "/stop")
+
+	items := api.waitTimeline(t, "s", 2)
+	took := time.Since(asked)
+	answers, notices := ofKind(items, kindCommand), ofKind(items, kindNotice)
+	if len(answers) != 1 || !strings.HasPrefix(answers[0].Text, "Stopping the running turn") || !strings.Contains(answers[0].Text, "a long job") {
+		t.Fatalf("timeline %v: want the /stop answer naming the running turn", items)
+	}
+	if len(notices) != 1 || notices[0].Text != "Stopped." || items[0] != answers[0] {
+		t.Errorf("timeline %v: want the /stop answer, then the turn's own Stopped.", items)
+	}
+	if took > 5*time.Second {
+		t.Errorf("the /stop answer took %s while the model still held the turn", took)
+	}
+	// The turn let go of its model call: nothing waits at the gate.
+	eventually(t, waitReply, func() (bool, string) {
+		return slow.Waiting() == 0 && model.InFlight("api:s") == 0, "the stopped turn's model request is still open"
+	})
+
+	// The conversation goes on; the stopped turn is not run again.
+	api.mustPost(t, "s", "next")
+	items = api.waitTimeline(t, "s", 3)
+	if replies := ofKind(items, kindReply); len(replies) != 1 || replies[0].Text != "echo: next" {
+		t.Errorf("timeline %v: want one reply, to the message after /stop", items)
+	}
+	if n := model.Count(); n != 2 {
+		t.Errorf("the model got %d requests, want 2 (the stopped turn was run again?)", n)
+	}
+}
+
+func TestBusyInputInterrupt(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	slow := testkit.NewGate()
+	t.Cleanup(slow.Release)
+	model.Script(testkit.Hang(slow)) // then echoes
+	cfg := baseConfig(t, model)
+	cfg.Display.BusyInputMode = config.BusyInputInterrupt
+	gw := startInProcess(t, cfg)
+	api := gw.api()
+
+	api.mustPost(t, "i", "first")
+	model.WaitRequests(1)
+	api.mustPost(t, "i", "second")
+
+	reqs := model.WaitRequests(2)
+	// The second turn runs with what the interrupted one did.
+	inOrder(t, "the request for the second message", reqs[1],
+		[2]string{"user", "first"},
+		[2]string{"user", "second"},
+	)
+	eventually(t, waitReply, func() (bool, string) {
+		return slow.Waiting() == 0, "the interrupted turn's model request is still open"
+	})
+	api.waitTimeline(t, "i", 1)
+	time.Sleep(settleWindow)
+	items, err := api.timeline("i")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 1 || items[0].Kind != kindReply || items[0].Text != "echo: second" {
+		t.Errorf("timeline %v: want only the reply to the second message", items)
+	}
+	if n := model.Count(); n != 2 {
+		t.Errorf("the model got %d requests, want 2", n)
+	}
+	if o := model.MaxOverlap("api:i"); o != 1 {
+		t.Errorf("%d model requests of the conversation overlapped", o)
+	}
+}
+
+func TestBusyInputQueue(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	slow := testkit.NewGate()
+	t.Cleanup(slow.Release)
+	model.Script(testkit.Hang(slow)) // then echoes
+	cfg := baseConfig(t, model)
+	cfg.Display.BusyInputMode = config.BusyInputQueue
+	gw := startInProcess(t, cfg)
+	api := gw.api()
+
+	api.mustPost(t, "q", "first")
+	model.WaitRequests(1)
+	api.mustPost(t, "q", "second")
+
+	// The second message waits while the first turn runs.
+	time.Sleep(settleWindow)
+	if n := model.Count(); n != 1 {
+		t.Fatalf("the model got %d requests while the first turn ran, want 1", n)
+	}
+	slow.Release()
+
+	items := api.waitTimeline(t, "q", 2)
+	if got := texts(items); !slices.Equal(got, []string{"echo: first", "echo: second"}) {
+		t.Errorf("timeline %v: want both replies in order", items)
+	}
+	reqs := model.WaitRequests(2)
+	inOrder(t, "the request for the second message", reqs[1],
+		[2]string{"user", "first"},
+		[2]string{"assistant", "echo: first"},
+		[2]string{"user", "second"},
+	)
+	if o := model.MaxOverlap("api:q"); o != 1 {
+		t.Errorf("%d model requests of the conversation overlapped", o)
+	}
+}
+
+func TestBusyInputSteer(t *testing.T) {
+	tests := []struct {
+		desc  string
+		mode  string
+		steer string // what the user sends while the turn runs
+	}{
+		{desc: "the /steer command in interrupt mode", mode: config.BusyInputInterrupt, steer: "/steer also check the logs"},
+		{desc: "a plain message in steer mode", mode: config.BusyInputSteer, steer: "also check the logs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			model := testkit.NewModelServer(t)
+			slow := testkit.NewGate()
+			t.Cleanup(slow.Release)
+			model.Script(
+				testkit.CallTools(testkit.ToolCall("memory", `{"action":"add","text":"runs checks"}`)).Until(slow),
+				testkit.Reply("checked, logs too"),
+			)
+			cfg := baseConfig(t, model)
+			cfg.Display.BusyInputMode = tt.mode
+			gw := startInProcess(t, cfg)
+			api := gw.api()
+
+			api.mustPost(t, "st", "run the checks")
+			model.WaitRequests(1)
+			api.mustPost(t, "st", tt.steer)
+			// The steer reaches the turn while its model call is held, so
+			// it is taken after the tool result that call leads to.
+			gw.waitLog("steering the turn")
+			slow.Release()
+
+			// The request after the tool ran ends: the message, the tool
+			// call, its result, the steered text.
+			reqs := model.WaitRequests(2)
+			msgs := reqs[1].Messages
+			if len(msgs) < 4 {
+				t.Fatalf("the request after the tool ran is short:%s", describe(reqs[1]))
+			}
+			end := msgs[len(msgs)-4:]
+			if end[0].Role != "user" || end[0].Content != "run the checks" ||
+				end[1].Role != "assistant" || len(end[1].ToolCalls) != 1 || end[1].ToolCalls[0].Name != "memory" ||
+				end[2].Role != "tool" || end[2].ToolCallID != end[1].ToolCalls[0].ID ||
+				end[3].Role != "user" || end[3].Content != "also check the logs" {
+				t.Errorf("want the message, the tool call, its result and the steered text last; got:%s", describe(reqs[1]))
+			}
+
+			api.waitTimeline(t, "st", 1)
+			time.Sleep(settleWindow)
+			items, err := api.timeline("st")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(items) != 1 || items[0].Text != "checked, logs too" {
+				t.Errorf("timeline %v: want the one reply", items)
+			}
+			if n := model.Count(); n != 2 {
+				t.Errorf("the model got %d requests, want 2: the steered text ran as a turn of its own?", n)
+			}
+		})
+	}
+}
