@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -140,7 +141,7 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 	// see OpenStore for why Redis runs on its own.
 	db, err := OpenStore(ctx, cfg.Store, cfg.SQLitePath(), opts.Clock)
 	if err != nil {
-		return nil, errs.Wrap(op, errs.Unavailable, err)
+		return nil, errs.Wrap(op, errs.Unavailable, fmt.Errorf("opening the %s store: %w", cfg.Store.Backend, err))
 	}
 	g.db = db
 	if err := g.build(); err != nil {

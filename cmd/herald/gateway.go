@@ -1,41 +1,81 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/heraldgw/herald/gateway"
 )
 
+// shutdownSlack is added to the grace and drain periods to bound a
+// shutdown: closing the store and the HTTP server take a moment too.
+const shutdownSlack = 5 * time.Second
+
 func (m *Main) gatewayCommand() *cobra.Command {
-	return &cobra.Command{
+	var (
+		path     string
+		logLevel string
+	)
+	cmd := &cobra.Command{
 		Use:   "gateway",
 		Short: "Run the gateway until SIGINT or SIGTERM",
-		Long: `Run the gateway until SIGINT or SIGTERM.
+		Long: `Run the gateway until SIGINT or SIGTERM: the local HTTP API, the turn
+workers, the delivery workers and the adapters configured.
 
-The store is SQLite at $HERALD_HOME/herald.db (HERALD_HOME defaults to
-~/.herald), or Redis at $REDIS_URL when HERALD_STORE=redis, with every key
-under $HERALD_REDIS_PREFIX.`,
+The config is read from --config, else $HERALD_CONFIG, else
+$HERALD_HOME/herald.yaml if it exists; the environment overrides it (see
+'herald config check'). Logs are JSON lines on stderr, secrets masked.
+
+On SIGINT or SIGTERM the gateway stops taking work, lets running turns
+finish within the grace period (20s), hands back those that do not, and
+sends the replies already written. A second signal stops it at once.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			log := slog.New(slog.NewJSONHandler(m.Stderr, nil))
-			settings, err := storeSettingsFromEnv(m.Getenv)
+			level, err := parseLevel(logLevel)
 			if err != nil {
 				return err
 			}
-			db, err := openStore(ctx, settings)
+			cfg, err := m.loadConfig(path)
 			if err != nil {
-				return fmt.Errorf("opening the %s store at %s: %w", settings.Backend, settings.where(), err)
+				return err
 			}
-			log.Info("gateway ready", "store", settings.Backend, "at", settings.where())
+			log := gateway.NewLogger(m.Stderr, level, gateway.SecretsOf(cfg))
+			gateway.LogRedisClient(log)
+			g, err := gateway.New(cfg, gateway.Options{Logger: log})
+			if err != nil {
+				return err
+			}
+			// The command's context ends on the first signal; the gateway
+			// must outlive it to shut down gracefully.
+			ctx := cmd.Context()
+			if err := g.Start(context.WithoutCancel(ctx)); err != nil {
+				_ = g.Shutdown(context.Background())
+				return err
+			}
 			<-ctx.Done()
-			log.Info("gateway stopping")
-			if err := db.Close(); err != nil {
-				return fmt.Errorf("closing the store: %w", err)
+			stopCtx, cancel := context.WithTimeout(context.Background(), gateway.DefaultGrace+gateway.DefaultDrain+shutdownSlack)
+			defer cancel()
+			if err := g.Shutdown(stopCtx); err != nil {
+				return fmt.Errorf("stopping the gateway: %w", err)
 			}
-			log.Info("gateway stopped")
 			return nil
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&path, "config", "", "config file (default $HERALD_CONFIG, else $HERALD_HOME/herald.yaml)")
+	f.StringVar(&logLevel, "log-level", "info", "least severe log level shown: debug, info, warn or error")
+	return cmd
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.TrimSpace(s))); err != nil {
+		return 0, usagef("--log-level is %q; want debug, info, warn or error", s)
+	}
+	return l, nil
 }

@@ -57,6 +57,10 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	if err == nil {
 		return exitOK
 	}
+	var code exitCode
+	if errors.As(err, &code) {
+		return int(code) // the command said what went wrong itself
+	}
 	line := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")
 	var usage usageError
 	if errors.As(err, &usage) {
@@ -83,10 +87,17 @@ func (m *Main) rootCommand() *cobra.Command {
 	root.AddCommand(
 		m.versionCommand(),
 		m.gatewayCommand(),
+		m.configCommand(),
 		m.benchCommand(),
 	)
 	return root
 }
+
+// exitCode ends herald with that code and prints nothing more: the
+// command has written its own lines to stderr.
+type exitCode int
+
+func (c exitCode) Error() string { return fmt.Sprintf("exit status %d", int(c)) }
 
 // usageError marks an error in how herald was called; it exits 2.
 type usageError struct{ err error }
