@@ -1,0 +1,415 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/gateway"
+	"github.com/heraldgw/herald/sessions"
+	redisstore "github.com/heraldgw/herald/store/redis"
+)
+
+// Defaults for PipelineOptions.
+const (
+	DefaultPipelineTurns = 10000
+	// DefaultUnloadedTurns is how many turns the unloaded phase runs, one
+	// after another: enough for a p99 that is not the slowest sample.
+	DefaultUnloadedTurns = 1000
+)
+
+// turnsPerConversation is how many turns each lane of the throughput
+// run has in one conversation before it starts the next: a short chat.
+// Every turn reads its conversation's whole history, so a lane that
+// never moved on would read a longer one each turn and the figure would
+// depend on --turns.
+const turnsPerConversation = 10
+
+// warmupTurns is how many turns run, unmeasured, before any figure is
+// taken: connections, prepared statements and scripts are then ready,
+// as they are in a gateway that has been up a while.
+const warmupTurns = 16
+
+// PipelineOptions say what Pipeline measures.
+type PipelineOptions struct {
+	Store string // "sqlite" or "redis"
+	// Turns go through the pipeline in the throughput run;
+	// DefaultPipelineTurns when 0. The unloaded phase runs
+	// DefaultUnloadedTurns of its own, or Turns when fewer.
+	Turns int
+	// Conversations are in flight at once in the throughput run, one
+	// message each, like the queue bench's; DefaultConversations when 0.
+	Conversations int
+	// ModelDelay is how long the model takes to answer each turn.
+	ModelDelay time.Duration
+	// InFlight, when positive, measures a burst instead: this many turns
+	// on as many conversations, all delivered at once.
+	InFlight int
+	// TurnWorkers is workers.turns: how many turns run at once. 0 means
+	// the config's default, raised to Conversations and InFlight so the
+	// runs measure the pipeline rather than a cap.
+	TurnWorkers int
+	// Deliveries is workers.deliveries; 0 means the config's default.
+	Deliveries int
+	RedisURL   string // the Redis to measure; DefaultRedisURL when empty
+	TempDir    string // where the SQLite files are made (and removed); the system's when empty
+}
+
+// PipelineResult is one run's figures. The JSON names are what
+// `herald bench pipeline --json` prints; scripts read them.
+type PipelineResult struct {
+	Store         string  `json:"store"`
+	Mode          string  `json:"mode"` // "throughput" or "inflight"
+	Turns         int     `json:"turns"`
+	Conversations int     `json:"conversations"`
+	ModelDelayMs  float64 `json:"model_delay_ms"`
+	TurnWorkers   int     `json:"turn_workers"`
+	Deliveries    int     `json:"delivery_workers"`
+
+	// The throughput run: turns/s with Conversations in flight, and the
+	// raw ceiling measured in the same run, on the same backend, at the
+	// same concurrency. Loaded latency is Deliver to the adapter's Send,
+	// less the model's delay, during that run.
+	TurnsPerS   float64 `json:"turns_per_s,omitempty"`
+	LoadedP50Ms float64 `json:"loaded_p50_ms,omitempty"`
+	LoadedP99Ms float64 `json:"loaded_p99_ms,omitempty"`
+	RawPerS     float64 `json:"raw_per_s,omitempty"`
+	Ratio       float64 `json:"ratio,omitempty"` // TurnsPerS / RawPerS
+	// The unloaded phase: UnloadedTurns turns one at a time; the added
+	// latency is Deliver to the adapter's Send, less the model's delay.
+	UnloadedTurns int     `json:"unloaded_turns,omitempty"`
+	AddedP50Ms    float64 `json:"added_p50_ms,omitempty"`
+	AddedP99Ms    float64 `json:"added_p99_ms,omitempty"`
+
+	// The in-flight run: InFlight turns delivered at once. DeliveredS is
+	// when the last Deliver returned, AllStartedS when the last turn had
+	// started (its model called), AllDoneS when the last reply reached the
+	// adapter, all from the start; the burst latencies are each turn's
+	// Deliver to Send, less the model's delay.
+	InFlight       int     `json:"inflight,omitempty"`
+	DeliveredS     float64 `json:"delivered_s,omitempty"`
+	AllStartedS    float64 `json:"all_started_s,omitempty"` // until the model was called for the last turn
+	AllDoneS       float64 `json:"all_done_s,omitempty"`
+	BurstAddedP50S float64 `json:"burst_added_p50_s,omitempty"`
+	BurstAddedP99S float64 `json:"burst_added_p99_s,omitempty"`
+
+	// PeakRSSMB is the process's peak resident memory (VmHWM) in MiB: in
+	// the in-flight run, over the burst alone where Linux lets the mark
+	// be reset, else since the process started. 0 where unknown.
+	PeakRSSMB float64 `json:"peak_rss_mb,omitempty"`
+}
+
+// Pipeline runs the pipeline benchmark: turns delivered to the router as
+// an adapter delivers them, run by the turn worker on the store, their
+// replies sent through the outbox by the delivery worker to an adapter,
+// with a model that answers after ModelDelay.
+func Pipeline(ctx context.Context, opt PipelineOptions) (PipelineResult, error) {
+	opt, err := opt.withDefaults()
+	if err != nil {
+		return PipelineResult{}, err
+	}
+	// The raw loop's Redis client serves one producer per lane; the store
+	// gets its own, as in the gateway.
+	var b backend
+	switch opt.Store {
+	case "sqlite":
+		b, err = newSQLiteBackend(opt.TempDir)
+	case "redis":
+		b, err = newRedisBackend(ctx, opt.RedisURL, opt.Conversations)
+	default:
+		return PipelineResult{}, fmt.Errorf("unknown store %q; want sqlite or redis", opt.Store)
+	}
+	if err != nil {
+		return PipelineResult{}, err
+	}
+	res, err := measurePipeline(ctx, b, opt)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if cerr := b.cleanup(cctx); err == nil && cerr != nil {
+		err = fmt.Errorf("cleaning up: %w", cerr)
+	}
+	return res, err
+}
+
+func (opt PipelineOptions) withDefaults() (PipelineOptions, error) {
+	if opt.Turns == 0 {
+		opt.Turns = DefaultPipelineTurns
+	}
+	if opt.Conversations == 0 {
+		opt.Conversations = DefaultConversations
+	}
+	if opt.RedisURL == "" {
+		opt.RedisURL = DefaultRedisURL
+	}
+	if opt.Deliveries == 0 {
+		opt.Deliveries = config.DefaultDeliveries
+	}
+	if opt.TurnWorkers == 0 {
+		opt.TurnWorkers = max(config.DefaultTurnWorkers, opt.Conversations, opt.InFlight)
+	}
+	switch {
+	case opt.Turns < 1 || opt.Conversations < 1:
+		return opt, fmt.Errorf("turns and conversations must be positive, got %d and %d", opt.Turns, opt.Conversations)
+	case opt.InFlight < 0 || opt.ModelDelay < 0:
+		return opt, fmt.Errorf("inflight and the model delay may not be negative")
+	case opt.TurnWorkers < 1 || opt.Deliveries < 1:
+		return opt, fmt.Errorf("turn and delivery workers must be positive, got %d and %d", opt.TurnWorkers, opt.Deliveries)
+	case opt.TurnWorkers < opt.InFlight:
+		return opt, fmt.Errorf("%d turn workers cannot run %d turns at once", opt.TurnWorkers, opt.InFlight)
+	}
+	return opt, nil
+}
+
+// measurePipeline opens the store on b, starts the pipeline on it, warms
+// it up and runs the mode opt asks for.
+func measurePipeline(ctx context.Context, b backend, opt PipelineOptions) (res PipelineResult, err error) {
+	res = PipelineResult{
+		Store:         opt.Store,
+		Mode:          "throughput",
+		Turns:         opt.Turns,
+		Conversations: opt.Conversations,
+		ModelDelayMs:  ms(opt.ModelDelay),
+		TurnWorkers:   opt.TurnWorkers,
+		Deliveries:    opt.Deliveries,
+	}
+	if opt.InFlight > 0 {
+		res.Mode, res.Turns, res.Conversations = "inflight", opt.InFlight, opt.InFlight
+	} else if err := b.rawPrepare(ctx, opt.Conversations); err != nil {
+		return res, fmt.Errorf("preparing the raw loop: %w", err)
+	}
+	db, err := openGatewayStore(ctx, b, opt)
+	if err != nil {
+		return res, fmt.Errorf("opening the %s store: %w", opt.Store, err)
+	}
+	defer func() {
+		if cerr := db.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("closing the store: %w", cerr)
+		}
+	}()
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p, err := startPipeline(runCtx, db, pipelineConfig{turns: opt.TurnWorkers, deliveries: opt.Deliveries})
+	if err != nil {
+		return res, fmt.Errorf("starting the pipeline: %w", err)
+	}
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer scancel()
+		if serr := p.shutdown(sctx); err == nil && serr != nil {
+			err = fmt.Errorf("stopping the pipeline: %w", serr)
+		}
+	}()
+
+	if _, err := driveBurst(ctx, p, "w", min(warmupTurns, res.Turns), 0); err != nil {
+		return res, fmt.Errorf("warming up: %w", err)
+	}
+	p.model.delay.Store(int64(opt.ModelDelay))
+	if opt.InFlight > 0 {
+		err = measureInFlight(ctx, p, opt, &res)
+	} else {
+		err = measureThroughput(ctx, b, p, opt, &res)
+	}
+	return res, err
+}
+
+// openGatewayStore opens herald's store on b as the gateway opens it.
+// Redis gets a client of its own, dialled from the URL, so its pool and
+// retries are the gateway's, not the raw loop's.
+func openGatewayStore(ctx context.Context, b backend, opt PipelineOptions) (gateway.Store, error) {
+	if rb, ok := b.(*redisBackend); ok {
+		return redisstore.Open(ctx, redisstore.Options{URL: opt.RedisURL, Prefix: rb.prefix + "store:"})
+	}
+	s, err := b.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	db, ok := s.(gateway.Store)
+	if !ok {
+		s.Close()
+		return nil, fmt.Errorf("the %s store has no outbox", opt.Store)
+	}
+	return db, nil
+}
+
+// measureThroughput alternates the raw loop and the pipeline, each moving
+// its share of the turns per round, then runs the unloaded phase.
+func measureThroughput(ctx context.Context, b backend, p *pipeline, opt PipelineOptions, res *PipelineResult) error {
+	var raw, herald run
+	for r := range rounds {
+		n := share(opt.Turns, rounds, r)
+		rr, err := driveRaw(ctx, n, opt.Conversations, b.rawStep)
+		if err != nil {
+			return fmt.Errorf("raw loop: %w", err)
+		}
+		raw.add(rr)
+		hr, err := driveLanes(ctx, p, "r"+strconv.Itoa(r), n, opt.Conversations, opt.ModelDelay)
+		if err != nil {
+			return fmt.Errorf("pipeline: %w", err)
+		}
+		herald.add(hr)
+	}
+	res.TurnsPerS = herald.perSecond()
+	res.LoadedP50Ms, res.LoadedP99Ms = herald.quantiles()
+	res.RawPerS = raw.perSecond()
+	if res.RawPerS > 0 {
+		res.Ratio = res.TurnsPerS / res.RawPerS
+	}
+
+	res.UnloadedTurns = min(DefaultUnloadedTurns, opt.Turns)
+	un, err := driveLanes(ctx, p, "u", res.UnloadedTurns, 1, opt.ModelDelay)
+	if err != nil {
+		return fmt.Errorf("unloaded phase: %w", err)
+	}
+	res.AddedP50Ms, res.AddedP99Ms = un.quantiles()
+	res.PeakRSSMB = peakRSSMB()
+	return nil
+}
+
+// measureInFlight delivers opt.InFlight turns at once and waits for
+// every reply.
+func measureInFlight(ctx context.Context, p *pipeline, opt PipelineOptions, res *PipelineResult) error {
+	res.InFlight = opt.InFlight
+	resetPeakRSS()
+	b, err := driveBurst(ctx, p, "b", opt.InFlight, opt.ModelDelay)
+	if err != nil {
+		return err
+	}
+	res.DeliveredS = b.delivered.Seconds()
+	res.AllStartedS = time.Unix(0, p.model.lastCall.Load()).Sub(b.start).Seconds()
+	res.AllDoneS = b.elapsed.Seconds()
+	p50, p99 := b.quantiles()
+	res.BurstAddedP50S, res.BurstAddedP99S = p50/1000, p99/1000
+	res.PeakRSSMB = peakRSSMB()
+	return nil
+}
+
+// replyTimeout bounds the wait for one reply beyond the model's delay: a
+// reply that does not come means a turn failed, and the run says so
+// instead of hanging. A failed turn is retried after a second or so, and
+// a lost lease runs out in DefaultLeaseTTL.
+const replyTimeout = sessions.DefaultLeaseTTL + 30*time.Second
+
+// inbound is a user message of conv with the message id id, unique in
+// the run.
+func inbound(conv, id string) sessions.Inbound {
+	return sessions.Inbound{Conv: conv, Sender: "bench", MessageID: id, Text: payload}
+}
+
+// driveLanes sends turns through the pipeline from lanes concurrent
+// lanes, each with one message in flight: it delivers to the router, as
+// an adapter does, waits until the reply reached the adapter, and sends
+// the next. Each lane moves to a new conversation every
+// turnsPerConversation turns. tag keeps this call's conversations and
+// message ids apart from those of other calls. The latencies recorded
+// are Deliver to Send, less delay.
+func driveLanes(ctx context.Context, p *pipeline, tag string, turns, lanes int, delay time.Duration) (run, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g := &firstError{cancel: cancel}
+	lat := make([][]time.Duration, lanes)
+	start := time.Now()
+	for l := range lanes {
+		g.Go(func() error {
+			n := share(turns, lanes, l)
+			lat[l] = make([]time.Duration, 0, n)
+			lane := tag + "-" + strconv.Itoa(l)
+			for i := range n {
+				conv := benchPlatform + ":" + lane + "-" + strconv.Itoa(i/turnsPerConversation)
+				id := lane + "-" + strconv.Itoa(i)
+				at, err := sendTurn(ctx, p, inbound(conv, id), delay)
+				if err != nil {
+					return err
+				}
+				lat[l] = append(lat[l], at-delay)
+			}
+			return nil
+		})
+	}
+	err := g.Wait()
+	return run{elapsed: time.Since(start), latencies: merge(lat)}, err
+}
+
+// sendTurn delivers in and returns how long its reply took to reach the
+// adapter.
+func sendTurn(ctx context.Context, p *pipeline, in sessions.Inbound, delay time.Duration) (time.Duration, error) {
+	reply := p.replies.expect(in.MessageID)
+	t0 := time.Now()
+	if err := p.router.Deliver(ctx, in); err != nil {
+		return 0, fmt.Errorf("delivering %s: %w", in.MessageID, err)
+	}
+	timeout := time.NewTimer(delay + replyTimeout)
+	defer timeout.Stop()
+	select {
+	case t1 := <-reply:
+		return t1.Sub(t0), nil
+	case <-timeout.C:
+		return 0, fmt.Errorf("no reply to %s of %s within %s", in.MessageID, in.Conv, delay+replyTimeout)
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// burst is what driveBurst measured: run's elapsed is until the last
+// reply arrived.
+type burst struct {
+	run
+	start     time.Time
+	delivered time.Duration // until the last Deliver returned
+}
+
+// driveBurst delivers n messages to n conversations at once, each from a
+// goroutine of its own as concurrent platform events would come, and
+// waits for every reply. The latencies are Deliver to Send, less delay.
+func driveBurst(ctx context.Context, p *pipeline, tag string, n int, delay time.Duration) (burst, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g := &firstError{cancel: cancel}
+	sent := make([]time.Time, n)
+	replies := make([]<-chan time.Time, n)
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = tag + "-" + strconv.Itoa(i)
+		replies[i] = p.replies.expect(ids[i])
+	}
+	start := time.Now()
+	for i := range n {
+		g.Go(func() error {
+			sent[i] = time.Now()
+			if err := p.router.Deliver(ctx, inbound(benchPlatform+":"+ids[i], ids[i])); err != nil {
+				return fmt.Errorf("delivering %s: %w", ids[i], err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return burst{}, err
+	}
+	delivered := time.Since(start)
+
+	// Every reply is due by the same time: the waits run together.
+	timeout := time.NewTimer(delay + replyTimeout)
+	defer timeout.Stop()
+	lat := make([]time.Duration, n)
+	var last time.Time
+	for i, reply := range replies {
+		select {
+		case t := <-reply:
+			lat[i] = t.Sub(sent[i]) - delay
+			last = later(last, t)
+		case <-timeout.C:
+			return burst{}, fmt.Errorf("no reply to %s within %s", ids[i], delay+replyTimeout)
+		case <-ctx.Done():
+			return burst{}, ctx.Err()
+		}
+	}
+	return burst{run: run{elapsed: last.Sub(start), latencies: lat}, start: start, delivered: delivered}, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

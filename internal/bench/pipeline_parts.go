@@ -1,0 +1,237 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/gateway"
+	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/sessions/agent"
+)
+
+// benchPlatform is the platform of the bench's conversations and of the
+// adapter their replies go to.
+const benchPlatform = "bench"
+
+// pipeline is the part of a gateway a turn goes through, wired the way
+// gateway.New wires it, on an opened store: the router an adapter
+// delivers to, the turn worker with its claim loop, the signal tailer,
+// the delivery worker and an adapter. Only the agent is replaced, by a
+// model that answers after a fixed delay, so that what a turn takes
+// beyond that delay is herald's own. gateway.New builds the agent from
+// the config's model and has no way to take another runner, hence the
+// wiring here.
+type pipeline struct {
+	router   *sessions.Router
+	turns    *sessions.TurnWorker
+	tailer   *sessions.SignalTailer
+	delivery *gateway.Delivery
+	gauges   *gateway.OutboxGauges
+	model    *delayModel
+	replies  *replies
+	cancel   context.CancelFunc
+}
+
+// pipelineConfig is what the wiring takes from the options.
+type pipelineConfig struct {
+	turns      int // workers.turns
+	deliveries int // workers.deliveries
+	delay      time.Duration
+}
+
+// startPipeline wires the parts on db and starts them.
+func startPipeline(ctx context.Context, db gateway.Store, cfg pipelineConfig) (*pipeline, error) {
+	name, err := workerName()
+	if err != nil {
+		return nil, err
+	}
+	// The gateway logs a line per finished turn at info level. Encoding
+	// it is part of the turn's cost; writing it out is the terminal's.
+	log := gateway.NewLogger(io.Discard, slog.LevelInfo, nil)
+	metrics := gateway.NewMetrics()
+	store := db.Sessions()
+	p := &pipeline{model: &delayModel{}, replies: &replies{}}
+	p.model.delay.Store(int64(cfg.delay))
+
+	routes := gateway.NewRoutes()
+	routes.Up(&captureAdapter{arrived: p.replies.arrived})
+	p.delivery, err = gateway.NewDelivery(gateway.DeliveryOptions{
+		Outbox:  db.Outbox(),
+		Routes:  routes,
+		Name:    name,
+		Senders: cfg.deliveries,
+		Logger:  log.With("part", "delivery"),
+		Metrics: metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	commands := sessions.DefaultCommands()
+	p.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
+		Store:    notifyingStore{Store: store, notify: p.delivery.Notify},
+		Runner:   p.model,
+		Commands: commands,
+		Name:     name,
+		Turns:    cfg.turns,
+		Logger:   log.With("part", "turns"),
+		Metrics:  metrics.TurnHooks(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	metrics.RunningTurns(p.turns.Running, cfg.turns)
+	p.tailer, err = sessions.NewSignalTailer(sessions.SignalTailerOptions{
+		Signals: store,
+		Handler: p.turns,
+		Logger:  log.With("part", "signals"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.router, err = sessions.NewRouter(sessions.RouterOptions{
+		Store:    store,
+		Outbox:   db.Outbox(),
+		Signals:  store,
+		Commands: commands,
+		Turns:    p.turns,
+		Tailer:   p.tailer,
+		Logger:   log.With("part", "router"),
+		Metrics:  metrics.RouterHooks(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.gauges = gateway.NewOutboxGauges(db.Outbox(), metrics, 0, 0, log)
+
+	runCtx, cancel := context.WithCancel(ctx)
+	p.cancel = cancel
+	for _, start := range []func(context.Context) error{p.tailer.Start, p.turns.Start, p.delivery.Start, p.gauges.Start} {
+		if err := start(runCtx); err != nil {
+			cancel()
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// shutdown stops the parts in the gateway's order: turns, then
+// deliveries, then the readers.
+func (p *pipeline) shutdown(ctx context.Context) error {
+	defer p.cancel()
+	err := errors.Join(p.turns.Shutdown(ctx), p.delivery.Shutdown(ctx))
+	_ = p.tailer.Shutdown(ctx)
+	_ = p.gauges.Shutdown(ctx)
+	return err
+}
+
+// workerName names the bench's process in leases and claims.
+func workerName() (string, error) {
+	var tag [4]byte
+	if _, err := rand.Read(tag[:]); err != nil {
+		return "", err
+	}
+	return "bench-" + hex.EncodeToString(tag[:]), nil
+}
+
+// notifyingStore wakes the delivery worker when a turn commits replies,
+// as the gateway's store wrapper does, so a reply goes out at once
+// rather than at the delivery worker's next poll.
+type notifyingStore struct {
+	sessions.Store
+	notify func()
+}
+
+func (s notifyingStore) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
+	err := s.Store.Finish(ctx, l, f)
+	if err == nil && len(f.Outbox) > 0 {
+		s.notify()
+	}
+	return err
+}
+
+// delayModel stands in for the agent and its model: every turn is
+// answered after the delay, with the history and the reply an agent turn
+// that makes one model call produces. It does no work of its own.
+type delayModel struct {
+	delay atomic.Int64 // a time.Duration; the warm-up runs with none
+	// lastCall is when the model was last called, in Unix nanoseconds:
+	// in a burst, when the last of its turns had started.
+	lastCall atomic.Int64
+}
+
+func (m *delayModel) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
+	now := time.Now().UnixNano()
+	for last := m.lastCall.Load(); now > last && !m.lastCall.CompareAndSwap(last, now); last = m.lastCall.Load() {
+	}
+	if d := time.Duration(m.delay.Load()); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return sessions.TurnOutput{End: sessions.TurnInterrupted}, context.Cause(ctx)
+		}
+	}
+	const reply = "Noted: herald bench reply."
+	return sessions.TurnOutput{
+		History: []sessions.Message{
+			{Role: "user", Content: in.Entry.Text},
+			{Role: "assistant", Content: reply},
+		},
+		Outbox:     []outbox.Message{{Target: in.Origin, Text: reply, ReplyTo: in.Entry.MessageID, Kind: agent.KindReply}},
+		End:        sessions.TurnDone,
+		ModelCalls: 1,
+	}, nil
+}
+
+// captureAdapter is the platform the replies go to: it accepts every
+// message and reports when it arrived.
+type captureAdapter struct {
+	arrived func(replyTo string, at time.Time)
+}
+
+var _ adapters.Adapter = (*captureAdapter)(nil)
+
+func (a *captureAdapter) Platform() string { return benchPlatform }
+
+// Run receives nothing: the bench delivers to the router itself.
+func (a *captureAdapter) Run(ctx context.Context, _ adapters.Inbox) error {
+	<-ctx.Done()
+	return nil
+}
+
+func (a *captureAdapter) Send(_ context.Context, m outbox.Message) adapters.SendResult {
+	a.arrived(m.ReplyTo, time.Now())
+	return adapters.SendResult{Outcome: adapters.Accepted, MessageID: m.ID}
+}
+
+// replies matches the replies the adapter receives to the messages
+// waiting for them, by the id of the message each answers. Every message
+// the bench sends has an id of its own.
+type replies struct {
+	waiting sync.Map // message id → chan time.Time
+}
+
+// expect returns the channel that gets the time the reply to id arrived.
+func (r *replies) expect(id string) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	r.waiting.Store(id, ch)
+	return ch
+}
+
+// arrived reports the reply to id. A reply nobody waits for, a second
+// send of one already counted, is ignored.
+func (r *replies) arrived(id string, at time.Time) {
+	if ch, ok := r.waiting.LoadAndDelete(id); ok {
+		ch.(chan time.Time) <- at
+	}
+}
