@@ -259,6 +259,7 @@ func (g *Gateway) build() error {
 	g.server = &http.Server{
 		Handler:           g.mux,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	return nil

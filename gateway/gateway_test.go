@@ -301,6 +301,13 @@ func TestGatewayKeepsSecretsOut(t *testing.T) {
 			}
 		}
 	}
+	// The masking is the second line of defence: apart from the adapter
+	// failure made to quote the token, nothing tried to log a secret.
+	for _, l := range strings.Split(places["logs"], "\n") {
+		if strings.Contains(l, config.Mask) && !strings.Contains(l, "bot"+config.Mask+"/sendMessage") {
+			t.Errorf("a log line had a secret masked out of it: %s", l)
+		}
+	}
 	if len(dead) != 1 || !strings.Contains(dead[0].LastError, "bot****/sendMessage") {
 		t.Errorf("dead letter reason not kept (masked): %+v", dead)
 	}
