@@ -48,7 +48,6 @@ type Metrics struct {
 func NewMetrics() *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	f := func(c prometheus.Collector) { reg.MustRegister(c) }
 	m := &Metrics{reg: reg}
 
 	m.turnsStarted = prometheus.NewCounter(prometheus.CounterOpts{
@@ -119,14 +118,12 @@ func NewMetrics() *Metrics {
 		Buckets: prometheus.ExponentialBuckets(0.05, 2, 13), // 50 ms … ~3.4 min
 	}, []string{"result"})
 
-	for _, c := range []prometheus.Collector{
+	reg.MustRegister(
 		m.turnsStarted, m.turnsFinished, m.turnSeconds, m.turnsFailed, m.leaseTakeovers, m.leasesLost,
 		m.inboundQueued, m.inboundDuplicates, m.commands, m.signals,
 		m.outboxPending, m.outboxDead, m.deliveryAttempts, m.deliveryResends, m.ackSeconds,
 		m.modelSeconds,
-	} {
-		f(c)
-	}
+	)
 	return m
 }
 

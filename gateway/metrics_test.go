@@ -1,0 +1,45 @@
+package gateway
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/outbox"
+)
+
+func TestOutboxGaugesCountPendingAndDead(t *testing.T) {
+	ctx := context.Background()
+	db := openSQLite(t, clock.NewFake(t0))
+	ob := db.Outbox()
+	for range 3 {
+		if _, _, err := ob.Enqueue(ctx, outbox.Message{Target: outbox.Target{Platform: "slack", Chat: "C1"}, Text: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimed, err := ob.Claim(ctx, "w", []string{"slack"}, 1, time.Minute)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("Claim = %v, %v", claimed, err)
+	}
+	if err := ob.Dead(ctx, claimed[0], "channel_not_found"); err != nil {
+		t.Fatal(err)
+	}
+
+	m := NewMetrics()
+	g := NewOutboxGauges(ob, m, time.Hour, 0, quietLogger())
+	g.Refresh(ctx)
+	if p, d := metricValue(t, m, "herald_outbox_pending"), metricValue(t, m, "herald_outbox_dead"); p != 2 || d != 1 {
+		t.Errorf("pending %v, dead %v; want 2, 1", p, d)
+	}
+
+	// The listing is capped.
+	capped := NewOutboxGauges(ob, m, time.Hour, 1, quietLogger())
+	if err := capped.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the capped refresh", func() bool { return metricValue(t, m, "herald_outbox_pending") == 1 })
+	if err := capped.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
