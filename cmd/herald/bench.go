@@ -12,11 +12,11 @@ import (
 func (m *Main) benchCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure herald's stores",
+		Short: "Measure herald's stores and its turn pipeline",
 		Args:  cobra.ArbitraryArgs,
 		RunE:  runGroup,
 	}
-	cmd.AddCommand(m.benchQueueCommand())
+	cmd.AddCommand(m.benchQueueCommand(), m.benchPipelineCommand())
 	return cmd
 }
 
