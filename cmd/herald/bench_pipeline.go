@@ -86,10 +86,11 @@ func printPipeline(m *Main, res bench.PipelineResult) error {
 		_, err = fmt.Fprintf(m.Stdout,
 			"delivered    %8.3f s\n"+
 				"all started  %8.3f s\n"+
+				"all committed %7.3f s\n"+
 				"all done     %8.3f s\n"+
 				"added        p50 %7.3f s   p99 %7.3f s   (beyond the model delay, under the burst)\n"+
 				"peak RSS     %8.1f MiB\n",
-			res.DeliveredS, res.AllStartedS, res.AllDoneS, res.BurstAddedP50S, res.BurstAddedP99S, res.PeakRSSMB)
+			res.DeliveredS, res.AllStartedS, res.AllCommittedS, res.AllDoneS, res.BurstAddedP50S, res.BurstAddedP99S, res.PeakRSSMB)
 		return err
 	}
 	_, err = fmt.Fprintf(m.Stdout,

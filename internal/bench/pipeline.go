@@ -83,14 +83,16 @@ type PipelineResult struct {
 	AddedP50Ms    float64 `json:"added_p50_ms,omitempty"`
 	AddedP99Ms    float64 `json:"added_p99_ms,omitempty"`
 
-	// The in-flight run: InFlight turns delivered at once. DeliveredS is
-	// when the last Deliver returned, AllStartedS when the last turn had
-	// started (its model called), AllDoneS when the last reply reached the
-	// adapter, all from the start; the burst latencies are each turn's
+	// The in-flight run: InFlight turns delivered at once. From the
+	// start: DeliveredS is when the last Deliver returned, AllStartedS
+	// when the last turn had started (its model called), AllCommittedS
+	// when the last turn had committed its reply, AllDoneS when the last
+	// reply had reached the adapter. The burst latencies are each turn's
 	// Deliver to Send, less the model's delay.
 	InFlight       int     `json:"inflight,omitempty"`
 	DeliveredS     float64 `json:"delivered_s,omitempty"`
-	AllStartedS    float64 `json:"all_started_s,omitempty"` // until the model was called for the last turn
+	AllStartedS    float64 `json:"all_started_s,omitempty"`
+	AllCommittedS  float64 `json:"all_committed_s,omitempty"`
 	AllDoneS       float64 `json:"all_done_s,omitempty"`
 	BurstAddedP50S float64 `json:"burst_added_p50_s,omitempty"`
 	BurstAddedP99S float64 `json:"burst_added_p99_s,omitempty"`
@@ -277,7 +279,8 @@ func measureInFlight(ctx context.Context, p *pipeline, opt PipelineOptions, res 
 		return err
 	}
 	res.DeliveredS = b.delivered.Seconds()
-	res.AllStartedS = time.Unix(0, p.model.lastCall.Load()).Sub(b.start).Seconds()
+	res.AllStartedS = p.model.lastCall.since(b.start).Seconds()
+	res.AllCommittedS = p.lastCommit.since(b.start).Seconds()
 	res.AllDoneS = b.elapsed.Seconds()
 	p50, p99 := b.quantiles()
 	res.BurstAddedP50S, res.BurstAddedP99S = p50/1000, p99/1000

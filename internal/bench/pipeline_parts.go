@@ -38,7 +38,11 @@ type pipeline struct {
 	gauges   *gateway.OutboxGauges
 	model    *delayModel
 	replies  *replies
-	cancel   context.CancelFunc
+	// lastCommit is when a turn last committed its reply: in a burst,
+	// when the last one had, which tells the turn worker's share of the
+	// time from the delivery worker's.
+	lastCommit *latest
+	cancel     context.CancelFunc
 }
 
 // pipelineConfig is what the wiring takes from the options.
@@ -59,7 +63,7 @@ func startPipeline(ctx context.Context, db gateway.Store, cfg pipelineConfig) (*
 	log := gateway.NewLogger(io.Discard, slog.LevelInfo, nil)
 	metrics := gateway.NewMetrics()
 	store := db.Sessions()
-	p := &pipeline{model: &delayModel{}, replies: &replies{}}
+	p := &pipeline{model: &delayModel{}, replies: &replies{}, lastCommit: &latest{}}
 	p.model.delay.Store(int64(cfg.delay))
 
 	routes := gateway.NewRoutes()
@@ -77,7 +81,7 @@ func startPipeline(ctx context.Context, db gateway.Store, cfg pipelineConfig) (*
 	}
 	commands := sessions.DefaultCommands()
 	p.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
-		Store:    notifyingStore{Store: store, notify: p.delivery.Notify},
+		Store:    notifyingStore{Store: store, notify: p.delivery.Notify, committed: p.lastCommit},
 		Runner:   p.model,
 		Commands: commands,
 		Name:     name,
@@ -144,18 +148,36 @@ func workerName() (string, error) {
 
 // notifyingStore wakes the delivery worker when a turn commits replies,
 // as the gateway's store wrapper does, so a reply goes out at once
-// rather than at the delivery worker's next poll.
+// rather than at the delivery worker's next poll. It also notes when.
 type notifyingStore struct {
 	sessions.Store
-	notify func()
+	notify    func()
+	committed *latest
 }
 
 func (s notifyingStore) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
 	err := s.Store.Finish(ctx, l, f)
 	if err == nil && len(f.Outbox) > 0 {
+		s.committed.note(time.Now())
 		s.notify()
 	}
 	return err
+}
+
+// latest keeps the latest of the times it is told, from any goroutine.
+type latest struct {
+	nanos atomic.Int64 // Unix nanoseconds
+}
+
+func (l *latest) note(t time.Time) {
+	n := t.UnixNano()
+	for last := l.nanos.Load(); n > last && !l.nanos.CompareAndSwap(last, n); last = l.nanos.Load() {
+	}
+}
+
+// since is how long after start the latest time was.
+func (l *latest) since(start time.Time) time.Duration {
+	return time.Unix(0, l.nanos.Load()).Sub(start)
 }
 
 // delayModel stands in for the agent and its model: every turn is
@@ -163,15 +185,13 @@ func (s notifyingStore) Finish(ctx context.Context, l sessions.Lease, f sessions
 // that makes one model call produces. It does no work of its own.
 type delayModel struct {
 	delay atomic.Int64 // a time.Duration; the warm-up runs with none
-	// lastCall is when the model was last called, in Unix nanoseconds:
-	// in a burst, when the last of its turns had started.
-	lastCall atomic.Int64
+	// lastCall is when the model was last called: in a burst, when the
+	// last of its turns had started.
+	lastCall latest
 }
 
 func (m *delayModel) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
-	now := time.Now().UnixNano()
-	for last := m.lastCall.Load(); now > last && !m.lastCall.CompareAndSwap(last, now); last = m.lastCall.Load() {
-	}
+	m.lastCall.note(time.Now())
 	if d := time.Duration(m.delay.Load()); d > 0 {
 		t := time.NewTimer(d)
 		select {

@@ -47,7 +47,7 @@ func TestPipeline(t *testing.T) {
 			set:  func(o *PipelineOptions) { o.InFlight, o.ModelDelay = 50, 20*time.Millisecond },
 			fields: []string{
 				"turns", "conversations", "inflight", "model_delay_ms", "turn_workers",
-				"delivered_s", "all_done_s", "burst_added_p50_s", "burst_added_p99_s", "peak_rss_mb",
+				"delivered_s", "all_started_s", "all_committed_s", "all_done_s", "burst_added_p50_s", "burst_added_p99_s", "peak_rss_mb",
 			},
 		},
 	}
