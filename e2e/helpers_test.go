@@ -186,7 +186,11 @@ type apiClient struct {
 }
 
 func newAPIClient(base string) *apiClient {
-	return &apiClient{base: base, http: &http.Client{Timeout: 10 * time.Second}}
+	// Many conversations post at once: enough idle connections that each
+	// request does not open a new one.
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 128
+	return &apiClient{base: base, http: &http.Client{Timeout: 10 * time.Second, Transport: transport}}
 }
 
 // post queues text as a message of conversation conv. A non-empty key is

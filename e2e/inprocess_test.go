@@ -53,6 +53,7 @@ func texts(items []item) []string {
 }
 
 func TestPlainTurn(t *testing.T) {
+	t.Parallel()
 	model := testkit.NewModelServer(t)
 	model.Script(testkit.Reply("hello, Ada"))
 	gw := startInProcess(t, baseConfig(t, model))
@@ -80,6 +81,7 @@ func TestPlainTurn(t *testing.T) {
 }
 
 func TestToolCallSendsToAnotherConversation(t *testing.T) {
+	t.Parallel()
 	model := testkit.NewModelServer(t)
 	model.Script(
 		testkit.CallTools(testkit.ToolCall("send_message", `{"target":"api:ops","text":"the deploy finished"}`)),
@@ -117,6 +119,7 @@ func TestToolCallSendsToAnotherConversation(t *testing.T) {
 }
 
 func TestHistoryKeptAcrossRestart(t *testing.T) {
+	t.Parallel()
 	model := testkit.NewModelServer(t)
 	model.Script(testkit.Reply("nice to meet you, Ada"), testkit.Reply("you are Ada"))
 	cfg := baseConfig(t, model)
@@ -143,6 +146,7 @@ func TestHistoryKeptAcrossRestart(t *testing.T) {
 }
 
 func TestStopWhileATurnRuns(t *testing.T) {
+	t.Parallel()
 	model := testkit.NewModelServer(t)
 	slow := testkit.NewGate()
 	t.Cleanup(slow.Release)
@@ -184,6 +188,7 @@ func TestStopWhileATurnRuns(t *testing.T) {
 }
 
 func TestBusyInputInterrupt(t *testing.T) {
+	t.Parallel()
 	model := testkit.NewModelServer(t)
 	slow := testkit.NewGate()
 	t.Cleanup(slow.Release)
@@ -224,6 +229,7 @@ func TestBusyInputInterrupt(t *testing.T) {
 }
 
 func TestBusyInputQueue(t *testing.T) {
+	t.Parallel()
 	model := testkit.NewModelServer(t)
 	slow := testkit.NewGate()
 	t.Cleanup(slow.Release)
@@ -260,6 +266,7 @@ func TestBusyInputQueue(t *testing.T) {
 }
 
 func TestBusyInputSteer(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		desc  string
 		mode  string
