@@ -189,10 +189,15 @@ func (g *Gateway) build() error {
 		Routes:  g.routes,
 		Name:    g.opts.Name,
 		Senders: cfg.Workers.Deliveries,
-		Redact:  g.redact.String,
-		Clock:   g.clock,
-		Logger:  log.With("part", "delivery"),
-		Metrics: g.metrics,
+		// A claim outlives the conversation lease so a slow multi-part
+		// send is not taken over, yet follows it: a deployment that hands
+		// a dead worker's turns over quickly hands its sends over quickly
+		// too.
+		ClaimTTL: max(2*cfg.Store.LeaseTTL, 10*time.Second),
+		Redact:   g.redact.String,
+		Clock:    g.clock,
+		Logger:   log.With("part", "delivery"),
+		Metrics:  g.metrics,
 	})
 	if err != nil {
 		return err
