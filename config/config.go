@@ -72,6 +72,10 @@ type Model struct {
 	Name          string        `yaml:"name"`
 	Timeout       time.Duration `yaml:"timeout"`        // one model call
 	MaxIterations int           `yaml:"max_iterations"` // model calls per turn
+	// HistoryBudget is how many characters of history a turn sends to the
+	// model; the oldest messages are left out first, tool calls kept with
+	// their results.
+	HistoryBudget int `yaml:"history_budget"`
 }
 
 // Workers sizes the worker pools of one gateway process.
@@ -158,6 +162,7 @@ const (
 	DefaultModelBaseURL  = "http://127.0.0.1:11434/v1"
 	DefaultModelTimeout  = 5 * time.Minute
 	DefaultMaxIterations = 90
+	DefaultHistoryBudget = 200_000
 	DefaultTurnWorkers   = 64
 	DefaultDeliveries    = 8
 	// SQLiteFile is the database file name inside Home.
@@ -187,6 +192,7 @@ func Default() Config {
 			BaseURL:       DefaultModelBaseURL,
 			Timeout:       DefaultModelTimeout,
 			MaxIterations: DefaultMaxIterations,
+			HistoryBudget: DefaultHistoryBudget,
 		},
 		Workers: Workers{
 			Turns:      DefaultTurnWorkers,

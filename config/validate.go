@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/heraldgw/herald/outbox"
 	"net"
 	"net/url"
 	"strconv"
@@ -79,6 +80,11 @@ func (c Config) problems() Problems {
 	c.Platforms.Slack.check(&v)
 	c.Platforms.Discord.check(&v)
 	v.names("send_message.allowed_targets", c.SendMessage.AllowedTargets)
+	for i, t := range c.SendMessage.AllowedTargets {
+		if msg := checkTarget(strings.TrimSpace(t)); msg != "" {
+			v.add(fmt.Sprintf("send_message.allowed_targets[%d]", i), "%s %s", quote(t), msg)
+		}
+	}
 	return v.problems
 }
 
@@ -121,6 +127,7 @@ func (m Model) check(v *validator) {
 	}
 	v.positiveDuration("model.timeout", m.Timeout)
 	v.positive("model.max_iterations", int64(m.MaxIterations))
+	v.positive("model.history_budget", int64(m.HistoryBudget))
 }
 
 func (t Telegram) check(v *validator) {
@@ -271,6 +278,21 @@ func (v *validator) names(key string, items []string) {
 			v.add(fmt.Sprintf("%s[%d]", key, i), "%s has blanks in it (separate items with commas)", quote(s))
 		}
 	}
+}
+
+// checkTarget says what is wrong with one allowed target, which is
+// platform:chat[:thread] or platform:* (every chat of a platform).
+func checkTarget(s string) string {
+	if s == "" {
+		return "" // reported by names
+	}
+	if p, ok := strings.CutSuffix(s, ":*"); ok && p != "" && !strings.Contains(p, ":") {
+		return ""
+	}
+	if t, err := outbox.ParseTarget(s); err != nil || t.Chat == "*" {
+		return "is neither platform:chat[:thread] nor platform:*"
+	}
+	return ""
 }
 
 func quote(s string) string { return strconv.Quote(s) }

@@ -241,6 +241,23 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
+			desc: "allowed targets that are not platform:chat[:thread] or platform:*",
+			change: func(c *config.Config) {
+				c.SendMessage.AllowedTargets = []string{"telegram", "slack:*", "discord:*:x", "api:ops"}
+			},
+			want: config.Problems{
+				{Key: "send_message.allowed_targets[0]", Msg: `"telegram" is neither platform:chat[:thread] nor platform:*`},
+				{Key: "send_message.allowed_targets[2]", Msg: `"discord:*:x" is neither platform:chat[:thread] nor platform:*`},
+			},
+		},
+		{
+			desc:   "a history budget that is not positive",
+			change: func(c *config.Config) { c.Model.HistoryBudget = -1 },
+			want: config.Problems{
+				{Key: "model.history_budget", Msg: "must be positive, got -1"},
+			},
+		},
+		{
 			desc: "every problem at once",
 			change: func(c *config.Config) {
 				c.Store.Backend = "mysql"

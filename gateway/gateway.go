@@ -179,6 +179,7 @@ func (g *Gateway) build() error {
 		Model:         cfg.Model.Name,
 		Tools:         toolset,
 		MaxIterations: cfg.Model.MaxIterations,
+		HistoryBudget: cfg.Model.HistoryBudget,
 		Notes:         store,
 		Clock:         g.clock,
 		Logger:        log,
