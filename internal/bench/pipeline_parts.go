@@ -49,10 +49,10 @@ type pipeline struct {
 type pipelineConfig struct {
 	turns      int // workers.turns
 	deliveries int // workers.deliveries
-	delay      time.Duration
 }
 
-// startPipeline wires the parts on db and starts them.
+// startPipeline wires the parts on db and starts them. Its model answers
+// at once until its delay is set.
 func startPipeline(ctx context.Context, db gateway.Store, cfg pipelineConfig) (*pipeline, error) {
 	name, err := workerName()
 	if err != nil {
@@ -64,7 +64,6 @@ func startPipeline(ctx context.Context, db gateway.Store, cfg pipelineConfig) (*
 	metrics := gateway.NewMetrics()
 	store := db.Sessions()
 	p := &pipeline{model: &delayModel{}, replies: &replies{}, lastCommit: &latest{}}
-	p.model.delay.Store(int64(cfg.delay))
 
 	routes := gateway.NewRoutes()
 	routes.Up(&captureAdapter{arrived: p.replies.arrived})
