@@ -177,6 +177,19 @@ type Store interface {
 	// Errors: NotFound (no such unacked entry), Invalid, TooLarge.
 	Finish(ctx context.Context, l Lease, f Finish) error
 
+	// FinishAndClaim is Finish followed by Claim(worker, ttl), in one
+	// atomic step: a worker done with a turn commits it and takes its
+	// next one with a single call to the store. When the Finish fails,
+	// nothing is written and nothing is claimed; when it succeeds and no
+	// conversation is ready, FinishAndClaim returns nil, nil. With
+	// f.Release, the finished conversation, if it has entries left, is
+	// ready behind those already waiting, so it comes back only when it
+	// has waited longest. (The turn worker claims in a loop of its own and
+	// finishes with Finish; it can move to this when a turn's end should
+	// start the next without another call.)
+	// Errors: those of Finish.
+	FinishAndClaim(ctx context.Context, l Lease, f Finish, worker string, ttl time.Duration) (*Turn, error)
+
 	// AppendHistory appends to the conversation's history under the lease.
 	AppendHistory(ctx context.Context, l Lease, msgs ...Message) error
 

@@ -17,26 +17,30 @@
 //	                                    (sessions.Inbound.Lane); fields d
 //	                                    (the encoded inbound) and at
 //	                                    (enqueued, ms). Consumer group "g"
-//	                                    with the single consumer "c": the
-//	                                    lease makes one holder, so the
-//	                                    group's pending list holds the entry
-//	                                    delivered and not yet acked. Entry
-//	                                    ids are "<seq>-<lane>". Acked entries
-//	                                    are deleted (XACK + XDEL); an emptied
+//	                                    with the single consumer "c", read
+//	                                    with NOACK: the group is the lane's
+//	                                    read cursor, and the state's pend is
+//	                                    the record of the entry delivered
+//	                                    and not yet acked (see below). Entry
+//	                                    ids are "<seq>-<lane>". An acked
+//	                                    entry is deleted (XDEL); an emptied
 //	                                    stream stays, with its group, for the
 //	                                    next append.
 //	P{conv}:state            hash      seq (entry id sequence); fence (the
 //	                                    fencing counter, only increases);
 //	                                    n0 … n5 (entries per lane, queued and
-//	                                    delivered-unacked, so one HMGET tells
-//	                                    whether there is work and where);
-//	                                    groups (the lanes whose stream has
-//	                                    its consumer group); pend (the entry
-//	                                    delivered and not acked); worker,
-//	                                    token (= fence at the grant) and exp
-//	                                    (lease expiry, ms). An ended lease or
-//	                                    an acked entry leaves '' in its
-//	                                    fields.
+//	                                    delivered-unacked); lanes (a digit
+//	                                    for each lane whose count is above
+//	                                    zero, in no order, so one HMGET of a
+//	                                    few fields tells whether there is
+//	                                    work and where); groups (the lanes
+//	                                    whose stream has its consumer group);
+//	                                    pend (the entry delivered and not
+//	                                    acked) and dlv (how often it was
+//	                                    delivered); worker, token (= fence
+//	                                    at the grant) and exp (lease expiry,
+//	                                    ms). An ended lease or an acked entry
+//	                                    leaves '' in its fields.
 //	P{conv}:dd:<message id>  string    "<entry id>|<until ms>": dedupe of the
 //	                                    platform message id; counts until
 //	                                    "until" by the store's clock, and the
@@ -59,21 +63,16 @@
 //
 // Shared by all conversations:
 //
-//	Pready                   zset      conversations with work and no live
-//	                                    lease; member the conversation tag,
-//	                                    score when it became ready (ms).
-//	                                    Claim pops the lowest score; one that
-//	                                    turns out to have no work (its holder
-//	                                    finished after its lease was swept)
-//	                                    is simply dropped then.
-//	Pleases                  zset      leases over conversations with work,
-//	                                    scored by expiry (ms); Claim sweeps
-//	                                    the expired ones back into ready. A
-//	                                    held conversation without work is
-//	                                    left out (there is nothing to hand
-//	                                    over) until an append gives it work,
-//	                                    so a sweep never wades through idle
-//	                                    leases.
+//	Pready                   zset      the ready index: every conversation
+//	                                    with work, and no other; member the
+//	                                    conversation tag, score the time a
+//	                                    Claim may take it (ms): when it
+//	                                    became ready, or, while it is held,
+//	                                    its lease's expiry, so a lease that
+//	                                    runs out makes it ready without a
+//	                                    sweep. Claim takes the first member
+//	                                    unless its lease is live, in which
+//	                                    case none is ready.
 //
 //	Psignals                 stream    the signals log every process tails:
 //	                                    fields c (conversation), k (kind), e
@@ -96,12 +95,21 @@
 //	                                    conversation tag.
 //
 // (P is glued on as it is: with the default prefix these are
-// herald:ready, herald:leases and herald:signals.)
+// herald:ready and herald:signals.)
 //
 // The timeline and its id hash are kept whole for now: they grow with what
 // herald delivers, as history does. A trimming policy (XTRIM by MINID, with
 // the matching ids dropped from the hash) can come later without changing
 // cursors.
+//
+// The pending entry: the lease makes one holder per conversation, so one
+// delivered-unacked entry at most, and the state hash records it (pend,
+// dlv) in the same script as the read that delivers it. A group pending
+// list would only repeat that record, at the cost of an XACK per entry and
+// of the read's own bookkeeping, so the groups read with NOACK. The entry
+// stays in its stream until the finish that acks it deletes it; a Claim
+// after a lost or released lease reads it again from there (XRANGE) and
+// counts the delivery in dlv.
 //
 // Finish.Absorbed: the finish script looks every absorbed entry up (XRANGE
 // on the lane its id names) before its first write and answers NOTFOUND,
@@ -141,23 +149,33 @@
 // now for these platforms, oldest first" directly; a stream would need its
 // entries re-added for every delay.
 //
-// Cost: every operation is one round trip, an EVALSHA or, for history,
+// Scripts: the Lua files in lua/ are the functions of one library, loaded
+// with FUNCTION LOAD at Open (again if the server lost it) and called with
+// FCALL; see scripts.go. This needs Redis 7.0 or later, and a user allowed
+// FUNCTION LOAD and FCALL.
+//
+// Cost: every operation is one round trip, an FCALL or, for history,
 // metadata, timeline, signal and note reads and note deletes, one plain
-// command; the scripts keep their calls
-// few (one HMGET reads a conversation's whole state, one HSET writes it),
-// because each call inside a script costs about as much as a small
-// command. `herald bench queue --store redis` measures Append → Claim →
-// Finish against bare XADD + XREADGROUP + XACK on the same server.
+// command, and FinishAndClaim makes a busy worker's turn two round trips
+// (Append, then the FinishAndClaim that commits it and claims the next).
+// The scripts keep their calls few and small (an HMGET of only the state
+// fields a script uses, one HSET for all it changes, no command whose
+// answer the state hash already holds), because each call inside a script
+// costs about as much as a small command, and each field read, reply
+// converted and number parsed adds to it. `herald bench queue --store
+// redis` measures Append → Claim → FinishAndClaim against bare XADD +
+// XREADGROUP + XACK on the same server.
 //
 // Time: scripts take the current time as an argument when Options.Clock is
 // set (tests), else they read the server's TIME, so lease and claim expiry
 // are decided by one clock, the store's, never by comparing machines.
 //
 // Fencing: every grant of a conversation increments its fence and makes
-// it the lease token. Next, Renew, Release, Finish and AppendHistory check
-// the token inside their script and write nothing when it is not the
-// current one. An expired lease that nobody has taken over is still
-// current: the token, not the clock, is what makes a write safe.
+// it the lease token. Next, Renew, Release, Finish, FinishAndClaim and
+// AppendHistory check the token inside their script and write nothing
+// (and claim nothing) when it is not the current one. An expired lease
+// that nobody has taken over is still current: the token, not the clock,
+// is what makes a write safe.
 //
 // Durability is the server's: run it with appendonly yes (appendfsync
 // always loses nothing acknowledged; everysec up to a second) so that
@@ -168,8 +186,8 @@
 // evicted key would leave them disagreeing.
 //
 // Cluster: a conversation's own keys share a slot, but Append, Claim,
-// Renew, Release and Finish also touch the shared ready and leases sets
-// and Finish the outbox, and the outbox scripts build their keys inside
+// Renew, Release and Finish also touch the shared ready index, Finish the
+// outbox and FinishAndClaim another conversation, and the outbox scripts build their keys inside
 // the script. These need a single Redis primary (with replicas or
 // Sentinel as you like); Redis Cluster is not supported for them yet.
 package redis

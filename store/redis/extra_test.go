@@ -27,22 +27,43 @@ func TestAbsorbedLaneCounts(t *testing.T) {
 		t.Fatalf("Finish: %v", err)
 	}
 	tag := convTag("c")
-	counts, err := db.client.HMGet(ctx, db.convKey(tag, "state"), "n0", "n1", "n2", "n3", "n4", "n5", "pend").Result()
+	counts, err := db.client.HMGet(ctx, db.convKey(tag, "state"), "n0", "n1", "n2", "n3", "n4", "n5", "lanes", "pend").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Normal priority: user entries in lane 1, synthetic ones in lane 4.
-	want := []any{nil, "0", nil, nil, "1", nil, ""}
+	want := []any{nil, "0", nil, nil, "1", nil, "4", ""}
 	if d := cmp.Diff(want, counts); d != "" {
-		t.Errorf("state n0…n5, pend (-want +got):\n%s", d)
+		t.Errorf("state n0…n5, lanes, pend (-want +got):\n%s", d)
 	}
 	for lane, n := range map[string]int64{"q1": 0, "q4": 1} {
 		if got := db.client.XLen(ctx, db.convKey(tag, lane)).Val(); got != n {
 			t.Errorf("XLEN %s = %d, want %d", lane, got, n)
 		}
 	}
-	if err := db.client.ZScore(ctx, db.leasesKey(), tag).Err(); err != nil {
-		t.Errorf("a held conversation with an entry left is not in the leases set: %v", err)
+	// Held with an entry left: indexed at the lease's expiry, so it is
+	// found again if the holder dies.
+	if score, err := db.client.ZScore(ctx, db.readyKey(), tag).Result(); err != nil || int64(score) != turn.Lease.Expires.UnixMilli() {
+		t.Errorf("ready score of a held conversation with an entry left = %v (%v), want its lease expiry %d", score, err, turn.Lease.Expires.UnixMilli())
+	}
+}
+
+// TestLibraryLoadedAgain checks that a server that lost the scripts'
+// library (FUNCTION FLUSH, or a restart without persistence) gets it back
+// on the next call, which then runs once.
+func TestLibraryLoadedAgain(t *testing.T) {
+	ctx := context.Background()
+	db, _ := newFake(t)
+	s := db.Sessions()
+	mustAppend(t, s, sessions.Inbound{Conv: "c", Text: "1"})
+	if err := db.client.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, sessions.Inbound{Conv: "c", Text: "2"})
+	turn := mustClaim(t, s, "w1", time.Minute)
+	next, err := s.FinishAndClaim(ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Release: true}, "w1", time.Minute)
+	if err != nil || next == nil || next.Entry.Text != "2" {
+		t.Fatalf("FinishAndClaim = %+v, %v; want the second entry", next, err)
 	}
 }
 

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 )
@@ -94,7 +92,7 @@ func (o *outboxStore) Dead(ctx context.Context, c outbox.Claimed, reason string)
 
 // settle runs one of the scripts that end or hand back a claim; each
 // checks the claim token before it writes.
-func (o *outboxStore) settle(ctx context.Context, op string, s *goredis.Script, id string, token int64, rest ...any) error {
+func (o *outboxStore) settle(ctx context.Context, op string, s script, id string, token int64, rest ...any) error {
 	if err := o.db.check(op); err != nil {
 		return err
 	}

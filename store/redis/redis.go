@@ -80,11 +80,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		db.closeClient()
 		return nil, errs.Wrap(op, errs.Unavailable, err)
 	}
-	pipe := db.client.Pipeline()
-	for _, s := range allScripts {
-		pipe.ScriptLoad(ctx, sources[s])
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	if err := db.loadLibrary(ctx); err != nil {
 		db.closeClient()
 		return nil, db.fail(op, err)
 	}
@@ -158,12 +154,30 @@ func (db *DB) fail(op string, err error) error {
 	return errs.Wrap(op, errs.Unavailable, err)
 }
 
-// run calls a script and returns its array reply.
-func (db *DB) run(ctx context.Context, op string, s *goredis.Script, keys []string, args ...any) ([]any, error) {
+// loadLibrary loads the scripts' library unless the server has it: a
+// library of the same name holds the same code (see scripts.go).
+func (db *DB) loadLibrary(ctx context.Context) error {
+	err := db.client.FunctionLoad(ctx, library).Err()
+	if err != nil && strings.Contains(err.Error(), "already exists") {
+		return nil
+	}
+	return err
+}
+
+// run calls a script and returns its array reply. A server that lost the
+// library (FUNCTION FLUSH, or a restart without persistence) gets it
+// again, and the call is made once more: the first ran nothing.
+func (db *DB) run(ctx context.Context, op string, s script, keys []string, args ...any) ([]any, error) {
 	if err := db.check(op); err != nil {
 		return nil, err
 	}
-	v, err := s.Run(ctx, db.client, keys, args...).Slice()
+	v, err := db.client.FCall(ctx, s.fn, keys, args...).Slice()
+	if err != nil && strings.Contains(err.Error(), "Function not found") {
+		if err := db.loadLibrary(ctx); err != nil {
+			return nil, db.fail(op, err)
+		}
+		v, err = db.client.FCall(ctx, s.fn, keys, args...).Slice()
+	}
 	if err != nil {
 		return nil, db.fail(op, err)
 	}
@@ -217,7 +231,6 @@ func convFromTag(tag string) string {
 
 func (db *DB) convKey(tag, suffix string) string { return db.prefix + "{" + tag + "}:" + suffix }
 func (db *DB) readyKey() string                  { return db.prefix + "ready" }
-func (db *DB) leasesKey() string                 { return db.prefix + "leases" }
 
 func str(v any) string {
 	switch x := v.(type) {

@@ -1,61 +1,100 @@
 package redis
 
 import (
+	"crypto/sha1"
 	"embed"
+	"encoding/hex"
 	"strings"
-
-	goredis "github.com/redis/go-redis/v9"
 )
 
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-// Each script is lua/lib.lua, the lib_*.lua helpers it uses and its own
-// file, loaded once at Open and run with EVALSHA (EVAL again when the
-// server forgot it).
+// The scripts run as the functions of one Lua library, loaded with
+// FUNCTION LOAD and called with FCALL. The library holds the helpers
+// (lua/lib.lua, then the lua/lib_*.lua files) once and each script's file
+// as the body of a function whose parameters are named KEYS and ARGV, as
+// an EVAL script's globals are. Loaded once, the helpers are made once,
+// not on every call as they would be in front of an EVAL script, and a
+// call skips EVAL's own setup, which together is a good part of what a
+// short script costs.
+//
+// The library and its functions are named after a hash of the sources,
+// herald_<hash> and herald_<hash>_<script>, so that processes of two
+// herald versions sharing a server, as in a rolling upgrade, each call
+// their own code. A server keeps the libraries of earlier versions until
+// someone deletes them (FUNCTION DELETE); they take little room.
 var (
-	scriptAppend  = loadScript("append", "lib_queue")
-	scriptClaim   = loadScript("claim", "lib_queue")
-	scriptNext    = loadScript("next", "lib_queue")
-	scriptRenew   = loadScript("renew", "lib_queue")
-	scriptRelease = loadScript("release", "lib_queue")
-	scriptFinish  = loadScript("finish", "lib_queue", "lib_outbox")
-	scriptHistory = loadScript("history")
+	scriptAppend  = newScript("append")
+	scriptClaim   = newScript("claim")
+	scriptNext    = newScript("next")
+	scriptRenew   = newScript("renew")
+	scriptRelease = newScript("release")
+	scriptFinish  = newScript("finish")
+	scriptHistory = newScript("history")
 
-	scriptTimelineAppend = loadScript("timeline_append")
-	scriptSignal         = loadScript("signal")
-	scriptNoteAdd        = loadScript("note_add")
+	scriptTimelineAppend = newScript("timeline_append")
+	scriptSignal         = newScript("signal")
+	scriptNoteAdd        = newScript("note_add")
 
-	scriptObEnqueue = loadScript("ob_enqueue", "lib_outbox")
-	scriptObClaim   = loadScript("ob_claim", "lib_outbox")
-	scriptObAck     = loadScript("ob_ack", "lib_outbox")
-	scriptObRelease = loadScript("ob_release", "lib_outbox")
-	scriptObDead    = loadScript("ob_dead", "lib_outbox")
-	scriptObRequeue = loadScript("ob_requeue", "lib_outbox")
-	scriptObList    = loadScript("ob_list", "lib_outbox")
+	scriptObEnqueue = newScript("ob_enqueue")
+	scriptObClaim   = newScript("ob_claim")
+	scriptObAck     = newScript("ob_ack")
+	scriptObRelease = newScript("ob_release")
+	scriptObDead    = newScript("ob_dead")
+	scriptObRequeue = newScript("ob_requeue")
+	scriptObList    = newScript("ob_list")
 )
 
-// sources keeps each script's text so Open can load them all in one
-// pipeline.
-var sources = map[*goredis.Script]string{}
+// helperFiles are put in this order at the head of the library: a helper
+// calls only those defined before it.
+var helperFiles = []string{"lib", "lib_queue", "lib_claim", "lib_outbox"}
 
-var allScripts = []*goredis.Script{
-	scriptAppend, scriptClaim, scriptNext, scriptRenew, scriptRelease, scriptFinish, scriptHistory,
-	scriptTimelineAppend, scriptSignal, scriptNoteAdd,
-	scriptObEnqueue, scriptObClaim, scriptObAck, scriptObRelease, scriptObDead, scriptObRequeue, scriptObList,
+// scriptFiles are the library's functions.
+var scriptFiles = []string{
+	"append", "claim", "next", "renew", "release", "finish", "history",
+	"timeline_append", "signal", "note_add",
+	"ob_enqueue", "ob_claim", "ob_ack", "ob_release", "ob_dead", "ob_requeue", "ob_list",
 }
 
-func loadScript(name string, helpers ...string) *goredis.Script {
-	var src strings.Builder
-	for _, f := range append(append([]string{"lib"}, helpers...), name) {
-		b, err := luaFS.ReadFile("lua/" + f + ".lua")
-		if err != nil {
-			panic(err)
-		}
-		src.Write(b)
-		src.WriteString("\n")
+// script names one function of the library.
+type script struct{ fn string }
+
+func newScript(name string) script { return script{fn: libraryName + "_" + name} }
+
+// libraryName is herald_ and a hash of every source file.
+var libraryName = "herald_" + sourcesHash()
+
+// library is the code FUNCTION LOAD is given.
+var library = buildLibrary()
+
+func source(name string) string {
+	b, err := luaFS.ReadFile("lua/" + name + ".lua")
+	if err != nil {
+		panic(err)
 	}
-	s := goredis.NewScript(src.String())
-	sources[s] = src.String()
-	return s
+	return string(b)
+}
+
+func sourcesHash() string {
+	h := sha1.New()
+	for _, f := range append(append([]string(nil), helperFiles...), scriptFiles...) {
+		h.Write([]byte(f + "\n" + source(f) + "\n"))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+func buildLibrary() string {
+	var b strings.Builder
+	b.WriteString("#!lua name=" + libraryName + "\n")
+	for _, f := range helperFiles {
+		b.WriteString(source(f))
+		b.WriteString("\n")
+	}
+	for _, f := range scriptFiles {
+		b.WriteString("redis.register_function('" + libraryName + "_" + f + "', function(KEYS, ARGV)\n")
+		b.WriteString(source(f))
+		b.WriteString("\nend)\n")
+	}
+	return b.String()
 }

@@ -29,14 +29,13 @@ func (s *sessionStore) Append(ctx context.Context, in sessions.Inbound) (session
 	keys := []string{
 		s.db.convKey(tag, "state"),
 		s.db.readyKey(),
-		s.db.leasesKey(),
 		s.db.convKey(tag, "q"+strconv.Itoa(lane)),
 	}
 	if in.MessageID != "" {
 		keys = append(keys, s.db.convKey(tag, "dd:"+in.MessageID))
 	}
 	v, err := s.db.run(ctx, op, scriptAppend, keys,
-		s.db.prefix, tag, lane, data, s.db.nowArg(), s.db.windowArg())
+		tag, lane, data, s.db.nowArg(), s.db.windowArg())
 	if err != nil {
 		return sessions.AppendResult{}, err
 	}
@@ -51,23 +50,12 @@ func (s *sessionStore) Claim(ctx context.Context, worker string, ttl time.Durati
 	if ttl <= 0 {
 		ttl = sessions.DefaultLeaseTTL
 	}
-	v, err := s.db.run(ctx, op, scriptClaim, []string{s.db.readyKey(), s.db.leasesKey()},
+	v, err := s.db.run(ctx, op, scriptClaim, []string{s.db.readyKey()},
 		s.db.prefix, worker, durMS(ttl), s.db.nowArg())
 	if err != nil || len(v) == 0 {
 		return nil, err
 	}
-	if len(v) != 7 {
-		return nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
-	}
-	conv := convFromTag(str(v[0]))
-	e, err := decodeEntry(op, v[3:])
-	if err != nil {
-		return nil, err
-	}
-	return &sessions.Turn{
-		Lease: sessions.Lease{Conv: conv, Worker: worker, Token: num(v[1]), Expires: msTime(v[2])},
-		Entry: *e,
-	}, nil
+	return decodeTurn(op, worker, v)
 }
 
 func (s *sessionStore) Next(ctx context.Context, l sessions.Lease) (*sessions.Entry, error) {
@@ -100,7 +88,7 @@ func (s *sessionStore) Renew(ctx context.Context, l sessions.Lease, ttl time.Dur
 	}
 	tag := convTag(l.Conv)
 	v, err := s.db.run(ctx, op, scriptRenew,
-		[]string{s.db.convKey(tag, "state"), s.db.readyKey(), s.db.leasesKey()},
+		[]string{s.db.convKey(tag, "state"), s.db.readyKey()},
 		tag, l.Token, durMS(ttl), s.db.nowArg())
 	if err != nil {
 		return l, err
@@ -123,7 +111,7 @@ func (s *sessionStore) Release(ctx context.Context, l sessions.Lease) error {
 	}
 	tag := convTag(l.Conv)
 	v, err := s.db.run(ctx, op, scriptRelease,
-		[]string{s.db.convKey(tag, "state"), s.db.readyKey(), s.db.leasesKey()},
+		[]string{s.db.convKey(tag, "state"), s.db.readyKey()},
 		tag, l.Token, s.db.nowArg())
 	if err != nil {
 		return err
@@ -133,28 +121,54 @@ func (s *sessionStore) Release(ctx context.Context, l sessions.Lease) error {
 
 func (s *sessionStore) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
 	const op = "redis.Finish"
-	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+	v, err := s.finish(ctx, op, l, f, "", 0)
+	if err != nil {
 		return err
+	}
+	return status(op, v)
+}
+
+func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
+	const op = "redis.FinishAndClaim"
+	if ttl <= 0 {
+		ttl = sessions.DefaultLeaseTTL
+	}
+	v, err := s.finish(ctx, op, l, f, worker, ttl)
+	if err != nil {
+		return nil, err
+	}
+	if err := status(op, v); err != nil || len(v) == 1 {
+		return nil, err
+	}
+	return decodeTurn(op, worker, v[1:])
+}
+
+// finish runs the finish script, which also claims the next turn for
+// worker when worker is not empty, and returns its reply.
+func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) ([]any, error) {
+	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+		return nil, err
 	}
 	hist, err := sessions.EncodeMessages(op, f.History, s.db.lim)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	msgs, err := encodeOutbox(op, f.Outbox, s.db.lim)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	absorbed, err := absorbedIDs(op, f)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	tag := convTag(l.Conv)
 	release := "0"
 	if f.Release {
 		release = "1"
 	}
-	args := make([]any, 0, 10+len(absorbed)+len(hist)+len(msgs))
-	args = append(args, s.db.prefix, tag, l.Token, f.EntryID, release, s.db.nowArg(), s.db.windowArg(), len(absorbed))
+	args := make([]any, 0, 12+len(absorbed)+len(hist)+len(msgs))
+	args = append(args, s.db.prefix, tag, l.Token, f.EntryID, release, s.db.nowArg(), s.db.windowArg(),
+		worker, durMS(ttl), len(absorbed))
 	for _, id := range absorbed {
 		args = append(args, id)
 	}
@@ -164,13 +178,9 @@ func (s *sessionStore) Finish(ctx context.Context, l sessions.Lease, f sessions.
 	}
 	args = append(args, len(f.Outbox))
 	args = append(args, msgs...)
-	v, err := s.db.run(ctx, op, scriptFinish,
-		[]string{s.db.convKey(tag, "state"), s.db.readyKey(), s.db.leasesKey(), s.db.convKey(tag, "hist")},
+	return s.db.run(ctx, op, scriptFinish,
+		[]string{s.db.convKey(tag, "state"), s.db.readyKey(), s.db.convKey(tag, "hist")},
 		args...)
-	if err != nil {
-		return err
-	}
-	return status(op, v)
 }
 
 func (s *sessionStore) AppendHistory(ctx context.Context, l sessions.Lease, msgs ...sessions.Message) error {
@@ -283,6 +293,22 @@ func absorbedIDs(op string, f sessions.Finish) ([]string, error) {
 		}
 	}
 	return ids, nil
+}
+
+// decodeTurn reads a claim's reply: {conversation tag, lease token,
+// expires ms, entry id, data, enqueued ms, deliveries}.
+func decodeTurn(op, worker string, v []any) (*sessions.Turn, error) {
+	if len(v) != 7 {
+		return nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
+	}
+	e, err := decodeEntry(op, v[3:])
+	if err != nil {
+		return nil, err
+	}
+	return &sessions.Turn{
+		Lease: sessions.Lease{Conv: convFromTag(str(v[0])), Worker: worker, Token: num(v[1]), Expires: msTime(v[2])},
+		Entry: *e,
+	}, nil
 }
 
 // decodeEntry reads {entry id, data, enqueued ms, deliveries}.

@@ -78,6 +78,11 @@
 // with NotFound. They go first so that the ready index Finish computes
 // counts only what is left.
 //
+// FinishAndClaim runs Finish's statements and then Claim's in one
+// transaction, committed as Finish's is (waiting for the disk): a Finish
+// that fails rolls the claim back with it, and a worker moving from turn
+// to turn pays one commit instead of two.
+//
 // history is each conversation's messages, one JSON row each, in id
 // order. meta is a key/value table per conversation.
 //

@@ -181,52 +181,57 @@ func (s *sessionStore) Claim(ctx context.Context, worker string, ttl time.Durati
 	}
 	var turn *sessions.Turn
 	err := d.w.do(ctx, op, bookkeeping, func(t *tx) error {
-		turn = nil
-		nowT, now := d.now()
-		for {
-			var (
-				conv       string
-				delivered  sql.NullInt64
-				deliveries int
-				row        entryRow
-			)
-			err := t.st.claimPick.QueryRow(now).Scan(&conv, &delivered, &deliveries, &row.id, &row.enqueuedAt, &row.body)
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if !row.id.Valid {
-				if _, err := t.st.claimSkip.Exec(conv); err != nil {
-					return err
-				}
-				continue
-			}
-			count := 1
-			if delivered.Valid && delivered.Int64 == row.id.Int64 {
-				count = deliveries + 1
-			}
-			expires := nowT.Add(ttl)
-			var token int64
-			if err := t.st.claimGrant.QueryRow(conv, worker, nanos(expires), row.id.Int64, count).Scan(&token); err != nil {
-				return err
-			}
-			entry, err := row.entry(op, count)
-			if err != nil {
-				return err
-			}
-			turn = &sessions.Turn{
-				Lease: sessions.Lease{Conv: conv, Worker: worker, Token: token, Expires: expires},
-				Entry: *entry,
-			}
-			return nil
-		}
+		var err error
+		turn, err = claimIn(t, d, op, worker, ttl)
+		return err
 	})
 	if err != nil {
 		return nil, d.fail(op, err)
 	}
 	return turn, nil
+}
+
+// claimIn is Claim inside the write transaction t.
+func claimIn(t *tx, d *DB, op, worker string, ttl time.Duration) (*sessions.Turn, error) {
+	nowT, now := d.now()
+	for {
+		var (
+			conv       string
+			delivered  sql.NullInt64
+			deliveries int
+			row        entryRow
+		)
+		err := t.st.claimPick.QueryRow(now).Scan(&conv, &delivered, &deliveries, &row.id, &row.enqueuedAt, &row.body)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !row.id.Valid {
+			if _, err := t.st.claimSkip.Exec(conv); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		count := 1
+		if delivered.Valid && delivered.Int64 == row.id.Int64 {
+			count = deliveries + 1
+		}
+		expires := nowT.Add(ttl)
+		var token int64
+		if err := t.st.claimGrant.QueryRow(conv, worker, nanos(expires), row.id.Int64, count).Scan(&token); err != nil {
+			return nil, err
+		}
+		entry, err := row.entry(op, count)
+		if err != nil {
+			return nil, err
+		}
+		return &sessions.Turn{
+			Lease: sessions.Lease{Conv: conv, Worker: worker, Token: token, Expires: expires},
+			Entry: *entry,
+		}, nil
+	}
 }
 
 func (s *sessionStore) Next(ctx context.Context, l sessions.Lease) (*sessions.Entry, error) {
@@ -325,65 +330,116 @@ func (s *sessionStore) Finish(ctx context.Context, l sessions.Lease, f sessions.
 	if err := d.check(ctx, op); err != nil {
 		return err
 	}
-	if err := sessions.ValidateConv(op, l.Conv); err != nil {
-		return err
-	}
-	history, err := sessions.EncodeMessages(op, f.History, d.lim)
+	p, err := prepareFinish(d, op, l, f)
 	if err != nil {
 		return err
 	}
-	bodies := make([][]byte, len(f.Outbox))
-	for i, m := range f.Outbox {
-		if bodies[i], err = outbox.Encode(op, m, d.lim.MaxEntryBytes); err != nil {
-			return err
-		}
-	}
-	absorbed, err := absorbedIDs(op, f)
-	if err != nil {
-		return err
-	}
-	entryID, idOK := parseID(f.EntryID)
 	err = d.w.do(ctx, op, durable, func(t *tx) error {
-		nowT, now := d.now()
-		// The absorbed entries go first, so that the ready index the
-		// finish statements compute no longer counts them.
-		if err := absorb(t, op, l, entryID, absorbed); err != nil {
-			return err
-		}
-		var r sql.Result
-		var err error
-		switch {
-		case !idOK:
-			return notDelivered(t, op, l, f.EntryID)
-		case f.Release:
-			r, err = t.st.finishRelease.Exec(l.Conv, l.Token, entryID, now)
-		default:
-			r, err = t.st.finishKeep.Exec(l.Conv, l.Token, entryID)
-		}
-		if err != nil {
-			return err
-		}
-		if n, err := r.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return notDelivered(t, op, l, f.EntryID)
-		}
-		if _, err := t.st.entryDelete.Exec(entryID); err != nil {
-			return err
-		}
-		for _, b := range history {
-			if _, err := t.st.historyInsert.Exec(l.Conv, b); err != nil {
-				return err
-			}
-		}
-		for i, m := range f.Outbox {
-			if _, _, err := d.enqueue(t, m, bodies[i], nowT); err != nil {
-				return err
-			}
-		}
-		return nil
+		return finishIn(t, d, op, l, f, p)
 	})
 	return d.fail(op, err)
+}
+
+func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
+	const op = "sqlite.FinishAndClaim"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return nil, err
+	}
+	if ttl <= 0 {
+		ttl = sessions.DefaultLeaseTTL
+	}
+	p, err := prepareFinish(d, op, l, f)
+	if err != nil {
+		return nil, err
+	}
+	var turn *sessions.Turn
+	err = d.w.do(ctx, op, durable, func(t *tx) error {
+		turn = nil
+		if err := finishIn(t, d, op, l, f, p); err != nil {
+			return err
+		}
+		var err error
+		turn, err = claimIn(t, d, op, worker, ttl)
+		return err
+	})
+	if err != nil {
+		return nil, d.fail(op, err)
+	}
+	return turn, nil
+}
+
+// finishPlan is a Finish checked and encoded before its transaction.
+type finishPlan struct {
+	history  [][]byte
+	bodies   [][]byte // the outbox messages
+	absorbed []string
+	entryID  int64
+	idOK     bool
+}
+
+func prepareFinish(d *DB, op string, l sessions.Lease, f sessions.Finish) (finishPlan, error) {
+	var p finishPlan
+	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+		return p, err
+	}
+	var err error
+	if p.history, err = sessions.EncodeMessages(op, f.History, d.lim); err != nil {
+		return p, err
+	}
+	p.bodies = make([][]byte, len(f.Outbox))
+	for i, m := range f.Outbox {
+		if p.bodies[i], err = outbox.Encode(op, m, d.lim.MaxEntryBytes); err != nil {
+			return p, err
+		}
+	}
+	if p.absorbed, err = absorbedIDs(op, f); err != nil {
+		return p, err
+	}
+	p.entryID, p.idOK = parseID(f.EntryID)
+	return p, nil
+}
+
+// finishIn is Finish inside the write transaction t.
+func finishIn(t *tx, d *DB, op string, l sessions.Lease, f sessions.Finish, p finishPlan) error {
+	nowT, now := d.now()
+	// The absorbed entries go first, so that the ready index the finish
+	// statements compute no longer counts them.
+	if err := absorb(t, op, l, p.entryID, p.absorbed); err != nil {
+		return err
+	}
+	var r sql.Result
+	var err error
+	switch {
+	case !p.idOK:
+		return notDelivered(t, op, l, f.EntryID)
+	case f.Release:
+		r, err = t.st.finishRelease.Exec(l.Conv, l.Token, p.entryID, now)
+	default:
+		r, err = t.st.finishKeep.Exec(l.Conv, l.Token, p.entryID)
+	}
+	if err != nil {
+		return err
+	}
+	if n, err := r.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return notDelivered(t, op, l, f.EntryID)
+	}
+	if _, err := t.st.entryDelete.Exec(p.entryID); err != nil {
+		return err
+	}
+	for _, b := range p.history {
+		if _, err := t.st.historyInsert.Exec(l.Conv, b); err != nil {
+			return err
+		}
+	}
+	for i, m := range f.Outbox {
+		if _, _, err := d.enqueue(t, m, p.bodies[i], nowT); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // absorbedIDs checks f.Absorbed and drops repeats: an id named twice is

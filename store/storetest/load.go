@@ -23,12 +23,16 @@ type loadShape struct {
 	workers   int
 	stores    int
 	producers int
+	// finishAndClaim makes a worker commit each turn with FinishAndClaim
+	// and run the turn that claims, claiming by itself only when idle.
+	finishAndClaim bool
 }
 
 func runLoad(t *testing.T, b Backend) {
 	shapes := []loadShape{
 		{desc: "200 conversations × 25 entries, 4 workers", convs: 200, perConv: 25, workers: 4, stores: 1, producers: 4},
 		{desc: "40 conversations × 10 entries, 4 workers on two stores", convs: 40, perConv: 10, workers: 4, stores: 2, producers: 2},
+		{desc: "100 conversations × 10 entries, 4 workers finishing and claiming in one call on two stores", convs: 100, perConv: 10, workers: 4, stores: 2, producers: 2, finishAndClaim: true},
 	}
 	for _, s := range shapes {
 		t.Run(s.desc, func(t *testing.T) { runLoadShape(t, b, s) })
@@ -98,14 +102,15 @@ func runLoadShape(t *testing.T, b Backend, s loadShape) {
 		})
 	}
 
-	run := func(ss sessions.Store, worker string, turn *sessions.Turn) error {
+	// run checks turn and returns the Finish that commits it.
+	run := func(worker string, turn *sessions.Turn) (sessions.Finish, error) {
 		var c int
 		if _, err := fmt.Sscanf(turn.Lease.Conv, "load-%d", &c); err != nil || c < 0 || c >= s.convs {
-			return fmt.Errorf("claimed an unknown conversation %q", turn.Lease.Conv)
+			return sessions.Finish{}, fmt.Errorf("claimed an unknown conversation %q", turn.Lease.Conv)
 		}
 		seq, err := strconv.Atoi(turn.Entry.Text)
 		if err != nil || seq < 0 || seq >= s.perConv {
-			return fmt.Errorf("conversation %d: unknown entry %q", c, turn.Entry.Text)
+			return sessions.Finish{}, fmt.Errorf("conversation %d: unknown entry %q", c, turn.Entry.Text)
 		}
 		if n := inside[c].Add(1); n != 1 {
 			fail("conversation %d: %s is inside with %d other worker(s)", c, worker, n-1)
@@ -120,11 +125,11 @@ func runLoadShape(t *testing.T, b Backend, s loadShape) {
 		// Leave before the release becomes visible, or the next holder
 		// would find this worker still inside.
 		inside[c].Add(-1)
-		return ss.Finish(ctx, turn.Lease, sessions.Finish{
+		return sessions.Finish{
 			EntryID: turn.Entry.ID,
 			History: []sessions.Message{{Role: "user", Content: turn.Entry.Text}},
 			Release: true,
-		})
+		}, nil
 	}
 
 	started := time.Now()
@@ -144,13 +149,28 @@ func runLoadShape(t *testing.T, b Backend, s loadShape) {
 					time.Sleep(time.Millisecond)
 					continue
 				}
-				if err := run(ss, worker, turn); err != nil {
-					fail("%s: %v", worker, err)
-					cancel()
-					return
+				for turn != nil {
+					fin, err := run(worker, turn)
+					if err != nil {
+						fail("%s: %v", worker, err)
+						cancel()
+						return
+					}
+					var next *sessions.Turn
+					if s.finishAndClaim {
+						next, err = ss.FinishAndClaim(ctx, turn.Lease, fin, worker, leaseTTL)
+					} else {
+						err = ss.Finish(ctx, turn.Lease, fin)
+					}
+					if err != nil {
+						fail("%s: finishing conversation %q: %v", worker, turn.Lease.Conv, err)
+						cancel()
+						return
+					}
+					done.Add(1)
+					progress.Store(time.Now().UnixNano())
+					turn = next
 				}
-				done.Add(1)
-				progress.Store(time.Now().UnixNano())
 			}
 		})
 	}

@@ -197,6 +197,11 @@ func (m memSessions) Claim(ctx context.Context, worker string, ttl time.Duration
 		return nil, err
 	}
 	defer m.s.data.mu.Unlock()
+	return m.claim(worker, ttl), nil
+}
+
+// claim is Claim under the lock.
+func (m memSessions) claim(worker string, ttl time.Duration) *sessions.Turn {
 	now := m.s.clk.Now()
 	type candidate struct {
 		key string
@@ -214,7 +219,7 @@ func (m memSessions) Claim(ctx context.Context, worker string, ttl time.Duration
 		}
 	}
 	if len(cands) == 0 {
-		return nil, nil
+		return nil
 	}
 	best := slices.MinFunc(cands, func(a, b candidate) int {
 		return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.seq, b.seq), cmp.Compare(a.key, b.key))
@@ -227,7 +232,7 @@ func (m memSessions) Claim(ctx context.Context, worker string, ttl time.Duration
 	return &sessions.Turn{
 		Lease: sessions.Lease{Conv: best.key, Worker: worker, Token: c.token, Expires: c.expires},
 		Entry: *e,
-	}, nil
+	}
 }
 
 // held checks l under the lock.
@@ -298,6 +303,33 @@ func (m memSessions) release(c *memConv) {
 
 func (m memSessions) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
 	const op = "mem.Finish"
+	if err := m.checkFinish(op, f); err != nil {
+		return err
+	}
+	if err := m.s.lock(op); err != nil {
+		return err
+	}
+	defer m.s.data.mu.Unlock()
+	return m.finish(op, l, f)
+}
+
+func (m memSessions) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
+	const op = "mem.FinishAndClaim"
+	if err := m.checkFinish(op, f); err != nil {
+		return nil, err
+	}
+	if err := m.s.lock(op); err != nil {
+		return nil, err
+	}
+	defer m.s.data.mu.Unlock()
+	if err := m.finish(op, l, f); err != nil {
+		return nil, err
+	}
+	return m.claim(worker, ttl), nil
+}
+
+// checkFinish refuses what a Finish may not write, before the lock.
+func (m memSessions) checkFinish(op string, f sessions.Finish) error {
 	if _, err := sessions.EncodeMessages(op, f.History, m.s.lim); err != nil {
 		return err
 	}
@@ -306,10 +338,11 @@ func (m memSessions) Finish(ctx context.Context, l sessions.Lease, f sessions.Fi
 			return err
 		}
 	}
-	if err := m.s.lock(op); err != nil {
-		return err
-	}
-	defer m.s.data.mu.Unlock()
+	return nil
+}
+
+// finish is Finish under the lock.
+func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) error {
 	c, err := m.held(op, l)
 	if err != nil {
 		return err

@@ -1,11 +1,11 @@
 -- finish commits a turn: acks its entry, removes the queued entries it
 -- took in (absorbed), appends its history, enqueues its outbox messages and
 -- optionally gives the lease back, all in one step and only while the lease
--- is current.
+-- is current. Given a worker, it then claims the next ready conversation
+-- for it in the same step, as claim would.
 -- KEYS[1] conversation state hash
 -- KEYS[2] ready sorted set
--- KEYS[3] leases sorted set
--- KEYS[4] history list
+-- KEYS[3] history list
 -- ARGV[1] key prefix
 -- ARGV[2] conversation tag
 -- ARGV[3] lease token
@@ -13,109 +13,150 @@
 -- ARGV[5] '1' to release the lease
 -- ARGV[6] now in ms, or '' for the server's time
 -- ARGV[7] dedupe window in ms, for outbox idempotency keys
--- ARGV[8] a, the number of absorbed entries
--- ARGV[9 .. 8+a] absorbed entry ids, no repeats
--- ARGV[9+a] h, the number of history messages
--- ARGV[10+a .. 9+a+h] encoded history messages
--- ARGV[10+a+h] o, the number of outbox messages
+-- ARGV[8] worker to claim the next conversation for, or '' to claim none
+-- ARGV[9] lease ttl in ms of that claim
+-- ARGV[10] a, the number of absorbed entries
+-- ARGV[11 .. 10+a] absorbed entry ids, no repeats
+-- ARGV[11+a] h, the number of history messages
+-- ARGV[12+a .. 11+a+h] encoded history messages
+-- ARGV[12+a+h] o, the number of outbox messages
 -- then o groups of four: encoded message, platform, idempotency key or '',
 --   next attempt in ms or ''
--- Returns {'LOST'}, {'NOTFOUND'} or {'OK'}.
-local prefix, tag, state = ARGV[1], ARGV[2], KEYS[1]
-local st = load_state(state)
-if st.token ~= ARGV[3] then
-  return {'LOST'}
-end
+-- Returns {'LOST'}, {'NOTFOUND'}, {'OK'}, or, when it claimed a
+-- conversation, {'OK', tag, token, expires ms, entry id, entry data,
+-- enqueued ms, deliveries}.
+local prefix, tag, state, ready = ARGV[1], ARGV[2], KEYS[1], KEYS[2]
 local id = ARGV[4]
 local lane = lane_of(id)
-if not lane or st.n[lane] == 0 then
+local count = 'n' .. (lane or 0)
+local v = redis.call('HMGET', state, 'token', 'pend', count, 'lanes')
+if v[1] ~= ARGV[3] then
+  return {'LOST'}
+end
+-- Only the entry delivered to the holder can be acked, and the state hash
+-- names it.
+if not lane or id ~= v[2] then
   return {'NOTFOUND'}
 end
 local key = lane_key(prefix, tag, lane)
+local lanes = v[4] or ''
+local left = (tonumber(v[3]) or 0) - 1
+local fields = {'pend', '', count, int(left)}
+if left <= 0 then
+  lanes = without_lane(lanes, lane)
+end
 
 -- Every absorbed entry must be queued: in its lane's stream and not the
 -- delivered one. They are all looked up before the first write, so a
--- missing one leaves everything as it was.
-local n = {}
-for l = 0, LANES - 1 do
-  n[l] = st.n[l]
-end
-n[lane] = n[lane] - 1
-local a = tonumber(ARGV[8])
-local absorbed = {}
-for i = 9, 8 + a do
-  local aid = ARGV[i]
-  local alane = lane_of(aid)
-  if not alane or aid == id or aid == st.pend or absorbed[aid] then
-    return {'NOTFOUND'}
+-- missing one leaves everything as it was. Their lanes' counts drop in
+-- the same HSET as the acked entry's.
+local a = tonumber(ARGV[10])
+local absorbed
+if a > 0 then
+  absorbed = {}
+  -- Counts before (was[lane + 1]) and after (n[lane]) the finish.
+  local was = redis.call('HMGET', state, 'n0', 'n1', 'n2', 'n3', 'n4', 'n5')
+  local n = {}
+  for l = 0, LANES - 1 do
+    n[l] = tonumber(was[l + 1]) or 0
   end
-  local akey = lane_key(prefix, tag, alane)
-  local found = redis.pcall('XRANGE', akey, aid, aid)
-  if type(found) ~= 'table' or found.err or not found[1] then
-    return {'NOTFOUND'}
+  n[lane] = left
+  for i = 11, 10 + a do
+    local aid = ARGV[i]
+    local alane = lane_of(aid)
+    if not alane or aid == id or absorbed[aid] then
+      return {'NOTFOUND'}
+    end
+    local akey = lane_key(prefix, tag, alane)
+    local found = redis.pcall('XRANGE', akey, aid, aid)
+    if type(found) ~= 'table' or found.err or not found[1] then
+      return {'NOTFOUND'}
+    end
+    absorbed[aid] = akey
+    n[alane] = n[alane] - 1
   end
-  absorbed[aid] = akey
-  n[alane] = n[alane] - 1
+  fields[4] = int(n[lane])
+  for l = 0, LANES - 1 do
+    if n[l] ~= (tonumber(was[l + 1]) or 0) then
+      if l ~= lane then
+        fields[#fields + 1] = 'n' .. l
+        fields[#fields + 1] = int(n[l])
+      end
+      if n[l] <= 0 then
+        lanes = without_lane(lanes, l)
+      end
+    end
+  end
 end
+if lanes ~= v[4] then
+  fields[#fields + 1] = 'lanes'
+  fields[#fields + 1] = lanes
+end
+local work = lanes ~= ''
 
--- XACK is the first write: when the entry is not pending nothing else has
--- been touched yet.
-if redis.call('XACK', key, GROUP, id) == 0 then
+-- Deleting the acked entry is the first write: when it is not in its
+-- stream (deleted by hand) nothing else has been touched yet. The group
+-- read it without a pending entry (see next_entry), so there is nothing
+-- else to ack.
+if redis.call('XDEL', key, id) == 0 then
   return {'NOTFOUND'}
 end
--- Acked entries are deleted so they do not accumulate; the emptied
--- stream itself stays with its group, ready for the next append.
-redis.call('XDEL', key, id)
--- An absorbed entry was never delivered, so it is only deleted: the group
--- skips deleted entries when it reads on.
-local counts = {'n' .. lane, n[lane]}
-for aid, akey in pairs(absorbed) do
-  redis.call('XDEL', akey, aid)
-end
-for l = 0, LANES - 1 do
-  if l ~= lane and n[l] ~= st.n[l] then
-    counts[#counts + 1] = 'n' .. l
-    counts[#counts + 1] = n[l]
+if absorbed then
+  -- An absorbed entry was never delivered, so it is only deleted: the
+  -- group skips deleted entries when it reads on.
+  for aid, akey in pairs(absorbed) do
+    redis.call('XDEL', akey, aid)
   end
 end
-local work = st.work - 1 - a
 
--- The time is needed only to enqueue outbox messages or to make the
--- conversation ready again; most turns read it once or not at all.
-local now_cache
-local function now()
-  if not now_cache then
-    now_cache = now_ms(ARGV[6])
-  end
-  return now_cache
-end
-local h = tonumber(ARGV[9 + a])
+-- The time is needed only to enqueue outbox messages, to make the
+-- conversation ready again or to claim, so it is read then, at most once.
+local now
+local h = tonumber(ARGV[11 + a])
 if h > 0 then
-  push_all(KEYS[4], 10 + a, h)
+  push_all(KEYS[3], ARGV, 12 + a, h)
 end
-local at = 10 + a + h
+local at = 12 + a + h
 local o = tonumber(ARGV[at])
 local window = tonumber(ARGV[7])
+if o > 0 then
+  now = now_ms(ARGV[6])
+end
 for i = 0, o - 1 do
   local b = at + 1 + i * 4
-  ob_enqueue(prefix, ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], now(), window)
+  ob_enqueue(prefix, ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], now, window)
 end
 
-local pend = st.pend
-if pend == id then
-  pend = ''
-end
-counts[#counts + 1] = 'pend'
-counts[#counts + 1] = pend or ''
+-- The ready index holds a conversation while it has work: released with
+-- work left, it is ready again behind the ones waiting; held, it stays
+-- indexed at its lease's expiry; with nothing left it leaves the index.
 if ARGV[5] == '1' then
-  release(tag, state, KEYS[2], KEYS[3], now, work, unpack(counts))
+  fields[#fields + 1] = 'worker'
+  fields[#fields + 1] = ''
+  fields[#fields + 1] = 'token'
+  fields[#fields + 1] = ''
+  fields[#fields + 1] = 'exp'
+  fields[#fields + 1] = ''
+  redis.call('HSET', state, unpack(fields))
+  if work then
+    now = now or now_ms(ARGV[6])
+    redis.call('ZADD', ready, int(now), tag)
+  else
+    redis.call('ZREM', ready, tag)
+  end
 else
-  redis.call('HSET', state, unpack(counts))
-  -- A held conversation with nothing left need not be watched for expiry:
-  -- with no work there is nothing to hand to another worker. An append
-  -- puts it back in the leases set.
-  if work == 0 then
-    redis.call('ZREM', KEYS[3], tag)
+  redis.call('HSET', state, unpack(fields))
+  if not work then
+    redis.call('ZREM', ready, tag)
   end
 end
-return {'OK'}
+
+if ARGV[8] == '' then
+  return {'OK'}
+end
+local ntag, token, exp, nid, data, enq, deliveries =
+  claim_next(prefix, ready, ARGV[8], tonumber(ARGV[9]), now or now_ms(ARGV[6]))
+if not ntag then
+  return {'OK'}
+end
+return {'OK', ntag, token, exp, nid, data, enq, deliveries}

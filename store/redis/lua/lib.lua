@@ -1,13 +1,12 @@
--- Helpers shared by every herald script. This file, and the lib_*.lua files
--- a script needs, are put in front of the script before it is loaded, so
--- each script is one self-contained EVALSHA. (Every local function here is
--- made anew on each call, which is why the helpers are split by use.)
--- Conversation keys are built here from the prefix and the conversation's
--- tag because Claim learns the conversation only inside the script.
+-- Helpers shared by every herald script. This file and the lib_*.lua files
+-- head the library the scripts are functions of (see scripts.go), so each
+-- helper is made once, when the library is loaded. Conversation keys are
+-- built here from the prefix and the conversation's tag because Claim
+-- learns the conversation only inside the script.
 
 -- The turn queue's consumer group and its only consumer: the lease makes
--- one holder per conversation, so one consumer name is enough and its
--- pending entries list holds the entry delivered and not yet acked.
+-- one holder per conversation, so one consumer name is enough (and the
+-- group keeps no pending list; see next_entry).
 local GROUP = 'g'
 local CONSUMER = 'c'
 local LANES = 6
@@ -55,14 +54,14 @@ local function remember_once(key, id, now, window)
   return nil
 end
 
--- push_all appends ARGV[from .. from+n-1] to a list, in chunks so a long
+-- push_all appends args[from .. from+n-1] to a list, in chunks so a long
 -- batch never exceeds Lua's stack for unpack.
-local function push_all(key, from, n)
+local function push_all(key, args, from, n)
   local i = from
   local last = from + n - 1
   while i <= last do
     local j = math.min(i + 999, last)
-    redis.call('RPUSH', key, unpack(ARGV, i, j))
+    redis.call('RPUSH', key, unpack(args, i, j))
     i = j + 1
   end
 end

@@ -1,53 +1,42 @@
 -- Helpers of the turn-queue scripts: conversation state, lease and delivery.
 
--- A conversation's state hash holds, besides the lease, a count of
--- entries per lane (n0 … n5, queued and delivered-unacked alike), so one
--- HMGET tells whether the conversation has work and which lane to read.
--- groups lists the lanes whose stream has its consumer group, so an append
--- need not ask. Ended leases and acked entries leave '' behind rather than
--- a deleted field, so one HSET can write all of a step's changes.
-local function load_state(state)
-  local v = redis.call('HMGET', state, 'token', 'exp', 'pend', 'fence', 'seq', 'worker', 'groups',
-    'n0', 'n1', 'n2', 'n3', 'n4', 'n5')
-  local n = {
-    [0] = tonumber(v[8]) or 0,
-    tonumber(v[9]) or 0,
-    tonumber(v[10]) or 0,
-    tonumber(v[11]) or 0,
-    tonumber(v[12]) or 0,
-    tonumber(v[13]) or 0,
-  }
-  return {
-    token = v[1] ~= '' and v[1] or nil,
-    exp = tonumber(v[2]) or 0,
-    pend = v[3] ~= '' and v[3] or nil,
-    fence = tonumber(v[4]) or 0,
-    seq = tonumber(v[5]) or 0,
-    worker = v[6],
-    groups = v[7] or '',
-    n = n,
-    work = n[0] + n[1] + n[2] + n[3] + n[4] + n[5],
-  }
+-- A conversation's state hash (see doc.go) keeps, beside the lease, a
+-- count of entries per lane (n0 … n5, queued and delivered-unacked alike)
+-- and the lanes whose count is above zero (lanes, a digit per lane, in no
+-- order), so that a script learns from its one HMGET whether the
+-- conversation has work and where, and reads a count only to change it.
+-- Each script reads only the fields it uses and turns into numbers only
+-- those it computes with: inside a script, every field read and every
+-- number parsed costs a good part of what a small command does. Ended
+-- leases and acked entries leave '' behind rather than a deleted field, so
+-- one HSET can write all of a step's changes.
+
+-- live reports whether a lease, its token and expiry as read, is held and
+-- has not expired.
+local function live(token, exp, now)
+  return token and token ~= '' and (tonumber(exp) or 0) > now
 end
 
--- leased reports whether the conversation has a lease that has not expired.
-local function leased(st, now)
-  return st.token and st.exp > now
+-- has_lane reports whether lane (a number or a digit) is in lanes.
+local function has_lane(lanes, lane)
+  return string.find(lanes, lane, 1, true) ~= nil
 end
 
--- entry_reply turns a stream entry {id, {field, value, …}} into
--- {id, data, enqueued_ms, deliveries}.
-local function entry_reply(e, deliveries)
-  local data, at = '', 0
-  local f = e[2]
-  for i = 1, #f, 2 do
-    if f[i] == 'd' then
-      data = f[i + 1]
-    elseif f[i] == 'at' then
-      at = tonumber(f[i + 1])
-    end
+-- without_lane takes lane (a digit) out of lanes.
+local function without_lane(lanes, lane)
+  return (string.gsub(lanes, lane, ''))
+end
+
+-- index_new puts a conversation that has just got work into the ready
+-- index: at its lease's expiry when held (found again if the holder dies),
+-- else ready from now. A conversation stays indexed until its last entry
+-- is gone, so only its first needs this.
+local function index_new(ready, tag, token, exp, now)
+  if live(token, exp, now) then
+    redis.call('ZADD', ready, exp, tag)
+  else
+    redis.call('ZADD', ready, 'NX', now, tag)
   end
-  return {e[1], data, at, deliveries}
 end
 
 -- lane_of reads the lane from an entry id "<seq>-<lane>", or nil.
@@ -59,51 +48,56 @@ local function lane_of(id)
   return nil
 end
 
--- next_entry finds the holder's next entry: the one delivered before and
--- never acked first (its delivery count goes up), else the oldest entry of
--- the lowest non-empty lane. It returns the entry (nil when the queue is
--- empty) and, when a new entry was delivered, its id, which the caller
--- stores as pend with its other state writes.
-local function next_entry(prefix, tag, state, st)
-  if st.pend then
-    local key = lane_key(prefix, tag, lane_of(st.pend) or 0)
-    local got = redis.call('XCLAIM', key, GROUP, CONSUMER, 0, st.pend)
+-- entry_fields finds the data and enqueue time among a stream entry's
+-- fields {field, value, …}.
+local function entry_fields(f)
+  local data, at = '', '0'
+  for i = 1, #f, 2 do
+    if f[i] == 'd' then
+      data = f[i + 1]
+    elseif f[i] == 'at' then
+      at = f[i + 1]
+    end
+  end
+  return data, at
+end
+
+-- next_entry finds the holder's next entry: pend, the one delivered
+-- before and never acked, first, delivered once more (dlv is how often it
+-- was, as read), else the oldest entry of the lowest of lanes. It returns the entry's id, data, enqueue
+-- time and deliveries (nil when the queue is empty); the caller records
+-- the id as pend and the deliveries as dlv with its other state writes.
+--
+-- The group reads with NOACK: it is the lane's read cursor, and pend,
+-- written in the same call, is the record of the delivered entry, which
+-- stays in its stream until the finish that acks it deletes it. The lease
+-- makes one holder per conversation, so one record is enough, and the
+-- group's pending list would only repeat it, at a cost.
+local function next_entry(prefix, tag, state, pend, dlv, lanes)
+  if pend and pend ~= '' then
+    local got = redis.call('XRANGE', lane_key(prefix, tag, lane_of(pend) or 0), pend, pend)
     if got[1] then
-      local p = redis.call('XPENDING', key, GROUP, st.pend, st.pend, 1)
-      return entry_reply(got[1], p[1][4]), nil
+      local data, at = entry_fields(got[1][2])
+      return pend, data, at, (tonumber(dlv) or 1) + 1
     end
     redis.call('HSET', state, 'pend', '')
-    st.pend = nil
   end
   for lane = 0, LANES - 1 do
-    if st.n[lane] > 0 then
+    if has_lane(lanes, lane) then
       local key = lane_key(prefix, tag, lane)
-      local r = redis.pcall('XREADGROUP', 'GROUP', GROUP, CONSUMER, 'COUNT', 1, 'STREAMS', key, '>')
+      local r = redis.pcall('XREADGROUP', 'GROUP', GROUP, CONSUMER, 'COUNT', 1, 'NOACK', 'STREAMS', key, '>')
       if type(r) == 'table' and r.err then
         -- The stream lost its group (deleted by hand): make it again from
         -- the start rather than fail every Claim that meets it.
         redis.pcall('XGROUP', 'CREATE', key, GROUP, '0', 'MKSTREAM')
-        r = redis.call('XREADGROUP', 'GROUP', GROUP, CONSUMER, 'COUNT', 1, 'STREAMS', key, '>')
+        r = redis.call('XREADGROUP', 'GROUP', GROUP, CONSUMER, 'COUNT', 1, 'NOACK', 'STREAMS', key, '>')
       end
       if r and r[1] and r[1][2][1] then
         local e = r[1][2][1]
-        return entry_reply(e, 1), e[1]
+        local data, at = entry_fields(e[2])
+        return e[1], data, at, 1
       end
     end
   end
-  return nil, nil
-end
-
--- release ends the lease; a conversation with work left is ready again,
--- behind the ones already waiting. The caller's other state changes (an
--- acked entry's count) ride along in the same HSET. A conversation without
--- work may still sit in ready (its lease expired and was swept while the
--- holder finished); Claim drops it there, which saves a call here. now is
--- a function, so the time is read only when it is needed.
-local function release(tag, state, ready, leases, now, work, ...)
-  redis.call('HSET', state, 'worker', '', 'token', '', 'exp', '', ...)
-  redis.call('ZREM', leases, tag)
-  if work > 0 then
-    redis.call('ZADD', ready, now(), tag)
-  end
+  return nil
 end

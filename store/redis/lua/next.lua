@@ -5,15 +5,13 @@
 -- ARGV[3] lease token
 -- Returns {'LOST'}, {'OK'} when the queue is empty, or
 -- {'OK', entry id, entry data, enqueued ms, deliveries}.
-local st = load_state(KEYS[1])
-if st.token ~= ARGV[3] then
+local v = redis.call('HMGET', KEYS[1], 'token', 'pend', 'dlv', 'lanes')
+if v[1] ~= ARGV[3] then
   return {'LOST'}
 end
-local e, pend = next_entry(ARGV[1], ARGV[2], KEYS[1], st)
-if not e then
+local id, data, at, deliveries = next_entry(ARGV[1], ARGV[2], KEYS[1], v[2], v[3], v[4] or '')
+if not id then
   return {'OK'}
 end
-if pend then
-  redis.call('HSET', KEYS[1], 'pend', pend)
-end
-return {'OK', e[1], e[2], e[3], e[4]}
+redis.call('HSET', KEYS[1], 'pend', id, 'dlv', deliveries)
+return {'OK', id, data, at, deliveries}
