@@ -217,56 +217,84 @@ func driveRaw(ctx context.Context, entries, convs int, step func(context.Context
 	return run{elapsed: time.Since(start), latencies: merge(lat)}, err
 }
 
-// driveStore pushes entries through q as herald runs turns: a producer per
-// conversation appends, and as many workers claim whichever conversation
-// is ready and finish its entry, giving the lease back in the same step.
-// Each conversation has one entry in flight (its producer appends the next
-// after the last one finished), so the latency measured, Append to Finish,
-// is the path's own rather than time spent behind a backlog, and the load
-// matches the raw loop's. round goes into the message ids, which must not
-// repeat those of earlier rounds: a repeat would be deduped.
+// driveStore pushes entries through q as herald's turn worker runs
+// turns: a producer per conversation appends and wakes the worker; the
+// worker's one claim loop claims while there is something to claim and a
+// turn may start (up to one per conversation), and each turn, once done,
+// commits and claims the next in one call (FinishAndClaim), giving the
+// lease back in the same step, so a busy worker moves from turn to turn
+// without a Claim of its own. Each conversation has one entry in flight
+// (its producer appends the next after the last one finished), so the
+// latency measured, Append to Finish, is the path's own rather than time
+// spent behind a backlog, and the load matches the raw loop's. round goes
+// into the message ids, which must not repeat those of earlier rounds: a
+// repeat would be deduped.
 func driveStore(ctx context.Context, q sessions.Store, round, entries, convs int) (run, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	producers := &firstError{cancel: cancel}
 	workers := &firstError{cancel: cancel}
 
-	// ready holds one token per appended entry, so a worker calls Claim
-	// only when there is something to claim instead of polling the store.
-	ready := make(chan struct{}, convs)
+	// wake asks the claim loop to claim now, as the router wakes the turn
+	// worker after it queues a message; wakes that come while the loop is
+	// busy fold into one.
+	wake := make(chan struct{}, 1)
+	// slots holds a token per running turn.
+	slots := make(chan struct{}, convs)
 	// finished[c] carries the time conversation c's entry was finished.
 	finished := make([]chan time.Time, convs)
 	for c := range finished {
 		finished[c] = make(chan time.Time, 1)
 	}
 	stop := make(chan struct{})
+	// The worker's name, as one gateway process's turn worker has one.
+	const worker = "bench-worker"
 
-	for w := range convs {
-		worker := "bench-worker-" + strconv.Itoa(w)
-		workers.Go(func() error {
-			for {
-				select {
-				case <-ready:
-				case <-stop:
-					return nil
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-				turn, err := claim(ctx, q, worker)
-				if err != nil {
-					return err
-				}
-				c, err := strconv.Atoi(turn.Entry.Meta["conv"])
-				if err != nil || c < 0 || c >= convs {
-					return fmt.Errorf("claimed entry %s of %q is not one of this run's", turn.Entry.ID, turn.Entry.Conv)
-				}
-				if err := q.Finish(ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Release: true}); err != nil {
-					return err
-				}
-				finished[c] <- time.Now()
+	// runTurns runs turn and the turns its commits claim, until a commit
+	// finds nothing ready.
+	runTurns := func(turn *sessions.Turn) error {
+		defer func() { <-slots }()
+		for turn != nil {
+			c, err := strconv.Atoi(turn.Entry.Meta["conv"])
+			if err != nil || c < 0 || c >= convs {
+				return fmt.Errorf("claimed entry %s of %q is not one of this run's", turn.Entry.ID, turn.Entry.Conv)
 			}
-		})
+			next, err := q.FinishAndClaim(ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Release: true}, worker, sessions.DefaultLeaseTTL)
+			if err != nil {
+				return err
+			}
+			finished[c] <- time.Now()
+			turn = next
+		}
+		return nil
 	}
+	workers.Go(func() error {
+		for {
+			select {
+			case slots <- struct{}{}:
+			case <-stop:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			turn, err := q.Claim(ctx, worker, sessions.DefaultLeaseTTL)
+			if err != nil {
+				return err
+			}
+			if turn != nil {
+				workers.Go(func() error { return runTurns(turn) })
+				continue
+			}
+			<-slots
+			select {
+			case <-wake:
+			case <-stop:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	})
 
 	lat := make([][]time.Duration, convs)
 	start := time.Now()
@@ -288,9 +316,8 @@ func driveStore(ctx context.Context, q sessions.Store, round, entries, convs int
 					return err
 				}
 				select {
-				case ready <- struct{}{}:
-				case <-ctx.Done():
-					return ctx.Err()
+				case wake <- struct{}{}:
+				default:
 				}
 				select {
 				case t1 := <-finished[c]:
@@ -310,25 +337,4 @@ func driveStore(ctx context.Context, q sessions.Store, round, entries, convs int
 		perr = werr
 	}
 	return run{elapsed: elapsed, latencies: merge(lat)}, perr
-}
-
-// claim claims a ready conversation. A token in ready means an entry was
-// appended and not yet claimed, so Claim finds one; the short retry only
-// covers a backend whose ready index lags its append.
-func claim(ctx context.Context, q sessions.Store, worker string) (*sessions.Turn, error) {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		turn, err := q.Claim(ctx, worker, sessions.DefaultLeaseTTL)
-		if err != nil || turn != nil {
-			return turn, err
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("an entry was appended but no conversation became ready within 10s")
-		}
-		select {
-		case <-time.After(200 * time.Microsecond):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
 }
