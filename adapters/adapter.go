@@ -7,6 +7,7 @@ package adapters
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"github.com/heraldgw/herald/outbox"
@@ -73,4 +74,51 @@ type Adapter interface {
 
 	// Send sends one outbox message to its target.
 	Send(ctx context.Context, m outbox.Message) SendResult
+}
+
+// The interfaces below are optional: an adapter implements those its
+// platform has, and the gateway checks for them.
+
+// Presence shows a running turn in the chat. The gateway drives it for
+// the turns this process runs: Typing about every 4 s while the turn
+// runs, and for a turn that runs tools one status line, edited at most
+// every 2 s, removed when the turn ends (the answer comes through the
+// outbox). Errors are logged and never fail the turn.
+type Presence interface {
+	// Typing shows the platform's typing indicator in t's chat; it lapses
+	// by itself after a few seconds.
+	Typing(ctx context.Context, t outbox.Target) error
+	// Status posts a status line to t when id is empty, else edits the
+	// one with that id, and returns the status line's id.
+	Status(ctx context.Context, t outbox.Target, id, text string) (string, error)
+	// ClearStatus removes the status line id from t.
+	ClearStatus(ctx context.Context, t outbox.Target, id string) error
+}
+
+// Exclusive is an adapter whose Run may run in one process only among
+// all those sharing a store: a Telegram long poll, a Discord gateway
+// shard. The gateway holds a lease named by Exclusive before it calls
+// Run, renews it while Run runs, and ends Run's context when the lease is
+// lost; another process takes over within the lease TTL when the owner
+// dies. An empty name means Run may run everywhere at once (webhooks).
+// Send never needs the lease.
+type Exclusive interface {
+	Exclusive() string
+}
+
+// Mounter is an adapter that receives over herald's HTTP server
+// (webhooks, Slack's Events API and slash commands). Mount adds its
+// routes to mux before the server starts; the handlers deliver to inbox.
+type Mounter interface {
+	Mount(mux *http.ServeMux, inbox Inbox)
+}
+
+// CommandInfo is one chat command as a platform lists it (Telegram's
+// command menu, Slack's slash commands, Discord's application commands).
+// The adapter only routes a command to the shared handler, as the text
+// "/name args"; it never answers one itself.
+type CommandInfo struct {
+	Name    string // lower case, without the slash
+	Args    string // how the arguments read, e.g. "MESSAGE"; empty for none
+	Summary string // one line
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/sessions"
 )
 
@@ -101,7 +102,11 @@ const (
 type Platforms struct {
 	// AllowAllUsers serves every sender on a platform without an
 	// allow-list. Off by default: an empty allow-list serves nobody.
-	AllowAllUsers bool     `yaml:"allow_all_users"`
+	AllowAllUsers bool `yaml:"allow_all_users"`
+	// GroupSessions says who shares a session in a group chat: "auto"
+	// (the default) shares one per thread and gives each user their own
+	// in a plain group; "shared" and "per_user" do so everywhere.
+	GroupSessions string   `yaml:"group_sessions"`
 	Telegram      Telegram `yaml:"telegram"`
 	Slack         Slack    `yaml:"slack"`
 	Discord       Discord  `yaml:"discord"`
@@ -117,12 +122,28 @@ type Telegram struct {
 	Mode          string   `yaml:"mode"`          // TelegramPolling or TelegramWebhook
 	WebhookURL    string   `yaml:"webhook_url" secret:"url"`
 	WebhookSecret string   `yaml:"webhook_secret" secret:"true"`
+	// GroupTrigger is when a group message is for herald: "mention" (the
+	// default: mentioned, replied to, or a command) or "all".
+	GroupTrigger string `yaml:"group_trigger"`
 }
 
 // Telegram update modes.
 const (
 	TelegramPolling = "polling"
 	TelegramWebhook = "webhook"
+)
+
+// Group session scopes (platforms.group_sessions).
+const (
+	GroupSessionsAuto    = adapters.ScopeAuto
+	GroupSessionsShared  = adapters.ScopeShared
+	GroupSessionsPerUser = adapters.ScopePerUser
+)
+
+// Group triggers (platforms.*.group_trigger).
+const (
+	TriggerMention = "mention"
+	TriggerAll     = "all"
 )
 
 // Slack configures the Slack adapter: Socket Mode when AppToken is set,
@@ -143,6 +164,9 @@ type Discord struct {
 	// GuildID registers application commands in one guild, where they
 	// appear at once; empty registers them globally.
 	GuildID string `yaml:"guild_id"`
+	// GroupTrigger is when a guild channel message is for herald:
+	// "mention" (the default: mentioned, or a command) or "all".
+	GroupTrigger string `yaml:"group_trigger"`
 }
 
 // SendMessage configures the send_message tool.
@@ -198,8 +222,12 @@ func Default() Config {
 			Turns:      DefaultTurnWorkers,
 			Deliveries: DefaultDeliveries,
 		},
-		Display:   Display{BusyInputMode: BusyInputInterrupt},
-		Platforms: Platforms{Telegram: Telegram{Mode: TelegramPolling}},
+		Display: Display{BusyInputMode: BusyInputInterrupt},
+		Platforms: Platforms{
+			GroupSessions: GroupSessionsAuto,
+			Telegram:      Telegram{Mode: TelegramPolling, GroupTrigger: TriggerMention},
+			Discord:       Discord{GroupTrigger: TriggerMention},
+		},
 	}
 }
 

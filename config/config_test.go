@@ -60,7 +60,9 @@ func TestDefault(t *testing.T) {
 		Workers: config.Workers{Turns: 64, Deliveries: 8},
 		Display: config.Display{BusyInputMode: "interrupt"},
 		Platforms: config.Platforms{
-			Telegram: config.Telegram{Mode: "polling"},
+			GroupSessions: "auto",
+			Telegram:      config.Telegram{Mode: "polling", GroupTrigger: "mention"},
+			Discord:       config.Discord{GroupTrigger: "mention"},
 		},
 	}
 	got := config.Default()

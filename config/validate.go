@@ -76,6 +76,13 @@ func (c Config) problems() Problems {
 	default:
 		v.add("display.busy_input_mode", "unknown mode %s (interrupt, queue or steer)", quote(c.Display.BusyInputMode))
 	}
+	switch c.Platforms.GroupSessions {
+	case GroupSessionsAuto, GroupSessionsShared, GroupSessionsPerUser:
+	default:
+		v.add("platforms.group_sessions", "unknown scope %s (auto, shared or per_user)", quote(c.Platforms.GroupSessions))
+	}
+	v.trigger("platforms.telegram.group_trigger", c.Platforms.Telegram.GroupTrigger)
+	v.trigger("platforms.discord.group_trigger", c.Platforms.Discord.GroupTrigger)
 	c.Platforms.Telegram.check(&v)
 	c.Platforms.Slack.check(&v)
 	c.Platforms.Discord.check(&v)
@@ -150,6 +157,14 @@ func (t Telegram) check(v *validator) {
 		// Telegram's setWebhook refuses any other secret; better to say
 		// so here than at startup against the live API.
 		v.add("platforms.telegram.webhook_secret", "must be 1 to 256 characters of A-Z, a-z, 0-9, _ and -")
+	}
+}
+
+func (v *validator) trigger(key, t string) {
+	switch t {
+	case TriggerMention, TriggerAll:
+	default:
+		v.add(key, "unknown trigger %s (mention or all)", quote(t))
 	}
 }
 

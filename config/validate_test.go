@@ -163,6 +163,22 @@ func TestValidate(t *testing.T) {
 		{desc: "busy input mode queue", change: func(c *config.Config) { c.Display.BusyInputMode = "queue" }},
 		{desc: "busy input mode steer", change: func(c *config.Config) { c.Display.BusyInputMode = "steer" }},
 		{
+			desc: "unknown group session scope and triggers",
+			change: func(c *config.Config) {
+				c.Platforms.GroupSessions = "per_channel"
+				c.Platforms.Telegram.GroupTrigger = "never"
+				c.Platforms.Discord.GroupTrigger = ""
+			},
+			want: config.Problems{
+				{Key: "platforms.group_sessions", Msg: `unknown scope "per_channel" (auto, shared or per_user)`},
+				{Key: "platforms.telegram.group_trigger", Msg: `unknown trigger "never" (mention or all)`},
+				{Key: "platforms.discord.group_trigger", Msg: `unknown trigger "" (mention or all)`},
+			},
+		},
+		{desc: "group sessions per user, triggers all", change: func(c *config.Config) {
+			c.Platforms.GroupSessions, c.Platforms.Telegram.GroupTrigger, c.Platforms.Discord.GroupTrigger = "per_user", "all", "all"
+		}},
+		{
 			desc:   "unknown telegram mode",
 			change: func(c *config.Config) { c.Platforms.Telegram.Mode = "push" },
 			want:   config.Problems{{Key: "platforms.telegram.mode", Msg: `unknown mode "push" (polling or webhook)`}},

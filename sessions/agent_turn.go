@@ -21,6 +21,15 @@ type TurnInput struct {
 	// Messages still in the channel when Run returns were not seen by the
 	// model; the caller queues them as the next turn.
 	Steer <-chan string
+	// Progress, when set, is told what the turn does as it goes (a tool
+	// is about to run), so the chat can show it. It is called on the
+	// turn's goroutine and must return quickly.
+	Progress func(Progress)
+}
+
+// Progress is one step of a running turn, as shown to the chat.
+type Progress struct {
+	Tool string // the tool about to run
 }
 
 // TurnEnd says how a turn ended.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
 )
 
 // Defaults for TurnWorkerOptions.
@@ -84,9 +85,21 @@ type TurnWorkerOptions struct {
 	// is ready: it starts at PollMin and doubles up to PollMax. A Wake
 	// ends the wait at once. 0 means the defaults.
 	PollMin, PollMax time.Duration
-	Clock            clock.Clock  // nil means the wall clock
-	Logger           *slog.Logger // nil means slog.Default()
-	Metrics          TurnMetrics
+	// Watch, when set, is called as each agent turn starts, with the
+	// conversation and where its replies go; the turn reports its steps
+	// to the TurnWatch it returns and ends it when it ends, committed or
+	// not. The gateway uses it to show a running turn in the chat (typing,
+	// a status line). It must return quickly.
+	Watch   func(ctx context.Context, conv string, origin outbox.Target) TurnWatch
+	Clock   clock.Clock  // nil means the wall clock
+	Logger  *slog.Logger // nil means slog.Default()
+	Metrics TurnMetrics
+}
+
+// TurnWatch follows one running turn (see TurnWorkerOptions.Watch).
+type TurnWatch interface {
+	Progress(Progress) // a step of the turn; called on the turn's goroutine
+	End()              // the turn ended; called once
 }
 
 // TurnWorker runs conversations' turns: one claim loop leases ready
@@ -96,6 +109,7 @@ type TurnWorkerOptions struct {
 type TurnWorker struct {
 	store         Store
 	runner        TurnRunner
+	watch         func(ctx context.Context, conv string, origin outbox.Target) TurnWatch
 	commands      *Commands
 	name          string
 	ttl           time.Duration
@@ -139,6 +153,7 @@ func NewTurnWorker(opts TurnWorkerOptions) (*TurnWorker, error) {
 	w := &TurnWorker{
 		store:         opts.Store,
 		runner:        opts.Runner,
+		watch:         opts.Watch,
 		commands:      opts.Commands,
 		name:          opts.Name,
 		ttl:           opts.LeaseTTL,

@@ -297,7 +297,16 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	if err != nil {
 		at.log.Warn("the entry has no reply target; its replies are dropped", "err", err)
 	}
-	out, runErr := w.run(at, TurnInput{Conv: conv, Entry: e, History: history, Origin: origin, Steer: at.steer})
+	in := TurnInput{Conv: conv, Entry: e, History: history, Origin: origin, Steer: at.steer}
+	var watch TurnWatch
+	if w.watch != nil && err == nil {
+		watch = w.watch(at.ctx, conv, origin)
+		in.Progress = watch.Progress
+	}
+	out, runErr := w.run(at, in)
+	if watch != nil {
+		watch.End()
+	}
 	at.settled.Store(true)
 	absorbed := at.closeSteer()
 	cause := context.Cause(at.ctx)

@@ -237,6 +237,9 @@ func (r *run) runTools(ctx context.Context, calls []sessions.ToolCall) (end sess
 			r.answer(calls[i:], resultInterrupted)
 			return sessions.TurnInterrupted, ""
 		}
+		if f := r.in.Progress; f != nil {
+			f(sessions.Progress{Tool: call.Name})
+		}
 		res := r.a.Tools.Call(ctx, r.turn, call)
 		if res.IsError && ctx.Err() != nil {
 			// The tool failed because the turn was stopped under it.
