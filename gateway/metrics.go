@@ -50,81 +50,69 @@ func NewMetrics() *Metrics {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := &Metrics{reg: reg}
 
-	m.turnsStarted = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "herald_turns_started_total",
-		Help: "Agent turns started by this process.",
-	})
-	m.turnsFinished = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "herald_turns_finished_total",
-		Help: "Turns committed, by how they ended (done, clarify, budget, model_error, interrupted).",
-	}, []string{"end"})
-	m.turnSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "herald_turn_duration_seconds",
-		Help:    "Time from claiming a turn to committing it.",
-		Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 12), // 10 ms … ~10 min
-	})
-	m.turnsFailed = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "herald_turns_failed_total",
-		Help: "Turns that could not run or commit, by reason (history, runner, commit, control, dropped).",
-	}, []string{"reason"})
-	m.leaseTakeovers = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "herald_lease_takeovers_total",
-		Help: "Entries claimed after an earlier holder died or gave them back mid-turn.",
-	})
-	m.leasesLost = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "herald_leases_lost_total",
-		Help: "Turns that lost their lease and committed nothing.",
-	})
-	m.inboundQueued = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "herald_inbound_queued_total",
-		Help: "Inbound messages queued, by kind. Queued minus herald_turns_finished_total, summed over the cluster, is the growth of the turn queue.",
-	}, []string{"kind"})
-	m.inboundDuplicates = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "herald_inbound_duplicates_total",
-		Help: "Inbound messages that were redeliveries and added nothing.",
-	})
-	m.commands = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "herald_commands_total",
-		Help: "Chat commands handled, by command.",
-	}, []string{"command"})
-	m.signals = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "herald_signals_total",
-		Help: "Signals sent to running turns, by kind (stop, interrupt, steer).",
-	}, []string{"kind"})
-	m.outboxPending = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "herald_outbox_pending",
-		Help: "Outbox messages not yet delivered, as last listed; the listing is capped, so the value is at most the cap.",
-	})
-	m.outboxDead = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "herald_outbox_dead",
-		Help: "Dead-lettered outbox messages, as last listed; capped like herald_outbox_pending.",
-	})
-	m.deliveryAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "herald_delivery_attempts_total",
-		Help: "Sends to platforms, by platform and result (accepted, rate_limited, transient, permanent, route_missing).",
-	}, []string{"platform", "result"})
-	m.deliveryResends = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "herald_delivery_resends_total",
-		Help: "Claims of a message whose earlier claim in this process ran out with no outcome written: possible duplicates.",
-	}, []string{"platform"})
-	m.ackSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "herald_delivery_ack_seconds",
-		Help:    "Time from a platform accepting a message to its ack: the window in which a crash sends it twice.",
-		Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 10), // 0.5 ms … ~2 s
-	})
-	m.modelSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "herald_model_request_duration_seconds",
-		Help:    "Model calls, retries included, by result (ok or the failure class).",
-		Buckets: prometheus.ExponentialBuckets(0.05, 2, 13), // 50 ms … ~3.4 min
-	}, []string{"result"})
-
-	reg.MustRegister(
-		m.turnsStarted, m.turnsFinished, m.turnSeconds, m.turnsFailed, m.leaseTakeovers, m.leasesLost,
-		m.inboundQueued, m.inboundDuplicates, m.commands, m.signals,
-		m.outboxPending, m.outboxDead, m.deliveryAttempts, m.deliveryResends, m.ackSeconds,
-		m.modelSeconds,
-	)
+	m.turnsStarted = counter(reg, "herald_turns_started_total", "Agent turns started by this process.")
+	m.turnsFinished = counterVec(reg, "herald_turns_finished_total",
+		"Turns committed, by how they ended (done, clarify, budget, model_error, interrupted).", "end")
+	m.turnSeconds = histogram(reg, "herald_turn_duration_seconds",
+		"Time from claiming a turn to committing it.", prometheus.ExponentialBuckets(0.01, 2.5, 12)) // 10 ms … ~10 min
+	m.turnsFailed = counterVec(reg, "herald_turns_failed_total",
+		"Turns that could not run or commit, by reason (history, runner, commit, control, dropped).", "reason")
+	m.leaseTakeovers = counter(reg, "herald_lease_takeovers_total",
+		"Entries claimed after an earlier holder died or gave them back mid-turn.")
+	m.leasesLost = counter(reg, "herald_leases_lost_total",
+		"Turns that lost their lease and committed nothing.")
+	m.inboundQueued = counterVec(reg, "herald_inbound_queued_total",
+		"Inbound messages queued, by kind. Queued minus herald_turns_finished_total, summed over the cluster, is the growth of the turn queue.", "kind")
+	m.inboundDuplicates = counter(reg, "herald_inbound_duplicates_total",
+		"Inbound messages that were redeliveries and added nothing.")
+	m.commands = counterVec(reg, "herald_commands_total", "Chat commands handled, by command.", "command")
+	m.signals = counterVec(reg, "herald_signals_total",
+		"Signals sent to running turns, by kind (stop, interrupt, steer).", "kind")
+	m.outboxPending = gauge(reg, "herald_outbox_pending",
+		"Outbox messages not yet delivered, as last listed; the listing is capped, so the value is at most the cap.")
+	m.outboxDead = gauge(reg, "herald_outbox_dead",
+		"Dead-lettered outbox messages, as last listed; capped like herald_outbox_pending.")
+	m.deliveryAttempts = counterVec(reg, "herald_delivery_attempts_total",
+		"Sends to platforms, by platform and result (accepted, rate_limited, transient, permanent, route_missing).", "platform", "result")
+	m.deliveryResends = counterVec(reg, "herald_delivery_resends_total",
+		"Claims of a message whose earlier claim in this process ran out with no outcome written: possible duplicates.", "platform")
+	m.ackSeconds = histogram(reg, "herald_delivery_ack_seconds",
+		"Time from a platform accepting a message to its ack: the window in which a crash sends it twice.", prometheus.ExponentialBuckets(0.0005, 2.5, 10)) // 0.5 ms … ~2 s
+	m.modelSeconds = histogramVec(reg, "herald_model_request_duration_seconds",
+		"Model calls, retries included, by result (ok or the failure class).", prometheus.ExponentialBuckets(0.05, 2, 13), "result") // 50 ms … ~3.4 min
 	return m
+}
+
+// The constructors below make a metric and register it on reg.
+
+func counter(reg *prometheus.Registry, name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	reg.MustRegister(c)
+	return c
+}
+
+func counterVec(reg *prometheus.Registry, name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	reg.MustRegister(c)
+	return c
+}
+
+func gauge(reg *prometheus.Registry, name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	reg.MustRegister(g)
+	return g
+}
+
+func histogram(reg *prometheus.Registry, name, help string, buckets []float64) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+	reg.MustRegister(h)
+	return h
+}
+
+func histogramVec(reg *prometheus.Registry, name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+	reg.MustRegister(h)
+	return h
 }
 
 // Registry is where the metrics are registered; more can be added.
