@@ -52,6 +52,38 @@ func texts(items []item) []string {
 	return out
 }
 
+// heldGateway starts a gateway in busy input mode whose model runs the
+// steps that script(slow) returns, slow being a gate the test releases
+// (released at cleanup too). Its API client is returned beside it.
+func heldGateway(t *testing.T, mode string, script func(slow *testkit.Gate) []testkit.Step) (*testkit.ModelServer, *testkit.Gate, *inProcess, *apiClient) {
+	t.Helper()
+	model := testkit.NewModelServer(t)
+	slow := testkit.NewGate()
+	t.Cleanup(slow.Release)
+	model.Script(script(slow)...)
+	cfg := baseConfig(t, model)
+	cfg.Display.BusyInputMode = mode
+	gw := startInProcess(t, cfg)
+	return model, slow, gw, gw.api()
+}
+
+// hangFirst holds the first model call until slow is released; the
+// model echoes after that.
+func hangFirst(slow *testkit.Gate) []testkit.Step { return []testkit.Step{testkit.Hang(slow)} }
+
+// settledTimeline waits for n items of conv's timeline, lets anything
+// that should not come have the time to come, and returns the timeline.
+func (a *apiClient) settledTimeline(t *testing.T, conv string, n int) []item {
+	t.Helper()
+	a.waitTimeline(t, conv, n)
+	time.Sleep(settleWindow)
+	items, err := a.timeline(conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return items
+}
+
 func TestPlainTurn(t *testing.T) {
 	t.Parallel()
 	model := testkit.NewModelServer(t)
@@ -147,12 +179,7 @@ func TestHistoryKeptAcrossRestart(t *testing.T) {
 
 func TestStopWhileATurnRuns(t *testing.T) {
 	t.Parallel()
-	model := testkit.NewModelServer(t)
-	slow := testkit.NewGate()
-	t.Cleanup(slow.Release)
-	model.Script(testkit.Hang(slow))
-	gw := startInProcess(t, baseConfig(t, model))
-	api := gw.api()
+	model, slow, _, api := heldGateway(t, config.BusyInputInterrupt, hangFirst)
 
 	api.mustPost(t, "s", "a long job")
 	model.WaitRequests(1)
@@ -189,14 +216,7 @@ func TestStopWhileATurnRuns(t *testing.T) {
 
 func TestBusyInputInterrupt(t *testing.T) {
 	t.Parallel()
-	model := testkit.NewModelServer(t)
-	slow := testkit.NewGate()
-	t.Cleanup(slow.Release)
-	model.Script(testkit.Hang(slow)) // then echoes
-	cfg := baseConfig(t, model)
-	cfg.Display.BusyInputMode = config.BusyInputInterrupt
-	gw := startInProcess(t, cfg)
-	api := gw.api()
+	model, slow, _, api := heldGateway(t, config.BusyInputInterrupt, hangFirst)
 
 	api.mustPost(t, "i", "first")
 	model.WaitRequests(1)
@@ -211,12 +231,7 @@ func TestBusyInputInterrupt(t *testing.T) {
 	eventually(t, waitReply, func() (bool, string) {
 		return slow.Waiting() == 0, "the interrupted turn's model request is still open"
 	})
-	api.waitTimeline(t, "i", 1)
-	time.Sleep(settleWindow)
-	items, err := api.timeline("i")
-	if err != nil {
-		t.Fatal(err)
-	}
+	items := api.settledTimeline(t, "i", 1)
 	if len(items) != 1 || items[0].Kind != kindReply || items[0].Text != "echo: second" {
 		t.Errorf("timeline %v: want only the reply to the second message", items)
 	}
@@ -230,14 +245,7 @@ func TestBusyInputInterrupt(t *testing.T) {
 
 func TestBusyInputQueue(t *testing.T) {
 	t.Parallel()
-	model := testkit.NewModelServer(t)
-	slow := testkit.NewGate()
-	t.Cleanup(slow.Release)
-	model.Script(testkit.Hang(slow)) // then echoes
-	cfg := baseConfig(t, model)
-	cfg.Display.BusyInputMode = config.BusyInputQueue
-	gw := startInProcess(t, cfg)
-	api := gw.api()
+	model, slow, _, api := heldGateway(t, config.BusyInputQueue, hangFirst)
 
 	api.mustPost(t, "q", "first")
 	model.WaitRequests(1)
@@ -277,17 +285,12 @@ func TestBusyInputSteer(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			model := testkit.NewModelServer(t)
-			slow := testkit.NewGate()
-			t.Cleanup(slow.Release)
-			model.Script(
-				testkit.CallTools(testkit.ToolCall("memory", `{"action":"add","text":"runs checks"}`)).Until(slow),
-				testkit.Reply("checked, logs too"),
-			)
-			cfg := baseConfig(t, model)
-			cfg.Display.BusyInputMode = tt.mode
-			gw := startInProcess(t, cfg)
-			api := gw.api()
+			model, slow, gw, api := heldGateway(t, tt.mode, func(slow *testkit.Gate) []testkit.Step {
+				return []testkit.Step{
+					testkit.CallTools(testkit.ToolCall("memory", `{"action":"add","text":"runs checks"}`)).Until(slow),
+					testkit.Reply("checked, logs too"),
+				}
+			})
 
 			api.mustPost(t, "st", "run the checks")
 			model.WaitRequests(1)
@@ -312,12 +315,7 @@ func TestBusyInputSteer(t *testing.T) {
 				t.Errorf("want the message, the tool call, its result and the steered text last; got:%s", describe(reqs[1]))
 			}
 
-			api.waitTimeline(t, "st", 1)
-			time.Sleep(settleWindow)
-			items, err := api.timeline("st")
-			if err != nil {
-				t.Fatal(err)
-			}
+			items := api.settledTimeline(t, "st", 1)
 			if len(items) != 1 || items[0].Text != "checked, logs too" {
 				t.Errorf("timeline %v: want the one reply", items)
 			}
