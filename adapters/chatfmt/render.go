@@ -15,9 +15,9 @@ func Render(text string, d Dialect) string {
 	var out string
 	switch d {
 	case TelegramMarkdownV2:
-		out = renderBlocks(blocks, markdownV2)
+		out = renderBlocks(blocks, markdownV2Syntax.block)
 	case TelegramHTML:
-		out = renderBlocks(blocks, telegramHTML)
+		out = renderBlocks(blocks, telegramHTMLSyntax.block)
 	case SlackMrkdwn:
 		out = renderBlocks(blocks, slackBlock)
 	case DiscordMarkdown:

@@ -72,6 +72,42 @@ type entity struct {
 type entitySyntax struct {
 	open, close func(e entity) string
 	text, code  func(b *strings.Builder, s string)
+	// quote wraps a quote's rendered lines; pre renders a code block
+	// (lang may be empty).
+	quote func(lines []string) string
+	pre   func(lang, text string) string
+}
+
+// block renders b in syn's parse mode. Entities close at the end of each
+// line of a quote, so none spans a quote marker.
+func (syn entitySyntax) block(b block) string {
+	switch b.kind {
+	case paragraphBlock:
+		return inlineRuns(b.text, 0, syn)
+	case headingBlock:
+		return inlineRuns(b.text, bold, syn)
+	case listItemBlock:
+		var marker strings.Builder
+		syn.text(&marker, bullet(b.marker))
+		return b.indent + marker.String() + " " + inlineRuns(b.text, 0, syn)
+	case quoteBlock:
+		if blankQuote(b) {
+			return ""
+		}
+		lines := make([]string, len(b.lines))
+		for i, l := range b.lines {
+			lines[i] = inlineRuns(l, 0, syn)
+		}
+		return syn.quote(lines)
+	case codeBlock:
+		if strings.TrimSpace(b.text) == "" {
+			return ""
+		}
+		return syn.pre(codeLang(b.lang), b.text)
+	case ruleBlock:
+		return rule
+	}
+	return ""
 }
 
 // writeRuns writes runs, changing as few entities as it can between
@@ -166,6 +202,10 @@ var markdownV2Syntax = entitySyntax{
 		b.WriteString(escapeMarkdownV2(s, "`\\"))
 		b.WriteString("`")
 	},
+	quote: func(lines []string) string { return ">" + strings.Join(lines, "\n>") },
+	pre: func(lang, text string) string {
+		return "```" + lang + "\n" + escapeMarkdownV2(text, "`\\") + "\n```"
+	},
 }
 
 // escapeMarkdownV2 puts a backslash before each of s's characters that is
@@ -179,37 +219,6 @@ func escapeMarkdownV2(s, special string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
-}
-
-func markdownV2(b block) string {
-	syn := markdownV2Syntax
-	switch b.kind {
-	case paragraphBlock:
-		return inlineRuns(b.text, 0, syn)
-	case headingBlock:
-		return inlineRuns(b.text, bold, syn)
-	case listItemBlock:
-		return b.indent + escapeMarkdownV2(bullet(b.marker), markdownV2Special) + " " + inlineRuns(b.text, 0, syn)
-	case quoteBlock:
-		if blankQuote(b) {
-			return ""
-		}
-		// Each line of a quote starts with '>', and entities close at the
-		// end of each line, so no entity spans a quote marker.
-		lines := make([]string, len(b.lines))
-		for i, l := range b.lines {
-			lines[i] = ">" + inlineRuns(l, 0, syn)
-		}
-		return strings.Join(lines, "\n")
-	case codeBlock:
-		if strings.TrimSpace(b.text) == "" {
-			return ""
-		}
-		return "```" + codeLang(b.lang) + "\n" + escapeMarkdownV2(b.text, "`\\") + "\n```"
-	case ruleBlock:
-		return rule
-	}
-	return ""
 }
 
 var telegramHTMLSyntax = entitySyntax{
@@ -241,6 +250,13 @@ var telegramHTMLSyntax = entitySyntax{
 		b.WriteString(escapeHTML(s))
 		b.WriteString("</code>")
 	},
+	quote: func(lines []string) string { return "<blockquote>" + strings.Join(lines, "\n") + "</blockquote>" },
+	pre: func(lang, text string) string {
+		if lang != "" {
+			return `<pre><code class="language-` + lang + `">` + escapeHTML(text) + "</code></pre>"
+		}
+		return "<pre>" + escapeHTML(text) + "</pre>"
+	},
 }
 
 // escapeHTML escapes the characters Telegram's HTML parse mode reserves,
@@ -265,36 +281,4 @@ func escapeHTML(s string) string {
 		}
 	}
 	return b.String()
-}
-
-func telegramHTML(b block) string {
-	syn := telegramHTMLSyntax
-	switch b.kind {
-	case paragraphBlock:
-		return inlineRuns(b.text, 0, syn)
-	case headingBlock:
-		return inlineRuns(b.text, bold, syn)
-	case listItemBlock:
-		return b.indent + escapeHTML(bullet(b.marker)) + " " + inlineRuns(b.text, 0, syn)
-	case quoteBlock:
-		if blankQuote(b) {
-			return ""
-		}
-		lines := make([]string, len(b.lines))
-		for i, l := range b.lines {
-			lines[i] = inlineRuns(l, 0, syn)
-		}
-		return "<blockquote>" + strings.Join(lines, "\n") + "</blockquote>"
-	case codeBlock:
-		if strings.TrimSpace(b.text) == "" {
-			return ""
-		}
-		if lang := codeLang(b.lang); lang != "" {
-			return `<pre><code class="language-` + lang + `">` + escapeHTML(b.text) + "</code></pre>"
-		}
-		return "<pre>" + escapeHTML(b.text) + "</pre>"
-	case ruleBlock:
-		return rule
-	}
-	return ""
 }
