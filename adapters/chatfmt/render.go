@@ -219,6 +219,20 @@ type textOut struct {
 	lineStart bool // nothing but blanks written since the last line break
 }
 
+// quote writes lines as a "> " quote, each line's text through inline;
+// blank lines stay bare.
+func (o *textOut) quote(lines []string, inline func(line string)) {
+	for i, l := range lines {
+		if i > 0 {
+			o.write("\n")
+		}
+		if strings.TrimSpace(l) != "" {
+			o.write("> ")
+			inline(l)
+		}
+	}
+}
+
 func (o *textOut) write(s string) {
 	if s == "" {
 		return

@@ -31,15 +31,7 @@ func slackBlock(b block) string {
 		w.write(b.indent + bullet(b.marker) + " ")
 		w.inline(parseInline(b.text), 0)
 	case quoteBlock:
-		for i, l := range b.lines {
-			if i > 0 {
-				w.write("\n")
-			}
-			if strings.TrimSpace(l) != "" {
-				w.write("> ")
-				w.inline(parseInline(l), 0)
-			}
-		}
+		w.quote(b.lines, func(l string) { w.inline(parseInline(l), 0) })
 	case codeBlock:
 		if strings.TrimSpace(b.text) != "" {
 			w.write("```\n" + neutralizeFences(escapeSlack(b.text)) + "\n```")
