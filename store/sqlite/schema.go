@@ -114,6 +114,14 @@ CREATE TABLE notes (
 );
 CREATE INDEX notes_user ON notes (user_key, id);
 `,
+	// 2 → 3: ownership leases (package lease).
+	`
+CREATE TABLE leases (
+	name    TEXT PRIMARY KEY,
+	holder  TEXT NOT NULL,
+	expires INTEGER NOT NULL
+) WITHOUT ROWID;
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

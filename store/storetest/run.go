@@ -21,4 +21,5 @@ func Run(t *testing.T, b Backend) {
 	t.Run("Durability", func(t *testing.T) { runDurability(t, b) })
 	t.Run("BadInput", func(t *testing.T) { runBadInput(t, b) })
 	t.Run("Load", func(t *testing.T) { runLoad(t, b) })
+	t.Run("Ownership", func(t *testing.T) { runOwnership(t, b) })
 }

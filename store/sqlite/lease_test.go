@@ -1,0 +1,47 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+
+	"github.com/heraldgw/herald/sessions"
+)
+
+// A file written before ownership leases existed (schema version 2) opens,
+// keeps its data and gains the leases table.
+func TestVersion2FileGainsLeases(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	old, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		migrations[0], migrations[1],
+		`INSERT INTO notes (user_key, text, at) VALUES ('telegram:1', 'likes tea', 1)`,
+		`PRAGMA user_version = 2`,
+	} {
+		if _, err := old.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("writing a version 2 file: %v", err)
+		}
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	d := openAt(t, path, nil, sessions.Limits{})
+	var v int
+	if err := d.rdb.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != 3 {
+		t.Errorf("user_version = %d, %v; want 3", v, err)
+	}
+	notes, err := d.Sessions().Notes(ctx, "telegram:1")
+	if err != nil || len(notes) != 1 || notes[0].Text != "likes tea" {
+		t.Errorf("Notes after the upgrade = %+v, %v; want the note written before it", notes, err)
+	}
+	held, err := d.Leases().Acquire(ctx, "adapter:telegram", "p1", sessions.DefaultLeaseTTL)
+	if err != nil || !held {
+		t.Errorf("Acquire after the upgrade = %v, %v; want true", held, err)
+	}
+}
