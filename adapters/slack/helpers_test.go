@@ -1,0 +1,213 @@
+package slack
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/internal/testkit/slackfake"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// waitTimeout bounds every wait of these tests.
+const waitTimeout = 10 * time.Second
+
+// Users of the tests: alice is allow-listed, mallory is not.
+const (
+	alice   = "U0ALICE"
+	mallory = "U0MALLORY"
+)
+
+// inbox records what the adapter delivers. Deliver answers with fail
+// while it is set.
+type inbox struct {
+	mu      sync.Mutex
+	got     []sessions.Inbound
+	calls   int
+	fail    error
+	block   bool          // Deliver waits for its context to end
+	changed chan struct{} // closed and replaced on every Deliver
+}
+
+var _ adapters.Inbox = (*inbox)(nil)
+
+func newInbox() *inbox { return &inbox{changed: make(chan struct{})} }
+
+func (b *inbox) Deliver(ctx context.Context, in sessions.Inbound) error {
+	b.mu.Lock()
+	block := b.block
+	b.mu.Unlock()
+	if block {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls++
+	defer func() {
+		close(b.changed)
+		b.changed = make(chan struct{})
+	}()
+	if b.fail != nil {
+		return b.fail
+	}
+	b.got = append(b.got, in)
+	return nil
+}
+
+func (b *inbox) setFail(err error) {
+	b.mu.Lock()
+	b.fail = err
+	b.mu.Unlock()
+}
+
+func (b *inbox) setBlock(on bool) {
+	b.mu.Lock()
+	b.block = on
+	b.mu.Unlock()
+}
+
+// all returns what was delivered so far.
+func (b *inbox) all() []sessions.Inbound {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]sessions.Inbound(nil), b.got...)
+}
+
+// wait waits until n inbounds were delivered and returns them.
+func (b *inbox) wait(t *testing.T, n int) []sessions.Inbound {
+	t.Helper()
+	deadline := time.NewTimer(waitTimeout)
+	defer deadline.Stop()
+	for {
+		b.mu.Lock()
+		got, changed := append([]sessions.Inbound(nil), b.got...), b.changed
+		b.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for %d inbounds; have %d", n, len(got))
+		}
+	}
+}
+
+// logBuffer is a log sink tests read.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// fixture is an adapter talking to a fake Slack.
+type fixture struct {
+	fake  *slackfake.Server
+	a     *Adapter
+	inbox *inbox
+	logs  *logBuffer
+}
+
+// newFixture builds an adapter against a fresh fake; socket selects
+// Socket Mode. alice is allow-listed.
+func newFixture(t *testing.T, socket bool, mod ...func(*Options)) *fixture {
+	t.Helper()
+	f := &fixture{fake: slackfake.New(t), inbox: newInbox(), logs: &logBuffer{}}
+	cfg := config.Slack{BotToken: slackfake.BotToken, SigningSecret: slackfake.SigningSecret,
+		APIURL: f.fake.URL(), AllowedUsers: []string{alice}}
+	if socket {
+		cfg.AppToken = slackfake.AppToken
+	}
+	opts := Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	for _, m := range mod {
+		m(&opts)
+	}
+	a, err := New(opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	f.a = a
+	return f
+}
+
+// run runs the adapter until the test ends and checks that Run returned
+// nil when its context ended.
+func (f *fixture) run(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.a.Run(ctx, f.inbox) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run returned %v when its context ended; want nil", err)
+			}
+		case <-time.After(waitTimeout):
+			t.Errorf("Run did not return after its context ended")
+		}
+	})
+}
+
+// events serves the adapter's Events API routes.
+func (f *fixture) events(t *testing.T) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	f.a.Mount(mux, f.inbox)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// post sends a request and returns the status and body.
+func post(t *testing.T, r *http.Request) (int, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatalf("POST %s: %v", r.URL, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// mention is an app_mention event from user in channel.
+func mention(user, channel, ts, threadTS, text string) map[string]any {
+	ev := map[string]any{"type": "app_mention", "user": user, "text": text, "ts": ts,
+		"channel": channel, "event_ts": ts}
+	if threadTS != "" {
+		ev["thread_ts"] = threadTS
+	}
+	return ev
+}
+
+// dm is a message.im event from user.
+func dm(user, channel, ts, threadTS, text string) map[string]any {
+	ev := map[string]any{"type": "message", "channel_type": "im", "user": user, "text": text, "ts": ts,
+		"channel": channel, "event_ts": ts}
+	if threadTS != "" {
+		ev["thread_ts"] = threadTS
+	}
+	return ev
+}

@@ -1,0 +1,64 @@
+package slack
+
+import (
+	"context"
+	"time"
+
+	slackapi "github.com/slack-go/slack"
+
+	"github.com/heraldgw/herald/adapters"
+)
+
+// commandDeadline bounds the delivery of a slash command: Slack wants its
+// answer within 3 s and shows the user an error after that.
+const commandDeadline = 2500 * time.Millisecond
+
+// commandFailed is what the user sees when a slash command could not be
+// queued. Slack never retries a slash command, so saying so is all that
+// keeps it from vanishing.
+const commandFailed = "herald could not take that command just now; please try again."
+
+// deliver hands r to inbox unless it is skipped or its sender is not
+// served. A nil error means Slack may be told the event arrived.
+func (a *Adapter) deliver(ctx context.Context, inbox adapters.Inbox, r inbound) error {
+	if r.Skip != "" {
+		a.log.Debug("event skipped", "why", r.Skip)
+		return nil
+	}
+	if !a.opts.Access.Allows(r.In.Sender, r.UserName) {
+		a.opts.Access.LogRefused(a.log, r.In.Sender, r.UserName)
+		return nil
+	}
+	if err := inbox.Deliver(ctx, r.In); err != nil {
+		a.log.Warn("delivery failed; Slack will be asked to retry", "conv", r.In.Conv, "message_id", r.In.MessageID, "err", err)
+		return err
+	}
+	return nil
+}
+
+// takeCommand delivers a slash command within commandDeadline and returns
+// the text to show its user: empty when it was taken (the answer follows
+// in the channel), commandFailed when not.
+//
+// Delivering before the ack, with a deadline under Slack's 3 s, loses
+// less than acking first: the router only appends to the queue, which
+// takes milliseconds, and a failure is then told to the user, who can
+// repeat the command. Acked first, a command whose delivery failed would
+// vanish without a word, since Slack does not retry commands.
+func (a *Adapter) takeCommand(ctx context.Context, inbox adapters.Inbox, c slackapi.SlashCommand) string {
+	ctx, cancel := context.WithTimeout(ctx, commandDeadline)
+	defer cancel()
+	if err := a.deliver(ctx, inbox, parseSlashCommand(c, a.opts.GroupSessions)); err != nil {
+		return commandFailed
+	}
+	return ""
+}
+
+// bot returns the bot's ids, or zero ones before auth.test answered
+// (the bot's messages are then still told by their bot_id).
+func (a *Adapter) bot() identity {
+	if id := a.self.Load(); id != nil {
+		return *id
+	}
+	return identity{}
+}

@@ -1,0 +1,143 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	slackapi "github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackutilsx"
+
+	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/adapters/chatfmt"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
+)
+
+// Send posts m to its channel (and thread) with chat.postMessage: the
+// text rendered as mrkdwn and split under chatfmt.SlackLimit, one post per
+// part, in order. A retry of a message goes on from the first part not yet
+// accepted. m.ReplyTo is not needed: the target names the thread.
+func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResult {
+	channel, thread, err := route(m.Target)
+	if err != nil {
+		return adapters.SendResult{Outcome: adapters.Permanent, Reason: err.Error()}
+	}
+	p := a.progress.take(m.ID)
+	if p == nil {
+		p = &progress{parts: chatfmt.RenderParts(m.Text, chatfmt.SlackMrkdwn, chatfmt.SlackLimit)}
+	}
+	if len(p.parts) == 0 {
+		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "the message is empty"}
+	}
+	for p.sent < len(p.parts) {
+		ts, err := a.post(ctx, channel, thread, p.parts[p.sent], p.plain)
+		if err != nil && !p.plain && formattingRejected(err) {
+			a.log.Warn("Slack refused the formatting; resending as plain text", "target", m.Target.String(), "err", err)
+			p.toPlain(m.Text)
+			continue
+		}
+		if err != nil {
+			res := classify(err)
+			if res.Outcome != adapters.Permanent {
+				a.progress.put(m.ID, p)
+			}
+			return res
+		}
+		if p.first == "" {
+			p.first = ts
+		}
+		p.sent++
+	}
+	return adapters.SendResult{Outcome: adapters.Accepted, MessageID: p.first}
+}
+
+// post sends one part; plain turns Slack's markup off.
+func (a *Adapter) post(ctx context.Context, channel, thread, text string, plain bool) (string, error) {
+	opts := []slackapi.MsgOption{slackapi.MsgOptionText(text, false)}
+	if plain {
+		opts = append(opts, slackapi.MsgOptionDisableMarkdown())
+	}
+	if thread != "" {
+		opts = append(opts, slackapi.MsgOptionTS(thread))
+	}
+	_, ts, err := a.api.PostMessageContext(ctx, channel, opts...)
+	return ts, err
+}
+
+// toPlain switches p to plain text after Slack refused the formatting of
+// its next part. Before any part went out the whole reply is rendered
+// plain again; after, the parts left are sent as they are with Slack's
+// markup off, since their cuts must stay where the sent ones end.
+func (p *progress) toPlain(text string) {
+	p.plain = true
+	if p.sent > 0 {
+		return
+	}
+	p.parts = chatfmt.RenderParts(text, chatfmt.PlainText, chatfmt.SlackLimit, chatfmt.Runes)
+	for i, s := range p.parts {
+		// &, < and > are Slack's control characters, markup or not.
+		p.parts[i] = slackutilsx.EscapeMessage(s)
+	}
+}
+
+// route reads a target back into Slack's channel and thread.
+// outbox.ParseTarget reads "slack:<team>:<channel>:<ts>" as Chat <team>
+// and Thread "<channel>:<ts>", so the channel is the thread's first field.
+// A per-user conversation key's ":user:<id>" tail names no place and is
+// dropped. Errors: Invalid when no channel is named.
+func route(t outbox.Target) (channel, thread string, err error) {
+	rest, _, _ := strings.Cut(t.Thread, ":user:")
+	channel, thread, _ = strings.Cut(rest, ":")
+	if channel == "" || strings.Contains(thread, ":") {
+		return "", "", errs.E("slack.route", errs.Invalid, "target %q is not slack:<team>:<channel>[:<thread_ts>]", t.String())
+	}
+	return channel, thread, nil
+}
+
+// formattingRejected reports whether Slack refused a message for its
+// formatting. herald posts text without blocks, so this is rare; these
+// are Slack's answers when it happens.
+func formattingRejected(err error) bool {
+	var se slackapi.SlackErrorResponse
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Err {
+	case "invalid_blocks", "invalid_blocks_format", "markdown_text_conflict":
+		return true
+	}
+	return false
+}
+
+// classify tells the outbox how Slack answered a failed post: a rate
+// limit with its wait; 5xx, network and Slack's own transient errors to
+// retry; anything else Slack refused is permanent, with its error string
+// (channel_not_found, not_in_channel, is_archived, msg_too_long,
+// invalid_auth, account_inactive, …).
+func classify(err error) adapters.SendResult {
+	var rl *slackapi.RateLimitedError
+	var sc slackapi.StatusCodeError
+	var se slackapi.SlackErrorResponse
+	switch {
+	case errors.As(err, &rl):
+		return adapters.SendResult{Outcome: adapters.RateLimited, RetryAfter: rl.RetryAfter, Reason: "ratelimited"}
+	case errors.As(err, &sc):
+		if sc.Code >= 500 || sc.Code == http.StatusTooManyRequests || sc.Code == http.StatusRequestTimeout {
+			return adapters.SendResult{Outcome: adapters.Transient, Reason: sc.Error()}
+		}
+		return adapters.SendResult{Outcome: adapters.Permanent, Reason: fmt.Sprintf("Slack answered HTTP %d", sc.Code)}
+	case errors.As(err, &se):
+		switch se.Err {
+		case "ratelimited":
+			return adapters.SendResult{Outcome: adapters.RateLimited, Reason: se.Err}
+		case "internal_error", "fatal_error", "service_unavailable", "request_timeout", "team_added_to_org":
+			return adapters.SendResult{Outcome: adapters.Transient, Reason: se.Err}
+		}
+		return adapters.SendResult{Outcome: adapters.Permanent, Reason: se.Err}
+	}
+	// A network error, a cancelled context, a body that was not Slack's.
+	return adapters.SendResult{Outcome: adapters.Transient, Reason: err.Error()}
+}
