@@ -75,6 +75,13 @@ func (b *inbox) setBlock(on bool) {
 	b.mu.Unlock()
 }
 
+// deliveries is how many times Deliver was called (and did not block).
+func (b *inbox) deliveries() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.calls
+}
+
 // all returns what was delivered so far.
 func (b *inbox) all() []sessions.Inbound {
 	b.mu.Lock()

@@ -46,7 +46,7 @@ func (a *Adapter) deliver(ctx context.Context, inbox adapters.Inbox, r inbound) 
 // repeat the command. Acked first, a command whose delivery failed would
 // vanish without a word, since Slack does not retry commands.
 func (a *Adapter) takeCommand(ctx context.Context, inbox adapters.Inbox, c slackapi.SlashCommand) string {
-	ctx, cancel := context.WithTimeout(ctx, commandDeadline)
+	ctx, cancel := context.WithTimeout(ctx, a.commandDeadline)
 	defer cancel()
 	if err := a.deliver(ctx, inbox, parseSlashCommand(c, a.opts.GroupSessions)); err != nil {
 		return commandFailed

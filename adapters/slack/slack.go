@@ -69,6 +69,9 @@ type Adapter struct {
 	socket   bool                     // Socket Mode (an app token is set), else the Events API
 	self     atomic.Pointer[identity] // the bot, once auth.test answered
 	progress progressMap
+	// commandDeadline bounds a slash command's delivery (commandDeadline
+	// the constant; tests shorten it).
+	commandDeadline time.Duration
 }
 
 // identity is the bot's own ids, to tell its messages from the users'.
@@ -133,6 +136,8 @@ func New(opts Options) (*Adapter, error) {
 		log:    lg,
 		api:    slackapi.New(c.BotToken, apiOpts...),
 		socket: c.AppToken != "",
+
+		commandDeadline: commandDeadline,
 	}
 	a.progress.init(opts.Clock)
 	return a, nil

@@ -43,7 +43,8 @@ type Call struct {
 	TS string
 }
 
-// Failure is a scripted answer to one call of a method.
+// Failure is a scripted answer to one call of a method. The zero Failure
+// lets its call through, so a script can fail the second call only.
 type Failure struct {
 	// Status is the HTTP status to answer with; zero answers 200 with
 	// ok:false and Error.
@@ -185,9 +186,11 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	defer s.notifyLocked()
 	if q := s.failures[method]; len(q) > 0 {
 		s.failures[method] = q[1:]
-		s.calls = append(s.calls, call)
-		writeFailure(w, q[0])
-		return
+		if q[0] != (Failure{}) {
+			s.calls = append(s.calls, call)
+			writeFailure(w, q[0])
+			return
+		}
 	}
 	want := s.BotToken
 	if method == "apps.connections.open" {

@@ -24,21 +24,18 @@ type Ack struct {
 	Payload    json.RawMessage // what the client answered with, if anything
 }
 
-// socketState is the Socket Mode side of the Server. envelopes and stop
-// are safe to use without the Server's lock; the rest is guarded by it.
+// socketState is the Socket Mode side of the Server. stop is safe to use
+// without the Server's lock; the rest is guarded by it.
 type socketState struct {
-	envelopes chan []byte   // queued frames, sent in order on the open connection
-	stop      chan struct{} // closed when the fake stops
-	stopOnce  sync.Once
-	seq       int
-	conns     int // connections opened so far
-	acks      []Ack
+	stop     chan struct{} // closed when the fake stops
+	stopOnce sync.Once
+	pending  [][]byte // queued frames, sent in order by the newest connection
+	seq      int
+	conns    int // connections opened so far; the newest is number conns
+	acks     []Ack
 }
 
-func (st *socketState) init() {
-	st.envelopes = make(chan []byte, 256)
-	st.stop = make(chan struct{})
-}
+func (st *socketState) init() { st.stop = make(chan struct{}) }
 
 func (st *socketState) close() { st.stopOnce.Do(func() { close(st.stop) }) }
 
@@ -68,7 +65,10 @@ func (s *Server) Queue(typ string, payload any) string {
 		frame = map[string]any{"type": typ, "reason": "refresh_requested"}
 	}
 	b, _ := json.Marshal(frame)
-	s.socket.envelopes <- b
+	s.mu.Lock()
+	s.socket.pending = append(s.socket.pending, b)
+	s.notifyLocked()
+	s.mu.Unlock()
 	return id
 }
 
@@ -112,7 +112,9 @@ func (s *Server) WaitConnections(n int) {
 var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 
 // serveSocket is one Socket Mode connection: hello, then the queued
-// envelopes, pings every PingEvery, and every ack recorded.
+// envelopes, pings every PingEvery, and every ack recorded. Only the
+// newest connection takes queued envelopes, so none is written to a
+// connection the client has left.
 func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 	conn, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
@@ -138,11 +140,21 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 	// A first ping at once: the SDK counts from the last ping it saw.
 	_ = conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(time.Second))
 	for {
-		select {
-		case frame := <-s.socket.envelopes:
+		s.mu.Lock()
+		if s.socket.conns != n {
+			s.mu.Unlock()
+			return
+		}
+		frames, changed := s.socket.pending, s.changed
+		s.socket.pending = nil
+		s.mu.Unlock()
+		for _, frame := range frames {
 			if err := conn.WriteMessage(websocket.TextMessage, frame); err != nil {
 				return
 			}
+		}
+		select {
+		case <-changed:
 		case <-ping.C:
 			_ = conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(time.Second))
 		case <-readerDone:
