@@ -1,0 +1,264 @@
+package discord
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+	"github.com/gorilla/websocket"
+
+	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// intents are the gateway events herald asks for: guild and DM messages
+// with their content, and guilds, whose channel and thread lists let a
+// thread's parent be known without a REST call. Message content is a
+// privileged intent: it must be enabled for the bot in Discord's
+// developer portal, else Discord closes the gateway with 4014.
+const intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages |
+	discordgo.IntentsDirectMessages | discordgo.IntentsMessageContent
+
+// deferWithin bounds the deferral of an application command: Discord
+// drops an interaction not answered within 3 s.
+const deferWithin = 2500 * time.Millisecond
+
+// deliverTimeout bounds one Deliver; deliverAttempts is how often a
+// failed one is tried, since Discord does not send a gateway event again.
+const (
+	deliverTimeout  = 10 * time.Second
+	deliverAttempts = 4
+)
+
+// Run holds the gateway connection until ctx ends: it opens it (again
+// and again with backoff while that fails), registers the application
+// commands, and delivers what is addressed to herald. discordgo resumes
+// the session after a disconnect. Errors: Invalid when Discord refuses
+// the token or the intents, which no retry mends.
+func (a *Adapter) Run(ctx context.Context, inbox adapters.Inbox) error {
+	a.opts.Access.LogStart(a.log)
+	gw := a.session()
+	gw.Identify.Intents = intents
+	gw.ShouldReconnectOnError = true
+	// Events are handled one at a time in the order Discord sent them, so
+	// messages of one channel reach the queue in order.
+	gw.SyncEvents = true
+	l := &listener{a: a, ctx: ctx, inbox: inbox, gw: gw}
+	gw.AddHandler(l.ready)
+	gw.AddHandler(l.connected)
+	gw.AddHandler(l.event)
+
+	opened, err := a.open(ctx, gw)
+	if !opened {
+		return err
+	}
+	a.log.Info("connected to the Discord gateway")
+	a.registerCommands(ctx)
+	<-ctx.Done()
+	if err := gw.Close(); err != nil {
+		a.log.Warn("closing the Discord gateway", "err", err)
+	}
+	return nil
+}
+
+// open opens gw, retrying with backoff until it works, ctx ends (false,
+// nil) or Discord refuses the configuration (false, the error).
+func (a *Adapter) open(ctx context.Context, gw *discordgo.Session) (bool, error) {
+	wait := a.opts.RetryMin
+	for {
+		err := gw.Open()
+		if err == nil {
+			if ctx.Err() != nil {
+				_ = gw.Close()
+				return false, nil
+			}
+			return true, nil
+		}
+		if fatal := refused(err); fatal != nil {
+			a.log.Error("Discord refused the bot's configuration", "err", fatal)
+			return false, fatal
+		}
+		a.log.Warn("could not open the Discord gateway; retrying", "err", err, "in", wait)
+		if !sleep(ctx, wait) {
+			return false, nil
+		}
+		wait = min(2*wait, a.opts.RetryMax)
+	}
+}
+
+// refused is an Invalid error when err says the token or the intents are
+// wrong, else nil.
+func refused(err error) error {
+	const op = "discord.Run"
+	var re *discordgo.RESTError
+	if errors.As(err, &re) && re.Response != nil && re.Response.StatusCode == http.StatusUnauthorized {
+		return errs.E(op, errs.Invalid, "Discord refused the bot token (401); check platforms.discord.token")
+	}
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		switch ce.Code {
+		case 4004:
+			return errs.E(op, errs.Invalid, "the gateway refused the bot token (4004); check platforms.discord.token")
+		case 4013, 4014:
+			return errs.E(op, errs.Invalid, "the gateway refused the intents (%d): enable the Message Content intent for the bot in Discord's developer portal", ce.Code)
+		}
+	}
+	return nil
+}
+
+// sleep waits d or until ctx ends; false when ctx ended.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// listener handles one Run's gateway events. With SyncEvents its methods
+// run on discordgo's read goroutine, one event at a time.
+type listener struct {
+	a     *Adapter
+	ctx   context.Context
+	inbox adapters.Inbox
+	gw    *discordgo.Session
+}
+
+func (l *listener) ready(_ *discordgo.Session, r *discordgo.Ready) {
+	var bot, app string
+	if r.User != nil {
+		bot = r.User.ID
+	}
+	if r.Application != nil {
+		app = r.Application.ID
+	}
+	l.a.setIDs(bot, app)
+}
+
+// connected closes a connection that discordgo's reconnect loop opened
+// after Run ended: the gateway lease may be another process's by now.
+func (l *listener) connected(s *discordgo.Session, _ *discordgo.Connect) {
+	if l.ctx.Err() != nil {
+		go s.Close() // Open holds the session's lock while it emits Connect
+	}
+}
+
+func (l *listener) event(_ *discordgo.Session, e *discordgo.Event) {
+	switch e.Type {
+	case "MESSAGE_CREATE":
+		l.message(e.RawData)
+	case "INTERACTION_CREATE":
+		l.interaction(e.RawData)
+	}
+}
+
+func (l *listener) env() env {
+	bot, _ := l.a.ids()
+	scope := l.a.opts.GroupSessions
+	if scope == "" {
+		scope = adapters.ScopeAuto
+	}
+	return env{botID: bot, trigger: l.a.opts.Config.GroupTrigger, scope: scope, threadParent: l.threadParent}
+}
+
+func (l *listener) message(raw []byte) {
+	ev, why := parseMessage(raw, l.env())
+	if why != "" {
+		l.a.log.Debug("message not for herald", "reason", string(why))
+		return
+	}
+	if !l.a.opts.Access.Allows(ev.in.Sender, ev.userName) {
+		l.a.opts.Access.LogRefused(l.a.log, ev.in.Sender, ev.userName)
+		return
+	}
+	l.deliver(ev.in)
+}
+
+// interaction defers an application command, then delivers it. The
+// deferral comes first: an answer the router gives at once (/status)
+// could otherwise reach Discord before the deferral, and a follow-up to
+// an interaction not yet answered is refused.
+func (l *listener) interaction(raw []byte) {
+	ev, why := parseInteraction(raw, l.env())
+	if why != "" {
+		l.a.log.Debug("interaction not for herald", "reason", string(why))
+		return
+	}
+	it := &discordgo.Interaction{ID: ev.reply.id, AppID: ev.reply.app, Token: ev.reply.token}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), deferWithin)
+	defer cancel()
+	if !l.a.opts.Access.Allows(ev.in.Sender, ev.userName) {
+		l.a.opts.Access.LogRefused(l.a.log, ev.in.Sender, ev.userName)
+		// Answered, so the user sees why rather than "did not respond".
+		err := l.a.rest.InteractionRespond(it, &discordgo.InteractionResponse{
+			Type: discordgo.InteractionResponseChannelMessageWithSource,
+			Data: &discordgo.InteractionResponseData{Content: "You are not on this bot's allow-list.", Flags: discordgo.MessageFlagsEphemeral},
+		}, discordgo.WithContext(ctx))
+		if err != nil {
+			l.a.log.Warn("could not answer a refused command", "interaction", it.ID, "err", err)
+		}
+		return
+	}
+	err := l.a.rest.InteractionRespond(it, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredChannelMessageWithSource},
+		discordgo.WithContext(ctx))
+	if err != nil {
+		l.a.log.Warn("could not defer a command; its answer will go to the channel", "interaction", it.ID, "err", err)
+	}
+	l.deliver(ev.in)
+}
+
+// deliver hands in to the inbox, retrying a failure a few times: Discord
+// never sends a gateway event again. An event read before Run ended is
+// still delivered (it came over this connection only); the dedupe key
+// keeps a replay from making a second turn.
+func (l *listener) deliver(in sessions.Inbound) {
+	wait := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), deliverTimeout)
+		err := l.inbox.Deliver(ctx, in)
+		cancel()
+		if err == nil {
+			return
+		}
+		if attempt == deliverAttempts || errs.Is(err, errs.Invalid) || errs.Is(err, errs.TooLarge) {
+			l.a.log.Error("could not queue a Discord message; it is dropped", "conv", in.Conv, "sender", in.Sender, "err", err)
+			return
+		}
+		l.a.log.Warn("could not queue a Discord message; retrying", "conv", in.Conv, "err", err, "in", wait)
+		time.Sleep(wait) // on the read goroutine on purpose: later events wait their turn
+		wait *= 2
+	}
+}
+
+// threadParent tells whether a guild channel is a thread and which
+// channel it belongs to: from the gateway's state (filled by the Guilds
+// intent), else from GET /channels/{id}, remembered per channel.
+func (l *listener) threadParent(channelID string) (string, bool) {
+	if c, err := l.gw.State.Channel(channelID); err == nil {
+		return c.ParentID, c.IsThread()
+	}
+	if parent, isThread, ok := l.a.threads.get(channelID); ok {
+		return parent, isThread
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), 5*time.Second)
+	defer cancel()
+	c, err := l.a.rest.Channel(channelID, discordgo.WithContext(ctx))
+	if err != nil {
+		var re *discordgo.RESTError
+		if errors.As(err, &re) && re.Response != nil && re.Response.StatusCode < 500 && re.Response.StatusCode != http.StatusTooManyRequests {
+			// The bot may not read the channel: take it as a plain one, for good.
+			l.a.threads.put(channelID, "", false)
+		} else {
+			l.a.log.Warn("could not tell whether a channel is a thread; taking it as a channel", "channel", channelID, "err", err)
+		}
+		return "", false
+	}
+	l.a.threads.put(channelID, c.ParentID, c.IsThread())
+	return c.ParentID, c.IsThread()
+}

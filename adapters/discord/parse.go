@@ -1,0 +1,234 @@
+package discord
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// skip says why an event is not for herald; "" means deliver it.
+type skip string
+
+const (
+	skipMalformed    skip = "malformed"
+	skipKind         skip = "not a user message"
+	skipBot          skip = "from a bot"
+	skipNotAddressed skip = "not addressed to herald"
+	skipEmpty        skip = "empty"
+	skipNotCommand   skip = "not an application command"
+)
+
+// env is what parsing needs besides the payload.
+type env struct {
+	botID   string
+	trigger string // config.TriggerMention (or "") or config.TriggerAll
+	scope   string // adapters.Scope*
+	// threadParent tells whether a guild channel is a thread and its
+	// parent channel; nil treats every channel as a plain one.
+	threadParent func(channelID string) (parent string, isThread bool)
+}
+
+// event is a parsed event addressed to herald.
+type event struct {
+	in       sessions.Inbound
+	userName string
+	// reply is set for an application command: the interaction to defer.
+	reply *interactionRef
+}
+
+// parseMessage reads a MESSAGE_CREATE payload. Bots (herald itself
+// included), webhooks and system messages are skipped; in a guild channel
+// only a message that mentions the bot is taken (the mention is cut from
+// the text) unless the trigger is "all". DMs are always taken.
+func parseMessage(raw []byte, e env) (event, skip) {
+	var m discordgo.Message
+	if err := json.Unmarshal(raw, &m); err != nil || m.Author == nil {
+		return event{}, skipMalformed
+	}
+	if !isSnowflake(m.ID) || !isSnowflake(m.ChannelID) || !isSnowflake(m.Author.ID) ||
+		(m.GuildID != "" && !isSnowflake(m.GuildID)) {
+		return event{}, skipMalformed
+	}
+	if m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply {
+		return event{}, skipKind
+	}
+	if m.Author.Bot || m.WebhookID != "" || m.Author.ID == e.botID {
+		return event{}, skipBot
+	}
+	text, mentioned := stripMention(m.Content, e.botID)
+	for _, u := range m.Mentions {
+		mentioned = mentioned || (u != nil && u.ID == e.botID && e.botID != "")
+	}
+	if m.GuildID != "" && !mentioned && e.trigger != config.TriggerAll {
+		return event{}, skipNotAddressed
+	}
+	var files []sessions.Attachment
+	for _, at := range m.Attachments {
+		if at != nil {
+			files = append(files, sessions.Attachment{
+				Name: at.Filename, MIME: at.ContentType, Size: int64(at.Size), URL: at.URL, PlatformID: at.ID,
+			})
+		}
+	}
+	if text == "" && len(files) == 0 {
+		return event{}, skipEmpty
+	}
+	channel, thread := m.ChannelID, ""
+	if m.GuildID != "" && e.threadParent != nil {
+		if parent, ok := e.threadParent(m.ChannelID); ok && isSnowflake(parent) {
+			channel, thread = parent, m.ChannelID
+		}
+	}
+	in := e.inbound(m.GuildID, channel, thread, m.Author.ID)
+	in.MessageID = m.ID
+	in.Text = text
+	in.Attachments = files
+	return event{in: in, userName: m.Author.Username}, ""
+}
+
+// interactionPayload is what parseInteraction reads besides discordgo's
+// Interaction: the partial channel, which says whether it is a thread.
+type interactionPayload struct {
+	Channel *discordgo.Channel `json:"channel"`
+}
+
+// parseInteraction reads an INTERACTION_CREATE payload. Only chat input
+// application commands are taken; their text is "/<name> <options>", as a
+// typed command reads, so the shared router handles them.
+func parseInteraction(raw []byte, e env) (event, skip) {
+	var i discordgo.Interaction
+	var extra interactionPayload
+	if json.Unmarshal(raw, &i) != nil || json.Unmarshal(raw, &extra) != nil {
+		return event{}, skipMalformed
+	}
+	if i.Type != discordgo.InteractionApplicationCommand {
+		return event{}, skipNotCommand
+	}
+	data, ok := i.Data.(discordgo.ApplicationCommandInteractionData)
+	if !ok || data.CommandType != discordgo.ChatApplicationCommand {
+		return event{}, skipNotCommand
+	}
+	user := i.User
+	if i.Member != nil && i.Member.User != nil {
+		user = i.Member.User
+	}
+	ref := interactionRef{id: i.ID, app: i.AppID, token: i.Token}
+	if user == nil || !isSnowflake(user.ID) || !isSnowflake(i.ChannelID) || !ref.valid() ||
+		(i.GuildID != "" && !isSnowflake(i.GuildID)) || !commandName(data.Name) {
+		return event{}, skipMalformed
+	}
+	if user.Bot {
+		return event{}, skipBot
+	}
+	channel, thread := i.ChannelID, ""
+	if i.GuildID != "" {
+		switch {
+		case extra.Channel != nil && extra.Channel.IsThread() && isSnowflake(extra.Channel.ParentID):
+			channel, thread = extra.Channel.ParentID, i.ChannelID
+		case extra.Channel == nil && e.threadParent != nil:
+			if parent, ok := e.threadParent(i.ChannelID); ok && isSnowflake(parent) {
+				channel, thread = parent, i.ChannelID
+			}
+		}
+	}
+	in := e.inbound(i.GuildID, channel, thread, user.ID)
+	in.MessageID = ref.String()
+	in.Text = commandText(data.Name, data.Options)
+	return event{in: in, userName: user.Username, reply: &ref}, ""
+}
+
+// inbound is the conversation of a message: a DM's own key, or the guild
+// channel's (or thread's) key scoped by the group session setting, with
+// the reply target set when the two differ.
+func (e env) inbound(guild, channel, thread, user string) sessions.Inbound {
+	in := sessions.Inbound{Sender: user}
+	if guild == "" {
+		in.Conv = Platform + ":dm:" + channel
+		return in
+	}
+	base := Platform + ":" + guild + ":" + channel
+	if thread != "" {
+		base += ":" + thread
+	}
+	in.Conv = adapters.GroupConv(e.scope, base, thread != "", user)
+	if in.Conv != base {
+		in.Meta = map[string]string{sessions.MetaTarget: base}
+	}
+	return in
+}
+
+// stripMention cuts the bot's mentions (<@id> and the older <@!id>) from
+// text and reports whether there was one.
+func stripMention(text, botID string) (string, bool) {
+	if botID == "" {
+		return strings.TrimSpace(text), false
+	}
+	found := false
+	for _, m := range []string{"<@" + botID + ">", "<@!" + botID + ">"} {
+		if strings.Contains(text, m) {
+			found = true
+			text = strings.ReplaceAll(text, m, " ")
+		}
+	}
+	return strings.Join(strings.Fields(text), " "), found
+}
+
+// commandName reports whether s is an application command name herald
+// can route: lower-case letters, digits, '-' and '_', 1 to 32 of them.
+func commandName(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// commandText is "/name" and the options' values in order, a subcommand
+// by its name; it reads as the command typed out.
+func commandText(name string, opts []*discordgo.ApplicationCommandInteractionDataOption) string {
+	parts := []string{"/" + name}
+	var walk func([]*discordgo.ApplicationCommandInteractionDataOption)
+	walk = func(opts []*discordgo.ApplicationCommandInteractionDataOption) {
+		for _, o := range opts {
+			if o == nil {
+				continue
+			}
+			switch o.Type {
+			case discordgo.ApplicationCommandOptionSubCommand, discordgo.ApplicationCommandOptionSubCommandGroup:
+				parts = append(parts, o.Name)
+				walk(o.Options)
+				continue
+			}
+			if v := optionValue(o.Value); v != "" {
+				parts = append(parts, v)
+			}
+		}
+	}
+	walk(opts)
+	return strings.Join(parts, " ")
+}
+
+func optionValue(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return strings.TrimSpace(v)
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	case bool:
+		return strconv.FormatBool(v)
+	}
+	return fmt.Sprint(v)
+}

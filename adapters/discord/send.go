@@ -1,0 +1,260 @@
+package discord
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/adapters/chatfmt"
+	"github.com/heraldgw/herald/outbox"
+)
+
+// Discord's JSON error codes that mean an interaction's follow-up webhook
+// is gone (never created, or its token lapsed): the answer then goes to
+// the channel instead.
+const (
+	codeUnknownWebhook     = 10015
+	codeUnknownInteraction = 10062
+	codeInvalidWebhookTok  = 50027
+)
+
+// noPings lets a reply mention nobody but the author it replies to: the
+// text comes from a model and must not ping @everyone, roles or users.
+var noPings = &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}, RepliedUser: true}
+
+// Send renders m in Discord's markdown, splits it under 2,000 characters
+// and posts the parts in order: the first as a reply to m.ReplyTo when
+// that is a message id, every part as a follow-up when m answers an
+// application command whose token is still good. Parts Discord accepted
+// are not posted again when the outbox retries m.
+func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResult {
+	r, err := parseRoute(m.Target)
+	if err != nil {
+		return adapters.SendResult{Outcome: adapters.Permanent, Reason: err.Error()}
+	}
+	parts := chatfmt.RenderParts(m.Text, chatfmt.DiscordMarkdown, chatfmt.DiscordLimit)
+	if len(parts) == 0 {
+		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "discord: the message is empty"}
+	}
+	p := a.sent.start(m.ID, a.clock.Now())
+	ref, viaFollowup := parseInteractionRef(m.ReplyTo)
+	viaFollowup = viaFollowup && !p.channelOnly && a.clock.Now().Before(ref.expires())
+	for i := p.done; i < len(parts); i++ {
+		var id string
+		if viaFollowup {
+			id, err = a.followup(ctx, ref, parts[i])
+			if gone(err) {
+				// The deferral failed or the token lapsed: the rest of the
+				// answer goes to the channel.
+				a.log.Warn("interaction follow-up refused; posting to the channel", "interaction", ref.id, "err", err)
+				viaFollowup, p.channelOnly = false, true
+			}
+		}
+		if !viaFollowup {
+			replyTo := ""
+			if i == 0 && isSnowflake(m.ReplyTo) {
+				replyTo = m.ReplyTo
+			}
+			id, err = a.post(ctx, r, parts[i], replyTo)
+		}
+		if err != nil {
+			res := classify(err)
+			if res.Outcome == adapters.Permanent {
+				a.sent.finish(m.ID)
+			} else {
+				a.sent.save(m.ID, p)
+			}
+			return res
+		}
+		a.sent.record(m.ID, p, id)
+	}
+	first := p.first
+	a.sent.finish(m.ID)
+	return adapters.SendResult{Outcome: adapters.Accepted, MessageID: first}
+}
+
+// post sends one channel message, a reply to replyTo when set.
+func (a *Adapter) post(ctx context.Context, r route, text, replyTo string) (string, error) {
+	msg := &discordgo.MessageSend{Content: text, AllowedMentions: noPings}
+	if replyTo != "" {
+		keep := false // a deleted original must not fail the answer
+		msg.Reference = &discordgo.MessageReference{MessageID: replyTo, ChannelID: r.dest(), GuildID: r.guild, FailIfNotExists: &keep}
+	}
+	sent, err := a.rest.ChannelMessageSendComplex(r.dest(), msg, discordgo.WithContext(ctx))
+	if err != nil {
+		return "", err
+	}
+	return sent.ID, nil
+}
+
+// followup posts one part as a follow-up message of an interaction
+// (POST /webhooks/<app>/<token>); the first one fills the deferred
+// "thinking" response.
+func (a *Adapter) followup(ctx context.Context, ref interactionRef, text string) (string, error) {
+	sent, err := a.rest.WebhookExecute(ref.app, ref.token, true, &discordgo.WebhookParams{Content: text, AllowedMentions: noPings},
+		discordgo.WithContext(ctx))
+	if err != nil {
+		return "", err
+	}
+	if sent == nil {
+		return "", nil
+	}
+	return sent.ID, nil
+}
+
+// gone reports whether err says an interaction's webhook cannot be used.
+func gone(err error) bool {
+	var re *discordgo.RESTError
+	if !errors.As(err, &re) || re.Response == nil {
+		return false
+	}
+	switch re.Response.StatusCode {
+	case http.StatusNotFound, http.StatusUnauthorized:
+		return true
+	}
+	if re.Message != nil {
+		switch re.Message.Code {
+		case codeUnknownWebhook, codeUnknownInteraction, codeInvalidWebhookTok:
+			return true
+		}
+	}
+	return false
+}
+
+// classify turns a REST error into the outbox's outcome: a 429 is
+// RateLimited with Discord's wait, a 5xx or a network error Transient,
+// any other 4xx (Missing Access, Unknown Channel, cannot DM this user, too
+// long) Permanent with Discord's words.
+func classify(err error) adapters.SendResult {
+	var rl *discordgo.RateLimitError
+	if errors.As(err, &rl) && rl.RateLimit != nil && rl.TooManyRequests != nil {
+		return adapters.SendResult{Outcome: adapters.RateLimited, RetryAfter: rl.RetryAfter, Reason: "discord: rate limited: " + rl.Message}
+	}
+	var re *discordgo.RESTError
+	if errors.As(err, &re) && re.Response != nil {
+		status := re.Response.StatusCode
+		switch {
+		case status == http.StatusTooManyRequests:
+			return adapters.SendResult{Outcome: adapters.RateLimited, RetryAfter: retryAfter(re), Reason: restReason(re)}
+		case status >= 500:
+			return adapters.SendResult{Outcome: adapters.Transient, Reason: restReason(re)}
+		default:
+			return adapters.SendResult{Outcome: adapters.Permanent, Reason: restReason(re)}
+		}
+	}
+	if errors.Is(err, discordgo.ErrUnauthorized) {
+		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "discord: the bot token was refused"}
+	}
+	return adapters.SendResult{Outcome: adapters.Transient, Reason: "discord: " + err.Error()}
+}
+
+// restReason is "discord: <status>: <Discord's message> (code <n>)".
+func restReason(re *discordgo.RESTError) string {
+	s := fmt.Sprintf("discord: %d", re.Response.StatusCode)
+	if re.Message != nil && re.Message.Message != "" {
+		s += ": " + re.Message.Message
+		if re.Message.Code != 0 {
+			s += fmt.Sprintf(" (code %d)", re.Message.Code)
+		}
+	} else if len(re.ResponseBody) > 0 {
+		s += ": " + clip(string(re.ResponseBody), 200)
+	}
+	return s
+}
+
+// retryAfter reads a 429's wait from its body's retry_after (seconds) or
+// its Retry-After header; at least a second when neither says.
+func retryAfter(re *discordgo.RESTError) time.Duration {
+	var body struct {
+		RetryAfter float64 `json:"retry_after"`
+	}
+	if json.Unmarshal(re.ResponseBody, &body) == nil && body.RetryAfter > 0 {
+		return time.Duration(body.RetryAfter * float64(time.Second))
+	}
+	if s, err := strconv.ParseFloat(re.Response.Header.Get("Retry-After"), 64); err == nil && s > 0 {
+		return time.Duration(s * float64(time.Second))
+	}
+	return time.Second
+}
+
+// progress remembers, per outbox message, how many parts Discord has
+// accepted, so a retry after a failed part sends only the rest. It is in
+// memory: a message retried by another process starts over, which the
+// outbox's claim makes rare.
+type progress struct {
+	mu   sync.Mutex
+	msgs map[string]*sendState
+}
+
+type sendState struct {
+	done        int    // parts accepted
+	first       string // the first part's message id
+	channelOnly bool   // the follow-up was refused: post to the channel
+	started     time.Time
+}
+
+// progressTTL drops what a message that never came back left behind.
+const progressTTL = time.Hour
+
+func newProgress() *progress { return &progress{msgs: map[string]*sendState{}} }
+
+// start returns id's state, a fresh one for a new message or an empty id.
+func (p *progress) start(id string, now time.Time) *sendState {
+	if id == "" {
+		return &sendState{started: now}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, s := range p.msgs {
+		if now.Sub(s.started) > progressTTL {
+			delete(p.msgs, k)
+		}
+	}
+	s, ok := p.msgs[id]
+	if !ok {
+		s = &sendState{started: now}
+		p.msgs[id] = s
+	}
+	return copyState(s)
+}
+
+func copyState(s *sendState) *sendState { c := *s; return &c }
+
+// record notes one more accepted part.
+func (p *progress) record(id string, s *sendState, msgID string) {
+	if s.done == 0 {
+		s.first = msgID
+	}
+	s.done++
+	p.save(id, s)
+}
+
+// save keeps s as id's state for the next attempt.
+func (p *progress) save(id string, s *sendState) {
+	if id == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cur, ok := p.msgs[id]; ok {
+		*cur = *s
+	}
+}
+
+// finish forgets id: it was sent, or it will not be.
+func (p *progress) finish(id string) {
+	if id == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.msgs, id)
+}
