@@ -1,0 +1,274 @@
+package telegram
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+
+	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// Meta keys the adapter sets on an Inbound besides sessions.MetaTarget.
+const (
+	// MetaMessageID is the message's own id in its chat, without the chat.
+	MetaMessageID = "telegram.message_id"
+	// MetaChatType is "private", "group" or "supergroup".
+	MetaChatType = "telegram.chat_type"
+)
+
+// The wire shapes of an update, as far as herald reads them. They are
+// herald's own rather than the SDK's models.Update: that decodes every
+// field of a message, and its decoders of variant types (message
+// origins, reactions, chat members) fail the whole update on a variant
+// they do not know, so a new Bot API feature in an unrelated field would
+// make a plain text message unreadable.
+type (
+	wireUpdate struct {
+		ID      *int64          `json:"update_id"`
+		Message json.RawMessage `json:"message"`
+	}
+	wireMessage struct {
+		ID              int64        `json:"message_id"`
+		ThreadID        int64        `json:"message_thread_id"`
+		IsTopic         bool         `json:"is_topic_message"`
+		From            *wireUser    `json:"from"`
+		Chat            wireChat     `json:"chat"`
+		Text            string       `json:"text"`
+		Entities        []wireEntity `json:"entities"`
+		Caption         string       `json:"caption"`
+		CaptionEntities []wireEntity `json:"caption_entities"`
+		ReplyTo         *wireMessage `json:"reply_to_message"`
+		Document        *wireFile    `json:"document"`
+		Photo           []wireFile   `json:"photo"`
+		Audio           *wireFile    `json:"audio"`
+		Voice           *wireFile    `json:"voice"`
+		Video           *wireFile    `json:"video"`
+	}
+	wireUser struct {
+		ID       int64  `json:"id"`
+		IsBot    bool   `json:"is_bot"`
+		Username string `json:"username"`
+	}
+	wireChat struct {
+		ID   int64  `json:"id"`
+		Type string `json:"type"`
+	}
+	wireEntity struct {
+		Type   string    `json:"type"`
+		Offset int       `json:"offset"` // in UTF-16 code units
+		Length int       `json:"length"`
+		User   *wireUser `json:"user"`
+	}
+	wireFile struct {
+		FileID   string `json:"file_id"`
+		FileName string `json:"file_name"`
+		MIME     string `json:"mime_type"`
+		Size     int64  `json:"file_size"`
+	}
+)
+
+// reader is what reading an update needs besides the update.
+type reader struct {
+	bot     identity
+	trigger string // config.TriggerMention or config.TriggerAll
+	scope   string // adapters.Scope*
+}
+
+// parsed is one update read: the inbound it makes, or why it makes none.
+type parsed struct {
+	UpdateID int64
+	In       sessions.Inbound // when Skip is ""
+	UserName string           // the sender's username, for the allow-list
+	Skip     string           // why the update is not for herald, or ""
+}
+
+// parseUpdate reads one update. It has no side effects, so a fuzz
+// target drives it directly. An update it cannot read at all (not JSON,
+// no update_id) is an Invalid error; one it reads but that is not for
+// herald comes back with Skip set, so its update_id can still be
+// confirmed.
+func parseUpdate(raw []byte, rd reader) (parsed, error) {
+	const op = "telegram.parseUpdate"
+	var u wireUpdate
+	if err := json.Unmarshal(raw, &u); err != nil {
+		return parsed{}, errs.Wrap(op, errs.Invalid, err)
+	}
+	if u.ID == nil {
+		return parsed{}, errs.E(op, errs.Invalid, "the update has no update_id")
+	}
+	p := parsed{UpdateID: *u.ID}
+	if len(u.Message) == 0 || string(u.Message) == "null" {
+		p.Skip = "not a new message"
+		return p, nil
+	}
+	var m wireMessage
+	if err := json.Unmarshal(u.Message, &m); err != nil {
+		p.Skip = "unreadable message: " + err.Error()
+		return p, nil
+	}
+	p.Skip = readMessage(&m, rd, &p)
+	return p, nil
+}
+
+// readMessage fills p from m and returns why m is not for herald, or "".
+func readMessage(m *wireMessage, rd reader, p *parsed) string {
+	var group bool
+	switch m.Chat.Type {
+	case "private":
+	case "group", "supergroup":
+		group = true
+	default:
+		return "a " + strconv.Quote(m.Chat.Type) + " chat"
+	}
+	switch {
+	case m.From == nil:
+		return "no sender (an anonymous admin or a channel)"
+	case m.From.IsBot:
+		return "sent by a bot"
+	}
+	text, ents := m.Text, m.Entities
+	if text == "" {
+		text, ents = m.Caption, m.CaptionEntities
+	}
+	atts := attachments(m)
+	if strings.TrimSpace(text) == "" && len(atts) == 0 {
+		return "nothing herald reads (no text, caption or file)"
+	}
+	units := utf16.Encode([]rune(text))
+	if to, ok := commandTarget(text); ok && to != "" && !strings.EqualFold(to, rd.bot.Username) {
+		return "a command for another bot"
+	}
+	if group && rd.trigger != config.TriggerAll && !addressed(m, text, units, ents, rd.bot) {
+		return "a group message not addressed to the bot"
+	}
+
+	sender := strconv.FormatInt(m.From.ID, 10)
+	chat := strconv.FormatInt(m.Chat.ID, 10)
+	base := Platform + ":" + chat
+	inThread := m.IsTopic && m.ThreadID != 0
+	if inThread {
+		base += ":" + strconv.FormatInt(m.ThreadID, 10)
+	}
+	conv := base
+	if group {
+		conv = adapters.GroupConv(rd.scope, base, inThread, sender)
+	}
+	id := strconv.FormatInt(m.ID, 10)
+	meta := map[string]string{MetaMessageID: id, MetaChatType: m.Chat.Type}
+	if conv != base {
+		meta[sessions.MetaTarget] = base
+	}
+	p.UserName = m.From.Username
+	p.In = sessions.Inbound{
+		Conv:   conv,
+		Sender: sender,
+		// Telegram numbers messages per chat, so "<chat>:<message_id>" is
+		// unique on its own, whatever scope the store dedupes in, and the
+		// same on every redelivery of the update (by webhook or poll).
+		// update_id would be unique too, but Send could not reply to it:
+		// the outbox's ReplyTo is this id, and Send reads the message id
+		// back from after the colon.
+		MessageID:   chat + ":" + id,
+		Text:        withoutLeadingMention(text, units, ents, rd.bot),
+		Attachments: atts,
+		Meta:        meta,
+	}
+	return ""
+}
+
+// addressed reports whether a group message is for the bot: a reply to
+// one of its messages, a mention of it, or a command.
+func addressed(m *wireMessage, text string, units []uint16, ents []wireEntity, me identity) bool {
+	if r := m.ReplyTo; r != nil && r.From != nil && me.ID != 0 && r.From.ID == me.ID {
+		// In a forum every message of a topic replies to the topic's
+		// first message; that is not a reply to the bot.
+		if !(m.IsTopic && r.ID == m.ThreadID) {
+			return true
+		}
+	}
+	if _, ok := commandTarget(text); ok {
+		return true
+	}
+	for _, e := range ents {
+		switch e.Type {
+		case "mention":
+			if me.Username != "" && strings.EqualFold(entityText(units, e), "@"+me.Username) {
+				return true
+			}
+		case "text_mention":
+			if e.User != nil && me.ID != 0 && e.User.ID == me.ID {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// commandTarget reads a leading "/name" or "/name@bot": ok when text is
+// a command, and the bot it names ("" when none, which means every bot
+// in the chat, herald included). It reads commands as the router does.
+func commandTarget(text string) (to string, ok bool) {
+	if _, _, ok := sessions.ParseCommand(text); !ok {
+		return "", false
+	}
+	_, to, _ = strings.Cut(strings.Fields(text)[0], "@")
+	return to, true
+}
+
+// withoutLeadingMention drops a mention of the bot that opens the text,
+// so "@herald_bot /stop" reaches the router as the command "/stop".
+func withoutLeadingMention(text string, units []uint16, ents []wireEntity, me identity) string {
+	for _, e := range ents {
+		if e.Type != "mention" || e.Offset != 0 || me.Username == "" {
+			continue
+		}
+		if !strings.EqualFold(entityText(units, e), "@"+me.Username) {
+			continue
+		}
+		rest := strings.TrimLeft(string(utf16.Decode(units[e.Length:])), " \t\n,:")
+		if strings.TrimSpace(rest) != "" {
+			return rest
+		}
+	}
+	return text
+}
+
+// entityText is the text an entity covers, or "" when its offsets do
+// not fit the text.
+func entityText(units []uint16, e wireEntity) string {
+	if e.Offset < 0 || e.Length <= 0 || e.Offset > len(units) || e.Length > len(units)-e.Offset {
+		return ""
+	}
+	return string(utf16.Decode(units[e.Offset : e.Offset+e.Length]))
+}
+
+// attachments lists the files that came with m. The model sees their
+// names; the file id lets a tool fetch them.
+func attachments(m *wireMessage) []sessions.Attachment {
+	var out []sessions.Attachment
+	add := func(f *wireFile, name, mime string) {
+		if f == nil || f.FileID == "" {
+			return
+		}
+		a := sessions.Attachment{Name: f.FileName, MIME: f.MIME, Size: f.Size, PlatformID: f.FileID}
+		if a.Name == "" {
+			a.Name = name
+		}
+		if a.MIME == "" {
+			a.MIME = mime
+		}
+		out = append(out, a)
+	}
+	add(m.Document, "document", "")
+	if n := len(m.Photo); n > 0 {
+		add(&m.Photo[n-1], "photo", "image/jpeg") // the largest size comes last
+	}
+	add(m.Audio, "audio", "")
+	add(m.Voice, "voice message", "audio/ogg")
+	add(m.Video, "video", "")
+	return out
+}

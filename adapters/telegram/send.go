@@ -1,0 +1,206 @@
+package telegram
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
+
+	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/adapters/chatfmt"
+	"github.com/heraldgw/herald/outbox"
+)
+
+// Replies are rendered as Telegram HTML rather than MarkdownV2: HTML
+// reserves three characters (<, > and &) where MarkdownV2 reserves
+// eighteen, each of which must be escaped everywhere outside code, so a
+// reply is far less likely to be refused for its formatting, and a
+// refused one is easy to read back as plain text (plain.go).
+const dialect = chatfmt.TelegramHTML
+
+// progressTTL is how long the progress of a reply sent in part is kept
+// for a retry; a retry comes much sooner unless the message went to
+// another process.
+const progressTTL = time.Hour
+
+// progress is how far a reply sent in parts got, so that a retry sends
+// only the parts that did not go. It is kept in memory, by outbox
+// message id: a process that dies between two parts forgets it, and the
+// process that sends the message again sends every part, so the parts
+// that went before the crash appear twice. That is the outbox's
+// at-least-once window, widened from one message to the parts of one.
+type progress struct {
+	text    string   // the message text the parts were rendered from
+	parts   []string // rendered
+	sent    int      // parts Telegram accepted
+	firstID string   // Telegram's id of the first part
+	at      time.Time
+}
+
+// Send sends m as one sendMessage per part, in order: the first replies
+// to m.ReplyTo, all go to the topic when the target has a thread. A part
+// Telegram refuses to parse is resent as plain text.
+func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResult {
+	chat, thread, err := chatAndThread(m.Target)
+	if err != nil {
+		return adapters.SendResult{Outcome: adapters.Permanent, Reason: err.Error()}
+	}
+	pr := a.resume(m)
+	if len(pr.parts) == 0 {
+		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "the message is empty"}
+	}
+	for pr.sent < len(pr.parts) {
+		reply := 0
+		if pr.sent == 0 {
+			reply = replyID(m.ReplyTo, m.Target.Chat)
+		}
+		id, res := a.sendPart(ctx, chat, thread, reply, pr.parts[pr.sent])
+		if res.Outcome != adapters.Accepted {
+			if len(pr.parts) > 1 {
+				res.Reason = fmt.Sprintf("part %d of %d: %s", pr.sent+1, len(pr.parts), res.Reason)
+			}
+			if res.Outcome == adapters.Permanent {
+				a.forget(m.ID)
+			} else {
+				a.keep(m.ID, pr)
+			}
+			return res
+		}
+		if pr.sent == 0 {
+			pr.firstID = id
+		}
+		pr.sent++
+	}
+	a.forget(m.ID)
+	return adapters.SendResult{Outcome: adapters.Accepted, MessageID: pr.firstID}
+}
+
+// resume returns m's progress: where an earlier attempt of this process
+// stopped, or a fresh rendering.
+func (a *Adapter) resume(m outbox.Message) progress {
+	now := a.clock.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id, p := range a.progress {
+		if now.Sub(p.at) > progressTTL {
+			delete(a.progress, id)
+		}
+	}
+	if p, ok := a.progress[m.ID]; ok && m.ID != "" && p.text == m.Text {
+		return *p
+	}
+	return progress{text: m.Text, parts: chatfmt.RenderParts(m.Text, dialect, chatfmt.TelegramLimit)}
+}
+
+func (a *Adapter) keep(id string, p progress) {
+	if id == "" || p.sent == 0 {
+		a.forget(id)
+		return
+	}
+	p.at = a.clock.Now()
+	a.mu.Lock()
+	a.progress[id] = &p
+	a.mu.Unlock()
+}
+
+func (a *Adapter) forget(id string) {
+	a.mu.Lock()
+	delete(a.progress, id)
+	a.mu.Unlock()
+}
+
+// sendPart sends one rendered part and returns Telegram's id for it.
+func (a *Adapter) sendPart(ctx context.Context, chat any, thread, reply int, part string) (string, adapters.SendResult) {
+	params := &bot.SendMessageParams{ChatID: chat, MessageThreadID: thread, Text: part, ParseMode: models.ParseModeHTML}
+	if reply != 0 {
+		// Without a reply when the message replied to is gone: the answer
+		// matters more than the thread line.
+		params.ReplyParameters = &models.ReplyParameters{MessageID: reply, AllowSendingWithoutReply: true}
+	}
+	msg, err := a.bot.SendMessage(ctx, params)
+	if err != nil && badRequest(err, "can't parse entities") {
+		a.log.Warn("Telegram refused a part's formatting; resending it as plain text", "chat", chat, "err", a.redact(err))
+		params.Text, params.ParseMode = plainText(part), ""
+		msg, err = a.bot.SendMessage(ctx, params)
+	}
+	if err != nil {
+		return "", a.classify(err)
+	}
+	return strconv.Itoa(msg.ID), adapters.SendResult{Outcome: adapters.Accepted}
+}
+
+// classify turns a Bot API error into a send outcome: 429 waits the
+// retry_after Telegram gives; 403 (blocked, kicked) and 400 (chat not
+// found, message too long, …) are final, with Telegram's words; the
+// rest (5xx, an answer that is not the Bot API's, network errors, and a
+// 401 or 404 that says the token is wrong) may pass, and are retried.
+func (a *Adapter) classify(err error) adapters.SendResult {
+	var tooMany *bot.TooManyRequestsError
+	var migrated *bot.MigrateError
+	switch {
+	case errors.As(err, &tooMany):
+		return adapters.SendResult{Outcome: adapters.RateLimited, RetryAfter: time.Duration(tooMany.RetryAfter) * time.Second,
+			Reason: "telegram: " + strings.TrimPrefix(tooMany.Message, bot.ErrorTooManyRequests.Error()+", ")}
+	case errors.As(err, &migrated):
+		return adapters.SendResult{Outcome: adapters.Permanent,
+			Reason: fmt.Sprintf("telegram: the group is now the supergroup %d; send to that chat", migrated.MigrateToChatID)}
+	case errors.Is(err, bot.ErrorForbidden):
+		return adapters.SendResult{Outcome: adapters.Permanent, Reason: description(err, bot.ErrorForbidden)}
+	case errors.Is(err, bot.ErrorBadRequest):
+		return adapters.SendResult{Outcome: adapters.Permanent, Reason: description(err, bot.ErrorBadRequest)}
+	}
+	return adapters.SendResult{Outcome: adapters.Transient, Reason: "telegram: " + a.redact(err).Error()}
+}
+
+// description is Telegram's own words in an SDK error "<kind>, <words>".
+func description(err, kind error) string {
+	return "telegram: " + strings.TrimPrefix(err.Error(), kind.Error()+", ")
+}
+
+// chatAndThread reads an outbox target: the chat as sendMessage's
+// chat_id (a number, or a channel's @name) and the topic's thread id.
+func chatAndThread(t outbox.Target) (chat any, thread int, err error) {
+	switch {
+	case strings.HasPrefix(t.Chat, "@") && len(t.Chat) > 1:
+		chat = t.Chat
+	default:
+		id, perr := strconv.ParseInt(t.Chat, 10, 64)
+		if perr != nil {
+			return nil, 0, fmt.Errorf("telegram: %q is not a chat id", t.Chat)
+		}
+		chat = id
+	}
+	if t.Thread != "" {
+		thread, err = strconv.Atoi(t.Thread)
+		if err != nil || thread <= 0 {
+			return nil, 0, fmt.Errorf("telegram: %q is not a topic id", t.Thread)
+		}
+	}
+	return chat, thread, nil
+}
+
+// replyID reads the message id out of an inbound's MessageID
+// ("<chat>:<message_id>"), or a bare message id. A message of another
+// chat than the one sent to cannot be replied to: 0.
+func replyID(replyTo, chat string) int {
+	if replyTo == "" {
+		return 0
+	}
+	id := replyTo
+	if i := strings.LastIndexByte(replyTo, ':'); i >= 0 {
+		if replyTo[:i] != chat {
+			return 0
+		}
+		id = replyTo[i+1:]
+	}
+	n, err := strconv.Atoi(id)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return n
+}
