@@ -88,15 +88,26 @@ func (a *Adapter) poll(ctx context.Context, inbox adapters.Inbox) error {
 // receive hands a batch to the inbox in order and returns the offset
 // that confirms what was handled. It stops at the first update the inbox
 // failed to take, which the next getUpdates serves again.
+//
+// An update without a readable update_id cannot be confirmed by itself;
+// the next readable one's offset confirms it. When none follows, the
+// batch counts as failed, so the poll backs off instead of fetching the
+// same update again at once.
 func (a *Adapter) receive(ctx context.Context, inbox adapters.Inbox, raws []json.RawMessage, offset int64) (int64, error) {
+	unconfirmable := false
 	for _, raw := range raws {
 		id, err := a.handle(ctx, inbox, raw)
-		if err != nil {
+		switch {
+		case err != nil:
 			return offset, err
+		case id == 0:
+			unconfirmable = true
+		case id >= offset:
+			offset, unconfirmable = id+1, false
 		}
-		if id >= offset {
-			offset = id + 1
-		}
+	}
+	if unconfirmable {
+		return offset, errs.E("telegram.receive", errs.Invalid, "the batch ends in an update without a readable update_id")
 	}
 	return offset, nil
 }

@@ -108,3 +108,16 @@ func TestOnePollerAtATime(t *testing.T) {
 		t.Error("polling did not drop a webhook first")
 	}
 }
+
+func TestUpdatesNotForHeraldAreConfirmed(t *testing.T) {
+	fake, _, in := polling(t, nil)
+	first := fake.QueueRaw(map[string]any{"edited_message": map[string]any{"message_id": 1}})
+	fake.QueueRaw(map[string]any{"message": "not an object"})
+	fake.QueueRaw(map[string]any{"callback_query": map[string]any{"id": "1"}})
+	last := fake.Queue(telegramfake.Incoming{From: 42, Text: "hi"})
+	got := in.wait(t, 1)
+	fake.WaitConfirmed(last.ID)
+	if len(in.delivered()) != 1 || got[0].Text != "hi" || fake.Served(first) != 1 {
+		t.Errorf("delivered %+v; first update served %d times, want once", in.delivered(), fake.Served(first))
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/adapters/chatfmt"
 	"github.com/heraldgw/herald/adapters/telegram"
+	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/testkit/telegramfake"
 	"github.com/heraldgw/herald/outbox"
 )
@@ -226,5 +227,27 @@ func TestSendToTopicAndReplyElsewhere(t *testing.T) {
 	sent := fake.Sent(-100200)
 	if len(sent) != 1 || sent[0].Thread != 7 || sent[0].ReplyTo != 0 {
 		t.Errorf("sent %+v, want in topic 7 without a reply to another chat's message", sent)
+	}
+}
+
+func TestProgressIsForgottenAfterAnHour(t *testing.T) {
+	fake := telegramfake.New(t, "")
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	opts := options(fake)
+	opts.Clock = clk
+	a := newAdapter(t, opts)
+	m := dm("o1", longReply(10000))
+	fake.Fail("sendMessage", 1, telegramfake.Pass)
+	fake.Fail("sendMessage", 1, telegramfake.ServerError)
+	if res := a.Send(context.Background(), m); res.Outcome != adapters.Transient {
+		t.Fatalf("Send: %+v", res)
+	}
+	clk.Advance(2 * time.Hour)
+	if res := a.Send(context.Background(), m); res.Outcome != adapters.Accepted {
+		t.Fatalf("retry: %+v", res)
+	}
+	parts := chatfmt.RenderParts(m.Text, chatfmt.TelegramHTML, chatfmt.TelegramLimit)
+	if sent := fake.Sent(user); len(sent) != len(parts)+1 || sent[0].Text != sent[1].Text {
+		t.Errorf("%d messages, want the first part again and then all %d", len(sent), len(parts))
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -142,6 +143,8 @@ func New(opts Options) (*Adapter, error) {
 		progress:    map[string]*progress{},
 	}
 	a.backoffMax = max(a.backoffMax, a.backoffMin)
+	// getUpdates takes whole seconds, and 0 would not wait at all.
+	a.pollTimeout = max(a.pollTimeout, time.Second)
 	if a.access == nil {
 		a.access = adapters.NewAccess(Platform, cfg.AllowedUsers, false)
 	}
@@ -250,7 +253,11 @@ func (a *Adapter) identify(ctx context.Context) (identity, bool) {
 			return identity{}, false
 		}
 		wait := a.backoff(fails + 1)
-		a.log.Warn("getMe failed; retrying", "err", err, "in", wait)
+		if errors.Is(err, bot.ErrorUnauthorized) || errors.Is(err, bot.ErrorNotFound) {
+			a.log.Error("Telegram refuses the bot token; check platforms.telegram.token", "err", a.redact(err), "retry_in", wait)
+		} else {
+			a.log.Warn("getMe failed; retrying", "err", a.redact(err), "retry_in", wait)
+		}
 		if !sleep(ctx, wait) {
 			return identity{}, false
 		}
