@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -35,33 +36,51 @@ const (
 
 // Run holds the gateway connection until ctx ends: it opens it (again
 // and again with backoff while that fails), registers the application
-// commands, and delivers what is addressed to herald. discordgo resumes
-// the session after a disconnect. Errors: Invalid when Discord refuses
-// the token or the intents, which no retry mends.
+// commands, and delivers what is addressed to herald. After a disconnect
+// it opens the connection again, which resumes the session: the events
+// missed meanwhile are replayed. Errors: Invalid when Discord refuses the
+// token or the intents, which no retry mends.
 func (a *Adapter) Run(ctx context.Context, inbox adapters.Inbox) error {
 	a.opts.Access.LogStart(a.log)
 	gw := a.session()
 	gw.Identify.Intents = intents
-	gw.ShouldReconnectOnError = true
+	// Run reconnects rather than discordgo: discordgo's reconnect loop can
+	// outlive Close (a heartbeat that fails after it reconnects), and would
+	// then hold the gateway after Run ended and the lease went to another
+	// process.
+	gw.ShouldReconnectOnError = false
 	// Events are handled one at a time in the order Discord sent them, so
 	// messages of one channel reach the queue in order.
 	gw.SyncEvents = true
-	l := &listener{a: a, ctx: ctx, inbox: inbox, gw: gw}
+	l := &listener{a: a, ctx: ctx, inbox: inbox, gw: gw, lost: make(chan struct{}, 1)}
 	gw.AddHandler(l.ready)
-	gw.AddHandler(l.connected)
+	gw.AddHandler(l.disconnected)
 	gw.AddHandler(l.event)
 
-	opened, err := a.open(ctx, gw)
-	if !opened {
-		return err
+	// Registration retries on its own, never holding up a reconnect.
+	var registering sync.WaitGroup
+	defer registering.Wait()
+	for first := true; ; first = false {
+		opened, err := a.open(ctx, gw)
+		if !opened {
+			return err
+		}
+		if first {
+			a.log.Info("connected to the Discord gateway")
+			registering.Go(func() { a.registerCommands(ctx) })
+		} else {
+			a.log.Info("reconnected to the Discord gateway")
+		}
+		select {
+		case <-ctx.Done():
+			if err := gw.Close(); err != nil {
+				a.log.Warn("closing the Discord gateway", "err", err)
+			}
+			return nil
+		case <-l.lost:
+			a.log.Warn("lost the Discord gateway connection; reconnecting")
+		}
 	}
-	a.log.Info("connected to the Discord gateway")
-	a.registerCommands(ctx)
-	<-ctx.Done()
-	if err := gw.Close(); err != nil {
-		a.log.Warn("closing the Discord gateway", "err", err)
-	}
-	return nil
 }
 
 // open opens gw, retrying with backoff until it works, ctx ends (false,
@@ -128,6 +147,7 @@ type listener struct {
 	ctx   context.Context
 	inbox adapters.Inbox
 	gw    *discordgo.Session
+	lost  chan struct{} // a disconnect, for Run to reconnect
 }
 
 func (l *listener) ready(_ *discordgo.Session, r *discordgo.Ready) {
@@ -141,11 +161,13 @@ func (l *listener) ready(_ *discordgo.Session, r *discordgo.Ready) {
 	l.a.setIDs(bot, app)
 }
 
-// connected closes a connection that discordgo's reconnect loop opened
-// after Run ended: the gateway lease may be another process's by now.
-func (l *listener) connected(s *discordgo.Session, _ *discordgo.Connect) {
-	if l.ctx.Err() != nil {
-		go s.Close() // Open holds the session's lock while it emits Connect
+// disconnected tells Run the connection is gone: discordgo closed it
+// after a read error, a missed heartbeat ACK or Discord's request to
+// reconnect.
+func (l *listener) disconnected(*discordgo.Session, *discordgo.Disconnect) {
+	select {
+	case l.lost <- struct{}{}:
+	default:
 	}
 }
 
