@@ -61,6 +61,9 @@ func (a *Adapter) poll(ctx context.Context, inbox adapters.Inbox) error {
 			return nil
 		}
 		if err == nil {
+			if fails > 0 {
+				a.log.Info("receiving updates again", "after_failures", fails)
+			}
 			fails = 0
 			continue
 		}
