@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,6 +46,110 @@ func (f *fakeAdapter) Send(ctx context.Context, m outbox.Message) adapters.SendR
 		return f.send(ctx, m)
 	}
 	return adapters.SendResult{Outcome: adapters.Accepted}
+}
+
+// exclusiveAdapter is a fakeAdapter whose Run needs the lease named by
+// name.
+type exclusiveAdapter struct {
+	fakeAdapter
+	name string
+}
+
+var _ adapters.Exclusive = (*exclusiveAdapter)(nil)
+
+func (e *exclusiveAdapter) Exclusive() string { return e.name }
+
+// mountAdapter is a fakeAdapter that receives over the HTTP server.
+type mountAdapter struct {
+	fakeAdapter
+	mount func(mux *http.ServeMux, inbox adapters.Inbox)
+}
+
+var _ adapters.Mounter = (*mountAdapter)(nil)
+
+func (m *mountAdapter) Mount(mux *http.ServeMux, inbox adapters.Inbox) { m.mount(mux, inbox) }
+
+// presenceCall is one call a presenceAdapter got: typing, post (a new
+// status line), edit or clear.
+type presenceCall struct {
+	kind   string
+	target outbox.Target
+	id     string // the status line's
+	text   string
+	at     time.Time // the wall clock at the call
+}
+
+// presenceAdapter is a fakeAdapter that records its presence calls; a nil
+// function answers at once without error, and a posted status line gets
+// the id "s1", "s2", ….
+type presenceAdapter struct {
+	fakeAdapter
+	typing func(ctx context.Context) error
+	status func(ctx context.Context, id, text string) error
+
+	mu    sync.Mutex
+	calls []presenceCall
+	posts int
+}
+
+var _ adapters.Presence = (*presenceAdapter)(nil)
+
+func (p *presenceAdapter) record(c presenceCall) {
+	c.at = time.Now()
+	p.mu.Lock()
+	p.calls = append(p.calls, c)
+	p.mu.Unlock()
+}
+
+func (p *presenceAdapter) Typing(ctx context.Context, t outbox.Target) error {
+	p.record(presenceCall{kind: "typing", target: t})
+	if p.typing != nil {
+		return p.typing(ctx)
+	}
+	return nil
+}
+
+func (p *presenceAdapter) Status(ctx context.Context, t outbox.Target, id, text string) (string, error) {
+	kind := "edit"
+	if id == "" {
+		kind = "post"
+	}
+	p.record(presenceCall{kind: kind, target: t, id: id, text: text})
+	if p.status != nil {
+		if err := p.status(ctx, id, text); err != nil {
+			return "", err
+		}
+	}
+	if id != "" {
+		return id, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.posts++
+	return fmt.Sprintf("s%d", p.posts), nil
+}
+
+func (p *presenceAdapter) ClearStatus(ctx context.Context, t outbox.Target, id string) error {
+	p.record(presenceCall{kind: "clear", target: t, id: id})
+	return nil
+}
+
+// got returns the calls so far.
+func (p *presenceAdapter) got() []presenceCall {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]presenceCall(nil), p.calls...)
+}
+
+// count counts the calls of kind so far.
+func (p *presenceAdapter) count(kind string) int {
+	n := 0
+	for _, c := range p.got() {
+		if c.kind == kind {
+			n++
+		}
+	}
+	return n
 }
 
 // fakeOutbox is an outbox.Store whose methods can be replaced one by one;

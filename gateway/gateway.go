@@ -1,8 +1,9 @@
 // Package gateway wires herald together: it opens the store, builds the
 // model client, the tools and the agent, and runs the router, the turn
-// worker, the signal tailer, the delivery worker, the adapters and the
-// HTTP server (the local API, /healthz, /readyz, /metrics) as one unit
-// with one Start and one graceful Shutdown.
+// worker, the signal tailer, the delivery worker, the presence driver, the
+// adapters (an exclusive one only while this process holds its lease) and
+// the HTTP server (the local API, the adapters' webhooks, /healthz,
+// /readyz, /metrics) as one unit with one Start and one graceful Shutdown.
 package gateway
 
 import (
@@ -18,12 +19,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/adapters/api"
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/sessions/agent"
 	"github.com/heraldgw/herald/tools"
@@ -55,6 +60,11 @@ type Options struct {
 	// clock.
 	Clock clock.Clock
 	// Adapters are run beside the local API (and are what tests add).
+	// One implementing adapters.Exclusive runs only while this process
+	// holds its lease ("adapter:" + its name, for store.lease_ttl); one
+	// implementing adapters.Mounter gets its routes on the HTTP server,
+	// outside the API key; one implementing adapters.Presence shows the
+	// turns of its chats.
 	Adapters []adapters.Adapter
 	// Grace bounds how long in-flight turns may finish on Shutdown; 0
 	// means DefaultGrace.
@@ -83,7 +93,10 @@ type Gateway struct {
 	delivery *Delivery
 	gauges   *OutboxGauges
 	api      *api.Server
+	presence *Presence
 	adapters []adapters.Adapter
+	leases   lease.Store          // ownership leases of exclusive adapters
+	owned    *prometheus.GaugeVec // herald_adapter_owned
 	routes   *Routes
 	mux      *http.ServeMux
 	server   *http.Server
@@ -205,6 +218,19 @@ func (g *Gateway) build() error {
 	}
 	g.delivery = delivery
 
+	g.presence = NewPresence(PresenceOptions{
+		Adapters: g.opts.Adapters,
+		Clock:    g.clock,
+		Logger:   log.With("part", "presence"),
+	})
+	var watch func(context.Context, string, outbox.Target) sessions.TurnWatch
+	if g.presence.Drives() {
+		watch = g.presence.Watch
+	}
+	if err := g.ownership(); err != nil {
+		return err
+	}
+
 	commands := sessions.DefaultCommands()
 	g.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
 		Store:    notifyingSessions{Store: store, notify: delivery.Notify},
@@ -214,6 +240,7 @@ func (g *Gateway) build() error {
 		Turns:    cfg.Workers.Turns,
 		LeaseTTL: cfg.Store.LeaseTTL,
 		Grace:    g.opts.Grace,
+		Watch:    watch,
 		Clock:    g.clock,
 		Logger:   log.With("part", "turns"),
 		Metrics:  g.metrics.TurnHooks(),
@@ -262,11 +289,38 @@ func (g *Gateway) build() error {
 	g.mux.HandleFunc("GET /readyz", g.readyz)
 	g.mux.Handle("GET /metrics", g.metrics.Handler())
 	g.api.Mount(g.mux)
+	if err := g.mount(); err != nil {
+		return err
+	}
 	g.server = &http.Server{
 		Handler:           g.mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return nil
+}
+
+// mount adds the routes of the adapters that receive over the HTTP
+// server. A route another part has already is a configuration mistake,
+// which ServeMux reports by panicking.
+func (g *Gateway) mount() (err error) {
+	for _, a := range g.opts.Adapters {
+		m, ok := a.(adapters.Mounter)
+		if !ok {
+			continue
+		}
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("mounting the %s adapter's routes: %v", a.Platform(), p)
+				}
+			}()
+			m.Mount(g.mux, g.router)
+		}()
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -297,7 +351,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	g.cancel = cancel
-	for _, start := range []func(context.Context) error{g.tailer.Start, g.turns.Start, g.delivery.Start, g.gauges.Start} {
+	for _, start := range []func(context.Context) error{g.presence.Start, g.tailer.Start, g.turns.Start, g.delivery.Start, g.gauges.Start} {
 		if err := start(runCtx); err != nil {
 			// Only a second Start fails here, which g.started rules out;
 			// should it happen, what did start stops with runCtx.
@@ -334,17 +388,21 @@ func (g *Gateway) platforms() []string {
 }
 
 // runAdapter runs a until ctx ends, restarting it with a growing pause
-// when it fails, and keeps its route up only while it runs.
+// when it fails, and keeps its route up only while it runs (or, when it
+// is exclusive, waits for its lease).
 func (g *Gateway) runAdapter(ctx context.Context, a adapters.Adapter) {
 	defer g.adapterWG.Done()
 	platform := a.Platform()
 	log := g.log.With("platform", platform)
+	run := g.adapterRun(a)
 	pause := time.Second
 	for {
+		// The route is up while an exclusive adapter waits for its lease
+		// too: sending never needs the lease.
 		g.routes.Up(a)
 		g.delivery.Notify()
 		started := time.Now()
-		err := g.runOnce(ctx, a)
+		err := run(ctx)
 		g.routes.Down(platform)
 		if ctx.Err() != nil {
 			return
@@ -408,6 +466,10 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 
 	var problems []error
 	if err := g.turns.Shutdown(ctx); err != nil {
+		problems = append(problems, err)
+	}
+	// The turns ended: their status lines go now.
+	if err := g.presence.Shutdown(ctx); err != nil {
 		problems = append(problems, err)
 	}
 	drain, cancel := context.WithTimeout(ctx, g.opts.Drain)
