@@ -89,6 +89,10 @@ func (a *Adapter) open(ctx context.Context, gw *discordgo.Session) (bool, error)
 	wait := a.opts.RetryMin
 	for {
 		err := gw.Open()
+		if errors.Is(err, discordgo.ErrWSAlreadyOpen) {
+			// A stale disconnect signal (two closes of one connection).
+			err = nil
+		}
 		if err == nil {
 			if ctx.Err() != nil {
 				_ = gw.Close()

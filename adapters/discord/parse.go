@@ -45,8 +45,9 @@ type event struct {
 
 // parseMessage reads a MESSAGE_CREATE payload. Bots (herald itself
 // included), webhooks and system messages are skipped; in a guild channel
-// only a message that mentions the bot is taken (the mention is cut from
-// the text) unless the trigger is "all". DMs are always taken.
+// only a message that mentions the bot (the mention is cut from the text)
+// or replies to it is taken, unless the trigger is "all". DMs are always
+// taken.
 func parseMessage(raw []byte, e env) (event, skip) {
 	var m discordgo.Message
 	if err := json.Unmarshal(raw, &m); err != nil || m.Author == nil {
@@ -65,6 +66,11 @@ func parseMessage(raw []byte, e env) (event, skip) {
 	text, mentioned := stripMention(m.Content, e.botID)
 	for _, u := range m.Mentions {
 		mentioned = mentioned || (u != nil && u.ID == e.botID && e.botID != "")
+	}
+	// A reply to herald's message addresses herald, even with its ping
+	// turned off.
+	if r := m.ReferencedMessage; r != nil && r.Author != nil && r.Author.ID == e.botID && e.botID != "" {
+		mentioned = true
 	}
 	if m.GuildID != "" && !mentioned && e.trigger != config.TriggerAll {
 		return event{}, skipNotAddressed

@@ -173,6 +173,21 @@ func TestParseMessage(t *testing.T) {
 				Attachments: []sessions.Attachment{{Name: "a.png", MIME: "image/png", Size: 12, URL: "https://cdn/a.png", PlatformID: "600000000000000001"}},
 			},
 		},
+		{
+			desc: "a reply to herald's message is addressed to herald",
+			raw:  guildMessage("and then?"),
+			over: map[string]any{"type": 19, "referenced_message": map[string]any{
+				"id": "500000000000000000", "channel_id": testChannel, "author": user(testBot, "herald"), "content": "earlier answer",
+			}},
+			env:  func(e *env) { e.scope = adapters.ScopeShared },
+			want: sessions.Inbound{Conv: "discord:" + testGuild + ":" + testChannel, Sender: testUser, MessageID: testMsg, Text: "and then?"},
+		},
+		{
+			desc: "a reply to someone else is not",
+			raw:  guildMessage("and then?"),
+			over: map[string]any{"type": 19, "referenced_message": map[string]any{"id": "500000000000000000", "author": user(testUser, "ada")}},
+			skip: skipNotAddressed,
+		},
 		{desc: "an unaddressed guild message is not for herald", raw: guildMessage("just talking"), skip: skipNotAddressed},
 		{desc: "a mention of someone else is not for herald", raw: guildMessage("<@42> hi"), skip: skipNotAddressed},
 		{desc: "a bot's message is skipped", raw: dmMessage, over: map[string]any{"author": map[string]any{"id": testUser, "bot": true}}, skip: skipBot},
