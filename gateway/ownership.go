@@ -80,6 +80,7 @@ type owner struct {
 	name   string // the lease: "adapter:" + the adapter's exclusive name
 	holder string // this process
 	ttl    time.Duration
+	every  time.Duration // a third of ttl: the pause between tries and renewals
 	log    *slog.Logger
 	owned  prometheus.Gauge
 }
@@ -90,6 +91,7 @@ func (g *Gateway) newOwner(a adapters.Adapter, name string) *owner {
 		name:   "adapter:" + name,
 		holder: g.opts.Name,
 		ttl:    g.cfg.Store.LeaseTTL,
+		every:  max(g.cfg.Store.LeaseTTL/3, time.Millisecond),
 		log:    g.log.With("platform", a.Platform(), "lease", "adapter:"+name),
 		owned:  g.owned.WithLabelValues(a.Platform()),
 	}
@@ -116,7 +118,9 @@ func (o *owner) run(ctx context.Context, run func(context.Context) error) error 
 func (o *owner) wait(ctx context.Context) bool {
 	waited, failing := false, false
 	for {
-		held, err := o.leases.Acquire(ctx, o.name, o.holder, o.ttl)
+		actx, cancel := context.WithTimeout(ctx, o.every)
+		held, err := o.leases.Acquire(actx, o.name, o.holder, o.ttl)
+		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return false
@@ -139,7 +143,7 @@ func (o *owner) wait(ctx context.Context) bool {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(o.ttl / 3):
+		case <-time.After(o.every):
 		}
 	}
 }
@@ -176,7 +180,7 @@ func (o *owner) hold(ctx context.Context, run func(context.Context) error) (lost
 // finds another holder. Each renewal is bounded by a third of the TTL, so
 // a hung store is noticed before the lease runs out.
 func (o *owner) renew(ctx context.Context, cancel context.CancelCauseFunc, stop <-chan struct{}) {
-	t := time.NewTicker(o.ttl / 3)
+	t := time.NewTicker(o.every)
 	defer t.Stop()
 	for {
 		select {
@@ -186,7 +190,7 @@ func (o *owner) renew(ctx context.Context, cancel context.CancelCauseFunc, stop 
 			return
 		case <-t.C:
 		}
-		rctx, rcancel := context.WithTimeout(ctx, o.ttl/3)
+		rctx, rcancel := context.WithTimeout(ctx, o.every)
 		held, err := o.leases.Acquire(rctx, o.name, o.holder, o.ttl)
 		rcancel()
 		switch {
