@@ -266,7 +266,7 @@ func TestGatewayShowsARunningTurn(t *testing.T) {
 	model.Script(
 		testkit.CallTools(testkit.ToolCall("memory", `{"action":"add","text":"likes tea"}`)),
 		testkit.CallTools(testkit.ToolCall("memory", `{"action":"list"}`)).After(100*time.Millisecond),
-		testkit.Reply("noted").After(100*time.Millisecond),
+		testkit.Reply("noted").After(300*time.Millisecond),
 	)
 	in := sessions.Inbound{Conv: "chat:room", Sender: "u1", MessageID: "m1", Text: "remember I like tea"}
 	if err := h.g.Router().Deliver(context.Background(), in); err != nil {
