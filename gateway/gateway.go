@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -169,6 +170,15 @@ func (g *Gateway) build() error {
 	cfg, log := g.cfg, g.log
 	store := g.db.Sessions()
 
+	// One command registry serves the router, the turn worker and the
+	// platforms' command menus.
+	commands := sessions.DefaultCommands()
+	platforms, err := platformAdapters(cfg.Platforms, commands, log)
+	if err != nil {
+		return err
+	}
+	g.opts.Adapters = append(slices.Clone(g.opts.Adapters), platforms...)
+
 	model, err := llm.NewOpenAI(llm.OpenAIOptions{
 		BaseURL: cfg.Model.BaseURL,
 		APIKey:  cfg.Model.APIKey,
@@ -231,7 +241,6 @@ func (g *Gateway) build() error {
 		return err
 	}
 
-	commands := sessions.DefaultCommands()
 	g.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
 		Store:    notifyingSessions{Store: store, notify: delivery.Notify},
 		Runner:   runner,
