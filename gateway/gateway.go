@@ -65,7 +65,9 @@ type Options struct {
 	// holds its lease ("adapter:" + its name, for store.lease_ttl); one
 	// implementing adapters.Mounter gets its routes on the HTTP server,
 	// outside the API key; one implementing adapters.Presence shows the
-	// turns of its chats.
+	// turns of its chats. The platforms with a token in the config get
+	// their adapters made from it, except those given here, which take
+	// their place.
 	Adapters []adapters.Adapter
 	// Grace bounds how long in-flight turns may finish on Shutdown; 0
 	// means DefaultGrace.
@@ -173,7 +175,11 @@ func (g *Gateway) build() error {
 	// One command registry serves the router, the turn worker and the
 	// platforms' command menus.
 	commands := sessions.DefaultCommands()
-	platforms, err := platformAdapters(cfg.Platforms, commands, log)
+	given := map[string]bool{}
+	for _, a := range g.opts.Adapters {
+		given[a.Platform()] = true
+	}
+	platforms, err := platformAdapters(cfg.Platforms, given, commands, log)
 	if err != nil {
 		return err
 	}

@@ -12,10 +12,10 @@ import (
 )
 
 // platformAdapters makes the chat platform adapters cfg turns on: each
-// one whose token is set. The commands are listed to the platforms as
+// one whose token is set and that is not among given. The commands are listed to the platforms as
 // they are registered in cmds, so a platform's menu shows what the
 // shared router answers.
-func platformAdapters(cfg config.Platforms, cmds *sessions.Commands, log *slog.Logger) ([]adapters.Adapter, error) {
+func platformAdapters(cfg config.Platforms, given map[string]bool, cmds *sessions.Commands, log *slog.Logger) ([]adapters.Adapter, error) {
 	var infos []adapters.CommandInfo
 	for _, c := range cmds.List() {
 		infos = append(infos, adapters.CommandInfo{Name: c.Name, Args: c.Args, Summary: c.Summary})
@@ -24,7 +24,7 @@ func platformAdapters(cfg config.Platforms, cmds *sessions.Commands, log *slog.L
 		return adapters.NewAccess(platform, allowed, cfg.AllowAllUsers)
 	}
 	var out []adapters.Adapter
-	if t := cfg.Telegram; t.Token != "" {
+	if t := cfg.Telegram; t.Token != "" && !given[telegram.Platform] {
 		a, err := telegram.New(telegram.Options{
 			Config:        t,
 			Access:        access("telegram", t.AllowedUsers),
@@ -37,7 +37,7 @@ func platformAdapters(cfg config.Platforms, cmds *sessions.Commands, log *slog.L
 		}
 		out = append(out, a)
 	}
-	if s := cfg.Slack; s.BotToken != "" {
+	if s := cfg.Slack; s.BotToken != "" && !given[slack.Platform] {
 		a, err := slack.New(slack.Options{
 			Config:        s,
 			Access:        access("slack", s.AllowedUsers),
@@ -50,7 +50,7 @@ func platformAdapters(cfg config.Platforms, cmds *sessions.Commands, log *slog.L
 		}
 		out = append(out, a)
 	}
-	if d := cfg.Discord; d.Token != "" {
+	if d := cfg.Discord; d.Token != "" && !given[discord.Platform] {
 		a, err := discord.New(discord.Options{
 			Config:        d,
 			Access:        access("discord", d.AllowedUsers),
