@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
@@ -10,12 +12,41 @@ import (
 )
 
 func (m *Main) benchCommand() *cobra.Command {
+	var (
+		profile string
+		out     *os.File
+	)
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure herald's stores and its turn pipeline",
 		Args:  cobra.ArbitraryArgs,
 		RunE:  runGroup,
+		// A CPU profile of the whole run (go tool pprof reads it) shows
+		// where a turn's time goes on herald's side.
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			if profile == "" {
+				return nil
+			}
+			f, err := os.Create(profile)
+			if err != nil {
+				return err
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				f.Close()
+				return err
+			}
+			out = f
+			return nil
+		},
+		PersistentPostRunE: func(*cobra.Command, []string) error {
+			if out == nil {
+				return nil
+			}
+			pprof.StopCPUProfile()
+			return out.Close()
+		},
 	}
+	cmd.PersistentFlags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	cmd.AddCommand(m.benchQueueCommand(), m.benchPipelineCommand())
 	return cmd
 }
