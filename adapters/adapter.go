@@ -113,6 +113,18 @@ type Mounter interface {
 	Mount(mux *http.ServeMux, inbox Inbox)
 }
 
+// Masker is an adapter whose ids or request paths can carry a
+// credential: a Discord interaction's MessageID holds the token its answer
+// is posted with, and it travels on as the ReplyTo of the answers. The
+// gateway runs every log message and attribute, and every failure reason
+// it stores, through each adapter's Mask, so the ids stay readable and the
+// credentials never leave the process that way. Mask returns s with every
+// credential it knows replaced; it runs on every log line, so it must be
+// cheap for text without one and safe for concurrent use.
+type Masker interface {
+	Mask(s string) string
+}
+
 // CommandInfo is one chat command as a platform lists it (Telegram's
 // command menu, Slack's slash commands, Discord's application commands).
 // The adapter only routes a command to the shared handler, as the text

@@ -148,7 +148,7 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 	if opts.Logger != nil {
 		g.log = slog.New(RedactHandler(opts.Logger.Handler(), g.redact))
 	} else {
-		g.log = NewLogger(os.Stderr, slog.LevelInfo, secrets)
+		g.log = newLogger(os.Stderr, slog.LevelInfo, g.redact)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultOpenTimeout)
@@ -184,6 +184,7 @@ func (g *Gateway) build() error {
 		return err
 	}
 	g.opts.Adapters = append(slices.Clone(g.opts.Adapters), platforms...)
+	g.redact.UseMaskers(g.opts.Adapters)
 
 	model, err := llm.NewOpenAI(llm.OpenAIOptions{
 		BaseURL: cfg.Model.BaseURL,

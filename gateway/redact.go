@@ -10,7 +10,9 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 
+	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/config"
 )
 
@@ -24,8 +26,13 @@ const minSecretLen = 4
 // platform failure reason it stores through it: whatever a library puts
 // in an error (a request URL with a bot token in its path, a DSN), the
 // token itself never reaches a log or the dead-letter list.
+//
+// The adapters that implement adapters.Masker add their own masks
+// (UseMaskers): credentials that are not in the config, such as the token
+// inside a Discord interaction's MessageID.
 type Redactor struct {
-	r *strings.Replacer
+	r     *strings.Replacer
+	masks atomic.Pointer[[]func(string) string] // the adapters' Mask methods
 }
 
 // NewRedactor returns a Redactor for secrets. Values shorter than four
@@ -49,12 +56,44 @@ func NewRedactor(secrets []string) *Redactor {
 	return &Redactor{r: strings.NewReplacer(pairs...)}
 }
 
+// UseMaskers adds the masks of those of as that implement
+// adapters.Masker. The adapters are made after the gateway's logger, so
+// the loggers that already use r mask with them from then on; attributes
+// bound with With before the call (the adapters' platform names, the
+// gateway's parts) keep the masking they had.
+func (r *Redactor) UseMaskers(as []adapters.Adapter) {
+	var masks []func(string) string
+	if cur := r.masks.Load(); cur != nil {
+		masks = slices.Clone(*cur)
+	}
+	for _, a := range as {
+		if m, ok := a.(adapters.Masker); ok {
+			masks = append(masks, m.Mask)
+		}
+	}
+	r.masks.Store(&masks)
+}
+
+// idle reports whether r has nothing to mask.
+func (r *Redactor) idle() bool {
+	masks := r.masks.Load()
+	return r.r == nil && (masks == nil || len(*masks) == 0)
+}
+
 // String returns s with every secret masked.
 func (r *Redactor) String(s string) string {
-	if r == nil || r.r == nil {
+	if r == nil {
 		return s
 	}
-	return r.r.Replace(s)
+	if r.r != nil {
+		s = r.r.Replace(s)
+	}
+	if masks := r.masks.Load(); masks != nil {
+		for _, mask := range *masks {
+			s = mask(s)
+		}
+	}
+	return s
 }
 
 // SecretsOf lists the secret values in cfg: every field tagged
@@ -141,13 +180,21 @@ func credentialParam(name string) bool {
 // NewLogger returns the gateway's logger: JSON lines to w at level, with
 // every secret of secrets masked in messages and attribute values.
 func NewLogger(w io.Writer, level slog.Leveler, secrets []string) *slog.Logger {
-	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})
-	return slog.New(RedactHandler(h, NewRedactor(secrets)))
+	return newLogger(w, level, NewRedactor(secrets))
 }
 
-// RedactHandler wraps h so that r masks every message and attribute.
+// newLogger is NewLogger masking with r, which may gain the adapters'
+// masks later.
+func newLogger(w io.Writer, level slog.Leveler, r *Redactor) *slog.Logger {
+	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})
+	return slog.New(RedactHandler(h, r))
+}
+
+// RedactHandler wraps h so that r masks every message and attribute. It
+// wraps even a Redactor without secrets, since the adapters' masks may
+// come later (UseMaskers).
 func RedactHandler(h slog.Handler, r *Redactor) slog.Handler {
-	if r == nil || r.r == nil {
+	if r == nil {
 		return h
 	}
 	return &redactHandler{h: h, r: r}
@@ -161,6 +208,9 @@ type redactHandler struct {
 func (h *redactHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.h.Enabled(ctx, l) }
 
 func (h *redactHandler) Handle(ctx context.Context, rec slog.Record) error {
+	if h.r.idle() {
+		return h.h.Handle(ctx, rec)
+	}
 	out := slog.NewRecord(rec.Time, rec.Level, h.r.String(rec.Message), rec.PC)
 	rec.Attrs(func(a slog.Attr) bool {
 		out.AddAttrs(h.attr(a))

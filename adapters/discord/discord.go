@@ -74,6 +74,7 @@ var (
 	_ adapters.Adapter   = (*Adapter)(nil)
 	_ adapters.Presence  = (*Adapter)(nil)
 	_ adapters.Exclusive = (*Adapter)(nil)
+	_ adapters.Masker    = (*Adapter)(nil)
 )
 
 // New checks the configuration and prepares the adapter; it does not

@@ -86,6 +86,9 @@ func FuzzParseInteraction(f *testing.F) {
 			if ref, ok := parseInteractionRef(ev.in.MessageID); !ok || ref != *ev.reply {
 				t.Fatalf("MessageID %q reads back as %+v, %v; want %+v", ev.in.MessageID, ref, ok, *ev.reply)
 			}
+			if masked, want := maskTokens(ev.in.MessageID), interactionPrefix+ev.reply.id+":"+ev.reply.app+":…"; masked != want {
+				t.Fatalf("MessageID %q is logged as %q, want %q", ev.in.MessageID, masked, want)
+			}
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -113,6 +114,26 @@ func (r interactionRef) valid() bool {
 		}
 	}
 	return true
+}
+
+// tokenPattern finds the interaction tokens in text: the last part of an
+// "ia:" id, and the token in the REST paths that carry one (a follow-up's
+// /webhooks/<app>/<token>, a response's /interactions/<id>/<token>), which
+// a network error quotes with its URL. Group 1 is what stays.
+var tokenPattern = regexp.MustCompile(`(\bia:\d{1,20}:\d{1,20}:|/webhooks/\d{1,20}/|/interactions/\d{1,20}/)[A-Za-z0-9._-]+`)
+
+// Mask returns s with every interaction token replaced by "…", so an id
+// such as "ia:<interaction id>:<application id>:<token>" is logged as
+// "ia:<interaction id>:<application id>:…". The token answers the
+// interaction for 15 minutes: it is a credential, and the router, the turn
+// worker and the delivery worker log the ids that carry it.
+func (a *Adapter) Mask(s string) string { return maskTokens(s) }
+
+func maskTokens(s string) string {
+	if !strings.Contains(s, interactionPrefix) && !strings.Contains(s, "/webhooks/") && !strings.Contains(s, "/interactions/") {
+		return s // most log text: no regexp run
+	}
+	return tokenPattern.ReplaceAllString(s, "${1}…")
 }
 
 // parseInteractionRef reads a ReplyTo written by interactionRef.String.

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/outbox"
 )
 
@@ -112,5 +114,35 @@ func TestBotIDFromToken(t *testing.T) {
 		if got := botIDFromToken(token); got != want {
 			t.Errorf("botIDFromToken(%q) = %q, want %q", token, got, want)
 		}
+	}
+}
+
+func TestMaskHidesInteractionTokens(t *testing.T) {
+	a, err := New(Options{Config: config.Discord{Token: botToken(fakeBot)}, Access: adapters.NewAccess(Platform, nil, true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const token = "aW50ZXJhY3Rpb246MTIz.x-y_z"
+	id := interactionRef{id: "1300000000000000001", app: testApp, token: token}.String()
+	tests := []struct {
+		desc, in, want string
+	}{
+		{desc: "an interaction id", in: id, want: "ia:1300000000000000001:" + testApp + ":…"},
+		{desc: "ids inside text", in: "message_id=" + id + " then " + id + ".",
+			want: "message_id=ia:1300000000000000001:" + testApp + ":… then ia:1300000000000000001:" + testApp + ":…"},
+		{desc: "a follow-up URL in an error", in: `Post "https://discord.com/api/v9/webhooks/` + testApp + "/" + token + `?wait=true": EOF`,
+			want: `Post "https://discord.com/api/v9/webhooks/` + testApp + `/…?wait=true": EOF`},
+		{desc: "an interaction response URL", in: "POST /api/v9/interactions/1300000000000000001/" + token + "/callback",
+			want: "POST /api/v9/interactions/1300000000000000001/…/callback"},
+		{desc: "a message id", in: testMsg, want: testMsg},
+		{desc: "a word ending in ia", in: "via:1:2:abc", want: "via:1:2:abc"},
+		{desc: "no token", in: "refused a sender who is not allowed", want: "refused a sender who is not allowed"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			if got := a.Mask(tc.in); got != tc.want {
+				t.Errorf("Mask(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
 	}
 }
