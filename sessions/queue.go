@@ -108,6 +108,13 @@ type Lease struct {
 type Turn struct {
 	Lease Lease
 	Entry Entry
+	// History is the conversation's history, oldest first, as History
+	// would have returned it right after the claim, when HistoryRead is
+	// set: the claim brings it, so the worker that runs the turn makes no
+	// read of its own. A backend that could not read it with the claim
+	// leaves HistoryRead false, and the worker reads it itself.
+	History     []Message
+	HistoryRead bool
 }
 
 // ToolCall is one tool call the model made.
@@ -157,8 +164,9 @@ type Store interface {
 	// Claim leases, for ttl, the conversation that has been ready longest
 	// (a conversation whose lease expired is ready again) and returns its
 	// next entry: an entry delivered before and never acked comes first,
-	// then the lowest non-empty lane. It returns nil, nil when no
-	// conversation is ready.
+	// then the lowest non-empty lane. The turn carries the conversation's
+	// history (Turn.History). It returns nil, nil when no conversation is
+	// ready.
 	Claim(ctx context.Context, worker string, ttl time.Duration) (*Turn, error)
 
 	// Next returns the held conversation's next entry, as Claim orders

@@ -140,6 +140,23 @@ type gatewayOptions struct {
 	commands *sessions.Commands // shared by router and worker; nil means the defaults
 }
 
+// startWorker starts a turn worker with o, quiet, shut down when the
+// test ends.
+func startWorker(t *testing.T, o sessions.TurnWorkerOptions) *sessions.TurnWorker {
+	t.Helper()
+	o.Logger = quietLog()
+	w, err := sessions.NewTurnWorker(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Shutdown(ctx) })
+	return w
+}
+
 // quietLog keeps test output readable; set HERALD_TEST_LOG to see it.
 func quietLog() *slog.Logger {
 	if os.Getenv("HERALD_TEST_LOG") != "" {

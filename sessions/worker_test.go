@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -702,10 +703,27 @@ func TestEntryThatKeepsFailingIsDropped(t *testing.T) {
 }
 
 // flakyStore fails the first History reads, as an unreachable store does.
+// Its claims bring no history, as a backend's that could not read it with
+// the claim, so the worker reads it itself.
 type flakyStore struct {
 	sessions.Store
 	mu       sync.Mutex
 	failures int
+}
+
+func (s *flakyStore) Claim(ctx context.Context, worker string, ttl time.Duration) (*sessions.Turn, error) {
+	return withoutHistory(s.Store.Claim(ctx, worker, ttl))
+}
+
+func (s *flakyStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
+	return withoutHistory(s.Store.FinishAndClaim(ctx, l, f, worker, ttl))
+}
+
+func withoutHistory(turn *sessions.Turn, err error) (*sessions.Turn, error) {
+	if turn != nil {
+		turn.History, turn.HistoryRead = nil, false
+	}
+	return turn, err
 }
 
 func (s *flakyStore) History(ctx context.Context, conv string) ([]sessions.Message, error) {
@@ -725,18 +743,11 @@ func TestFailedHistoryReadRetriesTheEntry(t *testing.T) {
 	store := &flakyStore{Store: db.Sessions(), failures: 1}
 	r := newGateRunner()
 	m := &counters{}
-	w, err := sessions.NewTurnWorker(sessions.TurnWorkerOptions{
+	startWorker(t, sessions.TurnWorkerOptions{
 		Store: store, Runner: r, RetryDelay: 10 * time.Millisecond, PollMax: 10 * time.Millisecond,
-		Metrics: m.hooks(), Logger: quietLog(),
+		Metrics: m.hooks(),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Shutdown(ctx) })
 	if _, err := db.Sessions().Append(ctx, sessions.Inbound{Conv: conv, Text: "hi"}); err != nil {
 		t.Fatal(err)
 	}
@@ -748,6 +759,49 @@ func TestFailedHistoryReadRetriesTheEntry(t *testing.T) {
 	if got != 11 {
 		t.Errorf("failed history*10+takeovers = %d, want 11", got)
 	}
+}
+
+// historyCounter counts History reads.
+type historyCounter struct {
+	sessions.Store
+	reads atomic.Int32
+}
+
+func (s *historyCounter) History(ctx context.Context, conv string) ([]sessions.Message, error) {
+	s.reads.Add(1)
+	return s.Store.History(ctx, conv)
+}
+
+func TestClaimedHistoryIsReadOnce(t *testing.T) {
+	noLeaks(t)
+	db := openDB(t, clock.Real{})
+	store := &historyCounter{Store: db.Sessions()}
+	r := newGateRunner()
+	startWorker(t, sessions.TurnWorkerOptions{Store: store, Runner: r, PollMax: 10 * time.Millisecond})
+	ctx := context.Background()
+	for i, text := range []string{"one", "two"} {
+		if _, err := db.Sessions().Append(ctx, sessions.Inbound{Conv: conv, Text: text}); err != nil {
+			t.Fatal(err)
+		}
+		r.waitCalls(t, i+1)
+		waitFor(t, "the turn committed", func() bool { return len(historyTexts(t, db.Sessions())) == 2*(i+1) })
+	}
+	got := r.waitCalls(t, 2)[1].In.History
+	if d := cmp.Diff([]string{"user: one", "assistant: re: one"}, contents(got)); d != "" {
+		t.Errorf("the second turn's history (-want +got):\n%s", d)
+	}
+	if n := store.reads.Load(); n != 0 {
+		t.Errorf("the worker read the history %d times; the claims brought it", n)
+	}
+}
+
+func historyTexts(t *testing.T, s sessions.Store) []string {
+	t.Helper()
+	h, err := s.History(context.Background(), conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return contents(h)
 }
 
 func TestStartAndShutdownOrder(t *testing.T) {

@@ -42,6 +42,10 @@ type activeTurn struct {
 	claimedAt time.Time // by the store's clock: a signal older than this was for an earlier turn
 	started   time.Time // by the worker's clock, for the turn's duration
 	control   bool      // a control entry: no agent, no signals
+
+	// history came with the claim when historyRead is set.
+	history     []Message
+	historyRead bool
 	// settled is set once the runner returned: the turn only commits
 	// now, and /stop or /status no longer see it running.
 	settled atomic.Bool
@@ -93,14 +97,16 @@ func (w *TurnWorker) runTurn(t *Turn) {
 // begin registers the turn, so signals reach it, and starts its timers.
 func (w *TurnWorker) begin(t *Turn) *activeTurn {
 	at := &activeTurn{
-		w:         w,
-		lease:     t.Lease,
-		entry:     t.Entry,
-		claimedAt: t.Lease.Expires.Add(-w.ttl),
-		started:   w.clock.Now(),
-		control:   t.Entry.Meta[MetaControl] != "",
-		log:       w.log.With("conv", t.Lease.Conv, "entry", t.Entry.ID, "token", t.Lease.Token),
-		steer:     make(chan string, steerBuffer),
+		w:           w,
+		lease:       t.Lease,
+		entry:       t.Entry,
+		history:     t.History,
+		historyRead: t.HistoryRead,
+		claimedAt:   t.Lease.Expires.Add(-w.ttl),
+		started:     w.clock.Now(),
+		control:     t.Entry.Meta[MetaControl] != "",
+		log:         w.log.With("conv", t.Lease.Conv, "entry", t.Entry.ID, "token", t.Lease.Token),
+		steer:       make(chan string, steerBuffer),
 	}
 	at.ctx, at.cancel = context.WithCancelCause(w.hard)
 	w.mu.Lock()
@@ -284,9 +290,7 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	conv := at.lease.Conv
 	at.log.Debug("turn started", "deliveries", e.Deliveries)
 
-	hctx, cancel := w.storeCtx()
-	history, err := w.store.History(hctx, conv)
-	cancel()
+	history, err := w.history(at)
 	if err != nil {
 		at.log.Error("loading the history failed; the entry waits for another run", "err", err)
 		w.countFailed("history")
@@ -342,6 +346,19 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 			f(out.End, took)
 		}
 	}
+}
+
+// history is the conversation's history for the turn: the one its claim
+// brought, else read now.
+func (w *TurnWorker) history(at *activeTurn) ([]Message, error) {
+	if at.historyRead {
+		h := at.history
+		at.history = nil // the runner owns it now
+		return h, nil
+	}
+	ctx, cancel := w.storeCtx()
+	defer cancel()
+	return w.store.History(ctx, at.lease.Conv)
 }
 
 // run runs the runner, turning a panic into an error: one bad turn must

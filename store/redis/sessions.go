@@ -218,15 +218,21 @@ func (s *sessionStore) History(ctx context.Context, conv string) ([]sessions.Mes
 	if err != nil {
 		return nil, s.db.fail(op, err)
 	}
-	out := make([]sessions.Message, 0, len(raw))
-	for _, r := range raw {
-		var m sessions.Message
-		if err := json.Unmarshal([]byte(r), &m); err != nil {
-			return nil, errs.Wrap(op, errs.Internal, err)
+	out := make([]sessions.Message, len(raw))
+	for i, r := range raw {
+		if err := decodeMessage(op, r, &out[i]); err != nil {
+			return nil, err
 		}
-		out = append(out, m)
 	}
 	return out, nil
+}
+
+// decodeMessage reads one encoded history message.
+func decodeMessage(op, raw string, m *sessions.Message) error {
+	if err := json.Unmarshal([]byte(raw), m); err != nil {
+		return errs.Wrap(op, errs.Internal, err)
+	}
+	return nil
 }
 
 func (s *sessionStore) ClearHistory(ctx context.Context, conv string) error {
@@ -296,31 +302,50 @@ func absorbedIDs(op string, f sessions.Finish) ([]string, error) {
 }
 
 // decodeTurn reads a claim's reply: {conversation tag, lease token,
-// expires ms, entry id, data, enqueued ms, deliveries}.
+// expires ms, entry id, data, enqueued ms, deliveries, {encoded history
+// message, …}}.
 func decodeTurn(op, worker string, v []any) (*sessions.Turn, error) {
-	if len(v) != 7 {
+	if len(v) != 8 {
 		return nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
 	}
-	e, err := decodeEntry(op, v[3:])
-	if err != nil {
+	hist, ok := v[7].([]any)
+	if !ok {
+		return nil, errs.E(op, errs.Internal, "unexpected history in the script reply: %v", v[7])
+	}
+	turn := &sessions.Turn{
+		Lease:       sessions.Lease{Conv: convFromTag(str(v[0])), Worker: worker, Token: num(v[1]), Expires: msTime(v[2])},
+		History:     make([]sessions.Message, len(hist)),
+		HistoryRead: true,
+	}
+	if err := decodeEntryInto(op, v[3:7], &turn.Entry); err != nil {
 		return nil, err
 	}
-	return &sessions.Turn{
-		Lease: sessions.Lease{Conv: convFromTag(str(v[0])), Worker: worker, Token: num(v[1]), Expires: msTime(v[2])},
-		Entry: *e,
-	}, nil
+	for i, h := range hist {
+		if err := decodeMessage(op, str(h), &turn.History[i]); err != nil {
+			return nil, err
+		}
+	}
+	return turn, nil
 }
 
 // decodeEntry reads {entry id, data, enqueued ms, deliveries}.
 func decodeEntry(op string, v []any) (*sessions.Entry, error) {
-	if len(v) != 4 {
-		return nil, errs.E(op, errs.Internal, "unexpected entry reply %v", v)
-	}
-	e := &sessions.Entry{ID: str(v[0]), EnqueuedAt: msTime(v[2]), Deliveries: int(num(v[3]))}
-	if err := json.Unmarshal([]byte(str(v[1])), &e.Inbound); err != nil {
-		return nil, errs.Wrap(op, errs.Internal, err)
+	e := &sessions.Entry{}
+	if err := decodeEntryInto(op, v, e); err != nil {
+		return nil, err
 	}
 	return e, nil
+}
+
+func decodeEntryInto(op string, v []any, e *sessions.Entry) error {
+	if len(v) != 4 {
+		return errs.E(op, errs.Internal, "unexpected entry reply %v", v)
+	}
+	*e = sessions.Entry{ID: str(v[0]), EnqueuedAt: msTime(v[2]), Deliveries: int(num(v[3]))}
+	if err := json.Unmarshal([]byte(str(v[1])), &e.Inbound); err != nil {
+		return errs.Wrap(op, errs.Internal, err)
+	}
+	return nil
 }
 
 // encodeOutbox validates outbox messages and lays them out as the scripts

@@ -188,7 +188,23 @@ func (s *sessionStore) Claim(ctx context.Context, worker string, ttl time.Durati
 	if err != nil {
 		return nil, d.fail(op, err)
 	}
+	d.withHistory(ctx, turn)
 	return turn, nil
+}
+
+// withHistory reads the claimed conversation's history into turn from
+// the read pool, after the claim committed, so the read keeps no other
+// writer waiting. A failed read leaves turn.HistoryRead unset: the claim
+// stands, and the worker reads the history itself.
+func (d *DB) withHistory(ctx context.Context, turn *sessions.Turn) {
+	if turn == nil {
+		return
+	}
+	h, err := d.history(ctx, "sqlite.Claim", turn.Lease.Conv)
+	if err != nil {
+		return
+	}
+	turn.History, turn.HistoryRead = h, true
 }
 
 // claimIn is Claim inside the write transaction t.
@@ -366,6 +382,7 @@ func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f s
 	if err != nil {
 		return nil, d.fail(op, err)
 	}
+	d.withHistory(ctx, turn)
 	return turn, nil
 }
 
@@ -539,6 +556,11 @@ func (s *sessionStore) History(ctx context.Context, conv string) ([]sessions.Mes
 	if err := sessions.ValidateConv(op, conv); err != nil {
 		return nil, err
 	}
+	return d.history(ctx, op, conv)
+}
+
+// history reads conv's history from the read pool.
+func (d *DB) history(ctx context.Context, op, conv string) ([]sessions.Message, error) {
 	rows, err := d.reads.historyList.QueryContext(ctx, conv)
 	if err != nil {
 		return nil, d.fail(op, err)

@@ -47,6 +47,45 @@ func runHistory(t *testing.T, b Backend) {
 		}
 	})
 
+	t.Run("a claim brings the conversation's history", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		f.appendAll(user("c", "1"), user("c", "2"), user("d", "1"))
+		turn := f.mustClaim("w1")
+		if turn.Lease.Conv != "c" || !turn.HistoryRead || len(turn.History) != 0 {
+			t.Fatalf("first claim = %s, history read %v, %d messages; want c with its empty history read",
+				turn.Lease.Conv, turn.HistoryRead, len(turn.History))
+		}
+		first := []sessions.Message{{Role: "user", Content: "1", At: f.clk.Now()}, {Role: "assistant", Content: "one", At: f.clk.Now()}}
+		f.clk.Advance(tick)
+		// d has waited longest, then c with its next entry.
+		next := f.finishAndClaim(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, History: first, Release: true}, "w1")
+		if next == nil || next.Lease.Conv != "d" || !next.HistoryRead || len(next.History) != 0 {
+			t.Fatalf("FinishAndClaim = %+v, want d with its empty history read", next)
+		}
+		again := f.mustClaim("w2")
+		if again.Lease.Conv != "c" || !again.HistoryRead {
+			t.Fatalf("claim = %s, history read %v; want c with its history", again.Lease.Conv, again.HistoryRead)
+		}
+		if d := cmp.Diff(first, again.History, timeOpts); d != "" {
+			t.Errorf("history with the claim (-want +got):\n%s", d)
+		}
+		// A FinishAndClaim that takes the same conversation again brings
+		// the history its own finish appended.
+		f.append(user("c", "3"))
+		second := []sessions.Message{{Role: "assistant", Content: "two", At: f.clk.Now()}}
+		f.finish(next.Lease, sessions.Finish{EntryID: next.Entry.ID, Release: true})
+		third := f.finishAndClaim(again.Lease, sessions.Finish{EntryID: again.Entry.ID, History: second, Release: true}, "w2")
+		if third == nil || third.Lease.Conv != "c" || third.Entry.Text != "3" || !third.HistoryRead {
+			t.Fatalf("FinishAndClaim = %+v, want c's entry 3 with its history", third)
+		}
+		if d := cmp.Diff(append(first, second...), third.History, timeOpts); d != "" {
+			t.Errorf("history with FinishAndClaim (-want +got):\n%s", d)
+		}
+		if d := cmp.Diff(f.history("c"), third.History, timeOpts); d != "" {
+			t.Errorf("history with the claim against History (-History +claim):\n%s", d)
+		}
+	})
+
 	t.Run("a long history in one call", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		f.appendAll(user("c", "1"))
@@ -58,9 +97,13 @@ func runHistory(t *testing.T, b Backend) {
 		if err := f.ss.AppendHistory(f.ctx, turn.Lease, long[:1200]...); err != nil {
 			t.Fatalf("AppendHistory: %v", err)
 		}
-		f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, History: long[1200:]})
+		f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, History: long[1200:], Release: true})
 		if d := cmp.Diff(long, f.history("c"), timeOpts); d != "" {
 			t.Errorf("History (-want +got):\n%s", d)
+		}
+		f.append(user("c", "2"))
+		if again := f.mustClaim("w1"); !again.HistoryRead || !cmp.Equal(long, again.History, timeOpts) {
+			t.Errorf("the claim brought %d messages (read %v), want the %d of the history", len(again.History), again.HistoryRead, len(long))
 		}
 	})
 

@@ -230,8 +230,10 @@ func (m memSessions) claim(worker string, ttl time.Duration) *sessions.Turn {
 	e := c.take()
 	e.Deliveries++
 	return &sessions.Turn{
-		Lease: sessions.Lease{Conv: best.key, Worker: worker, Token: c.token, Expires: c.expires},
-		Entry: *e,
+		Lease:       sessions.Lease{Conv: best.key, Worker: worker, Token: c.token, Expires: c.expires},
+		Entry:       *e,
+		History:     slices.Clone(c.history),
+		HistoryRead: true,
 	}
 }
 

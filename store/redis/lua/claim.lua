@@ -7,10 +7,11 @@
 -- ARGV[3] lease ttl in ms
 -- ARGV[4] now in ms, or '' for the server's time
 -- Returns {} when no conversation is ready, else
--- {tag, token, expires ms, entry id, entry data, enqueued ms, deliveries}.
-local tag, token, exp, id, data, at, deliveries =
+-- {tag, token, expires ms, entry id, entry data, enqueued ms, deliveries,
+-- {encoded history message, …}}.
+local tag, token, exp, id, data, at, deliveries, hist =
   claim_next(ARGV[1], KEYS[1], ARGV[2], tonumber(ARGV[3]), now_ms(ARGV[4]))
 if not tag then
   return {}
 end
-return {tag, token, exp, id, data, at, deliveries}
+return {tag, token, exp, id, data, at, deliveries, hist}

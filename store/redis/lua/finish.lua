@@ -24,7 +24,7 @@
 --   next attempt in ms or ''
 -- Returns {'LOST'}, {'NOTFOUND'}, {'OK'}, or, when it claimed a
 -- conversation, {'OK', tag, token, expires ms, entry id, entry data,
--- enqueued ms, deliveries}.
+-- enqueued ms, deliveries, {encoded history message, …}}.
 local prefix, tag, state, ready = ARGV[1], ARGV[2], KEYS[1], KEYS[2]
 local id = ARGV[4]
 local lane = lane_of(id)
@@ -154,9 +154,9 @@ end
 if ARGV[8] == '' then
   return {'OK'}
 end
-local ntag, token, exp, nid, data, enq, deliveries =
+local ntag, token, exp, nid, data, enq, deliveries, hist =
   claim_next(prefix, ready, ARGV[8], tonumber(ARGV[9]), now or now_ms(ARGV[6]))
 if not ntag then
   return {'OK'}
 end
-return {'OK', ntag, token, exp, nid, data, enq, deliveries}
+return {'OK', ntag, token, exp, nid, data, enq, deliveries, hist}

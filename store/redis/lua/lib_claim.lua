@@ -9,7 +9,10 @@ local CLAIM_TRIES = 16
 -- ready index: the one ready longest, a lease that expired counting as
 -- ready since its expiry. It returns the conversation's tag, the lease
 -- token and expiry (ms), then the entry's id, data, enqueue time (ms) and
--- deliveries; nil when nothing is ready.
+-- deliveries, then the conversation's history (a list of encoded
+-- messages, oldest first); nil when nothing is ready. The history comes
+-- with the claim because the turn reads it first thing: in the same call
+-- it costs one command here rather than a round trip of its own.
 local function claim_next(prefix, ready, worker, ttl, now)
   for _ = 1, CLAIM_TRIES do
     local tag = redis.call('ZRANGE', ready, 0, 0)[1]
@@ -38,7 +41,8 @@ local function claim_next(prefix, ready, worker, ttl, now)
         -- Held, the conversation is indexed at its lease's expiry: found
         -- again if the holder dies, passed over while it lives.
         redis.call('ZADD', ready, exp, tag)
-        return tag, token, exp, id, data, at, deliveries
+        local hist = redis.call('LRANGE', conv_key(prefix, tag, 'hist'), 0, -1)
+        return tag, token, exp, id, data, at, deliveries, hist
       end
     end
     -- No work, or lanes that promise work the streams do not have: only
