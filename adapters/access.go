@@ -42,23 +42,24 @@ func (a *Access) Allows(userID, userName string) bool {
 }
 
 // LogStart says at startup whom the adapter serves, and why nobody when
-// that is the case.
+// that is the case. log is the adapter's logger, which names the platform
+// already; Access adds no platform of its own, so a line names it once.
 func (a *Access) LogStart(log *slog.Logger) {
 	switch {
 	case len(a.allowed) > 0:
-		log.Info("serving the allow-listed users", "platform", a.platform, "allowed", len(a.allowed))
+		log.Info("serving the allow-listed users", "allowed", len(a.allowed))
 	case a.all:
-		log.Warn("serving every user: allow_all_users is on and there is no allow-list", "platform", a.platform)
+		log.Warn("serving every user: allow_all_users is on and there is no allow-list")
 	default:
-		log.Warn("serving nobody: the allow-list is empty and allow_all_users is off; set platforms."+a.platform+
-			".allowed_users or HERALD_ALLOW_ALL_USERS", "platform", a.platform)
+		log.Warn("serving nobody: the allow-list is empty and allow_all_users is off; set platforms." + a.platform +
+			".allowed_users or HERALD_ALLOW_ALL_USERS")
 	}
 }
 
-// LogRefused records a sender who was not served. The message gets no
-// turn.
+// LogRefused records a sender who was not served, on the adapter's logger
+// as LogStart. The message gets no turn.
 func (a *Access) LogRefused(log *slog.Logger, userID, userName string) {
-	log.Warn("refused a sender who is not allowed", "platform", a.platform, "user_id", userID, "user_name", userName)
+	log.Warn("refused a sender who is not allowed", "user_id", userID, "user_name", userName)
 }
 
 // Group session scopes; the values of platforms.group_sessions.

@@ -40,8 +40,40 @@ func TestAccess(t *testing.T) {
 func TestAccessLogStartSaysWhyNobody(t *testing.T) {
 	var buf bytes.Buffer
 	adapters.NewAccess("slack", nil, false).LogStart(slog.New(slog.NewTextHandler(&buf, nil)))
-	if !strings.Contains(buf.String(), "serving nobody") || !strings.Contains(buf.String(), "HERALD_ALLOW_ALL_USERS") {
+	if !strings.Contains(buf.String(), "serving nobody") || !strings.Contains(buf.String(), "platforms.slack.allowed_users or HERALD_ALLOW_ALL_USERS") {
 		t.Errorf("start log = %q, want it to say nobody is served and how to change that", buf.String())
+	}
+}
+
+// The adapters hand Access their logger, which names the platform
+// already: every line Access writes names it once.
+func TestAccessLogsNameThePlatformOnce(t *testing.T) {
+	tests := []struct {
+		desc    string
+		allowed []string
+		all     bool
+		refuse  bool // LogRefused rather than LogStart
+		want    string
+	}{
+		{desc: "allow-listed", allowed: []string{"7"}, want: "serving the allow-listed users"},
+		{desc: "allow-all", all: true, want: "serving every user"},
+		{desc: "nobody", want: "serving nobody"},
+		{desc: "refused", allowed: []string{"7"}, refuse: true, want: "user_id=42 user_name=mallory"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			var buf bytes.Buffer
+			log := slog.New(slog.NewTextHandler(&buf, nil)).With("platform", "discord")
+			a := adapters.NewAccess("discord", tc.allowed, tc.all)
+			if tc.refuse {
+				a.LogRefused(log, "42", "mallory")
+			} else {
+				a.LogStart(log)
+			}
+			if out := buf.String(); !strings.Contains(out, tc.want) || strings.Count(out, "platform=") != 1 {
+				t.Errorf("log = %q, want %q with the platform named once", out, tc.want)
+			}
+		})
 	}
 }
 

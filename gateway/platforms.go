@@ -12,9 +12,10 @@ import (
 )
 
 // platformAdapters makes the chat platform adapters cfg turns on: each
-// one whose token is set and that is not among given. The commands are listed to the platforms as
-// they are registered in cmds, so a platform's menu shows what the
-// shared router answers.
+// one whose token is set and that is not among given. The commands are
+// listed to the platforms as they are registered in cmds, so a platform's
+// menu shows what the shared router answers. Each adapter gets log as it
+// is and names its platform in its lines itself.
 func platformAdapters(cfg config.Platforms, given map[string]bool, cmds *sessions.Commands, log *slog.Logger) ([]adapters.Adapter, error) {
 	var infos []adapters.CommandInfo
 	for _, c := range cmds.List() {
@@ -30,7 +31,7 @@ func platformAdapters(cfg config.Platforms, given map[string]bool, cmds *session
 			Access:        access("telegram", t.AllowedUsers),
 			GroupSessions: cfg.GroupSessions,
 			Commands:      infos,
-			Logger:        log.With("platform", "telegram"),
+			Logger:        log,
 		})
 		if err != nil {
 			return nil, err
@@ -43,7 +44,7 @@ func platformAdapters(cfg config.Platforms, given map[string]bool, cmds *session
 			Access:        access("slack", s.AllowedUsers),
 			GroupSessions: cfg.GroupSessions,
 			Commands:      infos,
-			Logger:        log.With("platform", "slack"),
+			Logger:        log,
 		})
 		if err != nil {
 			return nil, err
@@ -56,7 +57,7 @@ func platformAdapters(cfg config.Platforms, given map[string]bool, cmds *session
 			Access:        access("discord", d.AllowedUsers),
 			GroupSessions: cfg.GroupSessions,
 			Commands:      infos,
-			Logger:        log.With("platform", "discord"),
+			Logger:        log,
 		})
 		if err != nil {
 			return nil, err

@@ -113,4 +113,10 @@ func TestGatewayLogsNoInteractionToken(t *testing.T) {
 	if strings.Contains(logs, it.Token) {
 		t.Errorf("the interaction token was logged:\n%s", logs)
 	}
+	// The adapter was made from the config: its lines name it once.
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Count(line, `"platform":`) > 1 {
+			t.Errorf("a line names the platform more than once: %s", line)
+		}
+	}
 }

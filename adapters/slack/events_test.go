@@ -246,6 +246,11 @@ func TestEventsAPIRefusedUserGetsNothing(t *testing.T) {
 	if n := strings.Count(f.logs.String(), "user_id="+mallory); n != 3 {
 		t.Errorf("logged the refused user %d times; want 3:\n%s", n, f.logs)
 	}
+	for _, line := range strings.Split(f.logs.String(), "\n") {
+		if strings.Contains(line, "user_id="+mallory) && strings.Count(line, "platform=") != 1 {
+			t.Errorf("a refusal names the platform other than once: %s", line)
+		}
+	}
 }
 
 func TestSlashCommandOverHTTP(t *testing.T) {

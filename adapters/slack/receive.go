@@ -26,7 +26,7 @@ func (a *Adapter) deliver(ctx context.Context, inbox adapters.Inbox, r inbound) 
 		return nil
 	}
 	if !a.opts.Access.Allows(r.In.Sender, r.UserName) {
-		a.opts.Access.LogRefused(a.opts.Logger, r.In.Sender, r.UserName)
+		a.opts.Access.LogRefused(a.log, r.In.Sender, r.UserName)
 		return nil
 	}
 	if err := inbox.Deliver(ctx, r.In); err != nil {

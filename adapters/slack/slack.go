@@ -157,7 +157,7 @@ func (a *Adapter) Exclusive() string { return "" }
 // arrives through Mount. It returns nil when ctx ends, and an Invalid error
 // when Slack rejects the tokens.
 func (a *Adapter) Run(ctx context.Context, inbox adapters.Inbox) error {
-	a.opts.Access.LogStart(a.opts.Logger) // it names the platform itself
+	a.opts.Access.LogStart(a.log)
 	if len(a.opts.Commands) > 0 {
 		names := make([]string, len(a.opts.Commands))
 		for i, c := range a.opts.Commands {

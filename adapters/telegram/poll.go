@@ -205,7 +205,7 @@ func (a *Adapter) handle(ctx context.Context, inbox adapters.Inbox, raw []byte) 
 		return p.UpdateID, nil
 	}
 	if !a.access.Allows(p.In.Sender, p.UserName) {
-		a.access.LogRefused(a.accessLog, p.In.Sender, p.UserName)
+		a.access.LogRefused(a.log, p.In.Sender, p.UserName)
 		return p.UpdateID, nil
 	}
 	switch err := inbox.Deliver(ctx, p.In); {

@@ -81,7 +81,6 @@ type Adapter struct {
 	scope       string
 	commands    []adapters.CommandInfo
 	log         *slog.Logger // with the platform
-	accessLog   *slog.Logger // without: Access adds it
 	clock       clock.Clock
 	client      *http.Client
 	apiURL      string
@@ -154,7 +153,6 @@ func New(opts Options) (*Adapter, error) {
 	if a.log == nil {
 		a.log = slog.Default()
 	}
-	a.accessLog = a.log
 	a.log = a.log.With("platform", Platform)
 	if a.clock == nil {
 		a.clock = clock.Real{}
@@ -229,7 +227,7 @@ func botKey(token string) string {
 // it long-polls, or in webhook mode registers the webhook and waits while
 // Mount's handler receives. It returns nil when ctx ends.
 func (a *Adapter) Run(ctx context.Context, inbox adapters.Inbox) error {
-	a.access.LogStart(a.accessLog)
+	a.access.LogStart(a.log)
 	if _, ok := a.identify(ctx); !ok {
 		return nil
 	}
