@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"time"
 
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
@@ -39,9 +40,9 @@ func OpenStore(ctx context.Context, cfg config.Store, sqlitePath string, clk clo
 	return nil, errs.E(op, errs.Invalid, "unknown store backend %q (sqlite or redis)", cfg.Backend)
 }
 
-// notifyingSessions is the turn worker's view of the store: a Finish that
-// queued messages for delivery wakes the delivery worker, so a reply goes
-// out at once instead of at the next poll.
+// notifyingSessions is the turn worker's view of the store: a Finish (or
+// FinishAndClaim) that queued messages for delivery wakes the delivery
+// worker, so a reply goes out at once instead of at the next poll.
 type notifyingSessions struct {
 	sessions.Store
 	notify func()
@@ -53,6 +54,14 @@ func (s notifyingSessions) Finish(ctx context.Context, l sessions.Lease, f sessi
 		s.notify()
 	}
 	return err
+}
+
+func (s notifyingSessions) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
+	turn, err := s.Store.FinishAndClaim(ctx, l, f, worker, ttl)
+	if err == nil && len(f.Outbox) > 0 {
+		s.notify()
+	}
+	return turn, err
 }
 
 // notifyingOutbox wakes the delivery worker after each Enqueue: the

@@ -192,9 +192,9 @@ type Store interface {
 	// conversation is ready, FinishAndClaim returns nil, nil. With
 	// f.Release, the finished conversation, if it has entries left, is
 	// ready behind those already waiting, so it comes back only when it
-	// has waited longest. (The turn worker claims in a loop of its own and
-	// finishes with Finish; it can move to this when a turn's end should
-	// start the next without another call.)
+	// has waited longest. The turn worker commits every turn this way
+	// and runs what it claimed next, so a busy worker moves from turn to
+	// turn without a Claim of its own.
 	// Errors: those of Finish.
 	FinishAndClaim(ctx context.Context, l Lease, f Finish, worker string, ttl time.Duration) (*Turn, error)
 

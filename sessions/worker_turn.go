@@ -51,7 +51,13 @@ type activeTurn struct {
 	settled atomic.Bool
 	// lost is set once the turn knows another holder has its lease.
 	lost atomic.Bool
-	log  *slog.Logger
+	// claimed is set when the turn's commit also claimed for this worker
+	// (FinishAndClaim), and next is the turn it claimed, if any: the
+	// goroutine runs it next.
+	claimed bool
+	next    *Turn
+
+	log *slog.Logger
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -67,13 +73,31 @@ type activeTurn struct {
 	steered     []string // entry ids fed into steer, in order
 }
 
+// runTurn runs t, then each turn that a commit claimed in the same step
+// (FinishAndClaim), holding the one slot throughout, so a busy worker
+// goes from turn to turn without a claim of its own.
 func (w *TurnWorker) runTurn(t *Turn) {
 	defer w.turns.Done()
-	defer func() {
+	for {
+		at := w.runOne(t)
+		if at.next != nil {
+			t = at.next
+			continue
+		}
 		<-w.slots
-		// The conversation may have more waiting, and a slot is free.
-		w.Wake()
-	}()
+		if !at.claimed {
+			// The conversation may have more waiting, and a slot is
+			// free. A commit that claimed found nothing ready: an
+			// Append wakes the claim loop when that changes.
+			w.Wake()
+		}
+		return
+	}
+}
+
+// runOne runs one turn and returns it ended, with the turn its commit
+// claimed, if any.
+func (w *TurnWorker) runOne(t *Turn) *activeTurn {
 	at := w.begin(t)
 	defer w.end(at)
 
@@ -92,6 +116,7 @@ func (w *TurnWorker) runTurn(t *Turn) {
 	default:
 		w.runAgent(at)
 	}
+	return at
 }
 
 // begin registers the turn, so signals reach it, and starts its timers.
@@ -404,7 +429,7 @@ func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
 	replaced := false
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := w.storeCtx()
-		err := w.store.Finish(ctx, at.lease, f)
+		err := w.finish(ctx, at, f)
 		cancel()
 		switch {
 		case err == nil:
@@ -431,6 +456,26 @@ func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
 		w.retryLater(at, "commit failed")
 		return false
 	}
+}
+
+// finish commits f and, unless the worker is stopping, claims the next
+// ready turn in the same step (FinishAndClaim), which at.next then holds.
+// Nothing is written, nor claimed, when it fails.
+func (w *TurnWorker) finish(ctx context.Context, at *activeTurn, f Finish) error {
+	if w.stoppingNow() {
+		return w.store.Finish(ctx, at.lease, f)
+	}
+	next, err := w.store.FinishAndClaim(ctx, at.lease, f, w.name, w.ttl)
+	if err != nil {
+		return err
+	}
+	at.claimed = true
+	if next != nil && w.stoppingNow() {
+		w.handBack(next.Lease, "the worker stopped while claiming")
+		next = nil
+	}
+	at.next = next
+	return nil
 }
 
 // refusedFinish acks the entry with a notice in place of a result the

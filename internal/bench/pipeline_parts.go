@@ -156,11 +156,21 @@ type notifyingStore struct {
 
 func (s notifyingStore) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
 	err := s.Store.Finish(ctx, l, f)
+	s.committedNow(err, f)
+	return err
+}
+
+func (s notifyingStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
+	turn, err := s.Store.FinishAndClaim(ctx, l, f, worker, ttl)
+	s.committedNow(err, f)
+	return turn, err
+}
+
+func (s notifyingStore) committedNow(err error, f sessions.Finish) {
 	if err == nil && len(f.Outbox) > 0 {
 		s.committed.note(time.Now())
 		s.notify()
 	}
-	return err
 }
 
 // latest keeps the latest of the times it is told, from any goroutine.
