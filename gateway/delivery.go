@@ -122,6 +122,14 @@ type Delivery struct {
 	hardCancel context.CancelFunc
 	senders    sync.WaitGroup
 	warned     time.Time // the last claim failure logged
+
+	// The acks of accepted messages, written by the acker (see
+	// delivery_ack.go).
+	ackMu       sync.Mutex
+	ackQueue    []acceptedMsg
+	ackWake     chan struct{} // a token: acks are queued
+	sendersDone chan struct{} // closed once the loop returned and every sender ended
+	ackDone     chan struct{} // closed when the acker returned
 }
 
 // lane is the queue of claimed messages for one target, drained by one
@@ -170,6 +178,9 @@ func NewDelivery(opts DeliveryOptions) (*Delivery, error) {
 		claims:      map[string]claimMark{},
 		stop:        make(chan struct{}),
 		loopDone:    make(chan struct{}),
+		ackWake:     make(chan struct{}, 1),
+		sendersDone: make(chan struct{}),
+		ackDone:     make(chan struct{}),
 	}
 	senders := opts.Senders
 	if senders <= 0 {
@@ -227,6 +238,14 @@ func (d *Delivery) Start(ctx context.Context) error {
 	d.base = context.WithoutCancel(ctx)
 	d.hard, d.hardCancel = context.WithCancel(ctx)
 	go d.loop()
+	go func() {
+		// No sender starts after the loop returned, so the Wait sees
+		// them all.
+		<-d.loopDone
+		d.senders.Wait()
+		close(d.sendersDone)
+	}()
+	go d.acker()
 	return nil
 }
 
@@ -246,14 +265,8 @@ func (d *Delivery) Shutdown(ctx context.Context) error {
 	close(d.stop)
 	d.mu.Unlock()
 
-	done := make(chan struct{})
-	go func() {
-		// No sender starts after the loop returned, so the Wait sees
-		// them all.
-		<-d.loopDone
-		d.senders.Wait()
-		close(done)
-	}()
+	// The acker returns after the last sender, once it wrote their acks.
+	done := d.ackDone
 	select {
 	case <-done:
 		d.hardCancel()
@@ -261,9 +274,10 @@ func (d *Delivery) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	d.hardCancel()
-	// The senders now only write hand-backs, each bounded by storeTimeout;
-	// an adapter that ignores its context could hold one longer.
-	stuck := time.NewTimer(storeTimeout + time.Second)
+	// The senders now only write hand-backs, and the acker the acks
+	// queued, each bounded by storeTimeout; an adapter that ignores its
+	// context could hold one longer.
+	stuck := time.NewTimer(2*storeTimeout + time.Second)
 	defer stuck.Stop()
 	select {
 	case <-done:
@@ -480,19 +494,14 @@ func (d *Delivery) deliver(c outbox.Claimed) time.Time {
 		return time.Time{}
 	}
 	d.metrics.attempt(platform, res.Outcome)
+	if res.Outcome == adapters.Accepted {
+		d.queueAck(c, res.MessageID)
+		return time.Time{}
+	}
 	reason := d.redact(res.Reason)
 	log := d.log.With("conv", c.Conv, "outbox_id", c.ID, "platform", platform, "outcome", res.Outcome.String())
 
 	switch res.Outcome {
-	case adapters.Accepted:
-		start := time.Now()
-		err := d.write(c, "ack", func(ctx context.Context) error { return d.outbox.Ack(ctx, c) })
-		d.metrics.acked(time.Since(start))
-		if err == nil {
-			log.Debug("message delivered", "platform_message_id", res.MessageID)
-		}
-		return time.Time{}
-
 	case adapters.Permanent:
 		if reason == "" {
 			reason = platform + " refused the message"
@@ -571,6 +580,13 @@ func (d *Delivery) write(c outbox.Claimed, what string, fn func(ctx context.Cont
 	ctx, cancel := context.WithTimeout(d.base, storeTimeout)
 	defer cancel()
 	err := fn(ctx)
+	d.outcome(c, what, err)
+	return err
+}
+
+// outcome settles c's claim by what the write what of it returned, and
+// logs a failure.
+func (d *Delivery) outcome(c outbox.Claimed, what string, err error) {
 	switch {
 	case err == nil, errs.Is(err, errs.NotFound):
 		d.settled(c)
@@ -582,5 +598,4 @@ func (d *Delivery) write(c outbox.Claimed, what string, fn func(ctx context.Cont
 		d.log.Warn("writing a delivery outcome failed; the message is due again when its claim runs out",
 			"conv", c.Conv, "outbox_id", c.ID, "platform", c.Target.Platform, "write", what, "err", err)
 	}
-	return err
 }

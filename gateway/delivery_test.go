@@ -563,3 +563,80 @@ func TestDeliveryShutdownDrainsWhatIsDue(t *testing.T) {
 		t.Errorf("%d messages left pending", len(ms))
 	}
 }
+
+// gatedAcks holds its first AckAll until release is closed and records
+// the size of every batch.
+type gatedAcks struct {
+	outbox.Store
+	release chan struct{}
+	first   chan struct{} // closed when the first AckAll arrived
+	once    sync.Once
+
+	mu      sync.Mutex
+	batches []int
+}
+
+func (g *gatedAcks) AckAll(ctx context.Context, cs []outbox.Claimed) ([]error, error) {
+	g.mu.Lock()
+	g.batches = append(g.batches, len(cs))
+	g.mu.Unlock()
+	g.once.Do(func() {
+		close(g.first)
+		<-g.release
+	})
+	return g.Store.AckAll(ctx, cs)
+}
+
+func (g *gatedAcks) sizes() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]int(nil), g.batches...)
+}
+
+func TestDeliveryAcksWhatWaitsTogetherAndBeforeShutdownReturns(t *testing.T) {
+	s := &scripted{}
+	clk := clock.NewFake(t0)
+	db := openSQLite(t, clk)
+	ob := &gatedAcks{Store: db.Outbox(), release: make(chan struct{}), first: make(chan struct{})}
+	routes := NewRoutes()
+	routes.Up(&fakeAdapter{platform: "telegram", send: s.send})
+	d, err := NewDelivery(DeliveryOptions{Outbox: ob, Routes: routes, Clock: clk, Logger: quietLogger(), Senders: 8, PollMin: time.Millisecond, PollMax: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	enqueue := func(chat string) {
+		if _, _, err := db.Outbox().Enqueue(ctx, outbox.Message{Target: outbox.Target{Platform: "telegram", Chat: chat}, Text: chat}); err != nil {
+			t.Fatal(err)
+		}
+		d.Notify()
+	}
+	enqueue("0")
+	<-ob.first
+	// The first ack is out; the next four are sent meanwhile and wait.
+	for i := 1; i <= 4; i++ {
+		enqueue(fmt.Sprint(i))
+	}
+	eventually(t, "five sends", func() bool { return s.count() == 5 })
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- d.Shutdown(ctx) }()
+	select {
+	case err := <-stopped:
+		t.Fatalf("Shutdown returned (%v) before the queued acks were written", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(ob.release)
+	if err := <-stopped; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if d := cmp.Diff([]int{1, 4}, ob.sizes()); d != "" {
+		t.Errorf("AckAll batch sizes (-want +got):\n%s", d)
+	}
+	if ms, err := db.Outbox().Pending(ctx, 10); err != nil || len(ms) != 0 {
+		t.Errorf("Pending after Shutdown = %d messages, %v; want every one acked", len(ms), err)
+	}
+}

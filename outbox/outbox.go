@@ -95,6 +95,13 @@ type Store interface {
 	// the claim expired and was taken by another worker, NotFound.
 	Ack(ctx context.Context, c Claimed) error
 
+	// AckAll acks each of cs, in one call to the store: acked[i] is what
+	// Ack(cs[i]) would have returned (nil, LeaseLost or NotFound), and one
+	// refused ack does not stop the others. When the call itself fails
+	// (Closed, Unavailable) it returns only that error, and which of cs
+	// were acked is not known: their claims run out as when an Ack fails.
+	AckAll(ctx context.Context, cs []Claimed) (acked []error, err error)
+
 	// Release gives a message back after a failed attempt: it counts the
 	// attempt, records reason and makes the message due at next.
 	// Errors: LeaseLost, NotFound.

@@ -72,7 +72,51 @@ func (o *outboxStore) Claim(ctx context.Context, worker string, platforms []stri
 
 func (o *outboxStore) Ack(ctx context.Context, c outbox.Claimed) error {
 	const op = "redis.OutboxAck"
-	return o.settle(ctx, op, scriptObAck, c.ID, c.Token)
+	acked, err := o.ack(ctx, op, []outbox.Claimed{c})
+	if err != nil {
+		return err
+	}
+	return acked[0]
+}
+
+func (o *outboxStore) AckAll(ctx context.Context, cs []outbox.Claimed) ([]error, error) {
+	return o.ack(ctx, "redis.OutboxAckAll", cs)
+}
+
+// ack acks cs with one script call and returns each message's outcome.
+func (o *outboxStore) ack(ctx context.Context, op string, cs []outbox.Claimed) ([]error, error) {
+	if err := o.db.check(op); err != nil {
+		return nil, err
+	}
+	acked := make([]error, len(cs))
+	args := make([]any, 1, 1+2*len(cs))
+	args[0] = o.db.prefix
+	for i, c := range cs {
+		if c.ID == "" {
+			acked[i] = errs.E(op, errs.NotFound, "no message id")
+			continue
+		}
+		args = append(args, c.ID, c.Token)
+	}
+	if len(args) == 1 {
+		return acked, nil
+	}
+	v, err := o.db.run(ctx, op, scriptObAck, nil, args...)
+	if err != nil {
+		return nil, err
+	}
+	if len(v) != (len(args)-1)/2 {
+		return nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
+	}
+	j := 0
+	for i, c := range cs {
+		if c.ID == "" {
+			continue
+		}
+		acked[i] = status(op, v[j:j+1])
+		j++
+	}
+	return acked, nil
 }
 
 func (o *outboxStore) Release(ctx context.Context, c outbox.Claimed, next time.Time, reason string) error {

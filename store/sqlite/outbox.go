@@ -219,6 +219,42 @@ func (o *outboxStore) Ack(ctx context.Context, c outbox.Claimed) error {
 	})
 }
 
+func (o *outboxStore) AckAll(ctx context.Context, cs []outbox.Claimed) ([]error, error) {
+	const op = "sqlite.outbox.AckAll"
+	d := o.d
+	if err := d.check(ctx, op); err != nil {
+		return nil, err
+	}
+	acked := make([]error, len(cs))
+	if len(cs) == 0 {
+		return acked, nil
+	}
+	// One transaction, one commit, for them all; each ack is checked as
+	// Ack checks it, and a refused one writes nothing and stops nothing.
+	err := d.w.do(ctx, op, durable, func(t *tx) error {
+		for i, c := range cs {
+			acked[i] = nil
+			id, ok := parseID(c.ID)
+			if !ok {
+				acked[i] = errs.E(op, errs.NotFound, "no outbox message %q", c.ID)
+				continue
+			}
+			r, err := t.st.outboxAck.Exec(id, c.Token)
+			if err != nil {
+				return err
+			}
+			if acked[i], err = o.matched(t, op, c, id, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, d.fail(op, err)
+	}
+	return acked, nil
+}
+
 func (o *outboxStore) Release(ctx context.Context, c outbox.Claimed, next time.Time, reason string) error {
 	return o.change(ctx, "sqlite.outbox.Release", durable, c, func(t *tx, id int64, now int64) (sql.Result, error) {
 		return t.st.outboxRelease.Exec(id, c.Token, reason, dueAt(next, now))
@@ -257,21 +293,33 @@ func (o *outboxStore) change(ctx context.Context, op string, mode commitMode, c 
 		if err != nil {
 			return err
 		}
-		n, err := r.RowsAffected()
-		if err != nil || n > 0 {
-			return err
-		}
-		var one int
-		err = t.st.outboxExists.QueryRow(id).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			return errs.E(op, errs.NotFound, "no outbox message %q", c.ID)
-		}
+		refused, err := o.matched(t, op, c, id, r)
 		if err != nil {
 			return err
 		}
-		return errs.E(op, errs.LeaseLost, "claim %d on outbox message %q ran out and was taken, or was given back", c.Token, c.ID)
+		return refused
 	})
 	return d.fail(op, err)
+}
+
+// matched tells why a claim-checked write r of message id matched no row:
+// the message is gone (NotFound), or held under another claim or given
+// back already (LeaseLost). It returns nil, nil when r matched, and err
+// when the check itself failed.
+func (o *outboxStore) matched(t *tx, op string, c outbox.Claimed, id int64, r sql.Result) (refused, err error) {
+	n, err := r.RowsAffected()
+	if err != nil || n > 0 {
+		return nil, err
+	}
+	var one int
+	err = t.st.outboxExists.QueryRow(id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return errs.E(op, errs.NotFound, "no outbox message %q", c.ID), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return errs.E(op, errs.LeaseLost, "claim %d on outbox message %q ran out and was taken, or was given back", c.Token, c.ID), nil
 }
 
 func (o *outboxStore) Pending(ctx context.Context, n int) ([]outbox.Message, error) {

@@ -548,6 +548,23 @@ func (o memOutbox) Ack(ctx context.Context, c outbox.Claimed) error {
 	return o.settle("mem.Ack", c, func(m *memMsg) { delete(o.s.data.msgs, m.ID) })
 }
 
+func (o memOutbox) AckAll(ctx context.Context, cs []outbox.Claimed) ([]error, error) {
+	const op = "mem.AckAll"
+	if err := o.s.lock(op); err != nil {
+		return nil, err
+	}
+	defer o.s.data.mu.Unlock()
+	acked := make([]error, len(cs))
+	for i, c := range cs {
+		m, err := o.claimed(op, c)
+		if err == nil {
+			delete(o.s.data.msgs, m.ID)
+		}
+		acked[i] = err
+	}
+	return acked, nil
+}
+
 func (o memOutbox) Release(ctx context.Context, c outbox.Claimed, next time.Time, reason string) error {
 	return o.settle("mem.Release", c, func(m *memMsg) {
 		m.Attempts++

@@ -70,6 +70,50 @@ func runOutbox(t *testing.T, b Backend) {
 		}
 	})
 
+	t.Run("ack all: each message on its own claim, in one call", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		f.enqueueAll(reply("c", "1"), reply("c", "2"), reply("c", "3"), reply("c", "4"))
+		cs := f.claimOutbox("d1", telegram, 4)
+		if len(cs) != 4 {
+			t.Fatalf("Claim took %d messages, want 4", len(cs))
+		}
+		// "2" is acked already, "3"'s claim ran out and went to d2, and one
+		// claim names no message at all.
+		if err := f.ob.Ack(f.ctx, cs[1]); err != nil {
+			t.Fatalf("Ack(2): %v", err)
+		}
+		f.clk.Advance(ttl + time.Second)
+		taken := f.claimOutbox("d2", telegram, 10)
+		if d := cmp.Diff([]string{"1", "3", "4"}, claimedTexts(taken)); d != "" {
+			t.Fatalf("d2's claim after the expiry (-want +got):\n%s", d)
+		}
+		ghost := outbox.Claimed{Message: outbox.Message{ID: "no-such-message"}, Token: cs[0].Token}
+		batch := []outbox.Claimed{taken[0], cs[1], cs[2], ghost, taken[2]}
+		acked, err := f.ob.AckAll(f.ctx, batch)
+		if err != nil {
+			t.Fatalf("AckAll: %v", err)
+		}
+		want := []errs.Code{"", errs.NotFound, errs.LeaseLost, errs.NotFound, ""}
+		if len(acked) != len(want) {
+			t.Fatalf("AckAll returned %d outcomes for %d messages", len(acked), len(batch))
+		}
+		for i, code := range want {
+			if errs.CodeOf(acked[i]) != code {
+				t.Errorf("AckAll outcome %d (%q) = %v, want code %q", i, batch[i].Text, acked[i], code)
+			}
+		}
+		// Only d2's claim on "3" is left.
+		if d := cmp.Diff([]string{"3"}, outTexts(f.pending())); d != "" {
+			t.Errorf("Pending after AckAll (-want +got):\n%s", d)
+		}
+		if err := f.ob.Ack(f.ctx, taken[1]); err != nil {
+			t.Errorf("Ack of 3 under d2's claim: %v", err)
+		}
+		if acked, err := f.ob.AckAll(f.ctx, nil); err != nil || len(acked) != 0 {
+			t.Errorf("AckAll(none) = %v, %v; want nothing", acked, err)
+		}
+	})
+
 	t.Run("claim takes at most max, oldest due first", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		f.enqueueAll(reply("c", "1"), reply("c", "2"), reply("c", "3"))
