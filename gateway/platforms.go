@@ -24,41 +24,30 @@ func platformAdapters(cfg config.Platforms, given map[string]bool, cmds *session
 	access := func(platform string, allowed []string) *adapters.Access {
 		return adapters.NewAccess(platform, allowed, cfg.AllowAllUsers)
 	}
+	makers := []struct {
+		platform string
+		on       bool // its token is set
+		make     func() (adapters.Adapter, error)
+	}{
+		{telegram.Platform, cfg.Telegram.Token != "", func() (adapters.Adapter, error) {
+			return telegram.New(telegram.Options{Config: cfg.Telegram, Access: access(telegram.Platform, cfg.Telegram.AllowedUsers),
+				GroupSessions: cfg.GroupSessions, Commands: infos, Logger: log})
+		}},
+		{slack.Platform, cfg.Slack.BotToken != "", func() (adapters.Adapter, error) {
+			return slack.New(slack.Options{Config: cfg.Slack, Access: access(slack.Platform, cfg.Slack.AllowedUsers),
+				GroupSessions: cfg.GroupSessions, Commands: infos, Logger: log})
+		}},
+		{discord.Platform, cfg.Discord.Token != "", func() (adapters.Adapter, error) {
+			return discord.New(discord.Options{Config: cfg.Discord, Access: access(discord.Platform, cfg.Discord.AllowedUsers),
+				GroupSessions: cfg.GroupSessions, Commands: infos, Logger: log})
+		}},
+	}
 	var out []adapters.Adapter
-	if t := cfg.Telegram; t.Token != "" && !given[telegram.Platform] {
-		a, err := telegram.New(telegram.Options{
-			Config:        t,
-			Access:        access("telegram", t.AllowedUsers),
-			GroupSessions: cfg.GroupSessions,
-			Commands:      infos,
-			Logger:        log,
-		})
-		if err != nil {
-			return nil, err
+	for _, m := range makers {
+		if !m.on || given[m.platform] {
+			continue
 		}
-		out = append(out, a)
-	}
-	if s := cfg.Slack; s.BotToken != "" && !given[slack.Platform] {
-		a, err := slack.New(slack.Options{
-			Config:        s,
-			Access:        access("slack", s.AllowedUsers),
-			GroupSessions: cfg.GroupSessions,
-			Commands:      infos,
-			Logger:        log,
-		})
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	if d := cfg.Discord; d.Token != "" && !given[discord.Platform] {
-		a, err := discord.New(discord.Options{
-			Config:        d,
-			Access:        access("discord", d.AllowedUsers),
-			GroupSessions: cfg.GroupSessions,
-			Commands:      infos,
-			Logger:        log,
-		})
+		a, err := m.make()
 		if err != nil {
 			return nil, err
 		}

@@ -173,26 +173,20 @@ func inlineRuns(src string, st style, syn entitySyntax) string {
 // entities.
 const markdownV2Special = "_*[]()~`>#+-=|{}.!\\"
 
+// markdownV2Marks open and close each style's entity in MarkdownV2; an
+// entity without a style is a link.
+var markdownV2Marks = map[style]string{bold: "*", italic: "_", strike: "~"}
+
 var markdownV2Syntax = entitySyntax{
 	open: func(e entity) string {
-		switch e.st {
-		case bold:
-			return "*"
-		case italic:
-			return "_"
-		case strike:
-			return "~"
+		if m, ok := markdownV2Marks[e.st]; ok {
+			return m
 		}
 		return "["
 	},
 	close: func(e entity) string {
-		switch e.st {
-		case bold:
-			return "*"
-		case italic:
-			return "_"
-		case strike:
-			return "~"
+		if m, ok := markdownV2Marks[e.st]; ok {
+			return m
 		}
 		return "](" + escapeMarkdownV2(e.url, ")\\") + ")"
 	},
@@ -221,26 +215,20 @@ func escapeMarkdownV2(s, special string) string {
 	return b.String()
 }
 
+// telegramHTMLTags are the tags of each style's entity in Telegram's
+// HTML; an entity without a style is a link.
+var telegramHTMLTags = map[style]string{bold: "b", italic: "i", strike: "s"}
+
 var telegramHTMLSyntax = entitySyntax{
 	open: func(e entity) string {
-		switch e.st {
-		case bold:
-			return "<b>"
-		case italic:
-			return "<i>"
-		case strike:
-			return "<s>"
+		if tag, ok := telegramHTMLTags[e.st]; ok {
+			return "<" + tag + ">"
 		}
 		return `<a href="` + escapeHTML(e.url) + `">`
 	},
 	close: func(e entity) string {
-		switch e.st {
-		case bold:
-			return "</b>"
-		case italic:
-			return "</i>"
-		case strike:
-			return "</s>"
+		if tag, ok := telegramHTMLTags[e.st]; ok {
+			return "</" + tag + ">"
 		}
 		return "</a>"
 	},

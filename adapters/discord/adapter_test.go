@@ -15,6 +15,7 @@ import (
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/internal/testkit/discordfake"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -109,15 +110,7 @@ func start(t *testing.T, s setup) *harness {
 	if s.noRun {
 		return h
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx, h.inbox) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v, want nil after the context ended", err)
-		}
-	})
+	testkit.Run(t, func(ctx context.Context) error { return a.Run(ctx, h.inbox) })
 	fake.Wait("the gateway session", fake.Connected)
 	return h
 }
@@ -488,14 +481,8 @@ func TestOpenIsRetriedWithBackoff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx, newInbox()) }()
+	testkit.Run(t, func(ctx context.Context) error { return a.Run(ctx, newInbox()) })
 	fake.Wait("the gateway session", fake.Connected)
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run = %v, want nil", err)
-	}
 	if n := len(fake.Calls(discordfake.RouteGateway)); n != 4 {
 		t.Errorf("gateway lookups = %d, want 3 failed and 1 good", n)
 	}

@@ -20,19 +20,18 @@ func (a *Adapter) registerCommands(ctx context.Context) {
 		return
 	}
 	guild := a.opts.Config.GuildID
-	wait := a.opts.RetryMin
-	for {
+	for fails := 1; ; fails++ {
 		_, app := a.ids()
 		_, err := a.rest.ApplicationCommandBulkOverwrite(app, guild, cmds, discordgo.WithContext(ctx))
 		if err == nil {
 			a.log.Info("registered the application commands", "commands", len(cmds), "guild", guild)
 			return
 		}
+		wait := a.retry.Wait(fails)
 		a.log.Warn("could not register the application commands; retrying", "err", err, "in", wait)
-		if !sleep(ctx, wait) {
+		if !adapters.Sleep(ctx, wait) {
 			return
 		}
-		wait = min(2*wait, a.opts.RetryMax)
 	}
 }
 

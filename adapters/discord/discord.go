@@ -60,6 +60,7 @@ type Adapter struct {
 	clock   clock.Clock
 	token   string // the bot token with its "Bot " prefix, as discordgo sends it
 	lease   string // Exclusive's name
+	retry   adapters.Backoff
 	client  *http.Client
 	rest    *discordgo.Session // REST only; Run opens a gateway session of its own
 	sent    *progress
@@ -94,20 +95,15 @@ func New(opts Options) (*Adapter, error) {
 		return nil, errs.E(op, errs.Invalid, "platforms.discord.group_trigger %q is neither %q nor %q",
 			opts.Config.GroupTrigger, config.TriggerMention, config.TriggerAll)
 	}
-	switch opts.GroupSessions {
-	case "", adapters.ScopeAuto, adapters.ScopeShared, adapters.ScopePerUser:
-	default:
-		return nil, errs.E(op, errs.Invalid, "group sessions %q is not auto, shared or per_user", opts.GroupSessions)
-	}
-	client, err := newClient(opts.HTTPClient, opts.Config.APIURL)
+	common, err := adapters.Common{Access: opts.Access, Scope: opts.GroupSessions, Log: opts.Logger, Clock: opts.Clock}.
+		Complete(Platform, opts.Config.AllowedUsers)
 	if err != nil {
 		return nil, errs.Wrap(op, errs.Invalid, err)
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.Clock == nil {
-		opts.Clock = clock.Real{}
+	opts.GroupSessions, opts.Clock = common.Scope, common.Clock
+	client, err := newClient(opts.HTTPClient, opts.Config.APIURL)
+	if err != nil {
+		return nil, errs.Wrap(op, errs.Invalid, err)
 	}
 	if opts.RetryMin <= 0 {
 		opts.RetryMin = time.Second
@@ -117,7 +113,7 @@ func New(opts Options) (*Adapter, error) {
 	}
 
 	a := &Adapter{
-		opts: opts, log: opts.Logger.With("platform", Platform), clock: opts.Clock,
+		opts: opts, log: common.Log, clock: common.Clock, retry: adapters.Backoff{Min: opts.RetryMin, Max: opts.RetryMax},
 		token: "Bot " + token, client: client, sent: newProgress(), threads: newThreadCache(),
 	}
 	a.botID = botIDFromToken(token)

@@ -28,11 +28,14 @@ const intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages |
 const deferWithin = 2500 * time.Millisecond
 
 // deliverTimeout bounds one Deliver; deliverAttempts is how often a
-// failed one is tried, since Discord does not send a gateway event again.
+// failed one is tried, since Discord does not send a gateway event again,
+// spaced by deliverRetry.
 const (
 	deliverTimeout  = 10 * time.Second
 	deliverAttempts = 4
 )
+
+var deliverRetry = adapters.Backoff{Min: 200 * time.Millisecond, Max: 2 * time.Second}
 
 // Run holds the gateway connection until ctx ends: it opens it (again
 // and again with backoff while that fails), registers the application
@@ -86,8 +89,7 @@ func (a *Adapter) Run(ctx context.Context, inbox adapters.Inbox) error {
 // open opens gw, retrying with backoff until it works, ctx ends (false,
 // nil) or Discord refuses the configuration (false, the error).
 func (a *Adapter) open(ctx context.Context, gw *discordgo.Session) (bool, error) {
-	wait := a.opts.RetryMin
-	for {
+	for fails := 1; ; fails++ {
 		err := gw.Open()
 		if errors.Is(err, discordgo.ErrWSAlreadyOpen) {
 			// A stale disconnect signal (two closes of one connection).
@@ -104,11 +106,11 @@ func (a *Adapter) open(ctx context.Context, gw *discordgo.Session) (bool, error)
 			a.log.Error("Discord refused the bot's configuration", "err", fatal)
 			return false, fatal
 		}
+		wait := a.retry.Wait(fails)
 		a.log.Warn("could not open the Discord gateway; retrying", "err", err, "in", wait)
-		if !sleep(ctx, wait) {
+		if !adapters.Sleep(ctx, wait) {
 			return false, nil
 		}
-		wait = min(2*wait, a.opts.RetryMax)
 	}
 }
 
@@ -130,18 +132,6 @@ func refused(err error) error {
 		}
 	}
 	return nil
-}
-
-// sleep waits d or until ctx ends; false when ctx ended.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // listener handles one Run's gateway events. With SyncEvents its methods
@@ -186,11 +176,7 @@ func (l *listener) event(_ *discordgo.Session, e *discordgo.Event) {
 
 func (l *listener) env() env {
 	bot, _ := l.a.ids()
-	scope := l.a.opts.GroupSessions
-	if scope == "" {
-		scope = adapters.ScopeAuto
-	}
-	return env{botID: bot, trigger: l.a.opts.Config.GroupTrigger, scope: scope, threadParent: l.threadParent}
+	return env{botID: bot, trigger: l.a.opts.Config.GroupTrigger, scope: l.a.opts.GroupSessions, threadParent: l.threadParent}
 }
 
 func (l *listener) message(raw []byte) {
@@ -244,7 +230,6 @@ func (l *listener) interaction(raw []byte) {
 // still delivered (it came over this connection only); the dedupe key
 // keeps a replay from making a second turn.
 func (l *listener) deliver(in sessions.Inbound) {
-	wait := 200 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), deliverTimeout)
 		err := l.inbox.Deliver(ctx, in)
@@ -256,9 +241,9 @@ func (l *listener) deliver(in sessions.Inbound) {
 			l.a.log.Error("could not queue a Discord message; it is dropped", "conv", in.Conv, "sender", in.Sender, "err", err)
 			return
 		}
+		wait := deliverRetry.Wait(attempt)
 		l.a.log.Warn("could not queue a Discord message; retrying", "conv", in.Conv, "err", err, "in", wait)
 		time.Sleep(wait) // on the read goroutine on purpose: later events wait their turn
-		wait *= 2
 	}
 }
 

@@ -85,7 +85,7 @@ func TestEventsAPIDeliversAndRepliesInTheThread(t *testing.T) {
 			if status != http.StatusOK {
 				t.Fatalf("status %d; want 200", status)
 			}
-			got := f.inbox.all()
+			got := f.inbox.All()
 			if len(got) != 1 {
 				t.Fatalf("delivered %d inbounds; want 1", len(got))
 			}
@@ -175,7 +175,7 @@ func TestEventsAPIRetryIsTheSameMessage(t *testing.T) {
 	if status, _ := post(t, signedEvent(srv.URL, twin)); status != http.StatusOK {
 		t.Fatalf("app_mention twin: status %d; want 200", status)
 	}
-	got := f.inbox.all()
+	got := f.inbox.All()
 	if len(got) != 3 {
 		t.Fatalf("Deliver took %d inbounds; want 3 (the router dedupes them)", len(got))
 	}
@@ -198,7 +198,7 @@ func TestEventsAPIAnswersURLVerification(t *testing.T) {
 		got.Challenge != "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P" {
 		t.Fatalf("status %d body %q; want 200 with the challenge", status, body)
 	}
-	if n := len(f.inbox.all()); n != 0 {
+	if n := len(f.inbox.All()); n != 0 {
 		t.Errorf("delivered %d inbounds for a url_verification", n)
 	}
 }
@@ -219,7 +219,7 @@ func TestEventsAPIFailedDeliveryAsksSlackToRetry(t *testing.T) {
 	if status, _ := post(t, retry); status != http.StatusOK {
 		t.Fatalf("status %d on the retry; want 200", status)
 	}
-	if got := f.inbox.all(); len(got) != 1 || got[0].Text != "hi" {
+	if got := f.inbox.All(); len(got) != 1 || got[0].Text != "hi" {
 		t.Errorf("delivered %+v; want the retried message", got)
 	}
 }
@@ -240,7 +240,7 @@ func TestEventsAPIRefusedUserGetsNothing(t *testing.T) {
 	if status, _ := post(t, slackfake.SignedRequest(srv.URL+CommandsPath, slackfake.SigningSecret, time.Now(), formType, []byte(form.Encode()))); status != http.StatusOK {
 		t.Fatalf("slash command status %d; want 200", status)
 	}
-	if got := f.inbox.all(); len(got) != 0 {
+	if got := f.inbox.All(); len(got) != 0 {
 		t.Errorf("delivered %+v from a refused user", got)
 	}
 	if n := strings.Count(f.logs.String(), "user_id="+mallory); n != 3 {
@@ -263,7 +263,7 @@ func TestSlashCommandOverHTTP(t *testing.T) {
 	if took := time.Since(start); status != http.StatusOK || body != "" || took >= 3*time.Second {
 		t.Fatalf("status %d body %q after %v; want an empty 200 within 3 s", status, body, took)
 	}
-	got := f.inbox.wait(t, 1)
+	got := f.inbox.Wait(t, 1)
 	want := sessions.Inbound{Conv: "slack:T0HERALD:C1:user:U0ALICE", Sender: alice,
 		MessageID: "13345224609.738474920.8088930838d88f008e0", Text: "/review the retry logic",
 		Meta: map[string]string{sessions.MetaTarget: "slack:T0HERALD:C1"}}

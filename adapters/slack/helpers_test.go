@@ -1,10 +1,8 @@
 package slack
 
 import (
-	"bytes"
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/internal/testkit/slackfake"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -27,39 +26,34 @@ const (
 )
 
 // inbox records what the adapter delivers. Deliver answers with fail
-// while it is set.
+// while it is set, and waits for its context to end while block is.
 type inbox struct {
-	mu      sync.Mutex
-	got     []sessions.Inbound
-	calls   int
-	fail    error
-	block   bool          // Deliver waits for its context to end
-	changed chan struct{} // closed and replaced on every Deliver
+	testkit.Recorder[sessions.Inbound]
+	mu    sync.Mutex
+	calls int
+	fail  error
+	block bool
 }
 
 var _ adapters.Inbox = (*inbox)(nil)
 
-func newInbox() *inbox { return &inbox{changed: make(chan struct{})} }
+func newInbox() *inbox { return &inbox{} }
 
 func (b *inbox) Deliver(ctx context.Context, in sessions.Inbound) error {
 	b.mu.Lock()
-	block := b.block
+	block, fail := b.block, b.fail
+	if !block {
+		b.calls++
+	}
 	b.mu.Unlock()
-	if block {
+	switch {
+	case block:
 		<-ctx.Done()
 		return ctx.Err()
+	case fail != nil:
+		return fail
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.calls++
-	defer func() {
-		close(b.changed)
-		b.changed = make(chan struct{})
-	}()
-	if b.fail != nil {
-		return b.fail
-	}
-	b.got = append(b.got, in)
+	b.Add(in)
 	return nil
 }
 
@@ -82,70 +76,25 @@ func (b *inbox) deliveries() int {
 	return b.calls
 }
 
-// all returns what was delivered so far.
-func (b *inbox) all() []sessions.Inbound {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]sessions.Inbound(nil), b.got...)
-}
-
-// wait waits until n inbounds were delivered and returns them.
-func (b *inbox) wait(t *testing.T, n int) []sessions.Inbound {
-	t.Helper()
-	deadline := time.NewTimer(waitTimeout)
-	defer deadline.Stop()
-	for {
-		b.mu.Lock()
-		got, changed := append([]sessions.Inbound(nil), b.got...), b.changed
-		b.mu.Unlock()
-		if len(got) >= n {
-			return got
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %d inbounds; have %d", n, len(got))
-		}
-	}
-}
-
-// logBuffer is a log sink tests read.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // fixture is an adapter talking to a fake Slack.
 type fixture struct {
 	fake  *slackfake.Server
 	a     *Adapter
 	inbox *inbox
-	logs  *logBuffer
+	logs  *testkit.LogBuffer
 }
 
 // newFixture builds an adapter against a fresh fake; socket selects
 // Socket Mode. alice is allow-listed.
 func newFixture(t *testing.T, socket bool, mod ...func(*Options)) *fixture {
 	t.Helper()
-	f := &fixture{fake: slackfake.New(t), inbox: newInbox(), logs: &logBuffer{}}
+	f := &fixture{fake: slackfake.New(t), inbox: newInbox(), logs: &testkit.LogBuffer{}}
 	cfg := config.Slack{BotToken: slackfake.BotToken, SigningSecret: slackfake.SigningSecret,
 		APIURL: f.fake.URL(), AllowedUsers: []string{alice}}
 	if socket {
 		cfg.AppToken = slackfake.AppToken
 	}
-	opts := Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	opts := Options{Config: cfg, Logger: f.logs.Logger()}
 	for _, m := range mod {
 		m(&opts)
 	}
@@ -161,20 +110,7 @@ func newFixture(t *testing.T, socket bool, mod ...func(*Options)) *fixture {
 // nil when its context ended.
 func (f *fixture) run(t *testing.T) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.a.Run(ctx, f.inbox) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run returned %v when its context ended; want nil", err)
-			}
-		case <-time.After(waitTimeout):
-			t.Errorf("Run did not return after its context ended")
-		}
-	})
+	testkit.Run(t, func(ctx context.Context) error { return f.a.Run(ctx, f.inbox) })
 }
 
 // events serves the adapter's Events API routes.

@@ -99,23 +99,13 @@ func New(opts Options) (*Adapter, error) {
 	case c.AppToken == "" && c.SigningSecret == "":
 		return nil, errs.E(op, errs.Invalid, "platforms.slack needs an app_token (Socket Mode) or a signing_secret (Events API)")
 	}
-	switch opts.GroupSessions {
-	case "":
-		opts.GroupSessions = adapters.ScopeAuto
-	case adapters.ScopeAuto, adapters.ScopeShared, adapters.ScopePerUser:
-	default:
-		return nil, errs.E(op, errs.Invalid, "unknown group session scope %q", opts.GroupSessions)
+	common, err := adapters.Common{Access: opts.Access, Scope: opts.GroupSessions, Log: opts.Logger, Clock: opts.Clock}.
+		Complete(Platform, c.AllowedUsers)
+	if err != nil {
+		return nil, errs.Wrap(op, errs.Invalid, err)
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.Access == nil {
-		opts.Access = adapters.NewAccess(Platform, c.AllowedUsers, false)
-	}
-	if opts.Clock == nil {
-		opts.Clock = clock.Real{}
-	}
-	lg := opts.Logger.With("platform", Platform)
+	opts.Access, opts.GroupSessions, opts.Clock = common.Access, common.Scope, common.Clock
+	lg := common.Log
 	apiOpts := []slackapi.Option{
 		// The SDK logs only in debug mode, which herald leaves off; this
 		// keeps anything it does log in herald's log.
@@ -179,7 +169,7 @@ func (a *Adapter) Run(ctx context.Context, inbox adapters.Inbox) error {
 // identify asks auth.test for the bot's ids, retrying with backoff until
 // Slack answers. Errors: Invalid when Slack rejects the bot token.
 func (a *Adapter) identify(ctx context.Context) error {
-	for attempt := 0; ; attempt++ {
+	for fails := 1; ; fails++ {
 		res, err := a.api.AuthTestContext(ctx)
 		if err == nil {
 			a.self.Store(&identity{UserID: res.UserID, BotID: res.BotID})
@@ -192,9 +182,9 @@ func (a *Adapter) identify(ctx context.Context) error {
 		if authRejected(err) {
 			return errs.E("slack.Run", errs.Invalid, "Slack rejected the bot token: %v", err)
 		}
-		wait := backoff(attempt)
+		wait := retry.Wait(fails)
 		a.log.Warn("auth.test failed; retrying", "err", err, "wait", wait)
-		if !sleep(ctx, wait) {
+		if !adapters.Sleep(ctx, wait) {
 			return nil
 		}
 	}
@@ -214,27 +204,8 @@ func authRejected(err error) bool {
 	return false
 }
 
-// backoff is the wait before the attempt-th retry (from 0) of a
-// connection: 1 s doubling to a minute.
-func backoff(attempt int) time.Duration {
-	const most = time.Minute
-	if attempt >= 6 {
-		return most
-	}
-	return min(time.Second<<attempt, most)
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
+// retry spaces the attempts to reach Slack: 1 s doubling to a minute.
+var retry = adapters.Backoff{Min: time.Second, Max: time.Minute}
 
 // slogWriter carries the SDK's log lines into herald's log.
 type slogWriter struct{ log *slog.Logger }

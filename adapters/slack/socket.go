@@ -19,7 +19,7 @@ import (
 // a backoff of its own, unless Slack rejected the app token.
 func (a *Adapter) runSocket(ctx context.Context, inbox adapters.Inbox) error {
 	sm := socketmode.New(a.api, socketmode.OptionLog(log.New(slogWriter{a.log}, "", 0)))
-	for attempt := 0; ; attempt++ {
+	for fails := 1; ; fails++ {
 		done := make(chan error, 1)
 		go func() { done <- sm.RunContext(ctx) }()
 		err := a.serveSocket(ctx, sm, inbox, done)
@@ -29,9 +29,9 @@ func (a *Adapter) runSocket(ctx context.Context, inbox adapters.Inbox) error {
 		if appTokenRejected(err) {
 			return errs.E("slack.Run", errs.Invalid, "Slack rejected the app token: %v", err)
 		}
-		wait := backoff(attempt)
+		wait := retry.Wait(fails)
 		a.log.Warn("Socket Mode stopped; reconnecting", "err", err, "wait", wait)
-		if !sleep(ctx, wait) {
+		if !adapters.Sleep(ctx, wait) {
 			return nil
 		}
 	}

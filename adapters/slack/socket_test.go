@@ -18,7 +18,7 @@ func TestSocketModeDeliversThenAcks(t *testing.T) {
 		slackfake.EventCallback(team, "Ev1", mention(alice, "C1", "1700000200.000100", "", "<@U0HERALDBOT> status of the deploy?")))
 	ack := f.fake.WaitAck(id)
 	// Deliver returned before the ack was sent.
-	got := f.inbox.all()
+	got := f.inbox.All()
 	if len(got) != 1 {
 		t.Fatalf("when the ack came, %d inbounds were delivered; want 1", len(got))
 	}
@@ -71,7 +71,7 @@ func TestSocketModeSlashCommandIsAckedThenDelivered(t *testing.T) {
 	if took := time.Since(start); took >= 3*time.Second || len(ack.Payload) != 0 {
 		t.Errorf("acked after %v with %s; want an empty ack within 3 s", took, ack.Payload)
 	}
-	got := f.inbox.wait(t, 1)
+	got := f.inbox.Wait(t, 1)
 	if got[0].Text != "/agents" || got[0].MessageID != "t-agents-1" || got[0].Conv != "slack:T0HERALD:C1:user:U0ALICE" {
 		t.Errorf("delivered %+v", got[0])
 	}
@@ -98,7 +98,7 @@ func TestSocketModeReconnectsWhenSlackAsks(t *testing.T) {
 	f.fake.Queue(slackfake.EnvelopeDisconnect, nil)
 	f.fake.WaitConnections(2)
 	f.fake.WaitAck(f.fake.Queue(slackfake.EnvelopeEventsAPI, slackfake.EventCallback(team, "Ev1", dm(alice, "D1", "1.1", "", "still there?"))))
-	if got := f.inbox.all(); len(got) != 1 || got[0].Text != "still there?" {
+	if got := f.inbox.All(); len(got) != 1 || got[0].Text != "still there?" {
 		t.Errorf("delivered %+v after the reconnect", got)
 	}
 }

@@ -68,7 +68,7 @@ func (a *Adapter) poll(ctx context.Context, inbox adapters.Inbox) error {
 			continue
 		}
 		fails++
-		wait := a.backoff(fails)
+		wait := a.retry.Wait(fails)
 		var ae *apiError
 		if errors.As(err, &ae) && ae.RetryAfter > 0 {
 			wait = ae.RetryAfter
@@ -82,7 +82,7 @@ func (a *Adapter) poll(ctx context.Context, inbox adapters.Inbox) error {
 		default:
 			log.Warn(what)
 		}
-		if !sleep(ctx, wait) {
+		if !adapters.Sleep(ctx, wait) {
 			return nil
 		}
 	}

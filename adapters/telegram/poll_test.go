@@ -20,7 +20,7 @@ func TestPollingRecoversFromGetUpdatesFailures(t *testing.T) {
 	in := newInbox()
 	run(t, newAdapter(t, options(fake)), in)
 
-	got := in.wait(t, 1)
+	got := in.Wait(t, 1)
 	fake.WaitConfirmed(u.ID)
 	if got[0].Text != "still there?" {
 		t.Errorf("delivered %q", got[0].Text)
@@ -32,7 +32,7 @@ func TestPollingRecoversFromGetUpdatesFailures(t *testing.T) {
 	if len(statuses) < 6 || statuses[0] != 502 || statuses[3] != 500 || statuses[4] != 409 || statuses[5] != 200 {
 		t.Errorf("getUpdates answered %v, want 5 failures, then the poll going on", statuses)
 	}
-	if n := len(in.delivered()); n != 1 {
+	if n := len(in.All()); n != 1 {
 		t.Errorf("%d deliveries, want 1", n)
 	}
 }
@@ -55,7 +55,7 @@ func TestUndeliveredUpdateIsReceivedAgain(t *testing.T) {
 	}
 	run(t, newAdapter(t, options(fake)), in)
 
-	got := in.wait(t, 2)
+	got := in.Wait(t, 2)
 	fake.WaitConfirmed(next.ID)
 	if got[0].Text != "first" || got[1].Text != "second" {
 		t.Fatalf("delivered %q then %q, want first then second", got[0].Text, got[1].Text)
@@ -83,7 +83,7 @@ func TestInvalidInboundIsDroppedNotRetried(t *testing.T) {
 		return nil
 	}
 	run(t, newAdapter(t, options(fake)), in)
-	got := in.wait(t, 1)
+	got := in.Wait(t, 1)
 	fake.WaitConfirmed(bad.ID + 1)
 	if got[0].Text != "fine" || fake.Served(bad.ID) != 1 {
 		t.Errorf("delivered %q, bad update served %d times; want it dropped after one try", got[0].Text, fake.Served(bad.ID))
@@ -96,7 +96,7 @@ func TestOnePollerAtATime(t *testing.T) {
 	for range 5 {
 		fake.Queue(telegramfake.Incoming{From: 42, Text: "hi"})
 	}
-	in.wait(t, 5)
+	in.Wait(t, 5)
 	fake.WaitCalls("getUpdates", 3)
 	if n := fake.MaxConcurrentPolls(); n != 1 {
 		t.Errorf("%d getUpdates at once, want 1", n)
@@ -115,9 +115,9 @@ func TestUpdatesNotForHeraldAreConfirmed(t *testing.T) {
 	fake.QueueRaw(map[string]any{"message": "not an object"})
 	fake.QueueRaw(map[string]any{"callback_query": map[string]any{"id": "1"}})
 	last := fake.Queue(telegramfake.Incoming{From: 42, Text: "hi"})
-	got := in.wait(t, 1)
+	got := in.Wait(t, 1)
 	fake.WaitConfirmed(last.ID)
-	if len(in.delivered()) != 1 || got[0].Text != "hi" || fake.Served(first) != 1 {
-		t.Errorf("delivered %+v; first update served %d times, want once", in.delivered(), fake.Served(first))
+	if len(in.All()) != 1 || got[0].Text != "hi" || fake.Served(first) != 1 {
+		t.Errorf("delivered %+v; first update served %d times, want once", in.All(), fake.Served(first))
 	}
 }

@@ -86,9 +86,8 @@ type Adapter struct {
 	apiURL      string
 	bot         *bot.Bot
 	pollTimeout time.Duration
-	backoffMin  time.Duration
-	backoffMax  time.Duration
-	hookPath    string // the webhook route, in webhook mode
+	retry       adapters.Backoff // after failed Bot API calls while receiving
+	hookPath    string           // the webhook route, in webhook mode
 
 	self atomic.Pointer[identity] // from getMe; nil until it answered
 
@@ -127,36 +126,26 @@ func New(opts Options) (*Adapter, error) {
 	if cfg.GroupTrigger != config.TriggerMention && cfg.GroupTrigger != config.TriggerAll {
 		return nil, errs.E(op, errs.Invalid, "unknown platforms.telegram.group_trigger %q (mention or all)", cfg.GroupTrigger)
 	}
+	common, err := adapters.Common{Access: opts.Access, Scope: opts.GroupSessions, Log: opts.Logger, Clock: opts.Clock}.
+		Complete(Platform, cfg.AllowedUsers)
+	if err != nil {
+		return nil, errs.Wrap(op, errs.Invalid, err)
+	}
 	a := &Adapter{
 		cfg:         cfg,
-		access:      opts.Access,
-		scope:       opts.GroupSessions,
+		access:      common.Access,
+		scope:       common.Scope,
 		commands:    opts.Commands,
-		log:         opts.Logger,
-		clock:       opts.Clock,
+		log:         common.Log,
+		clock:       common.Clock,
 		client:      opts.HTTPClient,
 		apiURL:      strings.TrimRight(cfg.APIURL, "/"),
 		pollTimeout: orDefault(opts.PollTimeout, DefaultPollTimeout),
-		backoffMin:  orDefault(opts.BackoffMin, DefaultBackoffMin),
-		backoffMax:  orDefault(opts.BackoffMax, DefaultBackoffMax),
+		retry:       adapters.Backoff{Min: orDefault(opts.BackoffMin, DefaultBackoffMin), Max: orDefault(opts.BackoffMax, DefaultBackoffMax)},
 		progress:    map[string]*progress{},
 	}
-	a.backoffMax = max(a.backoffMax, a.backoffMin)
 	// getUpdates takes whole seconds, and 0 would not wait at all.
 	a.pollTimeout = max(a.pollTimeout, time.Second)
-	if a.access == nil {
-		a.access = adapters.NewAccess(Platform, cfg.AllowedUsers, false)
-	}
-	if a.scope == "" {
-		a.scope = adapters.ScopeAuto
-	}
-	if a.log == nil {
-		a.log = slog.Default()
-	}
-	a.log = a.log.With("platform", Platform)
-	if a.clock == nil {
-		a.clock = clock.Real{}
-	}
 	if a.client == nil {
 		// One timeout for every call, longer than a long poll's wait.
 		a.client = &http.Client{Timeout: a.pollTimeout + 30*time.Second}
@@ -250,13 +239,13 @@ func (a *Adapter) identify(ctx context.Context) (identity, bool) {
 		if ctx.Err() != nil {
 			return identity{}, false
 		}
-		wait := a.backoff(fails + 1)
+		wait := a.retry.Wait(fails + 1)
 		if errors.Is(err, bot.ErrorUnauthorized) || errors.Is(err, bot.ErrorNotFound) {
 			a.log.Error("Telegram refuses the bot token; check platforms.telegram.token", "err", a.redact(err), "retry_in", wait)
 		} else {
 			a.log.Warn("getMe failed; retrying", "err", a.redact(err), "retry_in", wait)
 		}
-		if !sleep(ctx, wait) {
+		if !adapters.Sleep(ctx, wait) {
 			return identity{}, false
 		}
 	}
@@ -276,25 +265,4 @@ func (a *Adapter) whoAmI(ctx context.Context) (identity, error) {
 	a.self.Store(&me)
 	a.log.Info("telegram bot identified", "bot_id", me.ID, "username", me.Username)
 	return me, nil
-}
-
-// backoff is the wait after the fails-th failure in a row.
-func (a *Adapter) backoff(fails int) time.Duration {
-	wait := a.backoffMin
-	for i := 1; i < fails && wait < a.backoffMax; i++ {
-		wait *= 2
-	}
-	return min(wait, a.backoffMax)
-}
-
-// sleep waits d; it reports false when ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

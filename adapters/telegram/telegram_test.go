@@ -12,6 +12,7 @@ import (
 	"github.com/heraldgw/herald/adapters/telegram"
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/internal/testkit/telegramfake"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -21,7 +22,7 @@ func TestDMIsDeliveredAndAnswered(t *testing.T) {
 	fake, a, in := polling(t, nil)
 	u := fake.Queue(telegramfake.Incoming{From: 42, Username: "ann", Text: "hello herald"})
 
-	got := in.wait(t, 1)[0]
+	got := in.Wait(t, 1)[0]
 	mid := strconv.Itoa(u.MessageID)
 	want := sessions.Inbound{
 		Conv:      "telegram:42",
@@ -65,7 +66,7 @@ func TestGroupMessagesNeedTheBot(t *testing.T) {
 	fake.Queue(telegramfake.Incoming{Chat: group, From: 42, Text: "/status@" + fake.BotName()})
 	last := fake.Queue(telegramfake.Incoming{Chat: group, Thread: 7, From: 42, Text: "/new"})
 
-	got := in.wait(t, 4)
+	got := in.Wait(t, 4)
 	fake.WaitConfirmed(last.ID)
 	var texts []string
 	for _, g := range got {
@@ -80,7 +81,7 @@ func TestGroupMessagesNeedTheBot(t *testing.T) {
 	if diff := cmp.Diff(want, texts); diff != "" {
 		t.Errorf("delivered (-want +got):\n%s", diff)
 	}
-	if n := len(in.delivered()); n != 4 {
+	if n := len(in.All()); n != 4 {
 		t.Errorf("%d delivered, want 4", n)
 	}
 }
@@ -91,26 +92,37 @@ func TestGroupTriggerAllTakesEveryMessage(t *testing.T) {
 		o.GroupSessions = adapters.ScopeShared
 	})
 	fake.Queue(telegramfake.Incoming{Chat: -5, ChatType: "group", From: 42, Text: "just chatting"})
-	got := in.wait(t, 1)[0]
+	got := in.Wait(t, 1)[0]
 	if got.Conv != "telegram:-5" || got.Text != "just chatting" || got.Meta[sessions.MetaTarget] != "" {
 		t.Errorf("got %+v, want the shared group conversation", got)
 	}
 }
 
 func TestRefusedSenderGetsNothing(t *testing.T) {
+	var logs testkit.LogBuffer
 	fake, _, in := polling(t, func(o *telegram.Options) {
 		o.Access = adapters.NewAccess(telegram.Platform, []string{"@ann"}, false)
+		o.Logger = logs.Logger()
 	})
 	refused := fake.Queue(telegramfake.Incoming{From: 99, Username: "mallory", Text: "let me in"})
 	fake.Queue(telegramfake.Incoming{From: 42, Username: "Ann", Text: "hi"})
 
-	got := in.wait(t, 1)
+	got := in.Wait(t, 1)
 	fake.WaitConfirmed(refused.ID + 1)
-	if len(in.delivered()) != 1 || got[0].Sender != "42" {
-		t.Errorf("delivered %+v, want only ann's message", in.delivered())
+	if len(in.All()) != 1 || got[0].Sender != "42" {
+		t.Errorf("delivered %+v, want only ann's message", in.All())
 	}
 	if fake.Served(refused.ID) == 0 {
 		t.Error("the refused update was never received")
+	}
+	var refusals []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "refused a sender") {
+			refusals = append(refusals, line)
+		}
+	}
+	if len(refusals) != 1 || !strings.Contains(refusals[0], "user_name=mallory") || strings.Count(refusals[0], "platform=telegram") != 1 {
+		t.Errorf("refusals logged: %q; want mallory's, naming the platform once", refusals)
 	}
 }
 
@@ -140,7 +152,7 @@ func TestGetMeIsRetriedBeforePolling(t *testing.T) {
 	run(t, a, in)
 	fake.Queue(telegramfake.Incoming{Chat: -7, From: 42, Text: "@" + fake.BotName() + " hi"})
 
-	if got := in.wait(t, 1)[0]; got.Text != "hi" {
+	if got := in.Wait(t, 1)[0]; got.Text != "hi" {
 		t.Errorf("text %q, want the mention dropped", got.Text)
 	}
 	calls := fake.Calls("getMe", "getUpdates")

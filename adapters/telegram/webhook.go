@@ -78,9 +78,9 @@ func (a *Adapter) setWebhook(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		wait := a.backoff(fails)
+		wait := a.retry.Wait(fails)
 		a.log.Warn("setWebhook failed; retrying", "err", a.redact(err), "retry_in", wait)
-		if !sleep(ctx, wait) {
+		if !adapters.Sleep(ctx, wait) {
 			return
 		}
 	}

@@ -64,14 +64,14 @@ func TestWebhookNeedsTheSecret(t *testing.T) {
 			t.Errorf("secret %q: status %d, want 401", header, status)
 		}
 	}
-	if got := in.delivered(); len(got) != 0 {
+	if got := in.All(); len(got) != 0 {
 		t.Fatalf("delivered %+v without the secret", got)
 	}
 	status, err := fake.PushWebhook(context.Background(), u)
 	if err != nil || status != http.StatusOK {
 		t.Fatalf("push: %d %v, want 200", status, err)
 	}
-	if got := in.delivered(); len(got) != 1 || got[0].Text != "hi" || got[0].Conv != "telegram:42" {
+	if got := in.All(); len(got) != 1 || got[0].Text != "hi" || got[0].Conv != "telegram:42" {
 		t.Errorf("delivered %+v, want the message", got)
 	}
 	if len(fake.Calls("getUpdates")) != 0 {
@@ -95,7 +95,7 @@ func TestWebhookAnswersFailureUntilDelivered(t *testing.T) {
 	if status, _ := fake.PushWebhook(context.Background(), u); status != http.StatusOK {
 		t.Fatalf("retry answered %d", status)
 	}
-	if got := in.delivered(); len(got) != 1 || got[0].MessageID != "42:"+strconv.Itoa(u.MessageID) {
+	if got := in.All(); len(got) != 1 || got[0].MessageID != "42:"+strconv.Itoa(u.MessageID) {
 		t.Errorf("delivered %+v", got)
 	}
 }
@@ -109,7 +109,7 @@ func TestWebhookSkipsWhatIsNotForHerald(t *testing.T) {
 			t.Errorf("status %d, want 200 for an update that is not for herald", status)
 		}
 	}
-	if got := in.delivered(); len(got) != 0 {
+	if got := in.All(); len(got) != 0 {
 		t.Errorf("delivered %+v", got)
 	}
 }
