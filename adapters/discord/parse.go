@@ -180,10 +180,13 @@ func stripMention(text, botID string) (string, bool) {
 	for _, m := range []string{"<@" + botID + ">", "<@!" + botID + ">"} {
 		if strings.Contains(text, m) {
 			found = true
-			text = strings.ReplaceAll(text, m, " ")
+			// The mention goes with one space after it; the rest of the
+			// text, line breaks and code blocks included, stays as
+			// written.
+			text = strings.ReplaceAll(strings.ReplaceAll(text, m+" ", ""), m, "")
 		}
 	}
-	return strings.Join(strings.Fields(text), " "), found
+	return strings.TrimSpace(text), found
 }
 
 // commandName reports whether s is an application command name herald

@@ -117,11 +117,11 @@ func TestParseMessage(t *testing.T) {
 			want: sessions.Inbound{Conv: "discord:dm:" + testChannel, Sender: testUser, MessageID: testMsg, Text: "hello herald"},
 		},
 		{
-			desc: "a guild message that mentions the bot is taken without the mention, per user outside threads",
-			raw:  guildMessage(mention + " review   this"),
+			desc: "a guild message that mentions the bot is taken without the mention, its layout kept, per user outside threads",
+			raw:  guildMessage(mention + " review   this\n```go\nx  :=  1\n```"),
 			want: sessions.Inbound{
 				Conv: "discord:" + testGuild + ":" + testChannel + ":user:" + testUser, Sender: testUser, MessageID: testMsg,
-				Text: "review this", Meta: map[string]string{sessions.MetaTarget: "discord:" + testGuild + ":" + testChannel},
+				Text: "review   this\n```go\nx  :=  1\n```", Meta: map[string]string{sessions.MetaTarget: "discord:" + testGuild + ":" + testChannel},
 			},
 		},
 		{
