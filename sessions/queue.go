@@ -169,6 +169,13 @@ type Store interface {
 	// ready.
 	Claim(ctx context.Context, worker string, ttl time.Duration) (*Turn, error)
 
+	// ClaimMany is Claim made up to n times in one call to the store: it
+	// returns the turns of up to n conversations, those ready longest
+	// first, each leased for ttl as Claim leases one, and none when
+	// nothing is ready. A worker with n turns free claims a backlog with
+	// one call instead of n.
+	ClaimMany(ctx context.Context, worker string, n int, ttl time.Duration) ([]*Turn, error)
+
 	// Next returns the held conversation's next entry, as Claim orders
 	// them, or nil when its queue is empty.
 	Next(ctx context.Context, l Lease) (*Entry, error)

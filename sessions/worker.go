@@ -326,12 +326,12 @@ func (w *TurnWorker) HandleSignal(s Signal) {
 	}
 }
 
-// maxClaimBurst bounds the claims the loop makes at once. While claims
-// keep finding work it makes more at a time, so a backlog of thousands
-// of ready conversations is leased in a fraction of a second instead of
-// one store round trip after another; an idle store sees one claim per
-// poll.
-const maxClaimBurst = 32
+// maxClaimBurst bounds the turns one claim of the loop takes
+// (ClaimMany). While claims keep finding work the loop asks for more at
+// a time, so a backlog of thousands of ready conversations is leased in
+// a few dozen store calls instead of one after another; an idle store
+// sees one claim per poll.
+const maxClaimBurst = 64
 
 // claimLoop is the one loop that claims conversations. It takes a slot
 // before each claim, so it never holds more leases than it can run.
@@ -394,41 +394,31 @@ func (w *TurnWorker) trySlot() bool {
 	}
 }
 
-// claimSome makes n claims at once, holding n slots, and starts a turn
-// for each that found work; the slots of the others are given back. It
-// returns how many turns started and one of the errors.
+// claimSome claims up to n turns in one call, holding n slots, and
+// starts a turn for each it got; the other slots are given back. It
+// returns how many turns started and the claim's error.
 func (w *TurnWorker) claimSome(n int) (int, error) {
-	turns := make([]*Turn, n)
-	errList := make([]error, n)
-	if n == 1 {
-		turns[0], errList[0] = w.store.Claim(w.hard, w.name, w.ttl)
-	} else {
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() { turns[i], errList[i] = w.store.Claim(w.hard, w.name, w.ttl) })
-		}
-		wg.Wait()
-	}
+	turns, err := w.store.ClaimMany(w.hard, w.name, n, w.ttl)
 	found := 0
-	var firstErr error
-	for i, turn := range turns {
-		if firstErr == nil {
-			firstErr = errList[i]
-		}
-		if turn == nil {
-			<-w.slots
+	for _, turn := range turns {
+		switch {
+		case turn == nil:
 			continue
-		}
-		if w.stoppingNow() {
+		case found == n:
+			w.handBack(turn.Lease, "the store returned more turns than asked for")
+			continue
+		case w.stoppingNow():
 			w.handBack(turn.Lease, "the worker stopped while claiming")
-			<-w.slots
 			continue
 		}
 		found++
 		w.turns.Add(1)
 		go w.runTurn(turn)
 	}
-	return found, firstErr
+	for range n - found {
+		<-w.slots
+	}
+	return found, err
 }
 
 func (w *TurnWorker) stoppingNow() bool {

@@ -715,6 +715,14 @@ func (s *flakyStore) Claim(ctx context.Context, worker string, ttl time.Duration
 	return withoutHistory(s.Store.Claim(ctx, worker, ttl))
 }
 
+func (s *flakyStore) ClaimMany(ctx context.Context, worker string, n int, ttl time.Duration) ([]*sessions.Turn, error) {
+	turns, err := s.Store.ClaimMany(ctx, worker, n, ttl)
+	for _, turn := range turns {
+		_, _ = withoutHistory(turn, nil)
+	}
+	return turns, err
+}
+
 func (s *flakyStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
 	return withoutHistory(s.Store.FinishAndClaim(ctx, l, f, worker, ttl))
 }

@@ -46,16 +46,42 @@ func (s *sessionStore) Append(ctx context.Context, in sessions.Inbound) (session
 }
 
 func (s *sessionStore) Claim(ctx context.Context, worker string, ttl time.Duration) (*sessions.Turn, error) {
-	const op = "redis.Claim"
+	turns, err := s.claim(ctx, "redis.Claim", worker, 1, ttl)
+	if err != nil || len(turns) == 0 {
+		return nil, err
+	}
+	return turns[0], nil
+}
+
+func (s *sessionStore) ClaimMany(ctx context.Context, worker string, n int, ttl time.Duration) ([]*sessions.Turn, error) {
+	return s.claim(ctx, "redis.ClaimMany", worker, n, ttl)
+}
+
+// claim runs the claim script for up to n turns.
+func (s *sessionStore) claim(ctx context.Context, op, worker string, n int, ttl time.Duration) ([]*sessions.Turn, error) {
+	if n <= 0 {
+		return nil, s.db.check(op)
+	}
 	if ttl <= 0 {
 		ttl = sessions.DefaultLeaseTTL
 	}
 	v, err := s.db.run(ctx, op, scriptClaim, []string{s.db.readyKey()},
-		s.db.prefix, worker, durMS(ttl), s.db.nowArg())
+		s.db.prefix, worker, durMS(ttl), s.db.nowArg(), n)
 	if err != nil || len(v) == 0 {
 		return nil, err
 	}
-	return decodeTurn(op, worker, v)
+	if len(v)%turnItems != 0 || len(v)/turnItems > n {
+		return nil, errs.E(op, errs.Internal, "unexpected claim reply of %d items", len(v))
+	}
+	turns := make([]*sessions.Turn, 0, len(v)/turnItems)
+	for i := 0; i < len(v); i += turnItems {
+		turn, err := decodeTurn(op, worker, v[i:i+turnItems])
+		if err != nil {
+			return nil, err
+		}
+		turns = append(turns, turn)
+	}
+	return turns, nil
 }
 
 func (s *sessionStore) Next(ctx context.Context, l sessions.Lease) (*sessions.Entry, error) {
@@ -301,11 +327,14 @@ func absorbedIDs(op string, f sessions.Finish) ([]string, error) {
 	return ids, nil
 }
 
+// turnItems is how many items of a script's reply make one claimed turn.
+const turnItems = 8
+
 // decodeTurn reads a claim's reply: {conversation tag, lease token,
 // expires ms, entry id, data, enqueued ms, deliveries, {encoded history
 // message, …}}.
 func decodeTurn(op, worker string, v []any) (*sessions.Turn, error) {
-	if len(v) != 8 {
+	if len(v) != turnItems {
 		return nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
 	}
 	hist, ok := v[7].([]any)

@@ -161,9 +161,21 @@ func (s *sessionStore) Append(ctx context.Context, in sessions.Inbound) (session
 }
 
 func (s *sessionStore) Claim(ctx context.Context, worker string, ttl time.Duration) (*sessions.Turn, error) {
-	const op = "sqlite.Claim"
+	turns, err := s.claim(ctx, "sqlite.Claim", worker, 1, ttl)
+	if err != nil || len(turns) == 0 {
+		return nil, err
+	}
+	return turns[0], nil
+}
+
+func (s *sessionStore) ClaimMany(ctx context.Context, worker string, n int, ttl time.Duration) ([]*sessions.Turn, error) {
+	return s.claim(ctx, "sqlite.ClaimMany", worker, n, ttl)
+}
+
+// claim claims up to n turns in one write transaction.
+func (s *sessionStore) claim(ctx context.Context, op, worker string, n int, ttl time.Duration) ([]*sessions.Turn, error) {
 	d := s.d
-	if err := d.check(ctx, op); err != nil {
+	if err := d.check(ctx, op); err != nil || n <= 0 {
 		return nil, err
 	}
 	if ttl <= 0 {
@@ -179,17 +191,25 @@ func (s *sessionStore) Claim(ctx context.Context, worker string, ttl time.Durati
 	case err != nil:
 		return nil, d.fail(op, err)
 	}
-	var turn *sessions.Turn
+	var turns []*sessions.Turn
 	err := d.w.do(ctx, op, bookkeeping, func(t *tx) error {
-		var err error
-		turn, err = claimIn(t, d, op, worker, ttl)
-		return err
+		turns = turns[:0]
+		for range n {
+			turn, err := claimIn(t, d, op, worker, ttl)
+			if err != nil || turn == nil {
+				return err
+			}
+			turns = append(turns, turn)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, d.fail(op, err)
 	}
-	d.withHistory(ctx, turn)
-	return turn, nil
+	for _, turn := range turns {
+		d.withHistory(ctx, turn)
+	}
+	return turns, nil
 }
 
 // withHistory reads the claimed conversation's history into turn from

@@ -164,6 +164,25 @@ func (f *fixture) claim(worker string) *sessions.Turn {
 	return turn
 }
 
+// claimMany claims up to n turns for worker.
+func (f *fixture) claimMany(worker string, n int) []*sessions.Turn {
+	f.t.Helper()
+	turns, err := f.ss.ClaimMany(f.ctx, worker, n, ttl)
+	if err != nil {
+		f.t.Fatalf("ClaimMany(%s, %d): %v", worker, n, err)
+	}
+	return turns
+}
+
+// convTexts names each turn as conversation/entry text.
+func convTexts(turns []*sessions.Turn) []string {
+	out := make([]string, len(turns))
+	for i, turn := range turns {
+		out[i] = turn.Lease.Conv + "/" + turn.Entry.Text
+	}
+	return out
+}
+
 // mustClaim claims and fails the case when nothing is ready.
 func (f *fixture) mustClaim(worker string) *sessions.Turn {
 	f.t.Helper()

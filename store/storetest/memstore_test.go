@@ -200,6 +200,22 @@ func (m memSessions) Claim(ctx context.Context, worker string, ttl time.Duration
 	return m.claim(worker, ttl), nil
 }
 
+func (m memSessions) ClaimMany(ctx context.Context, worker string, n int, ttl time.Duration) ([]*sessions.Turn, error) {
+	if err := m.s.lock("mem.ClaimMany"); err != nil {
+		return nil, err
+	}
+	defer m.s.data.mu.Unlock()
+	var turns []*sessions.Turn
+	for range n {
+		turn := m.claim(worker, ttl)
+		if turn == nil {
+			break
+		}
+		turns = append(turns, turn)
+	}
+	return turns, nil
+}
+
 // claim is Claim under the lock.
 func (m memSessions) claim(worker string, ttl time.Duration) *sessions.Turn {
 	now := m.s.clk.Now()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
 )
 
@@ -19,6 +20,50 @@ func runReady(t *testing.T, b Backend) {
 		if turn != nil || err != nil {
 			t.Errorf("Claim = %+v, %v; want nil, nil", turn, err)
 		}
+	})
+
+	t.Run("claim many takes up to n, ready longest first, each a lease of its own", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		f.appendAll(user("a", "1"), user("b", "1"), user("a", "2"), user("c", "1"))
+		claimedAt := f.clk.Now()
+		turns := f.claimMany("w1", 2)
+		if d := cmp.Diff([]string{"a/1", "b/1"}, convTexts(turns)); d != "" {
+			t.Fatalf("ClaimMany(2) (-want +got):\n%s", d)
+		}
+		for _, turn := range turns {
+			if turn.Lease.Worker != "w1" || turn.Lease.Token <= 0 || !turn.Lease.Expires.Equal(claimedAt.Add(ttl)) ||
+				turn.Entry.Deliveries != 1 || !turn.HistoryRead {
+				t.Errorf("%s's turn: lease %+v, deliveries %d, history read %v; want w1's until now+ttl, first delivery, history read",
+					turn.Lease.Conv, turn.Lease, turn.Entry.Deliveries, turn.HistoryRead)
+			}
+		}
+		// a and b are held: only c is left.
+		f.clk.Advance(tick)
+		if d := cmp.Diff([]string{"c/1"}, convTexts(f.claimMany("w2", 5))); d != "" {
+			t.Errorf("ClaimMany(5) with one ready (-want +got):\n%s", d)
+		}
+		if more := f.claimMany("w3", 5); len(more) != 0 {
+			t.Errorf("ClaimMany with nothing ready = %q, want none", convTexts(more))
+		}
+		if none := f.claimMany("w3", 0); len(none) != 0 {
+			t.Errorf("ClaimMany(0) = %q, want none", convTexts(none))
+		}
+		// b's holder finishes with a release and b gets a new entry, then
+		// the leases of a and c run out: b is ready first, then a and c
+		// in the order their leases ran out.
+		f.finish(turns[1].Lease, sessions.Finish{EntryID: turns[1].Entry.ID, Release: true})
+		f.append(user("b", "2"))
+		f.clk.Advance(ttl + time.Second)
+		again := f.claimMany("w4", 5)
+		if d := cmp.Diff([]string{"b/2", "a/1", "c/1"}, convTexts(again)); d != "" {
+			t.Fatalf("ClaimMany after a release and two expiries (-want +got):\n%s", d)
+		}
+		if again[1].Entry.Deliveries != 2 || again[1].Lease.Token <= turns[0].Lease.Token {
+			t.Errorf("a taken over: deliveries %d, token %d after %d; want the second delivery under a new token",
+				again[1].Entry.Deliveries, again[1].Lease.Token, turns[0].Lease.Token)
+		}
+		_, err := f.ss.Next(f.ctx, turns[0].Lease)
+		wantCode(t, "Next under the expired lease", err, errs.LeaseLost)
 	})
 
 	t.Run("append makes an unleased conversation claimable", func(t *testing.T) {

@@ -1,17 +1,26 @@
--- claim leases the conversation that has been ready longest and returns its
--- next entry.
+-- claim leases the conversations that have been ready longest, up to max
+-- of them, and returns the next entry of each.
 -- KEYS[1] ready sorted set (member: conversation tag, score: when a claim
 --   may take it)
 -- ARGV[1] key prefix
 -- ARGV[2] worker name
 -- ARGV[3] lease ttl in ms
 -- ARGV[4] now in ms, or '' for the server's time
--- Returns {} when no conversation is ready, else
--- {tag, token, expires ms, entry id, entry data, enqueued ms, deliveries,
--- {encoded history message, …}}.
-local tag, token, exp, id, data, at, deliveries, hist =
-  claim_next(ARGV[1], KEYS[1], ARGV[2], tonumber(ARGV[3]), now_ms(ARGV[4]))
-if not tag then
-  return {}
+-- ARGV[5] max, how many conversations to claim at most
+-- Returns {} when no conversation is ready, else for each conversation
+-- claimed, ready longest first, the eight items {tag, token, expires ms,
+-- entry id, entry data, enqueued ms, deliveries, {encoded history message,
+-- …}}, one after another.
+local prefix, ready, worker, ttl = ARGV[1], KEYS[1], ARGV[2], tonumber(ARGV[3])
+local now = now_ms(ARGV[4])
+local out = {}
+for _ = 1, tonumber(ARGV[5]) do
+  local tag, token, exp, id, data, at, deliveries, hist = claim_next(prefix, ready, worker, ttl, now)
+  if not tag then
+    break
+  end
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = tag, token, exp, id
+  out[n + 5], out[n + 6], out[n + 7], out[n + 8] = data, at, deliveries, hist
 end
-return {tag, token, exp, id, data, at, deliveries, hist}
+return out
