@@ -80,9 +80,14 @@ type owner struct {
 	name   string // the lease: "adapter:" + the adapter's exclusive name
 	holder string // this process
 	ttl    time.Duration
-	every  time.Duration // a third of ttl: the pause between tries and renewals
-	log    *slog.Logger
-	owned  prometheus.Gauge
+	every  time.Duration // a third of ttl: the pause between renewals
+	// poll is the pause between a waiting process's tries, a tenth of
+	// ttl: the lease lapses at most ttl after its owner dies (it renewed
+	// at most a third before), and the waiter takes it within a tenth
+	// more.
+	poll  time.Duration
+	log   *slog.Logger
+	owned prometheus.Gauge
 }
 
 func (g *Gateway) newOwner(a adapters.Adapter, name string) *owner {
@@ -92,6 +97,7 @@ func (g *Gateway) newOwner(a adapters.Adapter, name string) *owner {
 		holder: g.opts.Name,
 		ttl:    g.cfg.Store.LeaseTTL,
 		every:  max(g.cfg.Store.LeaseTTL/3, time.Millisecond),
+		poll:   max(g.cfg.Store.LeaseTTL/10, time.Millisecond),
 		log:    g.log.With("platform", a.Platform(), "lease", "adapter:"+name),
 		owned:  g.owned.WithLabelValues(a.Platform()),
 	}
@@ -112,7 +118,7 @@ func (o *owner) run(ctx context.Context, run func(context.Context) error) error 
 	}
 }
 
-// wait takes the lease, trying again every third of its TTL while another
+// wait takes the lease, trying again every tenth of its TTL while another
 // process holds it or the store does not answer, and reports false when
 // ctx ended first. It logs once that it waits, and when it takes over.
 func (o *owner) wait(ctx context.Context) bool {
@@ -143,7 +149,7 @@ func (o *owner) wait(ctx context.Context) bool {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(o.every):
+		case <-time.After(o.poll):
 		}
 	}
 }
