@@ -144,6 +144,10 @@ type Finish struct {
 	History  []Message        // appended to the conversation's history
 	Outbox   []outbox.Message // enqueued for delivery
 	Release  bool             // give the lease back in the same step
+	// Meta is written to the conversation's metadata in the same step,
+	// each key as SetMeta writes it: an empty value deletes the key. (The
+	// turn worker clears its running-turn mark this way.)
+	Meta map[string]string
 }
 
 // Store keeps conversations. Every method may return errs.Closed after
@@ -187,8 +191,8 @@ type Store interface {
 	// ready again, behind the conversations already waiting.
 	Release(ctx context.Context, l Lease) error
 
-	// Finish acks f.EntryID, appends f.History, enqueues f.Outbox and, with
-	// f.Release, gives the lease back: all or nothing.
+	// Finish acks f.EntryID, appends f.History, enqueues f.Outbox, writes
+	// f.Meta and, with f.Release, gives the lease back: all or nothing.
 	// Errors: NotFound (no such unacked entry), Invalid, TooLarge.
 	Finish(ctx context.Context, l Lease, f Finish) error
 
@@ -279,6 +283,22 @@ func EncodeInbound(op string, in Inbound, lim Limits) (Inbound, []byte, error) {
 		return in, nil, errs.E(op, errs.TooLarge, "entry is %d bytes, over the limit of %d", len(b), lim.WithDefaults().MaxEntryBytes)
 	}
 	return in, b, nil
+}
+
+// ValidateMeta checks metadata about to be written, as SetMeta and
+// Finish.Meta write it: no empty key, and no key and value together over
+// the entry limit. Errors: Invalid, TooLarge.
+func ValidateMeta(op string, meta map[string]string, lim Limits) error {
+	max := lim.WithDefaults().MaxEntryBytes
+	for k, v := range meta {
+		if k == "" {
+			return errs.E(op, errs.Invalid, "empty metadata key")
+		}
+		if n := len(k) + len(v); n > max {
+			return errs.E(op, errs.TooLarge, "metadata is %d bytes, over the limit of %d", n, max)
+		}
+	}
+	return nil
 }
 
 // EncodeMessages encodes history messages, each checked against the limit.

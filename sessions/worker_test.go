@@ -812,6 +812,50 @@ func historyTexts(t *testing.T, s sessions.Store) []string {
 	return contents(h)
 }
 
+// metaCounter counts SetMeta writes.
+type metaCounter struct {
+	sessions.Store
+	writes atomic.Int32
+}
+
+func (s *metaCounter) SetMeta(ctx context.Context, conv, key, value string) error {
+	s.writes.Add(1)
+	return s.Store.SetMeta(ctx, conv, key, value)
+}
+
+func TestRunningTurnMarkIsClearedByTheCommit(t *testing.T) {
+	noLeaks(t)
+	db := openDB(t, clock.Real{})
+	store := &metaCounter{Store: db.Sessions()}
+	r := newGateRunner()
+	w := startWorker(t, sessions.TurnWorkerOptions{Store: store, Runner: r, MarkAfter: time.Millisecond, PollMax: 10 * time.Millisecond})
+	ctx := context.Background()
+	if _, err := db.Sessions().Append(ctx, sessions.Inbound{Conv: conv, Text: "slow one"}); err != nil {
+		t.Fatal(err)
+	}
+	call := r.waitCalls(t, 1)[0]
+	mark := func() string {
+		m, err := db.Sessions().Meta(ctx, conv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m[sessions.ConvMetaTurn]
+	}
+	waitFor(t, "the running-turn mark", func() bool { return mark() != "" })
+	if !strings.Contains(mark(), `"text":"slow one"`) {
+		t.Errorf("mark = %s, want the running entry's text", mark())
+	}
+	call.Release()
+	waitFor(t, "the turn ended", func() bool { return len(historyTexts(t, db.Sessions())) > 0 && w.Running() == 0 })
+	if m := mark(); m != "" {
+		t.Errorf("mark after the commit = %s, want none", m)
+	}
+	// The mark was one write; the commit cleared it without another.
+	if n := store.writes.Load(); n != 1 {
+		t.Errorf("SetMeta was called %d times, want 1 (the mark)", n)
+	}
+}
+
 func TestStartAndShutdownOrder(t *testing.T) {
 	noLeaks(t)
 	db := openDB(t, clock.Real{})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -67,6 +68,9 @@ type activeTurn struct {
 	renewTimer  *time.Timer    // next lease renewal
 	markTimer   *time.Timer    // the ConvMetaTurn mark, while not yet written
 	marked      bool           // the mark was written and must be cleared
+	unmarked    bool           // the commit is near: no mark is written any more
+	cleared     bool           // the commit cleared the mark
+	marking     sync.WaitGroup // a mark being written
 	timers      sync.WaitGroup // callbacks scheduled or running
 	steer       chan string
 	steerClosed bool
@@ -164,8 +168,8 @@ func (w *TurnWorker) end(at *activeTurn) {
 	at.cancel(context.Canceled)
 
 	// A lost lease means another worker runs the entry now; the mark is
-	// its as much as ours.
-	if at.marked && !at.lost.Load() {
+	// its as much as ours. A commit that went through cleared it.
+	if at.marked && !at.cleared && !at.lost.Load() {
 		ctx, cancel := w.storeCtx()
 		if err := w.store.SetMeta(ctx, at.lease.Conv, ConvMetaTurn, ""); err != nil {
 			at.log.Warn("clearing the running-turn mark failed", "err", err)
@@ -235,12 +239,14 @@ func (at *activeTurn) loseLease(when string, err error) {
 func (at *activeTurn) mark() {
 	defer at.timers.Done()
 	at.mu.Lock()
-	if at.ended {
+	if at.ended || at.unmarked {
 		at.mu.Unlock()
 		return
 	}
 	at.markTimer = nil
+	at.marking.Add(1)
 	at.mu.Unlock()
+	defer at.marking.Done()
 	b, err := json.Marshal(at.info())
 	if err != nil {
 		return
@@ -254,6 +260,23 @@ func (at *activeTurn) mark() {
 	at.mu.Lock()
 	at.marked = true
 	at.mu.Unlock()
+}
+
+// unmark is called before the turn commits: no mark is written after it,
+// and it reports whether one was, so that the commit clears it in the
+// same step.
+func (at *activeTurn) unmark() bool {
+	at.mu.Lock()
+	at.unmarked = true
+	if at.markTimer != nil && at.markTimer.Stop() {
+		at.markTimer = nil
+		at.timers.Done()
+	}
+	at.mu.Unlock()
+	at.marking.Wait()
+	at.mu.Lock()
+	defer at.mu.Unlock()
+	return at.marked
 }
 
 // signal applies s to the turn, unless s was for an earlier turn or is
@@ -426,13 +449,25 @@ func (w *TurnWorker) outboxOf(at *activeTurn, msgs []outbox.Message) []outbox.Me
 // fail the same way forever. It reports whether f, or its replacement,
 // was committed.
 func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
+	// A running-turn mark goes with the commit that ends the turn.
+	unmark := at.unmark()
 	replaced := false
 	for attempt := 1; ; attempt++ {
+		if unmark {
+			f.Meta = maps.Clone(f.Meta)
+			if f.Meta == nil {
+				f.Meta = map[string]string{}
+			}
+			f.Meta[ConvMetaTurn] = ""
+		}
 		ctx, cancel := w.storeCtx()
 		err := w.finish(ctx, at, f)
 		cancel()
 		switch {
 		case err == nil:
+			at.mu.Lock()
+			at.cleared = unmark
+			at.mu.Unlock()
 			return true
 		case errs.Is(err, errs.LeaseLost):
 			at.loseLease("commit", err)

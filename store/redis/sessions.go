@@ -187,12 +187,15 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 	if err != nil {
 		return nil, err
 	}
+	if err := sessions.ValidateMeta(op, f.Meta, s.db.lim); err != nil {
+		return nil, err
+	}
 	tag := convTag(l.Conv)
 	release := "0"
 	if f.Release {
 		release = "1"
 	}
-	args := make([]any, 0, 12+len(absorbed)+len(hist)+len(msgs))
+	args := make([]any, 0, 13+len(absorbed)+len(hist)+len(msgs)+2*len(f.Meta))
 	args = append(args, s.db.prefix, tag, l.Token, f.EntryID, release, s.db.nowArg(), s.db.windowArg(),
 		worker, durMS(ttl), len(absorbed))
 	for _, id := range absorbed {
@@ -204,8 +207,12 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 	}
 	args = append(args, len(f.Outbox))
 	args = append(args, msgs...)
+	args = append(args, len(f.Meta))
+	for k, v := range f.Meta {
+		args = append(args, k, v)
+	}
 	return s.db.run(ctx, op, scriptFinish,
-		[]string{s.db.convKey(tag, "state"), s.db.readyKey(), s.db.convKey(tag, "hist")},
+		[]string{s.db.convKey(tag, "state"), s.db.readyKey(), s.db.convKey(tag, "hist"), s.db.convKey(tag, "meta")},
 		args...)
 }
 
@@ -295,15 +302,12 @@ func (s *sessionStore) SetMeta(ctx context.Context, conv, key, value string) err
 	if err := sessions.ValidateConv(op, conv); err != nil {
 		return err
 	}
-	if key == "" {
-		return errs.E(op, errs.Invalid, "empty metadata key")
+	if err := sessions.ValidateMeta(op, map[string]string{key: value}, s.db.lim); err != nil {
+		return err
 	}
 	k := s.db.convKey(convTag(conv), "meta")
 	if value == "" {
 		return s.db.fail(op, s.db.client.HDel(ctx, k, key).Err())
-	}
-	if len(key)+len(value) > s.db.lim.MaxEntryBytes {
-		return errs.E(op, errs.TooLarge, "metadata is %d bytes, over the limit of %d", len(key)+len(value), s.db.lim.MaxEntryBytes)
 	}
 	return s.db.fail(op, s.db.client.HSet(ctx, k, key, value).Err())
 }

@@ -433,6 +433,9 @@ func prepareFinish(d *DB, op string, l sessions.Lease, f sessions.Finish) (finis
 	if p.absorbed, err = absorbedIDs(op, f); err != nil {
 		return p, err
 	}
+	if err := sessions.ValidateMeta(op, f.Meta, d.lim); err != nil {
+		return p, err
+	}
 	p.entryID, p.idOK = parseID(f.EntryID)
 	return p, nil
 }
@@ -476,7 +479,23 @@ func finishIn(t *tx, d *DB, op string, l sessions.Lease, f sessions.Finish, p fi
 			return err
 		}
 	}
+	for k, v := range f.Meta {
+		if err := setMeta(t, l.Conv, k, v); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// setMeta writes one metadata key; an empty value deletes it.
+func setMeta(t *tx, conv, key, value string) error {
+	var err error
+	if value == "" {
+		_, err = t.st.metaDelete.Exec(conv, key)
+	} else {
+		_, err = t.st.metaSet.Exec(conv, key, value)
+	}
+	return err
 }
 
 // absorbedIDs checks f.Absorbed and drops repeats: an id named twice is
@@ -657,20 +676,11 @@ func (s *sessionStore) SetMeta(ctx context.Context, conv, key, value string) err
 	if err := sessions.ValidateConv(op, conv); err != nil {
 		return err
 	}
-	if key == "" {
-		return errs.E(op, errs.Invalid, "empty metadata key")
-	}
-	if n := len(key) + len(value); n > d.lim.MaxEntryBytes {
-		return errs.E(op, errs.TooLarge, "metadata is %d bytes, over the limit of %d", n, d.lim.MaxEntryBytes)
+	if err := sessions.ValidateMeta(op, map[string]string{key: value}, d.lim); err != nil {
+		return err
 	}
 	err := d.w.do(ctx, op, durable, func(t *tx) error {
-		var err error
-		if value == "" {
-			_, err = t.st.metaDelete.Exec(conv, key)
-		} else {
-			_, err = t.st.metaSet.Exec(conv, key, value)
-		}
-		return err
+		return setMeta(t, conv, key, value)
 	})
 	return d.fail(op, err)
 }

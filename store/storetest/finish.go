@@ -48,6 +48,41 @@ func runFinish(t *testing.T, b Backend) {
 		}
 	})
 
+	t.Run("finish writes metadata with the ack, or nothing when refused", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		f.appendAll(user("c", "1"), user("c", "2"))
+		for k, v := range map[string]string{"turn": `{"entry":"1"}`, "busy_input_mode": "queue", "keep": "me"} {
+			if err := f.ss.SetMeta(f.ctx, "c", k, v); err != nil {
+				t.Fatalf("SetMeta(%s): %v", k, err)
+			}
+		}
+		turn := f.mustClaim("w1")
+		change := map[string]string{"turn": "", "busy_input_mode": "steer", "new": "yes"}
+		// Refused finishes write none of it.
+		err := f.ss.Finish(f.ctx, turn.Lease, sessions.Finish{EntryID: "no-such-entry", Meta: change})
+		wantCode(t, "Finish of an unknown entry", err, errs.NotFound)
+		err = f.ss.Finish(f.ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Meta: map[string]string{"": "x"}})
+		wantCode(t, "Finish with an empty metadata key", err, errs.Invalid)
+		err = f.ss.Finish(f.ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Meta: map[string]string{"big": big(sessions.DefaultMaxEntryBytes)}})
+		wantCode(t, "Finish with metadata over the limit", err, errs.TooLarge)
+		before := map[string]string{"turn": `{"entry":"1"}`, "busy_input_mode": "queue", "keep": "me"}
+		if d := cmp.Diff(before, f.meta("c")); d != "" {
+			t.Fatalf("metadata after refused finishes (-want +got):\n%s", d)
+		}
+		f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Meta: change, Release: true})
+		if d := cmp.Diff(map[string]string{"busy_input_mode": "steer", "new": "yes", "keep": "me"}, f.meta("c")); d != "" {
+			t.Errorf("metadata after the finish (-want +got):\n%s", d)
+		}
+		// Under a lease that was lost, nothing is written either.
+		next := f.mustClaim("w2")
+		f.release(next.Lease)
+		err = f.ss.Finish(f.ctx, next.Lease, sessions.Finish{EntryID: next.Entry.ID, Meta: map[string]string{"keep": ""}})
+		wantCode(t, "Finish under a released lease", err, errs.LeaseLost)
+		if got := f.meta("c")["keep"]; got != "me" {
+			t.Errorf("keep = %q after a refused finish, want \"me\"", got)
+		}
+	})
+
 	t.Run("finish without release keeps the lease", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		f.appendAll(user("c", "1"), user("c", "2"))

@@ -356,7 +356,7 @@ func (m memSessions) checkFinish(op string, f sessions.Finish) error {
 			return err
 		}
 	}
-	return nil
+	return sessions.ValidateMeta(op, f.Meta, m.s.lim)
 }
 
 // finish is Finish under the lock.
@@ -396,6 +396,9 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) erro
 	c.history = append(c.history, f.History...)
 	for _, msg := range f.Outbox {
 		memOutbox(m).add(msg)
+	}
+	for k, v := range f.Meta {
+		m.setMeta(l.Conv, k, v)
 	}
 	if f.Release {
 		m.release(c)
@@ -454,12 +457,17 @@ func (m memSessions) SetMeta(ctx context.Context, conv, key, value string) error
 		return err
 	}
 	defer m.s.data.mu.Unlock()
+	m.setMeta(conv, key, value)
+	return nil
+}
+
+// setMeta is SetMeta under the lock.
+func (m memSessions) setMeta(conv, key, value string) {
 	if value == "" {
 		delete(m.s.conv(conv).meta, key)
 	} else {
 		m.s.conv(conv).meta[key] = value
 	}
-	return nil
 }
 
 type memOutbox struct{ s *memStore }

@@ -6,6 +6,7 @@
 -- KEYS[1] conversation state hash
 -- KEYS[2] ready sorted set
 -- KEYS[3] history list
+-- KEYS[4] metadata hash
 -- ARGV[1] key prefix
 -- ARGV[2] conversation tag
 -- ARGV[3] lease token
@@ -22,6 +23,8 @@
 -- ARGV[12+a+h] o, the number of outbox messages
 -- then o groups of four: encoded message, platform, idempotency key or '',
 --   next attempt in ms or ''
+-- then k, the number of metadata keys to write, and k pairs of key and
+--   value ('' deletes the key)
 -- Returns {'LOST'}, {'NOTFOUND'}, {'OK'}, or, when it claimed a
 -- conversation, {'OK', tag, token, expires ms, entry id, entry data,
 -- enqueued ms, deliveries, {encoded history message, …}}.
@@ -125,6 +128,25 @@ end
 for i = 0, o - 1 do
   local b = at + 1 + i * 4
   ob_enqueue(prefix, ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], now, window)
+end
+local mk = at + 1 + o * 4
+local k = tonumber(ARGV[mk])
+if k > 0 then
+  local set, del = {}, {}
+  for i = mk + 1, mk + 2 * k, 2 do
+    if ARGV[i + 1] == '' then
+      del[#del + 1] = ARGV[i]
+    else
+      set[#set + 1] = ARGV[i]
+      set[#set + 1] = ARGV[i + 1]
+    end
+  end
+  if #set > 0 then
+    redis.call('HSET', KEYS[4], unpack(set))
+  end
+  if #del > 0 then
+    redis.call('HDEL', KEYS[4], unpack(del))
+  end
 end
 
 -- The ready index holds a conversation while it has work: released with
