@@ -36,24 +36,6 @@ const (
 // server accepts any.
 const modelName = "e2e-model"
 
-// logBuffer collects a gateway's log lines from many goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // tail returns the last n lines of s, for failure messages.
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
@@ -82,7 +64,7 @@ func baseConfig(t *testing.T, model *testkit.ModelServer) config.Config {
 type inProcess struct {
 	t    *testing.T
 	g    *gateway.Gateway
-	logs *logBuffer
+	logs *testkit.LogBuffer
 	once sync.Once
 }
 
@@ -90,7 +72,7 @@ type inProcess struct {
 // the test ends, and its log is shown when the test failed.
 func startInProcess(t *testing.T, cfg config.Config) *inProcess {
 	t.Helper()
-	p := &inProcess{t: t, logs: &logBuffer{}}
+	p := &inProcess{t: t, logs: &testkit.LogBuffer{}}
 	log := slog.New(slog.NewJSONHandler(p.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	g, err := gateway.New(cfg, gateway.Options{Logger: log, Grace: 5 * time.Second, Drain: 2 * time.Second})
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/heraldgw/herald/internal/testkit"
 )
 
 // Bounds for child processes.
@@ -76,7 +78,7 @@ type child struct {
 	t      *testing.T
 	name   string
 	cmd    *exec.Cmd
-	stderr *logBuffer
+	stderr *testkit.LogBuffer
 	base   string        // http://host:port of its HTTP server
 	done   chan struct{} // closed when the process exited
 	err    error         // Wait's result, once done
@@ -87,7 +89,7 @@ type child struct {
 // is killed when the test ends, if it still runs.
 func startChild(t *testing.T, name, home string, env ...string) *child {
 	t.Helper()
-	c := &child{t: t, name: name, stderr: &logBuffer{}, done: make(chan struct{})}
+	c := &child{t: t, name: name, stderr: &testkit.LogBuffer{}, done: make(chan struct{})}
 	c.cmd = exec.Command(heraldBinary(t), "gateway", "--log-level", "debug")
 	// Only what the test says: the developer's own HERALD_*, REDIS_URL or
 	// OPENAI_API_KEY must not leak into the gateway under test.

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -19,24 +18,6 @@ import (
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/outbox"
 )
-
-// syncBuffer collects log lines written from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // testConfig is a gateway config on a fresh home, a free loopback port
 // and the scripted model server.
@@ -57,7 +38,7 @@ func testConfig(t *testing.T, model *testkit.ModelServer) config.Config {
 type gw struct {
 	t    *testing.T
 	g    *Gateway
-	logs *syncBuffer
+	logs *testkit.LogBuffer
 	key  string // the API key, when the config has one
 	// bodies are every response body the client read.
 	mu     sync.Mutex
@@ -66,7 +47,7 @@ type gw struct {
 
 func startGateway(t *testing.T, cfg config.Config, opts Options) *gw {
 	t.Helper()
-	h := &gw{t: t, logs: &syncBuffer{}, key: cfg.HTTP.APIKey}
+	h := &gw{t: t, logs: &testkit.LogBuffer{}, key: cfg.HTTP.APIKey}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -358,7 +339,7 @@ func TestGatewayReadiness(t *testing.T) {
 	// gateway is not ready, and finishes the turn.
 	gate := testkit.NewGate()
 	model.Script(testkit.Reply("slow answer").Until(gate))
-	h := &gw{t: t, g: g, logs: &syncBuffer{}}
+	h := &gw{t: t, g: g, logs: &testkit.LogBuffer{}}
 	if code, _ := h.do("POST", "/api/v1/conversations/r1/messages", `{"text":"take your time"}`); code != http.StatusAccepted {
 		t.Fatalf("post: %d", code)
 	}
@@ -408,7 +389,7 @@ func TestGatewayHandsBackTurnsPastTheGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	model.Script(testkit.Hang(testkit.NewGate()))
-	h := &gw{t: t, g: g, logs: &syncBuffer{}}
+	h := &gw{t: t, g: g, logs: &testkit.LogBuffer{}}
 	if code, _ := h.do("POST", "/api/v1/conversations/h1/messages", `{"text":"never answered here"}`); code != http.StatusAccepted {
 		t.Fatalf("post: %d", code)
 	}

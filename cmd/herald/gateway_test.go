@@ -228,7 +228,7 @@ func TestGatewayFailsWithOneLine(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, buf *syncBuffer, want string, exit <-chan int) {
+func waitFor(t *testing.T, buf *testkit.LogBuffer, want string, exit <-chan int) {
 	t.Helper()
 	deadline := time.After(15 * time.Second)
 	for !strings.Contains(buf.String(), want) {

@@ -1,41 +1,23 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/heraldgw/herald/internal/testkit"
 )
-
-// syncBuffer is a bytes.Buffer safe to read while herald writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // herald is one run of the program under test.
 type herald struct {
-	stdout, stderr *syncBuffer
+	stdout, stderr *testkit.LogBuffer
 	main           *Main
 }
 
 func newHerald(env map[string]string) *herald {
-	h := &herald{stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	h := &herald{stdout: &testkit.LogBuffer{}, stderr: &testkit.LogBuffer{}}
 	h.main = &Main{Stdout: h.stdout, Stderr: h.stderr, Getenv: func(k string) string { return env[k] }}
 	return h
 }
