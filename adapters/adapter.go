@@ -23,6 +23,21 @@ const (
 	// RateLimited: wait RetryAfter, then send again (an attempt is spent).
 	RateLimited
 	// Transient: a 5xx or a network error; back off and send again.
+	//
+	// A refused bot token (Telegram 401/404, Slack invalid_auth and its
+	// kin, Discord 401) is Transient too, with the platform's words as
+	// Reason, on every platform. It says nothing about the message: the
+	// operator fixes the token and restarts herald, and the messages
+	// written meanwhile should then go out rather than be dead-lettered
+	// at the first attempt. If nobody fixes it, the outbox's bounded
+	// retries dead-letter them all the same, with that reason. Each
+	// adapter's Run reports the refusal as an error, which is where the
+	// operator learns of it.
+	//
+	// A network error after the platform accepted the message (a timeout
+	// on the answer) is Transient as well, and the retry may post the
+	// message twice: the outbox delivers at least once, and no platform
+	// here takes an idempotency key for a post.
 	Transient
 	// Permanent: the chat is gone, the bot is blocked, the message cannot
 	// be sent as it is; dead-letter it with Reason.

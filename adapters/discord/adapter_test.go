@@ -366,6 +366,9 @@ func TestSendClassifiesDiscordsAnswer(t *testing.T) {
 		{desc: "server error", fail: discordfake.ServerError(), outcome: adapters.Transient, reason: "500"},
 		{desc: "bad gateway", fail: discordfake.Failure{Status: 502, Message: "bad gateway"}, outcome: adapters.Transient, reason: "502"},
 		{desc: "rate limited", fail: discordfake.RateLimit(1500 * time.Millisecond), outcome: adapters.RateLimited, reason: "rate limited"},
+		// A bad token is the operator's to fix; the message waits for it
+		// (adapters.Transient).
+		{desc: "token refused", fail: discordfake.Failure{Status: 401, Message: "401: Unauthorized"}, outcome: adapters.Transient, reason: "Discord refused the bot token"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {

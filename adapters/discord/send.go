@@ -131,6 +131,7 @@ func gone(err error) bool {
 
 // classify turns a REST error into the outbox's outcome: a 429 is
 // RateLimited with Discord's wait, a 5xx or a network error Transient,
+// and a 401 (the bot token refused) too, as adapters.Transient explains;
 // any other 4xx (Missing Access, Unknown Channel, cannot DM this user, too
 // long) Permanent with Discord's words.
 func classify(err error) adapters.SendResult {
@@ -146,12 +147,14 @@ func classify(err error) adapters.SendResult {
 			return adapters.SendResult{Outcome: adapters.RateLimited, RetryAfter: retryAfter(re), Reason: restReason(re)}
 		case status >= 500:
 			return adapters.SendResult{Outcome: adapters.Transient, Reason: restReason(re)}
+		case status == http.StatusUnauthorized:
+			return adapters.SendResult{Outcome: adapters.Transient, Reason: restReason(re) + "; Discord refused the bot token"}
 		default:
 			return adapters.SendResult{Outcome: adapters.Permanent, Reason: restReason(re)}
 		}
 	}
 	if errors.Is(err, discordgo.ErrUnauthorized) {
-		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "discord: the bot token was refused"}
+		return adapters.SendResult{Outcome: adapters.Transient, Reason: "discord: Discord refused the bot token"}
 	}
 	return adapters.SendResult{Outcome: adapters.Transient, Reason: "discord: " + err.Error()}
 }

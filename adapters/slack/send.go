@@ -114,9 +114,9 @@ func formattingRejected(err error) bool {
 
 // classify tells the outbox how Slack answered a failed post: a rate
 // limit with its wait; 5xx, network and Slack's own transient errors to
-// retry; anything else Slack refused is permanent, with its error string
-// (channel_not_found, not_in_channel, is_archived, msg_too_long,
-// invalid_auth, account_inactive, …).
+// retry, and a refused bot token too (adapters.Transient says why);
+// anything else Slack refused is permanent, with its error string
+// (channel_not_found, not_in_channel, is_archived, msg_too_long, …).
 func classify(err error) adapters.SendResult {
 	var rl *slackapi.RateLimitedError
 	var sc slackapi.StatusCodeError
@@ -135,6 +135,9 @@ func classify(err error) adapters.SendResult {
 			return adapters.SendResult{Outcome: adapters.RateLimited, Reason: se.Err}
 		case "internal_error", "fatal_error", "service_unavailable", "request_timeout", "team_added_to_org":
 			return adapters.SendResult{Outcome: adapters.Transient, Reason: se.Err}
+		}
+		if tokenRefused(se.Err) {
+			return adapters.SendResult{Outcome: adapters.Transient, Reason: se.Err + ": Slack refused the bot token"}
 		}
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: se.Err}
 	}

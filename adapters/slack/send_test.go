@@ -84,7 +84,10 @@ func TestSendClassifiesSlacksAnswer(t *testing.T) {
 		{"not in the channel", slackfake.Failure{Error: "not_in_channel"}, adapters.Permanent, 0, "not_in_channel"},
 		{"archived", slackfake.Failure{Error: "is_archived"}, adapters.Permanent, 0, "is_archived"},
 		{"too long", slackfake.Failure{Error: "msg_too_long"}, adapters.Permanent, 0, "msg_too_long"},
-		{"token revoked", slackfake.Failure{Error: "invalid_auth"}, adapters.Permanent, 0, "invalid_auth"},
+		// A bad token is the operator's to fix; the message waits for it
+		// (adapters.Transient).
+		{"token refused", slackfake.Failure{Error: "invalid_auth"}, adapters.Transient, 0, "invalid_auth: Slack refused the bot token"},
+		{"token revoked", slackfake.Failure{Error: "token_revoked"}, adapters.Transient, 0, "token_revoked: Slack refused the bot token"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {

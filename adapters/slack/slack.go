@@ -194,10 +194,13 @@ func (a *Adapter) identify(ctx context.Context) error {
 // retry mends.
 func authRejected(err error) bool {
 	var se slackapi.SlackErrorResponse
-	if !errors.As(err, &se) {
-		return false
-	}
-	switch se.Err {
+	return errors.As(err, &se) && tokenRefused(se.Err)
+}
+
+// tokenRefused reports whether a Slack error string says the token is
+// bad: fixed in the config, never by a retry of the same call.
+func tokenRefused(code string) bool {
+	switch code {
 	case "invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired", "not_allowed_token_type":
 		return true
 	}
