@@ -35,8 +35,9 @@ func (a *Adapter) Mount(mux *http.ServeMux, inbox adapters.Inbox) {
 }
 
 // serveEvent answers one Events API request: 200 once the event is
-// delivered (or skipped, or refused), 500 when delivery failed so that
-// Slack retries, the challenge for url_verification.
+// delivered (or skipped, or refused), 500 when delivery failed in a way
+// a retry may mend, so that Slack retries; the challenge for
+// url_verification.
 func (a *Adapter) serveEvent(w http.ResponseWriter, r *http.Request, inbox adapters.Inbox) {
 	body, ok := a.verified(w, r)
 	if !ok {
@@ -57,7 +58,7 @@ func (a *Adapter) serveEvent(w http.ResponseWriter, r *http.Request, inbox adapt
 		// dedupe makes it no second turn.
 		a.log.Debug("Slack retried an event", "retry", retry, "reason", r.Header.Get("X-Slack-Retry-Reason"), "message_id", ev.In.MessageID)
 	}
-	if err := a.deliver(r.Context(), inbox, ev); err != nil {
+	if _, err := a.deliver(r.Context(), inbox, ev); err != nil {
 		http.Error(w, "not queued", http.StatusInternalServerError)
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/testkit/slackfake"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -221,6 +222,40 @@ func TestEventsAPIFailedDeliveryAsksSlackToRetry(t *testing.T) {
 	}
 	if got := f.inbox.All(); len(got) != 1 || got[0].Text != "hi" {
 		t.Errorf("delivered %+v; want the retried message", got)
+	}
+}
+
+// TestEventsAPIRouterRefusalIsNotRetried: what the router refuses for
+// good (Invalid, TooLarge) gets 200, since Slack's retry would be refused
+// the same way; the refusal is logged.
+func TestEventsAPIRouterRefusalIsNotRetried(t *testing.T) {
+	for _, code := range []errs.Code{errs.Invalid, errs.TooLarge} {
+		t.Run(string(code), func(t *testing.T) {
+			f := newFixture(t, false)
+			srv := f.events(t)
+			f.inbox.setFail(errs.E("sessions.Deliver", code, "refused"))
+			body := slackfake.EventCallback(team, "Ev1", dm(alice, "D1", "1.1", "", "hi"))
+			if status, _ := post(t, signedEvent(srv.URL, body)); status != http.StatusOK {
+				t.Errorf("status %d for a refused message; want 200", status)
+			}
+			if !strings.Contains(f.logs.String(), "the router refused a message; it is dropped") {
+				t.Errorf("the refusal is not logged:\n%s", f.logs)
+			}
+		})
+	}
+}
+
+// TestSlashCommandRouterRefusalIsTold: a command the router refuses for
+// good is told as such, not as a failure to try again.
+func TestSlashCommandRouterRefusalIsTold(t *testing.T) {
+	f := newFixture(t, false)
+	srv := f.events(t)
+	f.inbox.setFail(errs.E("sessions.Deliver", errs.TooLarge, "too long"))
+	form := slackfake.SlashCommand{Team: team, Channel: "C1", User: alice, Command: "/queue", Text: "x", TriggerID: "t1"}.Form()
+	status, body := post(t, slackfake.SignedRequest(srv.URL+CommandsPath, slackfake.SigningSecret, time.Now(), formType, []byte(form.Encode())))
+	var got map[string]string
+	if err := json.Unmarshal([]byte(body), &got); status != http.StatusOK || err != nil || got["text"] != commandRefused {
+		t.Errorf("status %d body %q; want 200 with %q", status, body, commandRefused)
 	}
 }
 

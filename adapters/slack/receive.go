@@ -7,6 +7,7 @@ import (
 	slackapi "github.com/slack-go/slack"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/internal/errs"
 )
 
 // commandDeadline bounds the delivery of a slash command: Slack wants its
@@ -18,22 +19,40 @@ const commandDeadline = 2500 * time.Millisecond
 // keeps it from vanishing.
 const commandFailed = "herald could not take that command just now; please try again."
 
+// commandRefused is what the user sees when the router refused a slash
+// command for good (too long, or not a command it can take): trying
+// again would not help.
+const commandRefused = "herald cannot take that command."
+
 // deliver hands r to inbox unless it is skipped or its sender is not
-// served. A nil error means Slack may be told the event arrived.
-func (a *Adapter) deliver(ctx context.Context, inbox adapters.Inbox, r inbound) error {
+// served. A nil error means Slack may be told the event arrived: it was
+// queued, skipped, or refused for good. An error means it may be
+// queued at a retry.
+//
+// The router refuses some messages for good (Invalid, TooLarge): those
+// are logged and dropped, since a retry by Slack would be refused the
+// same way, and Slack turns off the event subscription of an app that
+// keeps failing. refused reports such a drop, so that a slash command's
+// user is told.
+func (a *Adapter) deliver(ctx context.Context, inbox adapters.Inbox, r inbound) (refused bool, err error) {
 	if r.Skip != "" {
 		a.log.Debug("event skipped", "why", r.Skip)
-		return nil
+		return false, nil
 	}
 	if !a.opts.Access.Allows(r.In.Sender, r.UserName) {
 		a.opts.Access.LogRefused(a.log, r.In.Sender, r.UserName)
-		return nil
+		return false, nil
 	}
-	if err := inbox.Deliver(ctx, r.In); err != nil {
+	switch err := inbox.Deliver(ctx, r.In); {
+	case err == nil:
+		return false, nil
+	case errs.Is(err, errs.Invalid) || errs.Is(err, errs.TooLarge):
+		a.log.Error("the router refused a message; it is dropped", "conv", r.In.Conv, "message_id", r.In.MessageID, "err", err)
+		return true, nil
+	default:
 		a.log.Warn("delivery failed; Slack will be asked to retry", "conv", r.In.Conv, "message_id", r.In.MessageID, "err", err)
-		return err
+		return false, err
 	}
-	return nil
 }
 
 // takeCommand delivers a slash command within commandDeadline and returns
@@ -48,8 +67,12 @@ func (a *Adapter) deliver(ctx context.Context, inbox adapters.Inbox, r inbound) 
 func (a *Adapter) takeCommand(ctx context.Context, inbox adapters.Inbox, c slackapi.SlashCommand) string {
 	ctx, cancel := context.WithTimeout(ctx, a.commandDeadline)
 	defer cancel()
-	if err := a.deliver(ctx, inbox, parseSlashCommand(c, a.opts.GroupSessions)); err != nil {
+	refused, err := a.deliver(ctx, inbox, parseSlashCommand(c, a.opts.GroupSessions))
+	switch {
+	case err != nil:
 		return commandFailed
+	case refused:
+		return commandRefused
 	}
 	return ""
 }

@@ -108,7 +108,7 @@ func (a *Adapter) handleEnvelope(ctx context.Context, sm *socketmode.Client, inb
 	if err != nil {
 		// Slack would send the same bytes again; an ack ends it.
 		a.log.Warn("unreadable events_api envelope", "envelope_id", req.EnvelopeID, "err", err)
-	} else if err := a.deliver(ctx, inbox, ev); err != nil {
+	} else if _, err := a.deliver(ctx, inbox, ev); err != nil {
 		return
 	}
 	a.ack(ctx, sm, req.EnvelopeID, nil)

@@ -60,6 +60,19 @@ func TestSocketModeLeavesAFailedDeliveryUnacked(t *testing.T) {
 	}
 }
 
+// TestSocketModeAcksARouterRefusal: an envelope the router refuses for
+// good is acked, or Slack would send it again for nothing.
+func TestSocketModeAcksARouterRefusal(t *testing.T) {
+	f := newFixture(t, true)
+	f.inbox.setFail(errs.E("sessions.Deliver", errs.Invalid, "refused"))
+	f.run(t)
+	id := f.fake.Queue(slackfake.EnvelopeEventsAPI, slackfake.EventCallback(team, "Ev1", dm(alice, "D1", "1.1", "", "hi")))
+	f.fake.WaitAck(id)
+	if n := f.inbox.deliveries(); n != 1 {
+		t.Errorf("Deliver called %d times; want once", n)
+	}
+}
+
 func TestSocketModeSlashCommandIsAckedThenDelivered(t *testing.T) {
 	f := newFixture(t, true)
 	f.run(t)
