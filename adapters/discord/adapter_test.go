@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,9 +38,13 @@ func botToken(id string) string {
 	return base64.RawStdEncoding.EncodeToString([]byte(id)) + ".GhIjKl.not-a-secret"
 }
 
-// inbox records what the adapter delivers, with when.
+// inbox records what the adapter delivers, with when. While failing is
+// above 0, Deliver fails as a store that is down would, one failure less
+// each time.
 type inbox struct {
-	ch chan delivered
+	ch      chan delivered
+	failing atomic.Int32
+	calls   atomic.Int32
 }
 
 type delivered struct {
@@ -50,6 +55,10 @@ type delivered struct {
 func newInbox() *inbox { return &inbox{ch: make(chan delivered, 64)} }
 
 func (b *inbox) Deliver(_ context.Context, in sessions.Inbound) error {
+	b.calls.Add(1)
+	if b.failing.Add(-1) >= 0 {
+		return errs.E("store.Append", errs.Unavailable, "the store is down")
+	}
 	b.ch <- delivered{in: in, at: time.Now()}
 	return nil
 }
@@ -106,6 +115,7 @@ func start(t *testing.T, s setup) *harness {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	a.deliverRetry = adapters.Backoff{Min: time.Millisecond, Max: 5 * time.Millisecond}
 	h := &harness{fake: fake, a: a, inbox: newInbox()}
 	if s.noRun {
 		return h
@@ -209,6 +219,23 @@ func TestRefusedUserIsNotDelivered(t *testing.T) {
 	cbs := h.fake.Callbacks()
 	if len(cbs) != 1 || cbs[0].InteractionID != refused.ID || cbs[0].Type != 4 || !strings.Contains(string(cbs[0].Data), `"flags":64`) {
 		t.Errorf("callbacks = %+v, want one ephemeral answer to the refused command", cbs)
+	}
+}
+
+// TestDeliveryOutlastsAStoreOutage: Discord never sends a gateway event
+// again, so a message is tried until the inbox takes it, however many
+// attempts that needs while Run runs.
+func TestDeliveryOutlastsAStoreOutage(t *testing.T) {
+	t.Parallel()
+	h := start(t, setup{})
+	const failures = 3 * deliverAttempts
+	h.inbox.failing.Store(failures)
+	id := h.fake.SendMessage(discordfake.MessageEvent{ChannelID: dmChannel, Author: discordfake.User{ID: ada, Username: "ada"}, Content: "still there?"})
+	if in := h.inbox.next(t).in; in.MessageID != id || in.Text != "still there?" {
+		t.Fatalf("delivered %+v, want message %s", in, id)
+	}
+	if n := h.inbox.calls.Load(); n != failures+1 {
+		t.Errorf("Deliver was called %d times, want %d", n, failures+1)
 	}
 }
 

@@ -55,16 +55,19 @@ type Options struct {
 
 // Adapter is the Discord connection. Create it with New.
 type Adapter struct {
-	opts    Options
-	log     *slog.Logger
-	clock   clock.Clock
-	token   string // the bot token with its "Bot " prefix, as discordgo sends it
-	lease   string // Exclusive's name
-	retry   adapters.Backoff
-	client  *http.Client
-	rest    *discordgo.Session // REST only; Run opens a gateway session of its own
-	sent    *progress
-	threads *threadCache
+	opts  Options
+	log   *slog.Logger
+	clock clock.Clock
+	token string // the bot token with its "Bot " prefix, as discordgo sends it
+	lease string // Exclusive's name
+	retry adapters.Backoff
+	// deliverRetry spaces the attempts to queue a received message
+	// (deliverRetry the variable; tests shorten it).
+	deliverRetry adapters.Backoff
+	client       *http.Client
+	rest         *discordgo.Session // REST only; Run opens a gateway session of its own
+	sent         *progress
+	threads      *threadCache
 
 	mu    sync.Mutex
 	botID string // the bot's user id: from the token, then from READY
@@ -115,6 +118,7 @@ func New(opts Options) (*Adapter, error) {
 	a := &Adapter{
 		opts: opts, log: common.Log, clock: common.Clock, retry: adapters.Backoff{Min: opts.RetryMin, Max: opts.RetryMax},
 		token: "Bot " + token, client: client, sent: newProgress(), threads: newThreadCache(),
+		deliverRetry: deliverRetry,
 	}
 	a.botID = botIDFromToken(token)
 	a.appID = a.botID

@@ -27,9 +27,9 @@ const intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages |
 // drops an interaction not answered within 3 s.
 const deferWithin = 2500 * time.Millisecond
 
-// deliverTimeout bounds one Deliver; deliverAttempts is how often a
-// failed one is tried, since Discord does not send a gateway event again,
-// spaced by deliverRetry.
+// deliverTimeout bounds one Deliver. Discord does not send a gateway
+// event again, so a failed one is tried again, spaced by deliverRetry:
+// for as long as Run runs, then deliverAttempts more times.
 const (
 	deliverTimeout  = 10 * time.Second
 	deliverAttempts = 4
@@ -225,11 +225,19 @@ func (l *listener) interaction(raw []byte) {
 	l.deliver(ev.in)
 }
 
-// deliver hands in to the inbox, retrying a failure a few times: Discord
-// never sends a gateway event again. An event read before Run ended is
-// still delivered (it came over this connection only); the dedupe key
-// keeps a replay from making a second turn.
+// deliver hands in to the inbox, retrying a failure: Discord never sends
+// a gateway event again, so a store that is down for a while must not
+// cost the message. It retries for as long as Run runs; the events after
+// this one wait, in Discord's buffer and the connection, and if the wait
+// outlasts discordgo's heartbeat check the connection is opened again and
+// resumed, which replays them. Once Run ended it tries deliverAttempts
+// more times and then drops the message, logged: the process is stopping
+// or lost the gateway. A message the router refuses for good (Invalid,
+// TooLarge) is dropped at once. An event read before Run ended is still
+// delivered (it came over this connection only); the dedupe key keeps a
+// replay from making a second turn.
 func (l *listener) deliver(in sessions.Inbound) {
+	afterEnd := 0
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), deliverTimeout)
 		err := l.inbox.Deliver(ctx, in)
@@ -237,12 +245,15 @@ func (l *listener) deliver(in sessions.Inbound) {
 		if err == nil {
 			return
 		}
-		if attempt == deliverAttempts || errs.Is(err, errs.Invalid) || errs.Is(err, errs.TooLarge) {
+		if l.ctx.Err() != nil {
+			afterEnd++
+		}
+		if afterEnd >= deliverAttempts || errs.Is(err, errs.Invalid) || errs.Is(err, errs.TooLarge) {
 			l.a.log.Error("could not queue a Discord message; it is dropped", "conv", in.Conv, "sender", in.Sender, "err", err)
 			return
 		}
-		wait := deliverRetry.Wait(attempt)
-		l.a.log.Warn("could not queue a Discord message; retrying", "conv", in.Conv, "err", err, "in", wait)
+		wait := l.a.deliverRetry.Wait(attempt)
+		l.a.log.Warn("could not queue a Discord message; retrying", "conv", in.Conv, "err", err, "attempt", attempt, "in", wait)
 		time.Sleep(wait) // on the read goroutine on purpose: later events wait their turn
 	}
 }
