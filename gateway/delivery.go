@@ -21,6 +21,7 @@ import (
 // Defaults for DeliveryOptions.
 const (
 	DefaultSenders     = 8
+	DefaultBatch       = 256
 	DefaultClaimTTL    = time.Minute
 	DefaultSendTimeout = 20 * time.Second
 	DefaultMaxAttempts = 12
@@ -36,6 +37,10 @@ const (
 // must be acked even while the process stops.
 const storeTimeout = 10 * time.Second
 
+// maxHeld bounds the messages one worker holds claimed at once, however
+// fast its sends.
+const maxHeld = 1024
+
 // claimMargin is the part of a claim kept free at its end (a fifth of a
 // short claim): a send must return, and its ack reach the store, before
 // the claim runs out and another worker may send the message again.
@@ -50,7 +55,10 @@ type DeliveryOptions struct {
 	// Senders is how many messages are sent at once (workers.deliveries);
 	// 0 means DefaultSenders.
 	Senders int
-	// Batch bounds the messages one claim takes; 0 means Senders.
+	// Batch bounds the messages one claim takes; 0 means DefaultBatch.
+	// However large, the worker holds no more messages than its senders
+	// send in a quarter of ClaimTTL, by how long sends have taken, and no
+	// more than Senders until it has timed a send.
 	Batch int
 	// ClaimTTL is how long a claimed message is held before another
 	// worker may send it; 0 means DefaultClaimTTL.
@@ -106,10 +114,14 @@ type Delivery struct {
 	metrics     *Metrics
 
 	wake  chan struct{} // a token asks the claim loop to claim now
-	slots chan struct{} // one token per busy sender
+	slots chan struct{} // one token per sender goroutine
+	room  chan struct{} // a token: a held message was settled, so the loop may claim again
 
 	mu       sync.Mutex
-	lanes    map[string]*lane // by target: the sender draining it
+	lanes    map[string]*lane // by target: the sender draining it, or waiting for one
+	waiting  []*lane          // lanes with messages and no sender yet, in the order claimed
+	held     int              // claimed messages not yet settled
+	sendAvg  time.Duration    // how long a send takes, a moving average; 0 until one was timed
 	claims   map[string]claimMark
 	pruned   time.Time
 	started  bool
@@ -174,6 +186,7 @@ func NewDelivery(opts DeliveryOptions) (*Delivery, error) {
 		log:         opts.Logger,
 		metrics:     opts.Metrics,
 		wake:        make(chan struct{}, 1),
+		room:        make(chan struct{}, 1),
 		lanes:       map[string]*lane{},
 		claims:      map[string]claimMark{},
 		stop:        make(chan struct{}),
@@ -187,8 +200,8 @@ func NewDelivery(opts DeliveryOptions) (*Delivery, error) {
 		senders = DefaultSenders
 	}
 	d.slots = make(chan struct{}, senders)
-	if d.batch <= 0 || d.batch > senders {
-		d.batch = senders
+	if d.batch <= 0 {
+		d.batch = DefaultBatch
 	}
 	if d.maxAttempts <= 0 {
 		d.maxAttempts = DefaultMaxAttempts
@@ -296,26 +309,27 @@ func (d *Delivery) Notify() {
 	}
 }
 
-// loop is the one claim loop. It claims only as many messages as there are
-// idle senders, so no claim waits in this process while its time runs out.
-// Once stopped, it returns at the first claim that finds nothing due.
+// loop is the one claim loop. It claims only as many messages as the
+// senders will have sent well before the claims run out (see room), so
+// no claim waits in this process while its time runs out. Once stopped,
+// it returns at the first claim that finds nothing due.
 func (d *Delivery) loop() {
 	defer close(d.loopDone)
 	idle := time.NewTimer(time.Hour)
 	idle.Stop()
 	wait := time.Duration(0)
 	for {
-		select {
-		case d.slots <- struct{}{}:
-		case <-d.hard.Done():
-			return
+		n := d.roomLeft()
+		if n == 0 {
+			select {
+			case <-d.room:
+				continue
+			case <-d.hard.Done():
+				return
+			}
 		}
-		n := 1 + d.takeSlots(d.batch-1)
-		claimed := d.claim(n)
-		busy := d.dispatch(claimed)
-		for range n - busy {
-			<-d.slots
-		}
+		claimed := d.claim(min(n, d.batch))
+		d.dispatch(claimed)
 		if len(claimed) > 0 {
 			wait = 0
 			continue
@@ -341,16 +355,32 @@ func (d *Delivery) loop() {
 	}
 }
 
-// takeSlots takes up to n more idle senders without waiting.
-func (d *Delivery) takeSlots(n int) int {
-	for i := range n {
-		select {
-		case d.slots <- struct{}{}:
-		default:
-			return i
-		}
+// roomLeft is how many more messages the worker may claim now: it holds
+// no more than its senders send in a quarter of a claim, going by how
+// long sends have taken, so a claimed message does not wait in this
+// process until its claim runs out. Until a send was timed it holds one
+// a sender.
+func (d *Delivery) roomLeft() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	senders := cap(d.slots)
+	capacity := senders
+	if d.sendAvg > 0 {
+		capacity = int(min(int64(maxHeld), int64(senders)*int64(d.claimTTL/4)/int64(d.sendAvg)))
 	}
-	return n
+	return max(0, max(capacity, senders)-d.held)
+}
+
+// timed adds a send's duration to the moving average.
+func (d *Delivery) timed(took time.Duration) {
+	took = max(took, time.Microsecond)
+	d.mu.Lock()
+	if d.sendAvg == 0 {
+		d.sendAvg = took
+	} else {
+		d.sendAvg += (took - d.sendAvg) / 8
+	}
+	d.mu.Unlock()
 }
 
 // claim takes up to n due messages for the platforms with a route.
@@ -413,14 +443,14 @@ func (d *Delivery) settled(c outbox.Claimed) {
 	d.mu.Unlock()
 }
 
-// dispatch puts each claimed message in its target's lane and starts a
-// sender for each lane that had none. It returns how many it started:
-// each holds one of the slots the loop took.
-func (d *Delivery) dispatch(claimed []outbox.Claimed) int {
-	started := 0
+// dispatch puts each claimed message in its target's lane; a new lane
+// waits for a sender, and a sender starts for each waiting lane while
+// fewer than Senders run.
+func (d *Delivery) dispatch(claimed []outbox.Claimed) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, c := range claimed {
+		d.held++
 		key := c.Target.String()
 		if l, ok := d.lanes[key]; ok {
 			l.queue = append(l.queue, c)
@@ -428,14 +458,23 @@ func (d *Delivery) dispatch(claimed []outbox.Claimed) int {
 		}
 		l := &lane{target: key, queue: []outbox.Claimed{c}}
 		d.lanes[key] = l
-		started++
+		d.waiting = append(d.waiting, l)
+	}
+	for len(d.waiting) > 0 {
+		select {
+		case d.slots <- struct{}{}:
+		default:
+			return
+		}
+		l := d.waiting[0]
+		d.waiting = d.waiting[1:]
 		d.senders.Add(1)
 		go d.drain(l)
 	}
-	return started
 }
 
-// drain sends l's messages in order until its queue is empty.
+// drain sends l's messages in order until its queue is empty, then takes
+// the next waiting lane, and returns when none waits.
 func (d *Delivery) drain(l *lane) {
 	defer d.senders.Done()
 	defer func() { <-d.slots }()
@@ -443,8 +482,15 @@ func (d *Delivery) drain(l *lane) {
 		d.mu.Lock()
 		if len(l.queue) == 0 {
 			delete(d.lanes, l.target)
+			if len(d.waiting) == 0 {
+				d.waiting = nil // let the backing array go after a burst
+				d.mu.Unlock()
+				return
+			}
+			l = d.waiting[0]
+			d.waiting = d.waiting[1:]
 			d.mu.Unlock()
-			return
+			continue
 		}
 		c := l.queue[0]
 		l.queue = l.queue[1:]
@@ -468,6 +514,13 @@ func (d *Delivery) drain(l *lane) {
 				d.mu.Unlock()
 			}
 		}
+		d.mu.Lock()
+		d.held--
+		d.mu.Unlock()
+		select {
+		case d.room <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -484,7 +537,9 @@ func (d *Delivery) deliver(c outbox.Claimed) time.Time {
 	}
 	timeout := min(d.sendTimeout, c.Expires.Sub(d.clock.Now())-d.margin)
 	ctx, cancel := context.WithTimeout(d.hard, timeout)
+	start := time.Now()
 	res := d.send(ctx, a, c.Message)
+	d.timed(time.Since(start))
 	cancel()
 	now := d.clock.Now()
 	if res.Outcome != adapters.Accepted && d.hard.Err() != nil {
