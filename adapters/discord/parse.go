@@ -171,20 +171,27 @@ func (e env) inbound(guild, channel, thread, user string) sessions.Inbound {
 }
 
 // stripMention cuts the bot's mentions (<@id> and the older <@!id>) from
-// text and reports whether there was one.
+// text and reports whether there was one. After a mention that opens the
+// text the separators go too (adapters.AfterMention), so "<@id>, /stop"
+// is the command "/stop".
 func stripMention(text, botID string) (string, bool) {
+	text = strings.TrimSpace(text)
 	if botID == "" {
-		return strings.TrimSpace(text), false
+		return text, false
 	}
-	found := false
+	found, leading := false, false
 	for _, m := range []string{"<@" + botID + ">", "<@!" + botID + ">"} {
 		if strings.Contains(text, m) {
 			found = true
+			leading = leading || strings.HasPrefix(text, m)
 			// The mention goes with one space after it; the rest of the
 			// text, line breaks and code blocks included, stays as
 			// written.
 			text = strings.ReplaceAll(strings.ReplaceAll(text, m+" ", ""), m, "")
 		}
+	}
+	if leading {
+		text = adapters.AfterMention(text)
 	}
 	return strings.TrimSpace(text), found
 }

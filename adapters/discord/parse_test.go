@@ -125,6 +125,18 @@ func TestParseMessage(t *testing.T) {
 			},
 		},
 		{
+			desc: "a command after the bot's mention and a comma is the command",
+			raw:  guildMessage(mention + ", /stop"),
+			env:  func(e *env) { e.scope = adapters.ScopeShared },
+			want: sessions.Inbound{Conv: "discord:" + testGuild + ":" + testChannel, Sender: testUser, MessageID: testMsg, Text: "/stop"},
+		},
+		{
+			desc: "a colon after a mention in the middle stays",
+			raw:  guildMessage("ask " + mention + ": why?"),
+			env:  func(e *env) { e.scope = adapters.ScopeShared },
+			want: sessions.Inbound{Conv: "discord:" + testGuild + ":" + testChannel, Sender: testUser, MessageID: testMsg, Text: "ask : why?"},
+		},
+		{
 			desc: "the older <@!id> mention counts too",
 			raw:  guildMessage("hey <@!" + testBot + ">"),
 			env:  func(e *env) { e.scope = adapters.ScopeShared },

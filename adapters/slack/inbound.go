@@ -201,7 +201,7 @@ func messageText(text, selfID string, mention bool) string {
 		if end := strings.IndexByte(rest, '>'); end >= 0 {
 			id, _, _ := strings.Cut(rest[:end], "|")
 			if (selfID != "" && id == selfID) || (selfID == "" && mention) {
-				text = strings.TrimSpace(rest[end+1:])
+				text = strings.TrimSpace(adapters.AfterMention(rest[end+1:]))
 			}
 		}
 	}

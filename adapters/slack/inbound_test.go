@@ -103,6 +103,16 @@ func TestParseEvent(t *testing.T) {
 		self: self,
 		want: inbound{Skip: "message subtype channel_join"},
 	}, {
+		desc: "a command after the bot's mention and a comma is the command",
+		body: slackfake.EventCallback(team, "Ev15", mention(alice, "C1", "1.8", "", "<@U0HERALDBOT>, /stop")),
+		self: self,
+		want: inbound{In: sessions.Inbound{Conv: "slack:T0HERALD:C1:1.8", Sender: alice, MessageID: "C1:1.8", Text: "/stop"}},
+	}, {
+		desc: "a colon after the bot's mention goes with it",
+		body: slackfake.EventCallback(team, "Ev16", mention(alice, "C1", "1.9", "", "<@U0HERALDBOT|herald>: is it done?\n```\nx\n```")),
+		self: self,
+		want: inbound{In: sessions.Inbound{Conv: "slack:T0HERALD:C1:1.9", Sender: alice, MessageID: "C1:1.9", Text: "is it done?\n```\nx\n```"}},
+	}, {
 		desc: "a mention with nothing said",
 		body: slackfake.EventCallback(team, "Ev13", mention(alice, "C1", "1.7", "", "<@U0HERALDBOT>  ")),
 		self: self,

@@ -229,7 +229,7 @@ func withoutLeadingMention(text string, units []uint16, ents []wireEntity, me id
 		if !strings.EqualFold(entityText(units, e), "@"+me.Username) {
 			continue
 		}
-		rest := strings.TrimLeft(string(utf16.Decode(units[e.Length:])), " \t\n,:")
+		rest := adapters.AfterMention(string(utf16.Decode(units[e.Length:])))
 		if strings.TrimSpace(rest) != "" {
 			return rest
 		}

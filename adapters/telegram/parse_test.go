@@ -52,6 +52,14 @@ func TestParseUpdate(t *testing.T) {
 				Meta: map[string]string{MetaMessageID: "7", MetaChatType: "group", sessions.MetaTarget: "telegram:-100"}},
 		},
 		{
+			desc: "a comma after the leading mention goes with it",
+			raw: `{"update_id":3,"message":{"message_id":7,"from":{"id":42},"chat":{"id":-100,"type":"group"},"text":"@herald_bot, /stop 🛑",` +
+				`"entities":[{"type":"mention","offset":0,"length":11}]}}`,
+			rd: mention(adapters.ScopeShared),
+			want: sessions.Inbound{Conv: "telegram:-100", Sender: "42", MessageID: "-100:7", Text: "/stop 🛑",
+				Meta: map[string]string{MetaMessageID: "7", MetaChatType: "group"}},
+		},
+		{
 			desc: "text mention of the bot",
 			raw: `{"update_id":4,"message":{"message_id":8,"from":{"id":42},"chat":{"id":-100,"type":"group"},"text":"Herald, help",` +
 				`"entities":[{"type":"text_mention","offset":0,"length":6,"user":{"id":777}}]}}`,
