@@ -568,6 +568,14 @@ func TestPresence(t *testing.T) {
 	if err := h.a.Typing(ctx, tg); err == nil {
 		t.Error("Typing on a 500 = nil, want an error")
 	}
+	h.fake.FailNext(discordfake.RouteDelete, 1, discordfake.Failure{Status: 404, Code: 10008, Message: "Unknown Message"})
+	if err := h.a.ClearStatus(ctx, tg, id); err != nil {
+		t.Errorf("ClearStatus of a line already gone = %v, want nil", err)
+	}
+	h.fake.FailNext(discordfake.RouteDelete, 1, discordfake.ServerError())
+	if err := h.a.ClearStatus(ctx, tg, id); !errs.Is(err, errs.Unavailable) {
+		t.Errorf("ClearStatus on a 500 = %v, want Unavailable", err)
+	}
 }
 
 func TestExclusiveNamesTheBotNotTheToken(t *testing.T) {

@@ -2,6 +2,7 @@ package discord
 
 import (
 	"context"
+	"errors"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -46,12 +47,22 @@ func (a *Adapter) Status(ctx context.Context, t outbox.Target, id, text string) 
 	return m.ID, nil
 }
 
-// ClearStatus deletes the status line id.
+// codeUnknownMessage is Discord's JSON error code for a message that is
+// not there (any more).
+const codeUnknownMessage = 10008
+
+// ClearStatus deletes the status line id. One already gone (a moderator
+// deleted it) is cleared, as on the other platforms.
 func (a *Adapter) ClearStatus(ctx context.Context, t outbox.Target, id string) error {
 	const op = "discord.ClearStatus"
 	r, err := parseRoute(t)
 	if err != nil {
 		return errs.Wrap(op, errs.Invalid, err)
 	}
-	return errs.Wrap(op, errs.Unavailable, a.rest.ChannelMessageDelete(r.dest(), id, discordgo.WithContext(ctx)))
+	err = a.rest.ChannelMessageDelete(r.dest(), id, discordgo.WithContext(ctx))
+	var re *discordgo.RESTError
+	if errors.As(err, &re) && re.Message != nil && re.Message.Code == codeUnknownMessage {
+		return nil
+	}
+	return errs.Wrap(op, errs.Unavailable, err)
 }
