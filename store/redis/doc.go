@@ -156,15 +156,20 @@
 //
 // Cost: every operation is one round trip, an FCALL or, for history,
 // metadata, timeline, signal and note reads and note deletes, one plain
-// command, and FinishAndClaim makes a busy worker's turn two round trips
-// (Append, then the FinishAndClaim that commits it and claims the next).
-// The scripts keep their calls few and small (an HMGET of only the state
-// fields a script uses, one HSET for all it changes, no command whose
-// answer the state hash already holds), because each call inside a script
-// costs about as much as a small command, and each field read, reply
-// converted and number parsed adds to it. `herald bench queue --store
-// redis` measures Append → Claim → FinishAndClaim against bare XADD +
-// XREADGROUP + XACK on the same server.
+// command. The calls a turn makes are folded so that a busy worker's turn
+// is two round trips on the queue (Append, then the FinishAndClaim that
+// commits it and claims the next): a claim (Claim, ClaimMany, the claim of
+// FinishAndClaim) brings the conversation's history with it (one LRANGE in
+// the script), ClaimMany leases a backlog n at a time, Finish writes the
+// metadata change that ends a turn (its running-turn mark), and AckAll
+// acks a batch of sent messages in one call. The scripts keep their calls
+// few and small (an HMGET of only the state fields a script uses, one HSET
+// for all it changes, no command whose answer the state hash already
+// holds), because each call inside a script costs about as much as a small
+// command, and each field read, reply converted and number parsed adds to
+// it. `herald bench queue --store redis` measures Append → Claim →
+// FinishAndClaim against bare XADD + XREADGROUP + XACK on the same server;
+// `herald bench pipeline --store redis` whole turns, router to adapter.
 //
 // Time: scripts take the current time as an argument when Options.Clock is
 // set (tests), else they read the server's TIME, so lease and claim expiry

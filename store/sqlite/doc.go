@@ -81,7 +81,11 @@
 // FinishAndClaim runs Finish's statements and then Claim's in one
 // transaction, committed as Finish's is (waiting for the disk): a Finish
 // that fails rolls the claim back with it, and a worker moving from turn
-// to turn pays one commit instead of two.
+// to turn pays one commit instead of two. ClaimMany runs Claim's
+// statements up to n times in one transaction. A claimed turn's history
+// (Turn.History) is read from the read pool after the claim committed, so
+// the read keeps no writer waiting; Finish.Meta is written in Finish's
+// transaction.
 //
 // history is each conversation's messages, one JSON row each, in id
 // order. meta is a key/value table per conversation.
