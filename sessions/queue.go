@@ -92,6 +92,11 @@ type Entry struct {
 type AppendResult struct {
 	EntryID   string // the new entry, or the first one when Duplicate
 	Duplicate bool   // the MessageID was seen within the dedupe window
+	// Meta is the conversation's metadata (see Store.Meta) as it stood
+	// when a new entry was queued, so the router knows the busy input
+	// mode and the running turn without a read of its own. Nil when
+	// Duplicate, and when the store could not read it.
+	Meta map[string]string
 }
 
 // Lease is one worker's hold on a conversation. Token increases with every

@@ -232,8 +232,7 @@ func (r *Router) Deliver(ctx context.Context, in Inbound) error {
 			return r.command(ctx, cmd, in, args)
 		}
 	}
-	meta := r.meta(ctx, in.Conv)
-	return r.routeWith(ctx, in, r.busyMode(meta), meta)
+	return r.route(ctx, in, "")
 }
 
 func (r *Router) command(ctx context.Context, cmd Command, in Inbound, args string) error {
@@ -250,20 +249,14 @@ func (r *Router) command(ctx context.Context, cmd Command, in Inbound, args stri
 		in.Meta = map[string]string{}
 	}
 	in.Meta[MetaControl] = cmd.Name
-	meta := r.meta(ctx, in.Conv)
-	return r.routeWith(ctx, in, r.busyMode(meta), meta)
+	return r.route(ctx, in, "")
 }
 
-// route queues in as mode says, whatever the conversation's own mode
-// (/queue, /steer).
+// route queues in and, when a turn of the conversation runs, tells it
+// as mode says; an empty mode means the conversation's own (/queue and
+// /steer force theirs). The conversation's metadata comes back from the
+// append, so a message costs the store one call.
 func (r *Router) route(ctx context.Context, in Inbound, mode BusyInputMode) error {
-	return r.routeWith(ctx, in, mode, r.meta(ctx, in.Conv))
-}
-
-// routeWith queues in and, when a turn of the conversation runs, tells it
-// as mode says. meta is the conversation's metadata, read once by the
-// caller.
-func (r *Router) routeWith(ctx context.Context, in Inbound, mode BusyInputMode, meta map[string]string) error {
 	res, err := r.store.Append(ctx, in)
 	if err != nil {
 		return err
@@ -273,6 +266,10 @@ func (r *Router) routeWith(ctx context.Context, in Inbound, mode BusyInputMode, 
 		return nil
 	}
 	r.appended(in)
+	meta := res.Meta
+	if mode == "" {
+		mode = r.busyMode(meta)
+	}
 	if mode == BusyQueue {
 		return nil
 	}

@@ -30,6 +30,7 @@ func (s *sessionStore) Append(ctx context.Context, in sessions.Inbound) (session
 		s.db.convKey(tag, "state"),
 		s.db.readyKey(),
 		s.db.convKey(tag, "q"+strconv.Itoa(lane)),
+		s.db.convKey(tag, "meta"),
 	}
 	if in.MessageID != "" {
 		keys = append(keys, s.db.convKey(tag, "dd:"+in.MessageID))
@@ -39,10 +40,17 @@ func (s *sessionStore) Append(ctx context.Context, in sessions.Inbound) (session
 	if err != nil {
 		return sessions.AppendResult{}, err
 	}
-	if len(v) != 2 {
+	if len(v) != 3 {
 		return sessions.AppendResult{}, errs.E(op, errs.Internal, "unexpected script reply %v", v)
 	}
-	return sessions.AppendResult{EntryID: str(v[0]), Duplicate: num(v[1]) == 1}, nil
+	res := sessions.AppendResult{EntryID: str(v[0]), Duplicate: num(v[1]) == 1}
+	if flat, ok := v[2].([]any); ok && !res.Duplicate {
+		res.Meta = make(map[string]string, len(flat)/2)
+		for i := 0; i+1 < len(flat); i += 2 {
+			res.Meta[str(flat[i])] = str(flat[i+1])
+		}
+	}
+	return res, nil
 }
 
 func (s *sessionStore) Claim(ctx context.Context, worker string, ttl time.Duration) (*sessions.Turn, error) {

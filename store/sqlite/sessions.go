@@ -157,6 +157,11 @@ func (s *sessionStore) Append(ctx context.Context, in sessions.Inbound) (session
 	if err != nil {
 		return sessions.AppendResult{}, d.fail(op, err)
 	}
+	if !res.Duplicate {
+		// The entry is durable whatever this read does; without the
+		// metadata the router uses the defaults.
+		res.Meta, _ = s.Meta(ctx, in.Conv)
+	}
 	return res, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -189,7 +190,7 @@ func (m memSessions) Append(ctx context.Context, in sessions.Inbound) (sessions.
 	if !c.held {
 		m.s.markReady(c)
 	}
-	return sessions.AppendResult{EntryID: e.ID}, nil
+	return sessions.AppendResult{EntryID: e.ID, Meta: maps.Clone(c.meta)}, nil
 }
 
 func (m memSessions) Claim(ctx context.Context, worker string, ttl time.Duration) (*sessions.Turn, error) {

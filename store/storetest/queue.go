@@ -169,3 +169,28 @@ func runQueue(t *testing.T, b Backend) {
 		}
 	})
 }
+
+// runAppendMeta: Append hands back the conversation's metadata, which is
+// what the router decides on, and only for a new entry.
+func runAppendMeta(t *testing.T, b Backend) {
+	f := newFixture(t, b, sessions.Limits{})
+	if r := f.append(user("c", "first")); len(r.Meta) != 0 {
+		t.Errorf("Append to a conversation without metadata: Meta = %v, want none", r.Meta)
+	}
+	for k, v := range map[string]string{sessions.ConvMetaTurn: `{"entry":"1"}`, sessions.ConvMetaBusyInputMode: "steer"} {
+		if err := f.ss.SetMeta(f.ctx, "c", k, v); err != nil {
+			t.Fatalf("SetMeta(%s): %v", k, err)
+		}
+	}
+	r := f.append(withMessageID(user("c", "second"), "m2"))
+	want := map[string]string{sessions.ConvMetaTurn: `{"entry":"1"}`, sessions.ConvMetaBusyInputMode: "steer"}
+	if diff := cmp.Diff(want, r.Meta); diff != "" {
+		t.Errorf("Append: Meta mismatch (-want +got):\n%s", diff)
+	}
+	if r := f.append(user("other", "x")); len(r.Meta) != 0 {
+		t.Errorf("Append to another conversation: Meta = %v, want none", r.Meta)
+	}
+	if r := f.append(withMessageID(user("c", "again"), "m2")); !r.Duplicate || r.Meta != nil {
+		t.Errorf("duplicate Append = %+v, want Duplicate and no Meta", r)
+	}
+}

@@ -3,13 +3,15 @@
 -- KEYS[1] conversation state hash
 -- KEYS[2] ready sorted set
 -- KEYS[3] the inbound's lane stream
--- KEYS[4] dedupe key of the message id; absent when the inbound has none
+-- KEYS[4] conversation metadata hash
+-- KEYS[5] dedupe key of the message id; absent when the inbound has none
 -- ARGV[1] conversation tag
 -- ARGV[2] lane, 0..5
 -- ARGV[3] encoded inbound
 -- ARGV[4] now in ms, or '' for the server's time
 -- ARGV[5] dedupe window in ms
--- Returns {entry id, 1 if duplicate else 0}.
+-- Returns {entry id, 1 if duplicate else 0, the metadata as a flat
+-- field/value list (empty when duplicate)}.
 local now = now_ms(ARGV[4])
 local lane = ARGV[2]
 local count = 'n' .. lane
@@ -22,15 +24,15 @@ local lanes = v[6] or ''
 local seq = int((tonumber(v[3]) or 0) + 1)
 local id = seq .. '-' .. lane
 
-if KEYS[4] then
-  local first = remember_once(KEYS[4], id, now, tonumber(ARGV[5]))
+if KEYS[5] then
+  local first = remember_once(KEYS[5], id, now, tonumber(ARGV[5]))
   if first then
     -- A redelivered update is also a chance to repair an index that lost
     -- the conversation.
     if lanes ~= '' then
       index_new(KEYS[2], ARGV[1], v[1], v[2], now)
     end
-    return {first, 1}
+    return {first, 1, {}}
   end
 end
 
@@ -52,4 +54,4 @@ redis.call('HSET', KEYS[1], unpack(fields))
 if lanes == '' then
   index_new(KEYS[2], ARGV[1], v[1], v[2], now)
 end
-return {id, 0}
+return {id, 0, redis.call('HGETALL', KEYS[4])}
