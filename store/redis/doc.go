@@ -85,6 +85,16 @@
 //	                                    an hour by the same clock. Signals
 //	                                    are few, so exact trimming is cheap.
 //
+//	Please:<name>            string    an ownership lease (package lease),
+//	                                    "<expiry ms>|<holder>"; the holder
+//	                                    may take and renew it, another only
+//	                                    once the expiry has passed by the
+//	                                    store's clock. On the server's clock
+//	                                    the key also expires by itself at
+//	                                    that instant (PX); on an injected
+//	                                    clock it has no TTL, and a takeover
+//	                                    or Release replaces it (lease.go)
+//
 // Per user:
 //
 //	Pnotes:{user}            stream    the agent's notes about a user (the
@@ -95,7 +105,8 @@
 //	                                    conversation tag.
 //
 // (P is glued on as it is: with the default prefix these are
-// herald:ready and herald:signals.)
+// herald:ready, herald:signals and, for an adapter's lease,
+// herald:lease:adapter:telegram:polling:<bot id>.)
 //
 // The timeline and its id hash are kept whole for now: they grow with what
 // herald delivers, as history does. A trimming policy (XTRIM by MINID, with
@@ -151,14 +162,19 @@
 //
 // Scripts: the Lua files in lua/ are the functions of one library, loaded
 // with FUNCTION LOAD at Open (again if the server lost it) and called with
-// FCALL; see scripts.go. This needs Redis 7.0 or later, and a user allowed
-// FUNCTION LOAD and FCALL.
+// FCALL; see scripts.go. The two ownership lease scripts are the
+// exception: called only every few seconds per exclusive adapter, they run
+// on their own by EVALSHA (EVAL when the server does not have them yet);
+// see lease.go. This needs Redis 7.0 or later, and a user allowed
+// FUNCTION LOAD, FCALL, EVALSHA and EVAL.
 //
 // Cost: every operation is one round trip, an FCALL or, for history,
 // metadata, timeline, signal and note reads and note deletes, one plain
 // command. The calls a turn makes are folded so that a busy worker's turn
 // is two round trips on the queue (Append, then the FinishAndClaim that
-// commits it and claims the next): a claim (Claim, ClaimMany, the claim of
+// commits it and claims the next): Append's script returns the
+// conversation's metadata (one HGETALL) with the new entry, so the router
+// makes no Meta read of its own, a claim (Claim, ClaimMany, the claim of
 // FinishAndClaim) brings the conversation's history with it (one LRANGE in
 // the script), ClaimMany leases a backlog n at a time, Finish writes the
 // metadata change that ends a turn (its running-turn mark), and AckAll
@@ -192,7 +208,9 @@
 //
 // Cluster: a conversation's own keys share a slot, but Append, Claim,
 // Renew, Release and Finish also touch the shared ready index, Finish the
-// outbox and FinishAndClaim another conversation, and the outbox scripts build their keys inside
-// the script. These need a single Redis primary (with replicas or
-// Sentinel as you like); Redis Cluster is not supported for them yet.
+// outbox and FinishAndClaim another conversation; the claim scripts build
+// the keys of the conversations they claim inside the script, as the
+// outbox scripts build theirs. These need a single Redis primary (with
+// replicas or Sentinel as you like); Redis Cluster is not supported for
+// them yet.
 package redis
