@@ -17,10 +17,10 @@
 // "anything ready?" check idle workers poll with) go to a small pool of
 // read-only connections and never wait behind writes.
 //
-// Lease and claim bookkeeping (Claim, Next, Renew, Release, outbox Claim
-// and Postpone) and signals commit with synchronous=NORMAL: a power cut
-// may lose such a commit, never corrupt the file, and what it loses is
-// harmless — see commitMode. Everything a person sent or is owed (entries,
+// Lease and claim bookkeeping (Claim, ClaimMany, Next, Renew, Release,
+// outbox Claim and Postpone, ownership leases) and signals commit with
+// synchronous=NORMAL: a power cut may lose such a commit, never corrupt
+// the file, and what it loses is harmless — see commitMode. Everything a person sent or is owed (entries,
 // acks, replies, history, metadata, dead letters, the timeline, notes)
 // waits for the disk.
 //
@@ -59,6 +59,11 @@
 //     acked yet, and how many holders it was handed to. A conversation has
 //     at most one: Claim and Next hand it out again until it is acked, so
 //     a dead worker's entry goes to the next holder first.
+//
+// Append reads the conversation's metadata (AppendResult.Meta) from the
+// read pool after its transaction committed, for the router's busy-input
+// mode and running-turn check; a failed read leaves Meta nil, and the
+// entry is queued all the same.
 //
 // entries holds the turn queue: one row per unacked entry with its lane
 // (sessions.Inbound.Lane) and the encoded Inbound. The index (conv, lane,
@@ -118,8 +123,17 @@
 // platform's due rows from the (platform, next_attempt) index in due order,
 // merges them, and bumps claim_token on each row it takes. Ack, Release,
 // Postpone and Dead match the claim token, so a claim that ran out and was
-// taken by another worker changes nothing. Dead rows leave the due index
-// and are listed through their own partial index. outbox_keys remembers
-// idempotency keys for the dedupe window, also after the message was sent
-// and deleted, so a retried Enqueue never sends twice.
+// taken by another worker changes nothing. AckAll acks a batch in one
+// transaction, each message checked as Ack checks it, so one refused ack
+// writes nothing of its own and stops none of the others. Dead rows leave
+// the due index and are listed through their own partial index.
+// outbox_keys remembers idempotency keys for the dedupe window, also after
+// the message was sent and deleted, so a retried Enqueue never sends twice.
+//
+// leases, added by the step to schema version 3, holds the ownership
+// leases (package lease): one row per lease name with its holder and
+// expires (Unix nanoseconds by the store's clock). Acquire is one upsert
+// that applies only for the same holder or over an expired row, so taking
+// and renewing are one statement and a refusal writes nothing; Release
+// deletes the holder's row (lease.go).
 package sqlite
