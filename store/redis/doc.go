@@ -178,7 +178,9 @@
 // FinishAndClaim) brings the conversation's history with it (one LRANGE in
 // the script), ClaimMany leases a backlog n at a time, Finish writes the
 // metadata change that ends a turn (its running-turn mark), and AckAll
-// acks a batch of sent messages in one call. The scripts keep their calls
+// acks a batch of sent messages in one call; the outbox claim and ack move
+// a batch's messages between indexes with one ZREM or ZADD per index, not
+// one per message. The scripts keep their calls
 // few and small (an HMGET of only the state fields a script uses, one HSET
 // for all it changes, no command whose answer the state hash already
 // holds), because each call inside a script costs about as much as a small

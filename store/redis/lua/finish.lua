@@ -117,7 +117,7 @@ end
 local now
 local h = tonumber(ARGV[11 + a])
 if h > 0 then
-  push_all(KEYS[3], ARGV, 12 + a, h)
+  call_all('RPUSH', KEYS[3], ARGV, 12 + a, h)
 end
 local at = 12 + a + h
 local o = tonumber(ARGV[at])

@@ -8,6 +8,6 @@ if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then
   return {'LOST'}
 end
 if #ARGV > 1 then
-  push_all(KEYS[2], ARGV, 2, #ARGV - 1)
+  call_all('RPUSH', KEYS[2], ARGV, 2, #ARGV - 1)
 end
 return {'OK'}

@@ -54,14 +54,17 @@ local function remember_once(key, id, now, window)
   return nil
 end
 
--- push_all appends args[from .. from+n-1] to a list, in chunks so a long
--- batch never exceeds Lua's stack for unpack.
-local function push_all(key, args, from, n)
+-- call_all runs cmd on key with args[from .. from+n-1], in chunks so a
+-- long batch never exceeds Lua's stack for unpack: one command for a
+-- batch rather than one per item, as each call inside a script costs
+-- about as much as a small command. A chunk is an even number of args, so
+-- score/member pairs stay together.
+local function call_all(cmd, key, args, from, n)
   local i = from
   local last = from + n - 1
   while i <= last do
     local j = math.min(i + 999, last)
-    redis.call('RPUSH', key, unpack(args, i, j))
+    redis.call(cmd, key, unpack(args, i, j))
     i = j + 1
   end
 end

@@ -6,20 +6,46 @@
 -- ARGV[2 ..] pairs of message id and claim token
 -- Returns a status per pair, in order: 'OK', 'LOST' or 'NOTFOUND'.
 local prefix = ARGV[1]
-local all = ob_key(prefix, 'all')
 local out = {}
+-- Every message is checked first; the removals then go by index, one
+-- command for all the acked messages of an index rather than one each.
+local ids, mkeys, byplat, plats, acked = {}, {}, {}, {}, {}
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
   local mkey = ob_key(prefix, 'm:' .. id)
-  local platform, err = ob_check(mkey, ARGV[i + 1])
+  local platform, err
+  if acked[id] then
+    -- Acked by an earlier pair of this call: gone, as it would be had
+    -- that pair's removal come first.
+    err = 'NOTFOUND'
+  else
+    platform, err = ob_check(mkey, ARGV[i + 1])
+  end
   if err then
     out[#out + 1] = err
   else
-    redis.call('ZREM', ob_key(prefix, 'due:' .. platform), id)
-    redis.call('ZREM', ob_key(prefix, 'claimed:' .. platform), id)
-    redis.call('ZREM', all, id)
-    redis.call('DEL', mkey)
+    acked[id] = true
+    ids[#ids + 1] = id
+    mkeys[#mkeys + 1] = mkey
+    local l = byplat[platform]
+    if not l then
+      l = {}
+      byplat[platform] = l
+      plats[#plats + 1] = platform
+    end
+    l[#l + 1] = id
     out[#out + 1] = 'OK'
   end
+end
+-- A message with its claim token is in the claimed index, or, when its
+-- claim expired and nobody claimed it since, back in the due one.
+for _, platform in ipairs(plats) do
+  local l = byplat[platform]
+  call_all('ZREM', ob_key(prefix, 'due:' .. platform), l, 1, #l)
+  call_all('ZREM', ob_key(prefix, 'claimed:' .. platform), l, 1, #l)
+end
+call_all('ZREM', ob_key(prefix, 'all'), ids, 1, #ids)
+for i = 1, #mkeys, 1000 do
+  redis.call('DEL', unpack(mkeys, i, math.min(i + 999, #mkeys)))
 end
 return out

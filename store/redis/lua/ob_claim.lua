@@ -23,15 +23,20 @@ for i = 6, #ARGV do
   local due = ob_key(prefix, 'due:' .. ARGV[i])
   local claimed = ob_key(prefix, 'claimed:' .. ARGV[i])
   local expired = redis.call('ZRANGEBYSCORE', claimed, '-inf', now, 'LIMIT', 0, SWEEP)
-  for _, id in ipairs(expired) do
-    redis.call('ZREM', claimed, id)
-    local next_at = redis.call('HGET', ob_key(prefix, 'm:' .. id), 'next')
-    if next_at then
-      -- Due again at its old time, so it keeps its place among the due.
-      -- It keeps its claim token until someone claims it again, so a slow
-      -- sender that got through can still ack.
-      redis.call('ZADD', due, tonumber(next_at), id)
+  if #expired > 0 then
+    call_all('ZREM', claimed, expired, 1, #expired)
+    local back = {}
+    for _, id in ipairs(expired) do
+      local next_at = redis.call('HGET', ob_key(prefix, 'm:' .. id), 'next')
+      if next_at then
+        -- Due again at its old time, so it keeps its place among the due.
+        -- It keeps its claim token until someone claims it again, so a
+        -- slow sender that got through can still ack.
+        back[#back + 1] = next_at
+        back[#back + 1] = id
+      end
     end
+    call_all('ZADD', due, back, 1, #back)
   end
   local r = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'WITHSCORES', 'LIMIT', 0, max)
   for j = 1, #r, 2 do
@@ -50,18 +55,34 @@ end)
 
 local token = redis.call('INCR', ob_key(prefix, 'tok'))
 local exp = now + tonumber(ARGV[4])
+local sexp = int(exp)
 local out = {token, exp}
+-- The index moves go one command per index for all its messages (taken
+-- out of due; those still stored into claimed), rather than one each.
+local moves, order = {}, {}
 for i = 1, math.min(max, #cand) do
   local id, due, claimed = cand[i][2], cand[i][3], cand[i][4]
+  local m = moves[due]
+  if not m then
+    m = {claimed = claimed, out = {}, into = {}}
+    moves[due] = m
+    order[#order + 1] = due
+  end
+  m.out[#m.out + 1] = id
   local mkey = ob_key(prefix, 'm:' .. id)
-  redis.call('ZREM', due, id)
   local v = redis.call('HMGET', mkey, 'd', 'n', 'next', 'at', 'e')
   if v[1] then
-    redis.call('HSET', mkey, 'tok', token, 'exp', int(exp), 'w', ARGV[2])
-    redis.call('ZADD', claimed, exp, id)
+    redis.call('HSET', mkey, 'tok', token, 'exp', sexp, 'w', ARGV[2])
+    m.into[#m.into + 1] = sexp
+    m.into[#m.into + 1] = id
     for _, x in ipairs({id, v[1], v[2], v[3], v[4], v[5] or ''}) do
       out[#out + 1] = x
     end
   end
+end
+for _, due in ipairs(order) do
+  local m = moves[due]
+  call_all('ZREM', due, m.out, 1, #m.out)
+  call_all('ZADD', m.claimed, m.into, 1, #m.into)
 end
 return out
