@@ -16,16 +16,19 @@
 //	P{conv}:q0 … P{conv}:q5  stream    the turn queue, one stream per lane
 //	                                    (sessions.Inbound.Lane); fields d
 //	                                    (the encoded inbound) and at
-//	                                    (enqueued, ms). Consumer group "g"
-//	                                    with the single consumer "c", read
-//	                                    with NOACK: the group is the lane's
-//	                                    read cursor, and the state's pend is
-//	                                    the record of the entry delivered
-//	                                    and not yet acked (see below). Entry
-//	                                    ids are "<seq>-<lane>". An acked
-//	                                    entry is deleted (XDEL); an emptied
-//	                                    stream stays, with its group, for the
-//	                                    next append.
+//	                                    (enqueued, ms). It holds the entries
+//	                                    not yet delivered and the one
+//	                                    delivered and not yet acked, which
+//	                                    the state's pend names (see below),
+//	                                    so a lane's next entry is its first
+//	                                    (XRANGE - + COUNT 1) once pend is
+//	                                    settled. Entry ids are
+//	                                    "<seq>-<lane>". An acked entry is
+//	                                    deleted (XDEL); an emptied stream
+//	                                    stays for the next append. (A stream
+//	                                    of an earlier layout may carry a
+//	                                    consumer group "g", and its state a
+//	                                    field groups: nothing reads them.)
 //	P{conv}:state            hash      seq (entry id sequence); fence (the
 //	                                    fencing counter, only increases);
 //	                                    n0 … n5 (entries per lane, queued and
@@ -33,9 +36,7 @@
 //	                                    for each lane whose count is above
 //	                                    zero, in no order, so one HMGET of a
 //	                                    few fields tells whether there is
-//	                                    work and where); groups (the lanes
-//	                                    whose stream has its consumer group);
-//	                                    pend (the entry delivered and not
+//	                                    work and where); pend (the entry delivered and not
 //	                                    acked) and dlv (how often it was
 //	                                    delivered); worker, token (= fence
 //	                                    at the grant) and exp (lease expiry,
@@ -115,19 +116,18 @@
 //
 // The pending entry: the lease makes one holder per conversation, so one
 // delivered-unacked entry at most, and the state hash records it (pend,
-// dlv) in the same script as the read that delivers it. A group pending
-// list would only repeat that record, at the cost of an XACK per entry and
-// of the read's own bookkeeping, so the groups read with NOACK. The entry
-// stays in its stream until the finish that acks it deletes it; a Claim
-// after a lost or released lease reads it again from there (XRANGE) and
-// counts the delivery in dlv.
+// dlv) in the same script as the read that delivers it. A consumer group
+// would only repeat that record, at the cost of its creation with each
+// stream and of a write (propagated to the AOF) with each read, so the
+// lanes are read with XRANGE. The entry stays in its stream until the
+// finish that acks it deletes it; a Claim after a lost or released lease
+// reads it again from there and counts the delivery in dlv.
 //
 // Finish.Absorbed: the finish script looks every absorbed entry up (XRANGE
 // on the lane its id names) before its first write and answers NOTFOUND,
 // having written nothing, when one is not queued. The absorbed entries
-// were never delivered, so they are only deleted (XDEL; the group skips
-// deleted entries when it reads on), and their lanes' counts drop in the
-// same HSET as the acked entry's.
+// were never delivered, so they are only deleted (XDEL), and their lanes'
+// counts drop in the same HSET as the acked entry's.
 //
 // The outbox is global, not per conversation:
 //

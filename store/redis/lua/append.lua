@@ -15,8 +15,8 @@
 local now = now_ms(ARGV[4])
 local lane = ARGV[2]
 local count = 'n' .. lane
-local v = redis.call('HMGET', KEYS[1], 'token', 'exp', 'seq', 'groups', count, 'lanes')
-local lanes = v[6] or ''
+local v = redis.call('HMGET', KEYS[1], 'token', 'exp', 'seq', count, 'lanes')
+local lanes = v[5] or ''
 
 -- Ids are "<seq>-<lane>": a per-conversation sequence, so ids order the
 -- entries of all lanes by arrival, and the lane, so an ack can find the
@@ -36,18 +36,11 @@ if KEYS[5] then
   end
 end
 
-local groups = v[4] or ''
-local was = tonumber(v[5]) or 0
+local was = tonumber(v[4]) or 0
 local fields = {'seq', seq, count, int(was + 1)}
 if was <= 0 and not has_lane(lanes, lane) then
   fields[5] = 'lanes'
   fields[6] = lanes .. lane
-end
-if not has_lane(groups, lane) then
-  -- pcall: the group may exist already if the state hash was lost.
-  redis.pcall('XGROUP', 'CREATE', KEYS[3], GROUP, '0', 'MKSTREAM')
-  fields[#fields + 1] = 'groups'
-  fields[#fields + 1] = groups .. lane
 end
 redis.call('XADD', KEYS[3], id, 'd', ARGV[3], 'at', int(now))
 redis.call('HSET', KEYS[1], unpack(fields))

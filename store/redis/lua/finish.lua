@@ -98,15 +98,15 @@ end
 local work = lanes ~= ''
 
 -- Deleting the acked entry is the first write: when it is not in its
--- stream (deleted by hand) nothing else has been touched yet. The group
--- read it without a pending entry (see next_entry), so there is nothing
--- else to ack.
+-- stream (deleted by hand) nothing else has been touched yet. The state's
+-- pend is the only record of its delivery (see next_entry), so there is
+-- nothing else to ack.
 if redis.call('XDEL', key, id) == 0 then
   return {'NOTFOUND'}
 end
 if absorbed then
-  -- An absorbed entry was never delivered, so it is only deleted: the
-  -- group skips deleted entries when it reads on.
+  -- An absorbed entry was never delivered, so deleting it is all: the
+  -- lane's next read starts at what is left.
   for aid, akey in pairs(absorbed) do
     redis.call('XDEL', akey, aid)
   end

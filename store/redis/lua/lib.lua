@@ -4,11 +4,7 @@
 -- built here from the prefix and the conversation's tag because Claim
 -- learns the conversation only inside the script.
 
--- The turn queue's consumer group and its only consumer: the lease makes
--- one holder per conversation, so one consumer name is enough (and the
--- group keeps no pending list; see next_entry).
-local GROUP = 'g'
-local CONSUMER = 'c'
+-- The turn queue's lanes, 0 (first served) to LANES-1.
 local LANES = 6
 
 -- now_ms is the store's clock: the caller's time when it sends one (a

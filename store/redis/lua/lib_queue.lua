@@ -64,15 +64,17 @@ end
 
 -- next_entry finds the holder's next entry: pend, the one delivered
 -- before and never acked, first, delivered once more (dlv is how often it
--- was, as read), else the oldest entry of the lowest of lanes. It returns the entry's id, data, enqueue
--- time and deliveries (nil when the queue is empty); the caller records
--- the id as pend and the deliveries as dlv with its other state writes.
+-- was, as read), else the oldest entry of the lowest of lanes. It returns
+-- the entry's id, data, enqueue time and deliveries (nil when the queue is
+-- empty); the caller records the id as pend and the deliveries as dlv with
+-- its other state writes.
 --
--- The group reads with NOACK: it is the lane's read cursor, and pend,
--- written in the same call, is the record of the delivered entry, which
--- stays in its stream until the finish that acks it deletes it. The lease
--- makes one holder per conversation, so one record is enough, and the
--- group's pending list would only repeat it, at a cost.
+-- A lane's stream holds only entries not yet delivered and pend: a finish
+-- deletes the entry it acks and those it absorbed, and the lease makes
+-- one holder per conversation, so one delivered entry at most. With pend
+-- settled first, the lane's first entry is therefore the next one, and a
+-- plain XRANGE finds it: no read cursor (consumer group) to create with
+-- each stream, nor to move, and so write to the AOF, with each read.
 local function next_entry(prefix, tag, state, pend, dlv, lanes)
   if pend and pend ~= '' then
     local got = redis.call('XRANGE', lane_key(prefix, tag, lane_of(pend) or 0), pend, pend)
@@ -84,16 +86,8 @@ local function next_entry(prefix, tag, state, pend, dlv, lanes)
   end
   for lane = 0, LANES - 1 do
     if has_lane(lanes, lane) then
-      local key = lane_key(prefix, tag, lane)
-      local r = redis.pcall('XREADGROUP', 'GROUP', GROUP, CONSUMER, 'COUNT', 1, 'NOACK', 'STREAMS', key, '>')
-      if type(r) == 'table' and r.err then
-        -- The stream lost its group (deleted by hand): make it again from
-        -- the start rather than fail every Claim that meets it.
-        redis.pcall('XGROUP', 'CREATE', key, GROUP, '0', 'MKSTREAM')
-        r = redis.call('XREADGROUP', 'GROUP', GROUP, CONSUMER, 'COUNT', 1, 'NOACK', 'STREAMS', key, '>')
-      end
-      if r and r[1] and r[1][2][1] then
-        local e = r[1][2][1]
+      local e = redis.call('XRANGE', lane_key(prefix, tag, lane), '-', '+', 'COUNT', 1)[1]
+      if e then
         local data, at = entry_fields(e[2])
         return e[1], data, at, 1
       end
