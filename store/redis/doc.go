@@ -72,8 +72,9 @@
 //	                                    its lease's expiry, so a lease that
 //	                                    runs out makes it ready without a
 //	                                    sweep. Claim takes the first member
-//	                                    unless its lease is live, in which
-//	                                    case none is ready.
+//	                                    unless its score is after now or its
+//	                                    lease is live, in which case none is
+//	                                    ready.
 //
 //	Psignals                 stream    the signals log every process tails:
 //	                                    fields c (conversation), k (kind), e

@@ -15,8 +15,15 @@ local CLAIM_TRIES = 16
 -- it costs one command here rather than a round trip of its own.
 local function claim_next(prefix, ready, worker, ttl, now)
   for _ = 1, CLAIM_TRIES do
-    local tag = redis.call('ZRANGE', ready, 0, 0)[1]
+    local head = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
+    local tag = head[1]
     if not tag then
+      return nil
+    end
+    if tonumber(head[2]) > now then
+      -- The score is when a Claim may take the member; the first one not
+      -- due yet means none is (it is the one held whose lease runs out
+      -- first), told without reading its state.
       return nil
     end
     local state = conv_key(prefix, tag, 'state')
