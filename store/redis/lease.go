@@ -10,7 +10,7 @@ import (
 )
 
 // An ownership lease (package lease) is one string key, P lease:<name>
-// (P the prefix, glued on: herald:lease:adapter:telegram), holding "<expiry ms>|<holder>". Whether it still counts is decided by
+// (P the prefix, glued on: herald:lease:adapter:telegram:polling:<bot id>), holding "<expiry ms>|<holder>". Whether it still counts is decided by
 // the store's clock, as for conversation leases: the server's TIME, or the
 // injected clock's time sent with the call. On the server's clock the key
 // also expires by itself (PX the TTL, the same instant); on an injected
