@@ -244,9 +244,7 @@ func (g *Gateway) build() error {
 	if g.presence.Drives() {
 		watch = g.presence.Watch
 	}
-	if err := g.ownership(); err != nil {
-		return err
-	}
+	g.ownership()
 
 	g.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
 		Store:    notifyingSessions{Store: store, notify: delivery.Notify},

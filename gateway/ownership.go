@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -20,9 +19,6 @@ const leaseCallTimeout = 5 * time.Second
 
 // errLeaseLost ends an exclusive adapter's Run when its lease is gone.
 var errLeaseLost = errors.New("the adapter's ownership lease was lost")
-
-// leaser is a store that keeps ownership leases; both backends do.
-type leaser interface{ Leases() lease.Store }
 
 // exclusiveName is the lease name a's Run needs, or "" when a may run in
 // every process at once.
@@ -44,19 +40,10 @@ func ownedGauge(m *Metrics) *prometheus.GaugeVec {
 	return g
 }
 
-// ownership readies the leases of the exclusive adapters: the store must
-// keep them.
-func (g *Gateway) ownership() error {
+// ownership readies the leases of the exclusive adapters.
+func (g *Gateway) ownership() {
 	g.owned = ownedGauge(g.metrics)
-	if l, ok := g.db.(leaser); ok {
-		g.leases = l.Leases()
-	}
-	for _, a := range g.opts.Adapters {
-		if name := exclusiveName(a); name != "" && g.leases == nil {
-			return fmt.Errorf("the %s adapter runs in one process at a time, and the %T store keeps no leases", a.Platform(), g.db)
-		}
-	}
-	return nil
+	g.leases = g.db.Leases()
 }
 
 // adapterRun is how runAdapter runs a once: Run, behind the adapter's

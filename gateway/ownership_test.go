@@ -158,7 +158,7 @@ func TestExclusiveAdapterTakenOverFromADeadOwner(t *testing.T) {
 				t.Fatalf("OpenStore: %v", err)
 			}
 			defer db.Close()
-			dead := db.(leaser).Leases()
+			dead := db.Leases()
 			if held, err := dead.Acquire(context.Background(), "adapter:poll", "dead-process", ownershipTTL); err != nil || !held {
 				t.Fatalf("Acquire as the dead process = %v, %v", held, err)
 			}
@@ -186,7 +186,7 @@ func TestExclusiveAdapterStopsWhenItsLeaseIsTaken(t *testing.T) {
 	if got := r.next(10 * time.Second); got != "gw-a" {
 		t.Fatalf("Run in %q, want gw-a", got)
 	}
-	ls := a.g.Store().(leaser).Leases()
+	ls := a.g.Store().Leases()
 	ctx := context.Background()
 	if err := ls.Release(ctx, "adapter:poll", "gw-a"); err != nil {
 		t.Fatal(err)
@@ -217,21 +217,6 @@ func TestExclusiveAdapterStopsWhenItsLeaseIsTaken(t *testing.T) {
 		t.Error("losing the lease was logged as the adapter failing")
 	}
 }
-
-// An adapter that is exclusive needs a store that keeps leases.
-func TestExclusiveAdapterNeedsLeases(t *testing.T) {
-	g := &Gateway{metrics: NewMetrics(), db: noLeases{}, opts: Options{Adapters: []adapters.Adapter{newRuns().adapter("x")}}}
-	if err := g.ownership(); err == nil || !strings.Contains(err.Error(), "keeps no leases") {
-		t.Errorf("ownership() = %v, want the store's lack of leases named", err)
-	}
-	g = &Gateway{metrics: NewMetrics(), db: noLeases{}, opts: Options{Adapters: []adapters.Adapter{&fakeAdapter{platform: "api2"}}}}
-	if err := g.ownership(); err != nil {
-		t.Errorf("ownership() without exclusive adapters = %v", err)
-	}
-}
-
-// noLeases is a store that keeps no ownership leases.
-type noLeases struct{ Store }
 
 // A Mounter's routes are served beside the API, outside its key: the
 // adapter checks its own requests.

@@ -7,6 +7,7 @@ import (
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/store/redis"
@@ -17,6 +18,7 @@ import (
 type Store interface {
 	Sessions() sessions.Store
 	Outbox() outbox.Store
+	Leases() lease.Store // ownership of the adapters that run in one process
 	Close() error
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -43,6 +44,12 @@ type memData struct {
 	timeline map[string][]sessions.TimelineItem
 	signals  []sessions.Signal // kept whole: the suite never looks past an hour
 	notes    map[string][]sessions.Note
+	leases   map[string]memLease
+}
+
+type memLease struct {
+	holder  string
+	expires time.Time
 }
 
 func newMemData() *memData {
@@ -51,6 +58,7 @@ func newMemData() *memData {
 		msgs:     map[string]*memMsg{},
 		idemKey:  map[string]memSeen{},
 		timeline: map[string][]sessions.TimelineItem{},
+		leases:   map[string]memLease{},
 		notes:    map[string][]sessions.Note{},
 	}
 }
@@ -128,6 +136,41 @@ type memStore struct {
 
 func (s *memStore) Sessions() sessions.Store { return memSessions{s} }
 func (s *memStore) Outbox() outbox.Store     { return memOutbox{s} }
+func (s *memStore) Leases() lease.Store      { return memLeases{s} }
+
+type memLeases struct{ s *memStore }
+
+func (m memLeases) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
+	const op = "mem.Acquire"
+	if err := lease.CheckAcquire(op, name, holder, ttl); err != nil {
+		return false, err
+	}
+	if err := m.s.lock(op); err != nil {
+		return false, err
+	}
+	defer m.s.data.mu.Unlock()
+	now := m.s.clk.Now()
+	if l, ok := m.s.data.leases[name]; ok && l.holder != holder && now.Before(l.expires) {
+		return false, nil
+	}
+	m.s.data.leases[name] = memLease{holder: holder, expires: now.Add(ttl)}
+	return true, nil
+}
+
+func (m memLeases) Release(ctx context.Context, name, holder string) error {
+	const op = "mem.Release"
+	if err := lease.CheckRelease(op, name, holder); err != nil {
+		return err
+	}
+	if err := m.s.lock(op); err != nil {
+		return err
+	}
+	defer m.s.data.mu.Unlock()
+	if l, ok := m.s.data.leases[name]; ok && l.holder == holder {
+		delete(m.s.data.leases, name)
+	}
+	return nil
+}
 
 func (s *memStore) Close() error {
 	s.data.mu.Lock()

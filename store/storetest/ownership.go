@@ -13,9 +13,6 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// leaser is a store that keeps ownership leases (package lease).
-type leaser interface{ Leases() lease.Store }
-
 // ownership is one case's fixture and the lease store of its open store.
 type ownership struct {
 	*fixture
@@ -26,17 +23,8 @@ func newOwnership(t *testing.T, b Backend) *ownership {
 	t.Helper()
 	f := newFixture(t, b, sessions.Limits{})
 	o := &ownership{fixture: f}
-	o.ls = o.leasesOf(f.st)
+	o.ls = f.st.Leases()
 	return o
-}
-
-func (o *ownership) leasesOf(st Store) lease.Store {
-	o.t.Helper()
-	l, ok := st.(leaser)
-	if !ok {
-		o.t.Skipf("%T keeps no ownership leases", st)
-	}
-	return l.Leases()
 }
 
 // acquire calls Acquire and fails the case unless it reports want.
@@ -73,7 +61,7 @@ func runOwnership(t *testing.T, b Backend) {
 	t.Run("one holder among concurrent acquires on two stores", func(t *testing.T) {
 		o := newOwnership(t, b)
 		other, _ := openStore(t, o.place, o.clk, o.lim)
-		views := []lease.Store{o.ls, o.leasesOf(other)}
+		views := []lease.Store{o.ls, other.Leases()}
 		const rounds, holders = 5, 16
 		for r := range rounds {
 			name := fmt.Sprintf("adapter:race-%d", r)
@@ -115,7 +103,7 @@ func runOwnership(t *testing.T, b Backend) {
 	t.Run("takeover after expiry by the store's clock", func(t *testing.T) {
 		o := newOwnership(t, b)
 		other, _ := openStore(t, o.place, o.clk, o.lim)
-		ls2 := o.leasesOf(other)
+		ls2 := other.Leases()
 		o.acquire(o.ls, "l", "p1", true)
 		o.clk.Advance(ttl - time.Millisecond)
 		o.acquire(ls2, "l", "p2", false)
@@ -154,7 +142,7 @@ func runOwnership(t *testing.T, b Backend) {
 		o := newOwnership(t, b)
 		o.acquire(o.ls, "l", "p1", true)
 		o.reopen(true)
-		o.ls = o.leasesOf(o.st)
+		o.ls = o.st.Leases()
 		o.acquire(o.ls, "l", "p2", false)
 		o.acquire(o.ls, "l", "p1", true)
 	})

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -19,6 +20,7 @@ import (
 type Store interface {
 	Sessions() sessions.Store
 	Outbox() outbox.Store
+	Leases() lease.Store
 	io.Closer
 }
 
