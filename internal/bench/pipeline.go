@@ -114,25 +114,9 @@ func Pipeline(ctx context.Context, opt PipelineOptions) (PipelineResult, error) 
 	}
 	// The raw loop's Redis client serves one producer per lane; the store
 	// gets its own, as in the gateway.
-	var b backend
-	switch opt.Store {
-	case "sqlite":
-		b, err = newSQLiteBackend(opt.TempDir)
-	case "redis":
-		b, err = newRedisBackend(ctx, opt.RedisURL, opt.Conversations)
-	default:
-		return PipelineResult{}, fmt.Errorf("unknown store %q; want sqlite or redis", opt.Store)
-	}
-	if err != nil {
-		return PipelineResult{}, err
-	}
-	res, err := measurePipeline(ctx, b, opt)
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if cerr := b.cleanup(cctx); err == nil && cerr != nil {
-		err = fmt.Errorf("cleaning up: %w", cerr)
-	}
-	return res, err
+	return onBackend(ctx, opt.Store, opt.TempDir, opt.RedisURL, opt.Conversations, func(b backend) (PipelineResult, error) {
+		return measurePipeline(ctx, b, opt)
+	})
 }
 
 func (opt PipelineOptions) withDefaults() (PipelineOptions, error) {

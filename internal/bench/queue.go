@@ -86,23 +86,32 @@ func Queue(ctx context.Context, opt QueueOptions) (QueueResult, error) {
 	if opt.Entries < 1 || opt.Conversations < 1 {
 		return QueueResult{}, fmt.Errorf("entries and conversations must be positive, got %d and %d", opt.Entries, opt.Conversations)
 	}
+	return onBackend(ctx, opt.Store, opt.TempDir, opt.RedisURL, opt.Conversations, func(b backend) (QueueResult, error) {
+		return measure(ctx, b, opt)
+	})
+}
+
+// onBackend makes the backend store names ("sqlite" in tempDir, or
+// "redis" at redisURL for convs conversations), runs run on it and cleans
+// it up, even when the run was interrupted.
+func onBackend[R any](ctx context.Context, store, tempDir, redisURL string, convs int, run func(backend) (R, error)) (R, error) {
 	var (
-		b   backend
-		err error
+		b    backend
+		err  error
+		zero R
 	)
-	switch opt.Store {
+	switch store {
 	case "sqlite":
-		b, err = newSQLiteBackend(opt.TempDir)
+		b, err = newSQLiteBackend(tempDir)
 	case "redis":
-		b, err = newRedisBackend(ctx, opt.RedisURL, opt.Conversations)
+		b, err = newRedisBackend(ctx, redisURL, convs)
 	default:
-		return QueueResult{}, fmt.Errorf("unknown store %q; want sqlite or redis", opt.Store)
+		return zero, fmt.Errorf("unknown store %q; want sqlite or redis", store)
 	}
 	if err != nil {
-		return QueueResult{}, err
+		return zero, err
 	}
-	res, err := measure(ctx, b, opt)
-	// Clean up even when the run was interrupted.
+	res, err := run(b)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if cerr := b.cleanup(cctx); err == nil && cerr != nil {
