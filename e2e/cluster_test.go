@@ -64,21 +64,9 @@ func runCluster(t *testing.T, kill bool) {
 		return testkit.Echo().After(clusterModelDelay)
 	})
 
-	cfg := fmt.Sprintf(`
-store:
-  backend: redis
-  redis_url: %s
-  redis_prefix: %q
-  lease_ttl: %s
-http:
-  addr: 127.0.0.1:0
-model:
-  base_url: %s
-  name: %s
-  api_key: %%s
-display:
-  busy_input_mode: queue
-`, redis.URL(), redis.Prefix(), leaseTTL, model.URL(), modelName)
+	cfg := clusterConfig(redis, model) + `
+  api_key: %s
+`
 	var gws [2]*child
 	var apis [2]*apiClient
 	for k, name := range []string{"gateway A", "gateway B"} {
@@ -341,4 +329,24 @@ func keys(m map[string]int) []string {
 		out = append(out[:10], "…")
 	}
 	return out
+}
+
+// clusterConfig is the herald.yaml of a gateway process sharing redis
+// with others, in queue mode, with the test's short lease. The model
+// section comes last, so a test can add keys to it.
+func clusterConfig(redis *testkit.Redis, model *testkit.ModelServer) string {
+	return fmt.Sprintf(`
+store:
+  backend: redis
+  redis_url: %s
+  redis_prefix: %q
+  lease_ttl: %s
+http:
+  addr: 127.0.0.1:0
+display:
+  busy_input_mode: queue
+model:
+  base_url: %s
+  name: %s
+`, redis.URL(), redis.Prefix(), leaseTTL, model.URL(), modelName)
 }

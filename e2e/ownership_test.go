@@ -22,25 +22,12 @@ func TestTelegramPollingHasOneOwner(t *testing.T) {
 	model := testkit.NewModelServer(t)
 	tg := telegramfake.New(t, "")
 
-	cfg := fmt.Sprintf(`
-store:
-  backend: redis
-  redis_url: %s
-  redis_prefix: %q
-  lease_ttl: %s
-http:
-  addr: 127.0.0.1:0
-model:
-  base_url: %s
-  name: %s
-display:
-  busy_input_mode: queue
-platforms:
+	cfg := clusterConfig(redis, model) + fmt.Sprintf(`platforms:
   telegram:
     token: %q
     api_url: %s
     allowed_users: ["42"]
-`, redis.URL(), redis.Prefix(), leaseTTL, model.URL(), modelName, tg.Token(), tg.URL())
+`, tg.Token(), tg.URL())
 	var gws [2]*child
 	for k, name := range []string{"gateway A", "gateway B"} {
 		home := t.TempDir()
