@@ -65,8 +65,8 @@ type Adapter struct {
 	// (deliverRetry the variable; tests shorten it).
 	deliverRetry adapters.Backoff
 	client       *http.Client
-	rest         *discordgo.Session // REST only; Run opens a gateway session of its own
-	sent         *progress
+	rest         *discordgo.Session                // REST only; Run opens a gateway session of its own
+	sent         *adapters.SendProgress[sendState] // replies sent in part, by outbox message id
 	threads      *threadCache
 
 	mu    sync.Mutex
@@ -117,7 +117,7 @@ func New(opts Options) (*Adapter, error) {
 
 	a := &Adapter{
 		opts: opts, log: common.Log, clock: common.Clock, retry: adapters.Backoff{Min: opts.RetryMin, Max: opts.RetryMax},
-		token: "Bot " + token, client: client, sent: newProgress(), threads: newThreadCache(),
+		token: "Bot " + token, client: client, sent: adapters.NewSendProgress[sendState](opts.Clock), threads: newThreadCache(),
 		deliverRetry: deliverRetry,
 	}
 	a.botID = botIDFromToken(token)

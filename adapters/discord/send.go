@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -44,7 +43,7 @@ func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResul
 	if len(parts) == 0 {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "discord: the message is empty"}
 	}
-	p := a.sent.start(m.ID, a.clock.Now())
+	p, _ := a.sent.Take(m.ID)
 	ref, viaFollowup := parseInteractionRef(m.ReplyTo)
 	viaFollowup = viaFollowup && !p.channelOnly && a.clock.Now().Before(ref.expires())
 	for i := p.done; i < len(parts); i++ {
@@ -67,18 +66,17 @@ func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResul
 		}
 		if err != nil {
 			res := classify(err)
-			if res.Outcome == adapters.Permanent {
-				a.sent.finish(m.ID)
-			} else {
-				a.sent.save(m.ID, p)
+			if res.Outcome != adapters.Permanent && (p.done > 0 || p.channelOnly) {
+				a.sent.Keep(m.ID, p)
 			}
 			return res
 		}
-		a.sent.record(m.ID, p, id)
+		if p.done == 0 {
+			p.first = id
+		}
+		p.done++
 	}
-	first := p.first
-	a.sent.finish(m.ID)
-	return adapters.SendResult{Outcome: adapters.Accepted, MessageID: first}
+	return adapters.SendResult{Outcome: adapters.Accepted, MessageID: p.first}
 }
 
 // post sends one channel message, a reply to replyTo when set.
@@ -188,76 +186,10 @@ func retryAfter(re *discordgo.RESTError) time.Duration {
 	return time.Second
 }
 
-// progress remembers, per outbox message, how many parts Discord has
-// accepted, so a retry after a failed part sends only the rest. It is in
-// memory: a message retried by another process starts over, which the
-// outbox's claim makes rare.
-type progress struct {
-	mu   sync.Mutex
-	msgs map[string]*sendState
-}
-
+// sendState is how far a message sent in parts got, kept in an
+// adapters.SendProgress between attempts.
 type sendState struct {
 	done        int    // parts accepted
 	first       string // the first part's message id
 	channelOnly bool   // the follow-up was refused: post to the channel
-	started     time.Time
-}
-
-// progressTTL drops what a message that never came back left behind.
-const progressTTL = time.Hour
-
-func newProgress() *progress { return &progress{msgs: map[string]*sendState{}} }
-
-// start returns id's state, a fresh one for a new message or an empty id.
-func (p *progress) start(id string, now time.Time) *sendState {
-	if id == "" {
-		return &sendState{started: now}
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for k, s := range p.msgs {
-		if now.Sub(s.started) > progressTTL {
-			delete(p.msgs, k)
-		}
-	}
-	s, ok := p.msgs[id]
-	if !ok {
-		s = &sendState{started: now}
-		p.msgs[id] = s
-	}
-	return copyState(s)
-}
-
-func copyState(s *sendState) *sendState { c := *s; return &c }
-
-// record notes one more accepted part.
-func (p *progress) record(id string, s *sendState, msgID string) {
-	if s.done == 0 {
-		s.first = msgID
-	}
-	s.done++
-	p.save(id, s)
-}
-
-// save keeps s as id's state for the next attempt.
-func (p *progress) save(id string, s *sendState) {
-	if id == "" {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if cur, ok := p.msgs[id]; ok {
-		*cur = *s
-	}
-}
-
-// finish forgets id: it was sent, or it will not be.
-func (p *progress) finish(id string) {
-	if id == "" {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.msgs, id)
 }

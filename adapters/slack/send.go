@@ -25,8 +25,8 @@ func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResul
 	if err != nil {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: err.Error()}
 	}
-	p := a.progress.take(m.ID)
-	if p == nil {
+	p, ok := a.progress.Take(m.ID)
+	if !ok {
 		p = &progress{parts: chatfmt.RenderParts(m.Text, chatfmt.SlackMrkdwn, chatfmt.SlackLimit)}
 	}
 	if len(p.parts) == 0 {
@@ -41,8 +41,8 @@ func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResul
 		}
 		if err != nil {
 			res := classify(err)
-			if res.Outcome != adapters.Permanent {
-				a.progress.put(m.ID, p)
+			if res.Outcome != adapters.Permanent && (p.sent > 0 || p.plain) {
+				a.progress.Keep(m.ID, p)
 			}
 			return res
 		}

@@ -66,9 +66,9 @@ type Adapter struct {
 	opts     Options
 	log      *slog.Logger
 	api      *slackapi.Client
-	socket   bool                     // Socket Mode (an app token is set), else the Events API
-	self     atomic.Pointer[identity] // the bot, once auth.test answered
-	progress progressMap
+	socket   bool                              // Socket Mode (an app token is set), else the Events API
+	self     atomic.Pointer[identity]          // the bot, once auth.test answered
+	progress *adapters.SendProgress[*progress] // replies sent in part, by outbox message id
 	// commandDeadline bounds a slash command's delivery (commandDeadline
 	// the constant; tests shorten it).
 	commandDeadline time.Duration
@@ -129,7 +129,7 @@ func New(opts Options) (*Adapter, error) {
 
 		commandDeadline: commandDeadline,
 	}
-	a.progress.init(opts.Clock)
+	a.progress = adapters.NewSendProgress[*progress](opts.Clock)
 	return a, nil
 }
 

@@ -3,11 +3,9 @@ package slack
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/config"
-	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 )
 
@@ -45,24 +43,5 @@ func TestPlatformAndLease(t *testing.T) {
 	var a adapters.Adapter = f.a
 	if a.Platform() != "slack" || f.a.Exclusive() != "" {
 		t.Errorf("Platform %q, Exclusive %q; want slack and no lease", a.Platform(), f.a.Exclusive())
-	}
-}
-
-func TestProgressIsForgottenAfterItsTTL(t *testing.T) {
-	c := clock.NewFake(time.Unix(1_700_000_000, 0))
-	var pm progressMap
-	pm.init(c)
-	pm.put("old", &progress{parts: []string{"a", "b"}, sent: 1})
-	c.Advance(progressTTL + time.Minute)
-	pm.put("new", &progress{parts: []string{"a", "b"}, sent: 1})
-	if p := pm.take("old"); p != nil {
-		t.Errorf("the progress of an old message is still kept: %+v", p)
-	}
-	if p := pm.take("new"); p == nil || p.sent != 1 {
-		t.Errorf("the progress of a recent message is lost: %+v", p)
-	}
-	pm.put("unsent", &progress{parts: []string{"a"}})
-	if p := pm.take("unsent"); p != nil {
-		t.Errorf("a message with nothing sent was kept: %+v", p)
 	}
 }

@@ -23,23 +23,14 @@ import (
 // refused one is easy to read back as plain text (plain.go).
 const dialect = chatfmt.TelegramHTML
 
-// progressTTL is how long the progress of a reply sent in part is kept
-// for a retry; a retry comes much sooner unless the message went to
-// another process.
-const progressTTL = time.Hour
-
 // progress is how far a reply sent in parts got, so that a retry sends
-// only the parts that did not go. It is kept in memory, by outbox
-// message id: a process that dies between two parts forgets it, and the
-// process that sends the message again sends every part, so the parts
-// that went before the crash appear twice. That is the outbox's
-// at-least-once window, widened from one message to the parts of one.
+// only the parts that did not go; it is kept in an adapters.SendProgress
+// between attempts.
 type progress struct {
 	text    string   // the message text the parts were rendered from
 	parts   []string // rendered
 	sent    int      // parts Telegram accepted
 	firstID string   // Telegram's id of the first part
-	at      time.Time
 }
 
 // Send sends m as one sendMessage per part, in order: the first replies
@@ -64,10 +55,8 @@ func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResul
 			if len(pr.parts) > 1 {
 				res.Reason = fmt.Sprintf("part %d of %d: %s", pr.sent+1, len(pr.parts), res.Reason)
 			}
-			if res.Outcome == adapters.Permanent {
-				a.forget(m.ID)
-			} else {
-				a.keep(m.ID, pr)
+			if res.Outcome != adapters.Permanent && pr.sent > 0 {
+				a.progress.Keep(m.ID, pr)
 			}
 			return res
 		}
@@ -76,42 +65,16 @@ func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResul
 		}
 		pr.sent++
 	}
-	a.forget(m.ID)
 	return adapters.SendResult{Outcome: adapters.Accepted, MessageID: pr.firstID}
 }
 
 // resume returns m's progress: where an earlier attempt of this process
 // stopped, or a fresh rendering.
 func (a *Adapter) resume(m outbox.Message) progress {
-	now := a.clock.Now()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for id, p := range a.progress {
-		if now.Sub(p.at) > progressTTL {
-			delete(a.progress, id)
-		}
-	}
-	if p, ok := a.progress[m.ID]; ok && m.ID != "" && p.text == m.Text {
-		return *p
+	if p, ok := a.progress.Take(m.ID); ok && p.text == m.Text {
+		return p
 	}
 	return progress{text: m.Text, parts: chatfmt.RenderParts(m.Text, dialect, chatfmt.TelegramLimit)}
-}
-
-func (a *Adapter) keep(id string, p progress) {
-	if id == "" || p.sent == 0 {
-		a.forget(id)
-		return
-	}
-	p.at = a.clock.Now()
-	a.mu.Lock()
-	a.progress[id] = &p
-	a.mu.Unlock()
-}
-
-func (a *Adapter) forget(id string) {
-	a.mu.Lock()
-	delete(a.progress, id)
-	a.mu.Unlock()
 }
 
 // sendPart sends one rendered part and returns Telegram's id for it.

@@ -20,7 +20,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -91,8 +90,7 @@ type Adapter struct {
 
 	self atomic.Pointer[identity] // from getMe; nil until it answered
 
-	mu       sync.Mutex
-	progress map[string]*progress // replies sent in part, by outbox message id
+	progress *adapters.SendProgress[progress] // replies sent in part, by outbox message id
 }
 
 // identity is the bot as getMe describes it: what mentions and replies
@@ -142,7 +140,7 @@ func New(opts Options) (*Adapter, error) {
 		apiURL:      strings.TrimRight(cfg.APIURL, "/"),
 		pollTimeout: orDefault(opts.PollTimeout, DefaultPollTimeout),
 		retry:       adapters.Backoff{Min: orDefault(opts.BackoffMin, DefaultBackoffMin), Max: orDefault(opts.BackoffMax, DefaultBackoffMax)},
-		progress:    map[string]*progress{},
+		progress:    adapters.NewSendProgress[progress](common.Clock),
 	}
 	// getUpdates takes whole seconds, and 0 would not wait at all.
 	a.pollTimeout = max(a.pollTimeout, time.Second)
