@@ -65,6 +65,14 @@
 // mode and running-turn check; a failed read leaves Meta nil, and the
 // entry is queued all the same.
 //
+// AppendClaim runs Append's statements and, in the same transaction, one
+// conditional upsert of the conversation row that grants the lease as
+// Claim does (the same SET, so the same token bump and ready time), and
+// only when the new entry is the conversation's only one and no lease on
+// it is live at now. When that upsert matches nothing, the conversation
+// is made ready as Append makes it. The claimed turn's history is read
+// after the commit, as a claim's is.
+//
 // entries holds the turn queue: one row per unacked entry with its lane
 // (sessions.Inbound.Lane) and the encoded Inbound. The index (conv, lane,
 // id) gives each conversation's next entry, lowest lane first and FIFO

@@ -26,6 +26,7 @@ func TestQueryPlans(t *testing.T) {
 		{"ready any", sqlReadyAny, []any{1}},
 		{"conv ready", sqlConvReady, []any{"c", 1}},
 		{"grant", sqlClaimGrant, []any{"c", "w", 1, 1, 1}},
+		{"append grant", sqlAppendGrant, []any{"c", "w", 1, 1, 1, 1}},
 		{"release", sqlRelease, []any{"c", 1, 1}},
 		{"finish release", sqlFinishRelease, []any{"c", 1, 1, 1}},
 		{"dedupe get", sqlDedupeGet, []any{"c", "m", 1}},

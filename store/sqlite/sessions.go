@@ -34,6 +34,14 @@ const sqlEntryOf = `LEFT JOIN entries AS e ON e.id = COALESCE(
 	(SELECT id FROM entries WHERE id = c.delivered),
 	(SELECT id FROM entries WHERE conv = c.conv ORDER BY lane, id LIMIT 1))`
 
+// sqlGrant leases a conversation row: to worker ?2 until ?3, under the
+// next token, due again at the expiry so a dead holder's conversation
+// comes back, with entry ?4 handed out for the ?5th time. Claim and
+// AppendClaim grant with it, so the two give out the same lease.
+var sqlGrant = `lease_worker = ?2, lease_token = lease_token + 1,
+	lease_expires = ?3, due = ?3, due_seq = ` + nextSeq("?3") + `,
+	delivered = ?4, deliveries = ?5`
+
 // Statements are vars, not consts, only because nextSeq builds some.
 var (
 	sqlDedupeGet = `SELECT entry_id FROM dedupe WHERE conv = ?1 AND message_id = ?2 AND seen_at > ?3`
@@ -61,10 +69,21 @@ var (
 		FROM (SELECT conv, delivered, deliveries FROM conversations
 			WHERE due <= ?1 ORDER BY due, due_seq LIMIT 1) AS c
 		` + sqlEntryOf
-	sqlClaimGrant = `UPDATE conversations SET lease_worker = ?2, lease_token = lease_token + 1,
-			lease_expires = ?3, due = ?3, due_seq = ` + nextSeq("?3") + `,
-			delivered = ?4, deliveries = ?5
+	sqlClaimGrant = `UPDATE conversations SET ` + sqlGrant + `
 		WHERE conv = ?1 RETURNING lease_token`
+	// AppendClaim's grant: the conversation of the entry ?4 just inserted
+	// is leased as Claim leases it, but only when that entry stands alone
+	// (no other entry queued or delivered and unacked) and no lease is
+	// live at ?6, now. A conversation seen for the first time has no row
+	// yet and gets the first token. When the grant does not apply, no
+	// row comes back and nothing is written.
+	sqlAppendGrant = `INSERT INTO conversations
+			(conv, lease_worker, lease_token, lease_expires, due, due_seq, delivered, deliveries)
+		VALUES (?1, ?2, 1, ?3, ?3, ` + nextSeq("?3") + `, ?4, ?5)
+		ON CONFLICT (conv) DO UPDATE SET ` + sqlGrant + `
+		WHERE (lease_expires IS NULL OR lease_expires <= ?6)
+			AND NOT EXISTS (SELECT 1 FROM entries WHERE conv = ?1 AND id <> ?4)
+		RETURNING lease_token`
 	// A due conversation without entries (its holder drained it, then
 	// died or stalled) is simply not ready any more. Its lease stays as it
 	// was: nobody took it over, so a holder that was only slow may still
@@ -107,62 +126,118 @@ var (
 )
 
 func (s *sessionStore) Append(ctx context.Context, in sessions.Inbound) (sessions.AppendResult, error) {
-	const op = "sqlite.Append"
+	res, _, err := s.appendEntry(ctx, "sqlite.Append", in, nil)
+	return res, err
+}
+
+func (s *sessionStore) AppendClaim(ctx context.Context, in sessions.Inbound, worker string, ttl time.Duration) (sessions.AppendResult, *sessions.Turn, error) {
+	if ttl <= 0 {
+		ttl = sessions.DefaultLeaseTTL
+	}
+	return s.appendEntry(ctx, "sqlite.AppendClaim", in, &claimer{worker: worker, ttl: ttl})
+}
+
+// claimer is who AppendClaim leases the conversation to, and for how long.
+type claimer struct {
+	worker string
+	ttl    time.Duration
+}
+
+// appendEntry is Append, and with a claimer AppendClaim: one transaction
+// that inserts the entry and then either leases its conversation to c or
+// leaves it ready as Append does.
+func (s *sessionStore) appendEntry(ctx context.Context, op string, in sessions.Inbound, c *claimer) (sessions.AppendResult, *sessions.Turn, error) {
 	d := s.d
 	if err := d.check(ctx, op); err != nil {
-		return sessions.AppendResult{}, err
+		return sessions.AppendResult{}, nil, err
 	}
 	in, body, err := sessions.EncodeInbound(op, in, d.lim)
 	if err != nil {
-		return sessions.AppendResult{}, err
+		return sessions.AppendResult{}, nil, err
 	}
-	var res sessions.AppendResult
+	var (
+		res  sessions.AppendResult
+		turn *sessions.Turn
+	)
 	err = d.w.do(ctx, op, durable, func(t *tx) error {
-		_, now := d.now()
-		if in.MessageID != "" {
-			var first int64
-			err := t.st.dedupeGet.QueryRow(in.Conv, in.MessageID, now-int64(d.lim.DedupeWindow)).Scan(&first)
-			if err == nil {
-				res = sessions.AppendResult{EntryID: formatID(first), Duplicate: true}
-				return nil
-			}
-			if !errors.Is(err, sql.ErrNoRows) {
+		turn = nil
+		nowT, now := d.now()
+		var id int64
+		var err error
+		res, id, err = insertEntry(t, d, in, body, now)
+		if err != nil || res.Duplicate {
+			return err
+		}
+		if c != nil {
+			row := entryRow{id: sql.NullInt64{Int64: id, Valid: true}, enqueuedAt: sql.NullInt64{Int64: now, Valid: true}, body: body}
+			if turn, err = grantAlone(t, op, in.Conv, row, *c, nowT); err != nil || turn != nil {
 				return err
 			}
 		}
-		r, err := t.st.entryInsert.Exec(in.Conv, in.Lane(), now, body)
-		if err != nil {
-			return err
-		}
-		id, err := r.LastInsertId()
-		if err != nil {
-			return err
-		}
-		if in.MessageID != "" {
-			if _, err := t.st.dedupePut.Exec(in.Conv, in.MessageID, id, now); err != nil {
-				return err
-			}
-			if d.pruneDue() {
-				if _, err := t.st.dedupePrune.Exec(now-int64(d.lim.DedupeWindow), pruneBatch); err != nil {
-					return err
-				}
-			}
-		}
-		if _, err := t.st.convReady.Exec(in.Conv, now); err != nil {
-			return err
-		}
-		res = sessions.AppendResult{EntryID: formatID(id)}
-		return nil
+		_, err = t.st.convReady.Exec(in.Conv, now)
+		return err
 	})
 	if err != nil {
-		return sessions.AppendResult{}, d.fail(op, err)
+		return sessions.AppendResult{}, nil, d.fail(op, err)
 	}
 	if !res.Duplicate {
 		// The entry is durable whatever this read does; without the
 		// metadata the router uses the defaults.
 		res.Meta, _ = s.Meta(ctx, in.Conv)
 	}
-	return res, nil
+	d.withHistory(ctx, turn)
+	return res, turn, nil
+}
+
+// insertEntry queues in, encoded as body, unless its message id was seen
+// within the dedupe window, and returns what Append answers (without the
+// metadata) and the new entry's id.
+func insertEntry(t *tx, d *DB, in sessions.Inbound, body []byte, now int64) (sessions.AppendResult, int64, error) {
+	if in.MessageID != "" {
+		var first int64
+		err := t.st.dedupeGet.QueryRow(in.Conv, in.MessageID, now-int64(d.lim.DedupeWindow)).Scan(&first)
+		if err == nil {
+			return sessions.AppendResult{EntryID: formatID(first), Duplicate: true}, 0, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return sessions.AppendResult{}, 0, err
+		}
+	}
+	r, err := t.st.entryInsert.Exec(in.Conv, in.Lane(), now, body)
+	if err != nil {
+		return sessions.AppendResult{}, 0, err
+	}
+	id, err := r.LastInsertId()
+	if err != nil {
+		return sessions.AppendResult{}, 0, err
+	}
+	if in.MessageID != "" {
+		if _, err := t.st.dedupePut.Exec(in.Conv, in.MessageID, id, now); err != nil {
+			return sessions.AppendResult{}, 0, err
+		}
+		if d.pruneDue() {
+			if _, err := t.st.dedupePrune.Exec(now-int64(d.lim.DedupeWindow), pruneBatch); err != nil {
+				return sessions.AppendResult{}, 0, err
+			}
+		}
+	}
+	return sessions.AppendResult{EntryID: formatID(id)}, id, nil
+}
+
+// grantAlone leases conv to c with row, the entry just inserted, as its
+// turn, when that entry is all the conversation has and no lease on it
+// is live; otherwise it writes nothing and returns nil.
+func grantAlone(t *tx, op, conv string, row entryRow, c claimer, nowT time.Time) (*sessions.Turn, error) {
+	expires := nowT.Add(c.ttl)
+	var token int64
+	err := t.st.appendGrant.QueryRow(conv, c.worker, nanos(expires), row.id.Int64, 1, nanos(nowT)).Scan(&token)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return row.turn(op, sessions.Lease{Conv: conv, Worker: c.worker, Token: token, Expires: expires}, 1)
 }
 
 func (s *sessionStore) Claim(ctx context.Context, worker string, ttl time.Duration) (*sessions.Turn, error) {
@@ -264,14 +339,7 @@ func claimIn(t *tx, d *DB, op, worker string, ttl time.Duration) (*sessions.Turn
 		if err := t.st.claimGrant.QueryRow(conv, worker, nanos(expires), row.id.Int64, count).Scan(&token); err != nil {
 			return nil, err
 		}
-		entry, err := row.entry(op, count)
-		if err != nil {
-			return nil, err
-		}
-		return &sessions.Turn{
-			Lease: sessions.Lease{Conv: conv, Worker: worker, Token: token, Expires: expires},
-			Entry: *entry,
-		}, nil
+		return row.turn(op, sessions.Lease{Conv: conv, Worker: worker, Token: token, Expires: expires}, count)
 	}
 }
 
@@ -708,6 +776,16 @@ func (r entryRow) entry(op string, deliveries int) (*sessions.Entry, error) {
 		return nil, errs.Wrap(op, errs.Internal, err)
 	}
 	return e, nil
+}
+
+// turn is the turn of the entry r granted under l, handed out for the
+// deliveries-th time; the history is read after the grant commits.
+func (r entryRow) turn(op string, l sessions.Lease, deliveries int) (*sessions.Turn, error) {
+	e, err := r.entry(op, deliveries)
+	if err != nil {
+		return nil, err
+	}
+	return &sessions.Turn{Lease: l, Entry: *e}, nil
 }
 
 // checkLease fails with LeaseLost unless l is the conversation's current,

@@ -18,6 +18,7 @@ type statements struct {
 	entryAbsorb                       *sql.Stmt
 	convReady                         *sql.Stmt
 	claimPick, claimGrant, claimSkip  *sql.Stmt
+	appendGrant                       *sql.Stmt
 	nextPick, nextMark                *sql.Stmt
 	renew, leaseRelease               *sql.Stmt
 	finishRelease, finishKeep         *sql.Stmt
@@ -59,6 +60,7 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 		{&st.claimPick, sqlClaimPick},
 		{&st.claimGrant, sqlClaimGrant},
 		{&st.claimSkip, sqlClaimSkip},
+		{&st.appendGrant, sqlAppendGrant},
 		{&st.nextPick, sqlNextPick},
 		{&st.nextMark, sqlNextMark},
 		{&st.renew, sqlRenew},

@@ -15,39 +15,8 @@ import (
 const smallLimit = 1 << 10
 
 func runBadInput(t *testing.T, b Backend) {
-	invalid := []struct {
-		desc string
-		in   sessions.Inbound
-	}{
-		{"empty conversation key", user("", "hello")},
-		{"blank conversation key", user("  \t", "hello")},
-		{"control character in the key", user("telegram:1\n2", "hello")},
-		{"bad UTF-8 in the key", user("telegram:\xff", "hello")},
-		{"unknown kind", sessions.Inbound{Conv: "c", Text: "hello", Kind: "robot"}},
-	}
-	for _, tc := range invalid {
-		t.Run("invalid entry: "+tc.desc, func(t *testing.T) {
-			f := newFixture(t, b, sessions.Limits{})
-			_, err := f.ss.Append(f.ctx, tc.in)
-			wantCode(t, "Append", err, errs.Invalid)
-			f.noClaim("w1")
-		})
-	}
-
-	t.Run("entry over the size limit", func(t *testing.T) {
-		f := newFixture(t, b, sessions.Limits{MaxEntryBytes: smallLimit})
-		_, err := f.ss.Append(f.ctx, withMessageID(user("c", big(2*smallLimit)), "m1"))
-		wantCode(t, "Append", err, errs.TooLarge)
-		f.noClaim("w1")
-		// Nothing of it was remembered, not even its message id.
-		r := f.append(withMessageID(user("c", "small"), "m1"))
-		if r.Duplicate {
-			t.Errorf("Append after a refused one with the same message id: Duplicate = true")
-		}
-		_, err = f.ss.Append(f.ctx, user("c", big(smallLimit-200)))
-		if err != nil {
-			t.Errorf("Append of an entry under the limit: %v", err)
-		}
+	runRefusedEntries(t, b, "Append", func(f *fixture, in sessions.Inbound) (sessions.AppendResult, error) {
+		return f.ss.Append(f.ctx, in)
 	})
 
 	// Each case finishes the held entry with something too large or
@@ -181,6 +150,45 @@ func runBadInput(t *testing.T, b Backend) {
 			callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			wantCode(t, c.desc, c.call(callCtx), errs.Closed)
 			cancel()
+		}
+	})
+}
+
+// runRefusedEntries checks that appendFn, a way to queue an entry named
+// name, refuses a malformed or oversized entry as Append does and keeps
+// nothing of it.
+func runRefusedEntries(t *testing.T, b Backend, name string, appendFn func(f *fixture, in sessions.Inbound) (sessions.AppendResult, error)) {
+	invalid := []struct {
+		desc string
+		in   sessions.Inbound
+	}{
+		{"empty conversation key", user("", "hello")},
+		{"blank conversation key", user("  \t", "hello")},
+		{"control character in the key", user("telegram:1\n2", "hello")},
+		{"bad UTF-8 in the key", user("telegram:\xff", "hello")},
+		{"unknown kind", sessions.Inbound{Conv: "c", Text: "hello", Kind: "robot"}},
+	}
+	for _, tc := range invalid {
+		t.Run("invalid entry: "+tc.desc, func(t *testing.T) {
+			f := newFixture(t, b, sessions.Limits{})
+			_, err := appendFn(f, tc.in)
+			wantCode(t, name, err, errs.Invalid)
+			f.noClaim("w1")
+		})
+	}
+
+	t.Run("entry over the size limit", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{MaxEntryBytes: smallLimit})
+		_, err := appendFn(f, withMessageID(user("c", big(2*smallLimit)), "m1"))
+		wantCode(t, name, err, errs.TooLarge)
+		f.noClaim("w1")
+		// Nothing of it was remembered, not even its message id.
+		r, err := appendFn(f, withMessageID(user("c", "small"), "m1"))
+		if err != nil || r.Duplicate {
+			t.Errorf("%s after a refused one with the same message id = %+v, %v; want a new entry", name, r, err)
+		}
+		if _, err := appendFn(f, user("c", big(smallLimit-200))); err != nil {
+			t.Errorf("%s of an entry under the limit: %v", name, err)
 		}
 	})
 }

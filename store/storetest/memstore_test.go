@@ -208,32 +208,46 @@ func (s *memStore) markReady(c *memConv) {
 type memSessions struct{ s *memStore }
 
 func (m memSessions) Append(ctx context.Context, in sessions.Inbound) (sessions.AppendResult, error) {
-	const op = "mem.Append"
+	res, _, err := m.appendEntry("mem.Append", in, "", 0, false)
+	return res, err
+}
+
+func (m memSessions) AppendClaim(ctx context.Context, in sessions.Inbound, worker string, ttl time.Duration) (sessions.AppendResult, *sessions.Turn, error) {
+	return m.appendEntry("mem.AppendClaim", in, worker, ttl, true)
+}
+
+// appendEntry is Append, and with claim set AppendClaim.
+func (m memSessions) appendEntry(op string, in sessions.Inbound, worker string, ttl time.Duration, claim bool) (sessions.AppendResult, *sessions.Turn, error) {
 	in, _, err := sessions.EncodeInbound(op, in, m.s.lim)
 	if err != nil {
-		return sessions.AppendResult{}, err
+		return sessions.AppendResult{}, nil, err
 	}
 	if err := m.s.lock(op); err != nil {
-		return sessions.AppendResult{}, err
+		return sessions.AppendResult{}, nil, err
 	}
 	defer m.s.data.mu.Unlock()
 	now := m.s.clk.Now()
 	c := m.s.conv(in.Conv)
 	if in.MessageID != "" {
 		if seen, ok := c.seen[in.MessageID]; ok && now.Sub(seen.at) < m.s.lim.DedupeWindow {
-			return sessions.AppendResult{EntryID: seen.id, Duplicate: true}, nil
+			return sessions.AppendResult{EntryID: seen.id, Duplicate: true}, nil, nil
 		}
 	}
+	alone := !c.hasWork() && (!c.held || !now.Before(c.expires))
 	m.s.data.seq++
 	e := &sessions.Entry{Inbound: in, ID: fmt.Sprintf("e%d", m.s.data.seq), EnqueuedAt: now}
 	c.lanes[in.Lane()] = append(c.lanes[in.Lane()], e)
 	if in.MessageID != "" {
 		c.seen[in.MessageID] = memSeen{id: e.ID, at: now}
 	}
+	res := sessions.AppendResult{EntryID: e.ID, Meta: maps.Clone(c.meta)}
+	if claim && alone {
+		return res, m.grant(in.Conv, worker, ttl), nil
+	}
 	if !c.held {
 		m.s.markReady(c)
 	}
-	return sessions.AppendResult{EntryID: e.ID, Meta: maps.Clone(c.meta)}, nil
+	return res, nil, nil
 }
 
 func (m memSessions) Claim(ctx context.Context, worker string, ttl time.Duration) (*sessions.Turn, error) {
@@ -284,13 +298,19 @@ func (m memSessions) claim(worker string, ttl time.Duration) *sessions.Turn {
 	best := slices.MinFunc(cands, func(a, b candidate) int {
 		return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.seq, b.seq), cmp.Compare(a.key, b.key))
 	})
-	c := m.s.data.convs[best.key]
+	return m.grant(best.key, worker, ttl)
+}
+
+// grant leases conv to worker and hands out its next entry, under the
+// lock.
+func (m memSessions) grant(conv, worker string, ttl time.Duration) *sessions.Turn {
+	c := m.s.data.convs[conv]
 	c.token++
-	c.held, c.ready, c.expires = true, false, now.Add(ttl)
+	c.held, c.ready, c.expires = true, false, m.s.clk.Now().Add(ttl)
 	e := c.take()
 	e.Deliveries++
 	return &sessions.Turn{
-		Lease:       sessions.Lease{Conv: best.key, Worker: worker, Token: c.token, Expires: c.expires},
+		Lease:       sessions.Lease{Conv: conv, Worker: worker, Token: c.token, Expires: c.expires},
 		Entry:       *e,
 		History:     slices.Clone(c.history),
 		HistoryRead: true,

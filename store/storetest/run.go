@@ -8,6 +8,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("Queue", func(t *testing.T) { runQueue(t, b) })
 	t.Run("Dedupe", func(t *testing.T) { runDedupe(t, b) })
 	t.Run("AppendMeta", func(t *testing.T) { runAppendMeta(t, b) })
+	t.Run("AppendClaim", func(t *testing.T) { runAppendClaim(t, b) })
 	t.Run("Lease", func(t *testing.T) { runLease(t, b) })
 	t.Run("Fencing", func(t *testing.T) { runFencing(t, b) })
 	t.Run("Ready", func(t *testing.T) { runReady(t, b) })
