@@ -16,6 +16,7 @@ import (
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
 )
 
 // Defaults for DeliveryOptions.
@@ -307,6 +308,39 @@ func (d *Delivery) Notify() {
 	case d.wake <- struct{}{}:
 	default:
 	}
+}
+
+// Handoff returns a sessions.Handoff for a commit about to enqueue msgs,
+// so that they are enqueued claimed by this worker and sent at once,
+// without a claim of their own; nil when the worker cannot take them now
+// (not running, no room, a platform without a route here), and they are
+// enqueued due, for whichever worker claims them.
+func (d *Delivery) Handoff(msgs []outbox.Message) *sessions.Handoff {
+	if len(msgs) == 0 || len(msgs) > d.roomLeft() {
+		return nil
+	}
+	for _, m := range msgs {
+		if _, ok := d.routes.Get(m.Target.Platform); !ok {
+			return nil
+		}
+	}
+	d.mu.Lock()
+	running := d.started && !d.stopping
+	d.mu.Unlock()
+	if !running {
+		return nil
+	}
+	return &sessions.Handoff{Worker: d.name, TTL: d.claimTTL, Claimed: d.handed}
+}
+
+// handed takes the claims a commit made for this worker (see Handoff) as
+// if its own loop had claimed them.
+func (d *Delivery) handed(claimed []outbox.Claimed) {
+	if len(claimed) == 0 {
+		return
+	}
+	d.markClaims(claimed)
+	d.dispatch(claimed)
 }
 
 // loop is the one claim loop. It claims only as many messages as the

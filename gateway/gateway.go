@@ -247,7 +247,7 @@ func (g *Gateway) build() error {
 	g.ownership()
 
 	g.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
-		Store:    notifyingSessions{Store: store, notify: delivery.Notify},
+		Store:    DeliveringSessions(store, delivery),
 		Runner:   runner,
 		Commands: commands,
 		Name:     g.opts.Name,

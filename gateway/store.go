@@ -42,28 +42,56 @@ func OpenStore(ctx context.Context, cfg config.Store, sqlitePath string, clk clo
 	return nil, errs.E(op, errs.Invalid, "unknown store backend %q (sqlite or redis)", cfg.Backend)
 }
 
-// notifyingSessions is the turn worker's view of the store: a Finish (or
-// FinishAndClaim) that queued messages for delivery wakes the delivery
-// worker, so a reply goes out at once instead of at the next poll.
-type notifyingSessions struct {
-	sessions.Store
-	notify func()
+// DeliveringSessions returns the turn worker's view of s: a Finish (or
+// FinishAndClaim) that queues messages for delivery hands them to this
+// process's delivery worker, claimed in the same step (Finish.Handoff),
+// when it can take them, and wakes it otherwise, so a reply goes out at
+// once instead of at the next poll.
+func DeliveringSessions(s sessions.Store, d *Delivery) sessions.Store {
+	return deliveringSessions{Store: s, delivery: d}
 }
 
-func (s notifyingSessions) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
+type deliveringSessions struct {
+	sessions.Store
+	delivery *Delivery
+}
+
+func (s deliveringSessions) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
+	f, handed := s.offer(f)
 	err := s.Store.Finish(ctx, l, f)
-	if err == nil && len(f.Outbox) > 0 {
-		s.notify()
-	}
+	s.committed(err, f, handed)
 	return err
 }
 
-func (s notifyingSessions) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
+func (s deliveringSessions) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
+	f, handed := s.offer(f)
 	turn, err := s.Store.FinishAndClaim(ctx, l, f, worker, ttl)
-	if err == nil && len(f.Outbox) > 0 {
-		s.notify()
-	}
+	s.committed(err, f, handed)
 	return turn, err
+}
+
+// offer asks the delivery worker to take f's messages as they are
+// enqueued; handed counts those the store handed over.
+func (s deliveringSessions) offer(f sessions.Finish) (sessions.Finish, *int) {
+	handed := new(int)
+	if f.Handoff != nil || len(f.Outbox) == 0 {
+		return f, handed
+	}
+	if h := s.delivery.Handoff(f.Outbox); h != nil {
+		f.Handoff = &sessions.Handoff{Worker: h.Worker, TTL: h.TTL, Claimed: func(cs []outbox.Claimed) {
+			*handed = len(cs)
+			h.Claimed(cs)
+		}}
+	}
+	return f, handed
+}
+
+// committed wakes the delivery worker for the messages it was not handed:
+// they wait, due, for a claim.
+func (s deliveringSessions) committed(err error, f sessions.Finish, handed *int) {
+	if err == nil && len(f.Outbox) > *handed {
+		s.delivery.Notify()
+	}
 }
 
 // notifyingOutbox wakes the delivery worker after each Enqueue: the

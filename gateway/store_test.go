@@ -2,34 +2,88 @@ package gateway
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
 
-// TestCommitsWithRepliesNotifyDelivery checks both ways a turn commits:
-// each wakes the delivery worker when it queued a reply, and only then.
-func TestCommitsWithRepliesNotifyDelivery(t *testing.T) {
+// countingOutbox counts the claims the delivery worker makes.
+type countingOutbox struct {
+	outbox.Store
+	claims *atomic.Int32
+}
+
+func (o countingOutbox) Claim(ctx context.Context, worker string, platforms []string, max int, ttl time.Duration) ([]outbox.Claimed, error) {
+	o.claims.Add(1)
+	return o.Store.Claim(ctx, worker, platforms, max, ttl)
+}
+
+// TestCommitsHandRepliesToDelivery checks both ways a turn commits: a
+// reply to a platform this process serves is handed to the running
+// delivery worker, claimed by the commit, and sent without a claim of
+// the worker's own; one the worker cannot take now (not running, or no
+// route) is queued and wakes the worker instead, and a commit without a
+// reply does neither.
+func TestCommitsHandRepliesToDelivery(t *testing.T) {
 	reply := []outbox.Message{{Target: outbox.Target{Platform: "telegram", Chat: "1"}, Text: "hi"}}
+	elsewhere := []outbox.Message{{Target: outbox.Target{Platform: "slack", Chat: "C1"}, Text: "hi"}}
 	cases := []struct {
-		desc   string
-		outbox []outbox.Message
-		claim  bool
-		want   int
+		desc    string
+		outbox  []outbox.Message
+		claim   bool // commit with FinishAndClaim
+		started bool // the delivery worker runs
+		handed  bool // want the reply sent without a claim
+		woken   bool // want the worker woken
 	}{
-		{desc: "Finish with a reply", outbox: reply, want: 1},
-		{desc: "Finish without a reply", want: 0},
-		{desc: "FinishAndClaim with a reply", outbox: reply, claim: true, want: 1},
-		{desc: "FinishAndClaim without a reply", claim: true, want: 0},
+		{desc: "Finish with a reply, worker running", outbox: reply, started: true, handed: true},
+		{desc: "FinishAndClaim with a reply, worker running", outbox: reply, claim: true, started: true, handed: true},
+		{desc: "Finish with a reply, worker not running", outbox: reply, woken: true},
+		{desc: "FinishAndClaim with a reply, worker not running", outbox: reply, claim: true, woken: true},
+		{desc: "Finish with a reply to a platform without a route", outbox: elsewhere, started: true},
+		{desc: "Finish without a reply", started: true},
+		{desc: "FinishAndClaim without a reply", claim: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
 			ctx := context.Background()
-			db := openSQLite(t, clock.NewFake(t0))
-			notified := 0
-			s := notifyingSessions{Store: db.Sessions(), notify: func() { notified++ }}
+			db := openSQLite(t, clock.Real{})
+			claims := &atomic.Int32{}
+			sent := make(chan outbox.Message, 4)
+			routes := NewRoutes()
+			routes.Up(&fakeAdapter{platform: "telegram", send: func(_ context.Context, m outbox.Message) adapters.SendResult {
+				sent <- m
+				return adapters.SendResult{Outcome: adapters.Accepted}
+			}})
+			d, err := NewDelivery(DeliveryOptions{
+				Outbox: countingOutbox{Store: db.Outbox(), claims: claims},
+				Routes: routes,
+				// The loop claims once as it starts, then only when woken.
+				PollMin: time.Hour, PollMax: time.Hour,
+				Logger: quietLogger(),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.started {
+				if err := d.Start(ctx); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() {
+					sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					defer cancel()
+					if err := d.Shutdown(sctx); err != nil {
+						t.Errorf("Shutdown: %v", err)
+					}
+				})
+				eventually(t, "the worker's first claim", func() bool { return claims.Load() == 1 })
+			}
+
+			s := DeliveringSessions(db.Sessions(), d)
 			if _, err := s.Append(ctx, sessions.Inbound{Conv: "telegram:1", Text: "hello"}); err != nil {
 				t.Fatal(err)
 			}
@@ -46,8 +100,47 @@ func TestCommitsWithRepliesNotifyDelivery(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if notified != tc.want {
-				t.Errorf("notified %d times, want %d", notified, tc.want)
+
+			if tc.handed {
+				select {
+				case m := <-sent:
+					if m.Text != "hi" || m.ID == "" {
+						t.Errorf("sent %+v, want the reply with its outbox id", m)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatal("the handed reply was not sent")
+				}
+				eventually(t, "the reply acked", func() bool {
+					ms, err := db.Outbox().Pending(ctx, 10)
+					return err == nil && len(ms) == 0
+				})
+				if n := claims.Load(); n != 1 {
+					t.Errorf("the worker claimed %d times, want only its first claim", n)
+				}
+				return
+			}
+			if !tc.started {
+				if woken := len(d.wake) == 1; woken != tc.woken {
+					t.Errorf("woken = %v, want %v", woken, tc.woken)
+				}
+			} else if len(tc.outbox) > 0 {
+				eventually(t, "the woken worker's claim", func() bool { return claims.Load() == 2 })
+			}
+			ms, err := db.Outbox().Pending(ctx, 10)
+			if err != nil || len(ms) != len(tc.outbox) {
+				t.Fatalf("Pending = %d messages, %v; want %d", len(ms), err, len(tc.outbox))
+			}
+			// Queued due, not held by a claim: any worker may take it.
+			for _, m := range ms {
+				got, err := db.Outbox().Claim(ctx, "other", []string{m.Target.Platform}, 1, time.Minute)
+				if err != nil || len(got) != 1 {
+					t.Errorf("another worker's Claim = %d messages, %v; want the queued reply", len(got), err)
+				}
+			}
+			select {
+			case m := <-sent:
+				t.Errorf("sent %+v, want nothing sent", m)
+			default:
 			}
 		})
 	}

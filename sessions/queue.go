@@ -153,6 +153,23 @@ type Finish struct {
 	// each key as SetMeta writes it: an empty value deletes the key. (The
 	// turn worker clears its running-turn mark this way.)
 	Meta map[string]string
+	// Handoff, when set, has the store enqueue Outbox already claimed for
+	// a delivery worker, as outbox.Store.Claim would have claimed them,
+	// so that the worker sends them at once, without a claim of its own.
+	Handoff *Handoff
+}
+
+// Handoff asks a Finish to claim the messages it enqueues (Finish.Handoff)
+// for Worker, for TTL. Once the finish has committed, the store calls
+// Claimed with the claims of the messages it enqueued, in the order of
+// Finish.Outbox; a message whose idempotency key was seen before is not
+// enqueued and has no claim. Claimed is not called when the finish fails.
+// Claims made this way are like any other: acked, released or let run
+// out through outbox.Store.
+type Handoff struct {
+	Worker  string
+	TTL     time.Duration
+	Claimed func([]outbox.Claimed)
 }
 
 // Store keeps conversations. Every method may return errs.Closed after
@@ -169,6 +186,17 @@ type Store interface {
 	// Duplicate. A conversation that is not leased becomes ready.
 	// Errors: Invalid (empty conversation key, unknown kind), TooLarge.
 	Append(ctx context.Context, in Inbound) (AppendResult, error)
+
+	// AppendClaim is Append that also starts the new entry's turn when
+	// nothing stands before it: when the entry is new (not Duplicate)
+	// and the conversation had no other entry (queued, or delivered and
+	// not acked) and no live lease, it leases the conversation to worker
+	// for ttl, as Claim would, and returns the entry's turn, history
+	// included. Otherwise the turn is nil and the entry waits as Append
+	// leaves it. A process that receives a message while it has a turn
+	// free runs it at once, without a claim of its own.
+	// Errors: those of Append.
+	AppendClaim(ctx context.Context, in Inbound, worker string, ttl time.Duration) (AppendResult, *Turn, error)
 
 	// Claim leases, for ttl, the conversation that has been ready longest
 	// (a conversation whose lease expired is ready again) and returns its

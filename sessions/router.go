@@ -257,15 +257,11 @@ func (r *Router) command(ctx context.Context, cmd Command, in Inbound, args stri
 // /steer force theirs). The conversation's metadata comes back from the
 // append, so a message costs the store one call.
 func (r *Router) route(ctx context.Context, in Inbound, mode BusyInputMode) error {
-	res, err := r.store.Append(ctx, in)
-	if err != nil {
+	res, started, err := r.append(ctx, in)
+	if err != nil || res.Duplicate || started {
+		// A turn that started with the append runs this very entry.
 		return err
 	}
-	if res.Duplicate {
-		r.countDuplicate(ctx, in)
-		return nil
-	}
-	r.appended(in)
 	meta := res.Meta
 	if mode == "" {
 		mode = r.busyMode(meta)
@@ -297,16 +293,34 @@ func (r *Router) route(ctx context.Context, in Inbound, mode BusyInputMode) erro
 
 // appendEntry queues in without telling a running turn.
 func (r *Router) appendEntry(ctx context.Context, in Inbound) error {
-	res, err := r.store.Append(ctx, in)
+	_, _, err := r.append(ctx, in)
+	return err
+}
+
+// append queues in. When this process runs turns and has one free, the
+// store may start in's turn in the same call (AppendClaim), and started
+// says it did: the entry runs here at once, without a claim of its own.
+func (r *Router) append(ctx context.Context, in Inbound) (res AppendResult, started bool, err error) {
+	var turn *Turn
+	if r.turns != nil && r.turns.reserve() {
+		res, turn, err = r.store.AppendClaim(ctx, in, r.turns.name, r.turns.ttl)
+		if turn != nil {
+			r.turns.startReserved(turn)
+		} else {
+			r.turns.unreserve()
+		}
+	} else {
+		res, err = r.store.Append(ctx, in)
+	}
 	if err != nil {
-		return err
+		return res, false, err
 	}
 	if res.Duplicate {
 		r.countDuplicate(ctx, in)
-		return nil
+		return res, false, nil
 	}
-	r.appended(in)
-	return nil
+	r.appended(in, turn == nil)
+	return res, turn != nil, nil
 }
 
 // appendControl queues a control entry for command name, answered by the
@@ -321,7 +335,9 @@ func (r *Router) appendControl(ctx context.Context, in Inbound, name string, pri
 	return r.appendEntry(ctx, in)
 }
 
-func (r *Router) appended(in Inbound) {
+// appended counts a queued entry and, when it waits, wakes the turn
+// worker to claim it.
+func (r *Router) appended(in Inbound, waits bool) {
 	if f := r.metrics.Appended; f != nil {
 		kind := in.Kind
 		if kind == "" {
@@ -329,7 +345,7 @@ func (r *Router) appended(in Inbound) {
 		}
 		f(kind)
 	}
-	if r.turns != nil {
+	if waits && r.turns != nil {
 		r.turns.Wake()
 	}
 }

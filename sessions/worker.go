@@ -2,7 +2,6 @@ package sessions
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
@@ -384,6 +383,38 @@ func (w *TurnWorker) claimLoop() {
 	}
 }
 
+// reserve takes a slot for a turn the router may start with an append
+// (AppendClaim). It fails when every slot is taken or the worker is not
+// running, so a message that cannot start here waits for a claim.
+func (w *TurnWorker) reserve() bool {
+	w.mu.Lock()
+	running := w.started && !w.stopping
+	w.mu.Unlock()
+	return running && w.hard.Err() == nil && w.trySlot()
+}
+
+// unreserve gives back a slot reserve took when no turn started.
+func (w *TurnWorker) unreserve() { <-w.slots }
+
+// startReserved runs a turn the router's append leased, on the slot it
+// reserved. A worker that began stopping meanwhile hands it back.
+func (w *TurnWorker) startReserved(turn *Turn) {
+	// The turn is counted under the lock Shutdown sets stopping under,
+	// so Shutdown's wait for the turns sees it.
+	w.mu.Lock()
+	stopping := w.stopping || w.hard.Err() != nil
+	if !stopping {
+		w.turns.Add(1)
+	}
+	w.mu.Unlock()
+	if stopping {
+		w.handBack(turn.Lease, "the worker stopped while the message was queued")
+		<-w.slots
+		return
+	}
+	go w.runTurn(turn)
+}
+
 // trySlot takes a slot if one is free.
 func (w *TurnWorker) trySlot() bool {
 	select {
@@ -474,10 +505,4 @@ func (w *TurnWorker) countLeaseLost() {
 	if f := w.metrics.LeaseLost; f != nil {
 		f()
 	}
-}
-
-// idempotencyKey names a turn's i-th outbox message, so a turn run again
-// after a crash cannot enqueue it twice.
-func idempotencyKey(conv, entryID string, i int) string {
-	return fmt.Sprintf("turn:%s:%s:%d", conv, entryID, i)
 }

@@ -422,17 +422,16 @@ func (w *TurnWorker) run(at *activeTurn, in TurnInput) (out TurnOutput, err erro
 }
 
 // outboxOf readies a turn's messages for Finish: each gets its
-// conversation and an idempotency key made of the conversation, the entry
-// and its place, and a message without a valid target is dropped (it
-// would make the whole commit fail).
+// conversation, and a message without a valid target is dropped (it would
+// make the whole commit fail). They need no idempotency key: Finish
+// enqueues them in the same step as it acks the entry, so a turn run
+// again, after a crash or a lost reply, either finds its entry still
+// queued and nothing enqueued, or commits nothing.
 func (w *TurnWorker) outboxOf(at *activeTurn, msgs []outbox.Message) []outbox.Message {
 	out := make([]outbox.Message, 0, len(msgs))
-	for i, m := range msgs {
+	for _, m := range msgs {
 		if m.Conv == "" {
 			m.Conv = at.lease.Conv
-		}
-		if m.IdempotencyKey == "" {
-			m.IdempotencyKey = idempotencyKey(at.lease.Conv, at.entry.ID, i)
 		}
 		if err := m.Target.Validate(); err != nil {
 			at.log.Warn("dropping a message without a valid target", "kind", m.Kind, "err", err)

@@ -80,7 +80,7 @@ func startPipeline(ctx context.Context, db gateway.Store, cfg pipelineConfig) (*
 	}
 	commands := sessions.DefaultCommands()
 	p.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
-		Store:    notifyingStore{Store: store, notify: p.delivery.Notify, committed: p.lastCommit},
+		Store:    timedCommits{Store: gateway.DeliveringSessions(store, p.delivery), committed: p.lastCommit},
 		Runner:   p.model,
 		Commands: commands,
 		Name:     name,
@@ -145,31 +145,29 @@ func workerName() (string, error) {
 	return "bench-" + hex.EncodeToString(tag[:]), nil
 }
 
-// notifyingStore wakes the delivery worker when a turn commits replies,
-// as the gateway's store wrapper does, so a reply goes out at once
-// rather than at the delivery worker's next poll. It also notes when.
-type notifyingStore struct {
+// timedCommits notes when the last turn that queued replies committed.
+// Under it, the gateway's own wrapper hands the replies to the delivery
+// worker.
+type timedCommits struct {
 	sessions.Store
-	notify    func()
 	committed *latest
 }
 
-func (s notifyingStore) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
+func (s timedCommits) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
 	err := s.Store.Finish(ctx, l, f)
 	s.committedNow(err, f)
 	return err
 }
 
-func (s notifyingStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
+func (s timedCommits) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
 	turn, err := s.Store.FinishAndClaim(ctx, l, f, worker, ttl)
 	s.committedNow(err, f)
 	return turn, err
 }
 
-func (s notifyingStore) committedNow(err error, f sessions.Finish) {
+func (s timedCommits) committedNow(err error, f sessions.Finish) {
 	if err == nil && len(f.Outbox) > 0 {
 		s.committed.note(time.Now())
-		s.notify()
 	}
 }
 

@@ -19,10 +19,23 @@ var _ sessions.Store = (*sessionStore)(nil)
 type sessionStore struct{ db *DB }
 
 func (s *sessionStore) Append(ctx context.Context, in sessions.Inbound) (sessions.AppendResult, error) {
-	const op = "redis.Append"
+	res, _, err := s.appendEntry(ctx, "redis.Append", in, "", 0)
+	return res, err
+}
+
+func (s *sessionStore) AppendClaim(ctx context.Context, in sessions.Inbound, worker string, ttl time.Duration) (sessions.AppendResult, *sessions.Turn, error) {
+	if ttl <= 0 {
+		ttl = sessions.DefaultLeaseTTL
+	}
+	return s.appendEntry(ctx, "redis.AppendClaim", in, worker, ttl)
+}
+
+// appendEntry runs the append script, which leases the conversation to
+// worker when it is not empty and the new entry is the next to run.
+func (s *sessionStore) appendEntry(ctx context.Context, op string, in sessions.Inbound, worker string, ttl time.Duration) (sessions.AppendResult, *sessions.Turn, error) {
 	in, data, err := sessions.EncodeInbound(op, in, s.db.lim)
 	if err != nil {
-		return sessions.AppendResult{}, err
+		return sessions.AppendResult{}, nil, err
 	}
 	tag := convTag(in.Conv)
 	lane := in.Lane()
@@ -31,17 +44,18 @@ func (s *sessionStore) Append(ctx context.Context, in sessions.Inbound) (session
 		s.db.readyKey(),
 		s.db.convKey(tag, "q"+strconv.Itoa(lane)),
 		s.db.convKey(tag, "meta"),
+		s.db.convKey(tag, "hist"),
 	}
 	if in.MessageID != "" {
 		keys = append(keys, s.db.convKey(tag, "dd:"+in.MessageID))
 	}
 	v, err := s.db.run(ctx, op, scriptAppend, keys,
-		tag, lane, data, s.db.nowArg(), s.db.windowArg())
+		tag, lane, data, s.db.nowArg(), s.db.windowArg(), worker, durMS(ttl))
 	if err != nil {
-		return sessions.AppendResult{}, err
+		return sessions.AppendResult{}, nil, err
 	}
-	if len(v) != 3 {
-		return sessions.AppendResult{}, errs.E(op, errs.Internal, "unexpected script reply %v", v)
+	if len(v) != 3 && len(v) != 7 {
+		return sessions.AppendResult{}, nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
 	}
 	res := sessions.AppendResult{EntryID: str(v[0]), Duplicate: num(v[1]) == 1}
 	if flat, ok := v[2].([]any); ok && !res.Duplicate {
@@ -50,7 +64,22 @@ func (s *sessionStore) Append(ctx context.Context, in sessions.Inbound) (session
 			res.Meta[str(flat[i])] = str(flat[i+1])
 		}
 	}
-	return res, nil
+	if len(v) == 3 {
+		return res, nil, nil
+	}
+	hist, ok := v[6].([]any)
+	if !ok {
+		return res, nil, errs.E(op, errs.Internal, "unexpected history in the script reply: %v", v[6])
+	}
+	turn := &sessions.Turn{
+		Lease:       sessions.Lease{Conv: in.Conv, Worker: worker, Token: num(v[3]), Expires: msTime(v[4])},
+		Entry:       sessions.Entry{Inbound: in, ID: res.EntryID, EnqueuedAt: msTime(v[5]), Deliveries: 1},
+		HistoryRead: true,
+	}
+	if turn.History, err = decodeHistory(op, hist); err != nil {
+		return res, nil, err
+	}
+	return res, turn, nil
 }
 
 func (s *sessionStore) Claim(ctx context.Context, worker string, ttl time.Duration) (*sessions.Turn, error) {
@@ -159,7 +188,10 @@ func (s *sessionStore) Finish(ctx context.Context, l sessions.Lease, f sessions.
 	if err != nil {
 		return err
 	}
-	return status(op, v)
+	if err := status(op, v); err != nil {
+		return err
+	}
+	return handOff(op, f, v)
 }
 
 func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
@@ -171,10 +203,39 @@ func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f s
 	if err != nil {
 		return nil, err
 	}
-	if err := status(op, v); err != nil || len(v) == 1 {
+	if err := status(op, v); err != nil {
 		return nil, err
 	}
-	return decodeTurn(op, worker, v[1:])
+	if err := handOff(op, f, v); err != nil || len(v) == 2 {
+		return nil, err
+	}
+	return decodeTurn(op, worker, v[2:])
+}
+
+// handOff passes the outbox claims a committed finish made (the second
+// item of its reply) to f.Handoff.
+func handOff(op string, f sessions.Finish, v []any) error {
+	if len(v) < 2 {
+		return errs.E(op, errs.Internal, "unexpected finish reply %v", v)
+	}
+	h, ok := v[1].([]any)
+	if !ok || (len(h) != 0 && len(h) != 3+2*len(f.Outbox)) {
+		return errs.E(op, errs.Internal, "unexpected handoff in the finish reply: %v", v[1])
+	}
+	if f.Handoff == nil || len(h) == 0 {
+		return nil
+	}
+	token, expires, at := num(h[0]), msTime(h[1]), msTime(h[2])
+	claims := make([]outbox.Claimed, 0, len(f.Outbox))
+	for i, m := range f.Outbox {
+		if num(h[4+2*i]) != 1 {
+			continue
+		}
+		m.ID, m.CreatedAt, m.NextAttempt, m.Attempts, m.LastError = str(h[3+2*i]), at, at, 0, ""
+		claims = append(claims, outbox.Claimed{Message: m, Token: token, Expires: expires})
+	}
+	f.Handoff.Claimed(claims)
+	return nil
 }
 
 // finish runs the finish script, which also claims the next turn for
@@ -203,7 +264,7 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 	if f.Release {
 		release = "1"
 	}
-	args := make([]any, 0, 13+len(absorbed)+len(hist)+len(msgs)+2*len(f.Meta))
+	args := make([]any, 0, 15+len(absorbed)+len(hist)+len(msgs)+2*len(f.Meta))
 	args = append(args, s.db.prefix, tag, l.Token, f.EntryID, release, s.db.nowArg(), s.db.windowArg(),
 		worker, durMS(ttl), len(absorbed))
 	for _, id := range absorbed {
@@ -218,6 +279,11 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 	args = append(args, len(f.Meta))
 	for k, v := range f.Meta {
 		args = append(args, k, v)
+	}
+	if h := f.Handoff; h != nil && h.Worker != "" {
+		args = append(args, h.Worker, durMS(max(h.TTL, time.Millisecond)))
+	} else {
+		args = append(args, "", 0)
 	}
 	return s.db.run(ctx, op, scriptFinish,
 		[]string{s.db.convKey(tag, "state"), s.db.readyKey(), s.db.convKey(tag, "hist"), s.db.convKey(tag, "meta")},
@@ -355,18 +421,27 @@ func decodeTurn(op, worker string, v []any) (*sessions.Turn, error) {
 	}
 	turn := &sessions.Turn{
 		Lease:       sessions.Lease{Conv: convFromTag(str(v[0])), Worker: worker, Token: num(v[1]), Expires: msTime(v[2])},
-		History:     make([]sessions.Message, len(hist)),
 		HistoryRead: true,
 	}
 	if err := decodeEntryInto(op, v[3:7], &turn.Entry); err != nil {
 		return nil, err
 	}
+	var err error
+	if turn.History, err = decodeHistory(op, hist); err != nil {
+		return nil, err
+	}
+	return turn, nil
+}
+
+// decodeHistory decodes the history a script read with a claim.
+func decodeHistory(op string, hist []any) ([]sessions.Message, error) {
+	msgs := make([]sessions.Message, len(hist))
 	for i, h := range hist {
-		if err := decodeMessage(op, str(h), &turn.History[i]); err != nil {
+		if err := decodeMessage(op, str(h), &msgs[i]); err != nil {
 			return nil, err
 		}
 	}
-	return turn, nil
+	return msgs, nil
 }
 
 // decodeEntry reads {entry id, data, enqueued ms, deliveries}.

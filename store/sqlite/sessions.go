@@ -443,10 +443,17 @@ func (s *sessionStore) Finish(ctx context.Context, l sessions.Lease, f sessions.
 	if err != nil {
 		return err
 	}
+	var handed []outbox.Claimed
 	err = d.w.do(ctx, op, durable, func(t *tx) error {
-		return finishIn(t, d, op, l, f, p)
+		var err error
+		handed, err = finishIn(t, d, op, l, f, p)
+		return err
 	})
-	return d.fail(op, err)
+	if err != nil {
+		return d.fail(op, err)
+	}
+	handOff(f, handed)
+	return nil
 }
 
 func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
@@ -463,18 +470,20 @@ func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f s
 		return nil, err
 	}
 	var turn *sessions.Turn
+	var handed []outbox.Claimed
 	err = d.w.do(ctx, op, durable, func(t *tx) error {
 		turn = nil
-		if err := finishIn(t, d, op, l, f, p); err != nil {
+		var err error
+		if handed, err = finishIn(t, d, op, l, f, p); err != nil {
 			return err
 		}
-		var err error
 		turn, err = claimIn(t, d, op, worker, ttl)
 		return err
 	})
 	if err != nil {
 		return nil, d.fail(op, err)
 	}
+	handOff(f, handed)
 	d.withHistory(ctx, turn)
 	return turn, nil
 }
@@ -513,51 +522,72 @@ func prepareFinish(d *DB, op string, l sessions.Lease, f sessions.Finish) (finis
 	return p, nil
 }
 
-// finishIn is Finish inside the write transaction t.
-func finishIn(t *tx, d *DB, op string, l sessions.Lease, f sessions.Finish, p finishPlan) error {
+// handOff passes the outbox claims a committed finish made to
+// f.Handoff.
+func handOff(f sessions.Finish, handed []outbox.Claimed) {
+	if f.Handoff != nil && f.Handoff.Claimed != nil {
+		f.Handoff.Claimed(handed)
+	}
+}
+
+// finishIn is Finish inside the write transaction t. With f.Handoff, the
+// outbox messages due now are claimed for its worker as they are
+// enqueued, and their claims returned.
+func finishIn(t *tx, d *DB, op string, l sessions.Lease, f sessions.Finish, p finishPlan) ([]outbox.Claimed, error) {
 	nowT, now := d.now()
 	// The absorbed entries go first, so that the ready index the finish
 	// statements compute no longer counts them.
 	if err := absorb(t, op, l, p.entryID, p.absorbed); err != nil {
-		return err
+		return nil, err
 	}
 	var r sql.Result
 	var err error
 	switch {
 	case !p.idOK:
-		return notDelivered(t, op, l, f.EntryID)
+		return nil, notDelivered(t, op, l, f.EntryID)
 	case f.Release:
 		r, err = t.st.finishRelease.Exec(l.Conv, l.Token, p.entryID, now)
 	default:
 		r, err = t.st.finishKeep.Exec(l.Conv, l.Token, p.entryID)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if n, err := r.RowsAffected(); err != nil {
-		return err
+		return nil, err
 	} else if n == 0 {
-		return notDelivered(t, op, l, f.EntryID)
+		return nil, notDelivered(t, op, l, f.EntryID)
 	}
 	if _, err := t.st.entryDelete.Exec(p.entryID); err != nil {
-		return err
+		return nil, err
 	}
 	for _, b := range p.history {
 		if _, err := t.st.historyInsert.Exec(l.Conv, b); err != nil {
-			return err
+			return nil, err
 		}
 	}
+	var handed []outbox.Claimed
 	for i, m := range f.Outbox {
-		if _, _, err := d.enqueue(t, m, p.bodies[i], nowT); err != nil {
-			return err
+		id, dup, err := d.enqueue(t, m, p.bodies[i], nowT)
+		if err != nil {
+			return nil, err
 		}
+		if f.Handoff == nil || dup || m.NextAttempt.After(nowT) {
+			continue
+		}
+		c := outbox.Claimed{Expires: nowT.Add(max(f.Handoff.TTL, time.Millisecond))}
+		row := t.st.outboxClaim.QueryRow(id, f.Handoff.Worker, nanos(c.Expires))
+		if c.Message, err = scanMessage(op, row.Scan, &c.Token); err != nil {
+			return nil, err
+		}
+		handed = append(handed, c)
 	}
 	for k, v := range f.Meta {
 		if err := setMeta(t, l.Conv, k, v); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return handed, nil
 }
 
 // setMeta writes one metadata key; an empty value deletes it.

@@ -1,21 +1,29 @@
 -- append adds an inbound to the end of its lane, unless its message id was
--- seen in this conversation within the dedupe window.
+-- seen in this conversation within the dedupe window. Given a worker, it
+-- also leases the conversation to it, as a claim would, when the new entry
+-- is the conversation's only one and no lease is live: the process that
+-- received the message runs it without a claim of its own.
 -- KEYS[1] conversation state hash
 -- KEYS[2] ready sorted set
 -- KEYS[3] the inbound's lane stream
 -- KEYS[4] conversation metadata hash
--- KEYS[5] dedupe key of the message id; absent when the inbound has none
+-- KEYS[5] conversation history list
+-- KEYS[6] dedupe key of the message id; absent when the inbound has none
 -- ARGV[1] conversation tag
 -- ARGV[2] lane, 0..5
 -- ARGV[3] encoded inbound
 -- ARGV[4] now in ms, or '' for the server's time
 -- ARGV[5] dedupe window in ms
+-- ARGV[6] worker to lease the conversation to, or '' to lease it to none
+-- ARGV[7] lease ttl in ms of that lease
 -- Returns {entry id, 1 if duplicate else 0, the metadata as a flat
--- field/value list (empty when duplicate)}.
+-- field/value list (empty when duplicate)}, and, when it leased the
+-- conversation, then {token, expires ms, enqueued ms, {encoded history
+-- message, …}}.
 local now = now_ms(ARGV[4])
 local lane = ARGV[2]
 local count = 'n' .. lane
-local v = redis.call('HMGET', KEYS[1], 'token', 'exp', 'seq', count, 'lanes')
+local v = redis.call('HMGET', KEYS[1], 'token', 'exp', 'seq', count, 'lanes', 'fence')
 local lanes = v[5] or ''
 
 -- Ids are "<seq>-<lane>": a per-conversation sequence, so ids order the
@@ -24,8 +32,8 @@ local lanes = v[5] or ''
 local seq = int((tonumber(v[3]) or 0) + 1)
 local id = seq .. '-' .. lane
 
-if KEYS[5] then
-  local first = remember_once(KEYS[5], id, now, tonumber(ARGV[5]))
+if KEYS[6] then
+  local first = remember_once(KEYS[6], id, now, tonumber(ARGV[5]))
   if first then
     -- A redelivered update is also a chance to repair an index that lost
     -- the conversation.
@@ -42,7 +50,23 @@ if was <= 0 and not has_lane(lanes, lane) then
   fields[5] = 'lanes'
   fields[6] = lanes .. lane
 end
-redis.call('XADD', KEYS[3], id, 'd', ARGV[3], 'at', int(now))
+local at = int(now)
+redis.call('XADD', KEYS[3], id, 'd', ARGV[3], 'at', at)
+-- With no entry before this one (lanes counts the delivered-unacked entry
+-- too) and no live lease, the new entry is what a claim would take next.
+if ARGV[6] ~= '' and lanes == '' and not live(v[1], v[2], now) then
+  local token = int((tonumber(v[6]) or 0) + 1)
+  local exp = int(now + tonumber(ARGV[7]))
+  local n = #fields
+  fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = 'fence', token, 'worker', ARGV[6]
+  fields[n + 5], fields[n + 6], fields[n + 7], fields[n + 8] = 'token', token, 'exp', exp
+  fields[n + 9], fields[n + 10], fields[n + 11], fields[n + 12] = 'pend', id, 'dlv', 1
+  redis.call('HSET', KEYS[1], unpack(fields))
+  -- Held, the conversation is indexed at its lease's expiry, as a claim
+  -- indexes it.
+  redis.call('ZADD', KEYS[2], exp, ARGV[1])
+  return {id, 0, redis.call('HGETALL', KEYS[4]), token, exp, at, redis.call('LRANGE', KEYS[5], 0, -1)}
+end
 redis.call('HSET', KEYS[1], unpack(fields))
 if lanes == '' then
   index_new(KEYS[2], ARGV[1], v[1], v[2], now)

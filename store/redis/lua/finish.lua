@@ -25,9 +25,14 @@
 --   next attempt in ms or ''
 -- then k, the number of metadata keys to write, and k pairs of key and
 --   value ('' deletes the key)
--- Returns {'LOST'}, {'NOTFOUND'}, {'OK'}, or, when it claimed a
--- conversation, {'OK', tag, token, expires ms, entry id, entry data,
--- enqueued ms, deliveries, {encoded history message, …}}.
+-- then the delivery worker to enqueue the outbox messages claimed for, or
+--   '' to enqueue them due, and the ttl in ms of that claim
+-- Returns {'LOST'}, {'NOTFOUND'}, or {'OK', handed}, where handed is {}
+-- unless a message was enqueued claimed, else {claim token, expires ms,
+-- enqueued ms, then per outbox message its id and 1 when claimed, else
+-- 0}; and when it claimed a conversation, then tag, token, expires ms,
+-- entry id, entry data, enqueued ms, deliveries, {encoded history
+-- message, …}.
 local prefix, tag, state, ready = ARGV[1], ARGV[2], KEYS[1], KEYS[2]
 local id = ARGV[4]
 local lane = lane_of(id)
@@ -125,12 +130,25 @@ local window = tonumber(ARGV[7])
 if o > 0 then
   now = now_ms(ARGV[6])
 end
-for i = 0, o - 1 do
-  local b = at + 1 + i * 4
-  ob_enqueue(prefix, ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], now, window)
-end
 local mk = at + 1 + o * 4
 local k = tonumber(ARGV[mk])
+local hk = mk + 1 + 2 * k
+-- Outbox messages enqueued claimed share one claim token, as the messages
+-- of one ob_claim do.
+local hold
+local handed = {}
+if o > 0 and ARGV[hk] ~= '' then
+  hold = {ARGV[hk], redis.call('INCR', ob_key(prefix, 'tok')), int(now + tonumber(ARGV[hk + 1]))}
+  handed = {hold[2], hold[3], int(now)}
+end
+for i = 0, o - 1 do
+  local b = at + 1 + i * 4
+  local oid, _, claimed = ob_enqueue(prefix, ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], now, window, hold)
+  if hold then
+    handed[#handed + 1] = oid
+    handed[#handed + 1] = claimed and 1 or 0
+  end
+end
 if k > 0 then
   local set, del = {}, {}
   for i = mk + 1, mk + 2 * k, 2 do
@@ -174,11 +192,11 @@ else
 end
 
 if ARGV[8] == '' then
-  return {'OK'}
+  return {'OK', handed}
 end
 local ntag, token, exp, nid, data, enq, deliveries, hist =
   claim_next(prefix, ready, ARGV[8], tonumber(ARGV[9]), now or now_ms(ARGV[6]))
 if not ntag then
-  return {'OK'}
+  return {'OK', handed}
 end
-return {'OK', ntag, token, exp, nid, data, enq, deliveries, hist}
+return {'OK', handed, ntag, token, exp, nid, data, enq, deliveries, hist}

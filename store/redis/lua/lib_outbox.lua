@@ -7,25 +7,34 @@ end
 -- ob_enqueue adds one outbox message and returns its id and 1 when its
 -- idempotency key was seen within the window (nothing added), else 0.
 -- Ids are zero-padded so that messages due in the same millisecond sort
--- in the order they were enqueued.
-local function ob_enqueue(prefix, data, platform, idem, next_at, now, window)
+-- in the order they were enqueued. Given a claim (hold: {worker, token,
+-- expiry}), a message due now is enqueued claimed, as ob_claim would
+-- have claimed it, and the third result is true.
+local function ob_enqueue(prefix, data, platform, idem, next_at, now, window, hold)
   local seq = redis.call('INCR', ob_key(prefix, 'seq'))
   local id = string.format('%012d', seq)
   if idem ~= '' then
     local first = remember_once(ob_key(prefix, 'idem:' .. idem), id, now, window)
     if first then
-      return first, 1
+      return first, 1, false
     end
   end
   local due = now
   if next_at ~= '' then
     due = tonumber(next_at)
   end
-  redis.call('HSET', ob_key(prefix, 'm:' .. id),
-    'd', data, 'p', platform, 'n', 0, 'next', int(due), 'at', int(now), 'e', '')
-  redis.call('ZADD', ob_key(prefix, 'due:' .. platform), due, id)
+  local mkey = ob_key(prefix, 'm:' .. id)
+  local claimed = hold and due <= now
+  if claimed then
+    redis.call('HSET', mkey, 'd', data, 'p', platform, 'n', 0, 'next', int(due), 'at', int(now), 'e', '',
+      'tok', hold[2], 'exp', hold[3], 'w', hold[1])
+    redis.call('ZADD', ob_key(prefix, 'claimed:' .. platform), hold[3], id)
+  else
+    redis.call('HSET', mkey, 'd', data, 'p', platform, 'n', 0, 'next', int(due), 'at', int(now), 'e', '')
+    redis.call('ZADD', ob_key(prefix, 'due:' .. platform), due, id)
+  end
   redis.call('ZADD', ob_key(prefix, 'all'), seq, id)
-  return id, 0
+  return id, 0, claimed
 end
 
 -- ob_check is the guard of every write under an outbox claim.
