@@ -113,39 +113,7 @@ func runFinishAndClaim(t *testing.T, b Backend) {
 
 	// Each case makes a FinishAndClaim that must fail, with a conversation
 	// ready that it must not have claimed.
-	refused := []struct {
-		desc  string
-		setup func(f *fixture, held *sessions.Turn) (sessions.Lease, sessions.Finish)
-		code  errs.Code
-	}{
-		{
-			desc: "a lost lease",
-			setup: func(f *fixture, held *sessions.Turn) (sessions.Lease, sessions.Finish) {
-				f.clk.Advance(ttl + time.Second)
-				taken := f.mustClaim("w2")
-				if taken.Lease.Conv != held.Lease.Conv {
-					f.t.Fatalf("takeover claimed %q, want %q", taken.Lease.Conv, held.Lease.Conv)
-				}
-				return held.Lease, sessions.Finish{EntryID: held.Entry.ID, Release: true}
-			},
-			code: errs.LeaseLost,
-		},
-		{
-			desc: "an entry not delivered",
-			setup: func(f *fixture, held *sessions.Turn) (sessions.Lease, sessions.Finish) {
-				return held.Lease, sessions.Finish{EntryID: "no-such-entry", Release: true}
-			},
-			code: errs.NotFound,
-		},
-		{
-			desc: "an outbox message over the limit",
-			setup: func(f *fixture, held *sessions.Turn) (sessions.Lease, sessions.Finish) {
-				return held.Lease, sessions.Finish{EntryID: held.Entry.ID, Outbox: []outbox.Message{reply("c", big(sessions.DefaultMaxEntryBytes+1))}, Release: true}
-			},
-			code: errs.TooLarge,
-		},
-	}
-	for _, tc := range refused {
+	for _, tc := range refusedFinishes {
 		t.Run("refused, nothing claimed: "+tc.desc, func(t *testing.T) {
 			f := newFixture(t, b, sessions.Limits{})
 			f.appendAll(user("c", "1"))
@@ -169,4 +137,41 @@ func runFinishAndClaim(t *testing.T, b Backend) {
 			}
 		})
 	}
+}
+
+// refusedFinishes are finishes a store must refuse, each with the code it
+// refuses with. setup gets the turn that w1 holds on a conversation "c"
+// and returns the lease and the finish to commit; a case adds what it
+// checks is not written.
+var refusedFinishes = []struct {
+	desc  string
+	setup func(f *fixture, held *sessions.Turn) (sessions.Lease, sessions.Finish)
+	code  errs.Code
+}{
+	{
+		desc: "a lost lease",
+		setup: func(f *fixture, held *sessions.Turn) (sessions.Lease, sessions.Finish) {
+			f.clk.Advance(ttl + time.Second)
+			taken := f.mustClaim("w2")
+			if taken.Lease.Conv != held.Lease.Conv {
+				f.t.Fatalf("takeover claimed %q, want %q", taken.Lease.Conv, held.Lease.Conv)
+			}
+			return held.Lease, sessions.Finish{EntryID: held.Entry.ID, Release: true}
+		},
+		code: errs.LeaseLost,
+	},
+	{
+		desc: "an entry not delivered",
+		setup: func(f *fixture, held *sessions.Turn) (sessions.Lease, sessions.Finish) {
+			return held.Lease, sessions.Finish{EntryID: "no-such-entry", Release: true}
+		},
+		code: errs.NotFound,
+	},
+	{
+		desc: "an outbox message over the limit",
+		setup: func(f *fixture, held *sessions.Turn) (sessions.Lease, sessions.Finish) {
+			return held.Lease, sessions.Finish{EntryID: held.Entry.ID, Outbox: []outbox.Message{reply("c", big(sessions.DefaultMaxEntryBytes+1))}, Release: true}
+		},
+		code: errs.TooLarge,
+	},
 }

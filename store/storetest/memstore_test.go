@@ -391,8 +391,13 @@ func (m memSessions) Finish(ctx context.Context, l sessions.Lease, f sessions.Fi
 	if err := m.s.lock(op); err != nil {
 		return err
 	}
-	defer m.s.data.mu.Unlock()
-	return m.finish(op, l, f)
+	handed, err := m.finish(op, l, f)
+	m.s.data.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	memHandOff(f, handed)
+	return nil
 }
 
 func (m memSessions) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
@@ -403,11 +408,25 @@ func (m memSessions) FinishAndClaim(ctx context.Context, l sessions.Lease, f ses
 	if err := m.s.lock(op); err != nil {
 		return nil, err
 	}
-	defer m.s.data.mu.Unlock()
-	if err := m.finish(op, l, f); err != nil {
+	handed, err := m.finish(op, l, f)
+	var turn *sessions.Turn
+	if err == nil {
+		turn = m.claim(worker, ttl)
+	}
+	m.s.data.mu.Unlock()
+	if err != nil {
 		return nil, err
 	}
-	return m.claim(worker, ttl), nil
+	memHandOff(f, handed)
+	return turn, nil
+}
+
+// memHandOff passes the claims a committed finish made to f.Handoff. It
+// runs after the lock is given back, so that Claimed may use the store.
+func memHandOff(f sessions.Finish, handed []outbox.Claimed) {
+	if f.Handoff != nil && f.Handoff.Claimed != nil {
+		f.Handoff.Claimed(handed)
+	}
 }
 
 // checkFinish refuses what a Finish may not write, before the lock.
@@ -423,17 +442,19 @@ func (m memSessions) checkFinish(op string, f sessions.Finish) error {
 	return sessions.ValidateMeta(op, f.Meta, m.s.lim)
 }
 
-// finish is Finish under the lock.
-func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) error {
+// finish is Finish under the lock. With f.Handoff, it claims the outbox
+// messages due now for the handoff's worker as it enqueues them, and
+// returns their claims.
+func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]outbox.Claimed, error) {
 	c, err := m.held(op, l)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if c.inflight == nil || c.inflight.ID != f.EntryID {
-		return errs.E(op, errs.NotFound, "no unacked entry %q", f.EntryID)
+		return nil, errs.E(op, errs.NotFound, "no unacked entry %q", f.EntryID)
 	}
 	if slices.Contains(f.Absorbed, f.EntryID) {
-		return errs.E(op, errs.Invalid, "entry %q is both acked and absorbed", f.EntryID)
+		return nil, errs.E(op, errs.Invalid, "entry %q is both acked and absorbed", f.EntryID)
 	}
 	// Find every absorbed entry before removing any: a missing one
 	// leaves everything as it was.
@@ -452,14 +473,19 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) erro
 			}
 		}
 		if !found {
-			return errs.E(op, errs.NotFound, "absorbed entry %q is not queued", id)
+			return nil, errs.E(op, errs.NotFound, "absorbed entry %q is not queued", id)
 		}
 	}
 	c.lanes = lanes
 	c.inflight = nil
 	c.history = append(c.history, f.History...)
+	now := m.s.clk.Now()
+	var handed []outbox.Claimed
 	for _, msg := range f.Outbox {
-		memOutbox(m).add(msg)
+		id, dup := memOutbox(m).add(msg)
+		if f.Handoff != nil && !dup && !msg.NextAttempt.After(now) {
+			handed = append(handed, memOutbox(m).hold(m.s.data.msgs[id], f.Handoff.TTL))
+		}
 	}
 	for k, v := range f.Meta {
 		m.setMeta(l.Conv, k, v)
@@ -467,7 +493,7 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) erro
 	if f.Release {
 		m.release(c)
 	}
-	return nil
+	return handed, nil
 }
 
 func (m memSessions) AppendHistory(ctx context.Context, l sessions.Lease, msgs ...sessions.Message) error {
@@ -536,7 +562,8 @@ func (m memSessions) setMeta(conv, key, value string) {
 
 type memOutbox struct{ s *memStore }
 
-// add enqueues m under the lock.
+// add enqueues m under the lock: due at its NextAttempt when it has one,
+// else now.
 func (o memOutbox) add(m outbox.Message) (string, bool) {
 	now := o.s.clk.Now()
 	if m.IdempotencyKey != "" {
@@ -546,7 +573,10 @@ func (o memOutbox) add(m outbox.Message) (string, bool) {
 	}
 	o.s.data.seq++
 	m.ID = fmt.Sprintf("o%d", o.s.data.seq)
-	m.CreatedAt, m.NextAttempt, m.Attempts, m.LastError = now, now, 0, ""
+	m.CreatedAt, m.Attempts, m.LastError = now, 0, ""
+	if m.NextAttempt.IsZero() {
+		m.NextAttempt = now
+	}
 	o.s.data.msgs[m.ID] = &memMsg{Message: m, seq: o.s.data.seq}
 	if m.IdempotencyKey != "" {
 		o.s.data.idemKey[m.IdempotencyKey] = memSeen{id: m.ID, at: now}
@@ -599,11 +629,16 @@ func (o memOutbox) Claim(ctx context.Context, worker string, platforms []string,
 	})
 	var out []outbox.Claimed
 	for _, m := range due[:min(max, len(due))] {
-		o.s.data.seq++
-		m.claimed, m.token, m.expires = true, o.s.data.seq, now.Add(ttl)
-		out = append(out, outbox.Claimed{Message: m.Message, Token: m.token, Expires: m.expires})
+		out = append(out, o.hold(m, ttl))
 	}
 	return out, nil
+}
+
+// hold claims m for ttl from now under a fresh token, under the lock.
+func (o memOutbox) hold(m *memMsg, ttl time.Duration) outbox.Claimed {
+	o.s.data.seq++
+	m.claimed, m.token, m.expires = true, o.s.data.seq, o.s.clk.Now().Add(ttl)
+	return outbox.Claimed{Message: m.Message, Token: m.token, Expires: m.expires}
 }
 
 // claimed finds the message c holds, under the lock.

@@ -15,6 +15,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("Finish", func(t *testing.T) { runFinish(t, b) })
 	t.Run("Absorbed", func(t *testing.T) { runAbsorbed(t, b) })
 	t.Run("FinishAndClaim", func(t *testing.T) { runFinishAndClaim(t, b) })
+	t.Run("Handoff", func(t *testing.T) { runHandoff(t, b) })
 	t.Run("History", func(t *testing.T) { runHistory(t, b) })
 	t.Run("Timeline", func(t *testing.T) { runTimeline(t, b) })
 	t.Run("Signals", func(t *testing.T) { runSignals(t, b) })
