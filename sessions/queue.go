@@ -165,7 +165,8 @@ type Finish struct {
 // Finish.Outbox; a message whose idempotency key was seen before is not
 // enqueued and has no claim. Claimed is not called when the finish fails.
 // Claims made this way are like any other: acked, released or let run
-// out through outbox.Store.
+// out through outbox.Store. A TTL of zero or less is the outbox's default
+// claim; a Handoff without a Worker or without Claimed asks for nothing.
 type Handoff struct {
 	Worker  string
 	TTL     time.Duration

@@ -212,6 +212,12 @@ func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f s
 	return decodeTurn(op, worker, v[2:])
 }
 
+// handingOff reports whether f asks for its outbox messages claimed: a
+// Handoff without a worker or without Claimed asks nothing.
+func handingOff(f sessions.Finish) bool {
+	return f.Handoff != nil && f.Handoff.Worker != "" && f.Handoff.Claimed != nil
+}
+
 // handOff passes the outbox claims a committed finish made (the second
 // item of its reply) to f.Handoff.
 func handOff(op string, f sessions.Finish, v []any) error {
@@ -222,7 +228,11 @@ func handOff(op string, f sessions.Finish, v []any) error {
 	if !ok || (len(h) != 0 && len(h) != 3+2*len(f.Outbox)) {
 		return errs.E(op, errs.Internal, "unexpected handoff in the finish reply: %v", v[1])
 	}
-	if f.Handoff == nil || len(h) == 0 {
+	if !handingOff(f) {
+		return nil
+	}
+	if len(h) == 0 {
+		f.Handoff.Claimed(nil)
 		return nil
 	}
 	token, expires, at := num(h[0]), msTime(h[1]), msTime(h[2])
@@ -280,8 +290,12 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 	for k, v := range f.Meta {
 		args = append(args, k, v)
 	}
-	if h := f.Handoff; h != nil && h.Worker != "" {
-		args = append(args, h.Worker, durMS(max(h.TTL, time.Millisecond)))
+	if handingOff(f) {
+		ttl := f.Handoff.TTL
+		if ttl <= 0 {
+			ttl = defaultClaimTTL
+		}
+		args = append(args, f.Handoff.Worker, durMS(ttl))
 	} else {
 		args = append(args, "", 0)
 	}

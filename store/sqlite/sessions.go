@@ -525,9 +525,15 @@ func prepareFinish(d *DB, op string, l sessions.Lease, f sessions.Finish) (finis
 // handOff passes the outbox claims a committed finish made to
 // f.Handoff.
 func handOff(f sessions.Finish, handed []outbox.Claimed) {
-	if f.Handoff != nil && f.Handoff.Claimed != nil {
+	if handingOff(f) {
 		f.Handoff.Claimed(handed)
 	}
+}
+
+// handingOff reports whether f asks for its outbox messages claimed: a
+// Handoff without a worker or without Claimed asks nothing.
+func handingOff(f sessions.Finish) bool {
+	return f.Handoff != nil && f.Handoff.Worker != "" && f.Handoff.Claimed != nil
 }
 
 // finishIn is Finish inside the write transaction t. With f.Handoff, the
@@ -572,10 +578,14 @@ func finishIn(t *tx, d *DB, op string, l sessions.Lease, f sessions.Finish, p fi
 		if err != nil {
 			return nil, err
 		}
-		if f.Handoff == nil || dup || m.NextAttempt.After(nowT) {
+		if !handingOff(f) || dup || m.NextAttempt.After(nowT) {
 			continue
 		}
-		c := outbox.Claimed{Expires: nowT.Add(max(f.Handoff.TTL, time.Millisecond))}
+		ttl := f.Handoff.TTL
+		if ttl <= 0 {
+			ttl = defaultClaimTTL
+		}
+		c := outbox.Claimed{Expires: nowT.Add(ttl)}
 		row := t.st.outboxClaim.QueryRow(id, f.Handoff.Worker, nanos(c.Expires))
 		if c.Message, err = scanMessage(op, row.Scan, &c.Token); err != nil {
 			return nil, err
