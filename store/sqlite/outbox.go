@@ -39,6 +39,11 @@ const (
 
 	sqlOutboxInsert = `INSERT INTO outbox (platform, target, conv, idem_key, state, next_attempt, created_at, body)
 		VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6, ?7)`
+	// A message a finish hands to a delivery worker (sessions.Handoff) is
+	// inserted claimed, with the token a first claim gets.
+	sqlOutboxInsertClaimed = `INSERT INTO outbox (platform, target, conv, idem_key, state, next_attempt, created_at, body,
+			claim_worker, claim_token, claim_expires)
+		VALUES (?1, ?2, ?3, ?4, 'claimed', ?5, ?6, ?7, ?8, 1, ?9)`
 
 	sqlOutboxDueAny = `SELECT 1 FROM outbox WHERE ` + sqlOutboxDueWhere + ` LIMIT 1`
 	sqlOutboxDue    = `SELECT id, next_attempt FROM outbox WHERE ` + sqlOutboxDueWhere + `
@@ -84,7 +89,7 @@ func (o *outboxStore) Enqueue(ctx context.Context, m outbox.Message) (string, bo
 	err = d.w.do(ctx, op, durable, func(t *tx) error {
 		now, _ := d.now()
 		var err error
-		id, dup, err = d.enqueue(t, m, body, now)
+		id, dup, _, err = d.enqueue(t, m, body, now, nil)
 		return err
 	})
 	if err != nil {
@@ -94,43 +99,57 @@ func (o *outboxStore) Enqueue(ctx context.Context, m outbox.Message) (string, bo
 }
 
 // enqueue adds m, encoded as body, unless its idempotency key was seen
-// within the dedupe window; then it returns the first message's id.
-func (d *DB) enqueue(t *tx, m outbox.Message, body []byte, nowT time.Time) (int64, bool, error) {
+// within the dedupe window; then it returns the first message's id. Given
+// a hold, m is added claimed by it when it is due now, and the claim is
+// returned.
+func (d *DB) enqueue(t *tx, m outbox.Message, body []byte, nowT time.Time, hold *handoffHold) (int64, bool, *outbox.Claimed, error) {
 	now := nanos(nowT)
 	key := m.IdempotencyKey
 	if key != "" {
 		var first int64
 		err := t.st.outboxKeyGet.QueryRow(key, now-int64(d.lim.DedupeWindow)).Scan(&first)
 		if err == nil {
-			return first, true, nil
+			return first, true, nil, nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
-			return 0, false, err
+			return 0, false, nil, err
 		}
 	}
 	next := now
 	if !m.NextAttempt.IsZero() {
 		next = nanos(m.NextAttempt)
 	}
-	r, err := t.st.outboxInsert.Exec(m.Target.Platform, m.Target.String(), m.Conv, key, next, now, body)
+	var r sql.Result
+	var err error
+	claimed := hold != nil && next <= now
+	if claimed {
+		r, err = t.st.outboxInsertClaimed.Exec(m.Target.Platform, m.Target.String(), m.Conv, key, next, now, body,
+			hold.worker, nanos(hold.expires))
+	} else {
+		r, err = t.st.outboxInsert.Exec(m.Target.Platform, m.Target.String(), m.Conv, key, next, now, body)
+	}
 	if err != nil {
-		return 0, false, err
+		return 0, false, nil, err
 	}
 	id, err := r.LastInsertId()
 	if err != nil {
-		return 0, false, err
+		return 0, false, nil, err
 	}
 	if key != "" {
 		if _, err := t.st.outboxKeyPut.Exec(key, id, now); err != nil {
-			return 0, false, err
+			return 0, false, nil, err
 		}
 		if d.pruneDue() {
 			if _, err := t.st.outboxKeyPrune.Exec(now-int64(d.lim.DedupeWindow), pruneBatch); err != nil {
-				return 0, false, err
+				return 0, false, nil, err
 			}
 		}
 	}
-	return id, false, nil
+	if !claimed {
+		return id, false, nil, nil
+	}
+	m.ID, m.NextAttempt, m.CreatedAt, m.Attempts, m.LastError = formatID(id), fromNanos(next), fromNanos(now), 0, ""
+	return id, false, &outbox.Claimed{Message: m, Token: 1, Expires: hold.expires}, nil
 }
 
 func (o *outboxStore) Claim(ctx context.Context, worker string, platforms []string, max int, ttl time.Duration) ([]outbox.Claimed, error) {
@@ -400,6 +419,13 @@ func scanMessage(op string, scan func(...any) error, pre ...any) (outbox.Message
 	m.LastError = lastErr
 	m.CreatedAt = fromNanos(create)
 	return m, nil
+}
+
+// handoffHold is the claim a finish's outbox messages are inserted with
+// (sessions.Handoff).
+type handoffHold struct {
+	worker  string
+	expires time.Time
 }
 
 // dueAt is when a message given back becomes due: next, or now when next

@@ -572,25 +572,23 @@ func finishIn(t *tx, d *DB, op string, l sessions.Lease, f sessions.Finish, p fi
 			return nil, err
 		}
 	}
-	var handed []outbox.Claimed
-	for i, m := range f.Outbox {
-		id, dup, err := d.enqueue(t, m, p.bodies[i], nowT)
-		if err != nil {
-			return nil, err
-		}
-		if !handingOff(f) || dup || m.NextAttempt.After(nowT) {
-			continue
-		}
+	var hold *handoffHold
+	if handingOff(f) {
 		ttl := f.Handoff.TTL
 		if ttl <= 0 {
 			ttl = defaultClaimTTL
 		}
-		c := outbox.Claimed{Expires: nowT.Add(ttl)}
-		row := t.st.outboxClaim.QueryRow(id, f.Handoff.Worker, nanos(c.Expires))
-		if c.Message, err = scanMessage(op, row.Scan, &c.Token); err != nil {
+		hold = &handoffHold{worker: f.Handoff.Worker, expires: nowT.Add(ttl)}
+	}
+	var handed []outbox.Claimed
+	for i, m := range f.Outbox {
+		_, _, c, err := d.enqueue(t, m, p.bodies[i], nowT, hold)
+		if err != nil {
 			return nil, err
 		}
-		handed = append(handed, c)
+		if c != nil {
+			handed = append(handed, *c)
+		}
 	}
 	for k, v := range f.Meta {
 		if err := setMeta(t, l.Conv, k, v); err != nil {

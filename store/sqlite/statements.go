@@ -28,6 +28,7 @@ type statements struct {
 	outboxKeyGet, outboxKeyPut        *sql.Stmt
 	outboxKeyPrune                    *sql.Stmt
 	outboxInsert, outboxDue           *sql.Stmt
+	outboxInsertClaimed               *sql.Stmt
 	outboxClaim, outboxAck            *sql.Stmt
 	outboxRelease, outboxPostpone     *sql.Stmt
 	outboxDead, outboxRequeue         *sql.Stmt
@@ -77,6 +78,7 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 		{&st.outboxKeyPut, sqlOutboxKeyPut},
 		{&st.outboxKeyPrune, sqlOutboxKeyPrune},
 		{&st.outboxInsert, sqlOutboxInsert},
+		{&st.outboxInsertClaimed, sqlOutboxInsertClaimed},
 		{&st.outboxDue, sqlOutboxDue},
 		{&st.outboxClaim, sqlOutboxClaim},
 		{&st.outboxAck, sqlOutboxAck},
