@@ -52,6 +52,7 @@ type DB struct {
 	clk    clock.Clock
 	lim    sessions.Limits
 	closed atomic.Bool
+	batch  *batcher // the script calls' way to the server
 
 	sessions *sessionStore
 	outbox   *outboxStore
@@ -84,6 +85,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		db.closeClient()
 		return nil, db.fail(op, err)
 	}
+	db.batch = newBatcher(db.client)
 	db.sessions = &sessionStore{db: db}
 	db.outbox = &outboxStore{db: db}
 	return db, nil
@@ -115,6 +117,7 @@ func (db *DB) Close() error {
 	if db.closed.Swap(true) {
 		return nil
 	}
+	db.batch.close()
 	return errs.Wrap("redis.Close", errs.Internal, db.closeClient())
 }
 
@@ -171,12 +174,12 @@ func (db *DB) run(ctx context.Context, op string, s script, keys []string, args 
 	if err := db.check(op); err != nil {
 		return nil, err
 	}
-	v, err := db.client.FCall(ctx, s.fn, keys, args...).Slice()
+	v, err := db.batch.fcall(ctx, s.fn, keys, args...)
 	if err != nil && strings.Contains(err.Error(), "Function not found") {
 		if err := db.loadLibrary(ctx); err != nil {
 			return nil, db.fail(op, err)
 		}
-		v, err = db.client.FCall(ctx, s.fn, keys, args...).Slice()
+		v, err = db.batch.fcall(ctx, s.fn, keys, args...)
 	}
 	if err != nil {
 		return nil, db.fail(op, err)
