@@ -169,17 +169,26 @@
 // see lease.go. This needs Redis 7.0 or later, and a user allowed
 // FUNCTION LOAD, FCALL, EVALSHA and EVAL.
 //
-// Cost: every operation is one round trip, an FCALL or, for history,
-// metadata, timeline, signal and note reads and note deletes, one plain
-// command. The calls a turn makes are folded so that a busy worker's turn
-// is two round trips on the queue (Append, then the FinishAndClaim that
-// commits it and claims the next): Append's script returns the
-// conversation's metadata (one HGETALL) with the new entry, so the router
-// makes no Meta read of its own, a claim (Claim, ClaimMany, the claim of
+// Cost: every operation is one FCALL or, for history, metadata, timeline,
+// signal and note reads and note deletes, one plain command. FCALLs made at
+// the same time by different goroutines share round trips: a few senders
+// each send every call waiting as one pipeline (batch.go). The calls a
+// turn makes are folded so that a turn is two FCALLs on the queue
+// (AppendClaim, then the FinishAndClaim that commits it and claims the
+// next): Append's script returns the conversation's metadata (one HGETALL)
+// with the new entry, so the router makes no Meta read of its own, and
+// given a worker it leases an idle conversation in the same step (as a
+// claim would: a new fence, the entry pend, indexed at the lease's
+// expiry); a claim (AppendClaim's, Claim, ClaimMany, the claim of
 // FinishAndClaim) brings the conversation's history with it (one LRANGE in
-// the script), ClaimMany leases a backlog n at a time, Finish writes the
-// metadata change that ends a turn (its running-turn mark), and AckAll
-// acks a batch of sent messages in one call; the outbox claim and ack move
+// the script); ClaimMany leases a backlog n at a time; Finish writes the
+// metadata change that ends a turn (its running-turn mark) and, given a
+// Handoff, enqueues its outbox messages due now already claimed (tok, exp
+// and w in the message's hash, the id in Pob:claimed:<platform>, one
+// token for them all: the first one's sequence number negated, which no
+// ob_claim hands out), so the delivery worker sends them
+// without an ob_claim; and AckAll acks a batch of sent messages in one
+// call; the outbox claim and ack move
 // a batch's messages between indexes with one ZREM or ZADD per index, not
 // one per message. The scripts keep their calls
 // few and small (an HMGET of only the state fields a script uses, one HSET

@@ -129,7 +129,9 @@
 // attempts, last_error, created_at). A message is due when next_attempt has
 // passed and it is pending or its claim expired; Claim reads each wanted
 // platform's due rows from the (platform, next_attempt) index in due order,
-// merges them, and bumps claim_token on each row it takes. Ack, Release,
+// merges them, and bumps claim_token on each row it takes. A finish with a
+// Handoff inserts the messages due now claimed by the handoff's worker,
+// with the token a first claim gets (1). Ack, Release,
 // Postpone and Dead match the claim token, so a claim that ran out and was
 // taken by another worker changes nothing. AckAll acks a batch in one
 // transaction, each message checked as Ack checks it, so one refused ack

@@ -134,20 +134,25 @@ local mk = at + 1 + o * 4
 local k = tonumber(ARGV[mk])
 local hk = mk + 1 + 2 * k
 -- Outbox messages enqueued claimed share one claim token, as the messages
--- of one ob_claim do.
+-- of one ob_claim do: the first one's sequence number, negated, so it is
+-- unique without a count of its own and never one ob_claim hands out.
 local hold
 local handed = {}
 if o > 0 and ARGV[hk] ~= '' then
-  hold = {ARGV[hk], redis.call('INCR', ob_key(prefix, 'tok')), int(now + tonumber(ARGV[hk + 1]))}
-  handed = {hold[2], hold[3], int(now)}
+  hold = {ARGV[hk], nil, int(now + tonumber(ARGV[hk + 1]))}
 end
 for i = 0, o - 1 do
   local b = at + 1 + i * 4
   local oid, _, claimed = ob_enqueue(prefix, ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], now, window, hold)
-  if hold then
-    handed[#handed + 1] = oid
-    handed[#handed + 1] = claimed and 1 or 0
-  end
+  handed[#handed + 1] = oid
+  handed[#handed + 1] = claimed and 1 or 0
+end
+if hold then
+  table.insert(handed, 1, hold[2] or 0)
+  table.insert(handed, 2, hold[3])
+  table.insert(handed, 3, int(now))
+else
+  handed = {}
 end
 if k > 0 then
   local set, del = {}, {}

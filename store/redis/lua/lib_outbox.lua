@@ -9,7 +9,8 @@ end
 -- Ids are zero-padded so that messages due in the same millisecond sort
 -- in the order they were enqueued. Given a claim (hold: {worker, token,
 -- expiry}), a message due now is enqueued claimed, as ob_claim would
--- have claimed it, and the third result is true.
+-- have claimed it, and the third result is true; a hold without a token
+-- yet takes the message's sequence number, negated.
 local function ob_enqueue(prefix, data, platform, idem, next_at, now, window, hold)
   local seq = redis.call('INCR', ob_key(prefix, 'seq'))
   local id = string.format('%012d', seq)
@@ -26,6 +27,7 @@ local function ob_enqueue(prefix, data, platform, idem, next_at, now, window, ho
   local mkey = ob_key(prefix, 'm:' .. id)
   local claimed = hold and due <= now
   if claimed then
+    hold[2] = hold[2] or int(-seq)
     redis.call('HSET', mkey, 'd', data, 'p', platform, 'n', 0, 'next', int(due), 'at', int(now), 'e', '',
       'tok', hold[2], 'exp', hold[3], 'w', hold[1])
     redis.call('ZADD', ob_key(prefix, 'claimed:' .. platform), hold[3], id)
