@@ -340,7 +340,22 @@ func (d *Delivery) handed(claimed []outbox.Claimed) {
 		return
 	}
 	d.markClaims(claimed)
-	d.dispatch(claimed)
+	d.mu.Lock()
+	if !d.stopping {
+		// Under the lock Shutdown sets stopping under: a sender this
+		// starts is one Shutdown waits for.
+		d.dispatchLocked(claimed)
+		d.mu.Unlock()
+		return
+	}
+	d.mu.Unlock()
+	// The worker began stopping while the commit ran, and its loop may
+	// have returned, after which no sender starts: the messages go back,
+	// due at once, for whichever worker claims next.
+	now := d.clock.Now()
+	for _, c := range claimed {
+		d.postpone(c, now, "the delivery worker is stopping")
+	}
 }
 
 // loop is the one claim loop. It claims only as many messages as the
@@ -483,6 +498,11 @@ func (d *Delivery) settled(c outbox.Claimed) {
 func (d *Delivery) dispatch(claimed []outbox.Claimed) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.dispatchLocked(claimed)
+}
+
+// dispatchLocked is dispatch with d.mu held.
+func (d *Delivery) dispatchLocked(claimed []outbox.Claimed) {
 	for _, c := range claimed {
 		d.held++
 		key := c.Target.String()

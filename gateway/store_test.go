@@ -145,3 +145,34 @@ func TestCommitsHandRepliesToDelivery(t *testing.T) {
 		})
 	}
 }
+
+// TestHandoffToAStoppedWorkerGoesBack hands claims to a delivery worker
+// that has stopped: it sends nothing and gives the messages back, due at
+// once, for another worker.
+func TestHandoffToAStoppedWorkerGoesBack(t *testing.T) {
+	sent := &scripted{}
+	r := newDeliveryRig(t, DeliveryOptions{}, &fakeAdapter{platform: "telegram", send: sent.send})
+	ctx := context.Background()
+	if err := r.d.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tg := outbox.Target{Platform: "telegram", Chat: "1"}
+	if _, _, err := r.store.Enqueue(ctx, outbox.Message{Target: tg, Conv: "telegram:1", Text: "late"}); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := r.store.Claim(ctx, r.d.name, []string{"telegram"}, 1, time.Minute)
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("Claim = %d messages, %v; want 1", len(claims), err)
+	}
+	if h := r.d.Handoff([]outbox.Message{claims[0].Message}); h != nil {
+		t.Errorf("a stopped worker offered a handoff")
+	}
+	r.d.handed(claims)
+	if n := sent.count(); n != 0 {
+		t.Errorf("a stopped worker sent %d messages", n)
+	}
+	again, err := r.store.Claim(ctx, "other", []string{"telegram"}, 1, time.Minute)
+	if err != nil || len(again) != 1 || again[0].ID != claims[0].ID || again[0].Attempts != 0 {
+		t.Errorf("another worker's Claim = %+v, %v; want the message back, no attempt spent", again, err)
+	}
+}
