@@ -475,14 +475,19 @@ func (w *TurnWorker) storeCtx() (context.Context, context.CancelFunc) {
 // with its deliveries. The lease is still renewed meanwhile; stopping
 // the worker cuts the pause short.
 func (w *TurnWorker) retryLater(at *activeTurn, why string) {
-	d := min(w.retryDelay*time.Duration(max(at.entry.Deliveries, 1)), w.ttl/2)
+	w.pause(min(w.retryDelay*time.Duration(max(at.entry.Deliveries, 1)), w.ttl/2))
+	w.handBack(at.lease, why)
+}
+
+// pause waits d, or less when the worker must stop now: a failed turn
+// or commit waiting to try again does not hold up a hard stop.
+func (w *TurnWorker) pause(d time.Duration) {
 	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-w.hard.Done():
-		t.Stop()
 	}
-	w.handBack(at.lease, why)
 }
 
 // handBack releases a lease without committing, so the entry runs again.

@@ -482,7 +482,7 @@ func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
 			continue
 		case errs.Is(err, errs.Unavailable) && attempt < commitAttempts:
 			at.log.Warn("committing the turn failed; retrying", "attempt", attempt, "err", err)
-			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+			w.pause(time.Duration(attempt) * 100 * time.Millisecond)
 			continue
 		}
 		at.log.Error("committing the turn failed; the entry waits for another run", "err", err)
