@@ -40,7 +40,7 @@ const storeTimeout = 10 * time.Second
 
 // maxHeld bounds the messages one worker holds claimed at once, however
 // fast its sends.
-const maxHeld = 1024
+const maxHeld = 4096
 
 // claimMargin is the part of a claim kept free at its end (a fifth of a
 // short claim): a send must return, and its ack reach the store, before
@@ -122,6 +122,7 @@ type Delivery struct {
 	lanes    map[string]*lane // by target: the sender draining it, or waiting for one
 	waiting  []*lane          // lanes with messages and no sender yet, in the order claimed
 	held     int              // claimed messages not yet settled
+	promised int              // room kept for the replies of commits in flight (Handoff)
 	sendAvg  time.Duration    // how long a send takes, a moving average; 0 until one was timed
 	claims   map[string]claimMark
 	pruned   time.Time
@@ -314,23 +315,34 @@ func (d *Delivery) Notify() {
 // so that they are enqueued claimed by this worker and sent at once,
 // without a claim of their own; nil when the worker cannot take them now
 // (not running, no room, a platform without a route here), and they are
-// enqueued due, for whichever worker claims them.
-func (d *Delivery) Handoff(msgs []outbox.Message) *sessions.Handoff {
-	if len(msgs) == 0 || len(msgs) > d.roomLeft() {
-		return nil
+// enqueued due, for whichever worker claims them. The room for them is
+// kept until done is called, which the caller does once the commit has
+// returned, committed or not, so that commits running at once never take
+// more than the worker may hold.
+func (d *Delivery) Handoff(msgs []outbox.Message) (h *sessions.Handoff, done func()) {
+	done = func() {}
+	if len(msgs) == 0 {
+		return nil, done
 	}
 	for _, m := range msgs {
 		if _, ok := d.routes.Get(m.Target.Platform); !ok {
-			return nil
+			return nil, done
 		}
 	}
+	n := len(msgs)
 	d.mu.Lock()
-	running := d.started && !d.stopping
-	d.mu.Unlock()
-	if !running {
-		return nil
+	defer d.mu.Unlock()
+	if !d.started || d.stopping || d.roomLeftLocked() < n {
+		return nil, done
 	}
-	return &sessions.Handoff{Worker: d.name, TTL: d.claimTTL, Claimed: d.handed}
+	d.promised += n
+	done = func() {
+		d.mu.Lock()
+		d.promised -= n
+		d.mu.Unlock()
+		d.signalRoom()
+	}
+	return &sessions.Handoff{Worker: d.name, TTL: d.claimTTL, Claimed: d.handed}, done
 }
 
 // handed takes the claims a commit made for this worker (see Handoff) as
@@ -412,12 +424,18 @@ func (d *Delivery) loop() {
 func (d *Delivery) roomLeft() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.roomLeftLocked()
+}
+
+// roomLeftLocked is roomLeft with d.mu held. The room promised to
+// commits in flight counts as taken.
+func (d *Delivery) roomLeftLocked() int {
 	senders := cap(d.slots)
 	capacity := senders
 	if d.sendAvg > 0 {
 		capacity = int(min(int64(maxHeld), int64(senders)*int64(d.claimTTL/4)/int64(d.sendAvg)))
 	}
-	return max(0, max(capacity, senders)-d.held)
+	return max(0, max(capacity, senders)-d.held-d.promised)
 }
 
 // timed adds a send's duration to the moving average.
@@ -571,10 +589,16 @@ func (d *Delivery) drain(l *lane) {
 		d.mu.Lock()
 		d.held--
 		d.mu.Unlock()
-		select {
-		case d.room <- struct{}{}:
-		default:
-		}
+		d.signalRoom()
+	}
+}
+
+// signalRoom tells the loop, if it waits for room to claim, that some
+// may have come free.
+func (d *Delivery) signalRoom() {
+	select {
+	case d.room <- struct{}{}:
+	default:
 	}
 }
 

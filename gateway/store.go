@@ -57,33 +57,37 @@ type deliveringSessions struct {
 }
 
 func (s deliveringSessions) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
-	f, handed := s.offer(f)
+	f, handed, done := s.offer(f)
+	defer done()
 	err := s.Store.Finish(ctx, l, f)
 	s.committed(err, f, handed)
 	return err
 }
 
 func (s deliveringSessions) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
-	f, handed := s.offer(f)
+	f, handed, done := s.offer(f)
+	defer done()
 	turn, err := s.Store.FinishAndClaim(ctx, l, f, worker, ttl)
 	s.committed(err, f, handed)
 	return turn, err
 }
 
 // offer asks the delivery worker to take f's messages as they are
-// enqueued; handed counts those the store handed over.
-func (s deliveringSessions) offer(f sessions.Finish) (sessions.Finish, *int) {
-	handed := new(int)
+// enqueued; handed counts those the store handed over, and done gives
+// back the room the worker kept for them.
+func (s deliveringSessions) offer(f sessions.Finish) (_ sessions.Finish, handed *int, done func()) {
+	handed, done = new(int), func() {}
 	if f.Handoff != nil || len(f.Outbox) == 0 {
-		return f, handed
+		return f, handed, done
 	}
-	if h := s.delivery.Handoff(f.Outbox); h != nil {
+	var h *sessions.Handoff
+	if h, done = s.delivery.Handoff(f.Outbox); h != nil {
 		f.Handoff = &sessions.Handoff{Worker: h.Worker, TTL: h.TTL, Claimed: func(cs []outbox.Claimed) {
 			*handed = len(cs)
 			h.Claimed(cs)
 		}}
 	}
-	return f, handed
+	return f, handed, done
 }
 
 // committed wakes the delivery worker for the messages it was not handed:

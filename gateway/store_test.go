@@ -164,7 +164,8 @@ func TestHandoffToAStoppedWorkerGoesBack(t *testing.T) {
 	if err != nil || len(claims) != 1 {
 		t.Fatalf("Claim = %d messages, %v; want 1", len(claims), err)
 	}
-	if h := r.d.Handoff([]outbox.Message{claims[0].Message}); h != nil {
+	if h, done := r.d.Handoff([]outbox.Message{claims[0].Message}); h != nil {
+		done()
 		t.Errorf("a stopped worker offered a handoff")
 	}
 	r.d.handed(claims)
@@ -175,4 +176,31 @@ func TestHandoffToAStoppedWorkerGoesBack(t *testing.T) {
 	if err != nil || len(again) != 1 || again[0].ID != claims[0].ID || again[0].Attempts != 0 {
 		t.Errorf("another worker's Claim = %+v, %v; want the message back, no attempt spent", again, err)
 	}
+}
+
+// TestHandoffKeepsRoomForCommitsInFlight offers replies of commits still
+// running: the worker promises no more than it may hold, and takes more
+// once a commit returned.
+func TestHandoffKeepsRoomForCommitsInFlight(t *testing.T) {
+	r := newDeliveryRig(t, DeliveryOptions{Senders: 2}, &fakeAdapter{platform: "telegram"})
+	msg := []outbox.Message{{Target: outbox.Target{Platform: "telegram", Chat: "1"}, Text: "hi"}}
+	var dones []func()
+	for i := range 2 {
+		h, done := r.d.Handoff(msg)
+		if h == nil {
+			t.Fatalf("offer %d refused, want room for 2 (one per sender)", i+1)
+		}
+		dones = append(dones, done)
+	}
+	if h, done := r.d.Handoff(msg); h != nil {
+		done()
+		t.Fatal("a third offer was taken while two commits hold the room")
+	}
+	dones[0]()
+	h, done := r.d.Handoff(msg)
+	if h == nil {
+		t.Fatal("an offer was refused after a commit gave its room back")
+	}
+	done()
+	dones[1]()
 }
