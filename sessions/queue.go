@@ -95,7 +95,9 @@ type AppendResult struct {
 	// Meta is the conversation's metadata (see Store.Meta) as it stood
 	// when a new entry was queued, so the router knows the busy input
 	// mode and the running turn without a read of its own. Nil when
-	// Duplicate, and when the store could not read it.
+	// Duplicate, when the store could not read it, and when AppendClaim
+	// started the entry's turn: no turn was running then, and the router
+	// has nothing to tell one.
 	Meta map[string]string
 }
 

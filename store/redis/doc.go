@@ -179,7 +179,7 @@
 // with the new entry, so the router makes no Meta read of its own, and
 // given a worker it leases an idle conversation in the same step (as a
 // claim would: a new fence, the entry pend, indexed at the lease's
-// expiry); a claim (AppendClaim's, Claim, ClaimMany, the claim of
+// expiry), returning the turn instead of the metadata; a claim (AppendClaim's, Claim, ClaimMany, the claim of
 // FinishAndClaim) brings the conversation's history with it (one LRANGE in
 // the script); ClaimMany leases a backlog n at a time; Finish writes the
 // metadata change that ends a turn (its running-turn mark) and, given a

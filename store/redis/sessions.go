@@ -58,7 +58,7 @@ func (s *sessionStore) appendEntry(ctx context.Context, op string, in sessions.I
 		return sessions.AppendResult{}, nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
 	}
 	res := sessions.AppendResult{EntryID: str(v[0]), Duplicate: num(v[1]) == 1}
-	if flat, ok := v[2].([]any); ok && !res.Duplicate {
+	if flat, ok := v[2].([]any); ok && !res.Duplicate && len(v) == 3 {
 		res.Meta = make(map[string]string, len(flat)/2)
 		for i := 0; i+1 < len(flat); i += 2 {
 			res.Meta[str(flat[i])] = str(flat[i+1])

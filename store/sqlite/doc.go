@@ -71,7 +71,8 @@
 // only when the new entry is the conversation's only one and no lease on
 // it is live at now. When that upsert matches nothing, the conversation
 // is made ready as Append makes it. The claimed turn's history is read
-// after the commit, as a claim's is.
+// after the commit, as a claim's is, and the metadata is not read: no
+// turn was running for the router to tell.
 //
 // entries holds the turn queue: one row per unacked entry with its lane
 // (sessions.Inbound.Lane) and the encoded Inbound. The index (conv, lane,

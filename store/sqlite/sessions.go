@@ -180,7 +180,7 @@ func (s *sessionStore) appendEntry(ctx context.Context, op string, in sessions.I
 	if err != nil {
 		return sessions.AppendResult{}, nil, d.fail(op, err)
 	}
-	if !res.Duplicate {
+	if !res.Duplicate && turn == nil {
 		// The entry is durable whatever this read does; without the
 		// metadata the router uses the defaults.
 		res.Meta, _ = s.Meta(ctx, in.Conv)

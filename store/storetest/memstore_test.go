@@ -240,10 +240,11 @@ func (m memSessions) appendEntry(op string, in sessions.Inbound, worker string, 
 	if in.MessageID != "" {
 		c.seen[in.MessageID] = memSeen{id: e.ID, at: now}
 	}
-	res := sessions.AppendResult{EntryID: e.ID, Meta: maps.Clone(c.meta)}
+	res := sessions.AppendResult{EntryID: e.ID}
 	if claim && alone {
 		return res, m.grant(in.Conv, worker, ttl), nil
 	}
+	res.Meta = maps.Clone(c.meta)
 	if !c.held {
 		m.s.markReady(c)
 	}

@@ -17,9 +17,9 @@
 -- ARGV[6] worker to lease the conversation to, or '' to lease it to none
 -- ARGV[7] lease ttl in ms of that lease
 -- Returns {entry id, 1 if duplicate else 0, the metadata as a flat
--- field/value list (empty when duplicate)}, and, when it leased the
--- conversation, then {token, expires ms, enqueued ms, {encoded history
--- message, …}}.
+-- field/value list (empty when duplicate, or when it leased the
+-- conversation)}, and, when it leased the conversation, then {token,
+-- expires ms, enqueued ms, {encoded history message, …}}.
 local now = now_ms(ARGV[4])
 local lane = ARGV[2]
 local count = 'n' .. lane
@@ -65,7 +65,7 @@ if ARGV[6] ~= '' and lanes == '' and not live(v[1], v[2], now) then
   -- Held, the conversation is indexed at its lease's expiry, as a claim
   -- indexes it.
   redis.call('ZADD', KEYS[2], exp, ARGV[1])
-  return {id, 0, redis.call('HGETALL', KEYS[4]), token, exp, at, redis.call('LRANGE', KEYS[5], 0, -1)}
+  return {id, 0, {}, token, exp, at, redis.call('LRANGE', KEYS[5], 0, -1)}
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 if lanes == '' then
