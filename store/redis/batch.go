@@ -7,8 +7,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// Script calls from many goroutines at once (the router's appends, the
-// turns' commits, the delivery worker's acks) go to Redis together: a few
+// Calls from many goroutines at once (the router's appends, the turns'
+// commits and running-turn marks, the delivery worker's acks) go to Redis
+// together: a few
 // senders each take every call waiting and send them as one pipeline, one
 // write and one read for the lot, rather than each call taking a
 // connection of its own for a round trip. A call that finds a sender idle
@@ -27,20 +28,17 @@ const batchSenders = 4
 // maxBatch bounds the calls of one pipeline.
 const maxBatch = 256
 
-// scriptCall is one FCALL waiting for its reply.
-type scriptCall struct {
-	fn   string
-	keys []string
-	args []any
-	val  []any
-	err  error
+// queuedCall is one command waiting for its reply, which the sender
+// writes into cmd.
+type queuedCall struct {
+	cmd  goredis.Cmder
 	done chan struct{}
 }
 
 // batcher is the senders and the queue they take calls from.
 type batcher struct {
 	client goredis.UniversalClient
-	calls  chan *scriptCall
+	calls  chan *queuedCall
 
 	mu     sync.RWMutex // held shared while a call is queued, alone by close
 	closed bool
@@ -49,7 +47,7 @@ type batcher struct {
 }
 
 func newBatcher(client goredis.UniversalClient) *batcher {
-	b := &batcher{client: client, calls: make(chan *scriptCall, maxBatch*batchSenders), stop: make(chan struct{})}
+	b := &batcher{client: client, calls: make(chan *queuedCall, maxBatch*batchSenders), stop: make(chan struct{})}
 	b.wg.Add(batchSenders)
 	for range batchSenders {
 		go b.send()
@@ -57,31 +55,52 @@ func newBatcher(client goredis.UniversalClient) *batcher {
 	return b
 }
 
-// fcall queues one call and waits for its reply or for ctx to end. A call
-// given up on may still run: as with a reply lost on the wire, the caller
-// cannot tell.
+// fcall calls a function of the library and returns its array reply.
 func (b *batcher) fcall(ctx context.Context, fn string, keys []string, args ...any) ([]any, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	all := make([]any, 0, 3+len(keys)+len(args))
+	all = append(all, "fcall", fn, len(keys))
+	for _, k := range keys {
+		all = append(all, k)
 	}
-	c := &scriptCall{fn: fn, keys: keys, args: args, done: make(chan struct{})}
+	cmd := goredis.NewSliceCmd(ctx, append(all, args...)...)
+	return await(ctx, b, cmd, cmd.Result)
+}
+
+// await sends cmd through b and returns its reply as result reads it.
+func await[T any](ctx context.Context, b *batcher, cmd goredis.Cmder, result func() (T, error)) (T, error) {
+	if err := b.do(ctx, cmd); err != nil {
+		var zero T
+		return zero, err
+	}
+	return result()
+}
+
+// do queues cmd and waits for its reply or for ctx to end; it returns
+// only the errors of the wait, and cmd holds the reply. A command given
+// up on may still run, and its reply must not be read then: as with a
+// reply lost on the wire, the caller cannot tell.
+func (b *batcher) do(ctx context.Context, cmd goredis.Cmder) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c := &queuedCall{cmd: cmd, done: make(chan struct{})}
 	b.mu.RLock()
 	if b.closed {
 		b.mu.RUnlock()
-		return nil, goredis.ErrClosed
+		return goredis.ErrClosed
 	}
 	select {
 	case b.calls <- c:
 	case <-ctx.Done():
 		b.mu.RUnlock()
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 	b.mu.RUnlock()
 	select {
 	case <-c.done:
-		return c.val, c.err
+		return nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 }
 
@@ -89,7 +108,7 @@ func (b *batcher) fcall(ctx context.Context, fn string, keys []string, args ...a
 // sends them. Once closed, it answers what is still queued with ErrClosed.
 func (b *batcher) send() {
 	defer b.wg.Done()
-	batch := make([]*scriptCall, 0, maxBatch)
+	batch := make([]*queuedCall, 0, maxBatch)
 	for {
 		select {
 		case c := <-b.calls:
@@ -98,7 +117,7 @@ func (b *batcher) send() {
 			for {
 				select {
 				case c := <-b.calls:
-					c.err = goredis.ErrClosed
+					c.cmd.SetErr(goredis.ErrClosed)
 					close(c.done)
 				default:
 					return
@@ -123,23 +142,20 @@ func (b *batcher) send() {
 // without a caller's context: a caller that stops waiting does not take
 // the others' replies with it. The client's read and write timeouts bound
 // it.
-func (b *batcher) run(batch []*scriptCall) {
+func (b *batcher) run(batch []*queuedCall) {
 	ctx := context.Background()
 	if len(batch) == 1 {
-		c := batch[0]
-		c.val, c.err = b.client.FCall(ctx, c.fn, c.keys, c.args...).Slice()
-		close(c.done)
+		_ = b.client.Process(ctx, batch[0].cmd) // the error is the command's own
+		close(batch[0].done)
 		return
 	}
 	pipe := b.client.Pipeline()
-	cmds := make([]*goredis.Cmd, len(batch))
-	for i, c := range batch {
-		cmds[i] = pipe.FCall(ctx, c.fn, c.keys, c.args...)
+	for _, c := range batch {
+		_ = pipe.Process(ctx, c.cmd) // queued, not sent yet
 	}
 	// Each command carries its own error; Exec's is the first of them.
 	_, _ = pipe.Exec(ctx)
-	for i, c := range batch {
-		c.val, c.err = cmds[i].Slice()
+	for _, c := range batch {
 		close(c.done)
 	}
 }

@@ -170,9 +170,10 @@
 // FUNCTION LOAD, FCALL, EVALSHA and EVAL.
 //
 // Cost: every operation is one FCALL or, for history, metadata, timeline,
-// signal and note reads and note deletes, one plain command. FCALLs made at
-// the same time by different goroutines share round trips: a few senders
-// each send every call waiting as one pipeline (batch.go). The calls a
+// signal and note reads and note deletes, one plain command. Calls made at
+// the same time by different goroutines (FCALLs, and the history,
+// metadata and running-turn mark reads and writes) share round trips: a
+// few senders each send every call waiting as one pipeline (batch.go). The calls a
 // turn makes are folded so that a turn is two FCALLs on the queue
 // (AppendClaim, then the FinishAndClaim that commits it and claims the
 // next): Append's script returns the conversation's metadata (one HGETALL)

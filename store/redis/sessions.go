@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -335,7 +337,8 @@ func (s *sessionStore) History(ctx context.Context, conv string) ([]sessions.Mes
 	if err := sessions.ValidateConv(op, conv); err != nil {
 		return nil, err
 	}
-	raw, err := s.db.client.LRange(ctx, s.db.convKey(convTag(conv), "hist"), 0, -1).Result()
+	cmd := goredis.NewStringSliceCmd(ctx, "lrange", s.db.convKey(convTag(conv), "hist"), 0, -1)
+	raw, err := await(ctx, s.db.batch, cmd, cmd.Result)
 	if err != nil {
 		return nil, s.db.fail(op, err)
 	}
@@ -375,7 +378,8 @@ func (s *sessionStore) Meta(ctx context.Context, conv string) (map[string]string
 	if err := sessions.ValidateConv(op, conv); err != nil {
 		return nil, err
 	}
-	m, err := s.db.client.HGetAll(ctx, s.db.convKey(convTag(conv), "meta")).Result()
+	cmd := goredis.NewMapStringStringCmd(ctx, "hgetall", s.db.convKey(convTag(conv), "meta"))
+	m, err := await(ctx, s.db.batch, cmd, cmd.Result)
 	if err != nil {
 		return nil, s.db.fail(op, err)
 	}
@@ -394,10 +398,12 @@ func (s *sessionStore) SetMeta(ctx context.Context, conv, key, value string) err
 		return err
 	}
 	k := s.db.convKey(convTag(conv), "meta")
+	cmd := goredis.NewIntCmd(ctx, "hset", k, key, value)
 	if value == "" {
-		return s.db.fail(op, s.db.client.HDel(ctx, k, key).Err())
+		cmd = goredis.NewIntCmd(ctx, "hdel", k, key)
 	}
-	return s.db.fail(op, s.db.client.HSet(ctx, k, key, value).Err())
+	_, err := await(ctx, s.db.batch, cmd, cmd.Result)
+	return s.db.fail(op, err)
 }
 
 // absorbedIDs checks f.Absorbed and drops repeats: an id named twice is
