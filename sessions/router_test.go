@@ -3,7 +3,9 @@ package sessions_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -251,5 +253,70 @@ func TestQueuedCommand(t *testing.T) {
 				t.Errorf("%d agent turns ran, want 1: the command is no message for the agent", got)
 			}
 		})
+	}
+}
+
+// countingClaims counts the claims a turn worker makes.
+type countingClaims struct {
+	sessions.Store
+	claims *atomic.Int32
+}
+
+func (s countingClaims) ClaimMany(ctx context.Context, worker string, n int, ttl time.Duration) ([]*sessions.Turn, error) {
+	s.claims.Add(1)
+	return s.Store.ClaimMany(ctx, worker, n, ttl)
+}
+
+// TestMessageStartsItsTurnInTheAppend checks that a message to an idle
+// conversation starts its turn in the router's append, with no claim of
+// the worker's, while one that finds no turn free, or its conversation
+// busy, waits for a claim as before.
+func TestMessageStartsItsTurnInTheAppend(t *testing.T) {
+	db := openDB(t, clock.Real{})
+	claims := &atomic.Int32{}
+	store := countingClaims{Store: db.Sessions(), claims: claims}
+	runner := newGateRunner()
+	worker := startWorker(t, sessions.TurnWorkerOptions{
+		Store: store, Runner: runner, Turns: 1,
+		// The loop claims once as it starts, then only when woken.
+		PollMin: time.Hour, PollMax: time.Hour,
+	})
+	router, err := sessions.NewRouter(sessions.RouterOptions{
+		Store: store, Outbox: db.Outbox(), Turns: worker, BusyInputMode: sessions.BusyQueue, Logger: quietLog(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the worker's first claim", func() bool { return claims.Load() == 1 })
+	ctx := context.Background()
+
+	if err := router.Deliver(ctx, sessions.Inbound{Conv: "api:a", Text: "slow one"}); err != nil {
+		t.Fatal(err)
+	}
+	first := runner.waitCalls(t, 1)[0]
+	if n := claims.Load(); n != 1 {
+		t.Errorf("the worker claimed %d times, want only its first claim", n)
+	}
+	if first.In.Entry.Deliveries != 1 || first.In.Entry.Text != "slow one" {
+		t.Errorf("the turn ran %+v, want the message, delivered once", first.In.Entry)
+	}
+
+	// The one turn slot is taken: this message waits, and the worker is
+	// woken to claim it once a slot frees.
+	if err := router.Deliver(ctx, sessions.Inbound{Conv: "api:b", Text: "two"}); err != nil {
+		t.Fatal(err)
+	}
+	// The same conversation is busy: this one waits for its turn too.
+	if err := router.Deliver(ctx, sessions.Inbound{Conv: "api:a", Text: "three"}); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	if n := runner.count(); n != 1 {
+		t.Fatalf("%d turns ran while the only slot was taken, want 1", n)
+	}
+	first.Release()
+	runner.waitCalls(t, 3)
+	if d := cmp.Diff([]string{"slow one", "two", "three"}, runner.texts()); d != "" {
+		t.Errorf("turns ran (-want +got):\n%s", d)
 	}
 }
