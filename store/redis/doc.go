@@ -20,7 +20,10 @@
 //	                                    not yet delivered and the one
 //	                                    delivered and not yet acked, which
 //	                                    the state's pend names (see below),
-//	                                    so a lane's next entry is its first
+//	                                    unless that one was delivered as it
+//	                                    was appended and is kept in the
+//	                                    state (pd, pat) instead; so a lane's
+//	                                    next entry is its first
 //	                                    (XRANGE - + COUNT 1) once pend is
 //	                                    settled. Entry ids are
 //	                                    "<seq>-<lane>". An acked entry is
@@ -40,7 +43,11 @@
 //	                                    acked) and dlv (how often it was
 //	                                    delivered); worker, token (= fence
 //	                                    at the grant) and exp (lease expiry,
-//	                                    ms). An ended lease or an acked entry
+//	                                    ms); pd and pat (the pending entry's
+//	                                    data and enqueue time, when it was
+//	                                    delivered as it was appended and so
+//	                                    never went into its lane's stream).
+//	                                    An ended lease or an acked entry
 //	                                    leaves '' in its fields.
 //	P{conv}:dd:<message id>  string    "<entry id>|<until ms>": dedupe of the
 //	                                    platform message id; counts until
@@ -122,7 +129,12 @@
 // stream and of a write (propagated to the AOF) with each read, so the
 // lanes are read with XRANGE. The entry stays in its stream until the
 // finish that acks it deletes it; a Claim after a lost or released lease
-// reads it again from there and counts the delivery in dlv.
+// reads it again from there and counts the delivery in dlv. An entry that
+// AppendClaim delivered as it was appended never enters its stream: its
+// data and enqueue time wait in the state hash (pd, pat), written in the
+// HSET that grants the lease, read from there by a Claim after a lost or
+// released lease, and cleared by the finish's HSET, which saves the
+// stream's XADD and XDEL on the path most turns take.
 //
 // Finish.Absorbed: the finish script looks every absorbed entry up (XRANGE
 // on the lane its id names) before its first write and answers NOTFOUND,

@@ -119,3 +119,43 @@ func TestSignalIDsFollowTheStoreClock(t *testing.T) {
 		t.Errorf("signal cursors (-want +got):\n%s", d)
 	}
 }
+
+// TestAppendClaimedEntryKeptInTheState checks where an entry AppendClaim
+// delivered at once lives: in the state hash, never in its lane's stream,
+// found there again after its lease is given back, and gone from both
+// once acked.
+func TestAppendClaimedEntryKeptInTheState(t *testing.T) {
+	ctx := context.Background()
+	db, _ := newFake(t)
+	s := db.Sessions()
+	tag := convTag("c")
+	_, turn, err := s.AppendClaim(ctx, sessions.Inbound{Conv: "c", Text: "hello"}, "w1", time.Minute)
+	if err != nil || turn == nil {
+		t.Fatalf("AppendClaim = %v, %v; want a turn", turn, err)
+	}
+	stream := db.convKey(tag, "q1")
+	if n := db.client.XLen(ctx, stream).Val(); n != 0 {
+		t.Errorf("XLEN q1 = %d after AppendClaim, want 0", n)
+	}
+	if err := s.Release(ctx, turn.Lease); err != nil {
+		t.Fatal(err)
+	}
+	again := mustClaim(t, s, "w2", time.Minute)
+	if again.Entry.ID != turn.Entry.ID || again.Entry.Text != "hello" || again.Entry.Deliveries != 2 ||
+		!again.Entry.EnqueuedAt.Equal(turn.Entry.EnqueuedAt) {
+		t.Errorf("claimed again %+v, want entry %s, hello, delivered twice, enqueued at %v", again.Entry, turn.Entry.ID, turn.Entry.EnqueuedAt)
+	}
+	if err := s.Finish(ctx, again.Lease, sessions.Finish{EntryID: again.Entry.ID, Release: true}); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	kept, err := db.client.HMGet(ctx, db.convKey(tag, "state"), "pd", "pat", "pend", "lanes").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]any{"", "", "", ""}, kept); d != "" {
+		t.Errorf("state pd, pat, pend, lanes after the ack (-want +got):\n%s", d)
+	}
+	if turn, err := s.Claim(ctx, "w3", time.Minute); err != nil || turn != nil {
+		t.Errorf("Claim after the ack = %+v, %v; want nothing", turn, err)
+	}
+}

@@ -51,9 +51,11 @@ if was <= 0 and not has_lane(lanes, lane) then
   fields[6] = lanes .. lane
 end
 local at = int(now)
-redis.call('XADD', KEYS[3], id, 'd', ARGV[3], 'at', at)
 -- With no entry before this one (lanes counts the delivered-unacked entry
 -- too) and no live lease, the new entry is what a claim would take next.
+-- Delivered at once, it is kept in the state hash (pd, pat) rather than
+-- its lane's stream: the finish that acks it clears two fields in the
+-- HSET it makes anyway, instead of an XADD now and an XDEL then.
 if ARGV[6] ~= '' and lanes == '' and not live(v[1], v[2], now) then
   local token = int((tonumber(v[6]) or 0) + 1)
   local exp = int(now + tonumber(ARGV[7]))
@@ -61,12 +63,14 @@ if ARGV[6] ~= '' and lanes == '' and not live(v[1], v[2], now) then
   fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = 'fence', token, 'worker', ARGV[6]
   fields[n + 5], fields[n + 6], fields[n + 7], fields[n + 8] = 'token', token, 'exp', exp
   fields[n + 9], fields[n + 10], fields[n + 11], fields[n + 12] = 'pend', id, 'dlv', 1
+  fields[n + 13], fields[n + 14], fields[n + 15], fields[n + 16] = 'pd', ARGV[3], 'pat', at
   redis.call('HSET', KEYS[1], unpack(fields))
   -- Held, the conversation is indexed at its lease's expiry, as a claim
   -- indexes it.
   redis.call('ZADD', KEYS[2], exp, ARGV[1])
   return {id, 0, {}, token, exp, at, redis.call('LRANGE', KEYS[5], 0, -1)}
 end
+redis.call('XADD', KEYS[3], id, 'd', ARGV[3], 'at', at)
 redis.call('HSET', KEYS[1], unpack(fields))
 if lanes == '' then
   index_new(KEYS[2], ARGV[1], v[1], v[2], now)

@@ -37,7 +37,7 @@ local prefix, tag, state, ready = ARGV[1], ARGV[2], KEYS[1], KEYS[2]
 local id = ARGV[4]
 local lane = lane_of(id)
 local count = 'n' .. (lane or 0)
-local v = redis.call('HMGET', state, 'token', 'pend', count, 'lanes')
+local v = redis.call('HMGET', state, 'token', 'pend', count, 'lanes', 'pat')
 if v[1] ~= ARGV[3] then
   return {'LOST'}
 end
@@ -50,6 +50,12 @@ local key = lane_key(prefix, tag, lane)
 local lanes = v[4] or ''
 local left = (tonumber(v[3]) or 0) - 1
 local fields = {'pend', '', count, int(left)}
+-- The entry is kept in the state hash when it was delivered as it was
+-- appended (see append), else in its lane's stream.
+local kept = v[5] and v[5] ~= ''
+if kept then
+  fields[5], fields[6], fields[7], fields[8] = 'pd', '', 'pat', ''
+end
 if left <= 0 then
   lanes = without_lane(lanes, lane)
 end
@@ -106,7 +112,7 @@ local work = lanes ~= ''
 -- stream (deleted by hand) nothing else has been touched yet. The state's
 -- pend is the only record of its delivery (see next_entry), so there is
 -- nothing else to ack.
-if redis.call('XDEL', key, id) == 0 then
+if not kept and redis.call('XDEL', key, id) == 0 then
   return {'NOTFOUND'}
 end
 if absorbed then

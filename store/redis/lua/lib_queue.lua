@@ -77,6 +77,12 @@ end
 -- each stream, nor to move, and so write to the AOF, with each read.
 local function next_entry(prefix, tag, state, pend, dlv, lanes)
   if pend and pend ~= '' then
+    -- An entry delivered as it was appended is kept in the state hash
+    -- (see append), any other in its lane's stream.
+    local kept = redis.call('HMGET', state, 'pd', 'pat')
+    if kept[1] and kept[1] ~= '' then
+      return pend, kept[1], kept[2] or '0', (tonumber(dlv) or 1) + 1
+    end
     local got = redis.call('XRANGE', lane_key(prefix, tag, lane_of(pend) or 0), pend, pend)
     if got[1] then
       local data, at = entry_fields(got[1][2])
