@@ -175,6 +175,12 @@ type Handoff struct {
 	Claimed func([]outbox.Claimed)
 }
 
+// Active reports whether h asks for anything: a nil Handoff, or one
+// without a Worker or without Claimed, asks for nothing.
+func (h *Handoff) Active() bool {
+	return h != nil && h.Worker != "" && h.Claimed != nil
+}
+
 // Store keeps conversations. Every method may return errs.Closed after
 // Close and errs.Unavailable when the backend cannot be reached; methods
 // taking a Lease return errs.LeaseLost when its token is no longer the

@@ -214,12 +214,6 @@ func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f s
 	return decodeTurn(op, worker, v[2:])
 }
 
-// handingOff reports whether f asks for its outbox messages claimed: a
-// Handoff without a worker or without Claimed asks nothing.
-func handingOff(f sessions.Finish) bool {
-	return f.Handoff != nil && f.Handoff.Worker != "" && f.Handoff.Claimed != nil
-}
-
 // handOff passes the outbox claims a committed finish made (the second
 // item of its reply) to f.Handoff.
 func handOff(op string, f sessions.Finish, v []any) error {
@@ -230,7 +224,7 @@ func handOff(op string, f sessions.Finish, v []any) error {
 	if !ok || (len(h) != 0 && len(h) != 3+2*len(f.Outbox)) {
 		return errs.E(op, errs.Internal, "unexpected handoff in the finish reply: %v", v[1])
 	}
-	if !handingOff(f) {
+	if !f.Handoff.Active() {
 		return nil
 	}
 	if len(h) == 0 {
@@ -292,7 +286,7 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 	for k, v := range f.Meta {
 		args = append(args, k, v)
 	}
-	if handingOff(f) {
+	if f.Handoff.Active() {
 		ttl := f.Handoff.TTL
 		if ttl <= 0 {
 			ttl = defaultClaimTTL

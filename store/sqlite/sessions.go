@@ -525,15 +525,9 @@ func prepareFinish(d *DB, op string, l sessions.Lease, f sessions.Finish) (finis
 // handOff passes the outbox claims a committed finish made to
 // f.Handoff.
 func handOff(f sessions.Finish, handed []outbox.Claimed) {
-	if handingOff(f) {
+	if f.Handoff.Active() {
 		f.Handoff.Claimed(handed)
 	}
-}
-
-// handingOff reports whether f asks for its outbox messages claimed: a
-// Handoff without a worker or without Claimed asks nothing.
-func handingOff(f sessions.Finish) bool {
-	return f.Handoff != nil && f.Handoff.Worker != "" && f.Handoff.Claimed != nil
 }
 
 // finishIn is Finish inside the write transaction t. With f.Handoff, the
@@ -573,7 +567,7 @@ func finishIn(t *tx, d *DB, op string, l sessions.Lease, f sessions.Finish, p fi
 		}
 	}
 	var hold *handoffHold
-	if handingOff(f) {
+	if f.Handoff.Active() {
 		ttl := f.Handoff.TTL
 		if ttl <= 0 {
 			ttl = defaultClaimTTL

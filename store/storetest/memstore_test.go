@@ -425,7 +425,7 @@ func (m memSessions) FinishAndClaim(ctx context.Context, l sessions.Lease, f ses
 // memHandOff passes the claims a committed finish made to f.Handoff. It
 // runs after the lock is given back, so that Claimed may use the store.
 func memHandOff(f sessions.Finish, handed []outbox.Claimed) {
-	if f.Handoff != nil && f.Handoff.Claimed != nil {
+	if f.Handoff.Active() {
 		f.Handoff.Claimed(handed)
 	}
 }
@@ -484,7 +484,7 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 	var handed []outbox.Claimed
 	for _, msg := range f.Outbox {
 		id, dup := memOutbox(m).add(msg)
-		if f.Handoff != nil && !dup && !msg.NextAttempt.After(now) {
+		if f.Handoff.Active() && !dup && !msg.NextAttempt.After(now) {
 			handed = append(handed, memOutbox(m).hold(m.s.data.msgs[id], f.Handoff.TTL))
 		}
 	}
