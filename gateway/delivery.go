@@ -315,34 +315,52 @@ func (d *Delivery) Notify() {
 // so that they are enqueued claimed by this worker and sent at once,
 // without a claim of their own; nil when the worker cannot take them now
 // (not running, no room, a platform without a route here), and they are
-// enqueued due, for whichever worker claims them. The room for them is
-// kept until done is called, which the caller does once the commit has
-// returned, committed or not, so that commits running at once never take
-// more than the worker may hold.
-func (d *Delivery) Handoff(msgs []outbox.Message) (h *sessions.Handoff, done func()) {
-	done = func() {}
-	if len(msgs) == 0 {
-		return nil, done
-	}
-	for _, m := range msgs {
-		if _, ok := d.routes.Get(m.Target.Platform); !ok {
-			return nil, done
+// enqueued due, for whichever worker claims them. The caller calls done
+// once the commit has returned, saying whether it committed: the room
+// kept for the messages meanwhile (so that commits running at once never
+// take more than the worker may hold) is given back, and the worker is
+// woken for those of them a commit enqueued due instead.
+func (d *Delivery) Handoff(msgs []outbox.Message) (h *sessions.Handoff, done func(committed bool)) {
+	n := len(msgs)
+	done = func(committed bool) {
+		if committed && n > 0 {
+			d.Notify()
 		}
 	}
-	n := len(msgs)
+	if n == 0 || !d.routed(msgs) {
+		return nil, done
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.started || d.stopping || d.roomLeftLocked() < n {
 		return nil, done
 	}
 	d.promised += n
-	done = func() {
+	handed := 0 // set by Claimed, on the committing goroutine, before done
+	h = &sessions.Handoff{Worker: d.name, TTL: d.claimTTL, Claimed: func(cs []outbox.Claimed) {
+		handed = len(cs)
+		d.handed(cs)
+	}}
+	done = func(committed bool) {
 		d.mu.Lock()
 		d.promised -= n
 		d.mu.Unlock()
 		d.signalRoom()
+		if committed && handed < n {
+			d.Notify()
+		}
 	}
-	return &sessions.Handoff{Worker: d.name, TTL: d.claimTTL, Claimed: d.handed}, done
+	return h, done
+}
+
+// routed reports whether every one of msgs has a route here.
+func (d *Delivery) routed(msgs []outbox.Message) bool {
+	for _, m := range msgs {
+		if _, ok := d.routes.Get(m.Target.Platform); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // handed takes the claims a commit made for this worker (see Handoff) as

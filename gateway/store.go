@@ -57,45 +57,27 @@ type deliveringSessions struct {
 }
 
 func (s deliveringSessions) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
-	f, handed, done := s.offer(f)
-	defer done()
+	f, done := s.offer(f)
 	err := s.Store.Finish(ctx, l, f)
-	s.committed(err, f, handed)
+	done(err == nil)
 	return err
 }
 
 func (s deliveringSessions) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
-	f, handed, done := s.offer(f)
-	defer done()
+	f, done := s.offer(f)
 	turn, err := s.Store.FinishAndClaim(ctx, l, f, worker, ttl)
-	s.committed(err, f, handed)
+	done(err == nil)
 	return turn, err
 }
 
 // offer asks the delivery worker to take f's messages as they are
-// enqueued; handed counts those the store handed over, and done gives
-// back the room the worker kept for them.
-func (s deliveringSessions) offer(f sessions.Finish) (_ sessions.Finish, handed *int, done func()) {
-	handed, done = new(int), func() {}
+// enqueued (see Delivery.Handoff); done is told whether f committed.
+func (s deliveringSessions) offer(f sessions.Finish) (_ sessions.Finish, done func(committed bool)) {
 	if f.Handoff != nil || len(f.Outbox) == 0 {
-		return f, handed, done
+		return f, func(bool) {}
 	}
-	var h *sessions.Handoff
-	if h, done = s.delivery.Handoff(f.Outbox); h != nil {
-		f.Handoff = &sessions.Handoff{Worker: h.Worker, TTL: h.TTL, Claimed: func(cs []outbox.Claimed) {
-			*handed = len(cs)
-			h.Claimed(cs)
-		}}
-	}
-	return f, handed, done
-}
-
-// committed wakes the delivery worker for the messages it was not handed:
-// they wait, due, for a claim.
-func (s deliveringSessions) committed(err error, f sessions.Finish, handed *int) {
-	if err == nil && len(f.Outbox) > *handed {
-		s.delivery.Notify()
-	}
+	f.Handoff, done = s.delivery.Handoff(f.Outbox)
+	return f, done
 }
 
 // notifyingOutbox wakes the delivery worker after each Enqueue: the

@@ -165,7 +165,7 @@ func TestHandoffToAStoppedWorkerGoesBack(t *testing.T) {
 		t.Fatalf("Claim = %d messages, %v; want 1", len(claims), err)
 	}
 	if h, done := r.d.Handoff([]outbox.Message{claims[0].Message}); h != nil {
-		done()
+		done(false)
 		t.Errorf("a stopped worker offered a handoff")
 	}
 	r.d.handed(claims)
@@ -184,7 +184,7 @@ func TestHandoffToAStoppedWorkerGoesBack(t *testing.T) {
 func TestHandoffKeepsRoomForCommitsInFlight(t *testing.T) {
 	r := newDeliveryRig(t, DeliveryOptions{Senders: 2}, &fakeAdapter{platform: "telegram"})
 	msg := []outbox.Message{{Target: outbox.Target{Platform: "telegram", Chat: "1"}, Text: "hi"}}
-	var dones []func()
+	var dones []func(committed bool)
 	for i := range 2 {
 		h, done := r.d.Handoff(msg)
 		if h == nil {
@@ -193,14 +193,14 @@ func TestHandoffKeepsRoomForCommitsInFlight(t *testing.T) {
 		dones = append(dones, done)
 	}
 	if h, done := r.d.Handoff(msg); h != nil {
-		done()
+		done(false)
 		t.Fatal("a third offer was taken while two commits hold the room")
 	}
-	dones[0]()
+	dones[0](false)
 	h, done := r.d.Handoff(msg)
 	if h == nil {
 		t.Fatal("an offer was refused after a commit gave its room back")
 	}
-	done()
-	dones[1]()
+	done(false)
+	dones[1](false)
 }
