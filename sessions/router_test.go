@@ -171,19 +171,12 @@ func TestRouterWithoutSignals(t *testing.T) {
 	noLeaks(t)
 	db := openDB(t, clock.Real{})
 	r := newGateRunner()
-	w, err := sessions.NewTurnWorker(sessions.TurnWorkerOptions{Store: db.Sessions(), Runner: r, Logger: quietLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := startWorker(t, sessions.TurnWorkerOptions{Store: db.Sessions(), Runner: r})
 	router, err := sessions.NewRouter(sessions.RouterOptions{Store: db.Sessions(), Outbox: db.Outbox(), Turns: w, Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Shutdown(ctx) })
 
 	if err := router.Deliver(ctx, sessions.Inbound{Conv: conv, Text: "slow job"}); err != nil {
 		t.Fatal(err)
