@@ -2,6 +2,7 @@ package sessions_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -262,15 +263,17 @@ func (s countingClaims) ClaimMany(ctx context.Context, worker string, n int, ttl
 
 // TestMessageStartsItsTurnInTheAppend checks that a message to an idle
 // conversation starts its turn in the router's append, with no claim of
-// the worker's, while one that finds no turn free, or its conversation
-// busy, waits for a claim as before.
+// the worker's, while one that finds its conversation busy, or no turn
+// free, waits for a claim as before.
 func TestMessageStartsItsTurnInTheAppend(t *testing.T) {
 	db := openDB(t, clock.Real{})
 	claims := &atomic.Int32{}
 	store := countingClaims{Store: db.Sessions(), claims: claims}
 	runner := newGateRunner()
 	worker := startWorker(t, sessions.TurnWorkerOptions{
-		Store: store, Runner: runner, Turns: 1,
+		// Two slots: the claim loop holds one while it claims, and the
+		// other stays free for the appends.
+		Store: store, Runner: runner, Turns: 2,
 		// The loop claims once as it starts, then only when woken.
 		PollMin: time.Hour, PollMax: time.Hour,
 	})
@@ -282,34 +285,48 @@ func TestMessageStartsItsTurnInTheAppend(t *testing.T) {
 	}
 	waitFor(t, "the worker's first claim", func() bool { return claims.Load() == 1 })
 	ctx := context.Background()
+	deliver := func(conv, text string) {
+		t.Helper()
+		if err := router.Deliver(ctx, sessions.Inbound{Conv: conv, Text: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startsWithoutClaim := func(text string, n int) *runCall {
+		t.Helper()
+		before := claims.Load()
+		deliver("api:"+text[len(text)-1:], text)
+		call := runner.waitCalls(t, n)[n-1]
+		if got := claims.Load(); got != before {
+			t.Errorf("%q: the worker claimed %d times more, want none", text, got-before)
+		}
+		if call.In.Entry.Deliveries != 1 || call.In.Entry.Text != text {
+			t.Errorf("the turn ran %+v, want %q, delivered once", call.In.Entry, text)
+		}
+		return call
+	}
 
-	if err := router.Deliver(ctx, sessions.Inbound{Conv: "api:a", Text: "slow one"}); err != nil {
-		t.Fatal(err)
-	}
-	first := runner.waitCalls(t, 1)[0]
-	if n := claims.Load(); n != 1 {
-		t.Errorf("the worker claimed %d times, want only its first claim", n)
-	}
-	if first.In.Entry.Deliveries != 1 || first.In.Entry.Text != "slow one" {
-		t.Errorf("the turn ran %+v, want the message, delivered once", first.In.Entry)
-	}
-
-	// The one turn slot is taken: this message waits, and the worker is
-	// woken to claim it once a slot frees.
-	if err := router.Deliver(ctx, sessions.Inbound{Conv: "api:b", Text: "two"}); err != nil {
-		t.Fatal(err)
-	}
-	// The same conversation is busy: this one waits for its turn too.
-	if err := router.Deliver(ctx, sessions.Inbound{Conv: "api:a", Text: "three"}); err != nil {
-		t.Fatal(err)
-	}
+	a := startsWithoutClaim("slow a", 1)
+	// Its conversation is busy: this one waits, with a slot free.
+	deliver("api:a", "four")
 	settle()
 	if n := runner.count(); n != 1 {
-		t.Fatalf("%d turns ran while the only slot was taken, want 1", n)
+		t.Fatalf("%d turns ran with conversation a busy, want 1", n)
 	}
-	first.Release()
-	runner.waitCalls(t, 3)
-	if d := cmp.Diff([]string{"slow one", "two", "three"}, runner.texts()); d != "" {
+	b := startsWithoutClaim("slow b", 2)
+	// No slot is free: this one waits.
+	deliver("api:c", "three")
+	settle()
+	if n := runner.count(); n != 2 {
+		t.Fatalf("%d turns ran with both slots taken, want 2", n)
+	}
+	a.Release()
+	b.Release()
+	runner.waitCalls(t, 4)
+	// The two waiting turns start as the two running ones commit, in
+	// either order.
+	got := runner.texts()
+	slices.Sort(got[2:])
+	if d := cmp.Diff([]string{"slow a", "slow b", "four", "three"}, got); d != "" {
 		t.Errorf("turns ran (-want +got):\n%s", d)
 	}
 }
