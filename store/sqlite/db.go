@@ -54,6 +54,7 @@ type DB struct {
 	wdb   *sql.DB // one connection, driven only by w
 	wconn *sql.Conn
 	w     *writer
+	ckpt  *checkpointer
 	rdb   *sql.DB // the read pool
 	reads *readStatements
 
@@ -103,6 +104,7 @@ func Open(path string, opts Options) (*DB, error) {
 	d.sessions = &sessionStore{d: d}
 	d.outbox = &outboxStore{d: d}
 	d.w.start()
+	d.ckpt.start()
 	return d, nil
 }
 
@@ -116,6 +118,7 @@ func (d *DB) open(path, syncMode string) error {
 	wq.Add("_pragma", "journal_mode(WAL)")
 	wq.Add("_pragma", "synchronous("+syncMode+")")
 	wq.Add("_pragma", "temp_store(MEMORY)")
+	wq.Add("_pragma", "wal_autocheckpoint("+strconv.Itoa(walSafetyPages)+")")
 	wq.Set("_txlock", "immediate")
 	var err error
 	if d.wdb, err = sql.Open("sqlite", file+"?"+wq.Encode()); err != nil {
@@ -136,7 +139,15 @@ func (d *DB) open(path, syncMode string) error {
 	if err != nil {
 		return err
 	}
-	d.w = newWriter(d.wconn, st, syncMode == "FULL")
+	cq := url.Values{}
+	cq.Add("_pragma", "busy_timeout("+busy+")")
+	cq.Add("_pragma", "synchronous("+syncMode+")")
+	cdb, err := sql.Open("sqlite", file+"?"+cq.Encode())
+	if err != nil {
+		return err
+	}
+	d.ckpt = newCheckpointer(cdb)
+	d.w = newWriter(d.wconn, st, syncMode == "FULL", d.ckpt)
 
 	rq := url.Values{}
 	rq.Add("_pragma", "busy_timeout("+busy+")")
@@ -165,6 +176,9 @@ func (d *DB) Close() error {
 		if d.w != nil {
 			d.w.stop()
 		}
+		if d.ckpt != nil {
+			d.ckpt.stop()
+		}
 		d.closeErr = dbErr("sqlite.Close", d.closeAll())
 	})
 	return d.closeErr
@@ -177,6 +191,9 @@ func (d *DB) closeAll() error {
 	}
 	if d.rdb != nil {
 		errList = append(errList, d.rdb.Close())
+	}
+	if d.ckpt != nil {
+		errList = append(errList, d.ckpt.db.Close())
 	}
 	if d.w != nil {
 		errList = append(errList, d.w.st.close())

@@ -24,6 +24,14 @@
 // acks, replies, history, metadata, dead letters, the timeline, notes)
 // waits for the disk.
 //
+// Copying the log back into the database file (a checkpoint) is left to a
+// goroutine with a connection of its own (checkpoint.go), which runs a
+// passive checkpoint once the commits since the last one wrote about a
+// thousand pages. SQLite would otherwise make the commit that crosses the
+// mark do it, and every write queued behind that commit would wait for the
+// copy and its fsync. The writer keeps SQLite's own automatic checkpoint,
+// at twenty times the distance, for when the checkpointer cannot keep up.
+//
 // # Time
 //
 // Every timestamp is Unix nanoseconds from the injected clock, written into

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"sync"
 
+	"modernc.org/sqlite"
+
 	"github.com/heraldgw/herald/internal/errs"
 )
 
@@ -27,6 +29,10 @@ type writer struct {
 	// set while the connection is switched to NORMAL for a batch of
 	// bookkeeping writes. Only run touches relaxed.
 	full, relaxed bool
+	// ckpt checkpoints the log once the commits since the last request
+	// wrote about checkpointPages pages (pages). Only run touches pages.
+	ckpt  *checkpointer
+	pages int
 
 	mu     sync.RWMutex // held for reading while submitting; for writing by stop
 	closed bool
@@ -72,11 +78,12 @@ type tx struct {
 	st *statements
 }
 
-func newWriter(conn *sql.Conn, st *statements, full bool) *writer {
+func newWriter(conn *sql.Conn, st *statements, full bool, ckpt *checkpointer) *writer {
 	return &writer{
 		conn: conn,
 		st:   st,
 		full: full,
+		ckpt: ckpt,
 		reqs: make(chan *writeReq, maxBatch),
 		done: make(chan struct{}),
 	}
@@ -208,6 +215,21 @@ func (w *writer) commit(batch []*writeReq) {
 		} else {
 			r.res <- nil
 		}
+	}
+	w.countPages()
+}
+
+// countPages adds the pages the last commit wrote to the log and asks for
+// a checkpoint past checkpointPages.
+func (w *writer) countPages() {
+	err := w.conn.Raw(func(dc any) error {
+		n, _, err := dc.(sqlite.DBStatus).Status(sqlite.DBStatusCacheWrite, true)
+		w.pages += n
+		return err
+	})
+	if err == nil && w.pages >= checkpointPages {
+		w.pages = 0
+		w.ckpt.request()
 	}
 }
 
