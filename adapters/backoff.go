@@ -1,9 +1,6 @@
 package adapters
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // Backoff spaces the retries of a connection or a call that keeps
 // failing: Min after the first failure, doubling up to Max. A Max below
@@ -23,18 +20,4 @@ func (b Backoff) Wait(n int) time.Duration {
 		}
 	}
 	return max(min(wait, b.Max), b.Min)
-}
-
-// Sleep waits d, or less when ctx ends first; it reports whether d
-// passed. Adapters wait between retries with it, so that Run returns as
-// soon as its context ends.
-func Sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -1,7 +1,6 @@
 package adapters_test
 
 import (
-	"context"
 	"math"
 	"testing"
 	"time"
@@ -31,23 +30,5 @@ func TestBackoffWait(t *testing.T) {
 				t.Errorf("%+v.Wait(%d) = %v, want %v", tc.b, tc.n, got, tc.want)
 			}
 		})
-	}
-}
-
-func TestSleep(t *testing.T) {
-	if !adapters.Sleep(context.Background(), time.Millisecond) {
-		t.Error("Sleep of 1 ms = false, want true: its context did not end")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	done := make(chan bool, 1)
-	go func() { done <- adapters.Sleep(ctx, time.Hour) }()
-	select {
-	case passed := <-done:
-		if passed {
-			t.Error("Sleep with an ended context = true, want false")
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Sleep of an hour did not return when its context had ended")
 	}
 }

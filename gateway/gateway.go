@@ -425,10 +425,8 @@ func (g *Gateway) runAdapter(ctx context.Context, a adapters.Adapter) {
 			pause = time.Second // it ran a good while: a fresh failure
 		}
 		log.Error("the adapter stopped; restarting it", "err", err, "in", pause)
-		select {
-		case <-ctx.Done():
+		if !clock.Sleep(ctx, pause) {
 			return
-		case <-time.After(pause):
 		}
 		pause = min(2*pause, time.Minute)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/lease"
 )
 
@@ -133,10 +134,8 @@ func (o *owner) wait(ctx context.Context) bool {
 			o.log.Info("another process runs the adapter; waiting for its lease", "ttl", o.ttl.String())
 			waited = true
 		}
-		select {
-		case <-ctx.Done():
+		if !clock.Sleep(ctx, o.poll) {
 			return false
-		case <-time.After(o.poll):
 		}
 	}
 }

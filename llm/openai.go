@@ -141,14 +141,10 @@ func DefaultBackoff(attempt int) time.Duration {
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !clock.Sleep(ctx, d) {
 		return ctx.Err()
 	}
+	return nil
 }
 
 // Complete makes the call, retrying timeouts, 5xx, connection errors and

@@ -481,14 +481,7 @@ func (w *TurnWorker) retryLater(at *activeTurn, why string) {
 
 // pause waits d, or less when the worker must stop now: a failed turn
 // or commit waiting to try again does not hold up a hard stop.
-func (w *TurnWorker) pause(d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-w.hard.Done():
-	}
-}
+func (w *TurnWorker) pause(d time.Duration) { clock.Sleep(w.hard, d) }
 
 // handBack releases a lease without committing, so the entry runs again.
 func (w *TurnWorker) handBack(l Lease, why string) {

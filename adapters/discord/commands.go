@@ -8,6 +8,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/internal/clock"
 )
 
 // registerCommands replaces the bot's application commands with
@@ -29,7 +30,7 @@ func (a *Adapter) registerCommands(ctx context.Context) {
 		}
 		wait := a.retry.Wait(fails)
 		a.log.Warn("could not register the application commands; retrying", "err", err, "in", wait)
-		if !adapters.Sleep(ctx, wait) {
+		if !clock.Sleep(ctx, wait) {
 			return
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -108,7 +109,7 @@ func (a *Adapter) open(ctx context.Context, gw *discordgo.Session) (bool, error)
 		}
 		wait := a.retry.Wait(fails)
 		a.log.Warn("could not open the Discord gateway; retrying", "err", err, "in", wait)
-		if !adapters.Sleep(ctx, wait) {
+		if !clock.Sleep(ctx, wait) {
 			return false, nil
 		}
 	}

@@ -184,7 +184,7 @@ func (a *Adapter) identify(ctx context.Context) error {
 		}
 		wait := retry.Wait(fails)
 		a.log.Warn("auth.test failed; retrying", "err", err, "wait", wait)
-		if !adapters.Sleep(ctx, wait) {
+		if !clock.Sleep(ctx, wait) {
 			return nil
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/slack-go/slack/socketmode"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 )
 
@@ -31,7 +32,7 @@ func (a *Adapter) runSocket(ctx context.Context, inbox adapters.Inbox) error {
 		}
 		wait := retry.Wait(fails)
 		a.log.Warn("Socket Mode stopped; reconnecting", "err", err, "wait", wait)
-		if !adapters.Sleep(ctx, wait) {
+		if !clock.Sleep(ctx, wait) {
 			return nil
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/go-telegram/bot"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 )
 
@@ -82,7 +83,7 @@ func (a *Adapter) poll(ctx context.Context, inbox adapters.Inbox) error {
 		default:
 			log.Warn(what)
 		}
-		if !adapters.Sleep(ctx, wait) {
+		if !clock.Sleep(ctx, wait) {
 			return nil
 		}
 	}

@@ -243,7 +243,7 @@ func (a *Adapter) identify(ctx context.Context) (identity, bool) {
 		} else {
 			a.log.Warn("getMe failed; retrying", "err", a.redact(err), "retry_in", wait)
 		}
-		if !adapters.Sleep(ctx, wait) {
+		if !clock.Sleep(ctx, wait) {
 			return identity{}, false
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/internal/clock"
 )
 
 // secretHeader carries the webhook's secret_token on Telegram's requests.
@@ -80,7 +81,7 @@ func (a *Adapter) setWebhook(ctx context.Context) {
 		}
 		wait := a.retry.Wait(fails)
 		a.log.Warn("setWebhook failed; retrying", "err", a.redact(err), "retry_in", wait)
-		if !adapters.Sleep(ctx, wait) {
+		if !clock.Sleep(ctx, wait) {
 			return
 		}
 	}

@@ -3,6 +3,7 @@
 package clock
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -44,4 +45,18 @@ func (f *Fake) Set(t time.Time) {
 	f.mu.Lock()
 	f.now = t
 	f.mu.Unlock()
+}
+
+// Sleep waits d, or less when ctx ends first; it reports whether d
+// passed. Retries and polls wait with it, so that whatever waits stops
+// as soon as its context ends.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
