@@ -67,9 +67,8 @@ type activeTurn struct {
 	ended       bool           // timers must not fire any more
 	renewTimer  *time.Timer    // next lease renewal
 	markTimer   *time.Timer    // the ConvMetaTurn mark, while not yet written
-	marked      bool           // the mark was written and must be cleared
+	marked      bool           // the mark was written and is not cleared yet
 	unmarked    bool           // the commit is near: no mark is written any more
-	cleared     bool           // the commit cleared the mark
 	marking     sync.WaitGroup // a mark being written
 	timers      sync.WaitGroup // callbacks scheduled or running
 	steer       chan string
@@ -169,7 +168,7 @@ func (w *TurnWorker) end(at *activeTurn) {
 
 	// A lost lease means another worker runs the entry now; the mark is
 	// its as much as ours. A commit that went through cleared it.
-	if at.marked && !at.cleared && !at.lost.Load() {
+	if at.marked && !at.lost.Load() {
 		ctx, cancel := w.storeCtx()
 		if err := w.store.SetMeta(ctx, at.lease.Conv, ConvMetaTurn, ""); err != nil {
 			at.log.Warn("clearing the running-turn mark failed", "err", err)
@@ -464,8 +463,9 @@ func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
 		cancel()
 		switch {
 		case err == nil:
+			// No mark is written after unmark, so this one stays cleared.
 			at.mu.Lock()
-			at.cleared = unmark
+			at.marked = false
 			at.mu.Unlock()
 			return true
 		case errs.Is(err, errs.LeaseLost):
