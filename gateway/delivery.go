@@ -129,8 +129,8 @@ type Delivery struct {
 	started  bool
 	stopping bool
 
-	stop       chan struct{} // closed by Shutdown: claim no more
-	loopDone   chan struct{}
+	stop       chan struct{}   // closed by Shutdown: claim no more
+	ended      bool            // the loop returned: no sender starts any more
 	base       context.Context // Start's context without its cancellation, for store writes
 	hard       context.Context // cancelled when sends must end now
 	hardCancel context.CancelFunc
@@ -192,7 +192,6 @@ func NewDelivery(opts DeliveryOptions) (*Delivery, error) {
 		lanes:       map[string]*lane{},
 		claims:      map[string]claimMark{},
 		stop:        make(chan struct{}),
-		loopDone:    make(chan struct{}),
 		ackWake:     make(chan struct{}, 1),
 		sendersDone: make(chan struct{}),
 		ackDone:     make(chan struct{}),
@@ -253,13 +252,6 @@ func (d *Delivery) Start(ctx context.Context) error {
 	d.base = context.WithoutCancel(ctx)
 	d.hard, d.hardCancel = context.WithCancel(ctx)
 	go d.loop()
-	go func() {
-		// No sender starts after the loop returned, so the Wait sees
-		// them all.
-		<-d.loopDone
-		d.senders.Wait()
-		close(d.sendersDone)
-	}()
 	go d.acker()
 	return nil
 }
@@ -281,9 +273,8 @@ func (d *Delivery) Shutdown(ctx context.Context) error {
 	d.mu.Unlock()
 
 	// The acker returns after the last sender, once it wrote their acks.
-	done := d.ackDone
 	select {
-	case <-done:
+	case <-d.ackDone:
 		d.hardCancel()
 		return nil
 	case <-ctx.Done():
@@ -295,7 +286,7 @@ func (d *Delivery) Shutdown(ctx context.Context) error {
 	stuck := time.NewTimer(2*storeTimeout + time.Second)
 	defer stuck.Stop()
 	select {
-	case <-done:
+	case <-d.ackDone:
 		return nil
 	case <-stuck.C:
 		return errs.E("gateway.Delivery.Shutdown", errs.Internal, "a sender did not end after its send was cancelled")
@@ -332,7 +323,7 @@ func (d *Delivery) Handoff(msgs []outbox.Message) (h *sessions.Handoff, done fun
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.started || d.stopping || d.roomLeftLocked() < n {
+	if !d.started || d.stopping || d.ended || d.roomLeftLocked() < n {
 		return nil, done
 	}
 	d.promised += n
@@ -371,16 +362,17 @@ func (d *Delivery) handed(claimed []outbox.Claimed) {
 	}
 	d.markClaims(claimed)
 	d.mu.Lock()
-	if !d.stopping {
-		// Under the lock Shutdown sets stopping under: a sender this
-		// starts is one Shutdown waits for.
+	if !d.stopping && !d.ended {
+		// Under the lock Shutdown sets stopping and the loop's end sets
+		// ended under: a sender this starts is one Shutdown waits for.
 		d.dispatchLocked(claimed)
 		d.mu.Unlock()
 		return
 	}
 	d.mu.Unlock()
-	// The worker began stopping while the commit ran, and its loop may
-	// have returned, after which no sender starts: the messages go back,
+	// The worker began stopping while the commit ran, or its context
+	// ended, and its loop may have returned, after which no sender
+	// starts: the messages go back,
 	// due at once, for whichever worker claims next.
 	now := d.clock.Now()
 	for _, c := range claimed {
@@ -393,7 +385,14 @@ func (d *Delivery) handed(claimed []outbox.Claimed) {
 // no claim waits in this process while its time runs out. Once stopped,
 // it returns at the first claim that finds nothing due.
 func (d *Delivery) loop() {
-	defer close(d.loopDone)
+	defer func() {
+		// No sender starts once ended is set, so the Wait sees them all.
+		d.mu.Lock()
+		d.ended = true
+		d.mu.Unlock()
+		d.senders.Wait()
+		close(d.sendersDone)
+	}()
 	idle := time.NewTimer(time.Hour)
 	idle.Stop()
 	wait := time.Duration(0)
@@ -658,7 +657,7 @@ func (d *Delivery) deliver(c outbox.Claimed) time.Time {
 			reason = platform + " refused the message"
 		}
 		log.Warn("message dead-lettered", "reason", reason)
-		_ = d.write(c, "dead-letter", func(ctx context.Context) error { return d.outbox.Dead(ctx, c, reason) })
+		d.write(c, "dead-letter", func(ctx context.Context) error { return d.outbox.Dead(ctx, c, reason) })
 		return time.Time{}
 
 	case adapters.RouteMissing:
@@ -677,7 +676,7 @@ func (d *Delivery) deliver(c outbox.Claimed) time.Time {
 	if attempts >= d.maxAttempts {
 		why := fmt.Sprintf("gave up after %d attempts: %s", attempts, reason)
 		log.Warn("message dead-lettered", "reason", why)
-		_ = d.write(c, "dead-letter", func(ctx context.Context) error { return d.outbox.Dead(ctx, c, why) })
+		d.write(c, "dead-letter", func(ctx context.Context) error { return d.outbox.Dead(ctx, c, why) })
 		return time.Time{}
 	}
 	next := now.Add(d.Backoff(c.ID, attempts))
@@ -685,7 +684,7 @@ func (d *Delivery) deliver(c outbox.Claimed) time.Time {
 		next = now.Add(res.RetryAfter)
 	}
 	log.Info("send failed; retrying later", "attempts", attempts, "next_attempt", next, "reason", reason)
-	_ = d.write(c, "release", func(ctx context.Context) error { return d.outbox.Release(ctx, c, next, reason) })
+	d.write(c, "release", func(ctx context.Context) error { return d.outbox.Release(ctx, c, next, reason) })
 	return next
 }
 
@@ -721,18 +720,16 @@ func (d *Delivery) postpone(c outbox.Claimed, next time.Time, why string) {
 	if why != "" {
 		d.log.Debug("message handed back", "conv", c.Conv, "outbox_id", c.ID, "why", why)
 	}
-	_ = d.write(c, "postpone", func(ctx context.Context) error { return d.outbox.Postpone(ctx, c, next) })
+	d.write(c, "postpone", func(ctx context.Context) error { return d.outbox.Postpone(ctx, c, next) })
 }
 
 // write runs one outbox write for c, logging a failure. A failed write
 // leaves the claim to run out: the message is then due again and is
 // counted as a resend when this process claims it.
-func (d *Delivery) write(c outbox.Claimed, what string, fn func(ctx context.Context) error) error {
+func (d *Delivery) write(c outbox.Claimed, what string, fn func(ctx context.Context) error) {
 	ctx, cancel := context.WithTimeout(d.base, storeTimeout)
 	defer cancel()
-	err := fn(ctx)
-	d.outcome(c, what, err)
-	return err
+	d.outcome(c, what, fn(ctx))
 }
 
 // outcome settles c's claim by what the write what of it returned, and

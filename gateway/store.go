@@ -73,7 +73,7 @@ func (s deliveringSessions) FinishAndClaim(ctx context.Context, l sessions.Lease
 // offer asks the delivery worker to take f's messages as they are
 // enqueued (see Delivery.Handoff); done is told whether f committed.
 func (s deliveringSessions) offer(f sessions.Finish) (_ sessions.Finish, done func(committed bool)) {
-	if f.Handoff != nil || len(f.Outbox) == 0 {
+	if f.Handoff != nil {
 		return f, func(bool) {}
 	}
 	f.Handoff, done = s.delivery.Handoff(f.Outbox)
