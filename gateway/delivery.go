@@ -104,8 +104,7 @@ type Delivery struct {
 	margin      time.Duration
 	sendTimeout time.Duration
 	maxAttempts int
-	backoffMin  time.Duration
-	backoffMax  time.Duration
+	retry       adapters.Backoff // between a failed message's attempts
 	routeRetry  time.Duration
 	pollMin     time.Duration
 	pollMax     time.Duration
@@ -178,8 +177,7 @@ func NewDelivery(opts DeliveryOptions) (*Delivery, error) {
 		claimTTL:    orDefault(opts.ClaimTTL, DefaultClaimTTL),
 		sendTimeout: orDefault(opts.SendTimeout, DefaultSendTimeout),
 		maxAttempts: opts.MaxAttempts,
-		backoffMin:  orDefault(opts.BackoffMin, DefaultBackoffMin),
-		backoffMax:  orDefault(opts.BackoffMax, DefaultBackoffMax),
+		retry:       adapters.Backoff{Min: orDefault(opts.BackoffMin, DefaultBackoffMin), Max: orDefault(opts.BackoffMax, DefaultBackoffMax)},
 		routeRetry:  orDefault(opts.RouteRetry, DefaultRouteRetry),
 		pollMin:     orDefault(opts.PollMin, DefaultPollMin),
 		pollMax:     orDefault(opts.PollMax, DefaultPollMax),
@@ -208,7 +206,6 @@ func NewDelivery(opts DeliveryOptions) (*Delivery, error) {
 		d.maxAttempts = DefaultMaxAttempts
 	}
 	d.margin = min(claimMargin, d.claimTTL/5)
-	d.backoffMax = max(d.backoffMax, d.backoffMin)
 	d.pollMax = max(d.pollMax, d.pollMin)
 	if d.redact == nil {
 		d.redact = func(s string) string { return s }
@@ -705,11 +702,7 @@ func (d *Delivery) send(ctx context.Context, a adapters.Adapter, m outbox.Messag
 // by the message id, so messages that failed together do not all come
 // back in the same instant.
 func (d *Delivery) Backoff(id string, attempts int) time.Duration {
-	wait := d.backoffMin
-	for i := 1; i < attempts && wait < d.backoffMax; i++ {
-		wait *= 2
-	}
-	wait = min(wait, d.backoffMax)
+	wait := d.retry.Wait(attempts)
 	h := fnv.New32a()
 	h.Write([]byte(id))
 	return wait + time.Duration(uint64(wait/10)*uint64(h.Sum32()%1000)/1000)
