@@ -27,7 +27,6 @@ import (
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
-	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -98,7 +97,6 @@ type Gateway struct {
 	api      *api.Server
 	presence *Presence
 	adapters []adapters.Adapter
-	leases   lease.Store          // ownership leases of exclusive adapters
 	owned    *prometheus.GaugeVec // herald_adapter_owned
 	routes   *Routes
 	mux      *http.ServeMux
@@ -244,7 +242,7 @@ func (g *Gateway) build() error {
 	if g.presence.Drives() {
 		watch = g.presence.Watch
 	}
-	g.ownership()
+	g.owned = ownedGauge(g.metrics)
 
 	g.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
 		Store:    DeliveringSessions(store, delivery),

@@ -41,12 +41,6 @@ func ownedGauge(m *Metrics) *prometheus.GaugeVec {
 	return g
 }
 
-// ownership readies the leases of the exclusive adapters.
-func (g *Gateway) ownership() {
-	g.owned = ownedGauge(g.metrics)
-	g.leases = g.db.Leases()
-}
-
 // adapterRun is how runAdapter runs a once: Run, behind the adapter's
 // lease when it is exclusive.
 func (g *Gateway) adapterRun(a adapters.Adapter) func(context.Context) error {
@@ -80,7 +74,7 @@ type owner struct {
 
 func (g *Gateway) newOwner(a adapters.Adapter, name string) *owner {
 	return &owner{
-		leases: g.leases,
+		leases: g.db.Leases(),
 		name:   "adapter:" + name,
 		holder: g.opts.Name,
 		ttl:    g.cfg.Store.LeaseTTL,
