@@ -76,6 +76,9 @@ type Claimed struct {
 	Expires time.Time
 }
 
+// DefaultClaimTTL is how long Claim holds messages when given no ttl.
+const DefaultClaimTTL = 30 * time.Second
+
 // Store keeps the outbox. Every method may return errs.Closed after Close
 // and errs.Unavailable when the backend cannot be reached.
 type Store interface {
@@ -86,7 +89,8 @@ type Store interface {
 	Enqueue(ctx context.Context, m Message) (id string, dup bool, err error)
 
 	// Claim takes up to max messages that are due and whose platform is in
-	// platforms, oldest due first, and holds them for ttl. Messages for
+	// platforms, oldest due first, and holds them for ttl (DefaultClaimTTL
+	// when ttl is zero or less). Messages for
 	// other platforms (a route with no adapter right now) stay pending and
 	// spend no attempt. A claim that is not acked in time is due again.
 	Claim(ctx context.Context, worker string, platforms []string, max int, ttl time.Duration) ([]Claimed, error)

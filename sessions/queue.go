@@ -181,6 +181,23 @@ func (h *Handoff) Active() bool {
 	return h != nil && h.Worker != "" && h.Claimed != nil
 }
 
+// ClaimTTL is how long the handed claims last: TTL, or
+// outbox.DefaultClaimTTL when TTL is zero or less.
+func (h *Handoff) ClaimTTL() time.Duration {
+	if h.TTL <= 0 {
+		return outbox.DefaultClaimTTL
+	}
+	return h.TTL
+}
+
+// Give passes the claims a committed finish made to Claimed, when h asks
+// for them (Active).
+func (h *Handoff) Give(cs []outbox.Claimed) {
+	if h.Active() {
+		h.Claimed(cs)
+	}
+}
+
 // Store keeps conversations. Every method may return errs.Closed after
 // Close and errs.Unavailable when the backend cannot be reached; methods
 // taking a Lease return errs.LeaseLost when its token is no longer the

@@ -12,9 +12,6 @@ import (
 
 var _ outbox.Store = (*outboxStore)(nil)
 
-// defaultClaimTTL holds an outbox claim when the caller gives no ttl.
-const defaultClaimTTL = 30 * time.Second
-
 // outboxStore is the outbox side of DB.
 type outboxStore struct{ db *DB }
 
@@ -44,7 +41,7 @@ func (o *outboxStore) Claim(ctx context.Context, worker string, platforms []stri
 		return nil, nil
 	}
 	if ttl <= 0 {
-		ttl = defaultClaimTTL
+		ttl = outbox.DefaultClaimTTL
 	}
 	args := []any{o.db.prefix, worker, max, durMS(ttl), o.db.nowArg()}
 	seen := make(map[string]bool, len(platforms))

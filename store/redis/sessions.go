@@ -287,11 +287,7 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 		args = append(args, k, v)
 	}
 	if f.Handoff.Active() {
-		ttl := f.Handoff.TTL
-		if ttl <= 0 {
-			ttl = defaultClaimTTL
-		}
-		args = append(args, f.Handoff.Worker, durMS(ttl))
+		args = append(args, f.Handoff.Worker, durMS(f.Handoff.ClaimTTL()))
 	} else {
 		args = append(args, "", 0)
 	}

@@ -18,9 +18,6 @@ type outboxStore struct{ d *DB }
 
 var _ outbox.Store = (*outboxStore)(nil)
 
-// defaultClaimTTL holds a delivery claim when the caller gives no ttl.
-const defaultClaimTTL = 30 * time.Second
-
 // msgCols are the columns a Message is read from: the encoded message and
 // the fields the store keeps up to date beside it.
 const msgCols = `id, next_attempt, attempts, last_error, created_at, body`
@@ -163,7 +160,7 @@ func (o *outboxStore) Claim(ctx context.Context, worker string, platforms []stri
 		return nil, nil
 	}
 	if ttl <= 0 {
-		ttl = defaultClaimTTL
+		ttl = outbox.DefaultClaimTTL
 	}
 	// Delivery workers poll; "nothing due" comes from the read pool.
 	_, now := d.now()

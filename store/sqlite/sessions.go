@@ -452,7 +452,7 @@ func (s *sessionStore) Finish(ctx context.Context, l sessions.Lease, f sessions.
 	if err != nil {
 		return d.fail(op, err)
 	}
-	handOff(f, handed)
+	f.Handoff.Give(handed)
 	return nil
 }
 
@@ -483,7 +483,7 @@ func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f s
 	if err != nil {
 		return nil, d.fail(op, err)
 	}
-	handOff(f, handed)
+	f.Handoff.Give(handed)
 	d.withHistory(ctx, turn)
 	return turn, nil
 }
@@ -520,14 +520,6 @@ func prepareFinish(d *DB, op string, l sessions.Lease, f sessions.Finish) (finis
 	}
 	p.entryID, p.idOK = parseID(f.EntryID)
 	return p, nil
-}
-
-// handOff passes the outbox claims a committed finish made to
-// f.Handoff.
-func handOff(f sessions.Finish, handed []outbox.Claimed) {
-	if f.Handoff.Active() {
-		f.Handoff.Claimed(handed)
-	}
 }
 
 // finishIn is Finish inside the write transaction t. With f.Handoff, the
@@ -568,11 +560,7 @@ func finishIn(t *tx, d *DB, op string, l sessions.Lease, f sessions.Finish, p fi
 	}
 	var hold *handoffHold
 	if f.Handoff.Active() {
-		ttl := f.Handoff.TTL
-		if ttl <= 0 {
-			ttl = defaultClaimTTL
-		}
-		hold = &handoffHold{worker: f.Handoff.Worker, expires: nowT.Add(ttl)}
+		hold = &handoffHold{worker: f.Handoff.Worker, expires: nowT.Add(f.Handoff.ClaimTTL())}
 	}
 	var handed []outbox.Claimed
 	for i, m := range f.Outbox {

@@ -397,7 +397,7 @@ func (m memSessions) Finish(ctx context.Context, l sessions.Lease, f sessions.Fi
 	if err != nil {
 		return err
 	}
-	memHandOff(f, handed)
+	f.Handoff.Give(handed) // after the lock is given back, so that Claimed may use the store
 	return nil
 }
 
@@ -418,16 +418,8 @@ func (m memSessions) FinishAndClaim(ctx context.Context, l sessions.Lease, f ses
 	if err != nil {
 		return nil, err
 	}
-	memHandOff(f, handed)
+	f.Handoff.Give(handed) // after the lock is given back, so that Claimed may use the store
 	return turn, nil
-}
-
-// memHandOff passes the claims a committed finish made to f.Handoff. It
-// runs after the lock is given back, so that Claimed may use the store.
-func memHandOff(f sessions.Finish, handed []outbox.Claimed) {
-	if f.Handoff.Active() {
-		f.Handoff.Claimed(handed)
-	}
 }
 
 // checkFinish refuses what a Finish may not write, before the lock.
@@ -635,8 +627,12 @@ func (o memOutbox) Claim(ctx context.Context, worker string, platforms []string,
 	return out, nil
 }
 
-// hold claims m for ttl from now under a fresh token, under the lock.
+// hold claims m for ttl (outbox.DefaultClaimTTL when zero or less) from
+// now under a fresh token, under the lock.
 func (o memOutbox) hold(m *memMsg, ttl time.Duration) outbox.Claimed {
+	if ttl <= 0 {
+		ttl = outbox.DefaultClaimTTL
+	}
 	o.s.data.seq++
 	m.claimed, m.token, m.expires = true, o.s.data.seq, o.s.clk.Now().Add(ttl)
 	return outbox.Claimed{Message: m.Message, Token: m.token, Expires: m.expires}
