@@ -169,8 +169,7 @@ func (s *sessionStore) appendEntry(ctx context.Context, op string, in sessions.I
 			return err
 		}
 		if c != nil {
-			row := entryRow{id: sql.NullInt64{Int64: id, Valid: true}, enqueuedAt: sql.NullInt64{Int64: now, Valid: true}, body: body}
-			if turn, err = grantAlone(t, op, in.Conv, row, *c, nowT); err != nil || turn != nil {
+			if turn, err = grantAlone(t, in, id, *c, nowT); err != nil || turn != nil {
 				return err
 			}
 		}
@@ -224,20 +223,24 @@ func insertEntry(t *tx, d *DB, in sessions.Inbound, body []byte, now int64) (ses
 	return sessions.AppendResult{EntryID: formatID(id)}, id, nil
 }
 
-// grantAlone leases conv to c with row, the entry just inserted, as its
-// turn, when that entry is all the conversation has and no lease on it
-// is live; otherwise it writes nothing and returns nil.
-func grantAlone(t *tx, op, conv string, row entryRow, c claimer, nowT time.Time) (*sessions.Turn, error) {
+// grantAlone leases in's conversation to c with in, the entry just
+// inserted as id, as its turn, when that entry is all the conversation
+// has and no lease on it is live; otherwise it writes nothing and returns
+// nil. The turn's entry is in itself, not a decoding of what was stored.
+func grantAlone(t *tx, in sessions.Inbound, id int64, c claimer, nowT time.Time) (*sessions.Turn, error) {
 	expires := nowT.Add(c.ttl)
 	var token int64
-	err := t.st.appendGrant.QueryRow(conv, c.worker, nanos(expires), row.id.Int64, 1, nanos(nowT)).Scan(&token)
+	err := t.st.appendGrant.QueryRow(in.Conv, c.worker, nanos(expires), id, 1, nanos(nowT)).Scan(&token)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return row.turn(op, sessions.Lease{Conv: conv, Worker: c.worker, Token: token, Expires: expires}, 1)
+	return &sessions.Turn{
+		Lease: sessions.Lease{Conv: in.Conv, Worker: c.worker, Token: token, Expires: expires},
+		Entry: sessions.Entry{Inbound: in, ID: formatID(id), EnqueuedAt: fromNanos(nanos(nowT)), Deliveries: 1},
+	}, nil
 }
 
 func (s *sessionStore) Claim(ctx context.Context, worker string, ttl time.Duration) (*sessions.Turn, error) {
