@@ -69,16 +69,12 @@ func (s *sessionStore) appendEntry(ctx context.Context, op string, in sessions.I
 	if len(v) == 3 {
 		return res, nil, nil
 	}
-	hist, ok := v[6].([]any)
-	if !ok {
-		return res, nil, errs.E(op, errs.Internal, "unexpected history in the script reply: %v", v[6])
-	}
 	turn := &sessions.Turn{
 		Lease:       sessions.Lease{Conv: in.Conv, Worker: worker, Token: num(v[3]), Expires: msTime(v[4])},
 		Entry:       sessions.Entry{Inbound: in, ID: res.EntryID, EnqueuedAt: msTime(v[5]), Deliveries: 1},
 		HistoryRead: true,
 	}
-	if turn.History, err = decodeHistory(op, hist); err != nil {
+	if turn.History, err = decodeHistory(op, v[6]); err != nil {
 		return res, nil, err
 	}
 	return res, turn, nil
@@ -327,26 +323,12 @@ func (s *sessionStore) History(ctx context.Context, conv string) ([]sessions.Mes
 	if err := sessions.ValidateConv(op, conv); err != nil {
 		return nil, err
 	}
-	cmd := goredis.NewStringSliceCmd(ctx, "lrange", s.db.convKey(convTag(conv), "hist"), 0, -1)
+	cmd := goredis.NewSliceCmd(ctx, "lrange", s.db.convKey(convTag(conv), "hist"), 0, -1)
 	raw, err := await(ctx, s.db.batch, cmd, cmd.Result)
 	if err != nil {
 		return nil, s.db.fail(op, err)
 	}
-	out := make([]sessions.Message, len(raw))
-	for i, r := range raw {
-		if err := decodeMessage(op, r, &out[i]); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// decodeMessage reads one encoded history message.
-func decodeMessage(op, raw string, m *sessions.Message) error {
-	if err := json.Unmarshal([]byte(raw), m); err != nil {
-		return errs.Wrap(op, errs.Internal, err)
-	}
-	return nil
+	return decodeHistory(op, raw)
 }
 
 func (s *sessionStore) ClearHistory(ctx context.Context, conv string) error {
@@ -425,10 +407,6 @@ func decodeTurn(op, worker string, v []any) (*sessions.Turn, error) {
 	if len(v) != turnItems {
 		return nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
 	}
-	hist, ok := v[7].([]any)
-	if !ok {
-		return nil, errs.E(op, errs.Internal, "unexpected history in the script reply: %v", v[7])
-	}
 	turn := &sessions.Turn{
 		Lease:       sessions.Lease{Conv: convFromTag(str(v[0])), Worker: worker, Token: num(v[1]), Expires: msTime(v[2])},
 		HistoryRead: true,
@@ -437,18 +415,23 @@ func decodeTurn(op, worker string, v []any) (*sessions.Turn, error) {
 		return nil, err
 	}
 	var err error
-	if turn.History, err = decodeHistory(op, hist); err != nil {
+	if turn.History, err = decodeHistory(op, v[7]); err != nil {
 		return nil, err
 	}
 	return turn, nil
 }
 
-// decodeHistory decodes the history a script read with a claim.
-func decodeHistory(op string, hist []any) ([]sessions.Message, error) {
+// decodeHistory decodes a history list as LRANGE answers it, read alone
+// or by a script with a claim.
+func decodeHistory(op string, v any) ([]sessions.Message, error) {
+	hist, ok := v.([]any)
+	if !ok {
+		return nil, errs.E(op, errs.Internal, "unexpected history in the reply: %v", v)
+	}
 	msgs := make([]sessions.Message, len(hist))
 	for i, h := range hist {
-		if err := decodeMessage(op, str(h), &msgs[i]); err != nil {
-			return nil, err
+		if err := json.Unmarshal([]byte(str(h)), &msgs[i]); err != nil {
+			return nil, errs.Wrap(op, errs.Internal, err)
 		}
 	}
 	return msgs, nil
