@@ -20,6 +20,12 @@ import (
 // The saving is the system calls and connection bookkeeping of each round
 // trip, on both sides, and with them most of what a short script costs
 // beyond its own work.
+//
+// go-redis has an automatic pipeliner of its own (AutoPipeline), marked
+// experimental. It is not used: a call queued there no longer heeds its
+// context, and AutoPipeline gives one instance per client, shared by all
+// its users, whose Close stops it for all of them, while a caller may
+// hand Open a client (Options.Client) it uses elsewhere too.
 
 // batchSenders is how many pipelines are in flight at once: enough that
 // herald's side builds the next while Redis runs one.

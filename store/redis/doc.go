@@ -182,7 +182,8 @@
 // FUNCTION LOAD, FCALL, EVALSHA and EVAL.
 //
 // Cost: every operation is one FCALL or, for history, metadata, timeline,
-// signal and note reads and note deletes, one plain command. Calls made at
+// signal and note reads, note deletes, SetMeta (HSET or HDEL) and
+// ClearHistory (DEL), one plain command. Calls made at
 // the same time by different goroutines (FCALLs, and the history,
 // metadata and running-turn mark reads and writes) share round trips: a
 // few senders each send every call waiting as one pipeline (batch.go). The calls a
@@ -204,9 +205,9 @@
 // call; the outbox claim and ack move
 // a batch's messages between indexes with one ZREM or ZADD per index, not
 // one per message. The scripts keep their calls
-// few and small (an HMGET of only the state fields a script uses, one HSET
-// for all it changes, no command whose answer the state hash already
-// holds), because each call inside a script costs about as much as a small
+// few and small (on the common path one HMGET of the state fields a
+// script uses, one HSET for all it changes, no command whose answer the
+// state hash already holds), because each call inside a script costs about as much as a small
 // command, and each field read, reply converted and number parsed adds to
 // it. `herald bench queue --store redis` measures Append → Claim →
 // FinishAndClaim against bare XADD + XREADGROUP + XACK on the same server;

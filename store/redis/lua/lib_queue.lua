@@ -3,7 +3,7 @@
 -- A conversation's state hash (see doc.go) keeps, beside the lease, a
 -- count of entries per lane (n0 … n5, queued and delivered-unacked alike)
 -- and the lanes whose count is above zero (lanes, a digit per lane, in no
--- order), so that a script learns from its one HMGET whether the
+-- order), so that a script learns from one HMGET whether the
 -- conversation has work and where, and reads a count only to change it.
 -- Each script reads only the fields it uses and turns into numbers only
 -- those it computes with: inside a script, every field read and every
@@ -69,7 +69,9 @@ end
 -- empty); the caller records the id as pend and the deliveries as dlv with
 -- its other state writes.
 --
--- A lane's stream holds only entries not yet delivered and pend: a finish
+-- A lane's stream holds only entries not yet delivered and pend (unless
+-- pend is kept in the state hash, pd and pat, as append keeps an entry it
+-- delivered at once): a finish
 -- deletes the entry it acks and those it absorbed, and the lease makes
 -- one holder per conversation, so one delivered entry at most. With pend
 -- settled first, the lane's first entry is therefore the next one, and a
