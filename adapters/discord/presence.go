@@ -47,10 +47,6 @@ func (a *Adapter) Status(ctx context.Context, t outbox.Target, id, text string) 
 	return m.ID, nil
 }
 
-// codeUnknownMessage is Discord's JSON error code for a message that is
-// not there (any more).
-const codeUnknownMessage = 10008
-
 // ClearStatus deletes the status line id. One already gone (a moderator
 // deleted it) is cleared, as on the other platforms.
 func (a *Adapter) ClearStatus(ctx context.Context, t outbox.Target, id string) error {
@@ -61,7 +57,7 @@ func (a *Adapter) ClearStatus(ctx context.Context, t outbox.Target, id string) e
 	}
 	err = a.rest.ChannelMessageDelete(r.dest(), id, discordgo.WithContext(ctx))
 	var re *discordgo.RESTError
-	if errors.As(err, &re) && re.Message != nil && re.Message.Code == codeUnknownMessage {
+	if errors.As(err, &re) && re.Message != nil && re.Message.Code == discordgo.ErrCodeUnknownMessage {
 		return nil
 	}
 	return errs.Wrap(op, errs.Unavailable, err)

@@ -16,15 +16,6 @@ import (
 	"github.com/heraldgw/herald/outbox"
 )
 
-// Discord's JSON error codes that mean an interaction's follow-up webhook
-// is gone (never created, or its token lapsed): the answer then goes to
-// the channel instead.
-const (
-	codeUnknownWebhook     = 10015
-	codeUnknownInteraction = 10062
-	codeInvalidWebhookTok  = 50027
-)
-
 // noPings lets a reply mention nobody but the author it replies to: the
 // text comes from a model and must not ping @everyone, roles or users.
 var noPings = &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}, RepliedUser: true}
@@ -120,7 +111,7 @@ func gone(err error) bool {
 	}
 	if re.Message != nil {
 		switch re.Message.Code {
-		case codeUnknownWebhook, codeUnknownInteraction, codeInvalidWebhookTok:
+		case discordgo.ErrCodeUnknownWebhook, discordgo.ErrCodeUnknownInteraction, discordgo.ErrCodeInvalidWebhookTokenProvided:
 			return true
 		}
 	}
