@@ -80,7 +80,6 @@ type Adapter struct {
 	scope       string
 	commands    []adapters.CommandInfo
 	log         *slog.Logger // with the platform
-	clock       clock.Clock
 	client      *http.Client
 	apiURL      string
 	bot         *bot.Bot
@@ -135,7 +134,6 @@ func New(opts Options) (*Adapter, error) {
 		scope:       common.Scope,
 		commands:    opts.Commands,
 		log:         common.Log,
-		clock:       common.Clock,
 		client:      opts.HTTPClient,
 		apiURL:      strings.TrimRight(cfg.APIURL, "/"),
 		pollTimeout: orDefault(opts.PollTimeout, DefaultPollTimeout),
