@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -73,9 +74,17 @@ type SendResult struct {
 
 // Inbox takes what adapters receive. The router implements it. An adapter
 // tells the platform it got an event only after Deliver returned nil, so
-// an event is never lost between the platform and the queue.
+// an event is never lost between the platform and the queue. An error
+// for which Refused is true is final: no retry makes the router take the
+// event, and the adapter drops it, saying so in the log.
 type Inbox interface {
 	Deliver(ctx context.Context, in sessions.Inbound) error
+}
+
+// Refused reports whether Deliver's err refuses the event for good (it is
+// Invalid or TooLarge), rather than failing for now.
+func Refused(err error) bool {
+	return errs.Is(err, errs.Invalid) || errs.Is(err, errs.TooLarge)
 }
 
 // Adapter is one platform connection.

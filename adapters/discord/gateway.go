@@ -249,7 +249,7 @@ func (l *listener) deliver(in sessions.Inbound) {
 		if l.ctx.Err() != nil {
 			afterEnd++
 		}
-		if afterEnd >= deliverAttempts || errs.Is(err, errs.Invalid) || errs.Is(err, errs.TooLarge) {
+		if afterEnd >= deliverAttempts || adapters.Refused(err) {
 			l.a.log.Error("could not queue a Discord message; it is dropped", "conv", in.Conv, "sender", in.Sender, "err", err)
 			return
 		}

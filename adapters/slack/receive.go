@@ -7,7 +7,6 @@ import (
 	slackapi "github.com/slack-go/slack"
 
 	"github.com/heraldgw/herald/adapters"
-	"github.com/heraldgw/herald/internal/errs"
 )
 
 // commandDeadline bounds the delivery of a slash command: Slack wants its
@@ -46,7 +45,7 @@ func (a *Adapter) deliver(ctx context.Context, inbox adapters.Inbox, r inbound) 
 	switch err := inbox.Deliver(ctx, r.In); {
 	case err == nil:
 		return false, nil
-	case errs.Is(err, errs.Invalid) || errs.Is(err, errs.TooLarge):
+	case adapters.Refused(err):
 		a.log.Error("the router refused a message; it is dropped", "conv", r.In.Conv, "message_id", r.In.MessageID, "err", err)
 		return true, nil
 	default:

@@ -212,8 +212,7 @@ func (a *Adapter) handle(ctx context.Context, inbox adapters.Inbox, raw []byte) 
 	switch err := inbox.Deliver(ctx, p.In); {
 	case err == nil:
 		return p.UpdateID, nil
-	case errs.Is(err, errs.Invalid) || errs.Is(err, errs.TooLarge):
-		// No retry can make the router take it.
+	case adapters.Refused(err):
 		log.Error("the router refused a message; it is dropped", "conv", p.In.Conv, "err", err)
 		return p.UpdateID, nil
 	default:
