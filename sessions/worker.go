@@ -399,8 +399,16 @@ func (w *TurnWorker) unreserve() { <-w.slots }
 // startReserved runs a turn the router's append leased, on the slot it
 // reserved. A worker that began stopping meanwhile hands it back.
 func (w *TurnWorker) startReserved(turn *Turn) {
-	// The turn is counted under the lock Shutdown sets stopping under,
-	// so Shutdown's wait for the turns sees it.
+	if !w.start(turn, "the worker stopped while the message was queued") {
+		<-w.slots
+	}
+}
+
+// start runs turn on a slot already taken, unless the worker began
+// stopping: then it hands the turn back, for why, and reports false. The
+// turn is counted under the lock Shutdown sets stopping under, so
+// Shutdown's wait for the turns sees it.
+func (w *TurnWorker) start(turn *Turn, why string) bool {
 	w.mu.Lock()
 	stopping := w.stopping || w.hard.Err() != nil
 	if !stopping {
@@ -408,11 +416,11 @@ func (w *TurnWorker) startReserved(turn *Turn) {
 	}
 	w.mu.Unlock()
 	if stopping {
-		w.handBack(turn.Lease, "the worker stopped while the message was queued")
-		<-w.slots
-		return
+		w.handBack(turn.Lease, why)
+		return false
 	}
 	go w.runTurn(turn)
+	return true
 }
 
 // trySlot takes a slot if one is free.
@@ -434,17 +442,11 @@ func (w *TurnWorker) claimSome(n int) (int, error) {
 	for _, turn := range turns {
 		switch {
 		case turn == nil:
-			continue
 		case found == n:
 			w.handBack(turn.Lease, "the store returned more turns than asked for")
-			continue
-		case w.stoppingNow():
-			w.handBack(turn.Lease, "the worker stopped while claiming")
-			continue
+		case w.start(turn, "the worker stopped while claiming"):
+			found++
 		}
-		found++
-		w.turns.Add(1)
-		go w.runTurn(turn)
 	}
 	for range n - found {
 		<-w.slots
