@@ -40,9 +40,6 @@ type checkpointer struct {
 }
 
 func newCheckpointer(db *sql.DB) *checkpointer {
-	db.SetMaxOpenConns(1)
-	db.SetMaxIdleConns(1)
-	db.SetConnMaxLifetime(0)
 	return &checkpointer{
 		db:   db,
 		kick: make(chan struct{}, 1),

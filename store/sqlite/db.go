@@ -111,24 +111,15 @@ func Open(path string, opts Options) (*DB, error) {
 func (d *DB) open(path, syncMode string) error {
 	ctx := context.Background()
 	file := "file:" + (&url.URL{Path: path}).EscapedPath()
-	busy := strconv.FormatInt(busyTimeout.Milliseconds(), 10)
-
-	wq := url.Values{}
-	wq.Add("_pragma", "busy_timeout("+busy+")")
-	wq.Add("_pragma", "journal_mode(WAL)")
-	wq.Add("_pragma", "synchronous("+syncMode+")")
-	wq.Add("_pragma", "temp_store(MEMORY)")
-	wq.Add("_pragma", "wal_autocheckpoint("+strconv.Itoa(walSafetyPages)+")")
-	wq.Set("_txlock", "immediate")
+	syncPragma := "synchronous(" + syncMode + ")"
 	var err error
-	if d.wdb, err = sql.Open("sqlite", file+"?"+wq.Encode()); err != nil {
-		return err
-	}
 	// The writer owns the only write connection: SQLite admits one writer
 	// at a time, and queueing in Go is cheaper than spinning on SQLITE_BUSY.
-	d.wdb.SetMaxOpenConns(1)
-	d.wdb.SetMaxIdleConns(1)
-	d.wdb.SetConnMaxLifetime(0)
+	d.wdb, err = openPool(file, 1, "immediate", "journal_mode(WAL)", syncPragma, "temp_store(MEMORY)",
+		"wal_autocheckpoint("+strconv.Itoa(walSafetyPages)+")")
+	if err != nil {
+		return err
+	}
 	if d.wconn, err = d.wdb.Conn(ctx); err != nil {
 		return err
 	}
@@ -139,26 +130,40 @@ func (d *DB) open(path, syncMode string) error {
 	if err != nil {
 		return err
 	}
-	cq := url.Values{}
-	cq.Add("_pragma", "busy_timeout("+busy+")")
-	cq.Add("_pragma", "synchronous("+syncMode+")")
-	cdb, err := sql.Open("sqlite", file+"?"+cq.Encode())
+	cdb, err := openPool(file, 1, "", syncPragma)
 	if err != nil {
 		return err
 	}
 	d.ckpt = newCheckpointer(cdb)
 	d.w = newWriter(d.wconn, st, syncMode == "FULL", d.ckpt)
 
-	rq := url.Values{}
-	rq.Add("_pragma", "busy_timeout("+busy+")")
-	rq.Add("_pragma", "query_only(1)")
-	if d.rdb, err = sql.Open("sqlite", file+"?"+rq.Encode()); err != nil {
+	if d.rdb, err = openPool(file, readConns, "", "query_only(1)"); err != nil {
 		return err
 	}
-	d.rdb.SetMaxOpenConns(readConns)
-	d.rdb.SetMaxIdleConns(readConns)
 	d.reads, err = prepareReads(ctx, d.rdb)
 	return err
+}
+
+// openPool opens a pool of at most conns connections to file, kept open,
+// each with the busy timeout and pragmas, and _txlock=txlock unless it is
+// empty.
+func openPool(file string, conns int, txlock string, pragmas ...string) (*sql.DB, error) {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(busyTimeout.Milliseconds(), 10)+")")
+	for _, p := range pragmas {
+		q.Add("_pragma", p)
+	}
+	if txlock != "" {
+		q.Set("_txlock", txlock)
+	}
+	db, err := sql.Open("sqlite", file+"?"+q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	db.SetConnMaxLifetime(0)
+	return db, nil
 }
 
 // Sessions returns the conversation store.
