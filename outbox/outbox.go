@@ -18,7 +18,7 @@ import (
 type Target struct {
 	Platform string
 	Chat     string
-	Thread   string
+	Thread   string `json:",omitempty"`
 }
 
 // ParseTarget reads "platform:chat[:thread]". The chat may not contain a
@@ -52,19 +52,22 @@ func (t Target) Validate() error {
 	return nil
 }
 
-// Message is one outbound message.
+// Message is one outbound message. Its encoding (Encode) leaves out the
+// fields that are empty, as a new message's store-kept fields (ID,
+// Attempts, NextAttempt, CreatedAt, LastError) are: the stores keep those
+// beside the encoded message and set them when they read it back.
 type Message struct {
-	ID             string    // assigned by the store
+	ID             string    `json:",omitempty"` // assigned by the store
 	Target         Target    // where it goes
-	Conv           string    // the conversation it belongs to, if any
+	Conv           string    `json:",omitempty"` // the conversation it belongs to, if any
 	Text           string    // the body, in herald's markdown; the adapter renders and splits it
-	ReplyTo        string    // platform message id to reply to, if any
-	Kind           string    // "reply", "notice", "completion", "cron", …
-	IdempotencyKey string    // a second Enqueue with the same key is a no-op
-	Attempts       int       // failed send attempts so far
-	NextAttempt    time.Time // not claimed before this time
-	CreatedAt      time.Time
-	LastError      string // the reason of the last failure, or of the dead-letter
+	ReplyTo        string    `json:",omitempty"` // platform message id to reply to, if any
+	Kind           string    `json:",omitempty"` // "reply", "notice", "completion", "cron", …
+	IdempotencyKey string    `json:",omitempty"` // a second Enqueue with the same key is a no-op
+	Attempts       int       `json:",omitempty"` // failed send attempts so far
+	NextAttempt    time.Time `json:",omitzero"`  // not claimed before this time
+	CreatedAt      time.Time `json:",omitzero"`
+	LastError      string    `json:",omitempty"` // the reason of the last failure, or of the dead-letter
 }
 
 // Claimed is a message held by one delivery worker until Expires. Ack,
