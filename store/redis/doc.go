@@ -33,7 +33,9 @@
 //	                                    consumer group "g", and its state a
 //	                                    field groups: nothing reads them.)
 //	P{conv}:state            hash      seq (entry id sequence); fence (the
-//	                                    fencing counter, only increases);
+//	                                    fencing counter, only increases: by
+//	                                    one with each grant, and with each
+//	                                    ClearHistory, see histcache.go);
 //	                                    n0 … n5 (entries per lane, queued and
 //	                                    delivered-unacked); lanes (a digit
 //	                                    for each lane whose count is above
@@ -182,8 +184,8 @@
 // FUNCTION LOAD, FCALL, EVALSHA and EVAL.
 //
 // Cost: every operation is one FCALL or, for history, metadata, timeline,
-// signal and note reads, note deletes, SetMeta (HSET or HDEL) and
-// ClearHistory (DEL), one plain command. Calls made at
+// signal and note reads, note deletes and SetMeta (HSET or HDEL), one
+// plain command. Calls made at
 // the same time by different goroutines (FCALLs, and the history,
 // metadata and running-turn mark reads and writes) share round trips: a
 // few senders each send every call waiting as one pipeline (batch.go). The calls a
@@ -195,7 +197,9 @@
 // claim would: a new fence, the entry pend, indexed at the lease's
 // expiry), returning the turn instead of the metadata; a claim (AppendClaim's, Claim, ClaimMany, the claim of
 // FinishAndClaim) brings the conversation's history with it (one LRANGE in
-// the script); ClaimMany leases a backlog n at a time; Finish writes the
+// the script), except that AppendClaim leaves it out when it is the one
+// this process kept from its last turn of the conversation (one LLEN
+// instead; histcache.go); ClaimMany leases a backlog n at a time; Finish writes the
 // metadata change that ends a turn (its running-turn mark) and, given a
 // Handoff, enqueues its outbox messages due now already claimed (tok, exp
 // and w in the message's hash, the id in Pob:claimed:<platform>, one

@@ -42,6 +42,11 @@ type Options struct {
 	Clock clock.Clock
 	// Limits bound entry sizes and the dedupe window.
 	Limits sessions.Limits
+	// HistoryCacheBytes bounds the conversation histories kept in memory
+	// so that a turn after this process's last one of the conversation
+	// does not read its history again (see histcache.go):
+	// DefaultHistoryCacheBytes when 0, none kept when negative.
+	HistoryCacheBytes int
 }
 
 // DB is an open Redis store. It serves the sessions and outbox stores.
@@ -53,6 +58,7 @@ type DB struct {
 	lim    sessions.Limits
 	closed atomic.Bool
 	batch  *batcher // the script calls' way to the server
+	hist   *histCache
 
 	sessions *sessionStore
 	outbox   *outboxStore
@@ -69,7 +75,11 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if strings.ContainsAny(prefix, "{}") {
 		return nil, errs.E(op, errs.Invalid, "prefix %q may not contain '{' or '}'", prefix)
 	}
-	db := &DB{client: opts.Client, prefix: prefix, clk: opts.Clock, lim: opts.Limits.WithDefaults()}
+	cacheBytes := opts.HistoryCacheBytes
+	if cacheBytes == 0 {
+		cacheBytes = DefaultHistoryCacheBytes
+	}
+	db := &DB{client: opts.Client, prefix: prefix, clk: opts.Clock, lim: opts.Limits.WithDefaults(), hist: newHistCache(max(cacheBytes, 0))}
 	if db.client == nil {
 		c, err := dial(opts.URL)
 		if err != nil {

@@ -32,6 +32,7 @@ var (
 	scriptRelease = newScript("release")
 	scriptFinish  = newScript("finish")
 	scriptHistory = newScript("history")
+	scriptClear   = newScript("clear_history")
 
 	scriptTimelineAppend = newScript("timeline_append")
 	scriptSignal         = newScript("signal")
@@ -52,7 +53,7 @@ var helperFiles = []string{"lib", "lib_queue", "lib_claim", "lib_outbox"}
 
 // scriptFiles are the library's functions.
 var scriptFiles = []string{
-	"append", "claim", "next", "renew", "release", "finish", "history",
+	"append", "claim", "next", "renew", "release", "finish", "history", "clear_history",
 	"timeline_append", "signal", "note_add",
 	"ob_enqueue", "ob_claim", "ob_ack", "ob_release", "ob_dead", "ob_requeue", "ob_list",
 }

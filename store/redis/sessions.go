@@ -51,8 +51,17 @@ func (s *sessionStore) appendEntry(ctx context.Context, op string, in sessions.I
 	if in.MessageID != "" {
 		keys = append(keys, s.db.convKey(tag, "dd:"+in.MessageID))
 	}
+	// The history this process knows of the conversation, sent so that
+	// the script need not send it back (see histcache.go).
+	var known histEntry
+	knownToken, knownLen := "", 0
+	if worker != "" {
+		if e, ok := s.db.hist.get(in.Conv); ok {
+			known, knownToken, knownLen = e, strconv.FormatInt(e.token, 10), len(e.msgs)
+		}
+	}
 	v, err := s.db.run(ctx, op, scriptAppend, keys,
-		tag, lane, data, s.db.nowArg(), s.db.windowArg(), worker, durMS(ttl))
+		tag, lane, data, s.db.nowArg(), s.db.windowArg(), worker, durMS(ttl), knownToken, knownLen)
 	if err != nil {
 		return sessions.AppendResult{}, nil, err
 	}
@@ -74,7 +83,14 @@ func (s *sessionStore) appendEntry(ctx context.Context, op string, in sessions.I
 		Entry:       sessions.Entry{Inbound: in, ID: res.EntryID, EnqueuedAt: msTime(v[5]), Deliveries: 1},
 		HistoryRead: true,
 	}
-	if turn.History, err = decodeHistory(op, v[6]); err != nil {
+	if same, ok := v[6].(int64); ok && same == 1 && knownToken != "" {
+		known.token = turn.Lease.Token
+		s.db.hist.put(in.Conv, known)
+		s.db.hist.served.Add(1)
+		turn.History = known.copy()
+		return res, turn, nil
+	}
+	if turn.History, err = s.db.readHistory(op, in.Conv, turn.Lease.Token, v[6]); err != nil {
 		return res, nil, err
 	}
 	return res, turn, nil
@@ -110,7 +126,7 @@ func (s *sessionStore) claim(ctx context.Context, op, worker string, n int, ttl 
 	}
 	turns := make([]*sessions.Turn, 0, len(v)/turnItems)
 	for i := 0; i < len(v); i += turnItems {
-		turn, err := decodeTurn(op, worker, v[i:i+turnItems])
+		turn, err := s.db.decodeTurn(op, worker, v[i:i+turnItems])
 		if err != nil {
 			return nil, err
 		}
@@ -207,7 +223,7 @@ func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f s
 	if err := handOff(op, f, v); err != nil || len(v) == 2 {
 		return nil, err
 	}
-	return decodeTurn(op, worker, v[2:])
+	return s.db.decodeTurn(op, worker, v[2:])
 }
 
 // handOff passes the outbox claims a committed finish made (the second
@@ -287,9 +303,14 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 	} else {
 		args = append(args, "", 0)
 	}
-	return s.db.run(ctx, op, scriptFinish,
+	base, known := s.db.hist.take(l.Conv, l.Token)
+	v, err := s.db.run(ctx, op, scriptFinish,
 		[]string{s.db.convKey(tag, "state"), s.db.readyKey(), s.db.convKey(tag, "hist"), s.db.convKey(tag, "meta")},
 		args...)
+	if err == nil && len(v) > 0 && str(v[0]) == "OK" {
+		s.db.wroteHistory(op, l.Conv, base, known, hist)
+	}
+	return v, err
 }
 
 func (s *sessionStore) AppendHistory(ctx context.Context, l sessions.Lease, msgs ...sessions.Message) error {
@@ -307,12 +328,17 @@ func (s *sessionStore) AppendHistory(ctx context.Context, l sessions.Lease, msgs
 	for _, h := range hist {
 		args = append(args, h)
 	}
+	base, known := s.db.hist.take(l.Conv, l.Token)
 	v, err := s.db.run(ctx, op, scriptHistory,
 		[]string{s.db.convKey(tag, "state"), s.db.convKey(tag, "hist")}, args...)
 	if err != nil {
 		return err
 	}
-	return status(op, v)
+	if err := status(op, v); err != nil {
+		return err
+	}
+	s.db.wroteHistory(op, l.Conv, base, known, hist)
+	return nil
 }
 
 func (s *sessionStore) History(ctx context.Context, conv string) ([]sessions.Message, error) {
@@ -339,7 +365,13 @@ func (s *sessionStore) ClearHistory(ctx context.Context, conv string) error {
 	if err := sessions.ValidateConv(op, conv); err != nil {
 		return err
 	}
-	return s.db.fail(op, s.db.client.Del(ctx, s.db.convKey(convTag(conv), "hist")).Err())
+	s.db.hist.drop(conv)
+	tag := convTag(conv)
+	v, err := s.db.run(ctx, op, scriptClear, []string{s.db.convKey(tag, "state"), s.db.convKey(tag, "hist")})
+	if err != nil {
+		return err
+	}
+	return status(op, v)
 }
 
 func (s *sessionStore) Meta(ctx context.Context, conv string) (map[string]string, error) {
@@ -403,7 +435,7 @@ const turnItems = 8
 // decodeTurn reads a claim's reply: {conversation tag, lease token,
 // expires ms, entry id, data, enqueued ms, deliveries, {encoded history
 // message, …}}.
-func decodeTurn(op, worker string, v []any) (*sessions.Turn, error) {
+func (db *DB) decodeTurn(op, worker string, v []any) (*sessions.Turn, error) {
 	if len(v) != turnItems {
 		return nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
 	}
@@ -415,26 +447,75 @@ func decodeTurn(op, worker string, v []any) (*sessions.Turn, error) {
 		return nil, err
 	}
 	var err error
-	if turn.History, err = decodeHistory(op, v[7]); err != nil {
+	if turn.History, err = db.readHistory(op, turn.Lease.Conv, turn.Lease.Token, v[7]); err != nil {
 		return nil, err
 	}
 	return turn, nil
 }
 
+// readHistory decodes the history a grant of token read, keeps it for the
+// conversation's next turn and returns a copy for this one.
+func (db *DB) readHistory(op, conv string, token int64, v any) ([]sessions.Message, error) {
+	msgs, size, err := decodeHistorySized(op, v)
+	if err != nil {
+		return nil, err
+	}
+	e := histEntry{token: token, msgs: msgs, size: size}
+	db.hist.put(conv, e)
+	return e.copy(), nil
+}
+
+// wroteHistory is called once a write under token appended hist (the
+// encoded messages) to conv's history: the entry taken before the write,
+// base when ok, goes back extended.
+func (db *DB) wroteHistory(op, conv string, base histEntry, ok bool, hist [][]byte) {
+	if !ok {
+		return
+	}
+	if len(hist) == 0 {
+		db.hist.putBack(conv, base)
+		return
+	}
+	// The messages are kept as a read would return them, decoded from
+	// what was stored, not as the caller gave them.
+	raw := make([]any, len(hist))
+	for i, h := range hist {
+		raw[i] = string(h)
+	}
+	added, size, err := decodeHistorySized(op, raw)
+	if err == nil {
+		db.hist.putBack(conv, base.extended(added, size))
+	}
+}
+
 // decodeHistory decodes a history list as LRANGE answers it, read alone
 // or by a script with a claim.
 func decodeHistory(op string, v any) ([]sessions.Message, error) {
+	msgs, _, err := decodeHistorySized(op, v)
+	return msgs, err
+}
+
+// histMessageOverhead is what a decoded message takes in memory beyond
+// its encoded length, about: the struct and its strings' headers.
+const histMessageOverhead = 128
+
+// decodeHistorySized is decodeHistory that also returns about how much
+// memory the messages take.
+func decodeHistorySized(op string, v any) ([]sessions.Message, int, error) {
 	hist, ok := v.([]any)
 	if !ok {
-		return nil, errs.E(op, errs.Internal, "unexpected history in the reply: %v", v)
+		return nil, 0, errs.E(op, errs.Internal, "unexpected history in the reply: %v", v)
 	}
 	msgs := make([]sessions.Message, len(hist))
+	size := 0
 	for i, h := range hist {
-		if err := json.Unmarshal([]byte(str(h)), &msgs[i]); err != nil {
-			return nil, errs.Wrap(op, errs.Internal, err)
+		b := str(h)
+		size += len(b) + histMessageOverhead
+		if err := json.Unmarshal([]byte(b), &msgs[i]); err != nil {
+			return nil, 0, errs.Wrap(op, errs.Internal, err)
 		}
 	}
-	return msgs, nil
+	return msgs, size, nil
 }
 
 // decodeEntry reads {entry id, data, enqueued ms, deliveries}.

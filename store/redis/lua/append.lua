@@ -16,10 +16,15 @@
 -- ARGV[5] dedupe window in ms
 -- ARGV[6] worker to lease the conversation to, or '' to lease it to none
 -- ARGV[7] lease ttl in ms of that lease
+-- ARGV[8] the lease token at which the caller knows the history, or ''
+-- ARGV[9] the length of the history the caller knows at that token
 -- Returns {entry id, 1 if duplicate else 0, the metadata as a flat
 -- field/value list (empty when duplicate, or when it leased the
--- conversation)}, and, when it leased the conversation, then {token,
--- expires ms, enqueued ms, {encoded history message, …}}.
+-- conversation)}, and, when it leased the conversation, then token,
+-- expires ms, enqueued ms, and {encoded history message, …}, or 1 in
+-- place of the history when it is the one the caller knows: the fence is
+-- still the token it was known at, so no lease was granted since and only
+-- that lease's holder appended to it, and its length is the same.
 local now = now_ms(ARGV[4])
 local lane = ARGV[2]
 local count = 'n' .. lane
@@ -68,6 +73,9 @@ if ARGV[6] ~= '' and lanes == '' and not live(v[1], v[2], now) then
   -- Held, the conversation is indexed at its lease's expiry, as a claim
   -- indexes it.
   redis.call('ZADD', KEYS[2], exp, ARGV[1])
+  if ARGV[8] ~= '' and v[6] == ARGV[8] and redis.call('LLEN', KEYS[5]) == tonumber(ARGV[9]) then
+    return {id, 0, {}, token, exp, at, 1}
+  end
   return {id, 0, {}, token, exp, at, redis.call('LRANGE', KEYS[5], 0, -1)}
 end
 redis.call('XADD', KEYS[3], id, 'd', ARGV[3], 'at', at)

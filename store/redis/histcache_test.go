@@ -1,0 +1,150 @@
+package redis
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// appendClaim delivers a message to conv and returns the turn the append
+// started.
+func appendClaim(t *testing.T, s sessions.Store, conv, id string) *sessions.Turn {
+	t.Helper()
+	_, turn, err := s.AppendClaim(context.Background(), sessions.Inbound{Conv: conv, MessageID: id, Text: "m" + id}, "w", time.Minute)
+	if err != nil {
+		t.Fatalf("AppendClaim %s: %v", id, err)
+	}
+	if turn == nil {
+		t.Fatalf("AppendClaim %s started no turn", id)
+	}
+	return turn
+}
+
+// exchange is a turn's two messages.
+func exchange(n int) []sessions.Message {
+	s := strconv.Itoa(n)
+	return []sessions.Message{{Role: "user", Content: "q" + s}, {Role: "assistant", Content: "a" + s, At: epoch}}
+}
+
+func commit(t *testing.T, s sessions.Store, turn *sessions.Turn, msgs []sessions.Message) {
+	t.Helper()
+	f := sessions.Finish{EntryID: turn.Entry.ID, History: msgs, Release: true}
+	if err := s.Finish(context.Background(), turn.Lease, f); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+}
+
+func wantHistory(t *testing.T, what string, want, got []sessions.Message) {
+	t.Helper()
+	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("%s: history (-want +got):\n%s", what, diff)
+	}
+}
+
+// Turns of one conversation that follow each other in one process take
+// the history that process kept, and it is the whole history.
+func TestKeptHistoryServesTheNextTurn(t *testing.T) {
+	db, _ := newFake(t)
+	s := db.Sessions()
+	var want []sessions.Message
+	for i := range 4 {
+		turn := appendClaim(t, s, "c", strconv.Itoa(i))
+		wantHistory(t, "turn "+strconv.Itoa(i), want, turn.History)
+		// A turn may change the slice it was given.
+		if len(turn.History) > 0 {
+			turn.History[0].Content = "changed by the turn"
+			turn.History = append(turn.History, sessions.Message{Role: "user", Content: "appended by the turn"})
+		}
+		commit(t, s, turn, exchange(i))
+		want = append(want, exchange(i)...)
+	}
+	if got := db.hist.served.Load(); got != 3 {
+		t.Fatalf("%d turns took the kept history, want 3 (every one after the first)", got)
+	}
+	got, err := s.History(context.Background(), "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantHistory(t, "stored", want, got)
+}
+
+// Whatever another process did to the history, the next turn here sees
+// the history as stored.
+func TestKeptHistoryNotServedAfterOthersWrote(t *testing.T) {
+	ctx := context.Background()
+	r := testkit.StartRedis(t)
+	clk := clock.NewFake(epoch)
+	here := openDB(t, r, clk, sessions.Limits{})
+	there := openDB(t, r, clk, sessions.Limits{})
+	s, o := here.Sessions(), there.Sessions()
+
+	t.Run("another process ran a turn", func(t *testing.T) {
+		commit(t, s, appendClaim(t, s, "a", "1"), exchange(1))
+		commit(t, o, appendClaim(t, o, "a", "2"), exchange(2))
+		turn := notServed(t, here, func() *sessions.Turn { return appendClaim(t, s, "a", "3") })
+		wantHistory(t, "after the other's turn", append(exchange(1), exchange(2)...), turn.History)
+	})
+
+	t.Run("another process wrote under this process's lease", func(t *testing.T) {
+		// Another process holding the same token (the lease changed hands
+		// without a grant here) appends: the fence is the same, the
+		// length is not.
+		turn := appendClaim(t, s, "b", "1")
+		commit(t, o, turn, exchange(1))
+		turn = notServed(t, here, func() *sessions.Turn { return appendClaim(t, s, "b", "2") })
+		wantHistory(t, "after the other's write", exchange(1), turn.History)
+	})
+
+	t.Run("another process cleared the history", func(t *testing.T) {
+		commit(t, s, appendClaim(t, s, "c", "1"), exchange(1))
+		held := appendClaim(t, s, "c", "2")
+		// Cleared and written again to the same length, under the lease
+		// this process holds: only the fence tells.
+		if err := o.ClearHistory(ctx, "c"); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.AppendHistory(ctx, held.Lease, exchange(7)...); err != nil {
+			t.Fatal(err)
+		}
+		commit(t, s, held, exchange(2))
+		turn := notServed(t, here, func() *sessions.Turn { return appendClaim(t, s, "c", "3") })
+		wantHistory(t, "after the other's clear", append(exchange(7), exchange(2)...), turn.History)
+	})
+}
+
+// notServed runs start and fails when the turn it started took the
+// history db kept.
+func notServed(t *testing.T, db *DB, start func() *sessions.Turn) *sessions.Turn {
+	t.Helper()
+	before := db.hist.served.Load()
+	turn := start()
+	if db.hist.served.Load() != before {
+		t.Fatal("the turn took a kept history that was out of date")
+	}
+	return turn
+}
+
+func TestHistoryCacheStaysWithinItsBound(t *testing.T) {
+	c := newHistCache(8 << 10)
+	for i := range 100 {
+		c.put("c"+strconv.Itoa(i), histEntry{token: 1, size: 512})
+	}
+	if c.bytes > c.max || len(c.m) != 16 {
+		t.Fatalf("kept %d entries of %d bytes, want 16 within %d", len(c.m), c.bytes, c.max)
+	}
+	c.put("big", histEntry{token: 1, size: c.max/8 + 1})
+	if _, ok := c.get("big"); ok {
+		t.Fatal("kept a history of more than an eighth of the bound")
+	}
+	if _, ok := newHistCache(0).take("c", 1); ok {
+		t.Fatal("a cache bounded at 0 kept something")
+	}
+}
