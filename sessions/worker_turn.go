@@ -58,7 +58,8 @@ type activeTurn struct {
 	claimed bool
 	next    *Turn
 
-	log *slog.Logger
+	logOnce sync.Once
+	log     *slog.Logger // made by logger, on first use
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -106,7 +107,7 @@ func (w *TurnWorker) runOne(t *Turn) *activeTurn {
 
 	e := at.entry
 	if e.Deliveries > 1 {
-		at.log.Info("taking over an entry handed out before", "deliveries", e.Deliveries)
+		at.logger().Info("taking over an entry handed out before", "deliveries", e.Deliveries)
 		if f := w.metrics.Takeover; f != nil {
 			f()
 		}
@@ -133,7 +134,6 @@ func (w *TurnWorker) begin(t *Turn) *activeTurn {
 		claimedAt:   t.Lease.Expires.Add(-w.ttl),
 		started:     w.clock.Now(),
 		control:     t.Entry.Meta[MetaControl] != "",
-		log:         w.log.With("conv", t.Lease.Conv, "entry", t.Entry.ID, "token", t.Lease.Token),
 		steer:       make(chan string, steerBuffer),
 	}
 	at.ctx, at.cancel = context.WithCancelCause(w.hard)
@@ -171,7 +171,7 @@ func (w *TurnWorker) end(at *activeTurn) {
 	if at.marked && !at.lost.Load() {
 		ctx, cancel := w.storeCtx()
 		if err := w.store.SetMeta(ctx, at.lease.Conv, ConvMetaTurn, ""); err != nil {
-			at.log.Warn("clearing the running-turn mark failed", "err", err)
+			at.logger().Warn("clearing the running-turn mark failed", "err", err)
 		}
 		cancel()
 	}
@@ -180,6 +180,18 @@ func (w *TurnWorker) end(at *activeTurn) {
 		delete(w.running, at.lease.Conv)
 	}
 	w.mu.Unlock()
+}
+
+// logger logs with the turn's conversation, entry and lease token. It is
+// made when first needed: a turn that goes well logs one line, which
+// names them itself.
+func (at *activeTurn) logger() *slog.Logger {
+	at.logOnce.Do(func() { at.log = at.w.log.With(at.logAttrs()...) })
+	return at.log
+}
+
+func (at *activeTurn) logAttrs() []any {
+	return []any{"conv", at.lease.Conv, "entry", at.entry.ID, "token", at.lease.Token}
 }
 
 func (at *activeTurn) info() RunningTurn {
@@ -221,7 +233,7 @@ func (at *activeTurn) renew() {
 		}
 	default:
 		// The store may be back before the lease runs out; try sooner.
-		at.log.Warn("renewing the turn's lease failed; retrying", "err", err)
+		at.logger().Warn("renewing the turn's lease failed; retrying", "err", err)
 		at.scheduleRenew(every / 3)
 	}
 }
@@ -229,7 +241,7 @@ func (at *activeTurn) renew() {
 // loseLease records that the turn lost its lease, counting it once.
 func (at *activeTurn) loseLease(when string, err error) {
 	if at.lost.CompareAndSwap(false, true) {
-		at.log.Warn("the turn's lease was lost; it commits nothing", "found_at", when, "err", err)
+		at.logger().Warn("the turn's lease was lost; it commits nothing", "found_at", when, "err", err)
 		at.w.countLeaseLost()
 	}
 }
@@ -253,7 +265,7 @@ func (at *activeTurn) mark() {
 	ctx, cancel := at.w.storeCtx()
 	defer cancel()
 	if err := at.w.store.SetMeta(ctx, at.lease.Conv, ConvMetaTurn, string(b)); err != nil {
-		at.log.Warn("marking the running turn failed", "err", err)
+		at.logger().Warn("marking the running turn failed", "err", err)
 		return
 	}
 	at.mu.Lock()
@@ -290,10 +302,10 @@ func (at *activeTurn) signal(s Signal) {
 	}
 	switch s.Kind {
 	case SignalStop:
-		at.log.Info("stopping the turn", "reason", s.Text)
+		at.logger().Info("stopping the turn", "reason", s.Text)
 		at.cancel(&stopCause{reason: s.Text})
 	case SignalInterrupt:
-		at.log.Info("interrupting the turn for a new message", "by", s.EntryID)
+		at.logger().Info("interrupting the turn for a new message", "by", s.EntryID)
 		at.cancel(errInterrupted)
 	case SignalSteer:
 		at.offerSteer(s.EntryID, s.Text)
@@ -310,9 +322,9 @@ func (at *activeTurn) offerSteer(entryID, text string) {
 	select {
 	case at.steer <- text:
 		at.steered = append(at.steered, entryID)
-		at.log.Info("steering the turn", "by", entryID)
+		at.logger().Info("steering the turn", "by", entryID)
 	default:
-		at.log.Warn("too many steered messages; this one runs as its own turn", "by", entryID)
+		at.logger().Warn("too many steered messages; this one runs as its own turn", "by", entryID)
 	}
 }
 
@@ -335,18 +347,20 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	}
 	e := at.entry
 	conv := at.lease.Conv
-	at.log.Debug("turn started", "deliveries", e.Deliveries)
+	if w.log.Enabled(at.ctx, slog.LevelDebug) {
+		at.logger().Debug("turn started", "deliveries", e.Deliveries)
+	}
 
 	history, err := w.history(at)
 	if err != nil {
-		at.log.Error("loading the history failed; the entry waits for another run", "err", err)
+		at.logger().Error("loading the history failed; the entry waits for another run", "err", err)
 		w.countFailed("history")
 		w.retryLater(at, "history")
 		return
 	}
 	origin, err := ReplyTarget(e.Inbound)
 	if err != nil {
-		at.log.Warn("the entry has no reply target; its replies are dropped", "err", err)
+		at.logger().Warn("the entry has no reply target; its replies are dropped", "err", err)
 	}
 	in := TurnInput{Conv: conv, Entry: e, History: history, Origin: origin, Steer: at.steer}
 	var watch TurnWatch
@@ -372,11 +386,11 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 			out.End = TurnInterrupted
 		}
 	case at.ctx.Err() != nil:
-		at.log.Info("turn cancelled by the worker stopping; handing its entry back")
+		at.logger().Info("turn cancelled by the worker stopping; handing its entry back")
 		w.handBack(at.lease, "shutdown")
 		return
 	default:
-		at.log.Error("the turn failed; the entry waits for another run", "err", runErr)
+		at.logger().Error("the turn failed; the entry waits for another run", "err", runErr)
 		w.countFailed("runner")
 		w.retryLater(at, "runner failed")
 		return
@@ -388,7 +402,8 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	f := Finish{EntryID: e.ID, Absorbed: absorbed, History: out.History, Outbox: w.outboxOf(at, msgs), Release: true}
 	if w.commit(at, f) {
 		took := w.clock.Now().Sub(at.started)
-		at.log.Info("turn finished", "end", string(out.End), "model_calls", out.ModelCalls, "took", took, "absorbed", len(absorbed))
+		w.log.Info("turn finished", append(at.logAttrs(),
+			"end", string(out.End), "model_calls", out.ModelCalls, "took", took, "absorbed", len(absorbed))...)
 		if f := w.metrics.Finished; f != nil {
 			f(out.End, took)
 		}
@@ -413,7 +428,7 @@ func (w *TurnWorker) history(at *activeTurn) ([]Message, error) {
 func (w *TurnWorker) run(at *activeTurn, in TurnInput) (out TurnOutput, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			at.log.Error("the turn runner panicked", "panic", p, "stack", string(debug.Stack()))
+			at.logger().Error("the turn runner panicked", "panic", p, "stack", string(debug.Stack()))
 			out, err = TurnOutput{}, fmt.Errorf("turn runner panicked: %v", p)
 		}
 	}()
@@ -433,7 +448,7 @@ func (w *TurnWorker) outboxOf(at *activeTurn, msgs []outbox.Message) []outbox.Me
 			m.Conv = at.lease.Conv
 		}
 		if err := m.Target.Validate(); err != nil {
-			at.log.Warn("dropping a message without a valid target", "kind", m.Kind, "err", err)
+			at.logger().Warn("dropping a message without a valid target", "kind", m.Kind, "err", err)
 			continue
 		}
 		out = append(out, m)
@@ -472,20 +487,20 @@ func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
 			at.loseLease("commit", err)
 			return false
 		case errs.Is(err, errs.NotFound) && len(f.Absorbed) > 0:
-			at.log.Warn("a steered entry left the queue; committing without it", "err", err)
+			at.logger().Warn("a steered entry left the queue; committing without it", "err", err)
 			f.Absorbed = nil
 			continue
 		case (errs.Is(err, errs.TooLarge) || errs.Is(err, errs.Invalid)) && !replaced:
-			at.log.Error("the store refused the turn's result; committing a notice instead", "err", err)
+			at.logger().Error("the store refused the turn's result; committing a notice instead", "err", err)
 			f = w.refusedFinish(at, f, err)
 			replaced = true
 			continue
 		case errs.Is(err, errs.Unavailable) && attempt < commitAttempts:
-			at.log.Warn("committing the turn failed; retrying", "attempt", attempt, "err", err)
+			at.logger().Warn("committing the turn failed; retrying", "attempt", attempt, "err", err)
 			w.pause(time.Duration(attempt) * 100 * time.Millisecond)
 			continue
 		}
-		at.log.Error("committing the turn failed; the entry waits for another run", "err", err)
+		at.logger().Error("committing the turn failed; the entry waits for another run", "err", err)
 		w.countFailed("commit")
 		w.retryLater(at, "commit failed")
 		return false
@@ -533,7 +548,7 @@ func (w *TurnWorker) refusedFinish(at *activeTurn, f Finish, why error) Finish {
 // notice, so it stops taking workers down.
 func (w *TurnWorker) drop(at *activeTurn) {
 	at.settled.Store(true)
-	at.log.Error("dropping an entry handed out too often without an ack", "deliveries", at.entry.Deliveries)
+	at.logger().Error("dropping an entry handed out too often without an ack", "deliveries", at.entry.Deliveries)
 	target, _ := ReplyTarget(at.entry.Inbound)
 	notice := outbox.Message{
 		Target: target, ReplyTo: at.entry.MessageID, Kind: KindNotice,
@@ -555,11 +570,11 @@ func (w *TurnWorker) runControl(at *activeTurn) {
 	if !ok || cmd.Run == nil {
 		// Queued by a process that knows a command this one does not:
 		// answering beats leaving it to block the conversation.
-		at.log.Warn("no command runs this control entry; acking it", "command", name)
+		at.logger().Warn("no command runs this control entry; acking it", "command", name)
 		ct.Reply(fmt.Sprintf("/%s is not available in this version of herald.", name))
 	} else if err := w.runCommand(at, cmd, ct); err != nil {
 		at.settled.Store(true)
-		at.log.Error("a queued command failed; the entry waits for another run", "command", name, "err", err)
+		at.logger().Error("a queued command failed; the entry waits for another run", "command", name, "err", err)
 		w.countFailed("control")
 		w.retryLater(at, "command failed")
 		return
@@ -570,14 +585,14 @@ func (w *TurnWorker) runControl(at *activeTurn) {
 		msgs = append(msgs, outbox.Message{Target: target, Text: text, ReplyTo: e.MessageID, Kind: KindCommand})
 	}
 	if w.commit(at, Finish{EntryID: e.ID, Outbox: w.outboxOf(at, msgs), Release: true}) {
-		at.log.Info("queued command done", "command", name)
+		at.logger().Info("queued command done", "command", name)
 	}
 }
 
 func (w *TurnWorker) runCommand(at *activeTurn, cmd Command, ct *ControlTurn) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			at.log.Error("a queued command panicked", "panic", p, "stack", string(debug.Stack()))
+			at.logger().Error("a queued command panicked", "panic", p, "stack", string(debug.Stack()))
 			err = fmt.Errorf("command /%s panicked: %v", cmd.Name, p)
 		}
 	}()
