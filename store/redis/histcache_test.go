@@ -52,28 +52,43 @@ func wantHistory(t *testing.T, what string, want, got []sessions.Message) {
 // Turns of one conversation that follow each other in one process take
 // the history that process kept, and it is the whole history.
 func TestKeptHistoryServesTheNextTurn(t *testing.T) {
+	ctx := context.Background()
 	db, _ := newFake(t)
 	s := db.Sessions()
 	var want []sessions.Message
 	for i := range 4 {
+		stored, err := s.History(ctx, "c")
+		if err != nil {
+			t.Fatal(err)
+		}
 		turn := appendClaim(t, s, "c", strconv.Itoa(i))
-		wantHistory(t, "turn "+strconv.Itoa(i), want, turn.History)
+		// What the turn is given is what a read returns.
+		wantHistory(t, "turn "+strconv.Itoa(i), stored, turn.History)
 		// A turn may change the slice it was given.
 		if len(turn.History) > 0 {
 			turn.History[0].Content = "changed by the turn"
 			turn.History = append(turn.History, sessions.Message{Role: "user", Content: "appended by the turn"})
 		}
-		commit(t, s, turn, exchange(i))
-		want = append(want, exchange(i)...)
+		msgs := exchange(i)
+		if i == 1 {
+			// Stored, a string that is not UTF-8 and a time with a
+			// monotonic reading and a zone come back changed.
+			msgs[0].Content = "bad \xff byte"
+			msgs[1].At = time.Now().In(time.FixedZone("X", 3600))
+		}
+		commit(t, s, turn, msgs)
+		want = append(want, msgs...)
 	}
 	if got := db.hist.served.Load(); got != 3 {
 		t.Fatalf("%d turns took the kept history, want 3 (every one after the first)", got)
 	}
-	got, err := s.History(context.Background(), "c")
+	got, err := s.History(ctx, "c")
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantHistory(t, "stored", want, got)
+	if len(got) != len(want) || got[2].Content == want[2].Content || !got[3].At.Equal(want[3].At) {
+		t.Fatalf("stored history %+v, want the committed %+v with the bad byte replaced", got, want)
+	}
 }
 
 // Whatever another process did to the history, the next turn here sees

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -308,7 +309,7 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 		[]string{s.db.convKey(tag, "state"), s.db.readyKey(), s.db.convKey(tag, "hist"), s.db.convKey(tag, "meta")},
 		args...)
 	if err == nil && len(v) > 0 && str(v[0]) == "OK" {
-		s.db.wroteHistory(op, l.Conv, base, known, hist)
+		s.db.wroteHistory(op, l.Conv, base, known, f.History, hist)
 	}
 	return v, err
 }
@@ -337,7 +338,7 @@ func (s *sessionStore) AppendHistory(ctx context.Context, l sessions.Lease, msgs
 	if err := status(op, v); err != nil {
 		return err
 	}
-	s.db.wroteHistory(op, l.Conv, base, known, hist)
+	s.db.wroteHistory(op, l.Conv, base, known, msgs, hist)
 	return nil
 }
 
@@ -468,24 +469,49 @@ func (db *DB) readHistory(op, conv string, token int64, v any) ([]sessions.Messa
 // wroteHistory is called once a write under token appended hist (the
 // encoded messages) to conv's history: the entry taken before the write,
 // base when ok, goes back extended.
-func (db *DB) wroteHistory(op, conv string, base histEntry, ok bool, hist [][]byte) {
+func (db *DB) wroteHistory(op, conv string, base histEntry, ok bool, msgs []sessions.Message, hist [][]byte) {
 	if !ok {
 		return
 	}
-	if len(hist) == 0 {
-		db.hist.putBack(conv, base)
-		return
+	size := 0
+	for _, h := range hist {
+		size += len(h) + histMessageOverhead
 	}
-	// The messages are kept as a read would return them, decoded from
-	// what was stored, not as the caller gave them.
-	raw := make([]any, len(hist))
-	for i, h := range hist {
-		raw[i] = string(h)
+	added, ok := asRead(msgs)
+	if !ok {
+		// Decoded from what was stored, the messages are what a read
+		// returns.
+		raw := make([]any, len(hist))
+		for i, h := range hist {
+			raw[i] = string(h)
+		}
+		var err error
+		if added, _, err = decodeHistorySized(op, raw); err != nil {
+			return
+		}
 	}
-	added, size, err := decodeHistorySized(op, raw)
-	if err == nil {
-		db.hist.putBack(conv, base.extended(added, size))
+	db.hist.putBack(conv, base.extended(added, size))
+}
+
+// asRead returns msgs as a read of the history would return them, with
+// their times' monotonic readings stripped, and reports whether it could:
+// a string that is not valid UTF-8 comes back from its encoding changed,
+// which only decoding it tells exactly.
+func asRead(msgs []sessions.Message) ([]sessions.Message, bool) {
+	out := slices.Clone(msgs)
+	for i := range out {
+		m := &out[i]
+		if !utf8.ValidString(m.Role) || !utf8.ValidString(m.Content) || !utf8.ValidString(m.ToolCallID) || !utf8.ValidString(m.Name) {
+			return nil, false
+		}
+		for _, c := range m.ToolCalls {
+			if !utf8.ValidString(c.ID) || !utf8.ValidString(c.Name) || !utf8.ValidString(c.Arguments) {
+				return nil, false
+			}
+		}
+		m.At = m.At.Round(0)
 	}
+	return out, true
 }
 
 // decodeHistory decodes a history list as LRANGE answers it, read alone
