@@ -103,7 +103,8 @@ type TurnWatch interface {
 
 // TurnWorker runs conversations' turns: one claim loop leases ready
 // conversations and runs up to Turns of them at once, each in its own
-// goroutine for as long as it runs. Nothing polls per turn: leases are
+// goroutine for as long as it runs (one that ran turns before, see
+// runners.go). Nothing polls per turn: leases are
 // renewed on timers, and signals reach turns through HandleSignal.
 type TurnWorker struct {
 	store         Store
@@ -140,6 +141,7 @@ type TurnWorker struct {
 	hard       context.Context
 	hardCancel context.CancelCauseFunc
 	turns      sync.WaitGroup
+	runners    *runners // the goroutines turns run on
 }
 
 // NewTurnWorker returns a worker; Start runs it. Errors: Invalid (no
@@ -232,6 +234,7 @@ func (w *TurnWorker) Start(ctx context.Context) error {
 	w.started = true
 	w.base = context.WithoutCancel(ctx)
 	w.hard, w.hardCancel = context.WithCancelCause(ctx)
+	w.runners = newRunners(w.hard, min(cap(w.slots), maxParkedRunners))
 	go w.claimLoop()
 	return nil
 }
@@ -419,7 +422,7 @@ func (w *TurnWorker) start(turn *Turn, why string) bool {
 		w.handBack(turn.Lease, why)
 		return false
 	}
-	go w.runTurn(turn)
+	w.runners.run(turn, w.runTurn)
 	return true
 }
 
