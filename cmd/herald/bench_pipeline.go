@@ -103,5 +103,13 @@ func printPipeline(m *Main, res bench.PipelineResult) error {
 		res.RawPerS, res.Ratio,
 		res.AddedP50Ms, res.AddedP99Ms, res.UnloadedTurns,
 		res.PeakRSSMB)
+	if err != nil || res.CPUUsPerTurn == 0 {
+		return err
+	}
+	_, err = fmt.Fprintf(m.Stdout, "cpu      %9.1f µs a turn, %.1f µs a raw pass (this process)\n", res.CPUUsPerTurn, res.RawCPUUsPerPass)
+	if err != nil || res.ServerCPUUsPerTurn == 0 {
+		return err
+	}
+	_, err = fmt.Fprintf(m.Stdout, "server   %9.1f µs a turn, %.1f µs a raw pass (the store's server)\n", res.ServerCPUUsPerTurn, res.RawServerCPUUsPerPass)
 	return err
 }

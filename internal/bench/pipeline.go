@@ -77,6 +77,14 @@ type PipelineResult struct {
 	LoadedP99Ms float64 `json:"loaded_p99_ms,omitempty"`
 	RawPerS     float64 `json:"raw_per_s,omitempty"`
 	Ratio       float64 `json:"ratio,omitempty"` // TurnsPerS / RawPerS
+	// Where the time goes, in the same run: the CPU time this process
+	// used per turn and per raw pass, and, on a store with a server of
+	// its own (Redis), the server's. A ratio follows from these on a
+	// machine whose cores the two share.
+	CPUUsPerTurn          float64 `json:"cpu_us_per_turn,omitempty"`
+	RawCPUUsPerPass       float64 `json:"raw_cpu_us_per_pass,omitempty"`
+	ServerCPUUsPerTurn    float64 `json:"server_cpu_us_per_turn,omitempty"`
+	RawServerCPUUsPerPass float64 `json:"raw_server_cpu_us_per_pass,omitempty"`
 	// The unloaded phase: UnloadedTurns turns one at a time; the added
 	// latency is Deliver to the adapter's Send, less the model's delay.
 	UnloadedTurns int     `json:"unloaded_turns,omitempty"`
@@ -223,19 +231,26 @@ func openGatewayStore(ctx context.Context, b backend, opt PipelineOptions) (gate
 // its share of the turns per round, then runs the unloaded phase.
 func measureThroughput(ctx context.Context, b backend, p *pipeline, opt PipelineOptions, res *PipelineResult) error {
 	var raw, herald run
+	var rawCPU, heraldCPU cpuUse
 	for r := range rounds {
 		n := share(opt.Turns, rounds, r)
+		at := readCPU(ctx, b)
 		rr, err := driveRaw(ctx, n, opt.Conversations, b.rawStep)
 		if err != nil {
 			return fmt.Errorf("raw loop: %w", err)
 		}
 		raw.add(rr)
+		mid := readCPU(ctx, b)
+		rawCPU.add(at, mid)
 		hr, err := driveLanes(ctx, p, "r"+strconv.Itoa(r), n, opt.Conversations, opt.ModelDelay)
 		if err != nil {
 			return fmt.Errorf("pipeline: %w", err)
 		}
 		herald.add(hr)
+		heraldCPU.add(mid, readCPU(ctx, b))
 	}
+	res.CPUUsPerTurn, res.ServerCPUUsPerTurn = heraldCPU.perItem(len(herald.latencies))
+	res.RawCPUUsPerPass, res.RawServerCPUUsPerPass = rawCPU.perItem(len(raw.latencies))
 	res.TurnsPerS = herald.perSecond()
 	res.LoadedP50Ms, res.LoadedP99Ms = herald.quantiles()
 	res.RawPerS = raw.perSecond()
@@ -399,4 +414,41 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// cpuAt is the CPU time used so far by this process and by the store's
+// server (server false when there is none, or it could not be read).
+type cpuAt struct {
+	process, server time.Duration
+	hasServer       bool
+}
+
+func readCPU(ctx context.Context, b backend) cpuAt {
+	server, ok := b.serverCPU(ctx)
+	return cpuAt{process: processCPU(), server: server, hasServer: ok}
+}
+
+// cpuUse adds up the CPU time of the phases of one kind.
+type cpuUse struct {
+	process, server time.Duration
+	noServer        bool
+}
+
+func (u *cpuUse) add(from, to cpuAt) {
+	u.process += to.process - from.process
+	u.server += to.server - from.server
+	u.noServer = u.noServer || !from.hasServer || !to.hasServer
+}
+
+// perItem returns the CPU time per item in µs, the process's and the
+// server's (0 without one).
+func (u cpuUse) perItem(n int) (process, server float64) {
+	if n == 0 {
+		return 0, 0
+	}
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(n) }
+	if u.noServer {
+		return us(u.process), 0
+	}
+	return us(u.process), us(u.server)
 }

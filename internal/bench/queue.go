@@ -65,6 +65,9 @@ type backend interface {
 	rawStep(ctx context.Context, conv int) error
 	// cleanup removes everything the run made.
 	cleanup(ctx context.Context) error
+	// serverCPU is the CPU time the store's server has used so far, and
+	// false for a store that runs in this process.
+	serverCPU(ctx context.Context) (time.Duration, bool)
 }
 
 type sessionStore interface {

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -109,6 +111,29 @@ func (b *redisBackend) cleanup(ctx context.Context) error {
 		return b.raw.Unlink(ctx, batch...).Err()
 	}
 	return nil
+}
+
+// serverCPU is the server's CPU time, user and system, of all its
+// threads, from INFO cpu.
+func (b *redisBackend) serverCPU(ctx context.Context) (time.Duration, bool) {
+	info, err := b.raw.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, false
+	}
+	var total float64
+	found := 0
+	for line := range strings.Lines(info) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, false
+			}
+			total += f
+			found++
+		}
+	}
+	return time.Duration(total * float64(time.Second)), found == 2
 }
 
 // redacted names the server without its password.

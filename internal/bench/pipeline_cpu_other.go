@@ -1,0 +1,8 @@
+//go:build !unix
+
+package bench
+
+import "time"
+
+// processCPU is 0 where the process's CPU time is not read.
+func processCPU() time.Duration { return 0 }
