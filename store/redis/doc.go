@@ -36,6 +36,10 @@
 //	                                    fencing counter, only increases: by
 //	                                    one with each grant, and with each
 //	                                    ClearHistory, see histcache.go);
+//	                                    hl (the history's length, written
+//	                                    with every append to it and by
+//	                                    ClearHistory; absent in a state of
+//	                                    an earlier layout);
 //	                                    n0 … n5 (entries per lane, queued and
 //	                                    delivered-unacked); lanes (a digit
 //	                                    for each lane whose count is above
@@ -198,8 +202,8 @@
 // expiry), returning the turn instead of the metadata; a claim (AppendClaim's, Claim, ClaimMany, the claim of
 // FinishAndClaim) brings the conversation's history with it (one LRANGE in
 // the script), except that AppendClaim leaves it out when it is the one
-// this process kept from its last turn of the conversation (one LLEN
-// instead; histcache.go); ClaimMany leases a backlog n at a time; Finish writes the
+// this process kept from its last turn of the conversation (read from
+// the state's hl in the HMGET it makes anyway; histcache.go); ClaimMany leases a backlog n at a time; Finish writes the
 // metadata change that ends a turn (its running-turn mark) and, given a
 // Handoff, enqueues its outbox messages due now already claimed (tok, exp
 // and w in the message's hash, the id in Pob:claimed:<platform>, one

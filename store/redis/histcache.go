@@ -16,7 +16,8 @@ import (
 // history's length: the script leaves the history out of its reply when
 // the conversation's fence still equals the token (no lease was granted
 // since, and no ClearHistory ran, which moves the fence too) and the list
-// still has that length. Under one fence only the holder of that lease
+// still has that length (the state's hl, which every write of the
+// history keeps). Under one fence only the holder of that lease
 // writes the history, and only by appending, so with the length unchanged
 // the list is unchanged, and the turn takes the kept copy instead of
 // reading and decoding every message again.

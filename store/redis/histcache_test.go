@@ -118,6 +118,24 @@ func TestKeptHistoryNotServedAfterOthersWrote(t *testing.T) {
 		wantHistory(t, "after the other's write", exchange(1), turn.History)
 	})
 
+	t.Run("a state of an earlier layout, without the history's length", func(t *testing.T) {
+		commit(t, s, appendClaim(t, s, "d", "1"), exchange(1))
+		if err := here.client.HDel(ctx, here.convKey(convTag("d"), "state"), "hl").Err(); err != nil {
+			t.Fatal(err)
+		}
+		turn := notServed(t, here, func() *sessions.Turn { return appendClaim(t, s, "d", "2") })
+		wantHistory(t, "without hl", exchange(1), turn.History)
+		// Its commit writes the length again, and the next turn takes
+		// the kept copy.
+		commit(t, s, turn, exchange(2))
+		before := here.hist.served.Load()
+		turn = appendClaim(t, s, "d", "3")
+		wantHistory(t, "after hl came back", append(exchange(1), exchange(2)...), turn.History)
+		if here.hist.served.Load() != before+1 {
+			t.Fatal("the turn after a commit read the history again")
+		}
+	})
+
 	t.Run("another process cleared the history", func(t *testing.T) {
 		commit(t, s, appendClaim(t, s, "c", "1"), exchange(1))
 		held := appendClaim(t, s, "c", "2")

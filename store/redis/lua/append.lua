@@ -24,11 +24,12 @@
 -- expires ms, enqueued ms, and {encoded history message, …}, or 1 in
 -- place of the history when it is the one the caller knows: the fence is
 -- still the token it was known at, so no lease was granted since and only
--- that lease's holder appended to it, and its length is the same.
+-- that lease's holder appended to it, and its length (the state's hl) is
+-- the same.
 local now = now_ms(ARGV[4])
 local lane = ARGV[2]
 local count = 'n' .. lane
-local v = redis.call('HMGET', KEYS[1], 'token', 'exp', 'seq', count, 'lanes', 'fence')
+local v = redis.call('HMGET', KEYS[1], 'token', 'exp', 'seq', count, 'lanes', 'fence', 'hl')
 local lanes = v[5] or ''
 
 -- Ids are "<seq>-<lane>": a per-conversation sequence, so ids order the
@@ -73,10 +74,13 @@ if ARGV[6] ~= '' and lanes == '' and not live(v[1], v[2], now) then
   -- Held, the conversation is indexed at its lease's expiry, as a claim
   -- indexes it.
   redis.call('ZADD', KEYS[2], exp, ARGV[1])
-  if ARGV[8] ~= '' and v[6] == ARGV[8] and redis.call('LLEN', KEYS[5]) == tonumber(ARGV[9]) then
+  -- hl is the history's length, as the writes under a lease (finish,
+  -- history) and clear_history leave it; absent, as in a state of an
+  -- earlier layout, the history is read.
+  if ARGV[8] ~= '' and v[6] == ARGV[8] and v[7] == ARGV[9] then
     return {id, 0, {}, token, exp, at, 1}
   end
-  return {id, 0, {}, token, exp, at, redis.call('LRANGE', KEYS[5], 0, -1)}
+  return {id, 0, {}, token, exp, at, redis.call('LRANGE', KEYS[5], '0', '-1')}
 end
 redis.call('XADD', KEYS[3], id, 'd', ARGV[3], 'at', at)
 redis.call('HSET', KEYS[1], unpack(fields))

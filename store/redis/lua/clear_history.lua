@@ -8,5 +8,6 @@
 redis.call('DEL', KEYS[2])
 if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('HINCRBY', KEYS[1], 'fence', 1)
+  redis.call('HSET', KEYS[1], 'hl', '0')
 end
 return {'OK'}

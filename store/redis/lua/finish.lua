@@ -128,7 +128,9 @@ end
 local now
 local h = tonumber(ARGV[11 + a])
 if h > 0 then
-  call_all('RPUSH', KEYS[3], ARGV, 12 + a, h)
+  -- The state keeps the history's length (hl; see append).
+  fields[#fields + 1] = 'hl'
+  fields[#fields + 1] = int(call_all('RPUSH', KEYS[3], ARGV, 12 + a, h))
 end
 local at = 12 + a + h
 local o = tonumber(ARGV[at])

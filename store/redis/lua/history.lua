@@ -8,6 +8,7 @@ if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then
   return {'LOST'}
 end
 if #ARGV > 1 then
-  call_all('RPUSH', KEYS[2], ARGV, 2, #ARGV - 1)
+  -- The state keeps the history's length (hl; see append).
+  redis.call('HSET', KEYS[1], 'hl', int(call_all('RPUSH', KEYS[2], ARGV, 2, #ARGV - 1)))
 end
 return {'OK'}

@@ -19,6 +19,8 @@ local function now_ms(arg)
 end
 
 -- int formats a number without an exponent, for ids and stored times.
+-- Numbers go to redis.call as strings (int's, or literals such as '0'):
+-- a Lua number given to redis.call is formatted as a float each time.
 local function int(n)
   return string.format('%d', n)
 end
@@ -54,13 +56,15 @@ end
 -- long batch never exceeds Lua's stack for unpack: one command for a
 -- batch rather than one per item, as each call inside a script costs
 -- about as much as a small command. A chunk is an even number of args, so
--- score/member pairs stay together.
+-- score/member pairs stay together. It returns the last command's reply.
 local function call_all(cmd, key, args, from, n)
   local i = from
   local last = from + n - 1
+  local reply
   while i <= last do
     local j = math.min(i + 999, last)
-    redis.call(cmd, key, unpack(args, i, j))
+    reply = redis.call(cmd, key, unpack(args, i, j))
     i = j + 1
   end
+  return reply
 end

@@ -15,7 +15,7 @@ local CLAIM_TRIES = 16
 -- it costs one command here rather than a round trip of its own.
 local function claim_next(prefix, ready, worker, ttl, now)
   for _ = 1, CLAIM_TRIES do
-    local head = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
+    local head = redis.call('ZRANGE', ready, '0', '0', 'WITHSCORES')
     local tag = head[1]
     if not tag then
       return nil
@@ -48,7 +48,7 @@ local function claim_next(prefix, ready, worker, ttl, now)
         -- Held, the conversation is indexed at its lease's expiry: found
         -- again if the holder dies, passed over while it lives.
         redis.call('ZADD', ready, exp, tag)
-        local hist = redis.call('LRANGE', conv_key(prefix, tag, 'hist'), 0, -1)
+        local hist = redis.call('LRANGE', conv_key(prefix, tag, 'hist'), '0', '-1')
         return tag, token, exp, id, data, at, deliveries, hist
       end
     end

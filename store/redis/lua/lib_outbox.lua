@@ -28,14 +28,15 @@ local function ob_enqueue(prefix, data, platform, idem, next_at, now, window, ho
   local claimed = hold and due <= now
   if claimed then
     hold[2] = hold[2] or int(-seq)
-    redis.call('HSET', mkey, 'd', data, 'p', platform, 'n', 0, 'next', int(due), 'at', int(now), 'e', '',
+    redis.call('HSET', mkey, 'd', data, 'p', platform, 'n', '0', 'next', int(due), 'at', int(now), 'e', '',
       'tok', hold[2], 'exp', hold[3], 'w', hold[1])
     redis.call('ZADD', ob_key(prefix, 'claimed:' .. platform), hold[3], id)
   else
-    redis.call('HSET', mkey, 'd', data, 'p', platform, 'n', 0, 'next', int(due), 'at', int(now), 'e', '')
+    redis.call('HSET', mkey, 'd', data, 'p', platform, 'n', '0', 'next', int(due), 'at', int(now), 'e', '')
     redis.call('ZADD', ob_key(prefix, 'due:' .. platform), due, id)
   end
-  redis.call('ZADD', ob_key(prefix, 'all'), seq, id)
+  -- The id is the sequence zero-padded, which ZADD reads as the score.
+  redis.call('ZADD', ob_key(prefix, 'all'), id, id)
   return id, 0, claimed
 end
 
