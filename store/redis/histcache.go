@@ -33,7 +33,7 @@ type histCache struct {
 
 	mu    sync.Mutex
 	m     map[string]histEntry
-	bytes int // the sum of the entries' sizes
+	bytes int // the sum of the entries' costs
 	max   int // bytes kept at most; 0 keeps nothing
 }
 
@@ -44,6 +44,13 @@ type histEntry struct {
 	msgs  []sessions.Message
 	size  int // the encoded messages' length in bytes
 }
+
+// histEntryOverhead is what an entry takes beyond its messages, about:
+// its key, its place in the map and the entry itself.
+const histEntryOverhead = 128
+
+// cost is about how much memory e takes.
+func (e histEntry) cost() int { return e.size + histEntryOverhead }
 
 // DefaultHistoryCacheBytes bounds the histories a store keeps in memory
 // when Options.HistoryCacheBytes is 0.
@@ -98,7 +105,7 @@ func (c *histCache) drop(conv string) {
 
 func (c *histCache) dropLocked(conv string) {
 	if e, ok := c.m[conv]; ok {
-		c.bytes -= e.size
+		c.bytes -= e.cost()
 		delete(c.m, conv)
 	}
 }
@@ -106,11 +113,11 @@ func (c *histCache) dropLocked(conv string) {
 // addLocked adds e, then drops other entries, any, while over the bound.
 // A history of more than an eighth of the bound is not kept.
 func (c *histCache) addLocked(conv string, e histEntry) {
-	if e.size > c.max/8 {
+	if c.max <= 0 || e.cost() > c.max/8 {
 		return
 	}
 	c.m[conv] = e
-	c.bytes += e.size
+	c.bytes += e.cost()
 	for other := range c.m {
 		if c.bytes <= c.max {
 			break

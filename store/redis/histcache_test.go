@@ -167,17 +167,20 @@ func notServed(t *testing.T, db *DB, start func() *sessions.Turn) *sessions.Turn
 
 func TestHistoryCacheStaysWithinItsBound(t *testing.T) {
 	c := newHistCache(8 << 10)
+	e := histEntry{token: 1, size: 512}
 	for i := range 100 {
-		c.put("c"+strconv.Itoa(i), histEntry{token: 1, size: 512})
+		c.put("c"+strconv.Itoa(i), e)
 	}
-	if c.bytes > c.max || len(c.m) != 16 {
-		t.Fatalf("kept %d entries of %d bytes, want 16 within %d", len(c.m), c.bytes, c.max)
+	if want := c.max / e.cost(); c.bytes > c.max || len(c.m) != want {
+		t.Fatalf("kept %d entries of %d bytes, want %d within %d", len(c.m), c.bytes, want, c.max)
 	}
-	c.put("big", histEntry{token: 1, size: c.max/8 + 1})
+	c.put("big", histEntry{token: 1, size: c.max / 8})
 	if _, ok := c.get("big"); ok {
 		t.Fatal("kept a history of more than an eighth of the bound")
 	}
-	if _, ok := newHistCache(0).take("c", 1); ok {
-		t.Fatal("a cache bounded at 0 kept something")
+	none := newHistCache(0)
+	none.put("empty", histEntry{token: 1})
+	if _, ok := none.get("empty"); ok || none.bytes != 0 {
+		t.Fatal("a cache bounded at 0 kept an empty history")
 	}
 }
