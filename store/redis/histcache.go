@@ -133,6 +133,15 @@ func (e histEntry) extended(msgs []sessions.Message, size int) histEntry {
 	return histEntry{token: e.token, msgs: append(slices.Clip(e.msgs), msgs...), size: e.size + size}
 }
 
-// copy returns the messages for a turn, which may append to or change
-// its slice.
-func (e histEntry) copy() []sessions.Message { return slices.Clone(e.msgs) }
+// copy returns the messages for a turn, which may append to its slice and
+// change its messages, their tool calls included, as it may a history it
+// read.
+func (e histEntry) copy() []sessions.Message {
+	out := slices.Clone(e.msgs)
+	for i := range out {
+		if out[i].ToolCalls != nil {
+			out[i].ToolCalls = slices.Clone(out[i].ToolCalls)
+		}
+	}
+	return out
+}

@@ -56,7 +56,7 @@ func TestKeptHistoryServesTheNextTurn(t *testing.T) {
 	db, _ := newFake(t)
 	s := db.Sessions()
 	var want []sessions.Message
-	for i := range 4 {
+	for i := range 5 {
 		stored, err := s.History(ctx, "c")
 		if err != nil {
 			t.Fatal(err)
@@ -64,23 +64,32 @@ func TestKeptHistoryServesTheNextTurn(t *testing.T) {
 		turn := appendClaim(t, s, "c", strconv.Itoa(i))
 		// What the turn is given is what a read returns.
 		wantHistory(t, "turn "+strconv.Itoa(i), stored, turn.History)
-		// A turn may change the slice it was given.
-		if len(turn.History) > 0 {
-			turn.History[0].Content = "changed by the turn"
-			turn.History = append(turn.History, sessions.Message{Role: "user", Content: "appended by the turn"})
+		// A turn may change what it was given.
+		for j := range turn.History {
+			turn.History[j].Content = "changed by the turn"
+			for k := range turn.History[j].ToolCalls {
+				turn.History[j].ToolCalls[k].Name = "changed by the turn"
+			}
 		}
+		turn.History = append(turn.History, sessions.Message{Role: "user", Content: "appended by the turn"})
 		msgs := exchange(i)
-		if i == 1 {
+		switch i {
+		case 1:
 			// Stored, a string that is not UTF-8 and a time with a
 			// monotonic reading and a zone come back changed.
 			msgs[0].Content = "bad \xff byte"
 			msgs[1].At = time.Now().In(time.FixedZone("X", 3600))
+		case 2:
+			// So does a time in a zone seconds off a whole minute, as
+			// its encoding keeps the offset to the minute.
+			msgs[1].At = time.Date(2030, 1, 2, 3, 4, 5, 0, time.FixedZone("odd", 3600+21))
+			msgs[1].ToolCalls = []sessions.ToolCall{{ID: "t1", Name: "memory", Arguments: "{}"}}
 		}
 		commit(t, s, turn, msgs)
 		want = append(want, msgs...)
 	}
-	if got := db.hist.served.Load(); got != 3 {
-		t.Fatalf("%d turns took the kept history, want 3 (every one after the first)", got)
+	if got := db.hist.served.Load(); got != 4 {
+		t.Fatalf("%d turns took the kept history, want 4 (every one after the first)", got)
 	}
 	got, err := s.History(ctx, "c")
 	if err != nil {

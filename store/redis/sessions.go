@@ -494,9 +494,11 @@ func (db *DB) wroteHistory(op, conv string, base histEntry, ok bool, msgs []sess
 }
 
 // asRead returns msgs as a read of the history would return them, with
-// their times' monotonic readings stripped, and reports whether it could:
-// a string that is not valid UTF-8 comes back from its encoding changed,
-// which only decoding it tells exactly.
+// their times' monotonic readings stripped, no empty tool call lists and
+// tool calls of their own, and reports whether it could: a string that
+// is not valid UTF-8, or a time whose zone is not a whole number of
+// minutes off UTC, comes back from its encoding changed, which only
+// decoding it tells exactly.
 func asRead(msgs []sessions.Message) ([]sessions.Message, bool) {
 	out := slices.Clone(msgs)
 	for i := range out {
@@ -509,7 +511,14 @@ func asRead(msgs []sessions.Message) ([]sessions.Message, bool) {
 				return nil, false
 			}
 		}
+		if _, offset := m.At.Zone(); offset%60 != 0 {
+			return nil, false
+		}
 		m.At = m.At.Round(0)
+		m.ToolCalls = slices.Clone(m.ToolCalls)
+		if len(m.ToolCalls) == 0 {
+			m.ToolCalls = nil
+		}
 	}
 	return out, true
 }
