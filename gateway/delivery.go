@@ -128,6 +128,12 @@ type Delivery struct {
 	started  bool
 	stopping bool
 
+	// notified counts Notify calls, and claimedTo is the count the last
+	// claim started after: while they differ, a message enqueued here
+	// may wait unclaimed, and a commit's replies to its target must not
+	// pass it (see Handoff).
+	notified, claimedTo uint64
+
 	stop       chan struct{}   // closed by Shutdown: claim no more
 	ended      bool            // the loop returned: no sender starts any more
 	base       context.Context // Start's context without its cancellation, for store writes
@@ -293,6 +299,9 @@ func (d *Delivery) Shutdown(ctx context.Context) error {
 // Notify makes the claim loop claim now instead of at its next poll: a
 // turn committed a reply, or a command answer was queued.
 func (d *Delivery) Notify() {
+	d.mu.Lock()
+	d.notified++
+	d.mu.Unlock()
 	select {
 	case d.wake <- struct{}{}:
 	default:
@@ -320,7 +329,11 @@ func (d *Delivery) Handoff(msgs []outbox.Message) (h *sessions.Handoff, done fun
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.started || d.stopping || d.ended || d.roomLeftLocked() < n {
+	// Replies handed over are sent at once, so they would pass a message
+	// enqueued here earlier that the loop has not claimed yet (a command's
+	// answer beside the turn's own notice): until it has, commits enqueue
+	// theirs due, behind it.
+	if !d.started || d.stopping || d.ended || d.notified != d.claimedTo || d.roomLeftLocked() < n {
 		return nil, done
 	}
 	d.promised += n
@@ -403,8 +416,14 @@ func (d *Delivery) loop() {
 				return
 			}
 		}
+		d.mu.Lock()
+		mark := d.notified
+		d.mu.Unlock()
 		claimed := d.claim(min(n, d.batch))
-		d.dispatch(claimed)
+		d.mu.Lock()
+		d.dispatchLocked(claimed)
+		d.claimedTo = mark
+		d.mu.Unlock()
 		if len(claimed) > 0 {
 			wait = 0
 			continue
@@ -524,16 +543,9 @@ func (d *Delivery) settled(c outbox.Claimed) {
 	d.mu.Unlock()
 }
 
-// dispatch puts each claimed message in its target's lane; a new lane
-// waits for a sender, and a sender starts for each waiting lane while
-// fewer than Senders run.
-func (d *Delivery) dispatch(claimed []outbox.Claimed) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.dispatchLocked(claimed)
-}
-
-// dispatchLocked is dispatch with d.mu held.
+// dispatchLocked puts each claimed message in its target's lane; a new
+// lane waits for a sender, and a sender starts for each waiting lane while
+// fewer than Senders run. d.mu is held.
 func (d *Delivery) dispatchLocked(claimed []outbox.Claimed) {
 	for _, c := range claimed {
 		d.held++

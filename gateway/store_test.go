@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -203,4 +204,56 @@ func TestHandoffKeepsRoomForCommitsInFlight(t *testing.T) {
 	}
 	done(false)
 	dones[1](false)
+}
+
+// gatedOutbox holds each Claim until the test lets it go.
+type gatedOutbox struct {
+	outbox.Store
+	release chan struct{}
+}
+
+func (o gatedOutbox) Claim(ctx context.Context, worker string, platforms []string, max int, ttl time.Duration) ([]outbox.Claimed, error) {
+	<-o.release
+	return o.Store.Claim(ctx, worker, platforms, max, ttl)
+}
+
+// TestHandoffWaitsForAnEarlierMessagesClaim: a message enqueued here and
+// not yet claimed (a command's answer) is not passed by a commit's
+// replies: until a claim that began after it ends, commits enqueue their
+// replies due, behind it.
+func TestHandoffWaitsForAnEarlierMessagesClaim(t *testing.T) {
+	gate := gatedOutbox{release: make(chan struct{})}
+	gate.Store = openSQLite(t, clock.NewFake(t0)).Outbox()
+	var open sync.Once
+	letGo := func() { open.Do(func() { close(gate.release) }) }
+	r := newDeliveryRig(t, DeliveryOptions{Senders: 2, Outbox: gate}, &fakeAdapter{platform: "telegram"})
+	t.Cleanup(letGo) // runs before the rig's Shutdown, which claims once more
+	msg := []outbox.Message{{Target: outbox.Target{Platform: "telegram", Chat: "1"}, Text: "hi"}}
+
+	// Nothing was enqueued here: an offer is taken, whatever the loop does.
+	h, done := r.d.Handoff(msg)
+	if h == nil {
+		t.Fatal("an offer was refused with nothing waiting unclaimed")
+	}
+	done(false)
+
+	// A message is enqueued; every claim is held, so none ends after it.
+	r.d.Notify()
+	if h, done := r.d.Handoff(msg); h != nil {
+		done(false)
+		t.Fatal("an offer was taken while a message enqueued before it waits unclaimed")
+	}
+	letGo()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h, done := r.d.Handoff(msg)
+		if h != nil {
+			done(false)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("offers still refused after the loop claimed")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
