@@ -45,16 +45,23 @@ type histEntry struct {
 	size  int // the encoded messages' length in bytes
 }
 
-// histEntryOverhead is what an entry takes beyond its messages, about:
-// its key, its place in the map and the entry itself.
-const histEntryOverhead = 128
+// Memory, about: an entry takes histEntryOverhead beyond its messages
+// (its key, its place in the map, the entry itself), and a message
+// histMessageOverhead beyond its encoded length (the struct and its
+// strings' headers).
+const (
+	histEntryOverhead   = 128
+	histMessageOverhead = 128
+)
+
+// messageSize is about what a message of n encoded bytes takes decoded.
+func messageSize(n int) int { return n + histMessageOverhead }
 
 // cost is about how much memory e takes.
 func (e histEntry) cost() int { return e.size + histEntryOverhead }
 
-// DefaultHistoryCacheBytes bounds the histories a store keeps in memory
-// when Options.HistoryCacheBytes is 0.
-const DefaultHistoryCacheBytes = 16 << 20
+// historyCacheBytes bounds the histories a store keeps in memory.
+const historyCacheBytes = 16 << 20
 
 func newHistCache(max int) *histCache {
 	return &histCache{m: make(map[string]histEntry), max: max}

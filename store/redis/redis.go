@@ -42,11 +42,6 @@ type Options struct {
 	Clock clock.Clock
 	// Limits bound entry sizes and the dedupe window.
 	Limits sessions.Limits
-	// HistoryCacheBytes bounds the conversation histories kept in memory
-	// so that a turn after this process's last one of the conversation
-	// does not read its history again (see histcache.go):
-	// DefaultHistoryCacheBytes when 0, none kept when negative.
-	HistoryCacheBytes int
 }
 
 // DB is an open Redis store. It serves the sessions and outbox stores.
@@ -75,11 +70,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if strings.ContainsAny(prefix, "{}") {
 		return nil, errs.E(op, errs.Invalid, "prefix %q may not contain '{' or '}'", prefix)
 	}
-	cacheBytes := opts.HistoryCacheBytes
-	if cacheBytes == 0 {
-		cacheBytes = DefaultHistoryCacheBytes
-	}
-	db := &DB{client: opts.Client, prefix: prefix, clk: opts.Clock, lim: opts.Limits.WithDefaults(), hist: newHistCache(max(cacheBytes, 0))}
+	db := &DB{client: opts.Client, prefix: prefix, clk: opts.Clock, lim: opts.Limits.WithDefaults(), hist: newHistCache(historyCacheBytes)}
 	if db.client == nil {
 		c, err := dial(opts.URL)
 		if err != nil {

@@ -475,7 +475,7 @@ func (db *DB) wroteHistory(op, conv string, base histEntry, ok bool, msgs []sess
 	}
 	size := 0
 	for _, h := range hist {
-		size += len(h) + histMessageOverhead
+		size += messageSize(len(h))
 	}
 	added, ok := asRead(msgs)
 	if !ok {
@@ -530,10 +530,6 @@ func decodeHistory(op string, v any) ([]sessions.Message, error) {
 	return msgs, err
 }
 
-// histMessageOverhead is what a decoded message takes in memory beyond
-// its encoded length, about: the struct and its strings' headers.
-const histMessageOverhead = 128
-
 // decodeHistorySized is decodeHistory that also returns about how much
 // memory the messages take.
 func decodeHistorySized(op string, v any) ([]sessions.Message, int, error) {
@@ -545,7 +541,7 @@ func decodeHistorySized(op string, v any) ([]sessions.Message, int, error) {
 	size := 0
 	for i, h := range hist {
 		b := str(h)
-		size += len(b) + histMessageOverhead
+		size += messageSize(len(b))
 		if err := json.Unmarshal([]byte(b), &msgs[i]); err != nil {
 			return nil, 0, errs.Wrap(op, errs.Internal, err)
 		}
