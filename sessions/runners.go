@@ -13,6 +13,7 @@ import (
 // takes a deep stack) instead of growing a new goroutine's stack anew.
 // The most recently parked goroutine is given the next turn.
 type runners struct {
+	fn   func(*Turn)     // runs a turn
 	done <-chan struct{} // parked goroutines end once it is closed
 	max  int             // goroutines parked at most
 	wait time.Duration   // how long a goroutine stays parked
@@ -29,12 +30,13 @@ const runnerWait = 10 * time.Second
 // burst of turns does not leave its stacks behind.
 const maxParkedRunners = 256
 
-func newRunners(ctx context.Context, max int) *runners {
-	return &runners{done: ctx.Done(), max: max, wait: runnerWait}
+// newRunners runs turns with fn until ctx ends.
+func newRunners(ctx context.Context, max int, fn func(*Turn)) *runners {
+	return &runners{fn: fn, done: ctx.Done(), max: max, wait: runnerWait}
 }
 
-// run runs fn(t) on a parked goroutine, else on a new one.
-func (r *runners) run(t *Turn, fn func(*Turn)) {
+// run runs t on a parked goroutine, else on a new one.
+func (r *runners) run(t *Turn) {
 	r.mu.Lock()
 	if n := len(r.parked); n > 0 {
 		next := r.parked[n-1]
@@ -44,15 +46,15 @@ func (r *runners) run(t *Turn, fn func(*Turn)) {
 		return
 	}
 	r.mu.Unlock()
-	go r.loop(t, fn)
+	go r.loop(t)
 }
 
 // loop runs turns until none came within r.wait, or r.done is closed.
-func (r *runners) loop(t *Turn, fn func(*Turn)) {
+func (r *runners) loop(t *Turn) {
 	next := make(chan *Turn, 1)
 	var timer *time.Timer
 	for {
-		fn(t)
+		r.fn(t)
 		if !r.park(next) {
 			return
 		}

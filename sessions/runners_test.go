@@ -15,7 +15,6 @@ import (
 func TestRunnersReuseTheirGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := newRunners(ctx, 4)
 
 	var ids sync.Map // goroutine stack id → true
 	var ran atomic.Int64
@@ -24,6 +23,7 @@ func TestRunnersReuseTheirGoroutines(t *testing.T) {
 		ids.Store(string(buf[:runtime.Stack(buf, false)][:20]), true)
 		ran.Add(1)
 	}
+	r := newRunners(ctx, 4, one)
 	waitRan := func(n int64) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
@@ -35,7 +35,7 @@ func TestRunnersReuseTheirGoroutines(t *testing.T) {
 		}
 	}
 	for i := range 20 {
-		r.run(&Turn{}, one)
+		r.run(&Turn{})
 		waitRan(int64(i + 1))
 		// Let the goroutine park before the next turn comes.
 		for j := 0; ; j++ {
@@ -55,10 +55,10 @@ func TestRunnersReuseTheirGoroutines(t *testing.T) {
 	}
 
 	// Goroutines that wait 0 give up at once, racing each new turn.
-	quick := newRunners(ctx, 4)
+	quick := newRunners(ctx, 4, one)
 	quick.wait = 0
 	for i := range 200 {
-		quick.run(&Turn{}, one)
+		quick.run(&Turn{})
 		waitRan(int64(21 + i))
 	}
 

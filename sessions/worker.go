@@ -234,7 +234,7 @@ func (w *TurnWorker) Start(ctx context.Context) error {
 	w.started = true
 	w.base = context.WithoutCancel(ctx)
 	w.hard, w.hardCancel = context.WithCancelCause(ctx)
-	w.runners = newRunners(w.hard, min(cap(w.slots), maxParkedRunners))
+	w.runners = newRunners(w.hard, min(cap(w.slots), maxParkedRunners), w.runTurn)
 	go w.claimLoop()
 	return nil
 }
@@ -422,7 +422,7 @@ func (w *TurnWorker) start(turn *Turn, why string) bool {
 		w.handBack(turn.Lease, why)
 		return false
 	}
-	w.runners.run(turn, w.runTurn)
+	w.runners.run(turn)
 	return true
 }
 
