@@ -128,10 +128,10 @@ type Delivery struct {
 	started  bool
 	stopping bool
 
-	// notified counts Notify calls, and claimedTo is the count the last
-	// claim started after: while they differ, a message enqueued here
-	// may wait unclaimed, and a commit's replies to its target must not
-	// pass it (see Handoff).
+	// notified counts Notify calls, and claimedTo is the count at which
+	// the last claim that took every due message began: while they
+	// differ, a message enqueued here may wait unclaimed, and a commit's
+	// replies to its target must not pass it (see Handoff).
 	notified, claimedTo uint64
 
 	stop       chan struct{}   // closed by Shutdown: claim no more
@@ -419,10 +419,13 @@ func (d *Delivery) loop() {
 		d.mu.Lock()
 		mark := d.notified
 		d.mu.Unlock()
-		claimed := d.claim(min(n, d.batch))
+		claimed, all := d.claim(min(n, d.batch))
 		d.mu.Lock()
 		d.dispatchLocked(claimed)
-		d.claimedTo = mark
+		if all {
+			// Every message due when the claim began is claimed now.
+			d.claimedTo = mark
+		}
 		d.mu.Unlock()
 		if len(claimed) > 0 {
 			wait = 0
@@ -483,11 +486,12 @@ func (d *Delivery) timed(took time.Duration) {
 	d.mu.Unlock()
 }
 
-// claim takes up to n due messages for the platforms with a route.
-func (d *Delivery) claim(n int) []outbox.Claimed {
+// claim takes up to n due messages for the platforms with a route, and
+// reports whether it took all that were due: it got fewer than n.
+func (d *Delivery) claim(n int) (claimed []outbox.Claimed, all bool) {
 	platforms := d.routes.Platforms()
 	if len(platforms) == 0 {
-		return nil
+		return nil, false
 	}
 	claimed, err := d.outbox.Claim(d.hard, d.name, platforms, n, d.claimTTL)
 	if err != nil {
@@ -499,14 +503,14 @@ func (d *Delivery) claim(n int) []outbox.Claimed {
 				d.log.Warn("claiming outbox messages failed", "err", err)
 			}
 		}
-		return nil
+		return nil, false
 	}
 	if !d.warned.IsZero() {
 		d.warned = time.Time{}
 		d.log.Info("claiming outbox messages works again")
 	}
 	d.markClaims(claimed)
-	return claimed
+	return claimed, len(claimed) < n
 }
 
 // markClaims remembers each claim and counts the resends among them.

@@ -206,13 +206,18 @@ func TestHandoffKeepsRoomForCommitsInFlight(t *testing.T) {
 	dones[1](false)
 }
 
-// gatedOutbox holds each Claim until the test lets it go.
+// gatedOutbox holds each Claim until the test lets it go, and says on
+// started (when set) that one began.
 type gatedOutbox struct {
 	outbox.Store
+	started chan struct{}
 	release chan struct{}
 }
 
 func (o gatedOutbox) Claim(ctx context.Context, worker string, platforms []string, max int, ttl time.Duration) ([]outbox.Claimed, error) {
+	if o.started != nil {
+		o.started <- struct{}{}
+	}
 	<-o.release
 	return o.Store.Claim(ctx, worker, platforms, max, ttl)
 }
@@ -253,6 +258,54 @@ func TestHandoffWaitsForAnEarlierMessagesClaim(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("offers still refused after the loop claimed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestHandoffWaitsUntilEveryDueMessageIsClaimed: a claim that took a full
+// batch may have left the earlier message due, so offers stay refused
+// until a claim takes fewer than it asked for.
+func TestHandoffWaitsUntilEveryDueMessageIsClaimed(t *testing.T) {
+	gate := gatedOutbox{started: make(chan struct{}, 1000), release: make(chan struct{})}
+	gate.Store = openSQLite(t, clock.NewFake(t0)).Outbox()
+	var open sync.Once
+	letGo := func() { open.Do(func() { close(gate.release) }) }
+	r := newDeliveryRig(t, DeliveryOptions{Senders: 2, Batch: 1, Outbox: gate}, &fakeAdapter{platform: "telegram"})
+	t.Cleanup(letGo)
+	msg := []outbox.Message{{Target: outbox.Target{Platform: "telegram", Chat: "1"}, Text: "hi"}}
+	refused := func(what string) {
+		t.Helper()
+		if h, done := r.d.Handoff(msg); h != nil {
+			done(false)
+			t.Fatalf("an offer was taken %s", what)
+		}
+	}
+
+	<-gate.started // the first claim began before anything was enqueued
+	for _, text := range []string{"answer 1", "answer 2"} {
+		m := outbox.Message{Target: outbox.Target{Platform: "telegram", Chat: "1"}, Text: text}
+		if _, _, err := gate.Store.Enqueue(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.d.Notify()
+	gate.release <- struct{}{} // the first claim, begun before the enqueue, takes one
+	<-gate.started
+	refused("while both answers wait")
+	gate.release <- struct{}{} // the second takes the other, a full batch of one
+	<-gate.started
+	refused("after a full batch, which may have left a message due")
+	letGo() // the third finds nothing more
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h, done := r.d.Handoff(msg)
+		if h != nil {
+			done(false)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("offers still refused after a claim took every due message")
 		}
 		time.Sleep(time.Millisecond)
 	}
