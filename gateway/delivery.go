@@ -297,7 +297,9 @@ func (d *Delivery) Shutdown(ctx context.Context) error {
 }
 
 // Notify makes the claim loop claim now instead of at its next poll: a
-// turn committed a reply, or a command answer was queued.
+// turn committed a reply, or a command answer was queued. Until a claim
+// has taken what was queued, commits' replies are not handed over (see
+// Handoff), so they do not pass it.
 func (d *Delivery) Notify() {
 	d.mu.Lock()
 	d.notified++
