@@ -249,18 +249,7 @@ func TestHandoffWaitsForAnEarlierMessagesClaim(t *testing.T) {
 		t.Fatal("an offer was taken while a message enqueued before it waits unclaimed")
 	}
 	letGo()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		h, done := r.d.Handoff(msg)
-		if h != nil {
-			done(false)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("offers still refused after the loop claimed")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	offerTaken(t, r.d, msg, "after the loop claimed")
 }
 
 // TestHandoffWaitsUntilEveryDueMessageIsClaimed: a claim that took a full
@@ -297,15 +286,20 @@ func TestHandoffWaitsUntilEveryDueMessageIsClaimed(t *testing.T) {
 	<-gate.started
 	refused("after a full batch, which may have left a message due")
 	letGo() // the third finds nothing more
+	offerTaken(t, r.d, msg, "after a claim took every due message")
+}
+
+// offerTaken waits until d takes an offer of msgs, failing after 5 s.
+func offerTaken(t *testing.T, d *Delivery, msgs []outbox.Message, when string) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		h, done := r.d.Handoff(msg)
-		if h != nil {
+		if h, done := d.Handoff(msgs); h != nil {
 			done(false)
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("offers still refused after a claim took every due message")
+			t.Fatal("offers still refused " + when)
 		}
 		time.Sleep(time.Millisecond)
 	}
