@@ -159,6 +159,11 @@ type Finish struct {
 	// a delivery worker, as outbox.Store.Claim would have claimed them,
 	// so that the worker sends them at once, without a claim of its own.
 	Handoff *Handoff
+	// ClaimIfLeft makes FinishAndClaim claim only when the finished
+	// conversation has entries left; else it claims nothing and does not
+	// look for other ready conversations. A worker that knows of no
+	// other waiting work spares the store that search. Finish ignores it.
+	ClaimIfLeft bool
 }
 
 // Handoff asks a Finish to claim the messages it enqueues (Finish.Handoff)
@@ -264,7 +269,8 @@ type Store interface {
 	// ready behind those already waiting, so it comes back only when it
 	// has waited longest. The turn worker commits every turn this way
 	// and runs what it claimed next, so a busy worker moves from turn to
-	// turn without a Claim of its own.
+	// turn without a Claim of its own. With f.ClaimIfLeft it claims only
+	// when the finished conversation has entries left.
 	// Errors: those of Finish.
 	FinishAndClaim(ctx context.Context, l Lease, f Finish, worker string, ttl time.Duration) (*Turn, error)
 

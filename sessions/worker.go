@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -125,6 +126,13 @@ type TurnWorker struct {
 
 	wake  chan struct{} // a token asks the claim loop to claim now
 	slots chan struct{} // one token per running turn
+	// mayWait is set while other conversations may be ready: after a
+	// Wake, and after a claim that got all it asked for. While it is
+	// clear, a commit claims only when its own conversation has entries
+	// left (Finish.ClaimIfLeft), sparing the store a search that would
+	// find nothing; what other processes queue is found by the claim
+	// loop's poll.
+	mayWait atomic.Bool
 
 	mu        sync.Mutex
 	running   map[string]*activeTurn // by conversation
@@ -212,6 +220,7 @@ func NewTurnWorker(opts TurnWorkerOptions) (*TurnWorker, error) {
 		w.log = slog.Default()
 	}
 	w.log = w.log.With("worker", w.name)
+	w.mayWait.Store(true) // nothing is known yet
 	return w, nil
 }
 
@@ -292,6 +301,7 @@ func (w *TurnWorker) Shutdown(ctx context.Context) error {
 // Wake makes the claim loop claim now instead of at its next poll. The
 // router calls it after queuing a message.
 func (w *TurnWorker) Wake() {
+	w.mayWait.Store(true)
 	select {
 	case w.wake <- struct{}{}:
 	default:
@@ -440,7 +450,12 @@ func (w *TurnWorker) trySlot() bool {
 // starts a turn for each it got; the other slots are given back. It
 // returns how many turns started and the claim's error.
 func (w *TurnWorker) claimSome(n int) (int, error) {
+	// Cleared before the claim, so that a Wake during it stands.
+	w.mayWait.Store(false)
 	turns, err := w.store.ClaimMany(w.hard, w.name, n, w.ttl)
+	if err != nil || len(turns) >= n {
+		w.mayWait.Store(true)
+	}
 	found := 0
 	for _, turn := range turns {
 		switch {

@@ -137,7 +137,8 @@ type gatewayOptions struct {
 	runner   sessions.TurnRunner
 	worker   sessions.TurnWorkerOptions // Store, Runner, Metrics are filled in
 	mode     sessions.BusyInputMode
-	commands *sessions.Commands // shared by router and worker; nil means the defaults
+	commands *sessions.Commands                  // shared by router and worker; nil means the defaults
+	wrap     func(sessions.Store) sessions.Store // wraps the store router and worker use
 }
 
 // startWorker starts a turn worker with o, quiet, shut down when the
@@ -177,6 +178,9 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 		o.signals = newFakeSignals(o.clock)
 	}
 	g := &gateway{t: t, db: o.db, store: o.db.Sessions(), outbox: o.db.Outbox(), signals: o.signals, metrics: &counters{}}
+	if o.wrap != nil {
+		g.store = o.wrap(g.store)
+	}
 	wo := o.worker
 	wo.Store, wo.Runner, wo.Metrics, wo.Commands = g.store, o.runner, g.metrics.hooks(), o.commands
 	if wo.Clock == nil {

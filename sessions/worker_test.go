@@ -887,3 +887,82 @@ func TestStartAndShutdownOrder(t *testing.T) {
 		t.Errorf("NewTurnWorker without a runner: %v, want an Invalid error", err)
 	}
 }
+
+// finishRecorder records every FinishAndClaim as
+// "conv:any->claimed" or "conv:left->claimed", left when the commit asked
+// to claim only its own conversation's leftovers (Finish.ClaimIfLeft),
+// claimed empty when it claimed nothing.
+type finishRecorder struct {
+	sessions.Store
+	mu    sync.Mutex
+	calls []string
+}
+
+func (s *finishRecorder) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
+	turn, err := s.Store.FinishAndClaim(ctx, l, f, worker, ttl)
+	mode, claimed := "any", ""
+	if f.ClaimIfLeft {
+		mode = "left"
+	}
+	if turn != nil {
+		claimed = turn.Lease.Conv
+	}
+	s.mu.Lock()
+	s.calls = append(s.calls, l.Conv+":"+mode+"->"+claimed)
+	s.mu.Unlock()
+	return turn, err
+}
+
+func (s *finishRecorder) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	calls := s.calls
+	s.calls = nil
+	return calls
+}
+
+func TestCommitsLookForOtherTurnsOnlyWhenSomeMayWait(t *testing.T) {
+	noLeaks(t)
+	rec := &finishRecorder{}
+	r := newGateRunner()
+	// One slot, and a claim loop that, once it found nothing, claims
+	// again only when woken.
+	g := startGateway(t, gatewayOptions{
+		runner: r,
+		worker: sessions.TurnWorkerOptions{Turns: 1, PollMin: time.Hour, PollMax: time.Hour},
+		wrap: func(s sessions.Store) sessions.Store {
+			rec.Store = s
+			return rec
+		},
+	})
+	g.say("one")
+	g.waitSent(conv, "re: one")
+	settle() // the claim loop's first claim is over too
+	rec.take()
+
+	// Nothing waits: the commit of a turn the router started does not
+	// look for other conversations.
+	g.say("two")
+	g.waitSent(conv, "re: two")
+	if d := cmp.Diff([]string{conv + ":left->"}, rec.take()); d != "" {
+		t.Errorf("commits with nothing waiting (-want +got):\n%s", d)
+	}
+
+	// A message the router queued because the one slot was taken wakes
+	// the worker: the commit that frees the slot claims it, and the
+	// commit of that turn looks once more and finds nothing.
+	const other = "api:other"
+	g.say("slow one")
+	call := r.waitCalls(t, 3)[2]
+	g.deliver(sessions.Inbound{Conv: other, Text: "hello", Sender: "42", MessageID: "o-1"})
+	call.Release()
+	g.waitSent(other, "re: hello")
+	waitFor(t, "both commits", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return len(rec.calls) == 2
+	})
+	if d := cmp.Diff([]string{conv + ":any->" + other, other + ":any->"}, rec.take()); d != "" {
+		t.Errorf("commits with a message waiting (-want +got):\n%s", d)
+	}
+}

@@ -508,13 +508,23 @@ func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
 }
 
 // finish commits f and, unless the worker is stopping, claims the next
-// ready turn in the same step (FinishAndClaim), which at.next then holds.
-// Nothing is written, nor claimed, when it fails.
+// ready turn in the same step (FinishAndClaim), which at.next then holds:
+// any ready turn while other conversations may wait (mayWait), else only
+// when this one has entries left. Nothing is written, nor claimed, when
+// it fails.
 func (w *TurnWorker) finish(ctx context.Context, at *activeTurn, f Finish) error {
 	if w.stoppingNow() {
 		return w.store.Finish(ctx, at.lease, f)
 	}
+	// Cleared before the claim, as claimSome clears it (and when it was
+	// clear already, the commit looks for nothing else).
+	f.ClaimIfLeft = !w.mayWait.Swap(false)
 	next, err := w.store.FinishAndClaim(ctx, at.lease, f, w.name, w.ttl)
+	if err != nil || next != nil {
+		// A failed commit claimed nothing, and a claim that found work
+		// may have left more: either way other turns may wait.
+		w.mayWait.Store(true)
+	}
 	if err != nil {
 		return err
 	}

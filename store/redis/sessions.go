@@ -283,7 +283,7 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 	if f.Release {
 		release = "1"
 	}
-	args := make([]any, 0, 15+len(absorbed)+len(hist)+len(msgs)+2*len(f.Meta))
+	args := make([]any, 0, 16+len(absorbed)+len(hist)+len(msgs)+2*len(f.Meta))
 	args = append(args, s.db.prefix, tag, l.Token, f.EntryID, release, s.db.nowArg(), s.db.windowArg(),
 		worker, durMS(ttl), len(absorbed))
 	for _, id := range absorbed {
@@ -303,6 +303,11 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 		args = append(args, f.Handoff.Worker, durMS(f.Handoff.ClaimTTL()))
 	} else {
 		args = append(args, "", 0)
+	}
+	if f.ClaimIfLeft {
+		args = append(args, "1")
+	} else {
+		args = append(args, "")
 	}
 	base, known := s.db.hist.take(l.Conv, l.Token)
 	v, err := s.db.run(ctx, op, scriptFinish,

@@ -99,7 +99,8 @@ var (
 	// Every write under a lease matches the token and a held lease, in
 	// the same statement or transaction as the write: a lease taken over
 	// or released commits nothing.
-	sqlLeaseHeld = `SELECT 1 FROM conversations WHERE conv = ?1 AND lease_token = ?2 AND lease_expires IS NOT NULL`
+	sqlLeaseHeld   = `SELECT 1 FROM conversations WHERE conv = ?1 AND lease_token = ?2 AND lease_expires IS NOT NULL`
+	sqlEntriesLeft = `SELECT 1 FROM entries WHERE conv = ?1 LIMIT 1`
 
 	sqlRenew = `UPDATE conversations SET lease_expires = ?3, due = ?3, due_seq = ` + nextSeq("?3") + `
 		WHERE conv = ?1 AND lease_token = ?2 AND lease_expires IS NOT NULL`
@@ -480,6 +481,11 @@ func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f s
 		if handed, err = finishIn(t, d, op, l, f, p); err != nil {
 			return err
 		}
+		if f.ClaimIfLeft {
+			if left, err := entriesLeft(t, l.Conv); err != nil || !left {
+				return err
+			}
+		}
 		turn, err = claimIn(t, d, op, worker, ttl)
 		return err
 	})
@@ -489,6 +495,18 @@ func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f s
 	f.Handoff.Give(handed)
 	d.withHistory(ctx, turn)
 	return turn, nil
+}
+
+// entriesLeft tells whether conv has an entry queued or delivered.
+func entriesLeft(t *tx, conv string) (bool, error) {
+	var one int
+	switch err := t.st.entriesLeft.QueryRow(conv).Scan(&one); {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
 }
 
 // finishPlan is a Finish checked and encoded before its transaction.

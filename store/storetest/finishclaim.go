@@ -111,6 +111,46 @@ func runFinishAndClaim(t *testing.T, b Backend) {
 		}
 	})
 
+	t.Run("claim if left: nothing left, another conversation ready, nothing claimed", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		f.appendAll(user("c", "1"), user("other", "1"))
+		turn := f.mustClaim("w1")
+		if turn.Lease.Conv != "c" {
+			t.Fatalf("Claim took %q, want \"c\"", turn.Lease.Conv)
+		}
+		next := f.finishAndClaim(turn.Lease, sessions.Finish{
+			EntryID:     turn.Entry.ID,
+			History:     []sessions.Message{{Role: "assistant", Content: "one"}},
+			Release:     true,
+			ClaimIfLeft: true,
+		}, "w1")
+		if next != nil {
+			t.Fatalf("FinishAndClaim = %+v, want nil: c has nothing left", next)
+		}
+		if h := f.history("c"); len(h) != 1 {
+			t.Errorf("history = %+v, want the one message", h)
+		}
+		// The finish committed, and "other" waits for a claim of its own.
+		if d := cmp.Diff([]string{"1"}, f.drain("w2", "other")); d != "" {
+			t.Errorf("other's entries (-want +got):\n%s", d)
+		}
+		f.noClaim("w3")
+	})
+
+	t.Run("claim if left: entries left, the conversation ready longest is claimed", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		f.appendAll(user("c", "1"), user("other", "1"), user("c", "2"))
+		turn := f.mustClaim("w1")
+		next := f.finishAndClaim(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Release: true, ClaimIfLeft: true}, "w1")
+		// Released with "2" left, c waits behind "other", which the claim takes.
+		if next == nil || next.Lease.Conv != "other" || next.Lease.Worker != "w1" {
+			t.Fatalf("FinishAndClaim = %+v, want other's turn for w1", next)
+		}
+		if d := cmp.Diff([]string{"2"}, f.drain("w2", "c")); d != "" {
+			t.Errorf("c's entries (-want +got):\n%s", d)
+		}
+	})
+
 	// Each case makes a FinishAndClaim that must fail, with a conversation
 	// ready that it must not have claimed.
 	for _, tc := range refusedFinishes {

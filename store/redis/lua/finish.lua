@@ -27,6 +27,8 @@
 --   value ('' deletes the key)
 -- then the delivery worker to enqueue the outbox messages claimed for, or
 --   '' to enqueue them due, and the ttl in ms of that claim
+-- then '1' to claim for the worker only when this conversation has entries
+--   left, else ''
 -- Returns {'LOST'}, {'NOTFOUND'}, or {'OK', handed}, where handed is {}
 -- unless a message was enqueued claimed, else {claim token, expires ms,
 -- enqueued ms, then per outbox message its id and 1 when claimed, else
@@ -204,7 +206,9 @@ else
   end
 end
 
-if ARGV[8] == '' then
+-- Asked to claim only when this conversation has entries left, a finish
+-- that leaves it without any does not search the ready index.
+if ARGV[8] == '' or (ARGV[hk + 2] == '1' and not work) then
   return {'OK', handed}
 end
 local ntag, token, exp, nid, data, enq, deliveries, hist =
