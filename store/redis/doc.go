@@ -158,10 +158,18 @@
 //	                                    (claim expiry, ms), w (worker)
 //	Pob:due:<platform>       zset      unclaimed messages of one platform
 //	                                    scored by next attempt (ms)
-//	Pob:claimed:<platform>   zset      claimed messages of one platform
-//	                                    scored by claim expiry (ms)
-//	Pob:all                  zset      undelivered messages (claimed or
-//	                                    not) scored by enqueue sequence
+//	Pob:claimed:<platform>   zset      messages of one platform claimed
+//	                                    by ob_claim, scored by claim expiry
+//	                                    (ms)
+//	Pob:handed               zset      messages handed to a delivery
+//	                                    worker as a finish enqueued them
+//	                                    (Finish.Handoff), of every
+//	                                    platform, scored by claim expiry
+//	                                    (ms); in no other index until that
+//	                                    has passed
+//	Pob:all                  zset      undelivered messages but those in
+//	                                    Pob:handed, scored by enqueue
+//	                                    sequence
 //	Pob:dead                 zset      dead letters scored by enqueue
 //	                                    sequence
 //	Pob:idem:<key>           string    "<id>|<until ms>": idempotency key,
@@ -206,11 +214,13 @@
 // the state's hl in the HMGET it makes anyway; histcache.go); ClaimMany leases a backlog n at a time; Finish writes the
 // metadata change that ends a turn (its running-turn mark) and, given a
 // Handoff, enqueues its outbox messages due now already claimed (tok, exp
-// and w in the message's hash, the id in Pob:claimed:<platform>, one
+// and w in the message's hash, the id in Pob:handed alone, one
 // token for them all: the first one's sequence number negated, which no
 // ob_claim hands out), so the delivery worker sends them
 // without an ob_claim; and AckAll acks a batch of sent messages in one
-// call; the outbox claim and ack move
+// call, which for handed messages whose claims hold is one ZREM of
+// Pob:handed and the DEL (ob_claim makes those whose claims ran out due
+// again, in Pob:due:<platform> and Pob:all, before it claims); the outbox claim and ack move
 // a batch's messages between indexes with one ZREM or ZADD per index, not
 // one per message. The scripts keep their calls
 // few and small (on the common path one HMGET of the state fields a

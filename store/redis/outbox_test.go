@@ -9,6 +9,7 @@ import (
 
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
 )
 
 func msg(platform, text string) outbox.Message {
@@ -236,4 +237,111 @@ func TestOutboxIdempotency(t *testing.T) {
 
 	_, _, err = o.Enqueue(ctx, outbox.Message{Target: outbox.Target{Chat: "c"}})
 	wantCode(t, "Enqueue without platform", err, errs.Invalid)
+}
+
+// TestHandedMessagesLeaveNoIndexBehind follows messages handed by a
+// finish through each way a claim ends, the claim holding or run out,
+// and checks the outbox's indexes (doc.go) at each step: a handed message
+// is in ob:handed alone until its claim runs out, and once settled it is
+// in none but the dead letters'.
+func TestHandedMessagesLeaveNoIndexBehind(t *testing.T) {
+	ctx := context.Background()
+	db, clk := newFake(t)
+	s, o := db.Sessions(), db.Outbox()
+	const conv = "telegram:100"
+	mustAppend(t, s, sessions.Inbound{Conv: conv, Text: "hi"})
+	turn := mustClaim(t, s, "w1", time.Minute)
+	var handed []outbox.Claimed
+	f := sessions.Finish{
+		EntryID: turn.Entry.ID, Release: true,
+		Outbox:  []outbox.Message{msg("telegram", "one"), msg("telegram", "two"), msg("telegram", "three"), msg("telegram", "four")},
+		Handoff: &sessions.Handoff{Worker: "d1", TTL: time.Minute, Claimed: func(cs []outbox.Claimed) { handed = cs }},
+	}
+	if err := s.Finish(ctx, turn.Lease, f); err != nil {
+		t.Fatal(err)
+	}
+	if len(handed) != 4 {
+		t.Fatalf("handed %q, want the four messages", claimedTexts(handed))
+	}
+	members := func(index string) []string {
+		t.Helper()
+		ids, err := db.client.ZRange(ctx, db.prefix+"ob:"+index, 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	ids := func(cs ...outbox.Claimed) []string {
+		out := []string{}
+		for _, c := range cs {
+			out = append(out, c.ID)
+		}
+		return out
+	}
+	indexes := func(when string, want map[string][]string) {
+		t.Helper()
+		for _, index := range []string{"handed", "all", "due:telegram", "claimed:telegram", "dead"} {
+			w := want[index]
+			if w == nil {
+				w = []string{}
+			}
+			if d := cmp.Diff(w, members(index)); d != "" {
+				t.Errorf("%s: ob:%s (-want +got):\n%s", when, index, d)
+			}
+		}
+	}
+	indexes("handed", map[string][]string{"handed": ids(handed...)})
+
+	// Acked while its claim holds: out of ob:handed, and gone.
+	if err := o.Ack(ctx, handed[0]); err != nil {
+		t.Fatal(err)
+	}
+	indexes("one acked", map[string][]string{"handed": ids(handed[1:]...)})
+
+	// Run out, the others are due again once any claim looks, here one
+	// for another platform.
+	clk.Advance(time.Minute + time.Second)
+	if cs, err := o.Claim(ctx, "d2", []string{"slack"}, 10, time.Minute); err != nil || len(cs) != 0 {
+		t.Fatalf("Claim(slack) = %q, %v; want nothing", claimedTexts(cs), err)
+	}
+	lapsed := ids(handed[1:]...)
+	indexes("the claims ran out", map[string][]string{"all": lapsed, "due:telegram": lapsed})
+
+	// Their holder still settles them: an ack, a release, a dead letter.
+	if err := o.Ack(ctx, handed[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Release(ctx, handed[2], clk.Now().Add(time.Hour), "503"); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Dead(ctx, handed[3], "400"); err != nil {
+		t.Fatal(err)
+	}
+	indexes("settled", map[string][]string{"all": ids(handed[2]), "due:telegram": ids(handed[2]), "dead": ids(handed[3])})
+
+	// A release and a dead letter under claims that still hold.
+	before := handed
+	mustAppend(t, s, sessions.Inbound{Conv: conv, Text: "again"})
+	turn = mustClaim(t, s, "w1", time.Minute)
+	f.EntryID, f.Outbox = turn.Entry.ID, f.Outbox[:2]
+	if err := s.Finish(ctx, turn.Lease, f); err != nil {
+		t.Fatal(err)
+	}
+	if len(handed) != 2 {
+		t.Fatalf("handed %q, want two messages", claimedTexts(handed))
+	}
+	if err := o.Release(ctx, handed[0], clk.Now().Add(time.Hour), "429"); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Dead(ctx, handed[1], "403"); err != nil {
+		t.Fatal(err)
+	}
+	indexes("settled under claims that hold", map[string][]string{
+		"all":          ids(before[2], handed[0]),
+		"due:telegram": ids(before[2], handed[0]),
+		"dead":         ids(before[3], handed[1]),
+	})
+	if p, err := o.Pending(ctx, 0); err != nil || len(p) != 2 {
+		t.Errorf("Pending = %q, %v; want the two released", msgTexts(p), err)
+	}
 }

@@ -220,6 +220,41 @@ func runHandoffWith(t *testing.T, b Backend, c handoffCommit) {
 		}
 	})
 
+	// A handed claim that ran out stays its holder's until someone claims
+	// the message again: a slow sender that got through still acks it, or
+	// gives it back, or dead-letters it. A claim for another platform
+	// comes first, as it finds the lapsed claims of every platform on
+	// Redis.
+	t.Run("a handed claim that ran out still settles while nobody claimed again", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		h := f.commitHandoff(c, f.handoffTurn(), sessions.Finish{Outbox: []outbox.Message{reply("c", "one"), reply("c", "two"), reply("c", "three")}})
+		if len(h.claims) != 3 {
+			t.Fatalf("handed %q, want the three messages", claimedTexts(h.claims))
+		}
+		f.clk.Advance(handoffTTL + time.Second)
+		if cs := f.claimOutbox("d2", []string{"slack"}, 10); len(cs) != 0 {
+			t.Fatalf("outbox Claim(slack) = %q, want nothing", claimedTexts(cs))
+		}
+		wantMessages(t, "outbox pending once the handed claims ran out", f.pending(), claimedMessages(h.claims))
+		f.ackHanded(h.claims[:1])
+		retry := f.clk.Now().Add(time.Hour)
+		if err := f.ob.Release(f.ctx, h.claims[1], retry, "503"); err != nil {
+			t.Fatalf("Release(two) under the lapsed claim: %v", err)
+		}
+		if err := f.ob.Dead(f.ctx, h.claims[2], "400 bad request"); err != nil {
+			t.Fatalf("Dead(three) under the lapsed claim: %v", err)
+		}
+		two := h.claims[1].Message
+		two.Attempts, two.LastError, two.NextAttempt = 1, "503", retry
+		wantMessages(t, "outbox pending after the ack, the release and the dead letter", f.pending(), []outbox.Message{two})
+		if d := cmp.Diff([]string{"three"}, outTexts(f.deadLetters())); d != "" {
+			t.Errorf("dead letters (-want +got):\n%s", d)
+		}
+		f.noOutboxClaim("d2")
+		f.clk.Advance(time.Hour)
+		wantMessages(t, "outbox Claim when two is due again", claimedMessages(f.claimOutbox("d2", everyPlatform, 10)), []outbox.Message{two})
+	})
+
 	t.Run("a message due later is enqueued, not handed", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		later := reply("c", "later")

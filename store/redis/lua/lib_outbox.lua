@@ -8,9 +8,12 @@ end
 -- idempotency key was seen within the window (nothing added), else 0.
 -- Ids are zero-padded so that messages due in the same millisecond sort
 -- in the order they were enqueued. Given a claim (hold: {worker, token,
--- expiry}), a message due now is enqueued claimed, as ob_claim would
--- have claimed it, and the third result is true; a hold without a token
--- yet takes the message's sequence number, negated.
+-- expiry}), a message due now is enqueued claimed, handed to that
+-- worker, and the third result is true; a hold without a token yet takes
+-- the message's sequence number, negated. A handed message is indexed
+-- in ob:handed alone, by its claim's expiry: ob_claim makes it due
+-- (due:<platform> and all) once that has passed, and the ack that most
+-- handed messages get removes it from that one index.
 local function ob_enqueue(prefix, data, platform, idem, next_at, now, window, hold)
   local seq = redis.call('INCR', ob_key(prefix, 'seq'))
   local id = string.format('%012d', seq)
@@ -30,14 +33,44 @@ local function ob_enqueue(prefix, data, platform, idem, next_at, now, window, ho
     hold[2] = hold[2] or int(-seq)
     redis.call('HSET', mkey, 'd', data, 'p', platform, 'n', '0', 'next', int(due), 'at', int(now), 'e', '',
       'tok', hold[2], 'exp', hold[3], 'w', hold[1])
-    redis.call('ZADD', ob_key(prefix, 'claimed:' .. platform), hold[3], id)
-  else
-    redis.call('HSET', mkey, 'd', data, 'p', platform, 'n', '0', 'next', int(due), 'at', int(now), 'e', '')
-    redis.call('ZADD', ob_key(prefix, 'due:' .. platform), due, id)
+    redis.call('ZADD', ob_key(prefix, 'handed'), hold[3], id)
+    return id, 0, true
   end
+  redis.call('HSET', mkey, 'd', data, 'p', platform, 'n', '0', 'next', int(due), 'at', int(now), 'e', '')
+  redis.call('ZADD', ob_key(prefix, 'due:' .. platform), due, id)
   -- The id is the sequence zero-padded, which ZADD reads as the score.
   redis.call('ZADD', ob_key(prefix, 'all'), id, id)
-  return id, 0, claimed
+  return id, 0, false
+end
+
+-- ob_undue makes handed messages ({id, …}) whose claims ran out, now
+-- gone from ob:handed, due at their next attempt like any other message
+-- (due:<platform> and all). They keep their claim tokens until someone
+-- claims them again, so a slow sender that got through can still ack.
+local function ob_undue(prefix, ids)
+  local byplat, plats, all = {}, {}, {}
+  for _, id in ipairs(ids) do
+    local v = redis.call('HMGET', ob_key(prefix, 'm:' .. id), 'p', 'next')
+    if v[1] then
+      local l = byplat[v[1]]
+      if not l then
+        l = {}
+        byplat[v[1]] = l
+        plats[#plats + 1] = v[1]
+      end
+      l[#l + 1] = v[2]
+      l[#l + 1] = id
+      all[#all + 1] = id
+      all[#all + 1] = id
+    end
+  end
+  for _, platform in ipairs(plats) do
+    local l = byplat[platform]
+    call_all('ZADD', ob_key(prefix, 'due:' .. platform), l, 1, #l)
+  end
+  if #all > 0 then
+    call_all('ZADD', ob_key(prefix, 'all'), all, 1, #all)
+  end
 end
 
 -- ob_check is the guard of every write under an outbox claim.

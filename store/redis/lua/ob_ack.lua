@@ -9,7 +9,7 @@ local prefix = ARGV[1]
 local out = {}
 -- Every message is checked first; the removals then go by index, one
 -- command for all the acked messages of an index rather than one each.
-local ids, mkeys, byplat, plats, acked = {}, {}, {}, {}, {}
+local ids, mkeys, byplat, plats, acked, handed = {}, {}, {}, {}, {}, {}
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
   local mkey = ob_key(prefix, 'm:' .. id)
@@ -24,9 +24,38 @@ for i = 2, #ARGV, 2 do
   if err then
     out[#out + 1] = err
   else
-    acked[id] = true
+    acked[id] = platform
     ids[#ids + 1] = id
     mkeys[#mkeys + 1] = mkey
+    out[#out + 1] = 'OK'
+    if string.sub(ARGV[i + 1], 1, 1) == '-' then
+      -- A handed claim (a negative token): the message is in ob:handed,
+      -- or, once its claim ran out, due like any other.
+      handed[#handed + 1] = id
+    else
+      local l = byplat[platform]
+      if not l then
+        l = {}
+        byplat[platform] = l
+        plats[#plats + 1] = platform
+      end
+      l[#l + 1] = id
+    end
+  end
+end
+-- The handed messages still in ob:handed are in no other index: when the
+-- ZREM takes them all, that is all there is to remove. Else some were made
+-- due after their claims ran out (ob_undue), and every one of them is
+-- taken out of the other indexes too, as a claimed message is.
+local everywhere = #ids > #handed
+local taken = 0
+for i = 1, #handed, 1000 do
+  taken = taken + redis.call('ZREM', ob_key(prefix, 'handed'), unpack(handed, i, math.min(i + 999, #handed)))
+end
+if taken < #handed then
+  everywhere = true
+  for _, id in ipairs(handed) do
+    local platform = acked[id]
     local l = byplat[platform]
     if not l then
       l = {}
@@ -34,7 +63,6 @@ for i = 2, #ARGV, 2 do
       plats[#plats + 1] = platform
     end
     l[#l + 1] = id
-    out[#out + 1] = 'OK'
   end
 end
 -- A message with its claim token is in the claimed index, or, when its
@@ -44,7 +72,9 @@ for _, platform in ipairs(plats) do
   call_all('ZREM', ob_key(prefix, 'due:' .. platform), l, 1, #l)
   call_all('ZREM', ob_key(prefix, 'claimed:' .. platform), l, 1, #l)
 end
-call_all('ZREM', ob_key(prefix, 'all'), ids, 1, #ids)
+if everywhere then
+  call_all('ZREM', ob_key(prefix, 'all'), ids, 1, #ids)
+end
 for i = 1, #mkeys, 1000 do
   redis.call('DEL', unpack(mkeys, i, math.min(i + 999, #mkeys)))
 end

@@ -1,9 +1,10 @@
 -- ob_claim holds up to max due messages of the given platforms, oldest due
 -- first. The platforms' claims that expired are made due again first
--- (bounded per platform and call). Only the named platforms' sets are
--- read, so messages for a platform with no adapter stay where they are and
--- spend no attempt, and expired claims of other platforms, however many,
--- are never in the way.
+-- (bounded per platform and call), and so are handed messages whose
+-- claims expired, of any platform (bounded per call). Only the named
+-- platforms' sets are read, so messages for a platform with no adapter
+-- stay where they are and spend no attempt, and expired claims of other
+-- platforms, however many, are never in the way.
 -- KEYS: none; keys derive from the prefix (see doc.go).
 -- ARGV[1] key prefix
 -- ARGV[2] worker name
@@ -17,6 +18,15 @@ local prefix = ARGV[1]
 local max = tonumber(ARGV[3])
 local now = now_ms(ARGV[5])
 local SWEEP = math.max(256, max)
+
+-- Handed messages whose claims ran out, of every platform, are due again
+-- first (see ob_enqueue), so the platforms' due sets below have them.
+local handed = ob_key(prefix, 'handed')
+local lapsed = redis.call('ZRANGEBYSCORE', handed, '-inf', now, 'LIMIT', 0, SWEEP)
+if #lapsed > 0 then
+  call_all('ZREM', handed, lapsed, 1, #lapsed)
+  ob_undue(prefix, lapsed)
+end
 
 local cand = {}
 for i = 6, #ARGV do

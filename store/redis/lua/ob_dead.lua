@@ -13,7 +13,11 @@ if err then
 end
 redis.call('HSET', mkey, 'e', ARGV[4])
 redis.call('HDEL', mkey, 'tok', 'exp', 'w')
-redis.call('ZREM', ob_key(prefix, 'claimed:' .. platform), id)
+if string.sub(ARGV[3], 1, 1) == '-' then
+  redis.call('ZREM', ob_key(prefix, 'handed'), id) -- a handed claim
+else
+  redis.call('ZREM', ob_key(prefix, 'claimed:' .. platform), id)
+end
 redis.call('ZREM', ob_key(prefix, 'due:' .. platform), id)
 redis.call('ZREM', ob_key(prefix, 'all'), id)
 -- Scored by the id's sequence number, so dead letters list in the order

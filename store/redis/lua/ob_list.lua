@@ -11,8 +11,33 @@ local stop = -1
 if limit > 0 then
   stop = limit - 1
 end
+local ids = redis.call('ZRANGE', ob_key(prefix, ARGV[2]), 0, stop)
+if ARGV[2] == 'all' then
+  -- Pending messages are in ob:all, except those handed to a delivery
+  -- worker as they were enqueued, which are in ob:handed alone (a few:
+  -- those in flight). Ids sort in enqueue order, as they are zero-padded.
+  -- No script leaves a message in both; the check is cheap.
+  local handed = redis.call('ZRANGE', ob_key(prefix, 'handed'), 0, -1)
+  if #handed > 0 then
+    local seen = {}
+    for _, id in ipairs(ids) do
+      seen[id] = true
+    end
+    for _, id in ipairs(handed) do
+      if not seen[id] then
+        ids[#ids + 1] = id
+      end
+    end
+    table.sort(ids)
+    if limit > 0 then
+      for i = #ids, limit + 1, -1 do
+        ids[i] = nil
+      end
+    end
+  end
+end
 local out = {}
-for _, id in ipairs(redis.call('ZRANGE', ob_key(prefix, ARGV[2]), 0, stop)) do
+for _, id in ipairs(ids) do
   local v = redis.call('HMGET', ob_key(prefix, 'm:' .. id), 'd', 'n', 'next', 'at', 'e')
   if v[1] then
     for _, x in ipairs({id, v[1], v[2], v[3], v[4], v[5] or ''}) do
