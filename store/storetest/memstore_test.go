@@ -411,7 +411,7 @@ func (m memSessions) FinishAndClaim(ctx context.Context, l sessions.Lease, f ses
 	}
 	handed, err := m.finish(op, l, f)
 	var turn *sessions.Turn
-	if err == nil {
+	if c := m.s.data.convs[l.Conv]; err == nil && (!f.ClaimIfLeft || c != nil && c.hasWork()) {
 		turn = m.claim(worker, ttl)
 	}
 	m.s.data.mu.Unlock()

@@ -43,6 +43,20 @@ local function ob_enqueue(prefix, data, platform, idem, next_at, now, window, ho
   return id, 0, false
 end
 
+-- group_add appends the values after name to groups[name], a list made
+-- on first use, whose name order then lists in the order first seen.
+local function group_add(groups, order, name, ...)
+  local l = groups[name]
+  if not l then
+    l = {}
+    groups[name] = l
+    order[#order + 1] = name
+  end
+  for i = 1, select('#', ...) do
+    l[#l + 1] = select(i, ...)
+  end
+end
+
 -- ob_undue makes handed messages ({id, …}) whose claims ran out, now
 -- gone from ob:handed, due at their next attempt like any other message
 -- (due:<platform> and all). They keep their claim tokens until someone
@@ -52,14 +66,7 @@ local function ob_undue(prefix, ids)
   for _, id in ipairs(ids) do
     local v = redis.call('HMGET', ob_key(prefix, 'm:' .. id), 'p', 'next')
     if v[1] then
-      local l = byplat[v[1]]
-      if not l then
-        l = {}
-        byplat[v[1]] = l
-        plats[#plats + 1] = v[1]
-      end
-      l[#l + 1] = v[2]
-      l[#l + 1] = id
+      group_add(byplat, plats, v[1], v[2], id)
       all[#all + 1] = id
       all[#all + 1] = id
     end

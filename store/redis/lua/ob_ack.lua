@@ -33,13 +33,7 @@ for i = 2, #ARGV, 2 do
       -- or, once its claim ran out, due like any other.
       handed[#handed + 1] = id
     else
-      local l = byplat[platform]
-      if not l then
-        l = {}
-        byplat[platform] = l
-        plats[#plats + 1] = platform
-      end
-      l[#l + 1] = id
+      group_add(byplat, plats, platform, id)
     end
   end
 end
@@ -55,14 +49,7 @@ end
 if taken < #handed then
   everywhere = true
   for _, id in ipairs(handed) do
-    local platform = acked[id]
-    local l = byplat[platform]
-    if not l then
-      l = {}
-      byplat[platform] = l
-      plats[#plats + 1] = platform
-    end
-    l[#l + 1] = id
+    group_add(byplat, plats, acked[id], id)
   end
 end
 -- A message with its claim token is in the claimed index, or, when its
