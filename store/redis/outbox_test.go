@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
@@ -239,6 +240,57 @@ func TestOutboxIdempotency(t *testing.T) {
 	wantCode(t, "Enqueue without platform", err, errs.Invalid)
 }
 
+// handOut commits a turn of conv whose outbox messages (one per text)
+// are handed to d1 for a minute, and returns their claims.
+func handOut(t *testing.T, db *DB, conv string, texts ...string) []outbox.Claimed {
+	t.Helper()
+	s := db.Sessions()
+	mustAppend(t, s, sessions.Inbound{Conv: conv, Text: "hi"})
+	turn := mustClaim(t, s, "w1", time.Minute)
+	var handed []outbox.Claimed
+	f := sessions.Finish{
+		EntryID: turn.Entry.ID, Release: true,
+		Handoff: &sessions.Handoff{Worker: "d1", TTL: time.Minute, Claimed: func(cs []outbox.Claimed) { handed = cs }},
+	}
+	for _, text := range texts {
+		f.Outbox = append(f.Outbox, msg("telegram", text))
+	}
+	if err := s.Finish(context.Background(), turn.Lease, f); err != nil {
+		t.Fatal(err)
+	}
+	if len(handed) != len(texts) {
+		t.Fatalf("handed %q, want %q", claimedTexts(handed), texts)
+	}
+	return handed
+}
+
+func claimIDs(cs ...outbox.Claimed) []string {
+	out := []string{}
+	for _, c := range cs {
+		out = append(out, c.ID)
+	}
+	return out
+}
+
+// checkIndexes compares the members of the outbox's indexes with want,
+// in which an index left out is empty.
+func checkIndexes(t *testing.T, db *DB, when string, want map[string][]string) {
+	t.Helper()
+	for _, index := range []string{"handed", "all", "due:telegram", "claimed:telegram", "dead"} {
+		got, err := db.client.ZRange(context.Background(), db.prefix+"ob:"+index, 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := want[index]
+		if w == nil {
+			w = []string{}
+		}
+		if d := cmp.Diff(w, got); d != "" {
+			t.Errorf("%s: ob:%s (-want +got):\n%s", when, index, d)
+		}
+	}
+}
+
 // TestHandedMessagesLeaveNoIndexBehind follows messages handed by a
 // finish through each way a claim ends, the claim holding or run out,
 // and checks the outbox's indexes (doc.go) at each step: a handed message
@@ -247,56 +299,16 @@ func TestOutboxIdempotency(t *testing.T) {
 func TestHandedMessagesLeaveNoIndexBehind(t *testing.T) {
 	ctx := context.Background()
 	db, clk := newFake(t)
-	s, o := db.Sessions(), db.Outbox()
+	o := db.Outbox()
 	const conv = "telegram:100"
-	mustAppend(t, s, sessions.Inbound{Conv: conv, Text: "hi"})
-	turn := mustClaim(t, s, "w1", time.Minute)
-	var handed []outbox.Claimed
-	f := sessions.Finish{
-		EntryID: turn.Entry.ID, Release: true,
-		Outbox:  []outbox.Message{msg("telegram", "one"), msg("telegram", "two"), msg("telegram", "three"), msg("telegram", "four")},
-		Handoff: &sessions.Handoff{Worker: "d1", TTL: time.Minute, Claimed: func(cs []outbox.Claimed) { handed = cs }},
-	}
-	if err := s.Finish(ctx, turn.Lease, f); err != nil {
-		t.Fatal(err)
-	}
-	if len(handed) != 4 {
-		t.Fatalf("handed %q, want the four messages", claimedTexts(handed))
-	}
-	members := func(index string) []string {
-		t.Helper()
-		ids, err := db.client.ZRange(ctx, db.prefix+"ob:"+index, 0, -1).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ids
-	}
-	ids := func(cs ...outbox.Claimed) []string {
-		out := []string{}
-		for _, c := range cs {
-			out = append(out, c.ID)
-		}
-		return out
-	}
-	indexes := func(when string, want map[string][]string) {
-		t.Helper()
-		for _, index := range []string{"handed", "all", "due:telegram", "claimed:telegram", "dead"} {
-			w := want[index]
-			if w == nil {
-				w = []string{}
-			}
-			if d := cmp.Diff(w, members(index)); d != "" {
-				t.Errorf("%s: ob:%s (-want +got):\n%s", when, index, d)
-			}
-		}
-	}
-	indexes("handed", map[string][]string{"handed": ids(handed...)})
+	handed := handOut(t, db, conv, "one", "two", "three", "four")
+	checkIndexes(t, db, "handed", map[string][]string{"handed": claimIDs(handed...)})
 
 	// Acked while its claim holds: out of ob:handed, and gone.
 	if err := o.Ack(ctx, handed[0]); err != nil {
 		t.Fatal(err)
 	}
-	indexes("one acked", map[string][]string{"handed": ids(handed[1:]...)})
+	checkIndexes(t, db, "one acked", map[string][]string{"handed": claimIDs(handed[1:]...)})
 
 	// Run out, the others are due again once any claim looks, here one
 	// for another platform.
@@ -304,8 +316,8 @@ func TestHandedMessagesLeaveNoIndexBehind(t *testing.T) {
 	if cs, err := o.Claim(ctx, "d2", []string{"slack"}, 10, time.Minute); err != nil || len(cs) != 0 {
 		t.Fatalf("Claim(slack) = %q, %v; want nothing", claimedTexts(cs), err)
 	}
-	lapsed := ids(handed[1:]...)
-	indexes("the claims ran out", map[string][]string{"all": lapsed, "due:telegram": lapsed})
+	lapsed := claimIDs(handed[1:]...)
+	checkIndexes(t, db, "the claims ran out", map[string][]string{"all": lapsed, "due:telegram": lapsed})
 
 	// Their holder still settles them: an ack, a release, a dead letter.
 	if err := o.Ack(ctx, handed[1]); err != nil {
@@ -317,31 +329,66 @@ func TestHandedMessagesLeaveNoIndexBehind(t *testing.T) {
 	if err := o.Dead(ctx, handed[3], "400"); err != nil {
 		t.Fatal(err)
 	}
-	indexes("settled", map[string][]string{"all": ids(handed[2]), "due:telegram": ids(handed[2]), "dead": ids(handed[3])})
+	checkIndexes(t, db, "settled", map[string][]string{"all": claimIDs(handed[2]), "due:telegram": claimIDs(handed[2]), "dead": claimIDs(handed[3])})
 
 	// A release and a dead letter under claims that still hold.
-	before := handed
-	mustAppend(t, s, sessions.Inbound{Conv: conv, Text: "again"})
-	turn = mustClaim(t, s, "w1", time.Minute)
-	f.EntryID, f.Outbox = turn.Entry.ID, f.Outbox[:2]
-	if err := s.Finish(ctx, turn.Lease, f); err != nil {
+	again := handOut(t, db, conv, "five", "six")
+	if err := o.Release(ctx, again[0], clk.Now().Add(time.Hour), "429"); err != nil {
 		t.Fatal(err)
 	}
-	if len(handed) != 2 {
-		t.Fatalf("handed %q, want two messages", claimedTexts(handed))
-	}
-	if err := o.Release(ctx, handed[0], clk.Now().Add(time.Hour), "429"); err != nil {
+	if err := o.Dead(ctx, again[1], "403"); err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Dead(ctx, handed[1], "403"); err != nil {
-		t.Fatal(err)
-	}
-	indexes("settled under claims that hold", map[string][]string{
-		"all":          ids(before[2], handed[0]),
-		"due:telegram": ids(before[2], handed[0]),
-		"dead":         ids(before[3], handed[1]),
+	checkIndexes(t, db, "settled under claims that hold", map[string][]string{
+		"all":          claimIDs(handed[2], again[0]),
+		"due:telegram": claimIDs(handed[2], again[0]),
+		"dead":         claimIDs(handed[3], again[1]),
 	})
 	if p, err := o.Pending(ctx, 0); err != nil || len(p) != 2 {
 		t.Errorf("Pending = %q, %v; want the two released", msgTexts(p), err)
+	}
+}
+
+// TestHandedByAnEarlierVersionSettles: a message handed before ob:handed
+// was is indexed as an ob_claim's claim (the claimed index and ob:all).
+// Its holder's ack, release or dead letter still takes it out of every
+// index it was in, so that no sweep of the claimed index makes it due
+// again.
+func TestHandedByAnEarlierVersionSettles(t *testing.T) {
+	ctx := context.Background()
+	db, clk := newFake(t)
+	o := db.Outbox()
+	handed := handOut(t, db, "telegram:100", "one", "two", "three")
+	exp := float64(clk.Now().Add(time.Minute).UnixMilli())
+	for _, c := range handed {
+		p := db.prefix + "ob:"
+		if err := db.client.ZRem(ctx, p+"handed", c.ID).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.client.ZAdd(ctx, p+"claimed:telegram", goredis.Z{Score: exp, Member: c.ID}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.client.ZAdd(ctx, p+"all", goredis.Z{Score: 0, Member: c.ID}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := o.Ack(ctx, handed[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Release(ctx, handed[1], clk.Now().Add(time.Hour), "503"); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Dead(ctx, handed[2], "400"); err != nil {
+		t.Fatal(err)
+	}
+	checkIndexes(t, db, "settled", map[string][]string{"all": claimIDs(handed[1]), "due:telegram": claimIDs(handed[1]), "dead": claimIDs(handed[2])})
+	// Long after, the dead letter is not due again.
+	clk.Advance(2 * time.Hour)
+	cs, err := o.Claim(ctx, "d2", []string{"telegram"}, 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"two"}, claimedTexts(cs)); d != "" {
+		t.Errorf("Claim when two is due (-want +got):\n%s", d)
 	}
 }

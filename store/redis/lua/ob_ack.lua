@@ -39,7 +39,8 @@ for i = 2, #ARGV, 2 do
 end
 -- The handed messages still in ob:handed are in no other index: when the
 -- ZREM takes them all, that is all there is to remove. Else some were made
--- due after their claims ran out (ob_undue), and every one of them is
+-- due after their claims ran out (ob_undue), or were handed by an earlier
+-- version, which indexed them as ob_claim does, and every one of them is
 -- taken out of the other indexes too, as a claimed message is.
 local everywhere = #ids > #handed
 local taken = 0
