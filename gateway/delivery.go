@@ -31,6 +31,7 @@ const (
 	DefaultRouteRetry  = 5 * time.Second
 	DefaultPollMin     = 5 * time.Millisecond
 	DefaultPollMax     = 250 * time.Millisecond
+	DefaultAckLinger   = 2 * time.Millisecond
 )
 
 // storeTimeout bounds one outbox write made after a send. It runs on a
@@ -81,6 +82,9 @@ type DeliveryOptions struct {
 	// due: it starts at PollMin and doubles up to PollMax. Notify ends the
 	// wait at once. 0 means the defaults.
 	PollMin, PollMax time.Duration
+	// AckLinger is how long the first ack of a batch waits for others to
+	// join it (see delivery_ack.go); 0 means DefaultAckLinger.
+	AckLinger time.Duration
 	// Redact cleans a platform's failure reason before it is stored or
 	// logged; nil keeps it as it is.
 	Redact  func(string) string
@@ -108,6 +112,7 @@ type Delivery struct {
 	routeRetry  time.Duration
 	pollMin     time.Duration
 	pollMax     time.Duration
+	ackLinger   time.Duration
 	redact      func(string) string
 	clock       clock.Clock
 	log         *slog.Logger
@@ -187,6 +192,7 @@ func NewDelivery(opts DeliveryOptions) (*Delivery, error) {
 		routeRetry:  orDefault(opts.RouteRetry, DefaultRouteRetry),
 		pollMin:     orDefault(opts.PollMin, DefaultPollMin),
 		pollMax:     orDefault(opts.PollMax, DefaultPollMax),
+		ackLinger:   orDefault(opts.AckLinger, DefaultAckLinger),
 		redact:      opts.Redact,
 		clock:       opts.Clock,
 		log:         opts.Logger,

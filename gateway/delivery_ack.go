@@ -10,6 +10,17 @@ import (
 // maxAckBatch bounds the acks one store call carries.
 const maxAckBatch = 256
 
+// Once an ack is queued, the acker waits up to its linger
+// (DeliveryOptions.AckLinger) for others to join it, or until ackEnough
+// are queued, so that under load one store
+// call carries many: the call's own cost, on Redis a script with a ZREM
+// and a DEL besides each message's check, is then shared by dozens of
+// messages instead of a few. An ack decides nothing about later sends;
+// waiting only holds the claim a little longer (a process that dies
+// meanwhile leaves the message to be sent again once its claim runs
+// out, as one that dies before the ack always did).
+const ackEnough = 64
+
 // acceptedMsg is a message the platform accepted, waiting for its ack.
 type acceptedMsg struct {
 	c          outbox.Claimed
@@ -27,6 +38,29 @@ func (d *Delivery) queueAck(c outbox.Claimed, platformID string) {
 	select {
 	case d.ackWake <- struct{}{}:
 	default:
+	}
+}
+
+// queuedAcks is how many acks wait for the acker.
+func (d *Delivery) queuedAcks() int {
+	d.ackMu.Lock()
+	defer d.ackMu.Unlock()
+	return len(d.ackQueue)
+}
+
+// lingerForAcks waits until ackEnough acks are queued, the linger has
+// passed or the senders are done, whichever comes first.
+func (d *Delivery) lingerForAcks() {
+	linger := time.NewTimer(d.ackLinger)
+	defer linger.Stop()
+	for d.queuedAcks() < ackEnough {
+		select {
+		case <-d.ackWake:
+		case <-linger.C:
+			return
+		case <-d.sendersDone:
+			return
+		}
 	}
 }
 
@@ -55,8 +89,9 @@ func (d *Delivery) takeAcks() []acceptedMsg {
 func (d *Delivery) acker() {
 	defer close(d.ackDone)
 	for {
-		if batch := d.takeAcks(); len(batch) > 0 {
-			d.ackAll(batch)
+		if d.queuedAcks() > 0 {
+			d.lingerForAcks()
+			d.ackAll(d.takeAcks())
 			continue
 		}
 		select {

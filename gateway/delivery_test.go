@@ -643,6 +643,55 @@ func TestDeliveryAcksWhatWaitsTogetherAndBeforeShutdownReturns(t *testing.T) {
 	}
 }
 
+func TestDeliveryAcksWaitForOthersToJoinThem(t *testing.T) {
+	s := &scripted{}
+	clk := clock.NewFake(t0)
+	db := openSQLite(t, clk)
+	open := make(chan struct{})
+	close(open)
+	ob := &gatedAcks{Store: db.Outbox(), release: open, first: make(chan struct{})}
+	routes := NewRoutes()
+	routes.Up(&fakeAdapter{platform: "telegram", send: s.send})
+	// A linger far longer than the test: only a full batch or the
+	// shutdown writes acks.
+	d, err := NewDelivery(DeliveryOptions{Outbox: ob, Routes: routes, Clock: clk, Logger: quietLogger(), Senders: 8, PollMin: time.Millisecond, PollMax: 5 * time.Millisecond, AckLinger: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	enqueue := func(from, to int) {
+		for i := from; i < to; i++ {
+			if _, _, err := db.Outbox().Enqueue(ctx, outbox.Message{Target: outbox.Target{Platform: "telegram", Chat: fmt.Sprint(i)}, Text: fmt.Sprint(i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d.Notify()
+	}
+	enqueue(0, 10)
+	eventually(t, "ten sends", func() bool { return s.count() == 10 })
+	time.Sleep(20 * time.Millisecond)
+	if got := ob.sizes(); len(got) != 0 {
+		t.Fatalf("AckAll batches %v before the linger ran out or a batch filled", got)
+	}
+	// The 64th queued ack fills a batch, which goes at once.
+	enqueue(10, ackEnough)
+	eventually(t, "a full batch of acks", func() bool { return len(ob.sizes()) == 1 })
+	enqueue(ackEnough, ackEnough+3)
+	eventually(t, "three more sends", func() bool { return s.count() == ackEnough+3 })
+	if err := d.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if d := cmp.Diff([]int{ackEnough, 3}, ob.sizes()); d != "" {
+		t.Errorf("AckAll batch sizes (-want +got):\n%s", d)
+	}
+	if ms, err := db.Outbox().Pending(ctx, 100); err != nil || len(ms) != 0 {
+		t.Errorf("Pending after Shutdown = %d messages, %v; want every one acked", len(ms), err)
+	}
+}
+
 // claimSizes records the most each Claim asked for.
 type claimSizes struct {
 	outbox.Store
