@@ -85,7 +85,7 @@ func assertCleanedUp(t *testing.T, opt QueueOptions) {
 		}
 		c := goredis.NewClient(o)
 		defer c.Close()
-		keys, err := c.Keys(context.Background(), "herald-bench:*").Result()
+		keys, err := c.Keys(context.Background(), benchPrefix+"*").Result()
 		if err != nil {
 			t.Fatal(err)
 		}

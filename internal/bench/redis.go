@@ -25,6 +25,12 @@ type redisBackend struct {
 // rawGroup is the consumer group of the raw loop's streams.
 const rawGroup = "bench"
 
+// benchPrefix heads the keys of every run, then a random tag of its own:
+// short, like production's "herald:", because every key name is in every
+// command a script makes and in the append-only file, for herald's keys
+// and the raw loop's alike.
+const benchPrefix = "hb:"
+
 func newRedisBackend(ctx context.Context, url string, convs int) (*redisBackend, error) {
 	opts, err := goredis.ParseURL(url)
 	if err != nil {
@@ -38,7 +44,7 @@ func newRedisBackend(ctx context.Context, url string, convs int) (*redisBackend,
 		return nil, err
 	}
 	b := &redisBackend{
-		prefix: "herald-bench:" + hex.EncodeToString(tag[:]) + ":",
+		prefix: benchPrefix + hex.EncodeToString(tag[:]) + ":",
 		raw:    goredis.NewClient(opts),
 	}
 	if err := b.raw.Ping(ctx).Err(); err != nil {
@@ -52,11 +58,11 @@ func (b *redisBackend) open(ctx context.Context) (sessionStore, error) {
 	// The store shares the raw loop's client, which cleanup closes: the
 	// raw loop is done by now, and both then run on the same pool. No
 	// Clock, so lease expiry reads the server's time, as in production.
-	return redisstore.Open(ctx, redisstore.Options{Client: b.raw, Prefix: b.prefix + "store:"})
+	return redisstore.Open(ctx, redisstore.Options{Client: b.raw, Prefix: b.prefix + "s:"})
 }
 
 func (b *redisBackend) stream(conv int) string {
-	return b.prefix + "raw:{" + strconv.Itoa(conv) + "}"
+	return b.prefix + "r:{" + strconv.Itoa(conv) + "}"
 }
 
 func (b *redisBackend) rawPrepare(ctx context.Context, convs int) error {
