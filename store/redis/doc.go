@@ -229,7 +229,9 @@
 // command, and each field read, reply converted and number parsed adds to
 // it. `herald bench queue --store redis` measures Append → Claim →
 // FinishAndClaim against bare XADD + XREADGROUP + XACK on the same server;
-// `herald bench pipeline --store redis` whole turns, router to adapter.
+// `herald bench pipeline --store redis` whole turns, router to adapter;
+// BenchmarkTurnCalls (turn_bench_test.go) the server's CPU time of a
+// turn's calls alone.
 //
 // Time: scripts take the current time as an argument when Options.Clock is
 // set (tests), else they read the server's TIME, so lease and claim expiry
