@@ -89,6 +89,7 @@ func (m *Main) rootCommand() *cobra.Command {
 		m.gatewayCommand(),
 		m.configCommand(),
 		m.benchCommand(),
+		m.outboxCommand(),
 	)
 	return root
 }
