@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -291,6 +292,24 @@ func checkIndexes(t *testing.T, db *DB, when string, want map[string][]string) {
 	}
 }
 
+// settleThree acks ack, releases release for an hour and dead-letters
+// dead, then checks that only release is pending (ob:all and the due
+// index) and only dead is a dead letter.
+func settleThree(t *testing.T, db *DB, clk *clock.Fake, ack, release, dead outbox.Claimed) {
+	t.Helper()
+	ctx, o := context.Background(), db.Outbox()
+	if err := o.Ack(ctx, ack); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Release(ctx, release, clk.Now().Add(time.Hour), "503"); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Dead(ctx, dead, "400"); err != nil {
+		t.Fatal(err)
+	}
+	checkIndexes(t, db, "settled", map[string][]string{"all": claimIDs(release), "due:telegram": claimIDs(release), "dead": claimIDs(dead)})
+}
+
 // TestHandedMessagesLeaveNoIndexBehind follows messages handed by a
 // finish through each way a claim ends, the claim holding or run out,
 // and checks the outbox's indexes (doc.go) at each step: a handed message
@@ -320,16 +339,7 @@ func TestHandedMessagesLeaveNoIndexBehind(t *testing.T) {
 	checkIndexes(t, db, "the claims ran out", map[string][]string{"all": lapsed, "due:telegram": lapsed})
 
 	// Their holder still settles them: an ack, a release, a dead letter.
-	if err := o.Ack(ctx, handed[1]); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Release(ctx, handed[2], clk.Now().Add(time.Hour), "503"); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Dead(ctx, handed[3], "400"); err != nil {
-		t.Fatal(err)
-	}
-	checkIndexes(t, db, "settled", map[string][]string{"all": claimIDs(handed[2]), "due:telegram": claimIDs(handed[2]), "dead": claimIDs(handed[3])})
+	settleThree(t, db, clk, handed[1], handed[2], handed[3])
 
 	// A release and a dead letter under claims that still hold.
 	again := handOut(t, db, conv, "five", "six")
@@ -372,16 +382,7 @@ func TestHandedByAnEarlierVersionSettles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := o.Ack(ctx, handed[0]); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Release(ctx, handed[1], clk.Now().Add(time.Hour), "503"); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Dead(ctx, handed[2], "400"); err != nil {
-		t.Fatal(err)
-	}
-	checkIndexes(t, db, "settled", map[string][]string{"all": claimIDs(handed[1]), "due:telegram": claimIDs(handed[1]), "dead": claimIDs(handed[2])})
+	settleThree(t, db, clk, handed[0], handed[1], handed[2])
 	// Long after, the dead letter is not due again.
 	clk.Advance(2 * time.Hour)
 	cs, err := o.Claim(ctx, "d2", []string{"telegram"}, 10, time.Minute)

@@ -56,15 +56,19 @@ end
 -- long batch never exceeds Lua's stack for unpack: one command for a
 -- batch rather than one per item, as each call inside a script costs
 -- about as much as a small command. A chunk is an even number of args, so
--- score/member pairs stay together. It returns the last command's reply.
+-- score/member pairs stay together. It returns the last command's reply
+-- and, for a command that answers a count (ZREM), the counts' sum.
 local function call_all(cmd, key, args, from, n)
   local i = from
   local last = from + n - 1
-  local reply
+  local reply, total = nil, 0
   while i <= last do
     local j = math.min(i + 999, last)
     reply = redis.call(cmd, key, unpack(args, i, j))
+    if type(reply) == 'number' then
+      total = total + reply
+    end
     i = j + 1
   end
-  return reply
+  return reply, total
 end

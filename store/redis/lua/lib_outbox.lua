@@ -80,6 +80,25 @@ local function ob_undue(prefix, ids)
   end
 end
 
+-- is_handed tells a handed claim's token (negative, see ob_enqueue) from
+-- an ob_claim's.
+local function is_handed(token)
+  return string.sub(token, 1, 1) == '-'
+end
+
+-- ob_unclaim takes a message out of the index of its claim, token: the
+-- platform's claimed index, or ob:handed for a handed claim, and reports
+-- whether it was a handed one. A handed claim leaves the claimed index
+-- too, where an earlier version indexed handed messages.
+local function ob_unclaim(prefix, platform, id, token)
+  redis.call('ZREM', ob_key(prefix, 'claimed:' .. platform), id)
+  if not is_handed(token) then
+    return false
+  end
+  redis.call('ZREM', ob_key(prefix, 'handed'), id)
+  return true
+end
+
 -- ob_check is the guard of every write under an outbox claim.
 local function ob_check(mkey, token)
   local v = redis.call('HMGET', mkey, 'p', 'tok')

@@ -28,9 +28,9 @@ for i = 2, #ARGV, 2 do
     ids[#ids + 1] = id
     mkeys[#mkeys + 1] = mkey
     out[#out + 1] = 'OK'
-    if string.sub(ARGV[i + 1], 1, 1) == '-' then
-      -- A handed claim (a negative token): the message is in ob:handed,
-      -- or, once its claim ran out, due like any other.
+    if is_handed(ARGV[i + 1]) then
+      -- The message is in ob:handed, or, once its claim ran out, due
+      -- like any other.
       handed[#handed + 1] = id
     else
       group_add(byplat, plats, platform, id)
@@ -43,10 +43,7 @@ end
 -- version, which indexed them as ob_claim does, and every one of them is
 -- taken out of the other indexes too, as a claimed message is.
 local everywhere = #ids > #handed
-local taken = 0
-for i = 1, #handed, 1000 do
-  taken = taken + redis.call('ZREM', ob_key(prefix, 'handed'), unpack(handed, i, math.min(i + 999, #handed)))
-end
+local _, taken = call_all('ZREM', ob_key(prefix, 'handed'), handed, 1, #handed)
 if taken < #handed then
   everywhere = true
   for _, id in ipairs(handed) do

@@ -13,11 +13,7 @@ if err then
 end
 redis.call('HSET', mkey, 'e', ARGV[4])
 redis.call('HDEL', mkey, 'tok', 'exp', 'w')
-if string.sub(ARGV[3], 1, 1) == '-' then
-  redis.call('ZREM', ob_key(prefix, 'handed'), id) -- a handed claim
-end
--- A handed claim of an earlier version is in the claimed index too.
-redis.call('ZREM', ob_key(prefix, 'claimed:' .. platform), id)
+ob_unclaim(prefix, platform, id, ARGV[3])
 redis.call('ZREM', ob_key(prefix, 'due:' .. platform), id)
 redis.call('ZREM', ob_key(prefix, 'all'), id)
 -- Scored by the id's sequence number, so dead letters list in the order

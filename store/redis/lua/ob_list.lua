@@ -16,17 +16,10 @@ if ARGV[2] == 'all' then
   -- Pending messages are in ob:all, except those handed to a delivery
   -- worker as they were enqueued, which are in ob:handed alone (a few:
   -- those in flight). Ids sort in enqueue order, as they are zero-padded.
-  -- No script leaves a message in both; the check is cheap.
   local handed = redis.call('ZRANGE', ob_key(prefix, 'handed'), 0, -1)
   if #handed > 0 then
-    local seen = {}
-    for _, id in ipairs(ids) do
-      seen[id] = true
-    end
     for _, id in ipairs(handed) do
-      if not seen[id] then
-        ids[#ids + 1] = id
-      end
+      ids[#ids + 1] = id
     end
     table.sort(ids)
     if limit > 0 then

@@ -21,13 +21,9 @@ if ARGV[5] == '1' then
 end
 redis.call('HSET', mkey, 'next', ARGV[4])
 redis.call('HDEL', mkey, 'tok', 'exp', 'w')
-redis.call('ZREM', ob_key(prefix, 'claimed:' .. platform), id)
-if string.sub(ARGV[3], 1, 1) == '-' then
-  -- A handed claim: the message was in ob:handed alone, unless its claim
-  -- had run out and ob_undue made it due already. (One handed before
-  -- ob:handed was, by an earlier version, is in the claimed index and
-  -- ob:all, as an ob_claim's.)
-  redis.call('ZREM', ob_key(prefix, 'handed'), id)
+if ob_unclaim(prefix, platform, id, ARGV[3]) then
+  -- A handed message was in ob:handed alone, unless its claim had run
+  -- out and ob_undue made it due already; pending, it is in ob:all.
   redis.call('ZADD', ob_key(prefix, 'all'), id, id)
 end
 redis.call('ZADD', ob_key(prefix, 'due:' .. platform), tonumber(ARGV[4]), id)
