@@ -29,7 +29,6 @@ func TestQueryPlans(t *testing.T) {
 		{"append grant", sqlAppendGrant, []any{"c", "w", 1, 1, 1, 1}},
 		{"release", sqlRelease, []any{"c", 1, 1}},
 		{"finish release", sqlFinishRelease, []any{"c", 1, 1, 1}},
-		{"entries left", sqlEntriesLeft, []any{"c"}},
 		{"dedupe get", sqlDedupeGet, []any{"c", "m", 1}},
 		{"dedupe prune", sqlDedupePrune, []any{1, 10}},
 		{"outbox due", sqlOutboxDue, []any{"telegram", 1, 10}},

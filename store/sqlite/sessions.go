@@ -99,8 +99,7 @@ var (
 	// Every write under a lease matches the token and a held lease, in
 	// the same statement or transaction as the write: a lease taken over
 	// or released commits nothing.
-	sqlLeaseHeld   = `SELECT 1 FROM conversations WHERE conv = ?1 AND lease_token = ?2 AND lease_expires IS NOT NULL`
-	sqlEntriesLeft = `SELECT 1 FROM entries WHERE conv = ?1 LIMIT 1`
+	sqlLeaseHeld = `SELECT 1 FROM conversations WHERE conv = ?1 AND lease_token = ?2 AND lease_expires IS NOT NULL`
 
 	sqlRenew = `UPDATE conversations SET lease_expires = ?3, due = ?3, due_seq = ` + nextSeq("?3") + `
 		WHERE conv = ?1 AND lease_token = ?2 AND lease_expires IS NOT NULL`
@@ -112,9 +111,11 @@ var (
 			lease_worker = '', lease_expires = NULL,
 			due = CASE WHEN EXISTS (SELECT 1 FROM entries WHERE conv = ?1 AND id <> ?3) THEN ?4 END,
 			due_seq = ` + nextSeq("?4") + `
-		WHERE conv = ?1 AND lease_token = ?2 AND lease_expires IS NOT NULL AND delivered = ?3`
+		WHERE conv = ?1 AND lease_token = ?2 AND lease_expires IS NOT NULL AND delivered = ?3
+		RETURNING due IS NOT NULL`
 	sqlFinishKeep = `UPDATE conversations SET delivered = NULL, deliveries = 0
-		WHERE conv = ?1 AND lease_token = ?2 AND lease_expires IS NOT NULL AND delivered = ?3`
+		WHERE conv = ?1 AND lease_token = ?2 AND lease_expires IS NOT NULL AND delivered = ?3
+		RETURNING EXISTS (SELECT 1 FROM entries WHERE conv = ?1 AND id <> ?3)`
 
 	sqlHistoryInsert = `INSERT INTO history (conv, body) VALUES (?1, ?2)`
 	sqlHistoryClear  = `DELETE FROM history WHERE conv = ?1`
@@ -450,7 +451,7 @@ func (s *sessionStore) Finish(ctx context.Context, l sessions.Lease, f sessions.
 	var handed []outbox.Claimed
 	err = d.w.do(ctx, op, durable, func(t *tx) error {
 		var err error
-		handed, err = finishIn(t, d, op, l, f, p)
+		handed, _, err = finishIn(t, d, op, l, f, p)
 		return err
 	})
 	if err != nil {
@@ -478,13 +479,9 @@ func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f s
 	err = d.w.do(ctx, op, durable, func(t *tx) error {
 		turn = nil
 		var err error
-		if handed, err = finishIn(t, d, op, l, f, p); err != nil {
+		var left bool
+		if handed, left, err = finishIn(t, d, op, l, f, p); err != nil || f.ClaimIfLeft && !left {
 			return err
-		}
-		if f.ClaimIfLeft {
-			if left, err := entriesLeft(t, l.Conv); err != nil || !left {
-				return err
-			}
 		}
 		turn, err = claimIn(t, d, op, worker, ttl)
 		return err
@@ -495,18 +492,6 @@ func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f s
 	f.Handoff.Give(handed)
 	d.withHistory(ctx, turn)
 	return turn, nil
-}
-
-// entriesLeft tells whether conv has an entry queued or delivered.
-func entriesLeft(t *tx, conv string) (bool, error) {
-	var one int
-	switch err := t.st.entriesLeft.QueryRow(conv).Scan(&one); {
-	case errors.Is(err, sql.ErrNoRows):
-		return false, nil
-	case err != nil:
-		return false, err
-	}
-	return true, nil
 }
 
 // finishPlan is a Finish checked and encoded before its transaction.
@@ -543,51 +528,47 @@ func prepareFinish(d *DB, op string, l sessions.Lease, f sessions.Finish) (finis
 	return p, nil
 }
 
-// finishIn is Finish inside the write transaction t. With f.Handoff, the
-// outbox messages due now are claimed for its worker as they are
-// enqueued, and their claims returned.
-func finishIn(t *tx, d *DB, op string, l sessions.Lease, f sessions.Finish, p finishPlan) ([]outbox.Claimed, error) {
+// finishIn is Finish inside the write transaction t; it reports whether
+// the conversation has entries left. With f.Handoff, the outbox messages
+// due now are claimed for its worker as they are enqueued, and their
+// claims returned.
+func finishIn(t *tx, d *DB, op string, l sessions.Lease, f sessions.Finish, p finishPlan) (handed []outbox.Claimed, left bool, err error) {
 	nowT, now := d.now()
 	// The absorbed entries go first, so that the ready index the finish
 	// statements compute no longer counts them.
 	if err := absorb(t, op, l, p.entryID, p.absorbed); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	var r sql.Result
-	var err error
 	switch {
 	case !p.idOK:
-		return nil, notDelivered(t, op, l, f.EntryID)
+		return nil, false, notDelivered(t, op, l, f.EntryID)
 	case f.Release:
-		r, err = t.st.finishRelease.Exec(l.Conv, l.Token, p.entryID, now)
+		err = t.st.finishRelease.QueryRow(l.Conv, l.Token, p.entryID, now).Scan(&left)
 	default:
-		r, err = t.st.finishKeep.Exec(l.Conv, l.Token, p.entryID)
+		err = t.st.finishKeep.QueryRow(l.Conv, l.Token, p.entryID).Scan(&left)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, notDelivered(t, op, l, f.EntryID)
 	}
 	if err != nil {
-		return nil, err
-	}
-	if n, err := r.RowsAffected(); err != nil {
-		return nil, err
-	} else if n == 0 {
-		return nil, notDelivered(t, op, l, f.EntryID)
+		return nil, false, err
 	}
 	if _, err := t.st.entryDelete.Exec(p.entryID); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	for _, b := range p.history {
 		if _, err := t.st.historyInsert.Exec(l.Conv, b); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	var hold *handoffHold
 	if f.Handoff.Active() {
 		hold = &handoffHold{worker: f.Handoff.Worker, expires: nowT.Add(f.Handoff.ClaimTTL())}
 	}
-	var handed []outbox.Claimed
 	for i, m := range f.Outbox {
 		_, _, c, err := d.enqueue(t, m, p.bodies[i], nowT, hold)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if c != nil {
 			handed = append(handed, *c)
@@ -595,10 +576,10 @@ func finishIn(t *tx, d *DB, op string, l sessions.Lease, f sessions.Finish, p fi
 	}
 	for k, v := range f.Meta {
 		if err := setMeta(t, l.Conv, k, v); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	return handed, nil
+	return handed, left, nil
 }
 
 // setMeta writes one metadata key; an empty value deletes it.

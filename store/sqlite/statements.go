@@ -22,7 +22,7 @@ type statements struct {
 	nextPick, nextMark                *sql.Stmt
 	renew, leaseRelease               *sql.Stmt
 	finishRelease, finishKeep         *sql.Stmt
-	leaseHeld, entriesLeft            *sql.Stmt
+	leaseHeld                         *sql.Stmt
 	historyInsert, historyClear       *sql.Stmt
 	metaSet, metaDelete               *sql.Stmt
 	outboxKeyGet, outboxKeyPut        *sql.Stmt
@@ -69,7 +69,6 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 		{&st.finishRelease, sqlFinishRelease},
 		{&st.finishKeep, sqlFinishKeep},
 		{&st.leaseHeld, sqlLeaseHeld},
-		{&st.entriesLeft, sqlEntriesLeft},
 		{&st.historyInsert, sqlHistoryInsert},
 		{&st.historyClear, sqlHistoryClear},
 		{&st.metaSet, sqlMetaSet},
