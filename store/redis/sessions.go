@@ -227,6 +227,14 @@ func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f s
 	return s.db.decodeTurn(op, worker, v[2:])
 }
 
+// flag is a script's yes-or-no argument: "1" or "0".
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
 // handOff passes the outbox claims a committed finish made (the second
 // item of its reply) to f.Handoff.
 func handOff(op string, f sessions.Finish, v []any) error {
@@ -279,12 +287,8 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 		return nil, err
 	}
 	tag := convTag(l.Conv)
-	release := "0"
-	if f.Release {
-		release = "1"
-	}
 	args := make([]any, 0, 16+len(absorbed)+len(hist)+len(msgs)+2*len(f.Meta))
-	args = append(args, s.db.prefix, tag, l.Token, f.EntryID, release, s.db.nowArg(), s.db.windowArg(),
+	args = append(args, s.db.prefix, tag, l.Token, f.EntryID, flag(f.Release), s.db.nowArg(), s.db.windowArg(),
 		worker, durMS(ttl), len(absorbed))
 	for _, id := range absorbed {
 		args = append(args, id)
@@ -304,11 +308,7 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 	} else {
 		args = append(args, "", 0)
 	}
-	if f.ClaimIfLeft {
-		args = append(args, "1")
-	} else {
-		args = append(args, "")
-	}
+	args = append(args, flag(f.ClaimIfLeft))
 	base, known := s.db.hist.take(l.Conv, l.Token)
 	v, err := s.db.run(ctx, op, scriptFinish,
 		[]string{s.db.convKey(tag, "state"), s.db.readyKey(), s.db.convKey(tag, "hist"), s.db.convKey(tag, "meta")},

@@ -28,7 +28,7 @@
 -- then the delivery worker to enqueue the outbox messages claimed for, or
 --   '' to enqueue them due, and the ttl in ms of that claim
 -- then '1' to claim for the worker only when this conversation has entries
---   left, else ''
+--   left, else '0'
 -- Returns {'LOST'}, {'NOTFOUND'}, or {'OK', handed}, where handed is {}
 -- unless a message was enqueued claimed, else {claim token, expires ms,
 -- enqueued ms, then per outbox message its id and 1 when claimed, else
