@@ -219,7 +219,9 @@
 // ob_claim hands out), so the delivery worker sends them
 // without an ob_claim; and AckAll acks a batch of sent messages in one
 // call, which for handed messages whose claims hold is one ZREM of
-// Pob:handed and the DEL (ob_claim makes those whose claims ran out due
+// Pob:handed and the DEL, without reading their hashes: a message still
+// in Pob:handed is under its handed claim, as nobody can claim it before
+// it leaves (ob_claim makes those whose claims ran out due
 // again, in Pob:due:<platform> and Pob:all, before it claims); the outbox claim and ack move
 // a batch's messages between indexes with one ZREM or ZADD per index, not
 // one per message. The scripts keep their calls

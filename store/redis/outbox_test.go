@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -392,4 +393,32 @@ func TestHandedByAnEarlierVersionSettles(t *testing.T) {
 	if d := cmp.Diff([]string{"two"}, claimedTexts(cs)); d != "" {
 		t.Errorf("Claim when two is due (-want +got):\n%s", d)
 	}
+}
+
+// TestHandedAckChecksATokenNoHandoffGave acks handed messages under
+// tokens the finish did not give them, one no handoff of theirs can have
+// (below the negated id of the message) and a positive one, an
+// ob_claim's: neither takes the ack's unchecked way, so both are lost,
+// and the messages stay handed until their own claim acks them.
+func TestHandedAckChecksATokenNoHandoffGave(t *testing.T) {
+	ctx := context.Background()
+	db, _ := newFake(t)
+	o := db.Outbox()
+	handed := handOut(t, db, "telegram:100", "one", "two")
+	forged := handed[0]
+	forged.Token = handed[0].Token - 1000
+	claimed := handed[1]
+	claimed.Token = -handed[1].Token
+	for _, c := range []outbox.Claimed{forged, claimed} {
+		got, err := o.AckAll(ctx, []outbox.Claimed{c})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("AckAll under token %d = %v, %v; want one error", c.Token, got, err)
+		}
+		wantCode(t, fmt.Sprintf("AckAll under token %d", c.Token), got[0], errs.LeaseLost)
+	}
+	checkIndexes(t, db, "after the acks under other tokens", map[string][]string{"handed": claimIDs(handed...)})
+	if _, err := o.AckAll(ctx, handed); err != nil {
+		t.Fatal(err)
+	}
+	checkIndexes(t, db, "acked under their claim", map[string][]string{})
 }

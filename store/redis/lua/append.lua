@@ -34,8 +34,9 @@ local lanes = v[5] or ''
 
 -- Ids are "<seq>-<lane>": a per-conversation sequence, so ids order the
 -- entries of all lanes by arrival, and the lane, so an ack can find the
--- stream from the id alone.
-local seq = int((tonumber(v[3]) or 0) + 1)
+-- stream from the id alone. Numbers go to redis.call as numbers: it
+-- formats them itself, without a string for Lua to make (see int).
+local seq = (tonumber(v[3]) or 0) + 1
 local id = seq .. '-' .. lane
 
 if KEYS[6] then
@@ -50,27 +51,23 @@ if KEYS[6] then
   end
 end
 
-local was = tonumber(v[4]) or 0
-local fields = {'seq', seq, count, int(was + 1)}
-if was <= 0 and not has_lane(lanes, lane) then
-  fields[5] = 'lanes'
-  fields[6] = lanes .. lane
-end
-local at = int(now)
+local was = small(v[4])
 -- With no entry before this one (lanes counts the delivered-unacked entry
 -- too) and no live lease, the new entry is what a claim would take next.
 -- Delivered at once, it is kept in the state hash (pd, pat) rather than
 -- its lane's stream: the finish that acks it clears two fields in the
--- HSET it makes anyway, instead of an XADD now and an XDEL then.
+-- HSET it makes anyway, instead of an XADD now and an XDEL then. With no
+-- lane listed, the lane is added unless its count says otherwise.
 if ARGV[6] ~= '' and lanes == '' and not live(v[1], v[2], now) then
-  local token = int((tonumber(v[6]) or 0) + 1)
-  local exp = int(now + tonumber(ARGV[7]))
-  local n = #fields
-  fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = 'fence', token, 'worker', ARGV[6]
-  fields[n + 5], fields[n + 6], fields[n + 7], fields[n + 8] = 'token', token, 'exp', exp
-  fields[n + 9], fields[n + 10], fields[n + 11], fields[n + 12] = 'pend', id, 'dlv', 1
-  fields[n + 13], fields[n + 14], fields[n + 15], fields[n + 16] = 'pd', ARGV[3], 'pat', at
-  redis.call('HSET', KEYS[1], unpack(fields))
+  local token = (tonumber(v[6]) or 0) + 1
+  local exp = now + tonumber(ARGV[7])
+  if was <= 0 then
+    redis.call('HSET', KEYS[1], 'seq', seq, count, was + 1, 'lanes', lane, 'fence', token, 'worker', ARGV[6],
+      'token', token, 'exp', exp, 'pend', id, 'dlv', '1', 'pd', ARGV[3], 'pat', now)
+  else
+    redis.call('HSET', KEYS[1], 'seq', seq, count, was + 1, 'fence', token, 'worker', ARGV[6],
+      'token', token, 'exp', exp, 'pend', id, 'dlv', '1', 'pd', ARGV[3], 'pat', now)
+  end
   -- Held, the conversation is indexed at its lease's expiry, as a claim
   -- indexes it.
   redis.call('ZADD', KEYS[2], exp, ARGV[1])
@@ -78,12 +75,16 @@ if ARGV[6] ~= '' and lanes == '' and not live(v[1], v[2], now) then
   -- history) and clear_history leave it; absent, as in a state of an
   -- earlier layout, the history is read.
   if ARGV[8] ~= '' and v[6] == ARGV[8] and v[7] == ARGV[9] then
-    return {id, 0, {}, token, exp, at, 1}
+    return {id, 0, {}, token, exp, now, 1}
   end
-  return {id, 0, {}, token, exp, at, redis.call('LRANGE', KEYS[5], '0', '-1')}
+  return {id, 0, {}, token, exp, now, redis.call('LRANGE', KEYS[5], '0', '-1')}
 end
-redis.call('XADD', KEYS[3], id, 'd', ARGV[3], 'at', at)
-redis.call('HSET', KEYS[1], unpack(fields))
+redis.call('XADD', KEYS[3], id, 'd', ARGV[3], 'at', now)
+if was <= 0 and not has_lane(lanes, lane) then
+  redis.call('HSET', KEYS[1], 'seq', seq, count, was + 1, 'lanes', lanes .. lane)
+else
+  redis.call('HSET', KEYS[1], 'seq', seq, count, was + 1)
+end
 if lanes == '' then
   index_new(KEYS[2], ARGV[1], v[1], v[2], now)
 end

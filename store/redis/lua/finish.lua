@@ -50,8 +50,8 @@ if not lane or id ~= v[2] then
 end
 local key = lane_key(prefix, tag, lane)
 local lanes = v[4] or ''
-local left = (tonumber(v[3]) or 0) - 1
-local fields = {'pend', '', count, int(left)}
+local left = small(v[3]) - 1
+local fields = {'pend', '', count, left}
 -- The entry is kept in the state hash when it was delivered as it was
 -- appended (see append), else in its lane's stream.
 local kept = v[5] and v[5] ~= ''
@@ -66,7 +66,7 @@ end
 -- delivered one. They are all looked up before the first write, so a
 -- missing one leaves everything as it was. Their lanes' counts drop in
 -- the same HSET as the acked entry's.
-local a = tonumber(ARGV[10])
+local a = small(ARGV[10])
 local absorbed
 if a > 0 then
   absorbed = {}
@@ -91,12 +91,12 @@ if a > 0 then
     absorbed[aid] = akey
     n[alane] = n[alane] - 1
   end
-  fields[4] = int(n[lane])
+  fields[4] = n[lane]
   for l = 0, LANES - 1 do
     if n[l] ~= (tonumber(was[l + 1]) or 0) then
       if l ~= lane then
         fields[#fields + 1] = 'n' .. l
-        fields[#fields + 1] = int(n[l])
+        fields[#fields + 1] = n[l]
       end
       if n[l] <= 0 then
         lanes = without_lane(lanes, l)
@@ -128,28 +128,29 @@ end
 -- The time is needed only to enqueue outbox messages, to make the
 -- conversation ready again or to claim, so it is read then, at most once.
 local now
-local h = tonumber(ARGV[11 + a])
+local h = small(ARGV[11 + a])
 if h > 0 then
   -- The state keeps the history's length (hl; see append).
   fields[#fields + 1] = 'hl'
-  fields[#fields + 1] = int(call_all('RPUSH', KEYS[3], ARGV, 12 + a, h))
+  fields[#fields + 1] = call_all('RPUSH', KEYS[3], ARGV, 12 + a, h)
 end
 local at = 12 + a + h
-local o = tonumber(ARGV[at])
+local o = small(ARGV[at])
 local window = tonumber(ARGV[7])
 if o > 0 then
   now = now_ms(ARGV[6])
 end
 local mk = at + 1 + o * 4
-local k = tonumber(ARGV[mk])
+local k = small(ARGV[mk])
 local hk = mk + 1 + 2 * k
 -- Outbox messages enqueued claimed share one claim token, as the messages
 -- of one ob_claim do: the first one's sequence number, negated, so it is
 -- unique without a count of its own and never one ob_claim hands out.
 local hold
-local handed = {}
+-- The claim's token, expiry and time head the reply's handed list.
+local handed = {0, 0, 0}
 if o > 0 and ARGV[hk] ~= '' then
-  hold = {ARGV[hk], nil, int(now + tonumber(ARGV[hk + 1]))}
+  hold = {ARGV[hk], nil, now + tonumber(ARGV[hk + 1])}
 end
 for i = 0, o - 1 do
   local b = at + 1 + i * 4
@@ -158,9 +159,7 @@ for i = 0, o - 1 do
   handed[#handed + 1] = claimed and 1 or 0
 end
 if hold then
-  table.insert(handed, 1, hold[2] or 0)
-  table.insert(handed, 2, hold[3])
-  table.insert(handed, 3, int(now))
+  handed[1], handed[2], handed[3] = hold[2] or 0, hold[3], now
 else
   handed = {}
 end
@@ -195,7 +194,7 @@ if ARGV[5] == '1' then
   redis.call('HSET', state, unpack(fields))
   if work then
     now = now or now_ms(ARGV[6])
-    redis.call('ZADD', ready, int(now), tag)
+    redis.call('ZADD', ready, now, tag)
   else
     redis.call('ZREM', ready, tag)
   end

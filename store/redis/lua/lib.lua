@@ -18,11 +18,24 @@ local function now_ms(arg)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- int formats a number without an exponent, for ids and stored times.
--- Numbers go to redis.call as strings (int's, or literals such as '0'):
--- a Lua number given to redis.call is formatted as a float each time.
+-- int formats a number without an exponent, for the strings a script
+-- keeps. A number that only goes to redis.call or back in a reply stays a
+-- number: redis.call formats it itself, exactly for an integer below
+-- 2^53, and Lua makes no string of it, as it does of int's (a C call, a
+-- hash of every byte and, later, garbage to collect).
 local function int(n)
   return string.format('%d', n)
+end
+
+-- small reads a count from a hash field or an argument: the small ones a
+-- script sees come from a table, since tonumber parses every string with
+-- strtod. A missing field (false) is 0.
+local SMALL = {}
+for i = 0, 64 do
+  SMALL[i .. ''] = i
+end
+local function small(s)
+  return SMALL[s] or tonumber(s) or 0
 end
 
 local function conv_key(prefix, tag, suffix)

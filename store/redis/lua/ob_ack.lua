@@ -7,6 +7,47 @@
 -- Returns a status per pair, in order: 'OK', 'LOST' or 'NOTFOUND'.
 local prefix = ARGV[1]
 local out = {}
+local handed_key = ob_key(prefix, 'handed')
+
+-- A handed message is in ob:handed from the finish that handed it until
+-- its claim is settled or, once the claim ran out, the next outbox claim
+-- makes it due again; only then can anyone claim it again. While it is
+-- there, its claim is the handed one, so when one ZREM takes every
+-- message of a batch of handed claims, no message's claim needs reading:
+-- each is its holder's still, and all that is left is the DEL. The token
+-- of a handed claim is the negated sequence number of the first message
+-- handed with it, which the id of each of them is at least; a pair that
+-- breaks that, or repeats an id, goes the checked way, as does the whole
+-- batch when the ZREM takes fewer than it was given.
+local zremmed = false
+if #ARGV > 1 then
+  local ids, seen = {}, {}
+  for i = 2, #ARGV, 2 do
+    local id, token = ARGV[i], ARGV[i + 1]
+    if not is_handed(token) or seen[id] or (tonumber(id) or 0) < -(tonumber(token) or 0) then
+      ids = nil
+      break
+    end
+    seen[id] = true
+    ids[#ids + 1] = id
+  end
+  if ids then
+    local _, taken = call_all('ZREM', handed_key, ids, 1, #ids)
+    if taken == #ids then
+      local mkeys = {}
+      for i, id in ipairs(ids) do
+        mkeys[i] = ob_key(prefix, 'm:' .. id)
+        out[i] = 'OK'
+      end
+      for i = 1, #mkeys, 1000 do
+        redis.call('DEL', unpack(mkeys, i, math.min(i + 999, #mkeys)))
+      end
+      return out
+    end
+    zremmed = true
+  end
+end
+
 -- Every message is checked first; the removals then go by index, one
 -- command for all the acked messages of an index rather than one each.
 local ids, mkeys, byplat, plats, acked, handed = {}, {}, {}, {}, {}, {}
@@ -43,8 +84,12 @@ end
 -- version, which indexed them as ob_claim does, and every one of them is
 -- taken out of the other indexes too, as a claimed message is.
 local everywhere = #ids > #handed
-local _, taken = call_all('ZREM', ob_key(prefix, 'handed'), handed, 1, #handed)
-if taken < #handed then
+local some_gone = zremmed
+if not zremmed then
+  local _, taken = call_all('ZREM', handed_key, handed, 1, #handed)
+  some_gone = taken < #handed
+end
+if some_gone then
   everywhere = true
   for _, id in ipairs(handed) do
     group_add(byplat, plats, acked[id], id)
