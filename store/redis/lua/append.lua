@@ -34,13 +34,12 @@ local lanes = v[5] or ''
 
 -- Ids are "<seq>-<lane>": a per-conversation sequence, so ids order the
 -- entries of all lanes by arrival, and the lane, so an ack can find the
--- stream from the id alone. Numbers go to redis.call as numbers: it
--- formats them itself, without a string for Lua to make (see int).
-local seq = (tonumber(v[3]) or 0) + 1
+-- stream from the id alone.
+local seq = int((tonumber(v[3]) or 0) + 1)
 local id = seq .. '-' .. lane
 
 if KEYS[6] then
-  local first = remember_once(KEYS[6], id, now, tonumber(ARGV[5]))
+  local first = remember_once(KEYS[6], id, now, ARGV[5])
   if first then
     -- A redelivered update is also a chance to repair an index that lost
     -- the conversation.
@@ -52,6 +51,8 @@ if KEYS[6] then
 end
 
 local was = small(v[4])
+local n = int(was + 1)
+local at = int(now)
 -- With no entry before this one (lanes counts the delivered-unacked entry
 -- too) and no live lease, the new entry is what a claim would take next.
 -- Delivered at once, it is kept in the state hash (pd, pat) rather than
@@ -59,14 +60,14 @@ local was = small(v[4])
 -- HSET it makes anyway, instead of an XADD now and an XDEL then. With no
 -- lane listed, the lane is added unless its count says otherwise.
 if ARGV[6] ~= '' and lanes == '' and not live(v[1], v[2], now) then
-  local token = (tonumber(v[6]) or 0) + 1
-  local exp = now + tonumber(ARGV[7])
+  local token = int((tonumber(v[6]) or 0) + 1)
+  local exp = int(now + tonumber(ARGV[7]))
   if was <= 0 then
-    redis.call('HSET', KEYS[1], 'seq', seq, count, was + 1, 'lanes', lane, 'fence', token, 'worker', ARGV[6],
-      'token', token, 'exp', exp, 'pend', id, 'dlv', '1', 'pd', ARGV[3], 'pat', now)
+    redis.call('HSET', KEYS[1], 'seq', seq, count, n, 'lanes', lane, 'fence', token, 'worker', ARGV[6],
+      'token', token, 'exp', exp, 'pend', id, 'dlv', '1', 'pd', ARGV[3], 'pat', at)
   else
-    redis.call('HSET', KEYS[1], 'seq', seq, count, was + 1, 'fence', token, 'worker', ARGV[6],
-      'token', token, 'exp', exp, 'pend', id, 'dlv', '1', 'pd', ARGV[3], 'pat', now)
+    redis.call('HSET', KEYS[1], 'seq', seq, count, n, 'fence', token, 'worker', ARGV[6],
+      'token', token, 'exp', exp, 'pend', id, 'dlv', '1', 'pd', ARGV[3], 'pat', at)
   end
   -- Held, the conversation is indexed at its lease's expiry, as a claim
   -- indexes it.
@@ -75,15 +76,15 @@ if ARGV[6] ~= '' and lanes == '' and not live(v[1], v[2], now) then
   -- history) and clear_history leave it; absent, as in a state of an
   -- earlier layout, the history is read.
   if ARGV[8] ~= '' and v[6] == ARGV[8] and v[7] == ARGV[9] then
-    return {id, 0, {}, token, exp, now, 1}
+    return {id, 0, {}, token, exp, at, 1}
   end
-  return {id, 0, {}, token, exp, now, redis.call('LRANGE', KEYS[5], '0', '-1')}
+  return {id, 0, {}, token, exp, at, redis.call('LRANGE', KEYS[5], '0', '-1')}
 end
-redis.call('XADD', KEYS[3], id, 'd', ARGV[3], 'at', now)
+redis.call('XADD', KEYS[3], id, 'd', ARGV[3], 'at', at)
 if was <= 0 and not has_lane(lanes, lane) then
-  redis.call('HSET', KEYS[1], 'seq', seq, count, was + 1, 'lanes', lanes .. lane)
+  redis.call('HSET', KEYS[1], 'seq', seq, count, n, 'lanes', lanes .. lane)
 else
-  redis.call('HSET', KEYS[1], 'seq', seq, count, was + 1)
+  redis.call('HSET', KEYS[1], 'seq', seq, count, n)
 end
 if lanes == '' then
   index_new(KEYS[2], ARGV[1], v[1], v[2], now)

@@ -37,8 +37,11 @@
 -- message, …}.
 local prefix, tag, state, ready = ARGV[1], ARGV[2], KEYS[1], KEYS[2]
 local id = ARGV[4]
-local lane = lane_of(id)
-local count = 'n' .. (lane or 0)
+-- The lane as its digit and as a number: the digit names its count and
+-- goes into lanes without a number formatted.
+local digit = string.match(id, '^%d+%-(%d)$')
+local lane = digit and SMALL[digit]
+local count = 'n' .. (digit or '0')
 local v = redis.call('HMGET', state, 'token', 'pend', count, 'lanes', 'pat')
 if v[1] ~= ARGV[3] then
   return {'LOST'}
@@ -48,10 +51,12 @@ end
 if not lane or id ~= v[2] then
   return {'NOTFOUND'}
 end
-local key = lane_key(prefix, tag, lane)
 local lanes = v[4] or ''
 local left = small(v[3]) - 1
-local fields = {'pend', '', count, left}
+-- The HSET's fields: the trailing nils make room for those the common
+-- path adds (kept entry, lanes, hl, release), so that adding them never
+-- grows the table; # still counts the ones set, which come in order.
+local fields = {'pend', '', count, int(left), nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 -- The entry is kept in the state hash when it was delivered as it was
 -- appended (see append), else in its lane's stream.
 local kept = v[5] and v[5] ~= ''
@@ -59,7 +64,7 @@ if kept then
   fields[5], fields[6], fields[7], fields[8] = 'pd', '', 'pat', ''
 end
 if left <= 0 then
-  lanes = without_lane(lanes, lane)
+  lanes = without_lane(lanes, digit)
 end
 
 -- Every absorbed entry must be queued: in its lane's stream and not the
@@ -91,12 +96,12 @@ if a > 0 then
     absorbed[aid] = akey
     n[alane] = n[alane] - 1
   end
-  fields[4] = n[lane]
+  fields[4] = int(n[lane])
   for l = 0, LANES - 1 do
     if n[l] ~= (tonumber(was[l + 1]) or 0) then
       if l ~= lane then
         fields[#fields + 1] = 'n' .. l
-        fields[#fields + 1] = n[l]
+        fields[#fields + 1] = int(n[l])
       end
       if n[l] <= 0 then
         lanes = without_lane(lanes, l)
@@ -114,7 +119,7 @@ local work = lanes ~= ''
 -- stream (deleted by hand) nothing else has been touched yet. The state's
 -- pend is the only record of its delivery (see next_entry), so there is
 -- nothing else to ack.
-if not kept and redis.call('XDEL', key, id) == 0 then
+if not kept and redis.call('XDEL', lane_key(prefix, tag, lane), id) == 0 then
   return {'NOTFOUND'}
 end
 if absorbed then
@@ -132,11 +137,11 @@ local h = small(ARGV[11 + a])
 if h > 0 then
   -- The state keeps the history's length (hl; see append).
   fields[#fields + 1] = 'hl'
-  fields[#fields + 1] = call_all('RPUSH', KEYS[3], ARGV, 12 + a, h)
+  fields[#fields + 1] = int(call_all('RPUSH', KEYS[3], ARGV, 12 + a, h))
 end
 local at = 12 + a + h
 local o = small(ARGV[at])
-local window = tonumber(ARGV[7])
+local window = ARGV[7]
 if o > 0 then
   now = now_ms(ARGV[6])
 end
@@ -150,7 +155,7 @@ local hold
 -- The claim's token, expiry and time head the reply's handed list.
 local handed = {0, 0, 0}
 if o > 0 and ARGV[hk] ~= '' then
-  hold = {ARGV[hk], nil, now + tonumber(ARGV[hk + 1])}
+  hold = {ARGV[hk], nil, int(now + tonumber(ARGV[hk + 1]))}
 end
 for i = 0, o - 1 do
   local b = at + 1 + i * 4
@@ -194,7 +199,7 @@ if ARGV[5] == '1' then
   redis.call('HSET', state, unpack(fields))
   if work then
     now = now or now_ms(ARGV[6])
-    redis.call('ZADD', ready, now, tag)
+    redis.call('ZADD', ready, int(now), tag)
   else
     redis.call('ZREM', ready, tag)
   end

@@ -18,11 +18,10 @@ local function now_ms(arg)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- int formats a number without an exponent, for the strings a script
--- keeps. A number that only goes to redis.call or back in a reply stays a
--- number: redis.call formats it itself, exactly for an integer below
--- 2^53, and Lua makes no string of it, as it does of int's (a C call, a
--- hash of every byte and, later, garbage to collect).
+-- int formats a number without an exponent, for ids and stored times.
+-- Numbers go to redis.call as strings (int's, or literals such as '0'):
+-- a Lua number given to redis.call, or joined to a string with .., is
+-- formatted as a float, which costs more than int's '%d' does.
 local function int(n)
   return string.format('%d', n)
 end
@@ -51,8 +50,9 @@ end
 -- nothing. The value is "id|until_ms"; the key's own TTL only collects
 -- garbage, and whether it still counts is decided by the store's clock, so
 -- a fake clock moves the dedupe window too. The common case is one call.
+-- The window is in ms, as the script's argument gives it (a string).
 local function remember_once(key, id, now, window)
-  local v = id .. '|' .. int(now + window)
+  local v = id .. '|' .. int(now + tonumber(window))
   local old = redis.call('SET', key, v, 'NX', 'GET', 'PX', window)
   if not old then
     return nil

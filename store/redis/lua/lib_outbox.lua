@@ -30,13 +30,13 @@ local function ob_enqueue(prefix, data, platform, idem, next_at, now, window, ho
   local mkey = ob_key(prefix, 'm:' .. id)
   local claimed = hold and due <= now
   if claimed then
-    hold[2] = hold[2] or -seq
-    redis.call('HSET', mkey, 'd', data, 'p', platform, 'n', '0', 'next', due, 'at', now, 'e', '',
+    hold[2] = hold[2] or int(-seq)
+    redis.call('HSET', mkey, 'd', data, 'p', platform, 'n', '0', 'next', int(due), 'at', int(now), 'e', '',
       'tok', hold[2], 'exp', hold[3], 'w', hold[1])
     redis.call('ZADD', ob_key(prefix, 'handed'), hold[3], id)
     return id, 0, true
   end
-  redis.call('HSET', mkey, 'd', data, 'p', platform, 'n', '0', 'next', due, 'at', now, 'e', '')
+  redis.call('HSET', mkey, 'd', data, 'p', platform, 'n', '0', 'next', int(due), 'at', int(now), 'e', '')
   redis.call('ZADD', ob_key(prefix, 'due:' .. platform), due, id)
   -- The id is the sequence zero-padded, which ZADD reads as the score.
   redis.call('ZADD', ob_key(prefix, 'all'), id, id)

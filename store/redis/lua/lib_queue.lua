@@ -22,8 +22,12 @@ local function has_lane(lanes, lane)
   return string.find(lanes, lane, 1, true) ~= nil
 end
 
--- without_lane takes lane (a digit) out of lanes.
+-- without_lane takes lane (a digit) out of lanes. Most often it is the
+-- only one.
 local function without_lane(lanes, lane)
+  if lanes == lane then
+    return ''
+  end
   return (string.gsub(lanes, lane, ''))
 end
 

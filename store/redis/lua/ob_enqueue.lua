@@ -9,5 +9,5 @@
 -- ARGV[6] now in ms, or '' for the server's time
 -- ARGV[7] dedupe window in ms
 -- Returns {id, 1 if duplicate else 0}.
-local id, dup = ob_enqueue(ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], now_ms(ARGV[6]), tonumber(ARGV[7]))
+local id, dup = ob_enqueue(ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], now_ms(ARGV[6]), ARGV[7])
 return {id, dup}
