@@ -18,21 +18,25 @@ local function now_ms(arg)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- The small numbers a script reads and writes most (counts, lanes) have
+-- their strings in tables, both ways: tonumber parses every string with
+-- strtod, and string.format makes a string through sprintf.
+local SMALL, SMALL_S = {}, {}
+for i = 0, 64 do
+  local s = i .. ''
+  SMALL[s], SMALL_S[i] = i, s
+end
+
 -- int formats a number without an exponent, for ids and stored times.
 -- Numbers go to redis.call as strings (int's, or literals such as '0'):
 -- a Lua number given to redis.call, or joined to a string with .., is
 -- formatted as a float, which costs more than int's '%d' does.
 local function int(n)
-  return string.format('%d', n)
+  return SMALL_S[n] or string.format('%d', n)
 end
 
--- small reads a count from a hash field or an argument: the small ones a
--- script sees come from a table, since tonumber parses every string with
--- strtod. A missing field (false) is 0.
-local SMALL = {}
-for i = 0, 64 do
-  SMALL[i .. ''] = i
-end
+-- small reads a count from a hash field or an argument. A missing field
+-- (false) is 0.
 local function small(s)
   return SMALL[s] or tonumber(s) or 0
 end

@@ -23,21 +23,24 @@ local function ob_enqueue(prefix, data, platform, idem, next_at, now, window, ho
       return first, 1, false
     end
   end
-  local due = now
+  -- The times as numbers to compare and as strings to store, made once.
+  local at = int(now)
+  local due, due_at = now, at
   if next_at ~= '' then
     due = tonumber(next_at)
+    due_at = int(due)
   end
   local mkey = ob_key(prefix, 'm:' .. id)
   local claimed = hold and due <= now
   if claimed then
     hold[2] = hold[2] or int(-seq)
-    redis.call('HSET', mkey, 'd', data, 'p', platform, 'n', '0', 'next', int(due), 'at', int(now), 'e', '',
+    redis.call('HSET', mkey, 'd', data, 'p', platform, 'n', '0', 'next', due_at, 'at', at, 'e', '',
       'tok', hold[2], 'exp', hold[3], 'w', hold[1])
     redis.call('ZADD', ob_key(prefix, 'handed'), hold[3], id)
     return id, 0, true
   end
-  redis.call('HSET', mkey, 'd', data, 'p', platform, 'n', '0', 'next', int(due), 'at', int(now), 'e', '')
-  redis.call('ZADD', ob_key(prefix, 'due:' .. platform), due, id)
+  redis.call('HSET', mkey, 'd', data, 'p', platform, 'n', '0', 'next', due_at, 'at', at, 'e', '')
+  redis.call('ZADD', ob_key(prefix, 'due:' .. platform), due_at, id)
   -- The id is the sequence zero-padded, which ZADD reads as the score.
   redis.call('ZADD', ob_key(prefix, 'all'), id, id)
   return id, 0, false
