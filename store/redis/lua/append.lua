@@ -57,18 +57,14 @@ local at = int(now)
 -- too) and no live lease, the new entry is what a claim would take next.
 -- Delivered at once, it is kept in the state hash (pd, pat) rather than
 -- its lane's stream: the finish that acks it clears two fields in the
--- HSET it makes anyway, instead of an XADD now and an XDEL then. With no
--- lane listed, the lane is added unless its count says otherwise.
+-- HSET it makes anyway, instead of an XADD now and an XDEL then. Its lane
+-- is listed in lanes, as a lane is when its count rises from zero (below);
+-- the lanes written otherwise are those read.
 if ARGV[6] ~= '' and lanes == '' and not live(v[1], v[2], now) then
   local token = int((tonumber(v[6]) or 0) + 1)
   local exp = int(now + tonumber(ARGV[7]))
-  if was <= 0 then
-    redis.call('HSET', KEYS[1], 'seq', seq, count, n, 'lanes', lane, 'fence', token, 'worker', ARGV[6],
-      'token', token, 'exp', exp, 'pend', id, 'dlv', '1', 'pd', ARGV[3], 'pat', at)
-  else
-    redis.call('HSET', KEYS[1], 'seq', seq, count, n, 'fence', token, 'worker', ARGV[6],
-      'token', token, 'exp', exp, 'pend', id, 'dlv', '1', 'pd', ARGV[3], 'pat', at)
-  end
+  redis.call('HSET', KEYS[1], 'seq', seq, count, n, 'lanes', was <= 0 and lane or '', 'fence', token,
+    'worker', ARGV[6], 'token', token, 'exp', exp, 'pend', id, 'dlv', '1', 'pd', ARGV[3], 'pat', at)
   -- Held, the conversation is indexed at its lease's expiry, as a claim
   -- indexes it.
   redis.call('ZADD', KEYS[2], exp, ARGV[1])
@@ -81,11 +77,11 @@ if ARGV[6] ~= '' and lanes == '' and not live(v[1], v[2], now) then
   return {id, 0, {}, token, exp, at, redis.call('LRANGE', KEYS[5], '0', '-1')}
 end
 redis.call('XADD', KEYS[3], id, 'd', ARGV[3], 'at', at)
+local listed = lanes
 if was <= 0 and not has_lane(lanes, lane) then
-  redis.call('HSET', KEYS[1], 'seq', seq, count, n, 'lanes', lanes .. lane)
-else
-  redis.call('HSET', KEYS[1], 'seq', seq, count, n)
+  listed = lanes .. lane
 end
+redis.call('HSET', KEYS[1], 'seq', seq, count, n, 'lanes', listed)
 if lanes == '' then
   index_new(KEYS[2], ARGV[1], v[1], v[2], now)
 end

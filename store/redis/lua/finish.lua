@@ -37,10 +37,7 @@
 -- message, …}.
 local prefix, tag, state, ready = ARGV[1], ARGV[2], KEYS[1], KEYS[2]
 local id = ARGV[4]
--- The lane as its digit and as a number: the digit names its count and
--- goes into lanes without a number formatted.
-local digit = string.match(id, '^%d+%-(%d)$')
-local lane = digit and SMALL[digit]
+local lane, digit = lane_of(id)
 local count = 'n' .. (digit or '0')
 local v = redis.call('HMGET', state, 'token', 'pend', count, 'lanes', 'pat')
 if v[1] ~= ARGV[3] then

@@ -69,11 +69,12 @@ local function remember_once(key, id, now, window)
   return nil
 end
 
--- call_all runs cmd on key with args[from .. from+n-1], in chunks so a
--- long batch never exceeds Lua's stack for unpack: one command for a
--- batch rather than one per item, as each call inside a script costs
--- about as much as a small command. A chunk is an even number of args, so
--- score/member pairs stay together. It returns the last command's reply
+-- call_all runs cmd on key (on none when key is nil, as DEL takes only
+-- keys) with args[from .. from+n-1], in chunks so a long batch never
+-- exceeds Lua's stack for unpack: one command for a batch rather than one
+-- per item, as each call inside a script costs about as much as a small
+-- command. A chunk is an even number of args, so score/member pairs stay
+-- together. It returns the last command's reply
 -- and, for a command that answers a count (ZREM), the counts' sum.
 local function call_all(cmd, key, args, from, n)
   local i = from
@@ -81,7 +82,11 @@ local function call_all(cmd, key, args, from, n)
   local reply, total = nil, 0
   while i <= last do
     local j = math.min(i + 999, last)
-    reply = redis.call(cmd, key, unpack(args, i, j))
+    if key then
+      reply = redis.call(cmd, key, unpack(args, i, j))
+    else
+      reply = redis.call(cmd, unpack(args, i, j))
+    end
     if type(reply) == 'number' then
       total = total + reply
     end

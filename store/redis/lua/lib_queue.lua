@@ -43,11 +43,13 @@ local function index_new(ready, tag, token, exp, now)
   end
 end
 
--- lane_of reads the lane from an entry id "<seq>-<lane>", or nil.
+-- lane_of reads the lane from an entry id "<seq>-<lane>", or nil: as a
+-- number, then as its digit, which names the lane's count and goes into
+-- lanes without a number formatted.
 local function lane_of(id)
-  local lane = string.match(id, '^%d+%-(%d)$')
-  if lane then
-    return tonumber(lane)
+  local digit = string.match(id, '^%d+%-(%d)$')
+  if digit then
+    return SMALL[digit], digit
   end
   return nil
 end

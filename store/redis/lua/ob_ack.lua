@@ -39,9 +39,7 @@ if #ARGV > 1 then
         mkeys[i] = ob_key(prefix, 'm:' .. id)
         out[i] = 'OK'
       end
-      for i = 1, #mkeys, 1000 do
-        redis.call('DEL', unpack(mkeys, i, math.min(i + 999, #mkeys)))
-      end
+      call_all('DEL', nil, mkeys, 1, #mkeys)
       return out
     end
     zremmed = true
@@ -105,7 +103,5 @@ end
 if everywhere then
   call_all('ZREM', ob_key(prefix, 'all'), ids, 1, #ids)
 end
-for i = 1, #mkeys, 1000 do
-  redis.call('DEL', unpack(mkeys, i, math.min(i + 999, #mkeys)))
-end
+call_all('DEL', nil, mkeys, 1, #mkeys)
 return out
