@@ -213,7 +213,7 @@ func measurePipeline(ctx context.Context, b backend, opt PipelineOptions) (res P
 // retries are the gateway's, not the raw loop's.
 func openGatewayStore(ctx context.Context, b backend, opt PipelineOptions) (gateway.Store, error) {
 	if rb, ok := b.(*redisBackend); ok {
-		return redisstore.Open(ctx, redisstore.Options{URL: opt.RedisURL, Prefix: rb.prefix + "store:"})
+		return redisstore.Open(ctx, redisstore.Options{URL: opt.RedisURL, Prefix: rb.storePrefix()})
 	}
 	s, err := b.open(ctx)
 	if err != nil {

@@ -58,8 +58,12 @@ func (b *redisBackend) open(ctx context.Context) (sessionStore, error) {
 	// The store shares the raw loop's client, which cleanup closes: the
 	// raw loop is done by now, and both then run on the same pool. No
 	// Clock, so lease expiry reads the server's time, as in production.
-	return redisstore.Open(ctx, redisstore.Options{Client: b.raw, Prefix: b.prefix + "s:"})
+	return redisstore.Open(ctx, redisstore.Options{Client: b.raw, Prefix: b.storePrefix()})
 }
+
+// storePrefix heads the keys of herald's store in a run, whichever
+// client opens it.
+func (b *redisBackend) storePrefix() string { return b.prefix + "s:" }
 
 func (b *redisBackend) stream(conv int) string {
 	return b.prefix + "r:{" + strconv.Itoa(conv) + "}"
