@@ -107,15 +107,19 @@ var (
 			due = CASE WHEN EXISTS (SELECT 1 FROM entries WHERE conv = ?1) THEN ?3 END,
 			due_seq = ` + nextSeq("?3") + `
 		WHERE conv = ?1 AND lease_token = ?2 AND lease_expires IS NOT NULL`
+	// sqlEntriesLeft: the conversation ?1 has entries besides ?3, the one
+	// a finish acks. A released conversation with some is due again, and
+	// both finishes return it, for FinishAndClaim's ClaimIfLeft.
+	sqlEntriesLeft   = `EXISTS (SELECT 1 FROM entries WHERE conv = ?1 AND id <> ?3)`
 	sqlFinishRelease = `UPDATE conversations SET delivered = NULL, deliveries = 0,
 			lease_worker = '', lease_expires = NULL,
-			due = CASE WHEN EXISTS (SELECT 1 FROM entries WHERE conv = ?1 AND id <> ?3) THEN ?4 END,
+			due = CASE WHEN ` + sqlEntriesLeft + ` THEN ?4 END,
 			due_seq = ` + nextSeq("?4") + `
 		WHERE conv = ?1 AND lease_token = ?2 AND lease_expires IS NOT NULL AND delivered = ?3
 		RETURNING due IS NOT NULL`
 	sqlFinishKeep = `UPDATE conversations SET delivered = NULL, deliveries = 0
 		WHERE conv = ?1 AND lease_token = ?2 AND lease_expires IS NOT NULL AND delivered = ?3
-		RETURNING EXISTS (SELECT 1 FROM entries WHERE conv = ?1 AND id <> ?3)`
+		RETURNING ` + sqlEntriesLeft
 
 	sqlHistoryInsert = `INSERT INTO history (conv, body) VALUES (?1, ?2)`
 	sqlHistoryClear  = `DELETE FROM history WHERE conv = ?1`
