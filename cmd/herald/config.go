@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
 	"github.com/heraldgw/herald/config"
@@ -76,7 +77,7 @@ code is 1. Unknown keys in the file are problems too.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&path, "config", "", "config file (default $HERALD_CONFIG, else $HERALD_HOME/herald.yaml)")
+	configFlag(f, &path)
 	f.BoolVar(&asJSON, "json", false, "print one JSON object: ok, file, config, problems")
 	return cmd
 }
@@ -118,6 +119,11 @@ func (m *Main) printConfigJSON(cfg config.Config, problems config.Problems) erro
 func (m *Main) lookupEnv(name string) (string, bool) {
 	v := m.Getenv(name)
 	return v, v != ""
+}
+
+// configFlag defines --config on fs, the config file loadConfig reads.
+func configFlag(fs *pflag.FlagSet, path *string) {
+	fs.StringVar(path, "config", "", "config file (default $HERALD_CONFIG, else $HERALD_HOME/herald.yaml)")
 }
 
 // loadConfig loads the config for a command that runs on it. A config

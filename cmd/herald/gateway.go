@@ -67,7 +67,7 @@ sends the replies already written. A second signal stops it at once.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&path, "config", "", "config file (default $HERALD_CONFIG, else $HERALD_HOME/herald.yaml)")
+	configFlag(f, &path)
 	f.StringVar(&logLevel, "log-level", "info", "least severe log level shown: debug, info, warn or error")
 	return cmd
 }

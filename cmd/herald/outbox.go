@@ -35,7 +35,7 @@ running gateway may share it.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: runGroup,
 	}
-	cmd.PersistentFlags().StringVar(&path, "config", "", "config file (default $HERALD_CONFIG, else $HERALD_HOME/herald.yaml)")
+	configFlag(cmd.PersistentFlags(), &path)
 	withStore := func(cmd *cobra.Command, f func(context.Context, outbox.Store) error) error {
 		cfg, err := m.loadConfig(path)
 		if err != nil {
