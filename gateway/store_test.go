@@ -289,18 +289,14 @@ func TestHandoffWaitsUntilEveryDueMessageIsClaimed(t *testing.T) {
 	offerTaken(t, r.d, msg, "after a claim took every due message")
 }
 
-// offerTaken waits until d takes an offer of msgs, failing after 5 s.
+// offerTaken waits until d takes an offer of msgs.
 func offerTaken(t *testing.T, d *Delivery, msgs []outbox.Message, when string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if h, done := d.Handoff(msgs); h != nil {
+	eventually(t, "an offer taken "+when, func() bool {
+		h, done := d.Handoff(msgs)
+		if h != nil {
 			done(false)
-			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("offers still refused " + when)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return h != nil
+	})
 }
