@@ -77,12 +77,18 @@ type Model struct {
 	// model; the oldest messages are left out first, tool calls kept with
 	// their results.
 	HistoryBudget int `yaml:"history_budget"`
+	// SystemPrompt opens every request to the model, before the user's
+	// notes; empty sends none.
+	SystemPrompt string `yaml:"system_prompt"`
 }
 
 // Workers sizes the worker pools of one gateway process.
 type Workers struct {
 	Turns      int `yaml:"turns"`
 	Deliveries int `yaml:"deliveries"`
+	// ShutdownGrace is how long a graceful stop lets running turns
+	// finish before it cancels them and hands their entries back.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
 }
 
 // Display holds how conversations behave toward their users.
@@ -219,8 +225,9 @@ func Default() Config {
 			HistoryBudget: DefaultHistoryBudget,
 		},
 		Workers: Workers{
-			Turns:      DefaultTurnWorkers,
-			Deliveries: DefaultDeliveries,
+			Turns:         DefaultTurnWorkers,
+			Deliveries:    DefaultDeliveries,
+			ShutdownGrace: sessions.DefaultGrace,
 		},
 		Display: Display{BusyInputMode: BusyInputInterrupt},
 		Platforms: Platforms{

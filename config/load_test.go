@@ -43,8 +43,11 @@ http:
 model:
   name: qwen3
   max_iterations: 12
+  system_prompt: |
+    You are terse.
 workers:
   turns: 4
+  shutdown_grace: 45s
 display:
   busy_input_mode: steer
 send_message:
@@ -57,7 +60,9 @@ send_message:
 				c.HTTP.Addr = "127.0.0.1:9000"
 				c.Model.Name = "qwen3"
 				c.Model.MaxIterations = 12
+				c.Model.SystemPrompt = "You are terse.\n"
 				c.Workers.Turns = 4
+				c.Workers.ShutdownGrace = 45 * time.Second
 				c.Display.BusyInputMode = "steer"
 				c.SendMessage.AllowedTargets = []string{"telegram:42", "slack:T1:C2"}
 			},

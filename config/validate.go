@@ -71,6 +71,7 @@ func (c Config) problems() Problems {
 	c.Model.check(&v)
 	v.positive("workers.turns", int64(c.Workers.Turns))
 	v.positive("workers.deliveries", int64(c.Workers.Deliveries))
+	v.positiveDuration("workers.shutdown_grace", c.Workers.ShutdownGrace)
 	switch c.Display.BusyInputMode {
 	case BusyInputInterrupt, BusyInputQueue, BusyInputSteer:
 	default:

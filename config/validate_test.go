@@ -149,10 +149,11 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			desc:   "worker counts not positive",
-			change: func(c *config.Config) { c.Workers.Turns, c.Workers.Deliveries = 0, -2 },
+			change: func(c *config.Config) { c.Workers.Turns, c.Workers.Deliveries, c.Workers.ShutdownGrace = 0, -2, 0 },
 			want: config.Problems{
 				{Key: "workers.turns", Msg: "must be positive, got 0"},
 				{Key: "workers.deliveries", Msg: "must be positive, got -2"},
+				{Key: "workers.shutdown_grace", Msg: "must be positive, got 0s"},
 			},
 		},
 		{

@@ -7,6 +7,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -69,7 +70,7 @@ type Options struct {
 	// their place.
 	Adapters []adapters.Adapter
 	// Grace bounds how long in-flight turns may finish on Shutdown; 0
-	// means DefaultGrace.
+	// means the config's workers.shutdown_grace, else DefaultGrace.
 	Grace time.Duration
 	// Drain bounds how long deliveries go on after the turns ended; 0
 	// means DefaultDrain.
@@ -133,7 +134,7 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 		g.clock = clock.Real{}
 	}
 	if g.opts.Grace <= 0 {
-		g.opts.Grace = DefaultGrace
+		g.opts.Grace = cmp.Or(cfg.Workers.ShutdownGrace, DefaultGrace)
 	}
 	if g.opts.Drain <= 0 {
 		g.opts.Drain = DefaultDrain
@@ -208,6 +209,7 @@ func (g *Gateway) build() error {
 		Tools:         toolset,
 		MaxIterations: cfg.Model.MaxIterations,
 		HistoryBudget: cfg.Model.HistoryBudget,
+		SystemPrompt:  cfg.Model.SystemPrompt,
 		Notes:         store,
 		Clock:         g.clock,
 		Logger:        log,
@@ -533,6 +535,10 @@ func (g *Gateway) Addr() string {
 // Handler is the gateway's HTTP handler: the local API plus /healthz,
 // /readyz and /metrics.
 func (g *Gateway) Handler() http.Handler { return g.mux }
+
+// StopTimeout is how long a graceful Shutdown may take at most: the
+// grace for running turns, then the drain of the outbox.
+func (g *Gateway) StopTimeout() time.Duration { return g.opts.Grace + g.opts.Drain }
 
 // Metrics are the gateway's metrics.
 func (g *Gateway) Metrics() *Metrics { return g.metrics }

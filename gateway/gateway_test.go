@@ -377,13 +377,37 @@ func reopen(t *testing.T, cfg config.Config) *Gateway {
 	return g
 }
 
+// model.system_prompt opens every request to the model.
+func TestGatewaySendsTheSystemPrompt(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	cfg := testConfig(t, model)
+	cfg.Model.SystemPrompt = "You answer in one line."
+	h := startGateway(t, cfg, Options{})
+	model.Script(testkit.Reply("one line"), testkit.Reply("another"))
+	h.chat("p1", "hello")
+	h.chat("p1", "again")
+	reqs := model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests, want 2", len(reqs))
+	}
+	for _, r := range reqs {
+		if len(r.Messages) == 0 || r.Messages[0].Role != "system" || r.Messages[0].Content != cfg.Model.SystemPrompt {
+			t.Errorf("request %d opens with %+v, want the system prompt", r.Seq, r.Messages)
+		}
+	}
+}
+
 func TestGatewayHandsBackTurnsPastTheGrace(t *testing.T) {
 	model := testkit.NewModelServer(t)
 	cfg := testConfig(t, model)
 	cfg.Store.LeaseTTL = time.Second
-	g, err := New(cfg, Options{Logger: quietLogger(), Grace: 100 * time.Millisecond})
+	cfg.Workers.ShutdownGrace = 100 * time.Millisecond
+	g, err := New(cfg, Options{Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got, want := g.StopTimeout(), 100*time.Millisecond+DefaultDrain; got != want {
+		t.Errorf("StopTimeout = %v, want workers.shutdown_grace and the drain, %v", got, want)
 	}
 	if err := g.Start(context.Background()); err != nil {
 		t.Fatal(err)

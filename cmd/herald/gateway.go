@@ -32,8 +32,8 @@ $HERALD_HOME/herald.yaml if it exists; the environment overrides it (see
 'herald config check'). Logs are JSON lines on stderr, secrets masked.
 
 On SIGINT or SIGTERM the gateway stops taking work, lets running turns
-finish within the grace period (20s), hands back those that do not, and
-sends the replies already written. A second signal stops it at once.`,
+finish within the grace period (workers.shutdown_grace, 20s unless set),
+hands back those that do not, and sends the replies already written. A second signal stops it at once.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			level, err := parseLevel(logLevel)
@@ -58,7 +58,7 @@ sends the replies already written. A second signal stops it at once.`,
 				return err
 			}
 			<-ctx.Done()
-			stopCtx, cancel := context.WithTimeout(context.Background(), gateway.DefaultGrace+gateway.DefaultDrain+shutdownSlack)
+			stopCtx, cancel := context.WithTimeout(context.Background(), g.StopTimeout()+shutdownSlack)
 			defer cancel()
 			if err := g.Shutdown(stopCtx); err != nil {
 				return fmt.Errorf("stopping the gateway: %w", err)
