@@ -62,6 +62,10 @@ type HTTP struct {
 	Addr         string `yaml:"addr"`
 	APIKey       string `yaml:"api_key" secret:"true"`
 	MaxBodyBytes int64  `yaml:"max_body_bytes"`
+	// MetricsAddr, when set, is a second listener that serves /metrics
+	// alone and without the API key, for a scraper on a private network;
+	// on Addr, /metrics asks for the key like the API does.
+	MetricsAddr string `yaml:"metrics_addr"`
 }
 
 // Model is the OpenAI-compatible model endpoint turns are run against.

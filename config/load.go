@@ -108,6 +108,7 @@ var envStrings = []struct {
 	{"HERALD_REDIS_PREFIX", func(c *Config) *string { return &c.Store.RedisPrefix }},
 	{"HERALD_HTTP_ADDR", func(c *Config) *string { return &c.HTTP.Addr }},
 	{"HERALD_API_KEY", func(c *Config) *string { return &c.HTTP.APIKey }},
+	{"HERALD_METRICS_ADDR", func(c *Config) *string { return &c.HTTP.MetricsAddr }},
 	{"HERALD_MODEL_BASE_URL", func(c *Config) *string { return &c.Model.BaseURL }},
 	{"HERALD_MODEL_API_KEY", func(c *Config) *string { return &c.Model.APIKey }},
 	{"HERALD_MODEL", func(c *Config) *string { return &c.Model.Name }},

@@ -88,7 +88,7 @@ send_message:
 			want: func(c *config.Config) { c.Platforms.Telegram.Token = "123:abc" },
 		},
 		{
-			desc: "every variable in the contract",
+			desc: "every variable, the contract's and herald's own",
 			env: map[string]string{
 				"HERALD_HOME":            "/srv/herald",
 				"HERALD_STORE":           "redis",
@@ -96,6 +96,7 @@ send_message:
 				"HERALD_REDIS_PREFIX":    "h2:",
 				"HERALD_HTTP_ADDR":       "0.0.0.0:8080",
 				"HERALD_API_KEY":         "api-key",
+				"HERALD_METRICS_ADDR":    "[fdaa::3]:9091",
 				"HERALD_MODEL_BASE_URL":  "https://models.example/v1",
 				"HERALD_MODEL_API_KEY":   "model-key",
 				"HERALD_MODEL":           "gpt-x",
@@ -120,6 +121,7 @@ send_message:
 				c.Store.RedisPrefix = "h2:"
 				c.HTTP.Addr = "0.0.0.0:8080"
 				c.HTTP.APIKey = "api-key"
+				c.HTTP.MetricsAddr = "[fdaa::3]:9091"
 				c.Model.BaseURL = "https://models.example/v1"
 				c.Model.APIKey = "model-key"
 				c.Model.Name = "gpt-x"

@@ -117,14 +117,31 @@ func (s Store) check(v *validator) {
 
 func (c Config) checkHTTP(v *validator) {
 	h := c.HTTP
-	if _, port, err := net.SplitHostPort(h.Addr); err != nil {
-		v.add("http.addr", "want host:port like %q, got %s", DefaultHTTPAddr, quote(h.Addr))
-	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		v.add("http.addr", "port %s is not a number from 0 to 65535", quote(port))
+	if msg := checkHostPort(h.Addr); msg != "" {
+		v.add("http.addr", "%s", msg)
 	} else if !c.IsLoopback() && h.APIKey == "" {
 		v.add("http.api_key", "must be set when http.addr (%s) is not loopback", h.Addr)
 	}
 	v.positive("http.max_body_bytes", h.MaxBodyBytes)
+	if h.MetricsAddr != "" {
+		if msg := checkHostPort(h.MetricsAddr); msg != "" {
+			v.add("http.metrics_addr", "%s", msg)
+		} else if h.MetricsAddr == h.Addr && !strings.HasSuffix(h.Addr, ":0") {
+			v.add("http.metrics_addr", "is http.addr (%s); give the metrics an address of their own, or leave it empty", h.Addr)
+		}
+	}
+}
+
+// checkHostPort says what is wrong with a listen address, or "".
+func checkHostPort(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Sprintf("want host:port like %q, got %s", DefaultHTTPAddr, quote(addr))
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Sprintf("port %s is not a number from 0 to 65535", quote(port))
+	}
+	return ""
 }
 
 func (m Model) check(v *validator) {

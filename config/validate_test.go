@@ -109,6 +109,18 @@ func TestValidate(t *testing.T) {
 		},
 		{desc: "http.addr public with an API key", change: func(c *config.Config) { c.HTTP.Addr, c.HTTP.APIKey = ":8642", "k" }},
 		{desc: "http.addr on an ephemeral port", change: func(c *config.Config) { c.HTTP.Addr = "127.0.0.1:0" }},
+		{desc: "metrics on an address of their own", change: func(c *config.Config) { c.HTTP.MetricsAddr = "0.0.0.0:9091" }},
+		{desc: "both on ports the system picks", change: func(c *config.Config) { c.HTTP.Addr, c.HTTP.MetricsAddr = "127.0.0.1:0", "127.0.0.1:0" }},
+		{
+			desc:   "http.metrics_addr without a port",
+			change: func(c *config.Config) { c.HTTP.MetricsAddr = "10.0.0.1" },
+			want:   config.Problems{{Key: "http.metrics_addr", Msg: `want host:port like "127.0.0.1:8642", got "10.0.0.1"`}},
+		},
+		{
+			desc:   "http.metrics_addr the same as http.addr",
+			change: func(c *config.Config) { c.HTTP.MetricsAddr = c.HTTP.Addr },
+			want:   config.Problems{{Key: "http.metrics_addr", Msg: "is http.addr (127.0.0.1:8642); give the metrics an address of their own, or leave it empty"}},
+		},
 		{
 			desc:   "http.max_body_bytes negative",
 			change: func(c *config.Config) { c.HTTP.MaxBodyBytes = -1 },

@@ -102,14 +102,20 @@ type Gateway struct {
 	routes   *Routes
 	mux      *http.ServeMux
 	server   *http.Server
+	// metricsServer serves /metrics alone on http.metrics_addr; nil when
+	// that is unset.
+	metricsServer *http.Server
 
 	mu        sync.Mutex
 	started   bool
 	stopped   bool
 	ln        net.Listener
+	metricsLn net.Listener
 	cancel    context.CancelFunc // ends the adapters' Run
 	adapterWG sync.WaitGroup
 	served    chan struct{} // closed when Serve returned
+	// metricsServed is closed when the metrics server's Serve returned.
+	metricsServed chan struct{}
 
 	ready     atomic.Bool // started and not stopping
 	checkMu   sync.Mutex
@@ -301,7 +307,9 @@ func (g *Gateway) build() error {
 	g.mux = http.NewServeMux()
 	g.mux.HandleFunc("GET /healthz", g.healthz)
 	g.mux.HandleFunc("GET /readyz", g.readyz)
-	g.mux.Handle("GET /metrics", g.metrics.Handler())
+	// On the API's address the metrics ask for its key; a scraper without
+	// it reads them on http.metrics_addr.
+	g.mux.Handle("GET /metrics", g.api.Guard(g.metrics.Handler()))
 	g.api.Mount(g.mux)
 	if err := g.mount(); err != nil {
 		return err
@@ -311,6 +319,15 @@ func (g *Gateway) build() error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if cfg.HTTP.MetricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", g.metrics.Handler())
+		g.metricsServer = &http.Server{
+			Handler:           mux,
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
 	}
 	return nil
 }
@@ -339,7 +356,7 @@ func (g *Gateway) mount() (err error) {
 	return nil
 }
 
-// Start listens on http.addr and starts every part. ctx ending stops the
+// Start listens on http.addr (and http.metrics_addr) and starts every part. ctx ending stops the
 // gateway hard (turns and sends cancelled, their work handed back); call
 // Shutdown for a graceful stop. Errors: Conflict (started before),
 // Invalid (the bound address is public and there is no API key),
@@ -361,7 +378,14 @@ func (g *Gateway) Start(ctx context.Context) error {
 		ln.Close()
 		return errs.E(op, errs.Invalid, "http.addr %s is bound to %s, which is not loopback: set http.api_key (HERALD_API_KEY)", g.cfg.HTTP.Addr, tcp)
 	}
-	g.started, g.ln = true, ln
+	var mln net.Listener
+	if g.metricsServer != nil {
+		if mln, err = net.Listen("tcp", g.cfg.HTTP.MetricsAddr); err != nil {
+			ln.Close()
+			return errs.Wrap(op, errs.Unavailable, fmt.Errorf("http.metrics_addr: %w", err))
+		}
+	}
+	g.started, g.ln, g.metricsLn = true, ln, mln
 
 	runCtx, cancel := context.WithCancel(ctx)
 	g.cancel = cancel
@@ -371,7 +395,10 @@ func (g *Gateway) Start(ctx context.Context) error {
 			// should it happen, what did start stops with runCtx.
 			cancel()
 			ln.Close()
-			g.started, g.ln = false, nil
+			if mln != nil {
+				mln.Close()
+			}
+			g.started, g.ln, g.metricsLn = false, nil, nil
 			return errs.Wrap(op, errs.Internal, err)
 		}
 	}
@@ -379,18 +406,30 @@ func (g *Gateway) Start(ctx context.Context) error {
 		g.adapterWG.Add(1)
 		go g.runAdapter(runCtx, a)
 	}
-	g.served = make(chan struct{})
+	g.served = serve(g.server, ln, g.log)
+	started := []any{"addr", ln.Addr().String()}
+	if mln != nil {
+		g.metricsServed = serve(g.metricsServer, mln, g.log)
+		started = append(started, "metrics_addr", mln.Addr().String())
+	}
+	g.ready.Store(true)
+	g.log.Info("gateway started", append(started, "store", g.cfg.Store.Backend,
+		"model", g.cfg.Model.Name, "turn_workers", g.cfg.Workers.Turns, "delivery_workers", g.cfg.Workers.Deliveries,
+		"platforms", g.platforms(), "worker", g.opts.Name)...)
+	return nil
+}
+
+// serve runs srv on ln until it is shut down; the channel it returns is
+// closed when it is.
+func serve(srv *http.Server, ln net.Listener, log *slog.Logger) chan struct{} {
+	done := make(chan struct{})
 	go func() {
-		defer close(g.served)
-		if err := g.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			g.log.Error("the HTTP server stopped", "err", err)
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("an HTTP server stopped", "addr", ln.Addr().String(), "err", err)
 		}
 	}()
-	g.ready.Store(true)
-	g.log.Info("gateway started", "addr", ln.Addr().String(), "store", g.cfg.Store.Backend,
-		"model", g.cfg.Model.Name, "turn_workers", g.cfg.Workers.Turns, "delivery_workers", g.cfg.Workers.Deliveries,
-		"platforms", g.platforms(), "worker", g.opts.Name)
-	return nil
+	return done
 }
 
 func (g *Gateway) platforms() []string {
@@ -505,6 +544,14 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		problems = append(problems, ctx.Err())
 	}
 	<-g.served
+	// The metrics are read to the end: their server stops after the rest.
+	if g.metricsServer != nil {
+		if err := g.metricsServer.Shutdown(ctx); err != nil {
+			_ = g.metricsServer.Close()
+			problems = append(problems, err)
+		}
+		<-g.metricsServed
+	}
 	// The tailer and the gauges only read; they stop last so the turns
 	// heard their signals to the end.
 	_ = g.tailer.Shutdown(ctx)
@@ -530,6 +577,17 @@ func (g *Gateway) Addr() string {
 		return ""
 	}
 	return g.ln.Addr().String()
+}
+
+// MetricsAddr is the address the metrics server listens on, once started
+// with http.metrics_addr set ("" otherwise).
+func (g *Gateway) MetricsAddr() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.metricsLn == nil {
+		return ""
+	}
+	return g.metricsLn.Addr().String()
 }
 
 // Handler is the gateway's HTTP handler: the local API plus /healthz,

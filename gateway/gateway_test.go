@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -294,6 +295,73 @@ func TestGatewayKeepsSecretsOut(t *testing.T) {
 	}
 	if !strings.Contains(places["logs"], `"class":"auth"`) {
 		t.Errorf("the failed model call was not logged: %s", places["logs"])
+	}
+}
+
+// With an API key, /metrics on the API's address asks for it, while the
+// health checks do not; http.metrics_addr serves the metrics alone,
+// without the key, for a scraper on a private network.
+func TestGatewayMetricsAskForTheKey(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	cfg := testConfig(t, model)
+	cfg.HTTP.APIKey = "metrics-test-key-1234"
+	cfg.HTTP.MetricsAddr = "127.0.0.1:0"
+	h := startGateway(t, cfg, Options{})
+
+	h.key = ""
+	if code, body := h.do("GET", "/metrics", ""); code != http.StatusUnauthorized || !strings.Contains(body, `"authentication_error"`) {
+		t.Errorf("/metrics without the key: %d %s, want 401 as a JSON error", code, body)
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code, body := h.do("GET", path, ""); code != http.StatusOK {
+			t.Errorf("%s without the key: %d %s, want 200", path, code, body)
+		}
+	}
+	h.key = cfg.HTTP.APIKey
+	if code, body := h.do("GET", "/metrics", ""); code != http.StatusOK || !strings.Contains(body, "herald_turns_started_total") {
+		t.Errorf("/metrics with the key: %d %.200s", code, body)
+	}
+
+	get := func(path string) (int, string) {
+		t.Helper()
+		res, err := http.Get("http://" + h.g.MetricsAddr() + path)
+		if err != nil {
+			t.Fatalf("GET %s on http.metrics_addr: %v", path, err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if h.g.MetricsAddr() == "" || h.g.MetricsAddr() == h.g.Addr() {
+		t.Fatalf("MetricsAddr = %q beside Addr %q, want an address of its own", h.g.MetricsAddr(), h.g.Addr())
+	}
+	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, "herald_turns_started_total") {
+		t.Errorf("/metrics on http.metrics_addr without a key: %d %.200s", code, body)
+	}
+	if code, _ := get("/v1/models"); code != http.StatusNotFound {
+		t.Errorf("the API on http.metrics_addr: %d, want 404", code)
+	}
+}
+
+// A metrics address that cannot be bound fails Start, naming the key.
+func TestGatewayStartFailsOnABusyMetricsAddr(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cfg := testConfig(t, testkit.NewModelServer(t))
+	cfg.HTTP.MetricsAddr = busy.Addr().String()
+	g, err := New(cfg, Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Shutdown(context.Background())
+	if err := g.Start(context.Background()); !errs.Is(err, errs.Unavailable) || !strings.Contains(err.Error(), "http.metrics_addr") {
+		t.Errorf("Start = %v, want Unavailable naming http.metrics_addr", err)
+	}
+	if g.Addr() != "" {
+		t.Errorf("Addr = %q after a failed Start, want the API's listener closed", g.Addr())
 	}
 }
 

@@ -183,17 +183,36 @@ func targetConv(m outbox.Message) (string, bool) {
 // gateway that adds its own routes (health, metrics) registers them on its
 // own mux and hands the rest here; see Mount.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
-		writeError(w, http.StatusUnauthorized, typeAuth, "a valid API key is required: Authorization: Bearer <key>")
+	if s.refused(w, r) {
 		return
 	}
 	s.mux.ServeHTTP(w, r)
 }
 
+// Guard puts h behind the API key, as the API's own routes are. With no
+// key configured, h is served as it is.
+func (s *Server) Guard(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.refused(w, r) {
+			h.ServeHTTP(w, r)
+		}
+	})
+}
+
+// refused answers 401 to a request without the API key, and reports
+// whether it did.
+func (s *Server) refused(w http.ResponseWriter, r *http.Request) bool {
+	if s.authorized(r) {
+		return false
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
+	writeError(w, http.StatusUnauthorized, typeAuth, "a valid API key is required: Authorization: Bearer <key>")
+	return true
+}
+
 // Mount registers the API on mux as its catch-all "/". Routes that mux
 // has or gets for more specific patterns ("/healthz", "/metrics") stay
-// its own and are not behind the API key.
+// its own, behind the API key only when Guard puts them there.
 func (s *Server) Mount(mux *http.ServeMux) { mux.Handle("/", s) }
 
 // RequireKey refuses an API without a key on an address that is not

@@ -69,8 +69,14 @@ func TestFlyToml(t *testing.T) {
 	if !healthz {
 		t.Errorf("no GET /healthz check in %+v", fly.HTTPService.Checks)
 	}
-	if strconv.Itoa(fly.Metrics.Port) != port || fly.Metrics.Path != "/metrics" {
-		t.Errorf("metrics at %d%s, want %s/metrics", fly.Metrics.Port, fly.Metrics.Path, port)
+	// The scraper has no API key: it reads the metrics on their own
+	// address, which the http_service does not expose.
+	_, metricsPort, err := net.SplitHostPort(fly.Env["HERALD_METRICS_ADDR"])
+	if err != nil {
+		t.Fatalf("HERALD_METRICS_ADDR %q: %v", fly.Env["HERALD_METRICS_ADDR"], err)
+	}
+	if strconv.Itoa(fly.Metrics.Port) != metricsPort || metricsPort == port || fly.Metrics.Path != "/metrics" {
+		t.Errorf("metrics at %d%s, want HERALD_METRICS_ADDR's port %s (not the API's, %s) and /metrics", fly.Metrics.Port, fly.Metrics.Path, metricsPort, port)
 	}
 	if fly.KillSignal != "SIGTERM" {
 		t.Errorf("kill_signal %q, want SIGTERM (the graceful stop)", fly.KillSignal)
@@ -96,8 +102,8 @@ func TestFlyToml(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the fly environment does not load: %v", err)
 	}
-	if cfg.Store.Backend != config.BackendRedis || cfg.HTTP.Addr != addr {
-		t.Errorf("loaded store %q, addr %q", cfg.Store.Backend, cfg.HTTP.Addr)
+	if cfg.Store.Backend != config.BackendRedis || cfg.HTTP.Addr != addr || cfg.HTTP.MetricsAddr != fly.Env["HERALD_METRICS_ADDR"] {
+		t.Errorf("loaded store %q, addr %q, metrics addr %q", cfg.Store.Backend, cfg.HTTP.Addr, cfg.HTTP.MetricsAddr)
 	}
 	// Without the API key it must not start: the address is public.
 	delete(env, "HERALD_API_KEY")
