@@ -135,9 +135,15 @@ func (c *histCache) addLocked(conv string, e histEntry) {
 	}
 }
 
-// extended is e with msgs appended, of the given encoded size.
+// extended is e with msgs appended, of the given encoded size. It appends
+// in place where e's array has room, so that a turn costs what it adds
+// rather than a copy of the whole history: nothing else reads that room.
+// Turns get copies, and of the values sharing the array, only one is
+// ever extended: a write extends the entry it took out of the cache,
+// and an entry a get returned is put back unextended only when the
+// script found the history as long as it was, so no write extended it.
 func (e histEntry) extended(msgs []sessions.Message, size int) histEntry {
-	return histEntry{token: e.token, msgs: append(slices.Clip(e.msgs), msgs...), size: e.size + size}
+	return histEntry{token: e.token, msgs: append(e.msgs, msgs...), size: e.size + size}
 }
 
 // copy returns the messages for a turn, which may append to its slice and

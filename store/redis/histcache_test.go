@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -172,6 +173,38 @@ func notServed(t *testing.T, db *DB, start func() *sessions.Turn) *sessions.Turn
 		t.Fatal("the turn took a kept history that was out of date")
 	}
 	return turn
+}
+
+// Extending appends in place, where there is room, and leaves the copies
+// turns were given as they were.
+func TestHistoryEntryExtendsInPlace(t *testing.T) {
+	msg := func(s string) sessions.Message { return sessions.Message{Role: "user", Content: s} }
+	e := histEntry{token: 1, msgs: []sessions.Message{msg("a")}}
+	var turns [][]sessions.Message
+	for _, s := range []string{"b", "c", "d", "e", "f"} {
+		turns = append(turns, e.copy())
+		e = e.extended([]sessions.Message{msg(s)}, 1)
+	}
+	for i, got := range turns {
+		if len(got) != i+1 || got[i].Content != string(rune('a'+i)) {
+			t.Errorf("turn %d's copy changed: %+v", i, got)
+		}
+		turns[i] = append(got, msg("the turn's own")) // never reaches e
+	}
+	for i, m := range e.msgs {
+		if want := string(rune('a' + i)); m.Content != want {
+			t.Errorf("message %d is %q, want %q", i, m.Content, want)
+		}
+	}
+	if len(e.msgs) != 6 || e.size != 5 {
+		t.Errorf("extended to %d messages of size %d, want 6 of 5", len(e.msgs), e.size)
+	}
+	// Room left in the array is used: one more message does not copy the
+	// history.
+	e.msgs = slices.Grow(e.msgs, 1)
+	if f := e.extended([]sessions.Message{msg("g")}, 1); &f.msgs[0] != &e.msgs[0] {
+		t.Error("extending with room to spare copied the history")
+	}
 }
 
 func TestHistoryCacheStaysWithinItsBound(t *testing.T) {
