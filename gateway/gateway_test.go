@@ -18,6 +18,7 @@ import (
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
 )
 
 // testConfig is a gateway config on a fresh home, a free loopback port
@@ -443,6 +444,38 @@ func reopen(t *testing.T, cfg config.Config) *Gateway {
 	}
 	t.Cleanup(func() { _ = g.Shutdown(context.Background()) })
 	return g
+}
+
+// A posted message's reply names it in the timeline, on either store.
+func TestGatewayTimelineSaysWhatAReplyAnswers(t *testing.T) {
+	for _, backend := range []string{config.BackendSQLite, config.BackendRedis} {
+		t.Run(backend, func(t *testing.T) {
+			model := testkit.NewModelServer(t)
+			cfg := testConfig(t, model)
+			if backend == config.BackendRedis {
+				cfg.Store.Backend, cfg.Store.RedisURL = backend, testkit.StartRedis(t).URL()
+			}
+			h := startGateway(t, cfg, Options{})
+			model.Script(testkit.Reply("got it"))
+			code, body := h.do("POST", "/api/v1/conversations/rt/messages", `{"text":"hello"}`)
+			var posted struct {
+				MessageID string `json:"message_id"`
+			}
+			if err := json.Unmarshal([]byte(body), &posted); code != http.StatusAccepted || err != nil || posted.MessageID == "" {
+				t.Fatalf("post: %d %s", code, body)
+			}
+			var page struct {
+				Items []sessions.TimelineItem `json:"items"`
+			}
+			eventually(t, "the reply in the timeline", func() bool {
+				_, body := h.do("GET", "/api/v1/conversations/rt/timeline", "")
+				return json.Unmarshal([]byte(body), &page) == nil && len(page.Items) == 1
+			})
+			if it := page.Items[0]; it.Text != "got it" || it.ReplyTo != posted.MessageID {
+				t.Errorf("timeline item %+v, want the reply with reply_to %q", it, posted.MessageID)
+			}
+		})
+	}
 }
 
 // model.system_prompt opens every request to the model.

@@ -3,6 +3,8 @@ package sessions
 import (
 	"context"
 	"time"
+
+	"github.com/heraldgw/herald/internal/errs"
 )
 
 // TimelineItem is one outbound message of a conversation as the local
@@ -15,6 +17,26 @@ type TimelineItem struct {
 	Kind   string    `json:"kind,omitempty"` // reply, notice, completion, …
 	Text   string    `json:"text"`
 	At     time.Time `json:"at"` // by the store's clock
+	// ReplyTo is the id of the inbound message this one answers (the
+	// message_id a post was given), empty for a message that answers
+	// none: a notice, a background completion, a send_message.
+	ReplyTo string `json:"reply_to,omitempty"`
+}
+
+// Check refuses an item a Timeline must not keep: Invalid for a bad
+// conversation key or an empty ID, TooLarge when what is stored of it
+// (its id, kind, text and reply_to) is over lim.MaxEntryBytes.
+func (it TimelineItem) Check(op string, lim Limits) error {
+	if err := ValidateConv(op, it.Conv); err != nil {
+		return err
+	}
+	if it.ID == "" {
+		return errs.E(op, errs.Invalid, "empty timeline item id")
+	}
+	if n := len(it.ID) + len(it.Kind) + len(it.Text) + len(it.ReplyTo); n > lim.MaxEntryBytes {
+		return errs.E(op, errs.TooLarge, "timeline item is %d bytes, over the limit of %d", n, lim.MaxEntryBytes)
+	}
+	return nil
 }
 
 // Timeline keeps what was delivered to conversations of the local API.

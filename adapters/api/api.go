@@ -96,7 +96,6 @@ type Server struct {
 
 	wake  wakeups  // local sends wake the requests waiting on their conversation
 	ends  endCache // the last cursor seen per conversation, to find a timeline's end quickly
-	sent  sentLog  // what recent local sends replied to, to tell replies apart
 	close sync.Once
 	done  chan struct{} // closed when Run returns: streams end so the HTTP server can shut down
 }
@@ -147,10 +146,7 @@ func (s *Server) Send(ctx context.Context, m outbox.Message) adapters.SendResult
 	if !ok {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "target " + m.Target.String() + " is not an api conversation"}
 	}
-	item := sessions.TimelineItem{ID: m.ID, Conv: conv, Kind: m.Kind, Text: m.Text}
-	// Recorded before the append, so a waiter woken by it (or polling)
-	// already knows which message this one answers.
-	s.sent.add(m.ID, m.ReplyTo)
+	item := sessions.TimelineItem{ID: m.ID, Conv: conv, Kind: m.Kind, Text: m.Text, ReplyTo: m.ReplyTo}
 	cursor, err := s.opts.Timeline.AppendTimeline(ctx, item)
 	if err != nil {
 		s.log.Warn("timeline append failed", "conv", conv, "outbox_id", m.ID, "err", err)

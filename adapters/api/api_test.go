@@ -140,6 +140,56 @@ type errorBody struct {
 	} `json:"error"`
 }
 
+// Two requests on one conversation each get their own reply, also when
+// the replies come through another process (another api.Server on the
+// same store), in the other order: the timeline says what each answers.
+func TestCompletionTakesItsOwnReplyFromAnotherProcess(t *testing.T) {
+	f := newFixture(t, nil)
+	other := api.New(api.Options{Inbox: f.inbox, Timeline: f.tl, Clock: clock.NewFake(epoch), Logger: slog.New(slog.DiscardHandler), Poll: 20 * time.Millisecond})
+	var (
+		mu   sync.Mutex
+		ins  []sessions.Inbound
+		both = make(chan struct{})
+	)
+	f.inbox.OnDeliver(func(_ context.Context, in sessions.Inbound) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if ins = append(ins, in); len(ins) == 2 {
+			close(both)
+		}
+		return nil
+	})
+	c := f.client(option.WithHeader("X-Herald-Conversation", "shared"))
+	texts := []string{"first", "second"}
+	got := make([]chan string, len(texts))
+	for i, text := range texts {
+		got[i] = make(chan string, 1)
+		go func() {
+			res, err := c.Chat.Completions.New(context.Background(), chat(openai.UserMessage(text)))
+			if err != nil || len(res.Choices) != 1 {
+				got[i] <- fmt.Sprintf("error %v", err)
+				return
+			}
+			got[i] <- res.Choices[0].Message.Content
+		}()
+	}
+	<-both
+	for i := len(ins) - 1; i >= 0; i-- {
+		if r := other.Send(context.Background(), replyTo(ins[i], "reply", "echo: "+ins[i].Text)); r.Outcome != adapters.Accepted {
+			t.Fatalf("the other process's send: %+v", r)
+		}
+	}
+	for i, text := range texts {
+		if reply := <-got[i]; reply != "echo: "+text {
+			t.Errorf("request %q got %q, want its own reply", text, reply)
+		}
+	}
+	items, err := f.tl.ReadTimeline(context.Background(), "api:shared", "", 10)
+	if err != nil || len(items) != 2 || items[0].ReplyTo != ins[1].MessageID || items[1].ReplyTo != ins[0].MessageID {
+		t.Errorf("timeline = %+v, %v; want each reply to say which message it answers", items, err)
+	}
+}
+
 func TestCompletion(t *testing.T) {
 	f := newFixture(t, nil)
 	f.echoTurns(20 * time.Millisecond)

@@ -237,15 +237,16 @@ func (s *Server) deliver(ctx context.Context, in sessions.Inbound) error {
 }
 
 // awaitReply waits for the reply to message msgID after the cursor after:
-// the first reply or command answer, skipping those this process knows
-// answer another message.
+// the first reply or command answer, skipping those that answer another
+// message, whichever process sent them. An item that does not say what
+// it answers (one kept before items did) is taken.
 func (s *Server) awaitReply(ctx context.Context, conv, msgID, after string, keepAlive func() error) (sessions.TimelineItem, error) {
 	var reply sessions.TimelineItem
 	err := s.follow(ctx, conv, after, func(it sessions.TimelineItem) (bool, error) {
 		if it.Kind != kindReply && it.Kind != kindCommand {
 			return false, nil
 		}
-		if to, ok := s.sent.answers(it.ID); ok && to != msgID {
+		if it.ReplyTo != "" && it.ReplyTo != msgID {
 			return false, nil
 		}
 		reply = it

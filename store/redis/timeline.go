@@ -13,13 +13,13 @@ import (
 
 func (s *sessionStore) AppendTimeline(ctx context.Context, item sessions.TimelineItem) (string, error) {
 	const op = "redis.AppendTimeline"
-	if err := checkTimelineItem(op, item, s.db.lim); err != nil {
+	if err := item.Check(op, s.db.lim); err != nil {
 		return "", err
 	}
 	tag := convTag(item.Conv)
 	v, err := s.db.run(ctx, op, scriptTimelineAppend,
 		[]string{s.db.convKey(tag, "tl"), s.db.convKey(tag, "tlid")},
-		item.ID, item.Kind, item.Text, s.db.nowArg())
+		item.ID, item.Kind, item.Text, s.db.nowArg(), item.ReplyTo)
 	if err != nil {
 		return "", err
 	}
@@ -51,30 +51,16 @@ func (s *sessionStore) ReadTimeline(ctx context.Context, conv, after string, cou
 	out := make([]sessions.TimelineItem, len(raw))
 	for i, m := range raw {
 		out[i] = sessions.TimelineItem{
-			Cursor: m.ID,
-			ID:     field(m, "id"),
-			Conv:   conv,
-			Kind:   field(m, "k"),
-			Text:   field(m, "t"),
-			At:     msTime(field(m, "at")),
+			Cursor:  m.ID,
+			ID:      field(m, "id"),
+			Conv:    conv,
+			Kind:    field(m, "k"),
+			Text:    field(m, "t"),
+			At:      msTime(field(m, "at")),
+			ReplyTo: field(m, "r"),
 		}
 	}
 	return out, nil
-}
-
-// checkTimelineItem refuses what AppendTimeline must not keep. The size
-// counts what is stored of the item: its id, kind and text.
-func checkTimelineItem(op string, item sessions.TimelineItem, lim sessions.Limits) error {
-	if err := sessions.ValidateConv(op, item.Conv); err != nil {
-		return err
-	}
-	if item.ID == "" {
-		return errs.E(op, errs.Invalid, "empty timeline item id")
-	}
-	if n := len(item.ID) + len(item.Kind) + len(item.Text); n > lim.MaxEntryBytes {
-		return errs.E(op, errs.TooLarge, "timeline item is %d bytes, over the limit of %d", n, lim.MaxEntryBytes)
-	}
-	return nil
 }
 
 // xrange reads a stream from start on, up to count entries (0 or less: all).

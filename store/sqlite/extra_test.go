@@ -30,3 +30,22 @@ func TestSignalsPruned(t *testing.T) {
 		t.Errorf("%d signals kept, want 1: the older ones are past the keep window", n)
 	}
 }
+
+// A file written before timeline items kept what they reply to (schema
+// version 3) opens with its items, which reply to nothing, and keeps
+// reply_to from then on.
+func TestVersion3FileGainsReplyTo(t *testing.T) {
+	ctx := context.Background()
+	path := oldFile(t, 3, `INSERT INTO timeline (conv, item_id, kind, text, at) VALUES ('api:c', 'o1', 'reply', 'before', 1)`)
+	s := openAt(t, path, nil, sessions.Limits{}).Sessions()
+	if _, err := s.AppendTimeline(ctx, sessions.TimelineItem{Conv: "api:c", ID: "o2", Kind: "reply", Text: "after", ReplyTo: "m2"}); err != nil {
+		t.Fatal(err)
+	}
+	items, err := s.ReadTimeline(ctx, "api:c", "", 10)
+	if err != nil || len(items) != 2 {
+		t.Fatalf("ReadTimeline = %+v, %v; want both items", items, err)
+	}
+	if items[0].Text != "before" || items[0].ReplyTo != "" || items[1].ReplyTo != "m2" {
+		t.Errorf("items after the upgrade = %+v; want the old one replying to nothing, the new one to m2", items)
+	}
+}

@@ -2,7 +2,10 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -58,4 +61,23 @@ func wantCode(t *testing.T, what string, err error, code errs.Code) {
 	if !errs.Is(err, code) {
 		t.Errorf("%s: got error %v, want code %s", what, err, code)
 	}
+}
+
+// oldFile writes a database file as a herald of schema version v left it:
+// the first v migrations, then stmts. It returns the file's path.
+func oldFile(t *testing.T, v int, stmts ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	old, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	all := append(slices.Clone(migrations[:v]), stmts...)
+	for _, stmt := range append(all, fmt.Sprintf(`PRAGMA user_version = %d`, v)) {
+		if _, err := old.Exec(stmt); err != nil {
+			t.Fatalf("writing a version %d file: %v", v, err)
+		}
+	}
+	return path
 }

@@ -2,8 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
-	"path/filepath"
 	"testing"
 
 	"github.com/heraldgw/herald/sessions"
@@ -13,28 +11,11 @@ import (
 // keeps its data and gains the leases table.
 func TestVersion2FileGainsLeases(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "herald.db")
-	old, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, stmt := range []string{
-		migrations[0], migrations[1],
-		`INSERT INTO notes (user_key, text, at) VALUES ('telegram:1', 'likes tea', 1)`,
-		`PRAGMA user_version = 2`,
-	} {
-		if _, err := old.ExecContext(ctx, stmt); err != nil {
-			t.Fatalf("writing a version 2 file: %v", err)
-		}
-	}
-	if err := old.Close(); err != nil {
-		t.Fatal(err)
-	}
-
+	path := oldFile(t, 2, `INSERT INTO notes (user_key, text, at) VALUES ('telegram:1', 'likes tea', 1)`)
 	d := openAt(t, path, nil, sessions.Limits{})
 	var v int
-	if err := d.rdb.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != 3 {
-		t.Errorf("user_version = %d, %v; want 3", v, err)
+	if err := d.rdb.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != len(migrations) {
+		t.Errorf("user_version = %d, %v; want %d", v, err, len(migrations))
 	}
 	notes, err := d.Sessions().Notes(ctx, "telegram:1")
 	if err != nil || len(notes) != 1 || notes[0].Text != "likes tea" {

@@ -122,6 +122,11 @@ CREATE TABLE leases (
 	expires INTEGER NOT NULL
 ) WITHOUT ROWID;
 `,
+	// 3 → 4: what a timeline item replies to ('' for items from before,
+	// and for those that reply to nothing).
+	`
+ALTER TABLE timeline ADD COLUMN reply_to TEXT NOT NULL DEFAULT '';
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

@@ -10,10 +10,10 @@ import (
 const (
 	// The item id is unique per conversation: a conflict is the resend
 	// of an item already there, which adds nothing.
-	sqlTimelineInsert = `INSERT INTO timeline (conv, item_id, kind, text, at) VALUES (?1, ?2, ?3, ?4, ?5)
+	sqlTimelineInsert = `INSERT INTO timeline (conv, item_id, kind, text, at, reply_to) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
 		ON CONFLICT (conv, item_id) DO NOTHING`
 	sqlTimelineCursor = `SELECT cursor FROM timeline WHERE conv = ?1 AND item_id = ?2`
-	sqlTimelineRead   = `SELECT cursor, item_id, kind, text, at FROM timeline
+	sqlTimelineRead   = `SELECT cursor, item_id, kind, text, at, reply_to FROM timeline
 		WHERE conv = ?1 AND cursor > ?2 ORDER BY cursor LIMIT ?3`
 )
 
@@ -23,13 +23,13 @@ func (s *sessionStore) AppendTimeline(ctx context.Context, item sessions.Timelin
 	if err := d.check(ctx, op); err != nil {
 		return "", err
 	}
-	if err := checkTimelineItem(op, item, d.lim); err != nil {
+	if err := item.Check(op, d.lim); err != nil {
 		return "", err
 	}
 	var cursor int64
 	err := d.w.do(ctx, op, durable, func(t *tx) error {
 		_, now := d.now()
-		r, err := t.st.timelineInsert.Exec(item.Conv, item.ID, item.Kind, item.Text, now)
+		r, err := t.st.timelineInsert.Exec(item.Conv, item.ID, item.Kind, item.Text, now, item.ReplyTo)
 		if err != nil {
 			return err
 		}
@@ -76,7 +76,7 @@ func (s *sessionStore) ReadTimeline(ctx context.Context, conv, after string, cou
 			cursor, at int64
 			it         = sessions.TimelineItem{Conv: conv}
 		)
-		if err := rows.Scan(&cursor, &it.ID, &it.Kind, &it.Text, &at); err != nil {
+		if err := rows.Scan(&cursor, &it.ID, &it.Kind, &it.Text, &at, &it.ReplyTo); err != nil {
 			return nil, d.fail(op, err)
 		}
 		it.Cursor, it.At = formatID(cursor), fromNanos(at)
@@ -86,19 +86,4 @@ func (s *sessionStore) ReadTimeline(ctx context.Context, conv, after string, cou
 		return nil, d.fail(op, err)
 	}
 	return out, nil
-}
-
-// checkTimelineItem refuses what AppendTimeline must not keep. The size
-// counts what is stored of the item: its id, kind and text.
-func checkTimelineItem(op string, item sessions.TimelineItem, lim sessions.Limits) error {
-	if err := sessions.ValidateConv(op, item.Conv); err != nil {
-		return err
-	}
-	if item.ID == "" {
-		return errs.E(op, errs.Invalid, "empty timeline item id")
-	}
-	if n := len(item.ID) + len(item.Kind) + len(item.Text); n > lim.MaxEntryBytes {
-		return errs.E(op, errs.TooLarge, "timeline item is %d bytes, over the limit of %d", n, lim.MaxEntryBytes)
-	}
-	return nil
 }

@@ -732,14 +732,8 @@ func (o memOutbox) Requeue(ctx context.Context, id string) error {
 
 func (m memSessions) AppendTimeline(ctx context.Context, item sessions.TimelineItem) (string, error) {
 	const op = "mem.AppendTimeline"
-	if err := sessions.ValidateConv(op, item.Conv); err != nil {
+	if err := item.Check(op, m.s.lim); err != nil {
 		return "", err
-	}
-	if item.ID == "" {
-		return "", errs.E(op, errs.Invalid, "empty item id")
-	}
-	if len(item.ID)+len(item.Kind)+len(item.Text) > m.s.lim.MaxEntryBytes {
-		return "", errs.E(op, errs.TooLarge, "item over the limit")
 	}
 	if err := m.s.lock(op); err != nil {
 		return "", err

@@ -7,6 +7,7 @@
 -- ARGV[2] kind
 -- ARGV[3] text
 -- ARGV[4] now in ms, or '' for the server's time
+-- ARGV[5] the inbound message id the item replies to, or ''
 -- Returns {cursor}.
 local first = redis.call('HGET', KEYS[2], ARGV[1])
 if first then
@@ -14,6 +15,13 @@ if first then
 end
 -- The stream makes the cursor ('*'): its ids only ever grow, whatever
 -- the clocks do.
-local cursor = redis.call('XADD', KEYS[1], '*', 'id', ARGV[1], 'k', ARGV[2], 't', ARGV[3], 'at', int(now_ms(ARGV[4])))
+-- An item that replies to nothing has no r field, as items written
+-- before the field existed have none.
+local cursor
+if ARGV[5] ~= '' then
+  cursor = redis.call('XADD', KEYS[1], '*', 'id', ARGV[1], 'k', ARGV[2], 't', ARGV[3], 'at', int(now_ms(ARGV[4])), 'r', ARGV[5])
+else
+  cursor = redis.call('XADD', KEYS[1], '*', 'id', ARGV[1], 'k', ARGV[2], 't', ARGV[3], 'at', int(now_ms(ARGV[4])))
+end
 redis.call('HSET', KEYS[2], ARGV[1], cursor)
 return {cursor}
