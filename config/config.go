@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/sessions"
 )
 
@@ -74,9 +75,12 @@ type Model struct {
 	APIKey  string `yaml:"api_key" secret:"true"`
 	// Name empty means no model is configured; turns then answer with how
 	// to configure one instead of failing.
-	Name          string        `yaml:"name"`
-	Timeout       time.Duration `yaml:"timeout"`        // one model call
-	MaxIterations int           `yaml:"max_iterations"` // model calls per turn
+	Name    string        `yaml:"name"`
+	Timeout time.Duration `yaml:"timeout"` // one model call
+	// MaxRetries is how many times a call that timed out, met a 5xx or
+	// a rate limit is tried again, with backoff; 0 tries once.
+	MaxRetries    int `yaml:"max_retries"`
+	MaxIterations int `yaml:"max_iterations"` // model calls per turn
 	// HistoryBudget is how many characters of history a turn sends to the
 	// model; the oldest messages are left out first, tool calls kept with
 	// their results.
@@ -188,13 +192,17 @@ type SendMessage struct {
 
 // Defaults that have no home in a domain package.
 const (
-	DefaultHome          = "~/.herald"
-	DefaultRedisURL      = "redis://127.0.0.1:6379/0"
-	DefaultRedisPrefix   = "herald:"
-	DefaultHTTPAddr      = "127.0.0.1:8642"
-	DefaultMaxBodyBytes  = 4 << 20
-	DefaultModelBaseURL  = "http://127.0.0.1:11434/v1"
-	DefaultModelTimeout  = 5 * time.Minute
+	DefaultHome         = "~/.herald"
+	DefaultRedisURL     = "redis://127.0.0.1:6379/0"
+	DefaultRedisPrefix  = "herald:"
+	DefaultHTTPAddr     = "127.0.0.1:8642"
+	DefaultMaxBodyBytes = 4 << 20
+	DefaultModelBaseURL = "http://127.0.0.1:11434/v1"
+	DefaultModelTimeout = 5 * time.Minute
+	DefaultModelRetries = llm.DefaultMaxRetries
+	// MaxModelRetries bounds model.max_retries: more would keep a turn
+	// waiting on a failing model for minutes.
+	MaxModelRetries      = 10
 	DefaultMaxIterations = 90
 	DefaultHistoryBudget = 200_000
 	DefaultTurnWorkers   = 64
@@ -225,6 +233,7 @@ func Default() Config {
 		Model: Model{
 			BaseURL:       DefaultModelBaseURL,
 			Timeout:       DefaultModelTimeout,
+			MaxRetries:    DefaultModelRetries,
 			MaxIterations: DefaultMaxIterations,
 			HistoryBudget: DefaultHistoryBudget,
 		},

@@ -43,6 +43,7 @@ http:
 model:
   name: qwen3
   max_iterations: 12
+  max_retries: 0
   system_prompt: |
     You are terse.
 workers:
@@ -60,6 +61,7 @@ send_message:
 				c.HTTP.Addr = "127.0.0.1:9000"
 				c.Model.Name = "qwen3"
 				c.Model.MaxIterations = 12
+				c.Model.MaxRetries = 0
 				c.Model.SystemPrompt = "You are terse.\n"
 				c.Workers.Turns = 4
 				c.Workers.ShutdownGrace = 45 * time.Second

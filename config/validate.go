@@ -151,6 +151,9 @@ func (m Model) check(v *validator) {
 		v.add("model.base_url", "%s", msg)
 	}
 	v.positiveDuration("model.timeout", m.Timeout)
+	if m.MaxRetries < 0 || m.MaxRetries > MaxModelRetries {
+		v.add("model.max_retries", "must be from 0 to %d, got %d", MaxModelRetries, m.MaxRetries)
+	}
 	v.positive("model.max_iterations", int64(m.MaxIterations))
 	v.positive("model.history_budget", int64(m.HistoryBudget))
 }

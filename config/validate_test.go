@@ -160,6 +160,12 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
+			desc:   "model retries out of range",
+			change: func(c *config.Config) { c.Model.MaxRetries = 11 },
+			want:   config.Problems{{Key: "model.max_retries", Msg: "must be from 0 to 10, got 11"}},
+		},
+		{desc: "no model retries", change: func(c *config.Config) { c.Model.MaxRetries = 0 }},
+		{
 			desc:   "worker counts not positive",
 			change: func(c *config.Config) { c.Workers.Turns, c.Workers.Deliveries, c.Workers.ShutdownGrace = 0, -2, 0 },
 			want: config.Problems{

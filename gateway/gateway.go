@@ -196,7 +196,9 @@ func (g *Gateway) build() error {
 		APIKey:  cfg.Model.APIKey,
 		Model:   cfg.Model.Name,
 		Timeout: cfg.Model.Timeout,
-		Clock:   g.clock,
+		// The config's 0 is no retries; the options' 0 is the default.
+		MaxRetries: cmp.Or(cfg.Model.MaxRetries, -1),
+		Clock:      g.clock,
 	})
 	if err != nil {
 		return err

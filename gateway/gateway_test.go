@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -473,6 +474,27 @@ func TestGatewayTimelineSaysWhatAReplyAnswers(t *testing.T) {
 			})
 			if it := page.Items[0]; it.Text != "got it" || it.ReplyTo != posted.MessageID {
 				t.Errorf("timeline item %+v, want the reply with reply_to %q", it, posted.MessageID)
+			}
+		})
+	}
+}
+
+// model.max_retries bounds the attempts of a call that fails with a 5xx:
+// with 0, the first failure ends the turn with a reason.
+func TestGatewayRetriesTheModelAsConfigured(t *testing.T) {
+	for _, retries := range []int{0, 1} {
+		t.Run(fmt.Sprint(retries), func(t *testing.T) {
+			model := testkit.NewModelServer(t)
+			cfg := testConfig(t, model)
+			cfg.Model.MaxRetries = retries
+			h := startGateway(t, cfg, Options{})
+			model.Script(testkit.Fail(http.StatusBadGateway, "upstream down"), testkit.Reply("answered"))
+			got := h.chat("mr", "hello")
+			if n := model.Count(); n != retries+1 {
+				t.Errorf("%d model requests, want %d", n, retries+1)
+			}
+			if answered := got == "answered"; answered != (retries > 0) {
+				t.Errorf("reply %q with %d retries", got, retries)
 			}
 		})
 	}
