@@ -50,6 +50,9 @@ type Store struct {
 	MaxEntryBytes int           `yaml:"max_entry_bytes"`
 	DedupeWindow  time.Duration `yaml:"dedupe_window"`
 	LeaseTTL      time.Duration `yaml:"lease_ttl"`
+	// HistoryMaxMessages bounds the history a conversation keeps: a turn
+	// drops the oldest messages beyond it. 0 keeps everything.
+	HistoryMaxMessages int `yaml:"history_max_messages"`
 }
 
 // Storage backends.

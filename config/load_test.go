@@ -38,6 +38,7 @@ store:
   backend: redis
   redis_url: redis://cache:6379/2
   lease_ttl: 45s
+  history_max_messages: 500
 http:
   addr: 127.0.0.1:9000
 model:
@@ -58,6 +59,7 @@ send_message:
 				c.Store.Backend = "redis"
 				c.Store.RedisURL = "redis://cache:6379/2"
 				c.Store.LeaseTTL = 45 * time.Second
+				c.Store.HistoryMaxMessages = 500
 				c.HTTP.Addr = "127.0.0.1:9000"
 				c.Model.Name = "qwen3"
 				c.Model.MaxIterations = 12

@@ -113,6 +113,9 @@ func (s Store) check(v *validator) {
 	v.positive("store.max_entry_bytes", int64(s.MaxEntryBytes))
 	v.positiveDuration("store.dedupe_window", s.DedupeWindow)
 	v.positiveDuration("store.lease_ttl", s.LeaseTTL)
+	if s.HistoryMaxMessages < 0 {
+		v.add("store.history_max_messages", "must be 0 (keep all) or more, got %d", s.HistoryMaxMessages)
+	}
 }
 
 func (c Config) checkHTTP(v *validator) {

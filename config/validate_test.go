@@ -166,6 +166,11 @@ func TestValidate(t *testing.T) {
 		},
 		{desc: "no model retries", change: func(c *config.Config) { c.Model.MaxRetries = 0 }},
 		{
+			desc:   "negative history bound",
+			change: func(c *config.Config) { c.Store.HistoryMaxMessages = -1 },
+			want:   config.Problems{{Key: "store.history_max_messages", Msg: "must be 0 (keep all) or more, got -1"}},
+		},
+		{
 			desc:   "worker counts not positive",
 			change: func(c *config.Config) { c.Workers.Turns, c.Workers.Deliveries, c.Workers.ShutdownGrace = 0, -2, 0 },
 			want: config.Problems{

@@ -255,17 +255,18 @@ func (g *Gateway) build() error {
 	g.owned = ownedGauge(g.metrics)
 
 	g.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
-		Store:    DeliveringSessions(store, delivery),
-		Runner:   runner,
-		Commands: commands,
-		Name:     g.opts.Name,
-		Turns:    cfg.Workers.Turns,
-		LeaseTTL: cfg.Store.LeaseTTL,
-		Grace:    g.opts.Grace,
-		Watch:    watch,
-		Clock:    g.clock,
-		Logger:   log.With("part", "turns"),
-		Metrics:  g.metrics.TurnHooks(),
+		Store:      DeliveringSessions(store, delivery),
+		Runner:     runner,
+		Commands:   commands,
+		Name:       g.opts.Name,
+		Turns:      cfg.Workers.Turns,
+		LeaseTTL:   cfg.Store.LeaseTTL,
+		HistoryMax: cfg.Store.HistoryMaxMessages,
+		Grace:      g.opts.Grace,
+		Watch:      watch,
+		Clock:      g.clock,
+		Logger:     log.With("part", "turns"),
+		Metrics:    g.metrics.TurnHooks(),
 	})
 	if err != nil {
 		return err

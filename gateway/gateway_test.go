@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -497,6 +498,35 @@ func TestGatewayRetriesTheModelAsConfigured(t *testing.T) {
 				t.Errorf("reply %q with %d retries", got, retries)
 			}
 		})
+	}
+}
+
+// store.history_max_messages bounds what a conversation keeps: the
+// oldest messages go as turns add theirs, and the model sees the rest.
+func TestGatewayBoundsTheStoredHistory(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	cfg := testConfig(t, model)
+	cfg.Store.HistoryMaxMessages = 4
+	h := startGateway(t, cfg, Options{})
+	for _, text := range []string{"one", "two", "three", "four"} {
+		model.Script(testkit.Reply("re " + text))
+		h.chat("hb", text)
+	}
+	history, err := h.g.Store().Sessions().History(context.Background(), "api:hb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range history {
+		got = append(got, m.Content)
+	}
+	if want := []string{"three", "re three", "four", "re four"}; !slices.Equal(got, want) {
+		t.Errorf("stored history %q, want %q", got, want)
+	}
+	reqs := model.Requests()
+	last := reqs[len(reqs)-1]
+	if n := len(last.Messages); n != 5 || last.Messages[0].Content != "two" {
+		t.Errorf("the last turn sent %+v, want the history kept after the third turn (two … re three) and its message", last.Messages)
 	}
 }
 

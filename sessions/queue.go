@@ -151,6 +151,11 @@ type Finish struct {
 	History  []Message        // appended to the conversation's history
 	Outbox   []outbox.Message // enqueued for delivery
 	Release  bool             // give the lease back in the same step
+	// DropHistory removes that many of the oldest messages of the stored
+	// history (all of them when it has fewer) before History is appended,
+	// in the same step: a bound on what a conversation keeps. Negative is
+	// Invalid.
+	DropHistory int
 	// Meta is written to the conversation's metadata in the same step,
 	// each key as SetMeta writes it: an empty value deletes the key. (The
 	// turn worker clears its running-turn mark this way.)
@@ -164,6 +169,14 @@ type Finish struct {
 	// look for other ready conversations. A worker that knows of no
 	// other waiting work spares the store that search. Finish ignores it.
 	ClaimIfLeft bool
+}
+
+// CheckDropHistory refuses a negative Finish.DropHistory.
+func CheckDropHistory(op string, f Finish) error {
+	if f.DropHistory < 0 {
+		return errs.E(op, errs.Invalid, "DropHistory is %d; want 0 or more", f.DropHistory)
+	}
+	return nil
 }
 
 // Handoff asks a Finish to claim the messages it enqueues (Finish.Handoff)

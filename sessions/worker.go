@@ -64,6 +64,12 @@ type TurnWorkerOptions struct {
 	// Grace is how long Shutdown lets running turns finish before it
 	// cancels them and hands their entries back; 0 means DefaultGrace.
 	Grace time.Duration
+	// HistoryMax bounds the stored history of a conversation, in messages
+	// (store.history_max_messages): a turn's commit drops the oldest ones
+	// beyond it, an assistant message that called tools together with
+	// their results, so the history never starts with a tool result. 0
+	// keeps everything.
+	HistoryMax int
 	// MarkAfter is how long a turn runs before the worker marks it in
 	// the conversation's metadata (ConvMetaTurn), so /stop and /status
 	// in other processes know it. Shorter turns, the most, cost no
@@ -115,6 +121,7 @@ type TurnWorker struct {
 	name          string
 	ttl           time.Duration
 	grace         time.Duration
+	historyMax    int // stored history messages kept; 0: all
 	markAfter     time.Duration
 	maxDeliveries int
 	retryDelay    time.Duration
@@ -167,6 +174,7 @@ func NewTurnWorker(opts TurnWorkerOptions) (*TurnWorker, error) {
 		name:          opts.Name,
 		ttl:           opts.LeaseTTL,
 		grace:         opts.Grace,
+		historyMax:    opts.HistoryMax,
 		markAfter:     opts.MarkAfter,
 		maxDeliveries: opts.MaxDeliveries,
 		retryDelay:    opts.RetryDelay,

@@ -362,6 +362,9 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	if err != nil {
 		at.logger().Warn("the entry has no reply target; its replies are dropped", "err", err)
 	}
+	// Where the stored history may start is known before the runner, which
+	// may change its copy, has it.
+	starts := w.historyStarts(history)
 	in := TurnInput{Conv: conv, Entry: e, History: history, Origin: origin, Steer: at.steer}
 	var watch TurnWatch
 	if w.watch != nil && err == nil {
@@ -399,7 +402,8 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	if stop != nil && stop.reason != stopReasonNew {
 		msgs = append(slices.Clone(msgs), outbox.Message{Target: origin, Text: "Stopped.", ReplyTo: e.MessageID, Kind: KindNotice})
 	}
-	f := Finish{EntryID: e.ID, Absorbed: absorbed, History: out.History, Outbox: w.outboxOf(at, msgs), Release: true}
+	f := Finish{EntryID: e.ID, Absorbed: absorbed, History: out.History, Outbox: w.outboxOf(at, msgs), Release: true,
+		DropHistory: w.historyDrop(starts, len(out.History))}
 	if w.commit(at, f) {
 		took := w.clock.Now().Sub(at.started)
 		w.log.Info("turn finished", append(at.logAttrs(),
@@ -408,6 +412,44 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 			f(out.End, took)
 		}
 	}
+}
+
+// historyStarts returns, when the stored history is bounded and history
+// could reach the bound with a turn's messages, where a kept part of it
+// may start: the index of each message that is not a tool result, then
+// len(history). Otherwise it returns nil and keeps everything.
+func (w *TurnWorker) historyStarts(history []Message) []int {
+	if w.historyMax <= 0 || len(history) == 0 || len(history) < w.historyMax/2 {
+		return nil
+	}
+	starts := make([]int, 0, len(history)+1)
+	for i, m := range history {
+		if m.Role != "tool" {
+			starts = append(starts, i)
+		}
+	}
+	return append(starts, len(history))
+}
+
+// historyDrop is how many of the stored history's oldest messages the
+// commit drops so that, with added more, it keeps at most historyMax: the
+// first start at or past the excess, so that the kept part never begins
+// with a tool result cut from its call. The turn's own messages are never
+// dropped, even past the bound.
+func (w *TurnWorker) historyDrop(starts []int, added int) int {
+	if len(starts) == 0 {
+		return 0
+	}
+	stored := starts[len(starts)-1]
+	over := stored + added - w.historyMax
+	switch {
+	case over <= 0:
+		return 0
+	case over >= stored:
+		return stored
+	}
+	i, _ := slices.BinarySearch(starts, over)
+	return starts[i]
 }
 
 // history is the conversation's history for the turn: the one its claim

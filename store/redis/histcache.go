@@ -146,6 +146,22 @@ func (e histEntry) extended(msgs []sessions.Message, size int) histEntry {
 	return histEntry{token: e.token, msgs: append(e.msgs, msgs...), size: e.size + size}
 }
 
+// dropped is e without its n oldest messages (all when it has fewer),
+// as a finish that drops them leaves the history. The messages dropped
+// are costed by their text, which is about what they took.
+func (e histEntry) dropped(n int) histEntry {
+	n = min(n, len(e.msgs))
+	if n <= 0 {
+		return e
+	}
+	for _, m := range e.msgs[:n] {
+		e.size -= messageSize(len(m.Content) + len(m.Role))
+	}
+	e.size = max(e.size, 0)
+	e.msgs = e.msgs[n:]
+	return e
+}
+
 // copy returns the messages for a turn, which may append to its slice and
 // change its messages, their tool calls included, as it may a history it
 // read.

@@ -286,8 +286,11 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 	if err := sessions.ValidateMeta(op, f.Meta, s.db.lim); err != nil {
 		return nil, err
 	}
+	if err := sessions.CheckDropHistory(op, f); err != nil {
+		return nil, err
+	}
 	tag := convTag(l.Conv)
-	args := make([]any, 0, 16+len(absorbed)+len(hist)+len(msgs)+2*len(f.Meta))
+	args := make([]any, 0, 17+len(absorbed)+len(hist)+len(msgs)+2*len(f.Meta))
 	args = append(args, s.db.prefix, tag, l.Token, f.EntryID, flag(f.Release), s.db.nowArg(), s.db.windowArg(),
 		worker, durMS(ttl), len(absorbed))
 	for _, id := range absorbed {
@@ -308,13 +311,13 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 	} else {
 		args = append(args, "", 0)
 	}
-	args = append(args, flag(f.ClaimIfLeft))
+	args = append(args, flag(f.ClaimIfLeft), f.DropHistory)
 	base, known := s.db.hist.take(l.Conv, l.Token)
 	v, err := s.db.run(ctx, op, scriptFinish,
 		[]string{s.db.convKey(tag, "state"), s.db.readyKey(), s.db.convKey(tag, "hist"), s.db.convKey(tag, "meta")},
 		args...)
 	if err == nil && len(v) > 0 && str(v[0]) == "OK" {
-		s.db.wroteHistory(op, l.Conv, base, known, f.History, hist)
+		s.db.wroteHistory(op, l.Conv, base.dropped(f.DropHistory), known, f.History, hist)
 	}
 	return v, err
 }

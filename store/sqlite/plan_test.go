@@ -36,6 +36,7 @@ func TestQueryPlans(t *testing.T) {
 		{"outbox dead list", sqlOutboxDeadList, []any{10}},
 		{"outbox key prune", sqlOutboxKeyPrune, []any{1, 10}},
 		{"history list", sqlHistoryList, []any{"c"}},
+		{"history drop", sqlHistoryDrop, []any{"c", 2}},
 		{"entry absorb", sqlEntryAbsorb, []any{1, "c", 2}},
 		{"timeline cursor", sqlTimelineCursor, []any{"c", "m"}},
 		{"timeline read", sqlTimelineRead, []any{"c", 0, 10}},

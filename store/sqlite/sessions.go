@@ -123,7 +123,9 @@ var (
 
 	sqlHistoryInsert = `INSERT INTO history (conv, body) VALUES (?1, ?2)`
 	sqlHistoryClear  = `DELETE FROM history WHERE conv = ?1`
-	sqlHistoryList   = `SELECT body FROM history WHERE conv = ?1 ORDER BY id`
+	sqlHistoryDrop   = `DELETE FROM history WHERE id IN
+		(SELECT id FROM history WHERE conv = ?1 ORDER BY id LIMIT ?2)`
+	sqlHistoryList = `SELECT body FROM history WHERE conv = ?1 ORDER BY id`
 
 	sqlMetaSet = `INSERT INTO meta (conv, key, value) VALUES (?1, ?2, ?3)
 		ON CONFLICT (conv, key) DO UPDATE SET value = excluded.value`
@@ -528,6 +530,9 @@ func prepareFinish(d *DB, op string, l sessions.Lease, f sessions.Finish) (finis
 	if err := sessions.ValidateMeta(op, f.Meta, d.lim); err != nil {
 		return p, err
 	}
+	if err := sessions.CheckDropHistory(op, f); err != nil {
+		return p, err
+	}
 	p.entryID, p.idOK = parseID(f.EntryID)
 	return p, nil
 }
@@ -559,6 +564,11 @@ func finishIn(t *tx, d *DB, op string, l sessions.Lease, f sessions.Finish, p fi
 	}
 	if _, err := t.st.entryDelete.Exec(p.entryID); err != nil {
 		return nil, false, err
+	}
+	if f.DropHistory > 0 {
+		if _, err := t.st.historyDrop.Exec(l.Conv, f.DropHistory); err != nil {
+			return nil, false, err
+		}
 	}
 	for _, b := range p.history {
 		if _, err := t.st.historyInsert.Exec(l.Conv, b); err != nil {

@@ -24,6 +24,7 @@ type statements struct {
 	finishRelease, finishKeep         *sql.Stmt
 	leaseHeld                         *sql.Stmt
 	historyInsert, historyClear       *sql.Stmt
+	historyDrop                       *sql.Stmt
 	metaSet, metaDelete               *sql.Stmt
 	outboxKeyGet, outboxKeyPut        *sql.Stmt
 	outboxKeyPrune                    *sql.Stmt
@@ -71,6 +72,7 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 		{&st.leaseHeld, sqlLeaseHeld},
 		{&st.historyInsert, sqlHistoryInsert},
 		{&st.historyClear, sqlHistoryClear},
+		{&st.historyDrop, sqlHistoryDrop},
 		{&st.metaSet, sqlMetaSet},
 		{&st.metaDelete, sqlMetaDelete},
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
 )
 
@@ -105,6 +106,46 @@ func runHistory(t *testing.T, b Backend) {
 		if again := f.mustClaim("w1"); !again.HistoryRead || !cmp.Equal(long, again.History, timeOpts) {
 			t.Errorf("the claim brought %d messages (read %v), want the %d of the history", len(again.History), again.HistoryRead, len(long))
 		}
+	})
+
+	t.Run("finish drops the oldest messages before appending", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		msg := func(role, text string) sessions.Message {
+			return sessions.Message{Role: role, Content: text, At: f.clk.Now()}
+		}
+		// Turns that AppendClaim starts, as the router starts them: each
+		// finish commits, releases, and the next turn gets the history
+		// the store has then (on Redis, the copy the process kept).
+		turn := func(text string) *sessions.Turn {
+			_, turn := f.mustAppendClaim(user("c", text), "w1")
+			return turn
+		}
+		t1 := turn("1")
+		f.finish(t1.Lease, sessions.Finish{EntryID: t1.Entry.ID, History: []sessions.Message{msg("user", "1"), msg("assistant", "one")}, Release: true})
+		t2 := turn("2")
+		f.finish(t2.Lease, sessions.Finish{EntryID: t2.Entry.ID, History: []sessions.Message{msg("user", "2"), msg("assistant", "two")}, Release: true})
+		t3 := turn("3")
+		third := []sessions.Message{msg("user", "3"), msg("assistant", "three")}
+		f.finish(t3.Lease, sessions.Finish{EntryID: t3.Entry.ID, History: third, DropHistory: 3, Release: true})
+		want := append([]sessions.Message{t3.History[3]}, third...)
+		if d := cmp.Diff(want, f.history("c"), timeOpts); d != "" {
+			t.Errorf("History after dropping 3 (-want +got):\n%s", d)
+		}
+		t4 := turn("4")
+		if d := cmp.Diff(want, t4.History, timeOpts); d != "" {
+			t.Errorf("the next turn's history (-want +got):\n%s", d)
+		}
+		// More than there is drops all of it; with nothing appended.
+		f.finish(t4.Lease, sessions.Finish{EntryID: t4.Entry.ID, DropHistory: 10, Release: true})
+		if h := f.history("c"); len(h) != 0 {
+			t.Errorf("History after dropping more than it had = %+v, want none", h)
+		}
+		t5 := turn("5")
+		if len(t5.History) != 0 {
+			t.Errorf("the next turn's history = %+v, want none", t5.History)
+		}
+		err := f.ss.Finish(f.ctx, t5.Lease, sessions.Finish{EntryID: t5.Entry.ID, DropHistory: -1})
+		wantCode(t, "Finish with a negative DropHistory", err, errs.Invalid)
 	})
 
 	t.Run("clear history", func(t *testing.T) {

@@ -469,9 +469,12 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 			return nil, errs.E(op, errs.NotFound, "absorbed entry %q is not queued", id)
 		}
 	}
+	if err := sessions.CheckDropHistory(op, f); err != nil {
+		return nil, err
+	}
 	c.lanes = lanes
 	c.inflight = nil
-	c.history = append(c.history, f.History...)
+	c.history = append(slices.Clone(c.history[min(f.DropHistory, len(c.history)):]), f.History...)
 	now := m.s.clk.Now()
 	var handed []outbox.Claimed
 	for _, msg := range f.Outbox {

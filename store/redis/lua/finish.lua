@@ -29,6 +29,8 @@
 --   '' to enqueue them due, and the ttl in ms of that claim
 -- then '1' to claim for the worker only when this conversation has entries
 --   left, else '0'
+-- then how many of the history's oldest messages to drop before the
+--   history messages are appended
 -- Returns {'LOST'}, {'NOTFOUND'}, or {'OK', handed}, where handed is {}
 -- unless a message was enqueued claimed, else {claim token, expires ms,
 -- enqueued ms, then per outbox message its id and 1 when claimed, else
@@ -131,11 +133,6 @@ end
 -- conversation ready again or to claim, so it is read then, at most once.
 local now
 local h = small(ARGV[11 + a])
-if h > 0 then
-  -- The state keeps the history's length (hl; see append).
-  fields[#fields + 1] = 'hl'
-  fields[#fields + 1] = int(call_all('RPUSH', KEYS[3], ARGV, 12 + a, h))
-end
 local at = 12 + a + h
 local o = small(ARGV[at])
 local window = ARGV[7]
@@ -145,6 +142,19 @@ end
 local mk = at + 1 + o * 4
 local k = small(ARGV[mk])
 local hk = mk + 1 + 2 * k
+-- The oldest messages go first, so that the history's length (hl, which
+-- the state keeps; see append) counts what is left and what is added.
+local drop = small(ARGV[hk + 3])
+if drop > 0 then
+  redis.call('LTRIM', KEYS[3], drop, -1)
+end
+if h > 0 then
+  fields[#fields + 1] = 'hl'
+  fields[#fields + 1] = int(call_all('RPUSH', KEYS[3], ARGV, 12 + a, h))
+elseif drop > 0 then
+  fields[#fields + 1] = 'hl'
+  fields[#fields + 1] = int(redis.call('LLEN', KEYS[3]))
+end
 -- Outbox messages enqueued claimed share one claim token, as the messages
 -- of one ob_claim do: the first one's sequence number, negated, so it is
 -- unique without a count of its own and never one ob_claim hands out.
