@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/sessions/agent"
 )
 
 // The cluster run: conversations × messages, sent alternately to two
@@ -41,7 +42,7 @@ func clusterConv(i int) string           { return fmt.Sprintf("c%03d", i) }
 func clusterText(i, j int) string        { return fmt.Sprintf("%s m%d", clusterConv(i), j) }
 func clusterKey(i, j int) string         { return fmt.Sprintf("%s-m%d", clusterConv(i), j) }
 func clusterReply(i, j int) string       { return "echo: " + clusterText(i, j) }
-func clusterModelKey(conv string) string { return "api:" + conv }
+func clusterModelKey(conv string) string { return agent.ModelUser("api:" + conv) }
 
 // runCluster sends every message, collects every reply from the
 // timelines and checks order, exactly-once and that no conversation ever

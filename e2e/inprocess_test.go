@@ -8,6 +8,7 @@ import (
 
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/sessions/agent"
 )
 
 // describe renders a model request's messages one per line, for failure
@@ -101,10 +102,11 @@ func TestPlainTurn(t *testing.T) {
 	if reqs[0].LastUser() != "hi, I am Ada" || reqs[0].Model != modelName {
 		t.Errorf("model request: model %q, messages:%s", reqs[0].Model, describe(reqs[0]))
 	}
-	// The conversation is named in the request so that a model server (or
-	// a proxy) can tell conversations apart.
-	if conv := reqs[0].Conversation(); conv != "api:plain" {
-		t.Errorf("the model request names conversation %q, want api:plain", conv)
+	// The conversation is named in the request, by a hash of its key, so
+	// that a model server (or a proxy) can tell conversations apart
+	// without learning the platform's ids.
+	if conv := reqs[0].Conversation(); conv != agent.ModelUser("api:plain") {
+		t.Errorf("the model request names conversation %q, want %q (api:plain hashed)", conv, agent.ModelUser("api:plain"))
 	}
 	items := gw.api().waitTimeline(t, "plain", 1)
 	if len(items) != 1 || items[0].Kind != kindReply || items[0].Text != "hello, Ada" {
@@ -200,7 +202,7 @@ func TestStopWhileATurnRuns(t *testing.T) {
 	}
 	// The turn let go of its model call: nothing waits at the gate.
 	eventually(t, waitReply, func() (bool, string) {
-		return slow.Waiting() == 0 && model.InFlight("api:s") == 0, "the stopped turn's model request is still open"
+		return slow.Waiting() == 0 && model.InFlight(agent.ModelUser("api:s")) == 0, "the stopped turn's model request is still open"
 	})
 
 	// The conversation goes on; the stopped turn is not run again.
@@ -238,7 +240,7 @@ func TestBusyInputInterrupt(t *testing.T) {
 	if n := model.Count(); n != 2 {
 		t.Errorf("the model got %d requests, want 2", n)
 	}
-	if o := model.MaxOverlap("api:i"); o != 1 {
+	if o := model.MaxOverlap(agent.ModelUser("api:i")); o != 1 {
 		t.Errorf("%d model requests of the conversation overlapped", o)
 	}
 }
@@ -268,7 +270,7 @@ func TestBusyInputQueue(t *testing.T) {
 		[2]string{"assistant", "echo: first"},
 		[2]string{"user", "second"},
 	)
-	if o := model.MaxOverlap("api:q"); o != 1 {
+	if o := model.MaxOverlap(agent.ModelUser("api:q")); o != 1 {
 		t.Errorf("%d model requests of the conversation overlapped", o)
 	}
 }

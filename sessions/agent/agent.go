@@ -8,6 +8,8 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -224,8 +226,17 @@ func (r *run) complete(ctx context.Context) (*llm.Response, error) {
 		Model:    r.a.Model,
 		Messages: msgs,
 		Tools:    r.a.Tools.Specs(),
-		User:     r.in.Conv,
+		User:     ModelUser(r.in.Conv),
 	})
+}
+
+// ModelUser is the stable id a request names its end user by (the API's
+// user field, which providers use to tell abusers apart): a hash of the
+// conversation key, so that the platform's chat and user ids in the key
+// do not reach the model's provider.
+func ModelUser(conv string) string {
+	sum := sha256.Sum256([]byte("herald conversation " + conv))
+	return "herald-" + hex.EncodeToString(sum[:12])
 }
 
 // runTools runs calls in order and appends their results. It returns ""

@@ -164,8 +164,8 @@ func TestRun(t *testing.T) {
 				if diff := cmp.Diff([]string{"clarify", "memory", "send_message", "probe"}, names); diff != "" {
 					t.Errorf("tools offered (-want +got):\n%s", diff)
 				}
-				if reqs[0].Model != modelName || reqs[0].User != conv {
-					t.Errorf("model %q user %q, want %q and the conversation key", reqs[0].Model, reqs[0].User, modelName)
+				if reqs[0].Model != modelName || reqs[0].User != agent.ModelUser(conv) || strings.Contains(reqs[0].User, conv) {
+					t.Errorf("model %q user %q, want %q and a hash of the conversation key", reqs[0].Model, reqs[0].User, modelName)
 				}
 			},
 		},
