@@ -295,7 +295,8 @@ func (g *Gateway) build() error {
 	if err != nil {
 		return err
 	}
-	g.gauges = NewOutboxGauges(g.db.Outbox(), g.metrics, 0, 0, log)
+	queue, _ := g.db.Sessions().(sessions.QueueCounter)
+	g.gauges = NewOutboxGauges(g.db.Outbox(), queue, g.metrics, 0, 0, log)
 
 	g.api = api.New(api.Options{
 		Inbox:        g.router,

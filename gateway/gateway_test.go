@@ -177,6 +177,9 @@ func TestGatewayRunsTurnsThroughTheAPI(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+	if h.g.gauges.queue == nil {
+		t.Error("the gateway's gauges count no turn queue: herald_queue_depth would stay 0")
+	}
 	if !strings.Contains(h.logs.String(), `"conv":"api:c1"`) {
 		t.Errorf("no log line names the conversation: %s", h.logs)
 	}

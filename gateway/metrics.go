@@ -34,6 +34,7 @@ type Metrics struct {
 	commands          *prometheus.CounterVec
 	signals           *prometheus.CounterVec
 
+	queueDepth       prometheus.Gauge
 	outboxPending    prometheus.Gauge
 	outboxDead       prometheus.Gauge
 	deliveryAttempts *prometheus.CounterVec
@@ -62,12 +63,14 @@ func NewMetrics() *Metrics {
 	m.leasesLost = counter(reg, "herald_leases_lost_total",
 		"Turns that lost their lease and committed nothing.")
 	m.inboundQueued = counterVec(reg, "herald_inbound_queued_total",
-		"Inbound messages queued, by kind. Queued minus herald_turns_finished_total, summed over the cluster, is the growth of the turn queue.", "kind")
+		"Inbound messages queued, by kind.", "kind")
 	m.inboundDuplicates = counter(reg, "herald_inbound_duplicates_total",
 		"Inbound messages that were redeliveries and added nothing.")
 	m.commands = counterVec(reg, "herald_commands_total", "Chat commands handled, by command.", "command")
 	m.signals = counterVec(reg, "herald_signals_total",
 		"Signals sent to running turns, by kind (stop, interrupt, steer).", "kind")
+	m.queueDepth = gauge(reg, "herald_queue_depth",
+		"Entries in the turn queues of every conversation, waiting or being run, as last counted; capped like herald_outbox_pending.")
 	m.outboxPending = gauge(reg, "herald_outbox_pending",
 		"Outbox messages not yet delivered, as last listed; the listing is capped, so the value is at most the cap.")
 	m.outboxDead = gauge(reg, "herald_outbox_dead",
@@ -153,6 +156,12 @@ func (m *Metrics) resent(platform string) {
 func (m *Metrics) acked(took time.Duration) {
 	if m != nil {
 		m.ackSeconds.Observe(took.Seconds())
+	}
+}
+
+func (m *Metrics) queue(depth int) {
+	if m != nil {
+		m.queueDepth.Set(float64(depth))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
 )
 
 func TestOutboxGaugesCountPendingAndDead(t *testing.T) {
@@ -27,19 +28,42 @@ func TestOutboxGaugesCountPendingAndDead(t *testing.T) {
 	}
 
 	m := NewMetrics()
-	g := NewOutboxGauges(ob, m, time.Hour, 0, quietLogger())
+	g := NewOutboxGauges(ob, nil, m, time.Hour, 0, quietLogger())
 	g.Refresh(ctx)
 	if p, d := metricValue(t, m, "herald_outbox_pending"), metricValue(t, m, "herald_outbox_dead"); p != 2 || d != 1 {
 		t.Errorf("pending %v, dead %v; want 2, 1", p, d)
 	}
 
 	// The listing is capped.
-	capped := NewOutboxGauges(ob, m, time.Hour, 1, quietLogger())
+	capped := NewOutboxGauges(ob, nil, m, time.Hour, 1, quietLogger())
 	if err := capped.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the capped refresh", func() bool { return metricValue(t, m, "herald_outbox_pending") == 1 })
 	if err := capped.Shutdown(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestQueueDepthGauge(t *testing.T) {
+	ctx := context.Background()
+	db := openSQLite(t, clock.NewFake(t0))
+	for _, text := range []string{"1", "2", "3"} {
+		if _, err := db.Sessions().Append(ctx, sessions.Inbound{Conv: "telegram:1", Sender: "1", Text: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, ok := db.Sessions().(sessions.QueueCounter)
+	if !ok {
+		t.Fatalf("%T does not count its queue", db.Sessions())
+	}
+	m := NewMetrics()
+	NewOutboxGauges(db.Outbox(), q, m, time.Hour, 0, quietLogger()).Refresh(ctx)
+	if d := metricValue(t, m, "herald_queue_depth"); d != 3 {
+		t.Errorf("herald_queue_depth %v, want 3", d)
+	}
+	NewOutboxGauges(db.Outbox(), q, m, time.Hour, 2, quietLogger()).Refresh(ctx)
+	if d := metricValue(t, m, "herald_queue_depth"); d != 2 {
+		t.Errorf("herald_queue_depth %v with a cap of 2, want 2", d)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
 )
 
 // Defaults for the outbox gauges.
@@ -19,10 +20,12 @@ const (
 )
 
 // OutboxGauges refreshes herald_outbox_pending and herald_outbox_dead from
-// the store's listings now and then. Every process of a cluster reports
-// the same cluster-wide numbers; aggregate them with max, not sum.
+// the store's listings now and then, and herald_queue_depth from its turn
+// queues. Every process of a cluster reports the same cluster-wide
+// numbers; aggregate them with max, not sum.
 type OutboxGauges struct {
 	outbox   outbox.Store
+	queue    sessions.QueueCounter // nil: no queue gauge
 	metrics  *Metrics
 	interval time.Duration
 	cap      int
@@ -33,16 +36,16 @@ type OutboxGauges struct {
 	done   chan struct{}
 }
 
-// NewOutboxGauges returns the refresher; Start runs it. Zero interval or
-// limit take the defaults.
-func NewOutboxGauges(o outbox.Store, m *Metrics, interval time.Duration, limit int, log *slog.Logger) *OutboxGauges {
+// NewOutboxGauges returns the refresher; Start runs it. q counts the turn
+// queues, when not nil. Zero interval or limit take the defaults.
+func NewOutboxGauges(o outbox.Store, q sessions.QueueCounter, m *Metrics, interval time.Duration, limit int, log *slog.Logger) *OutboxGauges {
 	if limit <= 0 {
 		limit = DefaultGaugeCap
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	return &OutboxGauges{outbox: o, metrics: m, interval: orDefault(interval, DefaultGaugeInterval), cap: limit, log: log}
+	return &OutboxGauges{outbox: o, queue: q, metrics: m, interval: orDefault(interval, DefaultGaugeInterval), cap: limit, log: log}
 }
 
 // Start refreshes once and then every interval until Shutdown or ctx ends.
@@ -87,10 +90,18 @@ func (g *OutboxGauges) Shutdown(ctx context.Context) error {
 	}
 }
 
-// Refresh lists the outbox once and sets the gauges.
+// Refresh lists the outbox and counts the queues once, and sets the
+// gauges.
 func (g *OutboxGauges) Refresh(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
+	if g.queue != nil {
+		if depth, err := g.queue.QueueDepth(ctx, g.cap); err == nil {
+			g.metrics.queue(depth)
+		} else if ctx.Err() == nil {
+			g.log.Warn("counting the turn queues for the metrics failed", "err", err)
+		}
+	}
 	pending, err := g.outbox.Pending(ctx, g.cap)
 	if err != nil {
 		if ctx.Err() == nil {

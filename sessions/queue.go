@@ -171,6 +171,14 @@ type Finish struct {
 	ClaimIfLeft bool
 }
 
+// QueueCounter is a Store that can count what its turn queues hold.
+type QueueCounter interface {
+	// QueueDepth counts the queued entries of every conversation, those
+	// waiting and those a turn runs, up to limit (1 or more): a count of
+	// limit means at least that many. Errors: Invalid (limit below 1).
+	QueueDepth(ctx context.Context, limit int) (int, error)
+}
+
 // CheckDropHistory refuses a negative Finish.DropHistory.
 func CheckDropHistory(op string, f Finish) error {
 	if f.DropHistory < 0 {

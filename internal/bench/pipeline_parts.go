@@ -113,7 +113,8 @@ func startPipeline(ctx context.Context, db gateway.Store, cfg pipelineConfig) (*
 	if err != nil {
 		return nil, err
 	}
-	p.gauges = gateway.NewOutboxGauges(db.Outbox(), metrics, 0, 0, log)
+	queue, _ := store.(sessions.QueueCounter)
+	p.gauges = gateway.NewOutboxGauges(db.Outbox(), queue, metrics, 0, 0, log)
 
 	runCtx, cancel := context.WithCancel(ctx)
 	p.cancel = cancel

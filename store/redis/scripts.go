@@ -45,6 +45,8 @@ var (
 	scriptObDead    = newScript("ob_dead")
 	scriptObRequeue = newScript("ob_requeue")
 	scriptObList    = newScript("ob_list")
+
+	scriptQueueDepth = newScript("queue_depth")
 )
 
 // helperFiles are put in this order at the head of the library: a helper
@@ -56,6 +58,7 @@ var scriptFiles = []string{
 	"append", "claim", "next", "renew", "release", "finish", "history", "clear_history",
 	"timeline_append", "signal", "note_add",
 	"ob_enqueue", "ob_claim", "ob_ack", "ob_release", "ob_dead", "ob_requeue", "ob_list",
+	"queue_depth",
 }
 
 // script names one function of the library.

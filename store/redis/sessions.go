@@ -366,6 +366,24 @@ func (s *sessionStore) History(ctx context.Context, conv string) ([]sessions.Mes
 	return decodeHistory(op, raw)
 }
 
+func (s *sessionStore) QueueDepth(ctx context.Context, limit int) (int, error) {
+	const op = "redis.QueueDepth"
+	if err := s.db.check(op); err != nil {
+		return 0, err
+	}
+	if limit < 1 {
+		return 0, errs.E(op, errs.Invalid, "limit %d; want 1 or more", limit)
+	}
+	v, err := s.db.run(ctx, op, scriptQueueDepth, []string{s.db.readyKey()}, s.db.prefix, limit)
+	if err != nil {
+		return 0, err
+	}
+	if len(v) != 1 {
+		return 0, errs.E(op, errs.Internal, "unexpected script reply %v", v)
+	}
+	return int(num(v[0])), nil
+}
+
 func (s *sessionStore) ClearHistory(ctx context.Context, conv string) error {
 	const op = "redis.ClearHistory"
 	if err := s.db.check(op); err != nil {

@@ -695,6 +695,26 @@ func (s *sessionStore) AppendHistory(ctx context.Context, l sessions.Lease, msgs
 	return d.fail(op, err)
 }
 
+// sqlQueueDepth counts queued entries up to a limit: every row of entries
+// is one, waiting or being run, until its finish deletes it.
+const sqlQueueDepth = `SELECT count(*) FROM (SELECT 1 FROM entries LIMIT ?1)`
+
+func (s *sessionStore) QueueDepth(ctx context.Context, limit int) (int, error) {
+	const op = "sqlite.QueueDepth"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return 0, err
+	}
+	if limit < 1 {
+		return 0, errs.E(op, errs.Invalid, "limit %d; want 1 or more", limit)
+	}
+	var n int
+	if err := d.reads.queueDepth.QueryRowContext(ctx, limit).Scan(&n); err != nil {
+		return 0, d.fail(op, err)
+	}
+	return n, nil
+}
+
 func (s *sessionStore) History(ctx context.Context, conv string) ([]sessions.Message, error) {
 	const op = "sqlite.History"
 	d := s.d

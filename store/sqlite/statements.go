@@ -128,6 +128,7 @@ type readStatements struct {
 	timelineRead                 *sql.Stmt
 	signalsEnd, signalsRead      *sql.Stmt
 	notesList                    *sql.Stmt
+	queueDepth                   *sql.Stmt
 }
 
 func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
@@ -146,6 +147,7 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
 		{&rs.signalsEnd, sqlSignalsEnd},
 		{&rs.signalsRead, sqlSignalsRead},
 		{&rs.notesList, sqlNotesList},
+		{&rs.queueDepth, sqlQueueDepth},
 	}
 	for _, s := range list {
 		stmt, err := db.PrepareContext(ctx, s.query)

@@ -224,11 +224,17 @@ func (f *fixture) release(l sessions.Lease) {
 	}
 }
 
-// drain claims conv and runs its queue to the end under one lease, acking
-// each entry, and returns the texts in the order they were handed out.
-func (f *fixture) drain(worker, conv string) []string {
+// drain claims conv (or takes the turn given, already claimed) and runs
+// its queue to the end under one lease, acking each entry, and returns
+// the texts in the order they were handed out.
+func (f *fixture) drain(worker, conv string, claimed ...*sessions.Turn) []string {
 	f.t.Helper()
-	turn := f.mustClaim(worker)
+	var turn *sessions.Turn
+	if len(claimed) > 0 {
+		turn = claimed[0]
+	} else {
+		turn = f.mustClaim(worker)
+	}
 	if turn.Lease.Conv != conv {
 		f.t.Fatalf("Claim(%s) took conversation %q, want %q", worker, turn.Lease.Conv, conv)
 	}

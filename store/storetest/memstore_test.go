@@ -733,6 +733,27 @@ func (o memOutbox) Requeue(ctx context.Context, id string) error {
 	return nil
 }
 
+func (m memSessions) QueueDepth(ctx context.Context, limit int) (int, error) {
+	const op = "mem.QueueDepth"
+	if limit < 1 {
+		return 0, errs.E(op, errs.Invalid, "limit %d", limit)
+	}
+	if err := m.s.lock(op); err != nil {
+		return 0, err
+	}
+	defer m.s.data.mu.Unlock()
+	n := 0
+	for _, c := range m.s.data.convs {
+		if c.inflight != nil {
+			n++
+		}
+		for _, l := range c.lanes {
+			n += len(l)
+		}
+	}
+	return min(n, limit), nil
+}
+
 func (m memSessions) AppendTimeline(ctx context.Context, item sessions.TimelineItem) (string, error) {
 	const op = "mem.AppendTimeline"
 	if err := item.Check(op, m.s.lim); err != nil {

@@ -17,6 +17,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("FinishAndClaim", func(t *testing.T) { runFinishAndClaim(t, b) })
 	t.Run("Handoff", func(t *testing.T) { runHandoff(t, b) })
 	t.Run("History", func(t *testing.T) { runHistory(t, b) })
+	t.Run("QueueDepth", func(t *testing.T) { runQueueDepth(t, b) })
 	t.Run("Timeline", func(t *testing.T) { runTimeline(t, b) })
 	t.Run("Signals", func(t *testing.T) { runSignals(t, b) })
 	t.Run("Notes", func(t *testing.T) { runNotes(t, b) })
