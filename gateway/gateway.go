@@ -94,7 +94,7 @@ type Gateway struct {
 	turns    *sessions.TurnWorker
 	tailer   *sessions.SignalTailer
 	delivery *Delivery
-	gauges   *OutboxGauges
+	gauges   *StoreGauges
 	api      *api.Server
 	presence *Presence
 	adapters []adapters.Adapter
@@ -296,7 +296,7 @@ func (g *Gateway) build() error {
 		return err
 	}
 	queue, _ := g.db.Sessions().(sessions.QueueCounter)
-	g.gauges = NewOutboxGauges(g.db.Outbox(), queue, g.metrics, 0, 0, log)
+	g.gauges = NewStoreGauges(g.db.Outbox(), queue, g.metrics, 0, 0, log)
 
 	g.api = api.New(api.Options{
 		Inbox:        g.router,

@@ -10,7 +10,7 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-func TestOutboxGaugesCountPendingAndDead(t *testing.T) {
+func TestStoreGaugesCountPendingAndDead(t *testing.T) {
 	ctx := context.Background()
 	db := openSQLite(t, clock.NewFake(t0))
 	ob := db.Outbox()
@@ -28,14 +28,14 @@ func TestOutboxGaugesCountPendingAndDead(t *testing.T) {
 	}
 
 	m := NewMetrics()
-	g := NewOutboxGauges(ob, nil, m, time.Hour, 0, quietLogger())
+	g := NewStoreGauges(ob, nil, m, time.Hour, 0, quietLogger())
 	g.Refresh(ctx)
 	if p, d := metricValue(t, m, "herald_outbox_pending"), metricValue(t, m, "herald_outbox_dead"); p != 2 || d != 1 {
 		t.Errorf("pending %v, dead %v; want 2, 1", p, d)
 	}
 
 	// The listing is capped.
-	capped := NewOutboxGauges(ob, nil, m, time.Hour, 1, quietLogger())
+	capped := NewStoreGauges(ob, nil, m, time.Hour, 1, quietLogger())
 	if err := capped.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -58,11 +58,11 @@ func TestQueueDepthGauge(t *testing.T) {
 		t.Fatalf("%T does not count its queue", db.Sessions())
 	}
 	m := NewMetrics()
-	NewOutboxGauges(db.Outbox(), q, m, time.Hour, 0, quietLogger()).Refresh(ctx)
+	NewStoreGauges(db.Outbox(), q, m, time.Hour, 0, quietLogger()).Refresh(ctx)
 	if d := metricValue(t, m, "herald_queue_depth"); d != 3 {
 		t.Errorf("herald_queue_depth %v, want 3", d)
 	}
-	NewOutboxGauges(db.Outbox(), q, m, time.Hour, 2, quietLogger()).Refresh(ctx)
+	NewStoreGauges(db.Outbox(), q, m, time.Hour, 2, quietLogger()).Refresh(ctx)
 	if d := metricValue(t, m, "herald_queue_depth"); d != 2 {
 		t.Errorf("herald_queue_depth %v with a cap of 2, want 2", d)
 	}

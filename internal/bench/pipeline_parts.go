@@ -35,7 +35,7 @@ type pipeline struct {
 	turns    *sessions.TurnWorker
 	tailer   *sessions.SignalTailer
 	delivery *gateway.Delivery
-	gauges   *gateway.OutboxGauges
+	gauges   *gateway.StoreGauges
 	model    *delayModel
 	replies  *replies
 	// lastCommit is when a turn last committed its reply: in a burst,
@@ -114,7 +114,7 @@ func startPipeline(ctx context.Context, db gateway.Store, cfg pipelineConfig) (*
 		return nil, err
 	}
 	queue, _ := store.(sessions.QueueCounter)
-	p.gauges = gateway.NewOutboxGauges(db.Outbox(), queue, metrics, 0, 0, log)
+	p.gauges = gateway.NewStoreGauges(db.Outbox(), queue, metrics, 0, 0, log)
 
 	runCtx, cancel := context.WithCancel(ctx)
 	p.cancel = cancel

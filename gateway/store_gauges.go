@@ -10,7 +10,7 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// Defaults for the outbox gauges.
+// Defaults for the store gauges.
 const (
 	DefaultGaugeInterval = 30 * time.Second
 	// DefaultGaugeCap bounds each listing: the gauges read "at least this
@@ -19,11 +19,11 @@ const (
 	DefaultGaugeCap = 1000
 )
 
-// OutboxGauges refreshes herald_outbox_pending and herald_outbox_dead from
+// StoreGauges refreshes herald_outbox_pending and herald_outbox_dead from
 // the store's listings now and then, and herald_queue_depth from its turn
 // queues. Every process of a cluster reports the same cluster-wide
 // numbers; aggregate them with max, not sum.
-type OutboxGauges struct {
+type StoreGauges struct {
 	outbox   outbox.Store
 	queue    sessions.QueueCounter // nil: no queue gauge
 	metrics  *Metrics
@@ -36,20 +36,20 @@ type OutboxGauges struct {
 	done   chan struct{}
 }
 
-// NewOutboxGauges returns the refresher; Start runs it. q counts the turn
+// NewStoreGauges returns the refresher; Start runs it. q counts the turn
 // queues, when not nil. Zero interval or limit take the defaults.
-func NewOutboxGauges(o outbox.Store, q sessions.QueueCounter, m *Metrics, interval time.Duration, limit int, log *slog.Logger) *OutboxGauges {
+func NewStoreGauges(o outbox.Store, q sessions.QueueCounter, m *Metrics, interval time.Duration, limit int, log *slog.Logger) *StoreGauges {
 	if limit <= 0 {
 		limit = DefaultGaugeCap
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	return &OutboxGauges{outbox: o, queue: q, metrics: m, interval: orDefault(interval, DefaultGaugeInterval), cap: limit, log: log}
+	return &StoreGauges{outbox: o, queue: q, metrics: m, interval: orDefault(interval, DefaultGaugeInterval), cap: limit, log: log}
 }
 
 // Start refreshes once and then every interval until Shutdown or ctx ends.
-func (g *OutboxGauges) Start(ctx context.Context) error {
+func (g *StoreGauges) Start(ctx context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.done != nil {
@@ -74,7 +74,7 @@ func (g *OutboxGauges) Start(ctx context.Context) error {
 }
 
 // Shutdown stops the refresher and waits for it.
-func (g *OutboxGauges) Shutdown(ctx context.Context) error {
+func (g *StoreGauges) Shutdown(ctx context.Context) error {
 	g.mu.Lock()
 	cancel, done := g.cancel, g.done
 	g.mu.Unlock()
@@ -92,7 +92,7 @@ func (g *OutboxGauges) Shutdown(ctx context.Context) error {
 
 // Refresh lists the outbox and counts the queues once, and sets the
 // gauges.
-func (g *OutboxGauges) Refresh(ctx context.Context) {
+func (g *StoreGauges) Refresh(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	if g.queue != nil {
