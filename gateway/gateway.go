@@ -32,6 +32,7 @@ import (
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/sessions/agent"
+	"github.com/heraldgw/herald/store/sqlite"
 	"github.com/heraldgw/herald/tools"
 )
 
@@ -89,7 +90,10 @@ type Gateway struct {
 	redact  *Redactor
 	metrics *Metrics
 
-	db       Store
+	db Store
+	// lock is held shared beside a SQLite store while the gateway runs
+	// (sole.go); nil on Redis.
+	lock     *os.File
 	router   *sessions.Router
 	turns    *sessions.TurnWorker
 	tailer   *sessions.SignalTailer
@@ -165,11 +169,56 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 		return nil, errs.Wrap(op, errs.Unavailable, fmt.Errorf("opening the %s store: %w", cfg.Store.Backend, err))
 	}
 	g.db = db
+	if err := g.takeOverDead(ctx); err != nil {
+		g.closeStore()
+		return nil, errs.Wrap(op, errs.Unavailable, err)
+	}
 	if err := g.build(); err != nil {
-		_ = db.Close()
+		g.closeStore()
 		return nil, errs.Wrap(op, errs.Invalid, err)
 	}
 	return g, nil
+}
+
+// takeOverDead, on a SQLite store no other gateway of this machine has
+// open, makes what the file says is held (conversation leases, outbox
+// claims, adapter ownership) run out now: its holders are dead, and a
+// gateway restarted after a crash then runs their turns and sends their
+// replies at once instead of a lease's or a claim's time later. With
+// another gateway running it leaves everything as it is. Either way the
+// gateway then holds the lock shared until Shutdown.
+func (g *Gateway) takeOverDead(ctx context.Context) error {
+	expirer, ok := g.db.(*sqlite.DB)
+	if !ok {
+		return nil
+	}
+	lock, alone, err := lockGateways(g.cfg.SQLitePath() + ".gateways")
+	if err != nil {
+		return fmt.Errorf("locking the SQLite store for this gateway: %w", err)
+	}
+	g.lock = lock
+	if alone {
+		n, err := expirer.ExpireHeld(ctx)
+		if err != nil {
+			return err
+		}
+		if n != (sqlite.Expired{}) {
+			g.log.Info("took over what stopped processes held", "leases", n.Leases, "claims", n.Claims, "ownership", n.Ownership)
+		}
+	}
+	if lock == nil {
+		return nil
+	}
+	return shareLock(lock)
+}
+
+// closeStore closes the store, then lets go of the lock beside it.
+func (g *Gateway) closeStore() error {
+	err := g.db.Close()
+	if g.lock != nil {
+		_ = g.lock.Close()
+	}
+	return err
 }
 
 // build makes every part on the opened store.
@@ -510,7 +559,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.mu.Unlock()
 	g.ready.Store(false)
 	if !started {
-		return g.db.Close()
+		return g.closeStore()
 	}
 	g.log.Info("gateway stopping", "grace", g.opts.Grace.String())
 
@@ -560,7 +609,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	// heard their signals to the end.
 	_ = g.tailer.Shutdown(ctx)
 	_ = g.gauges.Shutdown(ctx)
-	if err := g.db.Close(); err != nil {
+	if err := g.closeStore(); err != nil {
 		problems = append(problems, err)
 	}
 	err := errors.Join(problems...)

@@ -37,6 +37,8 @@ type statements struct {
 	timelineInsert, timelineCursor    *sql.Stmt
 	signalInsert, signalPrune         *sql.Stmt
 	noteInsert, noteDelete            *sql.Stmt
+	expireLeases, expireClaims        *sql.Stmt
+	expireOwnership                   *sql.Stmt
 }
 
 func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error) {
@@ -73,6 +75,9 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 		{&st.historyInsert, sqlHistoryInsert},
 		{&st.historyClear, sqlHistoryClear},
 		{&st.historyDrop, sqlHistoryDrop},
+		{&st.expireLeases, sqlExpireLeases},
+		{&st.expireClaims, sqlExpireClaims},
+		{&st.expireOwnership, sqlExpireOwnership},
 		{&st.metaSet, sqlMetaSet},
 		{&st.metaDelete, sqlMetaDelete},
 
