@@ -190,6 +190,35 @@ func TestCompletionTakesItsOwnReplyFromAnotherProcess(t *testing.T) {
 	}
 }
 
+// A turn that ends in a notice for the message (stopped, dropped, not
+// saved) ends the request with it; a notice for another message, or for
+// none, does not.
+func TestCompletionEndsWithItsTurnsNotice(t *testing.T) {
+	f := newFixture(t, nil)
+	f.inbox.OnDeliver(func(_ context.Context, in sessions.Inbound) error {
+		f.turns.Add(1)
+		go func() {
+			defer f.turns.Done()
+			other := replyTo(in, "notice", "not yours")
+			other.ReplyTo = "another-message"
+			general := replyTo(in, "notice", "for nobody")
+			general.ReplyTo = ""
+			for _, m := range []outbox.Message{other, general, replyTo(in, "notice", "Stopped.")} {
+				if r := f.api.Send(context.Background(), m); r.Outcome != adapters.Accepted {
+					panic(r.Reason)
+				}
+			}
+		}()
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := f.client(option.WithHeader("X-Herald-Conversation", "n1")).Chat.Completions.New(ctx, chat(openai.UserMessage("a long job")))
+	if err != nil || len(got.Choices) != 1 || got.Choices[0].Message.Content != "Stopped." {
+		t.Fatalf("completion = %+v, %v; want the notice that ended its turn", got, err)
+	}
+}
+
 func TestCompletion(t *testing.T) {
 	f := newFixture(t, nil)
 	f.echoTurns(20 * time.Millisecond)

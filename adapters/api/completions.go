@@ -13,11 +13,12 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// Timeline kinds that answer a message: the turn's reply, or a command's
-// answer.
+// Timeline kinds that answer a message: the turn's reply, a command's
+// answer, or a notice that its turn ended without a reply.
 const (
 	kindReply   = "reply"
 	kindCommand = "command"
+	kindNotice  = "notice"
 )
 
 // defaultModel is echoed when a request names no model.
@@ -238,12 +239,18 @@ func (s *Server) deliver(ctx context.Context, in sessions.Inbound) error {
 
 // awaitReply waits for the reply to message msgID after the cursor after:
 // the first reply or command answer, skipping those that answer another
-// message, whichever process sent them. An item that does not say what
-// it answers (one kept before items did) is taken.
+// message, whichever process sent them (an item that does not say what it
+// answers, one kept before items did, is taken), or a notice that ends
+// the message's turn without a reply (stopped, dropped, not saved), which
+// names the message it is for.
 func (s *Server) awaitReply(ctx context.Context, conv, msgID, after string, keepAlive func() error) (sessions.TimelineItem, error) {
 	var reply sessions.TimelineItem
 	err := s.follow(ctx, conv, after, func(it sessions.TimelineItem) (bool, error) {
-		if it.Kind != kindReply && it.Kind != kindCommand {
+		switch {
+		case it.Kind == kindNotice && it.ReplyTo == msgID:
+			reply = it
+			return true, nil
+		case it.Kind != kindReply && it.Kind != kindCommand:
 			return false, nil
 		}
 		if it.ReplyTo != "" && it.ReplyTo != msgID {
