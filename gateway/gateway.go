@@ -92,7 +92,7 @@ type Gateway struct {
 
 	db Store
 	// lock is held shared beside a SQLite store while the gateway runs
-	// (sole.go); nil on Redis.
+	// (sole_unix.go); nil on Redis.
 	lock     *os.File
 	router   *sessions.Router
 	turns    *sessions.TurnWorker
@@ -170,11 +170,11 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 	}
 	g.db = db
 	if err := g.takeOverDead(ctx); err != nil {
-		g.closeStore()
+		_ = g.closeStore()
 		return nil, errs.Wrap(op, errs.Unavailable, err)
 	}
 	if err := g.build(); err != nil {
-		g.closeStore()
+		_ = g.closeStore()
 		return nil, errs.Wrap(op, errs.Invalid, err)
 	}
 	return g, nil

@@ -146,7 +146,7 @@ func TestExclusiveAdapterRunsInOneGatewayAtATime(t *testing.T) {
 
 // A process that died holding the lease never releases it: the next one
 // takes over once it expires by the store's clock, or, on a SQLite store
-// that no other gateway has open, at once (sole.go).
+// that no other gateway has open, at once (sole_unix.go).
 func TestExclusiveAdapterTakenOverFromADeadOwner(t *testing.T) {
 	for _, st := range sharedStores {
 		t.Run(st.backend, func(t *testing.T) {

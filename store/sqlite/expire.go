@@ -5,12 +5,13 @@ import (
 	"database/sql"
 )
 
-// A gateway that knows no other process uses the file (gateway/sole.go)
-// calls ExpireHeld as it starts: what the file says is held was held by
-// processes that are gone, and making it run out now, rather than when
-// its lease or claim would have, is what those processes' deaths would
-// have come to anyway. Claims and takeovers then go their usual way:
-// tokens move on, deliveries are counted, nothing is acked for the dead.
+// A gateway that knows no other process uses the file
+// (gateway/sole_unix.go) calls ExpireHeld as it starts: what the file
+// says is held was held by processes that are gone, and making it run out
+// now, rather than when its lease or claim would have, is what those
+// processes' deaths would have come to anyway. Claims and takeovers then
+// go their usual way: tokens move on, deliveries are counted, nothing is
+// acked for the dead.
 const (
 	sqlExpireLeases = `UPDATE conversations SET lease_expires = ?1, due = ?1, due_seq = 0
 		WHERE lease_expires > ?1`
