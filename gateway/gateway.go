@@ -344,8 +344,7 @@ func (g *Gateway) build() error {
 	if err != nil {
 		return err
 	}
-	queue, _ := g.db.Sessions().(sessions.QueueCounter)
-	g.gauges = NewStoreGauges(g.db.Outbox(), queue, g.metrics, 0, 0, log)
+	g.gauges = NewStoreGauges(g.db.Outbox(), store, g.metrics, 0, 0, log)
 
 	g.api = api.New(api.Options{
 		Inbox:        g.router,

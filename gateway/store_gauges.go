@@ -25,7 +25,7 @@ const (
 // numbers; aggregate them with max, not sum.
 type StoreGauges struct {
 	outbox   outbox.Store
-	queue    sessions.QueueCounter // nil: no queue gauge
+	queue    sessions.Store // counts the turn queues; nil: no queue gauge
 	metrics  *Metrics
 	interval time.Duration
 	cap      int
@@ -38,7 +38,7 @@ type StoreGauges struct {
 
 // NewStoreGauges returns the refresher; Start runs it. q counts the turn
 // queues, when not nil. Zero interval or limit take the defaults.
-func NewStoreGauges(o outbox.Store, q sessions.QueueCounter, m *Metrics, interval time.Duration, limit int, log *slog.Logger) *StoreGauges {
+func NewStoreGauges(o outbox.Store, q sessions.Store, m *Metrics, interval time.Duration, limit int, log *slog.Logger) *StoreGauges {
 	if limit <= 0 {
 		limit = DefaultGaugeCap
 	}

@@ -171,14 +171,6 @@ type Finish struct {
 	ClaimIfLeft bool
 }
 
-// QueueCounter is a Store that can count what its turn queues hold.
-type QueueCounter interface {
-	// QueueDepth counts the queued entries of every conversation, those
-	// waiting and those a turn runs, up to limit (1 or more): a count of
-	// limit means at least that many. Errors: Invalid (limit below 1).
-	QueueDepth(ctx context.Context, limit int) (int, error)
-}
-
 // CheckDropHistory refuses a negative Finish.DropHistory.
 func CheckDropHistory(op string, f Finish) error {
 	if f.DropHistory < 0 {
@@ -309,6 +301,20 @@ type Store interface {
 
 	// SetMeta sets one metadata key; an empty value deletes it.
 	SetMeta(ctx context.Context, conv, key, value string) error
+
+	// QueueDepth counts the queued entries of every conversation, those
+	// waiting and those a turn runs, up to limit (1 or more): a count of
+	// limit means at least that many. Errors: Invalid (limit below 1;
+	// see CheckQueueLimit).
+	QueueDepth(ctx context.Context, limit int) (int, error)
+}
+
+// CheckQueueLimit refuses a QueueDepth limit below 1.
+func CheckQueueLimit(op string, limit int) error {
+	if limit < 1 {
+		return errs.E(op, errs.Invalid, "limit %d; want 1 or more", limit)
+	}
+	return nil
 }
 
 // Limits bound what a store accepts and remembers.

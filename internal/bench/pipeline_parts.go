@@ -113,8 +113,7 @@ func startPipeline(ctx context.Context, db gateway.Store, cfg pipelineConfig) (*
 	if err != nil {
 		return nil, err
 	}
-	queue, _ := store.(sessions.QueueCounter)
-	p.gauges = gateway.NewStoreGauges(db.Outbox(), queue, metrics, 0, 0, log)
+	p.gauges = gateway.NewStoreGauges(db.Outbox(), store, metrics, 0, 0, log)
 
 	runCtx, cancel := context.WithCancel(ctx)
 	p.cancel = cancel

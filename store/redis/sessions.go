@@ -371,8 +371,8 @@ func (s *sessionStore) QueueDepth(ctx context.Context, limit int) (int, error) {
 	if err := s.db.check(op); err != nil {
 		return 0, err
 	}
-	if limit < 1 {
-		return 0, errs.E(op, errs.Invalid, "limit %d; want 1 or more", limit)
+	if err := sessions.CheckQueueLimit(op, limit); err != nil {
+		return 0, err
 	}
 	v, err := s.db.run(ctx, op, scriptQueueDepth, []string{s.db.readyKey()}, s.db.prefix, limit)
 	if err != nil {

@@ -705,8 +705,8 @@ func (s *sessionStore) QueueDepth(ctx context.Context, limit int) (int, error) {
 	if err := d.check(ctx, op); err != nil {
 		return 0, err
 	}
-	if limit < 1 {
-		return 0, errs.E(op, errs.Invalid, "limit %d; want 1 or more", limit)
+	if err := sessions.CheckQueueLimit(op, limit); err != nil {
+		return 0, err
 	}
 	var n int
 	if err := d.reads.queueDepth.QueryRowContext(ctx, limit).Scan(&n); err != nil {

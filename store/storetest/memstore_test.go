@@ -735,8 +735,8 @@ func (o memOutbox) Requeue(ctx context.Context, id string) error {
 
 func (m memSessions) QueueDepth(ctx context.Context, limit int) (int, error) {
 	const op = "mem.QueueDepth"
-	if limit < 1 {
-		return 0, errs.E(op, errs.Invalid, "limit %d", limit)
+	if err := sessions.CheckQueueLimit(op, limit); err != nil {
+		return 0, err
 	}
 	if err := m.s.lock(op); err != nil {
 		return 0, err
