@@ -622,24 +622,20 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 
 // Addr is the address the HTTP server listens on, once started ("" before):
 // with port 0 in the config, the port the system picked.
-func (g *Gateway) Addr() string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.ln == nil {
-		return ""
-	}
-	return g.ln.Addr().String()
-}
+func (g *Gateway) Addr() string { return g.listening(&g.ln) }
 
 // MetricsAddr is the address the metrics server listens on, once started
 // with http.metrics_addr set ("" otherwise).
-func (g *Gateway) MetricsAddr() string {
+func (g *Gateway) MetricsAddr() string { return g.listening(&g.metricsLn) }
+
+// listening is the address *ln listens on, "" while it is nil.
+func (g *Gateway) listening(ln *net.Listener) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.metricsLn == nil {
+	if *ln == nil {
 		return ""
 	}
-	return g.metricsLn.Addr().String()
+	return (*ln).Addr().String()
 }
 
 // Handler is the gateway's HTTP handler: the local API plus /healthz,
