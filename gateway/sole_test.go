@@ -45,17 +45,12 @@ func TestGatewayTakesOverWhatTheDeadHeld(t *testing.T) {
 	h := startGateway(t, cfg, Options{})
 	ctx := context.Background()
 	for conv, want := range map[string]string{"api:dead": "yes", "api:sent": "committed before the crash"} {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
+		// Within eventually's 10 s: long before the minute its lease or
+		// claim had left.
+		eventually(t, conv+"'s "+want, func() bool {
 			items, err := h.g.Store().Sessions().ReadTimeline(ctx, conv, "", 10)
-			if err == nil && len(items) == 1 && items[0].Text == want {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s's timeline %+v, %v after 5 s; want %q, long before the minute its lease or claim had left", conv, items, err, want)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return err == nil && len(items) == 1 && items[0].Text == want
+		})
 	}
 	if !strings.Contains(h.logs.String(), "took over what stopped processes held") {
 		t.Errorf("the takeover was not logged: %s", h.logs)
