@@ -37,6 +37,7 @@ func TestQueryPlans(t *testing.T) {
 		{"outbox key prune", sqlOutboxKeyPrune, []any{1, 10}},
 		{"history list", sqlHistoryList, []any{"c"}},
 		{"history drop", sqlHistoryDrop, []any{"c", 2}},
+		{"expire leases", sqlExpireLeases, []any{1}},
 		{"entry absorb", sqlEntryAbsorb, []any{1, "c", 2}},
 		{"timeline cursor", sqlTimelineCursor, []any{"c", "m"}},
 		{"timeline read", sqlTimelineRead, []any{"c", 0, 10}},
