@@ -14,14 +14,8 @@ if first then
   return {first}
 end
 -- The stream makes the cursor ('*'): its ids only ever grow, whatever
--- the clocks do.
--- An item that replies to nothing has no r field, as items written
--- before the field existed have none.
-local cursor
-if ARGV[5] ~= '' then
-  cursor = redis.call('XADD', KEYS[1], '*', 'id', ARGV[1], 'k', ARGV[2], 't', ARGV[3], 'at', int(now_ms(ARGV[4])), 'r', ARGV[5])
-else
-  cursor = redis.call('XADD', KEYS[1], '*', 'id', ARGV[1], 'k', ARGV[2], 't', ARGV[3], 'at', int(now_ms(ARGV[4])))
-end
+-- the clocks do. r is '' for an item that replies to nothing, and
+-- missing from items written before it existed; both read as ''.
+local cursor = redis.call('XADD', KEYS[1], '*', 'id', ARGV[1], 'k', ARGV[2], 't', ARGV[3], 'at', int(now_ms(ARGV[4])), 'r', ARGV[5])
 redis.call('HSET', KEYS[2], ARGV[1], cursor)
 return {cursor}
