@@ -14,10 +14,11 @@ const maxAckBatch = 256
 // (DeliveryOptions.AckLinger) for others to join it, or until ackEnough
 // are queued, so that under load one store call carries many: the
 // call's own cost (on Redis a script, whose ZREM and DEL serve the whole
-// batch) is then shared by dozens of messages instead of a few. An ack decides nothing about later sends;
-// waiting only holds the claim a little longer (a process that dies
-// meanwhile leaves the message to be sent again once its claim runs
-// out, as one that dies before the ack always did).
+// batch) is then shared by dozens of messages instead of a few. An ack
+// decides nothing about later sends; waiting only holds the claim a
+// little longer (a process that dies meanwhile leaves the message to be
+// sent again once its claim runs out, as one that dies before the ack
+// always did).
 const ackEnough = 64
 
 // acceptedMsg is a message the platform accepted, waiting for its ack.
