@@ -127,19 +127,35 @@ func openAIClient(base, conv string) openai.Client {
 // chat runs one turn through /v1/chat/completions and returns the reply.
 func chat(t *testing.T, c openai.Client, text string) string {
 	t.Helper()
+	r := complete(c, text)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r.text
+}
+
+// completionResult is what one completion answered.
+type completionResult struct {
+	text string
+	err  error
+}
+
+// complete is chat for a goroutine other than the test's: it returns
+// the failure instead of ending the test.
+func complete(c openai.Client, text string) completionResult {
 	ctx, cancel := context.WithTimeout(context.Background(), waitReply)
 	defer cancel()
 	res, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 		Model:    "herald",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(text)},
 	})
-	if err != nil {
-		t.Fatalf("chat completion for %q: %v", text, err)
+	switch {
+	case err != nil:
+		return completionResult{err: fmt.Errorf("chat completion for %q: %w", text, err)}
+	case len(res.Choices) != 1:
+		return completionResult{err: fmt.Errorf("chat completion for %q: %d choices, want 1", text, len(res.Choices))}
 	}
-	if len(res.Choices) != 1 {
-		t.Fatalf("chat completion for %q: %d choices, want 1", text, len(res.Choices))
-	}
-	return res.Choices[0].Message.Content
+	return completionResult{text: res.Choices[0].Message.Content}
 }
 
 // item is one entry of a conversation's timeline, as the API shows it.

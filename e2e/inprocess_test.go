@@ -218,11 +218,26 @@ func TestStopWhileATurnRuns(t *testing.T) {
 
 func TestBusyInputInterrupt(t *testing.T) {
 	t.Parallel()
-	model, slow, _, api := heldGateway(t, config.BusyInputInterrupt, hangFirst)
+	model, slow, gw, api := heldGateway(t, config.BusyInputInterrupt, hangFirst)
 
-	api.mustPost(t, "i", "first")
+	// Both messages come as completions: the request for the interrupted
+	// one is answered at once, with a notice naming it, rather than
+	// waiting out its limit for a reply that names only the newer one.
+	client := openAIClient("http://"+gw.g.Addr(), "i")
+	first := make(chan completionResult, 1)
+	go func() { first <- complete(client, "first") }()
 	model.WaitRequests(1)
-	api.mustPost(t, "i", "second")
+	if got := chat(t, client, "second"); got != "echo: second" {
+		t.Errorf("the second message's completion answered %q, want %q", got, "echo: second")
+	}
+	select {
+	case r := <-first:
+		if r.err != nil || r.text != interruptedNotice {
+			t.Errorf("the interrupted message's completion answered %q, %v; want %q", r.text, r.err, interruptedNotice)
+		}
+	case <-time.After(waitReply):
+		t.Fatal("the interrupted message's completion is still waiting")
+	}
 
 	reqs := model.WaitRequests(2)
 	// The second turn runs with what the interrupted one did.
@@ -233,9 +248,10 @@ func TestBusyInputInterrupt(t *testing.T) {
 	eventually(t, waitReply, func() (bool, string) {
 		return slow.Waiting() == 0, "the interrupted turn's model request is still open"
 	})
-	items := api.settledTimeline(t, "i", 1)
-	if len(items) != 1 || items[0].Kind != kindReply || items[0].Text != "echo: second" {
-		t.Errorf("timeline %v: want only the reply to the second message", items)
+	items := api.settledTimeline(t, "i", 2)
+	want := []string{interruptedNotice, "echo: second"}
+	if len(items) != 2 || items[0].Kind != kindNotice || items[1].Kind != kindReply || !slices.Equal(texts(items), want) {
+		t.Errorf("timeline %v: want the notice naming the first message, then the reply to the second", items)
 	}
 	if n := model.Count(); n != 2 {
 		t.Errorf("the model got %d requests, want 2", n)
@@ -244,6 +260,10 @@ func TestBusyInputInterrupt(t *testing.T) {
 		t.Errorf("%d model requests of the conversation overlapped", o)
 	}
 }
+
+// interruptedNotice is what a completion whose turn a newer message
+// interrupted answers.
+const interruptedNotice = "Interrupted by a newer message; the reply to it answers this one too."
 
 func TestBusyInputQueue(t *testing.T) {
 	t.Parallel()

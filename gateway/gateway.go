@@ -313,6 +313,7 @@ func (g *Gateway) build() error {
 		HistoryMax: cfg.Store.HistoryMaxMessages,
 		Grace:      g.opts.Grace,
 		Watch:      watch,
+		AnswerEach: answersEach,
 		Clock:      g.clock,
 		Logger:     log.With("part", "turns"),
 		Metrics:    g.metrics.TurnHooks(),
@@ -710,3 +711,8 @@ func writeStatus(w http.ResponseWriter, code int, status, msg string) {
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(body)
 }
+
+// answersEach says which origins wait for an answer to each message they
+// send: the local API, whose completions wait for the reply or notice that
+// names their message.
+func answersEach(origin outbox.Target) bool { return origin.Platform == api.Platform }

@@ -96,10 +96,18 @@ type TurnWorkerOptions struct {
 	// to the TurnWatch it returns and ends it when it ends, committed or
 	// not. The gateway uses it to show a running turn in the chat (typing,
 	// a status line). It must return quickly.
-	Watch   func(ctx context.Context, conv string, origin outbox.Target) TurnWatch
-	Clock   clock.Clock  // nil means the wall clock
-	Logger  *slog.Logger // nil means slog.Default()
-	Metrics TurnMetrics
+	Watch func(ctx context.Context, conv string, origin outbox.Target) TurnWatch
+	// AnswerEach reports whether the clients of origin wait for an answer
+	// to each message they send, as the local API's completions do. A
+	// message from such an origin whose turn ends without a reply of its
+	// own, because a newer message interrupted it or /new stopped it,
+	// then gets a notice naming it, so the wait ends at once. nil means
+	// no origin does: in a chat, the reply to the newer message is answer
+	// enough.
+	AnswerEach func(origin outbox.Target) bool
+	Clock      clock.Clock  // nil means the wall clock
+	Logger     *slog.Logger // nil means slog.Default()
+	Metrics    TurnMetrics
 }
 
 // TurnWatch follows one running turn (see TurnWorkerOptions.Watch).
@@ -117,6 +125,7 @@ type TurnWorker struct {
 	store         Store
 	runner        TurnRunner
 	watch         func(ctx context.Context, conv string, origin outbox.Target) TurnWatch
+	answerEach    func(origin outbox.Target) bool
 	commands      *Commands
 	name          string
 	ttl           time.Duration
@@ -170,6 +179,7 @@ func NewTurnWorker(opts TurnWorkerOptions) (*TurnWorker, error) {
 		store:         opts.Store,
 		runner:        opts.Runner,
 		watch:         opts.Watch,
+		answerEach:    opts.AnswerEach,
 		commands:      opts.Commands,
 		name:          opts.Name,
 		ttl:           opts.LeaseTTL,

@@ -399,8 +399,8 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 		return
 	}
 	msgs := out.Outbox
-	if stop != nil && stop.reason != stopReasonNew {
-		msgs = append(slices.Clone(msgs), outbox.Message{Target: origin, Text: "Stopped.", ReplyTo: e.MessageID, Kind: KindNotice})
+	if text := w.endNotice(origin, e.MessageID, cause, stop, msgs); text != "" {
+		msgs = append(slices.Clone(msgs), outbox.Message{Target: origin, Text: text, ReplyTo: e.MessageID, Kind: KindNotice})
 	}
 	f := Finish{EntryID: e.ID, Absorbed: absorbed, History: out.History, Outbox: w.outboxOf(at, msgs), Release: true,
 		DropHistory: w.historyDrop(starts, len(out.History))}
@@ -412,6 +412,29 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 			f(out.End, took)
 		}
 	}
+}
+
+// endNotice is the text of the notice a turn that a signal ended tells
+// its origin, or "" for none. /stop is always answered ("Stopped."). A
+// turn a newer message interrupted, or /new stopped, tells only an
+// origin whose clients wait for an answer to each message
+// (TurnWorkerOptions.AnswerEach), and only when what it queued holds no
+// reply to its message: no reply will name that message, and without a
+// notice its client would wait out its limit.
+func (w *TurnWorker) endNotice(origin outbox.Target, msgID string, cause error, stop *stopCause, msgs []outbox.Message) string {
+	switch {
+	case stop != nil && stop.reason != stopReasonNew:
+		return "Stopped."
+	case stop == nil && !errors.Is(cause, errInterrupted):
+		return ""
+	case msgID == "" || w.answerEach == nil || !w.answerEach(origin):
+		return ""
+	case slices.ContainsFunc(msgs, func(m outbox.Message) bool { return m.ReplyTo == msgID && m.Kind != KindNotice }):
+		return ""
+	case stop != nil:
+		return "Stopped: the conversation was started anew."
+	}
+	return "Interrupted by a newer message; the reply to it answers this one too."
 }
 
 // historyStarts returns, when the stored history is bounded and history
