@@ -230,14 +230,7 @@ func TestBusyInputInterrupt(t *testing.T) {
 	if got := chat(t, client, "second"); got != "echo: second" {
 		t.Errorf("the second message's completion answered %q, want %q", got, "echo: second")
 	}
-	select {
-	case r := <-first:
-		if r.err != nil || r.text != interruptedNotice {
-			t.Errorf("the interrupted message's completion answered %q, %v; want %q", r.text, r.err, interruptedNotice)
-		}
-	case <-time.After(waitReply):
-		t.Fatal("the interrupted message's completion is still waiting")
-	}
+	wantCompletion(t, "the interrupted message's", first, interruptedNotice)
 
 	reqs := model.WaitRequests(2)
 	// The second turn runs with what the interrupted one did.
@@ -261,9 +254,27 @@ func TestBusyInputInterrupt(t *testing.T) {
 	}
 }
 
+// wantCompletion checks that the completion whose result comes on done
+// answers want, and does within waitReply.
+func wantCompletion(t *testing.T, whose string, done <-chan completionResult, want string) {
+	t.Helper()
+	select {
+	case r := <-done:
+		if r.err != nil || r.text != want {
+			t.Errorf("%s completion answered %q, %v; want %q", whose, r.text, r.err, want)
+		}
+	case <-time.After(waitReply):
+		t.Fatalf("%s completion is still waiting", whose)
+	}
+}
+
 // interruptedNotice is what a completion whose turn a newer message
-// interrupted answers.
-const interruptedNotice = "Interrupted by a newer message; the reply to it answers this one too."
+// interrupted answers; steeredNotice what a completion whose message a
+// running turn took in answers.
+const (
+	interruptedNotice = "Interrupted by a newer message; the reply to it answers this one too."
+	steeredNotice     = "Added to the turn that was running; its reply answers this one too."
+)
 
 func TestBusyInputQueue(t *testing.T) {
 	t.Parallel()
@@ -316,11 +327,17 @@ func TestBusyInputSteer(t *testing.T) {
 
 			api.mustPost(t, "st", "run the checks")
 			model.WaitRequests(1)
-			api.mustPost(t, "st", tt.steer)
+			// The steered message comes as a completion, which is answered
+			// with a notice naming it once the turn that took it ends: it
+			// runs no turn of its own, and that turn's reply names the
+			// turn's own message.
+			steered := make(chan completionResult, 1)
+			go func() { steered <- complete(openAIClient("http://"+gw.g.Addr(), "st"), tt.steer) }()
 			// The steer reaches the turn while its model call is held, so
 			// it is taken after the tool result that call leads to.
 			gw.waitLog("steering the turn")
 			slow.Release()
+			wantCompletion(t, "the steered message's", steered, steeredNotice)
 
 			// The request after the tool ran ends: the message, the tool
 			// call, its result, the steered text.
@@ -337,9 +354,10 @@ func TestBusyInputSteer(t *testing.T) {
 				t.Errorf("want the message, the tool call, its result and the steered text last; got:%s", describe(reqs[1]))
 			}
 
-			items := api.settledTimeline(t, "st", 1)
-			if len(items) != 1 || items[0].Text != "checked, logs too" {
-				t.Errorf("timeline %v: want the one reply", items)
+			items := api.settledTimeline(t, "st", 2)
+			want := []string{"checked, logs too", steeredNotice}
+			if len(items) != 2 || items[0].Kind != kindReply || items[1].Kind != kindNotice || !slices.Equal(texts(items), want) {
+				t.Errorf("timeline %v: want the one reply, then the notice naming the steered message", items)
 			}
 			if n := model.Count(); n != 2 {
 				t.Errorf("the model got %d requests, want 2: the steered text ran as a turn of its own?", n)

@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/heraldgw/herald/outbox"
@@ -45,6 +46,43 @@ func TestEndNotice(t *testing.T) {
 			w := &TurnWorker{answerEach: tt.each}
 			if got := w.endNotice(tt.origin, tt.msgID, tt.cause, tt.stop, tt.msgs); got != tt.want {
 				t.Errorf("endNotice = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSteeredNotices(t *testing.T) {
+	api := outbox.Target{Platform: "api", Chat: "c"}
+	chat := outbox.Target{Platform: "slack", Chat: "C1"}
+	answerEach := func(o outbox.Target) bool { return o.Platform == "api" }
+	reply := outbox.Message{Target: api, Text: "done", ReplyTo: "m1", Kind: "reply"}
+	notice := func(id string) outbox.Message {
+		return outbox.Message{Target: api, Text: steeredNotice, ReplyTo: id, Kind: KindNotice}
+	}
+	tests := []struct {
+		desc    string
+		origin  outbox.Target
+		steered []string
+		each    func(outbox.Target) bool
+		want    []outbox.Message
+	}{
+		{desc: "from the API, one per steered message with an id", origin: api, steered: []string{"m2", "", "m3"}, each: answerEach,
+			want: []outbox.Message{reply, notice("m2"), notice("m3")}},
+		{desc: "from the API, nothing steered", origin: api, each: answerEach, want: []outbox.Message{reply}},
+		{desc: "in a chat", origin: chat, steered: []string{"m2"}, each: answerEach, want: []outbox.Message{reply}},
+		{desc: "no origin awaits each answer", origin: api, steered: []string{"m2"}, want: []outbox.Message{reply}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			w := &TurnWorker{answerEach: tt.each}
+			msgs := make([]outbox.Message, 1, 4)
+			msgs[0] = reply
+			got := w.steeredNotices(tt.origin, tt.steered, msgs)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("steeredNotices = %+v, want %+v", got, tt.want)
+			}
+			if len(got) > 1 && &got[0] == &msgs[0] {
+				t.Error("steeredNotices appended into the slice it was given")
 			}
 		})
 	}

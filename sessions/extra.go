@@ -77,7 +77,11 @@ type Signal struct {
 	Kind    SignalKind `json:"kind"`
 	EntryID string     `json:"entry_id,omitempty"` // SignalSteer: the queued entry
 	Text    string     `json:"text,omitempty"`     // SignalSteer: its text
-	At      time.Time  `json:"at"`                 // by the store's clock
+	// MessageID is, for SignalSteer, the platform's id of the queued
+	// entry's message, so that the turn taking it can name the message
+	// it answered ("" for a message without one).
+	MessageID string    `json:"message_id,omitempty"`
+	At        time.Time `json:"at"` // by the store's clock
 }
 
 // Signals is a short, shared log of signals. Each gateway process tails it

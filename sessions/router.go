@@ -280,7 +280,7 @@ func (r *Router) route(ctx context.Context, in Inbound, mode BusyInputMode) erro
 			// command, keeps its place in the queue whole instead.
 			return nil
 		}
-		s.Kind, s.Text = SignalSteer, in.Text
+		s.Kind, s.Text, s.MessageID = SignalSteer, in.Text, in.MessageID
 	}
 	// The message is durable already; a signal that does not go out only
 	// means the message waits for the running turn.

@@ -75,6 +75,7 @@ type activeTurn struct {
 	steer       chan string
 	steerClosed bool
 	steered     []string // entry ids fed into steer, in order
+	steeredMsgs []string // their messages' ids, in the same order
 }
 
 // runTurn runs t, then each turn that a commit claimed in the same step
@@ -308,12 +309,12 @@ func (at *activeTurn) signal(s Signal) {
 		at.logger().Info("interrupting the turn for a new message", "by", s.EntryID)
 		at.cancel(errInterrupted)
 	case SignalSteer:
-		at.offerSteer(s.EntryID, s.Text)
+		at.offerSteer(s.EntryID, s.MessageID, s.Text)
 	}
 }
 
 // offerSteer feeds a steered message to the turn, once per entry.
-func (at *activeTurn) offerSteer(entryID, text string) {
+func (at *activeTurn) offerSteer(entryID, messageID, text string) {
 	at.mu.Lock()
 	defer at.mu.Unlock()
 	if at.steerClosed || entryID == "" || slices.Contains(at.steered, entryID) {
@@ -322,6 +323,7 @@ func (at *activeTurn) offerSteer(entryID, text string) {
 	select {
 	case at.steer <- text:
 		at.steered = append(at.steered, entryID)
+		at.steeredMsgs = append(at.steeredMsgs, messageID)
 		at.logger().Info("steering the turn", "by", entryID)
 	default:
 		at.logger().Warn("too many steered messages; this one runs as its own turn", "by", entryID)
@@ -329,8 +331,9 @@ func (at *activeTurn) offerSteer(entryID, text string) {
 }
 
 // closeSteer stops taking steered messages and returns the entries whose
-// text the turn took: the ones not left in the channel.
-func (at *activeTurn) closeSteer() []string {
+// text the turn took (the ones not left in the channel), and their
+// messages' ids.
+func (at *activeTurn) closeSteer() (entries, messages []string) {
 	at.mu.Lock()
 	defer at.mu.Unlock()
 	at.steerClosed = true
@@ -338,7 +341,8 @@ func (at *activeTurn) closeSteer() []string {
 	for len(at.steer) > 0 {
 		<-at.steer
 	}
-	return slices.Clone(at.steered[:len(at.steered)-left])
+	n := len(at.steered) - left
+	return slices.Clone(at.steered[:n]), slices.Clone(at.steeredMsgs[:n])
 }
 
 func (w *TurnWorker) runAgent(at *activeTurn) {
@@ -376,7 +380,7 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 		watch.End()
 	}
 	at.settled.Store(true)
-	absorbed := at.closeSteer()
+	absorbed, absorbedMsgs := at.closeSteer()
 	cause := context.Cause(at.ctx)
 	var stop *stopCause
 	switch {
@@ -402,6 +406,7 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	if text := w.endNotice(origin, e.MessageID, cause, stop, msgs); text != "" {
 		msgs = append(slices.Clone(msgs), outbox.Message{Target: origin, Text: text, ReplyTo: e.MessageID, Kind: KindNotice})
 	}
+	msgs = w.steeredNotices(origin, absorbedMsgs, msgs)
 	f := Finish{EntryID: e.ID, Absorbed: absorbed, History: out.History, Outbox: w.outboxOf(at, msgs), Release: true,
 		DropHistory: w.historyDrop(starts, len(out.History))}
 	if w.commit(at, f) {
@@ -436,6 +441,26 @@ func (w *TurnWorker) endNotice(origin outbox.Target, msgID string, cause error, 
 	}
 	return "Interrupted by a newer message; the reply to it answers this one too."
 }
+
+// steeredNotices adds to msgs, for an origin that awaits an answer to
+// each message (TurnWorkerOptions.AnswerEach), a notice naming each
+// message the turn took in by steering: that message runs no turn of its
+// own, and this turn's reply names this turn's message only.
+func (w *TurnWorker) steeredNotices(origin outbox.Target, steered []string, msgs []outbox.Message) []outbox.Message {
+	if len(steered) == 0 || w.answerEach == nil || !w.answerEach(origin) {
+		return msgs
+	}
+	out := slices.Clip(msgs) // appending copies: msgs may be the runner's
+	for _, id := range steered {
+		if id != "" {
+			out = append(out, outbox.Message{Target: origin, Text: steeredNotice, ReplyTo: id, Kind: KindNotice})
+		}
+	}
+	return out
+}
+
+// steeredNotice answers a message that was added to a running turn.
+const steeredNotice = "Added to the turn that was running; its reply answers this one too."
 
 // historyStarts returns, when the stored history is bounded and history
 // could reach the bound with a turn's messages, where a kept part of it

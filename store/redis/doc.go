@@ -91,7 +91,8 @@
 //
 //	Psignals                 stream    the signals log every process tails:
 //	                                    fields c (conversation), k (kind), e
-//	                                    (entry id), t (text), at (ms). Ids
+//	                                    (entry id), t (text), m (message id
+//	                                    of a steered entry), at (ms). Ids
 //	                                    are "<ms>-<seq>" from the store's
 //	                                    clock, one past the last id when
 //	                                    that clock stands still or steps

@@ -22,7 +22,7 @@ func (s *sessionStore) Signal(ctx context.Context, sig sessions.Signal) error {
 		return err
 	}
 	v, err := s.db.run(ctx, op, scriptSignal, []string{s.db.signalsKey()},
-		s.db.nowArg(), signalsKeep.Milliseconds(), sig.Conv, string(sig.Kind), sig.EntryID, sig.Text)
+		s.db.nowArg(), signalsKeep.Milliseconds(), sig.Conv, string(sig.Kind), sig.EntryID, sig.Text, sig.MessageID)
 	if err != nil {
 		return err
 	}
@@ -60,12 +60,13 @@ func (s *sessionStore) SignalsAfter(ctx context.Context, after string, count int
 	next := after
 	for i, m := range raw {
 		out[i] = sessions.Signal{
-			Cursor:  m.ID,
-			Conv:    field(m, "c"),
-			Kind:    sessions.SignalKind(field(m, "k")),
-			EntryID: field(m, "e"),
-			Text:    field(m, "t"),
-			At:      msTime(field(m, "at")),
+			Cursor:    m.ID,
+			Conv:      field(m, "c"),
+			Kind:      sessions.SignalKind(field(m, "k")),
+			EntryID:   field(m, "e"),
+			Text:      field(m, "t"),
+			MessageID: field(m, "m"),
+			At:        msTime(field(m, "at")),
 		}
 		next = m.ID
 	}
@@ -73,7 +74,8 @@ func (s *sessionStore) SignalsAfter(ctx context.Context, after string, count int
 }
 
 // checkSignal refuses what Signal must not log. The size counts the
-// signal's entry id and text, the parts a caller fills freely.
+// signal's entry id, text and message id, the parts a caller fills
+// freely.
 func checkSignal(op string, sig sessions.Signal, lim sessions.Limits) error {
 	if err := sessions.ValidateConv(op, sig.Conv); err != nil {
 		return err
@@ -83,7 +85,7 @@ func checkSignal(op string, sig sessions.Signal, lim sessions.Limits) error {
 	default:
 		return errs.E(op, errs.Invalid, "unknown signal kind %q", sig.Kind)
 	}
-	if n := len(sig.EntryID) + len(sig.Text); n > lim.MaxEntryBytes {
+	if n := len(sig.EntryID) + len(sig.Text) + len(sig.MessageID); n > lim.MaxEntryBytes {
 		return errs.E(op, errs.TooLarge, "signal is %d bytes, over the limit of %d", n, lim.MaxEntryBytes)
 	}
 	return nil

@@ -122,7 +122,8 @@
 // AUTOINCREMENT never hands one out twice.
 //
 // signals is the short log of stop, interrupt and steer requests that
-// every process tails. Its cursor is an AUTOINCREMENT id; a tailer
+// every process tails (a steer names its entry, with the entry's text and
+// message id). Its cursor is an AUTOINCREMENT id; a tailer
 // starting "from now" gets the largest one (0 for an empty log, below any
 // later signal). Each Signal also deletes, through the index on at, up to
 // a few hundred signals older than signalsKeep (an hour), so the log holds

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -47,5 +48,25 @@ func TestVersion3FileGainsReplyTo(t *testing.T) {
 	}
 	if items[0].Text != "before" || items[0].ReplyTo != "" || items[1].ReplyTo != "m2" {
 		t.Errorf("items after the upgrade = %+v; want the old one replying to nothing, the new one to m2", items)
+	}
+}
+
+// A file written before signals kept a steered entry's message id
+// (schema version 4) opens with its signals, which name no message, and
+// keeps the message id from then on.
+func TestVersion4FileGainsSignalMessageIDs(t *testing.T) {
+	ctx := context.Background()
+	at := time.Now().UnixNano()
+	path := oldFile(t, 4, fmt.Sprintf(`INSERT INTO signals (conv, kind, entry_id, text, at) VALUES ('api:c', 'steer', '1', 'before', %d)`, at))
+	s := openAt(t, path, nil, sessions.Limits{}).Sessions()
+	if err := s.Signal(ctx, sessions.Signal{Conv: "api:c", Kind: sessions.SignalSteer, EntryID: "2", Text: "after", MessageID: "m2"}); err != nil {
+		t.Fatal(err)
+	}
+	sigs, _, err := s.SignalsAfter(ctx, "0", 10)
+	if err != nil || len(sigs) != 2 {
+		t.Fatalf("SignalsAfter = %+v, %v; want both signals", sigs, err)
+	}
+	if sigs[0].Text != "before" || sigs[0].MessageID != "" || sigs[1].MessageID != "m2" {
+		t.Errorf("signals after the upgrade = %+v; want the old one naming no message, the new one m2", sigs)
 	}
 }

@@ -127,6 +127,11 @@ CREATE TABLE leases (
 	`
 ALTER TABLE timeline ADD COLUMN reply_to TEXT NOT NULL DEFAULT '';
 `,
+	// 4 → 5: the message id of a steered entry ('' for signals from
+	// before, and for the other kinds).
+	`
+ALTER TABLE signals ADD COLUMN message_id TEXT NOT NULL DEFAULT '';
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

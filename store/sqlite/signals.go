@@ -16,13 +16,13 @@ import (
 const signalsKeep = time.Hour
 
 const (
-	sqlSignalInsert = `INSERT INTO signals (conv, kind, entry_id, text, at) VALUES (?1, ?2, ?3, ?4, ?5)`
+	sqlSignalInsert = `INSERT INTO signals (conv, kind, entry_id, text, message_id, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`
 	sqlSignalPrune  = `DELETE FROM signals WHERE cursor IN
 		(SELECT cursor FROM signals WHERE at <= ?1 LIMIT ?2)`
 	// An empty log ends at 0: AUTOINCREMENT hands out only cursors above
 	// any that existed, so every later signal comes after it.
 	sqlSignalsEnd  = `SELECT COALESCE(MAX(cursor), 0) FROM signals`
-	sqlSignalsRead = `SELECT cursor, conv, kind, entry_id, text, at FROM signals
+	sqlSignalsRead = `SELECT cursor, conv, kind, entry_id, text, message_id, at FROM signals
 		WHERE cursor > ?1 ORDER BY cursor LIMIT ?2`
 )
 
@@ -41,7 +41,7 @@ func (s *sessionStore) Signal(ctx context.Context, sig sessions.Signal) error {
 	// machine.
 	err := d.w.do(ctx, op, bookkeeping, func(t *tx) error {
 		_, now := d.now()
-		if _, err := t.st.signalInsert.Exec(sig.Conv, string(sig.Kind), sig.EntryID, sig.Text, now); err != nil {
+		if _, err := t.st.signalInsert.Exec(sig.Conv, string(sig.Kind), sig.EntryID, sig.Text, sig.MessageID, now); err != nil {
 			return err
 		}
 		// Signals are few, so pruning with each one costs a seek on the
@@ -82,7 +82,7 @@ func (s *sessionStore) SignalsAfter(ctx context.Context, after string, count int
 			kind       string
 			sig        sessions.Signal
 		)
-		if err := rows.Scan(&cursor, &sig.Conv, &kind, &sig.EntryID, &sig.Text, &at); err != nil {
+		if err := rows.Scan(&cursor, &sig.Conv, &kind, &sig.EntryID, &sig.Text, &sig.MessageID, &at); err != nil {
 			return nil, "", d.fail(op, err)
 		}
 		sig.Kind, sig.At = sessions.SignalKind(kind), fromNanos(at)
@@ -97,7 +97,8 @@ func (s *sessionStore) SignalsAfter(ctx context.Context, after string, count int
 }
 
 // checkSignal refuses what Signal must not log. The size counts the
-// signal's entry id and text, the parts a caller fills freely.
+// signal's entry id, text and message id, the parts a caller fills
+// freely.
 func checkSignal(op string, sig sessions.Signal, lim sessions.Limits) error {
 	if err := sessions.ValidateConv(op, sig.Conv); err != nil {
 		return err
@@ -107,7 +108,7 @@ func checkSignal(op string, sig sessions.Signal, lim sessions.Limits) error {
 	default:
 		return errs.E(op, errs.Invalid, "unknown signal kind %q", sig.Kind)
 	}
-	if n := len(sig.EntryID) + len(sig.Text); n > lim.MaxEntryBytes {
+	if n := len(sig.EntryID) + len(sig.Text) + len(sig.MessageID); n > lim.MaxEntryBytes {
 		return errs.E(op, errs.TooLarge, "signal is %d bytes, over the limit of %d", n, lim.MaxEntryBytes)
 	}
 	return nil

@@ -805,7 +805,7 @@ func (m memSessions) Signal(ctx context.Context, sig sessions.Signal) error {
 	if !slices.Contains([]sessions.SignalKind{sessions.SignalStop, sessions.SignalInterrupt, sessions.SignalSteer}, sig.Kind) {
 		return errs.E(op, errs.Invalid, "unknown kind %q", sig.Kind)
 	}
-	if len(sig.EntryID)+len(sig.Text) > m.s.lim.MaxEntryBytes {
+	if len(sig.EntryID)+len(sig.Text)+len(sig.MessageID) > m.s.lim.MaxEntryBytes {
 		return errs.E(op, errs.TooLarge, "signal over the limit")
 	}
 	if err := m.s.lock(op); err != nil {

@@ -89,6 +89,7 @@ func runSignals(t *testing.T, b Backend) {
 		want := f.signalAll(f.ss,
 			stop("c"),
 			steer("c", "e-7", "also check the logs\nplease"),
+			sessions.Signal{Conv: "c", Kind: sessions.SignalSteer, EntryID: "e-8", Text: "and the disk", MessageID: "api-m-8"},
 			sessions.Signal{Conv: "telegram:1", Kind: sessions.SignalInterrupt},
 		)
 		got, next := f.signalsAfter(f.ss, from, 10)
