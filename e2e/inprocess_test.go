@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/sessions/agent"
@@ -176,6 +179,52 @@ func TestHistoryKeptAcrossRestart(t *testing.T) {
 	items := second.api().waitTimeline(t, "mem", 2)
 	if got := texts(ofKind(items, kindReply)); !slices.Equal(got, []string{"nice to meet you, Ada", "you are Ada"}) {
 		t.Errorf("replies in the timeline %q", got)
+	}
+}
+
+// A completion retried with its Idempotency-Key after it was answered
+// gets the answer it was owed, at once, and the turn does not run again;
+// so does a retried command.
+func TestRetriedCompletionGetsItsAnswer(t *testing.T) {
+	t.Parallel()
+	model := testkit.NewModelServer(t)
+	model.Script(testkit.Reply("the first answer"))
+	gw := startInProcess(t, baseConfig(t, model))
+	base := "http://" + gw.g.Addr()
+
+	keyed := func(key string) openai.Client {
+		return openai.NewClient(
+			option.WithBaseURL(base+"/v1"),
+			option.WithAPIKey("unused-locally"),
+			option.WithMaxRetries(0),
+			option.WithHeader("X-Herald-Conversation", "retry"),
+			option.WithHeader("Idempotency-Key", key),
+		)
+	}
+	first := keyed("k-1")
+	if got := chat(t, first, "hello"); got != "the first answer" {
+		t.Fatalf("the completion answered %q", got)
+	}
+	status := chat(t, keyed("k-2"), "/status")
+	// Another message comes between, so the answers owed are not the
+	// timeline's last items.
+	if got := chat(t, keyed("k-3"), "and then"); got != "echo: and then" {
+		t.Fatalf("the completion of the message between answered %q", got)
+	}
+	for _, retry := range []struct{ key, text, want string }{
+		{"k-1", "hello", "the first answer"},
+		{"k-2", "/status", status},
+	} {
+		if got := chat(t, keyed(retry.key), retry.text); got != retry.want {
+			t.Errorf("the retry of %q answered %q, want %q", retry.text, got, retry.want)
+		}
+	}
+	if n := model.Count(); n != 2 {
+		t.Errorf("the model got %d requests, want 2: a retry ran its turn again", n)
+	}
+	items := gw.api().settledTimeline(t, "retry", 3)
+	if len(items) != 3 {
+		t.Errorf("timeline %v: want the three answers, none twice", items)
 	}
 }
 

@@ -160,19 +160,33 @@ type CommandCall struct {
 	Name   string        // the command's registered name (an alias is resolved)
 	Args   string        // the text after the command, trimmed
 	Target outbox.Target // where answers go
+
+	duplicate bool // what the call queued or answered was a redelivery's
 }
 
 // Reply answers the command at once through the outbox, as a message of
 // kind KindCommand replying to the command's message.
 func (c *CommandCall) Reply(ctx context.Context, text string) error {
-	return c.Router.notify(ctx, c.In, c.Target, text)
+	dup, err := c.Router.notify(ctx, c.In, c.Target, text)
+	c.duplicate = c.duplicate || dup
+	return err
 }
 
 // Queue queues the command's message as a control entry with priority
 // prio, for the command's Run at its turn. It touches no running turn.
 // A redelivered message queues nothing.
 func (c *CommandCall) Queue(ctx context.Context, prio Priority) error {
-	return c.Router.appendControl(ctx, c.In, c.Name, prio)
+	dup, err := c.Router.appendControl(ctx, c.In, c.Name, prio)
+	c.duplicate = c.duplicate || dup
+	return err
+}
+
+// route routes in as the router does a message, in mode, for a command
+// that runs a message of its own (/queue, /steer).
+func (c *CommandCall) route(ctx context.Context, in Inbound, mode BusyInputMode) error {
+	dup, err := c.Router.route(ctx, in, mode)
+	c.duplicate = c.duplicate || dup
+	return err
 }
 
 // ControlTurn is a control entry's turn: what a Command's Run sees. The

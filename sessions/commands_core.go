@@ -137,7 +137,7 @@ func cmdMode(mode BusyInputMode) func(ctx context.Context, c *CommandCall) error
 		}
 		in := c.In
 		in.Text = c.Args
-		return c.Router.route(ctx, in, mode)
+		return c.route(ctx, in, mode)
 	}
 }
 

@@ -206,17 +206,26 @@ func (r *Router) Commands() *Commands { return r.commands }
 // Errors: Invalid (bad conversation key, unknown kind, no reply target),
 // TooLarge, and the store's errors.
 func (r *Router) Deliver(ctx context.Context, in Inbound) error {
+	_, err := r.DeliverReport(ctx, in)
+	return err
+}
+
+// DeliverReport is Deliver, and also says whether in was a redelivery:
+// its message id was seen within the dedupe window, so nothing was queued
+// or answered again. The local API uses it to find the answer it owes a
+// retried completion.
+func (r *Router) DeliverReport(ctx context.Context, in Inbound) (duplicate bool, err error) {
 	const op = "sessions.Router.Deliver"
 	if err := ValidateConv(op, in.Conv); err != nil {
-		return err
+		return false, err
 	}
 	switch in.Kind {
 	case "", KindUser, KindSynthetic:
 	default:
-		return errs.E(op, errs.Invalid, "unknown entry kind %q", in.Kind)
+		return false, errs.E(op, errs.Invalid, "unknown entry kind %q", in.Kind)
 	}
 	if _, err := ReplyTarget(in); err != nil {
-		return errs.Wrap(op, errs.Invalid, err)
+		return false, errs.Wrap(op, errs.Invalid, err)
 	}
 	if _, ok := in.Meta[MetaControl]; ok {
 		in.Meta = maps.Clone(in.Meta)
@@ -235,14 +244,16 @@ func (r *Router) Deliver(ctx context.Context, in Inbound) error {
 	return r.route(ctx, in, "")
 }
 
-func (r *Router) command(ctx context.Context, cmd Command, in Inbound, args string) error {
+func (r *Router) command(ctx context.Context, cmd Command, in Inbound, args string) (duplicate bool, err error) {
 	if f := r.metrics.Command; f != nil {
 		f(cmd.Name)
 	}
 	r.log.InfoContext(ctx, "command", "conv", in.Conv, "command", cmd.Name, "message_id", in.MessageID)
 	if cmd.OutOfBand {
 		target, _ := ReplyTarget(in) // checked by Deliver
-		return cmd.Handle(ctx, &CommandCall{Router: r, In: in, Name: cmd.Name, Args: args, Target: target})
+		c := &CommandCall{Router: r, In: in, Name: cmd.Name, Args: args, Target: target}
+		err := cmd.Handle(ctx, c)
+		return c.duplicate, err
 	}
 	in.Meta = maps.Clone(in.Meta)
 	if in.Meta == nil {
@@ -256,29 +267,29 @@ func (r *Router) command(ctx context.Context, cmd Command, in Inbound, args stri
 // as mode says; an empty mode means the conversation's own (/queue and
 // /steer force theirs). The conversation's metadata comes back from the
 // append, so a message costs the store one call.
-func (r *Router) route(ctx context.Context, in Inbound, mode BusyInputMode) error {
+func (r *Router) route(ctx context.Context, in Inbound, mode BusyInputMode) (duplicate bool, err error) {
 	res, started, err := r.append(ctx, in)
 	if err != nil || res.Duplicate || started {
 		// A turn that started with the append runs this very entry.
-		return err
+		return res.Duplicate, err
 	}
 	meta := res.Meta
 	if mode == "" {
 		mode = r.busyMode(meta)
 	}
 	if mode == BusyQueue {
-		return nil
+		return false, nil
 	}
 	// The wake above may have started the turn of this very entry.
 	if rt, running := r.runningTurnIn(in.Conv, meta); !running || rt.EntryID == res.EntryID {
-		return nil
+		return false, nil
 	}
 	s := Signal{Conv: in.Conv, Kind: SignalInterrupt, EntryID: res.EntryID}
 	if mode == BusySteer {
 		if len(in.Attachments) > 0 || in.Meta[MetaControl] != "" {
 			// A steer carries text only; a message with files, or a
 			// command, keeps its place in the queue whole instead.
-			return nil
+			return false, nil
 		}
 		s.Kind, s.Text, s.MessageID = SignalSteer, in.Text, in.MessageID
 	}
@@ -288,13 +299,13 @@ func (r *Router) route(ctx context.Context, in Inbound, mode BusyInputMode) erro
 		r.log.WarnContext(ctx, "signal to the running turn failed; the message waits its turn",
 			"conv", in.Conv, "entry", res.EntryID, "signal", string(s.Kind), "err", err)
 	}
-	return nil
+	return false, nil
 }
 
 // appendEntry queues in without telling a running turn.
-func (r *Router) appendEntry(ctx context.Context, in Inbound) error {
-	_, _, err := r.append(ctx, in)
-	return err
+func (r *Router) appendEntry(ctx context.Context, in Inbound) (duplicate bool, err error) {
+	res, _, err := r.append(ctx, in)
+	return res.Duplicate, err
 }
 
 // append queues in. When this process runs turns and has one free, the
@@ -325,7 +336,7 @@ func (r *Router) append(ctx context.Context, in Inbound) (res AppendResult, star
 
 // appendControl queues a control entry for command name, answered by the
 // command's Run at its turn.
-func (r *Router) appendControl(ctx context.Context, in Inbound, name string, prio Priority) error {
+func (r *Router) appendControl(ctx context.Context, in Inbound, name string, prio Priority) (duplicate bool, err error) {
 	in.Meta = maps.Clone(in.Meta)
 	if in.Meta == nil {
 		in.Meta = map[string]string{}
@@ -430,11 +441,11 @@ func (r *Router) runningTurnIn(conv string, meta map[string]string) (RunningTurn
 // notify answers in at once with text, through the outbox. The message
 // id makes the answer's idempotency key, so a redelivered command is not
 // answered twice.
-func (r *Router) notify(ctx context.Context, in Inbound, target outbox.Target, text string) error {
+func (r *Router) notify(ctx context.Context, in Inbound, target outbox.Target, text string) (duplicate bool, err error) {
 	m := outbox.Message{Target: target, Conv: in.Conv, Text: text, ReplyTo: in.MessageID, Kind: KindCommand}
 	if in.MessageID != "" {
 		m.IdempotencyKey = "command:" + in.Conv + ":" + in.MessageID
 	}
-	_, _, err := r.outbox.Enqueue(ctx, m)
-	return err
+	_, duplicate, err = r.outbox.Enqueue(ctx, m)
+	return duplicate, err
 }

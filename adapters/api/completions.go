@@ -188,9 +188,18 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if err := s.deliver(r.Context(), in); err != nil {
+	dup, err := s.deliverReport(r.Context(), in)
+	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	if dup {
+		// A retry of a message already taken: its answer may be in the
+		// timeline already, before the end read above.
+		if after, err = s.answerStart(r.Context(), conv, in.MessageID, after); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 	}
 	w.Header().Set("X-Herald-Conversation", id)
 	model := req.Model
@@ -230,30 +239,76 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 
 // deliver hands in to the inbox.
 func (s *Server) deliver(ctx context.Context, in sessions.Inbound) error {
-	inbox := s.inboxOrNil()
-	if inbox == nil {
-		return errs.E("api.deliver", errs.Unavailable, "no inbox yet: the gateway is starting")
-	}
-	return inbox.Deliver(ctx, in)
+	_, err := s.deliverReport(ctx, in)
+	return err
 }
 
-// awaitReply waits for the reply to message msgID after the cursor after:
-// the first reply or command answer, skipping those that answer another
-// message, whichever process sent them (an item that does not say what it
-// answers, one kept before items did, is taken), or a notice that ends
-// the message's turn without a reply (stopped, dropped, not saved), which
-// names the message it is for.
+// reportingInbox is an inbox that says whether a message was a
+// redelivery (sessions.Router is one).
+type reportingInbox interface {
+	DeliverReport(ctx context.Context, in sessions.Inbound) (duplicate bool, err error)
+}
+
+// deliverReport hands in to the inbox and says whether it was a
+// redelivery, when the inbox can tell (else it says not).
+func (s *Server) deliverReport(ctx context.Context, in sessions.Inbound) (bool, error) {
+	inbox := s.inboxOrNil()
+	if inbox == nil {
+		return false, errs.E("api.deliver", errs.Unavailable, "no inbox yet: the gateway is starting")
+	}
+	if r, ok := inbox.(reportingInbox); ok {
+		return r.DeliverReport(ctx, in)
+	}
+	return false, inbox.Deliver(ctx, in)
+}
+
+// answerStart returns where the wait for the answer to a redelivered
+// message msgID starts: just before the first item up to the cursor end
+// that answers it by name, or end when none does yet (its turn still
+// runs). Only an item naming the message counts here: one that names
+// none is older than items that name theirs, and answers another message.
+func (s *Server) answerStart(ctx context.Context, conv, msgID, end string) (string, error) {
+	prev := ""
+	for {
+		items, err := s.opts.Timeline.ReadTimeline(ctx, conv, prev, pageSize)
+		if err != nil {
+			return "", err
+		}
+		for _, it := range items {
+			if it.ReplyTo == msgID && answers(it, msgID) {
+				return prev, nil
+			}
+			if it.Cursor == end {
+				return end, nil
+			}
+			prev = it.Cursor
+		}
+		if len(items) < pageSize {
+			return end, nil
+		}
+	}
+}
+
+// answers reports whether it answers message msgID: a reply or command
+// answer that names it or names none (an item kept before items named
+// what they answer), or a notice that names it, which ends the message's
+// turn without a reply (stopped, dropped, not saved, interrupted).
+func answers(it sessions.TimelineItem, msgID string) bool {
+	switch it.Kind {
+	case kindNotice:
+		return it.ReplyTo == msgID
+	case kindReply, kindCommand:
+		return it.ReplyTo == "" || it.ReplyTo == msgID
+	}
+	return false
+}
+
+// awaitReply waits for the answer to message msgID after the cursor
+// after (see answers), whichever process sent it.
 func (s *Server) awaitReply(ctx context.Context, conv, msgID, after string, keepAlive func() error) (sessions.TimelineItem, error) {
 	var reply sessions.TimelineItem
 	err := s.follow(ctx, conv, after, func(it sessions.TimelineItem) (bool, error) {
-		switch {
-		case it.Kind == kindNotice && it.ReplyTo == msgID:
-			reply = it
-			return true, nil
-		case it.Kind != kindReply && it.Kind != kindCommand:
-			return false, nil
-		}
-		if it.ReplyTo != "" && it.ReplyTo != msgID {
+		if !answers(it, msgID) {
 			return false, nil
 		}
 		reply = it
