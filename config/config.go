@@ -53,6 +53,10 @@ type Store struct {
 	// HistoryMaxMessages bounds the history a conversation keeps: a turn
 	// drops the oldest messages beyond it. 0 keeps everything.
 	HistoryMaxMessages int `yaml:"history_max_messages"`
+	// TimelineMaxItems bounds the timeline a conversation keeps (what the
+	// local API shows): each append drops the oldest items beyond it. 0
+	// keeps everything.
+	TimelineMaxItems int `yaml:"timeline_max_items"`
 }
 
 // Storage backends.
@@ -285,5 +289,5 @@ func (c Config) IsLoopback() bool {
 
 // Limits are the store limits the sessions and outbox stores take.
 func (s Store) Limits() sessions.Limits {
-	return sessions.Limits{MaxEntryBytes: s.MaxEntryBytes, DedupeWindow: s.DedupeWindow}
+	return sessions.Limits{MaxEntryBytes: s.MaxEntryBytes, DedupeWindow: s.DedupeWindow, TimelineMax: s.TimelineMaxItems}
 }

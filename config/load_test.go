@@ -39,6 +39,7 @@ store:
   redis_url: redis://cache:6379/2
   lease_ttl: 45s
   history_max_messages: 500
+  timeline_max_items: 1000
 http:
   addr: 127.0.0.1:9000
 model:
@@ -60,6 +61,7 @@ send_message:
 				c.Store.RedisURL = "redis://cache:6379/2"
 				c.Store.LeaseTTL = 45 * time.Second
 				c.Store.HistoryMaxMessages = 500
+				c.Store.TimelineMaxItems = 1000
 				c.HTTP.Addr = "127.0.0.1:9000"
 				c.Model.Name = "qwen3"
 				c.Model.MaxIterations = 12

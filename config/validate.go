@@ -116,6 +116,9 @@ func (s Store) check(v *validator) {
 	if s.HistoryMaxMessages < 0 {
 		v.add("store.history_max_messages", "must be 0 (keep all) or more, got %d", s.HistoryMaxMessages)
 	}
+	if s.TimelineMaxItems < 0 {
+		v.add("store.timeline_max_items", "must be 0 (keep all) or more, got %d", s.TimelineMaxItems)
+	}
 }
 
 func (c Config) checkHTTP(v *validator) {

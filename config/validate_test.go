@@ -171,6 +171,11 @@ func TestValidate(t *testing.T) {
 			want:   config.Problems{{Key: "store.history_max_messages", Msg: "must be 0 (keep all) or more, got -1"}},
 		},
 		{
+			desc:   "negative timeline bound",
+			change: func(c *config.Config) { c.Store.TimelineMaxItems = -1 },
+			want:   config.Problems{{Key: "store.timeline_max_items", Msg: "must be 0 (keep all) or more, got -1"}},
+		},
+		{
 			desc:   "worker counts not positive",
 			change: func(c *config.Config) { c.Workers.Turns, c.Workers.Deliveries, c.Workers.ShutdownGrace = 0, -2, 0 },
 			want: config.Problems{

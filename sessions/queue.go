@@ -321,6 +321,9 @@ func CheckQueueLimit(op string, limit int) error {
 type Limits struct {
 	MaxEntryBytes int           // an encoded entry or message over this is TooLarge; default 256 KiB
 	DedupeWindow  time.Duration // how long message ids are remembered; default 7 days
+	// TimelineMax is how many items a conversation's timeline keeps: an
+	// append drops the oldest beyond it. 0 keeps all.
+	TimelineMax int
 }
 
 // Defaults for Limits.

@@ -124,10 +124,12 @@
 // herald:ready, herald:signals and, for an adapter's lease,
 // herald:lease:adapter:telegram:polling:<bot id>.)
 //
-// The timeline and its id hash are kept whole for now: they grow with what
-// herald delivers, as history does. A trimming policy (XTRIM by MINID, with
-// the matching ids dropped from the hash) can come later without changing
-// cursors.
+// The timeline and its id hash grow with what herald delivers, as history
+// does, unless Limits.TimelineMax bounds them (store.timeline_max_items):
+// then each append that takes the stream past the bound reads the oldest
+// entries beyond it, drops their ids from the hash and trims the stream
+// to the bound (XTRIM MAXLEN), in the same script. Cursors do not change;
+// one older than the oldest entry kept reads from the oldest.
 //
 // The pending entry: the lease makes one holder per conversation, so one
 // delivered-unacked entry at most, and the state hash records it (pend,

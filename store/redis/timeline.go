@@ -19,7 +19,7 @@ func (s *sessionStore) AppendTimeline(ctx context.Context, item sessions.Timelin
 	tag := convTag(item.Conv)
 	v, err := s.db.run(ctx, op, scriptTimelineAppend,
 		[]string{s.db.convKey(tag, "tl"), s.db.convKey(tag, "tlid")},
-		item.ID, item.Kind, item.Text, s.db.nowArg(), item.ReplyTo)
+		item.ID, item.Kind, item.Text, s.db.nowArg(), item.ReplyTo, s.db.lim.TimelineMax)
 	if err != nil {
 		return "", err
 	}

@@ -116,9 +116,11 @@
 // shows it: one row per item, the cursor an AUTOINCREMENT id (so cursors
 // grow and are never reused), read in pages through the (conv, cursor)
 // index. The unique index (conv, item_id) makes a repeated append a no-op
-// that returns the first cursor. The timeline is kept whole for now: it
-// grows with what herald delivers, as history does. A trimming policy (by
-// age or count) can come later without touching cursors, since
+// that returns the first cursor. The timeline grows with what herald
+// delivers, as history does, unless Limits.TimelineMax bounds it
+// (store.timeline_max_items): then the append that adds an item deletes,
+// in its transaction, the conversation's items older than the newest
+// TimelineMax, through the same index. Cursors do not change, since
 // AUTOINCREMENT never hands one out twice.
 //
 // signals is the short log of stop, interrupt and steer requests that

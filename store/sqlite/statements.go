@@ -35,6 +35,7 @@ type statements struct {
 	outboxDead, outboxRequeue         *sql.Stmt
 	outboxExists                      *sql.Stmt
 	timelineInsert, timelineCursor    *sql.Stmt
+	timelineTrim                      *sql.Stmt
 	signalInsert, signalPrune         *sql.Stmt
 	noteInsert, noteDelete            *sql.Stmt
 	expireLeases, expireClaims        *sql.Stmt
@@ -97,6 +98,7 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 
 		{&st.timelineInsert, sqlTimelineInsert},
 		{&st.timelineCursor, sqlTimelineCursor},
+		{&st.timelineTrim, sqlTimelineTrim},
 		{&st.signalInsert, sqlSignalInsert},
 		{&st.signalPrune, sqlSignalPrune},
 		{&st.noteInsert, sqlNoteInsert},

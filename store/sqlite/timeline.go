@@ -13,7 +13,11 @@ const (
 	sqlTimelineInsert = `INSERT INTO timeline (conv, item_id, kind, text, at, reply_to) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
 		ON CONFLICT (conv, item_id) DO NOTHING`
 	sqlTimelineCursor = `SELECT cursor FROM timeline WHERE conv = ?1 AND item_id = ?2`
-	sqlTimelineRead   = `SELECT cursor, item_id, kind, text, at, reply_to FROM timeline
+	// Everything from the (keep+1)th newest item back, found through the
+	// (conv, cursor) index.
+	sqlTimelineTrim = `DELETE FROM timeline WHERE conv = ?1 AND cursor <=
+		(SELECT cursor FROM timeline WHERE conv = ?1 ORDER BY cursor DESC LIMIT 1 OFFSET ?2)`
+	sqlTimelineRead = `SELECT cursor, item_id, kind, text, at, reply_to FROM timeline
 		WHERE conv = ?1 AND cursor > ?2 ORDER BY cursor LIMIT ?3`
 )
 
@@ -38,7 +42,10 @@ func (s *sessionStore) AppendTimeline(ctx context.Context, item sessions.Timelin
 			return err
 		}
 		if n == 1 {
-			cursor, err = r.LastInsertId()
+			if cursor, err = r.LastInsertId(); err != nil || d.lim.TimelineMax <= 0 {
+				return err
+			}
+			_, err = t.st.timelineTrim.Exec(item.Conv, d.lim.TimelineMax)
 			return err
 		}
 		return t.st.timelineCursor.QueryRow(item.Conv, item.ID).Scan(&cursor)

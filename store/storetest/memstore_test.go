@@ -768,7 +768,11 @@ func (m memSessions) AppendTimeline(ctx context.Context, item sessions.TimelineI
 		return tl[i].Cursor, nil
 	}
 	item.Cursor, item.At = m.s.data.nextCursor(), m.s.clk.Now()
-	m.s.data.timeline[item.Conv] = append(tl, item)
+	tl = append(tl, item)
+	if keep := m.s.lim.TimelineMax; keep > 0 && len(tl) > keep {
+		tl = slices.Clone(tl[len(tl)-keep:])
+	}
+	m.s.data.timeline[item.Conv] = tl
 	return item.Cursor, nil
 }
 

@@ -61,6 +61,27 @@ func wantTimeline(t *testing.T, what string, got, want []sessions.TimelineItem) 
 }
 
 func runTimeline(t *testing.T, b Backend) {
+	t.Run("a bound keeps each conversation's newest items", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{TimelineMax: 3})
+		all := f.appendTimelineAll(item("c", "m1", "one"), item("c", "m2", "two"), item("d", "n1", "other"),
+			item("c", "m3", "three"), item("c", "m4", "four"), item("c", "m5", "five"))
+		kept := []sessions.TimelineItem{all[3], all[4], all[5]}
+		wantTimeline(t, "ReadTimeline from the start", f.readTimeline("c", "", 10), kept)
+		// A cursor of an item dropped since still reads on from there.
+		wantTimeline(t, "ReadTimeline after a dropped item", f.readTimeline("c", all[0].Cursor, 10), kept)
+		wantTimeline(t, "the other conversation", f.readTimeline("d", "", 10), []sessions.TimelineItem{all[2]})
+		// A kept item is still there once: appending it again adds nothing.
+		if got := f.appendTimeline(item("c", "m4", "four")); got != all[4].Cursor {
+			t.Errorf("appending a kept item again = cursor %q, want its own %q", got, all[4].Cursor)
+		}
+		wantTimeline(t, "ReadTimeline after appending a kept item again", f.readTimeline("c", "", 10), kept)
+		// A dropped item's id went with it: appending it adds it anew,
+		// last, and drops the oldest kept.
+		again := f.appendTimelineAll(item("c", "m1", "one"))
+		wantTimeline(t, "ReadTimeline after appending a dropped item again", f.readTimeline("c", "", 10),
+			[]sessions.TimelineItem{all[4], all[5], again[0]})
+	})
+
 	t.Run("items in order with their cursors, the store's time and every field", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		notice := item("c", "m3", "Working on it…\n\n— with a blank line")

@@ -1,6 +1,7 @@
 -- timeline_append adds an item to a conversation's timeline, unless an
 -- item with its id is there already: then it returns that item's cursor
--- and adds nothing.
+-- and adds nothing. Given a bound, it then drops the oldest items beyond
+-- it, their ids with them.
 -- KEYS[1] the conversation's timeline stream
 -- KEYS[2] the conversation's item id → cursor hash
 -- ARGV[1] item id
@@ -8,6 +9,7 @@
 -- ARGV[3] text
 -- ARGV[4] now in ms, or '' for the server's time
 -- ARGV[5] the inbound message id the item replies to, or ''
+-- ARGV[6] how many items the timeline keeps, or '0' for all
 -- Returns {cursor}.
 local first = redis.call('HGET', KEYS[2], ARGV[1])
 if first then
@@ -18,4 +20,17 @@ end
 -- missing from items written before it existed; both read as ''.
 local cursor = redis.call('XADD', KEYS[1], '*', 'id', ARGV[1], 'k', ARGV[2], 't', ARGV[3], 'at', int(now_ms(ARGV[4])), 'r', ARGV[5])
 redis.call('HSET', KEYS[2], ARGV[1], cursor)
+local keep = small(ARGV[6])
+if keep > 0 then
+  local over = redis.call('XLEN', KEYS[1]) - keep
+  if over > 0 then
+    -- Each item's first field is its id (the XADD above writes it so).
+    local ids = {}
+    for i, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', over)) do
+      ids[i] = e[2][2]
+    end
+    call_all('HDEL', KEYS[2], ids, 1, #ids)
+    redis.call('XTRIM', KEYS[1], 'MAXLEN', keep)
+  end
+end
 return {cursor}
