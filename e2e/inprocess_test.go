@@ -228,6 +228,37 @@ func TestRetriedCompletionGetsItsAnswer(t *testing.T) {
 	}
 }
 
+// A key used again once the dedupe window has passed is a new message;
+// a retry of that one gets its answer, not the older message's.
+func TestRetryAfterTheKeyIsReusedGetsTheNewerAnswer(t *testing.T) {
+	t.Parallel()
+	model := testkit.NewModelServer(t)
+	cfg := baseConfig(t, model)
+	const window = 2 * time.Second
+	cfg.Store.DedupeWindow = window
+	gw := startInProcess(t, cfg)
+	client := openai.NewClient(
+		option.WithBaseURL("http://"+gw.g.Addr()+"/v1"),
+		option.WithAPIKey("unused-locally"),
+		option.WithMaxRetries(0),
+		option.WithHeader("X-Herald-Conversation", "reuse"),
+		option.WithHeader("Idempotency-Key", "k-1"),
+	)
+	if got := chat(t, client, "first use"); got != "echo: first use" {
+		t.Fatalf("the first use answered %q", got)
+	}
+	time.Sleep(window + window/4)
+	if got := chat(t, client, "second use"); got != "echo: second use" {
+		t.Fatalf("the key used again after the window answered %q, want a turn of its own", got)
+	}
+	if got := chat(t, client, "second use"); got != "echo: second use" {
+		t.Errorf("the retry of the second use answered %q, want %q", got, "echo: second use")
+	}
+	if n := model.Count(); n != 2 {
+		t.Errorf("the model got %d requests, want 2", n)
+	}
+}
+
 func TestStopWhileATurnRuns(t *testing.T) {
 	t.Parallel()
 	model, slow, _, api := heldGateway(t, config.BusyInputInterrupt, hangFirst)

@@ -83,7 +83,9 @@ func cmdStop(ctx context.Context, c *CommandCall) error {
 	if running {
 		answer = "Stopping the running turn" + rt.describe(r.clock.Now()) + "."
 	}
-	if err := c.Reply(ctx, answer); err != nil {
+	if err := c.Reply(ctx, answer); err != nil || c.duplicate {
+		// A redelivered /stop was answered, and its stop sent, the first
+		// time: sent again, it would stop a turn that started since.
 		return err
 	}
 	// The signal goes out even when no turn is known to run: a turn that
@@ -108,14 +110,22 @@ func cmdStatus(ctx context.Context, c *CommandCall) error {
 
 func cmdNew(ctx context.Context, c *CommandCall) error {
 	r := c.Router
-	// Stop first, then queue the reset: the reset is claimed after the
-	// stop was sent, so the stop cannot hit the reset's own turn.
-	if err := r.signal(ctx, Signal{Conv: c.In.Conv, Kind: SignalStop, Text: stopReasonNew}); err != nil {
+	// The reset is queued first, so that a redelivered /new, queued the
+	// first time, sends no stop that would hit a turn started since. The
+	// stop cannot hit the reset's own turn: a control turn takes no
+	// signals. High priority: the reset runs before messages already
+	// waiting, as "forget everything" means; they run in the fresh
+	// session.
+	if err := c.Queue(ctx, PriorityHigh); err != nil || c.duplicate {
 		return err
 	}
-	// High priority: the reset runs before messages already waiting, as
-	// "forget everything" means; they run in the fresh session.
-	return c.Queue(ctx, PriorityHigh)
+	// The reset is durable: a stop that does not go out only means the
+	// running turn ends before the reset runs.
+	if err := r.signal(ctx, Signal{Conv: c.In.Conv, Kind: SignalStop, Text: stopReasonNew}); err != nil {
+		r.log.WarnContext(ctx, "the stop for /new failed; the reset waits for the running turn",
+			"conv", c.In.Conv, "err", err)
+	}
+	return nil
 }
 
 func runNew(ctx context.Context, t *ControlTurn) error {

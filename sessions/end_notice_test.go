@@ -84,6 +84,10 @@ func TestSteeredNotices(t *testing.T) {
 			if len(got) > 1 && &got[0] == &msgs[0] {
 				t.Error("steeredNotices appended into the slice it was given")
 			}
+			// A commit without the steered entries drops these notices.
+			if kept := slices.DeleteFunc(slices.Clone(got), isSteeredNotice); !slices.Equal(kept, []outbox.Message{reply}) {
+				t.Errorf("without the steered notices: %+v, want the reply only", kept)
+			}
 		})
 	}
 }

@@ -212,7 +212,7 @@ func (r *Router) Deliver(ctx context.Context, in Inbound) error {
 
 // DeliverReport is Deliver, and also says whether in was a redelivery:
 // its message id was seen within the dedupe window, so nothing was queued
-// or answered again. The local API uses it to find the answer it owes a
+// or answered again, and no stop of /stop or /new sent again. The local API uses it to find the answer it owes a
 // retried completion.
 func (r *Router) DeliverReport(ctx context.Context, in Inbound) (duplicate bool, err error) {
 	const op = "sessions.Router.Deliver"

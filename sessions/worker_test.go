@@ -237,8 +237,50 @@ func TestStatusWhenIdle(t *testing.T) {
 	}
 }
 
+// A redelivered /stop or /new was answered, and its stop sent, the first
+// time: it stops no turn that started since.
+func TestRedeliveredStopTouchesNoNewerTurn(t *testing.T) {
+	tests := []struct {
+		command string
+		answer  string
+	}{
+		{command: "/stop", answer: "Nothing is running."},
+		{command: "/new", answer: freshSession},
+	}
+	for _, tc := range tests {
+		t.Run(tc.command, func(t *testing.T) {
+			noLeaks(t)
+			r := newGateRunner()
+			g := startGateway(t, gatewayOptions{runner: r})
+			g.say(tc.command)
+			g.waitSent(conv, tc.answer)
+			g.say("slow job")
+			calls := r.waitCalls(t, 1)
+
+			g.say(tc.command) // the same message id: a redelivery
+			settle()
+			select {
+			case <-calls[0].done:
+				t.Fatalf("the redelivered %s stopped the turn that started after it (sent %q)", tc.command, g.sent(conv))
+			default:
+			}
+			calls[0].Release()
+			g.waitSent(conv, "re: slow job")
+			if got := g.history(conv); !slices.Contains(got, "assistant: re: slow job") {
+				t.Errorf("history %q: want the turn's reply kept", got)
+			}
+			if sent := g.sent(conv); slices.Contains(sent, "Stopped.") || len(sent) != 2 {
+				t.Errorf("sent %q: want the first answer and the turn's reply only", sent)
+			}
+		})
+	}
+}
+
+// freshSession is /new's answer.
+const freshSession = "Started a fresh session. What I remember about you is kept."
+
 func TestNewClearsHistory(t *testing.T) {
-	const fresh = "Started a fresh session. What I remember about you is kept."
+	const fresh = freshSession
 	tests := []struct {
 		desc  string
 		first string

@@ -403,7 +403,17 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 		return
 	}
 	msgs := out.Outbox
-	if text := w.endNotice(origin, e.MessageID, cause, stop, msgs); text != "" {
+	// Only a run the signal ended says so, and only a user's message is
+	// waited on: a synthetic entry has no one waiting for its answer.
+	var ended error
+	if runErr != nil {
+		ended = cause
+	}
+	awaited := e.MessageID
+	if e.Kind == KindSynthetic {
+		awaited = ""
+	}
+	if text := w.endNotice(origin, awaited, ended, stop, msgs); text != "" {
 		msgs = append(slices.Clone(msgs), outbox.Message{Target: origin, Text: text, ReplyTo: e.MessageID, Kind: KindNotice})
 	}
 	msgs = w.steeredNotices(origin, absorbedMsgs, msgs)
@@ -461,6 +471,9 @@ func (w *TurnWorker) steeredNotices(origin outbox.Target, steered []string, msgs
 
 // steeredNotice answers a message that was added to a running turn.
 const steeredNotice = "Added to the turn that was running; its reply answers this one too."
+
+// isSteeredNotice reports whether m is a notice steeredNotices added.
+func isSteeredNotice(m outbox.Message) bool { return m.Kind == KindNotice && m.Text == steeredNotice }
 
 // historyStarts returns, when the stored history is bounded and history
 // could reach the bound with a turn's messages, where a kept part of it
@@ -577,8 +590,11 @@ func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
 			at.loseLease("commit", err)
 			return false
 		case errs.Is(err, errs.NotFound) && len(f.Absorbed) > 0:
+			// The steered entries still queued run as turns of their own,
+			// which answer them: the notices naming them go too.
 			at.logger().Warn("a steered entry left the queue; committing without it", "err", err)
 			f.Absorbed = nil
+			f.Outbox = slices.DeleteFunc(slices.Clone(f.Outbox), isSteeredNotice)
 			continue
 		case (errs.Is(err, errs.TooLarge) || errs.Is(err, errs.Invalid)) && !replaced:
 			at.logger().Error("the store refused the turn's result; committing a notice instead", "err", err)

@@ -263,12 +263,14 @@ func (s *Server) deliverReport(ctx context.Context, in sessions.Inbound) (bool, 
 }
 
 // answerStart returns where the wait for the answer to a redelivered
-// message msgID starts: just before the first item up to the cursor end
+// message msgID starts: just before the last item up to the cursor end
 // that answers it by name, or end when none does yet (its turn still
 // runs). Only an item naming the message counts here: one that names
 // none is older than items that name theirs, and answers another message.
+// The last, not the first: a client that used the same key once more
+// after the dedupe window is owed the answer to the newer message.
 func (s *Server) answerStart(ctx context.Context, conv, msgID, end string) (string, error) {
-	prev := ""
+	start, prev := end, ""
 	for {
 		items, err := s.opts.Timeline.ReadTimeline(ctx, conv, prev, pageSize)
 		if err != nil {
@@ -276,15 +278,15 @@ func (s *Server) answerStart(ctx context.Context, conv, msgID, end string) (stri
 		}
 		for _, it := range items {
 			if it.ReplyTo == msgID && answers(it, msgID) {
-				return prev, nil
+				start = prev
 			}
 			if it.Cursor == end {
-				return end, nil
+				return start, nil
 			}
 			prev = it.Cursor
 		}
 		if len(items) < pageSize {
-			return end, nil
+			return start, nil
 		}
 	}
 }

@@ -127,9 +127,9 @@
 // The timeline and its id hash grow with what herald delivers, as history
 // does, unless Limits.TimelineMax bounds them (store.timeline_max_items):
 // then each append that takes the stream past the bound reads the oldest
-// entries beyond it, drops their ids from the hash and trims the stream
-// to the bound (XTRIM MAXLEN), in the same script. Cursors do not change;
-// one older than the oldest entry kept reads from the oldest.
+// entries beyond it (at most 1000), drops their ids from the hash and the
+// entries from the stream (XDEL), in the same script. Cursors do not
+// change; one older than the oldest entry kept reads from the oldest.
 //
 // The pending entry: the lease makes one holder per conversation, so one
 // delivered-unacked entry at most, and the state hash records it (pend,

@@ -13,10 +13,13 @@ const (
 	sqlTimelineInsert = `INSERT INTO timeline (conv, item_id, kind, text, at, reply_to) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
 		ON CONFLICT (conv, item_id) DO NOTHING`
 	sqlTimelineCursor = `SELECT cursor FROM timeline WHERE conv = ?1 AND item_id = ?2`
-	// Everything from the (keep+1)th newest item back, found through the
-	// (conv, cursor) index.
-	sqlTimelineTrim = `DELETE FROM timeline WHERE conv = ?1 AND cursor <=
-		(SELECT cursor FROM timeline WHERE conv = ?1 ORDER BY cursor DESC LIMIT 1 OFFSET ?2)`
+	// The oldest items from the (keep+1)th newest back, found through
+	// the (conv, cursor) index, at most 1000 of them: a bound set on a
+	// long timeline is reached over several appends, none of which holds
+	// the write lock for long.
+	sqlTimelineTrim = `DELETE FROM timeline WHERE cursor IN (SELECT cursor FROM timeline
+		WHERE conv = ?1 AND cursor <= (SELECT cursor FROM timeline WHERE conv = ?1 ORDER BY cursor DESC LIMIT 1 OFFSET ?2)
+		ORDER BY cursor LIMIT 1000)`
 	sqlTimelineRead = `SELECT cursor, item_id, kind, text, at, reply_to FROM timeline
 		WHERE conv = ?1 AND cursor > ?2 ORDER BY cursor LIMIT ?3`
 )

@@ -1,7 +1,9 @@
 -- timeline_append adds an item to a conversation's timeline, unless an
 -- item with its id is there already: then it returns that item's cursor
 -- and adds nothing. Given a bound, it then drops the oldest items beyond
--- it, their ids with them.
+-- it, their ids with them, at most 1000 of them: a bound set on a
+-- long timeline is reached over several appends, none of which holds the
+-- server for long.
 -- KEYS[1] the conversation's timeline stream
 -- KEYS[2] the conversation's item id → cursor hash
 -- ARGV[1] item id
@@ -22,15 +24,15 @@ local cursor = redis.call('XADD', KEYS[1], '*', 'id', ARGV[1], 'k', ARGV[2], 't'
 redis.call('HSET', KEYS[2], ARGV[1], cursor)
 local keep = small(ARGV[6])
 if keep > 0 then
-  local over = redis.call('XLEN', KEYS[1]) - keep
+  local over = math.min(redis.call('XLEN', KEYS[1]) - keep, 1000)
   if over > 0 then
     -- Each item's first field is its id (the XADD above writes it so).
-    local ids = {}
+    local ids, cursors = {}, {}
     for i, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', over)) do
-      ids[i] = e[2][2]
+      cursors[i], ids[i] = e[1], e[2][2]
     end
     call_all('HDEL', KEYS[2], ids, 1, #ids)
-    redis.call('XTRIM', KEYS[1], 'MAXLEN', keep)
+    call_all('XDEL', KEYS[1], cursors, 1, #cursors)
   end
 end
 return {cursor}
