@@ -234,7 +234,7 @@ func TestRetryAfterTheKeyIsReusedGetsTheNewerAnswer(t *testing.T) {
 	t.Parallel()
 	model := testkit.NewModelServer(t)
 	cfg := baseConfig(t, model)
-	const window = 2 * time.Second
+	const window = 4 * time.Second
 	cfg.Store.DedupeWindow = window
 	gw := startInProcess(t, cfg)
 	client := openai.NewClient(
