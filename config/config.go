@@ -104,6 +104,9 @@ type Workers struct {
 	// ShutdownGrace is how long a graceful stop lets running turns
 	// finish before it cancels them and hands their entries back.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	// DeliveryDrain is how long a graceful stop goes on sending the
+	// replies already written once the turns have ended.
+	DeliveryDrain time.Duration `yaml:"delivery_drain"`
 }
 
 // Display holds how conversations behave toward their users.
@@ -214,6 +217,7 @@ const (
 	DefaultHistoryBudget = 200_000
 	DefaultTurnWorkers   = 64
 	DefaultDeliveries    = 8
+	DefaultDeliveryDrain = 5 * time.Second
 	// SQLiteFile is the database file name inside Home.
 	SQLiteFile = "herald.db"
 	// FileName is the config file looked for in Home.
@@ -248,6 +252,7 @@ func Default() Config {
 			Turns:         DefaultTurnWorkers,
 			Deliveries:    DefaultDeliveries,
 			ShutdownGrace: sessions.DefaultGrace,
+			DeliveryDrain: DefaultDeliveryDrain,
 		},
 		Display: Display{BusyInputMode: BusyInputInterrupt},
 		Platforms: Platforms{

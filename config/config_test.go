@@ -57,7 +57,7 @@ func TestDefault(t *testing.T) {
 		},
 		HTTP:    config.HTTP{Addr: "127.0.0.1:8642", MaxBodyBytes: 4 << 20},
 		Model:   config.Model{BaseURL: "http://127.0.0.1:11434/v1", Timeout: 5 * time.Minute, MaxRetries: 3, MaxIterations: 90, HistoryBudget: 200_000},
-		Workers: config.Workers{Turns: 64, Deliveries: 8, ShutdownGrace: 20 * time.Second},
+		Workers: config.Workers{Turns: 64, Deliveries: 8, ShutdownGrace: 20 * time.Second, DeliveryDrain: 5 * time.Second},
 		Display: config.Display{BusyInputMode: "interrupt"},
 		Platforms: config.Platforms{
 			GroupSessions: "auto",

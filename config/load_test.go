@@ -51,6 +51,7 @@ model:
 workers:
   turns: 4
   shutdown_grace: 45s
+  delivery_drain: 10s
 display:
   busy_input_mode: steer
 send_message:
@@ -69,6 +70,7 @@ send_message:
 				c.Model.SystemPrompt = "You are terse.\n"
 				c.Workers.Turns = 4
 				c.Workers.ShutdownGrace = 45 * time.Second
+				c.Workers.DeliveryDrain = 10 * time.Second
 				c.Display.BusyInputMode = "steer"
 				c.SendMessage.AllowedTargets = []string{"telegram:42", "slack:T1:C2"}
 			},

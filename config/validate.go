@@ -72,6 +72,7 @@ func (c Config) problems() Problems {
 	v.positive("workers.turns", int64(c.Workers.Turns))
 	v.positive("workers.deliveries", int64(c.Workers.Deliveries))
 	v.positiveDuration("workers.shutdown_grace", c.Workers.ShutdownGrace)
+	v.positiveDuration("workers.delivery_drain", c.Workers.DeliveryDrain)
 	switch c.Display.BusyInputMode {
 	case BusyInputInterrupt, BusyInputQueue, BusyInputSteer:
 	default:

@@ -176,12 +176,15 @@ func TestValidate(t *testing.T) {
 			want:   config.Problems{{Key: "store.timeline_max_items", Msg: "must be 0 (keep all) or more, got -1"}},
 		},
 		{
-			desc:   "worker counts not positive",
-			change: func(c *config.Config) { c.Workers.Turns, c.Workers.Deliveries, c.Workers.ShutdownGrace = 0, -2, 0 },
+			desc: "worker counts not positive",
+			change: func(c *config.Config) {
+				c.Workers.Turns, c.Workers.Deliveries, c.Workers.ShutdownGrace, c.Workers.DeliveryDrain = 0, -2, 0, -time.Second
+			},
 			want: config.Problems{
 				{Key: "workers.turns", Msg: "must be positive, got 0"},
 				{Key: "workers.deliveries", Msg: "must be positive, got -2"},
 				{Key: "workers.shutdown_grace", Msg: "must be positive, got 0s"},
+				{Key: "workers.delivery_drain", Msg: "must be positive, got -1s"},
 			},
 		},
 		{

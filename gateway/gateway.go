@@ -43,7 +43,7 @@ const (
 	DefaultGrace = sessions.DefaultGrace
 	// DefaultDrain is how long Shutdown keeps delivering after the turns
 	// ended, so the replies they committed go out from this process.
-	DefaultDrain = 5 * time.Second
+	DefaultDrain = config.DefaultDeliveryDrain
 	// DefaultOpenTimeout bounds opening the store in New.
 	DefaultOpenTimeout = 15 * time.Second
 )
@@ -74,7 +74,7 @@ type Options struct {
 	// means the config's workers.shutdown_grace, else DefaultGrace.
 	Grace time.Duration
 	// Drain bounds how long deliveries go on after the turns ended; 0
-	// means DefaultDrain.
+	// means the config's workers.delivery_drain, else DefaultDrain.
 	Drain time.Duration
 	// Name identifies this process in leases and claims; empty means
 	// host-pid-random.
@@ -147,7 +147,7 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 		g.opts.Grace = cmp.Or(cfg.Workers.ShutdownGrace, DefaultGrace)
 	}
 	if g.opts.Drain <= 0 {
-		g.opts.Drain = DefaultDrain
+		g.opts.Drain = cmp.Or(cfg.Workers.DeliveryDrain, DefaultDrain)
 	}
 	if g.opts.Name == "" {
 		g.opts.Name = processName()

@@ -558,12 +558,13 @@ func TestGatewayHandsBackTurnsPastTheGrace(t *testing.T) {
 	cfg := testConfig(t, model)
 	cfg.Store.LeaseTTL = time.Second
 	cfg.Workers.ShutdownGrace = 100 * time.Millisecond
+	cfg.Workers.DeliveryDrain = 2 * time.Second
 	g, err := New(cfg, Options{Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := g.StopTimeout(), 100*time.Millisecond+DefaultDrain; got != want {
-		t.Errorf("StopTimeout = %v, want workers.shutdown_grace and the drain, %v", got, want)
+	if got, want := g.StopTimeout(), 100*time.Millisecond+2*time.Second; got != want {
+		t.Errorf("StopTimeout = %v, want workers.shutdown_grace and workers.delivery_drain, %v", got, want)
 	}
 	if err := g.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -33,8 +33,9 @@ $HERALD_HOME/herald.yaml if it exists; the environment overrides it (see
 
 On SIGINT or SIGTERM the gateway stops taking work, lets running turns
 finish within the grace period (workers.shutdown_grace, 20s unless set),
-hands back those that do not, and sends the replies already written. A
-second signal stops it at once.`,
+hands back those that do not, and sends the replies already written
+(for workers.delivery_drain, 5s unless set). A second signal stops it at
+once.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			level, err := parseLevel(logLevel)
