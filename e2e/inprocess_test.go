@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -218,6 +219,20 @@ func TestRetriedCompletionGetsItsAnswer(t *testing.T) {
 		if got := chat(t, keyed(retry.key), retry.text); got != retry.want {
 			t.Errorf("the retry of %q answered %q, want %q", retry.text, got, retry.want)
 		}
+	}
+	// A streamed retry too.
+	ctx, cancel := context.WithTimeout(context.Background(), waitReply)
+	defer cancel()
+	stream := first.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+		Model:    "herald",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")},
+	})
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil || len(acc.Choices) != 1 || acc.Choices[0].Message.Content != "the first answer" {
+		t.Errorf("the streamed retry accumulated %+v, %v; want %q", acc.Choices, err, "the first answer")
 	}
 	if n := model.Count(); n != 2 {
 		t.Errorf("the model got %d requests, want 2: a retry ran its turn again", n)
