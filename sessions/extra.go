@@ -84,6 +84,25 @@ type Signal struct {
 	At        time.Time `json:"at"` // by the store's clock
 }
 
+// Check refuses a signal a Signals log must not keep: Invalid for a bad
+// conversation key or an unknown kind, TooLarge when the parts a caller
+// fills freely (its entry id, text and message id) are over
+// lim.MaxEntryBytes.
+func (s Signal) Check(op string, lim Limits) error {
+	if err := ValidateConv(op, s.Conv); err != nil {
+		return err
+	}
+	switch s.Kind {
+	case SignalStop, SignalInterrupt, SignalSteer:
+	default:
+		return errs.E(op, errs.Invalid, "unknown signal kind %q", s.Kind)
+	}
+	if n := len(s.EntryID) + len(s.Text) + len(s.MessageID); n > lim.MaxEntryBytes {
+		return errs.E(op, errs.TooLarge, "signal is %d bytes, over the limit of %d", n, lim.MaxEntryBytes)
+	}
+	return nil
+}
+
 // Signals is a short, shared log of signals. Each gateway process tails it
 // with one read per poll, whatever number of turns it runs.
 type Signals interface {

@@ -18,7 +18,7 @@ func (db *DB) signalsKey() string { return db.prefix + "signals" }
 
 func (s *sessionStore) Signal(ctx context.Context, sig sessions.Signal) error {
 	const op = "redis.Signal"
-	if err := checkSignal(op, sig, s.db.lim); err != nil {
+	if err := sig.Check(op, s.db.lim); err != nil {
 		return err
 	}
 	v, err := s.db.run(ctx, op, scriptSignal, []string{s.db.signalsKey()},
@@ -71,22 +71,4 @@ func (s *sessionStore) SignalsAfter(ctx context.Context, after string, count int
 		next = m.ID
 	}
 	return out, next, nil
-}
-
-// checkSignal refuses what Signal must not log. The size counts the
-// signal's entry id, text and message id, the parts a caller fills
-// freely.
-func checkSignal(op string, sig sessions.Signal, lim sessions.Limits) error {
-	if err := sessions.ValidateConv(op, sig.Conv); err != nil {
-		return err
-	}
-	switch sig.Kind {
-	case sessions.SignalStop, sessions.SignalInterrupt, sessions.SignalSteer:
-	default:
-		return errs.E(op, errs.Invalid, "unknown signal kind %q", sig.Kind)
-	}
-	if n := len(sig.EntryID) + len(sig.Text) + len(sig.MessageID); n > lim.MaxEntryBytes {
-		return errs.E(op, errs.TooLarge, "signal is %d bytes, over the limit of %d", n, lim.MaxEntryBytes)
-	}
-	return nil
 }

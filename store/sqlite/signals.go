@@ -32,7 +32,7 @@ func (s *sessionStore) Signal(ctx context.Context, sig sessions.Signal) error {
 	if err := d.check(ctx, op); err != nil {
 		return err
 	}
-	if err := checkSignal(op, sig, d.lim); err != nil {
+	if err := sig.Check(op, d.lim); err != nil {
 		return err
 	}
 	// Bookkeeping (see commitMode): a signal only matters to turns
@@ -94,22 +94,4 @@ func (s *sessionStore) SignalsAfter(ctx context.Context, after string, count int
 		return nil, "", d.fail(op, err)
 	}
 	return out, next, nil
-}
-
-// checkSignal refuses what Signal must not log. The size counts the
-// signal's entry id, text and message id, the parts a caller fills
-// freely.
-func checkSignal(op string, sig sessions.Signal, lim sessions.Limits) error {
-	if err := sessions.ValidateConv(op, sig.Conv); err != nil {
-		return err
-	}
-	switch sig.Kind {
-	case sessions.SignalStop, sessions.SignalInterrupt, sessions.SignalSteer:
-	default:
-		return errs.E(op, errs.Invalid, "unknown signal kind %q", sig.Kind)
-	}
-	if n := len(sig.EntryID) + len(sig.Text) + len(sig.MessageID); n > lim.MaxEntryBytes {
-		return errs.E(op, errs.TooLarge, "signal is %d bytes, over the limit of %d", n, lim.MaxEntryBytes)
-	}
-	return nil
 }

@@ -803,14 +803,8 @@ func (m memSessions) ReadTimeline(ctx context.Context, conv, after string, limit
 
 func (m memSessions) Signal(ctx context.Context, sig sessions.Signal) error {
 	const op = "mem.Signal"
-	if err := sessions.ValidateConv(op, sig.Conv); err != nil {
+	if err := sig.Check(op, m.s.lim); err != nil {
 		return err
-	}
-	if !slices.Contains([]sessions.SignalKind{sessions.SignalStop, sessions.SignalInterrupt, sessions.SignalSteer}, sig.Kind) {
-		return errs.E(op, errs.Invalid, "unknown kind %q", sig.Kind)
-	}
-	if len(sig.EntryID)+len(sig.Text)+len(sig.MessageID) > m.s.lim.MaxEntryBytes {
-		return errs.E(op, errs.TooLarge, "signal over the limit")
 	}
 	if err := m.s.lock(op); err != nil {
 		return err
