@@ -31,7 +31,10 @@ type Command struct {
 	// Otherwise the message is queued and Run answers it at its turn.
 	OutOfBand bool
 	// Handle answers an out-of-band command in the router; nil for a
-	// command that is not out-of-band.
+	// command that is not out-of-band. A platform may deliver a message
+	// again: Reply and Queue do nothing for a redelivery, and a Handle
+	// that does more (sends a signal) does it after them, only when
+	// c.Redelivered() is false.
 	Handle func(ctx context.Context, c *CommandCall) error
 	// Run runs a control entry of this command at a turn boundary.
 	Run func(ctx context.Context, t *ControlTurn) error
@@ -161,32 +164,38 @@ type CommandCall struct {
 	Args   string        // the text after the command, trimmed
 	Target outbox.Target // where answers go
 
-	duplicate bool // what the call queued or answered was a redelivery's
+	redelivered bool // what the call queued or answered was a redelivery's
+}
+
+// Redelivered reports whether a Reply, Queue or routed message of this
+// call found the message seen before: it was handled the first time.
+func (c *CommandCall) Redelivered() bool { return c.redelivered }
+
+// seen records what a call into the router reported and passes its error
+// on.
+func (c *CommandCall) seen(dup bool, err error) error {
+	c.redelivered = c.redelivered || dup
+	return err
 }
 
 // Reply answers the command at once through the outbox, as a message of
-// kind KindCommand replying to the command's message.
+// kind KindCommand replying to the command's message. A redelivered
+// message is not answered again.
 func (c *CommandCall) Reply(ctx context.Context, text string) error {
-	dup, err := c.Router.notify(ctx, c.In, c.Target, text)
-	c.duplicate = c.duplicate || dup
-	return err
+	return c.seen(c.Router.notify(ctx, c.In, c.Target, text))
 }
 
 // Queue queues the command's message as a control entry with priority
 // prio, for the command's Run at its turn. It touches no running turn.
 // A redelivered message queues nothing.
 func (c *CommandCall) Queue(ctx context.Context, prio Priority) error {
-	dup, err := c.Router.appendControl(ctx, c.In, c.Name, prio)
-	c.duplicate = c.duplicate || dup
-	return err
+	return c.seen(c.Router.appendControl(ctx, c.In, c.Name, prio))
 }
 
 // route routes in as the router does a message, in mode, for a command
 // that runs a message of its own (/queue, /steer).
 func (c *CommandCall) route(ctx context.Context, in Inbound, mode BusyInputMode) error {
-	dup, err := c.Router.route(ctx, in, mode)
-	c.duplicate = c.duplicate || dup
-	return err
+	return c.seen(c.Router.route(ctx, in, mode))
 }
 
 // ControlTurn is a control entry's turn: what a Command's Run sees. The

@@ -83,7 +83,7 @@ func cmdStop(ctx context.Context, c *CommandCall) error {
 	if running {
 		answer = "Stopping the running turn" + rt.describe(r.clock.Now()) + "."
 	}
-	if err := c.Reply(ctx, answer); err != nil || c.duplicate {
+	if err := c.Reply(ctx, answer); err != nil || c.Redelivered() {
 		// A redelivered /stop was answered, and its stop sent, the first
 		// time: sent again, it would stop a turn that started since.
 		return err
@@ -116,7 +116,7 @@ func cmdNew(ctx context.Context, c *CommandCall) error {
 	// signals. High priority: the reset runs before messages already
 	// waiting, as "forget everything" means; they run in the fresh
 	// session.
-	if err := c.Queue(ctx, PriorityHigh); err != nil || c.duplicate {
+	if err := c.Queue(ctx, PriorityHigh); err != nil || c.Redelivered() {
 		return err
 	}
 	// The reset is durable: a stop that does not go out only means the

@@ -211,9 +211,9 @@ func (r *Router) Deliver(ctx context.Context, in Inbound) error {
 }
 
 // DeliverReport is Deliver, and also says whether in was a redelivery:
-// its message id was seen within the dedupe window, so nothing was queued
-// or answered again, and no stop of /stop or /new sent again. The local API uses it to find the answer it owes a
-// retried completion.
+// its message id was seen within the dedupe window, so nothing was
+// queued or answered again, and no stop of /stop or /new sent again. The
+// local API uses it to find the answer it owes a retried completion.
 func (r *Router) DeliverReport(ctx context.Context, in Inbound) (duplicate bool, err error) {
 	const op = "sessions.Router.Deliver"
 	if err := ValidateConv(op, in.Conv); err != nil {
@@ -253,7 +253,7 @@ func (r *Router) command(ctx context.Context, cmd Command, in Inbound, args stri
 		target, _ := ReplyTarget(in) // checked by Deliver
 		c := &CommandCall{Router: r, In: in, Name: cmd.Name, Args: args, Target: target}
 		err := cmd.Handle(ctx, c)
-		return c.duplicate, err
+		return c.Redelivered(), err
 	}
 	in.Meta = maps.Clone(in.Meta)
 	if in.Meta == nil {

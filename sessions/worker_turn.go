@@ -442,7 +442,7 @@ func (w *TurnWorker) endNotice(origin outbox.Target, msgID string, cause error, 
 		return "Stopped."
 	case stop == nil && !errors.Is(cause, errInterrupted):
 		return ""
-	case msgID == "" || w.answerEach == nil || !w.answerEach(origin):
+	case msgID == "" || !w.awaitsEach(origin):
 		return ""
 	case slices.ContainsFunc(msgs, func(m outbox.Message) bool { return m.ReplyTo == msgID && m.Kind != KindNotice }):
 		return ""
@@ -452,12 +452,18 @@ func (w *TurnWorker) endNotice(origin outbox.Target, msgID string, cause error, 
 	return "Interrupted by a newer message; the reply to it answers this one too."
 }
 
+// awaitsEach reports whether origin's clients wait for an answer to each
+// message (TurnWorkerOptions.AnswerEach).
+func (w *TurnWorker) awaitsEach(origin outbox.Target) bool {
+	return w.answerEach != nil && w.answerEach(origin)
+}
+
 // steeredNotices adds to msgs, for an origin that awaits an answer to
 // each message (TurnWorkerOptions.AnswerEach), a notice naming each
 // message the turn took in by steering: that message runs no turn of its
 // own, and this turn's reply names this turn's message only.
 func (w *TurnWorker) steeredNotices(origin outbox.Target, steered []string, msgs []outbox.Message) []outbox.Message {
-	if len(steered) == 0 || w.answerEach == nil || !w.answerEach(origin) {
+	if len(steered) == 0 || !w.awaitsEach(origin) {
 		return msgs
 	}
 	out := slices.Clip(msgs) // appending copies: msgs may be the runner's

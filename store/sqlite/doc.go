@@ -120,8 +120,8 @@
 // delivers, as history does, unless Limits.TimelineMax bounds it
 // (store.timeline_max_items): then the append that adds an item deletes,
 // in its transaction, the conversation's items older than the newest
-// TimelineMax (at most 1000 an append), through the same index. Cursors do not change, since
-// AUTOINCREMENT never hands one out twice.
+// TimelineMax (at most 1000 an append), through the same index. Cursors
+// do not change, since AUTOINCREMENT never hands one out twice.
 //
 // signals is the short log of stop, interrupt and steer requests that
 // every process tails (a steer names its entry, with the entry's text and
