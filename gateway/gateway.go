@@ -409,9 +409,9 @@ func (g *Gateway) mount() (err error) {
 	return nil
 }
 
-// Start listens on http.addr (and http.metrics_addr) and starts every part. ctx ending stops the
-// gateway hard (turns and sends cancelled, their work handed back); call
-// Shutdown for a graceful stop. Errors: Conflict (started before),
+// Start listens on http.addr (and http.metrics_addr) and starts every
+// part. ctx ending stops the gateway hard (turns and sends cancelled,
+// their work handed back); call Shutdown for a graceful stop. Errors: Conflict (started before),
 // Invalid (the bound address is public and there is no API key),
 // Unavailable (the address cannot be bound).
 func (g *Gateway) Start(ctx context.Context) error {
