@@ -271,24 +271,17 @@ func (s *Server) deliverReport(ctx context.Context, in sessions.Inbound) (bool, 
 // after the dedupe window is owed the answer to the newer message.
 func (s *Server) answerStart(ctx context.Context, conv, msgID, end string) (string, error) {
 	start, prev := end, ""
-	for {
-		items, err := s.opts.Timeline.ReadTimeline(ctx, conv, prev, pageSize)
-		if err != nil {
-			return "", err
+	err := s.scan(ctx, conv, "", func(it sessions.TimelineItem) bool {
+		if it.ReplyTo == msgID && answers(it, msgID) {
+			start = prev
 		}
-		for _, it := range items {
-			if it.ReplyTo == msgID && answers(it, msgID) {
-				start = prev
-			}
-			if it.Cursor == end {
-				return start, nil
-			}
-			prev = it.Cursor
-		}
-		if len(items) < pageSize {
-			return start, nil
-		}
+		prev = it.Cursor
+		return it.Cursor == end
+	})
+	if err != nil {
+		return "", err
 	}
+	return start, nil
 }
 
 // answers reports whether it answers message msgID: a reply or command

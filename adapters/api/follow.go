@@ -93,23 +93,41 @@ func (s *Server) follow(ctx context.Context, conv, after string, each func(sessi
 func (s *Server) end(ctx context.Context, conv string) (string, error) {
 	start := s.ends.get(conv)
 	cursor := start
+	last := func(it sessions.TimelineItem) bool {
+		cursor = it.Cursor
+		return false
+	}
+	err := s.scan(ctx, conv, start, last)
+	if err != nil && start != "" && errs.Is(err, errs.Invalid) {
+		// A cursor the store no longer knows (a wiped store): read from
+		// the start.
+		cursor = ""
+		err = s.scan(ctx, conv, "", last)
+	}
+	if err != nil {
+		return "", err
+	}
+	s.ends.set(conv, cursor)
+	return cursor, nil
+}
+
+// scan calls each with the items of conv's timeline after the cursor
+// from, in order, a page at a time, until each returns true or the
+// timeline ends. Unlike follow it does not wait for more.
+func (s *Server) scan(ctx context.Context, conv, from string, each func(sessions.TimelineItem) bool) error {
 	for {
-		items, err := s.opts.Timeline.ReadTimeline(ctx, conv, cursor, pageSize)
+		items, err := s.opts.Timeline.ReadTimeline(ctx, conv, from, pageSize)
 		if err != nil {
-			if start != "" && errs.Is(err, errs.Invalid) {
-				// A cursor the store no longer knows (a wiped store):
-				// read from the start.
-				start, cursor = "", ""
-				continue
-			}
-			return "", err
+			return err
 		}
-		if len(items) > 0 {
-			cursor = items[len(items)-1].Cursor
+		for _, it := range items {
+			if each(it) {
+				return nil
+			}
+			from = it.Cursor
 		}
 		if len(items) < pageSize {
-			s.ends.set(conv, cursor)
-			return cursor, nil
+			return nil
 		}
 	}
 }
