@@ -114,14 +114,22 @@ func (p *inProcess) waitLog(want string) {
 }
 
 // openAIClient is the official OpenAI client pointed at a gateway, for
-// the conversation conv.
-func openAIClient(base, conv string) openai.Client {
-	return openai.NewClient(
-		option.WithBaseURL(base+"/v1"),
+// the conversation conv, with the options extra (headers) besides.
+func openAIClient(base, conv string, extra ...option.RequestOption) openai.Client {
+	return openai.NewClient(append([]option.RequestOption{
+		option.WithBaseURL(base + "/v1"),
 		option.WithAPIKey("unused-locally"),
 		option.WithMaxRetries(0),
 		option.WithHeader("X-Herald-Conversation", conv),
-	)
+	}, extra...)...)
+}
+
+// userTurn is a completion request whose last user message is text.
+func userTurn(text string) openai.ChatCompletionNewParams {
+	return openai.ChatCompletionNewParams{
+		Model:    "herald",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(text)},
+	}
 }
 
 // chat runs one turn through /v1/chat/completions and returns the reply.
@@ -145,10 +153,7 @@ type completionResult struct {
 func complete(c openai.Client, text string) completionResult {
 	ctx, cancel := context.WithTimeout(context.Background(), waitReply)
 	defer cancel()
-	res, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
-		Model:    "herald",
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(text)},
-	})
+	res, err := c.Chat.Completions.New(ctx, userTurn(text))
 	switch {
 	case err != nil:
 		return completionResult{err: fmt.Errorf("chat completion for %q: %w", text, err)}

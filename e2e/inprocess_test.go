@@ -194,13 +194,7 @@ func TestRetriedCompletionGetsItsAnswer(t *testing.T) {
 	base := "http://" + gw.g.Addr()
 
 	keyed := func(key string) openai.Client {
-		return openai.NewClient(
-			option.WithBaseURL(base+"/v1"),
-			option.WithAPIKey("unused-locally"),
-			option.WithMaxRetries(0),
-			option.WithHeader("X-Herald-Conversation", "retry"),
-			option.WithHeader("Idempotency-Key", key),
-		)
+		return openAIClient(base, "retry", option.WithHeader("Idempotency-Key", key))
 	}
 	first := keyed("k-1")
 	if got := chat(t, first, "hello"); got != "the first answer" {
@@ -223,10 +217,7 @@ func TestRetriedCompletionGetsItsAnswer(t *testing.T) {
 	// A streamed retry too.
 	ctx, cancel := context.WithTimeout(context.Background(), waitReply)
 	defer cancel()
-	stream := first.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
-		Model:    "herald",
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")},
-	})
+	stream := first.Chat.Completions.NewStreaming(ctx, userTurn("hello"))
 	var acc openai.ChatCompletionAccumulator
 	for stream.Next() {
 		acc.AddChunk(stream.Current())
@@ -252,13 +243,7 @@ func TestRetryAfterTheKeyIsReusedGetsTheNewerAnswer(t *testing.T) {
 	const window = 4 * time.Second
 	cfg.Store.DedupeWindow = window
 	gw := startInProcess(t, cfg)
-	client := openai.NewClient(
-		option.WithBaseURL("http://"+gw.g.Addr()+"/v1"),
-		option.WithAPIKey("unused-locally"),
-		option.WithMaxRetries(0),
-		option.WithHeader("X-Herald-Conversation", "reuse"),
-		option.WithHeader("Idempotency-Key", "k-1"),
-	)
+	client := openAIClient("http://"+gw.g.Addr(), "reuse", option.WithHeader("Idempotency-Key", "k-1"))
 	if got := chat(t, client, "first use"); got != "echo: first use" {
 		t.Fatalf("the first use answered %q", got)
 	}
