@@ -13,13 +13,10 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// Timeline kinds that answer a message: the turn's reply, a command's
-// answer, or a notice that its turn ended without a reply.
-const (
-	kindReply   = "reply"
-	kindCommand = "command"
-	kindNotice  = "notice"
-)
+// kindReply is the timeline kind of a turn's reply (agent.KindReply). A
+// command's answer (sessions.KindCommand) also answers a message, as does
+// a notice that its turn ended without a reply (sessions.KindNotice).
+const kindReply = "reply"
 
 // defaultModel is echoed when a request names no model.
 const defaultModel = "herald"
@@ -290,9 +287,9 @@ func (s *Server) answerStart(ctx context.Context, conv, msgID, end string) (stri
 // turn without a reply (stopped, dropped, not saved, interrupted).
 func answers(it sessions.TimelineItem, msgID string) bool {
 	switch it.Kind {
-	case kindNotice:
+	case sessions.KindNotice:
 		return it.ReplyTo == msgID
-	case kindReply, kindCommand:
+	case kindReply, sessions.KindCommand:
 		return it.ReplyTo == "" || it.ReplyTo == msgID
 	}
 	return false
