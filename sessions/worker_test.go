@@ -961,6 +961,15 @@ func (s *finishRecorder) FinishAndClaim(ctx context.Context, l sessions.Lease, f
 	return turn, err
 }
 
+// recorded reports whether n commits are recorded since the last take.
+func (s *finishRecorder) recorded(n int) func() bool {
+	return func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.calls) == n
+	}
+}
+
 func (s *finishRecorder) take() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -985,6 +994,7 @@ func TestCommitsLookForOtherTurnsOnlyWhenSomeMayWait(t *testing.T) {
 	})
 	g.say("one")
 	g.waitSent(conv, "re: one")
+	waitFor(t, "the first commit", rec.recorded(1))
 	settle() // the claim loop's first claim is over too
 	rec.take()
 
@@ -992,6 +1002,9 @@ func TestCommitsLookForOtherTurnsOnlyWhenSomeMayWait(t *testing.T) {
 	// look for other conversations.
 	g.say("two")
 	g.waitSent(conv, "re: two")
+	// The reply is handed to the delivery worker inside the commit, so it
+	// can be sent before the recorder sees the commit return.
+	waitFor(t, "the commit", rec.recorded(1))
 	if d := cmp.Diff([]string{conv + ":left->"}, rec.take()); d != "" {
 		t.Errorf("commits with nothing waiting (-want +got):\n%s", d)
 	}
@@ -1005,11 +1018,7 @@ func TestCommitsLookForOtherTurnsOnlyWhenSomeMayWait(t *testing.T) {
 	g.deliver(sessions.Inbound{Conv: other, Text: "hello", Sender: "42", MessageID: "o-1"})
 	call.Release()
 	g.waitSent(other, "re: hello")
-	waitFor(t, "both commits", func() bool {
-		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		return len(rec.calls) == 2
-	})
+	waitFor(t, "both commits", rec.recorded(2))
 	if d := cmp.Diff([]string{conv + ":any->" + other, other + ":any->"}, rec.take()); d != "" {
 		t.Errorf("commits with a message waiting (-want +got):\n%s", d)
 	}
