@@ -52,6 +52,11 @@ type Timeline interface {
 	// the start), oldest first. Errors: Invalid (a cursor the store did not
 	// make).
 	ReadTimeline(ctx context.Context, conv, after string, limit int) ([]TimelineItem, error)
+
+	// TimelineEnd returns the cursor of conv's newest item, or "" when it
+	// has none: a read after it returns only the items added since.
+	// Errors: Invalid (a bad conversation key).
+	TimelineEnd(ctx context.Context, conv string) (cursor string, err error)
 }
 
 // SignalKind says what a signal asks of the process running a turn.

@@ -94,8 +94,7 @@ type Server struct {
 	inbox atomic.Pointer[adapters.Inbox]
 	mux   *http.ServeMux
 
-	wake  wakeups  // local sends wake the requests waiting on their conversation
-	ends  endCache // the last cursor seen per conversation, to find a timeline's end quickly
+	wake  wakeups // local sends wake the requests waiting on their conversation
 	close sync.Once
 	done  chan struct{} // closed when Run returns: streams end so the HTTP server can shut down
 }
@@ -147,7 +146,7 @@ func (s *Server) Send(ctx context.Context, m outbox.Message) adapters.SendResult
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "target " + m.Target.String() + " is not an api conversation"}
 	}
 	item := sessions.TimelineItem{ID: m.ID, Conv: conv, Kind: m.Kind, Text: m.Text, ReplyTo: m.ReplyTo}
-	cursor, err := s.opts.Timeline.AppendTimeline(ctx, item)
+	_, err := s.opts.Timeline.AppendTimeline(ctx, item)
 	if err != nil {
 		s.log.Warn("timeline append failed", "conv", conv, "outbox_id", m.ID, "err", err)
 		switch errs.CodeOf(err) {
@@ -156,7 +155,6 @@ func (s *Server) Send(ctx context.Context, m outbox.Message) adapters.SendResult
 		}
 		return adapters.SendResult{Outcome: adapters.Transient, Reason: err.Error()}
 	}
-	s.ends.set(conv, cursor)
 	s.wake.wake(conv)
 	return adapters.SendResult{Outcome: adapters.Accepted, MessageID: m.ID}
 }

@@ -180,7 +180,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 
 	// The timeline's end is read before the turn is queued, so the reply
 	// is after it however fast the turn runs.
-	after, err := s.end(r.Context(), conv)
+	after, err := s.opts.Timeline.TimelineEnd(r.Context(), conv)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -85,6 +85,18 @@ func (tl *timeline) SetFail(err error) {
 	tl.mu.Unlock()
 }
 
+func (tl *timeline) TimelineEnd(ctx context.Context, conv string) (string, error) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if tl.Fail != nil {
+		return "", tl.Fail
+	}
+	if its := tl.convs[conv]; len(its) > 0 {
+		return its[len(its)-1].Cursor, nil
+	}
+	return "", nil
+}
+
 // Reads counts ReadTimeline calls.
 func (tl *timeline) Reads() int {
 	tl.mu.Lock()

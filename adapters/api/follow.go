@@ -54,7 +54,6 @@ func (s *Server) follow(ctx context.Context, conv, after string, each func(sessi
 		}
 		for _, it := range items {
 			after = it.Cursor
-			s.ends.set(conv, after)
 			stop, err := each(it)
 			if stop || err != nil {
 				unwatch()
@@ -86,29 +85,6 @@ func (s *Server) follow(ctx context.Context, conv, after string, each func(sessi
 		}
 		unwatch()
 	}
-}
-
-// end returns the cursor of conv's last timeline item, or "" when it has
-// none. It reads on from the last cursor this process saw for conv.
-func (s *Server) end(ctx context.Context, conv string) (string, error) {
-	start := s.ends.get(conv)
-	cursor := start
-	last := func(it sessions.TimelineItem) bool {
-		cursor = it.Cursor
-		return false
-	}
-	err := s.scan(ctx, conv, start, last)
-	if err != nil && start != "" && errs.Is(err, errs.Invalid) {
-		// A cursor the store no longer knows (a wiped store): read from
-		// the start.
-		cursor = ""
-		err = s.scan(ctx, conv, "", last)
-	}
-	if err != nil {
-		return "", err
-	}
-	s.ends.set(conv, cursor)
-	return cursor, nil
 }
 
 // scan calls each with the items of conv's timeline after the cursor
@@ -176,34 +152,4 @@ func (w *wakeups) wake(conv string) {
 		close(ws.ch)
 		delete(w.convs, conv)
 	}
-}
-
-// maxEnds bounds endCache. Forgetting is harmless: end reads from the
-// start then.
-const maxEnds = 10000
-
-// endCache remembers the last timeline cursor seen per conversation.
-// Any cursor that was real is a valid place to read on from, so a stale
-// entry costs a longer read, never a wrong answer.
-type endCache struct {
-	mu sync.Mutex
-	m  map[string]string
-}
-
-func (c *endCache) get(conv string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[conv]
-}
-
-func (c *endCache) set(conv, cursor string) {
-	if cursor == "" {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= maxEnds {
-		c.m = make(map[string]string)
-	}
-	c.m[conv] = cursor
 }

@@ -63,6 +63,24 @@ func (s *sessionStore) ReadTimeline(ctx context.Context, conv, after string, cou
 	return out, nil
 }
 
+func (s *sessionStore) TimelineEnd(ctx context.Context, conv string) (string, error) {
+	const op = "redis.TimelineEnd"
+	if err := s.db.check(op); err != nil {
+		return "", err
+	}
+	if err := sessions.ValidateConv(op, conv); err != nil {
+		return "", err
+	}
+	last, err := s.db.client.XRevRangeN(ctx, s.db.convKey(convTag(conv), "tl"), "+", "-", 1).Result()
+	if err != nil {
+		return "", s.db.fail(op, err)
+	}
+	if len(last) == 0 {
+		return "", nil
+	}
+	return last[0].ID, nil
+}
+
 // xrange reads a stream from start on, up to count entries (0 or less: all).
 func xrange(ctx context.Context, c goredis.UniversalClient, key, start string, count int) ([]goredis.XMessage, error) {
 	if count > 0 {

@@ -41,6 +41,7 @@ func TestQueryPlans(t *testing.T) {
 		{"entry absorb", sqlEntryAbsorb, []any{1, "c", 2}},
 		{"timeline cursor", sqlTimelineCursor, []any{"c", "m"}},
 		{"timeline read", sqlTimelineRead, []any{"c", 0, 10}},
+		{"timeline end", sqlTimelineEnd, []any{"c"}},
 		{"timeline trim", sqlTimelineTrim, []any{"c", 100}},
 		{"signal prune", sqlSignalPrune, []any{1, 10}},
 		{"signals end", sqlSignalsEnd, nil},

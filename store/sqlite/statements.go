@@ -132,7 +132,7 @@ type readStatements struct {
 	historyList, metaList        *sql.Stmt
 	outboxDueAny                 *sql.Stmt
 	outboxPending, outboxDeadAll *sql.Stmt
-	timelineRead                 *sql.Stmt
+	timelineRead, timelineEnd    *sql.Stmt
 	signalsEnd, signalsRead      *sql.Stmt
 	notesList                    *sql.Stmt
 	queueDepth                   *sql.Stmt
@@ -151,6 +151,7 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
 		{&rs.outboxPending, sqlOutboxPending},
 		{&rs.outboxDeadAll, sqlOutboxDeadList},
 		{&rs.timelineRead, sqlTimelineRead},
+		{&rs.timelineEnd, sqlTimelineEnd},
 		{&rs.signalsEnd, sqlSignalsEnd},
 		{&rs.signalsRead, sqlSignalsRead},
 		{&rs.notesList, sqlNotesList},

@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
@@ -22,6 +24,7 @@ const (
 		ORDER BY cursor LIMIT 1000)`
 	sqlTimelineRead = `SELECT cursor, item_id, kind, text, at, reply_to FROM timeline
 		WHERE conv = ?1 AND cursor > ?2 ORDER BY cursor LIMIT ?3`
+	sqlTimelineEnd = `SELECT cursor FROM timeline WHERE conv = ?1 ORDER BY cursor DESC LIMIT 1`
 )
 
 func (s *sessionStore) AppendTimeline(ctx context.Context, item sessions.TimelineItem) (string, error) {
@@ -96,4 +99,24 @@ func (s *sessionStore) ReadTimeline(ctx context.Context, conv, after string, cou
 		return nil, d.fail(op, err)
 	}
 	return out, nil
+}
+
+func (s *sessionStore) TimelineEnd(ctx context.Context, conv string) (string, error) {
+	const op = "sqlite.TimelineEnd"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return "", err
+	}
+	if err := sessions.ValidateConv(op, conv); err != nil {
+		return "", err
+	}
+	var cursor int64
+	err := d.reads.timelineEnd.QueryRowContext(ctx, conv).Scan(&cursor)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", nil
+	case err != nil:
+		return "", d.fail(op, err)
+	}
+	return formatID(cursor), nil
 }

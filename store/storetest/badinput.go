@@ -130,6 +130,7 @@ func runBadInput(t *testing.T, b Backend) {
 				return err
 			}},
 			{"Sessions.ReadTimeline", func(ctx context.Context) error { _, err := ss.ReadTimeline(ctx, "c", "", 10); return err }},
+			{"Sessions.TimelineEnd", func(ctx context.Context) error { _, err := ss.TimelineEnd(ctx, "c"); return err }},
 			{"Sessions.Signal", func(ctx context.Context) error { return ss.Signal(ctx, stop("c")) }},
 			{"Sessions.SignalsAfter from now", func(ctx context.Context) error { _, _, err := ss.SignalsAfter(ctx, "", 10); return err }},
 			{"Sessions.SignalsAfter", func(ctx context.Context) error { _, _, err := ss.SignalsAfter(ctx, signalsFrom, 10); return err }},

@@ -801,6 +801,21 @@ func (m memSessions) ReadTimeline(ctx context.Context, conv, after string, limit
 	return out, nil
 }
 
+func (m memSessions) TimelineEnd(ctx context.Context, conv string) (string, error) {
+	const op = "mem.TimelineEnd"
+	if err := sessions.ValidateConv(op, conv); err != nil {
+		return "", err
+	}
+	if err := m.s.lock(op); err != nil {
+		return "", err
+	}
+	defer m.s.data.mu.Unlock()
+	if tl := m.s.data.timeline[conv]; len(tl) > 0 {
+		return tl[len(tl)-1].Cursor, nil
+	}
+	return "", nil
+}
+
 func (m memSessions) Signal(ctx context.Context, sig sessions.Signal) error {
 	const op = "mem.Signal"
 	if err := sig.Check(op, m.s.lim); err != nil {

@@ -51,6 +51,16 @@ func (f *fixture) readTimeline(conv, after string, limit int) []sessions.Timelin
 	return its
 }
 
+// timelineEnd returns conv's TimelineEnd, failing the test on an error.
+func (f *fixture) timelineEnd(conv string) string {
+	f.t.Helper()
+	cursor, err := f.ss.TimelineEnd(f.ctx, conv)
+	if err != nil {
+		f.t.Fatalf("TimelineEnd(%q): %v", conv, err)
+	}
+	return cursor
+}
+
 // wantTimeline compares timeline reads field by field, times to the
 // millisecond.
 func wantTimeline(t *testing.T, what string, got, want []sessions.TimelineItem) {
@@ -80,6 +90,9 @@ func runTimeline(t *testing.T, b Backend) {
 		again := f.appendTimelineAll(item("c", "m1", "one"))
 		wantTimeline(t, "ReadTimeline after appending a dropped item again", f.readTimeline("c", "", 10),
 			[]sessions.TimelineItem{all[4], all[5], again[0]})
+		if got := f.timelineEnd("c"); got != again[0].Cursor {
+			t.Errorf("TimelineEnd with a bound = %q, want the newest item's %q", got, again[0].Cursor)
+		}
 	})
 
 	t.Run("items in order with their cursors, the store's time and every field", func(t *testing.T) {
@@ -122,6 +135,33 @@ func runTimeline(t *testing.T, b Backend) {
 		// A reader that caught up sees what comes next.
 		more := f.appendTimelineAll(item("c", "7", "f"))
 		wantTimeline(t, "after the end once more arrived", f.readTimeline("c", all[4].Cursor, 10), more)
+	})
+
+	t.Run("the end is the newest item's cursor", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		if got := f.timelineEnd("c"); got != "" {
+			t.Errorf("TimelineEnd of a conversation without items = %q, want \"\"", got)
+		}
+		all := f.appendTimelineAll(item("c", "m1", "one"), item("c", "m2", "two"), item("d", "n1", "d's"))
+		if got := f.timelineEnd("c"); got != all[1].Cursor {
+			t.Errorf("TimelineEnd(c) = %q, want its newest item's %q", got, all[1].Cursor)
+		}
+		if got := f.timelineEnd("d"); got != all[2].Cursor {
+			t.Errorf("TimelineEnd(d) = %q, want %q", got, all[2].Cursor)
+		}
+		// An item appended again is not newer: the end stays.
+		f.appendTimeline(item("c", "m1", "one again"))
+		end := f.timelineEnd("c")
+		if end != all[1].Cursor {
+			t.Errorf("TimelineEnd after a repeated append = %q, want %q", end, all[1].Cursor)
+		}
+		// A read after the end returns only what is added since.
+		wantTimeline(t, "ReadTimeline after the end", f.readTimeline("c", end, 10), nil)
+		more := f.appendTimelineAll(item("c", "m3", "three"))
+		wantTimeline(t, "ReadTimeline after the end once more arrived", f.readTimeline("c", end, 10), more)
+		if got := f.timelineEnd("c"); got != more[0].Cursor {
+			t.Errorf("TimelineEnd after another append = %q, want %q", got, more[0].Cursor)
+		}
 	})
 
 	t.Run("appending an item id again adds nothing", func(t *testing.T) {
@@ -181,6 +221,8 @@ func runTimeline(t *testing.T, b Backend) {
 		f := newFixture(t, b, sessions.Limits{})
 		_, err := f.ss.ReadTimeline(f.ctx, "", "", 10)
 		wantCode(t, "ReadTimeline", err, errs.Invalid)
+		_, err = f.ss.TimelineEnd(f.ctx, "c\n")
+		wantCode(t, "TimelineEnd", err, errs.Invalid)
 	})
 
 	for _, restart := range []bool{false, true} {
@@ -193,6 +235,9 @@ func runTimeline(t *testing.T, b Backend) {
 			before := f.appendTimelineAll(item("c", "m1", "one"), item("c", "m2", "two"))
 			f.reopen(restart)
 			wantTimeline(t, "ReadTimeline after reopening", f.readTimeline("c", "", 10), before)
+			if got := f.timelineEnd("c"); got != before[1].Cursor {
+				t.Errorf("TimelineEnd after reopening = %q, want %q", got, before[1].Cursor)
+			}
 			if cursor := f.appendTimeline(item("c", "m1", "again")); cursor != before[0].Cursor {
 				t.Errorf("AppendTimeline of a seen id after reopening = %q, want %q", cursor, before[0].Cursor)
 			}
