@@ -38,11 +38,16 @@ func maskStruct(v reflect.Value) {
 }
 
 // maskURL hides a URL's password and the values of query parameters that
-// look like credentials. A URL that does not parse is masked whole: there
-// is no telling which part of it is secret.
+// look like credentials. A URL that does not parse, or is not of the form
+// scheme://…, is masked whole: there is no telling which part of it is
+// secret ("user:password@host" parses as a scheme and an opaque rest, a
+// token pasted into the wrong key as a path).
 func maskURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
+		return Mask
+	}
+	if _, rest, _ := strings.Cut(raw, ":"); u.Scheme == "" || !strings.HasPrefix(rest, "//") {
 		return Mask
 	}
 	// The user part is put back by hand because url.URL would escape the

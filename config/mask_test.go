@@ -161,6 +161,11 @@ func TestMaskURL(t *testing.T) {
 		{desc: "credential query values", url: "https://h/v1?api_key=k&model=m&Token=t&x", want: "https://h/v1?api_key=****&model=m&Token=****&x"},
 		{desc: "unix socket with password", url: "unix://:pw-x@/run/redis.sock?db=2", want: "unix://:****@/run/redis.sock?db=2"},
 		{desc: "unparseable is masked whole", url: "redis://:pw-x@[::1", want: "****"},
+		{desc: "no scheme, user and password, is masked whole", url: "default:pw-x@redis.internal:6379", want: "****"},
+		{desc: "no scheme, password only, is masked whole", url: ":pw-x@h:6379", want: "****"},
+		{desc: "a token in place of a URL is masked whole", url: "sk-live-x", want: "****"},
+		{desc: "a scheme without // is masked whole", url: "redis:pw-x@h", want: "****"},
+		{desc: "a scheme in capitals is kept", url: "REDIS://:pw-x@h:6379/0", want: "redis://:****@h:6379/0"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
