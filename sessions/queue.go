@@ -99,6 +99,11 @@ type AppendResult struct {
 	// started the entry's turn: no turn was running then, and the router
 	// has nothing to tell one.
 	Meta map[string]string
+	// Held says a live lease held the conversation when the new entry was
+	// queued: a turn of it may be running in another process, one too
+	// young to have marked itself in Meta (ConvMetaTurn) yet. False when
+	// Duplicate and when AppendClaim started the entry's turn.
+	Held bool
 }
 
 // Lease is one worker's hold on a conversation. Token increases with every

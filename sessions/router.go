@@ -280,8 +280,12 @@ func (r *Router) route(ctx context.Context, in Inbound, mode BusyInputMode) (dup
 	if mode == BusyQueue {
 		return false, nil
 	}
-	// The wake above may have started the turn of this very entry.
-	if rt, running := r.runningTurnIn(in.Conv, meta); !running || rt.EntryID == res.EntryID {
+	// The wake above may have started the turn of this very entry. A turn
+	// in another process too young to have marked itself is known only
+	// by its lease: it is told all the same (a turn ignores a signal
+	// about its own entry, or older than its claim).
+	rt, running := r.runningTurnIn(in.Conv, meta)
+	if running && rt.EntryID == res.EntryID || !running && !res.Held {
 		return false, nil
 	}
 	s := Signal{Conv: in.Conv, Kind: SignalInterrupt, EntryID: res.EntryID}

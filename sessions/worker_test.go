@@ -1023,3 +1023,66 @@ func TestCommitsLookForOtherTurnsOnlyWhenSomeMayWait(t *testing.T) {
 		t.Errorf("commits with a message waiting (-want +got):\n%s", d)
 	}
 }
+
+// A turn in another process that has not marked itself in the metadata
+// (here never: MarkAfter < 0; in a gateway, one younger than
+// DefaultMarkAfter) is still told of a new message: the append says a
+// live lease held the conversation.
+func TestBusyInputReachesAnUnmarkedTurnInAnotherProcess(t *testing.T) {
+	for _, mode := range []sessions.BusyInputMode{sessions.BusyInterrupt, sessions.BusySteer} {
+		t.Run(string(mode), func(t *testing.T) {
+			noLeaks(t)
+			db := openDB(t, clock.Real{})
+			signals := newFakeSignals(clock.Real{})
+			r := newGateRunner()
+			opts := gatewayOptions{db: db, signals: signals, runner: r, mode: mode, worker: sessions.TurnWorkerOptions{MarkAfter: -1}}
+			a, b := startGateway(t, opts), startGateway(t, opts)
+			a.say("slow A")
+			first := r.waitCalls(t, 1)[0]
+			b.say("B")
+			if mode == sessions.BusySteer {
+				waitFor(t, "the steer reaching the turn in the other process", func() bool { return len(first.In.Steer) == 1 })
+				first.Release()
+				waitFor(t, "the reply", func() bool { return len(a.sent(conv)) == 1 })
+				settle()
+				if d := cmp.Diff([]string{"re: slow A"}, a.sent(conv)); d != "" {
+					t.Errorf("sent (-want +got):\n%s", d)
+				}
+				return
+			}
+			select {
+			case <-first.done:
+			case <-time.After(5 * time.Second):
+				first.Release()
+				t.Fatal("the turn in the other process was not interrupted")
+			}
+			waitFor(t, "the reply", func() bool { return len(a.sent(conv)) == 1 })
+			settle()
+			if d := cmp.Diff([]string{"re: B"}, a.sent(conv)); d != "" {
+				t.Errorf("sent (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff([]string{"slow A", "B"}, r.texts()); d != "" {
+				t.Errorf("turns run (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// A message queued where no lease holds the conversation tells no one:
+// no turn of it runs anywhere.
+func TestQueuedMessageWithoutALeaseSignalsNothing(t *testing.T) {
+	noLeaks(t)
+	r := newGateRunner()
+	// One slot, taken by another conversation's turn, so the message to
+	// conv is queued rather than started.
+	g := startGateway(t, gatewayOptions{runner: r, worker: sessions.TurnWorkerOptions{Turns: 1}})
+	g.deliver(sessions.Inbound{Conv: "api:other", Text: "slow other", Sender: "42", MessageID: "o-1"})
+	busy := r.waitCalls(t, 1)[0]
+	g.say("queued")
+	settle()
+	if got := g.signals.sent(); len(got) != 0 {
+		t.Errorf("signals after a message to a conversation no lease holds = %+v, want none", got)
+	}
+	busy.Release()
+	g.waitSent(conv, "re: queued")
+}

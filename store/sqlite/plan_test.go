@@ -25,6 +25,7 @@ func TestQueryPlans(t *testing.T) {
 		{"next pick", sqlNextPick, []any{"c", 1}},
 		{"ready any", sqlReadyAny, []any{1}},
 		{"conv ready", sqlConvReady, []any{"c", 1}},
+		{"conv held", sqlConvHeld, []any{"c", 1}},
 		{"grant", sqlClaimGrant, []any{"c", "w", 1, 1, 1}},
 		{"append grant", sqlAppendGrant, []any{"c", "w", 1, 1, 1, 1}},
 		{"release", sqlRelease, []any{"c", 1, 1}},

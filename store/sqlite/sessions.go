@@ -65,6 +65,9 @@ var (
 
 	sqlReadyAny = `SELECT 1 FROM conversations WHERE due <= ?1 LIMIT 1`
 
+	// sqlConvHeld: a live lease holds the conversation ?1 at ?2, now.
+	sqlConvHeld = `SELECT COALESCE(lease_expires > ?2, 0) FROM conversations WHERE conv = ?1`
+
 	sqlClaimPick = `SELECT c.conv, c.delivered, c.deliveries, e.id, e.enqueued_at, e.body
 		FROM (SELECT conv, delivered, deliveries FROM conversations
 			WHERE due <= ?1 ORDER BY due, due_seq LIMIT 1) AS c
@@ -180,6 +183,11 @@ func (s *sessionStore) appendEntry(ctx context.Context, op string, in sessions.I
 			if turn, err = grantAlone(t, in, id, *c, nowT); err != nil || turn != nil {
 				return err
 			}
+		}
+		// No row: the conversation's first entry, which no lease holds.
+		err = t.st.convHeld.QueryRow(in.Conv, now).Scan(&res.Held)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
 		}
 		_, err = t.st.convReady.Exec(in.Conv, now)
 		return err

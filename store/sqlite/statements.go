@@ -16,7 +16,7 @@ type statements struct {
 	dedupeGet, dedupePut, dedupePrune *sql.Stmt
 	entryInsert, entryDelete          *sql.Stmt
 	entryAbsorb                       *sql.Stmt
-	convReady                         *sql.Stmt
+	convReady, convHeld               *sql.Stmt
 	claimPick, claimGrant, claimSkip  *sql.Stmt
 	appendGrant                       *sql.Stmt
 	nextPick, nextMark                *sql.Stmt
@@ -62,6 +62,7 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 		{&st.entryDelete, sqlEntryDelete},
 		{&st.entryAbsorb, sqlEntryAbsorb},
 		{&st.convReady, sqlConvReady},
+		{&st.convHeld, sqlConvHeld},
 		{&st.claimPick, sqlClaimPick},
 		{&st.claimGrant, sqlClaimGrant},
 		{&st.claimSkip, sqlClaimSkip},

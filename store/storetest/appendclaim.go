@@ -264,6 +264,43 @@ func runAppendClaim(t *testing.T, b Backend) {
 		}
 	})
 
+	t.Run("says whether a live lease held the conversation", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		held := func(what string, r sessions.AppendResult, want bool) {
+			t.Helper()
+			if r.Held != want {
+				t.Errorf("%s: Held = %v, want %v", what, r.Held, want)
+			}
+		}
+		held("Append of a conversation's first entry", f.append(user("a", "1")), false)
+		held("Append to a queued conversation no lease holds", f.append(user("a", "2")), false)
+
+		r, turn := f.mustAppendClaim(user("c", "1"), "w1")
+		held("AppendClaim that started the turn", r, false)
+		held("Append while the lease lives", f.append(user("c", "2")), true)
+		r, other := f.appendClaim(user("c", "3"), "w2")
+		if other != nil {
+			t.Fatalf("AppendClaim while c is held started a turn: %+v", other)
+		}
+		held("AppendClaim of another worker while the lease lives", r, true)
+		dup, _ := f.appendClaim(withMessageID(user("c", "4"), "m4"), "w2")
+		again, _ := f.appendClaim(withMessageID(user("c", "4 again"), "m4"), "w2")
+		if !again.Duplicate || again.EntryID != dup.EntryID {
+			t.Fatalf("AppendClaim of a seen message id = %+v, want a duplicate of %q", again, dup.EntryID)
+		}
+		held("a duplicate", again, false)
+
+		// Released, the conversation is held no more, though entries wait.
+		f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Release: true})
+		held("Append after the release", f.append(user("c", "5")), false)
+
+		// An expired lease holds nothing either.
+		f.mustAppendClaim(user("e", "1"), "w3")
+		held("Append to e while its lease lives", f.append(user("e", "2")), true)
+		f.clk.Advance(ttl + time.Second)
+		held("Append after the lease expired", f.append(user("e", "3")), false)
+	})
+
 	t.Run("of concurrent appends to an idle conversation, one starts the turn", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		// A second handle on the same place stands for another process.

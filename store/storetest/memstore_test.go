@@ -233,7 +233,8 @@ func (m memSessions) appendEntry(op string, in sessions.Inbound, worker string, 
 			return sessions.AppendResult{EntryID: seen.id, Duplicate: true}, nil, nil
 		}
 	}
-	alone := !c.hasWork() && (!c.held || !now.Before(c.expires))
+	held := c.held && now.Before(c.expires)
+	alone := !c.hasWork() && !held
 	m.s.data.seq++
 	e := &sessions.Entry{Inbound: in, ID: fmt.Sprintf("e%d", m.s.data.seq), EnqueuedAt: now}
 	c.lanes[in.Lane()] = append(c.lanes[in.Lane()], e)
@@ -244,7 +245,7 @@ func (m memSessions) appendEntry(op string, in sessions.Inbound, worker string, 
 	if claim && alone {
 		return res, m.grant(in.Conv, worker, ttl), nil
 	}
-	res.Meta = maps.Clone(c.meta)
+	res.Meta, res.Held = maps.Clone(c.meta), held
 	if !c.held {
 		m.s.markReady(c)
 	}

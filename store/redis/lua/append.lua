@@ -20,7 +20,9 @@
 -- ARGV[9] the length of the history the caller knows at that token
 -- Returns {entry id, 1 if duplicate else 0, the metadata as a flat
 -- field/value list (empty when duplicate, or when it leased the
--- conversation)}, and, when it leased the conversation, then token,
+-- conversation)}; then, when it queued the entry without leasing the
+-- conversation, 1 if a live lease held it, else 0; or, when it leased the
+-- conversation, then token,
 -- expires ms, enqueued ms, and {encoded history message, …}, or 1 in
 -- place of the history when it is the one the caller knows: the fence is
 -- still the token it was known at, so no lease was granted since and only
@@ -53,6 +55,7 @@ end
 local was = small(v[4])
 local n = int(was + 1)
 local at = int(now)
+local held = live(v[1], v[2], now)
 -- With no entry before this one (lanes counts the delivered-unacked entry
 -- too) and no live lease, the new entry is what a claim would take next.
 -- Delivered at once, it is kept in the state hash (pd, pat) rather than
@@ -60,7 +63,7 @@ local at = int(now)
 -- HSET it makes anyway, instead of an XADD now and an XDEL then. Its lane
 -- is listed in lanes, as a lane is when its count rises from zero (below);
 -- the lanes written otherwise are those read.
-if ARGV[6] ~= '' and lanes == '' and not live(v[1], v[2], now) then
+if ARGV[6] ~= '' and lanes == '' and not held then
   local token = int((tonumber(v[6]) or 0) + 1)
   local exp = int(now + tonumber(ARGV[7]))
   redis.call('HSET', KEYS[1], 'seq', seq, count, n, 'lanes', was <= 0 and lane or '', 'fence', token,
@@ -85,4 +88,4 @@ redis.call('HSET', KEYS[1], 'seq', seq, count, n, 'lanes', listed)
 if lanes == '' then
   index_new(KEYS[2], ARGV[1], v[1], v[2], now)
 end
-return {id, 0, redis.call('HGETALL', KEYS[4])}
+return {id, 0, redis.call('HGETALL', KEYS[4]), held and 1 or 0}
