@@ -32,9 +32,9 @@ const rawGroup = "bench"
 const benchPrefix = "hb:"
 
 func newRedisBackend(ctx context.Context, url string, convs int) (*redisBackend, error) {
-	opts, err := goredis.ParseURL(url)
+	opts, err := redisstore.ParseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("redis URL: %w", err)
+		return nil, err
 	}
 	// Producers and workers of the store run together, two per
 	// conversation; a smaller pool would measure the pool's queue.

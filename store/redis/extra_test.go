@@ -3,11 +3,13 @@ package redis
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
 )
 
@@ -157,5 +159,25 @@ func TestAppendClaimedEntryKeptInTheState(t *testing.T) {
 	}
 	if turn, err := s.Claim(ctx, "w3", time.Minute); err != nil || turn != nil {
 		t.Errorf("Claim after the ack = %+v, %v; want nothing", turn, err)
+	}
+}
+
+func TestParseURLNeverQuotesTheURL(t *testing.T) {
+	for _, raw := range []string{
+		"redis://:pw-secret@[::1",
+		"redis://user:pw-secret@h:notaport/0",
+		"redis://:pw-secret@h:6379/x?y=%zz",
+	} {
+		_, err := ParseURL(raw)
+		if !errs.Is(err, errs.Invalid) {
+			t.Errorf("ParseURL(%q) = %v, want an Invalid error", raw, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "pw-secret") {
+			t.Errorf("ParseURL(%q) error quotes the password: %v", raw, err)
+		}
+	}
+	if opt, err := ParseURL("redis://:pw-secret@h:6380/2"); err != nil || opt.Addr != "h:6380" || opt.DB != 2 || opt.Password != "pw-secret" {
+		t.Errorf("ParseURL of a good URL = %+v, %v", opt, err)
 	}
 }

@@ -92,11 +92,25 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	return db, nil
 }
 
+// ParseURL is the client's own parse of a server URL, with an error that
+// never quotes the URL: net/url's errors carry the whole of it, password
+// included.
+func ParseURL(rawURL string) (*goredis.Options, error) {
+	opt, err := goredis.ParseURL(rawURL)
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		err = ue.Err
+	}
+	if err != nil {
+		return nil, errs.E("redis.ParseURL", errs.Invalid, "malformed Redis URL: %v", err)
+	}
+	return opt, nil
+}
+
 func dial(rawURL string) (goredis.UniversalClient, error) {
 	if rawURL == "" {
 		rawURL = DefaultURL
 	}
-	opt, err := goredis.ParseURL(rawURL)
+	opt, err := ParseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
