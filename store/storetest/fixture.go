@@ -224,20 +224,22 @@ func (f *fixture) release(l sessions.Lease) {
 	}
 }
 
-// drain claims conv (or takes the turn given, already claimed) and runs
-// its queue to the end under one lease, acking each entry, and returns
-// the texts in the order they were handed out.
-func (f *fixture) drain(worker, conv string, claimed ...*sessions.Turn) []string {
+// drain claims conv and runs its queue to the end under one lease, acking
+// each entry, and returns the texts in the order they were handed out.
+func (f *fixture) drain(worker, conv string) []string {
 	f.t.Helper()
-	var turn *sessions.Turn
-	if len(claimed) > 0 {
-		turn = claimed[0]
-	} else {
-		turn = f.mustClaim(worker)
-	}
+	turn := f.mustClaim(worker)
 	if turn.Lease.Conv != conv {
 		f.t.Fatalf("Claim(%s) took conversation %q, want %q", worker, turn.Lease.Conv, conv)
 	}
+	return f.runOut(turn)
+}
+
+// runOut runs turn's conversation's queue to the end under the turn's
+// lease, as drain does once it claimed.
+func (f *fixture) runOut(turn *sessions.Turn) []string {
+	f.t.Helper()
+	conv := turn.Lease.Conv
 	var got []string
 	for e := &turn.Entry; e != nil; e = f.next(turn.Lease) {
 		got = append(got, e.Text)

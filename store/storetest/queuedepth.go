@@ -37,7 +37,7 @@ func runQueueDepth(t *testing.T, b Backend) {
 		}
 		// Either conversation has two entries left; run one's to the end.
 		turn := f.mustClaim("w1")
-		f.drain("w1", turn.Lease.Conv, turn)
+		f.runOut(turn)
 		if n := depth(100); n != 2 {
 			t.Errorf("QueueDepth after %s's turns = %d, want 2", turn.Lease.Conv, n)
 		}
