@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/outbox"
-	"github.com/heraldgw/herald/sessions"
 )
 
 // Defaults for the store gauges.
@@ -25,7 +24,7 @@ const (
 // numbers; aggregate them with max, not sum.
 type StoreGauges struct {
 	outbox   outbox.Store
-	queue    sessions.Store // counts the turn queues; nil: no queue gauge
+	queue    QueueCounter // nil: no queue gauge
 	metrics  *Metrics
 	interval time.Duration
 	cap      int
@@ -36,9 +35,14 @@ type StoreGauges struct {
 	done   chan struct{}
 }
 
+// QueueCounter counts the turn queues' entries (sessions.Store has it).
+type QueueCounter interface {
+	QueueDepth(ctx context.Context, limit int) (int, error)
+}
+
 // NewStoreGauges returns the refresher; Start runs it. q counts the turn
 // queues, when not nil. Zero interval or limit take the defaults.
-func NewStoreGauges(o outbox.Store, q sessions.Store, m *Metrics, interval time.Duration, limit int, log *slog.Logger) *StoreGauges {
+func NewStoreGauges(o outbox.Store, q QueueCounter, m *Metrics, interval time.Duration, limit int, log *slog.Logger) *StoreGauges {
 	if limit <= 0 {
 		limit = DefaultGaugeCap
 	}
