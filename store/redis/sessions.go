@@ -66,20 +66,23 @@ func (s *sessionStore) appendEntry(ctx context.Context, op string, in sessions.I
 	if err != nil {
 		return sessions.AppendResult{}, nil, err
 	}
-	// 3: a duplicate; 4: queued, then whether a lease held the
-	// conversation; 7: queued and leased.
+	// 3: a duplicate; 4: queued, with the metadata and whether a lease
+	// held the conversation; 7: queued and leased, the turn following.
 	if len(v) != 3 && len(v) != 4 && len(v) != 7 {
 		return sessions.AppendResult{}, nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
 	}
 	res := sessions.AppendResult{EntryID: str(v[0]), Duplicate: num(v[1]) == 1}
-	if len(v) < 7 {
-		if flat, ok := v[2].([]any); ok && len(v) == 4 {
+	switch len(v) {
+	case 3:
+		return res, nil, nil
+	case 4:
+		if flat, ok := v[2].([]any); ok {
 			res.Meta = make(map[string]string, len(flat)/2)
 			for i := 0; i+1 < len(flat); i += 2 {
 				res.Meta[str(flat[i])] = str(flat[i+1])
 			}
-			res.Held = num(v[3]) == 1
 		}
+		res.Held = num(v[3]) == 1
 		return res, nil, nil
 	}
 	turn := &sessions.Turn{
