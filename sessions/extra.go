@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
@@ -128,6 +129,26 @@ type Note struct {
 	Text string    `json:"text"`
 	At   time.Time `json:"at"`
 }
+
+// CheckNote refuses a note a Notes store must not keep: Invalid for a
+// bad user key or a blank text, TooLarge for a text over
+// lim.MaxEntryBytes.
+func CheckNote(op, user, text string, lim Limits) error {
+	if err := ValidateUser(op, user); err != nil {
+		return err
+	}
+	if strings.TrimSpace(text) == "" {
+		return errs.E(op, errs.Invalid, "empty note")
+	}
+	if len(text) > lim.MaxEntryBytes {
+		return errs.E(op, errs.TooLarge, "note is %d bytes, over the limit of %d", len(text), lim.MaxEntryBytes)
+	}
+	return nil
+}
+
+// ValidateUser checks a user key as ValidateConv checks a conversation
+// key: not blank, valid UTF-8, no control characters.
+func ValidateUser(op, user string) error { return validateKey(op, "user", user) }
 
 // Notes keeps per-user notes. They outlive /new: a fresh session keeps
 // what the agent remembers about its user.

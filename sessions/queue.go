@@ -351,12 +351,16 @@ func (l Limits) WithDefaults() Limits {
 
 // ValidateConv checks a conversation key: not empty, valid UTF-8, no
 // control characters.
-func ValidateConv(op, conv string) error {
-	if strings.TrimSpace(conv) == "" {
-		return errs.E(op, errs.Invalid, "empty conversation key")
+func ValidateConv(op, conv string) error { return validateKey(op, "conversation key", conv) }
+
+// validateKey checks a key a store files things under, named what in
+// its errors.
+func validateKey(op, what, key string) error {
+	if strings.TrimSpace(key) == "" {
+		return errs.E(op, errs.Invalid, "empty %s", what)
 	}
-	if !utf8.ValidString(conv) || strings.ContainsFunc(conv, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return errs.E(op, errs.Invalid, "conversation key %q has control characters or bad UTF-8", conv)
+	if !utf8.ValidString(key) || strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return errs.E(op, errs.Invalid, "%s %q has control characters or bad UTF-8", what, key)
 	}
 	return nil
 }

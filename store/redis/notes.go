@@ -2,8 +2,6 @@ package redis
 
 import (
 	"context"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
@@ -15,7 +13,7 @@ func (db *DB) notesKey(user string) string { return db.prefix + "notes:{" + conv
 
 func (s *sessionStore) AddNote(ctx context.Context, user, text string) (sessions.Note, error) {
 	const op = "redis.AddNote"
-	if err := checkNote(op, user, text, s.db.lim); err != nil {
+	if err := sessions.CheckNote(op, user, text, s.db.lim); err != nil {
 		return sessions.Note{}, err
 	}
 	v, err := s.db.run(ctx, op, scriptNoteAdd, []string{s.db.notesKey(user)}, text, s.db.nowArg())
@@ -33,7 +31,7 @@ func (s *sessionStore) Notes(ctx context.Context, user string) ([]sessions.Note,
 	if err := s.db.check(op); err != nil {
 		return nil, err
 	}
-	if err := validateUser(op, user); err != nil {
+	if err := sessions.ValidateUser(op, user); err != nil {
 		return nil, err
 	}
 	raw, err := xrange(ctx, s.db.client, s.db.notesKey(user), "-", 0)
@@ -52,7 +50,7 @@ func (s *sessionStore) DeleteNote(ctx context.Context, user, id string) error {
 	if err := s.db.check(op); err != nil {
 		return err
 	}
-	if err := validateUser(op, user); err != nil {
+	if err := sessions.ValidateUser(op, user); err != nil {
 		return err
 	}
 	// An id that is no stream id names no note; Redis would refuse it.
@@ -65,32 +63,6 @@ func (s *sessionStore) DeleteNote(ctx context.Context, user, id string) error {
 	}
 	if n == 0 {
 		return errs.E(op, errs.NotFound, "user %q has no note %q", user, id)
-	}
-	return nil
-}
-
-// checkNote refuses a note AddNote must not keep.
-func checkNote(op, user, text string, lim sessions.Limits) error {
-	if err := validateUser(op, user); err != nil {
-		return err
-	}
-	if strings.TrimSpace(text) == "" {
-		return errs.E(op, errs.Invalid, "empty note")
-	}
-	if len(text) > lim.MaxEntryBytes {
-		return errs.E(op, errs.TooLarge, "note is %d bytes, over the limit of %d", len(text), lim.MaxEntryBytes)
-	}
-	return nil
-}
-
-// validateUser checks a user key as sessions.ValidateConv checks a
-// conversation key: not blank, valid UTF-8, no control characters.
-func validateUser(op, user string) error {
-	if strings.TrimSpace(user) == "" {
-		return errs.E(op, errs.Invalid, "empty user")
-	}
-	if !utf8.ValidString(user) || strings.ContainsFunc(user, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return errs.E(op, errs.Invalid, "user %q has control characters or bad UTF-8", user)
 	}
 	return nil
 }

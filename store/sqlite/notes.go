@@ -2,8 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
@@ -21,7 +19,7 @@ func (s *sessionStore) AddNote(ctx context.Context, user, text string) (sessions
 	if err := d.check(ctx, op); err != nil {
 		return sessions.Note{}, err
 	}
-	if err := checkNote(op, user, text, d.lim); err != nil {
+	if err := sessions.CheckNote(op, user, text, d.lim); err != nil {
 		return sessions.Note{}, err
 	}
 	var note sessions.Note
@@ -50,7 +48,7 @@ func (s *sessionStore) Notes(ctx context.Context, user string) ([]sessions.Note,
 	if err := d.check(ctx, op); err != nil {
 		return nil, err
 	}
-	if err := validateUser(op, user); err != nil {
+	if err := sessions.ValidateUser(op, user); err != nil {
 		return nil, err
 	}
 	rows, err := d.reads.notesList.QueryContext(ctx, user)
@@ -80,7 +78,7 @@ func (s *sessionStore) DeleteNote(ctx context.Context, user, id string) error {
 	if err := d.check(ctx, op); err != nil {
 		return err
 	}
-	if err := validateUser(op, user); err != nil {
+	if err := sessions.ValidateUser(op, user); err != nil {
 		return err
 	}
 	noteID, ok := parseID(id)
@@ -100,30 +98,4 @@ func (s *sessionStore) DeleteNote(ctx context.Context, user, id string) error {
 		return nil
 	})
 	return d.fail(op, err)
-}
-
-// checkNote refuses a note AddNote must not keep.
-func checkNote(op, user, text string, lim sessions.Limits) error {
-	if err := validateUser(op, user); err != nil {
-		return err
-	}
-	if strings.TrimSpace(text) == "" {
-		return errs.E(op, errs.Invalid, "empty note")
-	}
-	if len(text) > lim.MaxEntryBytes {
-		return errs.E(op, errs.TooLarge, "note is %d bytes, over the limit of %d", len(text), lim.MaxEntryBytes)
-	}
-	return nil
-}
-
-// validateUser checks a user key as sessions.ValidateConv checks a
-// conversation key: not blank, valid UTF-8, no control characters.
-func validateUser(op, user string) error {
-	if strings.TrimSpace(user) == "" {
-		return errs.E(op, errs.Invalid, "empty user")
-	}
-	if !utf8.ValidString(user) || strings.ContainsFunc(user, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return errs.E(op, errs.Invalid, "user %q has control characters or bad UTF-8", user)
-	}
-	return nil
 }
