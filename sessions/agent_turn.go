@@ -13,8 +13,8 @@ type TurnInput struct {
 	History []Message // the conversation's history before this turn, oldest first
 	Origin  outbox.Target
 	// User keys the user's notes (the memory tool). Empty means the
-	// entry's sender qualified by Origin's platform ("telegram:42"), so
-	// ids on two platforms never share notes.
+	// entry's User, else its sender qualified by Origin's platform
+	// ("telegram:42"), so ids on two platforms never share notes.
 	User string
 	// Steer, when set, feeds text into the running turn: each message is
 	// appended as a user message after the next batch of tool results.
@@ -60,7 +60,10 @@ type TurnOutput struct {
 	// Outbox is what the turn sends: messages queued by tools, in order,
 	// then the reply to Origin (Kind "reply", ReplyTo the entry's platform
 	// message id), when there is one.
-	Outbox     []outbox.Message
+	Outbox []outbox.Message
+	// Writes are other domains' writes the turn's tools made (a
+	// delegation's dispatch), committed with the turn (Finish.Writes).
+	Writes     []Write
 	End        TurnEnd
 	ModelCalls int
 	// Err is the model error behind TurnModelError, for logs and metrics;

@@ -61,6 +61,11 @@ type Inbound struct {
 	Kind        Kind              `json:"kind"`                  // user or synthetic; empty means user
 	Priority    Priority          `json:"priority,omitempty"`    // within the kind
 	Meta        map[string]string `json:"meta,omitempty"`        // platform extras (reply-to, thread, …)
+	// User is whom the entry is for when it is not the sender's own
+	// message: a synthetic entry (a sub-agent's result, a cron fire)
+	// names the conversation's user, so that the agent's per-user
+	// features (notes) work on it. Empty means the sender.
+	User string `json:"user,omitempty"`
 }
 
 // Lane is the queue an entry goes to: user entries before synthetic ones,
@@ -169,6 +174,11 @@ type Finish struct {
 	// a delivery worker, as outbox.Store.Claim would have claimed them,
 	// so that the worker sends them at once, without a claim of its own.
 	Handoff *Handoff
+	// Writes are other domains' writes (see Write) applied in the same
+	// step, under the same fencing token: a turn that lost its lease
+	// writes none of them. A kind the store does not apply makes the
+	// Finish fail with Invalid, having written nothing.
+	Writes []Write
 	// ClaimIfLeft makes FinishAndClaim claim only when the finished
 	// conversation has entries left; else it claims nothing and does not
 	// look for other ready conversations. A worker that knows of no

@@ -418,7 +418,7 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	}
 	msgs = w.steeredNotices(origin, absorbedMsgs, msgs)
 	f := Finish{EntryID: e.ID, Absorbed: absorbed, History: out.History, Outbox: w.outboxOf(at, msgs), Release: true,
-		DropHistory: w.historyDrop(starts, len(out.History))}
+		DropHistory: w.historyDrop(starts, len(out.History)), Writes: out.Writes}
 	if w.commit(at, f) {
 		took := w.clock.Now().Sub(at.started)
 		w.log.Info("turn finished", append(at.logAttrs(),

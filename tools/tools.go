@@ -107,6 +107,7 @@ type Turn struct {
 
 	mu     sync.Mutex
 	queued []outbox.Message
+	writes []sessions.Write
 }
 
 // Queue adds m to the messages the turn commits with its reply. Tools
@@ -128,4 +129,20 @@ func (t *Turn) Queued() []outbox.Message {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return append([]outbox.Message(nil), t.queued...)
+}
+
+// Write adds w to the other domains' writes the turn commits with its
+// reply (sessions.Finish.Writes): a tool that decides something durable
+// (a delegation's dispatch) has it written with the turn or not at all.
+func (t *Turn) Write(w sessions.Write) {
+	t.mu.Lock()
+	t.writes = append(t.writes, w)
+	t.mu.Unlock()
+}
+
+// Writes returns the writes added so far, in order.
+func (t *Turn) Writes() []sessions.Write {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]sessions.Write(nil), t.writes...)
 }

@@ -148,6 +148,9 @@ func (a *Agent) start(ctx context.Context, in sessions.TurnInput) *run {
 	if in.Conv == "" {
 		in.Conv = in.Entry.Conv
 	}
+	if in.User == "" {
+		in.User = in.Entry.User
+	}
 	if in.User == "" && in.Entry.Sender != "" {
 		in.User = in.Entry.Sender
 		if in.Origin.Platform != "" {
@@ -306,6 +309,7 @@ func (r *run) reply(end sessions.TurnEnd, text string) sessions.TurnOutput {
 		ReplyTo: r.in.Entry.MessageID,
 		Kind:    KindReply,
 	})
+	r.out.Writes = r.turn.Writes()
 	return r.out
 }
 
@@ -314,6 +318,7 @@ func (r *run) reply(end sessions.TurnEnd, text string) sessions.TurnOutput {
 func (r *run) interrupted(ctx context.Context) (sessions.TurnOutput, error) {
 	r.out.End = sessions.TurnInterrupted
 	r.out.Outbox = r.turn.Queued()
+	r.out.Writes = r.turn.Writes()
 	return r.out, context.Cause(ctx)
 }
 

@@ -295,6 +295,10 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 	if err := sessions.CheckDropHistory(op, f); err != nil {
 		return nil, err
 	}
+	ops, err := s.db.writeOps(op, f.Writes)
+	if err != nil {
+		return nil, err
+	}
 	tag := convTag(l.Conv)
 	args := make([]any, 0, 17+len(absorbed)+len(hist)+len(msgs)+2*len(f.Meta))
 	args = append(args, s.db.prefix, tag, l.Token, f.EntryID, flag(f.Release), s.db.nowArg(), s.db.windowArg(),
@@ -318,6 +322,7 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 		args = append(args, "", 0)
 	}
 	args = append(args, flag(f.ClaimIfLeft), f.DropHistory)
+	args = appendOps(args, ops)
 	base, known := s.db.hist.take(l.Conv, l.Token)
 	v, err := s.db.run(ctx, op, scriptFinish,
 		[]string{s.db.convKey(tag, "state"), s.db.readyKey(), s.db.convKey(tag, "hist"), s.db.convKey(tag, "meta")},

@@ -541,6 +541,9 @@ func prepareFinish(d *DB, op string, l sessions.Lease, f sessions.Finish) (finis
 	if err := sessions.CheckDropHistory(op, f); err != nil {
 		return p, err
 	}
+	if err := d.checkWrites(op, f.Writes); err != nil {
+		return p, err
+	}
 	p.entryID, p.idOK = parseID(f.EntryID)
 	return p, nil
 }
@@ -598,6 +601,11 @@ func finishIn(t *tx, d *DB, op string, l sessions.Lease, f sessions.Finish, p fi
 	}
 	for k, v := range f.Meta {
 		if err := setMeta(t, l.Conv, k, v); err != nil {
+			return nil, false, err
+		}
+	}
+	for _, w := range f.Writes {
+		if err := d.applyWrite(t, op, w, nowT); err != nil {
 			return nil, false, err
 		}
 	}

@@ -75,7 +75,24 @@ type writeReq struct {
 // background context: cancelling one caller must not interrupt the shared
 // transaction its neighbours are in.
 type tx struct {
-	st *statements
+	st   *statements
+	conn *sql.Conn
+}
+
+// exec runs a statement that is not among the prepared ones (the other
+// domains' tables) inside the transaction.
+func (t *tx) exec(query string, args ...any) (sql.Result, error) {
+	return t.conn.ExecContext(context.Background(), query, args...)
+}
+
+// query runs a query inside the transaction.
+func (t *tx) query(query string, args ...any) (*sql.Rows, error) {
+	return t.conn.QueryContext(context.Background(), query, args...)
+}
+
+// queryRow runs a query of one row inside the transaction.
+func (t *tx) queryRow(query string, args ...any) *sql.Row {
+	return t.conn.QueryRowContext(context.Background(), query, args...)
 }
 
 func newWriter(conn *sql.Conn, st *statements, full bool, ckpt *checkpointer) *writer {
@@ -170,7 +187,7 @@ func (w *writer) commit(batch []*writeReq) {
 		fail(err)
 		return
 	}
-	t := &tx{st: w.st}
+	t := &tx{st: w.st, conn: w.conn}
 	single := len(batch) == 1
 	for i, r := range batch {
 		if err := r.ctx.Err(); err != nil {

@@ -44,6 +44,23 @@ func runBadInput(t *testing.T, b Backend) {
 			code: errs.TooLarge,
 		},
 		{
+			desc: "a write of a kind the store does not apply",
+			fin: sessions.Finish{
+				History: []sessions.Message{{Role: "assistant", Content: "fine"}},
+				Outbox:  []outbox.Message{reply("c", "fine")},
+				Writes:  []sessions.Write{unknownWrite{}},
+			},
+			code: errs.Invalid,
+		},
+		{
+			desc: "a write whose kind is not <domain>.<name>",
+			fin: sessions.Finish{
+				History: []sessions.Message{{Role: "assistant", Content: "fine"}},
+				Writes:  []sessions.Write{unknownWrite{kind: "no domain"}},
+			},
+			code: errs.Invalid,
+		},
+		{
 			desc: "outbox message with a bad target",
 			fin: sessions.Finish{
 				History: []sessions.Message{{Role: "assistant", Content: "fine"}},
@@ -192,4 +209,14 @@ func runRefusedEntries(t *testing.T, b Backend, name string, appendFn func(f *fi
 			t.Errorf("%s of an entry under the limit: %v", name, err)
 		}
 	})
+}
+
+// unknownWrite is a write no store applies (sessions.Write).
+type unknownWrite struct{ kind string }
+
+func (w unknownWrite) WriteKind() string {
+	if w.kind != "" {
+		return w.kind
+	}
+	return "storetest.unknown"
 }

@@ -450,6 +450,13 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 	if slices.Contains(f.Absorbed, f.EntryID) {
 		return nil, errs.E(op, errs.Invalid, "entry %q is both acked and absorbed", f.EntryID)
 	}
+	if err := sessions.CheckWrites(op, f.Writes); err != nil {
+		return nil, err
+	}
+	if len(f.Writes) > 0 {
+		// The in-memory store applies no other domain's writes.
+		return nil, sessions.UnknownWrite(op, f.Writes[0])
+	}
 	// Find every absorbed entry before removing any: a missing one
 	// leaves everything as it was.
 	lanes := c.lanes // an array: a copy to work on

@@ -31,6 +31,10 @@
 --   left, else '0'
 -- then how many of the history's oldest messages to drop before the
 --   history messages are appended
+-- then w, the number of other domains' write commands (Finish.Writes, see
+--   writes.go), and w groups: command, n, the index (1-based, 0 for none)
+--   of the argument to replace with the time in ms, then n arguments, the
+--   key first
 -- Returns {'LOST'}, {'NOTFOUND'}, or {'OK', handed}, where handed is {}
 -- unless a message was enqueued claimed, else {claim token, expires ms,
 -- enqueued ms, then per outbox message its id and 1 when claimed, else
@@ -114,6 +118,29 @@ if lanes ~= v[4] then
 end
 local work = lanes ~= ''
 
+-- Where each part of the arguments starts.
+local h = small(ARGV[11 + a])
+local at = 12 + a + h
+local o = small(ARGV[at])
+local mk = at + 1 + o * 4
+local k = small(ARGV[mk])
+local hk = mk + 1 + 2 * k
+-- The other domains' write commands may only be those of WRITE_OPS: they
+-- are built by herald's own code (writes.go), and the list keeps a mistake
+-- there from reaching anything but data. All are checked before the first
+-- write, so a refused one leaves everything as it was.
+local nw = small(ARGV[hk + 4])
+local first_write = hk + 5
+do
+  local wo = first_write
+  for _ = 1, nw do
+    if not WRITE_OPS[ARGV[wo]] then
+      return redis.error_reply('finish: write command ' .. tostring(ARGV[wo]) .. ' is not allowed')
+    end
+    wo = wo + 3 + small(ARGV[wo + 1])
+  end
+end
+
 -- Deleting the acked entry is the first write: when it is not in its
 -- stream (deleted by hand) nothing else has been touched yet. The state's
 -- pend is the only record of its delivery (see next_entry), so there is
@@ -132,16 +159,27 @@ end
 -- The time is needed only to enqueue outbox messages, to make the
 -- conversation ready again or to claim, so it is read then, at most once.
 local now
-local h = small(ARGV[11 + a])
-local at = 12 + a + h
-local o = small(ARGV[at])
 local window = ARGV[7]
 if o > 0 then
   now = now_ms(ARGV[6])
 end
-local mk = at + 1 + o * 4
-local k = small(ARGV[mk])
-local hk = mk + 1 + 2 * k
+
+-- The other domains' writes (Finish.Writes), checked before the first
+-- write above.
+local wo = first_write
+for _ = 1, nw do
+  local cmd, n, tat = ARGV[wo], small(ARGV[wo + 1]), small(ARGV[wo + 2])
+  local wargs = {}
+  for i = 1, n do
+    wargs[i] = ARGV[wo + 2 + i]
+  end
+  if tat > 0 then
+    now = now or now_ms(ARGV[6])
+    wargs[tat] = int(now)
+  end
+  redis.call(cmd, unpack(wargs))
+  wo = wo + 3 + n
+end
 -- The oldest messages go first, so that the history's length (hl, which
 -- the state keeps; see append) counts what is left and what is added.
 local drop = small(ARGV[hk + 3])

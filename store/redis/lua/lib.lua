@@ -94,3 +94,11 @@ local function call_all(cmd, key, args, from, n)
   end
   return reply, total
 end
+
+-- WRITE_OPS are the commands another domain's write may run inside a
+-- turn's commit (finish): writes of data, never of the server.
+local WRITE_OPS = {
+  HSET = true, HDEL = true, HINCRBY = true, SET = true, DEL = true,
+  ZADD = true, ZREM = true, SADD = true, SREM = true, RPUSH = true,
+  XADD = true, PEXPIRE = true,
+}

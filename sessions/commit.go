@@ -1,0 +1,45 @@
+package sessions
+
+import (
+	"regexp"
+
+	"github.com/heraldgw/herald/internal/errs"
+)
+
+// Write is another domain's write that a turn's commit carries (a
+// delegation's dispatch, a job's creation, a controller's state): the
+// store applies it in the same atomic step as the turn's ack, history and
+// outbox, under the same fencing token, so what a turn decided is written
+// with the turn or not at all. sessions does not know what a write holds;
+// each backend applies the kinds it implements (store/sqlite/writes.go,
+// store/redis/writes.go) and refuses any other with Invalid, writing
+// nothing.
+type Write interface {
+	// WriteKind names the write's kind, "<domain>.<name>", e.g.
+	// "delegation.dispatch".
+	WriteKind() string
+}
+
+// writeKind is the shape of a write's kind: a domain and a name.
+var writeKind = regexp.MustCompile(`^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$`)
+
+// CheckWrites refuses a Finish's writes a backend must not apply: a nil
+// write or a kind not of the form <domain>.<name>. A backend calls it
+// before its own check of the kinds it knows.
+func CheckWrites(op string, ws []Write) error {
+	for i, w := range ws {
+		if w == nil {
+			return errs.E(op, errs.Invalid, "write %d of the commit is nil", i)
+		}
+		if k := w.WriteKind(); !writeKind.MatchString(k) {
+			return errs.E(op, errs.Invalid, "write kind %q is not <domain>.<name>", k)
+		}
+	}
+	return nil
+}
+
+// UnknownWrite is the error of a backend given a write kind it does not
+// implement.
+func UnknownWrite(op string, w Write) error {
+	return errs.E(op, errs.Invalid, "this store does not apply writes of kind %q", w.WriteKind())
+}

@@ -1,0 +1,47 @@
+package redis
+
+import (
+	"github.com/heraldgw/herald/sessions"
+)
+
+// writeOp is one command that another domain's write (sessions.Write)
+// becomes inside a turn's commit: the finish script runs it after the
+// lease was checked and the commit can no longer be refused. cmd must be
+// one of lua/lib.lua's WRITE_OPS. args start with the key. now, when not
+// 0, is the 1-based index of the argument the script replaces with its
+// time in ms, so that what the write indexes by time follows the store's
+// clock.
+type writeOp struct {
+	cmd  string
+	args []any
+	now  int
+}
+
+// writeOps turns a Finish's writes into the commands the finish script
+// runs. Every kind this store applies is listed here; any other is
+// refused with Invalid, before anything is written.
+func (db *DB) writeOps(op string, ws []sessions.Write) ([]writeOp, error) {
+	if err := sessions.CheckWrites(op, ws); err != nil {
+		return nil, err
+	}
+	var ops []writeOp
+	for _, w := range ws {
+		switch w := w.(type) {
+		default:
+			return nil, sessions.UnknownWrite(op, w)
+		}
+	}
+	return ops, nil
+}
+
+// appendOps adds ops to the finish script's arguments: their count, then
+// per command its name, its number of arguments, the index of the one to
+// replace with the time, and the arguments.
+func appendOps(args []any, ops []writeOp) []any {
+	args = append(args, len(ops))
+	for _, o := range ops {
+		args = append(args, o.cmd, len(o.args), o.now)
+		args = append(args, o.args...)
+	}
+	return args
+}

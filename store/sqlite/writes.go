@@ -1,0 +1,41 @@
+package sqlite
+
+import (
+	"time"
+
+	"github.com/heraldgw/herald/sessions"
+)
+
+// checkWrites refuses, before the transaction, the writes of a Finish
+// this store does not apply (sessions.Write), so a refused commit costs
+// no transaction.
+func (d *DB) checkWrites(op string, ws []sessions.Write) error {
+	if err := sessions.CheckWrites(op, ws); err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if err := d.checkWrite(op, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkWrite refuses w when its kind is not one this store applies or
+// what it holds is invalid. Every kind the store applies is listed here
+// and in applyWrite.
+func (d *DB) checkWrite(op string, w sessions.Write) error {
+	switch w := w.(type) {
+	default:
+		return sessions.UnknownWrite(op, w)
+	}
+}
+
+// applyWrite applies w inside a turn's commit, after the lease was
+// checked: it is written with the turn or not at all.
+func (d *DB) applyWrite(t *tx, op string, w sessions.Write, now time.Time) error {
+	switch w := w.(type) {
+	default:
+		return sessions.UnknownWrite(op, w)
+	}
+}
