@@ -99,6 +99,8 @@ type Gateway struct {
 	tailer   *sessions.SignalTailer
 	delivery *Delivery
 	gauges   *StoreGauges
+	// parts are the background loops, in start order (components.go).
+	parts    components
 	api      *api.Server
 	presence *Presence
 	adapters []adapters.Adapter
@@ -347,6 +349,17 @@ func (g *Gateway) build() error {
 	}
 	g.gauges = NewStoreGauges(g.db.Outbox(), store, g.metrics, 0, 0, log)
 
+	// The background loops (components.go), in dependency order: each
+	// starts after the ones above it and stops before them. The turns
+	// stop first: they hear signals until they end, their status lines go
+	// when they ended, and the delivery worker sends the replies they
+	// committed, draining within its own budget. The gauges only read.
+	g.add("gauges", g.gauges)
+	g.add("delivery", bounded(g.delivery, g.opts.Drain))
+	g.add("signals", g.tailer)
+	g.add("presence", g.presence)
+	g.add("turns", g.turns)
+
 	g.api = api.New(api.Options{
 		Inbox:        g.router,
 		Timeline:     store,
@@ -442,18 +455,16 @@ func (g *Gateway) Start(ctx context.Context) error {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	g.cancel = cancel
-	for _, start := range []func(context.Context) error{g.presence.Start, g.tailer.Start, g.turns.Start, g.delivery.Start, g.gauges.Start} {
-		if err := start(runCtx); err != nil {
-			// Only a second Start fails here, which g.started rules out;
-			// should it happen, what did start stops with runCtx.
-			cancel()
-			ln.Close()
-			if mln != nil {
-				mln.Close()
-			}
-			g.started, g.ln, g.metricsLn = false, nil, nil
-			return errs.Wrap(op, errs.Internal, err)
+	if err := g.parts.start(runCtx, g.log); err != nil {
+		// Only a second Start fails here, which g.started rules out;
+		// should it happen, the parts started were stopped again.
+		cancel()
+		ln.Close()
+		if mln != nil {
+			mln.Close()
 		}
+		g.started, g.ln, g.metricsLn = false, nil, nil
+		return errs.Wrap(op, errs.Internal, err)
 	}
 	for _, a := range g.adapters {
 		g.adapterWG.Add(1)
@@ -542,10 +553,12 @@ func (g *Gateway) runOnce(ctx context.Context, a adapters.Adapter) (err error) {
 }
 
 // Shutdown stops the gateway gracefully: /readyz answers 503 and the HTTP
-// listener closes; turns stop being claimed and those running get the
-// grace period to commit (then are cancelled and handed back); deliveries
-// go on for the drain period so committed replies reach waiting clients;
-// then the adapters stop, waiting requests end, and the store is closed.
+// listener closes; the background loops stop in the reverse of their
+// order in build (components.go): turns stop being claimed and those
+// running get the grace period to commit (then are cancelled and handed
+// back), and deliveries go on for the drain period so committed replies
+// reach waiting clients; then the adapters stop, waiting requests end,
+// and the store is closed.
 // ctx bounds the whole; past it, what still runs is cut off. Calling it
 // again, or before Start, only closes what is open.
 func (g *Gateway) Shutdown(ctx context.Context) error {
@@ -569,18 +582,10 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	go func() { httpDone <- g.server.Shutdown(ctx) }()
 
 	var problems []error
-	if err := g.turns.Shutdown(ctx); err != nil {
+	// The background loops stop in the reverse of their order in build.
+	if err := g.parts.shutdown(ctx, g.log); err != nil {
 		problems = append(problems, err)
 	}
-	// The turns ended: their status lines go now.
-	if err := g.presence.Shutdown(ctx); err != nil {
-		problems = append(problems, err)
-	}
-	drain, cancel := context.WithTimeout(ctx, g.opts.Drain)
-	if err := g.delivery.Shutdown(drain); err != nil {
-		problems = append(problems, err)
-	}
-	cancel()
 
 	// Ending the adapters' Run ends the API's waiting requests and event
 	// streams, so the HTTP server can finish.
@@ -605,10 +610,6 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}
 		<-g.metricsServed
 	}
-	// The tailer and the gauges only read; they stop last so the turns
-	// heard their signals to the end.
-	_ = g.tailer.Shutdown(ctx)
-	_ = g.gauges.Shutdown(ctx)
 	if err := g.closeStore(); err != nil {
 		problems = append(problems, err)
 	}

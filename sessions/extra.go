@@ -60,7 +60,12 @@ type Timeline interface {
 	TimelineEnd(ctx context.Context, conv string) (cursor string, err error)
 }
 
-// SignalKind says what a signal asks of the process running a turn.
+// SignalKind says what a signal asks of the process running a turn:
+// one of the sessions' own kinds below, or a domain's own,
+// "<domain>.<name>" (delegation.stop), which sessions passes on without
+// knowing it. Both parts are one or more lower-case letters, digits or
+// '_', and there is one dot: a domain names its kinds, it does not nest
+// them ("a.b.c" is refused), so the domain of a kind is plain to read.
 type SignalKind string
 
 const (
@@ -75,8 +80,37 @@ const (
 	SignalSteer SignalKind = "steer"
 )
 
-// Signal is a request to whoever runs conv's turn. Signals go through the
-// store so that they reach a turn running in another process.
+// Domain returns the domain of a domain's kind ("delegation" for
+// delegation.stop), or "" for the sessions' own kinds and for a kind
+// that is not well-formed. A handler keeps the signals of its domain by
+// it.
+func (k SignalKind) Domain() string {
+	domain, name, ok := strings.Cut(string(k), ".")
+	if !ok || !isKindPart(domain) || !isKindPart(name) {
+		return ""
+	}
+	return domain
+}
+
+// isKindPart reports whether p is one part of a domain's kind: one or
+// more lower-case letters, digits or '_'.
+func isKindPart(p string) bool {
+	if p == "" {
+		return false
+	}
+	for _, r := range p {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// Signal is a request to whoever runs conv's turn, or, for a domain's
+// kind, to that domain's handler in whichever process runs what Target
+// names. Signals go through the store so that they reach a turn running
+// in another process. A domain's signal names its conversation too: a
+// stop or steer is scoped to the caller's own session by it.
 type Signal struct {
 	Cursor  string     `json:"cursor"` // assigned by the store
 	Conv    string     `json:"conv"`
@@ -86,24 +120,33 @@ type Signal struct {
 	// MessageID is, for SignalSteer, the platform's id of the queued
 	// entry's message, so that the turn taking it can name the message
 	// it answered ("" for a message without one).
-	MessageID string    `json:"message_id,omitempty"`
-	At        time.Time `json:"at"` // by the store's clock
+	MessageID string `json:"message_id,omitempty"`
+	// Target is what inside the conversation a domain's signal is for
+	// (a sub-agent's id for delegation.stop); "" for the whole turn.
+	Target string    `json:"target,omitempty"`
+	At     time.Time `json:"at"` // by the store's clock
 }
 
 // Check refuses a signal a Signals log must not keep: Invalid for a bad
-// conversation key or an unknown kind, TooLarge when the parts a caller
-// fills freely (its entry id, text and message id) are over
-// lim.MaxEntryBytes.
+// conversation key or a kind that is neither the sessions' own nor
+// "<domain>.<name>" (see SignalKind), TooLarge when the parts a caller
+// fills freely (its entry id, text, message id, target, and a domain's
+// kind) are over lim.MaxEntryBytes.
 func (s Signal) Check(op string, lim Limits) error {
 	if err := ValidateConv(op, s.Conv); err != nil {
 		return err
 	}
+	n := len(s.EntryID) + len(s.Text) + len(s.MessageID) + len(s.Target)
 	switch s.Kind {
 	case SignalStop, SignalInterrupt, SignalSteer:
 	default:
-		return errs.E(op, errs.Invalid, "unknown signal kind %q", s.Kind)
+		if s.Kind.Domain() == "" {
+			return errs.E(op, errs.Invalid, "unknown signal kind %q: want stop, interrupt, steer or <domain>.<name> of lower-case letters, digits and '_'", s.Kind)
+		}
+		// A domain chooses its kinds' names, so they are bounded too.
+		n += len(s.Kind)
 	}
-	if n := len(s.EntryID) + len(s.Text) + len(s.MessageID); n > lim.MaxEntryBytes {
+	if n > lim.MaxEntryBytes {
 		return errs.E(op, errs.TooLarge, "signal is %d bytes, over the limit of %d", n, lim.MaxEntryBytes)
 	}
 	return nil
@@ -113,7 +156,8 @@ func (s Signal) Check(op string, lim Limits) error {
 // with one read per poll, whatever number of turns it runs.
 type Signals interface {
 	// Signal appends s (Cursor and At are set by the store).
-	// Errors: Invalid (empty conversation, unknown kind), TooLarge.
+	// Errors: Invalid (empty conversation, unknown or malformed kind),
+	// TooLarge.
 	Signal(ctx context.Context, s Signal) error
 
 	// SignalsAfter returns up to limit signals after the cursor after, oldest

@@ -2,7 +2,9 @@ package sessions
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -15,15 +17,23 @@ const (
 	DefaultSignalBatch    = 256
 )
 
-// SignalHandler takes the signals a tailer reads. TurnWorker is one.
+// SignalHandler takes the signals a tailer reads. TurnWorker is one; a
+// domain with kinds of its own (delegation.stop) is another. It is given
+// every signal, and drops those that are not its own. It must not block:
+// the handlers after it, and the next read, wait for it.
 type SignalHandler interface {
 	HandleSignal(s Signal)
 }
 
-// SignalTailerOptions configure NewSignalTailer.
+// SignalTailerOptions configure NewSignalTailer. At least one of Handler
+// and Handlers is required.
 type SignalTailerOptions struct {
-	Signals Signals       // required
-	Handler SignalHandler // required: usually this process's TurnWorker
+	Signals Signals // required
+	// Handler, when set, is the first handler: usually this process's
+	// TurnWorker.
+	Handler SignalHandler
+	// Handlers take every signal after Handler, in order.
+	Handlers []SignalHandler
 	// Interval is the wait between reads; 0 means DefaultSignalInterval.
 	// A Poke reads at once.
 	Interval time.Duration
@@ -37,11 +47,12 @@ type SignalTailerOptions struct {
 
 // SignalTailer is a process's one reader of the shared signal log. It
 // reads whatever the number of turns the process runs, and hands each
-// signal to the handler, which drops those for conversations it does not
-// run.
+// signal to every handler in order; each drops those for what it does not
+// run. A handler that panics is logged and the others still get the
+// signal: one domain's bug does not deafen the process's turns.
 type SignalTailer struct {
 	signals  Signals
-	handler  SignalHandler
+	handlers []SignalHandler
 	interval time.Duration
 	batch    int
 	log      *slog.Logger
@@ -60,14 +71,25 @@ type SignalTailer struct {
 }
 
 // NewSignalTailer returns a tailer; Start runs it. Errors: Invalid (no
-// signals or handler).
+// signals, no handler, or a nil one among Handlers).
 func NewSignalTailer(opts SignalTailerOptions) (*SignalTailer, error) {
-	if opts.Signals == nil || opts.Handler == nil {
-		return nil, errs.E("sessions.NewSignalTailer", errs.Invalid, "a signal tailer needs signals and a handler")
+	const op = "sessions.NewSignalTailer"
+	var handlers []SignalHandler
+	if opts.Handler != nil {
+		handlers = append(handlers, opts.Handler)
+	}
+	for i, h := range opts.Handlers {
+		if h == nil {
+			return nil, errs.E(op, errs.Invalid, "signal handler %d is nil", i)
+		}
+		handlers = append(handlers, h)
+	}
+	if opts.Signals == nil || len(handlers) == 0 {
+		return nil, errs.E(op, errs.Invalid, "a signal tailer needs signals and a handler")
 	}
 	t := &SignalTailer{
 		signals:  opts.Signals,
-		handler:  opts.Handler,
+		handlers: handlers,
 		interval: opts.Interval,
 		batch:    opts.Batch,
 		log:      opts.Logger,
@@ -177,10 +199,24 @@ func (t *SignalTailer) readAll(ctx context.Context) {
 			t.read(len(sigs))
 		}
 		for _, s := range sigs {
-			t.handler.HandleSignal(s)
+			for _, h := range t.handlers {
+				t.hand(h, s)
+			}
 		}
 		if len(sigs) < t.batch {
 			return
 		}
 	}
+}
+
+// hand gives s to h, and logs a panic of h instead of letting it end the
+// loop: the other handlers and the reads that follow go on.
+func (t *SignalTailer) hand(h SignalHandler, s Signal) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.log.Error("a signal handler panicked", "handler", fmt.Sprintf("%T", h),
+				"conv", s.Conv, "kind", s.Kind, "target", s.Target, "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	h.HandleSignal(s)
 }

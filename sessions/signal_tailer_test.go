@@ -1,8 +1,11 @@
 package sessions_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -103,5 +106,176 @@ func TestSignalTailerStartsTwice(t *testing.T) {
 	defer tl.Shutdown(ctx)
 	if err := tl.Start(ctx); !errs.Is(err, errs.Conflict) {
 		t.Errorf("second Start: %v, want a Conflict error", err)
+	}
+}
+
+// ledger records, in one list, what each of several handlers was handed,
+// so a test sees the order across handlers too.
+type ledger struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (l *ledger) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.got)
+}
+
+// ledgerHandler writes what it is handed into a ledger under its name,
+// then panics when panics is set.
+type ledgerHandler struct {
+	name   string
+	l      *ledger
+	panics bool
+}
+
+func (h ledgerHandler) HandleSignal(s sessions.Signal) {
+	h.l.mu.Lock()
+	h.l.got = append(h.l.got, h.name+" "+s.Conv+" "+string(s.Kind)+" "+s.Target)
+	h.l.mu.Unlock()
+	if h.panics {
+		panic("a bug in " + h.name)
+	}
+}
+
+// lockedBuffer is a log sink a test reads while the tailer writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func TestSignalTailerFansOut(t *testing.T) {
+	tests := []struct {
+		desc string
+		// handler, when set, is passed as Handler; handlers as Handlers.
+		handler  string
+		handlers []string
+		panics   map[string]bool
+	}{
+		{desc: "every handler gets every signal, in order", handlers: []string{"worker", "delegation"}},
+		{desc: "Handler comes before Handlers", handler: "worker", handlers: []string{"delegation"}},
+		{desc: "a handler that panics stops neither the others nor the reads", handlers: []string{"buggy", "worker", "delegation"}, panics: map[string]bool{"buggy": true}},
+		{desc: "the last handler panicking", handler: "worker", handlers: []string{"buggy"}, panics: map[string]bool{"buggy": true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			noLeaks(t)
+			ctx := context.Background()
+			sig := newFakeSignals(clock.Real{})
+			l := &ledger{}
+			opts := sessions.SignalTailerOptions{Signals: sig, Interval: time.Hour}
+			var order []string
+			if tc.handler != "" {
+				opts.Handler = ledgerHandler{name: tc.handler, l: l, panics: tc.panics[tc.handler]}
+				order = append(order, tc.handler)
+			}
+			for _, name := range tc.handlers {
+				opts.Handlers = append(opts.Handlers, ledgerHandler{name: name, l: l, panics: tc.panics[name]})
+				order = append(order, name)
+			}
+			logs := &lockedBuffer{}
+			opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+			tl, err := sessions.NewSignalTailer(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tl.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = tl.Shutdown(ctx) })
+
+			// Two rounds: the loop still reads after a handler panicked.
+			rounds := [][]sessions.Signal{
+				{{Conv: "a:1", Kind: sessions.SignalStop}, {Conv: "a:1", Kind: "delegation.stop", Target: "sub-1"}},
+				{{Conv: "a:2", Kind: "delegation.steer", Target: "sub-2"}},
+			}
+			var want []string
+			for _, round := range rounds {
+				for _, s := range round {
+					if err := sig.Signal(ctx, s); err != nil {
+						t.Fatal(err)
+					}
+					for _, name := range order {
+						want = append(want, name+" "+s.Conv+" "+string(s.Kind)+" "+s.Target)
+					}
+				}
+				tl.Poke()
+				waitFor(t, "every signal handed to every handler", func() bool { return len(l.list()) >= len(want) })
+			}
+			if diff := cmp.Diff(want, l.list()); diff != "" {
+				t.Errorf("handed on (-want +got):\n%s", diff)
+			}
+			wantPanics := 0
+			for _, name := range order {
+				if tc.panics[name] {
+					wantPanics += 3
+				}
+			}
+			if n := strings.Count(logs.String(), "a signal handler panicked"); n != wantPanics {
+				t.Errorf("%d panics logged, want %d:\n%s", n, wantPanics, logs)
+			}
+			if err := tl.Shutdown(ctx); err != nil {
+				t.Errorf("Shutdown: %v", err)
+			}
+		})
+	}
+}
+
+func TestNewSignalTailerRefuses(t *testing.T) {
+	sig := newFakeSignals(clock.Real{})
+	tests := []struct {
+		desc string
+		opts sessions.SignalTailerOptions
+	}{
+		{desc: "no signals", opts: sessions.SignalTailerOptions{Handler: newHandled()}},
+		{desc: "no handler", opts: sessions.SignalTailerOptions{Signals: sig}},
+		{desc: "an empty list of handlers", opts: sessions.SignalTailerOptions{Signals: sig, Handlers: []sessions.SignalHandler{}}},
+		{desc: "a nil handler in the list", opts: sessions.SignalTailerOptions{Signals: sig, Handlers: []sessions.SignalHandler{newHandled(), nil}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			if _, err := sessions.NewSignalTailer(tc.opts); !errs.Is(err, errs.Invalid) {
+				t.Errorf("NewSignalTailer: %v, want an Invalid error", err)
+			}
+		})
+	}
+}
+
+func TestSignalKindDomain(t *testing.T) {
+	tests := []struct {
+		desc string
+		kind sessions.SignalKind
+		want string
+	}{
+		{desc: "a domain's kind", kind: "delegation.stop", want: "delegation"},
+		{desc: "digits and underscores", kind: "kan_ban2.move_card", want: "kan_ban2"},
+		{desc: "the sessions' own kind", kind: sessions.SignalStop},
+		{desc: "upper case", kind: "Delegation.Stop"},
+		{desc: "no name", kind: "delegation."},
+		{desc: "no domain", kind: ".stop"},
+		{desc: "nested", kind: "a.b.c"},
+		{desc: "a dash", kind: "dele-gation.stop"},
+		{desc: "a space", kind: "delegation. stop"},
+		{desc: "empty", kind: ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			if got := tc.kind.Domain(); got != tc.want {
+				t.Errorf("SignalKind(%q).Domain() = %q, want %q", tc.kind, got, tc.want)
+			}
+		})
 	}
 }

@@ -347,7 +347,15 @@ func (w *TurnWorker) RunningTurn(conv string) (RunningTurn, bool) {
 // HandleSignal passes s to the turn of s.Conv this process runs, if any.
 // A signal sent before that turn started was meant for an earlier one
 // and is ignored, as is a signal about the entry the turn itself runs.
+// A domain's kind (delegation.stop) is ignored too: the tailer hands it
+// to that domain's handler as well, and it names something inside the
+// conversation, not its turn, so it must not stop the turn.
 func (w *TurnWorker) HandleSignal(s Signal) {
+	switch s.Kind {
+	case SignalStop, SignalInterrupt, SignalSteer:
+	default:
+		return
+	}
 	w.mu.Lock()
 	at := w.running[s.Conv]
 	w.mu.Unlock()

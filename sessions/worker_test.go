@@ -500,6 +500,12 @@ func TestSignalsForOtherTurnsAreIgnored(t *testing.T) {
 		{desc: "a stop for another conversation", signal: func(string) sessions.Signal {
 			return sessions.Signal{Conv: "telegram:999", Kind: sessions.SignalStop, At: time.Now().Add(time.Second)}
 		}},
+		{desc: "a domain's stop for a sub-agent of the conversation", signal: func(string) sessions.Signal {
+			return sessions.Signal{Conv: conv, Kind: "delegation.stop", Target: "sub-1", At: time.Now().Add(time.Second)}
+		}},
+		{desc: "a domain's stop from this process", signal: func(string) sessions.Signal {
+			return sessions.Signal{Conv: conv, Kind: "delegation.stop", Target: "sub-1"}
+		}},
 		{desc: "a stop sent while the turn runs", stops: true, signal: func(string) sessions.Signal {
 			return sessions.Signal{Conv: conv, Kind: sessions.SignalStop, At: time.Now().Add(time.Second)}
 		}},

@@ -92,7 +92,9 @@
 //	Psignals                 stream    the signals log every process tails:
 //	                                    fields c (conversation), k (kind), e
 //	                                    (entry id), t (text), m (message id
-//	                                    of a steered entry), at (ms). Ids
+//	                                    of a steered entry), tg (target of a
+//	                                    domain's signal; absent from those
+//	                                    written before it), at (ms). Ids
 //	                                    are "<ms>-<seq>" from the store's
 //	                                    clock, one past the last id when
 //	                                    that clock stands still or steps

@@ -22,7 +22,7 @@ func (s *sessionStore) Signal(ctx context.Context, sig sessions.Signal) error {
 		return err
 	}
 	v, err := s.db.run(ctx, op, scriptSignal, []string{s.db.signalsKey()},
-		s.db.nowArg(), signalsKeep.Milliseconds(), sig.Conv, string(sig.Kind), sig.EntryID, sig.Text, sig.MessageID)
+		s.db.nowArg(), signalsKeep.Milliseconds(), sig.Conv, string(sig.Kind), sig.EntryID, sig.Text, sig.MessageID, sig.Target)
 	if err != nil {
 		return err
 	}
@@ -66,6 +66,7 @@ func (s *sessionStore) SignalsAfter(ctx context.Context, after string, count int
 			EntryID:   field(m, "e"),
 			Text:      field(m, "t"),
 			MessageID: field(m, "m"),
+			Target:    field(m, "tg"),
 			At:        msTime(field(m, "at")),
 		}
 		next = m.ID

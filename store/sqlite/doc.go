@@ -123,11 +123,12 @@
 // TimelineMax (at most 1000 an append), through the same index. Cursors
 // do not change, since AUTOINCREMENT never hands one out twice.
 //
-// signals is the short log of stop, interrupt and steer requests that
-// every process tails (a steer names its entry, with the entry's text and
-// message id). Its cursor is an AUTOINCREMENT id; a tailer
-// starting "from now" gets the largest one (0 for an empty log, below any
-// later signal). Each Signal also deletes, through the index on at, up to
+// signals is the short log of stop, interrupt and steer requests, and of
+// a domain's own kinds (delegation.stop), that every process tails (a
+// steer names its entry, with the entry's text and message id; a
+// domain's signal names its target). Its cursor is an AUTOINCREMENT id;
+// a tailer starting "from now" gets the largest one (0 for an empty log,
+// below any later signal). Each Signal also deletes, through the index on at, up to
 // a few hundred signals older than signalsKeep (an hour), so the log holds
 // about the last hour.
 //

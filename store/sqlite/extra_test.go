@@ -70,3 +70,23 @@ func TestVersion4FileGainsSignalMessageIDs(t *testing.T) {
 		t.Errorf("signals after the upgrade = %+v; want the old one naming no message, the new one m2", sigs)
 	}
 }
+
+// A file written before signals kept a target (schema version 5) opens
+// with its signals, which name none, and keeps a domain's target from
+// then on.
+func TestVersion5FileGainsSignalTargets(t *testing.T) {
+	ctx := context.Background()
+	at := time.Now().UnixNano()
+	path := oldFile(t, 5, fmt.Sprintf(`INSERT INTO signals (conv, kind, entry_id, text, message_id, at) VALUES ('api:c', 'stop', '', 'before', '', %d)`, at))
+	s := openAt(t, path, nil, sessions.Limits{}).Sessions()
+	if err := s.Signal(ctx, sessions.Signal{Conv: "api:c", Kind: "delegation.stop", Target: "sub-1"}); err != nil {
+		t.Fatal(err)
+	}
+	sigs, _, err := s.SignalsAfter(ctx, "0", 10)
+	if err != nil || len(sigs) != 2 {
+		t.Fatalf("SignalsAfter = %+v, %v; want both signals", sigs, err)
+	}
+	if sigs[0].Text != "before" || sigs[0].Target != "" || sigs[1].Kind != "delegation.stop" || sigs[1].Target != "sub-1" {
+		t.Errorf("signals after the upgrade = %+v; want the old one naming no target, the new one sub-1", sigs)
+	}
+}

@@ -132,6 +132,11 @@ ALTER TABLE timeline ADD COLUMN reply_to TEXT NOT NULL DEFAULT '';
 	`
 ALTER TABLE signals ADD COLUMN message_id TEXT NOT NULL DEFAULT '';
 `,
+	// 5 → 6: what inside the conversation a domain's signal is for ('' for
+	// signals from before, and for the sessions' own kinds).
+	`
+ALTER TABLE signals ADD COLUMN target TEXT NOT NULL DEFAULT '';
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

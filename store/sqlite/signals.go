@@ -16,13 +16,13 @@ import (
 const signalsKeep = time.Hour
 
 const (
-	sqlSignalInsert = `INSERT INTO signals (conv, kind, entry_id, text, message_id, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`
+	sqlSignalInsert = `INSERT INTO signals (conv, kind, entry_id, text, message_id, target, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)`
 	sqlSignalPrune  = `DELETE FROM signals WHERE cursor IN
 		(SELECT cursor FROM signals WHERE at <= ?1 LIMIT ?2)`
 	// An empty log ends at 0: AUTOINCREMENT hands out only cursors above
 	// any that existed, so every later signal comes after it.
 	sqlSignalsEnd  = `SELECT COALESCE(MAX(cursor), 0) FROM signals`
-	sqlSignalsRead = `SELECT cursor, conv, kind, entry_id, text, message_id, at FROM signals
+	sqlSignalsRead = `SELECT cursor, conv, kind, entry_id, text, message_id, target, at FROM signals
 		WHERE cursor > ?1 ORDER BY cursor LIMIT ?2`
 )
 
@@ -41,7 +41,7 @@ func (s *sessionStore) Signal(ctx context.Context, sig sessions.Signal) error {
 	// machine.
 	err := d.w.do(ctx, op, bookkeeping, func(t *tx) error {
 		_, now := d.now()
-		if _, err := t.st.signalInsert.Exec(sig.Conv, string(sig.Kind), sig.EntryID, sig.Text, sig.MessageID, now); err != nil {
+		if _, err := t.st.signalInsert.Exec(sig.Conv, string(sig.Kind), sig.EntryID, sig.Text, sig.MessageID, sig.Target, now); err != nil {
 			return err
 		}
 		// Signals are few, so pruning with each one costs a seek on the
@@ -82,7 +82,7 @@ func (s *sessionStore) SignalsAfter(ctx context.Context, after string, count int
 			kind       string
 			sig        sessions.Signal
 		)
-		if err := rows.Scan(&cursor, &sig.Conv, &kind, &sig.EntryID, &sig.Text, &sig.MessageID, &at); err != nil {
+		if err := rows.Scan(&cursor, &sig.Conv, &kind, &sig.EntryID, &sig.Text, &sig.MessageID, &sig.Target, &at); err != nil {
 			return nil, "", d.fail(op, err)
 		}
 		sig.Kind, sig.At = sessions.SignalKind(kind), fromNanos(at)

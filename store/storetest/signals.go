@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -103,6 +104,19 @@ func runSignals(t *testing.T, b Backend) {
 		wantSignals(t, "SignalsAfter(the end) once more arrived", got, end, last, next)
 	})
 
+	t.Run("a domain's kind with a target", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		from := f.signalsNow(f.ss)
+		want := f.signalAll(f.ss,
+			sessions.Signal{Conv: "c", Kind: "delegation.stop", Target: "sub-1"},
+			sessions.Signal{Conv: "c", Kind: "delegation.steer", Target: "sub-1", Text: "look at the disk first"},
+			sessions.Signal{Conv: "c", Kind: "kan_ban2.move_card", Target: "card-9", EntryID: "e-3", MessageID: "api-m-3"},
+			stop("c"),
+		)
+		got, next := f.signalsAfter(f.ss, from, 10)
+		wantSignals(t, "SignalsAfter(now)", got, next, want, from)
+	})
+
 	t.Run("from now on an empty log", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		from := f.signalsNow(f.ss)
@@ -171,6 +185,18 @@ func runSignals(t *testing.T, b Backend) {
 		{"unknown kind", sessions.Signal{Conv: "c", Kind: "pause"}, errs.Invalid},
 		{"empty kind", sessions.Signal{Conv: "c"}, errs.Invalid},
 		{"text over the size limit", steer("c", "e-1", big(2*smallLimit)), errs.TooLarge},
+		{"target over the size limit", sessions.Signal{Conv: "c", Kind: "delegation.stop", Target: big(2 * smallLimit)}, errs.TooLarge},
+		{"a domain's kind over the size limit", sessions.Signal{Conv: "c", Kind: sessions.SignalKind("delegation." + strings.Repeat("s", 2*smallLimit))}, errs.TooLarge},
+		{"a domain's kind without its conversation", sessions.Signal{Kind: "delegation.stop", Target: "sub-1"}, errs.Invalid},
+		// A domain's kind is <domain>.<name>, both of lower-case letters,
+		// digits and '_', with one dot: a domain does not nest its kinds.
+		{"upper-case kind", sessions.Signal{Conv: "c", Kind: "Delegation.Stop"}, errs.Invalid},
+		{"upper-case sessions kind", sessions.Signal{Conv: "c", Kind: "STOP"}, errs.Invalid},
+		{"a domain without a name", sessions.Signal{Conv: "c", Kind: "delegation."}, errs.Invalid},
+		{"a name without a domain", sessions.Signal{Conv: "c", Kind: ".stop"}, errs.Invalid},
+		{"a nested kind", sessions.Signal{Conv: "c", Kind: "a.b.c"}, errs.Invalid},
+		{"a dash in the kind", sessions.Signal{Conv: "c", Kind: "dele-gation.stop"}, errs.Invalid},
+		{"a space in the kind", sessions.Signal{Conv: "c", Kind: "delegation. stop"}, errs.Invalid},
 	}
 	for _, tc := range bad {
 		t.Run("bad signal: "+tc.desc, func(t *testing.T) {

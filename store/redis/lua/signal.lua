@@ -8,6 +8,8 @@
 -- ARGV[5] entry id or ''
 -- ARGV[6] text or ''
 -- ARGV[7] message id or ''
+-- ARGV[8] target or '' (what inside the conversation a domain's signal is
+--   for: a sub-agent's id)
 -- Returns {cursor}.
 local now = now_ms(ARGV[1])
 -- The id is made from the store's clock, not the server's ('*'), so that
@@ -23,7 +25,7 @@ if last[1] then
     ms, seq = lms, tonumber(lseq) + 1
   end
 end
-local fields = {'c', ARGV[3], 'k', ARGV[4], 'e', ARGV[5], 't', ARGV[6], 'm', ARGV[7], 'at', int(now)}
+local fields = {'c', ARGV[3], 'k', ARGV[4], 'e', ARGV[5], 't', ARGV[6], 'm', ARGV[7], 'tg', ARGV[8], 'at', int(now)}
 -- Exact trimming: signals are few, and exact keeps the log's bound plain.
 local minid = int(math.max(now - tonumber(ARGV[2]), 0))
 local id = redis.pcall('XADD', KEYS[1], 'MINID', '=', minid, int(ms) .. '-' .. int(seq), unpack(fields))
