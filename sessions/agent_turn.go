@@ -66,6 +66,9 @@ type TurnOutput struct {
 	Writes     []Write
 	End        TurnEnd
 	ModelCalls int
+	// InputTokens and OutputTokens sum the usage the model server
+	// reported for the turn's calls (0 when it reported none).
+	InputTokens, OutputTokens int
 	// Err is the model error behind TurnModelError, for logs and metrics;
 	// the user already has its one-line reading in the reply.
 	Err error

@@ -210,7 +210,17 @@ type ControlTurn struct {
 	Target outbox.Target // where replies go
 
 	replies []string
+	meta    map[string]string
 }
 
 // Reply adds a notice sent when the control entry is acked.
 func (t *ControlTurn) Reply(text string) { t.replies = append(t.replies, text) }
+
+// SetMeta writes a metadata key of the conversation with the entry's ack,
+// in the same fenced step (Finish.Meta); an empty value deletes it.
+func (t *ControlTurn) SetMeta(key, value string) {
+	if t.meta == nil {
+		t.meta = map[string]string{}
+	}
+	t.meta[key] = value
+}

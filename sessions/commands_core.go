@@ -134,6 +134,9 @@ func runNew(ctx context.Context, t *ControlTurn) error {
 	if err := t.Store.ClearHistory(ctx, t.Lease.Conv); err != nil {
 		return err
 	}
+	// The new session is named by the entry that started it, so a run
+	// again after a crash names it alike.
+	t.SetMeta(ConvMetaSession, "s"+t.Entry.ID)
 	t.Reply("Started a fresh session. What I remember about you is kept.")
 	return nil
 }

@@ -35,6 +35,10 @@ const (
 	// in JSON) while it runs, so a router in another process can tell
 	// /stop and /status what runs.
 	ConvMetaTurn = "turn"
+	// ConvMetaSession names the conversation's session: /new sets a new
+	// one. Background work records it when dispatched, so a result that
+	// comes back to a session started anew since is told apart.
+	ConvMetaSession = "session"
 )
 
 // KindCommand is the outbox kind of a command's answer; KindNotice is

@@ -706,7 +706,7 @@ func (w *TurnWorker) runControl(at *activeTurn) {
 	for _, text := range ct.replies {
 		msgs = append(msgs, outbox.Message{Target: target, Text: text, ReplyTo: e.MessageID, Kind: KindCommand})
 	}
-	if w.commit(at, Finish{EntryID: e.ID, Outbox: w.outboxOf(at, msgs), Release: true}) {
+	if w.commit(at, Finish{EntryID: e.ID, Outbox: w.outboxOf(at, msgs), Release: true, Meta: ct.meta}) {
 		at.logger().Info("queued command done", "command", name)
 	}
 }

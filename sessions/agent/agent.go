@@ -95,6 +95,10 @@ func (a *Agent) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOu
 		}
 		resp, err := r.complete(ctx)
 		r.out.ModelCalls++
+		if resp != nil {
+			r.out.InputTokens += resp.Usage.PromptTokens
+			r.out.OutputTokens += resp.Usage.CompletionTokens
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return r.interrupted(ctx)

@@ -1,0 +1,184 @@
+package lease
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
+)
+
+// RenewFunc renews claims for ttl in one call to the store and returns
+// those still held, renewed. A claim left out was lost: its thing is
+// someone else's now, or ended.
+type RenewFunc func(ctx context.Context, claims []Claim, ttl time.Duration) ([]Claim, error)
+
+// RenewerOptions configure NewRenewer.
+type RenewerOptions struct {
+	Renew RenewFunc     // required
+	TTL   time.Duration // how long each renewal holds; required
+	// Lost is told of each claim a renewal found lost, once; the holder
+	// stops what it runs under it. Called on the renewer's goroutine.
+	Lost   func(Claim)
+	Clock  clock.Clock  // nil means the wall clock
+	Logger *slog.Logger // nil means slog.Default()
+}
+
+// Renewer keeps one process's claims alive: every TTL/3 by its clock it
+// renews all it holds with one call to the store, retrying sooner when
+// the store does not answer, so a slow holder that is alive is never
+// taken for a dead one. It is a component: Start, Shutdown.
+type Renewer struct {
+	renew RenewFunc
+	ttl   time.Duration
+	lost  func(Claim)
+	clock clock.Clock
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	held    map[string]Claim
+	started bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// NewRenewer returns a renewer holding nothing. Errors: Invalid (no
+// Renew, TTL not positive).
+func NewRenewer(opts RenewerOptions) (*Renewer, error) {
+	const op = "lease.NewRenewer"
+	if opts.Renew == nil {
+		return nil, errs.E(op, errs.Invalid, "no renew function")
+	}
+	if opts.TTL <= 0 {
+		return nil, errs.E(op, errs.Invalid, "claim ttl %s is not positive", opts.TTL)
+	}
+	r := &Renewer{renew: opts.Renew, ttl: opts.TTL, lost: opts.Lost, clock: opts.Clock, log: opts.Logger, held: map[string]Claim{}}
+	if r.clock == nil {
+		r.clock = clock.Real{}
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	return r, nil
+}
+
+// TTL is how long each renewal holds a claim.
+func (r *Renewer) TTL() time.Duration { return r.ttl }
+
+// Hold adds c to the claims renewed (or replaces the one of its name).
+func (r *Renewer) Hold(c Claim) {
+	r.mu.Lock()
+	r.held[c.Name] = c
+	r.mu.Unlock()
+}
+
+// Drop stops renewing the claim of name: its holder ended what it ran.
+func (r *Renewer) Drop(name string) {
+	r.mu.Lock()
+	delete(r.held, name)
+	r.mu.Unlock()
+}
+
+// Current returns the claim of name as last renewed, if held.
+func (r *Renewer) Current(name string) (Claim, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.held[name]
+	return c, ok
+}
+
+// Start runs the renewals until Shutdown or ctx ends. Errors: Conflict
+// (started before).
+func (r *Renewer) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return errs.E("lease.Renewer.Start", errs.Conflict, "started before")
+	}
+	r.started = true
+	ctx, r.cancel = context.WithCancel(ctx)
+	r.done = make(chan struct{})
+	go r.run(ctx)
+	return nil
+}
+
+// Shutdown stops renewing. The claims held are left to run out: a
+// holder that ends what it runs drops or ends its claim itself.
+func (r *Renewer) Shutdown(ctx context.Context) error {
+	r.mu.Lock()
+	cancel, done := r.cancel, r.done
+	r.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *Renewer) run(ctx context.Context) {
+	defer close(r.done)
+	every := r.ttl / 3
+	wait := every
+	for {
+		if !clock.SleepOn(ctx, r.clock, wait) {
+			return
+		}
+		wait = every
+		if err := r.RenewNow(ctx); err != nil {
+			// The store may be back before the claims run out.
+			r.log.Warn("renewing claims failed; retrying", "err", err)
+			wait = every / 3
+		}
+	}
+}
+
+// RenewNow renews every claim held at once, telling Lost of those the
+// store no longer gives this process.
+func (r *Renewer) RenewNow(ctx context.Context) error {
+	r.mu.Lock()
+	claims := make([]Claim, 0, len(r.held))
+	for _, c := range r.held {
+		claims = append(claims, c)
+	}
+	r.mu.Unlock()
+	if len(claims) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.ttl/3)
+	defer cancel()
+	kept, err := r.renew(ctx, claims, r.ttl)
+	if err != nil {
+		return err
+	}
+	var lost []Claim
+	r.mu.Lock()
+	for _, c := range claims {
+		i := slices.IndexFunc(kept, func(k Claim) bool { return k.Name == c.Name })
+		cur, still := r.held[c.Name]
+		switch {
+		case !still || cur.Token != c.Token:
+			// Dropped or replaced while the renewal ran.
+		case i >= 0:
+			r.held[c.Name] = kept[i]
+		default:
+			delete(r.held, c.Name)
+			lost = append(lost, c)
+		}
+	}
+	r.mu.Unlock()
+	for _, c := range lost {
+		r.log.Warn("a claim was lost; its holder stops", "name", c.Name, "token", c.Token)
+		if r.lost != nil {
+			r.lost(c)
+		}
+	}
+	return nil
+}
