@@ -21,6 +21,13 @@ type TurnInput struct {
 	// Messages still in the channel when Run returns were not seen by the
 	// model; the caller queues them as the next turn.
 	Steer <-chan string
+	// Workspace, when set, is the directory the turn's workspace tools
+	// work in, in place of the configured one (a sub-agent's worktree).
+	Workspace string
+	// Observe, when set, is told of each message the turn adds to its
+	// history as it is added (a sub-agent's live transcript). It is
+	// called on the turn's goroutine and must return quickly.
+	Observe func(Message)
 	// Progress, when set, is told what the turn does as it goes (a tool
 	// is about to run), so the chat can show it. It is called on the
 	// turn's goroutine and must return quickly.

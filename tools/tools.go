@@ -104,6 +104,10 @@ type Turn struct {
 	User   string         // whose turn it is: the key of the user's notes; may be empty
 	Origin outbox.Target  // where the turn's reply goes
 	Entry  sessions.Entry // the queued entry the turn runs
+	// Workspace, when set, is where the workspace tools work for this
+	// turn, in place of their configured directory: a sub-agent's own
+	// worktree.
+	Workspace string
 
 	mu     sync.Mutex
 	queued []outbox.Message

@@ -164,7 +164,7 @@ func (a *Agent) start(ctx context.Context, in sessions.TurnInput) *run {
 	r := &run{
 		a:     a,
 		in:    in,
-		turn:  &tools.Turn{Conv: in.Conv, User: in.User, Origin: in.Origin, Entry: in.Entry},
+		turn:  &tools.Turn{Conv: in.Conv, User: in.User, Origin: in.Origin, Entry: in.Entry, Workspace: in.Workspace},
 		log:   a.Logger,
 		clock: a.Clock,
 	}
@@ -208,7 +208,12 @@ func (a *Agent) notesPrompt(ctx context.Context, user string, log *slog.Logger) 
 
 func (r *run) now() time.Time { return r.clock.Now() }
 
-func (r *run) add(m sessions.Message) { r.out.History = append(r.out.History, m) }
+func (r *run) add(m sessions.Message) {
+	r.out.History = append(r.out.History, m)
+	if f := r.in.Observe; f != nil {
+		f(m)
+	}
+}
 
 // complete makes one model call with the trimmed history, the turn's
 // messages so far and the tools.
