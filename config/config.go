@@ -7,6 +7,7 @@ package config
 import (
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +33,9 @@ type Config struct {
 	Display     Display     `yaml:"display"`
 	Platforms   Platforms   `yaml:"platforms"`
 	SendMessage SendMessage `yaml:"send_message"`
+	Delegation  Delegation  `yaml:"delegation"`
+	Tools       Tools       `yaml:"tools"`
+	Auxiliary   Auxiliary   `yaml:"auxiliary"`
 
 	// File is the config file that was read, empty when none was. It is
 	// not a key: it tells `herald config check` where the values came from.
@@ -200,6 +204,163 @@ type SendMessage struct {
 	AllowedTargets []string `yaml:"allowed_targets"`
 }
 
+// Delegation configures delegate_task: the sub-agents ("children") an
+// agent hands tasks to, which run in the background and report back.
+type Delegation struct {
+	// MaxConcurrentChildren is how many children one parent may have
+	// running at once.
+	MaxConcurrentChildren int `yaml:"max_concurrent_children"`
+	// MaxSpawnDepth is how deep delegation goes: 1 is flat (children
+	// cannot delegate), 2 lets an orchestrator child have workers, …
+	MaxSpawnDepth       int  `yaml:"max_spawn_depth"`
+	OrchestratorEnabled bool `yaml:"orchestrator_enabled"`
+	MaxIterations       int  `yaml:"max_iterations"` // model calls per child
+	// ChildTimeoutSeconds bounds one child's run; 0 is none. Load raises
+	// a positive value below MinChildTimeoutSeconds to it; use
+	// ChildTimeout, which does the same for a config built in code.
+	ChildTimeoutSeconds int `yaml:"child_timeout_seconds"`
+	// SubagentAutoApprove lets a child run what would otherwise wait for
+	// a person's approval (a dangerous command): a child has no user to ask.
+	SubagentAutoApprove bool `yaml:"subagent_auto_approve"`
+	// WorktreeIsolation gives each child its own git worktree of
+	// tools.workspace.
+	WorktreeIsolation bool `yaml:"worktree_isolation"`
+	// IndependentCompletions reports each task (or group) of a batch as it
+	// ends, instead of one completion when all have.
+	IndependentCompletions bool `yaml:"independent_completions"`
+	// Model, BaseURL and APIKey are the children's model; what they leave
+	// empty comes from the main model (see AuxModel.Fallback).
+	Model   string `yaml:"model"`
+	BaseURL string `yaml:"base_url" secret:"url"`
+	APIKey  string `yaml:"api_key" secret:"true"`
+	// RequestOverrides are fields merged into the body of each child's
+	// model request (temperature, reasoning_effort, …). Shown with the
+	// string values of credential-looking keys masked (an extra header's
+	// token, say).
+	RequestOverrides map[string]any `yaml:"request_overrides" secret:"keys"`
+	// A child that makes no progress for StallQuietSeconds (between tool
+	// calls) or StallToolSeconds (inside one) is interrupted, and ends as
+	// stalled if it has not stopped StallGraceSeconds later.
+	StallQuietSeconds int `yaml:"stall_quiet_seconds"`
+	StallToolSeconds  int `yaml:"stall_tool_seconds"`
+	StallGraceSeconds int `yaml:"stall_grace_seconds"`
+	SummaryMaxChars   int `yaml:"summary_max_chars"` // of a child's summary, kept for its parent
+	// ProcessMaxChildren bounds the children one gateway process runs at
+	// once, whatever their parents.
+	ProcessMaxChildren int `yaml:"process_max_children"`
+	// OwnerTTL is how long a process's claim on a running child lasts
+	// without a heartbeat; another process then finds the child's owner
+	// gone and ends it as unknown.
+	OwnerTTL time.Duration `yaml:"owner_ttl"`
+}
+
+// ChildTimeout is child_timeout_seconds as a duration, 0 for none, with
+// a positive value raised to MinChildTimeoutSeconds.
+func (d Delegation) ChildTimeout() time.Duration {
+	s := d.ChildTimeoutSeconds
+	if s <= 0 {
+		return 0
+	}
+	return time.Duration(max(s, MinChildTimeoutSeconds)) * time.Second
+}
+
+// Endpoint is the children's model settings, before any fallback.
+func (d Delegation) Endpoint() AuxModel {
+	return AuxModel{Model: d.Model, BaseURL: d.BaseURL, APIKey: d.APIKey}
+}
+
+// Tools configures the agent's workspace tools.
+type Tools struct {
+	// Workspace is the directory the workspace tools (files, terminal)
+	// work in; empty turns them off. A leading ~ is expanded on load.
+	Workspace       string        `yaml:"workspace"`
+	TerminalTimeout time.Duration `yaml:"terminal_timeout"` // one terminal command
+	// OutputMaxChars is how much of a command's output the model is
+	// given; the rest is cut.
+	OutputMaxChars int `yaml:"output_max_chars"`
+	// DangerousCommands are regular expressions (RE2); a terminal command
+	// that one matches anywhere waits for approval, unless a child runs it
+	// with delegation.subagent_auto_approve.
+	DangerousCommands []string `yaml:"dangerous_commands"`
+}
+
+// Auxiliary holds the model settings of work done beside the
+// conversation's own turns.
+type Auxiliary struct {
+	Review AuxModel `yaml:"review"` // what /review runs on
+}
+
+// AuxModel is a model other than the main one, each field empty for the
+// main model's.
+type AuxModel struct {
+	Model   string `yaml:"model"`
+	BaseURL string `yaml:"base_url" secret:"url"`
+	APIKey  string `yaml:"api_key" secret:"true"`
+}
+
+// Fallback fills what m leaves empty from main. The main API key comes
+// along only with the main base URL: a key is never sent to an endpoint
+// it was not configured for, so an AuxModel with a base URL of its own
+// and no key sends none.
+func (m AuxModel) Fallback(main Model) AuxModel {
+	if m.Model == "" {
+		m.Model = main.Name
+	}
+	if m.BaseURL == "" {
+		m.BaseURL = main.BaseURL
+		if m.APIKey == "" {
+			m.APIKey = main.APIKey
+		}
+	}
+	return m
+}
+
+// Delegation defaults and bounds.
+const (
+	DefaultMaxConcurrentChildren   = 10
+	DefaultMaxSpawnDepth           = 1
+	MaxSpawnDepth                  = 5
+	DefaultDelegationMaxIterations = 50
+	// MinChildTimeoutSeconds is the shortest child timeout: less would
+	// end most children before their first model call returns.
+	MinChildTimeoutSeconds   = 30
+	DefaultStallQuietSeconds = 450
+	DefaultStallToolSeconds  = 1200
+	DefaultStallGraceSeconds = 120
+	DefaultSummaryMaxChars   = 24_000
+	MinSummaryMaxChars       = 100
+	DefaultProcessChildren   = 64
+	DefaultOwnerTTL          = 30 * time.Second
+	// MinOwnerTTL keeps the heartbeat, every third of the TTL, at a
+	// second or more.
+	MinOwnerTTL = 3 * time.Second
+)
+
+// Tools defaults.
+const (
+	DefaultTerminalTimeout = 120 * time.Second
+	DefaultOutputMaxChars  = 50_000
+)
+
+// defaultDangerous are the patterns of tools.dangerous_commands when the
+// config gives none: commands that destroy a machine or its data, or run
+// what they download, and that no task should run unseen.
+var defaultDangerous = []string{
+	`\brm\s+(-[a-zA-Z]*\s+)*(-[a-zA-Z]*[rR][a-zA-Z]*|--recursive)\s+(-\S+\s+)*("?(/|/\*|~|~/|~/\*|\$HOME|\$\{HOME\})"?)(\s|;|&|\||$)`,
+	`\brm\b.*--no-preserve-root`,
+	`\bmkfs(\.\w+)?\b`,
+	`(^|[;&|(]\s*|\bsudo\s+)(shutdown|reboot|poweroff|halt)\b`,
+	`:\s*\(\s*\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:`, // the fork bomb :(){ :|:& };:
+	`\bdd\b.*\bof=/dev/(sd|hd|vd|xvd|nvme|mmcblk|disk|rdisk)`,
+	`>\s*/dev/(sd|hd|vd|xvd|nvme|mmcblk|disk|rdisk)`,
+	`\b(curl|wget)\b[^|]*\|\s*(sudo\s+)?(ba|da|z|k)?sh\b`,
+	`\bchmod\s+(-[a-zA-Z]*\s+)*(-[a-zA-Z]*R[a-zA-Z]*|--recursive)\s+(-\S+\s+)*0?777\s+/(\s|;|&|\||$)`,
+}
+
+// DefaultDangerousCommands returns the default tools.dangerous_commands,
+// a copy the caller may change.
+func DefaultDangerousCommands() []string { return slices.Clone(defaultDangerous) }
+
 // Defaults that have no home in a domain package.
 const (
 	DefaultHome         = "~/.herald"
@@ -255,6 +416,23 @@ func Default() Config {
 			DeliveryDrain: DefaultDeliveryDrain,
 		},
 		Display: Display{BusyInputMode: BusyInputInterrupt},
+		Delegation: Delegation{
+			MaxConcurrentChildren: DefaultMaxConcurrentChildren,
+			MaxSpawnDepth:         DefaultMaxSpawnDepth,
+			OrchestratorEnabled:   true,
+			MaxIterations:         DefaultDelegationMaxIterations,
+			StallQuietSeconds:     DefaultStallQuietSeconds,
+			StallToolSeconds:      DefaultStallToolSeconds,
+			StallGraceSeconds:     DefaultStallGraceSeconds,
+			SummaryMaxChars:       DefaultSummaryMaxChars,
+			ProcessMaxChildren:    DefaultProcessChildren,
+			OwnerTTL:              DefaultOwnerTTL,
+		},
+		Tools: Tools{
+			TerminalTimeout:   DefaultTerminalTimeout,
+			OutputMaxChars:    DefaultOutputMaxChars,
+			DangerousCommands: DefaultDangerousCommands(),
+		},
 		Platforms: Platforms{
 			GroupSessions: GroupSessionsAuto,
 			Telegram:      Telegram{Mode: TelegramPolling, GroupTrigger: TriggerMention},

@@ -36,7 +36,10 @@ func (d *decoder) add(n *yaml.Node, key, format string, args ...any) {
 	d.problems = append(d.problems, Problem{Key: key, Line: n.Line, Msg: fmt.Sprintf(format, args...)})
 }
 
-var durationType = reflect.TypeFor[time.Duration]()
+var (
+	durationType = reflect.TypeFor[time.Duration]()
+	freeMapType  = reflect.TypeFor[map[string]any]()
+)
 
 // value decodes n into v; key is v's dotted path.
 func (d *decoder) value(n *yaml.Node, v reflect.Value, key string) {
@@ -62,6 +65,8 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, key string) {
 		d.duration(n, v, key)
 	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.String:
 		d.list(n, v, key)
+	case v.Type() == freeMapType:
+		d.freeMap(n, v, key)
 	case v.Kind() == reflect.String:
 		if n.Kind != yaml.ScalarNode {
 			d.add(n, key, "want a string, got a %s", kindName(n))
@@ -168,6 +173,49 @@ func (d *decoder) list(n *yaml.Node, v reflect.Value, key string) {
 		return
 	}
 	v.Set(reflect.ValueOf(out).Convert(v.Type()))
+}
+
+// freeMap takes a mapping whose keys herald does not know, as YAML has it
+// (delegation.request_overrides); it replaces the value whole, as a list
+// does.
+func (d *decoder) freeMap(n *yaml.Node, v reflect.Value, key string) {
+	if n.Kind != yaml.MappingNode {
+		d.add(n, key, "want a mapping, got a %s", kindName(n))
+		return
+	}
+	var m map[string]any
+	if err := n.Decode(&m); err != nil {
+		// Not the error's text: it may quote a value, and this one may
+		// hold a credential.
+		d.add(n, key, "want a mapping with plain keys")
+		return
+	}
+	v.Set(reflect.ValueOf(stringKeys(m).(map[string]any)))
+}
+
+// stringKeys turns the map[any]any yaml makes of a nested mapping with a
+// key that is not a string ({1: x}) into map[string]any, at every depth,
+// so the value can be sent as JSON.
+func stringKeys(x any) any {
+	switch x := x.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = stringKeys(e)
+		}
+		return x
+	case map[any]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[fmt.Sprint(k)] = stringKeys(e)
+		}
+		return m
+	case []any:
+		for i, e := range x {
+			x[i] = stringKeys(e)
+		}
+		return x
+	}
+	return x
 }
 
 // fieldsByKey maps each yaml key of struct type t to its field index.

@@ -50,6 +50,43 @@ platforms:
 			},
 		},
 		{
+			desc: "unknown and ill-typed keys of delegation, tools and auxiliary",
+			file: `
+delegation:
+  max_concurent_children: 4
+  max_spawn_depth: two
+  orchestrator_enabled: maybe
+  owner_ttl: 30
+  request_overrides: [temperature]
+  budget: 1
+tools:
+  workspaces: /srv
+  dangerous_commands: {rm: 1}
+auxiliary:
+  review:
+    modle: x
+  goal:
+    model: y
+`,
+			want: config.Problems{
+				{Key: "delegation.max_concurent_children", Line: 3, Msg: `unknown key (did you mean "max_concurrent_children"?)`},
+				{Key: "delegation.max_spawn_depth", Line: 4, Msg: `want an integer, got "two"`},
+				{Key: "delegation.orchestrator_enabled", Line: 5, Msg: `want true or false, got "maybe"`},
+				{Key: "delegation.owner_ttl", Line: 6, Msg: `want a duration with a unit like "30s", got 30`},
+				{Key: "delegation.request_overrides", Line: 7, Msg: "want a mapping, got a list"},
+				{Key: "delegation.budget", Line: 8, Msg: "unknown key"},
+				{Key: "tools.workspaces", Line: 10, Msg: `unknown key (did you mean "workspace"?)`},
+				{Key: "tools.dangerous_commands", Line: 11, Msg: "want a list, got a mapping"},
+				{Key: "auxiliary.review.modle", Line: 14, Msg: `unknown key (did you mean "model"?)`},
+				{Key: "auxiliary.goal", Line: 15, Msg: "unknown key"},
+			},
+		},
+		{
+			desc: "request overrides with a key that is not a plain value",
+			file: "delegation:\n  request_overrides:\n    [a]: 1\n",
+			want: config.Problems{{Key: "delegation.request_overrides", Line: 3, Msg: "want a mapping with plain keys"}},
+		},
+		{
 			desc: "unknown keys pulled in through a merge",
 			file: "base: &b\n  addr: 127.0.0.1:1\n  port: 2\nhttp:\n  <<: *b\n",
 			want: config.Problems{
@@ -120,7 +157,7 @@ func TestDecodeKeepsDefaults(t *testing.T) {
 	}{
 		{desc: "empty file", file: "", want: func(c *config.Config) {}},
 		{desc: "comments only", file: "# nothing yet\n", want: func(c *config.Config) {}},
-		{desc: "empty sections", file: "store:\nmodel:\nplatforms:\n  telegram:\n", want: func(c *config.Config) {}},
+		{desc: "empty sections", file: "store:\nmodel:\nplatforms:\n  telegram:\ndelegation:\n  request_overrides:\ntools:\nauxiliary:\n  review:\n", want: func(c *config.Config) {}},
 		{desc: "null value keeps the default", file: "store:\n  lease_ttl: ~\n  backend: null\n", want: func(c *config.Config) {}},
 		{
 			desc: "anchors and aliases",

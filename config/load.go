@@ -5,7 +5,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
 )
@@ -52,6 +54,7 @@ func Load(path string, lookup Lookup) (Config, error) {
 		}
 	}
 	problems = append(problems, applyEnv(&cfg, env)...)
+	applyFloors(&cfg)
 	problems = append(problems, resolvePaths(&cfg, lookup)...)
 	problems = append(problems, cfg.problems()...)
 	if len(problems) > 0 {
@@ -120,6 +123,18 @@ var envStrings = []struct {
 	{"SLACK_API_URL", func(c *Config) *string { return &c.Platforms.Slack.APIURL }},
 	{"DISCORD_BOT_TOKEN", func(c *Config) *string { return &c.Platforms.Discord.Token }},
 	{"DISCORD_API_URL", func(c *Config) *string { return &c.Platforms.Discord.APIURL }},
+	{"DELEGATION_MODEL", func(c *Config) *string { return &c.Delegation.Model }},
+	{"DELEGATION_BASE_URL", func(c *Config) *string { return &c.Delegation.BaseURL }},
+	{"DELEGATION_API_KEY", func(c *Config) *string { return &c.Delegation.APIKey }},
+	{"HERALD_TOOLS_WORKSPACE", func(c *Config) *string { return &c.Tools.Workspace }},
+}
+
+// envInts are the variables that set one integer key each.
+var envInts = []struct {
+	name, key string
+	field     func(*Config) *int
+}{
+	{"DELEGATION_MAX_CONCURRENT_CHILDREN", "delegation.max_concurrent_children", func(c *Config) *int { return &c.Delegation.MaxConcurrentChildren }},
 }
 
 // envLists are the variables that hold comma separated lists.
@@ -150,6 +165,18 @@ func applyEnv(cfg *Config, env Lookup) Problems {
 		}
 	}
 	var problems Problems
+	for _, e := range envInts {
+		v, ok := env(e.name)
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			problems = append(problems, Problem{Key: e.key, Msg: e.name + ": want an integer, got " + quote(v)})
+			continue
+		}
+		*e.field(cfg) = n
+	}
 	if v, ok := env("HERALD_ALLOW_ALL_USERS"); ok {
 		b, ok := parseBool(v)
 		if !ok {
@@ -164,6 +191,12 @@ func applyEnv(cfg *Config, env Lookup) Problems {
 	return problems
 }
 
+// applyFloors raises the values that have a floor rather than a limit,
+// so the effective config shows what herald will use.
+func applyFloors(cfg *Config) {
+	cfg.Delegation.ChildTimeoutSeconds = int(cfg.Delegation.ChildTimeout() / time.Second)
+}
+
 func parseBool(s string) (bool, bool) {
 	switch strings.ToLower(s) {
 	case "1", "t", "true", "y", "yes", "on":
@@ -174,9 +207,9 @@ func parseBool(s string) (bool, bool) {
 	return false, false
 }
 
-// resolvePaths expands a leading ~ in home and store.sqlite_path and
-// writes the SQLite file's full path into the config, so the effective
-// config shows where the data is.
+// resolvePaths expands a leading ~ in home, store.sqlite_path and
+// tools.workspace, and writes the SQLite file's full path into the
+// config, so the effective config shows where the data is.
 func resolvePaths(cfg *Config, lookup Lookup) Problems {
 	var problems Problems
 	home, err := expandHome(cfg.Home, nonEmpty(lookup))
@@ -193,6 +226,12 @@ func resolvePaths(cfg *Config, lookup Lookup) Problems {
 	}
 	if len(problems) == 0 {
 		cfg.Store.SQLitePath = cfg.SQLitePath()
+	}
+	workspace, err := expandHome(cfg.Tools.Workspace, nonEmpty(lookup))
+	if err != nil {
+		problems = append(problems, Problem{Key: "tools.workspace", Msg: err.Error()})
+	} else {
+		cfg.Tools.Workspace = workspace
 	}
 	return problems
 }

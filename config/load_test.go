@@ -76,6 +76,91 @@ send_message:
 			},
 		},
 		{
+			desc: "delegation, tools and auxiliary keys from the file",
+			file: `
+delegation:
+  max_concurrent_children: 3
+  max_spawn_depth: 2
+  orchestrator_enabled: false
+  max_iterations: 20
+  child_timeout_seconds: 600
+  subagent_auto_approve: true
+  worktree_isolation: true
+  independent_completions: true
+  model: small
+  base_url: http://127.0.0.1:8000/v1
+  api_key: child-key
+  request_overrides:
+    temperature: 0.2
+    reasoning_effort: low
+    extra_body: {top_k: 20, 1: one}
+  stall_quiet_seconds: 60
+  stall_tool_seconds: 300
+  stall_grace_seconds: 10
+  summary_max_chars: 4000
+  process_max_children: 8
+  owner_ttl: 10s
+tools:
+  workspace: /srv/work
+  terminal_timeout: 30s
+  output_max_chars: 1000
+  dangerous_commands: ['\bgit\s+push\b.*--force']
+auxiliary:
+  review:
+    model: reviewer
+    base_url: https://review.example/v1
+    api_key: review-key
+`,
+			want: func(c *config.Config) {
+				c.Delegation = config.Delegation{
+					MaxConcurrentChildren:  3,
+					MaxSpawnDepth:          2,
+					MaxIterations:          20,
+					ChildTimeoutSeconds:    600,
+					SubagentAutoApprove:    true,
+					WorktreeIsolation:      true,
+					IndependentCompletions: true,
+					Model:                  "small",
+					BaseURL:                "http://127.0.0.1:8000/v1",
+					APIKey:                 "child-key",
+					RequestOverrides: map[string]any{
+						"temperature":      0.2,
+						"reasoning_effort": "low",
+						"extra_body":       map[string]any{"top_k": 20, "1": "one"},
+					},
+					StallQuietSeconds:  60,
+					StallToolSeconds:   300,
+					StallGraceSeconds:  10,
+					SummaryMaxChars:    4000,
+					ProcessMaxChildren: 8,
+					OwnerTTL:           10 * time.Second,
+				}
+				c.Tools = config.Tools{
+					Workspace:         "/srv/work",
+					TerminalTimeout:   30 * time.Second,
+					OutputMaxChars:    1000,
+					DangerousCommands: []string{`\bgit\s+push\b.*--force`},
+				}
+				c.Auxiliary.Review = config.AuxModel{Model: "reviewer", BaseURL: "https://review.example/v1", APIKey: "review-key"}
+			},
+		},
+		{
+			desc: "an empty dangerous_commands list checks nothing",
+			file: "tools:\n  dangerous_commands: []\n",
+			want: func(c *config.Config) { c.Tools.DangerousCommands = nil },
+		},
+		{
+			desc: "a child timeout below 30 seconds is raised to 30",
+			file: "delegation:\n  child_timeout_seconds: 10\n",
+			want: func(c *config.Config) { c.Delegation.ChildTimeoutSeconds = 30 },
+		},
+		{
+			desc: "DELEGATION_MAX_CONCURRENT_CHILDREN overrides the file",
+			file: "delegation:\n  max_concurrent_children: 3\n",
+			env:  map[string]string{"DELEGATION_MAX_CONCURRENT_CHILDREN": " 25\n"},
+			want: func(c *config.Config) { c.Delegation.MaxConcurrentChildren = 25 },
+		},
+		{
 			desc: "environment overrides the file",
 			file: "store:\n  backend: redis\nmodel:\n  name: from-file\n  base_url: http://file:1/v1\n",
 			env:  map[string]string{"HERALD_STORE": "sqlite", "HERALD_MODEL": "from-env"},
@@ -120,6 +205,12 @@ send_message:
 				"DISCORD_API_URL":        "http://127.0.0.1:8083/",
 				"DISCORD_ALLOWED_USERS":  "111,222",
 				"HERALD_ALLOW_ALL_USERS": "true",
+
+				"DELEGATION_MAX_CONCURRENT_CHILDREN": "4",
+				"DELEGATION_MODEL":                   "child-model",
+				"DELEGATION_BASE_URL":                "https://children.example/v1",
+				"DELEGATION_API_KEY":                 "child-key",
+				"HERALD_TOOLS_WORKSPACE":             "/srv/work",
 			},
 			want: func(c *config.Config) {
 				c.Home = "/srv/herald"
@@ -145,6 +236,11 @@ send_message:
 				c.Platforms.Discord.Token = "dc-token"
 				c.Platforms.Discord.APIURL = "http://127.0.0.1:8083/"
 				c.Platforms.Discord.AllowedUsers = []string{"111", "222"}
+				c.Delegation.MaxConcurrentChildren = 4
+				c.Delegation.Model = "child-model"
+				c.Delegation.BaseURL = "https://children.example/v1"
+				c.Delegation.APIKey = "child-key"
+				c.Tools.Workspace = "/srv/work"
 			},
 		},
 		{
@@ -155,10 +251,11 @@ send_message:
 		},
 		{
 			desc: "~ in the file's paths is the user's home",
-			file: "home: ~/data\nstore:\n  sqlite_path: ~/db/h.db\n",
+			file: "home: ~/data\nstore:\n  sqlite_path: ~/db/h.db\ntools:\n  workspace: ~/work\n",
 			want: func(c *config.Config) {
 				c.Home = filepath.Join(c.Home, "..", "data")
 				c.Store.SQLitePath = filepath.Join(c.Home, "..", "db", "h.db")
+				c.Tools.Workspace = filepath.Join(c.Home, "..", "work")
 			},
 		},
 		{
@@ -187,6 +284,9 @@ send_message:
 			tc.want(&want)
 			want.Home = filepath.Clean(want.Home)
 			want.Store.SQLitePath = filepath.Clean(want.Store.SQLitePath)
+			if want.Tools.Workspace != "" {
+				want.Tools.Workspace = filepath.Clean(want.Tools.Workspace)
+			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("Load mismatch (-want +got):\n%s", diff)
 			}
@@ -376,7 +476,7 @@ func TestLoadReportsEverything(t *testing.T) {
 	// variable and the invalid value together, so a user fixes all at once.
 	dir := t.TempDir()
 	path := writeFile(t, dir, "herald.yaml", "store:\n  backend: mysql\n  leas_ttl: 30s\nmodel:\n  timeout: soon\n")
-	env := map[string]string{"HOME": dir, "HERALD_ALLOW_ALL_USERS": "maybe"}
+	env := map[string]string{"HOME": dir, "HERALD_ALLOW_ALL_USERS": "maybe", "DELEGATION_MAX_CONCURRENT_CHILDREN": "ten"}
 	c, err := config.Load(path, envOf(env))
 	if !errs.Is(err, errs.Invalid) {
 		t.Fatalf("Load error = %v, want Invalid", err)
@@ -384,6 +484,7 @@ func TestLoadReportsEverything(t *testing.T) {
 	want := config.Problems{
 		{Key: "store.leas_ttl", Line: 3, Msg: `unknown key (did you mean "lease_ttl"?)`},
 		{Key: "model.timeout", Line: 5, Msg: `want a duration like "30s", got "soon"`},
+		{Key: "delegation.max_concurrent_children", Msg: `DELEGATION_MAX_CONCURRENT_CHILDREN: want an integer, got "ten"`},
 		{Key: "platforms.allow_all_users", Msg: `HERALD_ALLOW_ALL_USERS: want true or false, got "maybe"`},
 		{Key: "store.backend", Msg: `unknown backend "mysql" (sqlite or redis)`},
 	}

@@ -14,7 +14,8 @@ import (
 const Mask = "****"
 
 // Masked returns a copy of c with every secret replaced by Mask (see the
-// secret tags on Config). Unset secrets stay empty, so the output still
+// secret tags on Config), and the credential-looking values of a mapping
+// tagged `secret:"keys"`. Unset secrets stay empty, so the output still
 // tells set from unset.
 func (c Config) Masked() Config {
 	maskStruct(reflect.ValueOf(&c).Elem())
@@ -28,6 +29,11 @@ func maskStruct(v reflect.Value) {
 		switch {
 		case f.Kind() == reflect.Struct:
 			maskStruct(f)
+		case f.Type() == freeMapType && t.Field(i).Tag.Get("secret") == "keys":
+			if !f.IsNil() {
+				// A new map: the copy Masked returns shares the old one.
+				f.Set(reflect.ValueOf(maskKeys(f.Interface().(map[string]any))))
+			}
 		case f.Kind() != reflect.String || f.String() == "":
 		case t.Field(i).Tag.Get("secret") == "true":
 			f.SetString(Mask)
@@ -85,6 +91,35 @@ func maskURL(raw string) string {
 		s = strings.Replace(s, "//", "//"+userinfo, 1)
 	}
 	return s
+}
+
+// maskKeys returns a copy of m with the string values of
+// credential-looking keys masked, at every depth: a mapping tagged
+// `secret:"keys"` is free-form, and may carry a header's token.
+func maskKeys(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if s, ok := v.(string); ok && s != "" && secretParam(k) {
+			out[k] = Mask
+			continue
+		}
+		out[k] = maskValue(v)
+	}
+	return out
+}
+
+func maskValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		return maskKeys(v)
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = maskValue(e)
+		}
+		return out
+	}
+	return v
 }
 
 func secretParam(name string) bool {

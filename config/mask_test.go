@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/heraldgw/herald/config"
 )
 
@@ -44,6 +46,10 @@ platforms:
     mode: webhook
     webhook_url: https://hook:pw-webhook_url@bot.example/telegram?secret=sec-webhook.query
     webhook_secret: sec-webhook_secret
+auxiliary:
+  review:
+    base_url: https://review:pw-review.base_url@review.example/v1
+    api_key: sec-auxiliary.review.api_key
 `)
 	env := map[string]string{
 		"HOME":                  dir,
@@ -60,6 +66,8 @@ platforms:
 		"SLACK_API_URL":         "http://127.0.0.1:8082/api/?token=tok-slack.api_url",
 		"DISCORD_BOT_TOKEN":     "tok-discord.token",
 		"DISCORD_API_URL":       "http://:pw-discord.api_url@127.0.0.1:8083/",
+		"DELEGATION_BASE_URL":   "https://children.example/v1?key=sec-delegation.base_url",
+		"DELEGATION_API_KEY":    "sec-delegation.api_key",
 	}
 	c, err := config.Load(path, envOf(env))
 	if err != nil {
@@ -78,6 +86,56 @@ platforms:
 	}
 	if c.Platforms.Slack.BotToken != "tok-slack.bot_token" {
 		t.Errorf("Masked changed the config it was called on")
+	}
+	m := c.Masked()
+	if m.Delegation.APIKey != config.Mask || m.Auxiliary.Review.APIKey != config.Mask {
+		t.Errorf("delegation.api_key %q, auxiliary.review.api_key %q; want both masked", m.Delegation.APIKey, m.Auxiliary.Review.APIKey)
+	}
+}
+
+// TestMaskedRequestOverrides checks the free-form request_overrides: the
+// string values of credential-looking keys are masked at every depth, the
+// rest is shown as it is, and the config Masked was called on keeps its
+// values.
+func TestMaskedRequestOverrides(t *testing.T) {
+	c, err := loadFile(t, `
+delegation:
+  request_overrides:
+    temperature: 0.2
+    max_tokens: 4096
+    api_key: sec-overrides.api_key
+    extra_headers:
+      Authorization: Bearer tok-overrides.header
+      X-Trace: plain-trace
+    extra_body:
+      providers: [{name: plain-provider, token: tok-overrides.list}]
+`)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	for name, out := range shown(t, c) {
+		if leaks := secretsIn.FindAllString(out, -1); len(leaks) > 0 {
+			t.Errorf("%s shows secrets %q:\n%s", name, leaks, out)
+		}
+		for _, want := range []string{"plain-trace", "plain-provider", "4096", "0.2"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s lacks %q:\n%s", name, want, out)
+			}
+		}
+	}
+	want := map[string]any{
+		"temperature":   0.2,
+		"max_tokens":    4096,
+		"api_key":       config.Mask,
+		"extra_headers": map[string]any{"Authorization": config.Mask, "X-Trace": "plain-trace"},
+		"extra_body":    map[string]any{"providers": []any{map[string]any{"name": "plain-provider", "token": config.Mask}}},
+	}
+	if diff := cmp.Diff(want, c.Masked().Delegation.RequestOverrides); diff != "" {
+		t.Errorf("masked request_overrides mismatch (-want +got):\n%s", diff)
+	}
+	headers, _ := c.Delegation.RequestOverrides["extra_headers"].(map[string]any)
+	if headers["Authorization"] != "Bearer tok-overrides.header" {
+		t.Errorf("Masked changed the config it was called on: %v", c.Delegation.RequestOverrides)
 	}
 }
 

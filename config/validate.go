@@ -2,14 +2,18 @@ package config
 
 import (
 	"fmt"
-	"github.com/heraldgw/herald/outbox"
+	"maps"
 	"net"
 	"net/url"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
 )
 
 // Problem is one thing wrong with the configuration, tied to the key it
@@ -94,7 +98,65 @@ func (c Config) problems() Problems {
 			v.add(fmt.Sprintf("send_message.allowed_targets[%d]", i), "%s %s", quote(t), msg)
 		}
 	}
+	c.Delegation.check(&v)
+	c.Tools.check(&v)
+	v.optionalHTTPURL("auxiliary.review.base_url", c.Auxiliary.Review.BaseURL)
 	return v.problems
+}
+
+// reservedOverrides are request fields herald sets itself on a child's
+// request, each with what to do instead.
+var reservedOverrides = map[string]string{
+	"model":    "set delegation.model instead",
+	"messages": "herald sets it",
+	"tools":    "herald sets it",
+	"stream":   "herald sets it",
+}
+
+func (d Delegation) check(v *validator) {
+	v.positive("delegation.max_concurrent_children", int64(d.MaxConcurrentChildren))
+	if d.MaxSpawnDepth < 1 || d.MaxSpawnDepth > MaxSpawnDepth {
+		v.add("delegation.max_spawn_depth", "must be from 1 (flat) to %d, got %d", MaxSpawnDepth, d.MaxSpawnDepth)
+	}
+	v.positive("delegation.max_iterations", int64(d.MaxIterations))
+	if d.ChildTimeoutSeconds < 0 {
+		v.add("delegation.child_timeout_seconds", "must be 0 (none) or more, got %d", d.ChildTimeoutSeconds)
+	}
+	v.optionalHTTPURL("delegation.base_url", d.BaseURL)
+	for _, k := range slices.Sorted(maps.Keys(d.RequestOverrides)) {
+		if why, ok := reservedOverrides[k]; ok {
+			v.add("delegation.request_overrides."+k, "cannot be overridden: %s", why)
+		}
+	}
+	v.positive("delegation.stall_quiet_seconds", int64(d.StallQuietSeconds))
+	v.positive("delegation.stall_tool_seconds", int64(d.StallToolSeconds))
+	v.positive("delegation.stall_grace_seconds", int64(d.StallGraceSeconds))
+	if d.SummaryMaxChars < MinSummaryMaxChars {
+		v.add("delegation.summary_max_chars", "must be at least %d, got %d", MinSummaryMaxChars, d.SummaryMaxChars)
+	}
+	v.positive("delegation.process_max_children", int64(d.ProcessMaxChildren))
+	if d.OwnerTTL < MinOwnerTTL {
+		v.add("delegation.owner_ttl", "must be at least %s, got %s", MinOwnerTTL, d.OwnerTTL)
+	}
+}
+
+func (t Tools) check(v *validator) {
+	// Relative would mean relative to wherever herald was started from,
+	// which is not where a reader of the config would look.
+	if t.Workspace != "" && !filepath.IsAbs(t.Workspace) {
+		v.add("tools.workspace", "must be an absolute path (or start with ~/), got %s", quote(t.Workspace))
+	}
+	v.positiveDuration("tools.terminal_timeout", t.TerminalTimeout)
+	v.positive("tools.output_max_chars", int64(t.OutputMaxChars))
+	for i, p := range t.DangerousCommands {
+		key := fmt.Sprintf("tools.dangerous_commands[%d]", i)
+		if strings.TrimSpace(p) == "" {
+			// An empty pattern matches every command.
+			v.add(key, "must not be empty")
+		} else if _, err := regexp.Compile(p); err != nil {
+			v.add(key, "%s is not a regular expression: %s", quote(p), strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+		}
+	}
 }
 
 func (s Store) check(v *validator) {

@@ -306,6 +306,89 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
+			desc: "delegation counts below their floors",
+			change: func(c *config.Config) {
+				d := &c.Delegation
+				d.MaxConcurrentChildren, d.MaxSpawnDepth, d.MaxIterations = 0, 0, -1
+				d.StallQuietSeconds, d.StallToolSeconds, d.StallGraceSeconds = 0, -1, 0
+				d.SummaryMaxChars, d.ProcessMaxChildren, d.OwnerTTL = 99, 0, 2*time.Second
+			},
+			want: config.Problems{
+				{Key: "delegation.max_concurrent_children", Msg: "must be positive, got 0"},
+				{Key: "delegation.max_spawn_depth", Msg: "must be from 1 (flat) to 5, got 0"},
+				{Key: "delegation.max_iterations", Msg: "must be positive, got -1"},
+				{Key: "delegation.stall_quiet_seconds", Msg: "must be positive, got 0"},
+				{Key: "delegation.stall_tool_seconds", Msg: "must be positive, got -1"},
+				{Key: "delegation.stall_grace_seconds", Msg: "must be positive, got 0"},
+				{Key: "delegation.summary_max_chars", Msg: "must be at least 100, got 99"},
+				{Key: "delegation.process_max_children", Msg: "must be positive, got 0"},
+				{Key: "delegation.owner_ttl", Msg: "must be at least 3s, got 2s"},
+			},
+		},
+		{
+			desc:   "delegation spawn depth above the limit",
+			change: func(c *config.Config) { c.Delegation.MaxSpawnDepth = 6 },
+			want:   config.Problems{{Key: "delegation.max_spawn_depth", Msg: "must be from 1 (flat) to 5, got 6"}},
+		},
+		{
+			desc: "delegation at its bounds",
+			change: func(c *config.Config) {
+				d := &c.Delegation
+				d.MaxConcurrentChildren, d.MaxSpawnDepth, d.SummaryMaxChars, d.OwnerTTL = 1, 5, 100, 3*time.Second
+			},
+		},
+		{
+			desc:   "a negative child timeout",
+			change: func(c *config.Config) { c.Delegation.ChildTimeoutSeconds = -1 },
+			want:   config.Problems{{Key: "delegation.child_timeout_seconds", Msg: "must be 0 (none) or more, got -1"}},
+		},
+		{desc: "a child timeout below the floor is no error", change: func(c *config.Config) { c.Delegation.ChildTimeoutSeconds = 10 }},
+		{
+			desc: "delegation and review base URLs malformed",
+			change: func(c *config.Config) {
+				c.Delegation.BaseURL = "models.example/v1"
+				c.Auxiliary.Review.BaseURL = "ftp://review/v1"
+			},
+			want: config.Problems{
+				{Key: "delegation.base_url", Msg: "malformed URL: want http:// or https://"},
+				{Key: "auxiliary.review.base_url", Msg: `malformed URL: scheme "ftp" is not http or https`},
+			},
+		},
+		{
+			desc: "request overrides of what herald sets",
+			change: func(c *config.Config) {
+				c.Delegation.RequestOverrides = map[string]any{"temperature": 0.1, "stream": true, "model": "x", "messages": []any{}}
+			},
+			want: config.Problems{
+				{Key: "delegation.request_overrides.messages", Msg: "cannot be overridden: herald sets it"},
+				{Key: "delegation.request_overrides.model", Msg: "cannot be overridden: set delegation.model instead"},
+				{Key: "delegation.request_overrides.stream", Msg: "cannot be overridden: herald sets it"},
+			},
+		},
+		{
+			desc: "tools out of range",
+			change: func(c *config.Config) {
+				c.Tools.Workspace = "work"
+				c.Tools.TerminalTimeout = 0
+				c.Tools.OutputMaxChars = -1
+			},
+			want: config.Problems{
+				{Key: "tools.workspace", Msg: `must be an absolute path (or start with ~/), got "work"`},
+				{Key: "tools.terminal_timeout", Msg: "must be positive, got 0s"},
+				{Key: "tools.output_max_chars", Msg: "must be positive, got -1"},
+			},
+		},
+		{
+			desc:   "dangerous commands that are not patterns",
+			change: func(c *config.Config) { c.Tools.DangerousCommands = []string{`rm -rf /`, ` `, `curl (.*| sh`} },
+			want: config.Problems{
+				{Key: "tools.dangerous_commands[1]", Msg: "must not be empty"},
+				{Key: "tools.dangerous_commands[2]", Msg: `"curl (.*| sh" is not a regular expression: missing closing ): ` + "`curl (.*| sh`"},
+			},
+		},
+		{desc: "no dangerous commands", change: func(c *config.Config) { c.Tools.DangerousCommands = nil }},
+		{desc: "a workspace", change: func(c *config.Config) { c.Tools.Workspace = "/srv/work" }},
+		{
 			desc: "every problem at once",
 			change: func(c *config.Config) {
 				c.Store.Backend = "mysql"
