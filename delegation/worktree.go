@@ -1,0 +1,170 @@
+package delegation
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/heraldgw/herald/internal/errs"
+)
+
+const (
+	// worktreesDir holds a repository's sub-agent worktrees, at its top.
+	worktreesDir = ".worktrees"
+	// branchPrefix starts the branch of each child's worktree.
+	branchPrefix = "herald-subagent/"
+	// stderrTail bounds how much of git's complaint a Skipped reason keeps.
+	stderrTail = 300
+)
+
+// validChildID is what may name a worktree directory and a branch.
+var validChildID = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
+
+// worktreeMu serialises adding and removing worktrees: git takes locks
+// on the repository's refs and worktree list, and children that start or
+// end together would otherwise fail on each other's.
+var worktreeMu sync.Mutex
+
+// NewWorktree gives child childID its own git worktree of workspace:
+// <repo>/.worktrees/subagent-<childID> on a new branch
+// herald-subagent/<childID> from HEAD. It returns the worktree, the
+// directory the child works in (the workspace's place in the worktree:
+// a workspace that is a subdirectory of the repository maps to the same
+// subdirectory) and base, the commit HEAD was at, for FinishWorktree.
+//
+// When isolation cannot apply, the Worktree has only Skipped, the reason
+// (a person can act on it), dir is workspace and base is empty: the child
+// runs in the shared workspace and its result says why.
+// Errors: Invalid (a childID that cannot name a branch), Unavailable (ctx
+// ended).
+func NewWorktree(ctx context.Context, workspace, childID string) (wt *Worktree, dir, base string, err error) {
+	const op = "delegation.NewWorktree"
+	if !validChildID.MatchString(childID) || strings.Contains(childID, "..") || strings.HasSuffix(childID, ".lock") {
+		return nil, "", "", errs.E(op, errs.Invalid, "child id %q cannot name a branch", childID)
+	}
+	skip := func(format string, args ...any) (*Worktree, string, string, error) {
+		if ctx.Err() != nil {
+			return nil, "", "", errs.Wrap(op, errs.Unavailable, context.Cause(ctx))
+		}
+		return &Worktree{Skipped: fmt.Sprintf(format, args...)}, workspace, "", nil
+	}
+	if workspace == "" {
+		return skip("tools.workspace is not set")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		return skip("git is not installed")
+	}
+	if fi, err := os.Stat(workspace); err != nil || !fi.IsDir() {
+		return skip("%s is not a directory", workspace)
+	}
+	out, err := git(ctx, workspace, "rev-parse", "--show-toplevel", "--show-prefix")
+	if err != nil {
+		return skip("%s is not inside a git repository", workspace)
+	}
+	top, prefix, _ := strings.Cut(out, "\n")
+	base, err = git(ctx, top, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+	if err != nil {
+		return skip("the repository has no commits yet")
+	}
+	path := filepath.Join(top, worktreesDir, "subagent-"+childID)
+	branch := branchPrefix + childID
+	worktreeMu.Lock()
+	_, err = git(ctx, top, "worktree", "add", "--quiet", "-b", branch, path, base)
+	worktreeMu.Unlock()
+	if err != nil {
+		return skip("git worktree add failed: %s", stderrOf(err))
+	}
+	return &Worktree{Path: path, Branch: branch}, filepath.Join(path, filepath.FromSlash(prefix)), base, nil
+}
+
+// FinishWorktree settles a child's worktree when the child has ended:
+// it counts the commits on its branch (or on the worktree's HEAD, if the
+// child moved off the branch) that base lacks and checks for uncommitted
+// changes. A worktree with neither is removed with its branch (Pruned);
+// any other is kept, with Commits and Dirty saying what is in it. A
+// skipped worktree is left as it is. Give it a ctx that outlives the
+// child's: git needs to run after the child was stopped.
+// Errors: Unavailable (git could not tell; the worktree is kept).
+func FinishWorktree(ctx context.Context, wt *Worktree, base string) error {
+	const op = "delegation.FinishWorktree"
+	if wt == nil || wt.Skipped != "" || wt.Path == "" {
+		return nil
+	}
+	if base == "" {
+		return errs.E(op, errs.Invalid, "no base commit for the worktree %s; it is kept", wt.Path)
+	}
+	status, err := git(ctx, wt.Path, "status", "--porcelain")
+	if err != nil {
+		return errs.E(op, errs.Unavailable, "git status in %s: %s; the worktree is kept", wt.Path, stderrOf(err))
+	}
+	wt.Dirty = status != ""
+	count, err := git(ctx, wt.Path, "rev-list", "--count", "HEAD", wt.Branch, "^"+base, "--")
+	if err != nil {
+		return errs.E(op, errs.Unavailable, "counting the commits of %s: %s; the worktree is kept", wt.Branch, stderrOf(err))
+	}
+	if wt.Commits, err = strconv.Atoi(count); err != nil {
+		return errs.E(op, errs.Unavailable, "git rev-list --count gave %q; the worktree is kept", count)
+	}
+	if wt.Dirty || wt.Commits > 0 {
+		return nil
+	}
+	// The worktree is <top>/.worktrees/subagent-<id>, as NewWorktree made it.
+	top := filepath.Dir(filepath.Dir(wt.Path))
+	worktreeMu.Lock()
+	defer worktreeMu.Unlock()
+	if _, err := git(ctx, top, "worktree", "remove", wt.Path); err != nil {
+		return errs.E(op, errs.Unavailable, "git worktree remove %s: %s; the worktree is kept", wt.Path, stderrOf(err))
+	}
+	if _, err := git(ctx, top, "branch", "-D", wt.Branch); err != nil {
+		return errs.E(op, errs.Unavailable, "the worktree was removed, its branch was not (git branch -D %s: %s)", wt.Branch, stderrOf(err))
+	}
+	_ = os.Remove(filepath.Join(top, worktreesDir)) // only when no other child's worktree is left in it
+	wt.Pruned = true
+	return nil
+}
+
+// gitError is a git command that failed, with the end of what it said.
+type gitError struct {
+	args   []string
+	stderr string
+	err    error
+}
+
+func (e *gitError) Error() string {
+	return "git " + strings.Join(e.args, " ") + ": " + e.err.Error() + ": " + e.stderr
+}
+
+func (e *gitError) Unwrap() error { return e.err }
+
+// stderrOf is what a failed git command said, or its error.
+func stderrOf(err error) string {
+	if ge, ok := err.(*gitError); ok && ge.stderr != "" {
+		return ge.stderr
+	}
+	return err.Error()
+}
+
+// git runs git -C dir args and returns its output without the final
+// newline. It never prompts: a command that would wait for a person
+// fails instead.
+func git(ctx context.Context, dir string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.ReplaceAll(strings.TrimSpace(stderr.String()), "\n", "; ")
+		if len(msg) > stderrTail {
+			msg = "…" + msg[len(msg)-stderrTail:]
+		}
+		return "", &gitError{args: args, stderr: msg, err: err}
+	}
+	return strings.TrimSuffix(stdout.String(), "\n"), nil
+}
