@@ -331,3 +331,8 @@ func schemaProblems(err error) string {
 	}
 	return strings.Join(leaves, "; ")
 }
+
+// SchemaProblems lists what broke a JSON Schema, as a tool call's
+// invalid arguments are listed to the model: one "field: reason" per
+// violation.
+func SchemaProblems(err error) string { return schemaProblems(err) }

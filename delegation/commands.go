@@ -1,0 +1,180 @@
+package delegation
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// CommandOptions are what the delegation commands need.
+type CommandOptions struct {
+	Store  Store
+	Runner *Runner // woken when /background dispatches
+	Meta   func(ctx context.Context, conv string) (map[string]string, error)
+	// StallQuiet is delegation.stall_quiet_seconds: /agents marks a child
+	// quiet for longer as possibly stalled.
+	StallQuiet time.Duration
+	Clock      clock.Clock
+}
+
+// RegisterCommands registers /agents (/tasks) and /background (/bg) in
+// cmds, in place of their placeholders.
+func RegisterCommands(cmds *sessions.Commands, opts CommandOptions) error {
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	c := commands{opts}
+	for _, cmd := range []sessions.Command{
+		{Name: "agents", Aliases: []string{"tasks"}, Summary: "list this session's background sub-agents", OutOfBand: true, Handle: c.agents},
+		{Name: "background", Aliases: []string{"bg"}, Args: "PROMPT", Summary: "run PROMPT as a background sub-agent; its result comes back here", OutOfBand: true, Handle: c.background},
+	} {
+		if err := cmds.Register(cmd); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type commands struct{ opts CommandOptions }
+
+// agents answers /agents: the conversation's recent delegations as a
+// tree, each child with its status and what it is doing.
+func (c commands) agents(ctx context.Context, call *sessions.CommandCall) error {
+	ds, err := c.opts.Store.List(ctx, Query{Conv: call.In.Conv, Limit: 10})
+	if err != nil {
+		return call.Reply(ctx, "I could not read the background sub-agents just now; try again in a moment.")
+	}
+	if len(ds) == 0 {
+		return call.Reply(ctx, "No background sub-agents in this conversation yet.")
+	}
+	return call.Reply(ctx, AgentsText(ds, c.opts.Clock.Now(), c.opts.StallQuiet))
+}
+
+// AgentsText is the /agents answer for ds, newest first, as of now.
+func AgentsText(ds []Delegation, now time.Time, stallQuiet time.Duration) string {
+	var b strings.Builder
+	for i, d := range ds {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		done := 0
+		for _, ch := range d.Children {
+			if ch.Status.Terminal() {
+				done++
+			}
+		}
+		fmt.Fprintf(&b, "%s (%s, %s ago): %d of %d done\n", d.ID, d.Source, ago(now, d.CreatedAt), done, len(d.Children))
+		for _, ch := range d.Children {
+			fmt.Fprintf(&b, "  └ %s %s — %s", ch.ID, ch.Status, excerpt(ch.Goal, 80))
+			p := ch.Progress
+			if ch.Result != nil {
+				p.APICalls, p.InputTokens, p.OutputTokens = ch.Result.APICalls, ch.Result.InputTokens, ch.Result.OutputTokens
+			}
+			fmt.Fprintf(&b, "\n     %d API calls", p.APICalls)
+			if p.InputTokens+p.OutputTokens > 0 {
+				fmt.Fprintf(&b, ", %d tokens", p.InputTokens+p.OutputTokens)
+			}
+			if ch.Result != nil && ch.Result.CostUSD != nil {
+				fmt.Fprintf(&b, ", $%.4f", *ch.Result.CostUSD)
+			}
+			if ch.Status == StatusRunning {
+				tool := "between turns"
+				if p.CurrentTool != "" {
+					tool = "in " + p.CurrentTool
+				}
+				fmt.Fprintf(&b, ", %s", tool)
+				if !p.LastActivity.IsZero() {
+					quiet := now.Sub(p.LastActivity)
+					fmt.Fprintf(&b, ", active %s ago", quiet.Round(time.Second))
+					if stallQuiet > 0 && quiet > stallQuiet {
+						b.WriteString(" — quiet for long: may be stalled")
+					}
+				}
+			}
+			if ch.Result != nil && ch.Result.Error != "" {
+				b.WriteString("\n     " + excerpt(ch.Result.Error, 200))
+			}
+			b.WriteString("\n")
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "a while"
+	}
+	return now.Sub(t).Round(time.Second).String()
+}
+
+// background answers /background PROMPT: one child with the prompt as
+// its goal, dispatched at once (outside a turn). The delegation's id
+// comes from the message, so a redelivered command starts nothing more.
+func (c commands) background(ctx context.Context, call *sessions.CommandCall) error {
+	prompt := strings.TrimSpace(call.Args)
+	if prompt == "" {
+		return call.Reply(ctx, "Usage: /background PROMPT — runs PROMPT as a background sub-agent; its result comes back here.")
+	}
+	d, err := c.dispatch(ctx, call, "background", []Task{{Goal: prompt, Role: RoleLeaf}})
+	if errs.Is(err, errs.Conflict) {
+		return nil // a redelivery: answered the first time
+	}
+	if err != nil {
+		return call.Reply(ctx, "I could not start the background task just now; try again in a moment.")
+	}
+	return call.Reply(ctx, fmt.Sprintf("Started in the background as %s (%s); its result comes back here. /agents shows its progress.", d.Children[0].ID, d.ID))
+}
+
+// dispatch creates a delegation of tasks for the command's conversation.
+func (c commands) dispatch(ctx context.Context, call *sessions.CommandCall, source string, tasks []Task) (Delegation, error) {
+	d := Delegation{
+		ID: commandID(call.In), Conv: call.In.Conv, User: userOf(call.In, call.Target.Platform),
+		Origin: call.Target, Source: source, CreatedAt: c.opts.Clock.Now(),
+	}
+	if c.opts.Meta != nil {
+		if meta, err := c.opts.Meta(ctx, call.In.Conv); err == nil {
+			d.Session = meta[sessions.ConvMetaSession]
+		}
+	}
+	for i, t := range tasks {
+		d.Children = append(d.Children, Child{ID: NewID("sub_"), Delegation: d.ID, Index: i, Status: StatusPending, Task: t})
+	}
+	if err := c.opts.Store.Create(ctx, Dispatch{Delegation: d}); err != nil {
+		return d, err
+	}
+	if c.opts.Runner != nil {
+		c.opts.Runner.Wake()
+	}
+	return d, nil
+}
+
+// commandID is the delegation id of a command's message: the same for a
+// redelivery of it, a fresh one for a message without an id.
+func commandID(in sessions.Inbound) string {
+	if in.MessageID == "" {
+		return NewID("deleg_")
+	}
+	sum := sha256.Sum256([]byte(in.Conv + "\x00" + in.MessageID))
+	return "deleg_" + hex.EncodeToString(sum[:8])
+}
+
+// userOf is whom a message is from, as the agent keys its notes: the
+// sender qualified by the platform.
+func userOf(in sessions.Inbound, platform string) string {
+	switch {
+	case in.User != "":
+		return in.User
+	case in.Sender == "":
+		return ""
+	case platform != "":
+		return platform + ":" + in.Sender
+	}
+	return in.Sender
+}

@@ -1,0 +1,234 @@
+package delegation
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// Defaults for DelivererOptions.
+const (
+	DefaultDeliverPoll     = time.Second
+	DefaultDeliverClaimTTL = 30 * time.Second
+	deliverBatch           = 16
+	maxDeliverBackoff      = time.Minute
+)
+
+// KindCompletion is the outbox kind of a completion posted to the chat
+// as a notice (for a conversation started anew since its dispatch).
+const KindCompletion = "completion"
+
+// Inbox takes a synthetic entry into its conversation's queue, as the
+// router does (sessions.Router.Deliver): deduplicated by its message id.
+type Inbox interface {
+	Deliver(ctx context.Context, in sessions.Inbound) error
+}
+
+// DelivererOptions configure NewDeliverer.
+type DelivererOptions struct {
+	Store  Store        // required
+	Inbox  Inbox        // required: where completions become turns
+	Outbox outbox.Store // required: where a reset conversation's completion is posted
+	// Meta reads a conversation's metadata (its session); required.
+	Meta     func(ctx context.Context, conv string) (map[string]string, error)
+	Name     string        // required
+	ClaimTTL time.Duration // 0 means DefaultDeliverClaimTTL
+	Poll     time.Duration // 0 means DefaultDeliverPoll
+	Clock    clock.Clock
+	Logger   *slog.Logger
+}
+
+// Deliverer brings completions back to their conversations: it claims a
+// pending completion (any instance may), appends it to the parent's
+// turn queue as a synthetic user-role message keyed by the completion's
+// id, so a second delivery adds no second turn, and acks it only after
+// the append. A delivery that fails is retried with backoff, forever: a
+// completion is never given up on. It is a component: Start, Shutdown.
+type Deliverer struct {
+	opts DelivererOptions
+	log  *slog.Logger
+	wake chan struct{}
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewDeliverer returns a deliverer. Errors: Invalid (a required option
+// missing).
+func NewDeliverer(opts DelivererOptions) (*Deliverer, error) {
+	if opts.Store == nil || opts.Inbox == nil || opts.Outbox == nil || opts.Meta == nil || opts.Name == "" {
+		return nil, errs.E("delegation.NewDeliverer", errs.Invalid, "a deliverer needs a store, an inbox, an outbox, a metadata reader and a name")
+	}
+	if opts.ClaimTTL <= 0 {
+		opts.ClaimTTL = DefaultDeliverClaimTTL
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = DefaultDeliverPoll
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	d := &Deliverer{opts: opts, log: opts.Logger, wake: make(chan struct{}, 1)}
+	if d.log == nil {
+		d.log = slog.Default()
+	}
+	return d, nil
+}
+
+// Wake makes the deliverer look for pending completions now.
+func (d *Deliverer) Wake() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the delivery loop until Shutdown. Errors: Conflict.
+func (d *Deliverer) Start(ctx context.Context) error {
+	if d.done != nil {
+		return errs.E("delegation.Deliverer.Start", errs.Conflict, "started before")
+	}
+	ctx, d.cancel = context.WithCancel(ctx)
+	d.done = make(chan struct{})
+	go d.loop(ctx)
+	return nil
+}
+
+// Shutdown stops the loop; a completion it claimed and did not deliver
+// waits for its claim to run out, then any instance delivers it.
+func (d *Deliverer) Shutdown(ctx context.Context) error {
+	if d.done == nil {
+		return nil
+	}
+	d.cancel()
+	select {
+	case <-d.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (d *Deliverer) loop(ctx context.Context) {
+	defer close(d.done)
+	for {
+		for d.DeliverDue(ctx) == deliverBatch {
+		}
+		t := d.opts.Clock.NewTimer(d.opts.Poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-d.wake:
+		case <-t.C():
+		}
+		t.Stop()
+	}
+}
+
+// DeliverDue claims the completions due and delivers each; it returns
+// how many it claimed.
+func (d *Deliverer) DeliverDue(ctx context.Context) int {
+	claims, err := d.opts.Store.ClaimCompletions(ctx, d.opts.Name, deliverBatch, d.opts.ClaimTTL)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Warn("claiming completions failed", "err", err)
+		}
+		return 0
+	}
+	for _, c := range claims {
+		d.deliver(ctx, c)
+	}
+	return len(claims)
+}
+
+// deliver appends one completion to its conversation (or posts it as a
+// notice to a conversation started anew), then acks it.
+func (d *Deliverer) deliver(ctx context.Context, c CompletionClaim) {
+	comp := c.Completion
+	log := d.log.With("completion", comp.ID, "conv", comp.Conv)
+	err := d.hand(ctx, comp)
+	if err == nil {
+		if err = d.opts.Store.AckCompletion(ctx, c); err == nil {
+			log.Info("completion delivered", "results", len(comp.Results))
+			return
+		}
+		if errs.Is(err, errs.LeaseLost) {
+			// Another deliverer has it: its append is deduplicated.
+			return
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	after := min(time.Duration(1<<min(comp.Attempts, 6))*time.Second, maxDeliverBackoff)
+	log.Warn("delivering a completion failed; retrying", "err", err, "attempts", comp.Attempts+1, "in", after)
+	if rerr := d.opts.Store.RetryCompletion(ctx, c, after, err.Error()); rerr != nil && !errs.Is(rerr, errs.LeaseLost) {
+		log.Warn("giving a completion back failed; its claim runs out", "err", rerr)
+	}
+}
+
+func (d *Deliverer) hand(ctx context.Context, comp Completion) error {
+	meta, err := d.opts.Meta(ctx, comp.Conv)
+	if err != nil {
+		return err
+	}
+	if meta[sessions.ConvMetaSession] != comp.Session {
+		// The conversation was started anew: the session that asked
+		// for the work is gone, so the result is shown, not run.
+		_, _, err := d.opts.Outbox.Enqueue(ctx, outbox.Message{
+			Target: comp.Origin, Conv: comp.Conv, Kind: KindCompletion,
+			Text:           "A background task finished after this conversation was started anew:\n\n" + CompletionText(comp),
+			IdempotencyKey: comp.ID,
+		})
+		return err
+	}
+	in := sessions.Inbound{
+		Conv: comp.Conv, Kind: sessions.KindSynthetic, MessageID: comp.ID, User: comp.User,
+		Text: CompletionText(comp),
+		Meta: map[string]string{sessions.MetaTarget: comp.Origin.String()},
+	}
+	return d.opts.Inbox.Deliver(ctx, in)
+}
+
+// CompletionText is a completion as the parent model reads it: each
+// child's status and its summary verbatim.
+func CompletionText(c Completion) string {
+	var b strings.Builder
+	done := len(c.Results)
+	if c.Unit == "" {
+		fmt.Fprintf(&b, "[Background results: delegation %s finished, %d of %d sub-agents]\n", c.Delegation, done, c.Total)
+	} else {
+		fmt.Fprintf(&b, "[Background results: delegation %s, %s finished (%d of the delegation's %d sub-agents)]\n", c.Delegation, c.Unit, done, c.Total)
+	}
+	for _, r := range c.Results {
+		fmt.Fprintf(&b, "\n### Task %d (%s): %s\nstatus: %s", r.TaskIndex+1, r.SubagentID, excerpt(r.Goal, 300), r.Status)
+		if r.ExitReason != "" && r.ExitReason != "done" {
+			fmt.Fprintf(&b, ", exit: %s", r.ExitReason)
+		}
+		if r.Truncated {
+			b.WriteString(" (truncated)")
+		}
+		if r.SchemaValid != nil {
+			fmt.Fprintf(&b, ", schema_valid: %t", *r.SchemaValid)
+			if len(r.SchemaErrors) > 0 {
+				b.WriteString(" (" + strings.Join(r.SchemaErrors, "; ") + ")")
+			}
+		}
+		if r.Error != "" {
+			b.WriteString("\nerror: " + r.Error)
+		}
+		if r.Summary != "" {
+			b.WriteString("\n\n" + r.Summary)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}

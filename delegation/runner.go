@@ -1,0 +1,403 @@
+package delegation
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/lease"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// Defaults for RunnerOptions.
+const (
+	DefaultOwnerTTL       = 30 * time.Second
+	DefaultProcessMax     = 64
+	DefaultRunnerPoll     = time.Second
+	endAttemptsPause      = 200 * time.Millisecond
+	maxEndPause           = 5 * time.Second
+	reapBatch             = 100
+	defaultShutdownReason = "the gateway stopped before the sub-agent finished"
+)
+
+// RunnerOptions configure NewRunner.
+type RunnerOptions struct {
+	Store   Store    // required
+	Spawner *Spawner // required
+	Name    string   // this instance, the owner of what it runs; required
+	// OwnerTTL is how long a child's claim lasts without a renewal:
+	// within it, a survivor or a restart notices a dead owner.
+	OwnerTTL time.Duration
+	// Max bounds the children this instance runs at once.
+	Max int
+	// Poll is how often it looks for pending children and reaps dead
+	// owners' children without being woken.
+	Poll time.Duration
+	// Transcripts keeps the live transcripts of the children run here;
+	// nil keeps none.
+	Transcripts *Transcripts
+	// Ended is told of each completion an end made (its own or a
+	// reaped child's), so the deliverer takes it at once.
+	Ended  func()
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+// Runner runs, on this instance, the children it claims: pending
+// children of any conversation, up to Max at once, each under a fenced
+// claim that a lease.Renewer keeps alive. It also reaps: a child whose
+// owner stopped renewing (by the store's clock) ends unknown, by
+// whichever instance notices first. It takes the signals that stop or
+// steer its children (sessions.SignalHandler). It is a component: Start,
+// Shutdown.
+type Runner struct {
+	opts    RunnerOptions
+	renewer *lease.Renewer
+	log     *slog.Logger
+	wake    chan struct{}
+
+	mu       sync.Mutex
+	running  map[string]*running // by child id
+	stopping bool
+	cancel   context.CancelFunc
+	loopDone chan struct{}
+	children sync.WaitGroup
+}
+
+// running is one child this instance runs.
+type running struct {
+	live   *Live
+	claim  Claim
+	cancel context.CancelCauseFunc
+}
+
+// NewRunner returns a runner. Errors: Invalid (no store, spawner or name).
+func NewRunner(opts RunnerOptions) (*Runner, error) {
+	const op = "delegation.NewRunner"
+	if opts.Store == nil || opts.Spawner == nil || opts.Name == "" {
+		return nil, errs.E(op, errs.Invalid, "a runner needs a store, a spawner and a name")
+	}
+	if opts.OwnerTTL <= 0 {
+		opts.OwnerTTL = DefaultOwnerTTL
+	}
+	if opts.Max <= 0 {
+		opts.Max = DefaultProcessMax
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = DefaultRunnerPoll
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	r := &Runner{opts: opts, log: opts.Logger, wake: make(chan struct{}, 1), running: map[string]*running{}}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	var err error
+	r.renewer, err = lease.NewRenewer(lease.RenewerOptions{
+		Renew:  r.renew,
+		TTL:    opts.OwnerTTL,
+		Lost:   r.lost,
+		Clock:  opts.Clock,
+		Logger: r.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Wake makes the runner look for pending children now: a turn that
+// dispatched has committed.
+func (r *Runner) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the claim loop and the renewer until Shutdown.
+// Errors: Conflict (started before).
+func (r *Runner) Start(ctx context.Context) error {
+	r.mu.Lock()
+	if r.loopDone != nil {
+		r.mu.Unlock()
+		return errs.E("delegation.Runner.Start", errs.Conflict, "started before")
+	}
+	ctx, r.cancel = context.WithCancel(ctx)
+	r.loopDone = make(chan struct{})
+	r.mu.Unlock()
+	if err := r.renewer.Start(ctx); err != nil {
+		return err
+	}
+	go r.loop(ctx)
+	return nil
+}
+
+// Shutdown stops claiming, stops the children it runs (each ends
+// interrupted, its partial result delivered as usual) and waits for
+// their ends to be recorded, within ctx; a child whose end could not be
+// recorded is reaped as unknown later.
+func (r *Runner) Shutdown(ctx context.Context) error {
+	r.mu.Lock()
+	if r.loopDone == nil || r.stopping {
+		r.mu.Unlock()
+		return nil
+	}
+	r.stopping = true
+	for _, c := range r.running {
+		c.cancel(errShutdown)
+	}
+	r.mu.Unlock()
+	r.cancel()
+	<-r.loopDone
+	done := make(chan struct{})
+	go func() { r.children.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if serr := r.renewer.Shutdown(ctx); err == nil {
+		err = serr
+	}
+	return err
+}
+
+var errShutdown = errors.New(defaultShutdownReason)
+
+func (r *Runner) loop(ctx context.Context) {
+	defer close(r.loopDone)
+	lastPrune := time.Time{}
+	for {
+		if now := r.opts.Clock.Now(); now.Sub(lastPrune) > time.Hour {
+			r.opts.Transcripts.Prune(now)
+			lastPrune = now
+		}
+		r.reap(ctx)
+		r.claim(ctx)
+		t := r.opts.Clock.NewTimer(r.opts.Poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-r.wake:
+		case <-t.C():
+		}
+		t.Stop()
+	}
+}
+
+// claim takes as many pending children as there are free places, and
+// starts each.
+func (r *Runner) claim(ctx context.Context) {
+	for {
+		r.mu.Lock()
+		free := r.opts.Max - len(r.running)
+		stopping := r.stopping
+		r.mu.Unlock()
+		if free <= 0 || stopping || ctx.Err() != nil {
+			return
+		}
+		children, claims, err := r.opts.Store.Claim(ctx, r.opts.Name, free, r.opts.OwnerTTL)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("claiming pending sub-agents failed", "err", err)
+			}
+			return
+		}
+		for i, c := range children {
+			r.start(c, claims[i])
+		}
+		if len(children) < free {
+			return
+		}
+	}
+}
+
+// reap ends the children of dead owners as unknown.
+func (r *Runner) reap(ctx context.Context) {
+	ended, err := r.opts.Store.Reap(ctx, reapBatch)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("reaping the sub-agents of stopped instances failed", "err", err)
+		}
+		return
+	}
+	for _, c := range ended {
+		r.log.Warn("a sub-agent's owner stopped renewing; it ends unknown", "subagent", c.ID, "delegation", c.Delegation, "owner", c.Owner)
+	}
+	if len(ended) > 0 && r.opts.Ended != nil {
+		r.opts.Ended()
+	}
+}
+
+// start runs child on a goroutine of its own under claim.
+func (r *Runner) start(child Child, claim Claim) {
+	d, err := r.opts.Store.Delegation(context.Background(), child.Delegation)
+	conv := d.Conv
+	if err != nil {
+		r.log.Warn("reading a sub-agent's delegation failed; it runs all the same", "subagent", child.ID, "err", err)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	rc := &running{live: newLive(child, conv, r.opts.Clock.Now()), claim: claim, cancel: cancel}
+	if err == nil {
+		rc.live.transcript = r.opts.Transcripts.Open(d, child)
+	}
+	r.mu.Lock()
+	r.running[child.ID] = rc
+	r.children.Add(1)
+	r.mu.Unlock()
+	r.renewer.Hold(claim)
+	r.log.Info("sub-agent started", "subagent", child.ID, "delegation", child.Delegation, "conv", conv, "index", child.Index)
+	go func() {
+		defer r.children.Done()
+		res := r.run(ctx, child, rc)
+		cancel(nil)
+		rc.live.transcript.End(r.opts.Clock.Now(), res)
+		r.end(rc, res)
+	}()
+}
+
+// run runs the child, turning a panic into a failed result.
+func (r *Runner) run(ctx context.Context, child Child, rc *running) (res Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("a sub-agent panicked", "subagent", child.ID, "panic", p, "stack", string(debug.Stack()))
+			res = Result{TaskIndex: child.Index, SubagentID: child.ID, Goal: child.Goal, Status: StatusFailed,
+				ExitReason: "panic", Error: "the sub-agent failed unexpectedly; this is a fault in herald"}
+		}
+	}()
+	return r.opts.Spawner.Run(ctx, child, 1, rc.live)
+}
+
+// end records the child's result under its claim, retrying while the
+// store does not answer and the claim may still be current; a lost claim
+// means the child was declared unknown, and its result is dropped with a
+// log line, as the completion was already made without it.
+func (r *Runner) end(rc *running, res Result) {
+	id := rc.live.Child.ID
+	defer func() {
+		r.renewer.Drop(id)
+		r.mu.Lock()
+		delete(r.running, id)
+		r.mu.Unlock()
+		r.Wake()
+	}()
+	pause := endAttemptsPause
+	for {
+		claim := rc.claim
+		if cur, ok := r.renewer.Current(id); ok {
+			claim = cur
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), r.opts.OwnerTTL/3)
+		comp, err := r.opts.Store.End(ctx, claim, res)
+		cancel()
+		switch {
+		case err == nil:
+			r.log.Info("sub-agent ended", "subagent", id, "status", string(res.Status), "api_calls", res.APICalls,
+				"took_ms", int64(res.DurationSeconds*1000), "completion", comp != nil)
+			if comp != nil && r.opts.Ended != nil {
+				r.opts.Ended()
+			}
+			return
+		case errs.Is(err, errs.LeaseLost):
+			r.log.Warn("a sub-agent's claim was lost before its end was recorded; its result is dropped", "subagent", id, "status", string(res.Status))
+			return
+		case errs.Is(err, errs.Invalid), errs.Is(err, errs.TooLarge):
+			r.log.Error("the store refused a sub-agent's result; recording a failure instead", "subagent", id, "err", err)
+			res = Result{TaskIndex: res.TaskIndex, SubagentID: id, Goal: res.Goal, Status: StatusFailed, ExitReason: "refused",
+				APICalls: res.APICalls, Error: "its result could not be saved: " + err.Error()}
+			continue
+		}
+		if _, held := r.renewer.Current(id); !held && !r.renewerStopping() {
+			r.log.Warn("recording a sub-agent's end failed and its claim is gone", "subagent", id, "err", err)
+			return
+		}
+		r.log.Warn("recording a sub-agent's end failed; retrying", "subagent", id, "err", err, "in", pause)
+		clock.SleepOn(context.Background(), r.opts.Clock, pause)
+		pause = min(2*pause, maxEndPause)
+	}
+}
+
+func (r *Runner) renewerStopping() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopping
+}
+
+// renew renews the claims, with each child's progress.
+func (r *Runner) renew(ctx context.Context, claims []lease.Claim, ttl time.Duration) ([]lease.Claim, error) {
+	progress := make(map[string]Progress, len(claims))
+	r.mu.Lock()
+	for _, c := range claims {
+		if rc, ok := r.running[c.Name]; ok {
+			progress[c.Name] = rc.live.Progress()
+		}
+	}
+	r.mu.Unlock()
+	return r.opts.Store.Renew(ctx, claims, ttl, progress)
+}
+
+// lost stops a child whose claim the store no longer gives this
+// instance: it was declared unknown, and whatever it does now is not
+// recorded.
+func (r *Runner) lost(c lease.Claim) {
+	r.mu.Lock()
+	rc, ok := r.running[c.Name]
+	r.mu.Unlock()
+	if ok {
+		rc.cancel(errors.New("this instance lost the sub-agent's claim"))
+	}
+}
+
+// HandleSignal takes the signals that reach this instance: a
+// conversation's stop (/stop, /new) interrupts every child of it that
+// runs here; delegation.stop and delegation.steer reach one child, only
+// within the conversation the signal names.
+func (r *Runner) HandleSignal(s sessions.Signal) { r.apply(s) }
+
+// apply applies s to the children running here and reports whether one
+// of them took it.
+func (r *Runner) apply(s sessions.Signal) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	took := false
+	for id, rc := range r.running {
+		// A signal sent before the child started was for something else.
+		if rc.live.Conv != s.Conv || (!s.At.IsZero() && s.At.Before(rc.live.Child.StartedAt)) {
+			continue
+		}
+		switch {
+		case s.Kind == sessions.SignalStop:
+			rc.cancel(errors.New("stopped with the conversation (/stop or /new)"))
+			took = true
+		case s.Kind == SignalStop && s.Target == id:
+			rc.cancel(errors.New("stopped by its parent agent"))
+			took = true
+		case s.Kind == SignalSteer && s.Target == id:
+			took = rc.live.Steer(s.Text)
+		}
+	}
+	return took
+}
+
+// Running returns the children of conv that run on this instance ("" for
+// every conversation), as they stand now.
+func (r *Runner) Running(conv string) []*Live {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*Live
+	for _, rc := range r.running {
+		if conv == "" || rc.live.Conv == conv {
+			out = append(out, rc.live)
+		}
+	}
+	return out
+}

@@ -1,0 +1,509 @@
+package delegation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/sessions/agent"
+	"github.com/heraldgw/herald/tools"
+)
+
+// Blocked are the tools a child never has: it cannot ask the user
+// (clarify), write the user's notes (memory), speak to chats
+// (send_message) or schedule (cronjob); delegate_task is kept only for an
+// orchestrator the depth allows.
+var Blocked = []string{ToolName, "clarify", "memory", "send_message", "cronjob"}
+
+// Defaults for SpawnerOptions.
+const (
+	DefaultMaxIterations = 50
+	DefaultSummaryMax    = 24_000
+	DefaultMaxDepth      = 1
+)
+
+// childPrompt opens every child's request: it starts from nothing, and
+// what it returns is read by another agent, not by a person.
+const childPrompt = `You are a sub-agent. Another agent handed you one task to do in the background; the goal and context below are all you know about it, and there is no user to ask. Work on it with your tools. When you are done, reply with a structured summary, which is returned verbatim to the agent that delegated the task:
+
+## What I did
+## What I found
+## Files changed
+## Problems
+
+Keep it factual and complete: that agent sees nothing of your work but this summary.`
+
+// SpawnerOptions configure NewSpawner.
+type SpawnerOptions struct {
+	Client llm.Client // nil: every child fails saying no model is configured
+	Model  string
+	// Tools is the parent's tool set; a child gets it without Blocked
+	// (an orchestrator keeps delegate_task).
+	Tools               *tools.Set
+	MaxIterations       int // per child; 0 means DefaultMaxIterations
+	SummaryMax          int // characters of a summary kept; 0 means DefaultSummaryMax
+	MaxDepth            int // 1 is flat: children cannot delegate; 0 means DefaultMaxDepth
+	OrchestratorEnabled bool
+	// Timeout bounds one child's run; 0 is none.
+	Timeout time.Duration
+	// Workspace, when set, is the directory whose AGENTS.md a child is
+	// given with its task, and where its workspace tools work.
+	Workspace string
+	// Worktrees gives each child of a conversation its own git worktree
+	// of Workspace (delegation.worktree_isolation).
+	Worktrees bool
+	// StallQuiet and StallTool are how long a child may go without
+	// progress between tools and inside one before it is stopped, and
+	// StallGrace how long it then has to return; 0 turns the monitor off.
+	StallQuiet, StallTool, StallGrace time.Duration
+	// EndProcesses ends the background processes a child's terminal
+	// started, when it ends (keyed by the child's conversation key).
+	EndProcesses func(conv string)
+	Clock        clock.Clock
+	Logger       *slog.Logger
+}
+
+// Spawner runs children: one agent loop each, on the caller's
+// goroutine, with the child's own tools, budget and prompt.
+type Spawner struct {
+	opts SpawnerOptions
+	leaf *tools.Set // the tools of a leaf
+	orch *tools.Set // the tools of an orchestrator
+	log  *slog.Logger
+}
+
+// NewSpawner returns a spawner.
+func NewSpawner(opts SpawnerOptions) *Spawner {
+	if opts.MaxIterations <= 0 {
+		opts.MaxIterations = DefaultMaxIterations
+	}
+	if opts.SummaryMax <= 0 {
+		opts.SummaryMax = DefaultSummaryMax
+	}
+	if opts.MaxDepth <= 0 {
+		opts.MaxDepth = DefaultMaxDepth
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	s := &Spawner{opts: opts, log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.leaf = opts.Tools.Without(Blocked...)
+	s.orch = opts.Tools.Without(Blocked[1:]...)
+	return s
+}
+
+// SetTools replaces the parent's tool set (the registry is built after
+// the spawner, since delegate_task needs the spawner).
+func (s *Spawner) SetTools(set *tools.Set) {
+	s.opts.Tools = set
+	s.leaf = set.Without(Blocked...)
+	s.orch = set.Without(Blocked[1:]...)
+}
+
+// depthKey carries a child's depth in its context: 1 for a child of a
+// conversation, 2 for an orchestrator's worker, ….
+type depthKey struct{}
+
+// DepthOf is the depth of the child ctx runs in; 0 outside a child.
+func DepthOf(ctx context.Context) int {
+	d, _ := ctx.Value(depthKey{}).(int)
+	return d
+}
+
+// Live is a running child as the instance running it sees it: its
+// progress, for /agents, renewals and the stall monitor, and its steer
+// channel.
+type Live struct {
+	Child Child
+	Conv  string
+
+	// transcript is the child's live log; nil writes none.
+	transcript *Transcript
+
+	mu       sync.Mutex
+	progress Progress
+	steer    chan string
+	steered  []string // sent into steer, in order
+}
+
+func newLive(c Child, conv string, now time.Time) *Live {
+	return &Live{Child: c, Conv: conv, steer: make(chan string, 8), progress: Progress{LastActivity: now}}
+}
+
+// Progress returns what the child last reported.
+func (l *Live) Progress() Progress {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.progress
+}
+
+func (l *Live) update(f func(p *Progress)) {
+	l.mu.Lock()
+	f(&l.progress)
+	l.mu.Unlock()
+}
+
+// Steer hands text to the child, to land after its next tool result. It
+// reports false when the child's steer buffer is full.
+func (l *Live) Steer(text string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case l.steer <- text:
+		l.steered = append(l.steered, text)
+		return true
+	default:
+		return false
+	}
+}
+
+// pendingSteer is the steers left in the channel when the child ended:
+// they never landed.
+func (l *Live) pendingSteer() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var left []string
+	for len(l.steer) > 0 {
+		left = append(left, <-l.steer)
+	}
+	return strings.Join(left, "\n")
+}
+
+// Run runs child at depth (1 for a conversation's child) to its end
+// and returns its result. ctx ending stops it: its partial result comes
+// back as StatusInterrupted. Its timeout, its stall monitor and its
+// output schema's correction round are applied here, on the spawner's
+// clock.
+func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) Result {
+	started := s.opts.Clock.Now()
+	if live == nil {
+		live = newLive(child, "", started)
+	}
+	res := Result{TaskIndex: child.Index, SubagentID: child.ID, Goal: child.Goal}
+	set, role := s.leaf, child.Role
+	if role == RoleOrchestrator {
+		if s.opts.OrchestratorEnabled && depth < s.opts.MaxDepth {
+			set = s.orch
+		} else {
+			role = RoleLeaf
+			res.RoleNote = fmt.Sprintf("ran as a leaf: orchestration needs delegation.orchestrator_enabled and a depth below delegation.max_spawn_depth (%d)", s.opts.MaxDepth)
+		}
+	}
+	schema, err := compileSchema(child.OutputSchema)
+	if err != nil {
+		res.Status, res.ExitReason = StatusFailed, "invalid_output_schema"
+		res.Error = "output_schema is not a valid JSON Schema: " + err.Error()
+		return res
+	}
+	workspace := s.opts.Workspace
+	var wt *worktreeRun
+	if s.opts.Worktrees && depth == 1 {
+		wt = s.worktree(ctx, child.ID)
+		workspace = wt.dir
+	}
+	ctx, cancel := context.WithCancelCause(context.WithValue(ctx, depthKey{}, depth))
+	defer cancel(nil)
+	if s.opts.Timeout > 0 {
+		t := s.opts.Clock.AfterFunc(s.opts.Timeout, func() { cancel(errTimedOut) })
+		defer t.Stop()
+	}
+
+	a := &agent.Agent{
+		Client:        countingClient{Client: s.opts.Client, live: live, clock: s.opts.Clock},
+		Model:         s.opts.Model,
+		Tools:         set,
+		MaxIterations: s.opts.MaxIterations,
+		HistoryBudget: -1,
+		SystemPrompt:  childPrompt,
+		Clock:         s.opts.Clock,
+		Logger:        s.log.With("subagent", child.ID),
+	}
+	if s.opts.Client == nil {
+		a.Client = nil
+	}
+	conv := "subagent:" + child.ID
+	in := sessions.TurnInput{
+		Conv:      conv,
+		Entry:     sessions.Entry{Inbound: sessions.Inbound{Conv: conv, Kind: sessions.KindSynthetic, Text: s.taskText(child, workspace)}, ID: child.ID},
+		Steer:     live.steer,
+		Workspace: workspace,
+		Progress: func(p sessions.Progress) {
+			now := s.opts.Clock.Now()
+			live.update(func(pr *Progress) { pr.CurrentTool, pr.LastActivity = p.Tool, now })
+		},
+		Observe: func(m sessions.Message) {
+			now := s.opts.Clock.Now()
+			if m.Role == "tool" {
+				live.update(func(pr *Progress) { pr.CurrentTool, pr.LastActivity = "", now })
+			}
+			live.transcript.Message(now, m)
+		},
+	}
+	out, stall, runErr := s.watch(ctx, cancel, live, func(ctx context.Context) (sessions.TurnOutput, error) { return a.Run(ctx, in) })
+	if runErr == nil && stall == nil && out.End == sessions.TurnDone && schema != nil {
+		out, stall, runErr = s.conform(ctx, cancel, live, a, in, out, schema, &res)
+	}
+	if s.opts.EndProcesses != nil {
+		s.opts.EndProcesses(conv)
+	}
+	p := live.Progress()
+	res.APICalls = p.APICalls
+	res.InputTokens, res.OutputTokens = p.InputTokens, p.OutputTokens
+	res.DurationSeconds = s.opts.Clock.Now().Sub(started).Seconds()
+	res.Summary = s.cap(lastAssistant(out.History))
+	switch {
+	case stall != nil:
+		res.Status, res.ExitReason = StatusStalled, "stalled"
+		res.StalledAfterQuietSecs = int(stall.quiet / time.Second)
+		res.StallThresholdSeconds = int(stall.threshold / time.Second)
+		res.StallPhase = stall.phase
+		res.StallGraceSeconds = int(s.opts.StallGrace / time.Second)
+		res.Error = fmt.Sprintf("stalled: no progress for %d s %s", res.StalledAfterQuietSecs, strings.ReplaceAll(stall.phase, "_", " "))
+		if !stall.returned {
+			res.Error += fmt.Sprintf(", and it did not stop within the %d s grace", res.StallGraceSeconds)
+		}
+	case runErr != nil && errors.Is(context.Cause(ctx), errTimedOut):
+		res.Status, res.ExitReason = StatusTimedOut, "timeout"
+		res.TimeoutSeconds = int(s.opts.Timeout / time.Second)
+		res.TimedOutAfterSeconds = int(res.DurationSeconds)
+		res.TimeoutPhase = "after_llm_calls"
+		if p.APICalls == 0 {
+			res.TimeoutPhase = "before_first_llm_call"
+		}
+		res.Error = fmt.Sprintf("timed out after %d s (delegation.child_timeout_seconds)", res.TimedOutAfterSeconds)
+	case runErr != nil:
+		res.Status, res.ExitReason = StatusInterrupted, "interrupted"
+		res.Error = "interrupted: " + causeText(context.Cause(ctx))
+	case out.End == sessions.TurnModelError:
+		res.Status, res.ExitReason = StatusFailed, "model_error"
+		res.Error = llm.UserMessage(out.Err)
+	case out.End == sessions.TurnBudget:
+		res.Status, res.ExitReason, res.Truncated = StatusCompleted, "max_iterations", true
+	default:
+		res.Status, res.ExitReason = StatusCompleted, "done"
+	}
+	if role != child.Role {
+		res.Summary = strings.TrimSpace(res.Summary + "\n\n(" + res.RoleNote + ")")
+	}
+	if left := live.pendingSteer(); left != "" {
+		res.PendingSteer = left
+		res.Summary = strings.TrimSpace(res.Summary + "\n\n(A steer arrived after this sub-agent's last tool result and did not land: " + left + ")")
+	}
+	if wt != nil {
+		res.Worktree = wt.finish()
+	}
+	return res
+}
+
+// stallInfo says why the stall monitor stopped a child.
+type stallInfo struct {
+	quiet, threshold time.Duration
+	phase            string // between_tools | in_tool
+	returned         bool   // the child stopped within the grace
+}
+
+// watch runs fn (the child's agent loop) under the stall monitor: a
+// child quiet for StallQuiet between tools, or StallTool inside one, is
+// stopped; one that returns within StallGrace gives its partial work,
+// one that does not is left behind (stall.returned false) and its run
+// ends without it. A child that makes progress is never touched.
+func (s *Spawner) watch(ctx context.Context, cancel context.CancelCauseFunc, live *Live, fn func(context.Context) (sessions.TurnOutput, error)) (sessions.TurnOutput, *stallInfo, error) {
+	type ran struct {
+		out sessions.TurnOutput
+		err error
+	}
+	done := make(chan ran, 1)
+	go func() {
+		out, err := fn(ctx)
+		done <- ran{out, err}
+	}()
+	if s.opts.StallQuiet <= 0 && s.opts.StallTool <= 0 {
+		r := <-done
+		return r.out, nil, r.err
+	}
+	every := min(nonZero(s.opts.StallQuiet), nonZero(s.opts.StallTool)) / 10
+	tick := s.opts.Clock.NewTicker(max(every, time.Second))
+	defer tick.Stop()
+	var stall *stallInfo
+	var grace clock.Timer
+	var graceC <-chan time.Time
+	for {
+		select {
+		case r := <-done:
+			if grace != nil {
+				grace.Stop()
+			}
+			if stall != nil {
+				stall.returned = true
+			}
+			return r.out, stall, r.err
+		case <-graceC:
+			return sessions.TurnOutput{}, stall, errStalled
+		case <-tick.C():
+			if stall != nil {
+				continue
+			}
+			now := s.opts.Clock.Now()
+			p := live.Progress()
+			threshold, phase := s.opts.StallQuiet, "between_tools"
+			if p.CurrentTool != "" {
+				threshold, phase = s.opts.StallTool, "in_tool"
+			}
+			if threshold <= 0 {
+				continue
+			}
+			if quiet := now.Sub(p.LastActivity); quiet >= threshold {
+				stall = &stallInfo{quiet: quiet, threshold: threshold, phase: phase}
+				s.log.Warn("a sub-agent made no progress; stopping it", "subagent", live.Child.ID, "quiet_ms", quiet.Milliseconds(), "phase", phase)
+				cancel(errStalled)
+				grace = s.opts.Clock.NewTimer(s.opts.StallGrace)
+				graceC = grace.C()
+			}
+		}
+	}
+}
+
+// nonZero is d, or a very long time when d is not positive.
+func nonZero(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 1 << 62
+	}
+	return d
+}
+
+var errStalled = errors.New("the sub-agent made no progress")
+
+// conform checks the child's final answer against its output schema
+// and, when it fails, gives the child exactly one round to correct it,
+// with the validation errors verbatim.
+func (s *Spawner) conform(ctx context.Context, cancel context.CancelCauseFunc, live *Live, a *agent.Agent, in sessions.TurnInput,
+	out sessions.TurnOutput, schema *jsonschema.Schema, res *Result) (sessions.TurnOutput, *stallInfo, error) {
+	problems := validateAnswer(schema, lastAssistant(out.History))
+	if len(problems) == 0 {
+		valid := true
+		res.SchemaValid = &valid
+		return out, nil, nil
+	}
+	// The first run's history, its task message first, is what the
+	// correction builds on.
+	in.History = append(slices.Clone(in.History), out.History...)
+	in.Entry.Text = "Your final answer does not meet the output schema you were given. Validation errors:\n" + strings.Join(problems, "\n") +
+		"\n\nReply again with only the corrected answer: one JSON value that meets the schema."
+	fixed, stall, err := s.watch(ctx, cancel, live, func(ctx context.Context) (sessions.TurnOutput, error) { return a.Run(ctx, in) })
+	merged := out
+	merged.History = append(slices.Clone(out.History), fixed.History...)
+	merged.End, merged.Err = fixed.End, fixed.Err
+	if err != nil || stall != nil || fixed.End != sessions.TurnDone {
+		valid := false
+		res.SchemaValid, res.SchemaErrors = &valid, problems
+		return merged, stall, err
+	}
+	problems = validateAnswer(schema, lastAssistant(fixed.History))
+	valid := len(problems) == 0
+	res.SchemaValid, res.SchemaErrors = &valid, problems
+	return merged, nil, nil
+}
+
+// validateAnswer checks answer (JSON, possibly in a code fence) against
+// schema and returns the problems, none when it meets it.
+func validateAnswer(schema *jsonschema.Schema, answer string) []string {
+	text := strings.TrimSpace(answer)
+	if strings.HasPrefix(text, "```") {
+		text = strings.TrimPrefix(text, "```json")
+		text = strings.TrimPrefix(text, "```")
+		text = strings.TrimSuffix(strings.TrimSpace(text), "```")
+	}
+	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+	if err != nil {
+		return []string{"the answer is not JSON: " + err.Error()}
+	}
+	if err := schema.Validate(inst); err != nil {
+		return []string{tools.SchemaProblems(err)}
+	}
+	return nil
+}
+
+// errTimedOut is the cause of a child's context ended by its timeout.
+var errTimedOut = errors.New("the child's timeout ran out")
+
+// causeText is why a child was stopped, for its result's error.
+func causeText(err error) string {
+	if err == nil {
+		return "stopped"
+	}
+	return err.Error()
+}
+
+// taskText is the child's one message: its goal, its context and the
+// workspace's AGENTS.md.
+func (s *Spawner) taskText(c Child, workspace string) string {
+	var b strings.Builder
+	b.WriteString("Goal: " + c.Goal)
+	if c.Context != "" {
+		b.WriteString("\n\nContext:\n" + c.Context)
+	}
+	if agents := readAgentsFile(workspace); agents != "" {
+		b.WriteString("\n\nThe workspace's AGENTS.md:\n" + agents)
+	}
+	return b.String()
+}
+
+// cap cuts a summary to the configured characters, saying so.
+func (s *Spawner) cap(text string) string {
+	if utf8.RuneCountInString(text) <= s.opts.SummaryMax {
+		return text
+	}
+	r := []rune(text)
+	return string(r[:s.opts.SummaryMax]) + "\n[summary cut at delegation.summary_max_chars]"
+}
+
+// lastAssistant is the newest assistant text of a child's run: its
+// final answer, or what it said last before it was stopped.
+func lastAssistant(h []sessions.Message) string {
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].Role == "assistant" && strings.TrimSpace(h[i].Content) != "" {
+			return h[i].Content
+		}
+	}
+	return ""
+}
+
+// countingClient reports each model call and its usage to the child's
+// progress as it happens.
+type countingClient struct {
+	llm.Client
+	live  *Live
+	clock clock.Clock
+}
+
+func (c countingClient) Complete(ctx context.Context, req llm.Request) (*llm.Response, error) {
+	resp, err := c.Client.Complete(ctx, req)
+	now := c.clock.Now()
+	c.live.update(func(p *Progress) {
+		if err == nil {
+			// A call cut off (by the timeout, a stop) is not one made.
+			p.APICalls++
+		}
+		p.LastActivity = now
+		p.CurrentTool = ""
+		if resp != nil {
+			p.InputTokens += resp.Usage.PromptTokens
+			p.OutputTokens += resp.Usage.CompletionTokens
+		}
+	})
+	return resp, err
+}

@@ -1,0 +1,171 @@
+package delegation
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/heraldgw/herald/sessions"
+)
+
+// Transcripts keeps the live transcripts of the children this instance
+// runs, under Dir (<home>/cache/delegation/live): one directory per
+// delegation holding manifest.json and task-<n>.log per child, written
+// line by line as the child works, secrets redacted.
+type Transcripts struct {
+	Dir    string
+	Redact func(string) string // nil keeps text as it is
+	// KeepFor is how long a delegation's directory is kept; 0 means
+	// DefaultTranscriptKeep.
+	KeepFor time.Duration
+}
+
+// DefaultTranscriptKeep is how long transcripts are kept.
+const DefaultTranscriptKeep = 7 * 24 * time.Hour
+
+// toolResultMax bounds a tool result's line in a transcript.
+const toolResultMax = 400
+
+// Path is the transcript of a delegation's task at index, "" when
+// transcripts are off.
+func (t *Transcripts) Path(delegation string, index int) string {
+	if t == nil || t.Dir == "" {
+		return ""
+	}
+	return filepath.Join(t.Dir, delegation, fmt.Sprintf("task-%d.log", index))
+}
+
+// manifest is what manifest.json says of a delegation.
+type manifest struct {
+	Delegation string          `json:"delegation_id"`
+	Conv       string          `json:"conv"`
+	Tasks      []manifestEntry `json:"tasks"`
+}
+
+type manifestEntry struct {
+	Index      int    `json:"task_index"`
+	SubagentID string `json:"subagent_id"`
+	Goal       string `json:"goal"`
+	Log        string `json:"log"`
+}
+
+// Open starts the transcript of child c of d: the delegation's manifest
+// (written again whole, so a second instance's children are listed too)
+// and the child's log, appended to. It returns nil when transcripts are
+// off or the file cannot be made (a transcript is worth less than the
+// child's run).
+func (t *Transcripts) Open(d Delegation, c Child) *Transcript {
+	if t == nil || t.Dir == "" {
+		return nil
+	}
+	dir := filepath.Join(t.Dir, d.ID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil
+	}
+	m := manifest{Delegation: d.ID, Conv: d.Conv}
+	for _, ch := range d.Children {
+		m.Tasks = append(m.Tasks, manifestEntry{Index: ch.Index, SubagentID: ch.ID, Goal: t.redact(ch.Goal), Log: filepath.Base(t.Path(d.ID, ch.Index))})
+	}
+	if b, err := json.MarshalIndent(m, "", "  "); err == nil {
+		tmp := filepath.Join(dir, "manifest.json.tmp")
+		if os.WriteFile(tmp, b, 0o600) == nil {
+			_ = os.Rename(tmp, filepath.Join(dir, "manifest.json"))
+		}
+	}
+	f, err := os.OpenFile(t.Path(d.ID, c.Index), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil
+	}
+	tr := &Transcript{f: f, redact: t.redact}
+	tr.line(time.Now(), "started %s: %s", c.ID, c.Goal)
+	return tr
+}
+
+func (t *Transcripts) redact(s string) string {
+	if t.Redact == nil {
+		return s
+	}
+	return t.Redact(s)
+}
+
+// Prune removes delegations' directories not written to for KeepFor.
+func (t *Transcripts) Prune(now time.Time) {
+	if t == nil || t.Dir == "" {
+		return
+	}
+	keep := t.KeepFor
+	if keep <= 0 {
+		keep = DefaultTranscriptKeep
+	}
+	entries, err := os.ReadDir(t.Dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "deleg_") {
+			continue
+		}
+		info, err := e.Info()
+		if err == nil && now.Sub(info.ModTime()) > keep {
+			_ = os.RemoveAll(filepath.Join(t.Dir, e.Name()))
+		}
+	}
+}
+
+// Transcript is one child's log. A nil *Transcript writes nothing.
+type Transcript struct {
+	mu     sync.Mutex
+	f      *os.File
+	redact func(string) string
+}
+
+// Message writes what the child added to its history: its text, its
+// tool calls, their results (trimmed).
+func (tr *Transcript) Message(at time.Time, m sessions.Message) {
+	if tr == nil {
+		return
+	}
+	switch m.Role {
+	case "assistant":
+		if strings.TrimSpace(m.Content) != "" {
+			tr.line(at, "%s", m.Content)
+		}
+		for _, c := range m.ToolCalls {
+			tr.line(at, "-> %s(%s)", c.Name, excerpt(c.Arguments, toolResultMax))
+		}
+	case "tool":
+		tr.line(at, "<- %s: %s", m.Name, excerpt(m.Content, toolResultMax))
+	case "user":
+		tr.line(at, "user: %s", excerpt(m.Content, toolResultMax))
+	}
+}
+
+// End writes the child's final status and closes the log.
+func (tr *Transcript) End(at time.Time, r Result) {
+	if tr == nil {
+		return
+	}
+	line := "ended " + string(r.Status)
+	if r.Error != "" {
+		line += ": " + r.Error
+	}
+	tr.line(at, "%s", line)
+	tr.mu.Lock()
+	_ = tr.f.Close()
+	tr.mu.Unlock()
+}
+
+func (tr *Transcript) line(at time.Time, format string, args ...any) {
+	text := fmt.Sprintf(format, args...)
+	if tr.redact != nil {
+		text = tr.redact(text)
+	}
+	text = strings.ReplaceAll(text, "\n", "\n    ")
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	_, _ = fmt.Fprintf(tr.f, "%s %s\n", at.UTC().Format(time.RFC3339), text)
+}
