@@ -18,6 +18,8 @@ type CommandOptions struct {
 	Store  Store
 	Runner *Runner // woken when /background dispatches
 	Meta   func(ctx context.Context, conv string) (map[string]string, error)
+	// History reads a conversation's history, for /review.
+	History func(ctx context.Context, conv string) ([]sessions.Message, error)
 	// StallQuiet is delegation.stall_quiet_seconds: /agents marks a child
 	// quiet for longer as possibly stalled.
 	StallQuiet time.Duration
@@ -34,6 +36,7 @@ func RegisterCommands(cmds *sessions.Commands, opts CommandOptions) error {
 	for _, cmd := range []sessions.Command{
 		{Name: "agents", Aliases: []string{"tasks"}, Summary: "list this session's background sub-agents", OutOfBand: true, Handle: c.agents},
 		{Name: "background", Aliases: []string{"bg"}, Args: "PROMPT", Summary: "run PROMPT as a background sub-agent; its result comes back here", OutOfBand: true, Handle: c.background},
+		{Name: "review", Args: "[FOCUS]", Summary: "have a background reviewer look at the work so far; its review comes back here", OutOfBand: true, Handle: c.review},
 	} {
 		if err := cmds.Register(cmd); err != nil {
 			return err
@@ -130,6 +133,59 @@ func (c commands) background(ctx context.Context, call *sessions.CommandCall) er
 		return call.Reply(ctx, "I could not start the background task just now; try again in a moment.")
 	}
 	return call.Reply(ctx, fmt.Sprintf("Started in the background as %s (%s); its result comes back here. /agents shows its progress.", d.Children[0].ID, d.ID))
+}
+
+// Review bounds: how many of the newest messages a reviewer reads, and
+// how much of each.
+const (
+	reviewMessages = 10
+	reviewChars    = 12_000
+)
+
+// review answers /review [FOCUS]: a background reviewer (the review
+// role, on auxiliary.review's model when set) reads the conversation's
+// last messages and the focus; its review returns as a completion.
+func (c commands) review(ctx context.Context, call *sessions.CommandCall) error {
+	if c.opts.History == nil {
+		return call.Reply(ctx, "/review is not available here.")
+	}
+	history, err := c.opts.History(ctx, call.In.Conv)
+	if err != nil {
+		return call.Reply(ctx, "I could not read this conversation just now; try /review again in a moment.")
+	}
+	excerpt := ReviewContext(history)
+	if excerpt == "" {
+		return call.Reply(ctx, "There is nothing to review yet: this conversation has no messages.")
+	}
+	goal := "Review the work done in the conversation below: what is right, what is wrong or risky, what is missing, and what to do next."
+	if focus := strings.TrimSpace(call.Args); focus != "" {
+		goal += " Focus on: " + focus
+	}
+	d, err := c.dispatch(ctx, call, "review", []Task{{Goal: goal, Context: excerpt, Role: RoleReviewer}})
+	if errs.Is(err, errs.Conflict) {
+		return nil
+	}
+	if err != nil {
+		return call.Reply(ctx, "I could not start the review just now; try again in a moment.")
+	}
+	return call.Reply(ctx, fmt.Sprintf("Review started in the background (%s); it comes back here when done.", d.Children[0].ID))
+}
+
+// ReviewContext is what a reviewer reads: the newest user and assistant
+// messages with text, oldest first, each cut to its bound.
+func ReviewContext(history []sessions.Message) string {
+	var picked []sessions.Message
+	for i := len(history) - 1; i >= 0 && len(picked) < reviewMessages; i-- {
+		m := history[i]
+		if (m.Role == "user" || m.Role == "assistant") && strings.TrimSpace(m.Content) != "" {
+			picked = append(picked, m)
+		}
+	}
+	var b strings.Builder
+	for i := len(picked) - 1; i >= 0; i-- {
+		fmt.Fprintf(&b, "--- %s:\n%s\n", picked[i].Role, excerpt(picked[i].Content, reviewChars))
+	}
+	return b.String()
 }
 
 // dispatch creates a delegation of tasks for the command's conversation.

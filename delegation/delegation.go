@@ -49,10 +49,12 @@ func (s Status) Terminal() bool {
 	return false
 }
 
-// Roles of a task.
+// Roles of a task. RoleReviewer is /review's: a leaf on the review
+// model; delegate_task never gives it.
 const (
 	RoleLeaf         = "leaf"
 	RoleOrchestrator = "orchestrator"
+	RoleReviewer     = "reviewer"
 )
 
 // Task is what one child is asked to do.

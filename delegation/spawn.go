@@ -48,6 +48,10 @@ Keep it factual and complete: that agent sees nothing of your work but this summ
 type SpawnerOptions struct {
 	Client llm.Client // nil: every child fails saying no model is configured
 	Model  string
+	// Review and ReviewModel run /review's reviewer (RoleReviewer); nil
+	// uses Client and Model.
+	Review      llm.Client
+	ReviewModel string
 	// Tools is the parent's tool set; a child gets it without Blocked
 	// (an orchestrator keeps delegate_task).
 	Tools               *tools.Set
@@ -222,9 +226,13 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 		defer t.Stop()
 	}
 
+	client, model := s.opts.Client, s.opts.Model
+	if role == RoleReviewer && s.opts.Review != nil {
+		client, model = s.opts.Review, s.opts.ReviewModel
+	}
 	a := &agent.Agent{
-		Client:        countingClient{Client: s.opts.Client, live: live, clock: s.opts.Clock},
-		Model:         s.opts.Model,
+		Client:        countingClient{Client: client, live: live, clock: s.opts.Clock},
+		Model:         model,
 		Tools:         set,
 		MaxIterations: s.opts.MaxIterations,
 		HistoryBudget: -1,
@@ -232,7 +240,7 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 		Clock:         s.opts.Clock,
 		Logger:        s.log.With("subagent", child.ID),
 	}
-	if s.opts.Client == nil {
+	if client == nil {
 		a.Client = nil
 	}
 	conv := "subagent:" + child.ID
