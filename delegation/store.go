@@ -50,7 +50,7 @@ type Store interface {
 	Claim(ctx context.Context, owner string, n int, ttl time.Duration) ([]Child, []Claim, error)
 
 	// Renew extends each claim to ttl from now and records its child's
-	// progress (progress[claim.Child], when given). It returns the
+	// progress (progress[claim.Name], when given). It returns the
 	// claims still held, renewed; a claim not current any more is left
 	// out (not an error): its child is someone else's, or ended.
 	Renew(ctx context.Context, claims []Claim, ttl time.Duration, progress map[string]Progress) ([]Claim, error)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/lease"
@@ -19,6 +20,7 @@ type Store interface {
 	Sessions() sessions.Store
 	Outbox() outbox.Store
 	Leases() lease.Store // ownership of the adapters that run in one process
+	Delegations() delegation.Store
 	Close() error
 }
 

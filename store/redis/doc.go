@@ -1,5 +1,6 @@
 // Package redis is herald's store for several gateway processes sharing
-// one Redis server. It implements sessions.Store and outbox.Store with
+// one Redis server. It implements sessions.Store, outbox.Store,
+// lease.Store and delegation.Store with
 // Streams, sorted sets and Lua scripts. Every change that touches more
 // than one key is one script that makes all its checks (the lease token,
 // the entry, the claim) before its first write, so a call either happens
@@ -74,6 +75,12 @@
 //	                                    item again returns the first cursor
 //	                                    and adds nothing; written in the
 //	                                    same script as the stream entry
+//	P{conv}:dlg              zset      the conversation's delegations,
+//	                                    scored by creation (ms)
+//	P{conv}:dlglive          zset      those of them with a child pending
+//	                                    or running, scored the same
+//	P{conv}:dlgact           set       the conversation's children pending
+//	                                    or running (Active is its SCARD)
 //
 // Shared by all conversations:
 //
@@ -183,6 +190,80 @@
 //	                                    sequence zero-padded to 12 digits so
 //	                                    equal due times sort in enqueue order
 //	Pob:tok                  string    claim token counter
+//
+// Delegations (package delegation), global but for the conversation's
+// keys above:
+//
+//	Pdlg:d:<id>              hash      one delegation: b (the encoded
+//	                                    Delegation without its children), ct
+//	                                    (its conversation's tag), ind ('1'
+//	                                    when its completions are
+//	                                    independent), n (children), left
+//	                                    (children not ended yet), at
+//	                                    (created, ms)
+//	Pdlg:kids:<id>           list      its children's ids, in dispatch order
+//	Pdlg:c:<id>              hash      one child: d (its delegation), i (task
+//	                                    index), g (group), ct (conversation
+//	                                    tag), t (the encoded child as
+//	                                    dispatched), s (status), and o
+//	                                    (owner), tok (claim token), exp (claim
+//	                                    expiry, ms) while it runs, p (encoded
+//	                                    progress), r (encoded result), st and
+//	                                    en (started and ended, ms)
+//	Pdlg:pending             list      pending children, oldest dispatch
+//	                                    first: a dispatch pushes its children
+//	                                    in order, a claim pops from the head
+//	Pdlg:running             zset      running children scored by claim
+//	                                    expiry (ms)
+//	Pdlg:tok                 string    the child claim token counter
+//	Pdlg:all                 zset      every delegation, scored by creation
+//	                                    (ms)
+//	Pdlg:live                zset      delegations with a child pending or
+//	                                    running, scored the same
+//	Pdlg:cmp:<id>            hash      one completion: dl (delegation), u
+//	                                    (unit), r (the results, a JSON array
+//	                                    by task index), n (total), st
+//	                                    (pending or delivered), next (due,
+//	                                    ms), at (created, ms), dat (delivered,
+//	                                    ms), a (attempts), e (last error), tok
+//	                                    (claim token, one up per grant), and
+//	                                    while claimed w (worker) and exp
+//	                                    (claim expiry, ms); where it goes
+//	                                    (conversation, user, origin, session)
+//	                                    is read from its delegation's b
+//	Pdlg:cmps:<delegation>   list      a delegation's completion ids, in the
+//	                                    order they were made
+//	Pdlg:due                 zset      pending completions scored by the
+//	                                    time they are due (ms): created, the
+//	                                    retry time, or while claimed the
+//	                                    claim's expiry, so a claim that runs
+//	                                    out makes it due again without a
+//	                                    sweep
+//
+// A dispatch is the same plain commands whether a turn's commit carries
+// it (Finish.Writes: writes.go's dispatchOps, run by the finish script
+// after its lease check, with the script's time put in for a dispatch
+// that has none) or Create writes it (dlg_create, which runs them only
+// when neither the delegation's hash nor a child's exists, else answers
+// Conflict). A turn's commit does not check that its ids are new: they
+// are the turn's own, made with delegation.NewID. Equal creation times
+// sort in no particular order. Each step under a claim is one script
+// that checks it before its first write: dlg_claim (pop, grant a token
+// from Pdlg:tok, index by expiry), dlg_renew, dlg_end (status, result,
+// the indexes, and, when the child is the last of its unit to end, the
+// unit's completion, computed in the script as delegation.CompletionFor
+// computes it: the unit's children all ended with a result, the results
+// ordered by task index), dlg_cmp_claim, dlg_cmp_ack and dlg_cmp_retry.
+// Reap reads the children whose claims ran out by the store's clock
+// (dlg_expired), and ends each with dlg_end, which checks again that the
+// claim is the same and ran out, so of several reapers one ends each
+// child and a claim renewed in between is left alone. A child's
+// statuses are written only by these scripts, pending and running or a
+// terminal one End was given (Go checks it is terminal), so the scripts
+// take any other status for an end. Reads are one call each: dlg_read
+// (a delegation, or a List page, with the children, at one instant),
+// dlg_completions, and for Child and Active a plain HMGET or SCARD; End
+// reads its child (HMGET) before its script, to name the result.
 //
 // The outbox uses sorted sets rather than a stream because its entries are
 // not consumed in arrival order: a failed send is retried later with

@@ -40,4 +40,7 @@ func openDB(t testing.TB, r *testkit.Redis, clk clock.Clock, lim sessions.Limits
 	return db
 }
 
-func TestConformance(t *testing.T) { storetest.Run(t, backend()) }
+func TestConformance(t *testing.T) {
+	storetest.Run(t, backend())
+	t.Run("Delegations", func(t *testing.T) { storetest.RunDelegations(t, backend()) })
+}

@@ -47,11 +47,22 @@ var (
 	scriptObList    = newScript("ob_list")
 
 	scriptQueueDepth = newScript("queue_depth")
+
+	scriptDlgCreate      = newScript("dlg_create")
+	scriptDlgClaim       = newScript("dlg_claim")
+	scriptDlgRenew       = newScript("dlg_renew")
+	scriptDlgEnd         = newScript("dlg_end")
+	scriptDlgExpired     = newScript("dlg_expired")
+	scriptDlgCmpClaim    = newScript("dlg_cmp_claim")
+	scriptDlgCmpAck      = newScript("dlg_cmp_ack")
+	scriptDlgCmpRetry    = newScript("dlg_cmp_retry")
+	scriptDlgRead        = newScript("dlg_read")
+	scriptDlgCompletions = newScript("dlg_completions")
 )
 
 // helperFiles are put in this order at the head of the library: a helper
 // calls only those defined before it.
-var helperFiles = []string{"lib", "lib_queue", "lib_claim", "lib_outbox"}
+var helperFiles = []string{"lib", "lib_queue", "lib_claim", "lib_outbox", "lib_delegation"}
 
 // scriptFiles are the library's functions.
 var scriptFiles = []string{
@@ -59,6 +70,8 @@ var scriptFiles = []string{
 	"timeline_append", "signal", "note_add",
 	"ob_enqueue", "ob_claim", "ob_ack", "ob_release", "ob_dead", "ob_requeue", "ob_list",
 	"queue_depth",
+	"dlg_create", "dlg_claim", "dlg_renew", "dlg_end", "dlg_expired",
+	"dlg_cmp_claim", "dlg_cmp_ack", "dlg_cmp_retry", "dlg_read", "dlg_completions",
 }
 
 // script names one function of the library.

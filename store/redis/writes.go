@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/sessions"
 )
 
@@ -27,6 +28,12 @@ func (db *DB) writeOps(op string, ws []sessions.Write) ([]writeOp, error) {
 	var ops []writeOp
 	for _, w := range ws {
 		switch w := w.(type) {
+		case delegation.Dispatch:
+			dops, err := db.dispatchOps(op, w)
+			if err != nil {
+				return nil, err
+			}
+			ops = append(ops, dops...)
 		default:
 			return nil, sessions.UnknownWrite(op, w)
 		}

@@ -1,6 +1,7 @@
 // Package sqlite is herald's embedded store: one SQLite file (WAL mode,
-// synchronous=FULL by default) that serves the sessions and outbox store
-// interfaces, through modernc.org/sqlite, so herald needs no cgo.
+// synchronous=FULL by default) that serves the sessions, outbox, lease and
+// delegation store interfaces, through modernc.org/sqlite, so herald needs
+// no cgo.
 //
 // # Writes
 //
@@ -13,12 +14,14 @@
 // many turns share one. Transactions start with BEGIN IMMEDIATE, since
 // nearly all of them read before they write, and a process sharing the file
 // waits up to the busy timeout for the lock. Reads that need no lock
-// (History, Meta, outbox listings, timeline, signals and notes, the
+// (History, Meta, outbox listings, timeline, signals, notes and
+// delegations, the
 // "anything ready?" check idle workers poll with) go to a small pool of
 // read-only connections and never wait behind writes.
 //
 // Lease and claim bookkeeping (Claim, ClaimMany, Next, Renew, Release,
-// outbox Claim and Postpone, ownership leases) and signals commit with
+// outbox Claim and Postpone, ownership leases, a child's Claim and Renew,
+// ClaimCompletions) and signals commit with
 // synchronous=NORMAL: a power cut may lose such a commit, never corrupt
 // the file, and what it loses is harmless — see commitMode. Everything a person sent or is owed (entries,
 // acks, replies, history, metadata, dead letters, the timeline, notes)
@@ -159,4 +162,47 @@
 // that applies only for the same holder or over an expired row, so taking
 // and renewing are one statement and a refusal writes nothing; Release
 // deletes the holder's row (lease.go).
+//
+// delegations, children and completions, added by the step to schema
+// version 7, keep package delegation's records (delegation.go). Each has
+// an AUTOINCREMENT seq beside its unique text id, so that what was
+// written first sorts first and a seq is never reused.
+//
+//   - delegations: the conversation, created_at (the dispatch's own time,
+//     else the clock's at its write) and the encoded Delegation without
+//     its children. List reads it newest first through (conv, created_at)
+//     or (created_at), seq breaking ties.
+//   - children: one row per child, with its delegation and conversation,
+//     idx (its task index), status, the claim (owner, token,
+//     owner_expires: set while it runs), started_at and ended_at, the
+//     child as dispatched (body), its last progress and its result, each
+//     encoded. Claim takes the pending ones in seq order (dispatch order)
+//     from the partial index of pending rows, each grant's token from the
+//     one counter in claim_tokens, so a token is above every token granted
+//     before; Renew and End match the token of a running row, so a claim
+//     that was reaped (or never was) writes nothing. Reap reads running
+//     rows whose owner_expires has passed by the store's clock from the
+//     partial index of running rows; Active counts, and List's active
+//     query finds, a conversation's pending and running children through
+//     the partial index of those.
+//   - completions: one row per completion, state pending or delivered,
+//     the claim (claim_worker, claim_token, which grows with each grant,
+//     claim_expires), next_attempt, attempts, last_error, created_at,
+//     delivered_at and the encoded Completion. A completion is due when
+//     its pending row's next_attempt has passed; a claim moves
+//     next_attempt to its expiry, so a claimed one leaves the due range of
+//     the partial index until its claim runs out, and Retry moves it to
+//     the retry time. Ack and Retry match a held claim's token.
+//
+// End, and Reap for each child it ends, records the end and, when it
+// completes the child's unit (delegation.CompletionFor, computed in Go on
+// the delegation as read inside the same transaction), inserts the unit's
+// completion: one transaction, so the last child of a unit makes its
+// completion exactly once. A Reap ends its children in one transaction;
+// two reapers, in one process or two sharing the file, take turns on the
+// write lock, and the second finds the first's ends done. A dispatch
+// written in a turn's commit (sessions.Finish.Writes, writes.go) runs
+// Create's inserts inside the turn's transaction, after its lease check;
+// an existing delegation or child id is a Conflict there too, and the
+// whole commit rolls back.
 package sqlite

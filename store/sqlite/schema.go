@@ -137,6 +137,64 @@ ALTER TABLE signals ADD COLUMN message_id TEXT NOT NULL DEFAULT '';
 	`
 ALTER TABLE signals ADD COLUMN target TEXT NOT NULL DEFAULT '';
 `,
+	// 6 → 7: delegations, their children and their completions (package
+	// delegation), and the counter child claims take their tokens from.
+	`
+CREATE TABLE delegations (
+	seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+	id         TEXT NOT NULL UNIQUE,
+	conv       TEXT NOT NULL,
+	created_at INTEGER NOT NULL,
+	body       BLOB NOT NULL
+);
+CREATE INDEX delegations_conv ON delegations (conv, created_at);
+CREATE INDEX delegations_created ON delegations (created_at);
+
+CREATE TABLE children (
+	seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+	id            TEXT NOT NULL UNIQUE,
+	delegation    TEXT NOT NULL,
+	conv          TEXT NOT NULL,
+	idx           INTEGER NOT NULL,
+	status        TEXT NOT NULL,
+	owner         TEXT NOT NULL DEFAULT '',
+	token         INTEGER NOT NULL DEFAULT 0,
+	owner_expires INTEGER,
+	started_at    INTEGER NOT NULL DEFAULT 0,
+	ended_at      INTEGER NOT NULL DEFAULT 0,
+	body          BLOB NOT NULL,
+	progress      BLOB,
+	result        BLOB
+);
+CREATE INDEX children_delegation ON children (delegation, idx);
+CREATE INDEX children_pending ON children (seq) WHERE status = 'pending';
+CREATE INDEX children_running ON children (owner_expires) WHERE status = 'running';
+CREATE INDEX children_active ON children (conv, delegation) WHERE status IN ('pending', 'running');
+
+CREATE TABLE completions (
+	seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+	id            TEXT NOT NULL UNIQUE,
+	delegation    TEXT NOT NULL,
+	conv          TEXT NOT NULL,
+	state         TEXT NOT NULL CHECK (state IN ('pending', 'delivered')),
+	claim_worker  TEXT NOT NULL DEFAULT '',
+	claim_token   INTEGER NOT NULL DEFAULT 0,
+	claim_expires INTEGER,
+	next_attempt  INTEGER NOT NULL,
+	attempts      INTEGER NOT NULL DEFAULT 0,
+	last_error    TEXT NOT NULL DEFAULT '',
+	created_at    INTEGER NOT NULL,
+	delivered_at  INTEGER NOT NULL DEFAULT 0,
+	body          BLOB NOT NULL
+);
+CREATE INDEX completions_due ON completions (next_attempt, seq) WHERE state = 'pending';
+CREATE INDEX completions_delegation ON completions (delegation, seq);
+
+CREATE TABLE claim_tokens (
+	name  TEXT PRIMARY KEY,
+	token INTEGER NOT NULL
+) WITHOUT ROWID;
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

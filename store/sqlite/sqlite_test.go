@@ -10,12 +10,14 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, storetest.Backend{
+	b := storetest.Backend{
 		Name: "sqlite",
 		New: func(t *testing.T) storetest.Place {
 			return place{path: filepath.Join(t.TempDir(), "herald.db")}
 		},
-	})
+	}
+	storetest.Run(t, b)
+	t.Run("Delegations", func(t *testing.T) { storetest.RunDelegations(t, b) })
 }
 
 // place is one database file; stores opened on it see each other's

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"time"
 
+	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/sessions"
 )
 
@@ -26,6 +27,9 @@ func (d *DB) checkWrites(op string, ws []sessions.Write) error {
 // and in applyWrite.
 func (d *DB) checkWrite(op string, w sessions.Write) error {
 	switch w := w.(type) {
+	case delegation.Dispatch:
+		_, err := encodeDispatch(op, w)
+		return err
 	default:
 		return sessions.UnknownWrite(op, w)
 	}
@@ -35,6 +39,12 @@ func (d *DB) checkWrite(op string, w sessions.Write) error {
 // checked: it is written with the turn or not at all.
 func (d *DB) applyWrite(t *tx, op string, w sessions.Write, now time.Time) error {
 	switch w := w.(type) {
+	case delegation.Dispatch:
+		rows, err := encodeDispatch(op, w)
+		if err != nil {
+			return err
+		}
+		return insertDispatch(t, op, w, rows, now)
 	default:
 		return sessions.UnknownWrite(op, w)
 	}

@@ -102,3 +102,38 @@ local WRITE_OPS = {
   ZADD = true, ZREM = true, SADD = true, SREM = true, RPUSH = true,
   XADD = true, PEXPIRE = true,
 }
+
+-- check_write_ops refuses, before anything is written, write commands
+-- (args[at], the count, then per command its name, n, the index of the
+-- argument to replace with the time and n arguments: appendOps in
+-- writes.go) that are not all in WRITE_OPS. It returns an error reply,
+-- or nil when all are allowed. run_write_ops then runs them, with now
+-- (ms) in each argument a command names. These are what finish does in
+-- line with a turn's writes, for a script that writes the same commands
+-- outside a turn (dlg_create).
+local function check_write_ops(args, at)
+  local wo = at + 1
+  for _ = 1, small(args[at]) do
+    if not WRITE_OPS[args[wo]] then
+      return redis.error_reply('write command ' .. tostring(args[wo]) .. ' is not allowed')
+    end
+    wo = wo + 3 + small(args[wo + 1])
+  end
+  return nil
+end
+
+local function run_write_ops(args, at, now)
+  local wo = at + 1
+  for _ = 1, small(args[at]) do
+    local cmd, n, tat = args[wo], small(args[wo + 1]), small(args[wo + 2])
+    local wargs = {}
+    for i = 1, n do
+      wargs[i] = args[wo + 2 + i]
+    end
+    if tat > 0 then
+      wargs[tat] = int(now)
+    end
+    redis.call(cmd, unpack(wargs))
+    wo = wo + 3 + n
+  end
+end

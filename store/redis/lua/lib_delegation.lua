@@ -1,0 +1,98 @@
+-- Helpers of the delegation scripts (dlg_*.lua); delegation.go names the
+-- keys.
+
+local function dlg_key(prefix, suffix)
+  return prefix .. 'dlg:' .. suffix
+end
+
+-- CHILD_FIELDS are the fields of a child's hash a reply carries, in this
+-- order (childFields in delegation.go): the child as dispatched, status,
+-- owner, claim token, claim expiry, progress, result, started and ended
+-- (ms).
+local CHILD_FIELDS = {'t', 's', 'o', 'tok', 'exp', 'p', 'r', 'st', 'en'}
+
+-- CMP_FIELDS are the fields of a completion's hash a reply carries, in
+-- this order (cmpFields in delegation.go): delegation id, unit, results
+-- (a JSON array), total, state, created, delivered (ms), attempts, last
+-- error, claim token.
+local CMP_FIELDS = {'dl', 'u', 'r', 'n', 'st', 'at', 'dat', 'a', 'e', 'tok'}
+
+-- append_all adds the items of list to out.
+local function append_all(out, list)
+  for i = 1, #list do
+    out[#out + 1] = list[i]
+  end
+end
+
+-- dlg_child_reply adds a child's id and its CHILD_FIELDS to out.
+local function dlg_child_reply(out, prefix, id)
+  out[#out + 1] = id
+  append_all(out, redis.call('HMGET', dlg_key(prefix, 'c:' .. id), unpack(CHILD_FIELDS)))
+end
+
+-- dlg_unit is the completion a child belongs to, as delegation.Unit
+-- makes it: '' for the whole delegation, else the child's group or its
+-- task index when the delegation's completions are independent.
+local function dlg_unit(independent, group, index)
+  if independent ~= '1' then
+    return ''
+  end
+  if group and group ~= '' then
+    return 'group:' .. group
+  end
+  return 'task:' .. index
+end
+
+-- dlg_active reports whether a child's status is pending or running; the
+-- store writes no status but those and the terminal ones.
+local function dlg_active(status)
+  return status == 'pending' or status == 'running'
+end
+
+-- dlg_complete is delegation.CompletionFor inside the step that ended
+-- the child id of delegation dlg: when every child of its unit has ended
+-- with a result, it writes the unit's completion, pending and due now,
+-- and returns its id, unit, encoded results (ordered by task index),
+-- total, created (ms) and the delegation's body; else nil.
+local function dlg_complete(prefix, dlg, id, now)
+  local dkey = dlg_key(prefix, 'd:' .. dlg)
+  local dv = redis.call('HMGET', dkey, 'ind', 'b')
+  local mine = redis.call('HMGET', dlg_key(prefix, 'c:' .. id), 'g', 'i')
+  local unit = dlg_unit(dv[1], mine[1], mine[2])
+  local kids = redis.call('LRANGE', dlg_key(prefix, 'kids:' .. dlg), 0, -1)
+  local results = {}
+  for _, kid in ipairs(kids) do
+    local kv = redis.call('HMGET', dlg_key(prefix, 'c:' .. kid), 's', 'g', 'i', 'r')
+    if dlg_unit(dv[1], kv[2], kv[3]) == unit then
+      if dlg_active(kv[1]) or not kv[4] or kv[4] == '' then
+        return nil
+      end
+      results[#results + 1] = {tonumber(kv[3]), kv[4]}
+    end
+  end
+  table.sort(results, function(a, b) return a[1] < b[1] end)
+  local enc = {}
+  for i, r in ipairs(results) do
+    enc[i] = r[2]
+  end
+  local cid = 'cmp_' .. dlg
+  if unit ~= '' then
+    cid = cid .. ':' .. unit
+  end
+  local at = int(now)
+  local rs = '[' .. table.concat(enc, ',') .. ']'
+  redis.call('HSET', dlg_key(prefix, 'cmp:' .. cid), 'dl', dlg, 'u', unit, 'r', rs, 'n', int(#kids),
+    'st', 'pending', 'next', at, 'at', at, 'a', '0', 'e', '', 'tok', '0')
+  redis.call('ZADD', dlg_key(prefix, 'due'), at, cid)
+  redis.call('RPUSH', dlg_key(prefix, 'cmps:' .. dlg), cid)
+  return {cid, unit, rs, int(#kids), at, dv[2]}
+end
+
+-- dlg_cmp_reply adds a completion's id, its CMP_FIELDS and its
+-- delegation's body to out.
+local function dlg_cmp_reply(out, prefix, cid)
+  local v = redis.call('HMGET', dlg_key(prefix, 'cmp:' .. cid), unpack(CMP_FIELDS))
+  out[#out + 1] = cid
+  append_all(out, v)
+  out[#out + 1] = redis.call('HGET', dlg_key(prefix, 'd:' .. v[1]), 'b')
+end
