@@ -26,6 +26,7 @@ import (
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/adapters/api"
 	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/llm"
@@ -103,11 +104,13 @@ type Gateway struct {
 	parts    components
 	api      *api.Server
 	presence *Presence
-	adapters []adapters.Adapter
-	owned    *prometheus.GaugeVec // herald_adapter_owned
-	routes   *Routes
-	mux      *http.ServeMux
-	server   *http.Server
+	// workspace is the workspace tools, nil when tools.workspace is unset.
+	workspace *tools.WorkspaceTools
+	adapters  []adapters.Adapter
+	owned     *prometheus.GaugeVec // herald_adapter_owned
+	routes    *Routes
+	mux       *http.ServeMux
+	server    *http.Server
 	// metricsServer serves /metrics alone on http.metrics_addr; nil when
 	// that is unset.
 	metricsServer *http.Server
@@ -258,10 +261,32 @@ func (g *Gateway) build() error {
 	if err := tools.RegisterCore(registry, tools.CoreOptions{Notes: store, AllowedTargets: cfg.SendMessage.AllowedTargets}); err != nil {
 		return err
 	}
-	toolset, err := registry.Set([]string{tools.Core})
+	workspace, err := tools.RegisterWorkspace(registry, tools.WorkspaceOptions{
+		Root:            cfg.Tools.Workspace,
+		TerminalTimeout: cfg.Tools.TerminalTimeout,
+		OutputMaxChars:  cfg.Tools.OutputMaxChars,
+		Dangerous:       cfg.Tools.DangerousCommands,
+		AutoApprove:     cfg.Delegation.SubagentAutoApprove,
+		Subagent:        func(ctx context.Context) bool { return delegation.DepthOf(ctx) > 0 },
+		Clock:           g.clock,
+	})
 	if err != nil {
 		return err
 	}
+	g.workspace = workspace
+	background, err := g.buildDelegation(registry, commands, g.metrics.TimeModel(model), workspace)
+	if err != nil {
+		return err
+	}
+	toolsets := []string{tools.Core, delegation.Toolset}
+	if workspace != nil {
+		toolsets = append(toolsets, tools.Workspace)
+	}
+	toolset, err := registry.Set(toolsets)
+	if err != nil {
+		return err
+	}
+	background.spawner.SetTools(toolset)
 	runner := &agent.Agent{
 		Client:        g.metrics.TimeModel(model),
 		Model:         cfg.Model.Name,
@@ -306,7 +331,7 @@ func (g *Gateway) build() error {
 	g.owned = ownedGauge(g.metrics)
 
 	g.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
-		Store:      DeliveringSessions(store, delivery),
+		Store:      CommittingSessions(DeliveringSessions(store, delivery), background.committed),
 		Runner:     runner,
 		Commands:   commands,
 		Name:       g.opts.Name,
@@ -325,9 +350,10 @@ func (g *Gateway) build() error {
 	}
 	g.metrics.RunningTurns(g.turns.Running, cfg.Workers.Turns)
 	g.tailer, err = sessions.NewSignalTailer(sessions.SignalTailerOptions{
-		Signals: store,
-		Handler: g.turns,
-		Logger:  log.With("part", "signals"),
+		Signals:  store,
+		Handler:  g.turns,
+		Handlers: []sessions.SignalHandler{background.runner},
+		Logger:   log.With("part", "signals"),
 	})
 	if err != nil {
 		return err
@@ -347,6 +373,9 @@ func (g *Gateway) build() error {
 	if err != nil {
 		return err
 	}
+	if err := background.startDeliverer(g, g.router); err != nil {
+		return err
+	}
 	g.gauges = NewStoreGauges(g.db.Outbox(), store, g.metrics, 0, 0, log)
 
 	// The background loops (components.go), in dependency order: each
@@ -359,6 +388,10 @@ func (g *Gateway) build() error {
 	g.add("signals", g.tailer)
 	g.add("presence", g.presence)
 	g.add("turns", g.turns)
+	// Children run beside the turns; on a stop they end interrupted and
+	// their completions wait in the store for the next deliverer.
+	g.add("subagents", background.runner)
+	g.add("completions", background.deliverer)
 
 	g.api = api.New(api.Options{
 		Inbox:        g.router,
@@ -586,6 +619,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	if err := g.parts.shutdown(ctx, g.log); err != nil {
 		problems = append(problems, err)
 	}
+	// What the agents left running in the background ends with them.
+	g.workspace.EndAllProcesses()
 
 	// Ending the adapters' Run ends the API's waiting requests and event
 	// streams, so the HTTP server can finish.
