@@ -42,7 +42,58 @@ func RegisterCommands(cmds *sessions.Commands, opts CommandOptions) error {
 			return err
 		}
 	}
+	cmds.AddStatus(c.status)
 	return nil
+}
+
+// status is /status's line of background work: the conversation's
+// recent sub-agents, how many run, and the tokens they used, which add
+// to the session's own.
+func (c commands) status(ctx context.Context, conv string) string {
+	ds, err := c.opts.Store.List(ctx, Query{Conv: conv, Limit: 50})
+	if err != nil || len(ds) == 0 {
+		return ""
+	}
+	return StatusLine(ds)
+}
+
+// StatusLine sums ds for /status: "Background: 3 sub-agents (1
+// running), 12,345 tokens".
+func StatusLine(ds []Delegation) string {
+	n, running, tokens := 0, 0, 0
+	var cost float64
+	priced := false
+	for _, d := range ds {
+		for _, ch := range d.Children {
+			n++
+			p := ch.Progress
+			if !ch.Status.Terminal() {
+				running++
+			}
+			if ch.Result != nil {
+				p.InputTokens, p.OutputTokens = ch.Result.InputTokens, ch.Result.OutputTokens
+				if ch.Result.CostUSD != nil {
+					cost += *ch.Result.CostUSD
+					priced = true
+				}
+			}
+			tokens += p.InputTokens + p.OutputTokens
+		}
+	}
+	line := fmt.Sprintf("Background: %d sub-agents (%d running), %s tokens", n, running, thousands(tokens))
+	if priced {
+		line += fmt.Sprintf(", $%.4f", cost)
+	}
+	return line + ". /agents lists them."
+}
+
+// thousands writes n with thousands separators.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 type commands struct{ opts CommandOptions }

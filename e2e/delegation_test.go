@@ -323,6 +323,14 @@ func TestAgentsAndControl(t *testing.T) {
 			"/agents answered " + a
 	})
 
+	api.mustPost(t, "ctl", "/status")
+	eventually(t, waitReply, func() (bool, string) {
+		items, _ := api.timeline("ctl")
+		cmds := ofKind(items, kindCommand)
+		a := cmds[len(cmds)-1].Text
+		return strings.Contains(a, "Background: 2 sub-agents (1 running)"), "/status answered " + a
+	})
+
 	// Another conversation cannot reach this one's sub-agent.
 	api.mustPost(t, "other", "control stop "+ids[0])
 	other := texts(ofKind(api.waitTimeline(t, "other", 1), kindReply))[0]

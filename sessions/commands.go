@@ -46,6 +46,33 @@ type Commands struct {
 	mu     sync.RWMutex
 	byName map[string]*Command // names and aliases
 	order  []string            // names in registration order, for /help
+	status []StatusFunc
+}
+
+// StatusFunc is another part's line in /status for a conversation (its
+// background work, say); "" adds none. It must answer quickly: /status
+// is answered at once, even while a turn runs.
+type StatusFunc func(ctx context.Context, conv string) string
+
+// AddStatus adds f's line to every /status answer, after the turn's.
+func (c *Commands) AddStatus(f StatusFunc) {
+	c.mu.Lock()
+	c.status = append(c.status, f)
+	c.mu.Unlock()
+}
+
+// statusLines are the lines the added StatusFuncs give for conv.
+func (c *Commands) statusLines(ctx context.Context, conv string) []string {
+	c.mu.RLock()
+	fs := slices.Clone(c.status)
+	c.mu.RUnlock()
+	var out []string
+	for _, f := range fs {
+		if line := f(ctx, conv); line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 // NewCommands returns an empty registry.

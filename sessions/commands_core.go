@@ -105,6 +105,9 @@ func cmdStatus(ctx context.Context, c *CommandCall) error {
 	}
 	mode := r.busyMode(meta)
 	fmt.Fprintf(&b, "\nBusy input mode: %s — %s", mode, mode.explain())
+	for _, line := range r.commands.statusLines(ctx, c.In.Conv) {
+		b.WriteString("\n" + line)
+	}
 	return c.Reply(ctx, b.String())
 }
 
