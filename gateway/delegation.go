@@ -29,11 +29,11 @@ type delegationParts struct {
 func (g *Gateway) buildDelegation(registry *tools.Registry, commands *sessions.Commands, parent llm.Client, workspace *tools.WorkspaceTools) (*delegationParts, error) {
 	cfg := g.cfg.Delegation
 	store := g.db.Delegations()
-	client, err := g.auxClient(cfg.Endpoint(), parent)
+	client, err := g.auxClient(cfg.Endpoint(), cfg.RequestOverrides, parent)
 	if err != nil {
 		return nil, err
 	}
-	review, err := g.auxClient(g.cfg.Auxiliary.Review, client)
+	review, err := g.auxClient(g.cfg.Auxiliary.Review, nil, client)
 	if err != nil {
 		return nil, err
 	}
@@ -166,9 +166,10 @@ func (s committingSessions) FinishAndClaim(ctx context.Context, l sessions.Lease
 // auxClient is the model client of settings other than the main model's
 // (delegation.*, auxiliary.review.*): fallback when they set nothing,
 // else a client of their own, with what they leave empty taken from the
-// main model (the main key goes only to the main endpoint).
-func (g *Gateway) auxClient(ep config.AuxModel, fallback llm.Client) (llm.Client, error) {
-	if ep == (config.AuxModel{}) {
+// main model (the main key goes only to the main endpoint) and overrides
+// set in every request's body.
+func (g *Gateway) auxClient(ep config.AuxModel, overrides map[string]any, fallback llm.Client) (llm.Client, error) {
+	if ep == (config.AuxModel{}) && len(overrides) == 0 {
 		return fallback, nil
 	}
 	ep = ep.Fallback(g.cfg.Model)
@@ -179,6 +180,8 @@ func (g *Gateway) auxClient(ep config.AuxModel, fallback llm.Client) (llm.Client
 		Timeout:    g.cfg.Model.Timeout,
 		MaxRetries: cmp.Or(g.cfg.Model.MaxRetries, -1),
 		Clock:      g.clock,
+
+		RequestOverrides: overrides,
 	})
 	if err != nil {
 		return nil, err

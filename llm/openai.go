@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -63,6 +65,12 @@ type OpenAIOptions struct {
 	Clock clock.Clock
 
 	HTTPClient *http.Client // default: a client without a timeout of its own
+
+	// RequestOverrides are fields set in the body of every request, over
+	// what herald puts there (temperature, reasoning_effort, …); the
+	// config refuses those herald must decide (model, messages, tools,
+	// stream).
+	RequestOverrides map[string]any
 }
 
 // OpenAI is a Client for an OpenAI-compatible Chat Completions endpoint.
@@ -117,12 +125,16 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 	// The service is built directly rather than through openai.NewClient,
 	// which would also read OPENAI_* variables from the environment; herald's
 	// config decides the endpoint and key, nothing else.
-	c.svc = openai.NewChatCompletionService(
+	svcOpts := []option.RequestOption{
 		option.WithBaseURL(opts.BaseURL),
 		option.WithAPIKey(opts.APIKey),
 		option.WithHTTPClient(opts.HTTPClient),
 		option.WithMaxRetries(0), // retries are Complete's, bounded and testable
-	)
+	}
+	for _, k := range slices.Sorted(maps.Keys(opts.RequestOverrides)) {
+		svcOpts = append(svcOpts, option.WithJSONSet(k, opts.RequestOverrides[k]))
+	}
+	c.svc = openai.NewChatCompletionService(svcOpts...)
 	return c, nil
 }
 

@@ -824,3 +824,24 @@ func TestUserMessageOfOtherErrors(t *testing.T) {
 		t.Errorf("ClassOf a foreign error = %q", c)
 	}
 }
+
+func TestRequestOverridesAreInEveryBody(t *testing.T) {
+	ms := testkit.NewModelServer(t)
+	c, _ := newClient(t, ms, func(o *llm.OpenAIOptions) {
+		o.RequestOverrides = map[string]any{"temperature": 0.2, "reasoning_effort": "low"}
+	})
+	for range 2 {
+		if _, err := c.Complete(context.Background(), ask("ping")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, req := range ms.Requests() {
+		var body map[string]any
+		if err := json.Unmarshal(req.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		if body["temperature"] != 0.2 || body["reasoning_effort"] != "low" || body["model"] != "test-model" {
+			t.Errorf("body %s: want the overrides beside herald's own fields", req.Body)
+		}
+	}
+}
