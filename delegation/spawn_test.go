@@ -3,6 +3,8 @@ package delegation
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -374,4 +376,62 @@ func TestSpawnerSteer(t *testing.T) {
 			t.Errorf("result %+v: want pending_steer and the note", r)
 		}
 	})
+}
+
+func TestSpawnerWorktrees(t *testing.T) {
+	touch := func(_ context.Context, turn *tools.Turn, _ json.RawMessage) (tools.Result, error) {
+		return tools.Result{Content: "{}"}, os.WriteFile(filepath.Join(turn.Workspace, "made-by-child"), []byte("x"), 0o644)
+	}
+	tests := []struct {
+		desc      string
+		workspace func(t *testing.T) string
+		replies   []func(context.Context, llm.Request) (*llm.Response, error)
+		check     func(t *testing.T, w *Worktree)
+	}{
+		{
+			desc:      "a clean worktree with no commits is pruned",
+			workspace: newRepo,
+			replies:   []func(context.Context, llm.Request) (*llm.Response, error){reply("nothing to change")},
+			check: func(t *testing.T, w *Worktree) {
+				if w == nil || !w.Pruned || w.Skipped != "" {
+					t.Errorf("worktree %+v: want pruned", w)
+				}
+			},
+		},
+		{
+			desc:      "a worktree the child left files in is kept, dirty, on its branch",
+			workspace: newRepo,
+			replies:   []func(context.Context, llm.Request) (*llm.Response, error){callTool("look", `{}`), reply("made a file")},
+			check: func(t *testing.T, w *Worktree) {
+				if w == nil || w.Pruned || !w.Dirty || !strings.HasPrefix(w.Branch, "herald-subagent/") {
+					t.Fatalf("worktree %+v: want kept and dirty", w)
+				}
+				if _, err := os.Stat(filepath.Join(w.Path, "made-by-child")); err != nil {
+					t.Errorf("the child's file is not in its worktree: %v", err)
+				}
+			},
+		},
+		{
+			desc:      "outside a git repository the child shares the workspace and says why",
+			workspace: func(t *testing.T) string { d := t.TempDir(); hermeticGit(t, d); return d },
+			replies:   []func(context.Context, llm.Request) (*llm.Response, error){reply("done")},
+			check: func(t *testing.T, w *Worktree) {
+				if w == nil || w.Skipped == "" {
+					t.Errorf("worktree %+v: want skipped with a reason", w)
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			ws := tc.workspace(t)
+			m := &fakeModel{replies: tc.replies}
+			s := NewSpawner(SpawnerOptions{Client: m, Tools: echoTools(t, touch), Clock: clock.NewFake(t0), Workspace: ws, Worktrees: true})
+			r := s.Run(context.Background(), Child{ID: "sub_0123456789abcdef", Task: Task{Goal: "work"}}, 1, nil)
+			if r.Status != StatusCompleted {
+				t.Fatalf("result %+v", r)
+			}
+			tc.check(t, r.Worktree)
+		})
+	}
 }

@@ -1,4 +1,4 @@
-package delegation_test
+package delegation
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/errs"
 )
 
@@ -19,7 +18,7 @@ import (
 func hermeticGit(t *testing.T, dir string) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
+		t.Fatal("git is not installed: the worktree tests need it")
 	}
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 	t.Setenv("GIT_CONFIG_GLOBAL", os.DevNull)
@@ -77,11 +76,11 @@ func TestNewWorktree(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			wt, dir, base, err := delegation.NewWorktree(context.Background(), tc.workspace, tc.childID)
+			wt, dir, base, err := NewWorktree(context.Background(), tc.workspace, tc.childID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := &delegation.Worktree{
+			want := &Worktree{
 				Path:   filepath.Join(repo, ".worktrees", "subagent-"+tc.childID),
 				Branch: "herald-subagent/" + tc.childID,
 			}
@@ -108,9 +107,9 @@ func TestFinishWorktree(t *testing.T) {
 	tests := []struct {
 		desc string
 		work func(t *testing.T, dir string) // what the child did in its worktree
-		want delegation.Worktree            // besides Path and Branch
+		want Worktree                       // besides Path and Branch
 	}{
-		{desc: "nothing: pruned", work: func(*testing.T, string) {}, want: delegation.Worktree{Pruned: true}},
+		{desc: "nothing: pruned", work: func(*testing.T, string) {}, want: Worktree{Pruned: true}},
 		{desc: "only an ignored file: pruned", work: func(t *testing.T, dir string) {
 			// What .gitignore leaves out (a build's output) is nothing of
 			// the child's work.
@@ -118,34 +117,34 @@ func TestFinishWorktree(t *testing.T) {
 				t.Fatal(err)
 			}
 			write(t, filepath.Join(dir, "build", "out"), "x")
-		}, want: delegation.Worktree{Pruned: true}},
+		}, want: Worktree{Pruned: true}},
 		{desc: "a commit: kept", work: func(t *testing.T, dir string) {
 			write(t, filepath.Join(dir, "new"), "x")
 			runGit(t, dir, "add", "new")
 			runGit(t, dir, "commit", "-q", "-m", "new")
-		}, want: delegation.Worktree{Commits: 1}},
+		}, want: Worktree{Commits: 1}},
 		{desc: "an uncommitted file: kept dirty", work: func(t *testing.T, dir string) {
 			write(t, filepath.Join(dir, "draft"), "x")
-		}, want: delegation.Worktree{Dirty: true}},
+		}, want: Worktree{Dirty: true}},
 		{desc: "a changed file: kept dirty", work: func(t *testing.T, dir string) {
 			write(t, filepath.Join(dir, "README"), "changed\n")
-		}, want: delegation.Worktree{Dirty: true}},
+		}, want: Worktree{Dirty: true}},
 		{desc: "a commit off the branch: kept", work: func(t *testing.T, dir string) {
 			runGit(t, dir, "checkout", "-q", "--detach")
 			write(t, filepath.Join(dir, "new"), "x")
 			runGit(t, dir, "add", "new")
 			runGit(t, dir, "commit", "-q", "-m", "detached")
-		}, want: delegation.Worktree{Commits: 1}},
+		}, want: Worktree{Commits: 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			repo := newRepo(t)
-			wt, dir, base, err := delegation.NewWorktree(context.Background(), repo, "sub_1")
+			wt, dir, base, err := NewWorktree(context.Background(), repo, "sub_1")
 			if err != nil || wt.Skipped != "" {
 				t.Fatalf("got %+v, %v", wt, err)
 			}
 			tc.work(t, dir)
-			if err := delegation.FinishWorktree(context.Background(), wt, base); err != nil {
+			if err := FinishWorktree(context.Background(), wt, base); err != nil {
 				t.Fatal(err)
 			}
 			tc.want.Path, tc.want.Branch = wt.Path, "herald-subagent/sub_1"
@@ -210,11 +209,11 @@ func TestNewWorktreeSkipped(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			ws := tc.workspace(t)
-			wt, dir, base, err := delegation.NewWorktree(context.Background(), ws, "sub_1")
+			wt, dir, base, err := NewWorktree(context.Background(), ws, "sub_1")
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := &delegation.Worktree{Skipped: strings.ReplaceAll(tc.want, "<dir>", ws)}
+			want := &Worktree{Skipped: strings.ReplaceAll(tc.want, "<dir>", ws)}
 			if diff := cmp.Diff(want, wt); diff != "" {
 				t.Errorf("worktree (-want +got):\n%s", diff)
 			}
@@ -222,7 +221,7 @@ func TestNewWorktreeSkipped(t *testing.T) {
 				t.Errorf("dir %q, base %q; want the shared workspace %q and no base", dir, base, ws)
 			}
 			// Finishing a skipped worktree leaves everything as it was.
-			if err := delegation.FinishWorktree(context.Background(), wt, base); err != nil || !cmp.Equal(want, wt) {
+			if err := FinishWorktree(context.Background(), wt, base); err != nil || !cmp.Equal(want, wt) {
 				t.Errorf("finishing a skipped worktree: %+v, %v", wt, err)
 			}
 		})
@@ -231,7 +230,7 @@ func TestNewWorktreeSkipped(t *testing.T) {
 
 func TestNewWorktreeRefusesBadChildID(t *testing.T) {
 	for _, id := range []string{"", "../x", "a b", "-x", "x.lock", "a..b"} {
-		if _, _, _, err := delegation.NewWorktree(context.Background(), t.TempDir(), id); !errs.Is(err, errs.Invalid) {
+		if _, _, _, err := NewWorktree(context.Background(), t.TempDir(), id); !errs.Is(err, errs.Invalid) {
 			t.Errorf("child id %q: got %v, want Invalid", id, err)
 		}
 	}
