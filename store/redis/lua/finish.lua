@@ -125,19 +125,14 @@ local o = small(ARGV[at])
 local mk = at + 1 + o * 4
 local k = small(ARGV[mk])
 local hk = mk + 1 + 2 * k
--- The other domains' write commands may only be those of WRITE_OPS: they
--- are built by herald's own code (writes.go), and the list keeps a mistake
--- there from reaching anything but data. All are checked before the first
--- write, so a refused one leaves everything as it was.
+-- The other domains' write commands (Finish.Writes) may only be those of
+-- WRITE_OPS: all are checked before the first write, so a refused one
+-- leaves everything as it was.
 local nw = small(ARGV[hk + 4])
-local first_write = hk + 5
-do
-  local wo = first_write
-  for _ = 1, nw do
-    if not WRITE_OPS[ARGV[wo]] then
-      return redis.error_reply('finish: write command ' .. tostring(ARGV[wo]) .. ' is not allowed')
-    end
-    wo = wo + 3 + small(ARGV[wo + 1])
+if nw > 0 then
+  local refused = check_write_ops(ARGV, hk + 4)
+  if refused then
+    return refused
   end
 end
 
@@ -164,21 +159,10 @@ if o > 0 then
   now = now_ms(ARGV[6])
 end
 
--- The other domains' writes (Finish.Writes), checked before the first
--- write above.
-local wo = first_write
-for _ = 1, nw do
-  local cmd, n, tat = ARGV[wo], small(ARGV[wo + 1]), small(ARGV[wo + 2])
-  local wargs = {}
-  for i = 1, n do
-    wargs[i] = ARGV[wo + 2 + i]
-  end
-  if tat > 0 then
-    now = now or now_ms(ARGV[6])
-    wargs[tat] = int(now)
-  end
-  redis.call(cmd, unpack(wargs))
-  wo = wo + 3 + n
+-- The other domains' writes, checked above.
+if nw > 0 then
+  now = now or now_ms(ARGV[6])
+  run_write_ops(ARGV, hk + 4, now)
 end
 -- The oldest messages go first, so that the history's length (hl, which
 -- the state keeps; see append) counts what is left and what is added.

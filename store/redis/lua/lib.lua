@@ -108,9 +108,8 @@ local WRITE_OPS = {
 -- argument to replace with the time and n arguments: appendOps in
 -- writes.go) that are not all in WRITE_OPS. It returns an error reply,
 -- or nil when all are allowed. run_write_ops then runs them, with now
--- (ms) in each argument a command names. These are what finish does in
--- line with a turn's writes, for a script that writes the same commands
--- outside a turn (dlg_create).
+-- (ms) in each argument a command names. finish runs a turn's writes
+-- with them, and dlg_create the same commands outside a turn.
 local function check_write_ops(args, at)
   local wo = at + 1
   for _ = 1, small(args[at]) do
