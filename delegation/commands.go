@@ -20,6 +20,9 @@ type CommandOptions struct {
 	Meta   func(ctx context.Context, conv string) (map[string]string, error)
 	// History reads a conversation's history, for /review.
 	History func(ctx context.Context, conv string) ([]sessions.Message, error)
+	// MaxChildren is delegation.max_concurrent_children: /background and
+	// /review start nothing while the conversation has that many running.
+	MaxChildren int
 	// StallQuiet is delegation.stall_quiet_seconds: /agents marks a child
 	// quiet for longer as possibly stalled.
 	StallQuiet time.Duration
@@ -180,6 +183,9 @@ func (c commands) background(ctx context.Context, call *sessions.CommandCall) er
 	if errs.Is(err, errs.Conflict) {
 		return nil // a redelivery: answered the first time
 	}
+	if err == errFull {
+		return call.Reply(ctx, fmt.Sprintf("This conversation already has %d sub-agents running (delegation.max_concurrent_children); wait for their results, then try again.", c.opts.MaxChildren))
+	}
 	if err != nil {
 		return call.Reply(ctx, "I could not start the background task just now; try again in a moment.")
 	}
@@ -216,6 +222,9 @@ func (c commands) review(ctx context.Context, call *sessions.CommandCall) error 
 	if errs.Is(err, errs.Conflict) {
 		return nil
 	}
+	if err == errFull {
+		return call.Reply(ctx, fmt.Sprintf("This conversation already has %d sub-agents running (delegation.max_concurrent_children); wait for their results, then try /review again.", c.opts.MaxChildren))
+	}
 	if err != nil {
 		return call.Reply(ctx, "I could not start the review just now; try again in a moment.")
 	}
@@ -239,8 +248,21 @@ func ReviewContext(history []sessions.Message) string {
 	return b.String()
 }
 
-// dispatch creates a delegation of tasks for the command's conversation.
+// errFull is the refusal of a dispatch beyond the conversation's cap.
+var errFull = errs.E("delegation.command", errs.TooLarge, "the conversation has as many sub-agents running as it may")
+
+// dispatch creates a delegation of tasks for the command's conversation,
+// unless it has delegation.max_concurrent_children running (errFull).
 func (c commands) dispatch(ctx context.Context, call *sessions.CommandCall, source string, tasks []Task) (Delegation, error) {
+	if c.opts.MaxChildren > 0 {
+		active, err := c.opts.Store.Active(ctx, call.In.Conv)
+		if err != nil {
+			return Delegation{}, err
+		}
+		if active+len(tasks) > c.opts.MaxChildren {
+			return Delegation{}, errFull
+		}
+	}
 	d := Delegation{
 		ID: commandID(call.In), Conv: call.In.Conv, User: userOf(call.In, call.Target.Platform),
 		Origin: call.Target, Source: source, CreatedAt: c.opts.Clock.Now(),

@@ -20,6 +20,7 @@ const (
 	DefaultProcessMax     = 64
 	DefaultRunnerPoll     = time.Second
 	endAttemptsPause      = 200 * time.Millisecond
+	endAttemptsStopping   = 3
 	maxEndPause           = 5 * time.Second
 	reapBatch             = 100
 	defaultShutdownReason = "the gateway stopped before the sub-agent finished"
@@ -240,7 +241,9 @@ func (r *Runner) reap(ctx context.Context) {
 
 // start runs child on a goroutine of its own under claim.
 func (r *Runner) start(child Child, claim Claim) {
-	d, err := r.opts.Store.Delegation(context.Background(), child.Delegation)
+	ctx, cancelRead := context.WithTimeout(context.Background(), r.opts.OwnerTTL/3)
+	d, err := r.opts.Store.Delegation(ctx, child.Delegation)
+	cancelRead()
 	conv := d.Conv
 	if err != nil {
 		r.log.Warn("reading a sub-agent's delegation failed; it runs all the same", "subagent", child.ID, "err", err)
@@ -291,7 +294,7 @@ func (r *Runner) end(rc *running, res Result) {
 		r.Wake()
 	}()
 	pause := endAttemptsPause
-	for {
+	for attempt := 1; ; attempt++ {
 		claim := rc.claim
 		if cur, ok := r.renewer.Current(id); ok {
 			claim = cur
@@ -318,6 +321,12 @@ func (r *Runner) end(rc *running, res Result) {
 		}
 		if _, held := r.renewer.Current(id); !held && !r.renewerStopping() {
 			r.log.Warn("recording a sub-agent's end failed and its claim is gone", "subagent", id, "err", err)
+			return
+		}
+		if r.renewerStopping() && attempt >= endAttemptsStopping {
+			// The instance is going away: the claim runs out, and the
+			// child is reaped unknown by whichever instance comes next.
+			r.log.Warn("recording a sub-agent's end failed while stopping; it will end unknown", "subagent", id, "err", err)
 			return
 		}
 		r.log.Warn("recording a sub-agent's end failed; retrying", "subagent", id, "err", err, "in", pause)

@@ -95,12 +95,13 @@ func (g *Gateway) buildDelegation(registry *tools.Registry, commands *sessions.C
 		return nil, err
 	}
 	if err := delegation.RegisterCommands(commands, delegation.CommandOptions{
-		Store:      store,
-		Runner:     p.runner,
-		Meta:       meta,
-		History:    g.db.Sessions().History,
-		StallQuiet: time.Duration(cfg.StallQuietSeconds) * time.Second,
-		Clock:      g.clock,
+		Store:       store,
+		Runner:      p.runner,
+		Meta:        meta,
+		History:     g.db.Sessions().History,
+		MaxChildren: cfg.MaxConcurrentChildren,
+		StallQuiet:  time.Duration(cfg.StallQuietSeconds) * time.Second,
+		Clock:       g.clock,
 	}); err != nil {
 		return nil, err
 	}
