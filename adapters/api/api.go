@@ -63,6 +63,9 @@ type Options struct {
 	// KeepAlive is the interval of SSE comments that keep idle streams
 	// open through proxies; default 15 s.
 	KeepAlive time.Duration
+	// Delegations, when set, serves the background work routes under
+	// /api/v1/delegations (delegations.go).
+	Delegations Delegations
 }
 
 func (o Options) withDefaults() Options {
@@ -119,6 +122,9 @@ func New(opts Options) *Server {
 		s.inbox.Store(&opts.Inbox)
 	}
 	s.routes()
+	if opts.Delegations != nil {
+		s.delegationRoutes()
+	}
 	return s
 }
 

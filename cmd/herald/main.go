@@ -90,6 +90,7 @@ func (m *Main) rootCommand() *cobra.Command {
 		m.configCommand(),
 		m.benchCommand(),
 		m.outboxCommand(),
+		m.delegationsCommand(),
 	)
 	return root
 }

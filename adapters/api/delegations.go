@@ -1,0 +1,183 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/heraldgw/herald/delegation"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
+)
+
+// Delegations is the lifecycle of background work the API serves
+// (delegation.Service is one): start, read and cancel a delegation.
+type Delegations interface {
+	// Start dispatches req. Errors: Invalid (bad input), Conflict (the
+	// conversation has no place for that many children), Unavailable.
+	Start(ctx context.Context, req delegation.Request) (delegation.Delegation, error)
+	// Get reads a delegation. Errors: NotFound, Unavailable.
+	Get(ctx context.Context, id string) (delegation.Delegation, error)
+	// Cancel stops a delegation's running children and returns it with
+	// the ones the stop went to. Errors: NotFound, Unavailable.
+	Cancel(ctx context.Context, id string) (delegation.Delegation, []string, error)
+}
+
+// Long-polling a delegation (GET …?wait=).
+const (
+	maxDelegationWait = 5 * time.Minute
+	delegationPoll    = 250 * time.Millisecond
+)
+
+// typeConflict is the error type of a request the state refuses: a
+// conversation with no free place for more sub-agents.
+const typeConflict = "conflict_error"
+
+type delegationRequest struct {
+	Conversation string            `json:"conversation"`
+	Goal         string            `json:"goal"`
+	Context      string            `json:"context"`
+	OutputSchema json.RawMessage   `json:"output_schema"`
+	Role         string            `json:"role"`
+	Tasks        []delegation.Task `json:"tasks"`
+}
+
+// delegationResponse is a delegation as the API answers it; Stopping
+// is, for a cancel, the children the stop went to.
+type delegationResponse struct {
+	delegation.View
+	Stopping []string `json:"stopping,omitempty"`
+}
+
+func (s *Server) delegationRoutes() {
+	s.route("POST", "/api/v1/delegations", s.startDelegation)
+	s.route("GET", "/api/v1/delegations/{id}", s.getDelegation)
+	s.route("POST", "/api/v1/delegations/{id}/cancel", s.cancelDelegation)
+}
+
+// startDelegation dispatches background work for a conversation of
+// this API; its results come back to that conversation as a turn, and
+// the answer is the delegation's handle. An Idempotency-Key makes a
+// retried request answer the delegation the first one started.
+func (s *Server) startDelegation(w http.ResponseWriter, r *http.Request) {
+	var req delegationRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	conv, err := conversation(req.Conversation)
+	if err != nil {
+		s.fail(w, r, errs.E("api.startDelegation", errs.Invalid, "conversation: %s", reason(err)))
+		return
+	}
+	d, err := s.opts.Delegations.Start(r.Context(), delegation.Request{
+		Conv:   conv,
+		Origin: outbox.Target{Platform: Platform, Chat: req.Conversation},
+		// Whom a message posted here is from, as the agent names it.
+		User:         Platform + ":" + Platform,
+		Key:          strings.TrimSpace(r.Header.Get("Idempotency-Key")),
+		Goal:         req.Goal,
+		Context:      req.Context,
+		OutputSchema: req.OutputSchema,
+		Role:         req.Role,
+		Tasks:        req.Tasks,
+	})
+	if err != nil {
+		s.failDelegation(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, delegationResponse{View: delegation.ViewOf(d)})
+}
+
+// getDelegation answers a delegation with its children and their
+// results. With ?wait=DURATION it answers once every child has ended,
+// or when the wait (at most 5 minutes) has passed, as it then stands.
+func (s *Server) getDelegation(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var wait time.Duration
+	if v := r.URL.Query().Get("wait"); v != "" {
+		var err error
+		if wait, err = time.ParseDuration(v); err != nil || wait < 0 {
+			s.fail(w, r, errs.E("api.getDelegation", errs.Invalid, "wait %q is not a duration such as 30s or 2m", v))
+			return
+		}
+		wait = min(wait, maxDelegationWait)
+	}
+	d, err := s.opts.Delegations.Get(r.Context(), id)
+	if err != nil {
+		s.failDelegation(w, r, err)
+		return
+	}
+	if wait > 0 && d.Status() == delegation.StatusRunning {
+		clearWriteDeadline(w)
+		var ok bool
+		if d, ok = s.awaitDelegation(r.Context(), d, wait); !ok {
+			return // the client went away
+		}
+	}
+	writeJSON(w, http.StatusOK, delegationResponse{View: delegation.ViewOf(d)})
+}
+
+// awaitDelegation reads d from the store every delegationPoll until
+// every child has ended or wait has passed, and returns it as it last
+// read it. A read that fails is tried again at the next poll; it
+// reports false when ctx ended first.
+func (s *Server) awaitDelegation(ctx context.Context, d delegation.Delegation, wait time.Duration) (delegation.Delegation, bool) {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	poll := time.NewTicker(delegationPoll)
+	defer poll.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return d, false
+		case <-s.done:
+			return d, true
+		case <-deadline.C:
+			return d, true
+		case <-poll.C:
+		}
+		cur, err := s.opts.Delegations.Get(ctx, d.ID)
+		switch {
+		case err == nil:
+			d, failing = cur, false
+		case ctx.Err() != nil:
+			return d, false
+		case !failing:
+			s.log.Warn("reading a delegation failed; polling on", "delegation", d.ID, "err", err)
+			failing = true
+		}
+		if d.Status() != delegation.StatusRunning {
+			return d, true
+		}
+	}
+}
+
+// cancelDelegation stops a delegation's running children, wherever
+// they run. A delegation that has ended is answered as it is.
+func (s *Server) cancelDelegation(w http.ResponseWriter, r *http.Request) {
+	d, stopping, err := s.opts.Delegations.Cancel(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.failDelegation(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, delegationResponse{View: delegation.ViewOf(d), Stopping: stopping})
+}
+
+// failDelegation answers the errors of the delegation routes: those the
+// API's other routes answer, and a missing delegation and a full
+// conversation, which only these have.
+func (s *Server) failDelegation(w http.ResponseWriter, r *http.Request, err error) {
+	switch errs.CodeOf(err) {
+	case errs.NotFound:
+		writeError(w, http.StatusNotFound, typeNotFound, fmt.Sprintf("no delegation %q", r.PathValue("id")))
+	case errs.Conflict:
+		writeError(w, http.StatusConflict, typeConflict, reason(err))
+	default:
+		s.fail(w, r, err)
+	}
+}

@@ -1,0 +1,220 @@
+package delegation
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// Service is the lifecycle of delegations made outside a turn: start
+// one, read it, cancel it. The HTTP API and `herald delegations` use
+// it. Everything it answers is read from the store, so a handle answers
+// on any instance and after a restart.
+type Service struct {
+	Store   Store            // required
+	Signals sessions.Signals // required by Cancel
+	// Runner is this instance's runner, woken by Start and asked first
+	// by Cancel; nil where none runs (the CLI).
+	Runner *Runner
+	// Meta reads the parent conversation's metadata (its session); nil
+	// dispatches without one.
+	Meta func(ctx context.Context, conv string) (map[string]string, error)
+	// MaxChildren is delegation.max_concurrent_children; 0 means 10.
+	MaxChildren int
+	Independent bool // delegation.independent_completions
+	Clock       clock.Clock
+}
+
+// Request is a dispatch asked for outside a turn: Goal (with Context,
+// OutputSchema, Role) for one task, or Tasks for several.
+type Request struct {
+	Conv   string        // the parent conversation; required
+	Origin outbox.Target // where the parent's replies, and so the results, go
+	User   string        // whom the completion's turn is for
+	// Key, when set, names the request: a retry with the same key (in
+	// the same conversation) answers the delegation the first made.
+	Key          string
+	Goal         string
+	Context      string
+	OutputSchema json.RawMessage
+	Role         string
+	Tasks        []Task
+}
+
+// Start validates req as delegate_task does, checks the conversation's
+// free places, and writes the delegation (Source "api"), its children
+// pending. Errors: Invalid (nothing to delegate, goal and tasks both,
+// too many tasks, a task without a goal, a bad output_schema), Conflict
+// (the conversation has no place for that many children), Unavailable.
+func (s *Service) Start(ctx context.Context, req Request) (Delegation, error) {
+	const op = "delegation.Start"
+	if err := sessions.ValidateConv(op, req.Conv); err != nil {
+		return Delegation{}, err
+	}
+	tasks, err := s.tasks(op, req)
+	if err != nil {
+		return Delegation{}, err
+	}
+	id := commandID(sessions.Inbound{Conv: req.Conv, MessageID: req.Key})
+	if req.Key != "" {
+		if d, err := s.Store.Delegation(ctx, id); err == nil {
+			return d, nil // a retry: started the first time
+		} else if !errs.Is(err, errs.NotFound) {
+			return Delegation{}, err
+		}
+	}
+	active, err := s.Store.Active(ctx, req.Conv)
+	if err != nil {
+		return Delegation{}, err
+	}
+	if free := s.maxChildren() - active; len(tasks) > free {
+		return Delegation{}, errs.E(op, errs.Conflict,
+			"conversation %s has %d sub-agents running and the limit is %d (delegation.max_concurrent_children): %d free; nothing was started. Wait for results, or send fewer tasks",
+			req.Conv, active, s.maxChildren(), max(free, 0))
+	}
+	d := Delegation{
+		ID: id, Conv: req.Conv, User: req.User, Origin: req.Origin,
+		Source: "api", Independent: s.Independent, CreatedAt: s.now(),
+	}
+	if s.Meta != nil {
+		if meta, err := s.Meta(ctx, req.Conv); err == nil {
+			d.Session = meta[sessions.ConvMetaSession]
+		}
+	}
+	d.Children = childrenOf(d.ID, tasks)
+	if err := s.Store.Create(ctx, Dispatch{Delegation: d}); err != nil {
+		if errs.Is(err, errs.Conflict) && req.Key != "" {
+			// A retry that raced the first: answer what it made.
+			return s.Store.Delegation(ctx, id)
+		}
+		return Delegation{}, err
+	}
+	if s.Runner != nil {
+		s.Runner.Wake()
+	}
+	return d, nil
+}
+
+// tasks are req's tasks, checked as delegate_task checks its own.
+func (s *Service) tasks(op string, req Request) ([]taskArgs, error) {
+	var tasks []taskArgs
+	for _, t := range req.Tasks {
+		tasks = append(tasks, taskArgs(t))
+	}
+	switch {
+	case strings.TrimSpace(req.Goal) != "":
+		if len(tasks) > 0 {
+			return nil, errs.E(op, errs.Invalid, "give either goal or tasks, not both")
+		}
+		tasks = []taskArgs{{Goal: req.Goal, Context: req.Context, OutputSchema: req.OutputSchema, Role: req.Role}}
+	case len(tasks) == 0:
+		return nil, errs.E(op, errs.Invalid, "nothing to delegate: give goal (one task) or tasks (several)")
+	case strings.TrimSpace(req.Context) != "" || !noSchema(req.OutputSchema):
+		// Said rather than dropped: with tasks, each carries its own.
+		return nil, errs.E(op, errs.Invalid, "context and output_schema go with goal; with tasks, give each task its own")
+	}
+	if n := s.maxChildren(); len(tasks) > n {
+		return nil, errs.E(op, errs.Invalid,
+			"%d tasks is more than delegation.max_concurrent_children (%d); nothing was started: send at most %d, or fewer larger tasks",
+			len(tasks), n, n)
+	}
+	for i, t := range tasks {
+		if strings.TrimSpace(t.Goal) == "" {
+			return nil, errs.E(op, errs.Invalid, "task %d has no goal; nothing was started", i)
+		}
+		if err := checkSchema(t.OutputSchema); err != nil {
+			return nil, errs.E(op, errs.Invalid, "task %d: output_schema is not a valid JSON Schema (%v); nothing was started", i, err)
+		}
+	}
+	return tasks, nil
+}
+
+// Get returns the delegation with its children as the store has them.
+// Errors: NotFound, Unavailable.
+func (s *Service) Get(ctx context.Context, id string) (Delegation, error) {
+	return s.Store.Delegation(ctx, id)
+}
+
+// Cancel stops the delegation's running children: one that runs on
+// this instance at once, any other by a delegation.stop signal to
+// whichever instance runs it. Each ends interrupted and its partial
+// result comes back with the others. It returns the delegation as it
+// stood and the children the stop went to; a delegation already ended
+// is answered as it is. A child not started yet is not stopped: a stop
+// reaches only a child that runs, so cancelling again once it runs
+// stops it. Errors: NotFound, Unavailable.
+func (s *Service) Cancel(ctx context.Context, id string) (Delegation, []string, error) {
+	const op = "delegation.Cancel"
+	d, err := s.Store.Delegation(ctx, id)
+	if err != nil {
+		return Delegation{}, nil, err
+	}
+	var stopped []string
+	for _, c := range d.Children {
+		if c.Status != StatusRunning {
+			continue
+		}
+		sig := sessions.Signal{Conv: d.Conv, Kind: SignalStop, Target: c.ID}
+		if s.Runner != nil && s.Runner.apply(sig) {
+			// It runs here: stopped at once.
+		} else if err := s.Signals.Signal(ctx, sig); err != nil {
+			return d, stopped, errs.Wrap(op, errs.Unavailable, err)
+		}
+		stopped = append(stopped, c.ID)
+	}
+	return d, stopped, nil
+}
+
+// View is a delegation as the lifecycle's edges show it: its own
+// status and how many of its children are done beside the children.
+type View struct {
+	ID        string    `json:"id"`
+	Status    Status    `json:"status"`
+	Conv      string    `json:"conv"`
+	Source    string    `json:"source"`
+	Done      int       `json:"done"`
+	Total     int       `json:"total"`
+	CreatedAt time.Time `json:"created_at"`
+	Children  []Child   `json:"children"`
+}
+
+// ViewOf is d's View.
+func ViewOf(d Delegation) View {
+	v := View{ID: d.ID, Status: d.Status(), Conv: d.Conv, Source: d.Source, Total: len(d.Children), CreatedAt: d.CreatedAt, Children: d.Children}
+	if v.Children == nil {
+		v.Children = []Child{}
+	}
+	for _, c := range d.Children {
+		if c.Status.Terminal() {
+			v.Done++
+		}
+	}
+	return v
+}
+
+// noSchema reports whether raw is no output schema: empty or null.
+func noSchema(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || string(t) == "null"
+}
+
+func (s *Service) maxChildren() int {
+	if s.MaxChildren < 1 {
+		return 10
+	}
+	return s.MaxChildren
+}
+
+func (s *Service) now() time.Time {
+	if s.Clock == nil {
+		return time.Now()
+	}
+	return s.Clock.Now()
+}

@@ -1,0 +1,116 @@
+package delegation_test
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldgw/herald/delegation"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/store/sqlite"
+	"github.com/heraldgw/herald/tools"
+)
+
+// blockingModel tells of each call on started and answers when the
+// call's context ends, as an HTTP call does.
+type blockingModel struct{ started chan struct{} }
+
+func (m blockingModel) Complete(ctx context.Context, _ llm.Request) (*llm.Response, error) {
+	m.started <- struct{}{}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func openStore(t *testing.T) *sqlite.DB {
+	t.Helper()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "herald.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// TestServiceCancelHere cancels a child that runs on this instance: the
+// runner stops it at once, no signal goes through the store, and it
+// ends interrupted.
+func TestServiceCancelHere(t *testing.T) {
+	db := openStore(t)
+	ctx := context.Background()
+	model := blockingModel{started: make(chan struct{}, 1)}
+	spawner := delegation.NewSpawner(delegation.SpawnerOptions{Client: model, Model: "m", Logger: slog.New(slog.DiscardHandler)})
+	set, err := tools.NewRegistry().Set(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spawner.SetTools(set)
+	ended := make(chan struct{}, 1)
+	runner, err := delegation.NewRunner(delegation.RunnerOptions{
+		Store: db.Delegations(), Spawner: spawner, Name: "here", Poll: time.Hour,
+		Ended:  func() { ended <- struct{}{} },
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runner.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = runner.Shutdown(context.Background()) })
+	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), Runner: runner, MaxChildren: 2}
+
+	d, err := svc.Start(ctx, delegation.Request{Conv: "api:demo", Origin: outbox.Target{Platform: "api", Chat: "demo"}, Goal: "wait"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-model.started // Start woke the runner: the child runs here
+	_, from, err := db.Sessions().SignalsAfter(ctx, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stopped, err := svc.Cancel(ctx, d.ID)
+	if err != nil || len(stopped) != 1 || stopped[0] != d.Children[0].ID {
+		t.Fatalf("Cancel = %v, %v; want the running child stopped", stopped, err)
+	}
+	<-ended
+	got, err := svc.Get(ctx, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := got.Children[0]; c.Status != delegation.StatusInterrupted || c.Result == nil || !strings.Contains(c.Result.Error, "stopped") {
+		t.Errorf("the child ended %s (%+v), want interrupted by the stop", c.Status, c.Result)
+	}
+	if sigs, _, _ := db.Sessions().SignalsAfter(ctx, from, 10); len(sigs) != 0 {
+		t.Errorf("a stop applied here also sent %v", sigs)
+	}
+}
+
+func TestServiceStart(t *testing.T) {
+	db := openStore(t)
+	ctx := context.Background()
+	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), MaxChildren: 2}
+	req := delegation.Request{Conv: "api:demo", Key: "k1", Tasks: []delegation.Task{{Goal: "a"}, {Goal: "b"}}}
+	first, err := svc.Start(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := svc.Start(ctx, req)
+	if err != nil || again.ID != first.ID {
+		t.Errorf("a retry with its key = %s, %v; want %s again", again.ID, err, first.ID)
+	}
+	req.Key = "k2"
+	if _, err := svc.Start(ctx, req); !errs.Is(err, errs.Conflict) {
+		t.Errorf("a dispatch past the conversation's places = %v, want Conflict", err)
+	}
+	if _, err := svc.Start(ctx, delegation.Request{Conv: "", Goal: "x"}); !errs.Is(err, errs.Invalid) {
+		t.Errorf("no conversation = %v, want Invalid", err)
+	}
+	if _, _, err := svc.Cancel(ctx, "deleg_nope"); !errs.Is(err, errs.NotFound) {
+		t.Errorf("Cancel of an unknown delegation = %v, want NotFound", err)
+	}
+}
