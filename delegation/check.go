@@ -59,8 +59,8 @@ func CheckClaim(op, owner string, n int, ttl time.Duration) error {
 	return nil
 }
 
-// CheckEnd refuses, with Invalid, an End whose result has a status that
-// is not terminal.
+// CheckEnd refuses, with Invalid, an End or a StopPending whose result
+// has a status that is not terminal.
 func CheckEnd(op string, r Result) error {
 	if !r.Status.Terminal() {
 		return errs.E(op, errs.Invalid, "end with status %q, which is not terminal", r.Status)
@@ -74,9 +74,9 @@ func Pending(c Child) Child {
 	return Child{ID: c.ID, Delegation: c.Delegation, Index: c.Index, Task: c.Task, Status: StatusPending}
 }
 
-// Ended is the result End records for c: r, with the child's index and
-// id (which CompletionFor orders and names the results by) and, when r
-// has none, its goal.
+// Ended is the result End and StopPending record for c: r, with the
+// child's index and id (which CompletionFor orders and names the results
+// by) and, when r has none, its goal.
 func Ended(c Child, r Result) Result {
 	r.TaskIndex, r.SubagentID = c.Index, c.ID
 	if r.Goal == "" {

@@ -62,6 +62,19 @@ type Store interface {
 	// Errors: LeaseLost, Invalid (a status that is not terminal).
 	End(ctx context.Context, c Claim, r Result) (*Completion, error)
 
+	// StopPending ends child id as StatusInterrupted with r (its Error says
+	// why) when it is still pending — no instance has claimed it — and
+	// makes its unit's completion when it is the last of the unit, in one
+	// atomic step, as End does. It reports whether it was pending; a child
+	// that runs or has ended is left as it is (false, nil). Errors:
+	// NotFound (no such child), Invalid (r's status not terminal).
+	//
+	// A stop is otherwise a signal only a running child's runner hears; a
+	// pending child has no runner, so without this it would start later
+	// and run anyway. The store records r's status as given (a stop gives
+	// StatusInterrupted), and Claim never hands the child out afterwards.
+	StopPending(ctx context.Context, id string, r Result) (stopped bool, c *Completion, err error)
+
 	// Reap ends as StatusUnknown (error UnknownError) up to limit
 	// running children whose claim ran out, and makes the completions
 	// their ends complete, each in its own atomic step, so of several

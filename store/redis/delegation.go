@@ -250,6 +250,46 @@ func (s delegationStore) end(ctx context.Context, op string, child delegation.Ch
 	if len(v) > 0 && str(v[0]) == "LOST" {
 		return child, nil, errs.E(op, errs.LeaseLost, "child %q is not held by claim %d", child.ID, token)
 	}
+	return decodeEnd(op, child, v)
+}
+
+func (s delegationStore) StopPending(ctx context.Context, id string, r delegation.Result) (bool, *delegation.Completion, error) {
+	const op = "redis.delegation.StopPending"
+	db := s.db
+	if err := db.check(op); err != nil {
+		return false, nil, err
+	}
+	if err := delegation.CheckEnd(op, r); err != nil {
+		return false, nil, err
+	}
+	// As in End, the child as dispatched names the result; its status
+	// here only spares a script call, dlg_stop checks it again.
+	child, err := s.child(ctx, op, id)
+	if err != nil || child.Status != delegation.StatusPending {
+		return false, nil, err
+	}
+	body, err := json.Marshal(delegation.Ended(child, r))
+	if err != nil {
+		return false, nil, errs.Wrap(op, errs.Invalid, err)
+	}
+	v, err := db.run(ctx, op, scriptDlgStop, []string{db.dlgKey("c:" + id)},
+		db.prefix, id, string(r.Status), body, db.nowArg())
+	if err != nil {
+		return false, nil, err
+	}
+	if len(v) > 0 && str(v[0]) == "NOTPENDING" {
+		return false, nil, nil
+	}
+	_, cmp, err := decodeEnd(op, child, v)
+	if err != nil {
+		return false, nil, err
+	}
+	return true, cmp, nil
+}
+
+// decodeEnd reads the reply of dlg_end or dlg_stop for child: the child
+// as ended and the completion its end made, if any.
+func decodeEnd(op string, child delegation.Child, v []any) (delegation.Child, *delegation.Completion, error) {
 	if err := status(op, v); err != nil {
 		return child, nil, err
 	}

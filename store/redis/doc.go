@@ -212,7 +212,8 @@
 //	                                    en (started and ended, ms)
 //	Pdlg:pending             list      pending children, oldest dispatch
 //	                                    first: a dispatch pushes its children
-//	                                    in order, a claim pops from the head
+//	                                    in order, a claim pops from the head,
+//	                                    a stop (dlg_stop) removes its child
 //	Pdlg:running             zset      running children scored by claim
 //	                                    expiry (ms)
 //	Pdlg:tok                 string    the child claim token counter
@@ -254,16 +255,23 @@
 // unit's completion, computed in the script as delegation.CompletionFor
 // computes it: the unit's children all ended with a result, the results
 // ordered by task index), dlg_cmp_claim, dlg_cmp_ack and dlg_cmp_retry.
+// StopPending's dlg_stop is the one end not under a claim: it checks
+// that the child is pending, takes it out of Pdlg:pending, and records
+// its end as dlg_end does (lib_delegation.lua's dlg_end_child, the same
+// code, completion and all), so against a dlg_claim of the same child
+// one of the two scripts finds it pending and the other does not.
 // Reap reads the children whose claims ran out by the store's clock
 // (dlg_expired), and ends each with dlg_end, which checks again that the
 // claim is the same and ran out, so of several reapers one ends each
 // child and a claim renewed in between is left alone. A child's
 // statuses are written only by these scripts, pending and running or a
-// terminal one End was given (Go checks it is terminal), so the scripts
-// take any other status for an end. Reads are one call each: dlg_read
-// (a delegation, or a List page, with the children, at one instant),
-// dlg_completions, and for Child and Active a plain HMGET or SCARD; End
-// reads its child (HMGET) before its script, to name the result.
+// terminal one End or StopPending was given (Go checks it is terminal),
+// so the scripts take any other status for an end. Reads are one call
+// each: dlg_read (a delegation, or a List page, with the children, at
+// one instant), dlg_completions, and for Child and Active a plain HMGET
+// or SCARD; End and StopPending read their child (HMGET) before their
+// script, to name the result (StopPending answers a child it reads as
+// not pending without one).
 //
 // The outbox uses sorted sets rather than a stream because its entries are
 // not consumed in arrival order: a failed send is retried later with

@@ -52,6 +52,7 @@ var (
 	scriptDlgClaim       = newScript("dlg_claim")
 	scriptDlgRenew       = newScript("dlg_renew")
 	scriptDlgEnd         = newScript("dlg_end")
+	scriptDlgStop        = newScript("dlg_stop")
 	scriptDlgExpired     = newScript("dlg_expired")
 	scriptDlgCmpClaim    = newScript("dlg_cmp_claim")
 	scriptDlgCmpAck      = newScript("dlg_cmp_ack")
@@ -70,7 +71,7 @@ var scriptFiles = []string{
 	"timeline_append", "signal", "note_add",
 	"ob_enqueue", "ob_claim", "ob_ack", "ob_release", "ob_dead", "ob_requeue", "ob_list",
 	"queue_depth",
-	"dlg_create", "dlg_claim", "dlg_renew", "dlg_end", "dlg_expired",
+	"dlg_create", "dlg_claim", "dlg_renew", "dlg_end", "dlg_stop", "dlg_expired",
 	"dlg_cmp_claim", "dlg_cmp_ack", "dlg_cmp_retry", "dlg_read", "dlg_completions",
 }
 

@@ -59,6 +59,10 @@ const (
 	sqlChildHeld = `SELECT ` + childCols + ` FROM children WHERE id = ?1 AND status = 'running' AND token = ?2`
 	sqlChildEnd  = `UPDATE children SET status = ?2, result = ?3, ended_at = ?4, owner = '', owner_expires = NULL
 		WHERE id = ?1 AND status = 'running' AND token = ?5`
+	// A stop ends a child no claim holds: it matches only a pending row,
+	// which the write takes out of the partial index Claim reads.
+	sqlChildStop = `UPDATE children SET status = ?2, result = ?3, ended_at = ?4
+		WHERE id = ?1 AND status = 'pending'`
 
 	// A running child's claim ran out when owner_expires has passed by
 	// the store's clock; the partial index of the running ones finds them.
@@ -296,6 +300,51 @@ func (s delegationStore) End(ctx context.Context, c delegation.Claim, r delegati
 	return cmp, nil
 }
 
+func (s delegationStore) StopPending(ctx context.Context, id string, r delegation.Result) (bool, *delegation.Completion, error) {
+	const op = "sqlite.delegation.StopPending"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return false, nil, err
+	}
+	if err := delegation.CheckEnd(op, r); err != nil {
+		return false, nil, err
+	}
+	var stopped bool
+	var cmp *delegation.Completion
+	// The read and the write share the transaction, and so the single
+	// writer with Claim's: the child is claimed or stopped, never both.
+	err := d.w.do(ctx, op, durable, func(t *tx) error {
+		stopped, cmp = false, nil
+		child, err := scanChild(t.queryRow(sqlChildGet, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return errs.E(op, errs.NotFound, "no child %q", id)
+		}
+		if err != nil || child.Status != delegation.StatusPending {
+			return err
+		}
+		res := delegation.Ended(child, r)
+		body, err := json.Marshal(res)
+		if err != nil {
+			return errs.Wrap(op, errs.Invalid, err)
+		}
+		nowT, _ := d.now()
+		u, err := t.exec(sqlChildStop, child.ID, string(res.Status), body, nanos(nowT))
+		if err != nil {
+			return err
+		}
+		if n, err := u.RowsAffected(); err != nil || n != 1 {
+			return err
+		}
+		stopped = true
+		cmp, err = completeEnd(t, child, nowT)
+		return err
+	})
+	if err != nil {
+		return false, nil, d.fail(op, err)
+	}
+	return stopped, cmp, nil
+}
+
 // endChild records child's end with result r at now, inside t, and
 // writes the completion that end makes (delegation.CompletionFor), if any.
 func endChild(t *tx, op string, child delegation.Child, r delegation.Result, now time.Time) (*delegation.Completion, error) {
@@ -312,6 +361,13 @@ func endChild(t *tx, op string, child delegation.Child, r delegation.Result, now
 	} else if n != 1 {
 		return nil, errs.E(op, errs.LeaseLost, "child %q is not held by claim %d any more", child.ID, child.Token)
 	}
+	return completeEnd(t, child, now)
+}
+
+// completeEnd writes, inside t, the completion that child's end, just
+// recorded at now, makes (delegation.CompletionFor), if any: End's,
+// Reap's and StopPending's one rule.
+func completeEnd(t *tx, child delegation.Child, now time.Time) (*delegation.Completion, error) {
 	g, err := scanDelegation(t.queryRow(sqlDelegationGet, child.Delegation))
 	if err != nil {
 		return nil, err

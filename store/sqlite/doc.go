@@ -180,7 +180,9 @@
 //     from the partial index of pending rows, each grant's token from the
 //     one counter in claim_tokens, so a token is above every token granted
 //     before; Renew and End match the token of a running row, so a claim
-//     that was reaped (or never was) writes nothing. Reap reads running
+//     that was reaped (or never was) writes nothing, and StopPending
+//     matches a pending row, which its end takes out of the partial index
+//     Claim reads, so a stopped child is never claimed. Reap reads running
 //     rows whose owner_expires has passed by the store's clock from the
 //     partial index of running rows; Active counts, and List's active
 //     query finds, a conversation's pending and running children through
@@ -194,11 +196,13 @@
 //     the partial index until its claim runs out, and Retry moves it to
 //     the retry time. Ack and Retry match a held claim's token.
 //
-// End, and Reap for each child it ends, records the end and, when it
-// completes the child's unit (delegation.CompletionFor, computed in Go on
-// the delegation as read inside the same transaction), inserts the unit's
-// completion: one transaction, so the last child of a unit makes its
-// completion exactly once. A Reap ends its children in one transaction;
+// End, StopPending, and Reap for each child it ends, records the end and,
+// when it completes the child's unit (delegation.CompletionFor, computed
+// in Go on the delegation as read inside the same transaction), inserts
+// the unit's completion: one transaction, so the last child of a unit
+// makes its completion exactly once. StopPending reads the child and
+// ends it in one write transaction, so against a Claim of the same child
+// one of the two finds it pending and the other does not. A Reap ends its children in one transaction;
 // two reapers, in one process or two sharing the file, take turns on the
 // write lock, and the second finds the first's ends done. A dispatch
 // written in a turn's commit (sessions.Finish.Writes, writes.go) runs

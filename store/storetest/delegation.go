@@ -27,6 +27,7 @@ func RunDelegations(t *testing.T, b Backend) {
 	t.Run("claim", func(t *testing.T) { runChildClaim(t, b) })
 	t.Run("renew", func(t *testing.T) { runChildRenew(t, b) })
 	t.Run("end", func(t *testing.T) { runChildEnd(t, b) })
+	t.Run("stop pending", func(t *testing.T) { runStopPending(t, b) })
 	t.Run("completion units", func(t *testing.T) { runCompletionUnits(t, b) })
 	t.Run("reap", func(t *testing.T) { runReap(t, b) })
 	t.Run("completion delivery", func(t *testing.T) { runCompletionDelivery(t, b) })
@@ -740,6 +741,251 @@ func runChildEnd(t *testing.T, b Backend) {
 		}
 		if gs := f.listDelegations(delegation.Query{Conv: "c", Active: true}); len(gs) != 0 {
 			t.Errorf("List(c, active) = %d delegations, want none", len(gs))
+		}
+	})
+}
+
+func (f *fixture) stopPending(id string, r delegation.Result) (bool, *delegation.Completion) {
+	f.t.Helper()
+	ok, cmp, err := f.dlg().StopPending(f.ctx, id, r)
+	if err != nil {
+		f.t.Fatalf("StopPending(%s): %v", id, err)
+	}
+	return ok, cmp
+}
+
+// stopped is what a stop of a pending child gives.
+func stopped(why string) delegation.Result {
+	return delegation.Result{Status: delegation.StatusInterrupted, Error: why}
+}
+
+func runStopPending(t *testing.T, b Backend) {
+	t.Run("a pending child ends interrupted and is never claimed", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		g := f.dispatch(newDelegation("deleg_1", "c", "a", "b", "c"))
+		at := f.clk.Now()
+		r := stopped("stopped by the user")
+		ok, made := f.stopPending(g.Children[1].ID, r)
+		if !ok || made != nil {
+			t.Errorf("StopPending = %v, %+v; want true and no completion while others are pending", ok, made)
+		}
+		want := ended(g.Children[1], r, at)
+		if d := cmp.Diff(want, f.child(want.ID), timeOpts); d != "" {
+			t.Errorf("stopped child (-want +got):\n%s", d)
+		}
+		if want.Result.Goal != "b" || want.Result.SubagentID != want.ID || want.Result.TaskIndex != 1 {
+			t.Errorf("stopped child's result %+v does not name its task", want.Result)
+		}
+		if n := f.activeChildren("c"); n != 2 {
+			t.Errorf("Active(c) after the stop = %d, want 2", n)
+		}
+		cs, _ := f.claimChildren("w1", 10)
+		if got, wantIDs := childIDs(cs), []string{g.Children[0].ID, g.Children[2].ID}; !slices.Equal(got, wantIDs) {
+			t.Errorf("Claim after the stop = %v, want %v", got, wantIDs)
+		}
+		if cs, _ := f.claimChildren("w2", 10); len(cs) != 0 {
+			t.Errorf("second Claim = %v, want none", childIDs(cs))
+		}
+		if d := cmp.Diff(want, f.child(want.ID), timeOpts); d != "" {
+			t.Errorf("stopped child after the claims (-want +got):\n%s", d)
+		}
+		if gs := f.listDelegations(delegation.Query{Conv: "c", Active: true}); len(gs) != 1 {
+			t.Errorf("List(c, active) = %d delegations, want 1 (two children run)", len(gs))
+		}
+		if cmps := f.completionsOf(g.ID); len(cmps) != 0 {
+			t.Errorf("Completions = %+v, want none", cmps)
+		}
+	})
+
+	t.Run("the last child stopped makes the one completion, results by task index", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		g := f.dispatch(newDelegation("deleg_1", "c", "a", "b", "c"))
+		cs, claims := f.claimChildren("w1", 2)
+		f.clk.Advance(time.Second)
+		results := []delegation.Result{done("a is done"), {Status: delegation.StatusFailed, Error: "boom", APICalls: 1}}
+		at := f.clk.Now()
+		for _, i := range []int{1, 0} {
+			if cmp := f.endChild(claims[i], results[i]); cmp != nil {
+				t.Errorf("End of child %d = %+v, want no completion while a child is pending", i, cmp)
+			}
+		}
+		r := stopped("the conversation was reset")
+		r.Goal = "its own goal"
+		ok, last := f.stopPending(g.Children[2].ID, r)
+		if !ok {
+			t.Fatalf("StopPending of the last pending child = false, want true")
+		}
+		ends := []delegation.Child{ended(cs[0], results[0], at), ended(cs[1], results[1], at), ended(g.Children[2], r, at)}
+		var rs []delegation.Result
+		for _, e := range ends {
+			rs = append(rs, *e.Result)
+		}
+		want := completionOf(g, "", at, rs...)
+		if d := cmp.Diff(want, last, timeOpts); d != "" {
+			t.Errorf("StopPending's completion (-want +got):\n%s", d)
+		}
+		if d := cmp.Diff([]delegation.Completion{*want}, f.completionsOf(g.ID), timeOpts); d != "" {
+			t.Errorf("Completions (-want +got):\n%s", d)
+		}
+		got := f.delegation(g.ID)
+		if d := cmp.Diff(ends, got.Children, timeOpts); d != "" {
+			t.Errorf("children after their ends (-want +got):\n%s", d)
+		}
+		rule := delegation.CompletionFor(got, got.Children[2])
+		if rule != nil {
+			rule.CreatedAt = at
+		}
+		if d := cmp.Diff(rule, last, timeOpts); d != "" {
+			t.Errorf("completion against delegation.CompletionFor (-rule +store):\n%s", d)
+		}
+		if n := f.activeChildren("c"); n != 0 {
+			t.Errorf("Active(c) = %d, want 0", n)
+		}
+		if gs := f.listDelegations(delegation.Query{Active: true}); len(gs) != 0 {
+			t.Errorf("List(active) = %d delegations, want none", len(gs))
+		}
+		if gs := f.listDelegations(delegation.Query{Conv: "c", Active: true}); len(gs) != 0 {
+			t.Errorf("List(c, active) = %d delegations, want none", len(gs))
+		}
+		if ok, cmp := f.stopPending(g.Children[2].ID, r); ok || cmp != nil {
+			t.Errorf("StopPending again = %v, %+v; want false and no completion", ok, cmp)
+		}
+		if cmps := f.completionsOf(g.ID); len(cmps) != 1 {
+			t.Errorf("Completions after a second stop = %d, want 1", len(cmps))
+		}
+	})
+
+	t.Run("a running or ended child is left as it is", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		g := f.dispatch(newDelegation("deleg_1", "c", "a", "b"))
+		_, claims := f.claimChildren("w1", 2)
+		f.endChild(claims[1], done("b"))
+		before := f.delegation(g.ID)
+		for _, c := range before.Children {
+			if ok, cmp := f.stopPending(c.ID, stopped("stop")); ok || cmp != nil {
+				t.Errorf("StopPending of the %s child = %v, %+v; want false and no completion", c.Status, ok, cmp)
+			}
+		}
+		if d := cmp.Diff(before, f.delegation(g.ID), timeOpts); d != "" {
+			t.Errorf("delegation after the stops (-before +after):\n%s", d)
+		}
+		if n := f.activeChildren("c"); n != 1 {
+			t.Errorf("Active(c) = %d, want 1", n)
+		}
+		// The running child's claim still holds and ends it.
+		if cmp := f.endChild(claims[0], done("a")); cmp == nil || len(cmp.Results) != 2 {
+			t.Errorf("End of the running child = %+v, want a completion of 2", cmp)
+		}
+	})
+
+	t.Run("refusals", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		g := f.dispatch(newDelegation("deleg_1", "c", "a"))
+		_, _, err := f.dlg().StopPending(f.ctx, "sub_none", stopped("stop"))
+		wantCode(t, "StopPending of an unknown child", err, errs.NotFound)
+		_, _, err = f.dlg().StopPending(f.ctx, g.Children[0].ID, delegation.Result{Status: delegation.StatusRunning})
+		wantCode(t, "StopPending with a status that is not terminal", err, errs.Invalid)
+		_, _, err = f.dlg().StopPending(f.ctx, g.Children[0].ID, delegation.Result{})
+		wantCode(t, "StopPending without a status", err, errs.Invalid)
+		if d := cmp.Diff(g, f.delegation(g.ID), timeOpts); d != "" {
+			t.Errorf("delegation after the refused stops (-want +got):\n%s", d)
+		}
+		if n := f.activeChildren("c"); n != 1 {
+			t.Errorf("Active(c) = %d, want 1", n)
+		}
+	})
+
+	t.Run("two concurrent stops on two stores: one stops", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		other, _ := openStore(t, f.place, f.clk, f.lim)
+		views := []delegation.Store{f.dlg(), delegationsOf(t, other)}
+		for round := range 20 {
+			g := f.dispatch(newDelegation(fmt.Sprintf("deleg_%d", round), "c", "a"))
+			id := g.Children[0].ID
+			var oks, cmps [2]bool
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range views {
+				wg.Go(func() {
+					<-start
+					ok, cmp, err := views[i].StopPending(f.ctx, id, stopped(fmt.Sprintf("stop %d", i)))
+					if err != nil {
+						t.Errorf("round %d: StopPending on store %d: %v", round, i, err)
+					}
+					oks[i], cmps[i] = ok, cmp != nil
+				})
+			}
+			close(start)
+			wg.Wait()
+			if oks[0] == oks[1] || cmps != oks {
+				t.Errorf("round %d: stopped %v, completions %v; want one stop, with its completion", round, oks, cmps)
+			}
+			c := f.child(id)
+			if c.Status != delegation.StatusInterrupted || c.Result == nil {
+				t.Errorf("round %d: child %s, result %+v; want interrupted", round, c.Status, c.Result)
+			} else if winner := slices.Index(oks[:], true); winner >= 0 && c.Result.Error != fmt.Sprintf("stop %d", winner) {
+				t.Errorf("round %d: result error %q, want the winner's (store %d)", round, c.Result.Error, winner)
+			}
+			if got := f.completionsOf(g.ID); len(got) != 1 {
+				t.Errorf("round %d: %d completions, want 1", round, len(got))
+			}
+		}
+		if n := f.activeChildren("c"); n != 0 {
+			t.Errorf("Active(c) = %d, want 0", n)
+		}
+	})
+
+	t.Run("a stop racing a claim: claimed or stopped, never both", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		other, _ := openStore(t, f.place, f.clk, f.lim)
+		views := []delegation.Store{f.dlg(), delegationsOf(t, other)}
+		var claimedN, stoppedN int
+		for round := range 50 {
+			g := f.dispatch(newDelegation(fmt.Sprintf("deleg_%d", round), "c", "a"))
+			id := g.Children[0].ID
+			var claimed []delegation.Child
+			var stop bool
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			wg.Go(func() {
+				<-start
+				cs, _, err := views[round%2].Claim(f.ctx, "w1", 1, ttl)
+				if err != nil {
+					t.Errorf("round %d: Claim: %v", round, err)
+				}
+				claimed = cs
+			})
+			wg.Go(func() {
+				<-start
+				ok, _, err := views[(round+1)%2].StopPending(f.ctx, id, stopped("stop"))
+				if err != nil {
+					t.Errorf("round %d: StopPending: %v", round, err)
+				}
+				stop = ok
+			})
+			close(start)
+			wg.Wait()
+			took := slices.Equal(childIDs(claimed), []string{id})
+			if took == stop || (!took && len(claimed) != 0) {
+				t.Fatalf("round %d: claimed %v, stopped %v; want the child claimed or stopped", round, childIDs(claimed), stop)
+			}
+			want := delegation.StatusRunning
+			if stop {
+				want = delegation.StatusInterrupted
+				stoppedN++
+			} else {
+				claimedN++
+			}
+			if c := f.child(id); c.Status != want {
+				t.Errorf("round %d: child %s, want %s", round, c.Status, want)
+			}
+			if cs, _ := f.claimChildren("w2", 10); len(cs) != 0 {
+				t.Errorf("round %d: Claim after the race = %v, want none", round, childIDs(cs))
+			}
+		}
+		t.Logf("of 50 races, %d claimed, %d stopped", claimedN, stoppedN)
+		if n := f.activeChildren("c"); n != claimedN {
+			t.Errorf("Active(c) = %d, want %d (the claimed ones run)", n, claimedN)
 		}
 	})
 }

@@ -2,7 +2,7 @@
 -- and end time, the child out of the running set and of its
 -- conversation's active set, its delegation out of the live sets when no
 -- child of it is left running or pending, and, when the child is the
--- last of its unit to end, the unit's completion (dlg_complete), all in
+-- last of its unit to end, the unit's completion (dlg_end_child), all in
 -- one step. Reap ends a child with it too, and then only once the
 -- child's claim ran out by the store's clock.
 -- KEYS[1] the child's hash
@@ -25,18 +25,5 @@ local now = now_ms(ARGV[6])
 if ARGV[7] == '1' and (tonumber(v[3]) or 0) > now then
   return {'LOST'}
 end
-local dlg, tag = v[4], v[5]
-redis.call('HSET', ckey, 's', ARGV[4], 'r', ARGV[5], 'en', int(now), 'o', '', 'exp', '')
 redis.call('ZREM', dlg_key(prefix, 'running'), id)
-redis.call('SREM', conv_key(prefix, tag, 'dlgact'), id)
-if redis.call('HINCRBY', dlg_key(prefix, 'd:' .. dlg), 'left', -1) <= 0 then
-  redis.call('ZREM', dlg_key(prefix, 'live'), dlg)
-  redis.call('ZREM', conv_key(prefix, tag, 'dlglive'), dlg)
-end
-local out = {'OK'}
-dlg_child_reply(out, prefix, id)
-local cmp = dlg_complete(prefix, dlg, id, now)
-if cmp then
-  append_all(out, cmp)
-end
-return out
+return dlg_end_child(prefix, id, v[4], v[5], ARGV[4], ARGV[5], now)

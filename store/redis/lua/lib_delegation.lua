@@ -88,6 +88,31 @@ local function dlg_complete(prefix, dlg, id, now)
   return {cid, unit, rs, int(#kids), at, dv[2]}
 end
 
+-- dlg_end_child records the end of child id, of delegation dlg in the
+-- conversation tagged tag, with a terminal status and its encoded result
+-- at now: the child out of its conversation's active set, its delegation
+-- out of the live sets when no child of it is left running or pending,
+-- and, when it is the last of its unit to end, the unit's completion
+-- (dlg_complete). The caller takes the child out of the index it was in
+-- (the running set, the pending list). It returns {'OK', the child's id
+-- and CHILD_FIELDS as ended, then dlg_complete's reply when it made one}:
+-- dlg_end's and dlg_stop's reply.
+local function dlg_end_child(prefix, id, dlg, tag, status, result, now)
+  redis.call('HSET', dlg_key(prefix, 'c:' .. id), 's', status, 'r', result, 'en', int(now), 'o', '', 'exp', '')
+  redis.call('SREM', conv_key(prefix, tag, 'dlgact'), id)
+  if redis.call('HINCRBY', dlg_key(prefix, 'd:' .. dlg), 'left', -1) <= 0 then
+    redis.call('ZREM', dlg_key(prefix, 'live'), dlg)
+    redis.call('ZREM', conv_key(prefix, tag, 'dlglive'), dlg)
+  end
+  local out = {'OK'}
+  dlg_child_reply(out, prefix, id)
+  local cmp = dlg_complete(prefix, dlg, id, now)
+  if cmp then
+    append_all(out, cmp)
+  end
+  return out
+end
+
 -- dlg_cmp_reply adds a completion's id, its CMP_FIELDS and its
 -- delegation's body to out.
 local function dlg_cmp_reply(out, prefix, cid)
