@@ -44,9 +44,13 @@ type RunnerOptions struct {
 	Transcripts *Transcripts
 	// Ended is told of each completion an end made (its own or a
 	// reaped child's), so the deliverer takes it at once.
-	Ended  func()
-	Clock  clock.Clock
-	Logger *slog.Logger
+	Ended func()
+	// Progress, when set, is told of a delegation after one of its
+	// children ended here, as the store has it then (the chat's status
+	// line: "2 of 3 sub-agents done"). Called on the child's goroutine.
+	Progress func(ctx context.Context, d Delegation)
+	Clock    clock.Clock
+	Logger   *slog.Logger
 }
 
 // Runner runs, on this instance, the children it claims: pending
@@ -309,6 +313,7 @@ func (r *Runner) end(rc *running, res Result) {
 			if comp != nil && r.opts.Ended != nil {
 				r.opts.Ended()
 			}
+			r.progress(rc.live.Child.Delegation)
 			return
 		case errs.Is(err, errs.LeaseLost):
 			r.log.Warn("a sub-agent's claim was lost before its end was recorded; its result is dropped", "subagent", id, "status", string(res.Status))
@@ -409,4 +414,18 @@ func (r *Runner) Running(conv string) []*Live {
 		}
 	}
 	return out
+}
+
+// progress tells Progress how the child's delegation stands now.
+func (r *Runner) progress(id string) {
+	if r.opts.Progress == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.opts.OwnerTTL/3)
+	defer cancel()
+	d, err := r.opts.Store.Delegation(ctx, id)
+	if err != nil {
+		return
+	}
+	r.opts.Progress(ctx, d)
 }

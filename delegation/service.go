@@ -142,14 +142,13 @@ func (s *Service) Get(ctx context.Context, id string) (Delegation, error) {
 	return s.Store.Delegation(ctx, id)
 }
 
-// Cancel stops the delegation's running children: one that runs on
-// this instance at once, any other by a delegation.stop signal to
-// whichever instance runs it. Each ends interrupted and its partial
-// result comes back with the others. It returns the delegation as it
-// stood and the children the stop went to; a delegation already ended
-// is answered as it is. A child not started yet is not stopped: a stop
-// reaches only a child that runs, so cancelling again once it runs
-// stops it. Errors: NotFound, Unavailable.
+// Cancel stops the delegation's children (Stopper): one not started yet
+// at once in the store, one that runs on this instance at once, any
+// other by a delegation.stop signal to whichever instance runs it. Each
+// ends interrupted and its partial result comes back with the others.
+// It returns the delegation as it stood and the children the stop went
+// to; a delegation already ended is answered as it is. Errors:
+// NotFound, Unavailable.
 func (s *Service) Cancel(ctx context.Context, id string) (Delegation, []string, error) {
 	const op = "delegation.Cancel"
 	d, err := s.Store.Delegation(ctx, id)
@@ -157,17 +156,15 @@ func (s *Service) Cancel(ctx context.Context, id string) (Delegation, []string, 
 		return Delegation{}, nil, err
 	}
 	var stopped []string
+	stop := Stopper{Store: s.Store, Signals: s.Signals, Runner: s.Runner}
 	for _, c := range d.Children {
-		if c.Status != StatusRunning {
-			continue
-		}
-		sig := sessions.Signal{Conv: d.Conv, Kind: SignalStop, Target: c.ID}
-		if s.Runner != nil && s.Runner.apply(sig) {
-			// It runs here: stopped at once.
-		} else if err := s.Signals.Signal(ctx, sig); err != nil {
+		ok, err := stop.Stop(ctx, d, c, "cancelled")
+		if err != nil {
 			return d, stopped, errs.Wrap(op, errs.Unavailable, err)
 		}
-		stopped = append(stopped, c.ID)
+		if ok {
+			stopped = append(stopped, c.ID)
+		}
 	}
 	return d, stopped, nil
 }

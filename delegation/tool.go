@@ -257,26 +257,26 @@ func (h *toolHandler) control(ctx context.Context, turn *tools.Turn, a toolArgs)
 	if c.Status.Terminal() {
 		return tools.JSON(map[string]any{"status": "rejected", "error": fmt.Sprintf("sub-agent %s has already ended (%s); its result comes back as a message", id, c.Status)}), nil
 	}
-	sig := sessions.Signal{Conv: turn.Conv, Kind: SignalStop, Target: id}
 	switch a.Action {
 	case "steer":
 		if strings.TrimSpace(a.Message) == "" {
 			return tools.Result{}, errs.E(op, errs.Invalid, "steer needs message: what to tell the sub-agent")
 		}
-		sig.Kind, sig.Text = SignalSteer, a.Message
-	case "stop":
-	default:
-		return tools.Result{}, errs.E(op, errs.Invalid, "unknown action %q: use list, steer or stop", a.Action)
-	}
-	if h.opts.Runner != nil && h.opts.Runner.apply(sig) {
-		// It runs here: applied at once.
-	} else if err := h.opts.Signals.Signal(ctx, sig); err != nil {
-		return tools.Result{}, errs.E(op, errs.Unavailable, "could not reach sub-agent %s (%v); try again", id, err)
-	}
-	if a.Action == "steer" {
+		sig := sessions.Signal{Conv: turn.Conv, Kind: SignalSteer, Target: id, Text: a.Message}
+		if h.opts.Runner != nil && h.opts.Runner.apply(sig) {
+			// It runs here: applied at once.
+		} else if err := h.opts.Signals.Signal(ctx, sig); err != nil {
+			return tools.Result{}, errs.E(op, errs.Unavailable, "could not reach sub-agent %s (%v); try again", id, err)
+		}
 		return tools.JSON(map[string]string{"status": "steered", "subagent_id": id, "note": "it lands after the sub-agent's next tool result; if it finishes first, its result says the steer did not land"}), nil
+	case "stop":
+		stop := Stopper{Store: h.opts.Store, Signals: h.opts.Signals, Runner: h.opts.Runner}
+		if _, err := stop.Stop(ctx, d, c, "stopped by its parent agent"); err != nil {
+			return tools.Result{}, errs.E(op, errs.Unavailable, "could not reach sub-agent %s (%v); try again", id, err)
+		}
+		return tools.JSON(map[string]string{"status": "stopping", "subagent_id": id, "note": "it stops at its next step; its partial result comes back as a message"}), nil
 	}
-	return tools.JSON(map[string]string{"status": "stopping", "subagent_id": id, "note": "it stops at its next step; its partial result comes back as a message"}), nil
+	return tools.Result{}, errs.E(op, errs.Invalid, "unknown action %q: use list, steer or stop", a.Action)
 }
 
 func (h *toolHandler) list(ctx context.Context, turn *tools.Turn) (tools.Result, error) {

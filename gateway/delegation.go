@@ -72,6 +72,7 @@ func (g *Gateway) buildDelegation(registry *tools.Registry, commands *sessions.C
 		OwnerTTL:    cfg.OwnerTTL,
 		Max:         cfg.ProcessMaxChildren,
 		Transcripts: transcripts,
+		Progress:    newBackgroundStatus(g.opts.Adapters, g.db.Sessions(), g.log.With("part", "subagents")).show,
 		Ended:       func() { p.deliverer.Wake() },
 		Clock:       g.clock,
 		Logger:      g.log.With("part", "subagents"),

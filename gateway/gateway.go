@@ -400,6 +400,7 @@ func (g *Gateway) build() error {
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Clock:        g.clock,
 		Logger:       log,
+		Delegations:  g.delegationService(background),
 	})
 	g.adapters = append([]adapters.Adapter{g.api}, g.opts.Adapters...)
 

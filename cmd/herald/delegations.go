@@ -34,9 +34,9 @@ func (m *Main) delegationsCommand() *cobra.Command {
 /background or POST /api/v1/delegations started, whose results come back
 to their conversation. 'list' shows them newest first with their
 children, 'show ID' one with every child's progress and result, and
-'stop ID' sends the stop to each of its running sub-agents, on whichever
-instance runs it; each ends interrupted and its partial result comes
-back as usual.
+'stop ID' stops each of its sub-agents: one not started yet at once, a
+running one on whichever instance runs it; each ends interrupted and
+its partial result comes back as usual.
 
 The store is the one the config names (see 'herald config check'); a
 running gateway may share it.`,
@@ -131,7 +131,7 @@ running gateway may share it.`,
 	var stopJSON bool
 	stop := &cobra.Command{
 		Use:   "stop ID",
-		Short: "Stop a delegation's running sub-agents, wherever they run",
+		Short: "Stop a delegation's sub-agents, wherever they run",
 		Args:  oneID,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
@@ -234,22 +234,11 @@ func printDelegation(w io.Writer, d delegation.Delegation, now time.Time) error 
 
 // printStopped says what a stop did.
 func printStopped(w io.Writer, d delegation.Delegation, stopped []string) error {
-	pending := 0
-	for _, c := range d.Children {
-		if c.Status == delegation.StatusPending {
-			pending++
-		}
+	if len(stopped) == 0 {
+		_, err := fmt.Fprintf(w, "%s has ended (%s); nothing to stop\n", d.ID, d.Status())
+		return err
 	}
-	var err error
-	switch {
-	case len(stopped) == 0 && pending == 0:
-		_, err = fmt.Fprintf(w, "%s has ended (%s); nothing to stop\n", d.ID, d.Status())
-	default:
-		_, err = fmt.Fprintf(w, "sent the stop to %s of %s\n", subagents(len(stopped), "running sub-agent"), d.ID)
-		if err == nil && pending > 0 {
-			_, err = fmt.Fprintf(w, "%s not started yet: a stop reaches only a running sub-agent; stop again once it runs\n", subagents(pending, "sub-agent"))
-		}
-	}
+	_, err := fmt.Fprintf(w, "sent the stop to %s of %s\n", subagents(len(stopped), "sub-agent"), d.ID)
 	return err
 }
 
