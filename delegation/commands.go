@@ -180,11 +180,11 @@ func (c commands) background(ctx context.Context, call *sessions.CommandCall) er
 		return call.Reply(ctx, "Usage: /background PROMPT — runs PROMPT as a background sub-agent; its result comes back here.")
 	}
 	d, err := c.dispatch(ctx, call, "background", []Task{{Goal: prompt, Role: RoleLeaf}})
-	if errs.Is(err, errs.Conflict) {
-		return nil // a redelivery: answered the first time
-	}
 	if err == errFull {
 		return call.Reply(ctx, fmt.Sprintf("This conversation already has %d sub-agents running (delegation.max_concurrent_children); wait for their results, then try again.", c.opts.MaxChildren))
+	}
+	if errs.Is(err, errs.Conflict) {
+		return nil // a redelivery: answered the first time
 	}
 	if err != nil {
 		return call.Reply(ctx, "I could not start the background task just now; try again in a moment.")
@@ -219,11 +219,11 @@ func (c commands) review(ctx context.Context, call *sessions.CommandCall) error 
 		goal += " Focus on: " + focus
 	}
 	d, err := c.dispatch(ctx, call, "review", []Task{{Goal: goal, Context: excerpt, Role: RoleReviewer}})
-	if errs.Is(err, errs.Conflict) {
-		return nil
-	}
 	if err == errFull {
 		return call.Reply(ctx, fmt.Sprintf("This conversation already has %d sub-agents running (delegation.max_concurrent_children); wait for their results, then try /review again.", c.opts.MaxChildren))
+	}
+	if errs.Is(err, errs.Conflict) {
+		return nil // a redelivery: answered the first time
 	}
 	if err != nil {
 		return call.Reply(ctx, "I could not start the review just now; try again in a moment.")
@@ -249,7 +249,7 @@ func ReviewContext(history []sessions.Message) string {
 }
 
 // errFull is the refusal of a dispatch beyond the conversation's cap.
-var errFull = errs.E("delegation.command", errs.TooLarge, "the conversation has as many sub-agents running as it may")
+var errFull = errs.E("delegation.command", errs.Conflict, "the conversation has as many sub-agents running as it may")
 
 // dispatch creates a delegation of tasks for the command's conversation,
 // unless it has delegation.max_concurrent_children running (errFull).

@@ -2,10 +2,12 @@ package delegation
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
@@ -155,6 +157,12 @@ func (d *Deliverer) deliver(ctx context.Context, c CompletionClaim) {
 	comp := c.Completion
 	log := d.log.With("completion", comp.ID, "conv", comp.Conv)
 	err := d.hand(ctx, comp)
+	if errs.Is(err, errs.TooLarge) || errs.Is(err, errs.Invalid) {
+		// The queue will never take it: it is shown to the chat, with why,
+		// rather than retried forever.
+		log.Error("the conversation's queue refused a completion; posting it as a notice", "err", err)
+		err = d.notice(ctx, comp, "A background task finished, but its results could not be handed to the conversation ("+err.Error()+"):\n\n")
+	}
 	if err == nil {
 		if err = d.opts.Store.AckCompletion(ctx, c); err == nil {
 			log.Info("completion delivered", "results", len(comp.Results))
@@ -183,24 +191,65 @@ func (d *Deliverer) hand(ctx context.Context, comp Completion) error {
 	if meta[sessions.ConvMetaSession] != comp.Session {
 		// The conversation was started anew: the session that asked
 		// for the work is gone, so the result is shown, not run.
-		_, _, err := d.opts.Outbox.Enqueue(ctx, outbox.Message{
-			Target: comp.Origin, Conv: comp.Conv, Kind: KindCompletion,
-			Text:           "A background task finished after this conversation was started anew:\n\n" + CompletionText(comp),
-			IdempotencyKey: comp.ID,
-		})
-		return err
+		return d.notice(ctx, comp, "A background task finished after this conversation was started anew:\n\n")
 	}
 	in := sessions.Inbound{
 		Conv: comp.Conv, Kind: sessions.KindSynthetic, MessageID: comp.ID, User: comp.User,
 		Text: CompletionText(comp),
-		Meta: map[string]string{sessions.MetaTarget: comp.Origin.String()},
+		// Bound to the session that dispatched: a /new between now and
+		// its turn shows it instead of running it.
+		Meta: map[string]string{sessions.MetaTarget: comp.Origin.String(), sessions.MetaSession: comp.Session},
 	}
 	return d.opts.Inbox.Deliver(ctx, in)
 }
 
+// notice posts comp to its chat, headed by head, once (keyed by its id).
+func (d *Deliverer) notice(ctx context.Context, comp Completion, head string) error {
+	text := head + CompletionText(comp)
+	if len(text) > noticeMax {
+		text = text[:noticeMax] + "\n[cut]"
+	}
+	_, _, err := d.opts.Outbox.Enqueue(ctx, outbox.Message{
+		Target: comp.Origin, Conv: comp.Conv, Kind: KindCompletion, Text: text, IdempotencyKey: comp.ID,
+	})
+	return err
+}
+
+// Bounds of what a completion's text may take encoded (JSON escapes
+// "<" as six bytes): within the queue's entry limit
+// (sessions.DefaultMaxEntryBytes, 256 KiB) with room for the rest of the
+// entry, and a notice's share of the outbox's.
+const (
+	completionMax = 200 << 10
+	noticeMax     = 64 << 10
+)
+
 // CompletionText is a completion as the parent model reads it: each
-// child's status and its summary verbatim.
+// child's status and its summary verbatim, unless together they would
+// not fit in a queued entry: then each summary is cut to an equal share,
+// saying so.
 func CompletionText(c Completion) string {
+	text := completionText(c, 0)
+	if len(c.Results) == 0 || encodedLen(text) <= completionMax {
+		return text
+	}
+	for share := completionMax / len(c.Results); share > 64; share = share * 3 / 4 {
+		if text = completionText(c, share); encodedLen(text) <= completionMax {
+			break
+		}
+	}
+	return text
+}
+
+// encodedLen is what s takes in JSON.
+func encodedLen(s string) int {
+	b, _ := json.Marshal(s)
+	return len(b)
+}
+
+// completionText is the text with each summary cut to share bytes (0:
+// whole).
+func completionText(c Completion, share int) string {
 	var b strings.Builder
 	done := len(c.Results)
 	if c.Unit == "" {
@@ -226,9 +275,21 @@ func CompletionText(c Completion) string {
 			b.WriteString("\nerror: " + r.Error)
 		}
 		if r.Summary != "" {
-			b.WriteString("\n\n" + r.Summary)
+			b.WriteString("\n\n" + cutBytes(r.Summary, share))
 		}
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// cutBytes is s cut to at most n bytes on a character boundary, saying
+// so; n of 0 or less keeps it whole.
+func cutBytes(s string, n int) string {
+	if n <= 0 || len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "\n[summary cut so that every task's result fits in one message]"
 }

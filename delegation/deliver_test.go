@@ -134,3 +134,19 @@ func TestDelivererPostsToAConversationStartedAnew(t *testing.T) {
 		t.Errorf("outbox %+v (%v): want the completion posted as a notice", pending, err)
 	}
 }
+
+func TestCompletionTextFitsAQueuedEntry(t *testing.T) {
+	c := delegation.Completion{ID: "cmp_x", Delegation: "deleg_x", Total: 10}
+	for i := range 10 {
+		c.Results = append(c.Results, delegation.Result{TaskIndex: i, Status: delegation.StatusCompleted, Summary: strings.Repeat("é<", 24_000)})
+	}
+	text := delegation.CompletionText(c)
+	in, _, err := sessions.EncodeInbound("test", sessions.Inbound{Conv: "api:c", Text: text}, sessions.Limits{})
+	if err != nil || !strings.Contains(text, "summary cut") || in.Text == "" {
+		t.Errorf("a completion of ten full summaries does not fit a queued entry (%v)", err)
+	}
+	small := delegation.Completion{Results: []delegation.Result{{Summary: "whole"}}}
+	if text := delegation.CompletionText(small); !strings.Contains(text, "whole") || strings.Contains(text, "cut") {
+		t.Errorf("a small completion was cut: %q", text)
+	}
+}

@@ -69,6 +69,10 @@ type Runner struct {
 	mu       sync.Mutex
 	running  map[string]*running // by child id
 	stopping bool
+	// claiming counts claims whose children are not registered yet;
+	// early keeps the signals that came meanwhile.
+	claiming int
+	early    []sessions.Signal
 	cancel   context.CancelFunc
 	loopDone chan struct{}
 	children sync.WaitGroup
@@ -134,12 +138,13 @@ func (r *Runner) Start(ctx context.Context) error {
 		r.mu.Unlock()
 		return errs.E("delegation.Runner.Start", errs.Conflict, "started before")
 	}
+	if err := r.renewer.Start(ctx); err != nil {
+		r.mu.Unlock()
+		return err
+	}
 	ctx, r.cancel = context.WithCancel(ctx)
 	r.loopDone = make(chan struct{})
 	r.mu.Unlock()
-	if err := r.renewer.Start(ctx); err != nil {
-		return err
-	}
 	go r.loop(ctx)
 	return nil
 }
@@ -210,16 +215,33 @@ func (r *Runner) claim(ctx context.Context) {
 		if free <= 0 || stopping || ctx.Err() != nil {
 			return
 		}
+		// Signals that come while children are claimed but not yet
+		// registered are kept, and applied once they are.
+		r.mu.Lock()
+		r.claiming++
+		r.mu.Unlock()
 		children, claims, err := r.opts.Store.Claim(ctx, r.opts.Name, free, r.opts.OwnerTTL)
 		if err != nil {
+			r.endClaiming(nil)
 			if ctx.Err() == nil {
 				r.log.Warn("claiming pending sub-agents failed", "err", err)
 			}
 			return
 		}
-		for i, c := range children {
-			r.start(c, claims[i])
+		// A dispatch's children are claimed together: each delegation is
+		// read once a batch, not once a child.
+		read := map[string]delegationRead{}
+		for _, c := range children {
+			if _, ok := read[c.Delegation]; !ok {
+				read[c.Delegation] = r.readDelegation(c.Delegation)
+			}
 		}
+		fresh := make(map[string]bool, len(children))
+		for i, c := range children {
+			r.start(read[c.Delegation], c, claims[i])
+			fresh[c.ID] = true
+		}
+		r.endClaiming(fresh)
 		if len(children) < free {
 			return
 		}
@@ -235,36 +257,85 @@ func (r *Runner) reap(ctx context.Context) {
 		}
 		return
 	}
+	seen := map[string]bool{}
 	for _, c := range ended {
 		r.log.Warn("a sub-agent's owner stopped renewing; it ends unknown", "subagent", c.ID, "delegation", c.Delegation, "owner", c.Owner)
+		if !seen[c.Delegation] {
+			seen[c.Delegation] = true
+			r.progress(c.Delegation)
+		}
 	}
 	if len(ended) > 0 && r.opts.Ended != nil {
 		r.opts.Ended()
 	}
 }
 
+// delegationRead is a delegation as read for its claimed children.
+type delegationRead struct {
+	d   Delegation
+	err error
+}
+
+// readDelegation reads a claimed child's delegation (its conversation
+// scopes the child's signals), trying a few times: a child whose
+// conversation is unknown cannot be stopped by it.
+func (r *Runner) readDelegation(id string) delegationRead {
+	var got delegationRead
+	pause := endAttemptsPause
+	for attempt := 1; attempt <= 3; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), r.opts.OwnerTTL/3)
+		got.d, got.err = r.opts.Store.Delegation(ctx, id)
+		cancel()
+		if got.err == nil || errs.Is(got.err, errs.NotFound) {
+			return got
+		}
+		clock.SleepOn(context.Background(), r.opts.Clock, pause)
+		pause *= 2
+	}
+	return got
+}
+
+// endClaiming ends a claim's window: the signals kept during it are
+// applied to the children it registered, fresh (the others had them).
+func (r *Runner) endClaiming(fresh map[string]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.claiming--
+	early := r.early
+	if r.claiming == 0 {
+		r.early = nil
+	}
+	for _, s := range early {
+		r.applyLocked(s, fresh)
+	}
+}
+
 // start runs child on a goroutine of its own under claim.
-func (r *Runner) start(child Child, claim Claim) {
-	ctx, cancelRead := context.WithTimeout(context.Background(), r.opts.OwnerTTL/3)
-	d, err := r.opts.Store.Delegation(ctx, child.Delegation)
-	cancelRead()
+func (r *Runner) start(read delegationRead, child Child, claim Claim) {
+	d, err := read.d, read.err
 	conv := d.Conv
 	if err != nil {
 		r.log.Warn("reading a sub-agent's delegation failed; it runs all the same", "subagent", child.ID, "err", err)
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	rc := &running{live: newLive(child, conv, r.opts.Clock.Now()), claim: claim, cancel: cancel}
-	if err == nil {
-		rc.live.transcript = r.opts.Transcripts.Open(d, child)
-	}
 	r.mu.Lock()
 	r.running[child.ID] = rc
 	r.children.Add(1)
+	if r.stopping {
+		// Claimed as Shutdown began: it ends at once, interrupted.
+		cancel(errShutdown)
+	}
 	r.mu.Unlock()
 	r.renewer.Hold(claim)
 	r.log.Info("sub-agent started", "subagent", child.ID, "delegation", child.Delegation, "conv", conv, "index", child.Index)
 	go func() {
 		defer r.children.Done()
+		// Only the child's goroutine writes its transcript: its files
+		// are made here, off the claim loop.
+		if err == nil {
+			rc.live.transcript = r.opts.Transcripts.Open(d, child, r.opts.Clock.Now())
+		}
 		res := r.run(ctx, child, rc)
 		cancel(nil)
 		rc.live.transcript.End(r.opts.Clock.Now(), res)
@@ -317,6 +388,9 @@ func (r *Runner) end(rc *running, res Result) {
 			return
 		case errs.Is(err, errs.LeaseLost):
 			r.log.Warn("a sub-agent's claim was lost before its end was recorded; its result is dropped", "subagent", id, "status", string(res.Status))
+			return
+		case (errs.Is(err, errs.Invalid) || errs.Is(err, errs.TooLarge)) && res.ExitReason == "refused":
+			r.log.Error("the store refused a sub-agent's failure too; it will end unknown", "subagent", id, "err", err)
 			return
 		case errs.Is(err, errs.Invalid), errs.Is(err, errs.TooLarge):
 			r.log.Error("the store refused a sub-agent's result; recording a failure instead", "subagent", id, "err", err)
@@ -375,15 +449,66 @@ func (r *Runner) lost(c lease.Claim) {
 // conversation's stop (/stop, /new) interrupts every child of it that
 // runs here; delegation.stop and delegation.steer reach one child, only
 // within the conversation the signal names.
-func (r *Runner) HandleSignal(s sessions.Signal) { r.apply(s) }
+func (r *Runner) HandleSignal(s sessions.Signal) {
+	r.apply(s)
+	if s.Kind == sessions.SignalStop {
+		// Children no instance has started yet are stopped in the
+		// store; every instance tries, and each child ends once.
+		go r.stopPending(s)
+	}
+}
+
+// stopPending ends, as interrupted, the children of s's conversation
+// that no instance has claimed and that were dispatched before s.
+func (r *Runner) stopPending(s sessions.Signal) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.opts.OwnerTTL/3)
+	defer cancel()
+	ds, err := r.opts.Store.List(ctx, Query{Conv: s.Conv, Active: true})
+	if err != nil {
+		r.log.Warn("finding a stopped conversation's pending sub-agents failed", "conv", s.Conv, "err", err)
+		return
+	}
+	ended := false
+	for _, d := range ds {
+		if !s.At.IsZero() && !d.CreatedAt.Before(s.At) {
+			continue
+		}
+		for _, c := range d.Children {
+			if c.Status != StatusPending {
+				continue
+			}
+			_, comp, err := r.opts.Store.StopPending(ctx, c.ID, Result{Status: StatusInterrupted, ExitReason: "interrupted",
+				Error: "interrupted before it started: stopped with the conversation (/stop or /new)"})
+			if err != nil {
+				r.log.Warn("stopping a pending sub-agent failed", "subagent", c.ID, "err", err)
+			}
+			ended = ended || comp != nil
+		}
+	}
+	if ended && r.opts.Ended != nil {
+		r.opts.Ended()
+	}
+}
 
 // apply applies s to the children running here and reports whether one
 // of them took it.
 func (r *Runner) apply(s sessions.Signal) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.claiming > 0 {
+		r.early = append(r.early, s)
+	}
+	return r.applyLocked(s, nil)
+}
+
+// applyLocked applies s to the children running here (only those in
+// only, when it is not nil). Called with r.mu held.
+func (r *Runner) applyLocked(s sessions.Signal, only map[string]bool) bool {
 	took := false
 	for id, rc := range r.running {
+		if only != nil && !only[id] {
+			continue
+		}
 		// A signal sent before the child started was for something else.
 		if rc.live.Conv != s.Conv || (!s.At.IsZero() && s.At.Before(rc.live.Child.StartedAt)) {
 			continue
@@ -402,18 +527,12 @@ func (r *Runner) apply(s sessions.Signal) bool {
 	return took
 }
 
-// Running returns the children of conv that run on this instance ("" for
-// every conversation), as they stand now.
-func (r *Runner) Running(conv string) []*Live {
+// runs reports whether this instance runs child id.
+func (r *Runner) runs(id string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []*Live
-	for _, rc := range r.running {
-		if conv == "" || rc.live.Conv == conv {
-			out = append(out, rc.live)
-		}
-	}
-	return out
+	_, ok := r.running[id]
+	return ok
 }
 
 // progress tells Progress how the child's delegation stands now.

@@ -141,7 +141,8 @@ type Live struct {
 	mu       sync.Mutex
 	progress Progress
 	steer    chan string
-	steered  []string // sent into steer, in order
+	closed   bool  // the child ended: no steer is taken any more
+	parent   *Live // the orchestrator this worker reports to, if any
 }
 
 func newLive(c Child, conv string, now time.Time) *Live {
@@ -157,8 +158,30 @@ func (l *Live) Progress() Progress {
 
 func (l *Live) update(f func(p *Progress)) {
 	l.mu.Lock()
+	before := l.progress
 	f(&l.progress)
+	after := l.progress
 	l.mu.Unlock()
+	if l.parent != nil {
+		// An orchestrator waiting for its workers makes progress as they
+		// do, and their tokens are its own.
+		l.parent.update(func(p *Progress) {
+			p.LastActivity = after.LastActivity
+			p.InputTokens += after.InputTokens - before.InputTokens
+			p.OutputTokens += after.OutputTokens - before.OutputTokens
+		})
+	}
+}
+
+// liveKey carries the running child's Live in its context, so the
+// workers an orchestrator starts report through it.
+type liveKey struct{}
+
+// worker is the Live of a worker an orchestrator's call starts in ctx.
+func worker(ctx context.Context, c Child, now time.Time) *Live {
+	l := newLive(c, "", now)
+	l.parent, _ = ctx.Value(liveKey{}).(*Live)
+	return l
 }
 
 // Steer hands text to the child, to land after its next tool result. It
@@ -166,9 +189,13 @@ func (l *Live) update(f func(p *Progress)) {
 func (l *Live) Steer(text string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		// The child has ended: a steer now would land nowhere, and its
+		// result is already made.
+		return false
+	}
 	select {
 	case l.steer <- text:
-		l.steered = append(l.steered, text)
 		return true
 	default:
 		return false
@@ -180,6 +207,7 @@ func (l *Live) Steer(text string) bool {
 func (l *Live) pendingSteer() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.closed = true
 	var left []string
 	for len(l.steer) > 0 {
 		left = append(left, <-l.steer)
@@ -219,7 +247,7 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 		wt = s.worktree(ctx, child.ID)
 		workspace = wt.dir
 	}
-	ctx, cancel := context.WithCancelCause(context.WithValue(ctx, depthKey{}, depth))
+	ctx, cancel := context.WithCancelCause(context.WithValue(context.WithValue(ctx, depthKey{}, depth), liveKey{}, live))
 	defer cancel(nil)
 	if s.opts.Timeout > 0 {
 		t := s.opts.Clock.AfterFunc(s.opts.Timeout, func() { cancel(errTimedOut) })

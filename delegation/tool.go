@@ -225,7 +225,7 @@ func (h *toolHandler) orchestrate(ctx context.Context, depth int, tasks []taskAr
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = h.opts.Spawner.Run(ctx, c, depth+1, nil)
+			results[i] = h.opts.Spawner.Run(ctx, c, depth+1, worker(ctx, c, h.opts.Spawner.opts.Clock.Now()))
 		}()
 	}
 	wg.Wait()
@@ -262,11 +262,19 @@ func (h *toolHandler) control(ctx context.Context, turn *tools.Turn, a toolArgs)
 		if strings.TrimSpace(a.Message) == "" {
 			return tools.Result{}, errs.E(op, errs.Invalid, "steer needs message: what to tell the sub-agent")
 		}
+		if c.Status == StatusPending {
+			return tools.JSON(map[string]any{"status": "rejected", "error": fmt.Sprintf("sub-agent %s has not started yet; steer it once it runs, or stop it and dispatch again with the new context", id)}), nil
+		}
 		sig := sessions.Signal{Conv: turn.Conv, Kind: SignalSteer, Target: id, Text: a.Message}
-		if h.opts.Runner != nil && h.opts.Runner.apply(sig) {
+		switch {
+		case h.opts.Runner != nil && h.opts.Runner.apply(sig):
 			// It runs here: applied at once.
-		} else if err := h.opts.Signals.Signal(ctx, sig); err != nil {
-			return tools.Result{}, errs.E(op, errs.Unavailable, "could not reach sub-agent %s (%v); try again", id, err)
+		case h.opts.Runner != nil && h.opts.Runner.runs(id):
+			return tools.JSON(map[string]any{"status": "rejected", "error": fmt.Sprintf("sub-agent %s is finishing, or has as many steers waiting as it takes; its result comes back as a message", id)}), nil
+		default:
+			if err := h.opts.Signals.Signal(ctx, sig); err != nil {
+				return tools.Result{}, errs.E(op, errs.Unavailable, "could not reach sub-agent %s (%v); try again", id, err)
+			}
 		}
 		return tools.JSON(map[string]string{"status": "steered", "subagent_id": id, "note": "it lands after the sub-agent's next tool result; if it finishes first, its result says the steer did not land"}), nil
 	case "stop":

@@ -22,6 +22,8 @@ type Transcripts struct {
 	// KeepFor is how long a delegation's directory is kept; 0 means
 	// DefaultTranscriptKeep.
 	KeepFor time.Duration
+
+	manifests sync.Map // delegation id → struct{}: its manifest is written here
 }
 
 // DefaultTranscriptKeep is how long transcripts are kept.
@@ -54,11 +56,10 @@ type manifestEntry struct {
 }
 
 // Open starts the transcript of child c of d: the delegation's manifest
-// (written again whole, so a second instance's children are listed too)
-// and the child's log, appended to. It returns nil when transcripts are
+// (once per process) and the child's log, appended to. It returns nil when transcripts are
 // off or the file cannot be made (a transcript is worth less than the
 // child's run).
-func (t *Transcripts) Open(d Delegation, c Child) *Transcript {
+func (t *Transcripts) Open(d Delegation, c Child, now time.Time) *Transcript {
 	if t == nil || t.Dir == "" {
 		return nil
 	}
@@ -66,6 +67,21 @@ func (t *Transcripts) Open(d Delegation, c Child) *Transcript {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil
 	}
+	if _, done := t.manifests.LoadOrStore(d.ID, struct{}{}); !done {
+		t.writeManifest(dir, d)
+	}
+	f, err := os.OpenFile(t.Path(d.ID, c.Index), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil
+	}
+	tr := &Transcript{f: f, redact: t.redact}
+	tr.line(now, "started %s: %s", c.ID, c.Goal)
+	return tr
+}
+
+// writeManifest writes dir/manifest.json for d, whole: a second
+// instance running other children of d writes the same list.
+func (t *Transcripts) writeManifest(dir string, d Delegation) {
 	m := manifest{Delegation: d.ID, Conv: d.Conv}
 	for _, ch := range d.Children {
 		m.Tasks = append(m.Tasks, manifestEntry{Index: ch.Index, SubagentID: ch.ID, Goal: t.redact(ch.Goal), Log: filepath.Base(t.Path(d.ID, ch.Index))})
@@ -76,13 +92,6 @@ func (t *Transcripts) Open(d Delegation, c Child) *Transcript {
 			_ = os.Rename(tmp, filepath.Join(dir, "manifest.json"))
 		}
 	}
-	f, err := os.OpenFile(t.Path(d.ID, c.Index), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return nil
-	}
-	tr := &Transcript{f: f, redact: t.redact}
-	tr.line(time.Now(), "started %s: %s", c.ID, c.Goal)
-	return tr
 }
 
 func (t *Transcripts) redact(s string) string {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"cmp"
 	"context"
+	"log/slog"
 	"path/filepath"
 	"time"
 
@@ -20,6 +21,8 @@ type delegationParts struct {
 	spawner   *delegation.Spawner
 	runner    *delegation.Runner
 	deliverer *delegation.Deliverer
+	stopper   delegation.Stopper
+	log       *slog.Logger
 }
 
 // buildDelegation makes the delegation parts and registers delegate_task
@@ -80,6 +83,8 @@ func (g *Gateway) buildDelegation(registry *tools.Registry, commands *sessions.C
 	if err != nil {
 		return nil, err
 	}
+	p.stopper = delegation.Stopper{Store: store, Signals: g.db.Sessions(), Runner: p.runner}
+	p.log = g.log.With("part", "subagents")
 	meta := g.db.Sessions().Meta
 	tool := delegation.Tool(delegation.ToolOptions{
 		Store:       store,
@@ -109,12 +114,30 @@ func (g *Gateway) buildDelegation(registry *tools.Registry, commands *sessions.C
 	return p, nil
 }
 
-// committed wakes the runner when a commit carried a dispatch.
-func (p *delegationParts) committed(ws []sessions.Write) {
-	for _, w := range ws {
-		if _, ok := w.(delegation.Dispatch); ok {
-			p.runner.Wake()
-			return
+// committed acts on a turn's committed dispatches: the runner starts
+// them at once, unless /stop or /new ended the turn, whose dispatches are
+// stopped before any instance runs them.
+func (p *delegationParts) committed(c sessions.Committed) {
+	for _, w := range c.Writes {
+		d, ok := w.(delegation.Dispatch)
+		if !ok {
+			continue
+		}
+		if c.Stopped {
+			p.stopDispatch(d.Delegation)
+			continue
+		}
+		p.runner.Wake()
+	}
+}
+
+// stopDispatch stops the children of a dispatch its stopped turn made.
+func (p *delegationParts) stopDispatch(d delegation.Delegation) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, c := range d.Children {
+		if _, err := p.stopper.Stop(ctx, d, c, "the turn that dispatched it was stopped"); err != nil {
+			p.log.Warn("stopping a stopped turn's sub-agent failed; it runs", "subagent", c.ID, "err", err)
 		}
 	}
 }
@@ -134,35 +157,6 @@ func (p *delegationParts) startDeliverer(g *Gateway, inbox delegation.Inbox) err
 		Logger:   g.log.With("part", "completions"),
 	})
 	return err
-}
-
-// CommittingSessions returns s whose Finish, once committed, tells
-// committed of the other domains' writes it carried (Finish.Writes), so
-// that the component that acts on them (the runner, for a dispatch)
-// starts at once instead of at its next poll.
-func CommittingSessions(s sessions.Store, committed func([]sessions.Write)) sessions.Store {
-	return committingSessions{Store: s, committed: committed}
-}
-
-type committingSessions struct {
-	sessions.Store
-	committed func([]sessions.Write)
-}
-
-func (s committingSessions) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
-	err := s.Store.Finish(ctx, l, f)
-	if err == nil && len(f.Writes) > 0 {
-		s.committed(f.Writes)
-	}
-	return err
-}
-
-func (s committingSessions) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
-	turn, err := s.Store.FinishAndClaim(ctx, l, f, worker, ttl)
-	if err == nil && len(f.Writes) > 0 {
-		s.committed(f.Writes)
-	}
-	return turn, err
 }
 
 // auxClient is the model client of settings other than the main model's

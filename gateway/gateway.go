@@ -331,7 +331,7 @@ func (g *Gateway) build() error {
 	g.owned = ownedGauge(g.metrics)
 
 	g.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
-		Store:      CommittingSessions(DeliveringSessions(store, delivery), background.committed),
+		Store:      DeliveringSessions(store, delivery),
 		Runner:     runner,
 		Commands:   commands,
 		Name:       g.opts.Name,
@@ -341,6 +341,7 @@ func (g *Gateway) build() error {
 		Grace:      g.opts.Grace,
 		Watch:      watch,
 		AnswerEach: answersEach,
+		Committed:  background.committed,
 		Clock:      g.clock,
 		Logger:     log.With("part", "turns"),
 		Metrics:    g.metrics.TurnHooks(),

@@ -43,3 +43,13 @@ func CheckWrites(op string, ws []Write) error {
 func UnknownWrite(op string, w Write) error {
 	return errs.E(op, errs.Invalid, "this store does not apply writes of kind %q", w.WriteKind())
 }
+
+// Committed is what TurnWorkerOptions.Committed is told of a turn whose
+// commit carried writes.
+type Committed struct {
+	Conv   string
+	Writes []Write
+	// Stopped says /stop or /new ended the turn: what its writes start
+	// should be stopped at once.
+	Stopped bool
+}

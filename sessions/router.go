@@ -23,6 +23,12 @@ const (
 	// worker hands to the command's Run instead of the agent. The router
 	// drops it from what adapters deliver, so no message can pose as one.
 	MetaControl = "herald.control"
+	// MetaSession binds a synthetic entry to the conversation's session
+	// it was made for (ConvMetaSession; "" is the first session): when
+	// the conversation was started anew before its turn, it is shown to
+	// the chat as a notice instead of run in a session that never asked
+	// for it. The router drops it from user entries.
+	MetaSession = "herald.session"
 )
 
 // Keys of a conversation's metadata (Store.Meta) that the router and the
@@ -234,6 +240,10 @@ func (r *Router) DeliverReport(ctx context.Context, in Inbound) (duplicate bool,
 	if _, ok := in.Meta[MetaControl]; ok {
 		in.Meta = maps.Clone(in.Meta)
 		delete(in.Meta, MetaControl)
+	}
+	if _, ok := in.Meta[MetaSession]; ok && in.Kind != KindSynthetic {
+		in.Meta = maps.Clone(in.Meta)
+		delete(in.Meta, MetaSession)
 	}
 	if in.Kind == KindSynthetic {
 		// Synthetic entries wait for a turn boundary: they never touch

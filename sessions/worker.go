@@ -105,7 +105,13 @@ type TurnWorkerOptions struct {
 	// no origin does: in a chat, the reply to the newer message is answer
 	// enough.
 	AnswerEach func(origin outbox.Target) bool
-	Clock      clock.Clock  // nil means the wall clock
+	// Committed, when set, is told of each agent turn that committed
+	// other domains' writes (Finish.Writes), once it has: the part that
+	// acts on them (the runner of a dispatch) starts at once, and stops
+	// what a turn ended by /stop or /new started. It is called on the
+	// turn's goroutine and must return quickly.
+	Committed func(Committed)
+	Clock     clock.Clock  // nil means the wall clock
 	Logger     *slog.Logger // nil means slog.Default()
 	Metrics    TurnMetrics
 }
@@ -126,6 +132,7 @@ type TurnWorker struct {
 	runner        TurnRunner
 	watch         func(ctx context.Context, conv string, origin outbox.Target) TurnWatch
 	answerEach    func(origin outbox.Target) bool
+	committed     func(Committed)
 	commands      *Commands
 	name          string
 	ttl           time.Duration
@@ -180,6 +187,7 @@ func NewTurnWorker(opts TurnWorkerOptions) (*TurnWorker, error) {
 		runner:        opts.Runner,
 		watch:         opts.Watch,
 		answerEach:    opts.AnswerEach,
+		committed:     opts.Committed,
 		commands:      opts.Commands,
 		name:          opts.Name,
 		ttl:           opts.LeaseTTL,

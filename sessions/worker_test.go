@@ -1092,3 +1092,24 @@ func TestQueuedMessageWithoutALeaseSignalsNothing(t *testing.T) {
 	busy.Release()
 	g.waitSent(conv, "re: queued")
 }
+
+func TestSyntheticEntryOfAnEarlierSessionIsShownNotRun(t *testing.T) {
+	noLeaks(t)
+	r := newGateRunner()
+	g := startGateway(t, gatewayOptions{runner: r})
+	if err := g.store.SetMeta(context.Background(), conv, sessions.ConvMetaSession, "s-new"); err != nil {
+		t.Fatal(err)
+	}
+	g.deliver(sessions.Inbound{Kind: sessions.KindSynthetic, MessageID: "cmp_1", Text: "old results",
+		Meta: map[string]string{sessions.MetaSession: "s-old"}})
+	g.waitSent(conv, "This arrived for a session that was started anew since, so it was not acted on:\n\nold results")
+	g.deliver(sessions.Inbound{Kind: sessions.KindSynthetic, MessageID: "cmp_2", Text: "new results",
+		Meta: map[string]string{sessions.MetaSession: "s-new"}})
+	r.waitCalls(t, 1)[0].Release()
+	if diff := cmp.Diff([]string{"new results"}, r.texts()); diff != "" {
+		t.Errorf("turns run (-want +got):\n%s", diff)
+	}
+	if h := g.history(conv); len(h) != 0 && slices.Contains(h, "old results") {
+		t.Errorf("history %q holds the earlier session's entry", h)
+	}
+}

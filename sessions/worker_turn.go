@@ -57,6 +57,9 @@ type activeTurn struct {
 	// goroutine runs it next.
 	claimed bool
 	next    *Turn
+	// wrote are the other domains' writes the turn's commit carried, once
+	// it committed (a refused result's replacement carries none).
+	wrote []Write
 
 	logOnce sync.Once
 	log     *slog.Logger // made by logger, on first use
@@ -366,6 +369,9 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	if err != nil {
 		at.logger().Warn("the entry has no reply target; its replies are dropped", "err", err)
 	}
+	if w.staleSession(at, origin) {
+		return
+	}
 	// Where the stored history may start is known before the runner, which
 	// may change its copy, has it.
 	starts := w.historyStarts(history)
@@ -420,6 +426,9 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	f := Finish{EntryID: e.ID, Absorbed: absorbed, History: out.History, Outbox: w.outboxOf(at, msgs), Release: true,
 		DropHistory: w.historyDrop(starts, len(out.History)), Writes: out.Writes}
 	if w.commit(at, f) {
+		if len(at.wrote) > 0 && w.committed != nil {
+			w.committed(Committed{Conv: conv, Writes: at.wrote, Stopped: stop != nil})
+		}
 		took := w.clock.Now().Sub(at.started)
 		w.log.Info("turn finished", append(at.logAttrs(),
 			"end", string(out.End), "model_calls", out.ModelCalls, "took", took, "absorbed", len(absorbed))...)
@@ -428,6 +437,31 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 		}
 	}
 }
+
+// staleSession acks, with a notice holding its text, a synthetic entry
+// bound to a session (MetaSession) that its conversation has left since
+// (/new): it is shown, not run. It reports whether it did. An entry whose
+// conversation's session cannot be read runs: running it beats losing it.
+func (w *TurnWorker) staleSession(at *activeTurn, origin outbox.Target) bool {
+	want, bound := at.entry.Meta[MetaSession]
+	if !bound || at.entry.Kind != KindSynthetic {
+		return false
+	}
+	ctx, cancel := w.storeCtx()
+	meta, err := w.store.Meta(ctx, at.lease.Conv)
+	cancel()
+	if err != nil || meta[ConvMetaSession] == want {
+		return false
+	}
+	at.settled.Store(true)
+	at.logger().Info("a synthetic entry for a session started anew since is shown, not run")
+	notice := outbox.Message{Target: origin, Text: staleSessionNotice + at.entry.Text, Kind: KindNotice}
+	w.commit(at, Finish{EntryID: at.entry.ID, Outbox: w.outboxOf(at, []outbox.Message{notice}), Release: true})
+	return true
+}
+
+// staleSessionNotice heads a synthetic entry shown instead of run.
+const staleSessionNotice = "This arrived for a session that was started anew since, so it was not acted on:\n\n"
 
 // endNotice is the text of the notice a turn that a signal ended tells
 // its origin, or "" for none. /stop is always answered ("Stopped."). A
@@ -591,6 +625,7 @@ func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
 			at.mu.Lock()
 			at.marked = false
 			at.mu.Unlock()
+			at.wrote = f.Writes
 			return true
 		case errs.Is(err, errs.LeaseLost):
 			at.loseLease("commit", err)

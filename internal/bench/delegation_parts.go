@@ -176,8 +176,8 @@ func startDelegationPipeline(ctx context.Context, db gateway.Store, cfg delegati
 	}
 
 	commands := sessions.DefaultCommands()
-	committed := func(ws []sessions.Write) {
-		for _, w := range ws {
+	committed := func(c sessions.Committed) {
+		for _, w := range c.Writes {
 			if _, ok := w.(delegation.Dispatch); ok {
 				p.runner.Wake()
 				return
@@ -185,13 +185,14 @@ func startDelegationPipeline(ctx context.Context, db gateway.Store, cfg delegati
 		}
 	}
 	p.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
-		Store:    timedTurns{Store: gateway.CommittingSessions(gateway.DeliveringSessions(store, p.delivery), committed), rec: p.rec},
-		Runner:   startedTurns{TurnRunner: parent, rec: p.rec},
-		Commands: commands,
-		Name:     name,
-		Turns:    cfg.turns,
-		Logger:   log.With("part", "turns"),
-		Metrics:  metrics.TurnHooks(),
+		Store:     timedTurns{Store: gateway.DeliveringSessions(store, p.delivery), rec: p.rec},
+		Committed: committed,
+		Runner:    startedTurns{TurnRunner: parent, rec: p.rec},
+		Commands:  commands,
+		Name:      name,
+		Turns:     cfg.turns,
+		Logger:    log.With("part", "turns"),
+		Metrics:   metrics.TurnHooks(),
 	})
 	if err != nil {
 		return nil, err

@@ -128,12 +128,21 @@ local hk = mk + 1 + 2 * k
 -- The other domains' write commands (Finish.Writes) may only be those of
 -- WRITE_OPS: all are checked before the first write, so a refused one
 -- leaves everything as it was.
+-- They run first, once the acked entry is known to be in its stream: a
+-- command that fails (a herald fault) then stops the script before the
+-- turn's own writes, which a retry finds untouched.
 local nw = small(ARGV[hk + 4])
+local now
 if nw > 0 then
   local refused = check_write_ops(ARGV, hk + 4)
   if refused then
     return refused
   end
+  if not kept and not redis.call('XRANGE', lane_key(prefix, tag, lane), id, id)[1] then
+    return {'NOTFOUND'}
+  end
+  now = now_ms(ARGV[6])
+  run_write_ops(ARGV, hk + 4, now)
 end
 
 -- Deleting the acked entry is the first write: when it is not in its
@@ -153,17 +162,11 @@ end
 
 -- The time is needed only to enqueue outbox messages, to make the
 -- conversation ready again or to claim, so it is read then, at most once.
-local now
 local window = ARGV[7]
 if o > 0 then
-  now = now_ms(ARGV[6])
+  now = now or now_ms(ARGV[6])
 end
 
--- The other domains' writes, checked above.
-if nw > 0 then
-  now = now or now_ms(ARGV[6])
-  run_write_ops(ARGV, hk + 4, now)
-end
 -- The oldest messages go first, so that the history's length (hl, which
 -- the state keeps; see append) counts what is left and what is added.
 local drop = small(ARGV[hk + 3])
