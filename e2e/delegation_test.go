@@ -507,3 +507,36 @@ func TestTranscriptsAreWrittenAndRedacted(t *testing.T) {
 		t.Errorf("transcript:\n%s\nwant the child's text with the secret masked and its end", log)
 	}
 }
+
+// TestStoppedTurnsDispatchIsStopped stops a turn after it dispatched:
+// its children, committed with the stopped turn, are stopped too, and
+// their completion still comes back.
+func TestStoppedTurnsDispatchIsStopped(t *testing.T) {
+	t.Parallel()
+	model := testkit.NewModelServer(t)
+	held := testkit.NewGate()
+	t.Cleanup(held.Release)
+	model.Respond(func(req testkit.RecordedRequest) testkit.Step {
+		switch {
+		case isChild(req):
+			// Should the runner's poll claim it before the stop, it is
+			// stopped running.
+			return testkit.Hang(held)
+		case strings.HasPrefix(req.LastUser(), resultsHeader):
+			return testkit.Step{Text: gotResults}
+		case req.Messages[len(req.Messages)-1].Role == "tool":
+			return testkit.Hang(held)
+		}
+		return testkit.Step{ToolCalls: []testkit.ModelToolCall{testkit.ToolCall("delegate_task", `{"goal":"never run"}`)}}
+	})
+	gw := startInProcess(t, baseConfig(t, model))
+	api := gw.api()
+	api.mustPost(t, "st", "go")
+	eventually(t, waitReply, func() (bool, string) { return held.Waiting() >= 1, "the turn never got past its dispatch" })
+	api.mustPost(t, "st", "/stop")
+	eventually(t, waitReply, func() (bool, string) {
+		text, n := completionOf(model)
+		return n == 1 && strings.Contains(text, "status: interrupted"), "no interrupted completion: " + text
+	})
+	eventually(t, waitReply, func() (bool, string) { return held.Waiting() == 0, "something still runs after /stop" })
+}
