@@ -31,6 +31,15 @@ func newBackgroundStatus(as []adapters.Adapter, meta sessions.Store, log *slog.L
 	return b
 }
 
+// hook is show, or nil when no platform shows presence: the runner then
+// reads nothing after an end for it.
+func (b *backgroundStatus) hook() func(context.Context, delegation.Delegation) {
+	if len(b.by) == 0 {
+		return nil
+	}
+	return b.show
+}
+
 // statusKey is the metadata key of a delegation's status line.
 func statusKey(id string) string { return "background_status:" + id }
 

@@ -75,7 +75,7 @@ func (g *Gateway) buildDelegation(registry *tools.Registry, commands *sessions.C
 		OwnerTTL:    cfg.OwnerTTL,
 		Max:         cfg.ProcessMaxChildren,
 		Transcripts: transcripts,
-		Progress:    newBackgroundStatus(g.opts.Adapters, g.db.Sessions(), g.log.With("part", "subagents")).show,
+		Progress:    newBackgroundStatus(g.opts.Adapters, g.db.Sessions(), g.log.With("part", "subagents")).hook(),
 		Ended:       func() { p.deliverer.Wake() },
 		Clock:       g.clock,
 		Logger:      g.log.With("part", "subagents"),
