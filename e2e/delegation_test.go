@@ -83,7 +83,9 @@ func TestDelegationResultsComeBackAsATurn(t *testing.T) {
 	model.Respond(delegatingModel([]string{"count the apples", "count the pears"}, func(goal string) testkit.Step {
 		return testkit.Step{Text: "## What I found\n" + goal + ": 3"}
 	}))
-	gw := startInProcess(t, baseConfig(t, model))
+	cfg := baseConfig(t, model)
+	cfg.Display.BusyInputMode = config.BusyInputQueue // each message its own turn
+	gw := startInProcess(t, cfg)
 	api := gw.api()
 
 	api.mustPost(t, "d", "hello first")
@@ -297,6 +299,7 @@ func heldChildren(t *testing.T, goals []string, change func(*config.Config)) (*t
 		return testkit.Step{Text: goal + " is done"}
 	}))
 	cfg := baseConfig(t, model)
+	cfg.Display.BusyInputMode = config.BusyInputQueue // each message its own turn
 	if change != nil {
 		change(&cfg)
 	}
