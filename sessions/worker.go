@@ -112,8 +112,8 @@ type TurnWorkerOptions struct {
 	// turn's goroutine and must return quickly.
 	Committed func(Committed)
 	Clock     clock.Clock  // nil means the wall clock
-	Logger     *slog.Logger // nil means slog.Default()
-	Metrics    TurnMetrics
+	Logger    *slog.Logger // nil means slog.Default()
+	Metrics   TurnMetrics
 }
 
 // TurnWatch follows one running turn (see TurnWorkerOptions.Watch).
