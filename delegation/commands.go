@@ -264,7 +264,7 @@ func (c commands) dispatch(ctx context.Context, call *sessions.CommandCall, sour
 		}
 	}
 	d := Delegation{
-		ID: commandID(call.In), Conv: call.In.Conv, User: userOf(call.In, call.Target.Platform),
+		ID: commandID(call.In), Conv: call.In.Conv, User: call.In.UserKey(call.Target.Platform),
 		Origin: call.Target, Source: source, CreatedAt: c.opts.Clock.Now(),
 	}
 	if c.opts.Meta != nil {
@@ -292,18 +292,4 @@ func commandID(in sessions.Inbound) string {
 	}
 	sum := sha256.Sum256([]byte(in.Conv + "\x00" + in.MessageID))
 	return "deleg_" + hex.EncodeToString(sum[:8])
-}
-
-// userOf is whom a message is from, as the agent keys its notes: the
-// sender qualified by the platform.
-func userOf(in sessions.Inbound, platform string) string {
-	switch {
-	case in.User != "":
-		return in.User
-	case in.Sender == "":
-		return ""
-	case platform != "":
-		return platform + ":" + in.Sender
-	}
-	return in.Sender
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/heraldgw/herald/internal/clock"
@@ -108,32 +107,7 @@ func (s *Service) tasks(op string, req Request) ([]taskArgs, error) {
 	for _, t := range req.Tasks {
 		tasks = append(tasks, taskArgs(t))
 	}
-	switch {
-	case strings.TrimSpace(req.Goal) != "":
-		if len(tasks) > 0 {
-			return nil, errs.E(op, errs.Invalid, "give either goal or tasks, not both")
-		}
-		tasks = []taskArgs{{Goal: req.Goal, Context: req.Context, OutputSchema: req.OutputSchema, Role: req.Role}}
-	case len(tasks) == 0:
-		return nil, errs.E(op, errs.Invalid, "nothing to delegate: give goal (one task) or tasks (several)")
-	case strings.TrimSpace(req.Context) != "" || !noSchema(req.OutputSchema):
-		// Said rather than dropped: with tasks, each carries its own.
-		return nil, errs.E(op, errs.Invalid, "context and output_schema go with goal; with tasks, give each task its own")
-	}
-	if n := s.maxChildren(); len(tasks) > n {
-		return nil, errs.E(op, errs.Invalid,
-			"%d tasks is more than delegation.max_concurrent_children (%d); nothing was started: send at most %d, or fewer larger tasks",
-			len(tasks), n, n)
-	}
-	for i, t := range tasks {
-		if strings.TrimSpace(t.Goal) == "" {
-			return nil, errs.E(op, errs.Invalid, "task %d has no goal; nothing was started", i)
-		}
-		if err := checkSchema(t.OutputSchema); err != nil {
-			return nil, errs.E(op, errs.Invalid, "task %d: output_schema is not a valid JSON Schema (%v); nothing was started", i, err)
-		}
-	}
-	return tasks, nil
+	return checkTasks(op, taskArgs{Goal: req.Goal, Context: req.Context, OutputSchema: req.OutputSchema, Role: req.Role}, tasks, s.maxChildren())
 }
 
 // Get returns the delegation with its children as the store has them.

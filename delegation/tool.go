@@ -119,33 +119,48 @@ func (h *toolHandler) handle(ctx context.Context, turn *tools.Turn, a toolArgs) 
 	if a.Action != "" {
 		return h.control(ctx, turn, a)
 	}
-	tasks := a.Tasks
-	if strings.TrimSpace(a.Goal) != "" {
-		if len(tasks) > 0 {
-			return tools.Result{}, errs.E(op, errs.Invalid, "give either goal or tasks, not both")
-		}
-		tasks = []taskArgs{a.taskArgs}
-	}
-	if len(tasks) == 0 {
-		return tools.Result{}, errs.E(op, errs.Invalid, "nothing to delegate: give goal (one task) or tasks (several), or an action")
-	}
-	if len(tasks) > h.opts.MaxChildren {
-		return tools.Result{}, errs.E(op, errs.Invalid,
-			"%d tasks is more than delegation.max_concurrent_children (%d); nothing was started: send at most %d, or fewer larger tasks",
-			len(tasks), h.opts.MaxChildren, h.opts.MaxChildren)
-	}
-	for i, t := range tasks {
-		if strings.TrimSpace(t.Goal) == "" {
-			return tools.Result{}, errs.E(op, errs.Invalid, "task %d has no goal; nothing was started", i)
-		}
-		if err := checkSchema(t.OutputSchema); err != nil {
-			return tools.Result{}, errs.E(op, errs.Invalid, "task %d: output_schema is not a valid JSON Schema (%v); nothing was started", i, err)
-		}
+	tasks, err := checkTasks(op, a.taskArgs, a.Tasks, h.opts.MaxChildren)
+	if err != nil {
+		return tools.Result{}, err
 	}
 	if depth := DepthOf(ctx); depth > 0 {
 		return h.orchestrate(ctx, depth, tasks)
 	}
 	return h.dispatch(ctx, turn, tasks)
+}
+
+// checkTasks is what a dispatch asks for, goal (one task) or tasks
+// (several), checked as delegate_task and the lifecycle API both check
+// it: not both, not neither, at most max, each with a goal and an output
+// schema that compiles. With tasks, goal's context and output_schema must
+// be empty: each task carries its own. Errors: Invalid.
+func checkTasks(op string, goal taskArgs, tasks []taskArgs, max int) ([]taskArgs, error) {
+	switch {
+	case strings.TrimSpace(goal.Goal) != "":
+		if len(tasks) > 0 {
+			return nil, errs.E(op, errs.Invalid, "give either goal or tasks, not both")
+		}
+		tasks = []taskArgs{goal}
+	case len(tasks) == 0:
+		return nil, errs.E(op, errs.Invalid, "nothing to delegate: give goal (one task) or tasks (several)")
+	case strings.TrimSpace(goal.Context) != "" || !noSchema(goal.OutputSchema):
+		// Said rather than dropped: with tasks, each carries its own.
+		return nil, errs.E(op, errs.Invalid, "context and output_schema go with goal; with tasks, give each task its own")
+	}
+	if len(tasks) > max {
+		return nil, errs.E(op, errs.Invalid,
+			"%d tasks is more than delegation.max_concurrent_children (%d); nothing was started: send at most %d, or fewer larger tasks",
+			len(tasks), max, max)
+	}
+	for i, t := range tasks {
+		if strings.TrimSpace(t.Goal) == "" {
+			return nil, errs.E(op, errs.Invalid, "task %d has no goal; nothing was started", i)
+		}
+		if err := checkSchema(t.OutputSchema); err != nil {
+			return nil, errs.E(op, errs.Invalid, "task %d: output_schema is not a valid JSON Schema (%v); nothing was started", i, err)
+		}
+	}
+	return tasks, nil
 }
 
 // dispatch writes the delegation with the turn (a sessions.Write): its
@@ -326,7 +341,7 @@ func checkSchema(raw json.RawMessage) error {
 
 // compileSchema compiles an output schema, nil for none.
 func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
-	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+	if noSchema(raw) {
 		return nil, nil
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))

@@ -1,8 +1,6 @@
 package sessions
 
 import (
-	"regexp"
-
 	"github.com/heraldgw/herald/internal/errs"
 )
 
@@ -20,9 +18,6 @@ type Write interface {
 	WriteKind() string
 }
 
-// writeKind is the shape of a write's kind: a domain and a name.
-var writeKind = regexp.MustCompile(`^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$`)
-
 // CheckWrites refuses a Finish's writes a backend must not apply: a nil
 // write or a kind not of the form <domain>.<name>. A backend calls it
 // before its own check of the kinds it knows.
@@ -31,7 +26,7 @@ func CheckWrites(op string, ws []Write) error {
 		if w == nil {
 			return errs.E(op, errs.Invalid, "write %d of the commit is nil", i)
 		}
-		if k := w.WriteKind(); !writeKind.MatchString(k) {
+		if k := w.WriteKind(); kindDomain(k) == "" {
 			return errs.E(op, errs.Invalid, "write kind %q is not <domain>.<name>", k)
 		}
 	}

@@ -84,8 +84,13 @@ const (
 // delegation.stop), or "" for the sessions' own kinds and for a kind
 // that is not well-formed. A handler keeps the signals of its domain by
 // it.
-func (k SignalKind) Domain() string {
-	domain, name, ok := strings.Cut(string(k), ".")
+func (k SignalKind) Domain() string { return kindDomain(string(k)) }
+
+// kindDomain is the domain of a kind another domain names
+// "<domain>.<name>" (a signal's, a commit's write), or "" for a kind
+// that is not of that form.
+func kindDomain(k string) string {
+	domain, name, ok := strings.Cut(k, ".")
 	if !ok || !isKindPart(domain) || !isKindPart(name) {
 		return ""
 	}

@@ -68,6 +68,22 @@ type Inbound struct {
 	User string `json:"user,omitempty"`
 }
 
+// UserKey is whom in is for, as the agent keys the user's notes: its
+// User, else its sender qualified by the platform its replies go to
+// ("telegram:42"), so ids on two platforms never share notes; "" when
+// it names no one.
+func (in Inbound) UserKey(platform string) string {
+	switch {
+	case in.User != "":
+		return in.User
+	case in.Sender == "":
+		return ""
+	case platform != "":
+		return platform + ":" + in.Sender
+	}
+	return in.Sender
+}
+
 // Lane is the queue an entry goes to: user entries before synthetic ones,
 // then higher priority first.
 func (in Inbound) Lane() int {

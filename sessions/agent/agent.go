@@ -153,13 +153,7 @@ func (a *Agent) start(ctx context.Context, in sessions.TurnInput) *run {
 		in.Conv = in.Entry.Conv
 	}
 	if in.User == "" {
-		in.User = in.Entry.User
-	}
-	if in.User == "" && in.Entry.Sender != "" {
-		in.User = in.Entry.Sender
-		if in.Origin.Platform != "" {
-			in.User = in.Origin.Platform + ":" + in.Entry.Sender
-		}
+		in.User = in.Entry.UserKey(in.Origin.Platform)
 	}
 	r := &run{
 		a:     a,
