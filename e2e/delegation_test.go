@@ -309,10 +309,13 @@ func heldChildren(t *testing.T, goals []string, change func(*config.Config)) (*t
 
 func TestAgentsAndControl(t *testing.T) {
 	t.Parallel()
-	_, held, _, api := heldChildren(t, []string{"slow one", "quick one"}, nil)
+	_, held, gw, api := heldChildren(t, []string{"slow one", "quick one"}, nil)
 	api.mustPost(t, "ctl", askDelegate)
 	ids := dispatched(t, texts(ofKind(api.waitTimeline(t, "ctl", 1), kindReply))[0])
 	eventually(t, waitReply, func() (bool, string) { return held.Waiting() == 1, "the slow child never started" })
+	// /agents answers from the store: ask once the quick child's end is
+	// recorded.
+	gw.waitLog(`"msg":"sub-agent ended","part":"subagents","subagent":"` + ids[1] + `","status":"completed"`)
 
 	api.mustPost(t, "ctl", "/agents")
 	eventually(t, waitReply, func() (bool, string) {
