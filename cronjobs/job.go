@@ -83,12 +83,12 @@ type Job struct {
 	// Deliver is where reports go, as given: "origin", "local", a
 	// platform's name (its home channel), "platform:chat[:thread]", or
 	// a comma list of these.
-	Deliver   string   `json:"deliver"`
-	Origin    *Origin  `json:"origin,omitempty"`
-	Model     string   `json:"model,omitempty"`    // overrides the model's name for this job
-	Toolsets  []string `json:"toolsets,omitempty"` // the tool sets it runs with; none: the default ones
-	Workdir   string   `json:"workdir,omitempty"`  // where its script runs
-	CreatedBy string   `json:"created_by,omitempty"`
+	Deliver   string    `json:"deliver"`
+	Origin    *Origin   `json:"origin,omitempty"`
+	Model     string    `json:"model,omitempty"`    // overrides the model's name for this job
+	Toolsets  []string  `json:"toolsets,omitempty"` // the tool sets it runs with; none: the default ones
+	Workdir   string    `json:"workdir,omitempty"`  // where its script runs
+	CreatedBy string    `json:"created_by,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 	// Version grows with every write (Store.UpdateJob checks it).
