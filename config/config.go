@@ -36,6 +36,7 @@ type Config struct {
 	Delegation  Delegation  `yaml:"delegation"`
 	Tools       Tools       `yaml:"tools"`
 	Auxiliary   Auxiliary   `yaml:"auxiliary"`
+	Cron        Cron        `yaml:"cron"`
 
 	// File is the config file that was read, empty when none was. It is
 	// not a key: it tells `herald config check` where the values came from.
@@ -153,6 +154,9 @@ type Telegram struct {
 	// GroupTrigger is when a group message is for herald: "mention" (the
 	// default: mentioned, replied to, or a command) or "all".
 	GroupTrigger string `yaml:"group_trigger"`
+	// HomeChannel is the chat ("chat" or "chat:thread") a cron job's
+	// report goes to when it is delivered to "telegram".
+	HomeChannel string `yaml:"home_channel"`
 }
 
 // Telegram update modes.
@@ -182,6 +186,7 @@ type Slack struct {
 	SigningSecret string   `yaml:"signing_secret" secret:"true"`
 	APIURL        string   `yaml:"api_url" secret:"url"` // empty means Slack's Web API
 	AllowedUsers  []string `yaml:"allowed_users"`
+	HomeChannel   string   `yaml:"home_channel"` // where "slack" delivers: "channel[:thread]"
 }
 
 // Discord configures the Discord adapter.
@@ -195,6 +200,19 @@ type Discord struct {
 	// GroupTrigger is when a guild channel message is for herald:
 	// "mention" (the default: mentioned, or a command) or "all".
 	GroupTrigger string `yaml:"group_trigger"`
+	HomeChannel  string `yaml:"home_channel"` // where "discord" delivers: "channel[:thread]"
+}
+
+// Cron configures scheduled jobs.
+type Cron struct {
+	// Enabled runs the scheduler in the gateway; jobs can be managed
+	// with it off, and wait.
+	Enabled bool `yaml:"enabled"`
+	// Timezone is the zone of a job's cron expression or time without
+	// one of its own; an IANA name.
+	Timezone string `yaml:"timezone"`
+	// ScriptTimeout bounds one run of a job's script.
+	ScriptTimeout time.Duration `yaml:"script_timeout"`
 }
 
 // SendMessage configures the send_message tool.
@@ -379,6 +397,7 @@ const (
 	DefaultTurnWorkers   = 64
 	DefaultDeliveries    = 8
 	DefaultDeliveryDrain = 5 * time.Second
+	DefaultScriptTimeout = time.Hour
 	// SQLiteFile is the database file name inside Home.
 	SQLiteFile = "herald.db"
 	// FileName is the config file looked for in Home.
@@ -433,6 +452,7 @@ func Default() Config {
 			OutputMaxChars:    DefaultOutputMaxChars,
 			DangerousCommands: DefaultDangerousCommands(),
 		},
+		Cron: Cron{Enabled: true, Timezone: "UTC", ScriptTimeout: DefaultScriptTimeout},
 		Platforms: Platforms{
 			GroupSessions: GroupSessionsAuto,
 			Telegram:      Telegram{Mode: TelegramPolling, GroupTrigger: TriggerMention},

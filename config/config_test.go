@@ -83,6 +83,7 @@ func TestDefault(t *testing.T) {
 			OutputMaxChars:    50_000,
 			DangerousCommands: config.DefaultDangerousCommands(),
 		},
+		Cron: config.Cron{Enabled: true, Timezone: "UTC", ScriptTimeout: time.Hour},
 	}
 	got := config.Default()
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -127,6 +127,9 @@ var envStrings = []struct {
 	{"DELEGATION_BASE_URL", func(c *Config) *string { return &c.Delegation.BaseURL }},
 	{"DELEGATION_API_KEY", func(c *Config) *string { return &c.Delegation.APIKey }},
 	{"HERALD_TOOLS_WORKSPACE", func(c *Config) *string { return &c.Tools.Workspace }},
+	{"TELEGRAM_HOME_CHANNEL", func(c *Config) *string { return &c.Platforms.Telegram.HomeChannel }},
+	{"SLACK_HOME_CHANNEL", func(c *Config) *string { return &c.Platforms.Slack.HomeChannel }},
+	{"DISCORD_HOME_CHANNEL", func(c *Config) *string { return &c.Platforms.Discord.HomeChannel }},
 }
 
 // envInts are the variables that set one integer key each.

@@ -101,7 +101,26 @@ func (c Config) problems() Problems {
 	c.Delegation.check(&v)
 	c.Tools.check(&v)
 	v.optionalHTTPURL("auxiliary.review.base_url", c.Auxiliary.Review.BaseURL)
+	c.Cron.check(&v)
+	for _, h := range []struct{ platform, home string }{
+		{"telegram", c.Platforms.Telegram.HomeChannel},
+		{"slack", c.Platforms.Slack.HomeChannel},
+		{"discord", c.Platforms.Discord.HomeChannel},
+	} {
+		if chat, _, _ := strings.Cut(h.home, ":"); h.home != "" && strings.TrimSpace(chat) == "" {
+			v.add("platforms."+h.platform+".home_channel", "%s has no chat: use chat or chat:thread", quote(h.home))
+		}
+	}
 	return v.problems
+}
+
+func (c Cron) check(v *validator) {
+	if c.Timezone != "" {
+		if _, err := time.LoadLocation(c.Timezone); err != nil {
+			v.add("cron.timezone", "unknown timezone %s (an IANA name like Europe/Berlin)", quote(c.Timezone))
+		}
+	}
+	v.positiveDuration("cron.script_timeout", c.ScriptTimeout)
 }
 
 // reservedOverrides are request fields herald sets itself on a child's

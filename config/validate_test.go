@@ -18,6 +18,22 @@ func TestValidate(t *testing.T) {
 	}{
 		{desc: "defaults are valid", change: func(c *config.Config) {}},
 		{
+			desc: "cron with a zone that does not exist, no script timeout and a home channel without a chat",
+			change: func(c *config.Config) {
+				c.Cron.Timezone, c.Cron.ScriptTimeout = "Mars/Base", 0
+				c.Platforms.Slack.HomeChannel = ":123.4"
+			},
+			want: config.Problems{
+				{Key: "cron.timezone", Msg: `unknown timezone "Mars/Base" (an IANA name like Europe/Berlin)`},
+				{Key: "cron.script_timeout", Msg: "must be positive, got 0s"},
+				{Key: "platforms.slack.home_channel", Msg: `":123.4" has no chat: use chat or chat:thread`},
+			},
+		},
+		{desc: "cron in a zone, home channels with threads", change: func(c *config.Config) {
+			c.Cron.Timezone = "America/New_York"
+			c.Platforms.Telegram.HomeChannel = "-100123:7"
+		}},
+		{
 			desc:   "home empty",
 			change: func(c *config.Config) { c.Home = " " },
 			want:   config.Problems{{Key: "home", Msg: "must be set"}},
