@@ -123,6 +123,7 @@ type Run struct {
 	// DeliveryError says which target failed and why.
 	DeliveryError string   `json:"delivery_error,omitempty"`
 	Targets       []string `json:"targets,omitempty"`
+	Sent          []string `json:"sent,omitempty"`   // the targets that accepted the report
 	Output        string   `json:"output,omitempty"` // the saved output's path
 }
 

@@ -57,12 +57,15 @@ func (t Target) Validate() error {
 // Attempts, NextAttempt, CreatedAt, LastError) are: the stores keep those
 // beside the encoded message and set them when they read it back.
 type Message struct {
-	ID             string    `json:",omitempty"` // assigned by the store
-	Target         Target    // where it goes
-	Conv           string    `json:",omitempty"` // the conversation it belongs to, if any
-	Text           string    // the body, in herald's markdown; the adapter renders and splits it
-	ReplyTo        string    `json:",omitempty"` // platform message id to reply to, if any
-	Kind           string    `json:",omitempty"` // "reply", "notice", "completion", "cron", …
+	ID      string `json:",omitempty"` // assigned by the store
+	Target  Target // where it goes
+	Conv    string `json:",omitempty"` // the conversation it belongs to, if any
+	Text    string // the body, in herald's markdown; the adapter renders and splits it
+	ReplyTo string `json:",omitempty"` // platform message id to reply to, if any
+	Kind    string `json:",omitempty"` // "reply", "notice", "completion", "cron", …
+	// Ref names what the message reports on for the domain that sent it
+	// (a cron run's id), so the domain can be told how its delivery went.
+	Ref            string    `json:",omitempty"`
 	IdempotencyKey string    `json:",omitempty"` // a second Enqueue with the same key is a no-op
 	Attempts       int       `json:",omitempty"` // failed send attempts so far
 	NextAttempt    time.Time `json:",omitzero"`  // not claimed before this time

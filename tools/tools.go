@@ -13,7 +13,6 @@ package tools
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"sync"
 
 	"github.com/heraldgw/herald/internal/errs"
@@ -85,17 +84,8 @@ func errorResult(msg string) Result {
 	return Result{Content: string(b), IsError: true}
 }
 
-// errorText is the message of err for the model: the reason an
-// errs.Error carries, without the operation and code that mean nothing to
-// it.
-func errorText(err error) string {
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if he, ok := e.(*errs.Error); ok && he.Msg != "" {
-			return he.Msg
-		}
-	}
-	return err.Error()
-}
+// errorText is the message of err for the model (errs.Reason).
+func errorText(err error) string { return errs.Reason(err) }
 
 // Turn is what a handler knows of the turn it runs in. One Turn lives for
 // one turn and is shared by its tool calls.

@@ -86,3 +86,15 @@ func CodeOf(err error) Code {
 
 // Is reports whether err carries code.
 func Is(err error, code Code) bool { return err != nil && CodeOf(err) == code }
+
+// Reason is err's message for a person: the reason the first *Error in
+// its chain with one carries, without the operation and code that mean
+// nothing to them; err's whole text when none does.
+func Reason(err error) string {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if he, ok := e.(*Error); ok && he.Msg != "" {
+			return he.Msg
+		}
+	}
+	return err.Error()
+}

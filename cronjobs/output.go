@@ -1,0 +1,77 @@
+package cronjobs
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Outputs keeps every run's output under Dir ($HERALD_HOME/cron/output),
+// one file per run in a directory per job: <job>/<timestamp>.md, the
+// KeepRuns newest of each job kept.
+type Outputs struct {
+	Dir string
+}
+
+// Save writes a run's output and prunes the job's oldest. It returns the
+// file's path.
+func (o Outputs) Save(j Job, r Run, body string) (string, error) {
+	dir := filepath.Join(o.Dir, j.ID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	// The scheduled time names the file, so a fire run again after a
+	// crash overwrites its own output rather than adding a second.
+	name := r.ScheduledAt.UTC().Format("2006-01-02T15-04-05Z") + ".md"
+	if r.Manual {
+		name = r.ScheduledAt.UTC().Format("2006-01-02T15-04-05.000Z") + "-run.md"
+	}
+	path := filepath.Join(dir, name)
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n\n", j.Name)
+	fmt.Fprintf(&b, "- job: %s\n- run: %s\n- scheduled: %s\n- started: %s\n- status: %s\n",
+		j.ID, r.ID, r.ScheduledAt.UTC().Format(time.RFC3339), r.StartedAt.UTC().Format(time.RFC3339), r.Status)
+	if r.Error != "" {
+		fmt.Fprintf(&b, "- error: %s\n", r.Error)
+	}
+	b.WriteString("\n")
+	b.WriteString(body)
+	if !strings.HasSuffix(body, "\n") {
+		b.WriteString("\n")
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", err
+	}
+	o.prune(dir)
+	return path, nil
+}
+
+// prune removes all but the KeepRuns newest outputs in dir; the names
+// sort by time.
+func (o Outputs) prune(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	var names []string
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".md") {
+			names = append(names, e.Name())
+		}
+	}
+	slices.Sort(names)
+	for len(names) > KeepRuns {
+		_ = os.Remove(filepath.Join(dir, names[0]))
+		names = names[1:]
+	}
+}
+
+// Remove removes a job's outputs.
+func (o Outputs) Remove(job string) error { return os.RemoveAll(filepath.Join(o.Dir, job)) }

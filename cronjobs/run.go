@@ -1,0 +1,60 @@
+package cronjobs
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+)
+
+// outcome is what one run of a job did.
+type outcome struct {
+	status string // StatusOK, StatusSilent, StatusSkipped or StatusError
+	err    string // StatusError: why, in a line
+	text   string // what is delivered (under the job's name); empty sends nothing
+	body   string // what is saved
+}
+
+// execute runs j once: its script, its agent, or the script then the
+// agent with the script's output as context.
+func (s *Scheduler) execute(ctx context.Context, j Job, r Run) outcome {
+	prompt := j.Prompt
+	if j.Script != "" {
+		res := runScript(ctx, s.clock, j.Script, s.workdir(j), s.opts.ScriptTimeout)
+		if res.Err != nil {
+			return outcome{status: StatusError, err: res.Err.Error(), body: res.Stdout + "\n\n" + res.Err.Error()}
+		}
+		if j.NoAgent {
+			// The script's output is the report, verbatim; none sends
+			// nothing.
+			if strings.TrimSpace(res.Stdout) == "" {
+				return outcome{status: StatusOK, body: "(the script printed nothing)"}
+			}
+			return outcome{status: StatusOK, text: res.Stdout, body: res.Stdout}
+		}
+		if !wakeAgent(res.Stdout) {
+			return outcome{status: StatusSkipped, body: res.Stdout + "\n\n(the script said not to wake the agent)"}
+		}
+		prompt += "\n\nThe output of this job's script, run just now:\n\n```\n" + strings.TrimRight(res.Stdout, "\n") + "\n```"
+	}
+	if s.opts.Agent == nil {
+		const why = "no model is configured for this gateway (set model.name and model.base_url)"
+		return outcome{status: StatusError, err: why, body: why}
+	}
+	reply, err := s.opts.Agent(ctx, j, r, prompt)
+	if err != nil {
+		return outcome{status: StatusError, err: err.Error(), body: err.Error()}
+	}
+	if silent(reply) {
+		return outcome{status: StatusSilent, body: reply}
+	}
+	return outcome{status: StatusOK, text: reply, body: reply}
+}
+
+// workdir is where j's script runs: its workdir, else the script's own
+// directory.
+func (s *Scheduler) workdir(j Job) string {
+	if j.Workdir != "" {
+		return j.Workdir
+	}
+	return filepath.Dir(j.Script)
+}

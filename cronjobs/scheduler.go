@@ -1,0 +1,643 @@
+package cronjobs
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/lease"
+	"github.com/heraldgw/herald/outbox"
+)
+
+// Defaults for SchedulerOptions.
+const (
+	DefaultClaimTTL = 30 * time.Second
+	DefaultPoll     = time.Second
+	DefaultMaxFires = 64
+	dueBatch        = 256
+	// busyWait is how soon the scheduler looks again when every due job
+	// it read is being fired already (here or by another instance).
+	busyWait   = 50 * time.Millisecond
+	storeRetry = 2 * time.Second
+)
+
+// AgentFunc runs a job's prompt in a fresh session of its own (none of
+// the origin conversation's history) and returns the agent's final
+// reply. An error is the run's failure, in words for the job's owner.
+type AgentFunc func(ctx context.Context, j Job, r Run, prompt string) (string, error)
+
+// SchedulerOptions configure NewScheduler.
+type SchedulerOptions struct {
+	Store   Store           // required
+	Once    lease.OnceStore // required: the fires' once-only claims
+	Outbox  outbox.Store    // required: where reports are queued
+	Agent   AgentFunc       // nil: agent jobs fail saying no model is configured
+	Targets Targets
+	Outputs Outputs
+	Name    string // this instance, the owner of its claims; required
+	// ScriptTimeout bounds one run of a job's script (cron.script_timeout).
+	ScriptTimeout time.Duration
+	ClaimTTL      time.Duration // how long a fire's claim holds between renewals; 0: DefaultClaimTTL
+	// Poll is how often the store is read for a change another process
+	// made (the CLI, another instance); 0: DefaultPoll.
+	Poll     time.Duration
+	MaxFires int // fires run at once by this instance; 0: DefaultMaxFires
+	Clock    clock.Clock
+	Logger   *slog.Logger
+}
+
+// Scheduler fires due jobs. It sleeps until the next job is due by the
+// store (a timer on its clock), and reads the store again at least every
+// Poll, so a change made anywhere is seen within it. Each fire is claimed
+// once among every instance (lease.OnceStore) before it runs; a fire
+// whose claimer died is found by its run-out claim and finished here. It
+// is a component: Start, Shutdown.
+type Scheduler struct {
+	opts    SchedulerOptions
+	store   Store
+	clock   clock.Clock
+	log     *slog.Logger
+	renewer *lease.Renewer
+
+	wake  chan struct{}
+	slots chan struct{}
+
+	mu       sync.Mutex
+	inflight map[string]context.CancelFunc // fire id → its cancel, while it runs here
+	held     map[string]time.Time          // fire id → when another's claim on it runs out
+	started  bool
+	cancel   context.CancelFunc
+	done     chan struct{}
+	fires    sync.WaitGroup
+	delivery sync.Mutex // serialises this instance's writes of delivery outcomes
+}
+
+// NewScheduler returns a scheduler. Errors: Invalid (a required option
+// missing).
+func NewScheduler(opts SchedulerOptions) (*Scheduler, error) {
+	const op = "cronjobs.NewScheduler"
+	switch {
+	case opts.Store == nil || opts.Once == nil || opts.Outbox == nil:
+		return nil, errs.E(op, errs.Invalid, "the scheduler needs the cron store, the once-only claims and the outbox")
+	case opts.Name == "":
+		return nil, errs.E(op, errs.Invalid, "the scheduler needs its instance's name")
+	}
+	if opts.ClaimTTL <= 0 {
+		opts.ClaimTTL = DefaultClaimTTL
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = DefaultPoll
+	}
+	if opts.MaxFires <= 0 {
+		opts.MaxFires = DefaultMaxFires
+	}
+	if opts.ScriptTimeout <= 0 {
+		opts.ScriptTimeout = time.Hour
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Scheduler{
+		opts:     opts,
+		store:    opts.Store,
+		clock:    opts.Clock,
+		log:      opts.Logger,
+		wake:     make(chan struct{}, 1),
+		slots:    make(chan struct{}, opts.MaxFires),
+		inflight: map[string]context.CancelFunc{},
+		held:     map[string]time.Time{},
+	}
+	r, err := lease.NewRenewer(lease.RenewerOptions{
+		Renew:  opts.Once.RenewOnce,
+		TTL:    opts.ClaimTTL,
+		Lost:   s.lost,
+		Clock:  opts.Clock,
+		Logger: opts.Logger,
+	})
+	if err != nil {
+		return nil, errs.Wrap(op, errs.Invalid, err)
+	}
+	s.renewer = r
+	return s, nil
+}
+
+// Wake makes the scheduler read the store now: a job was made or changed
+// in this process.
+func (s *Scheduler) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start starts the loop under ctx.
+func (s *Scheduler) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return errs.E("cronjobs.Scheduler.Start", errs.Conflict, "the scheduler is started already")
+	}
+	if err := s.renewer.Start(ctx); err != nil {
+		return err
+	}
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	s.started = true
+	go s.loop(ctx)
+	return nil
+}
+
+// Shutdown stops firing and waits for the fires running here, until ctx
+// ends; those still running then are stopped, and their claims run out
+// so that another instance (or this one, restarted) runs them again.
+func (s *Scheduler) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.started {
+		s.mu.Unlock()
+		return nil
+	}
+	cancel, done := s.cancel, s.done
+	s.mu.Unlock()
+	idle := make(chan struct{})
+	go func() {
+		<-done
+		s.fires.Wait()
+		close(idle)
+	}()
+	// The loop stops at once; the fires are given until ctx ends.
+	s.stopLoop()
+	var err error
+	select {
+	case <-idle:
+	case <-ctx.Done():
+		err = ctx.Err()
+		cancel()
+		<-idle
+	}
+	cancel()
+	return errors.Join(err, s.renewer.Shutdown(ctx))
+}
+
+// stopLoop ends the loop but not the fires: the loop checks stopping.
+func (s *Scheduler) stopLoop() {
+	s.mu.Lock()
+	s.started = false
+	s.mu.Unlock()
+	s.Wake()
+}
+
+func (s *Scheduler) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.started
+}
+
+// loop fires what is due and sleeps until the next due time, Poll at
+// most; every half claim TTL it looks for fires whose claimer died.
+func (s *Scheduler) loop(ctx context.Context) {
+	defer close(s.done)
+	var swept time.Time
+	for s.running() && ctx.Err() == nil {
+		if now := s.clock.Now(); now.Sub(swept) >= s.opts.ClaimTTL/2 {
+			swept = now
+			s.sweep(ctx)
+		}
+		wait := s.tick(ctx)
+		if wait <= 0 {
+			continue
+		}
+		t := s.clock.NewTimer(wait)
+		select {
+		case <-t.C():
+		case <-s.wake:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+}
+
+// tick starts the fires that are due and returns how long to sleep.
+func (s *Scheduler) tick(ctx context.Context) time.Duration {
+	now := s.clock.Now()
+	jobs, err := s.store.DueJobs(ctx, now, dueBatch)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("reading the due cron jobs failed; retrying", "err", err)
+		}
+		return storeRetry
+	}
+	s.forgetHeld(now)
+	started, busy := 0, 0
+	for _, j := range jobs {
+		f := fireOf(j)
+		if !s.take(f, now) {
+			busy++
+			continue
+		}
+		select {
+		case s.slots <- struct{}{}:
+		default:
+			// Every slot is taken: wait for one to free.
+			s.untake(f)
+			return busyWait
+		}
+		started++
+		s.start(ctx, func(ctx context.Context) { s.fire(ctx, j, f) }, f)
+	}
+	if len(jobs) == dueBatch {
+		if started > 0 {
+			return 0
+		}
+		return busyWait
+	}
+	next, ok, err := s.store.NextDue(ctx)
+	switch {
+	case err != nil:
+		return storeRetry
+	case !ok:
+		return s.opts.Poll
+	}
+	wait := next.Sub(s.clock.Now())
+	if wait <= 0 {
+		// What is due is being fired already.
+		wait = busyWait
+		if busy == len(jobs) {
+			wait = min(s.opts.Poll, 250*time.Millisecond)
+		}
+	}
+	return min(wait, s.opts.Poll)
+}
+
+// take marks f as firing here, unless it is already or another
+// instance's live claim holds it.
+func (s *Scheduler) take(f fire, now time.Time) bool {
+	id := f.id()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.inflight[id]; ok {
+		return false
+	}
+	if until, ok := s.held[id]; ok && now.Before(until) {
+		return false
+	}
+	s.inflight[id] = nil
+	return true
+}
+
+func (s *Scheduler) untake(f fire) {
+	s.mu.Lock()
+	delete(s.inflight, f.id())
+	s.mu.Unlock()
+}
+
+// forgetHeld drops the notes of others' claims that have run out.
+func (s *Scheduler) forgetHeld(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, until := range s.held {
+		if !now.Before(until) {
+			delete(s.held, id)
+		}
+	}
+}
+
+// start runs fn for f on its own goroutine, in a slot already taken.
+func (s *Scheduler) start(ctx context.Context, fn func(context.Context), f fire) {
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	s.mu.Lock()
+	s.inflight[f.id()] = cancel
+	s.mu.Unlock()
+	s.fires.Add(1)
+	go func() {
+		defer s.fires.Done()
+		defer func() {
+			stop()
+			cancel()
+			s.untake(f)
+			<-s.slots
+			s.Wake()
+		}()
+		fn(fctx)
+	}()
+}
+
+// lost stops a fire whose claim another instance took over: it is
+// theirs to finish now.
+func (s *Scheduler) lost(c lease.Claim) {
+	s.mu.Lock()
+	cancel := s.inflight[c.Name]
+	s.mu.Unlock()
+	if cancel != nil {
+		s.log.Warn("a cron fire's claim ran out and another instance took it; stopping it here", "fire", c.Name)
+		cancel()
+	}
+}
+
+// sweep finds fires whose claimer died mid-fire and runs them again.
+func (s *Scheduler) sweep(ctx context.Context) {
+	ids, err := s.opts.Once.StaleOnce(ctx, firePrefix, dueBatch)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("looking for cron fires whose instance died failed", "err", err)
+		}
+		return
+	}
+	now := s.clock.Now()
+	for _, id := range ids {
+		f, err := parseFire(id)
+		if err != nil || !s.take(f, now) {
+			continue
+		}
+		select {
+		case s.slots <- struct{}{}:
+		default:
+			s.untake(f)
+			return
+		}
+		s.start(ctx, func(ctx context.Context) { s.refire(ctx, f) }, f)
+	}
+}
+
+// refire runs again a fire whose claimer died, from its job as stored.
+func (s *Scheduler) refire(ctx context.Context, f fire) {
+	j, err := s.store.Job(ctx, f.job)
+	if errs.Is(err, errs.NotFound) {
+		// The job was removed: there is nothing to run; the claim is
+		// finished so it is not found again.
+		if c, state, err := s.opts.Once.ClaimOnce(ctx, f.id(), s.opts.Name, s.opts.ClaimTTL); err == nil && state == lease.OnceClaimed {
+			_ = s.opts.Once.DoneOnce(ctx, c)
+		}
+		return
+	}
+	if err != nil {
+		s.log.Warn("reading a cron job to finish its fire failed; retrying later", "job", f.job, "err", err)
+		return
+	}
+	s.log.Info("finishing a cron fire whose instance died", "job", f.job, "fire", f.id())
+	s.fire(ctx, j, f)
+}
+
+// fire claims f and, when this instance got it, runs it.
+func (s *Scheduler) fire(ctx context.Context, j Job, f fire) {
+	log := s.log.With("job", j.ID, "fire", f.id())
+	c, state, err := s.opts.Once.ClaimOnce(ctx, f.id(), s.opts.Name, s.opts.ClaimTTL)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn("claiming a cron fire failed; it is tried again", "err", err)
+		}
+		s.hold(f, s.clock.Now().Add(storeRetry))
+		return
+	}
+	switch state {
+	case lease.OnceHeld:
+		s.hold(f, c.Expires)
+		return
+	case lease.OnceDone:
+		// It ran; only moving its job on may be left undone.
+		if _, err := s.advance(ctx, j, f); err != nil && ctx.Err() == nil {
+			log.Warn("moving a cron job past a done fire failed", "err", err)
+		}
+		return
+	}
+	s.renewer.Hold(c)
+	defer s.renewer.Drop(c.Name)
+	st, err := s.advance(ctx, j, f)
+	if err != nil {
+		// The claim runs out and the fire is run again.
+		if ctx.Err() == nil {
+			log.Warn("moving a cron job to its next run failed; the fire is tried again", "err", err)
+		}
+		return
+	}
+	if err := s.run(ctx, st, f); err != nil {
+		if ctx.Err() == nil {
+			log.Warn("recording a cron fire failed; it is run again when its claim runs out", "err", err)
+		}
+		return
+	}
+	if cur, ok := s.renewer.Current(c.Name); ok {
+		c = cur
+	}
+	if err := s.opts.Once.DoneOnce(context.WithoutCancel(ctx), c); err != nil {
+		log.Warn("marking a cron fire done failed; it may be looked at again, and its run record keeps it from running twice", "err", err)
+	}
+}
+
+// hold notes that f is another's (or could not be claimed) until then.
+func (s *Scheduler) hold(f fire, until time.Time) {
+	s.mu.Lock()
+	s.held[f.id()] = until
+	s.mu.Unlock()
+}
+
+// run runs the fire st decided on and records it: its run, its output,
+// its reports queued, the job's last status. An error leaves the fire
+// to be run again (its reports are keyed by the fire: none goes twice).
+func (s *Scheduler) run(ctx context.Context, st step, f fire) error {
+	j := st.job
+	if st.broken != "" {
+		s.log.Warn("a cron job cannot be scheduled; it is kept with the error and not run", "job", j.ID, "err", st.broken)
+		return nil
+	}
+	prior, err := s.store.Run(ctx, f.runID())
+	switch {
+	case err == nil && prior.Ended():
+		// An earlier attempt at this fire ran it and recorded it.
+		return s.finish(ctx, st, prior)
+	case err != nil && !errs.Is(err, errs.NotFound):
+		return err
+	}
+	r := Run{
+		ID: f.runID(), Job: j.ID, Fire: f.id(), ScheduledAt: f.at, Manual: f.manual,
+		Owner: s.opts.Name, StartedAt: s.clock.Now(), Status: StatusRunning,
+	}
+	var text, body string
+	if st.missed {
+		r.Status = StatusMissed
+		text = missedNotice(j, f.at)
+		body = text
+	} else {
+		if err := s.store.PutRun(ctx, r); err != nil {
+			return err
+		}
+		var out outcome
+		out = s.execute(ctx, j, r)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.Status, r.Error, body = out.status, out.err, out.body
+		switch {
+		case out.status == StatusError:
+			text = failureNotice(j, out.err)
+		case out.text != "":
+			text = header(j) + out.text
+		}
+	}
+	if path, err := s.opts.Outputs.Save(j, r, body); err != nil {
+		s.log.Warn("saving a cron run's output failed", "job", j.ID, "err", err)
+	} else {
+		r.Output = path
+	}
+	if err := s.queue(ctx, j, &r, text); err != nil {
+		return err
+	}
+	r.EndedAt = s.clock.Now()
+	if err := s.store.PutRun(ctx, r); err != nil {
+		return err
+	}
+	return s.finish(ctx, st, r)
+}
+
+// queue resolves j's targets and queues text to each; a target that
+// cannot be resolved any more is recorded on the run at once.
+func (s *Scheduler) queue(ctx context.Context, j Job, r *Run, text string) error {
+	targets, err := s.opts.Targets.Resolve(j.Deliver, j.Origin)
+	if err != nil {
+		r.Delivery, r.DeliveryError = DeliveryFailed, errs.Reason(err)
+		return nil
+	}
+	r.Targets = r.Targets[:0]
+	for _, t := range targets {
+		r.Targets = append(r.Targets, t.String())
+	}
+	switch {
+	case text == "":
+		r.Delivery = DeliveryNone
+		return nil
+	case len(targets) == 0:
+		r.Delivery = DeliveryLocal
+		return nil
+	}
+	for _, m := range reports(j, *r, targets, text) {
+		if _, _, err := s.opts.Outbox.Enqueue(ctx, m); err != nil {
+			return err
+		}
+	}
+	r.Delivery = DeliveryPending
+	return nil
+}
+
+// finish records r on its job (last run, status, errors) and removes a
+// job whose last run this was.
+func (s *Scheduler) finish(ctx context.Context, st step, r Run) error {
+	j, err := s.modify(ctx, st.job, func(j *Job) bool {
+		if j.LastRunAt.After(r.StartedAt) {
+			return false
+		}
+		j.LastRunAt, j.LastStatus, j.LastError = r.StartedAt, r.Status, r.Error
+		if r.Delivery == DeliveryFailed {
+			j.LastDeliveryError = r.DeliveryError
+		}
+		return true
+	})
+	if errs.Is(err, errs.NotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if st.last && !r.Manual && j.NextRunAt.IsZero() && j.RunRequestedAt.IsZero() {
+		if err := s.store.RemoveJob(ctx, j.ID); err != nil && !errs.Is(err, errs.NotFound) {
+			return err
+		}
+		s.log.Info("a cron job ran its last time and was removed", "job", j.ID)
+	}
+	return nil
+}
+
+// modify applies fn to j and writes it, reading it again when another
+// writer changed it first. fn returns false when there is nothing to
+// write.
+func (s *Scheduler) modify(ctx context.Context, j Job, fn func(*Job) bool) (Job, error) {
+	return Modify(ctx, s.store, s.clock, j, fn)
+}
+
+// Modify applies fn to j and writes it (Store.UpdateJob), reading the
+// job again and reapplying fn when another writer changed it first. fn
+// returns false when there is nothing to write; then the job is
+// returned as it stands.
+func Modify(ctx context.Context, store Store, c clock.Clock, j Job, fn func(*Job) bool) (Job, error) {
+	for range 8 {
+		next := j
+		if !fn(&next) {
+			return j, nil
+		}
+		next.UpdatedAt = c.Now()
+		saved, err := store.UpdateJob(ctx, next)
+		if !errs.Is(err, errs.Conflict) {
+			return saved, err
+		}
+		if j, err = store.Job(ctx, j.ID); err != nil {
+			return Job{}, err
+		}
+	}
+	return Job{}, errs.E("cronjobs.Modify", errs.Conflict, "job %s kept changing while it was written; try again", j.ID)
+}
+
+// Delivered is told how a report's delivery went (by the gateway's
+// delivery worker): accepted by its platform, or dead-lettered with
+// reason. The run and its job record it; a good delivery clears the
+// job's last delivery error.
+func (s *Scheduler) Delivered(ctx context.Context, m outbox.Message, accepted bool, reason string) {
+	if m.Kind != KindReport || m.Ref == "" {
+		return
+	}
+	s.delivery.Lock()
+	defer s.delivery.Unlock()
+	r, err := s.store.Run(ctx, m.Ref)
+	if err != nil {
+		return
+	}
+	target := m.Target.String()
+	if accepted {
+		if !slices.Contains(r.Sent, target) {
+			r.Sent = append(r.Sent, target)
+		}
+		if r.Delivery != DeliveryFailed && len(r.Sent) >= len(r.Targets) {
+			r.Delivery = DeliveryDelivered
+		}
+	} else {
+		r.Delivery = DeliveryFailed
+		r.DeliveryError = joinErr(r.DeliveryError, target+": "+reason)
+	}
+	if err := s.store.PutRun(ctx, r); err != nil {
+		s.log.Warn("recording a cron report's delivery failed", "run", r.ID, "err", err)
+	}
+	j, err := s.store.Job(ctx, r.Job)
+	if err != nil {
+		return
+	}
+	_, err = s.modify(ctx, j, func(j *Job) bool {
+		if accepted {
+			if j.LastDeliveryError == "" {
+				return false
+			}
+			j.LastDeliveryError = ""
+			return true
+		}
+		j.LastDeliveryError = target + ": " + reason
+		return true
+	})
+	if err != nil && !errs.Is(err, errs.NotFound) {
+		s.log.Warn("recording a cron report's delivery on its job failed", "job", r.Job, "err", err)
+	}
+}
+
+// joinErr adds b to the errors a lists, once.
+func joinErr(a, b string) string {
+	if a == "" || strings.Contains(a, b) {
+		return cmp.Or(a, b)
+	}
+	return a + "; " + b
+}
