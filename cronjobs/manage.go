@@ -1,0 +1,347 @@
+package cronjobs
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
+)
+
+// Limits on what a job holds.
+const (
+	MaxNameChars   = 120
+	MaxPromptBytes = 64 << 10
+)
+
+// Spec is a job as a person or the agent asks for it: what the CLI's
+// flags, the cronjob tool's arguments and /cron add give.
+type Spec struct {
+	Name     string
+	Schedule string
+	Prompt   string
+	Script   string
+	NoAgent  bool
+	Deliver  string
+	Repeat   int // runs; 0 or less: forever (a one-shot runs once)
+	Timezone string
+	Model    string
+	Toolsets []string
+	Workdir  string
+	Origin   *Origin
+	// CreatedBy says who made it: "cli", "api", or the chat user.
+	CreatedBy string
+}
+
+// Manager makes and changes jobs for the CLI, the cronjob tool, /cron
+// and the HTTP API: each change is checked here, the same way for all,
+// and written with Store.UpdateJob so none undoes another's.
+type Manager struct {
+	Store   Store
+	Targets Targets
+	// Timezone is the zone of a schedule without one (cron.timezone).
+	Timezone string
+	// Changed is told of each change this process made, so its
+	// scheduler looks at once; other processes see it within their poll.
+	Changed func()
+	Clock   clock.Clock
+}
+
+func (m Manager) clock() clock.Clock {
+	if m.Clock == nil {
+		return clock.Real{}
+	}
+	return m.Clock
+}
+
+func (m Manager) now() time.Time { return m.clock().Now() }
+
+func (m Manager) changed() {
+	if m.Changed != nil {
+		m.Changed()
+	}
+}
+
+// New checks spec and returns the job it makes, not yet written: the
+// cronjob tool has it written with its turn's commit. Errors: Invalid,
+// saying what is wrong.
+func (m Manager) New(spec Spec) (Job, error) {
+	const op = "cronjobs.New"
+	now := m.now()
+	spec.Prompt = strings.TrimSpace(spec.Prompt)
+	spec.Script = strings.TrimSpace(spec.Script)
+	switch {
+	case spec.Prompt == "" && spec.Script == "":
+		return Job{}, errs.E(op, errs.Invalid, "a job needs a prompt (what the agent is asked each run) or a script")
+	case spec.NoAgent && spec.Script == "":
+		return Job{}, errs.E(op, errs.Invalid, "a no_agent job needs a script: its output is the report")
+	case len(spec.Prompt) > MaxPromptBytes:
+		return Job{}, errs.E(op, errs.Invalid, "the prompt is %d bytes, over the limit of %d", len(spec.Prompt), MaxPromptBytes)
+	}
+	if spec.Script != "" {
+		if err := checkScript(spec.Script); err != nil {
+			return Job{}, errs.Wrap(op, errs.Invalid, err)
+		}
+	}
+	if spec.Workdir != "" {
+		if st, err := os.Stat(spec.Workdir); err != nil || !st.IsDir() {
+			return Job{}, errs.E(op, errs.Invalid, "workdir %q is not a directory", spec.Workdir)
+		}
+	}
+	sched, err := Parse(spec.Schedule, cmp.Or(spec.Timezone, m.Timezone), now)
+	if err != nil {
+		return Job{}, err
+	}
+	if _, err := m.Targets.Resolve(spec.Deliver, spec.Origin); err != nil {
+		return Job{}, err
+	}
+	next, _ := sched.Next(time.Time{}, now)
+	name := strings.TrimSpace(spec.Name)
+	if name == "" {
+		name = defaultName(spec)
+	}
+	if utf8.RuneCountInString(name) > MaxNameChars {
+		return Job{}, errs.E(op, errs.Invalid, "the name is over %d characters", MaxNameChars)
+	}
+	j := Job{
+		ID:        NewID(),
+		Name:      name,
+		Prompt:    spec.Prompt,
+		Script:    spec.Script,
+		NoAgent:   spec.NoAgent,
+		Schedule:  sched,
+		Repeat:    Repeat{Times: max(spec.Repeat, 0)},
+		Enabled:   true,
+		State:     StateScheduled,
+		NextRunAt: next,
+		Deliver:   strings.TrimSpace(spec.Deliver),
+		Origin:    spec.Origin,
+		Model:     spec.Model,
+		Toolsets:  spec.Toolsets,
+		Workdir:   spec.Workdir,
+		CreatedBy: spec.CreatedBy,
+		CreatedAt: now,
+	}
+	if sched.Kind == KindOnce {
+		j.Repeat.Times = 1
+	}
+	return j, nil
+}
+
+// Create makes the job spec asks for and writes it.
+func (m Manager) Create(ctx context.Context, spec Spec) (Job, error) {
+	j, err := m.New(spec)
+	if err != nil {
+		return Job{}, err
+	}
+	j, err = m.Store.CreateJob(ctx, j)
+	if err == nil {
+		m.changed()
+	}
+	return j, err
+}
+
+// Patch is a change to a job; nil fields stay as they are.
+type Patch struct {
+	Name     *string
+	Schedule *string
+	Prompt   *string
+	Deliver  *string
+	Repeat   *int
+	Timezone *string
+}
+
+// Update applies p to the job id. A new schedule or zone moves its next
+// run. Errors: NotFound, Invalid.
+func (m Manager) Update(ctx context.Context, id string, p Patch) (Job, error) {
+	const op = "cronjobs.Update"
+	return m.change(ctx, id, func(j *Job) error {
+		if p.Name != nil {
+			if strings.TrimSpace(*p.Name) == "" {
+				return errs.E(op, errs.Invalid, "the name cannot be empty")
+			}
+			j.Name = strings.TrimSpace(*p.Name)
+		}
+		if p.Prompt != nil {
+			if strings.TrimSpace(*p.Prompt) == "" && j.Script == "" {
+				return errs.E(op, errs.Invalid, "a job without a script needs a prompt")
+			}
+			j.Prompt = strings.TrimSpace(*p.Prompt)
+		}
+		if p.Deliver != nil {
+			if _, err := m.Targets.Resolve(*p.Deliver, j.Origin); err != nil {
+				return err
+			}
+			j.Deliver = strings.TrimSpace(*p.Deliver)
+		}
+		if p.Repeat != nil {
+			j.Repeat.Times = max(*p.Repeat, 0)
+		}
+		if p.Schedule != nil || p.Timezone != nil {
+			expr, zone := j.Schedule.Expr, j.Schedule.Timezone
+			if p.Schedule != nil {
+				expr = *p.Schedule
+			}
+			if p.Timezone != nil {
+				zone = *p.Timezone
+			}
+			sched, err := Parse(expr, cmp.Or(zone, m.Timezone), m.now())
+			if err != nil {
+				return err
+			}
+			j.Schedule = sched
+			j.NextRunAt, _ = sched.Next(time.Time{}, m.now())
+			if j.State != StatePaused {
+				j.State, j.Enabled = StateScheduled, true
+			}
+		}
+		return nil
+	})
+}
+
+// Pause stops the job id firing until Resume. Errors: NotFound.
+func (m Manager) Pause(ctx context.Context, id string) (Job, error) {
+	return m.change(ctx, id, func(j *Job) error {
+		j.Enabled, j.State = false, StatePaused
+		return nil
+	})
+}
+
+// Resume lets the job id fire again, from now: a recurring job's next
+// run is its schedule's next after now, so a pause is not made up with
+// a burst. Errors: NotFound, Invalid (a one-shot whose time passed).
+func (m Manager) Resume(ctx context.Context, id string) (Job, error) {
+	const op = "cronjobs.Resume"
+	return m.change(ctx, id, func(j *Job) error {
+		now := m.now()
+		next, ok := j.Schedule.Next(time.Time{}, now)
+		if j.Schedule.Kind == KindOnce && (!ok || next.Before(now.Add(-onceSlack))) {
+			return errs.E(op, errs.Invalid, "job %s was a one-shot due at %s, which has passed: give it a new schedule with update", j.ID, j.Schedule.At.Format(time.RFC3339))
+		}
+		j.Enabled, j.State, j.NextRunAt = true, StateScheduled, next
+		return nil
+	})
+}
+
+// onceSlack is how far in the past a one-shot may be and still run.
+const onceSlack = 120 * time.Second
+
+// RunNow asks for the job id to fire now, once, besides its schedule,
+// through the same claim as a scheduled fire: whichever instance claims
+// it runs it. Errors: NotFound.
+func (m Manager) RunNow(ctx context.Context, id string) (Job, error) {
+	return m.change(ctx, id, func(j *Job) error {
+		j.RunRequestedAt = m.now()
+		return nil
+	})
+}
+
+// Remove removes the job id. Errors: NotFound.
+func (m Manager) Remove(ctx context.Context, id string) (Job, error) {
+	j, err := Find(ctx, m.Store, id)
+	if err != nil {
+		return Job{}, err
+	}
+	if err := m.Store.RemoveJob(ctx, j.ID); err != nil {
+		return Job{}, err
+	}
+	m.changed()
+	return j, nil
+}
+
+// change reads the job id and writes what fn makes of it.
+func (m Manager) change(ctx context.Context, id string, fn func(*Job) error) (Job, error) {
+	j, err := Find(ctx, m.Store, id)
+	if err != nil {
+		return Job{}, err
+	}
+	var ferr error
+	j, err = Modify(ctx, m.Store, m.clock(), j, func(j *Job) bool {
+		ferr = fn(j)
+		return ferr == nil
+	})
+	if ferr != nil {
+		return Job{}, ferr
+	}
+	if err == nil {
+		m.changed()
+	}
+	return j, err
+}
+
+// checkScript checks a job's script is a file herald can run.
+func checkScript(path string) error {
+	if !filepath.IsAbs(path) {
+		return errs.E("cronjobs.checkScript", errs.Invalid, "script %q must be an absolute path", path)
+	}
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return errs.E("cronjobs.checkScript", errs.Invalid, "script %q cannot be read: %v", path, err)
+	case st.IsDir():
+		return errs.E("cronjobs.checkScript", errs.Invalid, "script %q is a directory", path)
+	case !strings.EqualFold(filepath.Ext(path), ".sh") && st.Mode()&0o111 == 0:
+		return errs.E("cronjobs.checkScript", errs.Invalid, "script %q is not executable (chmod +x it, or name it .sh to run it with bash)", path)
+	}
+	return nil
+}
+
+// defaultName names a job after its prompt or its script.
+func defaultName(spec Spec) string {
+	if spec.Prompt != "" {
+		name := strings.Join(strings.Fields(spec.Prompt), " ")
+		if r := []rune(name); len(r) > 40 {
+			name = string(r[:40]) + "…"
+		}
+		return name
+	}
+	return filepath.Base(spec.Script)
+}
+
+// NewID returns a new job id, job_<12 hex>.
+func NewID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "job_" + hex.EncodeToString(b[:])
+}
+
+// Find returns the job id or, given a short prefix of one (at least 4
+// characters, with or without job_), the one job it names. Errors:
+// NotFound, Invalid (a prefix more than one job has).
+func Find(ctx context.Context, s Store, id string) (Job, error) {
+	j, err := s.Job(ctx, id)
+	if !errs.Is(err, errs.NotFound) {
+		return j, err
+	}
+	prefix := id
+	if !strings.HasPrefix(prefix, "job_") {
+		prefix = "job_" + prefix
+	}
+	if len(id) < 4 {
+		return Job{}, err
+	}
+	jobs, lerr := s.Jobs(ctx)
+	if lerr != nil {
+		return Job{}, lerr
+	}
+	var found []Job
+	for _, j := range jobs {
+		if strings.HasPrefix(j.ID, prefix) {
+			found = append(found, j)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return Job{}, errs.E("cronjobs.Find", errs.NotFound, "no cron job %q", id)
+	case 1:
+		return found[0], nil
+	}
+	return Job{}, errs.E("cronjobs.Find", errs.Invalid, "%q names %d jobs; give more of the id", id, len(found))
+}
