@@ -345,3 +345,17 @@ func Find(ctx context.Context, s Store, id string) (Job, error) {
 	}
 	return Job{}, errs.E("cronjobs.Find", errs.Invalid, "%q names %d jobs; give more of the id", id, len(found))
 }
+
+// List returns every job, ordered by id.
+func (m Manager) List(ctx context.Context) ([]Job, error) { return m.Store.Jobs(ctx) }
+
+// Show returns the job id (or the one a short prefix names) and its
+// recent runs, newest first. Errors: NotFound.
+func (m Manager) Show(ctx context.Context, id string) (Job, []Run, error) {
+	j, err := Find(ctx, m.Store, id)
+	if err != nil {
+		return Job{}, nil, err
+	}
+	runs, err := m.Store.Runs(ctx, j.ID, 20)
+	return j, runs, err
+}

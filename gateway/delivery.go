@@ -87,7 +87,12 @@ type DeliveryOptions struct {
 	AckLinger time.Duration
 	// Redact cleans a platform's failure reason before it is stored or
 	// logged; nil keeps it as it is.
-	Redact  func(string) string
+	Redact func(string) string
+	// Settled is told, on a goroutine of its own, how the delivery of
+	// each message with a Ref ended: accepted by its platform, or
+	// dead-lettered with reason. The domain that sent it (a cron run)
+	// records it.
+	Settled func(m outbox.Message, accepted bool, reason string)
 	Clock   clock.Clock  // nil means the wall clock
 	Logger  *slog.Logger // nil means slog.Default()
 	Metrics *Metrics     // nil counts nothing
@@ -114,6 +119,7 @@ type Delivery struct {
 	pollMax     time.Duration
 	ackLinger   time.Duration
 	redact      func(string) string
+	settledFn   func(m outbox.Message, accepted bool, reason string)
 	clock       clock.Clock
 	log         *slog.Logger
 	metrics     *Metrics
@@ -145,6 +151,7 @@ type Delivery struct {
 	hard       context.Context // cancelled when sends must end now
 	hardCancel context.CancelFunc
 	senders    sync.WaitGroup
+	tellers    sync.WaitGroup // the Settled calls running
 	warned     time.Time // the last claim failure logged
 
 	// The acks of accepted messages, written by the acker (see
@@ -194,6 +201,7 @@ func NewDelivery(opts DeliveryOptions) (*Delivery, error) {
 		pollMax:     orDefault(opts.PollMax, DefaultPollMax),
 		ackLinger:   orDefault(opts.AckLinger, DefaultAckLinger),
 		redact:      opts.Redact,
+		settledFn:   opts.Settled,
 		clock:       opts.Clock,
 		log:         opts.Logger,
 		metrics:     opts.Metrics,
@@ -282,6 +290,7 @@ func (d *Delivery) Shutdown(ctx context.Context) error {
 	d.mu.Unlock()
 
 	// The acker returns after the last sender, once it wrote their acks.
+	defer d.tellers.Wait()
 	select {
 	case <-d.ackDone:
 		d.hardCancel()
@@ -678,7 +687,7 @@ func (d *Delivery) deliver(c outbox.Claimed) time.Time {
 			reason = platform + " refused the message"
 		}
 		log.Warn("message dead-lettered", "reason", reason)
-		d.write(c, "dead-letter", func(ctx context.Context) error { return d.outbox.Dead(ctx, c, reason) })
+		d.dead(c, reason)
 		return time.Time{}
 
 	case adapters.RouteMissing:
@@ -697,7 +706,7 @@ func (d *Delivery) deliver(c outbox.Claimed) time.Time {
 	if attempts >= d.maxAttempts {
 		why := fmt.Sprintf("gave up after %d attempts: %s", attempts, reason)
 		log.Warn("message dead-lettered", "reason", why)
-		d.write(c, "dead-letter", func(ctx context.Context) error { return d.outbox.Dead(ctx, c, why) })
+		d.dead(c, why)
 		return time.Time{}
 	}
 	next := now.Add(d.Backoff(c.ID, attempts))
@@ -730,6 +739,30 @@ func (d *Delivery) Backoff(id string, attempts int) time.Duration {
 	h := fnv.New32a()
 	h.Write([]byte(id))
 	return wait + time.Duration(uint64(wait/10)*uint64(h.Sum32()%1000)/1000)
+}
+
+// dead moves c to the dead-letter list with reason.
+func (d *Delivery) dead(c outbox.Claimed, reason string) {
+	var err error
+	d.write(c, "dead-letter", func(ctx context.Context) error {
+		err = d.outbox.Dead(ctx, c, reason)
+		return err
+	})
+	if err == nil {
+		d.tell(c.Message, false, reason)
+	}
+}
+
+// tell passes how m's delivery ended to Settled, for a message with a
+// Ref.
+func (d *Delivery) tell(m outbox.Message, accepted bool, reason string) {
+	if d.settledFn != nil && m.Ref != "" {
+		d.tellers.Add(1)
+		go func() {
+			defer d.tellers.Done()
+			d.settledFn(m, accepted, reason)
+		}()
+	}
 }
 
 // postpone gives c back without spending an attempt.

@@ -125,6 +125,7 @@ func (d *Delivery) ackAll(batch []acceptedMsg) {
 		d.metrics.acked(now.Sub(a.at))
 		d.outcome(a.c, "ack", e)
 		if e == nil {
+			d.tell(a.c.Message, true, "")
 			d.log.Debug("message delivered", "conv", a.c.Conv, "outbox_id", a.c.ID, "platform", a.c.Target.Platform, "platform_message_id", a.platformID)
 		}
 	}

@@ -66,6 +66,9 @@ type Options struct {
 	// Delegations, when set, serves the background work routes under
 	// /api/v1/delegations (delegations.go).
 	Delegations Delegations
+	// Cron, when set, serves the scheduled jobs' routes under
+	// /api/v1/cron (cron.go).
+	Cron Cron
 }
 
 func (o Options) withDefaults() Options {
@@ -124,6 +127,9 @@ func New(opts Options) *Server {
 	s.routes()
 	if opts.Delegations != nil {
 		s.delegationRoutes()
+	}
+	if opts.Cron != nil {
+		s.cronRoutes()
 	}
 	return s
 }
