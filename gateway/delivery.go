@@ -152,7 +152,7 @@ type Delivery struct {
 	hardCancel context.CancelFunc
 	senders    sync.WaitGroup
 	tellers    sync.WaitGroup // the Settled calls running
-	warned     time.Time // the last claim failure logged
+	warned     time.Time      // the last claim failure logged
 
 	// The acks of accepted messages, written by the acker (see
 	// delivery_ack.go).
