@@ -40,7 +40,7 @@ func (s *Scheduler) execute(ctx context.Context, j Job, r Run) outcome {
 		const why = "no model is configured for this gateway (set model.name and model.base_url)"
 		return outcome{status: StatusError, err: why, body: why}
 	}
-	reply, err := s.opts.Agent(ctx, j, r, prompt)
+	reply, err := s.opts.Agent(ctx, j, r, firePrompt(j)+prompt)
 	if err != nil {
 		return outcome{status: StatusError, err: err.Error(), body: err.Error()}
 	}
@@ -57,4 +57,10 @@ func (s *Scheduler) workdir(j Job) string {
 		return j.Workdir
 	}
 	return filepath.Dir(j.Script)
+}
+
+// firePrompt opens a fire's prompt: the agent runs alone, and its reply
+// is the report.
+func firePrompt(j Job) string {
+	return "This is a run of the scheduled job \"" + j.Name + "\". Nobody is in this conversation to answer questions: do the task with your tools, then reply with the report itself, which is delivered as it is. If there is nothing worth reporting this time, reply exactly [SILENT].\n\n"
 }

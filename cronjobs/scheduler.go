@@ -49,8 +49,11 @@ type SchedulerOptions struct {
 	// made (the CLI, another instance); 0: DefaultPoll.
 	Poll     time.Duration
 	MaxFires int // fires run at once by this instance; 0: DefaultMaxFires
-	Clock    clock.Clock
-	Logger   *slog.Logger
+	// Ran, when set, is told of each fire this instance recorded, once
+	// its job was updated; it must return quickly.
+	Ran    func(Run)
+	Clock  clock.Clock
+	Logger *slog.Logger
 }
 
 // Scheduler fires due jobs. It sleeps until the next job is due by the
@@ -496,7 +499,13 @@ func (s *Scheduler) run(ctx context.Context, st step, f fire) error {
 	if err := s.store.PutRun(ctx, r); err != nil {
 		return err
 	}
-	return s.finish(ctx, st, r)
+	if err := s.finish(ctx, st, r); err != nil {
+		return err
+	}
+	if s.opts.Ran != nil {
+		s.opts.Ran(r)
+	}
+	return nil
 }
 
 // queue resolves j's targets and queues text to each; a target that
