@@ -32,8 +32,9 @@ type Schedule struct {
 	Every    time.Duration `json:"every,omitempty"`    // KindInterval
 }
 
-// MinEvery is the shortest interval a job may repeat at.
-const MinEvery = 60 * time.Second
+// MinEvery is the shortest interval a job may repeat at: a job that
+// repeats faster is a loop, not a schedule.
+const MinEvery = 5 * time.Second
 
 const (
 	// pastSlack is how far in the past a one-shot's time may be and
