@@ -474,8 +474,7 @@ func (s *Scheduler) run(ctx context.Context, st step, f fire) error {
 		if err := s.store.PutRun(ctx, r); err != nil {
 			return err
 		}
-		var out outcome
-		out = s.execute(ctx, j, r)
+		out := s.execute(ctx, j, r)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

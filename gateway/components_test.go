@@ -193,8 +193,8 @@ func TestBoundedComponentBoundsItsShutdown(t *testing.T) {
 }
 
 // The gateway's loops stop so that each one's dependencies outlive it:
-// the turns before the delivery worker that sends their replies and the
-// tailer whose signals they hear.
+// the cron scheduler and the turns before the delivery worker that sends
+// their reports and replies and the tailer whose signals they hear.
 func TestGatewayStopsItsPartsInReverseOrder(t *testing.T) {
 	model := testkit.NewModelServer(t)
 	h := startGateway(t, testConfig(t, model), Options{})
@@ -210,7 +210,7 @@ func TestGatewayStopsItsPartsInReverseOrder(t *testing.T) {
 			stopped = append(stopped, rec.Part)
 		}
 	}
-	want := []string{"completions", "subagents", "turns", "presence", "signals", "delivery", "gauges"}
+	want := []string{"cron", "completions", "subagents", "turns", "presence", "signals", "delivery", "gauges"}
 	if diff := cmp.Diff(want, stopped); diff != "" {
 		t.Errorf("stopped (-want +got):\n%s", diff)
 	}

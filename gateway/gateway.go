@@ -26,6 +26,7 @@ import (
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/adapters/api"
 	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
@@ -278,19 +279,13 @@ func (g *Gateway) build() error {
 	if err != nil {
 		return err
 	}
-	toolsets := []string{tools.Core, delegation.Toolset}
+	toolsets := []string{tools.Core, delegation.Toolset, cronjobs.Toolset}
 	if workspace != nil {
 		toolsets = append(toolsets, tools.Workspace)
 	}
-	toolset, err := registry.Set(toolsets)
-	if err != nil {
-		return err
-	}
-	background.spawner.SetTools(toolset)
 	runner := &agent.Agent{
 		Client:        g.metrics.TimeModel(model),
 		Model:         cfg.Model.Name,
-		Tools:         toolset,
 		MaxIterations: cfg.Model.MaxIterations,
 		HistoryBudget: cfg.Model.HistoryBudget,
 		SystemPrompt:  cfg.Model.SystemPrompt,
@@ -298,6 +293,16 @@ func (g *Gateway) build() error {
 		Clock:         g.clock,
 		Logger:        log,
 	}
+	scheduled, err := g.buildCron(registry, commands, runner, toolsets)
+	if err != nil {
+		return err
+	}
+	toolset, err := registry.Set(toolsets)
+	if err != nil {
+		return err
+	}
+	runner.Tools = toolset
+	background.spawner.SetTools(toolset)
 
 	delivery, err := NewDelivery(DeliveryOptions{
 		Outbox:  g.db.Outbox(),
@@ -310,6 +315,7 @@ func (g *Gateway) build() error {
 		// too.
 		ClaimTTL: max(2*cfg.Store.LeaseTTL, 10*time.Second),
 		Redact:   g.redact.String,
+		Settled:  scheduled.settled,
 		Clock:    g.clock,
 		Logger:   log.With("part", "delivery"),
 		Metrics:  g.metrics,
@@ -341,7 +347,7 @@ func (g *Gateway) build() error {
 		Grace:      g.opts.Grace,
 		Watch:      watch,
 		AnswerEach: answersEach,
-		Committed:  background.committed,
+		Committed:  committedTo(background.committed, scheduled.committed),
 		Clock:      g.clock,
 		Logger:     log.With("part", "turns"),
 		Metrics:    g.metrics.TurnHooks(),
@@ -393,6 +399,11 @@ func (g *Gateway) build() error {
 	// their completions wait in the store for the next deliverer.
 	g.add("subagents", background.runner)
 	g.add("completions", background.deliverer)
+	if scheduled.scheduler != nil {
+		// Fires queue their reports for the delivery worker, which
+		// stops after them.
+		g.add("cron", scheduled.scheduler)
+	}
 
 	g.api = api.New(api.Options{
 		Inbox:        g.router,
@@ -402,6 +413,7 @@ func (g *Gateway) build() error {
 		Clock:        g.clock,
 		Logger:       log,
 		Delegations:  g.delegationService(background),
+		Cron:         scheduled.manager,
 	})
 	g.adapters = append([]adapters.Adapter{g.api}, g.opts.Adapters...)
 

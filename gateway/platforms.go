@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"log/slog"
+	"slices"
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/adapters/discord"
@@ -24,20 +25,21 @@ func platformAdapters(cfg config.Platforms, given map[string]bool, cmds *session
 	access := func(platform string, allowed []string) *adapters.Access {
 		return adapters.NewAccess(platform, allowed, cfg.AllowAllUsers)
 	}
+	on := platformsOn(cfg)
 	makers := []struct {
 		platform string
 		on       bool // its token is set
 		make     func() (adapters.Adapter, error)
 	}{
-		{telegram.Platform, cfg.Telegram.Token != "", func() (adapters.Adapter, error) {
+		{telegram.Platform, on[telegram.Platform], func() (adapters.Adapter, error) {
 			return telegram.New(telegram.Options{Config: cfg.Telegram, Access: access(telegram.Platform, cfg.Telegram.AllowedUsers),
 				GroupSessions: cfg.GroupSessions, Commands: infos, Logger: log})
 		}},
-		{slack.Platform, cfg.Slack.BotToken != "", func() (adapters.Adapter, error) {
+		{slack.Platform, on[slack.Platform], func() (adapters.Adapter, error) {
 			return slack.New(slack.Options{Config: cfg.Slack, Access: access(slack.Platform, cfg.Slack.AllowedUsers),
 				GroupSessions: cfg.GroupSessions, Commands: infos, Logger: log})
 		}},
-		{discord.Platform, cfg.Discord.Token != "", func() (adapters.Adapter, error) {
+		{discord.Platform, on[discord.Platform], func() (adapters.Adapter, error) {
 			return discord.New(discord.Options{Config: cfg.Discord, Access: access(discord.Platform, cfg.Discord.AllowedUsers),
 				GroupSessions: cfg.GroupSessions, Commands: infos, Logger: log})
 		}},
@@ -54,4 +56,26 @@ func platformAdapters(cfg config.Platforms, given map[string]bool, cmds *session
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// platformsOn says which chat platforms cfg turns on: those whose token
+// is set.
+func platformsOn(cfg config.Platforms) map[string]bool {
+	return map[string]bool{
+		telegram.Platform: cfg.Telegram.Token != "",
+		slack.Platform:    cfg.Slack.BotToken != "",
+		discord.Platform:  cfg.Discord.Token != "",
+	}
+}
+
+// ConfiguredPlatforms lists the chat platforms cfg turns on, sorted.
+func ConfiguredPlatforms(cfg config.Platforms) []string {
+	var out []string
+	for p, on := range platformsOn(cfg) {
+		if on {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
@@ -21,6 +22,8 @@ type Store interface {
 	Outbox() outbox.Store
 	Leases() lease.Store // ownership of the adapters that run in one process
 	Delegations() delegation.Store
+	Cron() cronjobs.Store
+	Once() lease.OnceStore // once-only claims on fires (cron jobs', controllers' ticks)
 	Close() error
 }
 

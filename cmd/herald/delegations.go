@@ -96,7 +96,7 @@ running gateway may share it.`,
 					for i, d := range ds {
 						views[i] = delegation.ViewOf(d)
 					}
-					return m.printDelegationJSON(views)
+					return m.printJSON(views)
 				}
 				return printDelegations(m.Stdout, ds, time.Now())
 			})
@@ -120,7 +120,7 @@ running gateway may share it.`,
 					return notFound(id, err)
 				}
 				if showJSON {
-					return m.printDelegationJSON(delegation.ViewOf(d))
+					return m.printJSON(delegation.ViewOf(d))
 				}
 				return printDelegation(m.Stdout, d, time.Now())
 			})
@@ -141,7 +141,7 @@ running gateway may share it.`,
 					return notFound(id, err)
 				}
 				if stopJSON {
-					return m.printDelegationJSON(struct {
+					return m.printJSON(struct {
 						delegation.View
 						Stopping []string `json:"stopping"`
 					}{delegation.ViewOf(d), append([]string{}, stopped...)})
@@ -156,7 +156,7 @@ running gateway may share it.`,
 	return cmd
 }
 
-func (m *Main) printDelegationJSON(v any) error {
+func (m *Main) printJSON(v any) error {
 	enc := json.NewEncoder(m.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)

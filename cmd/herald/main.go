@@ -91,6 +91,7 @@ func (m *Main) rootCommand() *cobra.Command {
 		m.benchCommand(),
 		m.outboxCommand(),
 		m.delegationsCommand(),
+		m.cronCommand(),
 	)
 	return root
 }

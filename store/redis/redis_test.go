@@ -43,4 +43,6 @@ func openDB(t testing.TB, r *testkit.Redis, clk clock.Clock, lim sessions.Limits
 func TestConformance(t *testing.T) {
 	storetest.Run(t, backend())
 	t.Run("Delegations", func(t *testing.T) { storetest.RunDelegations(t, backend()) })
+	t.Run("Cron", func(t *testing.T) { storetest.RunCron(t, backend()) })
+	t.Run("Once", func(t *testing.T) { storetest.RunOnce(t, backend()) })
 }

@@ -59,11 +59,22 @@ var (
 	scriptDlgCmpRetry    = newScript("dlg_cmp_retry")
 	scriptDlgRead        = newScript("dlg_read")
 	scriptDlgCompletions = newScript("dlg_completions")
+
+	scriptCronPut    = newScript("cron_put")
+	scriptCronRemove = newScript("cron_remove")
+	scriptCronRead   = newScript("cron_read")
+	scriptCronRunPut = newScript("cron_run_put")
+	scriptCronRuns   = newScript("cron_runs")
+
+	scriptOnceClaim = newScript("once_claim")
+	scriptOnceRenew = newScript("once_renew")
+	scriptOnceDone  = newScript("once_done")
+	scriptOnceStale = newScript("once_stale")
 )
 
 // helperFiles are put in this order at the head of the library: a helper
 // calls only those defined before it.
-var helperFiles = []string{"lib", "lib_queue", "lib_claim", "lib_outbox", "lib_delegation"}
+var helperFiles = []string{"lib", "lib_queue", "lib_claim", "lib_outbox", "lib_delegation", "lib_cron"}
 
 // scriptFiles are the library's functions.
 var scriptFiles = []string{
@@ -73,6 +84,8 @@ var scriptFiles = []string{
 	"queue_depth",
 	"dlg_create", "dlg_claim", "dlg_renew", "dlg_end", "dlg_stop", "dlg_expired",
 	"dlg_cmp_claim", "dlg_cmp_ack", "dlg_cmp_retry", "dlg_read", "dlg_completions",
+	"cron_put", "cron_remove", "cron_read", "cron_run_put", "cron_runs",
+	"once_claim", "once_renew", "once_done", "once_stale",
 }
 
 // script names one function of the library.

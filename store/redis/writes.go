@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -34,6 +35,12 @@ func (db *DB) writeOps(op string, ws []sessions.Write) ([]writeOp, error) {
 				return nil, err
 			}
 			ops = append(ops, dops...)
+		case cronjobs.Create:
+			cops, err := db.createJobOps(op, w.Job)
+			if err != nil {
+				return nil, err
+			}
+			ops = append(ops, cops...)
 		default:
 			return nil, sessions.UnknownWrite(op, w)
 		}

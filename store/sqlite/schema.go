@@ -195,6 +195,38 @@ CREATE TABLE claim_tokens (
 	token INTEGER NOT NULL
 ) WITHOUT ROWID;
 `,
+	// 7 → 8: cron jobs and their runs (package cronjobs), and the
+	// once-only claims on fires (lease.OnceStore). A job or a run is kept
+	// whole, encoded, beside the columns it is looked up by; due_at is
+	// NULL for a job that wants no fire (Job.DueAt is zero).
+	`
+CREATE TABLE cron_jobs (
+	id      TEXT PRIMARY KEY,
+	version INTEGER NOT NULL,
+	due_at  INTEGER,
+	job     BLOB NOT NULL
+);
+CREATE INDEX cron_jobs_due ON cron_jobs (due_at) WHERE due_at IS NOT NULL;
+
+CREATE TABLE cron_runs (
+	id         TEXT PRIMARY KEY,
+	job        TEXT NOT NULL,
+	started_at INTEGER NOT NULL,
+	run        BLOB NOT NULL
+);
+CREATE INDEX cron_runs_job ON cron_runs (job, started_at, id);
+
+CREATE TABLE once_fires (
+	id      TEXT PRIMARY KEY,
+	owner   TEXT NOT NULL,
+	token   INTEGER NOT NULL,
+	expires INTEGER NOT NULL,
+	done    INTEGER NOT NULL DEFAULT 0,
+	done_at INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE INDEX once_fires_stale ON once_fires (expires) WHERE done = 0;
+CREATE INDEX once_fires_done ON once_fires (done_at) WHERE done = 1;
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

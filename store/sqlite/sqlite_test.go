@@ -18,6 +18,8 @@ func TestConformance(t *testing.T) {
 	}
 	storetest.Run(t, b)
 	t.Run("Delegations", func(t *testing.T) { storetest.RunDelegations(t, b) })
+	t.Run("Cron", func(t *testing.T) { storetest.RunCron(t, b) })
+	t.Run("Once", func(t *testing.T) { storetest.RunOnce(t, b) })
 }
 
 // place is one database file; stores opened on it see each other's

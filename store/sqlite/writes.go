@@ -3,6 +3,7 @@ package sqlite
 import (
 	"time"
 
+	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -30,6 +31,9 @@ func (d *DB) checkWrite(op string, w sessions.Write) error {
 	case delegation.Dispatch:
 		_, err := encodeDispatch(op, w)
 		return err
+	case cronjobs.Create:
+		_, _, err := encodeJob(op, w.Job, 1)
+		return err
 	default:
 		return sessions.UnknownWrite(op, w)
 	}
@@ -45,6 +49,13 @@ func (d *DB) applyWrite(t *tx, op string, w sessions.Write, now time.Time) error
 			return err
 		}
 		return insertDispatch(t, op, w, rows, now)
+	case cronjobs.Create:
+		body, due, err := encodeJob(op, w.Job, 1)
+		if err != nil {
+			return err
+		}
+		_, err = t.exec(sqlCronInsert, w.Job.ID, due, body)
+		return conflict(op, err, "job %q exists", w.Job.ID)
 	default:
 		return sessions.UnknownWrite(op, w)
 	}

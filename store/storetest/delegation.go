@@ -1262,65 +1262,57 @@ func runCompletionDelivery(t *testing.T, b Backend) {
 }
 
 func runDelegationDurability(t *testing.T, b Backend) {
-	for _, tc := range []struct {
-		desc    string
-		restart bool
-	}{
-		{"close and reopen", false},
-		{"restart the server", true},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			f := newFixture(t, b, sessions.Limits{})
-			g := f.dispatch(newDelegation("deleg_1", "c", "a", "b", "c"))
-			done1 := f.dispatch(newDelegation("deleg_2", "c", "x"))
-			// deleg_1's children are claimed first: a ends, b and c keep
-			// running; deleg_2's only child ends and its completion is
-			// claimed for delivery.
-			_, claims := f.claimChildren("w1", 3)
-			f.endChild(claims[0], done("a"))
-			if claims[2].Name != g.Children[2].ID {
-				t.Fatalf("third claim is %s, want %s", claims[2].Name, g.Children[2].ID)
-			}
-			_, more := f.claimChildren("w1", 1)
-			cmp2 := f.endChild(more[0], done("x"))
-			cc := f.claimCompletions("d1", 1)
-			if len(cc) != 1 || cmp2 == nil {
-				t.Fatalf("completion of %s: %+v, claims %+v", done1.ID, cmp2, cc)
-			}
-			before := []delegation.Delegation{f.delegation(g.ID), f.delegation(done1.ID)}
-			cmpsBefore := f.completionsOf(done1.ID)
-			lastToken := more[0].Token
+	eachReopening(t, func(t *testing.T, restart bool) {
+		f := newFixture(t, b, sessions.Limits{})
+		g := f.dispatch(newDelegation("deleg_1", "c", "a", "b", "c"))
+		done1 := f.dispatch(newDelegation("deleg_2", "c", "x"))
+		// deleg_1's children are claimed first: a ends, b and c keep
+		// running; deleg_2's only child ends and its completion is
+		// claimed for delivery.
+		_, claims := f.claimChildren("w1", 3)
+		f.endChild(claims[0], done("a"))
+		if claims[2].Name != g.Children[2].ID {
+			t.Fatalf("third claim is %s, want %s", claims[2].Name, g.Children[2].ID)
+		}
+		_, more := f.claimChildren("w1", 1)
+		cmp2 := f.endChild(more[0], done("x"))
+		cc := f.claimCompletions("d1", 1)
+		if len(cc) != 1 || cmp2 == nil {
+			t.Fatalf("completion of %s: %+v, claims %+v", done1.ID, cmp2, cc)
+		}
+		before := []delegation.Delegation{f.delegation(g.ID), f.delegation(done1.ID)}
+		cmpsBefore := f.completionsOf(done1.ID)
+		lastToken := more[0].Token
 
-			f.reopen(tc.restart)
+		f.reopen(restart)
 
-			after := []delegation.Delegation{f.delegation(g.ID), f.delegation(done1.ID)}
-			if d := cmp.Diff(before, after, timeOpts); d != "" {
-				t.Errorf("delegations after reopening (-before +after):\n%s", d)
-			}
-			if d := cmp.Diff(cmpsBefore, f.completionsOf(done1.ID), timeOpts); d != "" {
-				t.Errorf("completions after reopening (-before +after):\n%s", d)
-			}
-			if n := f.activeChildren("c"); n != 2 {
-				t.Errorf("Active(c) after reopening = %d, want 2", n)
-			}
-			// The claims made before still hold, and the completion claim too.
-			held, err := f.dlg().Renew(f.ctx, claims[1:3], ttl, nil)
-			if err != nil || len(held) != 2 {
-				t.Errorf("Renew after reopening = %+v, %v; want both claims", held, err)
-			}
-			if err := f.dlg().AckCompletion(f.ctx, cc[0]); err != nil {
-				t.Errorf("AckCompletion after reopening: %v", err)
-			}
-			f.endChild(claims[1], done("b"))
-			if cmp := f.endChild(claims[2], done("c")); cmp == nil || len(cmp.Results) != 3 {
-				t.Errorf("last End after reopening = %+v, want a completion of 3", cmp)
-			}
-			// A later grant's token is above every earlier one.
-			f.dispatch(newDelegation("deleg_3", "c", "z"))
-			_, late := f.claimChildren("w2", 1)
-			if len(late) != 1 || late[0].Token <= lastToken {
-				t.Errorf("claim after reopening = %+v, want a token above %d", late, lastToken)
-			}
-		})
-	}
+		after := []delegation.Delegation{f.delegation(g.ID), f.delegation(done1.ID)}
+		if d := cmp.Diff(before, after, timeOpts); d != "" {
+			t.Errorf("delegations after reopening (-before +after):\n%s", d)
+		}
+		if d := cmp.Diff(cmpsBefore, f.completionsOf(done1.ID), timeOpts); d != "" {
+			t.Errorf("completions after reopening (-before +after):\n%s", d)
+		}
+		if n := f.activeChildren("c"); n != 2 {
+			t.Errorf("Active(c) after reopening = %d, want 2", n)
+		}
+		// The claims made before still hold, and the completion claim too.
+		held, err := f.dlg().Renew(f.ctx, claims[1:3], ttl, nil)
+		if err != nil || len(held) != 2 {
+			t.Errorf("Renew after reopening = %+v, %v; want both claims", held, err)
+		}
+		if err := f.dlg().AckCompletion(f.ctx, cc[0]); err != nil {
+			t.Errorf("AckCompletion after reopening: %v", err)
+		}
+		f.endChild(claims[1], done("b"))
+		if cmp := f.endChild(claims[2], done("c")); cmp == nil || len(cmp.Results) != 3 {
+			t.Errorf("last End after reopening = %+v, want a completion of 3", cmp)
+		}
+		// A later grant's token is above every earlier one.
+		f.dispatch(newDelegation("deleg_3", "c", "z"))
+		_, late := f.claimChildren("w2", 1)
+		if len(late) != 1 || late[0].Token <= lastToken {
+			t.Errorf("claim after reopening = %+v, want a token above %d", late, lastToken)
+		}
+	})
 }

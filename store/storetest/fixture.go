@@ -92,6 +92,14 @@ func (f *fixture) reopen(restart bool) {
 	f.open()
 }
 
+// eachReopening runs f as a subtest for each way a store comes back:
+// closed and opened again, and with the server behind it restarted in
+// between (restart; see reopen).
+func eachReopening(t *testing.T, f func(t *testing.T, restart bool)) {
+	t.Run("close and reopen", func(t *testing.T) { f(t, false) })
+	t.Run("restart the server", func(t *testing.T) { f(t, true) })
+}
+
 // wantCode reports an error unless err carries code.
 func wantCode(t *testing.T, what string, err error, code errs.Code) {
 	t.Helper()

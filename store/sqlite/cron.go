@@ -1,0 +1,299 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/heraldgw/herald/cronjobs"
+	"github.com/heraldgw/herald/internal/errs"
+)
+
+// cronStore is the DB seen as a cronjobs.Store.
+type cronStore struct{ d *DB }
+
+var _ cronjobs.Store = cronStore{}
+
+// Cron returns the store of cron jobs and their runs.
+func (d *DB) Cron() cronjobs.Store { return cronStore{d: d} }
+
+// A job is one row of cron_jobs: its encoding, whose version the column
+// overrides, and its due time (Unix nanoseconds; NULL when it wants no
+// fire), which the partial index on due_at orders. A run is one row of
+// cron_runs, ordered per job by (started_at, id).
+const (
+	sqlCronInsert = `INSERT INTO cron_jobs (id, version, due_at, job) VALUES (?1, 1, ?2, ?3)`
+	// The update is the compare-and-set: it matches only the version the
+	// writer read.
+	sqlCronUpdate = `UPDATE cron_jobs SET version = ?3, due_at = ?4, job = ?5 WHERE id = ?1 AND version = ?2`
+	sqlCronExists = `SELECT 1 FROM cron_jobs WHERE id = ?1`
+	sqlCronDelete = `DELETE FROM cron_jobs WHERE id = ?1`
+	sqlCronGet    = `SELECT version, job FROM cron_jobs WHERE id = ?1`
+	sqlCronAll    = `SELECT version, job FROM cron_jobs ORDER BY id`
+	sqlCronDue    = `SELECT version, job FROM cron_jobs WHERE due_at <= ?1 ORDER BY due_at, id LIMIT ?2`
+	sqlCronNext   = `SELECT due_at FROM cron_jobs WHERE due_at IS NOT NULL ORDER BY due_at LIMIT 1`
+
+	sqlCronRunPut = `INSERT INTO cron_runs (id, job, started_at, run) VALUES (?1, ?2, ?3, ?4)
+		ON CONFLICT (id) DO UPDATE SET job = excluded.job, started_at = excluded.started_at, run = excluded.run`
+	// Newest first is started_at, then id, both descending: the index on
+	// (job, started_at, id) read backwards.
+	sqlCronRunTrim = `DELETE FROM cron_runs WHERE id IN
+		(SELECT id FROM cron_runs WHERE job = ?1 ORDER BY started_at DESC, id DESC LIMIT -1 OFFSET ?2)`
+	sqlCronRunsDelete = `DELETE FROM cron_runs WHERE job = ?1`
+	sqlCronRunGet     = `SELECT run FROM cron_runs WHERE id = ?1`
+	sqlCronRuns       = `SELECT run FROM cron_runs WHERE job = ?1 ORDER BY started_at DESC, id DESC LIMIT ?2`
+)
+
+// encodeJob checks j and encodes it as stored at version, with its due
+// time as the due_at column takes it.
+func encodeJob(op string, j cronjobs.Job, version int64) ([]byte, sql.NullInt64, error) {
+	var due sql.NullInt64
+	if err := cronjobs.CheckJob(op, j); err != nil {
+		return nil, due, err
+	}
+	j.Version = version
+	b, err := json.Marshal(j)
+	if err != nil {
+		return nil, due, errs.Wrap(op, errs.Invalid, err)
+	}
+	if at := j.DueAt(); !at.IsZero() {
+		due = sql.NullInt64{Int64: nanos(at), Valid: true}
+	}
+	return b, due, nil
+}
+
+func (s cronStore) CreateJob(ctx context.Context, j cronjobs.Job) (cronjobs.Job, error) {
+	const op = "sqlite.cron.CreateJob"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return cronjobs.Job{}, err
+	}
+	body, due, err := encodeJob(op, j, 1)
+	if err != nil {
+		return cronjobs.Job{}, err
+	}
+	err = d.w.do(ctx, op, durable, func(t *tx) error {
+		_, err := t.exec(sqlCronInsert, j.ID, due, body)
+		return conflict(op, err, "job %q exists", j.ID)
+	})
+	if err != nil {
+		return cronjobs.Job{}, d.fail(op, err)
+	}
+	j.Version = 1
+	return j, nil
+}
+
+func (s cronStore) UpdateJob(ctx context.Context, j cronjobs.Job) (cronjobs.Job, error) {
+	const op = "sqlite.cron.UpdateJob"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return cronjobs.Job{}, err
+	}
+	next := j.Version + 1
+	body, due, err := encodeJob(op, j, next)
+	if err != nil {
+		return cronjobs.Job{}, err
+	}
+	err = d.w.do(ctx, op, durable, func(t *tx) error {
+		n, err := rowsOf(t.exec(sqlCronUpdate, j.ID, j.Version, next, due, body))
+		if err != nil || n == 1 {
+			return err
+		}
+		var one int
+		if err := t.queryRow(sqlCronExists, j.ID).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+			return errs.E(op, errs.NotFound, "no job %q", j.ID)
+		} else if err != nil {
+			return err
+		}
+		return errs.E(op, errs.Conflict, "job %q moved on from version %d: read it again", j.ID, j.Version)
+	})
+	if err != nil {
+		return cronjobs.Job{}, d.fail(op, err)
+	}
+	j.Version = next
+	return j, nil
+}
+
+func (s cronStore) RemoveJob(ctx context.Context, id string) error {
+	const op = "sqlite.cron.RemoveJob"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return err
+	}
+	err := d.w.do(ctx, op, durable, func(t *tx) error {
+		n, err := rowsOf(t.exec(sqlCronDelete, id))
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return errs.E(op, errs.NotFound, "no job %q", id)
+		}
+		_, err = t.exec(sqlCronRunsDelete, id)
+		return err
+	})
+	return d.fail(op, err)
+}
+
+func (s cronStore) Job(ctx context.Context, id string) (cronjobs.Job, error) {
+	const op = "sqlite.cron.Job"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return cronjobs.Job{}, err
+	}
+	j, err := scanJob(d.rdb.QueryRowContext(ctx, sqlCronGet, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return cronjobs.Job{}, errs.E(op, errs.NotFound, "no job %q", id)
+	}
+	if err != nil {
+		return cronjobs.Job{}, d.fail(op, err)
+	}
+	return j, nil
+}
+
+func (s cronStore) Jobs(ctx context.Context) ([]cronjobs.Job, error) {
+	const op = "sqlite.cron.Jobs"
+	return s.jobs(ctx, op, sqlCronAll)
+}
+
+func (s cronStore) DueJobs(ctx context.Context, now time.Time, n int) ([]cronjobs.Job, error) {
+	const op = "sqlite.cron.DueJobs"
+	return s.jobs(ctx, op, sqlCronDue, nanos(now), limit(n))
+}
+
+// jobs reads the jobs query finds on the read pool.
+func (s cronStore) jobs(ctx context.Context, op, query string, args ...any) ([]cronjobs.Job, error) {
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return nil, err
+	}
+	out, err := scanRows(scanJob)(d.rdb.QueryContext(ctx, query, args...))
+	if err != nil {
+		return nil, d.fail(op, err)
+	}
+	return out, nil
+}
+
+func (s cronStore) NextDue(ctx context.Context) (time.Time, bool, error) {
+	const op = "sqlite.cron.NextDue"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return time.Time{}, false, err
+	}
+	var at int64
+	err := d.rdb.QueryRowContext(ctx, sqlCronNext).Scan(&at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, d.fail(op, err)
+	}
+	return fromNanos(at), true, nil
+}
+
+func (s cronStore) PutRun(ctx context.Context, r cronjobs.Run) error {
+	const op = "sqlite.cron.PutRun"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return err
+	}
+	if err := cronjobs.CheckRun(op, r); err != nil {
+		return err
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		return errs.Wrap(op, errs.Invalid, err)
+	}
+	err = d.w.do(ctx, op, durable, func(t *tx) error {
+		if _, err := t.exec(sqlCronRunPut, r.ID, r.Job, nanos(r.StartedAt), body); err != nil {
+			return err
+		}
+		_, err := t.exec(sqlCronRunTrim, r.Job, cronjobs.KeepRuns)
+		return err
+	})
+	return d.fail(op, err)
+}
+
+func (s cronStore) Run(ctx context.Context, id string) (cronjobs.Run, error) {
+	const op = "sqlite.cron.Run"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return cronjobs.Run{}, err
+	}
+	r, err := scanRun(d.rdb.QueryRowContext(ctx, sqlCronRunGet, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return cronjobs.Run{}, errs.E(op, errs.NotFound, "no run %q", id)
+	}
+	if err != nil {
+		return cronjobs.Run{}, d.fail(op, err)
+	}
+	return r, nil
+}
+
+func (s cronStore) Runs(ctx context.Context, job string, n int) ([]cronjobs.Run, error) {
+	const op = "sqlite.cron.Runs"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return nil, err
+	}
+	out, err := scanRows(scanRun)(d.rdb.QueryContext(ctx, sqlCronRuns, job, limit(n)))
+	if err != nil {
+		return nil, d.fail(op, err)
+	}
+	return out, nil
+}
+
+// scanJob reads a job's version and encoding.
+func scanJob(s scanner) (cronjobs.Job, error) {
+	var j cronjobs.Job
+	var version int64
+	var body []byte
+	if err := s.Scan(&version, &body); err != nil {
+		return j, err
+	}
+	if err := json.Unmarshal(body, &j); err != nil {
+		return j, err
+	}
+	j.Version = version
+	return j, nil
+}
+
+// scanRun reads a run's encoding.
+func scanRun(s scanner) (cronjobs.Run, error) {
+	var r cronjobs.Run
+	var body []byte
+	if err := s.Scan(&body); err != nil {
+		return r, err
+	}
+	return r, json.Unmarshal(body, &r)
+}
+
+// scanRows makes a reader of the rows of a query, given with the query's
+// error as a transaction's query and the read pool's return them, each
+// row read by scan.
+func scanRows[T any](scan func(scanner) (T, error)) func(*sql.Rows, error) ([]T, error) {
+	return func(rows *sql.Rows, err error) ([]T, error) {
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out []T
+		for rows.Next() {
+			v, err := scan(rows)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, rows.Err()
+	}
+}
+
+// rowsOf is how many rows a statement changed, given with its error.
+func rowsOf(r sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return r.RowsAffected()
+}
