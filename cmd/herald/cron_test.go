@@ -99,7 +99,9 @@ func TestCronCommands(t *testing.T) {
 				want func(cronjobs.Job) bool
 			}{
 				{"pause", func(j cronjobs.Job) bool { return !j.Enabled && j.State == cronjobs.StatePaused }},
-				{"resume", func(j cronjobs.Job) bool { return j.Enabled && j.State == cronjobs.StateScheduled && j.NextRunAt.After(time.Now()) }},
+				{"resume", func(j cronjobs.Job) bool {
+					return j.Enabled && j.State == cronjobs.StateScheduled && j.NextRunAt.After(time.Now())
+				}},
 				{"run", func(j cronjobs.Job) bool { return !j.RunRequestedAt.IsZero() }},
 			} {
 				h = newHerald(env)
