@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -48,6 +49,9 @@ type Manager struct {
 	Targets Targets
 	// Timezone is the zone of a schedule without one (cron.timezone).
 	Timezone string
+	// Toolsets are the tool sets a job may name; none: any is taken, and
+	// one the gateway does not have fails the run that needs it.
+	Toolsets []string
 	// Changed is told of each change this process made, so its
 	// scheduler looks at once; other processes see it within their poll.
 	Changed func()
@@ -93,6 +97,11 @@ func (m Manager) New(spec Spec) (Job, error) {
 	if spec.Workdir != "" {
 		if st, err := os.Stat(spec.Workdir); err != nil || !st.IsDir() {
 			return Job{}, errs.E(op, errs.Invalid, "workdir %q is not a directory", spec.Workdir)
+		}
+	}
+	for _, ts := range spec.Toolsets {
+		if len(m.Toolsets) > 0 && !slices.Contains(m.Toolsets, ts) {
+			return Job{}, errs.E(op, errs.Invalid, "unknown toolset %q (this gateway has %s)", ts, strings.Join(m.Toolsets, ", "))
 		}
 	}
 	sched, err := Parse(spec.Schedule, cmp.Or(spec.Timezone, m.Timezone), now)

@@ -42,6 +42,17 @@ func CronTargets(cfg config.Config, platforms []string) cronjobs.Targets {
 	}
 }
 
+// Toolsets are the tool sets the agent of a gateway with cfg runs with:
+// the core tools, delegation, cron, and the workspace tools when
+// tools.workspace is set.
+func Toolsets(cfg config.Config) []string {
+	sets := []string{tools.Core, delegation.Toolset, cronjobs.Toolset}
+	if cfg.Tools.Workspace != "" {
+		sets = append(sets, tools.Workspace)
+	}
+	return sets
+}
+
 // CronOutputs is where the runs' outputs are kept: $HERALD_HOME/cron/output.
 func CronOutputs(cfg config.Config) cronjobs.Outputs {
 	return cronjobs.Outputs{Dir: filepath.Join(cfg.Home, "cron", "output")}
@@ -61,6 +72,7 @@ func (g *Gateway) buildCron(registry *tools.Registry, commands *sessions.Command
 		Store:    g.db.Cron(),
 		Targets:  targets,
 		Timezone: g.cfg.Cron.Timezone,
+		Toolsets: toolsets,
 		Changed:  func() { p.wake() },
 		Clock:    g.clock,
 	}

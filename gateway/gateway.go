@@ -26,7 +26,6 @@ import (
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/adapters/api"
 	"github.com/heraldgw/herald/config"
-	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
@@ -279,10 +278,7 @@ func (g *Gateway) build() error {
 	if err != nil {
 		return err
 	}
-	toolsets := []string{tools.Core, delegation.Toolset, cronjobs.Toolset}
-	if workspace != nil {
-		toolsets = append(toolsets, tools.Workspace)
-	}
+	toolsets := Toolsets(cfg)
 	runner := &agent.Agent{
 		Client:        g.metrics.TimeModel(model),
 		Model:         cfg.Model.Name,

@@ -44,6 +44,7 @@ func TestCronCommands(t *testing.T) {
 				{[]string{"--name", "x", "--schedule", "@daily", "--no-agent"}, "script"},
 				{[]string{"--name", "x", "--schedule", "@daily", "--no-agent", "--script", filepath.Join(home, "none.sh")}, "none.sh"},
 				{[]string{"--name", "x", "--prompt", "p"}, "--schedule"},
+				{[]string{"--name", "x", "--schedule", "@daily", "--prompt", "p", "--toolsets", "core,browser"}, `unknown toolset "browser"`},
 			} {
 				h := newHerald(env)
 				if code := h.run(ctx, append([]string{"cron", "add"}, tt.args...)...); code == 0 || !strings.Contains(h.stderr.String(), tt.want) {
@@ -56,14 +57,14 @@ func TestCronCommands(t *testing.T) {
 			}
 
 			h = newHerald(env)
-			if code := h.run(ctx, "cron", "add", "--name", "disk", "--schedule", "every 2h", "--script", script, "--no-agent", "--deliver", "telegram", "--repeat", "3", "--json"); code != 0 {
+			if code := h.run(ctx, "cron", "add", "--name", "disk", "--schedule", "every 2h", "--script", script, "--no-agent", "--deliver", "telegram", "--repeat", "3", "--toolsets", "core", "--json"); code != 0 {
 				t.Fatalf("add: exit %d, stderr %q", code, h.stderr)
 			}
 			var j cronjobs.Job
 			if err := json.Unmarshal([]byte(h.stdout.String()), &j); err != nil || j.ID == "" {
 				t.Fatalf("add --json printed %q: %v", h.stdout, err)
 			}
-			if j.Name != "disk" || !j.NoAgent || j.Script != script || j.Deliver != "telegram" || j.Repeat.Times != 3 || j.CreatedBy != "cli" || j.NextRunAt.IsZero() {
+			if j.Name != "disk" || !j.NoAgent || j.Script != script || j.Deliver != "telegram" || j.Repeat.Times != 3 || j.CreatedBy != "cli" || j.NextRunAt.IsZero() || len(j.Toolsets) != 1 {
 				t.Errorf("added job = %+v", j)
 			}
 
