@@ -70,11 +70,17 @@ var (
 	scriptOnceRenew = newScript("once_renew")
 	scriptOnceDone  = newScript("once_done")
 	scriptOnceStale = newScript("once_stale")
+
+	scriptKbApply   = newScript("kb_apply")
+	scriptKbRead    = newScript("kb_read")
+	scriptKbEvents  = newScript("kb_events")
+	scriptKbSubPut  = newScript("kb_sub_put")
+	scriptKbSubRead = newScript("kb_sub_read")
 )
 
 // helperFiles are put in this order at the head of the library: a helper
 // calls only those defined before it.
-var helperFiles = []string{"lib", "lib_queue", "lib_claim", "lib_outbox", "lib_delegation", "lib_cron"}
+var helperFiles = []string{"lib", "lib_queue", "lib_claim", "lib_outbox", "lib_delegation", "lib_cron", "lib_kanban"}
 
 // scriptFiles are the library's functions.
 var scriptFiles = []string{
@@ -86,6 +92,7 @@ var scriptFiles = []string{
 	"dlg_cmp_claim", "dlg_cmp_ack", "dlg_cmp_retry", "dlg_read", "dlg_completions",
 	"cron_put", "cron_remove", "cron_read", "cron_run_put", "cron_runs",
 	"once_claim", "once_renew", "once_done", "once_stale",
+	"kb_apply", "kb_read", "kb_events", "kb_sub_put", "kb_sub_read",
 }
 
 // script names one function of the library.

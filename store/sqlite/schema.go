@@ -227,6 +227,69 @@ CREATE TABLE once_fires (
 CREATE INDEX once_fires_stale ON once_fires (expires) WHERE done = 0;
 CREATE INDEX once_fires_done ON once_fires (done_at) WHERE done = 1;
 `,
+	// 8 → 9: kanban boards (package kanban). A card, a comment, a run,
+	// an event and a subscription are kept whole, encoded, beside the
+	// columns they are looked up and ordered by; the board's event log
+	// is ordered by seq, the cursor the store hands out.
+	`
+CREATE TABLE kanban_boards (
+	slug  TEXT PRIMARY KEY,
+	board BLOB NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE kanban_cards (
+	id         TEXT PRIMARY KEY,
+	board      TEXT NOT NULL,
+	status     TEXT NOT NULL,
+	priority   INTEGER NOT NULL,
+	created_at INTEGER NOT NULL,
+	idem_key   TEXT NOT NULL,
+	version    INTEGER NOT NULL,
+	card       BLOB NOT NULL
+);
+CREATE INDEX kanban_cards_board ON kanban_cards (board, status, priority DESC, created_at, id);
+CREATE UNIQUE INDEX kanban_cards_key ON kanban_cards (board, idem_key) WHERE idem_key != '';
+
+CREATE TABLE kanban_links (
+	parent TEXT NOT NULL,
+	child  TEXT NOT NULL,
+	PRIMARY KEY (parent, child)
+) WITHOUT ROWID;
+CREATE INDEX kanban_links_child ON kanban_links (child, parent);
+
+CREATE TABLE kanban_comments (
+	id      TEXT PRIMARY KEY,
+	card    TEXT NOT NULL,
+	at      INTEGER NOT NULL,
+	comment BLOB NOT NULL
+);
+CREATE INDEX kanban_comments_card ON kanban_comments (card, at, id);
+
+CREATE TABLE kanban_runs (
+	id      TEXT PRIMARY KEY,
+	card    TEXT NOT NULL,
+	started INTEGER NOT NULL,
+	run     BLOB NOT NULL
+);
+CREATE INDEX kanban_runs_card ON kanban_runs (card, started, id);
+
+CREATE TABLE kanban_events (
+	seq   INTEGER PRIMARY KEY AUTOINCREMENT,
+	board TEXT NOT NULL,
+	card  TEXT NOT NULL,
+	event BLOB NOT NULL
+);
+CREATE INDEX kanban_events_board ON kanban_events (board, seq);
+CREATE INDEX kanban_events_card ON kanban_events (card, seq);
+
+CREATE TABLE kanban_subscriptions (
+	id      TEXT PRIMARY KEY,
+	board   TEXT NOT NULL,
+	version INTEGER NOT NULL,
+	sub     BLOB NOT NULL
+);
+CREATE INDEX kanban_subscriptions_board ON kanban_subscriptions (board, id);
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

@@ -1,0 +1,492 @@
+package redis
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/kanban"
+)
+
+// kanbanStore is the DB seen as a kanban.Store. Its keys:
+//
+//	Pkb:boards            hash: slug → the encoded board
+//	Pkb:c:<id>            hash: v version, j the encoded card (without its
+//	                      links), b board, s status, k idempotency key
+//	Pkb:st:<board>:<s>    set of the board's cards in status s
+//	Pkb:key:<board>       hash: idempotency key → card id
+//	Pkb:p:<id>, Pkb:ch:<id>  sets of a card's parents, children
+//	Pkb:cm:<card>         list of the card's encoded comments, oldest first
+//	Pkb:r:<run>           the encoded run
+//	Pkb:runs:<card>       sorted set of the card's runs, by start ms
+//	Pkb:ev:<board>        stream of the board's events (field e); the
+//	                      entry ids are the cursors
+//	Pkb:evc:<card>        list of the card's events' cursors
+//	Pkb:sub:<id>          hash: v version, j encoding, b board
+//	Pkb:subs              sorted set of every subscription id (scored 0)
+//
+// A change is one kb_apply call, which checks every version it is given
+// before it writes anything.
+type kanbanStore struct{ db *DB }
+
+var _ kanban.Store = kanbanStore{}
+
+// Kanban returns the store of kanban boards.
+func (db *DB) Kanban() kanban.Store { return kanbanStore{db: db} }
+
+// kbKey is one of the kanban keys: Pkb:<suffix>.
+func (db *DB) kbKey(suffix string) string { return db.prefix + "kb:" + suffix }
+
+func (s kanbanStore) Now(ctx context.Context) (time.Time, error) {
+	const op = "redis.kanban.Now"
+	db := s.db
+	if err := db.check(op); err != nil {
+		return time.Time{}, err
+	}
+	if db.clk != nil {
+		return db.clk.Now(), nil
+	}
+	t, err := db.client.Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, db.fail(op, err)
+	}
+	return t.UTC(), nil
+}
+
+func (s kanbanStore) PutBoard(ctx context.Context, b kanban.Board) error {
+	const op = "redis.kanban.PutBoard"
+	db := s.db
+	if err := db.check(op); err != nil {
+		return err
+	}
+	if err := kanban.CheckSlug(op, b.Slug); err != nil {
+		return err
+	}
+	body, err := json.Marshal(b)
+	if err != nil {
+		return errs.Wrap(op, errs.Invalid, err)
+	}
+	return db.fail(op, db.client.HSet(ctx, db.kbKey("boards"), b.Slug, body).Err())
+}
+
+func (s kanbanStore) Boards(ctx context.Context) ([]kanban.Board, error) {
+	const op = "redis.kanban.Boards"
+	db := s.db
+	if err := db.check(op); err != nil {
+		return nil, err
+	}
+	m, err := db.client.HGetAll(ctx, db.kbKey("boards")).Result()
+	if err != nil {
+		return nil, db.fail(op, err)
+	}
+	out := make([]kanban.Board, 0, len(m))
+	for _, body := range m {
+		var b kanban.Board
+		if err := json.Unmarshal([]byte(body), &b); err != nil {
+			return nil, errs.Wrap(op, errs.Internal, err)
+		}
+		out = append(out, b)
+	}
+	slices.SortFunc(out, func(a, b kanban.Board) int { return strings.Compare(a.Slug, b.Slug) })
+	return out, nil
+}
+
+func (s kanbanStore) Board(ctx context.Context, slug string) (kanban.Board, error) {
+	const op = "redis.kanban.Board"
+	db := s.db
+	if err := db.check(op); err != nil {
+		return kanban.Board{}, err
+	}
+	body, err := db.client.HGet(ctx, db.kbKey("boards"), slug).Result()
+	if err == goredis.Nil {
+		return kanban.Board{}, errs.E(op, errs.NotFound, "no board %q", slug)
+	}
+	if err != nil {
+		return kanban.Board{}, db.fail(op, err)
+	}
+	var b kanban.Board
+	if err := json.Unmarshal([]byte(body), &b); err != nil {
+		return kanban.Board{}, errs.Wrap(op, errs.Internal, err)
+	}
+	return b, nil
+}
+
+func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event, error) {
+	const op = "redis.kanban.Apply"
+	db := s.db
+	if err := db.check(op); err != nil {
+		return nil, err
+	}
+	if err := kanban.CheckChange(op, c); err != nil {
+		return nil, err
+	}
+	if err := s.fillTimes(ctx, &c); err != nil {
+		return nil, err
+	}
+	args := []any{db.prefix, len(c.Cards)}
+	for _, w := range c.Cards {
+		k := w.Card
+		body, err := encodeKbCard(op, k)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, k.ID, k.Board, string(k.Status), k.IdempotencyKey, w.From, body)
+	}
+	args = append(args, len(c.Check))
+	for _, v := range c.Check {
+		args = append(args, v.ID, v.Version)
+	}
+	for _, ls := range [][]kanban.Link{c.Link, c.Unlink} {
+		args = append(args, len(ls))
+		for _, l := range ls {
+			args = append(args, l.Parent, l.Child)
+		}
+	}
+	args = append(args, len(c.Comments))
+	for _, cm := range c.Comments {
+		b, err := json.Marshal(cm)
+		if err != nil {
+			return nil, errs.Wrap(op, errs.Invalid, err)
+		}
+		args = append(args, cm.Card, b)
+	}
+	args = append(args, len(c.Runs))
+	for _, r := range c.Runs {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return nil, errs.Wrap(op, errs.Invalid, err)
+		}
+		args = append(args, r.ID, r.Card, r.Started.UnixMilli(), b)
+	}
+	args = append(args, len(c.Events))
+	for _, e := range c.Events {
+		e.Cursor = ""
+		b, err := json.Marshal(e)
+		if err != nil {
+			return nil, errs.Wrap(op, errs.Invalid, err)
+		}
+		args = append(args, e.Board, e.Card, b)
+	}
+	v, err := db.run(ctx, op, scriptKbApply, nil, args...)
+	if err != nil {
+		return nil, err
+	}
+	if len(v) == 2 && str(v[0]) == "CONFLICT" {
+		return nil, errs.E(op, errs.Conflict, "%s", str(v[1]))
+	}
+	if len(v) != 1+len(c.Events) || str(v[0]) != "OK" {
+		return nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
+	}
+	events := make([]kanban.Event, len(c.Events))
+	for i, e := range c.Events {
+		e.Cursor = str(v[1+i])
+		events[i] = e
+	}
+	return events, nil
+}
+
+// fillTimes gives the comments and events of c that have no time the
+// store's now.
+func (s kanbanStore) fillTimes(ctx context.Context, c *kanban.Change) error {
+	var now time.Time
+	stamp := func(t *time.Time) error {
+		if !t.IsZero() {
+			return nil
+		}
+		if now.IsZero() {
+			n, err := s.Now(ctx)
+			if err != nil {
+				return err
+			}
+			now = n
+		}
+		*t = now
+		return nil
+	}
+	for i := range c.Comments {
+		if err := stamp(&c.Comments[i].At); err != nil {
+			return err
+		}
+	}
+	for i := range c.Events {
+		if err := stamp(&c.Events[i].At); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// encodeKbCard encodes k as stored: without its links and version.
+func encodeKbCard(op string, k kanban.Card) ([]byte, error) {
+	k.Parents, k.Children, k.Version = nil, nil, 0
+	b, err := json.Marshal(k)
+	if err != nil {
+		return nil, errs.Wrap(op, errs.Invalid, err)
+	}
+	return b, nil
+}
+
+func (s kanbanStore) Card(ctx context.Context, id string) (kanban.Card, error) {
+	const op = "redis.kanban.Card"
+	cards, err := s.read(ctx, op, "ids", id)
+	if err == nil && len(cards) == 0 {
+		err = errs.E(op, errs.NotFound, "no card %s", id)
+	}
+	if err != nil {
+		return kanban.Card{}, err
+	}
+	return cards[0], nil
+}
+
+func (s kanbanStore) CardByKey(ctx context.Context, board, key string) (kanban.Card, error) {
+	const op = "redis.kanban.CardByKey"
+	db := s.db
+	if err := db.check(op); err != nil {
+		return kanban.Card{}, err
+	}
+	id, err := db.client.HGet(ctx, db.kbKey("key:"+board), key).Result()
+	if err == goredis.Nil || key == "" {
+		return kanban.Card{}, errs.E(op, errs.NotFound, "no card of board %s with key %s", board, key)
+	}
+	if err != nil {
+		return kanban.Card{}, db.fail(op, err)
+	}
+	return s.Card(ctx, id)
+}
+
+func (s kanbanStore) Cards(ctx context.Context, q kanban.Query) ([]kanban.Card, error) {
+	const op = "redis.kanban.Cards"
+	if q.Board == "" {
+		return nil, errs.E(op, errs.Invalid, "a card query needs a board")
+	}
+	statuses := q.Statuses
+	if len(statuses) == 0 {
+		for _, st := range kanban.Statuses {
+			if st != kanban.StatusArchived || q.Archived {
+				statuses = append(statuses, st)
+			}
+		}
+	}
+	args := []any{q.Board}
+	for _, st := range statuses {
+		args = append(args, string(st))
+	}
+	all, err := s.read(ctx, op, "board", args...)
+	if err != nil {
+		return nil, err
+	}
+	kanban.SortCards(all)
+	out := all[:0]
+	for _, k := range all {
+		if (q.Assignee == "" || k.Assignee == q.Assignee) && (q.Tenant == "" || k.Tenant == q.Tenant) {
+			out = append(out, k)
+		}
+		if q.Limit > 0 && len(out) == q.Limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// read runs kb_read and decodes its cards.
+func (s kanbanStore) read(ctx context.Context, op, mode string, args ...any) ([]kanban.Card, error) {
+	db := s.db
+	v, err := db.run(ctx, op, scriptKbRead, nil, append([]any{db.prefix, mode}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	var out []kanban.Card
+	for i := 0; i < len(v); {
+		if i+3 > len(v) {
+			return nil, errs.E(op, errs.Internal, "unexpected script reply of %d items", len(v))
+		}
+		var k kanban.Card
+		if err := json.Unmarshal([]byte(str(v[i+2])), &k); err != nil {
+			return nil, errs.Wrap(op, errs.Internal, err)
+		}
+		k.ID, k.Version = str(v[i]), num(v[i+1])
+		i += 3
+		for _, rel := range []*[]string{&k.Parents, &k.Children} {
+			if i >= len(v) {
+				return nil, errs.E(op, errs.Internal, "unexpected script reply of %d items", len(v))
+			}
+			n := int(num(v[i]))
+			i++
+			if i+n > len(v) {
+				return nil, errs.E(op, errs.Internal, "unexpected script reply of %d items", len(v))
+			}
+			for _, x := range v[i : i+n] {
+				*rel = append(*rel, str(x))
+			}
+			i += n
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+func (s kanbanStore) Comments(ctx context.Context, card string) ([]kanban.Comment, error) {
+	const op = "redis.kanban.Comments"
+	db := s.db
+	if err := db.check(op); err != nil {
+		return nil, err
+	}
+	bodies, err := db.client.LRange(ctx, db.kbKey("cm:"+card), 0, -1).Result()
+	if err != nil {
+		return nil, db.fail(op, err)
+	}
+	return decodeAll[kanban.Comment](op, bodies)
+}
+
+func (s kanbanStore) Runs(ctx context.Context, card string) ([]kanban.Run, error) {
+	const op = "redis.kanban.Runs"
+	db := s.db
+	if err := db.check(op); err != nil {
+		return nil, err
+	}
+	ids, err := db.client.ZRange(ctx, db.kbKey("runs:"+card), 0, -1).Result()
+	if err != nil {
+		return nil, db.fail(op, err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = db.kbKey("r:" + id)
+	}
+	vals, err := db.client.MGet(ctx, keys...).Result()
+	if err != nil {
+		return nil, db.fail(op, err)
+	}
+	bodies := make([]string, 0, len(vals))
+	for _, x := range vals {
+		if x != nil {
+			bodies = append(bodies, str(x))
+		}
+	}
+	return decodeAll[kanban.Run](op, bodies)
+}
+
+func (s kanbanStore) Events(ctx context.Context, q kanban.EventQuery) ([]kanban.Event, error) {
+	const op = "redis.kanban.Events"
+	db := s.db
+	if q.Board == "" {
+		return nil, errs.E(op, errs.Invalid, "an event query needs a board")
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 500
+	}
+	keys := []string{db.kbKey("ev:" + q.Board)}
+	if q.Card != "" {
+		keys = append(keys, db.kbKey("evc:"+q.Card))
+	}
+	v, err := db.run(ctx, op, scriptKbEvents, keys, q.After, limit)
+	if err != nil {
+		if q.After != "" && errs.Is(err, errs.Internal) {
+			return nil, errs.E(op, errs.Invalid, "cursor %q is not one this store gave", q.After)
+		}
+		return nil, err
+	}
+	out := make([]kanban.Event, 0, len(v)/2)
+	for i := 0; i+1 < len(v); i += 2 {
+		var e kanban.Event
+		if err := json.Unmarshal([]byte(str(v[i+1])), &e); err != nil {
+			return nil, errs.Wrap(op, errs.Internal, err)
+		}
+		e.Cursor = str(v[i])
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func (s kanbanStore) PutSubscription(ctx context.Context, sub kanban.Subscription) (kanban.Subscription, error) {
+	const op = "redis.kanban.PutSubscription"
+	db := s.db
+	if err := kanban.CheckSubscription(op, sub); err != nil {
+		return sub, err
+	}
+	from := sub.Version
+	sub.Version = 0
+	body, err := json.Marshal(sub)
+	if err != nil {
+		return sub, errs.Wrap(op, errs.Invalid, err)
+	}
+	v, err := db.run(ctx, op, scriptKbSubPut, []string{db.kbKey("sub:" + sub.ID), db.kbKey("subs")}, sub.ID, from, sub.Board, body)
+	if err != nil {
+		return sub, err
+	}
+	switch {
+	case len(v) > 0 && str(v[0]) == "CONFLICT" && from == 0:
+		return sub, errs.E(op, errs.Conflict, "subscription %s exists", sub.ID)
+	case len(v) > 0 && str(v[0]) == "CONFLICT":
+		return sub, errs.E(op, errs.Conflict, "subscription %s moved on from version %d: read it again", sub.ID, from)
+	case len(v) > 0 && str(v[0]) == "NOTFOUND":
+		return sub, errs.E(op, errs.NotFound, "no subscription %s", sub.ID)
+	}
+	if err := status(op, v); err != nil {
+		return sub, err
+	}
+	sub.Version = from + 1
+	return sub, nil
+}
+
+func (s kanbanStore) Subscriptions(ctx context.Context, board string) ([]kanban.Subscription, error) {
+	const op = "redis.kanban.Subscriptions"
+	db := s.db
+	v, err := db.run(ctx, op, scriptKbSubRead, []string{db.kbKey("subs")}, db.prefix, board)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]kanban.Subscription, 0, len(v)/2)
+	for i := 0; i+1 < len(v); i += 2 {
+		var sub kanban.Subscription
+		if err := json.Unmarshal([]byte(str(v[i+1])), &sub); err != nil {
+			return nil, errs.Wrap(op, errs.Internal, err)
+		}
+		sub.Version = num(v[i])
+		out = append(out, sub)
+	}
+	slices.SortFunc(out, func(a, b kanban.Subscription) int {
+		if c := strings.Compare(a.Board, b.Board); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
+}
+
+func (s kanbanStore) RemoveSubscription(ctx context.Context, id string) error {
+	const op = "redis.kanban.RemoveSubscription"
+	db := s.db
+	if err := db.check(op); err != nil {
+		return err
+	}
+	n, err := db.client.Del(ctx, db.kbKey("sub:"+id)).Result()
+	if err != nil {
+		return db.fail(op, err)
+	}
+	if n == 0 {
+		return errs.E(op, errs.NotFound, "no subscription %s", id)
+	}
+	return db.fail(op, db.client.ZRem(ctx, db.kbKey("subs"), id).Err())
+}
+
+// decodeAll decodes each of bodies as a T.
+func decodeAll[T any](op string, bodies []string) ([]T, error) {
+	out := make([]T, 0, len(bodies))
+	for _, b := range bodies {
+		var v T
+		if err := json.Unmarshal([]byte(b), &v); err != nil {
+			return nil, errs.Wrap(op, errs.Internal, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

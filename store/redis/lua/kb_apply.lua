@@ -1,0 +1,106 @@
+-- kb_apply applies one kanban change whole (kanban.Store.Apply), or
+-- nothing when a card it read moved on: it checks everything first and
+-- writes only then.
+-- ARGV[1] key prefix
+-- ARGV[2 ..] sections, each its count then its items:
+--   cards: id, board, status, idempotency key, version read (0: new), encoding
+--   checks: id, version
+--   links, unlinks: parent, child
+--   comments: card, encoding
+--   runs: id, card, start ms, encoding
+--   events: board, card, encoding
+-- Returns {'OK', the events' cursors…} or {'CONFLICT', why}.
+local prefix = ARGV[1]
+local at = 2
+
+local function section(width)
+  local n = small(ARGV[at])
+  local first = at + 1
+  at = first + n * width
+  return first, n
+end
+
+local cards, ncards = section(6)
+local checks, nchecks = section(2)
+local links, nlinks = section(2)
+local unlinks, nunlinks = section(2)
+local comments, ncomments = section(2)
+local runs, nruns = section(4)
+local events, nevents = section(3)
+
+-- Check.
+local old = {}
+for i = 0, ncards - 1 do
+  local a = cards + i * 6
+  local id, board, key, from = ARGV[a], ARGV[a + 1], ARGV[a + 3], ARGV[a + 4]
+  local v = redis.call('HMGET', kb_key(prefix, 'c:' .. id), 'v', 'b', 's', 'k')
+  if from == '0' then
+    if v[1] then
+      return {'CONFLICT', 'card ' .. id .. ' exists'}
+    end
+  elseif v[1] ~= from then
+    return {'CONFLICT', 'card ' .. id .. ' moved on from version ' .. from .. ': read it again'}
+  end
+  if key ~= '' and key ~= v[4] then
+    local holder = redis.call('HGET', kb_key(prefix, 'key:' .. board), key)
+    if holder and holder ~= id then
+      return {'CONFLICT', 'another card of board ' .. board .. ' has idempotency key ' .. key}
+    end
+  end
+  old[i] = v
+end
+for i = 0, nchecks - 1 do
+  local a = checks + i * 2
+  if redis.call('HGET', kb_key(prefix, 'c:' .. ARGV[a]), 'v') ~= ARGV[a + 1] then
+    return {'CONFLICT', 'card ' .. ARGV[a] .. ' moved on from version ' .. ARGV[a + 1] .. ': read it again'}
+  end
+end
+
+-- Write.
+for i = 0, ncards - 1 do
+  local a = cards + i * 6
+  local id, board, status, key, from = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+  local v = old[i]
+  redis.call('HSET', kb_key(prefix, 'c:' .. id), 'v', int(tonumber(from) + 1), 'j', ARGV[a + 5], 'b', board, 's', status, 'k', key)
+  if v[1] then
+    redis.call('SREM', kb_key(prefix, 'st:' .. v[2] .. ':' .. v[3]), id)
+    if v[4] ~= '' and v[4] ~= key then
+      redis.call('HDEL', kb_key(prefix, 'key:' .. v[2]), v[4])
+    end
+  end
+  redis.call('SADD', kb_key(prefix, 'st:' .. board .. ':' .. status), id)
+  if key ~= '' then
+    redis.call('HSET', kb_key(prefix, 'key:' .. board), key, id)
+  end
+end
+for i = 0, nlinks - 1 do
+  local a = links + i * 2
+  redis.call('SADD', kb_key(prefix, 'ch:' .. ARGV[a]), ARGV[a + 1])
+  redis.call('SADD', kb_key(prefix, 'p:' .. ARGV[a + 1]), ARGV[a])
+end
+for i = 0, nunlinks - 1 do
+  local a = unlinks + i * 2
+  redis.call('SREM', kb_key(prefix, 'ch:' .. ARGV[a]), ARGV[a + 1])
+  redis.call('SREM', kb_key(prefix, 'p:' .. ARGV[a + 1]), ARGV[a])
+end
+for i = 0, ncomments - 1 do
+  local a = comments + i * 2
+  redis.call('RPUSH', kb_key(prefix, 'cm:' .. ARGV[a]), ARGV[a + 1])
+end
+for i = 0, nruns - 1 do
+  local a = runs + i * 4
+  redis.call('SET', kb_key(prefix, 'r:' .. ARGV[a]), ARGV[a + 3])
+  redis.call('ZADD', kb_key(prefix, 'runs:' .. ARGV[a + 1]), ARGV[a + 2], ARGV[a])
+end
+local out = {'OK'}
+for i = 0, nevents - 1 do
+  local a = events + i * 3
+  -- The stream ids are the cursors: the server makes them, never going
+  -- back (an event's own time is in its encoding).
+  local sid = redis.call('XADD', kb_key(prefix, 'ev:' .. ARGV[a]), '*', 'e', ARGV[a + 2])
+  if ARGV[a + 1] ~= '' then
+    redis.call('RPUSH', kb_key(prefix, 'evc:' .. ARGV[a + 1]), sid)
+  end
+  out[#out + 1] = sid
+end
+return out
