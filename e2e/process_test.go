@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 const (
 	childStartTimeout = 30 * time.Second
 	childStopTimeout  = 40 * time.Second
+	cliTimeout        = time.Minute
 )
 
 // The herald binary is built once per test run, without -race: the
@@ -91,13 +93,7 @@ func startChild(t *testing.T, name, home string, env ...string) *child {
 	t.Helper()
 	c := &child{t: t, name: name, stderr: &testkit.LogBuffer{}, done: make(chan struct{})}
 	c.cmd = exec.Command(heraldBinary(t), "gateway", "--log-level", "debug")
-	// Only what the test says: the developer's own HERALD_*, REDIS_URL or
-	// OPENAI_API_KEY must not leak into the gateway under test.
-	c.cmd.Env = append([]string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + home,
-		"HERALD_HOME=" + home,
-	}, env...)
+	c.cmd.Env = childEnv(home, env...)
 	c.cmd.Stderr = c.stderr
 	if err := c.cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", name, err)
@@ -128,6 +124,60 @@ func startChild(t *testing.T, name, home string, env ...string) *child {
 		}
 	}
 	return c
+}
+
+// childEnv is the environment of a herald process on home, with extra
+// besides. Only what the test says: the developer's own HERALD_*,
+// REDIS_URL or OPENAI_API_KEY must not leak into the herald under test.
+func childEnv(home string, extra ...string) []string {
+	return append([]string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + home,
+		"HERALD_HOME=" + home,
+	}, extra...)
+}
+
+// cliResult is what one herald command printed and its exit code.
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// runCLI runs `herald args…` with home as HERALD_HOME, as a user types it
+// next to a gateway with that config, and returns what it printed. A
+// command that cannot be started or outlives cliTimeout fails the test;
+// a non-zero exit is the caller's to judge.
+func runCLI(t *testing.T, home string, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, heraldBinary(t), args...)
+	cmd.Env = childEnv(home)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("herald %s did not end within %s; stderr:\n%s", strings.Join(args, " "), cliTimeout, stderr.String())
+	case errors.As(err, &exit):
+	case err != nil:
+		t.Fatalf("running herald %s: %v", strings.Join(args, " "), err)
+	}
+	return cliResult{stdout: stdout.String(), stderr: stderr.String(), code: cmd.ProcessState.ExitCode()}
+}
+
+// cliJSON runs a herald command with --json that must succeed and decodes
+// what it printed into out.
+func cliJSON(t *testing.T, home string, out any, args ...string) {
+	t.Helper()
+	res := runCLI(t, home, append(args, "--json")...)
+	if res.code != 0 {
+		t.Fatalf("herald %s: exit %d, stderr %q", strings.Join(args, " "), res.code, res.stderr)
+	}
+	if err := json.Unmarshal([]byte(res.stdout), out); err != nil {
+		t.Fatalf("herald %s --json printed %q: %v", strings.Join(args, " "), res.stdout, err)
+	}
 }
 
 // startedAddr finds the address in the "gateway started" log line.

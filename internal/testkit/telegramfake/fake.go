@@ -5,11 +5,12 @@
 // queues until a getUpdates offset confirms them, remembers the messages
 // the bot sent, edited and deleted, and records every call.
 //
-// A test scripts failures per method (Fail), rejects formatted text
-// (RejectFormatted), and reads what happened through Calls, Sent and the
-// poll counters. The server is shared safely by several adapters, in this
-// process or in others pointed at URL: like Telegram, a getUpdates that
-// arrives while another is waiting ends the waiting one with 409.
+// A test scripts failures per method (Fail), holds a method's calls
+// unanswered (Hold), rejects formatted text (RejectFormatted), and reads
+// what happened through Calls, Sent and the poll counters. The server is
+// shared safely by several adapters, in this process or in others
+// pointed at URL: like Telegram, a getUpdates that arrives while another
+// is waiting ends the waiting one with 409.
 package telegramfake
 
 import (
@@ -50,6 +51,8 @@ type Server struct {
 	changed   chan struct{} // closed and replaced on every call and queued update
 	calls     []Call
 	failures  map[string][]Failure
+	held      map[string]bool // methods whose calls wait unanswered (Hold)
+	holding   map[string]int  // calls waiting in a Hold now, by method
 	rejectFmt int
 	queue     []queued // updates not yet confirmed, in update_id order
 	nextUpd   int64
@@ -148,6 +151,8 @@ func New(t testing.TB, token string) *Server {
 		maxPoll:  DefaultMaxPoll,
 		changed:  make(chan struct{}),
 		failures: map[string][]Failure{},
+		held:     map[string]bool{},
+		holding:  map[string]int{},
 		nextUpd:  1000,
 		served:   map[int64]int{},
 		nextMsg:  map[int64]int{},
@@ -193,6 +198,41 @@ func (s *Server) Fail(method string, n int, f Failure) {
 		s.failures[method] = append(s.failures[method], f)
 	}
 	s.mu.Unlock()
+}
+
+// Hold makes every later call of method (any but getUpdates) wait,
+// unanswered and not yet done, until Release: a platform that has the
+// request but has not acted on it. A call whose caller gives up first
+// (it timed out, its process died) is dropped: it does nothing and is
+// not recorded.
+func (s *Server) Hold(method string) {
+	s.mu.Lock()
+	s.held[method] = true
+	s.mu.Unlock()
+}
+
+// Release lets the held calls of method, and later ones, be answered.
+func (s *Server) Release(method string) {
+	s.mu.Lock()
+	delete(s.held, method)
+	s.changedLocked()
+	s.mu.Unlock()
+}
+
+// Holding reports how many calls of method wait in a Hold now.
+func (s *Server) Holding(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.holding[method]
+}
+
+// WaitHolding waits until exactly n calls of method wait in a Hold. Call
+// it from the test's goroutine.
+func (s *Server) WaitHolding(method string, n int) {
+	s.t.Helper()
+	if !s.waitFor(func() bool { return s.holding[method] == n }) {
+		s.t.Fatalf("telegramfake: %d %s calls held, want %d within %s", s.Holding(method), method, n, waitTimeout)
+	}
 }
 
 // RejectFormatted makes the next n sendMessage or editMessageText calls

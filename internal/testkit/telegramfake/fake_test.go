@@ -2,6 +2,7 @@ package telegramfake_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"mime/multipart"
 	"net/http"
@@ -107,6 +108,57 @@ func TestScriptedFailures(t *testing.T) {
 	bad := map[string]string{"chat_id": "42", "text": "<b>x</i>", "parse_mode": "HTML"}
 	if a := call(t, s, s.Token(), "sendMessage", "json", bad); a.ErrorCode != 400 {
 		t.Errorf("crossed tags accepted: %+v", a)
+	}
+}
+
+// A held call waits unanswered until Release and is then done; one
+// whose caller gives up first is dropped, sending nothing.
+func TestHeldCallsWaitUntilReleased(t *testing.T) {
+	s := telegramfake.New(t, "")
+	s.Hold("sendMessage")
+	if a := call(t, s, s.Token(), "getMe", "json", nil); !a.OK {
+		t.Errorf("getMe while sendMessage is held: %+v", a)
+	}
+
+	// A caller that gives up.
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() {
+		body := strings.NewReader(`{"chat_id":"42","text":"abandoned"}`)
+		req, _ := http.NewRequestWithContext(ctx, "POST", s.URL()+"/bot"+s.Token()+"/sendMessage", body)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		gaveUp <- err
+	}()
+	s.WaitHolding("sendMessage", 1)
+	cancel()
+	if err := <-gaveUp; err == nil {
+		t.Error("the abandoned call was answered")
+	}
+	s.WaitHolding("sendMessage", 0)
+
+	// A caller that waits.
+	answered := make(chan answer, 1)
+	go func() {
+		a, _ := post(s, s.Token(), "sendMessage", "json", map[string]string{"chat_id": "42", "text": "kept"})
+		answered <- a
+	}()
+	s.WaitHolding("sendMessage", 1)
+	if sent := s.Sent(42); len(sent) != 0 {
+		t.Errorf("sent while held: %+v", sent)
+	}
+	s.Release("sendMessage")
+	if a := <-answered; !a.OK {
+		t.Errorf("the held call after Release: %+v", a)
+	}
+	if sent := s.Sent(42); len(sent) != 1 || sent[0].Text != "kept" {
+		t.Errorf("sent %+v, want only the call that waited", sent)
+	}
+	if calls := s.Calls("sendMessage"); len(calls) != 1 {
+		t.Errorf("%d sendMessage calls recorded, want the one answered", len(calls))
 	}
 }
 

@@ -1,6 +1,7 @@
 package telegramfake
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -54,10 +55,44 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.getUpdates(w, r, params)
 		return
 	default:
+		if !s.waitHeld(r.Context(), method) {
+			return
+		}
 		a = s.call(method, params)
 	}
 	s.record(method, params, r.RemoteAddr, a)
 	write(w, a)
+}
+
+// waitHeld waits while method is held (Hold). It reports false when the
+// caller gave up or the server stopped first: the call is then dropped.
+func (s *Server) waitHeld(ctx context.Context, method string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.held[method] {
+		return true
+	}
+	s.holding[method]++
+	s.changedLocked()
+	defer func() {
+		s.holding[method]--
+		s.changedLocked()
+	}()
+	for s.held[method] {
+		changed := s.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			s.mu.Lock()
+			return false
+		case <-s.done:
+			s.mu.Lock()
+			return false
+		}
+		s.mu.Lock()
+	}
+	return true
 }
 
 // call answers a method other than getUpdates: a scripted failure first,
