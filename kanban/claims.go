@@ -1,0 +1,562 @@
+package kanban
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/heraldgw/herald/internal/errs"
+)
+
+// ClaimSpec is a dispatcher's (or `herald kanban claim`'s) claim of a
+// card for a lane's worker.
+type ClaimSpec struct {
+	Owner  string
+	Lane   string
+	TTL    time.Duration
+	Review bool // a reviewer's claim of a card in review
+}
+
+// Claim takes a ready card (or, with Review, one in review) for a
+// worker: it becomes running with a fresh claim, and a run starts. Of
+// several claims at once, one wins; the others get Conflict. A card
+// whose parents are not all done is not claimed but sent back to todo
+// (Invalid, saying so). Errors: NotFound, Conflict (not claimable: its
+// status, a retry delay, or another claim won), Invalid.
+func (s *Service) Claim(ctx context.Context, id string, spec ClaimSpec) (Card, error) {
+	const op = "kanban.Claim"
+	if spec.Owner == "" || spec.TTL <= 0 {
+		return Card{}, errs.E(op, errs.Invalid, "a claim needs an owner and a ttl")
+	}
+	want := StatusReady
+	if spec.Review {
+		want = StatusReview
+	}
+	k, err := s.read(ctx, op, id)
+	if err != nil {
+		return Card{}, err
+	}
+	now, err := s.Store.Now(ctx)
+	if err != nil {
+		return Card{}, err
+	}
+	switch {
+	case k.Status != want:
+		return Card{}, errs.E(op, errs.Conflict, "%s is %s, not %s", k.ID, k.Status, want)
+	case now.Before(k.RetryAt):
+		return Card{}, errs.E(op, errs.Conflict, "%s waits until %s before its next run", k.ID, k.RetryAt.Format(time.RFC3339))
+	}
+	from := k.Version
+	done, checks, err := s.parentsDone(ctx, k.Parents)
+	if err != nil {
+		return Card{}, err
+	}
+	if !done && !spec.Review {
+		nk, ev := move(k, StatusTodo, now, Event{Kind: EventMoved, Text: "a parent is not done"})
+		if _, err := s.Store.Apply(ctx, Change{Cards: []CardWrite{{Card: nk, From: from}}, Check: checks, Events: []Event{ev}}); err != nil && !errs.Is(err, errs.Conflict) {
+			return Card{}, err
+		}
+		return Card{}, errs.E(op, errs.Invalid, "%s has parents that are not done; it is back in todo", k.ID)
+	}
+	lane := Lane(spec.Lane)
+	if lane == "" {
+		lane = k.Assignee
+	}
+	r := Run{ID: NewRunID(), Card: k.ID, Board: k.Board, Lane: lane, Owner: spec.Owner, Review: spec.Review, Started: now}
+	k.Claim = &Claim{Owner: spec.Owner, Token: from + 1, Expires: now.Add(spec.TTL), Run: r.ID, Lane: lane, Heartbeat: now}
+	k.Status, k.UpdatedAt = StatusRunning, now
+	ev := Event{Board: k.Board, Card: k.ID, Kind: EventClaimed, From: want, To: StatusRunning, Run: r.ID, Actor: spec.Owner, Text: lane, At: now}
+	if spec.Review {
+		ev.Data = map[string]any{"review": true}
+	}
+	_, err = s.Store.Apply(ctx, Change{Cards: []CardWrite{{Card: k, From: from}}, Check: checks, Runs: []Run{r}, Events: []Event{ev}})
+	if err != nil {
+		return Card{}, err
+	}
+	k.Version = from + 1
+	return k, nil
+}
+
+// reviewing reports whether k's claim is a reviewer's.
+func (s *Service) reviewing(ctx context.Context, k Card) bool {
+	if k.Claim == nil {
+		return false
+	}
+	rs, err := s.Store.Runs(ctx, k.ID)
+	if err != nil {
+		return false
+	}
+	for _, r := range rs {
+		if r.ID == k.Claim.Run {
+			return r.Review
+		}
+	}
+	return false
+}
+
+// Spawned records the worker process a claim started (PID 0 for an
+// in-process worker). Errors: NotFound, LeaseLost.
+func (s *Service) Spawned(ctx context.Context, id string, token int64, host string, pid int, procStart string) (Card, error) {
+	const op = "kanban.Spawned"
+	return s.apply(ctx, op, func(now time.Time) (change, error) {
+		k, err := s.read(ctx, op, id)
+		if err != nil {
+			return change{}, err
+		}
+		if err := checkToken(op, k, token); err != nil {
+			return change{}, err
+		}
+		from := k.Version
+		cl := *k.Claim
+		cl.Spawned, cl.Host, cl.PID, cl.ProcStart, cl.Heartbeat = true, host, pid, procStart, now
+		k.Claim, k.UpdatedAt = &cl, now
+		return change{card: k, Change: Change{Cards: []CardWrite{{Card: k, From: from}},
+			Events: []Event{{Board: k.Board, Card: k.ID, Kind: EventSpawned, Run: cl.Run, Actor: cl.Owner, At: now, Data: map[string]any{"pid": pid, "host": host}}}}}, nil
+	})
+}
+
+// Heartbeat extends a claim to ttl from now: its worker is alive. A
+// note, when given, is recorded as the worker's progress in the card's
+// log. Errors: NotFound, LeaseLost.
+func (s *Service) Heartbeat(ctx context.Context, id string, token int64, ttl time.Duration, note string) (Card, error) {
+	const op = "kanban.Heartbeat"
+	if ttl <= 0 {
+		return Card{}, errs.E(op, errs.Invalid, "a heartbeat needs a ttl")
+	}
+	return s.apply(ctx, op, func(now time.Time) (change, error) {
+		k, err := s.read(ctx, op, id)
+		if err != nil {
+			return change{}, err
+		}
+		if token == 0 && k.Claim != nil {
+			token = k.Claim.Token
+		}
+		if err := checkToken(op, k, token); err != nil {
+			return change{}, err
+		}
+		from := k.Version
+		cl := *k.Claim
+		cl.Expires, cl.Heartbeat = now.Add(ttl), now
+		k.Claim = &cl
+		c := change{card: k, Change: Change{Cards: []CardWrite{{Card: k, From: from}}}}
+		if note = strings.TrimSpace(note); note != "" {
+			c.Events = []Event{{Board: k.Board, Card: k.ID, Kind: "heartbeat", Run: cl.Run, Actor: cl.Owner, Text: note, At: now}}
+		}
+		return c, nil
+	})
+}
+
+// Complete ends a worker's run as completed: the card goes to review
+// when it asks for one, else (its completion check passing, if it has
+// one) to done, and its todo children whose parents are all done become
+// ready. A reviewer's complete approves. Every card the result says was
+// created must exist on the board. A failing completion check sends the
+// card back to ready with the check's output as a comment, counted as a
+// failure. token 0 is a person's complete of a card no worker holds.
+// Errors: NotFound, LeaseLost, Invalid (no summary, a created card that
+// does not exist, a card that is not running, ready or in review).
+func (s *Service) Complete(ctx context.Context, id string, token int64, res Result, actor string) (Card, error) {
+	const op = "kanban.Complete"
+	res.Summary = strings.TrimSpace(res.Summary)
+	if res.Summary == "" {
+		return Card{}, errs.E(op, errs.Invalid, "a complete needs a summary of what was done")
+	}
+	k, err := s.read(ctx, op, id)
+	if err != nil {
+		return Card{}, err
+	}
+	if err := checkToken(op, k, token); err != nil {
+		return Card{}, err
+	}
+	for _, cid := range res.CreatedCards {
+		c, err := s.Store.Card(ctx, cid)
+		if errs.Is(err, errs.NotFound) || (err == nil && c.Board != k.Board) {
+			return Card{}, errs.E(op, errs.Invalid, "created card %s does not exist on board %s", cid, k.Board)
+		}
+		if err != nil {
+			return Card{}, err
+		}
+	}
+	review := s.reviewing(ctx, k)
+	check := !review && !k.Review && k.CompletionCheck != ""
+	var output string
+	passed := true
+	if check {
+		if s.Check == nil {
+			return Card{}, errs.E(op, errs.Invalid, "%s has a completion check and this process cannot run it", k.ID)
+		}
+		output, passed, err = s.Check(ctx, k)
+		if err != nil {
+			return Card{}, err
+		}
+	}
+	return s.apply(ctx, op, func(now time.Time) (change, error) {
+		k, err := s.read(ctx, op, id)
+		if err != nil {
+			return change{}, err
+		}
+		if err := checkToken(op, k, token); err != nil {
+			return change{}, err
+		}
+		switch k.Status {
+		case StatusRunning, StatusReady, StatusReview, StatusBlocked, StatusTodo:
+		default:
+			return change{}, errs.E(op, errs.Invalid, "%s is %s: there is nothing to complete", k.ID, k.Status)
+		}
+		from := k.Version
+		c := change{}
+		if k.Claim != nil {
+			c.Runs = []Run{s.endRun(ctx, k, now, OutcomeCompleted, "", res.Summary)}
+		}
+		run := ""
+		if k.Claim != nil {
+			run = k.Claim.Run
+		}
+		k.Claim = nil
+		switch {
+		case !passed:
+			k.Failures++
+			k.LastError = "completion check failed"
+			var ev Event
+			k, ev = move(k, StatusReady, now, Event{Kind: EventCheckFailed, Run: run, Actor: actor, Text: tail(output, 2000)})
+			c.Events = append(c.Events, ev)
+			c.Comments = []Comment{{ID: "cm_" + randomHex(8), Card: k.ID, Author: "completion check", Text: "The completion check failed:\n" + tail(output, 4000), At: now}}
+		case k.Review && !review:
+			k.Result = &res
+			var ev Event
+			k, ev = move(k, StatusReview, now, Event{Kind: EventReview, Run: run, Actor: actor, Text: res.Summary})
+			c.Events = append(c.Events, ev)
+		default:
+			if !review {
+				k.Result = &res
+			}
+			k.Failures, k.LastError, k.CompletedAt = 0, "", now
+			kind := EventCompleted
+			if review {
+				kind = EventApproved
+			}
+			var ev Event
+			k, ev = move(k, StatusDone, now, Event{Kind: kind, Run: run, Actor: actor, Text: res.Summary})
+			c.Events = append(c.Events, ev)
+			promoted, err := s.promoteChildren(ctx, k, now)
+			if err != nil {
+				return change{}, err
+			}
+			c.Cards = append(c.Cards, promoted.Cards...)
+			c.Check = append(c.Check, promoted.Check...)
+			c.Events = append(c.Events, promoted.Events...)
+		}
+		c.Cards = append([]CardWrite{{Card: k, From: from}}, c.Cards...)
+		c.card = k
+		return c, nil
+	})
+}
+
+// promoteChildren is the change that makes ready each todo child of k
+// (now done) whose other parents are done too.
+func (s *Service) promoteChildren(ctx context.Context, k Card, now time.Time) (Change, error) {
+	var c Change
+	for _, cid := range k.Children {
+		child, err := s.Store.Card(ctx, cid)
+		if errs.Is(err, errs.NotFound) {
+			continue
+		}
+		if err != nil {
+			return c, err
+		}
+		if child.Status != StatusTodo {
+			continue
+		}
+		others := slices.DeleteFunc(slices.Clone(child.Parents), func(p string) bool { return p == k.ID })
+		done, checks, err := s.parentsDone(ctx, others)
+		if err != nil {
+			return c, err
+		}
+		if !done {
+			continue
+		}
+		from := child.Version
+		nk, ev := move(child, StatusReady, now, Event{Kind: EventPromoted, Text: "every parent is done"})
+		c.Cards = append(c.Cards, CardWrite{Card: nk, From: from})
+		c.Check = append(c.Check, checks...)
+		c.Events = append(c.Events, ev)
+	}
+	return c, nil
+}
+
+// RequestReview ends a worker's run with its work ready for review.
+// Errors: NotFound, LeaseLost, Invalid.
+func (s *Service) RequestReview(ctx context.Context, id string, token int64, res Result, actor string) (Card, error) {
+	const op = "kanban.RequestReview"
+	return s.apply(ctx, op, func(now time.Time) (change, error) {
+		k, err := s.read(ctx, op, id)
+		if err != nil {
+			return change{}, err
+		}
+		if err := checkToken(op, k, token); err != nil {
+			return change{}, err
+		}
+		if k.Status == StatusDone || k.Status == StatusArchived || k.Status == StatusReview {
+			return change{}, errs.E(op, errs.Invalid, "%s is %s", k.ID, k.Status)
+		}
+		from := k.Version
+		c := change{}
+		run := ""
+		if k.Claim != nil {
+			run = k.Claim.Run
+			c.Runs = []Run{s.endRun(ctx, k, now, OutcomeCompleted, "", res.Summary)}
+			k.Claim = nil
+		}
+		if strings.TrimSpace(res.Summary) != "" {
+			k.Result = &res
+		}
+		k.Review = true
+		var ev Event
+		k, ev = move(k, StatusReview, now, Event{Kind: EventReview, Run: run, Actor: actor, Text: res.Summary})
+		c.Cards = []CardWrite{{Card: k, From: from}}
+		c.Events = []Event{ev}
+		c.card = k
+		return c, nil
+	})
+}
+
+// Approve moves a card in review (or its reviewer's running claim) to
+// done. Errors: NotFound, LeaseLost, Invalid (not in review).
+func (s *Service) Approve(ctx context.Context, id string, token int64, note, actor string) (Card, error) {
+	const op = "kanban.Approve"
+	k, err := s.read(ctx, op, id)
+	if err != nil {
+		return Card{}, err
+	}
+	if k.Status != StatusReview && !(k.Status == StatusRunning && s.reviewing(ctx, k)) {
+		return Card{}, errs.E(op, errs.Invalid, "%s is %s, not in review", k.ID, k.Status)
+	}
+	if k.Status == StatusReview {
+		// A person's approval: as a reviewer's complete without a claim.
+		return s.finishReview(ctx, op, id, 0, note, actor, true)
+	}
+	return s.finishReview(ctx, op, id, token, note, actor, true)
+}
+
+// RequestChanges sends a card in review back to ready, with the
+// reviewer's comments. Errors: NotFound, LeaseLost, Invalid.
+func (s *Service) RequestChanges(ctx context.Context, id string, token int64, comments, actor string) (Card, error) {
+	const op = "kanban.RequestChanges"
+	if strings.TrimSpace(comments) == "" {
+		return Card{}, errs.E(op, errs.Invalid, "a request for changes needs comments saying what to change")
+	}
+	return s.finishReview(ctx, op, id, token, comments, actor, false)
+}
+
+// finishReview ends a review: approved → done (its children promoted),
+// else → ready with the comments.
+func (s *Service) finishReview(ctx context.Context, op, id string, token int64, text, actor string, approved bool) (Card, error) {
+	return s.apply(ctx, op, func(now time.Time) (change, error) {
+		k, err := s.read(ctx, op, id)
+		if err != nil {
+			return change{}, err
+		}
+		if err := checkToken(op, k, token); err != nil {
+			return change{}, err
+		}
+		reviewerRun := k.Status == StatusRunning && s.reviewing(ctx, k)
+		if k.Status != StatusReview && !reviewerRun {
+			return change{}, errs.E(op, errs.Invalid, "%s is %s, not in review", k.ID, k.Status)
+		}
+		from := k.Version
+		c := change{}
+		run := ""
+		if k.Claim != nil {
+			run = k.Claim.Run
+			c.Runs = []Run{s.endRun(ctx, k, now, OutcomeCompleted, "", text)}
+			k.Claim = nil
+		}
+		var ev Event
+		if approved {
+			k.CompletedAt, k.Failures = now, 0
+			k, ev = move(k, StatusDone, now, Event{Kind: EventApproved, Run: run, Actor: actor, Text: text})
+			c.Events = []Event{ev}
+			promoted, err := s.promoteChildren(ctx, k, now)
+			if err != nil {
+				return change{}, err
+			}
+			c.Cards, c.Check = promoted.Cards, promoted.Check
+			c.Events = append(c.Events, promoted.Events...)
+		} else {
+			k, ev = move(k, StatusReady, now, Event{Kind: EventChanges, Run: run, Actor: actor, Text: text})
+			c.Events = []Event{ev}
+			c.Comments = []Comment{{ID: "cm_" + randomHex(8), Card: k.ID, Author: actor, Text: text, At: now}}
+		}
+		c.Cards = append([]CardWrite{{Card: k, From: from}}, c.Cards...)
+		c.card = k
+		return c, nil
+	})
+}
+
+// Release ends a claim that did not end in complete or block: the worker
+// crashed, timed out, never spawned, was reclaimed, or was rate-limited.
+// Every outcome but rate_limited counts a failure; at the card's failure
+// limit it is blocked with a gave_up event carrying the last error, else
+// it is ready again (back in review for a reviewer's claim). A rate
+// limit makes it ready after retryAfter, with no failure counted.
+// Errors: NotFound, LeaseLost.
+func (s *Service) Release(ctx context.Context, id string, token int64, outcome Outcome, reason string, retryAfter time.Duration) (Card, error) {
+	const op = "kanban.Release"
+	if token == 0 {
+		return Card{}, errs.E(op, errs.Invalid, "a release names the claim it ends")
+	}
+	return s.apply(ctx, op, func(now time.Time) (change, error) {
+		k, err := s.read(ctx, op, id)
+		if err != nil {
+			return change{}, err
+		}
+		if err := checkToken(op, k, token); err != nil {
+			return change{}, err
+		}
+		review := s.reviewing(ctx, k)
+		from := k.Version
+		c := change{}
+		c.Runs = []Run{s.endRun(ctx, k, now, outcome, reason, "")}
+		run := k.Claim.Run
+		k.Claim = nil
+		back := StatusReady
+		if review {
+			back = StatusReview
+		}
+		var ev Event
+		switch {
+		case outcome == OutcomeLimited:
+			k.RetryAt = now.Add(retryAfter)
+			k, ev = move(k, back, now, Event{Kind: EventRateLimited, Run: run, Text: reason})
+			c.Events = []Event{ev}
+		default:
+			k.Failures++
+			k.LastError = reason
+			kind := map[Outcome]string{OutcomeCrashed: EventCrashed, OutcomeTimedOut: EventTimedOut, OutcomeReclaimed: EventReclaimed}[outcome]
+			if kind == "" {
+				kind = EventCrashed
+			}
+			if k.Failures >= s.failureLimit(k) {
+				k.BlockKind, k.BlockReason = BlockTransient, "gave up after "+strconv.Itoa(k.Failures)+" failed runs: "+reason
+				k, ev = move(k, StatusBlocked, now, Event{Kind: EventGaveUp, Run: run, Text: reason, Data: map[string]any{"failures": k.Failures, "outcome": string(outcome)}})
+				c.Runs[0].Outcome = OutcomeGaveUp
+				if outcome != OutcomeGaveUp {
+					c.Runs[0].Error = string(outcome) + ": " + reason
+				}
+			} else {
+				k, ev = move(k, back, now, Event{Kind: kind, Run: run, Text: reason, Data: map[string]any{"failures": k.Failures}})
+			}
+			c.Events = []Event{ev}
+		}
+		c.Cards = []CardWrite{{Card: k, From: from}}
+		c.card = k
+		return c, nil
+	})
+}
+
+// Promote makes ready the todo cards of board whose parents are all
+// done, and the scheduled ones whose time came (todo when a parent is
+// not done). It returns the cards it moved.
+func (s *Service) Promote(ctx context.Context, board string) ([]Card, error) {
+	const op = "kanban.Promote"
+	cards, err := s.Store.Cards(ctx, Query{Board: board, Statuses: []Status{StatusTodo, StatusScheduled}})
+	if err != nil {
+		return nil, err
+	}
+	var moved []Card
+	for _, k := range cards {
+		nk, err := s.apply(ctx, op, func(now time.Time) (change, error) {
+			k, err := s.read(ctx, op, k.ID)
+			if err != nil {
+				return change{}, err
+			}
+			if k.Status == StatusScheduled && now.Before(k.ScheduledAt) || k.Status != StatusTodo && k.Status != StatusScheduled {
+				return change{card: k}, nil
+			}
+			done, checks, err := s.parentsDone(ctx, k.Parents)
+			if err != nil {
+				return change{}, err
+			}
+			to := StatusReady
+			if !done {
+				if k.Status == StatusTodo {
+					return change{card: k}, nil
+				}
+				to = StatusTodo
+			}
+			from := k.Version
+			nk, ev := move(k, to, now, Event{Kind: EventPromoted})
+			return change{card: nk, Change: Change{Cards: []CardWrite{{Card: nk, From: from}}, Check: checks, Events: []Event{ev}}}, nil
+		})
+		if errs.Is(err, errs.NotFound) {
+			continue
+		}
+		if err != nil {
+			return moved, err
+		}
+		if nk.Status != k.Status {
+			moved = append(moved, nk)
+		}
+	}
+	return moved, nil
+}
+
+// Schedule holds a card back until at, when Promote makes it ready.
+// Errors: NotFound, Invalid (running, done or archived).
+func (s *Service) Schedule(ctx context.Context, id string, at time.Time, actor string) (Card, error) {
+	const op = "kanban.Schedule"
+	return s.setStatus(ctx, op, id, StatusScheduled, actor, func(k *Card) error {
+		if at.IsZero() {
+			return errs.E(op, errs.Invalid, "a schedule needs a time")
+		}
+		k.ScheduledAt = at
+		return nil
+	})
+}
+
+// Archive takes a card off the board's lists. Errors: NotFound, Invalid
+// (running: stop or reclaim it first).
+func (s *Service) Archive(ctx context.Context, id, actor string) (Card, error) {
+	const op = "kanban.Archive"
+	return s.setStatus(ctx, op, id, StatusArchived, actor, func(*Card) error { return nil })
+}
+
+// setStatus moves a card that no worker holds to status.
+func (s *Service) setStatus(ctx context.Context, op, id string, to Status, actor string, edit func(*Card) error) (Card, error) {
+	return s.apply(ctx, op, func(now time.Time) (change, error) {
+		k, err := s.read(ctx, op, id)
+		if err != nil {
+			return change{}, err
+		}
+		switch k.Status {
+		case StatusRunning:
+			return change{}, errs.E(op, errs.Invalid, "%s is running; reclaim it first", k.ID)
+		case StatusArchived:
+			return change{}, errs.E(op, errs.Invalid, "%s is archived", k.ID)
+		}
+		if to != StatusArchived && k.Status == StatusDone {
+			return change{}, errs.E(op, errs.Invalid, "%s is done", k.ID)
+		}
+		from := k.Version
+		if err := edit(&k); err != nil {
+			return change{}, err
+		}
+		kind := EventMoved
+		if to == StatusArchived {
+			kind = EventArchived
+		}
+		nk, ev := move(k, to, now, Event{Kind: kind, Actor: actor})
+		return change{card: nk, Change: Change{Cards: []CardWrite{{Card: nk, From: from}}, Events: []Event{ev}}}, nil
+	})
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	return "…" + strings.ToValidUTF8(s[len(s)-n:], "")
+}

@@ -1,0 +1,557 @@
+package kanban
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/heraldgw/herald/internal/errs"
+)
+
+// DefaultFailureLimit is how many failed runs in a row give a card up
+// (kanban.failure_limit) when neither the service nor the card says.
+const DefaultFailureLimit = 2
+
+// maxAttempts bounds how often an operation reads again after a
+// conflict before it gives up with it.
+const maxAttempts = 16
+
+// Service is every change a board takes: the CLI, the tools, /kanban,
+// the HTTP API and the dispatcher all go through it, so a rule holds
+// the same for each. Each operation reads what it needs, decides, and
+// writes with Store.Apply; when another writer changed a card first, it
+// reads again and decides again.
+type Service struct {
+	Store        Store
+	FailureLimit int // kanban.failure_limit; 0: DefaultFailureLimit
+	// Check runs a card's completion check (its command) and returns its
+	// output and whether it passed; nil: a card with a check cannot be
+	// completed.
+	Check func(ctx context.Context, k Card) (output string, ok bool, err error)
+}
+
+// CreateSpec is a card to create.
+type CreateSpec struct {
+	Board    string // "": the default board
+	Title    string
+	Body     string
+	Assignee string
+	Priority int
+	Parents  []string
+	// Status is "" (ready when every parent is done, else todo), or an
+	// explicit triage, todo, blocked or scheduled (with ScheduledAt).
+	Status          Status
+	ScheduledAt     time.Time
+	Workspace       Workspace
+	MaxRuntime      time.Duration
+	MaxRetries      int
+	IdempotencyKey  string
+	CreatedBy       string
+	Tenant          string
+	Review          bool
+	CompletionCheck string
+}
+
+// change is one decision: the change to apply and the card the caller
+// is told of.
+type change struct {
+	Change
+	card Card
+}
+
+// apply runs decide until its change applies without a conflict, and
+// returns the card decide named, as written.
+func (s *Service) apply(ctx context.Context, op string, decide func(now time.Time) (change, error)) (Card, error) {
+	for range maxAttempts {
+		now, err := s.Store.Now(ctx)
+		if err != nil {
+			return Card{}, err
+		}
+		c, err := decide(now)
+		if err != nil {
+			return Card{}, err
+		}
+		if _, err := s.Store.Apply(ctx, c.Change); errs.Is(err, errs.Conflict) {
+			continue
+		} else if err != nil {
+			return Card{}, err
+		}
+		for _, w := range c.Cards {
+			if w.Card.ID == c.card.ID {
+				c.card.Version = w.From + 1
+			}
+		}
+		return c.card, nil
+	}
+	return Card{}, errs.E(op, errs.Conflict, "the board kept changing under this change; try again")
+}
+
+// Create makes a card, or returns the one its idempotency key names
+// (created false). Errors: Invalid (no title, an unknown or foreign
+// parent, a status a card cannot start in).
+func (s *Service) Create(ctx context.Context, spec CreateSpec) (k Card, created bool, err error) {
+	const op = "kanban.Create"
+	spec.Board = strings.TrimSpace(spec.Board)
+	if spec.Board == "" {
+		spec.Board = DefaultBoard
+	}
+	spec.Title = strings.TrimSpace(spec.Title)
+	switch {
+	case spec.Title == "":
+		return Card{}, false, errs.E(op, errs.Invalid, "a card needs a title")
+	case spec.Status == StatusScheduled && spec.ScheduledAt.IsZero():
+		return Card{}, false, errs.E(op, errs.Invalid, "a scheduled card needs the time it becomes ready")
+	case spec.MaxRuntime < 0 || spec.MaxRetries < 0:
+		return Card{}, false, errs.E(op, errs.Invalid, "max_runtime_seconds and max_retries may not be negative")
+	}
+	switch spec.Status {
+	case "", StatusTriage, StatusTodo, StatusBlocked, StatusScheduled:
+	default:
+		return Card{}, false, errs.E(op, errs.Invalid, "a card starts as triage, todo, blocked or scheduled, or is made ready when its parents are done; not %q", spec.Status)
+	}
+	if err := CheckSlug(op, spec.Board); err != nil {
+		return Card{}, false, err
+	}
+	if spec.Workspace.Kind == "" {
+		spec.Workspace.Kind = WorkspaceScratch
+	}
+	if err := checkWorkspace(op, spec.Workspace); err != nil {
+		return Card{}, false, err
+	}
+	id := NewCardID()
+	for range maxAttempts {
+		if spec.IdempotencyKey != "" {
+			k, err := s.Store.CardByKey(ctx, spec.Board, spec.IdempotencyKey)
+			if err == nil {
+				return k, false, nil
+			}
+			if !errs.Is(err, errs.NotFound) {
+				return Card{}, false, err
+			}
+		}
+		now, err := s.Store.Now(ctx)
+		if err != nil {
+			return Card{}, false, err
+		}
+		c := Change{}
+		allDone := true
+		for _, pid := range dedupe(spec.Parents) {
+			p, err := s.Store.Card(ctx, pid)
+			if errs.Is(err, errs.NotFound) || (err == nil && p.Board != spec.Board) {
+				return Card{}, false, errs.E(op, errs.Invalid, "parent %s is not a card of board %s", pid, spec.Board)
+			}
+			if err != nil {
+				return Card{}, false, err
+			}
+			allDone = allDone && p.Status == StatusDone
+			c.Check = append(c.Check, Version{ID: p.ID, Version: p.Version})
+			c.Link = append(c.Link, Link{Parent: p.ID, Child: id})
+		}
+		k = Card{
+			ID: id, Board: spec.Board, Title: spec.Title, Body: spec.Body,
+			Assignee: Lane(spec.Assignee), Priority: spec.Priority, Status: spec.Status,
+			Workspace: spec.Workspace, MaxRuntime: spec.MaxRuntime, MaxRetries: spec.MaxRetries,
+			IdempotencyKey: spec.IdempotencyKey, CreatedBy: spec.CreatedBy, Tenant: spec.Tenant,
+			Review: spec.Review, CompletionCheck: spec.CompletionCheck, ScheduledAt: spec.ScheduledAt,
+			CreatedAt: now, UpdatedAt: now,
+		}
+		switch {
+		case k.Status != "":
+		case allDone:
+			k.Status, k.ReadyAt = StatusReady, now
+		default:
+			k.Status = StatusTodo
+		}
+		c.Cards = []CardWrite{{Card: k}}
+		c.Events = []Event{{Board: k.Board, Card: k.ID, Kind: EventCreated, To: k.Status, Actor: spec.CreatedBy, Text: k.Title, At: now}}
+		_, err = s.Store.Apply(ctx, c)
+		if errs.Is(err, errs.Conflict) {
+			continue // a parent moved on, or another made the key's card first
+		}
+		if err != nil {
+			return Card{}, false, err
+		}
+		k.Version = 1
+		for _, l := range c.Link {
+			k.Parents = append(k.Parents, l.Parent)
+		}
+		return k, true, nil
+	}
+	return Card{}, false, errs.E(op, errs.Conflict, "the board kept changing under this create; try again")
+}
+
+// Lane is a lane's name as cards carry it: trimmed, lower-cased.
+func Lane(name string) string { return strings.ToLower(strings.TrimSpace(name)) }
+
+func checkWorkspace(op string, w Workspace) error {
+	switch w.Kind {
+	case WorkspaceScratch, WorkspaceWorktree:
+	case WorkspaceDir:
+		if w.Path == "" {
+			return errs.E(op, errs.Invalid, "a dir workspace needs its directory")
+		}
+	default:
+		return errs.E(op, errs.Invalid, "workspace %q: scratch, worktree or dir", w.Kind)
+	}
+	return nil
+}
+
+func dedupe(ids []string) []string {
+	var out []string
+	for _, id := range ids {
+		if id = strings.TrimSpace(id); id != "" && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// read returns the card id. Errors: NotFound, saying so.
+func (s *Service) read(ctx context.Context, op, id string) (Card, error) {
+	k, err := s.Store.Card(ctx, id)
+	if errs.Is(err, errs.NotFound) {
+		return Card{}, errs.E(op, errs.NotFound, "no card %s", id)
+	}
+	return k, err
+}
+
+// move is k moved to status to at now, with its event.
+func move(k Card, to Status, now time.Time, ev Event) (Card, Event) {
+	ev.Board, ev.Card, ev.From, ev.To, ev.At = k.Board, k.ID, k.Status, to, now
+	if ev.Kind == "" {
+		ev.Kind = EventMoved
+	}
+	k.Status, k.UpdatedAt = to, now
+	if to == StatusReady || to == StatusReview {
+		k.ReadyAt = now
+	}
+	return k, ev
+}
+
+// Link makes parent a parent of child. Errors: NotFound, Invalid (a
+// self-link, cards of two boards, a link that makes a cycle, named).
+func (s *Service) Link(ctx context.Context, parent, child, actor string) (Card, error) {
+	const op = "kanban.Link"
+	if parent == child {
+		return Card{}, errs.E(op, errs.Invalid, "card %s cannot be its own parent", parent)
+	}
+	return s.apply(ctx, op, func(now time.Time) (change, error) {
+		p, err := s.read(ctx, op, parent)
+		if err != nil {
+			return change{}, err
+		}
+		k, err := s.read(ctx, op, child)
+		if err != nil {
+			return change{}, err
+		}
+		if p.Board != k.Board {
+			return change{}, errs.E(op, errs.Invalid, "%s is on board %s and %s on %s: links stay within a board", p.ID, p.Board, k.ID, k.Board)
+		}
+		if slices.Contains(k.Parents, p.ID) {
+			return change{card: k}, nil
+		}
+		// A cycle is a path from the child down to the parent; every card
+		// on the walk is checked unchanged, so two links made at once
+		// cannot close one between them.
+		path, walked, err := s.pathDown(ctx, k, p.ID)
+		if err != nil {
+			return change{}, err
+		}
+		if path != nil {
+			return change{}, errs.E(op, errs.Invalid, "linking %s → %s would make a cycle: %s", p.ID, k.ID, strings.Join(append(path, k.ID), " → "))
+		}
+		c := change{Change: Change{Check: walked, Link: []Link{{Parent: p.ID, Child: k.ID}}}}
+		p.UpdatedAt = now
+		nk := k
+		var evs []Event
+		if p.Status != StatusDone && (k.Status == StatusReady) {
+			var ev Event
+			nk, ev = move(k, StatusTodo, now, Event{Text: "waits for " + p.ID})
+			evs = append(evs, ev)
+		}
+		nk.UpdatedAt = now
+		c.Cards = []CardWrite{{Card: p, From: p.Version}, {Card: nk, From: k.Version}}
+		c.Events = append([]Event{{Board: k.Board, Card: k.ID, Kind: EventLinked, Actor: actor, Text: p.ID + " → " + k.ID, At: now}}, evs...)
+		nk.Parents = append(slices.Clone(k.Parents), p.ID)
+		c.card = nk
+		return c, nil
+	})
+}
+
+// pathDown walks from k down its children looking for target, and
+// returns the path from target down to k's child side (target first)
+// when there is one, and every card it read with its version.
+func (s *Service) pathDown(ctx context.Context, k Card, target string) ([]string, []Version, error) {
+	type step struct {
+		id   string
+		from []string
+	}
+	var walked []Version
+	seen := map[string]bool{k.ID: true}
+	queue := []step{}
+	for _, c := range k.Children {
+		queue = append(queue, step{id: c, from: []string{k.ID}})
+	}
+	for len(queue) > 0 {
+		st := queue[0]
+		queue = queue[1:]
+		if seen[st.id] {
+			continue
+		}
+		seen[st.id] = true
+		if st.id == target {
+			path := append([]string{target}, reversed(st.from)...)
+			return path[:len(path)-1], walked, nil
+		}
+		c, err := s.Store.Card(ctx, st.id)
+		if errs.Is(err, errs.NotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		walked = append(walked, Version{ID: c.ID, Version: c.Version})
+		for _, next := range c.Children {
+			queue = append(queue, step{id: next, from: append(slices.Clone(st.from), c.ID)})
+		}
+	}
+	return nil, walked, nil
+}
+
+func reversed(s []string) []string {
+	out := slices.Clone(s)
+	slices.Reverse(out)
+	return out
+}
+
+// Unlink takes parent away from child's parents; a todo child whose
+// remaining parents are done becomes ready. Errors: NotFound.
+func (s *Service) Unlink(ctx context.Context, parent, child, actor string) (Card, error) {
+	const op = "kanban.Unlink"
+	return s.apply(ctx, op, func(now time.Time) (change, error) {
+		k, err := s.read(ctx, op, child)
+		if err != nil {
+			return change{}, err
+		}
+		if !slices.Contains(k.Parents, parent) {
+			return change{}, errs.E(op, errs.NotFound, "%s is not a parent of %s", parent, child)
+		}
+		c := change{Change: Change{Unlink: []Link{{Parent: parent, Child: child}}}}
+		c.Events = []Event{{Board: k.Board, Card: k.ID, Kind: EventUnlinked, Actor: actor, Text: parent + " → " + child, At: now}}
+		rest := slices.DeleteFunc(slices.Clone(k.Parents), func(p string) bool { return p == parent })
+		nk := k
+		nk.UpdatedAt = now
+		if k.Status == StatusTodo {
+			done, checks, err := s.parentsDone(ctx, rest)
+			if err != nil {
+				return change{}, err
+			}
+			c.Check = checks
+			if done {
+				var ev Event
+				nk, ev = move(nk, StatusReady, now, Event{Kind: EventPromoted})
+				c.Events = append(c.Events, ev)
+			}
+		}
+		c.Cards = []CardWrite{{Card: nk, From: k.Version}}
+		if p, err := s.Store.Card(ctx, parent); err == nil {
+			p.UpdatedAt = now
+			c.Cards = append(c.Cards, CardWrite{Card: p, From: p.Version})
+		}
+		nk.Parents = rest
+		c.card = nk
+		return c, nil
+	})
+}
+
+// parentsDone reports whether every one of ids is done, with the
+// versions it read.
+func (s *Service) parentsDone(ctx context.Context, ids []string) (bool, []Version, error) {
+	var checks []Version
+	done := true
+	for _, id := range ids {
+		p, err := s.Store.Card(ctx, id)
+		if errs.Is(err, errs.NotFound) {
+			continue
+		}
+		if err != nil {
+			return false, nil, err
+		}
+		checks = append(checks, Version{ID: p.ID, Version: p.Version})
+		done = done && p.Status == StatusDone
+	}
+	return done, checks, nil
+}
+
+// Comment adds a comment to a card. Errors: NotFound, Invalid (empty).
+func (s *Service) Comment(ctx context.Context, id, author, text string) (Comment, error) {
+	const op = "kanban.Comment"
+	text = strings.TrimSpace(text)
+	if text == "" {
+		return Comment{}, errs.E(op, errs.Invalid, "an empty comment")
+	}
+	k, err := s.read(ctx, op, id)
+	if err != nil {
+		return Comment{}, err
+	}
+	now, err := s.Store.Now(ctx)
+	if err != nil {
+		return Comment{}, err
+	}
+	cm := Comment{ID: "cm_" + randomHex(8), Card: k.ID, Author: author, Text: text, At: now}
+	_, err = s.Store.Apply(ctx, Change{
+		Comments: []Comment{cm},
+		Events:   []Event{{Board: k.Board, Card: k.ID, Kind: EventCommented, Actor: author, Text: text, At: now}},
+	})
+	return cm, err
+}
+
+// Assign gives a card to a lane ("" unassigns). A running card is not
+// reassigned: its worker is the lane's. Errors: NotFound, Conflict
+// (running).
+func (s *Service) Assign(ctx context.Context, id, lane, actor string) (Card, error) {
+	const op = "kanban.Assign"
+	lane = Lane(lane)
+	return s.apply(ctx, op, func(now time.Time) (change, error) {
+		k, err := s.read(ctx, op, id)
+		if err != nil {
+			return change{}, err
+		}
+		if k.Status == StatusRunning {
+			return change{}, errs.E(op, errs.Conflict, "%s is running on lane %s; it is reassigned once its run ends (or reclaim it first)", k.ID, k.Assignee)
+		}
+		from := k.Version
+		k.Assignee, k.UpdatedAt = lane, now
+		return change{card: k, Change: Change{
+			Cards:  []CardWrite{{Card: k, From: from}},
+			Events: []Event{{Board: k.Board, Card: k.ID, Kind: EventAssigned, Actor: actor, Text: lane, At: now}},
+		}}, nil
+	})
+}
+
+// Block blocks a card: a dependency sends it back to todo, any other kind
+// to blocked, where it stays until unblocked; blocked a second time for
+// the same reason after an unblock, it goes to triage for a person. A
+// worker's block names its claim's token (and ends its run); a person's
+// names none (0). Errors: NotFound, Invalid (an unknown kind, no
+// reason, a card already done or archived), LeaseLost (token is not the
+// card's claim).
+func (s *Service) Block(ctx context.Context, id string, token int64, kind BlockKind, reason, actor string) (Card, error) {
+	const op = "kanban.Block"
+	reason = strings.TrimSpace(reason)
+	if kind == "" {
+		kind = BlockNeedsInput
+	}
+	if !slices.Contains(BlockKinds, kind) {
+		return Card{}, errs.E(op, errs.Invalid, "block kind %q: dependency, needs_input, capability or transient", kind)
+	}
+	if reason == "" {
+		return Card{}, errs.E(op, errs.Invalid, "a block needs a reason")
+	}
+	return s.apply(ctx, op, func(now time.Time) (change, error) {
+		k, err := s.read(ctx, op, id)
+		if err != nil {
+			return change{}, err
+		}
+		if err := checkToken(op, k, token); err != nil {
+			return change{}, err
+		}
+		if k.Status == StatusDone || k.Status == StatusArchived {
+			return change{}, errs.E(op, errs.Invalid, "%s is %s", k.ID, k.Status)
+		}
+		from := k.Version
+		c := change{}
+		if k.Claim != nil {
+			c.Runs = append(c.Runs, s.endRun(ctx, k, now, OutcomeBlocked, reason, ""))
+			k.Claim = nil
+		}
+		to := StatusBlocked
+		switch {
+		case kind == BlockDependency:
+			to = StatusTodo
+		case k.BlockReason == reason && k.Status != StatusBlocked:
+			// The same block again after an unblock: a person looks.
+			k.Reblocks++
+			to = StatusTriage
+		default:
+			k.Reblocks = 0
+		}
+		k.BlockKind, k.BlockReason = kind, reason
+		var ev Event
+		k, ev = move(k, to, now, Event{Kind: EventBlocked, Actor: actor, Text: reason, Data: map[string]any{"kind": string(kind)}})
+		c.Cards = []CardWrite{{Card: k, From: from}}
+		c.Events = []Event{ev}
+		c.card = k
+		return c, nil
+	})
+}
+
+// Unblock sends a blocked (or triaged) card back: ready when every
+// parent is done, else todo; its failure count starts again. Errors:
+// NotFound, Invalid (not blocked or in triage).
+func (s *Service) Unblock(ctx context.Context, id, actor string) (Card, error) {
+	const op = "kanban.Unblock"
+	return s.apply(ctx, op, func(now time.Time) (change, error) {
+		k, err := s.read(ctx, op, id)
+		if err != nil {
+			return change{}, err
+		}
+		if k.Status != StatusBlocked && k.Status != StatusTriage {
+			return change{}, errs.E(op, errs.Invalid, "%s is %s, not blocked", k.ID, k.Status)
+		}
+		done, checks, err := s.parentsDone(ctx, k.Parents)
+		if err != nil {
+			return change{}, err
+		}
+		from := k.Version
+		to := StatusTodo
+		if done {
+			to = StatusReady
+		}
+		k.Failures, k.LastError, k.BlockKind, k.RetryAt = 0, "", "", time.Time{}
+		var ev Event
+		k, ev = move(k, to, now, Event{Kind: EventUnblocked, Actor: actor})
+		return change{card: k, Change: Change{Cards: []CardWrite{{Card: k, From: from}}, Check: checks, Events: []Event{ev}}}, nil
+	})
+}
+
+// checkToken refuses, with LeaseLost, a worker's write (token > 0) about
+// a card its claim no longer holds.
+func checkToken(op string, k Card, token int64) error {
+	if token == 0 {
+		return nil
+	}
+	if k.Claim == nil || k.Claim.Token != token {
+		return errs.E(op, errs.LeaseLost, "%s is not held by claim %d any more (it was released or taken by another worker)", k.ID, token)
+	}
+	return nil
+}
+
+// endRun is the run k's claim started, ended now with outcome.
+func (s *Service) endRun(ctx context.Context, k Card, now time.Time, outcome Outcome, errText, summary string) Run {
+	r := Run{ID: k.Claim.Run, Card: k.ID, Board: k.Board, Lane: k.Claim.Lane, Owner: k.Claim.Owner}
+	if rs, err := s.Store.Runs(ctx, k.ID); err == nil {
+		for _, x := range rs {
+			if x.ID == k.Claim.Run {
+				r = x
+			}
+		}
+	}
+	if r.Started.IsZero() {
+		r.Started = now
+	}
+	r.Ended, r.Outcome, r.Error, r.Summary = now, outcome, errText, summary
+	return r
+}
+
+// failureLimit is how many failures in a row give k up.
+func (s *Service) failureLimit(k Card) int {
+	switch {
+	case k.MaxRetries > 0:
+		return k.MaxRetries
+	case s.FailureLimit > 0:
+		return s.FailureLimit
+	}
+	return DefaultFailureLimit
+}
