@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/proc"
 )
 
 // Limits on what a script's run keeps.
@@ -50,15 +51,15 @@ func runScript(ctx context.Context, c clock.Clock, path, dir string, env []strin
 	var stdout, stderr capped
 	stdout.max, stderr.max = scriptOutputMax, 64<<10
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	proc.OwnGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		return scriptResult{Err: fmt.Errorf("the script %s could not be started: %v", path, err)}
 	}
-	stop := context.AfterFunc(runCtx, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	stop := context.AfterFunc(runCtx, func() { _ = proc.KillGroup(cmd.Process.Pid, syscall.SIGKILL) })
 	err := cmd.Wait()
 	stop()
 	// What the script left running ends with it.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = proc.KillGroup(cmd.Process.Pid, syscall.SIGKILL)
 	res := scriptResult{Stdout: strings.ToValidUTF8(stdout.String(), "\uFFFD")}
 	tail := lastChars(strings.TrimSpace(strings.ToValidUTF8(stderr.String(), "\uFFFD")), stderrTail)
 	switch {

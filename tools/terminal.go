@@ -15,6 +15,7 @@ import (
 
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/proc"
 )
 
 const (
@@ -169,7 +170,7 @@ func startGroup(dir, command string, maxChars int) (*group, error) {
 	// order, and Wait returns when the shell exits, not when the last
 	// process holding the pipe does.
 	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	proc.OwnGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
@@ -188,7 +189,7 @@ func startGroup(dir, command string, maxChars int) (*group, error) {
 // kill ends the whole process group. The group's id is the shell's pid,
 // which stays reserved while any process of the group lives.
 func (g *group) kill() {
-	_ = syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
+	_ = proc.KillGroup(g.cmd.Process.Pid, syscall.SIGKILL)
 }
 
 // drain waits for the output to be read to its end, a while at most,
