@@ -150,6 +150,9 @@ type Card struct {
 	// RetryAt holds a card back from claims until then (a rate-limited
 	// run's delay).
 	RetryAt time.Time `json:"retry_at,omitzero"`
+	// Waiting says why a ready card is not claimed, as the dispatcher
+	// last noted it (reason/level), so each is said once.
+	Waiting string `json:"waiting,omitempty"`
 
 	Claim  *Claim  `json:"claim,omitempty"`
 	Result *Result `json:"result,omitempty"`

@@ -60,13 +60,13 @@ func (s *Service) Claim(ctx context.Context, id string, spec ClaimSpec) (Card, e
 		}
 		return Card{}, errs.E(op, errs.Invalid, "%s has parents that are not done; it is back in todo", k.ID)
 	}
-	lane := Lane(spec.Lane)
+	lane := LaneName(spec.Lane)
 	if lane == "" {
 		lane = k.Assignee
 	}
 	r := Run{ID: NewRunID(), Card: k.ID, Board: k.Board, Lane: lane, Owner: spec.Owner, Review: spec.Review, Started: now}
 	k.Claim = &Claim{Owner: spec.Owner, Token: from + 1, Expires: now.Add(spec.TTL), Run: r.ID, Lane: lane, Heartbeat: now}
-	k.Status, k.UpdatedAt = StatusRunning, now
+	k.Status, k.UpdatedAt, k.Waiting = StatusRunning, now, ""
 	ev := Event{Board: k.Board, Card: k.ID, Kind: EventClaimed, From: want, To: StatusRunning, Run: r.ID, Actor: spec.Owner, Text: lane, At: now}
 	if spec.Review {
 		ev.Data = map[string]any{"review": true}
@@ -395,14 +395,24 @@ func (s *Service) finishReview(ctx context.Context, op, id string, token int64, 
 	})
 }
 
+// Ending is how a claim that did not end in complete or block ended.
+type Ending struct {
+	Outcome Outcome // crashed, timed_out, reclaimed, or rate_limited
+	Reason  string
+	// RetryAfter holds a rate-limited card back this long.
+	RetryAfter time.Duration
+	// Uncounted ends it without a failure: the gateway stopped it.
+	Uncounted bool
+}
+
 // Release ends a claim that did not end in complete or block: the worker
 // crashed, timed out, never spawned, was reclaimed, or was rate-limited.
-// Every outcome but rate_limited counts a failure; at the card's failure
-// limit it is blocked with a gave_up event carrying the last error, else
-// it is ready again (back in review for a reviewer's claim). A rate
-// limit makes it ready after retryAfter, with no failure counted.
+// Every outcome but rate_limited counts a failure (unless Uncounted); at
+// the card's failure limit it is blocked with a gave_up event carrying
+// the last error, else it is ready again (back in review for a
+// reviewer's claim). A rate limit makes it ready after RetryAfter.
 // Errors: NotFound, LeaseLost.
-func (s *Service) Release(ctx context.Context, id string, token int64, outcome Outcome, reason string, retryAfter time.Duration) (Card, error) {
+func (s *Service) Release(ctx context.Context, id string, token int64, e Ending) (Card, error) {
 	const op = "kanban.Release"
 	if token == 0 {
 		return Card{}, errs.E(op, errs.Invalid, "a release names the claim it ends")
@@ -418,38 +428,37 @@ func (s *Service) Release(ctx context.Context, id string, token int64, outcome O
 		review := s.reviewing(ctx, k)
 		from := k.Version
 		c := change{}
-		c.Runs = []Run{s.endRun(ctx, k, now, outcome, reason, "")}
+		c.Runs = []Run{s.endRun(ctx, k, now, e.Outcome, e.Reason, "")}
 		run := k.Claim.Run
 		k.Claim = nil
 		back := StatusReady
 		if review {
 			back = StatusReview
 		}
+		kind := map[Outcome]string{OutcomeCrashed: EventCrashed, OutcomeTimedOut: EventTimedOut, OutcomeReclaimed: EventReclaimed, OutcomeLimited: EventRateLimited}[e.Outcome]
+		if kind == "" {
+			kind = EventCrashed
+		}
 		var ev Event
 		switch {
-		case outcome == OutcomeLimited:
-			k.RetryAt = now.Add(retryAfter)
-			k, ev = move(k, back, now, Event{Kind: EventRateLimited, Run: run, Text: reason})
-			c.Events = []Event{ev}
+		case e.Outcome == OutcomeLimited || e.Uncounted:
+			if e.Outcome == OutcomeLimited {
+				k.RetryAt = now.Add(e.RetryAfter)
+			}
+			k, ev = move(k, back, now, Event{Kind: kind, Run: run, Text: e.Reason})
 		default:
 			k.Failures++
-			k.LastError = reason
-			kind := map[Outcome]string{OutcomeCrashed: EventCrashed, OutcomeTimedOut: EventTimedOut, OutcomeReclaimed: EventReclaimed}[outcome]
-			if kind == "" {
-				kind = EventCrashed
-			}
+			k.LastError = e.Reason
 			if k.Failures >= s.failureLimit(k) {
-				k.BlockKind, k.BlockReason = BlockTransient, "gave up after "+strconv.Itoa(k.Failures)+" failed runs: "+reason
-				k, ev = move(k, StatusBlocked, now, Event{Kind: EventGaveUp, Run: run, Text: reason, Data: map[string]any{"failures": k.Failures, "outcome": string(outcome)}})
+				k.BlockKind, k.BlockReason = BlockTransient, "gave up after "+strconv.Itoa(k.Failures)+" failed runs: "+e.Reason
+				k, ev = move(k, StatusBlocked, now, Event{Kind: EventGaveUp, Run: run, Text: e.Reason, Data: map[string]any{"failures": k.Failures, "outcome": string(e.Outcome)}})
 				c.Runs[0].Outcome = OutcomeGaveUp
-				if outcome != OutcomeGaveUp {
-					c.Runs[0].Error = string(outcome) + ": " + reason
-				}
+				c.Runs[0].Error = string(e.Outcome) + ": " + e.Reason
 			} else {
-				k, ev = move(k, back, now, Event{Kind: kind, Run: run, Text: reason, Data: map[string]any{"failures": k.Failures}})
+				k, ev = move(k, back, now, Event{Kind: kind, Run: run, Text: e.Reason, Data: map[string]any{"failures": k.Failures}})
 			}
-			c.Events = []Event{ev}
 		}
+		c.Events = []Event{ev}
 		c.Cards = []CardWrite{{Card: k, From: from}}
 		c.card = k
 		return c, nil

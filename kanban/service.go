@@ -29,6 +29,9 @@ type Service struct {
 	// output and whether it passed; nil: a card with a check cannot be
 	// completed.
 	Check func(ctx context.Context, k Card) (output string, ok bool, err error)
+	// Ready, when set, is told after a change made a card ready (or
+	// put it in review): the dispatcher of this process looks at once.
+	Ready func()
 }
 
 // CreateSpec is a card to create.
@@ -77,6 +80,7 @@ func (s *Service) apply(ctx context.Context, op string, decide func(now time.Tim
 		} else if err != nil {
 			return Card{}, err
 		}
+		s.readied(c.Change)
 		for _, w := range c.Cards {
 			if w.Card.ID == c.card.ID {
 				c.card.Version = w.From + 1
@@ -150,7 +154,7 @@ func (s *Service) Create(ctx context.Context, spec CreateSpec) (k Card, created 
 		}
 		k = Card{
 			ID: id, Board: spec.Board, Title: spec.Title, Body: spec.Body,
-			Assignee: Lane(spec.Assignee), Priority: spec.Priority, Status: spec.Status,
+			Assignee: LaneName(spec.Assignee), Priority: spec.Priority, Status: spec.Status,
 			Workspace: spec.Workspace, MaxRuntime: spec.MaxRuntime, MaxRetries: spec.MaxRetries,
 			IdempotencyKey: spec.IdempotencyKey, CreatedBy: spec.CreatedBy, Tenant: spec.Tenant,
 			Review: spec.Review, CompletionCheck: spec.CompletionCheck, ScheduledAt: spec.ScheduledAt,
@@ -172,6 +176,7 @@ func (s *Service) Create(ctx context.Context, spec CreateSpec) (k Card, created 
 		if err != nil {
 			return Card{}, false, err
 		}
+		s.readied(c)
 		k.Version = 1
 		for _, l := range c.Link {
 			k.Parents = append(k.Parents, l.Parent)
@@ -181,8 +186,21 @@ func (s *Service) Create(ctx context.Context, spec CreateSpec) (k Card, created 
 	return Card{}, false, errs.E(op, errs.Conflict, "the board kept changing under this create; try again")
 }
 
-// Lane is a lane's name as cards carry it: trimmed, lower-cased.
-func Lane(name string) string { return strings.ToLower(strings.TrimSpace(name)) }
+// readied tells Ready when c made a card claimable.
+func (s *Service) readied(c Change) {
+	if s.Ready == nil {
+		return
+	}
+	for _, w := range c.Cards {
+		if w.Card.Status == StatusReady || w.Card.Status == StatusReview {
+			s.Ready()
+			return
+		}
+	}
+}
+
+// LaneName is a lane's name as cards carry it: trimmed, lower-cased.
+func LaneName(name string) string { return strings.ToLower(strings.TrimSpace(name)) }
 
 func checkWorkspace(op string, w Workspace) error {
 	switch w.Kind {
@@ -412,7 +430,7 @@ func (s *Service) Comment(ctx context.Context, id, author, text string) (Comment
 // (running).
 func (s *Service) Assign(ctx context.Context, id, lane, actor string) (Card, error) {
 	const op = "kanban.Assign"
-	lane = Lane(lane)
+	lane = LaneName(lane)
 	return s.apply(ctx, op, func(now time.Time) (change, error) {
 		k, err := s.read(ctx, op, id)
 		if err != nil {

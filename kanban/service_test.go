@@ -279,7 +279,7 @@ func TestFailuresGiveUp(t *testing.T) {
 	eachStore(t, func(t *testing.T, h *harness) {
 		k := h.create(kanban.CreateSpec{Title: "flaky"})
 		run := h.claim(k.ID)
-		if _, err := h.svc.Release(h.ctx, k.ID, run.Claim.Token, kanban.OutcomeCrashed, "process 4242 is gone", 0); err != nil {
+		if _, err := h.svc.Release(h.ctx, k.ID, run.Claim.Token, kanban.Ending{Outcome: kanban.OutcomeCrashed, Reason: "process 4242 is gone"}); err != nil {
 			t.Fatal(err)
 		}
 		got := h.wantStatus(k.ID, kanban.StatusReady)
@@ -294,7 +294,7 @@ func TestFailuresGiveUp(t *testing.T) {
 		// Rate limits requeue with a delay and count nothing.
 		for range 3 {
 			r := h.claim(k.ID)
-			if _, err := h.svc.Release(h.ctx, k.ID, r.Claim.Token, kanban.OutcomeLimited, "exit 75", time.Minute); err != nil {
+			if _, err := h.svc.Release(h.ctx, k.ID, r.Claim.Token, kanban.Ending{Outcome: kanban.OutcomeLimited, Reason: "exit 75", RetryAfter: time.Minute}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := h.svc.Claim(h.ctx, k.ID, kanban.ClaimSpec{Owner: "w", TTL: time.Minute}); !errs.Is(err, errs.Conflict) {
@@ -306,7 +306,7 @@ func TestFailuresGiveUp(t *testing.T) {
 			t.Errorf("failures after rate limits = %d, want still 1", got.Failures)
 		}
 		r := h.claim(k.ID)
-		if _, err := h.svc.Release(h.ctx, k.ID, r.Claim.Token, kanban.OutcomeTimedOut, "ran past 10m", 0); err != nil {
+		if _, err := h.svc.Release(h.ctx, k.ID, r.Claim.Token, kanban.Ending{Outcome: kanban.OutcomeTimedOut, Reason: "ran past 10m"}); err != nil {
 			t.Fatal(err)
 		}
 		got = h.wantStatus(k.ID, kanban.StatusBlocked)

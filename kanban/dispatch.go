@@ -1,0 +1,668 @@
+package kanban
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
+)
+
+// Defaults for DispatcherOptions.
+const (
+	DefaultDispatchInterval = 60 * time.Second
+	DefaultClaimTTL         = 900 * time.Second
+	DefaultMaxSpawn         = 8
+	// stopShutdown is why a worker the gateway's shutdown stopped was.
+	stopShutdown = "the gateway stopped"
+	// strandedAfter is how long a ready card may wait unclaimed before
+	// the dispatcher says so (an error at twice it, critical at six).
+	strandedAfter = 30 * time.Minute
+	// rateLimitDelay is how long a rate-limited card waits before its
+	// next run.
+	rateLimitDelay = time.Minute
+	// breakerFailures in a row pause a lane for breakerPause.
+	breakerFailures = 3
+	breakerPause    = 30 * time.Minute
+)
+
+// LaneConfig is one lane a dispatcher runs.
+type LaneConfig struct {
+	Lane          Lane
+	MaxConcurrent int // workers of the lane at once on this instance; 0: no cap beyond MaxSpawn
+	// ExitZeroCompletes makes a silent exit 0 (no complete or block
+	// call) complete the card with the worker's last output.
+	ExitZeroCompletes bool
+}
+
+// DispatcherOptions configure NewDispatcher.
+type DispatcherOptions struct {
+	Service *Service // required
+	Lanes   map[string]LaneConfig
+	Name    string // this instance, the owner of its claims; required
+	Host    string // this machine, for the PIDs its workers have
+	// Interval is how often it looks at every board
+	// (kanban.dispatch_interval_seconds); Wake looks at once.
+	Interval time.Duration
+	ClaimTTL time.Duration // kanban.claim_ttl_seconds
+	MaxSpawn int           // workers at once on this instance (kanban.max_spawn)
+	// DefaultAssignee is the lane of a card with none
+	// (kanban.default_assignee); "" leaves such cards waiting, said once.
+	DefaultAssignee string
+	// ReviewDispatch hands cards in review to ReviewLane (or, with
+	// none, to their own lane); off, people review them.
+	ReviewDispatch bool
+	ReviewLane     string
+	// Workspaces is where scratch workspaces and logs are made
+	// ($HERALD_HOME/kanban).
+	Workspaces string
+	// Env returns what a worker is given beside HERALD_KANBAN_*: the API
+	// address and a token good for its card's claim only.
+	Env func(k Card, token int64) []string
+	// Ended, when set, is told of each worker's end once it is recorded.
+	Ended  func(card string, e Exit)
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+// Dispatcher hands ready cards to lanes' workers and looks after the
+// workers it started: it renews their claims while they live, maps how
+// they exit, stops those past their card's max runtime, and releases
+// the claims of workers that died, here or on an instance that did. Any
+// number run at once, on one store: each step is one compare-and-set.
+// It is a component: Start, Shutdown.
+type Dispatcher struct {
+	opts DispatcherOptions
+	svc  *Service
+	clk  clock.Clock
+	log  *slog.Logger
+	wake chan struct{}
+
+	mu      sync.Mutex
+	running map[string]*running // card id → its worker here
+	paused  map[string]time.Time
+	fails   map[string]int // lane → failures in a row
+	cancel  context.CancelFunc
+	done    chan struct{}
+	workers sync.WaitGroup
+}
+
+// running is a worker this instance started.
+type running struct {
+	card    string
+	board   string
+	lane    string
+	token   int64
+	started time.Time
+	max     time.Duration
+	review  bool
+	worker  Worker
+
+	mu      sync.Mutex
+	stopped string // why it was stopped here, when it was
+}
+
+// stop notes why r is stopped, and reports whether it was not already.
+func (r *running) stop(why string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped != "" {
+		return false
+	}
+	r.stopped = why
+	return true
+}
+
+func (r *running) why() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopped
+}
+
+// NewDispatcher returns a dispatcher. Errors: Invalid.
+func NewDispatcher(opts DispatcherOptions) (*Dispatcher, error) {
+	const op = "kanban.NewDispatcher"
+	if opts.Service == nil || opts.Name == "" {
+		return nil, errs.E(op, errs.Invalid, "the dispatcher needs the board service and its instance's name")
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultDispatchInterval
+	}
+	if opts.ClaimTTL <= 0 {
+		opts.ClaimTTL = DefaultClaimTTL
+	}
+	if opts.MaxSpawn <= 0 {
+		opts.MaxSpawn = DefaultMaxSpawn
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Host == "" {
+		opts.Host, _ = os.Hostname()
+	}
+	return &Dispatcher{
+		opts: opts, svc: opts.Service, clk: opts.Clock, log: opts.Logger,
+		wake:    make(chan struct{}, 1),
+		running: map[string]*running{},
+		paused:  map[string]time.Time{},
+		fails:   map[string]int{},
+	}, nil
+}
+
+// Start starts the loop.
+func (d *Dispatcher) Start(context.Context) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	d.mu.Lock()
+	d.cancel, d.done = cancel, make(chan struct{})
+	d.mu.Unlock()
+	go d.loop(ctx)
+	return nil
+}
+
+// Shutdown stops dispatching and stops the workers this instance runs;
+// their claims are released, so another instance (or this one, started
+// again) runs their cards again.
+func (d *Dispatcher) Shutdown(ctx context.Context) error {
+	d.mu.Lock()
+	cancel, done := d.cancel, d.done
+	d.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	<-done
+	d.mu.Lock()
+	rs := make([]*running, 0, len(d.running))
+	for _, r := range d.running {
+		rs = append(rs, r)
+	}
+	d.mu.Unlock()
+	var err error
+	for _, r := range rs {
+		r.stop(stopShutdown)
+		err = errors.Join(err, r.worker.Stop(ctx))
+	}
+	d.workers.Wait()
+	return err
+}
+
+// Workspaces is where the dispatcher makes workspaces and keeps logs.
+func (d *Dispatcher) Workspaces() string { return d.opts.Workspaces }
+
+// Wake makes the dispatcher look at the boards now.
+func (d *Dispatcher) Wake() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (d *Dispatcher) loop(ctx context.Context) {
+	defer close(d.done)
+	heartbeat := max(d.opts.ClaimTTL/3, time.Second)
+	lastTick := time.Time{}
+	for ctx.Err() == nil {
+		now := d.clk.Now()
+		if now.Sub(lastTick) >= d.opts.Interval || lastTick.IsZero() {
+			lastTick = now
+			if _, err := d.Tick(ctx, false); err != nil && ctx.Err() == nil {
+				d.log.Warn("a kanban dispatch failed; it is tried again", "err", err)
+			}
+		}
+		d.Heartbeat(ctx)
+		t := d.clk.NewTimer(min(heartbeat, d.opts.Interval))
+		select {
+		case <-t.C():
+		case <-d.wake:
+			lastTick = time.Time{}
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+}
+
+// TickReport is what one dispatch did, or (dry run) would do.
+type TickReport struct {
+	Claimed   []string // cards claimed and started
+	Released  []string // claims released: their worker died or never started
+	Promoted  []string
+	Skipped   map[string]string // card → why it waits
+	Reclaimed []string
+}
+
+// Tick runs one dispatch over every board: release what died, promote,
+// claim. A dry run claims and changes nothing and says what it would do.
+func (d *Dispatcher) Tick(ctx context.Context, dry bool) (TickReport, error) {
+	rep := TickReport{Skipped: map[string]string{}}
+	boards, err := d.boards(ctx)
+	if err != nil {
+		return rep, err
+	}
+	for _, b := range boards {
+		if err := d.tickBoard(ctx, b, dry, &rep); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+func (d *Dispatcher) boards(ctx context.Context) ([]string, error) {
+	bs, err := d.svc.Store.Boards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{DefaultBoard}
+	for _, b := range bs {
+		if b.Slug != DefaultBoard {
+			out = append(out, b.Slug)
+		}
+	}
+	return out, nil
+}
+
+func (d *Dispatcher) tickBoard(ctx context.Context, board string, dry bool, rep *TickReport) error {
+	now, err := d.svc.Store.Now(ctx)
+	if err != nil {
+		return err
+	}
+	// 1–3: claims whose worker died or ran out, and max runtime.
+	runningCards, err := d.svc.Store.Cards(ctx, Query{Board: board, Statuses: []Status{StatusRunning}})
+	if err != nil {
+		return err
+	}
+	for _, k := range runningCards {
+		if k.Claim == nil {
+			continue
+		}
+		d.mu.Lock()
+		r := d.running[k.ID]
+		d.mu.Unlock()
+		if r != nil && r.token == k.Claim.Token {
+			continue // ours: heartbeat looks after it
+		}
+		if !dry {
+			if released, err := d.reclaim(ctx, k, now); err != nil {
+				d.log.Warn("reclaiming a kanban card failed", "card", k.ID, "err", err)
+			} else if released {
+				rep.Reclaimed = append(rep.Reclaimed, k.ID)
+			}
+		}
+	}
+	// 4: promote.
+	if !dry {
+		moved, err := d.svc.Promote(ctx, board)
+		if err != nil {
+			return err
+		}
+		for _, k := range moved {
+			rep.Promoted = append(rep.Promoted, k.ID)
+		}
+	}
+	// 5–6: claim ready cards, then those in review.
+	ready, err := d.svc.Store.Cards(ctx, Query{Board: board, Statuses: []Status{StatusReady}})
+	if err != nil {
+		return err
+	}
+	d.claimAll(ctx, ready, now, false, dry, rep)
+	if d.opts.ReviewDispatch {
+		review, err := d.svc.Store.Cards(ctx, Query{Board: board, Statuses: []Status{StatusReview}})
+		if err != nil {
+			return err
+		}
+		d.claimAll(ctx, review, now, true, dry, rep)
+	}
+	return nil
+}
+
+// reclaim releases the claim of a card whose worker is not one of ours
+// now, once it is known dead: its claim ran out, or its process on this
+// host is gone. A worker on this host that is still alive (a process an
+// earlier life of this gateway started) is stopped first and confirmed
+// gone: never two workers on one card.
+func (d *Dispatcher) reclaim(ctx context.Context, k Card, now time.Time) (bool, error) {
+	c := k.Claim
+	local := c.Host == d.opts.Host && c.PID > 0
+	expired := now.After(c.Expires)
+	ours := c.Owner == d.opts.Name // an earlier life of this instance
+	switch {
+	case !expired && !ours:
+		return false, nil // its owner renews it, or will lose it
+	case local:
+		if err := StopOrphan(ctx, c.PID, c.ProcStart, d.pollWait); err != nil {
+			return false, err
+		}
+	case !expired:
+		// Ours, with no process to look for: it died with us.
+	}
+	e := Ending{Outcome: OutcomeReclaimed, Reason: "its claim ran out: the worker's heartbeat was lost"}
+	switch {
+	case !c.Spawned:
+		e = Ending{Outcome: OutcomeCrashed, Reason: "its claim ran out before a worker started"}
+	case local || ours:
+		e = Ending{Outcome: OutcomeCrashed, Reason: "its worker is gone: the gateway that ran it stopped"}
+	}
+	_, err := d.svc.Release(ctx, k.ID, c.Token, e)
+	if errs.Is(err, errs.LeaseLost) {
+		return false, nil // renewed or released meanwhile
+	}
+	return err == nil, err
+}
+
+// pollWait waits a little on the clock, for a killed process to go.
+func (d *Dispatcher) pollWait(ctx context.Context) error {
+	t := d.clk.NewTimer(20 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// claimAll claims what of cards the capacity allows, in their order.
+func (d *Dispatcher) claimAll(ctx context.Context, cards []Card, now time.Time, review, dry bool, rep *TickReport) {
+	planned := map[string]int{} // a dry run's claims, by lane
+	for _, k := range cards {
+		if now.Before(k.RetryAt) {
+			rep.Skipped[k.ID] = "waits to retry after a rate limit"
+			continue
+		}
+		lane := k.Assignee
+		if review && d.opts.ReviewLane != "" {
+			lane = d.opts.ReviewLane
+		}
+		if lane == "" {
+			lane = LaneName(d.opts.DefaultAssignee)
+		}
+		if why := d.held(lane, planned); why != "" {
+			rep.Skipped[k.ID] = why
+			if !dry {
+				d.note(ctx, k, why, now)
+			}
+			continue
+		}
+		if dry {
+			rep.Claimed = append(rep.Claimed, k.ID)
+			planned[lane]++
+			continue
+		}
+		claimed, err := d.svc.Claim(ctx, k.ID, ClaimSpec{Owner: d.opts.Name, Lane: lane, TTL: d.opts.ClaimTTL, Review: review})
+		if err != nil {
+			if !errs.Is(err, errs.Conflict) && !errs.Is(err, errs.Invalid) {
+				d.log.Warn("claiming a kanban card failed", "card", k.ID, "err", err)
+			}
+			continue
+		}
+		if d.spawn(ctx, claimed, lane, review) {
+			rep.Claimed = append(rep.Claimed, k.ID)
+		} else {
+			rep.Released = append(rep.Released, k.ID)
+		}
+	}
+}
+
+// held says why a card of lane cannot be claimed here now, or "";
+// planned are claims a dry run counts as made.
+func (d *Dispatcher) held(lane string, planned map[string]int) string {
+	if lane == "" {
+		return EventSkippedUnassigned
+	}
+	cfg, ok := d.opts.Lanes[lane]
+	if !ok {
+		return EventSkippedNonspawnable
+	}
+	total := 0
+	for _, n := range planned {
+		total += n
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if until, ok := d.paused[lane]; ok && d.clk.Now().Before(until) {
+		return "lane_paused"
+	}
+	if len(d.running)+total >= d.opts.MaxSpawn {
+		return "capacity_full"
+	}
+	if cfg.MaxConcurrent > 0 {
+		n := planned[lane]
+		for _, r := range d.running {
+			if r.lane == lane {
+				n++
+			}
+		}
+		if n >= cfg.MaxConcurrent {
+			return "lane_cap"
+		}
+	}
+	return ""
+}
+
+// note records, once per reason, why a ready card waits (an event the
+// board shows), and raises stranded_in_ready when it has waited long.
+func (d *Dispatcher) note(ctx context.Context, k Card, why string, now time.Time) {
+	kind := ""
+	switch why {
+	case EventSkippedUnassigned, EventSkippedNonspawnable:
+		kind = why
+	}
+	level := ""
+	if waited := now.Sub(k.ReadyAt); !k.ReadyAt.IsZero() && waited >= strandedAfter {
+		level = "warning"
+		switch {
+		case waited >= 6*strandedAfter:
+			level = "critical"
+		case waited >= 2*strandedAfter:
+			level = "error"
+		}
+	}
+	mark := why + "/" + level
+	if kind == "" && level == "" || k.Waiting == mark {
+		return
+	}
+	_, err := d.svc.apply(ctx, "kanban.note", func(now time.Time) (change, error) {
+		cur, err := d.svc.read(ctx, "kanban.note", k.ID)
+		if err != nil {
+			return change{}, err
+		}
+		if cur.Waiting == mark || (cur.Status != StatusReady && cur.Status != StatusReview) {
+			return change{card: cur}, nil
+		}
+		from := cur.Version
+		cur.Waiting = mark
+		var evs []Event
+		if kind != "" && (cur.Waiting == "" || !sameReason(k.Waiting, why)) {
+			evs = append(evs, Event{Board: cur.Board, Card: cur.ID, Kind: kind, Text: cur.Assignee, At: now})
+		}
+		if level != "" {
+			evs = append(evs, Event{Board: cur.Board, Card: cur.ID, Kind: EventStranded, Text: why, At: now,
+				Data: map[string]any{"level": level, "waited_seconds": int(now.Sub(cur.ReadyAt).Seconds())}})
+		}
+		return change{card: cur, Change: Change{Cards: []CardWrite{{Card: cur, From: from}}, Events: evs}}, nil
+	})
+	if err != nil && ctx.Err() == nil {
+		d.log.Warn("noting why a kanban card waits failed", "card", k.ID, "err", err)
+	}
+}
+
+func sameReason(mark, why string) bool {
+	return len(mark) >= len(why) && mark[:len(why)] == why
+}
+
+// spawn starts the worker of a claimed card and reports whether it
+// runs; a worker that cannot start releases the claim, counted as a
+// failure.
+func (d *Dispatcher) spawn(ctx context.Context, k Card, lane string, review bool) bool {
+	cfg := d.opts.Lanes[lane]
+	ws, err := d.workspace(k)
+	var w Worker
+	if err == nil {
+		spec := WorkerSpec{Card: k, Board: k.Board, Token: k.Claim.Token, Run: k.Claim.Run, Workspace: ws, Review: review,
+			Log: filepath.Join(d.opts.Workspaces, "logs", k.ID, k.Claim.Run+".log")}
+		if d.opts.Env != nil {
+			spec.Env = d.opts.Env(k, k.Claim.Token)
+		}
+		w, err = cfg.Lane.Start(ctx, spec)
+	}
+	if err != nil {
+		d.failed(lane)
+		if _, rerr := d.svc.Release(ctx, k.ID, k.Claim.Token, Ending{Outcome: OutcomeCrashed, Reason: "the worker could not start: " + err.Error()}); rerr != nil {
+			d.log.Warn("releasing a kanban card whose worker did not start failed", "card", k.ID, "err", rerr)
+		}
+		return false
+	}
+	r := &running{card: k.ID, board: k.Board, lane: lane, token: k.Claim.Token, started: d.clk.Now(), max: k.MaxRuntime, review: review, worker: w}
+	d.mu.Lock()
+	d.running[k.ID] = r
+	d.mu.Unlock()
+	// A quick worker may have ended its run already (LeaseLost): then
+	// there is no process to record.
+	if _, err := d.svc.Spawned(ctx, k.ID, r.token, d.opts.Host, w.PID(), w.ProcStart()); err != nil && !errs.Is(err, errs.LeaseLost) {
+		d.log.Warn("recording a kanban worker's process failed", "card", k.ID, "err", err)
+	}
+	d.workers.Add(1)
+	go d.watch(r, cfg)
+	return true
+}
+
+// workspace makes (or names) the directory a card's worker works in.
+func (d *Dispatcher) workspace(k Card) (string, error) {
+	switch k.Workspace.Kind {
+	case WorkspaceDir:
+		return k.Workspace.Path, nil
+	default:
+		dir := filepath.Join(d.opts.Workspaces, "work", k.ID)
+		return dir, os.MkdirAll(dir, 0o755)
+	}
+}
+
+// watch waits for r's worker to end and records how, when the worker
+// did not say itself (complete, block).
+func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
+	defer d.workers.Done()
+	<-r.worker.Done()
+	e := r.worker.Exit()
+	defer func() {
+		d.mu.Lock()
+		delete(d.running, r.card)
+		d.mu.Unlock()
+		if d.opts.Ended != nil {
+			d.opts.Ended(r.card, e)
+		}
+		d.Wake()
+	}()
+	ctx := context.Background()
+	k, err := d.svc.Store.Card(ctx, r.card)
+	if err != nil || k.Claim == nil || k.Claim.Token != r.token {
+		// It reported (complete, block), or its claim went elsewhere.
+		d.succeeded(r.lane)
+		return
+	}
+	var end Ending
+	switch stopped := r.why(); {
+	case stopped == stopShutdown:
+		end = Ending{Outcome: OutcomeReclaimed, Reason: stopped, Uncounted: true}
+	case stopped != "":
+		end = Ending{Outcome: OutcomeTimedOut, Reason: stopped}
+	case e.Code == ExitRateLimited:
+		end = Ending{Outcome: OutcomeLimited, Reason: "the worker exited 75: rate limited", RetryAfter: rateLimitDelay}
+		d.pause(r.lane, rateLimitDelay)
+	case e.Code == 0 && cfg.ExitZeroCompletes:
+		if _, err := d.svc.Complete(ctx, r.card, r.token, Result{Summary: nonEmpty(tail(e.Output, 4000), "exited 0")}, d.opts.Name); err != nil {
+			d.log.Warn("completing a kanban card on its worker's exit 0 failed", "card", r.card, "err", err)
+		}
+		d.succeeded(r.lane)
+		return
+	case e.Code == 0:
+		end = Ending{Outcome: OutcomeCrashed, Reason: "protocol violation: the worker exited 0 without a complete or block call"}
+		d.failed(r.lane)
+	default:
+		end = Ending{Outcome: OutcomeCrashed, Reason: exitReason(e)}
+		d.failed(r.lane)
+	}
+	if _, err := d.svc.Release(ctx, r.card, r.token, end); err != nil && !errs.Is(err, errs.LeaseLost) {
+		d.log.Warn("recording a kanban worker's end failed", "card", r.card, "err", err)
+	}
+}
+
+// Heartbeat renews the claims of the workers running here, and stops
+// those past their card's max runtime. The loop calls it every third of
+// the claim TTL.
+func (d *Dispatcher) Heartbeat(ctx context.Context) {
+	d.mu.Lock()
+	rs := make([]*running, 0, len(d.running))
+	for _, r := range d.running {
+		rs = append(rs, r)
+	}
+	d.mu.Unlock()
+	now := d.clk.Now()
+	for _, r := range rs {
+		if r.max > 0 && now.Sub(r.started) >= r.max && r.stop("ran past its max runtime of "+r.max.String()) {
+			go func() { _ = r.worker.Stop(context.WithoutCancel(ctx)) }()
+			continue
+		}
+		_, err := d.svc.Heartbeat(ctx, r.card, r.token, d.opts.ClaimTTL, "")
+		if errs.Is(err, errs.LeaseLost) {
+			// Its claim was released or taken: the worker is not the
+			// card's any more.
+			if r.stop("its claim was released") {
+				go func() { _ = r.worker.Stop(context.WithoutCancel(ctx)) }()
+			}
+		} else if err != nil && ctx.Err() == nil {
+			d.log.Warn("renewing a kanban worker's claim failed", "card", r.card, "err", err)
+		}
+	}
+}
+
+// failed counts a lane's failure; breakerFailures in a row pause it.
+func (d *Dispatcher) failed(lane string) {
+	d.mu.Lock()
+	d.fails[lane]++
+	n := d.fails[lane]
+	d.mu.Unlock()
+	if n >= breakerFailures {
+		d.log.Warn("a kanban lane failed too often in a row; it is paused", "lane", lane, "failures", n, "for", breakerPause.String())
+		d.pause(lane, breakerPause)
+	}
+}
+
+func (d *Dispatcher) succeeded(lane string) {
+	d.mu.Lock()
+	delete(d.fails, lane)
+	d.mu.Unlock()
+}
+
+func (d *Dispatcher) pause(lane string, dur time.Duration) {
+	d.mu.Lock()
+	d.paused[lane] = d.clk.Now().Add(dur)
+	d.fails[lane] = 0
+	d.mu.Unlock()
+}
+
+func nonEmpty(s, or string) string {
+	if s == "" {
+		return or
+	}
+	return s
+}
+
+// exitReason says how a worker that failed exited.
+func exitReason(e Exit) string {
+	why := "the worker was killed"
+	if e.Code >= 0 {
+		why = "the worker exited with code " + strconv.Itoa(e.Code)
+	}
+	if t := tail(e.Err, 800); t != "" {
+		why += ": " + t
+	}
+	return why
+}

@@ -1,0 +1,249 @@
+package kanban
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/proc"
+)
+
+// ExitRateLimited is the exit code a worker uses to say it was rate
+// limited: its card is requeued without a failure counted.
+const ExitRateLimited = 75
+
+// Lane works cards: a dispatcher starts one worker per claimed card.
+type Lane interface {
+	// Start starts a worker on spec's card and returns it at once.
+	Start(ctx context.Context, spec WorkerSpec) (Worker, error)
+}
+
+// WorkerSpec is what a worker is started with.
+type WorkerSpec struct {
+	Card      Card
+	Board     string
+	Token     int64  // the claim's; the worker's reports name it
+	Run       string // the run's id
+	Workspace string // the card's workspace directory
+	Review    bool   // a reviewer's run
+	// Env is the worker's environment beside HERALD_KANBAN_*: the API
+	// address and the card's token, when the dispatcher has them.
+	Env []string
+	// Log is where its output is kept ("" none).
+	Log string
+}
+
+// Worker is one running worker.
+type Worker interface {
+	// Done is closed when the worker has ended; Exit then says how.
+	Done() <-chan struct{}
+	Exit() Exit
+	// Stop ends the worker and everything it started, and returns once
+	// it is gone (or ctx ends).
+	Stop(ctx context.Context) error
+	// PID and ProcStart name its process (0, "" for one in process).
+	PID() int
+	ProcStart() string
+}
+
+// Exit is how a worker ended.
+type Exit struct {
+	Code int // the process's exit code; -1 when it was killed or failed to run
+	// Err is why it failed, in words: the tail of its stderr, or what
+	// went wrong.
+	Err string
+	// Output is the end of what it printed, for a lane whose silent exit
+	// 0 completes (exit_zero_completes).
+	Output string
+}
+
+// CommandLane runs a command per card, any CLI agent or script, with the
+// card in its environment (HERALD_KANBAN_*), its output kept in the
+// card's log, in a process group of its own.
+type CommandLane struct {
+	Command string
+	Args    []string
+	Env     []string // NAME=value
+	Workdir string   // "": the card's workspace
+	Clock   clock.Clock
+}
+
+// Start implements Lane.
+func (l CommandLane) Start(ctx context.Context, spec WorkerSpec) (Worker, error) {
+	if l.Command == "" {
+		return nil, errors.New("the lane has no command")
+	}
+	cmd := exec.Command(l.Command, l.Args...)
+	if strings.EqualFold(filepath.Ext(l.Command), ".sh") {
+		cmd = exec.Command("bash", append([]string{l.Command}, l.Args...)...)
+	}
+	cmd.Dir = l.Workdir
+	if cmd.Dir == "" {
+		cmd.Dir = spec.Workspace
+	}
+	cmd.Env = append(append(os.Environ(), l.Env...), WorkerEnv(spec)...)
+	cmd.Env = append(cmd.Env, spec.Env...)
+	proc.OwnGroup(cmd)
+	clk := l.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	w := &commandWorker{done: make(chan struct{}), clk: clk}
+	w.out.max, w.errTail.max = 4<<10, 4<<10
+	var sinks []io.Writer
+	if spec.Log != "" {
+		if err := os.MkdirAll(filepath.Dir(spec.Log), 0o755); err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(spec.Log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		w.log = f
+		sinks = append(sinks, f)
+	}
+	cmd.Stdout = io.MultiWriter(append([]io.Writer{&w.out}, sinks...)...)
+	cmd.Stderr = io.MultiWriter(append([]io.Writer{&w.errTail}, sinks...)...)
+	if err := cmd.Start(); err != nil {
+		if w.log != nil {
+			w.log.Close()
+		}
+		return nil, fmt.Errorf("starting %s: %w", l.Command, err)
+	}
+	w.cmd = cmd
+	w.pid = cmd.Process.Pid
+	w.start = proc.StartTime(w.pid)
+	go w.wait()
+	return w, nil
+}
+
+// WorkerEnv is the environment that tells a worker its card.
+func WorkerEnv(spec WorkerSpec) []string {
+	return []string{
+		"HERALD_KANBAN_TASK=" + spec.Card.ID,
+		"HERALD_KANBAN_BOARD=" + spec.Board,
+		"HERALD_KANBAN_WORKSPACE=" + spec.Workspace,
+		"HERALD_KANBAN_RUN_ID=" + spec.Run,
+		"HERALD_KANBAN_CLAIM=" + strconv.FormatInt(spec.Token, 10),
+	}
+}
+
+type commandWorker struct {
+	clk   clock.Clock
+	cmd   *exec.Cmd
+	pid   int
+	start string
+	log   *os.File
+
+	out, errTail tailBuffer
+
+	mu   sync.Mutex
+	exit Exit
+	done chan struct{}
+}
+
+func (w *commandWorker) wait() {
+	err := w.cmd.Wait()
+	// What the worker left running ends with it.
+	_ = proc.KillGroup(w.pid, syscall.SIGKILL)
+	e := Exit{Code: w.cmd.ProcessState.ExitCode(), Output: strings.TrimSpace(w.out.String())}
+	if err != nil {
+		e.Err = strings.TrimSpace(w.errTail.String())
+		if e.Err == "" {
+			e.Err = err.Error()
+		}
+	}
+	if w.log != nil {
+		w.log.Close()
+	}
+	w.mu.Lock()
+	w.exit = e
+	w.mu.Unlock()
+	close(w.done)
+}
+
+func (w *commandWorker) Done() <-chan struct{} { return w.done }
+
+func (w *commandWorker) Exit() Exit {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.exit
+}
+
+// stopGrace is how long a stopped worker has after SIGTERM before the
+// group is killed.
+const stopGrace = 5 * time.Second
+
+func (w *commandWorker) Stop(ctx context.Context) error {
+	_ = proc.KillGroup(w.pid, syscall.SIGTERM)
+	t := w.clk.NewTimer(stopGrace)
+	defer t.Stop()
+	select {
+	case <-w.done:
+		return nil
+	case <-t.C():
+	case <-ctx.Done():
+	}
+	_ = proc.KillGroup(w.pid, syscall.SIGKILL)
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (w *commandWorker) PID() int          { return w.pid }
+func (w *commandWorker) ProcStart() string { return w.start }
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf.Write(p)
+	if over := t.buf.Len() - t.max; over > 0 {
+		t.buf.Next(over)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.ToValidUTF8(t.buf.String(), "")
+}
+
+// StopOrphan ends a worker process this host started in an earlier life
+// of its gateway (a claim's Host, PID and ProcStart): its group is
+// killed, and StopOrphan returns once the process is gone or ctx ends.
+// A process that is not the one the claim names (gone, or its PID
+// reused) is left alone.
+func StopOrphan(ctx context.Context, pid int, start string, poll func(context.Context) error) error {
+	if !proc.Alive(pid, start) {
+		return nil
+	}
+	_ = proc.KillGroup(pid, syscall.SIGKILL)
+	for proc.Alive(pid, start) {
+		if err := poll(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
