@@ -37,6 +37,7 @@ type Config struct {
 	Tools       Tools       `yaml:"tools"`
 	Auxiliary   Auxiliary   `yaml:"auxiliary"`
 	Cron        Cron        `yaml:"cron"`
+	Kanban      Kanban      `yaml:"kanban"`
 
 	// File is the config file that was read, empty when none was. It is
 	// not a key: it tells `herald config check` where the values came from.
@@ -214,6 +215,52 @@ type Cron struct {
 	// ScriptTimeout bounds one run of a job's script.
 	ScriptTimeout time.Duration `yaml:"script_timeout"`
 }
+
+// Kanban configures the boards' dispatcher and its lanes.
+type Kanban struct {
+	// Enabled runs the dispatcher in the gateway; boards can be used
+	// with it off (`herald kanban daemon` may dispatch instead).
+	Enabled                 bool `yaml:"enabled"`
+	DispatchIntervalSeconds int  `yaml:"dispatch_interval_seconds"`
+	// ClaimTTLSeconds is how long a claim holds between its worker's
+	// heartbeats; a worker that misses them for it is reclaimed.
+	ClaimTTLSeconds int `yaml:"claim_ttl_seconds"`
+	// FailureLimit failed runs in a row block a card (gave_up); a card's
+	// max_retries overrides it.
+	FailureLimit int `yaml:"failure_limit"`
+	// MaxSpawn bounds the workers one instance runs at once.
+	MaxSpawn int `yaml:"max_spawn"`
+	// DefaultAssignee is the lane of a card with none; empty leaves such
+	// cards waiting, said on the board.
+	DefaultAssignee string `yaml:"default_assignee"`
+	// ReviewDispatch hands cards in review to a reviewer lane; off,
+	// people review them.
+	ReviewDispatch bool `yaml:"review_dispatch"`
+	// ReviewLane is the lane that reviews; empty: the card's own lane.
+	ReviewLane         string                `yaml:"review_lane"`
+	AttachmentMaxBytes int64                 `yaml:"attachment_max_bytes"`
+	Lanes              map[string]KanbanLane `yaml:"lanes"`
+}
+
+// KanbanLane is one lane: the command its workers run, or (the lane
+// named herald, or a lane with no command) an in-process worker agent.
+type KanbanLane struct {
+	Command           string            `yaml:"command"`
+	Args              []string          `yaml:"args"`
+	Env               map[string]string `yaml:"env"`
+	Workdir           string            `yaml:"workdir"`
+	MaxConcurrent     int               `yaml:"max_concurrent"`
+	ExitZeroCompletes bool              `yaml:"exit_zero_completes"`
+	Model             string            `yaml:"model"`
+}
+
+// DispatchInterval is dispatch_interval_seconds as a duration.
+func (k Kanban) DispatchInterval() time.Duration {
+	return time.Duration(k.DispatchIntervalSeconds) * time.Second
+}
+
+// ClaimTTL is claim_ttl_seconds as a duration.
+func (k Kanban) ClaimTTL() time.Duration { return time.Duration(k.ClaimTTLSeconds) * time.Second }
 
 // SendMessage configures the send_message tool.
 type SendMessage struct {
@@ -453,6 +500,10 @@ func Default() Config {
 			DangerousCommands: DefaultDangerousCommands(),
 		},
 		Cron: Cron{Enabled: true, Timezone: "UTC", ScriptTimeout: DefaultScriptTimeout},
+		Kanban: Kanban{
+			Enabled: true, DispatchIntervalSeconds: 60, ClaimTTLSeconds: 900, FailureLimit: 2,
+			MaxSpawn: 8, ReviewDispatch: true, AttachmentMaxBytes: 25 << 20,
+		},
 		Platforms: Platforms{
 			GroupSessions: GroupSessionsAuto,
 			Telegram:      Telegram{Mode: TelegramPolling, GroupTrigger: TriggerMention},

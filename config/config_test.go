@@ -84,6 +84,10 @@ func TestDefault(t *testing.T) {
 			DangerousCommands: config.DefaultDangerousCommands(),
 		},
 		Cron: config.Cron{Enabled: true, Timezone: "UTC", ScriptTimeout: time.Hour},
+		Kanban: config.Kanban{
+			Enabled: true, DispatchIntervalSeconds: 60, ClaimTTLSeconds: 900, FailureLimit: 2,
+			MaxSpawn: 8, ReviewDispatch: true, AttachmentMaxBytes: 25 << 20,
+		},
 	}
 	got := config.Default()
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -102,6 +102,7 @@ func (c Config) problems() Problems {
 	c.Tools.check(&v)
 	v.optionalHTTPURL("auxiliary.review.base_url", c.Auxiliary.Review.BaseURL)
 	c.Cron.check(&v)
+	c.Kanban.check(&v)
 	for _, h := range []struct{ platform, home string }{
 		{"telegram", c.Platforms.Telegram.HomeChannel},
 		{"slack", c.Platforms.Slack.HomeChannel},
@@ -121,6 +122,37 @@ func (c Cron) check(v *validator) {
 		}
 	}
 	v.positiveDuration("cron.script_timeout", c.ScriptTimeout)
+}
+
+func (k Kanban) check(v *validator) {
+	v.positive("kanban.dispatch_interval_seconds", int64(k.DispatchIntervalSeconds))
+	v.positive("kanban.claim_ttl_seconds", int64(k.ClaimTTLSeconds))
+	v.positive("kanban.failure_limit", int64(k.FailureLimit))
+	v.positive("kanban.max_spawn", int64(k.MaxSpawn))
+	v.positive("kanban.attachment_max_bytes", k.AttachmentMaxBytes)
+	for _, name := range slices.Sorted(maps.Keys(k.Lanes)) {
+		l := k.Lanes[name]
+		key := "kanban.lanes." + name
+		if name != strings.ToLower(strings.TrimSpace(name)) || name == "" {
+			v.add(key, "a lane's name is lower-case, without spaces around it")
+		}
+		if l.MaxConcurrent < 0 {
+			v.add(key+".max_concurrent", "may not be negative, got %d", l.MaxConcurrent)
+		}
+		if l.Command == "" && (len(l.Args) > 0 || l.Workdir != "" || l.ExitZeroCompletes) {
+			v.add(key+".command", "is needed for args, workdir and exit_zero_completes (a lane without one runs herald's own worker agent)")
+		}
+	}
+	lanes := func(key, lane string) {
+		if lane = strings.ToLower(strings.TrimSpace(lane)); lane == "" || lane == "herald" {
+			return
+		}
+		if _, ok := k.Lanes[lane]; !ok {
+			v.add(key, "names lane %s, which kanban.lanes does not have", quote(lane))
+		}
+	}
+	lanes("kanban.default_assignee", k.DefaultAssignee)
+	lanes("kanban.review_lane", k.ReviewLane)
 }
 
 // reservedOverrides are request fields herald sets itself on a child's

@@ -29,6 +29,28 @@ func TestValidate(t *testing.T) {
 				{Key: "platforms.slack.home_channel", Msg: `":123.4" has no chat: use chat or chat:thread`},
 			},
 		},
+		{
+			desc: "kanban with no claim ttl, a lane with args and no command, and assignees no lane has",
+			change: func(c *config.Config) {
+				c.Kanban.ClaimTTLSeconds, c.Kanban.DefaultAssignee, c.Kanban.ReviewLane = 0, "coder", "reviewer"
+				c.Kanban.Lanes = map[string]config.KanbanLane{
+					"Shell": {Command: "/bin/true"},
+					"tests": {Args: []string{"-v"}, MaxConcurrent: -1},
+				}
+			},
+			want: config.Problems{
+				{Key: "kanban.claim_ttl_seconds", Msg: "must be positive, got 0"},
+				{Key: "kanban.lanes.Shell", Msg: "a lane's name is lower-case, without spaces around it"},
+				{Key: "kanban.lanes.tests.max_concurrent", Msg: "may not be negative, got -1"},
+				{Key: "kanban.lanes.tests.command", Msg: "is needed for args, workdir and exit_zero_completes (a lane without one runs herald's own worker agent)"},
+				{Key: "kanban.default_assignee", Msg: `names lane "coder", which kanban.lanes does not have`},
+				{Key: "kanban.review_lane", Msg: `names lane "reviewer", which kanban.lanes does not have`},
+			},
+		},
+		{desc: "kanban lanes that run commands", change: func(c *config.Config) {
+			c.Kanban.DefaultAssignee = "coder"
+			c.Kanban.Lanes = map[string]config.KanbanLane{"coder": {Command: "claude", Args: []string{"-p"}, MaxConcurrent: 2, ExitZeroCompletes: true}}
+		}},
 		{desc: "cron in a zone, home channels with threads", change: func(c *config.Config) {
 			c.Cron.Timezone = "America/New_York"
 			c.Platforms.Telegram.HomeChannel = "-100123:7"
