@@ -106,6 +106,8 @@ type Gateway struct {
 	presence *Presence
 	// workspace is the workspace tools, nil when tools.workspace is unset.
 	workspace *tools.WorkspaceTools
+	// boards is the kanban service and dispatcher.
+	boards *kanbanParts
 	adapters  []adapters.Adapter
 	owned     *prometheus.GaugeVec // herald_adapter_owned
 	routes    *Routes
@@ -299,6 +301,11 @@ func (g *Gateway) build() error {
 	}
 	runner.Tools = toolset
 	background.spawner.SetTools(toolset)
+	boards, err := g.buildKanban(background.spawner)
+	if err != nil {
+		return err
+	}
+	g.boards = boards
 
 	delivery, err := NewDelivery(DeliveryOptions{
 		Outbox:  g.db.Outbox(),
@@ -399,6 +406,11 @@ func (g *Gateway) build() error {
 		// Fires queue their reports for the delivery worker, which
 		// stops after them.
 		g.add("cron", scheduled.scheduler)
+	}
+	if boards.dispatcher != nil {
+		// Workers report through the store; their cards' notifications
+		// go through the outbox.
+		g.add("kanban", boards.dispatcher)
 	}
 
 	g.api = api.New(api.Options{

@@ -9,6 +9,7 @@ import (
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -24,6 +25,7 @@ type Store interface {
 	Delegations() delegation.Store
 	Cron() cronjobs.Store
 	Once() lease.OnceStore // once-only claims on fires (cron jobs', controllers' ticks)
+	Kanban() kanban.Store
 	Close() error
 }
 

@@ -247,3 +247,52 @@ func StopOrphan(ctx context.Context, pid int, start string, poll func(context.Co
 	}
 	return nil
 }
+
+// FuncLane runs each worker in process: Run works the card and reports
+// with the service (complete, block) under spec's claim; an error it
+// returns ends the run as a crash with that error. The gateway's herald
+// lane is one, over its worker agent.
+type FuncLane struct {
+	Run func(ctx context.Context, spec WorkerSpec) error
+}
+
+// Start implements Lane.
+func (l FuncLane) Start(_ context.Context, spec WorkerSpec) (Worker, error) {
+	if l.Run == nil {
+		return nil, errors.New("the lane has nothing to run")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &funcWorker{done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(w.done)
+		defer cancel()
+		if err := l.Run(ctx, spec); err != nil {
+			w.exit = Exit{Code: 1, Err: err.Error()}
+			if ctx.Err() != nil {
+				w.exit.Code = -1
+			}
+		}
+	}()
+	return w, nil
+}
+
+type funcWorker struct {
+	done   chan struct{}
+	cancel context.CancelFunc
+	exit   Exit // written before done is closed
+}
+
+func (w *funcWorker) Done() <-chan struct{} { return w.done }
+func (w *funcWorker) Exit() Exit            { <-w.done; return w.exit }
+func (w *funcWorker) PID() int              { return 0 }
+func (w *funcWorker) ProcStart() string     { return "" }
+
+func (w *funcWorker) Stop(ctx context.Context) error {
+	w.cancel()
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,170 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/delegation"
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/proc"
+	"github.com/heraldgw/herald/kanban"
+)
+
+// HeraldLane is the lane of herald's own worker agent.
+const HeraldLane = "herald"
+
+// KanbanService is the board service over store with cfg's settings;
+// the CLI and the gateway make theirs here. Completion checks run with
+// bash in the card's workspace directory (or the current one).
+func KanbanService(store kanban.Store, cfg config.Kanban) *kanban.Service {
+	return &kanban.Service{Store: store, FailureLimit: cfg.FailureLimit, Check: runCompletionCheck}
+}
+
+// runCompletionCheck runs a card's completion check: it passes when the
+// command exits 0.
+func runCompletionCheck(ctx context.Context, k kanban.Card) (string, bool, error) {
+	cmd := exec.CommandContext(ctx, "bash", "-c", k.CompletionCheck)
+	if k.Workspace.Kind == kanban.WorkspaceDir {
+		cmd.Dir = k.Workspace.Path
+	}
+	proc.OwnGroup(cmd)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), true, nil
+	case errors.As(err, &exit):
+		return fmt.Sprintf("%s\n(exit %d)", out, exit.ExitCode()), false, nil
+	}
+	return "", false, fmt.Errorf("running the completion check %q: %w", k.CompletionCheck, err)
+}
+
+// KanbanLanes are the lanes of cfg: a command for each lane that has
+// one, and herald's worker agent (run, when set) for the lane named
+// herald and for every lane without a command.
+func KanbanLanes(cfg config.Kanban, run func(ctx context.Context, spec kanban.WorkerSpec, model string) error, clk clock.Clock) map[string]kanban.LaneConfig {
+	lanes := map[string]kanban.LaneConfig{}
+	agentLane := func(model string) kanban.LaneConfig {
+		return kanban.LaneConfig{Lane: kanban.FuncLane{Run: func(ctx context.Context, spec kanban.WorkerSpec) error {
+			return run(ctx, spec, model)
+		}}}
+	}
+	if run != nil {
+		lanes[HeraldLane] = agentLane("")
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Lanes)) {
+		l := cfg.Lanes[name]
+		if l.Command == "" {
+			if run != nil {
+				lc := agentLane(l.Model)
+				lc.MaxConcurrent = l.MaxConcurrent
+				lanes[name] = lc
+			}
+			continue
+		}
+		env := make([]string, 0, len(l.Env))
+		for _, k := range slices.Sorted(maps.Keys(l.Env)) {
+			env = append(env, k+"="+l.Env[k])
+		}
+		lanes[name] = kanban.LaneConfig{
+			Lane:              kanban.CommandLane{Command: l.Command, Args: l.Args, Env: env, Workdir: l.Workdir, Clock: clk},
+			MaxConcurrent:     l.MaxConcurrent,
+			ExitZeroCompletes: l.ExitZeroCompletes,
+		}
+	}
+	return lanes
+}
+
+// kanbanParts are the boards' pieces in a gateway.
+type kanbanParts struct {
+	service    *kanban.Service
+	dispatcher *kanban.Dispatcher
+}
+
+// buildKanban makes the board service and, with kanban.enabled, the
+// dispatcher, whose herald lane runs spawner's child agent on a card.
+func (g *Gateway) buildKanban(spawner *delegation.Spawner) (*kanbanParts, error) {
+	cfg := g.cfg.Kanban
+	p := &kanbanParts{service: KanbanService(g.db.Kanban(), cfg)}
+	if !cfg.Enabled {
+		return p, nil
+	}
+	run := func(ctx context.Context, spec kanban.WorkerSpec, _ string) error {
+		return runCardAgent(ctx, p.service, spawner, spec)
+	}
+	var err error
+	p.dispatcher, err = kanban.NewDispatcher(kanban.DispatcherOptions{
+		Service:         p.service,
+		Lanes:           KanbanLanes(cfg, run, g.clock),
+		Name:            g.opts.Name,
+		Interval:        cfg.DispatchInterval(),
+		ClaimTTL:        cfg.ClaimTTL(),
+		MaxSpawn:        cfg.MaxSpawn,
+		DefaultAssignee: cfg.DefaultAssignee,
+		ReviewDispatch:  cfg.ReviewDispatch,
+		ReviewLane:      cfg.ReviewLane,
+		Workspaces:      filepath.Join(g.cfg.Home, "kanban"),
+		Clock:           g.clock,
+		Logger:          g.log.With("part", "kanban"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.service.Ready = p.dispatcher.Wake
+	return p, nil
+}
+
+// runCardAgent works a card with herald's child agent: its title is the
+// goal, its body and comments the context. A run that ends well
+// completes the card with the agent's summary (a review run approves
+// it); any other end is the run's error.
+func runCardAgent(ctx context.Context, svc *kanban.Service, spawner *delegation.Spawner, spec kanban.WorkerSpec) error {
+	k := spec.Card
+	var b strings.Builder
+	fmt.Fprintf(&b, "This is card %s of kanban board %s.", k.ID, spec.Board)
+	if spec.Review {
+		b.WriteString(" Review the work done on it (its result and comments below). End your reply with a line of its own: APPROVED when it is right, or CHANGES REQUESTED followed by what to change.")
+	}
+	if k.Body != "" {
+		b.WriteString("\n\n" + k.Body)
+	}
+	if k.Result != nil && k.Result.Summary != "" {
+		b.WriteString("\n\nWhat its worker reported:\n" + k.Result.Summary)
+	}
+	if comments, err := svc.Store.Comments(ctx, k.ID); err == nil {
+		for _, c := range comments {
+			fmt.Fprintf(&b, "\n\nComment by %s: %s", c.Author, c.Text)
+		}
+	}
+	if spec.Workspace != "" {
+		b.WriteString("\n\nIts workspace directory is " + spec.Workspace + ".")
+	}
+	child := delegation.Child{ID: "kb_" + spec.Run, Task: delegation.Task{Goal: k.Title, Context: b.String()}}
+	if spec.Review {
+		child.Role = delegation.RoleReviewer
+	}
+	res := spawner.Run(ctx, child, 1, nil)
+	if res.Status != delegation.StatusCompleted {
+		return fmt.Errorf("the worker agent ended %s: %s", res.Status, strings.TrimSpace(res.Error+" "+res.ExitReason))
+	}
+	if spec.Review && !approved(res.Summary) {
+		_, err := svc.RequestChanges(ctx, k.ID, spec.Token, res.Summary, "herald")
+		return err
+	}
+	_, err := svc.Complete(ctx, k.ID, spec.Token, kanban.Result{Summary: res.Summary}, "herald")
+	return err
+}
+
+// approved reports whether a review's last line approves.
+func approved(review string) bool {
+	lines := strings.Split(strings.TrimSpace(review), "\n")
+	last := strings.ToUpper(strings.TrimSpace(lines[len(lines)-1]))
+	return strings.HasPrefix(strings.Trim(last, "*_ #"), "APPROVED")
+}
