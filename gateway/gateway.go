@@ -107,12 +107,12 @@ type Gateway struct {
 	// workspace is the workspace tools, nil when tools.workspace is unset.
 	workspace *tools.WorkspaceTools
 	// boards is the kanban service and dispatcher.
-	boards *kanbanParts
-	adapters  []adapters.Adapter
-	owned     *prometheus.GaugeVec // herald_adapter_owned
-	routes    *Routes
-	mux       *http.ServeMux
-	server    *http.Server
+	boards   *kanbanParts
+	adapters []adapters.Adapter
+	owned    *prometheus.GaugeVec // herald_adapter_owned
+	routes   *Routes
+	mux      *http.ServeMux
+	server   *http.Server
 	// metricsServer serves /metrics alone on http.metrics_addr; nil when
 	// that is unset.
 	metricsServer *http.Server
