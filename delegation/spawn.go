@@ -110,6 +110,15 @@ func NewSpawner(opts SpawnerOptions) *Spawner {
 	return s
 }
 
+// WithTools returns a spawner like s whose children get set (without
+// Blocked) in place of the parent's tools: a kanban worker agent's,
+// whose set adds the tools a card's worker reports with.
+func (s *Spawner) WithTools(set *tools.Set) *Spawner {
+	c := *s
+	c.SetTools(set)
+	return &c
+}
+
 // SetTools replaces the parent's tool set (the registry is built after
 // the spawner, since delegate_task needs the spawner).
 func (s *Spawner) SetTools(set *tools.Set) {

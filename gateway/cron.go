@@ -10,6 +10,7 @@ import (
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
+	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/sessions/agent"
@@ -43,10 +44,10 @@ func CronTargets(cfg config.Config, platforms []string) cronjobs.Targets {
 }
 
 // Toolsets are the tool sets the agent of a gateway with cfg runs with:
-// the core tools, delegation, cron, and the workspace tools when
-// tools.workspace is set.
+// the core tools, delegation, cron, the kanban board, and the workspace
+// tools when tools.workspace is set.
 func Toolsets(cfg config.Config) []string {
-	sets := []string{tools.Core, delegation.Toolset, cronjobs.Toolset}
+	sets := []string{tools.Core, delegation.Toolset, cronjobs.Toolset, kanban.Toolset}
 	if cfg.Tools.Workspace != "" {
 		sets = append(sets, tools.Workspace)
 	}

@@ -295,17 +295,17 @@ func (g *Gateway) build() error {
 	if err != nil {
 		return err
 	}
+	boards, err := g.buildKanban(registry, background.spawner, toolsets)
+	if err != nil {
+		return err
+	}
+	g.boards = boards
 	toolset, err := registry.Set(toolsets)
 	if err != nil {
 		return err
 	}
 	runner.Tools = toolset
 	background.spawner.SetTools(toolset)
-	boards, err := g.buildKanban(background.spawner)
-	if err != nil {
-		return err
-	}
-	g.boards = boards
 
 	delivery, err := NewDelivery(DeliveryOptions{
 		Outbox:  g.db.Outbox(),

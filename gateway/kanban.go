@@ -15,6 +15,7 @@ import (
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/kanban"
+	"github.com/heraldgw/herald/tools"
 )
 
 // HeraldLane is the lane of herald's own worker agent.
@@ -88,18 +89,27 @@ type kanbanParts struct {
 	dispatcher *kanban.Dispatcher
 }
 
-// buildKanban makes the board service and, with kanban.enabled, the
-// dispatcher, whose herald lane runs spawner's child agent on a card.
-func (g *Gateway) buildKanban(spawner *delegation.Spawner) (*kanbanParts, error) {
+// buildKanban makes the board service, registers the board tools in
+// registry and, with kanban.enabled, makes the dispatcher, whose herald
+// lane runs spawner's child agent on a card with the tools of toolsets
+// and the worker's.
+func (g *Gateway) buildKanban(registry *tools.Registry, spawner *delegation.Spawner, toolsets []string) (*kanbanParts, error) {
 	cfg := g.cfg.Kanban
 	p := &kanbanParts{service: KanbanService(g.db.Kanban(), cfg)}
+	if err := kanban.RegisterTools(registry, p.service, cfg.ClaimTTL()); err != nil {
+		return nil, err
+	}
 	if !cfg.Enabled {
 		return p, nil
 	}
+	workerTools, err := registry.Set(append(slices.Clone(toolsets), kanban.WorkerToolset))
+	if err != nil {
+		return nil, err
+	}
+	spawner = spawner.WithTools(workerTools)
 	run := func(ctx context.Context, spec kanban.WorkerSpec, _ string) error {
 		return runCardAgent(ctx, p.service, spawner, spec)
 	}
-	var err error
 	p.dispatcher, err = kanban.NewDispatcher(kanban.DispatcherOptions{
 		Service:         p.service,
 		Lanes:           KanbanLanes(cfg, run, g.clock),
@@ -150,7 +160,11 @@ func runCardAgent(ctx context.Context, svc *kanban.Service, spawner *delegation.
 	if spec.Review {
 		child.Role = delegation.RoleReviewer
 	}
+	ctx = kanban.WithWorker(ctx, kanban.WorkerCard{Card: k.ID, Board: spec.Board, Token: spec.Token})
 	res := spawner.Run(ctx, child, 1, nil)
+	if now, err := svc.Store.Card(ctx, k.ID); err == nil && (now.Claim == nil || now.Claim.Token != spec.Token) {
+		return nil // it reported with its tools (complete, block, review)
+	}
 	if res.Status != delegation.StatusCompleted {
 		return fmt.Errorf("the worker agent ended %s: %s", res.Status, strings.TrimSpace(res.Error+" "+res.ExitReason))
 	}
