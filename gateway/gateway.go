@@ -295,7 +295,7 @@ func (g *Gateway) build() error {
 	if err != nil {
 		return err
 	}
-	boards, err := g.buildKanban(registry, background.spawner, toolsets)
+	boards, err := g.buildKanban(registry, commands, background.spawner, toolsets)
 	if err != nil {
 		return err
 	}
@@ -407,9 +407,10 @@ func (g *Gateway) build() error {
 		// stops after them.
 		g.add("cron", scheduled.scheduler)
 	}
+	// The boards' notifications go through the outbox; workers report
+	// through the store.
+	g.add("kanban-notify", boards.notifier)
 	if boards.dispatcher != nil {
-		// Workers report through the store; their cards' notifications
-		// go through the outbox.
 		g.add("kanban", boards.dispatcher)
 	}
 

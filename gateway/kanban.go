@@ -15,6 +15,8 @@ import (
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/kanban"
+	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/tools"
 )
 
@@ -87,16 +89,36 @@ func KanbanLanes(cfg config.Kanban, run func(ctx context.Context, spec kanban.Wo
 type kanbanParts struct {
 	service    *kanban.Service
 	dispatcher *kanban.Dispatcher
+	notifier   *kanban.Notifier
 }
 
 // buildKanban makes the board service, registers the board tools in
-// registry and, with kanban.enabled, makes the dispatcher, whose herald
+// registry and /kanban in commands, makes the notifier and, with kanban.enabled, makes the dispatcher, whose herald
 // lane runs spawner's child agent on a card with the tools of toolsets
 // and the worker's.
-func (g *Gateway) buildKanban(registry *tools.Registry, spawner *delegation.Spawner, toolsets []string) (*kanbanParts, error) {
+func (g *Gateway) buildKanban(registry *tools.Registry, commands *sessions.Commands, spawner *delegation.Spawner, toolsets []string) (*kanbanParts, error) {
 	cfg := g.cfg.Kanban
 	p := &kanbanParts{service: KanbanService(g.db.Kanban(), cfg)}
 	if err := kanban.RegisterTools(registry, p.service, cfg.ClaimTTL()); err != nil {
+		return nil, err
+	}
+	if err := kanban.RegisterCommands(commands, p.service); err != nil {
+		return nil, err
+	}
+	var platforms []string
+	for _, a := range g.opts.Adapters {
+		platforms = append(platforms, a.Platform())
+	}
+	targets := CronTargets(g.cfg, platforms)
+	var err error
+	p.notifier, err = kanban.NewNotifier(kanban.NotifierOptions{
+		Store:   g.db.Kanban(),
+		Outbox:  notifyingOutbox{Store: g.db.Outbox(), notify: func() { g.delivery.Notify() }},
+		Resolve: func(target string) ([]outbox.Target, error) { return targets.Resolve(target, nil) },
+		Clock:   g.clock,
+		Logger:  g.log.With("part", "kanban-notify"),
+	})
+	if err != nil {
 		return nil, err
 	}
 	if !cfg.Enabled {
@@ -127,7 +149,10 @@ func (g *Gateway) buildKanban(registry *tools.Registry, spawner *delegation.Spaw
 	if err != nil {
 		return nil, err
 	}
-	p.service.Ready = p.dispatcher.Wake
+	p.service.Ready = func() {
+		p.dispatcher.Wake()
+		p.notifier.Wake()
+	}
 	return p, nil
 }
 

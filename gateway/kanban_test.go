@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/testkit"
@@ -48,5 +49,38 @@ func TestGatewayDispatchesCards(t *testing.T) {
 		if k.Result == nil || !strings.Contains(k.Result.Summary, tc.want) {
 			t.Errorf("card %s result = %+v, want %q", tc.id, k.Result, tc.want)
 		}
+	}
+}
+
+// /kanban in a chat creates, lists, shows and assigns cards; a
+// subscription of the chat hears of a card that is done.
+func TestGatewayKanbanCommandAndNotifications(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	cfg := testConfig(t, model)
+	cfg.Kanban.Enabled = false // cards stay where the commands put them
+	h := startGateway(t, cfg, Options{})
+	ctx := context.Background()
+	if _, err := h.g.boards.service.Store.PutSubscription(ctx, kanban.Subscription{ID: "sub_1", Board: kanban.DefaultBoard, Target: "api:kb"}); err != nil {
+		t.Fatal(err)
+	}
+	h.post("kb", "/kanban create write the release notes")
+	created := h.waitItem("kb", "Created t_")
+	id := strings.Fields(strings.TrimPrefix(created[0].Text, "Created "))[0]
+	h.post("kb", "/kanban list")
+	h.waitItem("kb", id+"  ready")
+	h.post("kb", "/kanban assign "+id+" Writer")
+	h.waitItem("kb", "is writer's now")
+	h.post("kb", "/kanban show t_nothere")
+	h.waitItem("kb", "no card t_nothere")
+	svc := h.g.boards.service
+	k, err := svc.Claim(ctx, id, kanban.ClaimSpec{Owner: "cli", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Complete(ctx, id, k.Claim.Token, kanban.Result{Summary: "notes written"}, "cli"); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.waitItem("kb", "is done: notes written"); len(got) != 1 {
+		t.Errorf("notifications = %+v, want one", got)
 	}
 }

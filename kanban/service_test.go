@@ -12,6 +12,7 @@ import (
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/kanban"
+	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/store/redis"
 	"github.com/heraldgw/herald/store/sqlite"
 )
@@ -25,6 +26,7 @@ func eachStore(t *testing.T, f func(t *testing.T, h *harness)) {
 		t.Run(name, func(t *testing.T) {
 			clk := clock.NewFake(t0)
 			var open func() kanban.Store
+			var ob outbox.Store
 			switch name {
 			case "sqlite":
 				path := filepath.Join(t.TempDir(), "kanban.db")
@@ -34,6 +36,7 @@ func eachStore(t *testing.T, f func(t *testing.T, h *harness)) {
 						t.Fatal(err)
 					}
 					t.Cleanup(func() { db.Close() })
+					ob = db.Outbox()
 					return db.Kanban()
 				}
 			case "redis":
@@ -44,11 +47,13 @@ func eachStore(t *testing.T, f func(t *testing.T, h *harness)) {
 						t.Fatal(err)
 					}
 					t.Cleanup(func() { db.Close() })
+					ob = db.Outbox()
 					return db.Kanban()
 				}
 			}
 			h := &harness{t: t, ctx: context.Background(), clk: clk, open: open}
 			h.svc = &kanban.Service{Store: open()}
+			h.outbox = ob
 			f(t, h)
 		})
 	}
@@ -60,6 +65,8 @@ type harness struct {
 	clk  *clock.Fake
 	open func() kanban.Store
 	svc  *kanban.Service
+	// outbox is the outbox of the store open last opened.
+	outbox outbox.Store
 }
 
 func (h *harness) create(spec kanban.CreateSpec) kanban.Card {
