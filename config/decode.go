@@ -67,6 +67,8 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, key string) {
 		d.list(n, v, key)
 	case v.Type() == freeMapType:
 		d.freeMap(n, v, key)
+	case v.Kind() == reflect.Map && v.Type().Key().Kind() == reflect.String:
+		d.namedMap(n, v, key)
 	case v.Kind() == reflect.String:
 		if n.Kind != yaml.ScalarNode {
 			d.add(n, key, "want a string, got a %s", kindName(n))
@@ -191,6 +193,28 @@ func (d *decoder) freeMap(n *yaml.Node, v reflect.Value, key string) {
 		return
 	}
 	v.Set(reflect.ValueOf(stringKeys(m).(map[string]any)))
+}
+
+// namedMap decodes a mapping of names to values of one type (the lanes
+// of kanban.lanes, a lane's env) into the map v, each value as its own
+// key's, at key.name.
+func (d *decoder) namedMap(n *yaml.Node, v reflect.Value, key string) {
+	if n.Kind != yaml.MappingNode {
+		d.add(n, key, "want a mapping, got a %s", kindName(n))
+		return
+	}
+	if v.IsNil() {
+		v.Set(reflect.MakeMap(v.Type()))
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		elem := reflect.New(v.Type().Elem()).Elem()
+		if cur := v.MapIndex(reflect.ValueOf(k.Value)); cur.IsValid() {
+			elem.Set(cur)
+		}
+		d.value(val, elem, join(key, k.Value))
+		v.SetMapIndex(reflect.ValueOf(k.Value).Convert(v.Type().Key()), elem)
+	}
 }
 
 // stringKeys turns the map[any]any yaml makes of a nested mapping with a

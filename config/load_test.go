@@ -1,7 +1,9 @@
 package config_test
 
 import (
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -494,5 +496,47 @@ func TestLoadReportsEverything(t *testing.T) {
 	// The config is still returned, for config check to show.
 	if c.Store.Backend != "mysql" || c.File != path {
 		t.Errorf("Load returned backend %q, file %q; want the file's values", c.Store.Backend, c.File)
+	}
+}
+
+// kanban.lanes is a mapping of lane names to lanes, each decoded like
+// any other section, its env a mapping of names to strings.
+func TestLoadKanbanLanes(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "herald.yaml")
+	yaml := `kanban:
+  default_assignee: coder
+  lanes:
+    coder:
+      command: claude
+      args: ["-p", "--verbose"]
+      env:
+        ANTHROPIC_MODEL: opus
+      max_concurrent: 2
+      exit_zero_completes: true
+    shell:
+      command: ./work.sh
+      bogus: 1
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := config.Load(path, func(string) (string, bool) { return "", false })
+	if err == nil || !strings.Contains(err.Error(), "kanban.lanes.shell.bogus") {
+		t.Fatalf("Load = %v, want the unknown key named with its path", err)
+	}
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(yaml, "      bogus: 1\n", "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	coder := cfg.Kanban.Lanes["coder"]
+	if coder.Command != "claude" || len(coder.Args) != 2 || coder.Env["ANTHROPIC_MODEL"] != "opus" || coder.MaxConcurrent != 2 || !coder.ExitZeroCompletes {
+		t.Errorf("lane coder = %+v", coder)
+	}
+	if cfg.Kanban.Lanes["shell"].Command != "./work.sh" {
+		t.Errorf("lane shell = %+v", cfg.Kanban.Lanes["shell"])
 	}
 }
