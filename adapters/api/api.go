@@ -23,6 +23,7 @@ import (
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -36,6 +37,8 @@ const (
 	DefaultPoll         = 100 * time.Millisecond
 	DefaultMaxWait      = 10 * time.Minute
 	DefaultKeepAlive    = 15 * time.Second
+	// DefaultKanbanClaimTTL is kanban.claim_ttl_seconds' default.
+	DefaultKanbanClaimTTL = 15 * time.Minute
 )
 
 // Options configure a Server.
@@ -69,6 +72,18 @@ type Options struct {
 	// Cron, when set, serves the scheduled jobs' routes under
 	// /api/v1/cron (cron.go).
 	Cron Cron
+	// Kanban, when set, serves the boards' routes under /api/v1/kanban
+	// (kanban.go): every change goes through it, every read through its
+	// Store.
+	Kanban *kanban.Service
+	// KanbanTokens checks the worker tokens (HERALD_KANBAN_TOKEN) with
+	// which a card's worker calls that card's worker routes instead of
+	// with the API key. With no Key, no token is good: workers need the
+	// API key like everyone else.
+	KanbanTokens kanban.Tokens
+	// KanbanClaimTTL is how far a worker's heartbeat extends its claim
+	// (kanban.claim_ttl_seconds); default 15 minutes.
+	KanbanClaimTTL time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -89,6 +104,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.KeepAlive <= 0 {
 		o.KeepAlive = DefaultKeepAlive
+	}
+	if o.KanbanClaimTTL <= 0 {
+		o.KanbanClaimTTL = DefaultKanbanClaimTTL
 	}
 	return o
 }
@@ -130,6 +148,9 @@ func New(opts Options) *Server {
 	}
 	if opts.Cron != nil {
 		s.cronRoutes()
+	}
+	if opts.Kanban != nil {
+		s.kanbanRoutes()
 	}
 	return s
 }
@@ -206,9 +227,10 @@ func (s *Server) Guard(h http.Handler) http.Handler {
 }
 
 // refused answers 401 to a request without the API key, and reports
-// whether it did.
+// whether it did. A card's worker calls its card's worker routes with
+// its worker token instead (kanbanWorker).
 func (s *Server) refused(w http.ResponseWriter, r *http.Request) bool {
-	if s.authorized(r) {
+	if s.authorized(r) || s.kanbanWorker(r) {
 		return false
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -44,10 +46,20 @@ func (s *Server) routes() {
 // route registers h for method and path, and a JSON 405 for the path's
 // other methods (the mux's own would be plain text).
 func (s *Server) route(method, path string, h http.HandlerFunc) {
-	s.mux.HandleFunc(method+" "+path, h)
+	s.routeMethods(path, map[string]http.HandlerFunc{method: h})
+}
+
+// routeMethods is route for a path served for several methods: one
+// handler each, and the JSON 405 naming them all.
+func (s *Server) routeMethods(path string, hs map[string]http.HandlerFunc) {
+	methods := slices.Sorted(maps.Keys(hs))
+	for _, m := range methods {
+		s.mux.HandleFunc(m+" "+path, hs[m])
+	}
+	allow := strings.Join(methods, ", ")
 	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Allow", method)
-		writeError(w, http.StatusMethodNotAllowed, typeInvalid, fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, method))
+		w.Header().Set("Allow", allow)
+		writeError(w, http.StatusMethodNotAllowed, typeInvalid, fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(methods, " or ")))
 	})
 }
 
@@ -57,13 +69,22 @@ func (s *Server) authorized(r *http.Request) bool {
 	if s.opts.APIKey == "" {
 		return true
 	}
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	token, ok := bearer(r)
+	if !ok {
 		return false
 	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	got := sha256.Sum256([]byte(token))
 	want := sha256.Sum256([]byte(s.opts.APIKey))
 	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+}
+
+// bearer returns the token of r's "Authorization: Bearer <token>".
+func bearer(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
 }
 
 type errorBody struct {
