@@ -423,6 +423,10 @@ func (g *Gateway) build() error {
 		Logger:       log,
 		Delegations:  g.delegationService(background),
 		Cron:         scheduled.manager,
+
+		Kanban:         boards.service,
+		KanbanTokens:   boards.tokens,
+		KanbanClaimTTL: cfg.Kanban.ClaimTTL(),
 	})
 	g.adapters = append([]adapters.Adapter{g.api}, g.opts.Adapters...)
 

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"maps"
@@ -90,6 +92,21 @@ type kanbanParts struct {
 	service    *kanban.Service
 	dispatcher *kanban.Dispatcher
 	notifier   *kanban.Notifier
+	tokens     kanban.Tokens
+}
+
+// KanbanTokens are the worker tokens of a gateway with cfg. Their key
+// comes from http.api_key, so every instance that shares it checks the
+// tokens of all; with no API key each process has a key of its own, and
+// a worker reports to the gateway that started it.
+func KanbanTokens(cfg config.Config) kanban.Tokens {
+	if cfg.HTTP.APIKey != "" {
+		sum := sha256.Sum256([]byte("herald kanban worker tokens\x00" + cfg.HTTP.APIKey))
+		return kanban.Tokens{Key: sum[:]}
+	}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	return kanban.Tokens{Key: key}
 }
 
 // buildKanban makes the board service, registers the board tools in
@@ -98,7 +115,7 @@ type kanbanParts struct {
 // and the worker's.
 func (g *Gateway) buildKanban(registry *tools.Registry, commands *sessions.Commands, spawner *delegation.Spawner, toolsets []string) (*kanbanParts, error) {
 	cfg := g.cfg.Kanban
-	p := &kanbanParts{service: KanbanService(g.db.Kanban(), cfg)}
+	p := &kanbanParts{service: KanbanService(g.db.Kanban(), cfg), tokens: KanbanTokens(g.cfg)}
 	if err := kanban.RegisterTools(registry, p.service, cfg.ClaimTTL()); err != nil {
 		return nil, err
 	}
@@ -143,8 +160,13 @@ func (g *Gateway) buildKanban(registry *tools.Registry, commands *sessions.Comma
 		ReviewDispatch:  cfg.ReviewDispatch,
 		ReviewLane:      cfg.ReviewLane,
 		Workspaces:      filepath.Join(g.cfg.Home, "kanban"),
-		Clock:           g.clock,
-		Logger:          g.log.With("part", "kanban"),
+		// A worker may report over the API, from any machine, with a
+		// token good for its card's claim only.
+		Env: func(k kanban.Card, token int64) []string {
+			return []string{"HERALD_KANBAN_API_URL=http://" + g.Addr(), "HERALD_KANBAN_TOKEN=" + p.tokens.Mint(k.ID, token)}
+		},
+		Clock:  g.clock,
+		Logger: g.log.With("part", "kanban"),
 	})
 	if err != nil {
 		return nil, err

@@ -84,3 +84,56 @@ func TestGatewayKanbanCommandAndNotifications(t *testing.T) {
 		t.Errorf("notifications = %+v, want one", got)
 	}
 }
+
+// A CLI worker is given the API's address and a token good for its
+// card's claim: it reports with it, and the token does nothing for
+// another card.
+func TestGatewayWorkerReportsOverTheAPI(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	cfg := testConfig(t, model)
+	cfg.HTTP.APIKey = "k-board"
+	dir := t.TempDir()
+	script := filepath.Join(dir, "lane.sh")
+	body := "#!/bin/bash\necho \"$HERALD_KANBAN_API_URL $HERALD_KANBAN_TOKEN\" > \"" + dir + "/$HERALD_KANBAN_TASK.env\"\nwhile [ ! -e \"" + dir + "/go\" ]; do sleep 0.05; done\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Kanban.Lanes = map[string]config.KanbanLane{"remote": {Command: script}}
+	h := startGateway(t, cfg, Options{})
+	svc := h.g.boards.service
+	ctx := context.Background()
+	k, _, err := svc.Create(ctx, kanban.CreateSpec{Title: "report over http", Assignee: "remote"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := svc.Create(ctx, kanban.CreateSpec{Title: "not yours", Status: kanban.StatusTriage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	eventually(t, "the worker's environment", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, k.ID+".env"))
+		env = strings.Fields(string(b))
+		return err == nil && len(env) == 2
+	})
+	if env[0] != "http://"+h.g.Addr() {
+		t.Errorf("HERALD_KANBAN_API_URL = %s, want the gateway's API", env[0])
+	}
+	h.key = env[1]
+	if code, body := h.do("POST", "/api/v1/kanban/cards/"+other.ID+"/complete", `{"summary":"x"}`); code != 403 {
+		t.Errorf("another card's complete with the token: %d %s, want 403", code, body)
+	}
+	if code, body := h.do("POST", "/api/v1/kanban/cards/"+k.ID+"/complete", `{"summary":"reported over http"}`); code != 200 {
+		t.Fatalf("complete with the token: %d %s", code, body)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := svc.Store.Card(ctx, k.ID)
+	if err != nil || got.Status != kanban.StatusDone || got.Result.Summary != "reported over http" {
+		t.Errorf("card = %+v, %v", got, err)
+	}
+	if code, _ := h.do("POST", "/api/v1/kanban/cards/"+k.ID+"/heartbeat", `{}`); code != 409 {
+		t.Errorf("a heartbeat after the claim ended: %d, want 409", code)
+	}
+}

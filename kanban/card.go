@@ -16,6 +16,8 @@ package kanban
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -126,7 +128,7 @@ type Card struct {
 	Children  []string  `json:"children,omitempty"`
 	Workspace Workspace `json:"workspace"`
 	// MaxRuntime bounds one run; 0: none.
-	MaxRuntime time.Duration `json:"max_runtime_seconds,omitempty"`
+	MaxRuntime Seconds `json:"max_runtime_seconds,omitempty"`
 	// MaxRetries is how many failures in a row give up; 0: the
 	// dispatcher's failure limit.
 	MaxRetries      int    `json:"max_retries,omitempty"`
@@ -165,6 +167,27 @@ type Card struct {
 	CompletedAt time.Time `json:"completed_at,omitzero"`
 	// Version grows with every write of the card (Store.Apply checks it).
 	Version int64 `json:"version"`
+}
+
+// Seconds is a duration that reads and writes as whole seconds in JSON.
+type Seconds time.Duration
+
+// Duration is s as a time.Duration.
+func (s Seconds) Duration() time.Duration { return time.Duration(s) }
+
+// MarshalJSON writes s as its whole seconds.
+func (s Seconds) MarshalJSON() ([]byte, error) {
+	return strconv.AppendInt(nil, int64(time.Duration(s)/time.Second), 10), nil
+}
+
+// UnmarshalJSON reads whole seconds.
+func (s *Seconds) UnmarshalJSON(b []byte) error {
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return fmt.Errorf("seconds: want a whole number, got %s", b)
+	}
+	*s = Seconds(time.Duration(n) * time.Second)
+	return nil
 }
 
 // NewCardID returns a new card id: t_ and 8 random hex digits.

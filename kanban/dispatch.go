@@ -520,7 +520,7 @@ func (d *Dispatcher) spawn(ctx context.Context, k Card, lane string, review bool
 		}
 		return false
 	}
-	r := &running{card: k.ID, board: k.Board, lane: lane, token: k.Claim.Token, started: d.clk.Now(), max: k.MaxRuntime, review: review, worker: w}
+	r := &running{card: k.ID, board: k.Board, lane: lane, token: k.Claim.Token, started: d.clk.Now(), max: k.MaxRuntime.Duration(), review: review, worker: w}
 	d.mu.Lock()
 	d.running[k.ID] = r
 	d.mu.Unlock()

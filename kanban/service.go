@@ -155,7 +155,7 @@ func (s *Service) Create(ctx context.Context, spec CreateSpec) (k Card, created 
 		k = Card{
 			ID: id, Board: spec.Board, Title: spec.Title, Body: spec.Body,
 			Assignee: LaneName(spec.Assignee), Priority: spec.Priority, Status: spec.Status,
-			Workspace: spec.Workspace, MaxRuntime: spec.MaxRuntime, MaxRetries: spec.MaxRetries,
+			Workspace: spec.Workspace, MaxRuntime: Seconds(spec.MaxRuntime.Truncate(time.Second)), MaxRetries: spec.MaxRetries,
 			IdempotencyKey: spec.IdempotencyKey, CreatedBy: spec.CreatedBy, Tenant: spec.Tenant,
 			Review: spec.Review, CompletionCheck: spec.CompletionCheck, ScheduledAt: spec.ScheduledAt,
 			CreatedAt: now, UpdatedAt: now,

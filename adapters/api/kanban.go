@@ -62,18 +62,12 @@ func (s *Server) kanbanRoutes() {
 	s.route("POST", kanbanCardsPrefix+"{id}/heartbeat", s.heartbeatKanbanCard)
 }
 
-// cardJSON is a card as the API answers it. Its max runtime is in
-// seconds, as its name says; the card's own JSON (the stores' encoding)
-// holds a Duration's nanoseconds under that name, and this field, being
-// less deeply embedded, is the one encoded.
+// cardJSON is a card as the API answers it.
 type cardJSON struct {
 	kanban.Card
-	MaxRuntime int64 `json:"max_runtime_seconds,omitempty"`
 }
 
-func viewCard(k kanban.Card) cardJSON {
-	return cardJSON{Card: k, MaxRuntime: int64(k.MaxRuntime / time.Second)}
-}
+func viewCard(k kanban.Card) cardJSON { return cardJSON{Card: k} }
 
 // cardDetail is one card asked for, with what was said and done on it.
 type cardDetail struct {

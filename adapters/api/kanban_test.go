@@ -142,7 +142,7 @@ func TestKanbanCreate(t *testing.T) {
 	if diff := cmp.Diff(want, k); diff != "" {
 		t.Errorf("created (-want +got):\n%s", diff)
 	}
-	if stored, err := f.svc.Store.Card(context.Background(), k.ID); err != nil || stored.MaxRuntime != 90*time.Second {
+	if stored, err := f.svc.Store.Card(context.Background(), k.ID); err != nil || stored.MaxRuntime.Duration() != 90*time.Second {
 		t.Errorf("stored max runtime %v, %v; want 90s", stored.MaxRuntime, err)
 	}
 	if parent.Status != kanban.StatusReady || parent.Board != "default" {

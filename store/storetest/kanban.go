@@ -145,7 +145,7 @@ func runKbCards(t *testing.T, b Backend) {
 	parent := newCard("t_00000001", "default", 0, 0)
 	child := newCard("t_00000002", "default", 0, time.Second)
 	child.Status = kanban.StatusTodo
-	child.Body, child.Assignee, child.Tenant, child.MaxRuntime = "do it", "herald", "acme", time.Minute
+	child.Body, child.Assignee, child.Tenant, child.MaxRuntime = "do it", "herald", "acme", kanban.Seconds(time.Minute)
 	evs := f.apply(kanban.Change{
 		Cards:  []kanban.CardWrite{{Card: parent}, {Card: child}},
 		Link:   []kanban.Link{{Parent: parent.ID, Child: child.ID}},
