@@ -437,7 +437,11 @@ func (s *Service) Assign(ctx context.Context, id, lane, actor string) (Card, err
 			return change{}, err
 		}
 		if k.Status == StatusRunning {
-			return change{}, errs.E(op, errs.Conflict, "%s is running on lane %s; it is reassigned once its run ends (or reclaim it first)", k.ID, k.Assignee)
+			on := k.Assignee
+			if k.Claim != nil && k.Claim.Lane != "" {
+				on = k.Claim.Lane
+			}
+			return change{}, errs.E(op, errs.Conflict, "%s is running on lane %s; it is reassigned once its run ends (or reclaim it first)", k.ID, on)
 		}
 		from := k.Version
 		k.Assignee, k.UpdatedAt = lane, now
