@@ -92,6 +92,7 @@ func (m *Main) rootCommand() *cobra.Command {
 		m.outboxCommand(),
 		m.delegationsCommand(),
 		m.cronCommand(),
+		m.kanbanCommand(),
 	)
 	return root
 }

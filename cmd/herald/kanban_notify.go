@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/heraldgw/herald/gateway"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/kanban"
+)
+
+// notifyKinds are the event kinds a subscription may name.
+var notifyKinds = []string{
+	kanban.EventCreated, kanban.EventMoved, kanban.EventClaimed, kanban.EventSpawned, kanban.EventCompleted,
+	kanban.EventBlocked, kanban.EventUnblocked, kanban.EventGaveUp, kanban.EventCrashed, kanban.EventTimedOut,
+	kanban.EventReclaimed, kanban.EventRateLimited, kanban.EventReview, kanban.EventApproved, kanban.EventChanges,
+	kanban.EventCommented, kanban.EventLinked, kanban.EventUnlinked, kanban.EventAssigned, kanban.EventPromoted,
+	kanban.EventArchived, kanban.EventCheckFailed, kanban.EventSkippedUnassigned, kanban.EventSkippedNonspawnable,
+	kanban.EventStranded,
+}
+
+// addKanbanNotifyCommands adds notify-subscribe, notify-list and
+// notify-unsubscribe.
+func (m *Main) addKanbanNotifyCommands(cmd *cobra.Command, with withBoard) {
+	var (
+		target  string
+		events  []string
+		subJSON bool
+	)
+	subscribe := &cobra.Command{
+		Use:   "notify-subscribe --target T [--events E,…]",
+		Short: "Send the board's events to a chat, from now on",
+		Long: `Send the board's events of some kinds (none named: the default set) to
+a target, each once, from now on. Targets are cron's: telegram / slack /
+discord (that platform's home channel), platform:chat[:thread], or a
+comma list; the platform must be configured.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			target = strings.TrimSpace(target)
+			if target == "" {
+				return usagef("--target is required")
+			}
+			var kinds []string
+			for _, e := range events {
+				e = strings.ToLower(strings.TrimSpace(e))
+				if e == "" || slices.Contains(kinds, e) {
+					continue
+				}
+				if !slices.Contains(notifyKinds, e) {
+					return usagef("--events: %q is not an event kind (%s)", e, strings.Join(notifyKinds, ", "))
+				}
+				kinds = append(kinds, e)
+			}
+			return with(cmd, true, func(ctx context.Context, b *board) error {
+				if err := b.exists(ctx); err != nil {
+					return err
+				}
+				ts, err := gateway.CronTargets(b.cfg, gateway.ConfiguredPlatforms(b.cfg.Platforms)).Resolve(target, nil)
+				if err != nil {
+					return m.kanbanError("", err)
+				}
+				if len(ts) == 0 {
+					return fmt.Errorf("target %q sends nothing: name a platform or platform:chat", target)
+				}
+				// From now on: the events before it are not sent.
+				cursor, err := lastCursor(ctx, b.store, b.slug)
+				if err != nil {
+					return err
+				}
+				now, err := b.store.Now(ctx)
+				if err != nil {
+					return err
+				}
+				s, err := b.store.PutSubscription(ctx, kanban.Subscription{ID: newSubscriptionID(), Board: b.slug, Target: target, Events: kinds, Cursor: cursor, CreatedAt: now})
+				if err != nil {
+					return m.kanbanError("", err)
+				}
+				if subJSON {
+					return m.printJSON(s)
+				}
+				_, err = fmt.Fprintf(m.Stdout, "subscribed %s: board %s's %s go to %s\n", s.ID, s.Board, kindsText(s.Events), s.Target)
+				return err
+			})
+		},
+	}
+	subscribe.Flags().StringVar(&target, "target", "", "where the events go (see above)")
+	subscribe.Flags().StringSliceVar(&events, "events", nil, "the event kinds sent, a comma list (default: "+strings.Join(kanban.DefaultNotifyEvents, ",")+")")
+	addJSONFlag(subscribe, &subJSON)
+
+	var listJSON bool
+	list := &cobra.Command{
+		Use:   "notify-list",
+		Short: "List the board's subscriptions",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return with(cmd, true, func(ctx context.Context, b *board) error {
+				ss, err := b.store.Subscriptions(ctx, b.slug)
+				if err != nil {
+					return err
+				}
+				if listJSON {
+					return m.printJSON(nonNil(ss))
+				}
+				if len(ss) == 0 {
+					_, err := fmt.Fprintf(m.Stdout, "no subscriptions on board %s\n", b.slug)
+					return err
+				}
+				for _, s := range ss {
+					if _, err := fmt.Fprintf(m.Stdout, "%s  %s  %s\n", s.ID, s.Target, kindsText(s.Events)); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		},
+	}
+	addJSONFlag(list, &listJSON)
+
+	unsubscribe := &cobra.Command{
+		Use:   "notify-unsubscribe ID",
+		Short: "Remove a subscription",
+		Args:  cardArgs("one subscription's id (see 'herald kanban notify-list')", 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return with(cmd, true, func(ctx context.Context, b *board) error {
+				err := b.store.RemoveSubscription(ctx, args[0])
+				if errs.Is(err, errs.NotFound) {
+					return fmt.Errorf("no subscription %s (see 'herald kanban notify-list')", args[0])
+				}
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(m.Stdout, "unsubscribed %s\n", args[0])
+				return err
+			})
+		},
+	}
+
+	cmd.AddCommand(subscribe, list, unsubscribe)
+}
+
+// newSubscriptionID returns sub_ and 16 random hex digits.
+func newSubscriptionID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return "sub_" + hex.EncodeToString(b)
+}
+
+func kindsText(kinds []string) string {
+	if len(kinds) == 0 {
+		return strings.Join(kanban.DefaultNotifyEvents, ", ") + " events (the default set)"
+	}
+	return strings.Join(kinds, ", ") + " events"
+}

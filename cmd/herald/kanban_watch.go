@@ -1,0 +1,295 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/heraldgw/herald/kanban"
+)
+
+// strandedAfter is how long a ready card waits unclaimed before the
+// diagnostics name it, as the dispatcher counts it.
+const strandedAfter = 30 * time.Minute
+
+// tailPoll is how often tail --follow reads the card's log again.
+const tailPoll = time.Second
+
+// boardStats is what stats --json prints.
+type boardStats struct {
+	Board      string         `json:"board"`
+	Total      int            `json:"total"`
+	Statuses   map[string]int `json:"statuses"`   // every status, archived too
+	Assignees  map[string]int `json:"assignees"`  // cards not archived, by lane
+	Unassigned int            `json:"unassigned"` // cards not archived without a lane
+}
+
+// diagnostics is what diagnostics --json prints.
+type diagnostics struct {
+	Board    string         `json:"board"`
+	Stranded []strandedCard `json:"stranded"`
+	Blocked  []blockedCard  `json:"blocked"`
+	Expired  []expiredClaim `json:"expired"`
+}
+
+type strandedCard struct {
+	ID            string `json:"id"`
+	Title         string `json:"title"`
+	Assignee      string `json:"assignee,omitempty"`
+	WaitedSeconds int    `json:"waited_seconds"`
+	Waiting       string `json:"waiting,omitempty"` // the dispatcher's reason/level
+}
+
+type blockedCard struct {
+	ID        string `json:"id"`
+	Title     string `json:"title"`
+	Kind      string `json:"kind,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+}
+
+type expiredClaim struct {
+	ID      string    `json:"id"`
+	Title   string    `json:"title"`
+	Owner   string    `json:"owner"`
+	Lane    string    `json:"lane,omitempty"`
+	Run     string    `json:"run"`
+	Expires time.Time `json:"expires"`
+}
+
+// addKanbanWatchCommands adds what shows a board's work: runs, log,
+// tail, stats and diagnostics.
+func (m *Main) addKanbanWatchCommands(cmd *cobra.Command, with withBoard) {
+	var runsJSON bool
+	runs := &cobra.Command{
+		Use:   "runs ID",
+		Short: "List a card's runs, oldest first: lane, owner, start, end, outcome",
+		Args:  cardArgs("one card's id", 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return with(cmd, true, func(ctx context.Context, b *board) error {
+				k, err := b.card(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				rs, err := b.store.Runs(ctx, k.ID)
+				if err != nil {
+					return err
+				}
+				if runsJSON {
+					return m.printJSON(nonNil(rs))
+				}
+				return printKanbanRuns(m.Stdout, rs)
+			})
+		},
+	}
+	addJSONFlag(runs, &runsJSON)
+
+	var run string
+	logCmd := &cobra.Command{
+		Use:   "log ID [--run RUN]",
+		Short: "Print the output a command lane's worker left for a run (the newest by default)",
+		Args:  cardArgs("one card's id", 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return with(cmd, true, func(ctx context.Context, b *board) error {
+				k, err := b.card(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				id := run
+				if id == "" {
+					rs, err := b.store.Runs(ctx, k.ID)
+					if err != nil {
+						return err
+					}
+					if len(rs) == 0 {
+						return fmt.Errorf("%s has no runs yet", k.ID)
+					}
+					id = rs[len(rs)-1].ID
+				}
+				path := filepath.Join(b.cfg.Home, "kanban", "logs", k.ID, id+".log")
+				f, err := os.Open(path)
+				if errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("run %s of %s left no log at %s (the herald lane's runs keep none; a run on another machine keeps its log there)", id, k.ID, path)
+				}
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				_, err = io.Copy(m.Stdout, f)
+				return err
+			})
+		},
+	}
+	logCmd.Flags().StringVar(&run, "run", "", "the run (see 'herald kanban runs ID')")
+
+	var follow, tailJSON bool
+	tail := &cobra.Command{
+		Use:   "tail ID [--follow]",
+		Short: "Print a card's events; --follow prints new ones as they come, until interrupted",
+		Long: `Print a card's events, oldest first. With --follow, read its log again
+every second and print what is new, until interrupted. With --json, a JSON
+array of the events; with --follow too, one JSON object a line.`,
+		Args: cardArgs("one card's id", 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return with(cmd, !follow, func(ctx context.Context, b *board) error {
+				k, err := b.card(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				evs, err := cardEvents(ctx, b.store, k, "")
+				if err != nil {
+					return err
+				}
+				if !follow {
+					if tailJSON {
+						return m.printJSON(nonNil(evs))
+					}
+					return printEvents(m.Stdout, evs, "")
+				}
+				after := ""
+				show := func(evs []kanban.Event) error {
+					for _, e := range evs {
+						after = e.Cursor
+						var err error
+						if tailJSON {
+							err = m.printJSONLine(e)
+						} else {
+							err = printEvents(m.Stdout, []kanban.Event{e}, "")
+						}
+						if err != nil {
+							return err
+						}
+					}
+					return nil
+				}
+				if err := show(evs); err != nil {
+					return err
+				}
+				t := time.NewTicker(tailPoll)
+				defer t.Stop()
+				for {
+					select {
+					case <-ctx.Done():
+						return nil
+					case <-t.C:
+					}
+					evs, err := cardEvents(ctx, b.store, k, after)
+					if ctx.Err() != nil {
+						return nil
+					}
+					if err != nil {
+						return err
+					}
+					if err := show(evs); err != nil {
+						return err
+					}
+				}
+			})
+		},
+	}
+	tail.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events until interrupted")
+	addJSONFlag(tail, &tailJSON)
+
+	var statsJSON bool
+	stats := &cobra.Command{
+		Use:   "stats",
+		Short: "Count the board's cards by status and by lane",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return with(cmd, true, func(ctx context.Context, b *board) error {
+				if err := b.exists(ctx); err != nil {
+					return err
+				}
+				cards, err := b.store.Cards(ctx, kanban.Query{Board: b.slug, Archived: true})
+				if err != nil {
+					return err
+				}
+				st := boardStats{Board: b.slug, Total: len(cards), Statuses: map[string]int{}, Assignees: map[string]int{}}
+				for _, s := range kanban.Statuses {
+					st.Statuses[string(s)] = 0
+				}
+				for _, k := range cards {
+					st.Statuses[string(k.Status)]++
+					switch {
+					case k.Status == kanban.StatusArchived:
+					case k.Assignee == "":
+						st.Unassigned++
+					default:
+						st.Assignees[k.Assignee]++
+					}
+				}
+				if statsJSON {
+					return m.printJSON(st)
+				}
+				return printStats(m.Stdout, st)
+			})
+		},
+	}
+	addJSONFlag(stats, &statsJSON)
+
+	var diagJSON bool
+	diag := &cobra.Command{
+		Use:   "diagnostics",
+		Short: "Name what is stuck: ready cards waiting 30m or more, blocked cards, claims that ran out",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return with(cmd, true, func(ctx context.Context, b *board) error {
+				if err := b.exists(ctx); err != nil {
+					return err
+				}
+				d, err := diagnose(ctx, b)
+				if err != nil {
+					return err
+				}
+				if diagJSON {
+					return m.printJSON(d)
+				}
+				return printDiagnostics(m.Stdout, d)
+			})
+		},
+	}
+	addJSONFlag(diag, &diagJSON)
+
+	cmd.AddCommand(runs, logCmd, tail, stats, diag)
+}
+
+// diagnose reads what is stuck on b's board.
+func diagnose(ctx context.Context, b *board) (diagnostics, error) {
+	d := diagnostics{Board: b.slug, Stranded: []strandedCard{}, Blocked: []blockedCard{}, Expired: []expiredClaim{}}
+	now, err := b.store.Now(ctx)
+	if err != nil {
+		return d, err
+	}
+	cards, err := b.store.Cards(ctx, kanban.Query{Board: b.slug, Statuses: []kanban.Status{kanban.StatusReady, kanban.StatusBlocked, kanban.StatusRunning}})
+	if err != nil {
+		return d, err
+	}
+	kanban.SortCards(cards)
+	for _, k := range cards {
+		switch k.Status {
+		case kanban.StatusReady:
+			if waited := now.Sub(k.ReadyAt); !k.ReadyAt.IsZero() && waited >= strandedAfter {
+				d.Stranded = append(d.Stranded, strandedCard{ID: k.ID, Title: k.Title, Assignee: k.Assignee, WaitedSeconds: int(waited.Seconds()), Waiting: k.Waiting})
+			}
+		case kanban.StatusBlocked:
+			d.Blocked = append(d.Blocked, blockedCard{ID: k.ID, Title: k.Title, Kind: string(k.BlockKind), Reason: k.BlockReason, LastError: k.LastError})
+		case kanban.StatusRunning:
+			if c := k.Claim; c != nil && now.After(c.Expires) {
+				d.Expired = append(d.Expired, expiredClaim{ID: k.ID, Title: k.Title, Owner: c.Owner, Lane: c.Lane, Run: c.Run, Expires: c.Expires})
+			}
+		}
+	}
+	return d, nil
+}
+
+// printJSONLine prints v as one line of JSON.
+func (m *Main) printJSONLine(v any) error {
+	return jsonLine(m.Stdout, v)
+}
