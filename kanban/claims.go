@@ -108,6 +108,9 @@ func (s *Service) Spawned(ctx context.Context, id string, token int64, host stri
 		if err := checkToken(op, k, token); err != nil {
 			return change{}, err
 		}
+		if k.Claim == nil {
+			return change{}, errs.E(op, errs.LeaseLost, "%s is %s: no worker holds it", k.ID, k.Status)
+		}
 		from := k.Version
 		cl := *k.Claim
 		cl.Spawned, cl.Host, cl.PID, cl.ProcStart, cl.Heartbeat = true, host, pid, procStart, now
@@ -130,7 +133,10 @@ func (s *Service) Heartbeat(ctx context.Context, id string, token int64, ttl tim
 		if err != nil {
 			return change{}, err
 		}
-		if token == 0 && k.Claim != nil {
+		if k.Claim == nil {
+			return change{}, errs.E(op, errs.LeaseLost, "%s is %s: no worker holds it", k.ID, k.Status)
+		}
+		if token == 0 {
 			token = k.Claim.Token
 		}
 		if err := checkToken(op, k, token); err != nil {

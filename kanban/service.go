@@ -277,7 +277,7 @@ func (s *Service) Link(ctx context.Context, parent, child, actor string) (Card, 
 			return change{}, err
 		}
 		if path != nil {
-			return change{}, errs.E(op, errs.Invalid, "linking %s → %s would make a cycle: %s", p.ID, k.ID, strings.Join(append(path, k.ID), " → "))
+			return change{}, errs.E(op, errs.Invalid, "linking %s → %s would make a cycle: %s → %s", p.ID, k.ID, p.ID, strings.Join(path, " → "))
 		}
 		c := change{Change: Change{Check: walked, Link: []Link{{Parent: p.ID, Child: k.ID}}}}
 		p.UpdatedAt = now
@@ -298,18 +298,18 @@ func (s *Service) Link(ctx context.Context, parent, child, actor string) (Card, 
 }
 
 // pathDown walks from k down its children looking for target, and
-// returns the path from target down to k's child side (target first)
-// when there is one, and every card it read with its version.
+// returns the route from k to target (both included) when there is one,
+// and every card it read with its version.
 func (s *Service) pathDown(ctx context.Context, k Card, target string) ([]string, []Version, error) {
 	type step struct {
-		id   string
-		from []string
+		id    string
+		route []string // from k to id's parent
 	}
 	var walked []Version
 	seen := map[string]bool{k.ID: true}
-	queue := []step{}
+	var queue []step
 	for _, c := range k.Children {
-		queue = append(queue, step{id: c, from: []string{k.ID}})
+		queue = append(queue, step{id: c, route: []string{k.ID}})
 	}
 	for len(queue) > 0 {
 		st := queue[0]
@@ -319,8 +319,7 @@ func (s *Service) pathDown(ctx context.Context, k Card, target string) ([]string
 		}
 		seen[st.id] = true
 		if st.id == target {
-			path := append([]string{target}, reversed(st.from)...)
-			return path[:len(path)-1], walked, nil
+			return append(st.route, target), walked, nil
 		}
 		c, err := s.Store.Card(ctx, st.id)
 		if errs.Is(err, errs.NotFound) {
@@ -331,17 +330,12 @@ func (s *Service) pathDown(ctx context.Context, k Card, target string) ([]string
 		}
 		walked = append(walked, Version{ID: c.ID, Version: c.Version})
 		for _, next := range c.Children {
-			queue = append(queue, step{id: next, from: append(slices.Clone(st.from), c.ID)})
+			queue = append(queue, step{id: next, route: append(slices.Clone(st.route), c.ID)})
 		}
 	}
 	return nil, walked, nil
 }
 
-func reversed(s []string) []string {
-	out := slices.Clone(s)
-	slices.Reverse(out)
-	return out
-}
 
 // Unlink takes parent away from child's parents; a todo child whose
 // remaining parents are done becomes ready. Errors: NotFound.

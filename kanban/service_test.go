@@ -168,8 +168,11 @@ func TestLinksRefuseCycles(t *testing.T) {
 		b := h.create(kanban.CreateSpec{Title: "b", Parents: []string{a.ID}})
 		c := h.create(kanban.CreateSpec{Title: "c", Parents: []string{b.ID}})
 		_, err := h.svc.Link(h.ctx, c.ID, a.ID, "ann")
-		if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "cycle") || !strings.Contains(err.Error(), b.ID) {
-			t.Errorf("Link(c → a) = %v, want a cycle refused, naming its path", err)
+		if want := c.ID + " → " + a.ID + " → " + b.ID + " → " + c.ID; !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "cycle: "+want) {
+			t.Errorf("Link(c → a) = %v, want a cycle refused, naming it: %s", err, want)
+		}
+		if _, err := h.svc.Heartbeat(h.ctx, a.ID, 0, time.Minute, ""); !errs.Is(err, errs.LeaseLost) {
+			t.Errorf("a heartbeat of a card no worker holds = %v, want LeaseLost", err)
 		}
 		_, err = h.svc.Link(h.ctx, a.ID, a.ID, "ann")
 		wantInvalid(t, "a self-link", err)
