@@ -336,7 +336,6 @@ func (s *Service) pathDown(ctx context.Context, k Card, target string) ([]string
 	return nil, walked, nil
 }
 
-
 // Unlink takes parent away from child's parents; a todo child whose
 // remaining parents are done becomes ready. Errors: NotFound.
 func (s *Service) Unlink(ctx context.Context, parent, child, actor string) (Card, error) {
