@@ -241,18 +241,22 @@ func (s *Scheduler) tick(ctx context.Context) time.Duration {
 	}
 	s.forgetHeld(now)
 	started, busy := 0, 0
+	var stale clock.Timer
+	defer func() {
+		if stale != nil {
+			stale.Stop()
+		}
+	}()
 	for _, j := range jobs {
 		f := fireOf(j)
 		if !s.take(f, now) {
 			busy++
 			continue
 		}
-		select {
-		case s.slots <- struct{}{}:
-		default:
-			// Every slot is taken: wait for one to free.
+		if !s.slot(ctx, now, &stale) {
+			// Read again, or stopping.
 			s.untake(f)
-			return busyWait
+			return 0
 		}
 		started++
 		s.start(ctx, func(ctx context.Context) { s.fire(ctx, j, f) }, f)
@@ -279,6 +283,45 @@ func (s *Scheduler) tick(ctx context.Context) time.Duration {
 		}
 	}
 	return min(wait, s.opts.Poll)
+}
+
+// slot takes a slot for a fire of the jobs read at read. With every
+// slot taken it waits for one to free, rather than reading the due jobs
+// again for each (a read of a whole batch to start one fire, when many
+// are due at once), but not past Poll after the read: a job read longer
+// ago may have been paused, changed or removed since, so it is read
+// again, as the loop would. It returns false when the jobs are to be
+// read again or the loop is stopping; stale is the wait's timer, made
+// at the first wait and stopped by the caller.
+func (s *Scheduler) slot(ctx context.Context, read time.Time, stale *clock.Timer) bool {
+	select {
+	case s.slots <- struct{}{}:
+		return true
+	default:
+	}
+	if *stale == nil {
+		left := s.opts.Poll - s.clock.Now().Sub(read)
+		if left <= 0 {
+			return false
+		}
+		*stale = s.clock.NewTimer(left)
+	}
+	for {
+		select {
+		case s.slots <- struct{}{}:
+			return true
+		case <-s.wake:
+			// A fire ended (its slot is free now), a job changed here
+			// (the next read sees it), or the loop is stopping.
+			if !s.running() {
+				return false
+			}
+		case <-(*stale).C():
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // take marks f as firing here, unless it is already or another
@@ -432,6 +475,10 @@ func (s *Scheduler) fire(ctx context.Context, j Job, f fire) {
 	if cur, ok := s.renewer.Current(c.Name); ok {
 		c = cur
 	}
+	// Dropped before it is marked done: a renewal running meanwhile
+	// would find the claim done and, were it still held, take it for
+	// lost.
+	s.renewer.Drop(c.Name)
 	if err := s.opts.Once.DoneOnce(context.WithoutCancel(ctx), c); err != nil {
 		log.Warn("marking a cron fire done failed; it may be looked at again, and its run record keeps it from running twice", "err", err)
 	}
