@@ -101,6 +101,36 @@ type Query struct {
 	Limit    int  // 0: all
 }
 
+// StatusList is the statuses q selects: its Statuses, else every one but
+// archived (with Archived, every one).
+func (q Query) StatusList() []Status {
+	if len(q.Statuses) > 0 {
+		return q.Statuses
+	}
+	var out []Status
+	for _, st := range Statuses {
+		if st != StatusArchived || q.Archived {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// Trim keeps of cards, read in the board's order for q's statuses, those
+// q's other fields select, up to its limit. Stores answer Cards with it.
+func (q Query) Trim(cards []Card) []Card {
+	out := cards[:0]
+	for _, k := range cards {
+		if q.Limit > 0 && len(out) == q.Limit {
+			break
+		}
+		if (q.Assignee == "" || k.Assignee == q.Assignee) && (q.Tenant == "" || k.Tenant == q.Tenant) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // EventQuery selects events of a board.
 type EventQuery struct {
 	Board string // required

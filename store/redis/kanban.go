@@ -264,16 +264,8 @@ func (s kanbanStore) Cards(ctx context.Context, q kanban.Query) ([]kanban.Card, 
 	if q.Board == "" {
 		return nil, errs.E(op, errs.Invalid, "a card query needs a board")
 	}
-	statuses := q.Statuses
-	if len(statuses) == 0 {
-		for _, st := range kanban.Statuses {
-			if st != kanban.StatusArchived || q.Archived {
-				statuses = append(statuses, st)
-			}
-		}
-	}
 	args := []any{q.Board}
-	for _, st := range statuses {
+	for _, st := range q.StatusList() {
 		args = append(args, string(st))
 	}
 	all, err := s.read(ctx, op, "board", args...)
@@ -281,16 +273,7 @@ func (s kanbanStore) Cards(ctx context.Context, q kanban.Query) ([]kanban.Card, 
 		return nil, err
 	}
 	kanban.SortCards(all)
-	out := all[:0]
-	for _, k := range all {
-		if (q.Assignee == "" || k.Assignee == q.Assignee) && (q.Tenant == "" || k.Tenant == q.Tenant) {
-			out = append(out, k)
-		}
-		if q.Limit > 0 && len(out) == q.Limit {
-			break
-		}
-	}
-	return out, nil
+	return q.Trim(all), nil
 }
 
 // read runs kb_read and decodes its cards.

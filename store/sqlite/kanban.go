@@ -246,32 +246,17 @@ func (s kanbanStore) Cards(ctx context.Context, q kanban.Query) ([]kanban.Card, 
 	if q.Board == "" {
 		return nil, errs.E(op, errs.Invalid, "a card query needs a board")
 	}
-	query := `SELECT version, card FROM kanban_cards WHERE board = ?`
+	statuses := q.StatusList()
+	query := `SELECT version, card FROM kanban_cards WHERE board = ? AND status IN (?` + strings.Repeat(`, ?`, len(statuses)-1) + `)`
 	args := []any{q.Board}
-	switch {
-	case len(q.Statuses) > 0:
-		query += ` AND status IN (?` + strings.Repeat(`, ?`, len(q.Statuses)-1) + `)`
-		for _, st := range q.Statuses {
-			args = append(args, string(st))
-		}
-	case !q.Archived:
-		query += ` AND status != ?`
-		args = append(args, string(kanban.StatusArchived))
+	for _, st := range statuses {
+		args = append(args, string(st))
 	}
 	all, err := s.cards(ctx, op, query+sqlKbCardsOrder, args...)
 	if err != nil {
 		return nil, err
 	}
-	out := all[:0]
-	for _, k := range all {
-		if (q.Assignee == "" || k.Assignee == q.Assignee) && (q.Tenant == "" || k.Tenant == q.Tenant) {
-			out = append(out, k)
-		}
-		if q.Limit > 0 && len(out) == q.Limit {
-			break
-		}
-	}
-	return out, nil
+	return q.Trim(all), nil
 }
 
 // cards reads the cards query selects, and their links, as they stood
