@@ -102,6 +102,10 @@ type Claim struct {
 	ProcStart string    `json:"proc_start,omitempty"`
 	Spawned   bool      `json:"spawned,omitempty"`  // the worker started
 	Heartbeat time.Time `json:"heartbeat,omitzero"` // the worker's last sign of life
+	// Started is when the claim, and its run, began; Review says the run
+	// is a reviewer's. The run's end is written from them.
+	Started time.Time `json:"started,omitzero"`
+	Review  bool      `json:"review,omitempty"`
 }
 
 // Result is what a worker's complete call reported.

@@ -65,7 +65,7 @@ func (s *Service) Claim(ctx context.Context, id string, spec ClaimSpec) (Card, e
 		lane = k.Assignee
 	}
 	r := Run{ID: NewRunID(), Card: k.ID, Board: k.Board, Lane: lane, Owner: spec.Owner, Review: spec.Review, Started: now}
-	k.Claim = &Claim{Owner: spec.Owner, Token: from + 1, Expires: now.Add(spec.TTL), Run: r.ID, Lane: lane, Heartbeat: now}
+	k.Claim = &Claim{Owner: spec.Owner, Token: from + 1, Expires: now.Add(spec.TTL), Run: r.ID, Lane: lane, Heartbeat: now, Started: now, Review: spec.Review}
 	k.Status, k.UpdatedAt, k.Waiting = StatusRunning, now, ""
 	ev := Event{Board: k.Board, Card: k.ID, Kind: EventClaimed, From: want, To: StatusRunning, Run: r.ID, Actor: spec.Owner, Text: lane, At: now}
 	if spec.Review {
@@ -80,32 +80,15 @@ func (s *Service) Claim(ctx context.Context, id string, spec ClaimSpec) (Card, e
 }
 
 // reviewing reports whether k's claim is a reviewer's.
-func (s *Service) reviewing(ctx context.Context, k Card) bool {
-	if k.Claim == nil {
-		return false
-	}
-	rs, err := s.Store.Runs(ctx, k.ID)
-	if err != nil {
-		return false
-	}
-	for _, r := range rs {
-		if r.ID == k.Claim.Run {
-			return r.Review
-		}
-	}
-	return false
-}
+func reviewing(k Card) bool { return k.Claim != nil && k.Claim.Review }
 
 // Spawned records the worker process a claim started (PID 0 for an
 // in-process worker). Errors: NotFound, LeaseLost.
 func (s *Service) Spawned(ctx context.Context, id string, token int64, host string, pid int, procStart string) (Card, error) {
 	const op = "kanban.Spawned"
 	return s.apply(ctx, op, func(now time.Time) (change, error) {
-		k, err := s.read(ctx, op, id)
+		k, err := s.held(ctx, op, id, token)
 		if err != nil {
-			return change{}, err
-		}
-		if err := checkToken(op, k, token); err != nil {
 			return change{}, err
 		}
 		if k.Claim == nil {
@@ -169,11 +152,8 @@ func (s *Service) Complete(ctx context.Context, id string, token int64, res Resu
 	if res.Summary == "" {
 		return Card{}, errs.E(op, errs.Invalid, "a complete needs a summary of what was done")
 	}
-	k, err := s.read(ctx, op, id)
+	k, err := s.held(ctx, op, id, token)
 	if err != nil {
-		return Card{}, err
-	}
-	if err := checkToken(op, k, token); err != nil {
 		return Card{}, err
 	}
 	for _, cid := range res.CreatedCards {
@@ -185,7 +165,7 @@ func (s *Service) Complete(ctx context.Context, id string, token int64, res Resu
 			return Card{}, err
 		}
 	}
-	review := s.reviewing(ctx, k)
+	review := reviewing(k)
 	check := !review && !k.Review && k.CompletionCheck != ""
 	var output string
 	passed := true
@@ -199,11 +179,8 @@ func (s *Service) Complete(ctx context.Context, id string, token int64, res Resu
 		}
 	}
 	return s.apply(ctx, op, func(now time.Time) (change, error) {
-		k, err := s.read(ctx, op, id)
+		k, err := s.held(ctx, op, id, token)
 		if err != nil {
-			return change{}, err
-		}
-		if err := checkToken(op, k, token); err != nil {
 			return change{}, err
 		}
 		switch k.Status {
@@ -213,14 +190,7 @@ func (s *Service) Complete(ctx context.Context, id string, token int64, res Resu
 		}
 		from := k.Version
 		c := change{}
-		if k.Claim != nil {
-			c.Runs = []Run{s.endRun(ctx, k, now, OutcomeCompleted, "", res.Summary)}
-		}
-		run := ""
-		if k.Claim != nil {
-			run = k.Claim.Run
-		}
-		k.Claim = nil
+		run := endClaim(&k, &c.Change, now, OutcomeCompleted, "", res.Summary)
 		switch {
 		case !passed:
 			k.Failures++
@@ -297,11 +267,8 @@ func (s *Service) promoteChildren(ctx context.Context, k Card, now time.Time) (C
 func (s *Service) RequestReview(ctx context.Context, id string, token int64, res Result, actor string) (Card, error) {
 	const op = "kanban.RequestReview"
 	return s.apply(ctx, op, func(now time.Time) (change, error) {
-		k, err := s.read(ctx, op, id)
+		k, err := s.held(ctx, op, id, token)
 		if err != nil {
-			return change{}, err
-		}
-		if err := checkToken(op, k, token); err != nil {
 			return change{}, err
 		}
 		if k.Status == StatusDone || k.Status == StatusArchived || k.Status == StatusReview {
@@ -309,12 +276,7 @@ func (s *Service) RequestReview(ctx context.Context, id string, token int64, res
 		}
 		from := k.Version
 		c := change{}
-		run := ""
-		if k.Claim != nil {
-			run = k.Claim.Run
-			c.Runs = []Run{s.endRun(ctx, k, now, OutcomeCompleted, "", res.Summary)}
-			k.Claim = nil
-		}
+		run := endClaim(&k, &c.Change, now, OutcomeCompleted, "", res.Summary)
 		if strings.TrimSpace(res.Summary) != "" {
 			k.Result = &res
 		}
@@ -336,7 +298,7 @@ func (s *Service) Approve(ctx context.Context, id string, token int64, note, act
 	if err != nil {
 		return Card{}, err
 	}
-	if k.Status != StatusReview && !(k.Status == StatusRunning && s.reviewing(ctx, k)) {
+	if k.Status != StatusReview && !(k.Status == StatusRunning && reviewing(k)) {
 		return Card{}, errs.E(op, errs.Invalid, "%s is %s, not in review", k.ID, k.Status)
 	}
 	if k.Status == StatusReview {
@@ -360,25 +322,17 @@ func (s *Service) RequestChanges(ctx context.Context, id string, token int64, co
 // else → ready with the comments.
 func (s *Service) finishReview(ctx context.Context, op, id string, token int64, text, actor string, approved bool) (Card, error) {
 	return s.apply(ctx, op, func(now time.Time) (change, error) {
-		k, err := s.read(ctx, op, id)
+		k, err := s.held(ctx, op, id, token)
 		if err != nil {
 			return change{}, err
 		}
-		if err := checkToken(op, k, token); err != nil {
-			return change{}, err
-		}
-		reviewerRun := k.Status == StatusRunning && s.reviewing(ctx, k)
+		reviewerRun := k.Status == StatusRunning && reviewing(k)
 		if k.Status != StatusReview && !reviewerRun {
 			return change{}, errs.E(op, errs.Invalid, "%s is %s, not in review", k.ID, k.Status)
 		}
 		from := k.Version
 		c := change{}
-		run := ""
-		if k.Claim != nil {
-			run = k.Claim.Run
-			c.Runs = []Run{s.endRun(ctx, k, now, OutcomeCompleted, "", text)}
-			k.Claim = nil
-		}
+		run := endClaim(&k, &c.Change, now, OutcomeCompleted, "", text)
 		var ev Event
 		if approved {
 			k.CompletedAt, k.Failures = now, 0
@@ -424,19 +378,14 @@ func (s *Service) Release(ctx context.Context, id string, token int64, e Ending)
 		return Card{}, errs.E(op, errs.Invalid, "a release names the claim it ends")
 	}
 	return s.apply(ctx, op, func(now time.Time) (change, error) {
-		k, err := s.read(ctx, op, id)
+		k, err := s.held(ctx, op, id, token)
 		if err != nil {
 			return change{}, err
 		}
-		if err := checkToken(op, k, token); err != nil {
-			return change{}, err
-		}
-		review := s.reviewing(ctx, k)
+		review := reviewing(k)
 		from := k.Version
 		c := change{}
-		c.Runs = []Run{s.endRun(ctx, k, now, e.Outcome, e.Reason, "")}
-		run := k.Claim.Run
-		k.Claim = nil
+		run := endClaim(&k, &c.Change, now, e.Outcome, e.Reason, "")
 		back := StatusReady
 		if review {
 			back = StatusReview

@@ -465,11 +465,8 @@ func (s *Service) Block(ctx context.Context, id string, token int64, kind BlockK
 		return Card{}, errs.E(op, errs.Invalid, "a block needs a reason")
 	}
 	return s.apply(ctx, op, func(now time.Time) (change, error) {
-		k, err := s.read(ctx, op, id)
+		k, err := s.held(ctx, op, id, token)
 		if err != nil {
-			return change{}, err
-		}
-		if err := checkToken(op, k, token); err != nil {
 			return change{}, err
 		}
 		if k.Status == StatusDone || k.Status == StatusArchived {
@@ -477,10 +474,7 @@ func (s *Service) Block(ctx context.Context, id string, token int64, kind BlockK
 		}
 		from := k.Version
 		c := change{}
-		if k.Claim != nil {
-			c.Runs = append(c.Runs, s.endRun(ctx, k, now, OutcomeBlocked, reason, ""))
-			k.Claim = nil
-		}
+		endClaim(&k, &c.Change, now, OutcomeBlocked, reason, "")
 		to := StatusBlocked
 		switch {
 		case kind == BlockDependency:
@@ -531,6 +525,16 @@ func (s *Service) Unblock(ctx context.Context, id, actor string) (Card, error) {
 	})
 }
 
+// held reads the card id for a write that names token, refusing it
+// (checkToken) when token is not the card's claim.
+func (s *Service) held(ctx context.Context, op, id string, token int64) (Card, error) {
+	k, err := s.read(ctx, op, id)
+	if err != nil {
+		return Card{}, err
+	}
+	return k, checkToken(op, k, token)
+}
+
 // checkToken refuses, with LeaseLost, a worker's write (token > 0) about
 // a card its claim no longer holds.
 func checkToken(op string, k Card, token int64) error {
@@ -543,21 +547,21 @@ func checkToken(op string, k Card, token int64) error {
 	return nil
 }
 
-// endRun is the run k's claim started, ended now with outcome.
-func (s *Service) endRun(ctx context.Context, k Card, now time.Time, outcome Outcome, errText, summary string) Run {
-	r := Run{ID: k.Claim.Run, Card: k.ID, Board: k.Board, Lane: k.Claim.Lane, Owner: k.Claim.Owner}
-	if rs, err := s.Store.Runs(ctx, k.ID); err == nil {
-		for _, x := range rs {
-			if x.ID == k.Claim.Run {
-				r = x
-			}
-		}
+// endClaim ends k's claim, when it has one: the run it started is
+// added to c, ended now with outcome, and its id returned ("" for none).
+func endClaim(k *Card, c *Change, now time.Time, outcome Outcome, errText, summary string) string {
+	cl := k.Claim
+	if cl == nil {
+		return ""
 	}
-	if r.Started.IsZero() {
-		r.Started = now
+	k.Claim = nil
+	started := cl.Started
+	if started.IsZero() {
+		started = now
 	}
-	r.Ended, r.Outcome, r.Error, r.Summary = now, outcome, errText, summary
-	return r
+	c.Runs = append(c.Runs, Run{ID: cl.Run, Card: k.ID, Board: k.Board, Lane: cl.Lane, Owner: cl.Owner, Review: cl.Review,
+		Started: started, Ended: now, Outcome: outcome, Error: errText, Summary: summary})
+	return cl.Run
 }
 
 // failureLimit is how many failures in a row give k up.
