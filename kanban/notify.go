@@ -163,7 +163,7 @@ func (n *Notifier) send(ctx context.Context, s Subscription) error {
 				return err
 			}
 			for _, t := range targets {
-				m := outbox.Message{Target: t, Text: text, Kind: KindNotification, Ref: e.Card,
+				m := outbox.Message{Target: t, Text: text, Kind: KindNotification,
 					IdempotencyKey: "kanban:" + s.ID + ":" + e.Cursor + ":" + t.String()}
 				if _, _, err := n.opts.Outbox.Enqueue(ctx, m); err != nil {
 					return err
