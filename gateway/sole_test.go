@@ -13,8 +13,9 @@ import (
 )
 
 // heldByTheDead leaves in cfg's SQLite file what a process killed mid-work
-// leaves: a turn's lease and a claimed reply, both good for a minute.
-func heldByTheDead(t *testing.T, cfg config.Config) {
+// leaves: a turn's lease and a claimed reply to platform, both good for a
+// minute.
+func heldByTheDead(t *testing.T, cfg config.Config, platform string) {
 	t.Helper()
 	ctx := context.Background()
 	db, err := OpenStore(ctx, cfg.Store, cfg.SQLitePath(), nil)
@@ -26,10 +27,10 @@ func heldByTheDead(t *testing.T, cfg config.Config) {
 	if _, turn, err := db.Sessions().AppendClaim(ctx, in, "dead-process", time.Minute); err != nil || turn == nil {
 		t.Fatalf("AppendClaim as the dead process = %v, %v", turn, err)
 	}
-	if _, _, err := db.Outbox().Enqueue(ctx, outbox.Message{Target: outbox.Target{Platform: "api", Chat: "sent"}, Conv: "api:sent", Text: "committed before the crash", Kind: "reply"}); err != nil {
+	if _, _, err := db.Outbox().Enqueue(ctx, outbox.Message{Target: outbox.Target{Platform: platform, Chat: "sent"}, Conv: "api:sent", Text: "committed before the crash", Kind: "reply"}); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := db.Outbox().Claim(ctx, "dead-process", []string{"api"}, 1, time.Minute); err != nil || len(c) != 1 {
+	if c, err := db.Outbox().Claim(ctx, "dead-process", []string{platform}, 1, time.Minute); err != nil || len(c) != 1 {
 		t.Fatalf("Claim as the dead process = %v, %v", c, err)
 	}
 }
@@ -40,7 +41,7 @@ func heldByTheDead(t *testing.T, cfg config.Config) {
 func TestGatewayTakesOverWhatTheDeadHeld(t *testing.T) {
 	model := testkit.NewModelServer(t)
 	cfg := testConfig(t, model)
-	heldByTheDead(t, cfg)
+	heldByTheDead(t, cfg, "api")
 	model.Script(testkit.Reply("yes"))
 	h := startGateway(t, cfg, Options{})
 	ctx := context.Background()
@@ -59,21 +60,25 @@ func TestGatewayTakesOverWhatTheDeadHeld(t *testing.T) {
 
 // With another gateway running on the file, a starting one cannot tell a
 // dead holder from that one's, and leaves every lease and claim to run
-// its course.
+// its course. The dead process's reply is to a platform neither gateway
+// sends to, so the running one cannot claim it first; whether the claim
+// still holds is asked of the store.
 func TestGatewayLeavesHoldingsWhileAnotherRuns(t *testing.T) {
 	model := testkit.NewModelServer(t)
 	cfg := testConfig(t, model)
 	startGateway(t, cfg, Options{Name: "running"})
-	heldByTheDead(t, cfg)
+	heldByTheDead(t, cfg, "elsewhere")
 	h := startGateway(t, cfg, Options{Name: "starting"})
 	time.Sleep(time.Second)
 	if n := model.Count(); n != 0 {
 		t.Errorf("%d model requests: a lease with a minute left was taken over", n)
 	}
-	for _, conv := range []string{"api:dead", "api:sent"} {
-		if items, err := h.g.Store().Sessions().ReadTimeline(context.Background(), conv, "", 10); err != nil || len(items) != 0 {
-			t.Errorf("%s's timeline %+v, %v; want nothing yet", conv, items, err)
-		}
+	ctx := context.Background()
+	if items, err := h.g.Store().Sessions().ReadTimeline(ctx, "api:dead", "", 10); err != nil || len(items) != 0 {
+		t.Errorf("api:dead's timeline %+v, %v; want nothing yet", items, err)
+	}
+	if c, err := h.g.Store().Outbox().Claim(ctx, "probe", []string{"elsewhere"}, 1, time.Minute); err != nil || len(c) != 0 {
+		t.Errorf("Claim of the dead process's reply = %+v, %v; want it still held", c, err)
 	}
 	if strings.Contains(h.logs.String(), "took over") {
 		t.Errorf("the second gateway took over: %s", h.logs)
