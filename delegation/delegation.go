@@ -18,6 +18,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/heraldgw/herald/internal/worktree"
 	"github.com/heraldgw/herald/outbox"
 )
 
@@ -202,14 +203,7 @@ type Completion struct {
 }
 
 // Worktree is what a child's git worktree came to.
-type Worktree struct {
-	Path    string `json:"path,omitempty"`
-	Branch  string `json:"branch,omitempty"`
-	Commits int    `json:"commits,omitempty"`
-	Dirty   bool   `json:"dirty,omitempty"`
-	Pruned  bool   `json:"pruned,omitempty"`
-	Skipped string `json:"skipped,omitempty"` // why isolation did not apply
-}
+type Worktree = worktree.Worktree
 
 // Result is one task's result.
 type Result struct {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/tools"
@@ -384,13 +385,13 @@ func TestSpawnerWorktrees(t *testing.T) {
 	}
 	tests := []struct {
 		desc      string
-		workspace func(t *testing.T) string
+		workspace func(t testing.TB) string
 		replies   []func(context.Context, llm.Request) (*llm.Response, error)
 		check     func(t *testing.T, w *Worktree)
 	}{
 		{
 			desc:      "a clean worktree with no commits is pruned",
-			workspace: newRepo,
+			workspace: testkit.GitRepo,
 			replies:   []func(context.Context, llm.Request) (*llm.Response, error){reply("nothing to change")},
 			check: func(t *testing.T, w *Worktree) {
 				if w == nil || !w.Pruned || w.Skipped != "" {
@@ -400,7 +401,7 @@ func TestSpawnerWorktrees(t *testing.T) {
 		},
 		{
 			desc:      "a worktree the child left files in is kept, dirty, on its branch",
-			workspace: newRepo,
+			workspace: testkit.GitRepo,
 			replies:   []func(context.Context, llm.Request) (*llm.Response, error){callTool("look", `{}`), reply("made a file")},
 			check: func(t *testing.T, w *Worktree) {
 				if w == nil || w.Pruned || !w.Dirty || !strings.HasPrefix(w.Branch, "herald-subagent/") {
@@ -413,7 +414,7 @@ func TestSpawnerWorktrees(t *testing.T) {
 		},
 		{
 			desc:      "outside a git repository the child shares the workspace and says why",
-			workspace: func(t *testing.T) string { d := t.TempDir(); hermeticGit(t, d); return d },
+			workspace: func(t testing.TB) string { d := t.TempDir(); testkit.HermeticGit(t, d); return d },
 			replies:   []func(context.Context, llm.Request) (*llm.Response, error){reply("done")},
 			check: func(t *testing.T, w *Worktree) {
 				if w == nil || w.Skipped == "" {

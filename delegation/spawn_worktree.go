@@ -3,6 +3,8 @@ package delegation
 import (
 	"context"
 	"time"
+
+	"github.com/heraldgw/herald/internal/worktree"
 )
 
 // worktreeFinish bounds what ending a child's worktree may take.
@@ -22,7 +24,7 @@ func (s *Spawner) worktree(ctx context.Context, childID string) *worktreeRun {
 	if s.opts.Workspace == "" {
 		return &worktreeRun{finish: func() *Worktree { return &Worktree{Skipped: "tools.workspace is not set"} }}
 	}
-	wt, dir, base, err := NewWorktree(ctx, s.opts.Workspace, childID)
+	wt, dir, base, err := worktree.New(ctx, s.opts.Workspace, "subagent", childID)
 	if err != nil {
 		reason := err.Error()
 		return &worktreeRun{dir: s.opts.Workspace, finish: func() *Worktree { return &Worktree{Skipped: reason} }}
@@ -35,7 +37,7 @@ func (s *Spawner) worktree(ctx context.Context, childID string) *worktreeRun {
 		// its worktree is settled all the same.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), worktreeFinish)
 		defer cancel()
-		if err := FinishWorktree(ctx, wt, base); err != nil {
+		if err := worktree.Finish(ctx, wt, base); err != nil {
 			s.log.Warn("settling a sub-agent's worktree failed; it is kept", "subagent", childID, "path", wt.Path, "err", err)
 		}
 		return wt

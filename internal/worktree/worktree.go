@@ -1,4 +1,7 @@
-package delegation
+// Package worktree gives a piece of work (a sub-agent, a kanban card) a
+// git worktree of its own, on a branch of its own, and settles it when
+// the work ends: removed when nothing is in it, kept otherwise.
+package worktree
 
 import (
 	"bytes"
@@ -16,38 +19,58 @@ import (
 )
 
 const (
-	// worktreesDir holds a repository's sub-agent worktrees, at its top.
+	// worktreesDir holds a repository's worktrees, at its top.
 	worktreesDir = ".worktrees"
-	// branchPrefix starts the branch of each child's worktree.
-	branchPrefix = "herald-subagent/"
 	// stderrTail bounds how much of git's complaint a Skipped reason keeps.
 	stderrTail = 300
 )
 
-// validChildID is what may name a worktree directory and a branch.
-var validChildID = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
+// validName is what may name a worktree directory and a branch.
+var validName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
 
-// worktreeMu serialises adding and removing worktrees: git takes locks
-// on the repository's refs and worktree list, and children that start or
+// mu serialises adding and removing worktrees: git takes locks on the
+// repository's refs and worktree list, and pieces of work that start or
 // end together would otherwise fail on each other's.
-var worktreeMu sync.Mutex
+var mu sync.Mutex
 
-// NewWorktree gives child childID its own git worktree of workspace:
-// <repo>/.worktrees/subagent-<childID> on a new branch
-// herald-subagent/<childID> from HEAD. It returns the worktree, the
-// directory the child works in (the workspace's place in the worktree:
+// Worktree is what a git worktree came to.
+type Worktree struct {
+	Path    string `json:"path,omitempty"`
+	Branch  string `json:"branch,omitempty"`
+	Commits int    `json:"commits,omitempty"`
+	Dirty   bool   `json:"dirty,omitempty"`
+	Pruned  bool   `json:"pruned,omitempty"`
+	Skipped string `json:"skipped,omitempty"` // why isolation did not apply
+}
+
+// New gives the work id of kind (a "subagent", a "kanban" card) its
+// own git worktree of workspace: <repo>/.worktrees/<kind>-<id> on a new
+// branch herald-<kind>/<id> from HEAD. It returns the worktree, the
+// directory the work is done in (the workspace's place in the worktree:
 // a workspace that is a subdirectory of the repository maps to the same
-// subdirectory) and base, the commit HEAD was at, for FinishWorktree.
+// subdirectory) and base, the commit HEAD was at, for Finish.
 //
 // When isolation cannot apply, the Worktree has only Skipped, the reason
-// (a person can act on it), dir is workspace and base is empty: the child
-// runs in the shared workspace and its result says why.
-// Errors: Invalid (a childID that cannot name a branch), Unavailable (ctx
-// ended).
-func NewWorktree(ctx context.Context, workspace, childID string) (wt *Worktree, dir, base string, err error) {
-	const op = "delegation.NewWorktree"
-	if !validChildID.MatchString(childID) || strings.Contains(childID, "..") || strings.HasSuffix(childID, ".lock") {
-		return nil, "", "", errs.E(op, errs.Invalid, "child id %q cannot name a branch", childID)
+// (a person can act on it), dir is workspace and base is empty.
+// Errors: Invalid (a kind or id that cannot name a branch), Unavailable
+// (ctx ended).
+func New(ctx context.Context, workspace, kind, id string) (wt *Worktree, dir, base string, err error) {
+	return open(ctx, workspace, kind, id, false)
+}
+
+// Open is New for work that may have a worktree already (a card run
+// again): the worktree of kind and id that is there is given again, with
+// base where its branch left HEAD's history.
+func Open(ctx context.Context, workspace, kind, id string) (wt *Worktree, dir, base string, err error) {
+	return open(ctx, workspace, kind, id, true)
+}
+
+func open(ctx context.Context, workspace, kind, id string, reuse bool) (wt *Worktree, dir, base string, err error) {
+	const op = "worktree.New"
+	for _, name := range []string{kind, id} {
+		if !validName.MatchString(name) || strings.Contains(name, "..") || strings.HasSuffix(name, ".lock") {
+			return nil, "", "", errs.E(op, errs.Invalid, "%q cannot name a branch", name)
+		}
 	}
 	skip := func(format string, args ...any) (*Worktree, string, string, error) {
 		if ctx.Err() != nil {
@@ -56,7 +79,7 @@ func NewWorktree(ctx context.Context, workspace, childID string) (wt *Worktree, 
 		return &Worktree{Skipped: fmt.Sprintf(format, args...)}, workspace, "", nil
 	}
 	if workspace == "" {
-		return skip("tools.workspace is not set")
+		return skip("no directory to branch from is set")
 	}
 	if _, err := exec.LookPath("git"); err != nil {
 		return skip("git is not installed")
@@ -73,27 +96,37 @@ func NewWorktree(ctx context.Context, workspace, childID string) (wt *Worktree, 
 	if err != nil {
 		return skip("the repository has no commits yet")
 	}
-	path := filepath.Join(top, worktreesDir, "subagent-"+childID)
-	branch := branchPrefix + childID
-	worktreeMu.Lock()
+	path := filepath.Join(top, worktreesDir, kind+"-"+id)
+	branch := "herald-" + kind + "/" + id
+	wt = &Worktree{Path: path, Branch: branch}
+	dir = filepath.Join(path, filepath.FromSlash(prefix))
+	if reuse {
+		if got, err := git(ctx, path, "rev-parse", "--show-toplevel"); err == nil && got == path {
+			if fork, err := git(ctx, top, "merge-base", base, branch); err == nil {
+				return wt, dir, fork, nil
+			}
+			return skip("%s is a worktree whose branch %s shares no history with HEAD", path, branch)
+		}
+	}
+	mu.Lock()
 	_, err = git(ctx, top, "worktree", "add", "--quiet", "-b", branch, path, base)
-	worktreeMu.Unlock()
+	mu.Unlock()
 	if err != nil {
 		return skip("git worktree add failed: %s", stderrOf(err))
 	}
-	return &Worktree{Path: path, Branch: branch}, filepath.Join(path, filepath.FromSlash(prefix)), base, nil
+	return wt, dir, base, nil
 }
 
-// FinishWorktree settles a child's worktree when the child has ended:
-// it counts the commits on its branch (or on the worktree's HEAD, if the
-// child moved off the branch) that base lacks and checks for uncommitted
-// changes. A worktree with neither is removed with its branch (Pruned);
-// any other is kept, with Commits and Dirty saying what is in it. A
-// skipped worktree is left as it is. Give it a ctx that outlives the
-// child's: git needs to run after the child was stopped.
+// Finish settles a worktree when its work has ended: it counts the
+// commits on its branch (or on the worktree's HEAD, if the work moved
+// off the branch) that base lacks and checks for uncommitted changes. A
+// worktree with neither is removed with its branch (Pruned); any other
+// is kept, with Commits and Dirty saying what is in it. A skipped
+// worktree is left as it is. Give it a ctx that outlives the work's: git
+// needs to run after the work was stopped.
 // Errors: Unavailable (git could not tell; the worktree is kept).
-func FinishWorktree(ctx context.Context, wt *Worktree, base string) error {
-	const op = "delegation.FinishWorktree"
+func Finish(ctx context.Context, wt *Worktree, base string) error {
+	const op = "worktree.Finish"
 	if wt == nil || wt.Skipped != "" || wt.Path == "" {
 		return nil
 	}
@@ -115,17 +148,17 @@ func FinishWorktree(ctx context.Context, wt *Worktree, base string) error {
 	if wt.Dirty || wt.Commits > 0 {
 		return nil
 	}
-	// The worktree is <top>/.worktrees/subagent-<id>, as NewWorktree made it.
+	// The worktree is <top>/.worktrees/<kind>-<id>, as New made it.
 	top := filepath.Dir(filepath.Dir(wt.Path))
-	worktreeMu.Lock()
-	defer worktreeMu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
 	if _, err := git(ctx, top, "worktree", "remove", wt.Path); err != nil {
 		return errs.E(op, errs.Unavailable, "git worktree remove %s: %s; the worktree is kept", wt.Path, stderrOf(err))
 	}
 	if _, err := git(ctx, top, "branch", "-D", wt.Branch); err != nil {
 		return errs.E(op, errs.Unavailable, "the worktree was removed, its branch was not (git branch -D %s: %s)", wt.Branch, stderrOf(err))
 	}
-	_ = os.Remove(filepath.Join(top, worktreesDir)) // only when no other child's worktree is left in it
+	_ = os.Remove(filepath.Join(top, worktreesDir)) // only when no other worktree is left in it
 	wt.Pruned = true
 	return nil
 }

@@ -1,9 +1,8 @@
-package delegation
+package worktree
 
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,60 +10,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/testkit"
 )
 
-// hermeticGit keeps the user's and the system's git config out of the
-// test, and git from looking for a repository above dir.
-func hermeticGit(t *testing.T, dir string) {
-	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Fatal("git is not installed: the worktree tests need it")
-	}
-	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	t.Setenv("GIT_CONFIG_GLOBAL", os.DevNull)
-	t.Setenv("GIT_CEILING_DIRECTORIES", filepath.Dir(dir))
-}
-
-// runGit runs git -C dir args as a fixed author and returns its output.
-func runGit(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	all := append([]string{"-C", dir, "-c", "user.name=Herald Test", "-c", "user.email=test@herald.invalid", "-c", "commit.gpgsign=false"}, args...)
-	out, err := exec.Command("git", all...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// newRepo is a git repository with one commit of README, sub/file and a
-// .gitignore of build/.
-func newRepo(t *testing.T) string {
-	t.Helper()
-	repo := t.TempDir()
-	hermeticGit(t, repo)
-	runGit(t, repo, "init", "-q", "-b", "main")
-	for name, content := range map[string]string{"README": "hello\n", "sub/file": "inner\n", ".gitignore": "build/\n"} {
-		p := filepath.Join(repo, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	runGit(t, repo, "add", ".")
-	runGit(t, repo, "commit", "-q", "-m", "first")
-	return repo
-}
-
-func branchExists(t *testing.T, repo, branch string) bool {
-	t.Helper()
-	return runGit(t, repo, "branch", "--list", branch) != ""
-}
-
-func TestNewWorktree(t *testing.T) {
-	repo := newRepo(t)
-	head := runGit(t, repo, "rev-parse", "HEAD")
+func TestNew(t *testing.T) {
+	repo := testkit.GitRepo(t)
+	head := testkit.Git(t, repo, "rev-parse", "HEAD")
 	tests := []struct {
 		desc      string
 		workspace string
@@ -76,7 +27,7 @@ func TestNewWorktree(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			wt, dir, base, err := NewWorktree(context.Background(), tc.workspace, tc.childID)
+			wt, dir, base, err := New(context.Background(), tc.workspace, "subagent", tc.childID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +44,7 @@ func TestNewWorktree(t *testing.T) {
 			if base != head {
 				t.Errorf("base %s, want HEAD %s", base, head)
 			}
-			if got := runGit(t, wt.Path, "rev-parse", "--abbrev-ref", "HEAD"); got != wt.Branch {
+			if got := testkit.Git(t, wt.Path, "rev-parse", "--abbrev-ref", "HEAD"); got != wt.Branch {
 				t.Errorf("the worktree is on %s, want %s", got, wt.Branch)
 			}
 			if b, err := os.ReadFile(filepath.Join(wt.Path, "sub", "file")); err != nil || string(b) != "inner\n" {
@@ -103,7 +54,7 @@ func TestNewWorktree(t *testing.T) {
 	}
 }
 
-func TestFinishWorktree(t *testing.T) {
+func TestFinish(t *testing.T) {
 	tests := []struct {
 		desc string
 		work func(t *testing.T, dir string) // what the child did in its worktree
@@ -120,8 +71,8 @@ func TestFinishWorktree(t *testing.T) {
 		}, want: Worktree{Pruned: true}},
 		{desc: "a commit: kept", work: func(t *testing.T, dir string) {
 			write(t, filepath.Join(dir, "new"), "x")
-			runGit(t, dir, "add", "new")
-			runGit(t, dir, "commit", "-q", "-m", "new")
+			testkit.Git(t, dir, "add", "new")
+			testkit.Git(t, dir, "commit", "-q", "-m", "new")
 		}, want: Worktree{Commits: 1}},
 		{desc: "an uncommitted file: kept dirty", work: func(t *testing.T, dir string) {
 			write(t, filepath.Join(dir, "draft"), "x")
@@ -130,21 +81,21 @@ func TestFinishWorktree(t *testing.T) {
 			write(t, filepath.Join(dir, "README"), "changed\n")
 		}, want: Worktree{Dirty: true}},
 		{desc: "a commit off the branch: kept", work: func(t *testing.T, dir string) {
-			runGit(t, dir, "checkout", "-q", "--detach")
+			testkit.Git(t, dir, "checkout", "-q", "--detach")
 			write(t, filepath.Join(dir, "new"), "x")
-			runGit(t, dir, "add", "new")
-			runGit(t, dir, "commit", "-q", "-m", "detached")
+			testkit.Git(t, dir, "add", "new")
+			testkit.Git(t, dir, "commit", "-q", "-m", "detached")
 		}, want: Worktree{Commits: 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			repo := newRepo(t)
-			wt, dir, base, err := NewWorktree(context.Background(), repo, "sub_1")
+			repo := testkit.GitRepo(t)
+			wt, dir, base, err := New(context.Background(), repo, "subagent", "sub_1")
 			if err != nil || wt.Skipped != "" {
 				t.Fatalf("got %+v, %v", wt, err)
 			}
 			tc.work(t, dir)
-			if err := FinishWorktree(context.Background(), wt, base); err != nil {
+			if err := Finish(context.Background(), wt, base); err != nil {
 				t.Fatal(err)
 			}
 			tc.want.Path, tc.want.Branch = wt.Path, "herald-subagent/sub_1"
@@ -155,7 +106,7 @@ func TestFinishWorktree(t *testing.T) {
 			if gone := os.IsNotExist(statErr); gone != tc.want.Pruned {
 				t.Errorf("worktree path gone: %v, want %v", gone, tc.want.Pruned)
 			}
-			if exists := branchExists(t, repo, wt.Branch); exists == tc.want.Pruned {
+			if exists := testkit.GitBranchExists(t, repo, wt.Branch); exists == tc.want.Pruned {
 				t.Errorf("branch exists: %v, want %v", exists, !tc.want.Pruned)
 			}
 			if tc.want.Pruned {
@@ -174,42 +125,42 @@ func write(t *testing.T, path, content string) {
 	}
 }
 
-func TestNewWorktreeSkipped(t *testing.T) {
+func TestNewSkipped(t *testing.T) {
 	tests := []struct {
 		desc      string
 		workspace func(t *testing.T) string
 		want      string // the reason, with <dir> for the workspace
 	}{
-		{desc: "no workspace", workspace: func(*testing.T) string { return "" }, want: "tools.workspace is not set"},
+		{desc: "no workspace", workspace: func(*testing.T) string { return "" }, want: "no directory to branch from is set"},
 		{desc: "not a git repository", workspace: func(t *testing.T) string {
 			dir := t.TempDir()
-			hermeticGit(t, dir)
+			testkit.HermeticGit(t, dir)
 			return dir
 		}, want: "<dir> is not inside a git repository"},
 		{desc: "a repository without commits", workspace: func(t *testing.T) string {
 			dir := t.TempDir()
-			hermeticGit(t, dir)
-			runGit(t, dir, "init", "-q")
+			testkit.HermeticGit(t, dir)
+			testkit.Git(t, dir, "init", "-q")
 			return dir
 		}, want: "the repository has no commits yet"},
 		{desc: "a missing directory", workspace: func(t *testing.T) string {
 			return filepath.Join(t.TempDir(), "nope")
 		}, want: "<dir> is not a directory"},
 		{desc: "git not installed", workspace: func(t *testing.T) string {
-			repo := newRepo(t)
+			repo := testkit.GitRepo(t)
 			t.Setenv("PATH", t.TempDir())
 			return repo
 		}, want: "git is not installed"},
 		{desc: "git worktree add fails", workspace: func(t *testing.T) string {
-			repo := newRepo(t)
-			runGit(t, repo, "branch", "herald-subagent/sub_1")
+			repo := testkit.GitRepo(t)
+			testkit.Git(t, repo, "branch", "herald-subagent/sub_1")
 			return repo
 		}, want: "git worktree add failed: fatal: a branch named 'herald-subagent/sub_1' already exists"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			ws := tc.workspace(t)
-			wt, dir, base, err := NewWorktree(context.Background(), ws, "sub_1")
+			wt, dir, base, err := New(context.Background(), ws, "subagent", "sub_1")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -221,17 +172,48 @@ func TestNewWorktreeSkipped(t *testing.T) {
 				t.Errorf("dir %q, base %q; want the shared workspace %q and no base", dir, base, ws)
 			}
 			// Finishing a skipped worktree leaves everything as it was.
-			if err := FinishWorktree(context.Background(), wt, base); err != nil || !cmp.Equal(want, wt) {
+			if err := Finish(context.Background(), wt, base); err != nil || !cmp.Equal(want, wt) {
 				t.Errorf("finishing a skipped worktree: %+v, %v", wt, err)
 			}
 		})
 	}
 }
 
-func TestNewWorktreeRefusesBadChildID(t *testing.T) {
+func TestNewRefusesBadNames(t *testing.T) {
 	for _, id := range []string{"", "../x", "a b", "-x", "x.lock", "a..b"} {
-		if _, _, _, err := NewWorktree(context.Background(), t.TempDir(), id); !errs.Is(err, errs.Invalid) {
-			t.Errorf("child id %q: got %v, want Invalid", id, err)
+		if _, _, _, err := New(context.Background(), t.TempDir(), "subagent", id); !errs.Is(err, errs.Invalid) {
+			t.Errorf("id %q: got %v, want Invalid", id, err)
 		}
+		if _, _, _, err := New(context.Background(), t.TempDir(), id, "sub_1"); !errs.Is(err, errs.Invalid) {
+			t.Errorf("kind %q: got %v, want Invalid", id, err)
+		}
+	}
+}
+
+// Open gives a card's worktree again on its next run, with what the
+// earlier run left in it, and the base its branch forked from.
+func TestOpenReusesTheWorktree(t *testing.T) {
+	repo := testkit.GitRepo(t)
+	head := testkit.Git(t, repo, "rev-parse", "HEAD")
+	wt, dir, base, err := Open(context.Background(), repo, "kanban", "t_1")
+	if err != nil || wt.Skipped != "" || base != head {
+		t.Fatalf("first Open: %+v, base %s, %v", wt, base, err)
+	}
+	write(t, filepath.Join(dir, "draft"), "x")
+	testkit.Git(t, dir, "add", "draft")
+	testkit.Git(t, dir, "commit", "-q", "-m", "draft")
+	// HEAD of the repository moves on meanwhile.
+	write(t, filepath.Join(repo, "later"), "y")
+	testkit.Git(t, repo, "add", "later")
+	testkit.Git(t, repo, "commit", "-q", "-m", "later")
+	again, dir2, base2, err := Open(context.Background(), repo, "kanban", "t_1")
+	if err != nil || !cmp.Equal(wt, again) || dir2 != dir || base2 != head {
+		t.Fatalf("second Open: %+v in %s, base %s (want %s), %v", again, dir2, base2, head, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir2, "draft")); err != nil || string(b) != "x" {
+		t.Errorf("the earlier run's work is not there: %q, %v", b, err)
+	}
+	if err := Finish(context.Background(), again, base2); err != nil || again.Commits != 1 || again.Pruned {
+		t.Errorf("Finish: %+v, %v; want it kept with 1 commit", again, err)
 	}
 }
