@@ -119,6 +119,19 @@ func (s *Spawner) WithTools(set *tools.Set) *Spawner {
 	return &c
 }
 
+// WithWork returns a spawner like s whose children work in workspace
+// (its caller made it: they get no worktree of their own) and, when
+// model is set, run on model: a kanban lane's worker agent, in its
+// card's workspace.
+func (s *Spawner) WithWork(workspace, model string) *Spawner {
+	c := *s
+	c.opts.Workspace, c.opts.Worktrees = workspace, false
+	if model != "" {
+		c.opts.Model = model
+	}
+	return &c
+}
+
 // SetTools replaces the parent's tool set (the registry is built after
 // the spawner, since delegate_task needs the spawner).
 func (s *Spawner) SetTools(set *tools.Set) {

@@ -25,20 +25,22 @@ import (
 // HeraldLane is the lane of herald's own worker agent.
 const HeraldLane = "herald"
 
-// KanbanService is the board service over store with cfg's settings;
-// the CLI and the gateway make theirs here. Completion checks run with
-// bash in the card's workspace directory (or the current one).
-func KanbanService(store kanban.Store, cfg config.Kanban) *kanban.Service {
-	return &kanban.Service{Store: store, FailureLimit: cfg.FailureLimit, Check: runCompletionCheck}
+// KanbanService is the board service over store with cfg's settings,
+// its board home in $HERALD_HOME/kanban; the CLI and the gateway make
+// theirs here. Completion checks run with bash in the card's workspace
+// directory (or the current one).
+func KanbanService(store kanban.Store, cfg config.Config) *kanban.Service {
+	return &kanban.Service{
+		Store: store, FailureLimit: cfg.Kanban.FailureLimit, Check: runCompletionCheck,
+		Root: filepath.Join(cfg.Home, "kanban"), Repository: cfg.Tools.Workspace,
+	}
 }
 
-// runCompletionCheck runs a card's completion check: it passes when the
-// command exits 0.
-func runCompletionCheck(ctx context.Context, k kanban.Card) (string, bool, error) {
+// runCompletionCheck runs a card's completion check in dir: it passes
+// when the command exits 0.
+func runCompletionCheck(ctx context.Context, k kanban.Card, dir string) (string, bool, error) {
 	cmd := exec.CommandContext(ctx, "bash", "-c", k.CompletionCheck)
-	if k.Workspace.Kind == kanban.WorkspaceDir {
-		cmd.Dir = k.Workspace.Path
-	}
+	cmd.Dir = dir
 	proc.OwnGroup(cmd)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
@@ -115,7 +117,7 @@ func KanbanTokens(cfg config.Config) kanban.Tokens {
 // and the worker's.
 func (g *Gateway) buildKanban(registry *tools.Registry, commands *sessions.Commands, spawner *delegation.Spawner, toolsets []string) (*kanbanParts, error) {
 	cfg := g.cfg.Kanban
-	p := &kanbanParts{service: KanbanService(g.db.Kanban(), cfg), tokens: KanbanTokens(g.cfg)}
+	p := &kanbanParts{service: KanbanService(g.db.Kanban(), g.cfg), tokens: KanbanTokens(g.cfg)}
 	if err := kanban.RegisterTools(registry, p.service, cfg.ClaimTTL()); err != nil {
 		return nil, err
 	}
@@ -146,8 +148,8 @@ func (g *Gateway) buildKanban(registry *tools.Registry, commands *sessions.Comma
 		return nil, err
 	}
 	spawner = spawner.WithTools(workerTools)
-	run := func(ctx context.Context, spec kanban.WorkerSpec, _ string) error {
-		return runCardAgent(ctx, p.service, spawner, spec)
+	run := func(ctx context.Context, spec kanban.WorkerSpec, model string) error {
+		return runCardAgent(ctx, p.service, spawner.WithWork(spec.Workspace, model), spec)
 	}
 	p.dispatcher, err = kanban.NewDispatcher(kanban.DispatcherOptions{
 		Service:         p.service,
@@ -159,7 +161,6 @@ func (g *Gateway) buildKanban(registry *tools.Registry, commands *sessions.Comma
 		DefaultAssignee: cfg.DefaultAssignee,
 		ReviewDispatch:  cfg.ReviewDispatch,
 		ReviewLane:      cfg.ReviewLane,
-		Workspaces:      filepath.Join(g.cfg.Home, "kanban"),
 		// A worker may report over the API, from any machine, with a
 		// token good for its card's claim only.
 		Env: func(k kanban.Card, token int64) []string {

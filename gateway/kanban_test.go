@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,8 +18,15 @@ import (
 // lane the config names, and its herald lane runs the worker agent.
 func TestGatewayDispatchesCards(t *testing.T) {
 	model := testkit.NewModelServer(t)
+	var (
+		mu     sync.Mutex
+		models = map[string]string{} // card title → the model its worker ran on
+	)
 	model.Respond(func(req testkit.RecordedRequest) testkit.Step {
 		if strings.Contains(req.LastUser(), "kanban board") {
+			mu.Lock()
+			models[strings.SplitN(req.LastUser(), "\n", 2)[0]] = req.Model
+			mu.Unlock()
 			return testkit.Reply("## What I did\nwrote the notes")
 		}
 		return testkit.Reply("echo")
@@ -28,7 +36,7 @@ func TestGatewayDispatchesCards(t *testing.T) {
 	if err := os.WriteFile(script, []byte("#!/bin/bash\necho \"worked $HERALD_KANBAN_TASK\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Kanban.Lanes = map[string]config.KanbanLane{"shell": {Command: script, ExitZeroCompletes: true}}
+	cfg.Kanban.Lanes = map[string]config.KanbanLane{"shell": {Command: script, ExitZeroCompletes: true}, "writer": {Model: "writer-model"}}
 	h := startGateway(t, cfg, Options{})
 	svc := h.g.boards.service
 	ctx := context.Background()
@@ -40,7 +48,11 @@ func TestGatewayDispatchesCards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ id, want string }{{shell.ID, "worked " + shell.ID}, {agent.ID, "wrote the notes"}} {
+	writer, _, err := svc.Create(ctx, kanban.CreateSpec{Title: "write the docs", Assignee: "writer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ id, want string }{{shell.ID, "worked " + shell.ID}, {agent.ID, "wrote the notes"}, {writer.ID, "wrote the notes"}} {
 		var k kanban.Card
 		eventually(t, "card "+tc.id+" done", func() bool {
 			k, err = svc.Store.Card(ctx, tc.id)
@@ -49,6 +61,15 @@ func TestGatewayDispatchesCards(t *testing.T) {
 		if k.Result == nil || !strings.Contains(k.Result.Summary, tc.want) {
 			t.Errorf("card %s result = %+v, want %q", tc.id, k.Result, tc.want)
 		}
+	}
+	// A lane's model is the one its worker agent runs on.
+	mu.Lock()
+	defer mu.Unlock()
+	if m := models["Goal: write the docs"]; m != "writer-model" {
+		t.Errorf("the writer lane's agent ran on %q, want writer-model (all: %v)", m, models)
+	}
+	if m := models["Goal: write the notes"]; m != "test-model" {
+		t.Errorf("the herald lane's agent ran on %q, want the main model (all: %v)", m, models)
 	}
 }
 
@@ -94,7 +115,7 @@ func TestGatewayWorkerReportsOverTheAPI(t *testing.T) {
 	cfg.HTTP.APIKey = "k-board"
 	dir := t.TempDir()
 	script := filepath.Join(dir, "lane.sh")
-	body := "#!/bin/bash\necho \"$HERALD_KANBAN_API_URL $HERALD_KANBAN_TOKEN\" > \"" + dir + "/$HERALD_KANBAN_TASK.env\"\nwhile [ ! -e \"" + dir + "/go\" ]; do sleep 0.05; done\n"
+	body := "#!/bin/bash\necho made here > report.md\necho \"$HERALD_KANBAN_API_URL $HERALD_KANBAN_TOKEN\" > \"" + dir + "/$HERALD_KANBAN_TASK.env\"\nwhile [ ! -e \"" + dir + "/go\" ]; do sleep 0.05; done\n"
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -123,16 +144,27 @@ func TestGatewayWorkerReportsOverTheAPI(t *testing.T) {
 	if code, body := h.do("POST", "/api/v1/kanban/cards/"+other.ID+"/complete", `{"summary":"x"}`); code != 403 {
 		t.Errorf("another card's complete with the token: %d %s, want 403", code, body)
 	}
-	if code, body := h.do("POST", "/api/v1/kanban/cards/"+k.ID+"/complete", `{"summary":"reported over http"}`); code != 200 {
+	if code, body := h.do("POST", "/api/v1/kanban/cards/"+k.ID+"/complete", `{"summary":"reported over http","artifacts":["report.md"],"metadata":{"pr":"42"}}`); code != 200 {
 		t.Fatalf("complete with the token: %d %s", code, body)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	got, err := svc.Store.Card(ctx, k.ID)
-	if err != nil || got.Status != kanban.StatusDone || got.Result.Summary != "reported over http" {
-		t.Errorf("card = %+v, %v", got, err)
+	if err != nil || got.Status != kanban.StatusDone || got.Result.Summary != "reported over http" || got.Result.Metadata["pr"] != "42" {
+		t.Fatalf("card = %+v, %v", got, err)
 	}
+	// The artifact was promoted out of the scratch workspace, which goes
+	// once the worker has ended.
+	if len(got.Result.Artifacts) != 1 || !strings.HasPrefix(got.Result.Artifacts[0], filepath.Join(cfg.Home, "kanban", "artifacts", k.ID)) {
+		t.Errorf("artifacts %q, want one promoted under the board home", got.Result.Artifacts)
+	} else if b, err := os.ReadFile(got.Result.Artifacts[0]); err != nil || string(b) != "made here\n" {
+		t.Errorf("the promoted artifact = %q, %v", b, err)
+	}
+	eventually(t, "the scratch workspace removed", func() bool {
+		_, err := os.Stat(filepath.Join(cfg.Home, "kanban", "work", k.ID))
+		return os.IsNotExist(err)
+	})
 	if code, _ := h.do("POST", "/api/v1/kanban/cards/"+k.ID+"/heartbeat", `{}`); code != 409 {
 		t.Errorf("a heartbeat after the claim ended: %d, want 409", code)
 	}

@@ -156,6 +156,9 @@ func (s *Service) Complete(ctx context.Context, id string, token int64, res Resu
 	if err != nil {
 		return Card{}, err
 	}
+	if res, err = s.promoteArtifacts(op, k, res); err != nil {
+		return Card{}, err
+	}
 	for _, cid := range res.CreatedCards {
 		c, err := s.Store.Card(ctx, cid)
 		if errs.Is(err, errs.NotFound) || (err == nil && c.Board != k.Board) {
@@ -173,7 +176,7 @@ func (s *Service) Complete(ctx context.Context, id string, token int64, res Resu
 		if s.Check == nil {
 			return Card{}, errs.E(op, errs.Invalid, "%s has a completion check and this process cannot run it", k.ID)
 		}
-		output, passed, err = s.Check(ctx, k)
+		output, passed, err = s.Check(ctx, k, s.workspaceDir(ctx, k))
 		if err != nil {
 			return Card{}, err
 		}
@@ -266,6 +269,13 @@ func (s *Service) promoteChildren(ctx context.Context, k Card, now time.Time) (C
 // Errors: NotFound, LeaseLost, Invalid.
 func (s *Service) RequestReview(ctx context.Context, id string, token int64, res Result, actor string) (Card, error) {
 	const op = "kanban.RequestReview"
+	k, err := s.held(ctx, op, id, token)
+	if err != nil {
+		return Card{}, err
+	}
+	if res, err = s.promoteArtifacts(op, k, res); err != nil {
+		return Card{}, err
+	}
 	return s.apply(ctx, op, func(now time.Time) (change, error) {
 		k, err := s.held(ctx, op, id, token)
 		if err != nil {

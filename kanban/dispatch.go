@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -59,9 +58,6 @@ type DispatcherOptions struct {
 	// none, to their own lane); off, people review them.
 	ReviewDispatch bool
 	ReviewLane     string
-	// Workspaces is where scratch workspaces and logs are made
-	// ($HERALD_HOME/kanban).
-	Workspaces string
 	// Env returns what a worker is given beside HERALD_KANBAN_*: the API
 	// address and a token good for its card's claim only.
 	Env func(k Card, token int64) []string
@@ -103,6 +99,7 @@ type running struct {
 	max     time.Duration
 	review  bool
 	worker  Worker
+	ws      workspaceRun
 
 	mu      sync.Mutex
 	stopped string // why it was stopped here, when it was
@@ -194,9 +191,6 @@ func (d *Dispatcher) Shutdown(ctx context.Context) error {
 	d.workers.Wait()
 	return err
 }
-
-// Workspaces is where the dispatcher makes workspaces and keeps logs.
-func (d *Dispatcher) Workspaces() string { return d.opts.Workspaces }
 
 // Wake makes the dispatcher look at the boards now.
 func (d *Dispatcher) Wake() {
@@ -503,11 +497,11 @@ func sameReason(mark, why string) bool {
 // failure.
 func (d *Dispatcher) spawn(ctx context.Context, k Card, lane string, review bool) bool {
 	cfg := d.opts.Lanes[lane]
-	ws, err := d.workspace(k)
+	ws, err := d.svc.openWorkspace(ctx, k)
 	var w Worker
 	if err == nil {
-		spec := WorkerSpec{Card: k, Board: k.Board, Token: k.Claim.Token, Run: k.Claim.Run, Workspace: ws, Review: review,
-			Log: filepath.Join(d.opts.Workspaces, "logs", k.ID, k.Claim.Run+".log")}
+		spec := WorkerSpec{Card: k, Board: k.Board, Token: k.Claim.Token, Run: k.Claim.Run, Workspace: ws.dir, Review: review,
+			Log: d.svc.LogPath(k.ID, k.Claim.Run)}
 		if d.opts.Env != nil {
 			spec.Env = d.opts.Env(k, k.Claim.Token)
 		}
@@ -520,7 +514,7 @@ func (d *Dispatcher) spawn(ctx context.Context, k Card, lane string, review bool
 		}
 		return false
 	}
-	r := &running{card: k.ID, board: k.Board, lane: lane, token: k.Claim.Token, started: d.clk.Now(), max: k.MaxRuntime.Duration(), review: review, worker: w}
+	r := &running{card: k.ID, board: k.Board, lane: lane, token: k.Claim.Token, started: d.clk.Now(), max: k.MaxRuntime.Duration(), review: review, worker: w, ws: ws}
 	d.mu.Lock()
 	d.running[k.ID] = r
 	d.mu.Unlock()
@@ -534,17 +528,6 @@ func (d *Dispatcher) spawn(ctx context.Context, k Card, lane string, review bool
 	return true
 }
 
-// workspace makes (or names) the directory a card's worker works in.
-func (d *Dispatcher) workspace(k Card) (string, error) {
-	switch k.Workspace.Kind {
-	case WorkspaceDir:
-		return k.Workspace.Path, nil
-	default:
-		dir := filepath.Join(d.opts.Workspaces, "work", k.ID)
-		return dir, os.MkdirAll(dir, 0o755)
-	}
-}
-
 // watch waits for r's worker to end and records how, when the worker
 // did not say itself (complete, block).
 func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
@@ -552,6 +535,9 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 	<-r.worker.Done()
 	e := r.worker.Exit()
 	defer func() {
+		if err := d.svc.settleWorkspace(context.Background(), r.card, r.ws); err != nil {
+			d.log.Warn("settling a done kanban card's workspace failed; it is kept", "card", r.card, "dir", r.ws.dir, "err", err)
+		}
 		d.mu.Lock()
 		delete(d.running, r.card)
 		d.mu.Unlock()

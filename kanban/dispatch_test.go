@@ -102,7 +102,7 @@ func (h *harness) dispatcher(name string, svc *kanban.Service, lanes map[string]
 	ended := make(chan string, 1000)
 	opts := kanban.DispatcherOptions{
 		Service: svc, Lanes: lanes, Name: name, Host: "test-host",
-		ClaimTTL: time.Minute, MaxSpawn: 8, Workspaces: h.t.TempDir(),
+		ClaimTTL: time.Minute, MaxSpawn: 8,
 		Ended: func(card string, _ kanban.Exit) { ended <- card },
 		Clock: h.clk,
 	}
@@ -260,7 +260,7 @@ func TestDispatcherRenewsLiveWorkersAndReclaimsDeadOnes(t *testing.T) {
 		h.tick(a)
 		// The worker lives past the claim's TTL: a's heartbeats renew it,
 		// and another dispatcher leaves it alone.
-		other := &kanban.Service{Store: h.open()}
+		other := &kanban.Service{Store: h.open(), Root: h.svc.Root}
 		b, _ := h.dispatcher("gw-b", other, lanes, nil)
 		for range 4 {
 			h.clk.Advance(30 * time.Second)
@@ -317,7 +317,7 @@ func TestThreeDispatchersRunEachCardOnce(t *testing.T) {
 		var ds []*kanban.Dispatcher
 		var endeds []chan string
 		for i := range 3 {
-			svc := &kanban.Service{Store: h.open()}
+			svc := &kanban.Service{Store: h.open(), Root: h.svc.Root}
 			lane := newScriptedLane(svc)
 			d, ended := h.dispatcher(fmt.Sprint("gw-", i), svc, map[string]kanban.LaneConfig{"herald": {Lane: lane}}, func(o *kanban.DispatcherOptions) { o.MaxSpawn = 50 })
 			lanes, ds, endeds = append(lanes, lane), append(ds, d), append(endeds, ended)

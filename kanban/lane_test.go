@@ -53,7 +53,7 @@ esac
 		}
 		// Its output is in the card's log.
 		runs := mustRuns(t, h, ok.ID)
-		logs, _ := filepath.Glob(filepath.Join(d.Workspaces(), "logs", ok.ID, runs[0].ID+".log"))
+		logs, _ := filepath.Glob(h.svc.LogPath(ok.ID, runs[0].ID))
 		if len(logs) != 1 {
 			t.Fatalf("no log for the run")
 		}

@@ -2,6 +2,7 @@ package kanban
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -25,10 +26,18 @@ const maxAttempts = 16
 type Service struct {
 	Store        Store
 	FailureLimit int // kanban.failure_limit; 0: DefaultFailureLimit
-	// Check runs a card's completion check (its command) and returns its
+	// Root is the board home ($HERALD_HOME/kanban): scratch workspaces,
+	// promoted artifacts and run logs (see workspace.go). "": none, and
+	// a scratch card cannot run here.
+	Root string
+	// Repository is the git repository of a worktree card that names
+	// none (tools.workspace).
+	Repository string
+	// Check runs a card's completion check (its command) in dir, the
+	// card's workspace ("" when it has none here), and returns its
 	// output and whether it passed; nil: a card with a check cannot be
 	// completed.
-	Check func(ctx context.Context, k Card) (output string, ok bool, err error)
+	Check func(ctx context.Context, k Card, dir string) (output string, ok bool, err error)
 	// Ready, when set, is told after a change made a card ready (or
 	// put it in review): the dispatcher of this process looks at once.
 	Ready func()
@@ -120,6 +129,9 @@ func (s *Service) Create(ctx context.Context, spec CreateSpec) (k Card, created 
 	if spec.Workspace.Kind == "" {
 		spec.Workspace.Kind = WorkspaceScratch
 	}
+	if spec.Workspace.Kind == WorkspaceWorktree && spec.Workspace.Path == "" {
+		spec.Workspace.Path = s.Repository
+	}
 	if err := checkWorkspace(op, spec.Workspace); err != nil {
 		return Card{}, false, err
 	}
@@ -204,13 +216,20 @@ func LaneName(name string) string { return strings.ToLower(strings.TrimSpace(nam
 
 func checkWorkspace(op string, w Workspace) error {
 	switch w.Kind {
-	case WorkspaceScratch, WorkspaceWorktree:
+	case WorkspaceScratch:
 	case WorkspaceDir:
 		if w.Path == "" {
 			return errs.E(op, errs.Invalid, "a dir workspace needs its directory")
 		}
+	case WorkspaceWorktree:
+		if w.Path == "" {
+			return errs.E(op, errs.Invalid, "a worktree workspace needs the git repository to branch from: give its path, or set tools.workspace")
+		}
 	default:
 		return errs.E(op, errs.Invalid, "workspace %q: scratch, worktree or dir", w.Kind)
+	}
+	if w.Kind != WorkspaceScratch && !filepath.IsAbs(w.Path) {
+		return errs.E(op, errs.Invalid, "the workspace's directory %q is not an absolute path", w.Path)
 	}
 	return nil
 }

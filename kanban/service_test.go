@@ -52,7 +52,7 @@ func eachStore(t *testing.T, f func(t *testing.T, h *harness)) {
 				}
 			}
 			h := &harness{t: t, ctx: context.Background(), clk: clk, open: open}
-			h.svc = &kanban.Service{Store: open()}
+			h.svc = &kanban.Service{Store: open(), Root: t.TempDir()}
 			h.outbox = ob
 			f(t, h)
 		})
@@ -202,7 +202,7 @@ func TestConcurrentLinksMakeNoCycle(t *testing.T) {
 		c := h.create(kanban.CreateSpec{Title: "c"})
 		d := h.create(kanban.CreateSpec{Title: "d", Parents: []string{c.ID}})
 		// b → c and d → a would close a → b → c → d → a.
-		other := &kanban.Service{Store: h.open()}
+		other := &kanban.Service{Store: h.open(), Root: h.svc.Root}
 		var wg sync.WaitGroup
 		results := make([]error, 2)
 		for i, link := range [][2]string{{b.ID, c.ID}, {d.ID, a.ID}} {
@@ -229,7 +229,7 @@ func TestConcurrentLinksMakeNoCycle(t *testing.T) {
 func TestClaimHasOneWinner(t *testing.T) {
 	eachStore(t, func(t *testing.T, h *harness) {
 		k := h.create(kanban.CreateSpec{Title: "one"})
-		other := &kanban.Service{Store: h.open()}
+		other := &kanban.Service{Store: h.open(), Root: h.svc.Root}
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		won := 0
@@ -422,7 +422,7 @@ func TestCompleteAndReview(t *testing.T) {
 func TestCompletionCheck(t *testing.T) {
 	eachStore(t, func(t *testing.T, h *harness) {
 		pass := false
-		h.svc.Check = func(_ context.Context, k kanban.Card) (string, bool, error) {
+		h.svc.Check = func(_ context.Context, k kanban.Card, _ string) (string, bool, error) {
 			return "ci: " + k.CompletionCheck, pass, nil
 		}
 		k := h.create(kanban.CreateSpec{Title: "x", CompletionCheck: "gh run view"})

@@ -314,9 +314,11 @@ func (bt boardTools) unblock() tools.Tool {
 
 func (bt boardTools) complete() tools.Tool {
 	type args struct {
-		Summary      string   `json:"summary"`
-		Result       string   `json:"result"`
-		CreatedCards []string `json:"created_cards"`
+		Summary      string            `json:"summary"`
+		Result       string            `json:"result"`
+		CreatedCards []string          `json:"created_cards"`
+		Artifacts    []string          `json:"artifacts"`
+		Metadata     map[string]string `json:"metadata"`
 	}
 	return tools.Tool{
 		Name:        "kanban_complete",
@@ -324,13 +326,15 @@ func (bt boardTools) complete() tools.Tool {
 		Schema: json.RawMessage(`{"type":"object","properties":{
   "summary":{"type":"string","description":"What was done and found."},
   "result":{"type":"string","description":"The result itself, when there is one to hand on."},
-  "created_cards":{"type":"array","items":{"type":"string"}}},"required":["summary"],"additionalProperties":false}`),
+  "created_cards":{"type":"array","items":{"type":"string"}},
+  "artifacts":{"type":"array","items":{"type":"string"},"description":"Files or directories you made that outlive the workspace, relative to it or absolute."},
+  "metadata":{"type":"object","additionalProperties":{"type":"string"},"description":"Facts about the result, for whoever reads it next (a PR number, a branch)."}},"required":["summary"],"additionalProperties":false}`),
 		Handler: tools.Func(func(ctx context.Context, _ *tools.Turn, a args) (tools.Result, error) {
 			w, err := worker(ctx)
 			if err != nil {
 				return tools.Result{}, err
 			}
-			k, err := bt.svc.Complete(ctx, w.Card, w.Token, Result{Summary: a.Summary, Result: a.Result, CreatedCards: a.CreatedCards}, "worker")
+			k, err := bt.svc.Complete(ctx, w.Card, w.Token, Result{Summary: a.Summary, Result: a.Result, CreatedCards: a.CreatedCards, Artifacts: a.Artifacts, Metadata: a.Metadata}, "worker")
 			if err != nil {
 				return tools.Result{}, err
 			}

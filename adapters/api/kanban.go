@@ -403,17 +403,11 @@ func (s *Server) commentKanbanCard(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, cm)
 }
 
-type completeRequest struct {
-	Summary      string   `json:"summary"`
-	Result       string   `json:"result"`
-	CreatedCards []string `json:"created_cards"`
-}
-
 // completeKanbanCard is a worker's complete (kanban.Service.Complete):
 // the card goes to review or done. With the API key it is a person's.
 func (s *Server) completeKanbanCard(w http.ResponseWriter, r *http.Request) {
-	var req completeRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
+	var res kanban.Result
+	if err := s.decodeBody(w, r, &res); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -421,7 +415,6 @@ func (s *Server) completeKanbanCard(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	res := kanban.Result{Summary: req.Summary, Result: req.Result, CreatedCards: req.CreatedCards}
 	k, err := s.opts.Kanban.Complete(r.Context(), r.PathValue("id"), c.token, res, c.actor)
 	if err != nil {
 		s.failKanban(w, r, err)

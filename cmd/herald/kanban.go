@@ -97,7 +97,7 @@ command says so and exits 3: the worker should stop.`,
 				return err
 			}
 		}
-		b := &board{cfg: cfg, path: path, store: db.Kanban(), svc: gateway.KanbanService(db.Kanban(), cfg.Kanban), slug: slug}
+		b := &board{cfg: cfg, path: path, store: db.Kanban(), svc: gateway.KanbanService(db.Kanban(), cfg), slug: slug}
 		return f(ctx, b)
 	}
 	m.addKanbanBoardCommands(cmd, with)

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -137,7 +136,6 @@ func (b *board) dispatcher(lanes map[string]kanban.LaneConfig, log *slog.Logger,
 		DefaultAssignee: cfg.DefaultAssignee,
 		ReviewDispatch:  cfg.ReviewDispatch,
 		ReviewLane:      cfg.ReviewLane,
-		Workspaces:      filepath.Join(b.cfg.Home, "kanban"),
 		Env:             b.workerEnv,
 		Ended:           ended,
 		Logger:          log,

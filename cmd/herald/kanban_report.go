@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -26,13 +27,9 @@ const (
 )
 
 // The bodies of the worker routes of the HTTP API:
-// POST /api/v1/kanban/cards/{id}/complete|block|heartbeat|comments.
+// POST /api/v1/kanban/cards/{id}/block|heartbeat|comments (complete's
+// is a kanban.Result).
 type (
-	completeBody struct {
-		Summary      string   `json:"summary"`
-		Result       string   `json:"result,omitempty"`
-		CreatedCards []string `json:"created_cards,omitempty"`
-	}
 	blockBody struct {
 		Reason string `json:"reason"`
 		Kind   string `json:"kind,omitempty"`
@@ -113,13 +110,16 @@ func (m *Main) addKanbanReportCommands(cmd *cobra.Command, with withBoard) {
 
 	var res kanban.Result
 	complete := &cobra.Command{
-		Use:   "complete [ID] --summary S [--result R] [--created ID]…",
+		Use:   "complete [ID] --summary S [--result R] [--created ID]… [--artifact PATH]… [--meta K=V]…",
 		Short: "Complete a card: done (or in review), its waiting children ready",
 		Long: `Complete a card with a summary of what was done: it goes to review when
 it asks for one, else (its completion check passing) to done, and its
 children whose parents are all done become ready. A worker completes
 its own card under its claim (HERALD_KANBAN_TASK, HERALD_KANBAN_CLAIM;
 no ID needed); a person's complete of a card in review approves it.
+The files and directories named by --artifact are copied out of a
+scratch workspace before it is removed, and the card's result names
+them where they then are.
 Exit 3: the worker's claim was released; it should stop.`,
 		Args: optionalCard,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -130,8 +130,12 @@ Exit 3: the worker's claim was released; it should stop.`,
 			if err != nil {
 				return err
 			}
-			body := completeBody{Summary: res.Summary, Result: res.Result, CreatedCards: res.CreatedCards}
-			return send(cmd, r, "complete", body, func(ctx context.Context, b *board) error {
+			for i, a := range res.Artifacts {
+				if res.Artifacts[i], err = filepath.Abs(a); err != nil {
+					return err
+				}
+			}
+			return send(cmd, r, "complete", res, func(ctx context.Context, b *board) error {
 				if r.token == 0 {
 					// A person's complete of a card in review approves it.
 					k, err := b.card(ctx, r.card)
@@ -158,6 +162,8 @@ Exit 3: the worker's claim was released; it should stop.`,
 	complete.Flags().StringVar(&res.Summary, "summary", "", "what was done, in a few lines")
 	complete.Flags().StringVar(&res.Result, "result", "", "the result itself, when there is one")
 	complete.Flags().StringSliceVar(&res.CreatedCards, "created", nil, "a card this work created (repeat, or a comma list)")
+	complete.Flags().StringArrayVar(&res.Artifacts, "artifact", nil, "a file or directory the work made (repeat)")
+	complete.Flags().StringToStringVar(&res.Metadata, "meta", nil, "a KEY=VALUE fact about the result (repeat)")
 
 	var reason, kind string
 	block := &cobra.Command{

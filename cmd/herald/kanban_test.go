@@ -525,14 +525,16 @@ func TestKanbanWorkerOverHTTP(t *testing.T) {
 	env := map[string]string{"HERALD_HOME": filepath.Join(t.TempDir(), "none"),
 		"HERALD_KANBAN_TASK": "t_0000abcd", "HERALD_KANBAN_CLAIM": "4",
 		"HERALD_KANBAN_API_URL": srv.URL + "/", "HERALD_KANBAN_TOKEN": "hkt1.t_0000abcd.4.sig"}
-	kb(t, env, "complete", "--summary", "did it", "--result", "42", "--created", "t_1111aaaa,t_2222bbbb")
+	kb(t, env, "complete", "--summary", "did it", "--result", "42", "--created", "t_1111aaaa,t_2222bbbb",
+		"--artifact", "/work/out.txt", "--meta", "pr=42")
 	kb(t, env, "block", "--reason", "needs a key", "--kind", "capability")
 	kb(t, env, "heartbeat", "--note", "half way")
 	if out := kb(t, env, "comment", "a note"); !strings.Contains(out, "sent the comment of t_0000abcd") {
 		t.Errorf("comment printed %q", out)
 	}
 	want := []request{
-		{"POST /api/v1/kanban/cards/t_0000abcd/complete", "", map[string]any{"summary": "did it", "result": "42", "created_cards": []any{"t_1111aaaa", "t_2222bbbb"}}},
+		{"POST /api/v1/kanban/cards/t_0000abcd/complete", "", map[string]any{"summary": "did it", "result": "42", "created_cards": []any{"t_1111aaaa", "t_2222bbbb"},
+			"artifacts": []any{"/work/out.txt"}, "metadata": map[string]any{"pr": "42"}}},
 		{"POST /api/v1/kanban/cards/t_0000abcd/block", "", map[string]any{"reason": "needs a key", "kind": "capability"}},
 		{"POST /api/v1/kanban/cards/t_0000abcd/heartbeat", "", map[string]any{"note": "half way"}},
 		{"POST /api/v1/kanban/cards/t_0000abcd/comments", "", map[string]any{"text": "a note"}},
