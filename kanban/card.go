@@ -223,6 +223,22 @@ type Comment struct {
 	At     time.Time `json:"at"`
 }
 
+// Attachment is a file attached to a card: kept on the instance that
+// took it, in its board home as attachments/<card>/<name>, and handed
+// to the card's workers by that path. A card's attachments have names
+// of their own: a second one of a name is refused.
+type Attachment struct {
+	Card      string    `json:"card"`
+	Name      string    `json:"name"` // a plain file name (CheckAttachmentName)
+	Size      int64     `json:"size"`
+	SHA256    string    `json:"sha256"` // of its contents, in hex
+	CreatedAt time.Time `json:"created_at"`
+	CreatedBy string    `json:"created_by,omitempty"`
+	// Path is the file's absolute path, as the service reads it; the
+	// store keeps no path, which is the service's to make.
+	Path string `json:"path,omitempty"`
+}
+
 // Outcome is how a run ended.
 type Outcome string
 
@@ -289,6 +305,7 @@ const (
 	EventApproved    = "approved"
 	EventChanges     = "changes_requested"
 	EventCommented   = "commented"
+	EventAttached    = "attached"
 	EventLinked      = "linked"
 	EventUnlinked    = "unlinked"
 	EventAssigned    = "assigned"

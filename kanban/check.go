@@ -2,9 +2,12 @@ package kanban
 
 import (
 	"cmp"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/heraldgw/herald/internal/errs"
 )
@@ -21,10 +24,44 @@ func CheckSlug(op, slug string) error {
 	return nil
 }
 
+// MaxAttachmentName bounds an attachment's name, in bytes: what a file
+// name may be on the common file systems.
+const MaxAttachmentName = 255
+
+// CheckAttachmentName refuses, with Invalid, a name that is not a plain
+// file name: empty, "." or "..", longer than MaxAttachmentName, with a
+// slash, a backslash or a control character, starting or ending with a
+// space, or not UTF-8. The name is the file's, in its card's directory,
+// so it may not reach out of it.
+func CheckAttachmentName(op, name string) error {
+	bad := func(why string) error {
+		return errs.E(op, errs.Invalid, "attachment name %q: %s; give a plain file name (--name, or ?name=)", name, why)
+	}
+	switch {
+	case name == "":
+		return errs.E(op, errs.Invalid, "an attachment needs a name: a plain file name (--name, or ?name=)")
+	case name == "." || name == "..":
+		return bad("not a file's name")
+	case len(name) > MaxAttachmentName:
+		return bad(fmt.Sprintf("longer than %d bytes", MaxAttachmentName))
+	case !utf8.ValidString(name):
+		return bad("not UTF-8")
+	case strings.ContainsAny(name, `/\`):
+		return bad("a name, not a path, has no slash")
+	case strings.TrimSpace(name) != name:
+		return bad("it starts or ends with a space")
+	case strings.ContainsFunc(name, unicode.IsControl):
+		return bad("it has a control character")
+	}
+	return nil
+}
+
 // CheckChange refuses, with Invalid, a change no store may apply: a card
 // without an id, a board, a title or a valid status, a negative version,
 // a self-link, an event without a board or a kind, a comment or a run
-// without its ids. Stores call it before they write anything.
+// without its ids, an attachment without its card or with a bad name,
+// two attachments of one name. Stores call it before they write
+// anything.
 func CheckChange(op string, c Change) error {
 	seen := map[string]bool{}
 	for _, w := range c.Cards {
@@ -57,6 +94,19 @@ func CheckChange(op string, c Change) error {
 		if cm.ID == "" || cm.Card == "" {
 			return errs.E(op, errs.Invalid, "a comment needs an id and a card")
 		}
+	}
+	attached := map[[2]string]bool{}
+	for _, a := range c.Attachments {
+		if a.Card == "" {
+			return errs.E(op, errs.Invalid, "an attachment needs a card")
+		}
+		if err := CheckAttachmentName(op, a.Name); err != nil {
+			return err
+		}
+		if attached[[2]string{a.Card, a.Name}] {
+			return errs.E(op, errs.Invalid, "attachment %s of card %s twice in one change", a.Name, a.Card)
+		}
+		attached[[2]string{a.Card, a.Name}] = true
 	}
 	for _, r := range c.Runs {
 		if r.ID == "" || r.Card == "" {

@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// Store keeps boards, cards, their links, comments, runs and events,
-// and the notification subscriptions. Every method may return
-// errs.Closed after Close and errs.Unavailable when the backend cannot be
-// reached.
+// Store keeps boards, cards, their links, comments, attachments, runs
+// and events, and the notification subscriptions. Every method may
+// return errs.Closed after Close and errs.Unavailable when the backend
+// cannot be reached.
 //
 // Apply is the one way a card changes: the package decides a change on
 // cards it read and the store applies it whole, or not at all when any
@@ -28,10 +28,13 @@ type Store interface {
 
 	// Apply writes c in one atomic step: each of c.Cards over the
 	// version it was read at (0 for a new card, whose id and idempotency
-	// key must be new), c.Check unchanged, the links, comments, runs
-	// and events (each event given its cursor, in order). Errors:
-	// Conflict (a card moved on, a new card's id or key exists: read
-	// again and decide again; nothing was written), Invalid.
+	// key must be new), c.Check unchanged, the links, comments,
+	// attachments, runs and events (each event given its cursor, in
+	// order). Errors: Conflict (a card moved on, a new card's id or key
+	// exists, a card has an attachment of a new one's name: read again
+	// and decide again; nothing was written), Invalid (as CheckChange
+	// says, and an attachment of a card that is not there or is
+	// archived, as the change leaves it).
 	Apply(ctx context.Context, c Change) ([]Event, error)
 
 	// Card returns one card with its links. Errors: NotFound.
@@ -44,6 +47,9 @@ type Store interface {
 
 	// Comments returns a card's comments, oldest first.
 	Comments(ctx context.Context, card string) ([]Comment, error)
+	// Attachments returns a card's attachments, oldest first (by name
+	// within an instant), without their paths.
+	Attachments(ctx context.Context, card string) ([]Attachment, error)
 	// Runs returns a card's runs, oldest first.
 	Runs(ctx context.Context, card string) ([]Run, error)
 	// Events returns up to limit events of board after cursor (""
@@ -69,8 +75,11 @@ type Change struct {
 	Link     []Link // parent → child links to add
 	Unlink   []Link
 	Comments []Comment
-	Runs     []Run // new or updated, by id
-	Events   []Event
+	// Attachments are new attachments' rows: the files are written
+	// first, by the service.
+	Attachments []Attachment
+	Runs        []Run // new or updated, by id
+	Events      []Event
 }
 
 // CardWrite is a card to write over the version it was read at.

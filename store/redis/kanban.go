@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ import (
 //	Pkb:key:<board>       hash: idempotency key → card id
 //	Pkb:p:<id>, Pkb:ch:<id>  sets of a card's parents, children
 //	Pkb:cm:<card>         list of the card's encoded comments, oldest first
+//	Pkb:att:<card>        hash: name → the encoded attachment
 //	Pkb:r:<run>           the encoded run
 //	Pkb:runs:<card>       sorted set of the card's runs, by start ms
 //	Pkb:ev:<board>        stream of the board's events (field e); the
@@ -155,6 +157,15 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 		}
 		args = append(args, cm.Card, b)
 	}
+	args = append(args, len(c.Attachments))
+	for _, a := range c.Attachments {
+		a.Path = ""
+		b, err := json.Marshal(a)
+		if err != nil {
+			return nil, errs.Wrap(op, errs.Invalid, err)
+		}
+		args = append(args, a.Card, a.Name, b)
+	}
 	args = append(args, len(c.Runs))
 	for _, r := range c.Runs {
 		b, err := json.Marshal(r)
@@ -179,6 +190,9 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 	if len(v) == 2 && str(v[0]) == "CONFLICT" {
 		return nil, errs.E(op, errs.Conflict, "%s", str(v[1]))
 	}
+	if len(v) == 2 && str(v[0]) == "INVALID" {
+		return nil, errs.E(op, errs.Invalid, "%s", str(v[1]))
+	}
 	if len(v) != 1+len(c.Events) || str(v[0]) != "OK" {
 		return nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
 	}
@@ -190,8 +204,8 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 	return events, nil
 }
 
-// fillTimes gives the comments and events of c that have no time the
-// store's now.
+// fillTimes gives the comments, attachments and events of c that have
+// no time the store's now.
 func (s kanbanStore) fillTimes(ctx context.Context, c *kanban.Change) error {
 	var now time.Time
 	stamp := func(t *time.Time) error {
@@ -210,6 +224,11 @@ func (s kanbanStore) fillTimes(ctx context.Context, c *kanban.Change) error {
 	}
 	for i := range c.Comments {
 		if err := stamp(&c.Comments[i].At); err != nil {
+			return err
+		}
+	}
+	for i := range c.Attachments {
+		if err := stamp(&c.Attachments[i].CreatedAt); err != nil {
 			return err
 		}
 	}
@@ -324,6 +343,29 @@ func (s kanbanStore) Comments(ctx context.Context, card string) ([]kanban.Commen
 		return nil, db.fail(op, err)
 	}
 	return decodeAll[kanban.Comment](op, bodies)
+}
+
+func (s kanbanStore) Attachments(ctx context.Context, card string) ([]kanban.Attachment, error) {
+	const op = "redis.kanban.Attachments"
+	db := s.db
+	if err := db.check(op); err != nil {
+		return nil, err
+	}
+	m, err := db.client.HGetAll(ctx, db.kbKey("att:"+card)).Result()
+	if err != nil {
+		return nil, db.fail(op, err)
+	}
+	out, err := decodeAll[kanban.Attachment](op, slices.Collect(maps.Values(m)))
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b kanban.Attachment) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out, nil
 }
 
 func (s kanbanStore) Runs(ctx context.Context, card string) ([]kanban.Run, error) {

@@ -45,6 +45,9 @@ const (
 	sqlKbChildren = `SELECT child FROM kanban_links WHERE parent = ?1 ORDER BY child`
 	sqlKbComment  = `INSERT INTO kanban_comments (id, card, at, comment) VALUES (?1, ?2, ?3, ?4)`
 	sqlKbComments = `SELECT comment FROM kanban_comments WHERE card = ?1 ORDER BY at, id`
+	sqlKbAttach   = `INSERT INTO kanban_attachments (card, name, created_at, attachment) VALUES (?1, ?2, ?3, ?4)`
+	sqlKbAttached = `SELECT attachment FROM kanban_attachments WHERE card = ?1 ORDER BY created_at, name`
+	sqlKbStatus   = `SELECT status FROM kanban_cards WHERE id = ?1`
 	sqlKbRunPut   = `INSERT INTO kanban_runs (id, card, started, run) VALUES (?1, ?2, ?3, ?4)
 		ON CONFLICT (id) DO UPDATE SET card = excluded.card, started = excluded.started, run = excluded.run`
 	sqlKbRuns       = `SELECT run FROM kanban_runs WHERE card = ?1 ORDER BY started, id`
@@ -183,6 +186,22 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 				return conflict(op, err, "comment %s exists", cm.ID)
 			}
 		}
+		for _, a := range c.Attachments {
+			if err := attachable(t, op, a); err != nil {
+				return err
+			}
+			if a.CreatedAt.IsZero() {
+				a.CreatedAt = nowT
+			}
+			a.Path = ""
+			b, err := json.Marshal(a)
+			if err != nil {
+				return errs.Wrap(op, errs.Invalid, err)
+			}
+			if _, err := t.exec(sqlKbAttach, a.Card, a.Name, nanos(a.CreatedAt), b); err != nil {
+				return conflict(op, err, "card %s has an attachment named %s", a.Card, a.Name)
+			}
+		}
 		for _, r := range c.Runs {
 			b, err := json.Marshal(r)
 			if err != nil {
@@ -218,6 +237,23 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 		return nil, d.fail(op, err)
 	}
 	return events, nil
+}
+
+// attachable refuses, with Invalid, an attachment of a card that is not
+// there or is archived, as the transaction has left it so far (the
+// change's cards are written first).
+func attachable(t *tx, op string, a kanban.Attachment) error {
+	var status string
+	err := t.queryRow(sqlKbStatus, a.Card).Scan(&status)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return errs.E(op, errs.Invalid, "attachment %s: no card %s", a.Name, a.Card)
+	case err != nil:
+		return err
+	case kanban.Status(status) == kanban.StatusArchived:
+		return errs.E(op, errs.Invalid, "attachment %s: card %s is archived", a.Name, a.Card)
+	}
+	return nil
 }
 
 func (s kanbanStore) Card(ctx context.Context, id string) (kanban.Card, error) {
@@ -325,6 +361,10 @@ func readAll[T any](ctx context.Context, d *DB, op string, scan func(scanner) (T
 
 func (s kanbanStore) Comments(ctx context.Context, card string) ([]kanban.Comment, error) {
 	return readAll(ctx, s.d, "sqlite.kanban.Comments", scanJSON[kanban.Comment], sqlKbComments, card)
+}
+
+func (s kanbanStore) Attachments(ctx context.Context, card string) ([]kanban.Attachment, error) {
+	return readAll(ctx, s.d, "sqlite.kanban.Attachments", scanJSON[kanban.Attachment], sqlKbAttached, card)
 }
 
 func (s kanbanStore) Runs(ctx context.Context, card string) ([]kanban.Run, error) {

@@ -290,6 +290,17 @@ CREATE TABLE kanban_subscriptions (
 );
 CREATE INDEX kanban_subscriptions_board ON kanban_subscriptions (board, id);
 `,
+	// 9 → 10: cards' attachments (kanban.Attachment), kept whole,
+	// encoded, one row a card and name; the files are on disk.
+	`
+CREATE TABLE kanban_attachments (
+	card       TEXT NOT NULL,
+	name       TEXT NOT NULL,
+	created_at INTEGER NOT NULL,
+	attachment BLOB NOT NULL,
+	PRIMARY KEY (card, name)
+) WITHOUT ROWID;
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

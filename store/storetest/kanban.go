@@ -23,6 +23,7 @@ func RunKanban(t *testing.T, b Backend) {
 	t.Run("idempotency keys", func(t *testing.T) { runKbKeys(t, b) })
 	t.Run("queries", func(t *testing.T) { runKbQuery(t, b) })
 	t.Run("comments and runs", func(t *testing.T) { runKbCommentsRuns(t, b) })
+	t.Run("attachments", func(t *testing.T) { runKbAttachments(t, b) })
 	t.Run("events after a cursor", func(t *testing.T) { runKbEvents(t, b) })
 	t.Run("subscriptions", func(t *testing.T) { runKbSubscriptions(t, b) })
 	t.Run("invalid changes", func(t *testing.T) { runKbInvalid(t, b) })
@@ -323,6 +324,87 @@ func runKbCommentsRuns(t *testing.T, b Backend) {
 	}
 }
 
+// runKbAttachments: a card's attachments are rows of its own, one a
+// name, of a card that is there and not archived as the change leaves
+// it; a change that breaks that is refused whole.
+func runKbAttachments(t *testing.T, b Backend) {
+	f := newFixture(t, b, sessions.Limits{})
+	cards := f.createCards(newCard("t_00000001", "default", 0, 0), newCard("t_00000002", "default", 0, 0))
+	k, other := cards[0], cards[1]
+	att := func(card, name string, at time.Time) kanban.Attachment {
+		return kanban.Attachment{Card: card, Name: name, Size: int64(len(name)), SHA256: "ab12", CreatedAt: at, CreatedBy: "ann"}
+	}
+	b2, a1 := att(k.ID, "b.txt", t0), att(k.ID, "a.txt", t0)
+	later := att(k.ID, "0-later.pdf", t0.Add(time.Second))
+	withPath := b2
+	withPath.Path = "/somewhere/b.txt" // the service's to make, not kept
+	f.apply(kanban.Change{Attachments: []kanban.Attachment{withPath, a1}})
+	f.apply(kanban.Change{Attachments: []kanban.Attachment{later}})
+	f.apply(kanban.Change{Attachments: []kanban.Attachment{att(other.ID, "a.txt", t0)}}) // a name is a card's own
+	got, err := f.kb().Attachments(f.ctx, k.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]kanban.Attachment{a1, b2, later}, got, timeOpts); diff != "" {
+		t.Errorf("Attachments, oldest first, then by name (-want +got):\n%s", diff)
+	}
+	stamped := f.apply(kanban.Change{
+		Attachments: []kanban.Attachment{{Card: other.ID, Name: "now.txt"}},
+		Events:      []kanban.Event{{Board: "default", Card: other.ID, Kind: kanban.EventAttached}},
+	})
+	if as, _ := f.kb().Attachments(f.ctx, other.ID); len(as) != 2 || as[1].Name != "now.txt" || !as[1].CreatedAt.Equal(stamped[0].At) {
+		t.Errorf("an attachment without a time = %+v, want the store's now (%v)", as, stamped[0].At)
+	}
+
+	archived := other
+	archived.Status = kanban.StatusArchived
+	fresh := newCard("t_00000003", "default", 0, 0)
+	before := f.events(kanban.EventQuery{Board: "default"})
+	for _, tc := range []struct {
+		desc string
+		c    kanban.Change
+		code errs.Code
+	}{
+		{"a name the card has", kanban.Change{Attachments: []kanban.Attachment{att(k.ID, "a.txt", t0)}}, errs.Conflict},
+		{"a card that is not there", kanban.Change{Attachments: []kanban.Attachment{att("t_none", "a.txt", t0)}}, errs.Invalid},
+		{"a card the change archives", kanban.Change{Cards: []kanban.CardWrite{{Card: archived, From: 1}}, Attachments: []kanban.Attachment{att(other.ID, "c.txt", t0)}}, errs.Invalid},
+		{"a path for a name", kanban.Change{Attachments: []kanban.Attachment{att(k.ID, "../c.txt", t0)}}, errs.Invalid},
+		{"no name", kanban.Change{Attachments: []kanban.Attachment{att(k.ID, "", t0)}}, errs.Invalid},
+		{"no card", kanban.Change{Attachments: []kanban.Attachment{att("", "c.txt", t0)}}, errs.Invalid},
+		{"one name twice", kanban.Change{Attachments: []kanban.Attachment{att(k.ID, "c.txt", t0), att(k.ID, "c.txt", t0)}}, errs.Invalid},
+	} {
+		tc.c.Comments = []kanban.Comment{{ID: "cm_refused", Card: k.ID, Text: "not written"}}
+		tc.c.Events = []kanban.Event{{Board: "default", Card: k.ID, Kind: kanban.EventAttached}}
+		_, err := f.kb().Apply(f.ctx, tc.c)
+		wantCode(t, "Apply of an attachment with "+tc.desc, err, tc.code)
+	}
+	if got, _ := f.kb().Attachments(f.ctx, k.ID); len(got) != 3 {
+		t.Errorf("refused changes left attachments %+v", got)
+	}
+	if cs, _ := f.kb().Comments(f.ctx, k.ID); len(cs) != 0 {
+		t.Errorf("refused changes wrote comments %+v", cs)
+	}
+	if got := f.card(other.ID); got.Status != kanban.StatusReady || got.Version != 1 {
+		t.Errorf("a refused change wrote card %+v", got)
+	}
+	if after := f.events(kanban.EventQuery{Board: "default"}); len(after) != len(before) {
+		t.Errorf("refused changes wrote events: %v", eventKinds(after[len(before):]))
+	}
+
+	// A card made in the change takes its attachments; once archived, a
+	// card takes none.
+	f.apply(kanban.Change{Cards: []kanban.CardWrite{{Card: fresh}}, Attachments: []kanban.Attachment{att(fresh.ID, "spec.md", t0)}})
+	if as, _ := f.kb().Attachments(f.ctx, fresh.ID); len(as) != 1 {
+		t.Errorf("attachments of a card made with them = %+v", as)
+	}
+	f.apply(kanban.Change{Cards: []kanban.CardWrite{{Card: archived, From: 1}}})
+	_, err = f.kb().Apply(f.ctx, kanban.Change{Attachments: []kanban.Attachment{att(other.ID, "late.txt", t0)}})
+	wantCode(t, "Apply of an attachment of an archived card", err, errs.Invalid)
+	if as, _ := f.kb().Attachments(f.ctx, "t_none"); len(as) != 0 {
+		t.Errorf("Attachments of an unknown card = %+v", as)
+	}
+}
+
 func runKbEvents(t *testing.T, b Backend) {
 	f := newFixture(t, b, sessions.Limits{})
 	a := newCard("t_0000000a", "default", 0, 0)
@@ -478,9 +560,10 @@ func runKbDurability(t *testing.T, b Backend) {
 		}
 		cards := f.createCards(newCard("t_00000001", "ops", 1, 0), newCard("t_00000002", "ops", 0, 0))
 		f.apply(kanban.Change{
-			Link:     []kanban.Link{{Parent: cards[0].ID, Child: cards[1].ID}},
-			Comments: []kanban.Comment{{ID: "cm_1", Card: cards[0].ID, Text: "kept", At: t0}},
-			Runs:     []kanban.Run{{ID: "run_1", Card: cards[0].ID, Started: t0}},
+			Link:        []kanban.Link{{Parent: cards[0].ID, Child: cards[1].ID}},
+			Comments:    []kanban.Comment{{ID: "cm_1", Card: cards[0].ID, Text: "kept", At: t0}},
+			Attachments: []kanban.Attachment{{Card: cards[0].ID, Name: "kept.txt", Size: 4, CreatedAt: t0}},
+			Runs:        []kanban.Run{{ID: "run_1", Card: cards[0].ID, Started: t0}},
 		})
 		if _, err := f.kb().PutSubscription(f.ctx, kanban.Subscription{ID: "sub_1", Board: "ops", Target: "telegram:1"}); err != nil {
 			t.Fatal(err)
@@ -498,6 +581,9 @@ func runKbDurability(t *testing.T, b Backend) {
 		}
 		if rs, _ := f.kb().Runs(f.ctx, cards[0].ID); len(rs) != 1 {
 			t.Errorf("runs after reopening = %+v", rs)
+		}
+		if as, _ := f.kb().Attachments(f.ctx, cards[0].ID); len(as) != 1 || as[0].Size != 4 {
+			t.Errorf("attachments after reopening = %+v", as)
 		}
 		if subs, _ := f.kb().Subscriptions(f.ctx, "ops"); len(subs) != 1 {
 			t.Errorf("subscriptions after reopening = %+v", subs)

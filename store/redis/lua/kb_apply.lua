@@ -7,9 +7,12 @@
 --   checks: id, version
 --   links, unlinks: parent, child
 --   comments: card, encoding
+--   attachments: card, name, encoding
 --   runs: id, card, start ms, encoding
 --   events: board, card, encoding
--- Returns {'OK', the events' cursors…} or {'CONFLICT', why}.
+-- Returns {'OK', the events' cursors…}, {'CONFLICT', why} or
+-- {'INVALID', why} (an attachment of a card that is not there, or is
+-- archived, as the change leaves it).
 local prefix = ARGV[1]
 local at = 2
 
@@ -25,6 +28,7 @@ local checks, nchecks = section(2)
 local links, nlinks = section(2)
 local unlinks, nunlinks = section(2)
 local comments, ncomments = section(2)
+local attachments, nattachments = section(3)
 local runs, nruns = section(4)
 local events, nevents = section(3)
 
@@ -53,6 +57,27 @@ for i = 0, nchecks - 1 do
   local a = checks + i * 2
   if redis.call('HGET', kb_key(prefix, 'c:' .. ARGV[a]), 'v') ~= ARGV[a + 1] then
     return {'CONFLICT', 'card ' .. ARGV[a] .. ' moved on from version ' .. ARGV[a + 1] .. ': read it again'}
+  end
+end
+-- A card's status as this change leaves it: its new one when the
+-- change writes it, else the stored one (nil: no such card).
+local status_after = {}
+for i = 0, ncards - 1 do
+  local a = cards + i * 6
+  status_after[ARGV[a]] = ARGV[a + 2]
+end
+for i = 0, nattachments - 1 do
+  local a = attachments + i * 3
+  local card, name = ARGV[a], ARGV[a + 1]
+  local st = status_after[card] or redis.call('HGET', kb_key(prefix, 'c:' .. card), 's')
+  if not st then
+    return {'INVALID', 'attachment ' .. name .. ': no card ' .. card}
+  end
+  if st == 'archived' then
+    return {'INVALID', 'attachment ' .. name .. ': card ' .. card .. ' is archived'}
+  end
+  if redis.call('HEXISTS', kb_key(prefix, 'att:' .. card), name) == 1 then
+    return {'CONFLICT', 'card ' .. card .. ' has an attachment named ' .. name}
   end
 end
 
@@ -86,6 +111,10 @@ end
 for i = 0, ncomments - 1 do
   local a = comments + i * 2
   redis.call('RPUSH', kb_key(prefix, 'cm:' .. ARGV[a]), ARGV[a + 1])
+end
+for i = 0, nattachments - 1 do
+  local a = attachments + i * 3
+  redis.call('HSET', kb_key(prefix, 'att:' .. ARGV[a]), ARGV[a + 1], ARGV[a + 2])
 end
 for i = 0, nruns - 1 do
   local a = runs + i * 4
