@@ -237,6 +237,9 @@ type Result struct {
 	StallThresholdSeconds int    `json:"stall_threshold_seconds,omitempty"`
 	StallPhase            string `json:"stall_phase,omitempty"`
 	StallGraceSeconds     int    `json:"stall_grace_seconds,omitempty"`
+	// RetryAfterSeconds is how long the model provider asked to wait
+	// (ExitReason rate_limited), when it said.
+	RetryAfterSeconds int `json:"retry_after_seconds,omitempty"`
 }
 
 // UnknownError is the error of a child whose owner died.

@@ -349,6 +349,13 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 	case out.End == sessions.TurnModelError:
 		res.Status, res.ExitReason = StatusFailed, "model_error"
 		res.Error = llm.UserMessage(out.Err)
+		switch llm.ClassOf(out.Err) {
+		case llm.ClassRateLimited:
+			res.ExitReason = "rate_limited"
+			res.RetryAfterSeconds = int(llm.RetryAfterOf(out.Err).Round(time.Second) / time.Second)
+		case llm.ClassPayment:
+			res.ExitReason = "quota_exhausted"
+		}
 	case out.End == sessions.TurnBudget:
 		res.Status, res.ExitReason, res.Truncated = StatusCompleted, "max_iterations", true
 	default:

@@ -169,3 +169,27 @@ func TestGatewayWorkerReportsOverTheAPI(t *testing.T) {
 		t.Errorf("a heartbeat after the claim ended: %d, want 409", code)
 	}
 }
+
+// The herald lane's agent, rate limited by the model provider for ten
+// minutes, requeues its card for then with no failure counted.
+func TestGatewayKanbanAgentRateLimited(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	model.Respond(func(testkit.RecordedRequest) testkit.Step { return testkit.RateLimited("600") })
+	cfg := testConfig(t, model)
+	cfg.Model.MaxRetries = 0
+	h := startGateway(t, cfg, Options{})
+	svc := h.g.boards.service
+	ctx := context.Background()
+	before := time.Now()
+	k, _, err := svc.Create(ctx, kanban.CreateSpec{Title: "write the notes", Assignee: "herald"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the card's run recorded", func() bool {
+		k, err = svc.Store.Card(ctx, k.ID)
+		return err == nil && k.Status == kanban.StatusReady && !k.RetryAt.IsZero()
+	})
+	if k.Failures != 0 || k.RetryAt.Before(before.Add(590*time.Second)) || k.RetryAt.After(time.Now().Add(610*time.Second)) {
+		t.Errorf("card = %+v, want ready again in about ten minutes with no failure", k)
+	}
+}

@@ -72,7 +72,7 @@ type WorkspaceKind string
 
 // The workspace kinds.
 const (
-	WorkspaceScratch  WorkspaceKind = "scratch"  // a temporary directory, removed after a completed run
+	WorkspaceScratch  WorkspaceKind = "scratch"  // a directory of its own, removed once the card is done
 	WorkspaceWorktree WorkspaceKind = "worktree" // a git worktree of its own
 	WorkspaceDir      WorkspaceKind = "dir"      // a fixed directory (Workspace.Path)
 )
@@ -80,7 +80,7 @@ const (
 // Workspace is a card's workspace.
 type Workspace struct {
 	Kind WorkspaceKind `json:"kind"`
-	Path string        `json:"path,omitempty"` // the directory of a dir workspace
+	Path string        `json:"path,omitempty"` // a dir workspace's directory, a worktree one's repository
 }
 
 // Claim is a worker's hold on a running card. Token is the card's

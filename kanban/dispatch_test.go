@@ -3,6 +3,7 @@ package kanban_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -58,9 +59,11 @@ func (l *scriptedLane) Start(_ context.Context, spec kanban.WorkerSpec) (kanban.
 		case "block":
 			_, _ = l.svc.Block(ctx, spec.Card.ID, spec.Token, kanban.BlockNeedsInput, "needs "+arg, "worker")
 		case "exit":
-			var code int
-			fmt.Sscan(arg, &code)
-			w.exit = kanban.Exit{Code: code, Err: "boom on stderr", Output: "last words"}
+			// "exit N [DURATION]": the code, and how long a rate limit lasts.
+			codeText, afterText, _ := strings.Cut(arg, " ")
+			code, _ := strconv.Atoi(codeText)
+			after, _ := time.ParseDuration(afterText)
+			w.exit = kanban.Exit{Code: code, Err: "boom on stderr", Output: "last words", RetryAfter: after}
 		case "hang":
 			<-w.stop
 			w.exit = kanban.Exit{Code: -1}
@@ -404,6 +407,32 @@ func TestDispatcherBreakerPausesABrokenLane(t *testing.T) {
 		h.clk.Advance(31 * time.Minute)
 		if rep := h.tick(d); len(rep.Claimed) == 0 {
 			t.Errorf("the lane's pause did not end: %+v", rep)
+		}
+	})
+}
+
+// A rate-limited worker that says how long its limit lasts holds its
+// card and its lane back that long, with no failure counted.
+func TestDispatcherWaitsOutAReportedRateLimit(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *harness) {
+		lane := newScriptedLane(h.svc)
+		d, ended := h.dispatcher("gw-a", h.svc, map[string]kanban.LaneConfig{"quota": {Lane: lane}}, nil)
+		limited := h.create(kanban.CreateSpec{Title: "exit 75 10m", Assignee: "quota"})
+		h.tick(d)
+		waitEnded(t, ended, 1)
+		k := h.wantStatus(limited.ID, kanban.StatusReady)
+		if k.Failures != 0 || !k.RetryAt.Equal(t0.Add(10*time.Minute)) {
+			t.Fatalf("card = %+v, want ready at %s with no failure", k, t0.Add(10*time.Minute))
+		}
+		other := h.create(kanban.CreateSpec{Title: "complete it", Assignee: "quota"})
+		h.clk.Advance(5 * time.Minute)
+		rep := h.tick(d)
+		if len(rep.Claimed) != 0 || rep.Skipped[other.ID] != "lane_paused" {
+			t.Fatalf("5 minutes in: %+v, want the lane paused", rep)
+		}
+		h.clk.Advance(6 * time.Minute)
+		if rep := h.tick(d); len(rep.Claimed) != 2 {
+			t.Fatalf("after the limit: %+v, want both claimed", rep)
 		}
 	})
 }

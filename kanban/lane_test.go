@@ -3,6 +3,7 @@ package kanban_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ func TestCommandLane(t *testing.T) {
 echo "card $HERALD_KANBAN_TASK board $HERALD_KANBAN_BOARD run $HERALD_KANBAN_RUN_ID claim $HERALD_KANBAN_CLAIM in $PWD"
 case "$1" in
   fail) echo "the tests failed" >&2; exit 3 ;;
-  quota) exit 75 ;;
+  quota) echo "usage limit reached" >&2; echo "retry-after: 600" >&2; exit 75 ;;
   hang) sleep 300 & echo $! > "$HERALD_KANBAN_WORKSPACE/child.pid"; wait ;;
   *) exit 0 ;;
 esac
@@ -44,8 +45,9 @@ esac
 		if k := h.wantStatus(fail.ID, kanban.StatusReady); !strings.Contains(k.LastError, "code 3: the tests failed") {
 			t.Errorf("a failing command's card = %+v, want its stderr's tail", k)
 		}
-		if k := h.wantStatus(quota.ID, kanban.StatusReady); k.Failures != 0 || k.RetryAt.IsZero() {
-			t.Errorf("exit 75 = %+v", k)
+		// It said how long its limit lasts: the card waits that long.
+		if k := h.wantStatus(quota.ID, kanban.StatusReady); k.Failures != 0 || !k.RetryAt.Equal(t0.Add(10*time.Minute)) {
+			t.Errorf("exit 75 after retry-after: 600 = %+v, want ready at %s", k, t0.Add(10*time.Minute))
 		}
 		k := h.wantStatus(ok.ID, kanban.StatusDone)
 		if !strings.Contains(k.Result.Summary, "card "+ok.ID+" board default run ") {
@@ -73,4 +75,29 @@ esac
 			t.Errorf("the hanging card = %+v", k)
 		}
 	})
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		out  string
+		want time.Duration
+	}{
+		{"", 0},
+		{"rate limited, try later", 0},
+		{"retry-after: 90", 90 * time.Second},
+		{"Retry-After=1.5", 1500 * time.Millisecond},
+		{"retry-after: 15m", 15 * time.Minute},
+		{"reset-at: 2026-12-03T13:00:00Z", time.Hour},
+		{"reset-at: " + strconv.FormatInt(now.Add(2*time.Hour).Unix(), 10), 2 * time.Hour},
+		{"retry-after: 10\nmore output\nretry-after: 20", 20 * time.Second}, // the last one
+		{"reset-at: 2026-12-03T11:00:00Z", 0},                                  // past
+		{"retry-after: 1000000", 24 * time.Hour},                               // bounded
+		{"retry-after: soon", 0},
+		{"the server said retry-after: 90 in the middle", 0}, // a line of its own
+	} {
+		if got := kanban.ParseRetryAfter(tc.out, now); got != tc.want {
+			t.Errorf("ParseRetryAfter(%q) = %s, want %s", tc.out, got, tc.want)
+		}
+	}
 }

@@ -131,6 +131,16 @@ func ClassOf(err error) Class {
 	return ""
 }
 
+// RetryAfterOf is how long the server behind err's first *Error asked
+// to wait, or 0.
+func RetryAfterOf(err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.RetryAfter
+	}
+	return 0
+}
+
 // UserMessage is one line a user can act on for a failed model call. It
 // never holds the API key or the request. It is "" for a nil err.
 func UserMessage(err error) string {
