@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/delegation"
@@ -26,10 +25,6 @@ import (
 // HeraldLane is the lane of herald's own worker agent.
 const HeraldLane = "herald"
 
-// quotaPause is how long the herald lane waits when the model provider
-// says its quota is spent.
-const quotaPause = 30 * time.Minute
-
 // KanbanService is the board service over store with cfg's settings,
 // its board home in $HERALD_HOME/kanban; the CLI and the gateway make
 // theirs here. Completion checks run with bash in the card's workspace
@@ -38,6 +33,7 @@ func KanbanService(store kanban.Store, cfg config.Config) *kanban.Service {
 	return &kanban.Service{
 		Store: store, FailureLimit: cfg.Kanban.FailureLimit, Check: runCompletionCheck,
 		Root: filepath.Join(cfg.Home, "kanban"), Repository: cfg.Tools.Workspace,
+		AttachmentMaxBytes: cfg.Kanban.AttachmentMaxBytes,
 	}
 }
 
@@ -209,6 +205,12 @@ func runCardAgent(ctx context.Context, svc *kanban.Service, spawner *delegation.
 	if spec.Workspace != "" {
 		b.WriteString("\n\nIts workspace directory is " + spec.Workspace + ".")
 	}
+	if len(spec.Attachments) > 0 {
+		b.WriteString("\n\nFiles attached to it:")
+		for _, p := range spec.Attachments {
+			b.WriteString("\n- " + p)
+		}
+	}
 	child := delegation.Child{ID: "kb_" + spec.Run, Task: delegation.Task{Goal: k.Title, Context: b.String()}}
 	if spec.Review {
 		child.Role = delegation.RoleReviewer
@@ -217,14 +219,6 @@ func runCardAgent(ctx context.Context, svc *kanban.Service, spawner *delegation.
 	res := spawner.Run(ctx, child, 1, nil)
 	if now, err := svc.Store.Card(ctx, k.ID); err == nil && (now.Claim == nil || now.Claim.Token != spec.Token) {
 		return nil // it reported with its tools (complete, block, review)
-	}
-	switch res.ExitReason {
-	case "rate_limited":
-		return &kanban.RateLimitedError{After: time.Duration(res.RetryAfterSeconds) * time.Second, Reason: res.Error}
-	case "quota_exhausted":
-		// No reset is reported: the lane waits as long as its breaker
-		// would make it.
-		return &kanban.RateLimitedError{After: quotaPause, Reason: res.Error}
 	}
 	if res.Status != delegation.StatusCompleted {
 		return fmt.Errorf("the worker agent ended %s: %s", res.Status, strings.TrimSpace(res.Error+" "+res.ExitReason))

@@ -23,8 +23,8 @@ const (
 	// strandedAfter is how long a ready card may wait unclaimed before
 	// the dispatcher says so (an error at twice it, critical at six).
 	strandedAfter = 30 * time.Minute
-	// rateLimitDelay is how long a rate-limited card (and its lane)
-	// waits before its next run when its worker did not say how long.
+	// rateLimitDelay is how long a rate-limited card waits before its
+	// next run.
 	rateLimitDelay = time.Minute
 	// breakerFailures in a row pause a lane for breakerPause.
 	breakerFailures = 3
@@ -505,7 +505,9 @@ func (d *Dispatcher) spawn(ctx context.Context, k Card, lane string, review bool
 		if d.opts.Env != nil {
 			spec.Env = d.opts.Env(k, k.Claim.Token)
 		}
-		w, err = cfg.Lane.Start(ctx, spec)
+		if spec.Attachments, err = d.svc.attachmentPaths(ctx, k.ID); err == nil {
+			w, err = cfg.Lane.Start(ctx, spec)
+		}
 	}
 	if err != nil {
 		d.failed(lane)
@@ -560,14 +562,8 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 	case stopped != "":
 		end = Ending{Outcome: OutcomeTimedOut, Reason: stopped}
 	case e.Code == ExitRateLimited:
-		delay, said := e.RetryAfter, "the worker exited 75: rate limited"
-		if delay > 0 {
-			said += ", until " + d.clk.Now().Add(delay).UTC().Format(time.RFC3339)
-		} else {
-			delay = rateLimitDelay
-		}
-		end = Ending{Outcome: OutcomeLimited, Reason: said, RetryAfter: delay}
-		d.pause(r.lane, delay)
+		end = Ending{Outcome: OutcomeLimited, Reason: "the worker exited 75: rate limited", RetryAfter: rateLimitDelay}
+		d.pause(r.lane, rateLimitDelay)
 	case e.Code == 0 && cfg.ExitZeroCompletes:
 		if _, err := d.svc.Complete(ctx, r.card, r.token, Result{Summary: nonEmpty(tail(e.Output, 4000), "exited 0")}, d.opts.Name); err != nil {
 			d.log.Warn("completing a kanban card on its worker's exit 0 failed", "card", r.card, "err", err)

@@ -30,6 +30,9 @@ type Service struct {
 	// promoted artifacts and run logs (see workspace.go). "": none, and
 	// a scratch card cannot run here.
 	Root string
+	// AttachmentMaxBytes bounds one attachment
+	// (kanban.attachment_max_bytes); 0: DefaultAttachmentMaxBytes.
+	AttachmentMaxBytes int64
 	// Repository is the git repository of a worktree card that names
 	// none (tools.workspace).
 	Repository string
