@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/delegation"
@@ -24,6 +25,10 @@ import (
 
 // HeraldLane is the lane of herald's own worker agent.
 const HeraldLane = "herald"
+
+// quotaPause is how long the herald lane waits when the model provider
+// says its quota is spent.
+const quotaPause = 30 * time.Minute
 
 // KanbanService is the board service over store with cfg's settings,
 // its board home in $HERALD_HOME/kanban; the CLI and the gateway make
@@ -219,6 +224,14 @@ func runCardAgent(ctx context.Context, svc *kanban.Service, spawner *delegation.
 	res := spawner.Run(ctx, child, 1, nil)
 	if now, err := svc.Store.Card(ctx, k.ID); err == nil && (now.Claim == nil || now.Claim.Token != spec.Token) {
 		return nil // it reported with its tools (complete, block, review)
+	}
+	switch res.ExitReason {
+	case "rate_limited":
+		return &kanban.RateLimitedError{After: time.Duration(res.RetryAfterSeconds) * time.Second, Reason: res.Error}
+	case "quota_exhausted":
+		// No reset is reported: the lane waits as long as its breaker
+		// would make it.
+		return &kanban.RateLimitedError{After: quotaPause, Reason: res.Error}
 	}
 	if res.Status != delegation.StatusCompleted {
 		return fmt.Errorf("the worker agent ended %s: %s", res.Status, strings.TrimSpace(res.Error+" "+res.ExitReason))

@@ -23,8 +23,8 @@ const (
 	// strandedAfter is how long a ready card may wait unclaimed before
 	// the dispatcher says so (an error at twice it, critical at six).
 	strandedAfter = 30 * time.Minute
-	// rateLimitDelay is how long a rate-limited card waits before its
-	// next run.
+	// rateLimitDelay is how long a rate-limited card (and its lane)
+	// waits before its next run when its worker did not say how long.
 	rateLimitDelay = time.Minute
 	// breakerFailures in a row pause a lane for breakerPause.
 	breakerFailures = 3
@@ -562,8 +562,14 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 	case stopped != "":
 		end = Ending{Outcome: OutcomeTimedOut, Reason: stopped}
 	case e.Code == ExitRateLimited:
-		end = Ending{Outcome: OutcomeLimited, Reason: "the worker exited 75: rate limited", RetryAfter: rateLimitDelay}
-		d.pause(r.lane, rateLimitDelay)
+		delay, said := e.RetryAfter, "the worker exited 75: rate limited"
+		if delay > 0 {
+			said += ", until " + d.clk.Now().Add(delay).UTC().Format(time.RFC3339)
+		} else {
+			delay = rateLimitDelay
+		}
+		end = Ending{Outcome: OutcomeLimited, Reason: said, RetryAfter: delay}
+		d.pause(r.lane, delay)
 	case e.Code == 0 && cfg.ExitZeroCompletes:
 		if _, err := d.svc.Complete(ctx, r.card, r.token, Result{Summary: nonEmpty(tail(e.Output, 4000), "exited 0")}, d.opts.Name); err != nil {
 			d.log.Warn("completing a kanban card on its worker's exit 0 failed", "card", r.card, "err", err)

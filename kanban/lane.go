@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,6 +70,55 @@ type Exit struct {
 	// Output is the end of what it printed, for a lane whose silent exit
 	// 0 completes (exit_zero_completes).
 	Output string
+	// RetryAfter is how long a rate-limited worker (exit 75) said its
+	// limit lasts; 0 when it did not say.
+	RetryAfter time.Duration
+}
+
+// RateLimitedError is what an in-process worker returns when its model
+// provider rate limited it: its card is requeued as after an exit 75,
+// held back After (0: the default delay).
+type RateLimitedError struct {
+	After  time.Duration
+	Reason string
+}
+
+func (e *RateLimitedError) Error() string { return "rate limited: " + e.Reason }
+
+// maxRetryAfter bounds how long a reported rate limit holds a lane.
+const maxRetryAfter = 24 * time.Hour
+
+// retryAfterLine is how a CLI worker says when its rate limit ends,
+// on a line of its output before it exits 75: "retry-after: 90" or
+// "retry-after: 15m" (from now), or "reset-at:" an RFC 3339 time or a
+// Unix time in seconds.
+var retryAfterLine = regexp.MustCompile(`(?im)^\s*(retry-after|reset-at)\s*[:=]\s*(\S+)\s*$`)
+
+// ParseRetryAfter reads the last retry-after or reset-at line of out
+// (see retryAfterLine), measured from now; 0 when there is none or it
+// is not in the future. It is bounded by a day.
+func ParseRetryAfter(out string, now time.Time) time.Duration {
+	ms := retryAfterLine.FindAllStringSubmatch(out, -1)
+	if len(ms) == 0 {
+		return 0
+	}
+	m := ms[len(ms)-1]
+	var d time.Duration
+	switch v := m[2]; strings.ToLower(m[1]) {
+	case "retry-after":
+		if n, err := strconv.ParseFloat(v, 64); err == nil {
+			d = time.Duration(n * float64(time.Second))
+		} else if pd, err := time.ParseDuration(v); err == nil {
+			d = pd
+		}
+	default:
+		if t, err := time.Parse(time.RFC3339, v); err == nil {
+			d = t.Sub(now)
+		} else if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			d = time.Unix(n, 0).Sub(now)
+		}
+	}
+	return min(max(d, 0), maxRetryAfter)
 }
 
 // CommandLane runs a command per card, any CLI agent or script, with the
@@ -163,6 +213,9 @@ func (w *commandWorker) wait() {
 	// What the worker left running ends with it.
 	_ = proc.KillGroup(w.pid, syscall.SIGKILL)
 	e := Exit{Code: w.cmd.ProcessState.ExitCode(), Output: strings.TrimSpace(w.out.String())}
+	if e.Code == ExitRateLimited {
+		e.RetryAfter = ParseRetryAfter(e.Output+"\n"+w.errTail.String(), w.clk.Now())
+	}
 	if err != nil {
 		e.Err = strings.TrimSpace(w.errTail.String())
 		if e.Err == "" {
@@ -271,11 +324,16 @@ func (l FuncLane) Start(_ context.Context, spec WorkerSpec) (Worker, error) {
 	go func() {
 		defer close(w.done)
 		defer cancel()
-		if err := l.Run(ctx, spec); err != nil {
+		err := l.Run(ctx, spec)
+		var limited *RateLimitedError
+		switch {
+		case err == nil:
+		case errors.As(err, &limited):
+			w.exit = Exit{Code: ExitRateLimited, Err: err.Error(), RetryAfter: min(max(limited.After, 0), maxRetryAfter)}
+		case ctx.Err() != nil:
+			w.exit = Exit{Code: -1, Err: err.Error()}
+		default:
 			w.exit = Exit{Code: 1, Err: err.Error()}
-			if ctx.Err() != nil {
-				w.exit.Code = -1
-			}
 		}
 	}()
 	return w, nil
