@@ -326,7 +326,11 @@ func TestDeliveryPlatformWithoutAdapterStaysPending(t *testing.T) {
 	id := r.enqueue("slack:C1", "for slack")
 	r.enqueue("telegram:1", "for telegram")
 	eventually(t, "the telegram message sent", func() bool { return s.count() == 1 })
-	time.Sleep(20 * time.Millisecond)
+	// Once its send is acked, the slack message is all that is left.
+	eventually(t, "the telegram message acked", func() bool {
+		ms, err := r.store.Pending(context.Background(), 10)
+		return err == nil && len(ms) == 1
+	})
 	m := r.pending()
 	if m.ID != id || m.Attempts != 0 {
 		t.Errorf("pending %+v, want the slack message with no attempt", m)
