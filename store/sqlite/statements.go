@@ -40,6 +40,8 @@ type statements struct {
 	noteInsert, noteDelete            *sql.Stmt
 	expireLeases, expireClaims        *sql.Stmt
 	expireOwnership                   *sql.Stmt
+	kbCardInsert, kbCardUpdate        *sql.Stmt
+	kbCardVersion, kbRunPut, kbEvent  *sql.Stmt
 }
 
 func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error) {
@@ -104,6 +106,13 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 		{&st.signalPrune, sqlSignalPrune},
 		{&st.noteInsert, sqlNoteInsert},
 		{&st.noteDelete, sqlNoteDelete},
+
+		// Every card's create, claim and end writes these.
+		{&st.kbCardInsert, sqlKbCardInsert},
+		{&st.kbCardUpdate, sqlKbCardUpdate},
+		{&st.kbCardVersion, sqlKbCardVersion},
+		{&st.kbRunPut, sqlKbRunPut},
+		{&st.kbEvent, sqlKbEvent},
 	}
 	for _, s := range list {
 		stmt, err := conn.PrepareContext(ctx, s.query)
@@ -137,6 +146,8 @@ type readStatements struct {
 	signalsEnd, signalsRead      *sql.Stmt
 	notesList                    *sql.Stmt
 	queueDepth                   *sql.Stmt
+	kbCardGet                    *sql.Stmt
+	kbParents, kbChildren        *sql.Stmt
 }
 
 func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
@@ -157,6 +168,9 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
 		{&rs.signalsRead, sqlSignalsRead},
 		{&rs.notesList, sqlNotesList},
 		{&rs.queueDepth, sqlQueueDepth},
+		{&rs.kbCardGet, sqlKbCardGet},
+		{&rs.kbParents, sqlKbParents},
+		{&rs.kbChildren, sqlKbChildren},
 	}
 	for _, s := range list {
 		stmt, err := db.PrepareContext(ctx, s.query)
