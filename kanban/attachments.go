@@ -38,7 +38,9 @@ func (s *Service) AttachmentPath(card, name string) string {
 	return p
 }
 
-func (s *Service) attachmentLimit() int64 {
+// AttachmentLimit is the most bytes one attachment may have
+// (AttachmentMaxBytes, else DefaultAttachmentMaxBytes).
+func (s *Service) AttachmentLimit() int64 {
 	if s.AttachmentMaxBytes > 0 {
 		return s.AttachmentMaxBytes
 	}
@@ -145,7 +147,7 @@ func (s *Service) receive(op, card string, r io.Reader, a *Attachment) (string, 
 	if err != nil {
 		return "", errs.Wrap(op, errs.Internal, err)
 	}
-	limit := s.attachmentLimit()
+	limit := s.AttachmentLimit()
 	src := &sourceReader{r: io.LimitReader(r, limit+1)}
 	sum := sha256.New()
 	n, err := io.Copy(io.MultiWriter(f, sum), src)

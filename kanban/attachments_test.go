@@ -271,3 +271,18 @@ func TestWorkerIsHandedAttachments(t *testing.T) {
 		h.wantStatus(k.ID, kanban.StatusDone)
 	})
 }
+
+// kanban_show lists a card's attachments with their paths, for a worker
+// (its own card) as for the agent.
+func TestShowToolListsAttachments(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *harness) {
+		h.attaching(0)
+		set := h.tools()
+		k := h.create(kanban.CreateSpec{Title: "read the spec"})
+		a := h.attach(k.ID, "spec.md", "# the spec")
+		res := call(h.ctx, set, nil, "kanban_show", `{"card_id":"`+k.ID+`"}`)
+		if res.IsError || !strings.Contains(res.Content, `"attachments"`) || !strings.Contains(res.Content, `"path":"`+a.Path+`"`) {
+			t.Errorf("kanban_show = %+v, want the attachment with its path", res)
+		}
+	})
+}

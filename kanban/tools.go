@@ -215,7 +215,7 @@ func (bt boardTools) show() tools.Tool {
 	}
 	return tools.Tool{
 		Name:        "kanban_show",
-		Description: "Show a card: its body, links, result, comments and runs. A worker's own card when card_id is left out.",
+		Description: "Show a card: its body, links, result, comments, attachments (files, with their paths) and runs. A worker's own card when card_id is left out.",
 		Schema:      json.RawMessage(`{"type":"object","properties":{"card_id":{"type":"string"}},"additionalProperties":false}`),
 		Handler: tools.Func(func(ctx context.Context, _ *tools.Turn, a args) (tools.Result, error) {
 			k, err := bt.card(ctx, a.CardID)
@@ -229,6 +229,9 @@ func (bt boardTools) show() tools.Tool {
 			}
 			if cs, err := bt.svc.Store.Comments(ctx, k.ID); err == nil && len(cs) > 0 {
 				out["comments"] = cs
+			}
+			if as, err := bt.svc.Attachments(ctx, k.ID); err == nil && len(as) > 0 {
+				out["attachments"] = as
 			}
 			if rs, err := bt.svc.Store.Runs(ctx, k.ID); err == nil && len(rs) > 0 {
 				out["runs"] = rs

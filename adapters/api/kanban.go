@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
+	"mime"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,6 +60,11 @@ func (s *Server) kanbanRoutes() {
 		"PATCH": s.patchKanbanCard,
 	})
 	s.route("POST", kanbanCardsPrefix+"{id}/comments", s.commentKanbanCard)
+	s.routeMethods(kanbanCardsPrefix+"{id}/attachments", map[string]http.HandlerFunc{
+		"GET":  s.listKanbanAttachments,
+		"POST": s.attachKanbanCard,
+	})
+	s.route("GET", kanbanCardsPrefix+"{id}/attachments/{name}", s.kanbanAttachment)
 	s.route("POST", kanbanCardsPrefix+"{id}/complete", s.completeKanbanCard)
 	s.route("POST", kanbanCardsPrefix+"{id}/block", s.blockKanbanCard)
 	s.route("POST", kanbanCardsPrefix+"{id}/heartbeat", s.heartbeatKanbanCard)
@@ -72,9 +80,10 @@ func viewCard(k kanban.Card) cardJSON { return cardJSON{Card: k} }
 // cardDetail is one card asked for, with what was said and done on it.
 type cardDetail struct {
 	cardJSON
-	Comments []kanban.Comment `json:"comments"`
-	Events   []kanban.Event   `json:"events"` // its latest, oldest first
-	Runs     []kanban.Run     `json:"runs"`
+	Comments    []kanban.Comment    `json:"comments"`
+	Attachments []kanban.Attachment `json:"attachments"` // with their paths on this instance
+	Events      []kanban.Event      `json:"events"`      // its latest, oldest first
+	Runs        []kanban.Run        `json:"runs"`
 }
 
 // listKanbanBoards answers every board; the default board is listed
@@ -218,12 +227,18 @@ func (s *Server) getKanbanCard(w http.ResponseWriter, r *http.Request) {
 		s.failKanban(w, r, err)
 		return
 	}
-	d := cardDetail{cardJSON: viewCard(k), Comments: []kanban.Comment{}, Events: []kanban.Event{}, Runs: []kanban.Run{}}
+	d := cardDetail{cardJSON: viewCard(k), Comments: []kanban.Comment{}, Attachments: []kanban.Attachment{}, Events: []kanban.Event{}, Runs: []kanban.Run{}}
 	if cs, err := st.Comments(ctx, k.ID); err != nil {
 		s.failKanban(w, r, err)
 		return
 	} else if cs != nil {
 		d.Comments = cs
+	}
+	if as, err := s.opts.Kanban.Attachments(ctx, k.ID); err != nil {
+		s.failKanban(w, r, err)
+		return
+	} else if as != nil {
+		d.Attachments = as
 	}
 	if rs, err := st.Runs(ctx, k.ID); err != nil {
 		s.failKanban(w, r, err)
@@ -401,6 +416,66 @@ func (s *Server) commentKanbanCard(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, cm)
+}
+
+// listKanbanAttachments answers a card's attachments, oldest first,
+// with their paths on this instance.
+func (s *Server) listKanbanAttachments(w http.ResponseWriter, r *http.Request) {
+	as, err := s.opts.Kanban.Attachments(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.failKanban(w, r, err)
+		return
+	}
+	if as == nil {
+		as = []kanban.Attachment{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"attachments": as})
+}
+
+// attachKanbanCard keeps the raw body as the card's attachment ?name=:
+// 201 with it, 409 when the card has one of that name, 413 (reading no
+// further) when it is over kanban.attachment_max_bytes.
+func (s *Server) attachKanbanCard(w http.ResponseWriter, r *http.Request) {
+	const op = "api.attachKanbanCard"
+	svc := s.opts.Kanban
+	limit := svc.AttachmentLimit()
+	if r.ContentLength > limit {
+		s.fail(w, r, errs.E(op, errs.TooLarge, "the attachment is %d bytes, over the limit of %d bytes (kanban.attachment_max_bytes)", r.ContentLength, limit))
+		return
+	}
+	// One byte past the limit gets through, for the service to see the
+	// body is over it and refuse it whole.
+	body := http.MaxBytesReader(w, r.Body, limit+1)
+	a, err := svc.Attach(r.Context(), r.PathValue("id"), r.URL.Query().Get("name"), body, kanbanActor)
+	if err != nil {
+		s.failKanban(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, a)
+}
+
+// kanbanAttachment answers the file of the card's attachment {name}:
+// an instance has the files attached through it, and 404 for others.
+func (s *Server) kanbanAttachment(w http.ResponseWriter, r *http.Request) {
+	const op = "api.kanbanAttachment"
+	a, err := s.opts.Kanban.Attachment(r.Context(), r.PathValue("id"), r.PathValue("name"))
+	if err != nil {
+		s.failKanban(w, r, err)
+		return
+	}
+	f, err := os.Open(a.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		err = errs.E(op, errs.NotFound, "the file of %s's attachment %s is not on this instance, only on the one it was attached through", a.Card, a.Name)
+	}
+	if err != nil {
+		s.failKanban(w, r, err)
+		return
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": a.Name}))
+	http.ServeContent(w, r, a.Name, a.CreatedAt, f)
 }
 
 // completeKanbanCard is a worker's complete (kanban.Service.Complete):

@@ -102,6 +102,7 @@ command says so and exits 3: the worker should stop.`,
 	}
 	m.addKanbanBoardCommands(cmd, with)
 	m.addKanbanCardCommands(cmd, with)
+	cmd.AddCommand(m.kanbanAttachCommand(with))
 	m.addKanbanReportCommands(cmd, with)
 	m.addKanbanWatchCommands(cmd, with)
 	m.addKanbanDispatchCommands(cmd, with)
@@ -120,7 +121,7 @@ func (m *Main) kanbanError(card string, err error) error {
 	switch errs.CodeOf(err) {
 	case errs.LeaseLost:
 		return m.leaseLost(card)
-	case errs.Invalid, errs.NotFound, errs.Conflict:
+	case errs.Invalid, errs.NotFound, errs.Conflict, errs.TooLarge:
 		return fmt.Errorf("%s", errs.Reason(err))
 	}
 	return err

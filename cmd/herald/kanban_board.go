@@ -18,12 +18,13 @@ import (
 const showEvents = 20
 
 // cardView is what show --json prints: the card with its comments,
-// latest events and runs.
+// attachments (with their paths), latest events and runs.
 type cardView struct {
 	kanban.Card
-	Comments []kanban.Comment `json:"comments"`
-	Events   []kanban.Event   `json:"events"`
-	Runs     []kanban.Run     `json:"runs"`
+	Comments    []kanban.Comment    `json:"comments"`
+	Attachments []kanban.Attachment `json:"attachments"`
+	Events      []kanban.Event      `json:"events"`
+	Runs        []kanban.Run        `json:"runs"`
 }
 
 // addKanbanBoardCommands adds init, boards, create, list and show.
@@ -102,6 +103,7 @@ func (m *Main) addKanbanBoardCommands(cmd *cobra.Command, with withBoard) {
 	var (
 		spec                       kanban.CreateSpec
 		status, workspace, dir, at string
+		attachFiles                []string
 		createJSON                 bool
 	)
 	create := &cobra.Command{
@@ -142,9 +144,9 @@ func (m *Main) addKanbanBoardCommands(cmd *cobra.Command, with withBoard) {
 					return err
 				}
 				spec.Board = b.slug
-				k, created, err := b.svc.Create(ctx, spec)
+				k, created, err := createAttached(ctx, b, spec, attachFiles)
 				if err != nil {
-					return m.kanbanError("", err)
+					return m.kanbanError(k.ID, err)
 				}
 				if createJSON {
 					return m.printJSON(k)
@@ -173,6 +175,7 @@ func (m *Main) addKanbanBoardCommands(cmd *cobra.Command, with withBoard) {
 	f.IntVar(&spec.MaxRetries, "max-retries", 0, "failed runs in a row that block it (0: kanban.failure_limit)")
 	f.StringVar(&spec.IdempotencyKey, "idempotency-key", "", "create it once: a second create with this key prints the first card")
 	f.StringVar(&spec.Tenant, "tenant", "", "the tenant it belongs to")
+	f.StringArrayVar(&attachFiles, "attach", nil, "a file its workers are handed (repeat; see 'herald kanban attach')")
 	addJSONFlag(create, &createJSON)
 
 	var (
@@ -228,6 +231,9 @@ func (m *Main) addKanbanBoardCommands(cmd *cobra.Command, with withBoard) {
 				if v.Comments, err = b.store.Comments(ctx, k.ID); err != nil {
 					return err
 				}
+				if v.Attachments, err = b.svc.Attachments(ctx, k.ID); err != nil {
+					return err
+				}
 				if v.Runs, err = b.store.Runs(ctx, k.ID); err != nil {
 					return err
 				}
@@ -236,7 +242,7 @@ func (m *Main) addKanbanBoardCommands(cmd *cobra.Command, with withBoard) {
 					return err
 				}
 				v.Events = evs[max(len(evs)-showEvents, 0):]
-				v.Comments, v.Events, v.Runs = nonNil(v.Comments), nonNil(v.Events), nonNil(v.Runs)
+				v.Comments, v.Attachments, v.Events, v.Runs = nonNil(v.Comments), nonNil(v.Attachments), nonNil(v.Events), nonNil(v.Runs)
 				if showJSON {
 					return m.printJSON(v)
 				}
@@ -251,6 +257,32 @@ func (m *Main) addKanbanBoardCommands(cmd *cobra.Command, with withBoard) {
 	addJSONFlag(show, &showJSON)
 
 	cmd.AddCommand(initCmd, boards, create, list, show)
+}
+
+// createAttached creates the card spec names with the files attached.
+// A card that would be ready (or todo, which a dispatcher promotes)
+// waits in triage until its files are there, so no worker starts
+// without them. A file that cannot be attached leaves the card made,
+// in triage, and the error says so.
+func createAttached(ctx context.Context, b *board, spec kanban.CreateSpec, files []string) (kanban.Card, bool, error) {
+	held := len(files) > 0 && (spec.Status == "" || spec.Status == kanban.StatusTodo)
+	if held {
+		spec.Status = kanban.StatusTriage
+	}
+	k, created, err := b.svc.Create(ctx, spec)
+	if err != nil || !created || len(files) == 0 {
+		return k, created, err
+	}
+	for _, path := range files {
+		if _, err := attachFile(ctx, b, k.ID, path, ""); err != nil {
+			return k, true, fmt.Errorf("created %s, in triage, but attaching %s failed (%s); attach it with 'herald kanban attach %s FILE', then 'herald kanban unblock %s'",
+				k.ID, path, errs.Reason(err), k.ID, k.ID)
+		}
+	}
+	if held {
+		k, err = b.svc.Unblock(ctx, k.ID, cliActor)
+	}
+	return k, true, err
 }
 
 // eventPage is how many events one read of the log asks for.

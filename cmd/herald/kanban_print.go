@@ -104,6 +104,12 @@ func printCard(w io.Writer, v cardView, now time.Time) error {
 			fmt.Fprintf(&b, "  %s %s: %s\n", timeOrNone(c.At), cmp.Or(c.Author, "?"), oneLine(c.Text, 200))
 		}
 	}
+	if len(v.Attachments) > 0 {
+		b.WriteString("\nattachments:\n")
+		for _, a := range v.Attachments {
+			fmt.Fprintf(&b, "  %s  %d bytes  by %s  %s\n", a.Name, a.Size, cmp.Or(a.CreatedBy, "?"), a.Path)
+		}
+	}
 	if len(v.Runs) > 0 {
 		b.WriteString("\nruns:\n")
 		if err := printKanbanRuns(&b, v.Runs); err != nil {
