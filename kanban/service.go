@@ -138,8 +138,10 @@ func (s *Service) Create(ctx context.Context, spec CreateSpec) (k Card, created 
 	if err := checkWorkspace(op, spec.Workspace); err != nil {
 		return Card{}, false, err
 	}
-	id := NewCardID()
 	for range maxAttempts {
+		// A new id each try: a card made first under the same id (one
+		// in 2^32 per card) is a Conflict too.
+		id := NewCardID()
 		if spec.IdempotencyKey != "" {
 			k, err := s.Store.CardByKey(ctx, spec.Board, spec.IdempotencyKey)
 			if err == nil {
