@@ -2,6 +2,7 @@ package kanban
 
 import (
 	"context"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -494,7 +495,13 @@ func (s *Service) Schedule(ctx context.Context, id string, at time.Time, actor s
 // (running: stop or reclaim it first).
 func (s *Service) Archive(ctx context.Context, id, actor string) (Card, error) {
 	const op = "kanban.Archive"
-	return s.setStatus(ctx, op, id, StatusArchived, actor, func(*Card) error { return nil })
+	k, err := s.setStatus(ctx, op, id, StatusArchived, actor, func(*Card) error { return nil })
+	if err == nil && k.Workspace.Kind == WorkspaceScratch && s.Root != "" {
+		// No worker runs it again: its scratch workspace goes (a card
+		// done by hand still has one; its artifacts are kept).
+		err = os.RemoveAll(s.scratchDir(k.ID))
+	}
+	return k, err
 }
 
 // setStatus moves a card that no worker holds to status.

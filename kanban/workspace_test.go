@@ -166,3 +166,25 @@ func TestWorkspaceRefusals(t *testing.T) {
 		}
 	})
 }
+
+// A card done by hand keeps its scratch workspace until it is archived
+// (by hand, or by herald kanban gc).
+func TestArchiveRemovesTheScratchWorkspace(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *harness) {
+		k := h.claim(h.create(kanban.CreateSpec{Title: "x"}).ID)
+		dir := filepath.Join(h.svc.Root, "work", k.ID)
+		write(t, filepath.Join(dir, "notes"), "x")
+		if _, err := h.svc.Complete(h.ctx, k.ID, k.Claim.Token, kanban.Result{Summary: "done by hand"}, "person"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(dir); err != nil {
+			t.Fatalf("the workspace went before the card was archived: %v", err)
+		}
+		if _, err := h.svc.Archive(h.ctx, k.ID, "person"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("the archived card's scratch workspace is still there (%v)", err)
+		}
+	})
+}
