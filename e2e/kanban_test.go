@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,22 +35,25 @@ echo "worked $HERALD_KANBAN_TASK"
 `
 
 // kanbanConfig is the kanban section of the tests' gateways: one CLI
-// lane, sh, running script.
-func kanbanConfig(script string) string {
+// lane, sh, running script, and a look at the boards every second.
+func kanbanConfig(script string) string { return kanbanConfigEvery(script, 1) }
+
+func kanbanConfigEvery(script string, interval int) string {
 	return fmt.Sprintf(`kanban:
-  dispatch_interval_seconds: 1
+  dispatch_interval_seconds: %d
   claim_ttl_seconds: 3
   max_spawn: 40
   lanes:
     sh:
       command: %s
       exit_zero_completes: true
-`, script)
+`, interval, script)
 }
 
 type kanbanRig struct {
 	t      *testing.T
 	redis  *testkit.Redis
+	model  *testkit.ModelServer
 	svc    *kanban.Service
 	log    string
 	script string
@@ -70,10 +75,10 @@ func newKanbanRig(t *testing.T, gateways int, work string) *kanbanRig {
 		t.Fatal(err)
 	}
 	r.env = []string{"E2E_KANBAN_LOG=" + r.log, "E2E_KANBAN_LOCKS=" + locks, "E2E_WORK=" + work}
-	model := testkit.NewModelServer(t)
+	r.model = testkit.NewModelServer(t)
 	for range gateways {
 		home := t.TempDir()
-		writeConfig(t, home, clusterConfig(r.redis, model)+kanbanConfig(r.script))
+		writeConfig(t, home, clusterConfig(r.redis, r.model)+kanbanConfig(r.script))
 		r.homes = append(r.homes, home)
 	}
 	db, err := redis.Open(context.Background(), redis.Options{URL: r.redis.URL(), Prefix: r.redis.Prefix()})
@@ -199,4 +204,43 @@ func TestKanbanGatewayKilledWhileWorkersRun(t *testing.T) {
 			t.Errorf("card %s: workers %v, runs %+v; want the dead gateway's run crashed, then a completed one", id, starts[id], runs)
 		}
 	}
+}
+
+// A card made ready on one instance runs at once on another, though
+// neither would look at the boards for an hour: the instance that made
+// it ready (a gateway, or the CLI) signals every dispatcher on the store.
+func TestKanbanReadyCardWakesTheOtherInstances(t *testing.T) {
+	r := newKanbanRig(t, 2, "0")
+	writeConfig(t, r.homes[0], clusterConfig(r.redis, r.model)+kanbanConfigEvery(r.script, 3600))
+	// The second gateway has no lane for the cards: it cannot run them.
+	writeConfig(t, r.homes[1], clusterConfig(r.redis, r.model)+"kanban:\n  dispatch_interval_seconds: 3600\n")
+	seed := r.cards(1)
+	r.start(0)
+	// Its first look, at start, ran the seed card.
+	eventually(t, 30*time.Second, func() (bool, string) {
+		n, notDone := r.done(seed)
+		return n == 1, notDone
+	})
+	other := r.start(1)
+	body := `{"title":"made ready on the other gateway","assignee":"sh"}`
+	res, err := http.Post(other.base+"/api/v1/kanban/boards/default/cards", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var viaAPI kanban.Card
+	err = json.NewDecoder(res.Body).Decode(&viaAPI)
+	res.Body.Close()
+	if err != nil || res.StatusCode != http.StatusCreated || viaAPI.ID == "" {
+		t.Fatalf("create over the second gateway's API: %d, %+v, %v", res.StatusCode, viaAPI, err)
+	}
+	out := runCLI(t, r.homes[0], "kanban", "create", "made ready by the CLI", "--assignee", "sh", "--json")
+	var viaCLI kanban.Card
+	if err := json.Unmarshal([]byte(out.stdout), &viaCLI); err != nil || viaCLI.ID == "" {
+		t.Fatalf("herald kanban create --json: %+v: %v", out, err)
+	}
+	ids := []string{viaAPI.ID, viaCLI.ID}
+	eventually(t, 20*time.Second, func() (bool, string) {
+		n, notDone := r.done(ids)
+		return n == len(ids), fmt.Sprintf("%d of %d cards done; %s", n, len(ids), notDone)
+	})
 }

@@ -359,10 +359,14 @@ func (g *Gateway) build() error {
 		return err
 	}
 	g.metrics.RunningTurns(g.turns.Running, cfg.Workers.Turns)
+	handlers := []sessions.SignalHandler{background.runner}
+	if boards.dispatcher != nil {
+		handlers = append(handlers, boards.dispatcher)
+	}
 	g.tailer, err = sessions.NewSignalTailer(sessions.SignalTailerOptions{
 		Signals:  store,
 		Handler:  g.turns,
-		Handlers: []sessions.SignalHandler{background.runner},
+		Handlers: handlers,
 		Logger:   log.With("part", "signals"),
 	})
 	if err != nil {

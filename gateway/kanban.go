@@ -172,8 +172,9 @@ func (g *Gateway) buildKanban(registry *tools.Registry, commands *sessions.Comma
 		Env: func(k kanban.Card, token int64) []string {
 			return []string{"HERALD_KANBAN_API_URL=http://" + g.Addr(), "HERALD_KANBAN_TOKEN=" + p.tokens.Mint(k.ID, token)}
 		},
-		Clock:  g.clock,
-		Logger: g.log.With("part", "kanban"),
+		Signals: g.db.Sessions(),
+		Clock:   g.clock,
+		Logger:  g.log.With("part", "kanban"),
 	})
 	if err != nil {
 		return nil, err

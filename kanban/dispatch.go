@@ -7,10 +7,12 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/sessions"
 )
 
 // Defaults for DispatcherOptions.
@@ -61,6 +63,10 @@ type DispatcherOptions struct {
 	// Env returns what a worker is given beside HERALD_KANBAN_*: the API
 	// address and a token good for its card's claim only.
 	Env func(k Card, token int64) []string
+	// Signals, when set, carries Wake to every instance's dispatcher
+	// (SignalReady), which hears it through its process's signal tailer
+	// (HandleSignal).
+	Signals sessions.Signals
 	// Ended, when set, is told of each worker's end once it is recorded.
 	Ended  func(card string, e Exit)
 	Clock  clock.Clock
@@ -79,6 +85,9 @@ type Dispatcher struct {
 	clk  clock.Clock
 	log  *slog.Logger
 	wake chan struct{}
+	// announce is set by Wake until the loop has told the other
+	// instances.
+	announce atomic.Bool
 
 	mu      sync.Mutex
 	running map[string]*running // card id → its worker here
@@ -192,11 +201,54 @@ func (d *Dispatcher) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// Wake makes the dispatcher look at the boards now.
+// Wake says a card became ready (or went to review) in this process:
+// the dispatcher looks at the boards now, and tells every other
+// instance's dispatcher to (one signal for any number of wakes before
+// its loop runs).
 func (d *Dispatcher) Wake() {
+	if d.opts.Signals != nil {
+		d.announce.Store(true)
+	}
+	d.poke()
+}
+
+// poke makes the dispatcher look at the boards now.
+func (d *Dispatcher) poke() {
 	select {
 	case d.wake <- struct{}{}:
 	default:
+	}
+}
+
+// SignalReady tells every instance's dispatcher that a card became
+// ready elsewhere: its Text names the instance that says so.
+const SignalReady sessions.SignalKind = "kanban.ready"
+
+// signalConv is the conversation key a board signal is filed under.
+const signalConv = "kanban:boards"
+
+// HandleSignal implements sessions.SignalHandler: another instance's
+// SignalReady makes this one look at the boards now.
+func (d *Dispatcher) HandleSignal(s sessions.Signal) {
+	if s.Kind == SignalReady && s.Text != d.opts.Name {
+		d.poke()
+	}
+}
+
+// AnnounceReady tells every instance's dispatcher, from the instance
+// named from, that a card became ready: the CLI, which runs none, says
+// so after a create.
+func AnnounceReady(ctx context.Context, signals sessions.Signals, from string) error {
+	return signals.Signal(ctx, sessions.Signal{Conv: signalConv, Kind: SignalReady, Text: from})
+}
+
+// tellOthers writes SignalReady when a Wake asked for it.
+func (d *Dispatcher) tellOthers(ctx context.Context) {
+	if !d.announce.Swap(false) {
+		return
+	}
+	if err := AnnounceReady(ctx, d.opts.Signals, d.opts.Name); err != nil && ctx.Err() == nil {
+		d.log.Warn("telling the other instances of a ready kanban card failed; they see it at their next dispatch", "err", err)
 	}
 }
 
@@ -205,6 +257,7 @@ func (d *Dispatcher) loop(ctx context.Context) {
 	heartbeat := max(d.opts.ClaimTTL/3, time.Second)
 	lastTick := time.Time{}
 	for ctx.Err() == nil {
+		d.tellOthers(ctx)
 		now := d.clk.Now()
 		if now.Sub(lastTick) >= d.opts.Interval || lastTick.IsZero() {
 			lastTick = now
@@ -546,7 +599,7 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 		if d.opts.Ended != nil {
 			d.opts.Ended(r.card, e)
 		}
-		d.Wake()
+		d.poke() // a place is free
 	}()
 	ctx := context.Background()
 	k, err := d.svc.Store.Card(ctx, r.card)

@@ -91,8 +91,8 @@ func TestParseRetryAfter(t *testing.T) {
 		{"reset-at: 2026-12-03T13:00:00Z", time.Hour},
 		{"reset-at: " + strconv.FormatInt(now.Add(2*time.Hour).Unix(), 10), 2 * time.Hour},
 		{"retry-after: 10\nmore output\nretry-after: 20", 20 * time.Second}, // the last one
-		{"reset-at: 2026-12-03T11:00:00Z", 0},                                  // past
-		{"retry-after: 1000000", 24 * time.Hour},                               // bounded
+		{"reset-at: 2026-12-03T11:00:00Z", 0},                               // past
+		{"retry-after: 1000000", 24 * time.Hour},                            // bounded
 		{"retry-after: soon", 0},
 		{"the server said retry-after: 90 in the middle", 0}, // a line of its own
 	} {

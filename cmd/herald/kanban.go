@@ -13,6 +13,7 @@ import (
 	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/kanban"
+	"github.com/heraldgw/herald/sessions"
 )
 
 // kanbanTimeout bounds one kanban command's store calls; the commands
@@ -38,6 +39,9 @@ type board struct {
 	store kanban.Store
 	svc   *kanban.Service
 	slug  string
+	// signals carry a card made ready here to the dispatchers of the
+	// gateways and daemons on the store.
+	signals sessions.Signals
 }
 
 func (m *Main) kanbanCommand() *cobra.Command {
@@ -97,7 +101,14 @@ command says so and exits 3: the worker should stop.`,
 				return err
 			}
 		}
-		b := &board{cfg: cfg, path: path, store: db.Kanban(), svc: gateway.KanbanService(db.Kanban(), cfg), slug: slug}
+		b := &board{cfg: cfg, path: path, store: db.Kanban(), svc: gateway.KanbanService(db.Kanban(), cfg), slug: slug, signals: db.Sessions()}
+		// A card this command makes ready runs at once, not at the
+		// dispatchers' next look.
+		b.svc.Ready = func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kanbanTimeout)
+			defer cancel()
+			_ = kanban.AnnounceReady(ctx, b.signals, cliActor)
+		}
 		return f(ctx, b)
 	}
 	m.addKanbanBoardCommands(cmd, with)

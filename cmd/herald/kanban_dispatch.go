@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/kanban"
+	"github.com/heraldgw/herald/sessions"
 )
 
 // kanbanStopTimeout bounds a daemon's (or an interrupted dispatch's)
@@ -100,9 +102,18 @@ on stderr.`,
 				if len(lanes) == 0 {
 					log.Warn("kanban.lanes has no command lane: this daemon dispatches nothing")
 				}
+				// It hears of cards made ready elsewhere as a gateway does.
+				tailer, err := sessions.NewSignalTailer(sessions.SignalTailerOptions{Signals: b.signals, Handlers: []sessions.SignalHandler{d}, Logger: log})
+				if err != nil {
+					return err
+				}
 				if err := d.Start(context.WithoutCancel(ctx)); err != nil {
 					return err
 				}
+				if err := tailer.Start(context.WithoutCancel(ctx)); err != nil {
+					return errors.Join(err, d.Shutdown(context.Background()))
+				}
+				defer func() { _ = tailer.Shutdown(context.Background()) }()
 				log.Info("the kanban daemon runs", "lanes", slices.Sorted(maps.Keys(lanes)))
 				<-ctx.Done()
 				stopCtx, cancel := context.WithTimeout(context.Background(), kanbanStopTimeout)
@@ -137,6 +148,7 @@ func (b *board) dispatcher(lanes map[string]kanban.LaneConfig, log *slog.Logger,
 		ReviewDispatch:  cfg.ReviewDispatch,
 		ReviewLane:      cfg.ReviewLane,
 		Env:             b.workerEnv,
+		Signals:         b.signals,
 		Ended:           ended,
 		Logger:          log,
 	})
