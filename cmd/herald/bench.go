@@ -7,6 +7,7 @@ import (
 	"runtime/pprof"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/heraldgw/herald/internal/bench"
 )
@@ -70,14 +71,11 @@ The SQLite run works in a temporary directory; the Redis run works under a
 key prefix of its own. Both remove what they made.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opt.Store != "sqlite" && opt.Store != "redis" {
-				return usagef("--store is %q; want sqlite or redis", opt.Store)
+			if err := m.benchStore(opt.Store, &opt.RedisURL); err != nil {
+				return err
 			}
 			if opt.Entries < 1 || opt.Conversations < 1 {
 				return usagef("--entries and --conversations must be at least 1")
-			}
-			if opt.RedisURL == "" {
-				opt.RedisURL = m.Getenv("REDIS_URL")
 			}
 			res, err := bench.Queue(cmd.Context(), opt)
 			if err != nil {
@@ -99,10 +97,40 @@ key prefix of its own. Both remove what they made.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opt.Store, "store", "sqlite", "backend to measure: sqlite or redis")
+	benchStoreFlags(f, &opt.Store, &opt.RedisURL, &asJSON)
 	f.IntVar(&opt.Entries, "entries", bench.DefaultEntries, "entries to push through the queue")
 	f.IntVar(&opt.Conversations, "conversations", bench.DefaultConversations, "concurrent conversations (and workers)")
-	f.StringVar(&opt.RedisURL, "redis-url", "", "Redis to measure (default $REDIS_URL, else "+bench.DefaultRedisURL+")")
-	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
+}
+
+// benchStoreFlags are the flags every benchmark of a store takes: which
+// one, where the Redis is, and --json.
+func benchStoreFlags(f *pflag.FlagSet, store, redisURL *string, asJSON *bool) {
+	f.StringVar(store, "store", "sqlite", "backend to measure: sqlite or redis")
+	f.StringVar(redisURL, "redis-url", "", "Redis to measure (default $REDIS_URL, else "+bench.DefaultRedisURL+")")
+	f.BoolVar(asJSON, "json", false, "print one JSON object")
+}
+
+// benchStore checks --store and fills in the Redis a run measures when
+// --redis-url did not name one.
+func (m *Main) benchStore(store string, redisURL *string) error {
+	if store != "sqlite" && store != "redis" {
+		return usagef("--store is %q; want sqlite or redis", store)
+	}
+	if *redisURL == "" {
+		*redisURL = m.Getenv("REDIS_URL")
+	}
+	return nil
+}
+
+// printBench prints what a benchmark measured: one JSON object, or
+// print's lines.
+func printBench[R any](m *Main, asJSON bool, res R, err error, print func(*Main, R) error) error {
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return json.NewEncoder(m.Stdout).Encode(res)
+	}
+	return print(m, res)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -45,8 +44,8 @@ The SQLite run works in a temporary directory; the Redis run works under a
 key prefix of its own. Both remove what they made.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opt.Store != "sqlite" && opt.Store != "redis" {
-				return usagef("--store is %q; want sqlite or redis", opt.Store)
+			if err := m.benchStore(opt.Store, &opt.RedisURL); err != nil {
+				return err
 			}
 			if opt.Jobs < 1 {
 				return usagef("--jobs must be at least 1")
@@ -60,28 +59,17 @@ key prefix of its own. Both remove what they made.`,
 			if opt.Instances == 0 {
 				opt.Instances = -1 // none: the option's zero is the default
 			}
-			if opt.RedisURL == "" {
-				opt.RedisURL = m.Getenv("REDIS_URL")
-			}
 			res, err := bench.Cron(cmd.Context(), opt)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return json.NewEncoder(m.Stdout).Encode(res)
-			}
-			return printBenchCron(m, res)
+			return printBench(m, asJSON, res, err, printBenchCron)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opt.Store, "store", "sqlite", "backend to measure: sqlite or redis")
+	benchStoreFlags(f, &opt.Store, &opt.RedisURL, &asJSON)
 	f.IntVar(&opt.Jobs, "jobs", bench.DefaultCronJobs, "jobs, all due at the same second")
 	f.DurationVar(&opt.Every, "every", bench.DefaultCronEvery, "the jobs' interval")
 	f.DurationVar(&opt.Duration, "duration", bench.DefaultCronDuration, "how long each phase fires, from the first fire")
 	f.IntVar(&opt.Instances, "instances", bench.DefaultCronInstances, "schedulers sharing the Redis in the second phase; 0 skips it")
 	f.StringVar(&opt.TempDir, "temp-dir", "", "where the SQLite files and the runs' outputs are made, and removed (default the system's)")
-	f.StringVar(&opt.RedisURL, "redis-url", "", "Redis to measure (default $REDIS_URL, else "+bench.DefaultRedisURL+")")
-	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
 }
 

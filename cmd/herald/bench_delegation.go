@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -41,8 +40,8 @@ The SQLite run works in a temporary directory; the Redis run works under a
 key prefix of its own. Both remove what they made.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opt.Store != "sqlite" && opt.Store != "redis" {
-				return usagef("--store is %q; want sqlite or redis", opt.Store)
+			if err := m.benchStore(opt.Store, &opt.RedisURL); err != nil {
+				return err
 			}
 			if opt.DispatchTurns < 1 || opt.Sessions < 1 || opt.Tasks < 1 {
 				return usagef("--dispatch-turns, --sessions and --tasks must be at least 1")
@@ -50,27 +49,16 @@ key prefix of its own. Both remove what they made.`,
 			if opt.ChildDelay < 0 {
 				return usagef("--child-delay may not be negative")
 			}
-			if opt.RedisURL == "" {
-				opt.RedisURL = m.Getenv("REDIS_URL")
-			}
 			res, err := bench.Delegation(cmd.Context(), opt)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return json.NewEncoder(m.Stdout).Encode(res)
-			}
-			return printBenchDelegation(m, res)
+			return printBench(m, asJSON, res, err, printBenchDelegation)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opt.Store, "store", "sqlite", "backend to measure: sqlite or redis")
+	benchStoreFlags(f, &opt.Store, &opt.RedisURL, &asJSON)
 	f.IntVar(&opt.DispatchTurns, "dispatch-turns", bench.DefaultDispatchTurns, "turns of each kind in the dispatch phase")
 	f.IntVar(&opt.Sessions, "sessions", bench.DefaultFanSessions, "conversations that dispatch at once in the fan-out")
 	f.IntVar(&opt.Tasks, "tasks", bench.DefaultFanTasks, "tasks a dispatch carries (and delegation.max_concurrent_children)")
 	f.DurationVar(&opt.ChildDelay, "child-delay", bench.DefaultChildDelay, "how long each child's model call takes")
-	f.StringVar(&opt.RedisURL, "redis-url", "", "Redis to measure (default $REDIS_URL, else "+bench.DefaultRedisURL+")")
-	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -39,8 +38,8 @@ The SQLite run works in a temporary directory; the Redis run works under a
 key prefix of its own. Both remove what they made.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opt.Store != "sqlite" && opt.Store != "redis" {
-				return usagef("--store is %q; want sqlite or redis", opt.Store)
+			if err := m.benchStore(opt.Store, &opt.RedisURL); err != nil {
+				return err
 			}
 			if opt.Cycles < 1 {
 				return usagef("--cycles must be at least 1")
@@ -59,27 +58,16 @@ key prefix of its own. Both remove what they made.`,
 			if opt.Cards == 0 {
 				opt.Cards = -1 // none: the option's zero is the default
 			}
-			if opt.RedisURL == "" {
-				opt.RedisURL = m.Getenv("REDIS_URL")
-			}
 			res, err := bench.Kanban(cmd.Context(), opt)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return json.NewEncoder(m.Stdout).Encode(res)
-			}
-			return printBenchKanban(m, res)
+			return printBench(m, asJSON, res, err, printBenchKanban)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opt.Store, "store", "sqlite", "backend to measure: sqlite or redis")
+	benchStoreFlags(f, &opt.Store, &opt.RedisURL, &asJSON)
 	f.IntVar(&opt.Cycles, "cycles", bench.DefaultKanbanCycles, "create+claim+complete cycles at each concurrency")
 	f.IntSliceVar(&opt.Clients, "clients", bench.DefaultKanbanClients, "concurrent clients, each a run of its own")
 	f.IntVar(&opt.Cards, "cards", bench.DefaultKanbanCards, "ready cards dispatched at once; 0 skips the dispatch")
 	f.StringVar(&opt.TempDir, "temp-dir", "", "where the SQLite files and the workspaces are made, and removed (default the system's)")
-	f.StringVar(&opt.RedisURL, "redis-url", "", "Redis to measure (default $REDIS_URL, else "+bench.DefaultRedisURL+")")
-	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -38,8 +37,8 @@ The SQLite run works in a temporary directory; the Redis run works under a
 key prefix of its own. Both remove what they made.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opt.Store != "sqlite" && opt.Store != "redis" {
-				return usagef("--store is %q; want sqlite or redis", opt.Store)
+			if err := m.benchStore(opt.Store, &opt.RedisURL); err != nil {
+				return err
 			}
 			if opt.Turns < 1 || opt.Conversations < 1 {
 				return usagef("--turns and --conversations must be at least 1")
@@ -50,29 +49,18 @@ key prefix of its own. Both remove what they made.`,
 			if opt.TurnWorkers > 0 && opt.TurnWorkers < opt.InFlight {
 				return usagef("--turn-workers %d is below --inflight %d: the turns could not all run at once", opt.TurnWorkers, opt.InFlight)
 			}
-			if opt.RedisURL == "" {
-				opt.RedisURL = m.Getenv("REDIS_URL")
-			}
 			res, err := bench.Pipeline(cmd.Context(), opt)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return json.NewEncoder(m.Stdout).Encode(res)
-			}
-			return printPipeline(m, res)
+			return printBench(m, asJSON, res, err, printPipeline)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opt.Store, "store", "sqlite", "backend to measure: sqlite or redis")
+	benchStoreFlags(f, &opt.Store, &opt.RedisURL, &asJSON)
 	f.IntVar(&opt.Turns, "turns", bench.DefaultPipelineTurns, "turns to send through the pipeline")
 	f.IntVar(&opt.Conversations, "conversations", bench.DefaultConversations, "conversations with a turn in flight at once")
 	f.DurationVar(&opt.ModelDelay, "model-delay", 0, "how long the simulated model takes per turn")
 	f.IntVar(&opt.InFlight, "inflight", 0, "deliver this many turns to as many conversations at once instead")
 	f.IntVar(&opt.TurnWorkers, "turn-workers", 0, "workers.turns (default the config's, raised to --conversations and --inflight)")
 	f.IntVar(&opt.Deliveries, "deliveries", 0, "workers.deliveries (default the config's)")
-	f.StringVar(&opt.RedisURL, "redis-url", "", "Redis to measure (default $REDIS_URL, else "+bench.DefaultRedisURL+")")
-	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
 }
 
