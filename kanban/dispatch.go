@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/sessions"
 )
 
@@ -96,6 +97,7 @@ type Dispatcher struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	workers sync.WaitGroup
+	renewer *lease.Renewer // the claims of the workers running here
 }
 
 // running is a worker this instance started.
@@ -155,13 +157,20 @@ func NewDispatcher(opts DispatcherOptions) (*Dispatcher, error) {
 	if opts.Host == "" {
 		opts.Host, _ = os.Hostname()
 	}
-	return &Dispatcher{
+	d := &Dispatcher{
 		opts: opts, svc: opts.Service, clk: opts.Clock, log: opts.Logger,
 		wake:    make(chan struct{}, 1),
 		running: map[string]*running{},
 		paused:  map[string]time.Time{},
 		fails:   map[string]int{},
-	}, nil
+	}
+	var err error
+	// The loop renews (Heartbeat): the renewer's own loop is not started.
+	d.renewer, err = lease.NewRenewer(lease.RenewerOptions{Renew: d.renewClaims, TTL: opts.ClaimTTL, Lost: d.lostClaim, Clock: opts.Clock, Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // Start starts the loop.
@@ -573,6 +582,7 @@ func (d *Dispatcher) spawn(ctx context.Context, k Card, lane string, review bool
 	d.mu.Lock()
 	d.running[k.ID] = r
 	d.mu.Unlock()
+	d.renewer.Hold(lease.Claim{Name: k.ID, Owner: d.opts.Name, Token: r.token, Expires: k.Claim.Expires})
 	// A quick worker may have ended its run already (LeaseLost): then
 	// there is no process to record.
 	if _, err := d.svc.Spawned(ctx, k.ID, r.token, d.opts.Host, w.PID(), w.ProcStart()); err != nil && !errs.Is(err, errs.LeaseLost) {
@@ -593,6 +603,7 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 		if err := d.svc.settleWorkspace(context.Background(), r.card, r.ws); err != nil {
 			d.log.Warn("settling a done kanban card's workspace failed; it is kept", "card", r.card, "dir", r.ws.dir, "err", err)
 		}
+		d.renewer.Drop(r.card)
 		d.mu.Lock()
 		delete(d.running, r.card)
 		d.mu.Unlock()
@@ -641,9 +652,10 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 	}
 }
 
-// Heartbeat renews the claims of the workers running here, and stops
-// those past their card's max runtime. The loop calls it every third of
-// the claim TTL.
+// Heartbeat renews the claims of the workers running here (one
+// lease.Renewer holds them all), and stops those past their card's max
+// runtime or whose claim was lost. The loop calls it every third of the
+// claim TTL.
 func (d *Dispatcher) Heartbeat(ctx context.Context) {
 	d.mu.Lock()
 	rs := make([]*running, 0, len(d.running))
@@ -653,20 +665,44 @@ func (d *Dispatcher) Heartbeat(ctx context.Context) {
 	d.mu.Unlock()
 	now := d.clk.Now()
 	for _, r := range rs {
+		// Its claim is still renewed until it is gone: never two workers.
 		if r.max > 0 && now.Sub(r.started) >= r.max && r.stop("ran past its max runtime of "+r.max.String()) {
 			go func() { _ = r.worker.Stop(context.WithoutCancel(ctx)) }()
+		}
+	}
+	if err := d.renewer.RenewNow(ctx); err != nil && ctx.Err() == nil {
+		d.log.Warn("renewing the kanban workers' claims failed", "err", err)
+	}
+}
+
+// renewClaims is the renewer's RenewFunc: a heartbeat of each card. A
+// card whose heartbeat fails other than by LeaseLost stays held: its
+// claim may outlast the store's trouble.
+func (d *Dispatcher) renewClaims(ctx context.Context, claims []lease.Claim, ttl time.Duration) ([]lease.Claim, error) {
+	kept := make([]lease.Claim, 0, len(claims))
+	for _, c := range claims {
+		k, err := d.svc.Heartbeat(ctx, c.Name, c.Token, ttl, "")
+		switch {
+		case err == nil && k.Claim != nil:
+			c.Expires = k.Claim.Expires
+		case errs.Is(err, errs.LeaseLost):
 			continue
+		case err != nil && ctx.Err() == nil:
+			d.log.Warn("renewing a kanban worker's claim failed", "card", c.Name, "err", err)
 		}
-		_, err := d.svc.Heartbeat(ctx, r.card, r.token, d.opts.ClaimTTL, "")
-		if errs.Is(err, errs.LeaseLost) {
-			// Its claim was released or taken: the worker is not the
-			// card's any more.
-			if r.stop("its claim was released") {
-				go func() { _ = r.worker.Stop(context.WithoutCancel(ctx)) }()
-			}
-		} else if err != nil && ctx.Err() == nil {
-			d.log.Warn("renewing a kanban worker's claim failed", "card", r.card, "err", err)
-		}
+		kept = append(kept, c)
+	}
+	return kept, nil
+}
+
+// lostClaim stops the worker of a claim that was released or taken:
+// the worker is not the card's any more.
+func (d *Dispatcher) lostClaim(c lease.Claim) {
+	d.mu.Lock()
+	r := d.running[c.Name]
+	d.mu.Unlock()
+	if r != nil && r.token == c.Token && r.stop("its claim was released") {
+		go func() { _ = r.worker.Stop(context.Background()) }()
 	}
 }
 
