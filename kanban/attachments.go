@@ -91,7 +91,7 @@ func (s *Service) Attach(ctx context.Context, cardID, name string, r io.Reader, 
 		})
 	}
 	if err != nil {
-		if owned {
+		if owned && !s.recorded(ctx, a) {
 			_ = os.Remove(a.Path)
 		}
 		if errs.Is(err, errs.Conflict) {
@@ -100,6 +100,18 @@ func (s *Service) Attach(ctx context.Context, cardID, name string, r io.Reader, 
 		return Attachment{}, err
 	}
 	return a, nil
+}
+
+// recorded reports whether card has a row of a's name and contents
+// (an attach of the same file that won the race to record it, whose
+// row names the file this one placed), or whether that cannot be told:
+// the file is then kept rather than risk a row without one.
+func (s *Service) recorded(ctx context.Context, a Attachment) bool {
+	as, err := s.Store.Attachments(ctx, a.Card)
+	if err != nil {
+		return true
+	}
+	return slices.ContainsFunc(as, func(r Attachment) bool { return r.Name == a.Name && r.SHA256 == a.SHA256 })
 }
 
 // taken is the refusal of a second attachment of one name.

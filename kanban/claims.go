@@ -498,8 +498,9 @@ func (s *Service) Archive(ctx context.Context, id, actor string) (Card, error) {
 	k, err := s.setStatus(ctx, op, id, StatusArchived, actor, func(*Card) error { return nil })
 	if err == nil && k.Workspace.Kind == WorkspaceScratch && s.Root != "" {
 		// No worker runs it again: its scratch workspace goes (a card
-		// done by hand still has one; its artifacts are kept).
-		err = os.RemoveAll(s.scratchDir(k.ID))
+		// done by hand still has one; its artifacts are kept). The card
+		// is archived whether or not every file could be removed.
+		_ = os.RemoveAll(s.scratchDir(k.ID))
 	}
 	return k, err
 }

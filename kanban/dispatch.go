@@ -429,6 +429,15 @@ func (d *Dispatcher) pollWait(ctx context.Context) error {
 func (d *Dispatcher) claimAll(ctx context.Context, cards []Card, now time.Time, review, dry bool, rep *TickReport) {
 	planned := map[string]int{} // a dry run's claims, by lane
 	for _, k := range cards {
+		d.mu.Lock()
+		_, here := d.running[k.ID]
+		d.mu.Unlock()
+		if here {
+			// Its last worker here has not exited yet: the next one
+			// waits for it, so a card never has two.
+			rep.Skipped[k.ID] = "its last worker is still exiting"
+			continue
+		}
 		if now.Before(k.RetryAt) {
 			rep.Skipped[k.ID] = "waits to retry after a rate limit"
 			continue
@@ -560,6 +569,9 @@ func sameReason(mark, why string) bool {
 func (d *Dispatcher) spawn(ctx context.Context, k Card, lane string, review bool) bool {
 	cfg := d.opts.Lanes[lane]
 	ws, err := d.svc.openWorkspace(ctx, k)
+	// A workspace that cannot be had is the card's trouble, not its
+	// lane's: it counts on the card only.
+	laneAtFault := err == nil
 	var w Worker
 	if err == nil {
 		spec := WorkerSpec{Card: k, Board: k.Board, Token: k.Claim.Token, Run: k.Claim.Run, Workspace: ws.dir, Review: review,
@@ -572,7 +584,9 @@ func (d *Dispatcher) spawn(ctx context.Context, k Card, lane string, review bool
 		}
 	}
 	if err != nil {
-		d.failed(lane)
+		if laneAtFault {
+			d.failed(lane)
+		}
 		if _, rerr := d.svc.Release(ctx, k.ID, k.Claim.Token, Ending{Outcome: OutcomeCrashed, Reason: "the worker could not start: " + err.Error()}); rerr != nil {
 			d.log.Warn("releasing a kanban card whose worker did not start failed", "card", k.ID, "err", rerr)
 		}
@@ -603,9 +617,16 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 		if err := d.svc.settleWorkspace(context.Background(), r.card, r.ws); err != nil {
 			d.log.Warn("settling a done kanban card's workspace failed; it is kept", "card", r.card, "dir", r.ws.dir, "err", err)
 		}
-		d.renewer.Drop(r.card)
+		// The card may have a worker after this one here already (its
+		// reviewer, claimed while this one was exiting): that one's
+		// entry and claim stay.
+		if c, ok := d.renewer.Current(r.card); ok && c.Token == r.token {
+			d.renewer.Drop(r.card)
+		}
 		d.mu.Lock()
-		delete(d.running, r.card)
+		if d.running[r.card] == r {
+			delete(d.running, r.card)
+		}
 		d.mu.Unlock()
 		if d.opts.Ended != nil {
 			d.opts.Ended(r.card, e)
@@ -687,7 +708,7 @@ func (d *Dispatcher) renewClaims(ctx context.Context, claims []lease.Claim, ttl 
 			c.Expires = k.Claim.Expires
 		case errs.Is(err, errs.LeaseLost):
 			continue
-		case err != nil && ctx.Err() == nil:
+		case err != nil && !errors.Is(err, context.Canceled):
 			d.log.Warn("renewing a kanban worker's claim failed", "card", c.Name, "err", err)
 		}
 		kept = append(kept, c)
@@ -715,6 +736,9 @@ func (d *Dispatcher) failed(lane string) {
 	if n >= breakerFailures {
 		d.log.Warn("a kanban lane failed too often in a row; it is paused", "lane", lane, "failures", n, "for", breakerPause.String())
 		d.pause(lane, breakerPause)
+		d.mu.Lock()
+		d.fails[lane] = 0 // after the pause it has three tries again
+		d.mu.Unlock()
 	}
 }
 
@@ -724,10 +748,13 @@ func (d *Dispatcher) succeeded(lane string) {
 	d.mu.Unlock()
 }
 
+// pause holds lane back for dur, or longer when an earlier pause
+// (a breaker's, a spent quota's) lasts longer.
 func (d *Dispatcher) pause(lane string, dur time.Duration) {
 	d.mu.Lock()
-	d.paused[lane] = d.clk.Now().Add(dur)
-	d.fails[lane] = 0
+	if until := d.clk.Now().Add(dur); until.After(d.paused[lane]) {
+		d.paused[lane] = until
+	}
 	d.mu.Unlock()
 }
 

@@ -3,6 +3,7 @@ package kanban_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/kanban"
+	"github.com/heraldgw/herald/sessions"
 )
 
 // scriptedLane starts in-process workers that do what their card's
@@ -433,6 +435,112 @@ func TestDispatcherWaitsOutAReportedRateLimit(t *testing.T) {
 		h.clk.Advance(6 * time.Minute)
 		if rep := h.tick(d); len(rep.Claimed) != 2 {
 			t.Fatalf("after the limit: %+v, want both claimed", rep)
+		}
+	})
+}
+
+// A worker that hands its card to review and takes a while to exit
+// keeps the card from its reviewer here until it has: never two
+// workers on one card, and the reviewer's claim is not dropped when the
+// first one's end is recorded.
+func TestReviewWaitsForTheLastWorkerToExit(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *harness) {
+		exit := make(chan struct{})
+		var mu sync.Mutex
+		live, most := 0, 0
+		lane := kanban.FuncLane{Run: func(ctx context.Context, spec kanban.WorkerSpec) error {
+			mu.Lock()
+			live++
+			most = max(most, live)
+			mu.Unlock()
+			defer func() { mu.Lock(); live--; mu.Unlock() }()
+			if spec.Review {
+				_, err := h.svc.Complete(ctx, spec.Card.ID, spec.Token, kanban.Result{Summary: "approved"}, "reviewer")
+				return err
+			}
+			if _, err := h.svc.RequestReview(ctx, spec.Card.ID, spec.Token, kanban.Result{Summary: "ready for review"}, "worker"); err != nil {
+				return err
+			}
+			<-exit
+			return nil
+		}}
+		d, ended := h.dispatcher("gw-a", h.svc, map[string]kanban.LaneConfig{"herald": {Lane: lane}}, func(o *kanban.DispatcherOptions) { o.ReviewDispatch = true })
+		k := h.create(kanban.CreateSpec{Title: "x", Assignee: "herald"})
+		h.tick(d)
+		eventually(t, func() bool { return h.card(k.ID).Status == kanban.StatusReview })
+		if rep := h.tick(d); len(rep.Claimed) != 0 || rep.Skipped[k.ID] == "" {
+			t.Fatalf("tick while the worker exits = %+v, want the review held back", rep)
+		}
+		close(exit)
+		waitEnded(t, ended, 1)
+		if rep := h.tick(d); len(rep.Claimed) != 1 {
+			t.Fatalf("tick after it exited = %+v, want the review claimed", rep)
+		}
+		waitEnded(t, ended, 1)
+		h.wantStatus(k.ID, kanban.StatusDone)
+		mu.Lock()
+		defer mu.Unlock()
+		if most != 1 {
+			t.Errorf("%d workers ran on the card at once", most)
+		}
+	})
+}
+
+// eventually waits for cond, which another goroutine makes true.
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("the condition did not hold within 20 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// signalLog records the signals a dispatcher writes.
+type signalLog struct {
+	mu  sync.Mutex
+	got []sessions.Signal
+}
+
+func (l *signalLog) Signal(_ context.Context, s sessions.Signal) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.got = append(l.got, s)
+	return nil
+}
+
+func (l *signalLog) SignalsAfter(context.Context, string, int) ([]sessions.Signal, string, error) {
+	return nil, "", nil
+}
+
+func (l *signalLog) signals() []sessions.Signal {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.got)
+}
+
+// A card made ready here is told to the other instances once, however
+// many wakes came before the loop ran, named as this instance's (so it
+// does not wake on its own). That another instance's signal makes a
+// dispatcher look is proven across processes in e2e.
+func TestDispatcherTellsTheOtherInstances(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *harness) {
+		log := &signalLog{}
+		lane := newScriptedLane(h.svc)
+		d, _ := h.dispatcher("gw-a", h.svc, map[string]kanban.LaneConfig{"herald": {Lane: lane}}, func(o *kanban.DispatcherOptions) {
+			o.Signals, o.Interval = log, time.Hour
+		})
+		h.svc.Ready = d.Wake
+		d.Wake()
+		d.Wake()
+		if err := d.Start(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, func() bool { return len(log.signals()) == 1 })
+		if s := log.signals()[0]; s.Kind != kanban.SignalReady || s.Text != "gw-a" {
+			t.Errorf("signal %+v, want kanban.ready from gw-a", s)
 		}
 	})
 }

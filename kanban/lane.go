@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -106,8 +107,9 @@ func ParseRetryAfter(out string, now time.Time) time.Duration {
 	var d time.Duration
 	switch v := m[2]; strings.ToLower(m[1]) {
 	case "retry-after":
-		if n, err := strconv.ParseFloat(v, 64); err == nil {
-			d = time.Duration(n * float64(time.Second))
+		if n, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(n) {
+			// Bounded before it is a Duration, which a huge count overflows.
+			d = time.Duration(min(max(n, 0), maxRetryAfter.Seconds()) * float64(time.Second))
 		} else if pd, err := time.ParseDuration(v); err == nil {
 			d = pd
 		}

@@ -93,6 +93,8 @@ func TestParseRetryAfter(t *testing.T) {
 		{"retry-after: 10\nmore output\nretry-after: 20", 20 * time.Second}, // the last one
 		{"reset-at: 2026-12-03T11:00:00Z", 0},                               // past
 		{"retry-after: 1000000", 24 * time.Hour},                            // bounded
+		{"retry-after: 1e12", 24 * time.Hour},
+		{"retry-after: NaN", 0},
 		{"retry-after: soon", 0},
 		{"the server said retry-after: 90 in the middle", 0}, // a line of its own
 	} {

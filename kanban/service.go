@@ -208,8 +208,11 @@ func (s *Service) readied(c Change) {
 	if s.Ready == nil {
 		return
 	}
-	for _, w := range c.Cards {
-		if w.Card.Status == StatusReady || w.Card.Status == StatusReview {
+	// A move into ready or review is one; a write of a card that stays
+	// there (a dispatcher's note of why it waits) is not, or two
+	// instances would wake each other for ever.
+	for _, ev := range c.Events {
+		if ev.From != ev.To && (ev.To == StatusReady || ev.To == StatusReview) {
 			s.Ready()
 			return
 		}

@@ -71,13 +71,26 @@ func (s *Service) openWorkspace(ctx context.Context, k Card) (workspaceRun, erro
 }
 
 // workspaceDir is the directory a card's worker works in, for what runs
-// on its behalf (a completion check): "" when it cannot be had.
+// on its behalf (a completion check), when it is there: "" when not.
+// It makes nothing: the process that completes a card need not be the
+// one its worker ran on.
 func (s *Service) workspaceDir(ctx context.Context, k Card) string {
-	ws, err := s.openWorkspace(ctx, k)
-	if err != nil {
+	switch k.Workspace.Kind {
+	case WorkspaceDir:
+		return k.Workspace.Path
+	case WorkspaceWorktree:
+		if dir, ok := worktree.Find(ctx, k.Workspace.Path, worktreeKind, k.ID); ok {
+			return dir
+		}
 		return ""
 	}
-	return ws.dir
+	if s.Root == "" {
+		return ""
+	}
+	if fi, err := os.Stat(s.scratchDir(k.ID)); err != nil || !fi.IsDir() {
+		return ""
+	}
+	return s.scratchDir(k.ID)
 }
 
 // settleWorkspace, once card is done, removes its scratch workspace
@@ -141,7 +154,10 @@ func (s *Service) promoteArtifacts(op string, k Card, res Result) (Result, error
 			p = filepath.Join(work, p)
 		}
 		rel, err := filepath.Rel(work, filepath.Clean(p))
-		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		if rel == "." {
+			return res, errs.E(op, errs.Invalid, "artifact %s is the whole workspace: name the files or directories in it to keep", a)
+		}
+		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 			out = append(out, filepath.Clean(p)) // not the workspace's: it stays where it is
 			continue
 		}

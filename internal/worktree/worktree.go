@@ -65,6 +65,21 @@ func Open(ctx context.Context, workspace, kind, id string) (wt *Worktree, dir, b
 	return open(ctx, workspace, kind, id, true)
 }
 
+// Find is the directory work of kind and id does its work in, in the
+// worktree Open gave it, when that worktree is there; it makes nothing.
+func Find(ctx context.Context, workspace, kind, id string) (dir string, ok bool) {
+	out, err := git(ctx, workspace, "rev-parse", "--show-toplevel", "--show-prefix")
+	if err != nil {
+		return "", false
+	}
+	top, prefix, _ := strings.Cut(out, "\n")
+	path := filepath.Join(top, worktreesDir, kind+"-"+id)
+	if got, err := git(ctx, path, "rev-parse", "--show-toplevel"); err != nil || got != path {
+		return "", false
+	}
+	return filepath.Join(path, filepath.FromSlash(prefix)), true
+}
+
 func open(ctx context.Context, workspace, kind, id string, reuse bool) (wt *Worktree, dir, base string, err error) {
 	const op = "worktree.New"
 	for _, name := range []string{kind, id} {
@@ -100,15 +115,31 @@ func open(ctx context.Context, workspace, kind, id string, reuse bool) (wt *Work
 	branch := "herald-" + kind + "/" + id
 	wt = &Worktree{Path: path, Branch: branch}
 	dir = filepath.Join(path, filepath.FromSlash(prefix))
+	fork := func() (*Worktree, string, string, error) {
+		if fork, err := git(ctx, top, "merge-base", base, branch); err == nil {
+			return wt, dir, fork, nil
+		}
+		return skip("%s is a worktree whose branch %s shares no history with HEAD", path, branch)
+	}
 	if reuse {
 		if got, err := git(ctx, path, "rev-parse", "--show-toplevel"); err == nil && got == path {
-			if fork, err := git(ctx, top, "merge-base", base, branch); err == nil {
-				return wt, dir, fork, nil
-			}
-			return skip("%s is a worktree whose branch %s shares no history with HEAD", path, branch)
+			return fork()
 		}
 	}
 	mu.Lock()
+	if reuse {
+		// The directory went (removed by hand) but its branch, with the
+		// work on it, may be there: the worktree is made again on it.
+		_, _ = git(ctx, top, "worktree", "prune")
+		if _, err := git(ctx, top, "rev-parse", "--verify", "--quiet", "refs/heads/"+branch); err == nil {
+			_, err = git(ctx, top, "worktree", "add", "--quiet", path, branch)
+			mu.Unlock()
+			if err != nil {
+				return skip("git worktree add failed: %s", stderrOf(err))
+			}
+			return fork()
+		}
+	}
 	_, err = git(ctx, top, "worktree", "add", "--quiet", "-b", branch, path, base)
 	mu.Unlock()
 	if err != nil {

@@ -199,6 +199,12 @@ func TestOpenReusesTheWorktree(t *testing.T) {
 	if err != nil || wt.Skipped != "" || base != head {
 		t.Fatalf("first Open: %+v, base %s, %v", wt, base, err)
 	}
+	if got, ok := Find(context.Background(), repo, "kanban", "t_1"); !ok || got != dir {
+		t.Errorf("Find = %s, %v; want %s", got, ok, dir)
+	}
+	if got, ok := Find(context.Background(), repo, "kanban", "t_2"); ok {
+		t.Errorf("Find of work with no worktree = %s, want none", got)
+	}
 	write(t, filepath.Join(dir, "draft"), "x")
 	testkit.Git(t, dir, "add", "draft")
 	testkit.Git(t, dir, "commit", "-q", "-m", "draft")
@@ -213,7 +219,19 @@ func TestOpenReusesTheWorktree(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir2, "draft")); err != nil || string(b) != "x" {
 		t.Errorf("the earlier run's work is not there: %q, %v", b, err)
 	}
-	if err := Finish(context.Background(), again, base2); err != nil || again.Commits != 1 || again.Pruned {
-		t.Errorf("Finish: %+v, %v; want it kept with 1 commit", again, err)
+	// Its directory removed by hand, the worktree is made again on its
+	// branch, with the commit on it.
+	if err := os.RemoveAll(again.Path); err != nil {
+		t.Fatal(err)
+	}
+	third, dir3, base3, err := Open(context.Background(), repo, "kanban", "t_1")
+	if err != nil || third.Skipped != "" || dir3 != dir || base3 != head {
+		t.Fatalf("Open after the directory went: %+v in %s, base %s, %v", third, dir3, base3, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir3, "draft")); err != nil || string(b) != "x" {
+		t.Errorf("the branch's work is not in the worktree made again: %q, %v", b, err)
+	}
+	if err := Finish(context.Background(), third, base3); err != nil || third.Commits != 1 || third.Pruned {
+		t.Errorf("Finish: %+v, %v; want it kept with 1 commit", third, err)
 	}
 }
