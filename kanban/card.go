@@ -309,6 +309,7 @@ const (
 	EventLinked      = "linked"
 	EventUnlinked    = "unlinked"
 	EventAssigned    = "assigned"
+	EventPrioritized = "prioritized"
 	EventPromoted    = "promoted"
 	EventArchived    = "archived"
 	EventCheckFailed = "check_failed"

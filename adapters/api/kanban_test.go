@@ -256,7 +256,7 @@ func TestKanbanBadInput(t *testing.T) {
 		{"a bad board to list", "GET", "/api/v1/kanban/boards/BIG/cards", "", 400, "invalid_request_error", "a slug is"},
 		{"a bad cursor", "GET", "/api/v1/kanban/boards/default/events?after=bogus", "", 400, "invalid_request_error", "cursor"},
 		{"a patch of a field that cannot change", "PATCH", card, `{"title": "new"}`, 400, "invalid_request_error", `"title" cannot be changed; a patch may give status, assignee`},
-		{"a patch of priority", "PATCH", card, `{"priority": 9}`, 400, "invalid_request_error", `"priority" cannot be changed`},
+		{"a patch of priority that is not a number", "PATCH", card, `{"priority": "high"}`, 400, "invalid_request_error", `priority`},
 		{"a patch of nothing", "PATCH", card, `{}`, 400, "invalid_request_error", "nothing to change"},
 		{"a patch that is not an object", "PATCH", card, `[1]`, 400, "invalid_request_error", "a JSON object"},
 		{"a status that cannot be asked for", "PATCH", card, `{"status": "running"}`, 400, "invalid_request_error", "the moves are blocked, ready, todo, review, done, scheduled and archived"},
@@ -373,6 +373,15 @@ func TestKanbanPatch(t *testing.T) {
 		check     func(t *testing.T, k cardAnswer)
 		lastEvent string
 	}{
+		{
+			desc: "priority", body: `{"priority": 9}`,
+			status: kanban.StatusReady, lastEvent: kanban.EventPrioritized,
+			check: func(t *testing.T, k cardAnswer) {
+				if k.Priority != 9 {
+					t.Errorf("priority %d, want 9", k.Priority)
+				}
+			},
+		},
 		{
 			desc: "blocked with a reason and kind", body: `{"status": "blocked", "reason": "needs a key", "kind": "capability"}`,
 			status: kanban.StatusBlocked, lastEvent: kanban.EventBlocked,
