@@ -426,7 +426,9 @@ func TestDispatcherWaitsOutAReportedRateLimit(t *testing.T) {
 		if k.Failures != 0 || !k.RetryAt.Equal(t0.Add(10*time.Minute)) {
 			t.Fatalf("card = %+v, want ready at %s with no failure", k, t0.Add(10*time.Minute))
 		}
-		other := h.create(kanban.CreateSpec{Title: "complete it", Assignee: "quota"})
+		// Claimed first after the limit: the limited card's worker, run
+		// again, pauses the lane as soon as it exits.
+		other := h.create(kanban.CreateSpec{Title: "complete it", Assignee: "quota", Priority: 1})
 		h.clk.Advance(5 * time.Minute)
 		rep := h.tick(d)
 		if len(rep.Claimed) != 0 || rep.Skipped[other.ID] != "lane_paused" {
