@@ -56,7 +56,7 @@ func (m Manager) command(ctx context.Context, call *sessions.CommandCall) error 
 		}
 	}
 	if err != nil {
-		return call.Reply(ctx, commandError(err))
+		return call.Reply(ctx, sessions.CommandError(err))
 	}
 	switch strings.ToLower(verb) {
 	case "pause":
@@ -84,7 +84,7 @@ func (m Manager) add(ctx context.Context, call *sessions.CommandCall, rest strin
 		CreatedBy: call.In.UserKey(target.Platform),
 	})
 	if err != nil {
-		return call.Reply(ctx, commandError(err))
+		return call.Reply(ctx, sessions.CommandError(err))
 	}
 	if call.In.MessageID != "" {
 		sum := sha256.Sum256([]byte(call.In.Conv + "\x00" + call.In.MessageID))
@@ -177,13 +177,4 @@ func when(t time.Time) string {
 		return "none"
 	}
 	return t.UTC().Format("2006-01-02 15:04 UTC")
-}
-
-// commandError is err in words for a chat.
-func commandError(err error) string {
-	switch errs.CodeOf(err) {
-	case errs.Invalid, errs.NotFound:
-		return errs.Reason(err) + "."
-	}
-	return "That did not work just now; try again in a moment."
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
 )
 
@@ -34,7 +33,7 @@ func command(ctx context.Context, svc *Service, call *sessions.CommandCall) stri
 	case "", "list":
 		cards, err := svc.Store.Cards(ctx, Query{Board: DefaultBoard, Limit: 30})
 		if err != nil {
-			return commandError(err)
+			return sessions.CommandError(err)
 		}
 		if len(cards) == 0 {
 			return "The board is empty. /kanban create <title> adds a card."
@@ -54,7 +53,7 @@ func command(ctx context.Context, svc *Service, call *sessions.CommandCall) stri
 		}
 		k, err := svc.read(ctx, "kanban.command", rest)
 		if err != nil {
-			return commandError(err)
+			return sessions.CommandError(err)
 		}
 		s := fmt.Sprintf("%s %s — %s", k.ID, k.Title, k.Status)
 		if k.Assignee != "" {
@@ -82,7 +81,7 @@ func command(ctx context.Context, svc *Service, call *sessions.CommandCall) stri
 		}
 		k, _, err := svc.Create(ctx, spec)
 		if err != nil {
-			return commandError(err)
+			return sessions.CommandError(err)
 		}
 		return fmt.Sprintf("Created %s (%s). /kanban assign %s <lane> gives it to a lane.", k.ID, k.Status, k.ID)
 	case "assign":
@@ -92,17 +91,9 @@ func command(ctx context.Context, svc *Service, call *sessions.CommandCall) stri
 		}
 		k, err := svc.Assign(ctx, id, lane, user)
 		if err != nil {
-			return commandError(err)
+			return sessions.CommandError(err)
 		}
 		return fmt.Sprintf("%s is %s's now.", k.ID, k.Assignee)
 	}
 	return kanbanUsage
-}
-
-func commandError(err error) string {
-	switch errs.CodeOf(err) {
-	case errs.Invalid, errs.NotFound, errs.Conflict:
-		return errs.Reason(err) + "."
-	}
-	return "That did not work just now; try again in a moment."
 }
