@@ -1,0 +1,188 @@
+package controllers
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// JudgeInputMax bounds what the goal judge reads: the objective,
+// contract, subgoals and the last reply, trimmed to fit.
+const JudgeInputMax = 4000
+
+// Verdict is the goal judge's answer after a turn.
+type Verdict string
+
+// The verdicts.
+const (
+	VerdictDone     Verdict = "done"
+	VerdictContinue Verdict = "continue"
+	VerdictWait     Verdict = "wait"
+	VerdictBlocked  Verdict = "blocked"
+)
+
+// Judgement is one reading of the judge's answer.
+type Judgement struct {
+	Verdict Verdict `json:"verdict"`
+	// Reason: why it is blocked, or the summary of a done goal.
+	Reason string `json:"reason,omitempty"`
+	// WaitSeconds, Delegation and Process say what a wait waits for:
+	// a time, a delegation's end, a background process's end.
+	WaitSeconds int    `json:"wait_seconds,omitempty"`
+	Delegation  string `json:"delegation,omitempty"`
+	Process     string `json:"process,omitempty"`
+}
+
+// judgeSystem tells the judge its task and the shape of its answer.
+const judgeSystem = `You judge whether an agent has reached a goal a user set it. You read the goal, what counts as done, its steps, and the agent's last reply. Answer with one JSON object and nothing else:
+{"verdict":"done","reason":"<a two-line summary of what was reached>"}
+{"verdict":"continue"}
+{"verdict":"wait","wait_seconds":<N>} or {"verdict":"wait","delegation":"<deleg_… id>"} or {"verdict":"wait","process":"<id>"} when the agent is waiting on something that will end by itself
+{"verdict":"blocked","reason":"<what the user must do or decide>"}`
+
+// JudgePrompt is what the judge reads for goal after a turn that ended
+// with reply: the goal's parts first, the reply's end last, all within
+// JudgeInputMax characters.
+func JudgePrompt(goal Goal, reply string) (system, user string) {
+	var b strings.Builder
+	b.WriteString("Goal: " + goal.Objective)
+	if goal.Contract != "" {
+		b.WriteString("\nDone when: " + goal.Contract)
+	}
+	for i, s := range goal.Subgoals {
+		fmt.Fprintf(&b, "\nStep %d: %s", i+1, s)
+	}
+	head := trimRunes(b.String(), JudgeInputMax/2)
+	const lead = "\n\nThe agent's last reply:\n"
+	room := max(JudgeInputMax-len([]rune(head))-len([]rune(lead)), 0)
+	return judgeSystem, head + lead + lastRunes(strings.TrimSpace(reply), room)
+}
+
+// trimRunes is s cut to at most n characters.
+func trimRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:max(n-1, 0)]) + "…"
+}
+
+// lastRunes is the end of s, at most n characters.
+func lastRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	if n == 0 {
+		return ""
+	}
+	return "…" + string(r[len(r)-n+1:])
+}
+
+// jsonObject finds the first {...} of an answer that wraps its JSON in
+// prose or a code fence.
+var jsonObject = regexp.MustCompile(`(?s)\{.*\}`)
+
+// ParseJudgement reads the judge's answer; ok is false for one that is
+// not a verdict it knows (a malformed answer).
+func ParseJudgement(answer string) (j Judgement, ok bool) {
+	m := jsonObject.FindString(answer)
+	if m == "" || json.Unmarshal([]byte(m), &j) != nil {
+		return Judgement{}, false
+	}
+	j.Verdict = Verdict(strings.ToLower(strings.TrimSpace(string(j.Verdict))))
+	j.Reason = strings.TrimSpace(j.Reason)
+	switch j.Verdict {
+	case VerdictDone, VerdictContinue, VerdictBlocked:
+		return j, true
+	case VerdictWait:
+		if j.WaitSeconds > 0 || j.Delegation != "" || j.Process != "" {
+			return j, true
+		}
+	}
+	return Judgement{}, false
+}
+
+// MaxMalformed judge answers in a row pause a goal.
+const MaxMalformed = 3
+
+// Step is what a goal does after one judgement.
+type Step struct {
+	Goal Goal // the goal as it is to be written
+	// Continue queues a continuation prompt (Continuation).
+	Continue bool
+	// WaitUntil, Delegation, Process: no judgement, and no
+	// continuation, until the time passes or the thing ends.
+	WaitUntil  time.Time
+	Delegation string
+	Process    string
+	// Tell is what the user is told, when anything.
+	Tell string
+}
+
+// Decide is what goal does after a turn: j is the judge's reading,
+// ok false for a malformed answer, failed true when the judge could
+// not be asked (an API error). The judge fails open: a malformed answer
+// or an error continues, but MaxMalformed malformed answers in a row
+// pause the goal (errors do not count). A continuation past the budget
+// pauses it too.
+func Decide(goal Goal, j Judgement, ok, failed bool, now time.Time) Step {
+	switch {
+	case failed:
+		j = Judgement{Verdict: VerdictContinue}
+	case !ok:
+		goal.Malformed++
+		if goal.Malformed >= MaxMalformed {
+			goal.Status = GoalPaused
+			goal.Reason = fmt.Sprintf("Paused: the goal's judge gave %d unreadable answers in a row. /goal resume goes on.", goal.Malformed)
+			return Step{Goal: goal, Tell: goal.Reason}
+		}
+		j = Judgement{Verdict: VerdictContinue}
+	default:
+		goal.Malformed = 0
+	}
+	switch j.Verdict {
+	case VerdictDone:
+		goal.Status, goal.Reason = GoalDone, j.Reason
+		tell := "Goal reached: " + goal.Objective
+		if j.Reason != "" {
+			tell += "\n" + j.Reason
+		}
+		return Step{Goal: goal, Tell: tell}
+	case VerdictBlocked:
+		goal.Status = GoalBlocked
+		goal.Reason = "Blocked: " + nonEmpty(j.Reason, "the judge found it cannot go on") + ". /goal resume goes on."
+		return Step{Goal: goal, Tell: goal.Reason}
+	case VerdictWait:
+		s := Step{Goal: goal, Delegation: j.Delegation, Process: j.Process}
+		if j.WaitSeconds > 0 {
+			s.WaitUntil = now.Add(time.Duration(j.WaitSeconds) * time.Second)
+		}
+		return s
+	}
+	if goal.Turns >= goal.MaxTurns {
+		goal.Status = GoalPaused
+		goal.Reason = fmt.Sprintf("Paused: the goal used its %d continuation turns. /goal resume gives it %d more.", goal.MaxTurns, goal.MaxTurns)
+		return Step{Goal: goal, Tell: goal.Reason}
+	}
+	goal.Turns++
+	return Step{Goal: goal, Continue: true}
+}
+
+// Continuation is the prompt a continuation turn runs with.
+func Continuation(goal Goal) string {
+	s := "Continue working toward the goal: " + goal.Objective
+	if goal.Contract != "" {
+		s += "\nIt is done when: " + goal.Contract
+	}
+	return s + fmt.Sprintf("\n(continuation %d of %d; say plainly what is left when you stop)", goal.Turns, goal.MaxTurns)
+}
+
+func nonEmpty(s, or string) string {
+	if s == "" {
+		return or
+	}
+	return s
+}
