@@ -38,6 +38,9 @@ type Config struct {
 	Auxiliary   Auxiliary   `yaml:"auxiliary"`
 	Cron        Cron        `yaml:"cron"`
 	Kanban      Kanban      `yaml:"kanban"`
+	Goal        Goal        `yaml:"goal"`
+	Loop        Loop        `yaml:"loop"`
+	Heartbeat   Heartbeat   `yaml:"heartbeat"`
 
 	// File is the config file that was read, empty when none was. It is
 	// not a key: it tells `herald config check` where the values came from.
@@ -216,6 +219,32 @@ type Cron struct {
 	ScriptTimeout time.Duration `yaml:"script_timeout"`
 }
 
+// Goal configures /goal.
+type Goal struct {
+	// MaxTurns is a goal's budget of continuation turns.
+	MaxTurns int `yaml:"max_turns"`
+	// JudgeTimeout bounds one call of the judge after a turn.
+	JudgeTimeout time.Duration `yaml:"judge_timeout"`
+}
+
+// Loop configures /loop.
+type Loop struct {
+	// MinInterval is the least interval a fixed loop may have; at
+	// least LoopIntervalFloor.
+	MinInterval time.Duration `yaml:"min_interval"`
+	// MaxTicks pauses a loop after that many ticks; 0 is no cap.
+	MaxTicks int `yaml:"max_ticks"`
+}
+
+// LoopIntervalFloor is the least loop.min_interval may be.
+const LoopIntervalFloor = 5 * time.Second
+
+// Heartbeat configures /heartbeat.
+type Heartbeat struct {
+	// MinInterval is the least interval a heartbeat may have.
+	MinInterval time.Duration `yaml:"min_interval"`
+}
+
 // Kanban configures the boards' dispatcher and its lanes.
 type Kanban struct {
 	// Enabled runs the dispatcher in the gateway; boards can be used
@@ -353,6 +382,7 @@ type Tools struct {
 // conversation's own turns.
 type Auxiliary struct {
 	Review AuxModel `yaml:"review"` // what /review runs on
+	Goal   AuxModel `yaml:"goal"`   // what the /goal judge runs on
 }
 
 // AuxModel is a model other than the main one, each field empty for the
@@ -499,7 +529,10 @@ func Default() Config {
 			OutputMaxChars:    DefaultOutputMaxChars,
 			DangerousCommands: DefaultDangerousCommands(),
 		},
-		Cron: Cron{Enabled: true, Timezone: "UTC", ScriptTimeout: DefaultScriptTimeout},
+		Cron:      Cron{Enabled: true, Timezone: "UTC", ScriptTimeout: DefaultScriptTimeout},
+		Goal:      Goal{MaxTurns: 20, JudgeTimeout: 30 * time.Second},
+		Loop:      Loop{MinInterval: 30 * time.Second, MaxTicks: 100},
+		Heartbeat: Heartbeat{MinInterval: 60 * time.Second},
 		Kanban: Kanban{
 			Enabled: true, DispatchIntervalSeconds: 60, ClaimTTLSeconds: 900, FailureLimit: 2,
 			MaxSpawn: 8, ReviewDispatch: true, AttachmentMaxBytes: 25 << 20,

@@ -88,6 +88,9 @@ func TestDefault(t *testing.T) {
 			Enabled: true, DispatchIntervalSeconds: 60, ClaimTTLSeconds: 900, FailureLimit: 2,
 			MaxSpawn: 8, ReviewDispatch: true, AttachmentMaxBytes: 25 << 20,
 		},
+		Goal:      config.Goal{MaxTurns: 20, JudgeTimeout: 30 * time.Second},
+		Loop:      config.Loop{MinInterval: 30 * time.Second, MaxTicks: 100},
+		Heartbeat: config.Heartbeat{MinInterval: time.Minute},
 	}
 	got := config.Default()
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -66,7 +66,7 @@ auxiliary:
   review:
     modle: x
   goal:
-    model: y
+    modle: y
 `,
 			want: config.Problems{
 				{Key: "delegation.max_concurent_children", Line: 3, Msg: `unknown key (did you mean "max_concurrent_children"?)`},
@@ -78,7 +78,7 @@ auxiliary:
 				{Key: "tools.workspaces", Line: 10, Msg: `unknown key (did you mean "workspace"?)`},
 				{Key: "tools.dangerous_commands", Line: 11, Msg: "want a list, got a mapping"},
 				{Key: "auxiliary.review.modle", Line: 14, Msg: `unknown key (did you mean "model"?)`},
-				{Key: "auxiliary.goal", Line: 15, Msg: "unknown key"},
+				{Key: "auxiliary.goal.modle", Line: 16, Msg: `unknown key (did you mean "model"?)`},
 			},
 		},
 		{

@@ -101,6 +101,16 @@ func (c Config) problems() Problems {
 	c.Delegation.check(&v)
 	c.Tools.check(&v)
 	v.optionalHTTPURL("auxiliary.review.base_url", c.Auxiliary.Review.BaseURL)
+	v.optionalHTTPURL("auxiliary.goal.base_url", c.Auxiliary.Goal.BaseURL)
+	v.positive("goal.max_turns", int64(c.Goal.MaxTurns))
+	v.positiveDuration("goal.judge_timeout", c.Goal.JudgeTimeout)
+	if c.Loop.MinInterval < LoopIntervalFloor {
+		v.add("loop.min_interval", "is %s; it may not be below %s", c.Loop.MinInterval, LoopIntervalFloor)
+	}
+	if c.Loop.MaxTicks < 0 {
+		v.add("loop.max_ticks", "is %d; 0 is no cap, and it may not be negative", c.Loop.MaxTicks)
+	}
+	v.positiveDuration("heartbeat.min_interval", c.Heartbeat.MinInterval)
 	c.Cron.check(&v)
 	c.Kanban.check(&v)
 	for _, h := range []struct{ platform, home string }{

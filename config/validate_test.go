@@ -47,6 +47,21 @@ func TestValidate(t *testing.T) {
 				{Key: "kanban.review_lane", Msg: `names lane "reviewer", which kanban.lanes does not have`},
 			},
 		},
+		{
+			desc: "controllers with no budget, a loop interval under the floor, a negative tick cap and no heartbeat interval",
+			change: func(c *config.Config) {
+				c.Goal.MaxTurns, c.Loop.MinInterval, c.Loop.MaxTicks, c.Heartbeat.MinInterval = 0, time.Second, -1, 0
+			},
+			want: config.Problems{
+				{Key: "goal.max_turns", Msg: "must be positive, got 0"},
+				{Key: "loop.min_interval", Msg: "is 1s; it may not be below 5s"},
+				{Key: "loop.max_ticks", Msg: "is -1; 0 is no cap, and it may not be negative"},
+				{Key: "heartbeat.min_interval", Msg: "must be positive, got 0s"},
+			},
+		},
+		{desc: "a loop at the floor and with no tick cap", change: func(c *config.Config) {
+			c.Loop.MinInterval, c.Loop.MaxTicks = 5*time.Second, 0
+		}},
 		{desc: "kanban lanes that run commands", change: func(c *config.Config) {
 			c.Kanban.DefaultAssignee = "coder"
 			c.Kanban.Lanes = map[string]config.KanbanLane{"coder": {Command: "claude", Args: []string{"-p"}, MaxConcurrent: 2, ExitZeroCompletes: true}}
