@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/clock"
@@ -26,6 +27,7 @@ type Store interface {
 	Cron() cronjobs.Store
 	Once() lease.OnceStore // once-only claims on fires (cron jobs', controllers' ticks)
 	Kanban() kanban.Store
+	Controllers() controllers.Store
 	Close() error
 }
 

@@ -45,8 +45,11 @@ func (db *DB) Kanban() kanban.Store { return kanbanStore{db: db} }
 func (db *DB) kbKey(suffix string) string { return db.prefix + "kb:" + suffix }
 
 func (s kanbanStore) Now(ctx context.Context) (time.Time, error) {
-	const op = "redis.kanban.Now"
-	db := s.db
+	return s.db.now(ctx, "redis.kanban.Now")
+}
+
+// now is the store's clock: the injected one, else the server's TIME.
+func (db *DB) now(ctx context.Context, op string) (time.Time, error) {
 	if err := db.check(op); err != nil {
 		return time.Time{}, err
 	}

@@ -46,4 +46,5 @@ func TestConformance(t *testing.T) {
 	t.Run("Cron", func(t *testing.T) { storetest.RunCron(t, backend()) })
 	t.Run("Once", func(t *testing.T) { storetest.RunOnce(t, backend()) })
 	t.Run("Kanban", func(t *testing.T) { storetest.RunKanban(t, backend()) })
+	t.Run("Controllers", func(t *testing.T) { storetest.RunControllers(t, backend()) })
 }

@@ -76,6 +76,10 @@ var (
 	scriptKbEvents  = newScript("kb_events")
 	scriptKbSubPut  = newScript("kb_sub_put")
 	scriptKbSubRead = newScript("kb_sub_read")
+
+	scriptCtlPut    = newScript("ctl_put")
+	scriptCtlDelete = newScript("ctl_delete")
+	scriptCtlRead   = newScript("ctl_read")
 )
 
 // helperFiles are put in this order at the head of the library: a helper
@@ -93,6 +97,7 @@ var scriptFiles = []string{
 	"cron_put", "cron_remove", "cron_read", "cron_run_put", "cron_runs",
 	"once_claim", "once_renew", "once_done", "once_stale",
 	"kb_apply", "kb_read", "kb_events", "kb_sub_put", "kb_sub_read",
+	"ctl_put", "ctl_delete", "ctl_read",
 }
 
 // script names one function of the library.

@@ -301,6 +301,23 @@ CREATE TABLE kanban_attachments (
 	PRIMARY KEY (card, name)
 ) WITHOUT ROWID;
 `,
+	// 10 → 11: the session controllers' states (controllers.State), one
+	// row a conversation, kind and id, with a rowid because a state's
+	// data may be large; due_at (Unix nanoseconds) is NULL for a state
+	// that does not fire on time, which the partial index leaves out.
+	`
+CREATE TABLE controllers (
+	conv       TEXT NOT NULL,
+	kind       TEXT NOT NULL,
+	id         TEXT NOT NULL,
+	data       BLOB NOT NULL,
+	due_at     INTEGER,
+	version    INTEGER NOT NULL,
+	updated_at INTEGER NOT NULL,
+	PRIMARY KEY (conv, kind, id)
+);
+CREATE INDEX controllers_due ON controllers (due_at) WHERE due_at IS NOT NULL;
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

@@ -21,6 +21,7 @@ func TestConformance(t *testing.T) {
 	t.Run("Cron", func(t *testing.T) { storetest.RunCron(t, b) })
 	t.Run("Once", func(t *testing.T) { storetest.RunOnce(t, b) })
 	t.Run("Kanban", func(t *testing.T) { storetest.RunKanban(t, b) })
+	t.Run("Controllers", func(t *testing.T) { storetest.RunControllers(t, b) })
 }
 
 // place is one database file; stores opened on it see each other's

@@ -42,6 +42,7 @@ type statements struct {
 	expireOwnership                   *sql.Stmt
 	kbCardInsert, kbCardUpdate        *sql.Stmt
 	kbCardVersion, kbRunPut, kbEvent  *sql.Stmt
+	ctlInsert, ctlUpdate              *sql.Stmt
 }
 
 func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error) {
@@ -113,6 +114,10 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 		{&st.kbCardVersion, sqlKbCardVersion},
 		{&st.kbRunPut, sqlKbRunPut},
 		{&st.kbEvent, sqlKbEvent},
+
+		// A goal's state is written after every turn of its conversation.
+		{&st.ctlInsert, sqlCtlInsert},
+		{&st.ctlUpdate, sqlCtlUpdate},
 	}
 	for _, s := range list {
 		stmt, err := conn.PrepareContext(ctx, s.query)
@@ -148,6 +153,7 @@ type readStatements struct {
 	queueDepth                   *sql.Stmt
 	kbCardGet                    *sql.Stmt
 	kbParents, kbChildren        *sql.Stmt
+	ctlGet                       *sql.Stmt
 }
 
 func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
@@ -171,6 +177,7 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
 		{&rs.kbCardGet, sqlKbCardGet},
 		{&rs.kbParents, sqlKbParents},
 		{&rs.kbChildren, sqlKbChildren},
+		{&rs.ctlGet, sqlCtlGet},
 	}
 	for _, s := range list {
 		stmt, err := db.PrepareContext(ctx, s.query)
