@@ -57,6 +57,15 @@ type Key struct {
 	ID   string
 }
 
+// Name is the controller k names, as a message says it: "goal", or
+// "loop <id>".
+func (k Key) Name() string {
+	if k.ID == "" {
+		return string(k.Kind)
+	}
+	return string(k.Kind) + " " + k.ID
+}
+
 // Key is s's key.
 func (s State) Key() Key { return Key{Conv: s.Conv, Kind: s.Kind, ID: s.ID} }
 

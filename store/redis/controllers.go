@@ -41,14 +41,6 @@ func (db *DB) ctlKeys(k controllers.Key) []string {
 	return []string{db.prefix + ctlMember(k), db.convKey(convTag(k.Conv), "ctl"), db.prefix + "ctl:due"}
 }
 
-// ctlName names k's state in an error: "goal", "heartbeat", "loop x".
-func ctlName(k controllers.Key) string {
-	if k.ID == "" {
-		return string(k.Kind)
-	}
-	return string(k.Kind) + " " + k.ID
-}
-
 func (s controllersStore) Now(ctx context.Context) (time.Time, error) {
 	return s.db.now(ctx, "redis.controllers.Now")
 }
@@ -64,7 +56,7 @@ func (s controllersStore) Controller(ctx context.Context, k controllers.Key) (co
 		return controllers.State{}, db.fail(op, err)
 	}
 	if len(v) != 7 || v[5] == nil {
-		return controllers.State{}, errs.E(op, errs.NotFound, "%s has no %s", k.Conv, ctlName(k))
+		return controllers.State{}, errs.E(op, errs.NotFound, "%s has no %s", k.Conv, k.Name())
 	}
 	return decodeController(v), nil
 }
@@ -121,11 +113,11 @@ func (s controllersStore) PutController(ctx context.Context, st controllers.Stat
 		st.Version, st.UpdatedAt = st.Version+1, msTime(v[1])
 		return st, nil
 	case len(v) == 2 && str(v[0]) == "CONFLICT" && st.Version == 0:
-		return st, errs.E(op, errs.Conflict, "%s has a %s already: read it and write over its version", k.Conv, ctlName(k))
+		return st, errs.E(op, errs.Conflict, "%s has a %s already: read it and write over its version", k.Conv, k.Name())
 	case len(v) == 2 && str(v[0]) == "CONFLICT" && str(v[1]) == "":
-		return st, errs.E(op, errs.Conflict, "%s's %s was removed after version %d: read it again", k.Conv, ctlName(k), st.Version)
+		return st, errs.E(op, errs.Conflict, "%s's %s was removed after version %d: read it again", k.Conv, k.Name(), st.Version)
 	case len(v) == 2 && str(v[0]) == "CONFLICT":
-		return st, errs.E(op, errs.Conflict, "%s's %s moved on from version %d to %s: read it again", k.Conv, ctlName(k), st.Version, str(v[1]))
+		return st, errs.E(op, errs.Conflict, "%s's %s moved on from version %d to %s: read it again", k.Conv, k.Name(), st.Version, str(v[1]))
 	}
 	return st, status(op, v)
 }
@@ -139,9 +131,9 @@ func (s controllersStore) DeleteController(ctx context.Context, k controllers.Ke
 	}
 	switch {
 	case len(v) > 0 && str(v[0]) == "NOTFOUND":
-		return errs.E(op, errs.NotFound, "%s has no %s", k.Conv, ctlName(k))
+		return errs.E(op, errs.NotFound, "%s has no %s", k.Conv, k.Name())
 	case len(v) == 2 && str(v[0]) == "CONFLICT":
-		return errs.E(op, errs.Conflict, "%s's %s moved on from version %d to %s: read it again", k.Conv, ctlName(k), version, str(v[1]))
+		return errs.E(op, errs.Conflict, "%s's %s moved on from version %d to %s: read it again", k.Conv, k.Name(), version, str(v[1]))
 	}
 	return status(op, v)
 }

@@ -53,7 +53,7 @@ func (s controllersStore) Controller(ctx context.Context, k controllers.Key) (co
 	}
 	st, err := scanController(d.reads.ctlGet.QueryRowContext(ctx, k.Conv, string(k.Kind), k.ID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return controllers.State{}, errs.E(op, errs.NotFound, "%s has no %s", k.Conv, ctlName(k))
+		return controllers.State{}, errs.E(op, errs.NotFound, "%s has no %s", k.Conv, k.Name())
 	}
 	if err != nil {
 		return controllers.State{}, d.fail(op, err)
@@ -88,7 +88,7 @@ func (s controllersStore) PutController(ctx context.Context, st controllers.Stat
 		_, now = d.now()
 		if from == 0 {
 			_, err := t.st.ctlInsert.Exec(k.Conv, string(k.Kind), k.ID, []byte(st.Data), due, now)
-			return conflict(op, err, "%s has a %s already: read it and write over its version", k.Conv, ctlName(k))
+			return conflict(op, err, "%s has a %s already: read it and write over its version", k.Conv, k.Name())
 		}
 		n, err := rowsOf(t.st.ctlUpdate.Exec(k.Conv, string(k.Kind), k.ID, []byte(st.Data), due, now, from))
 		if err != nil || n == 1 {
@@ -96,7 +96,7 @@ func (s controllersStore) PutController(ctx context.Context, st controllers.Stat
 		}
 		cur, err := ctlVersion(t, k)
 		if errors.Is(err, sql.ErrNoRows) {
-			return errs.E(op, errs.Conflict, "%s's %s was removed after version %d: read it again", k.Conv, ctlName(k), from)
+			return errs.E(op, errs.Conflict, "%s's %s was removed after version %d: read it again", k.Conv, k.Name(), from)
 		}
 		if err != nil {
 			return err
@@ -123,7 +123,7 @@ func (s controllersStore) DeleteController(ctx context.Context, k controllers.Ke
 		}
 		cur, err := ctlVersion(t, k)
 		if errors.Is(err, sql.ErrNoRows) {
-			return errs.E(op, errs.NotFound, "%s has no %s", k.Conv, ctlName(k))
+			return errs.E(op, errs.NotFound, "%s has no %s", k.Conv, k.Name())
 		}
 		if err != nil {
 			return err
@@ -139,18 +139,10 @@ func ctlVersion(t *tx, k controllers.Key) (int64, error) {
 	return v, err
 }
 
-// ctlName names k's state in an error: "goal", "heartbeat", "loop x".
-func ctlName(k controllers.Key) string {
-	if k.ID == "" {
-		return string(k.Kind)
-	}
-	return string(k.Kind) + " " + k.ID
-}
-
 // ctlMovedOn is the Conflict of a write over version when the stored
 // state is at cur.
 func ctlMovedOn(op string, k controllers.Key, version, cur int64) error {
-	return errs.E(op, errs.Conflict, "%s's %s moved on from version %d to %d: read it again", k.Conv, ctlName(k), version, cur)
+	return errs.E(op, errs.Conflict, "%s's %s moved on from version %d to %d: read it again", k.Conv, k.Name(), version, cur)
 }
 
 // scanController reads a row of sqlCtlSelect's columns.

@@ -1,0 +1,4 @@
+package controllers
+
+// GoalCommand answers one /goal, for the tests.
+var GoalCommand = goalCommand
