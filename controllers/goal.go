@@ -110,9 +110,9 @@ func (g *Goals) Pause(ctx context.Context, conv, reason string) (Goal, error) {
 	})
 }
 
-// Resume makes conv's paused or blocked goal active again, with its
-// counters started again (a paused budget gets a new one). Errors:
-// NotFound, Invalid (active or done).
+// Resume makes conv's paused or blocked goal active again: its count
+// of malformed judgements starts again, and a spent budget is given
+// anew. Errors: NotFound, Invalid (active or done).
 func (g *Goals) Resume(ctx context.Context, conv string) (Goal, error) {
 	return g.edit(ctx, "controllers.Goals.Resume", conv, func(goal *Goal) error {
 		switch goal.Status {
