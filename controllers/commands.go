@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"strconv"
 	"strings"
 
 	"github.com/heraldgw/herald/internal/errs"
@@ -89,33 +88,14 @@ func goalCommand(ctx context.Context, goals *Goals, conv, user, args string) str
 // the next flag or the end.
 func ParseGoal(args string) (GoalSpec, error) {
 	const op = "controllers.ParseGoal"
-	var spec GoalSpec
-	words := strings.Fields(args)
-	var objective, contract []string
-	into := &objective
-	for i := 0; i < len(words); i++ {
-		switch w := words[i]; w {
-		case "--max-turns":
-			if i+1 >= len(words) {
-				return spec, errs.E(op, errs.Invalid, "--max-turns needs a number")
-			}
-			n, err := strconv.Atoi(words[i+1])
-			if err != nil || n < 1 {
-				return spec, errs.E(op, errs.Invalid, "--max-turns %q: want a whole number of at least 1", words[i+1])
-			}
-			spec.MaxTurns = n
-			i++
-			into = &objective
-		case "--contract":
-			into = &contract
-		default:
-			if strings.HasPrefix(w, "--") {
-				return spec, errs.E(op, errs.Invalid, "unknown option %s", w)
-			}
-			*into = append(*into, w)
-		}
+	var (
+		spec GoalSpec
+		err  error
+	)
+	spec.Objective, spec.Contract, spec.MaxTurns, err = options(op, strings.Fields(args), "--max-turns", "--contract")
+	if err != nil {
+		return GoalSpec{}, err
 	}
-	spec.Objective, spec.Contract = strings.Join(objective, " "), strings.Join(contract, " ")
 	if spec.Objective == "" {
 		return spec, errs.E(op, errs.Invalid, "a goal needs an objective")
 	}

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -153,7 +154,7 @@ func Decide(goal Goal, j Judgement, ok, failed bool, now time.Time) Step {
 		return Step{Goal: goal, Tell: tell}
 	case VerdictBlocked:
 		goal.Status = GoalBlocked
-		goal.Reason = "Blocked: " + nonEmpty(j.Reason, "the judge found it cannot go on") + ". /goal resume goes on."
+		goal.Reason = "Blocked: " + cmp.Or(j.Reason, "the judge found it cannot go on") + ". /goal resume goes on."
 		return Step{Goal: goal, Tell: goal.Reason}
 	case VerdictWait:
 		s := Step{Goal: goal, Delegation: j.Delegation, Process: j.Process}
@@ -178,11 +179,4 @@ func Continuation(goal Goal) string {
 		s += "\nIt is done when: " + goal.Contract
 	}
 	return s + fmt.Sprintf("\n(continuation %d of %d; say plainly what is left when you stop)", goal.Turns, goal.MaxTurns)
-}
-
-func nonEmpty(s, or string) string {
-	if s == "" {
-		return or
-	}
-	return s
 }

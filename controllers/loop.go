@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -75,31 +74,11 @@ func ParseLoop(args string, least time.Duration) (Loop, error) {
 		}
 		l.Interval = d
 	}
-	var prompt, until []string
-	into := &prompt
-	for i := 1; i < len(words); i++ {
-		switch w := words[i]; w {
-		case "--times":
-			if i+1 >= len(words) {
-				return Loop{}, errs.E(op, errs.Invalid, "--times needs a number")
-			}
-			n, err := strconv.Atoi(words[i+1])
-			if err != nil || n < 1 {
-				return Loop{}, errs.E(op, errs.Invalid, "--times %q: want a whole number of at least 1", words[i+1])
-			}
-			l.Times = n
-			i++
-			into = &prompt
-		case "--until":
-			into = &until
-		default:
-			if strings.HasPrefix(w, "--") {
-				return Loop{}, errs.E(op, errs.Invalid, "unknown option %s", w)
-			}
-			*into = append(*into, w)
-		}
+	var err error
+	l.Prompt, l.Until, l.Times, err = options(op, words[1:], "--times", "--until")
+	if err != nil {
+		return Loop{}, err
 	}
-	l.Prompt, l.Until = strings.Join(prompt, " "), strings.Join(until, " ")
 	switch {
 	case l.Prompt == "":
 		return Loop{}, errs.E(op, errs.Invalid, "a loop needs a prompt")

@@ -1,6 +1,7 @@
 package kanban
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -656,7 +657,7 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 		end = Ending{Outcome: OutcomeLimited, Reason: said, RetryAfter: delay}
 		d.pause(r.lane, delay)
 	case e.Code == 0 && cfg.ExitZeroCompletes:
-		if _, err := d.svc.Complete(ctx, r.card, r.token, Result{Summary: nonEmpty(tail(e.Output, 4000), "exited 0")}, d.opts.Name); err != nil {
+		if _, err := d.svc.Complete(ctx, r.card, r.token, Result{Summary: cmp.Or(tail(e.Output, 4000), "exited 0")}, d.opts.Name); err != nil {
 			d.log.Warn("completing a kanban card on its worker's exit 0 failed", "card", r.card, "err", err)
 		}
 		d.succeeded(r.lane)
@@ -756,13 +757,6 @@ func (d *Dispatcher) pause(lane string, dur time.Duration) {
 		d.paused[lane] = until
 	}
 	d.mu.Unlock()
-}
-
-func nonEmpty(s, or string) string {
-	if s == "" {
-		return or
-	}
-	return s
 }
 
 // exitReason says how a worker that failed exited.
