@@ -68,16 +68,37 @@ func Open(ctx context.Context, workspace, kind, id string) (wt *Worktree, dir, b
 // Find is the directory work of kind and id does its work in, in the
 // worktree Open gave it, when that worktree is there; it makes nothing.
 func Find(ctx context.Context, workspace, kind, id string) (dir string, ok bool) {
+	at, err := place(ctx, workspace, kind, id)
+	if err != nil || !at.exists(ctx) {
+		return "", false
+	}
+	return at.dir, true
+}
+
+// where is the worktree of kind and id for a workspace: the
+// repository's top, the worktree's path and branch, and dir, the
+// workspace's place in it.
+type where struct {
+	top, path, branch, dir string
+}
+
+// place works out where the worktree of kind and id of workspace's
+// repository is, or would be. Its error is git's: workspace is not in
+// a repository.
+func place(ctx context.Context, workspace, kind, id string) (where, error) {
 	out, err := git(ctx, workspace, "rev-parse", "--show-toplevel", "--show-prefix")
 	if err != nil {
-		return "", false
+		return where{}, err
 	}
 	top, prefix, _ := strings.Cut(out, "\n")
 	path := filepath.Join(top, worktreesDir, kind+"-"+id)
-	if got, err := git(ctx, path, "rev-parse", "--show-toplevel"); err != nil || got != path {
-		return "", false
-	}
-	return filepath.Join(path, filepath.FromSlash(prefix)), true
+	return where{top: top, path: path, branch: "herald-" + kind + "/" + id, dir: filepath.Join(path, filepath.FromSlash(prefix))}, nil
+}
+
+// exists reports whether the worktree is there.
+func (w where) exists(ctx context.Context) bool {
+	got, err := git(ctx, w.path, "rev-parse", "--show-toplevel")
+	return err == nil && got == w.path
 }
 
 func open(ctx context.Context, workspace, kind, id string, reuse bool) (wt *Worktree, dir, base string, err error) {
@@ -102,29 +123,25 @@ func open(ctx context.Context, workspace, kind, id string, reuse bool) (wt *Work
 	if fi, err := os.Stat(workspace); err != nil || !fi.IsDir() {
 		return skip("%s is not a directory", workspace)
 	}
-	out, err := git(ctx, workspace, "rev-parse", "--show-toplevel", "--show-prefix")
+	at, err := place(ctx, workspace, kind, id)
 	if err != nil {
 		return skip("%s is not inside a git repository", workspace)
 	}
-	top, prefix, _ := strings.Cut(out, "\n")
+	top, path, branch := at.top, at.path, at.branch
 	base, err = git(ctx, top, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
 	if err != nil {
 		return skip("the repository has no commits yet")
 	}
-	path := filepath.Join(top, worktreesDir, kind+"-"+id)
-	branch := "herald-" + kind + "/" + id
 	wt = &Worktree{Path: path, Branch: branch}
-	dir = filepath.Join(path, filepath.FromSlash(prefix))
+	dir = at.dir
 	fork := func() (*Worktree, string, string, error) {
 		if fork, err := git(ctx, top, "merge-base", base, branch); err == nil {
 			return wt, dir, fork, nil
 		}
 		return skip("%s is a worktree whose branch %s shares no history with HEAD", path, branch)
 	}
-	if reuse {
-		if got, err := git(ctx, path, "rev-parse", "--show-toplevel"); err == nil && got == path {
-			return fork()
-		}
+	if reuse && at.exists(ctx) {
+		return fork()
 	}
 	mu.Lock()
 	if reuse {
