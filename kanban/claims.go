@@ -270,12 +270,16 @@ func (s *Service) promoteChildren(ctx context.Context, k Card, now time.Time) (C
 // Errors: NotFound, LeaseLost, Invalid.
 func (s *Service) RequestReview(ctx context.Context, id string, token int64, res Result, actor string) (Card, error) {
 	const op = "kanban.RequestReview"
-	k, err := s.held(ctx, op, id, token)
-	if err != nil {
-		return Card{}, err
-	}
-	if res, err = s.promoteArtifacts(op, k, res); err != nil {
-		return Card{}, err
+	if len(res.Artifacts) > 0 {
+		// The card is read first only when there are artifacts to
+		// promote out of its workspace.
+		k, err := s.held(ctx, op, id, token)
+		if err != nil {
+			return Card{}, err
+		}
+		if res, err = s.promoteArtifacts(op, k, res); err != nil {
+			return Card{}, err
+		}
 	}
 	return s.apply(ctx, op, func(now time.Time) (change, error) {
 		k, err := s.held(ctx, op, id, token)

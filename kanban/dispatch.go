@@ -614,8 +614,11 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 	defer d.workers.Done()
 	<-r.worker.Done()
 	e := r.worker.Exit()
+	// final is the card as this worker's end left it, as read or
+	// written below: a done card's workspace is settled.
+	var final Card
 	defer func() {
-		if err := d.svc.settleWorkspace(context.Background(), r.card, r.ws); err != nil {
+		if err := d.svc.settleWorkspace(context.Background(), final, r.ws); err != nil {
 			d.log.Warn("settling a done kanban card's workspace failed; it is kept", "card", r.card, "dir", r.ws.dir, "err", err)
 		}
 		// The card may have a worker after this one here already (its
@@ -638,6 +641,7 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 	k, err := d.svc.Store.Card(ctx, r.card)
 	if err != nil || k.Claim == nil || k.Claim.Token != r.token {
 		// It reported (complete, block), or its claim went elsewhere.
+		final = k
 		d.succeeded(r.lane)
 		return
 	}
@@ -657,7 +661,7 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 		end = Ending{Outcome: OutcomeLimited, Reason: said, RetryAfter: delay}
 		d.pause(r.lane, delay)
 	case e.Code == 0 && cfg.ExitZeroCompletes:
-		if _, err := d.svc.Complete(ctx, r.card, r.token, Result{Summary: cmp.Or(tail(e.Output, 4000), "exited 0")}, d.opts.Name); err != nil {
+		if final, err = d.svc.Complete(ctx, r.card, r.token, Result{Summary: cmp.Or(tail(e.Output, 4000), "exited 0")}, d.opts.Name); err != nil {
 			d.log.Warn("completing a kanban card on its worker's exit 0 failed", "card", r.card, "err", err)
 		}
 		d.succeeded(r.lane)

@@ -93,15 +93,16 @@ func (s *Service) workspaceDir(ctx context.Context, k Card) string {
 	return s.scratchDir(k.ID)
 }
 
-// settleWorkspace, once card is done, removes its scratch workspace
-// (its artifacts were promoted when it completed) and settles its
-// worktree: removed with its branch when nothing is in it, else kept,
-// and a comment on the card says where and what is in it.
-func (s *Service) settleWorkspace(ctx context.Context, card string, ws workspaceRun) error {
-	k, err := s.Store.Card(ctx, card)
-	if err != nil || k.Status != StatusDone {
-		return err
+// settleWorkspace, once k (as its worker's end left it) is done,
+// removes its scratch workspace (its artifacts were promoted when it
+// completed) and settles its worktree: removed with its branch when
+// nothing is in it, else kept, and a comment on the card says where and
+// what is in it.
+func (s *Service) settleWorkspace(ctx context.Context, k Card, ws workspaceRun) error {
+	if k.Status != StatusDone {
+		return nil
 	}
+	card := k.ID
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	switch k.Workspace.Kind {
