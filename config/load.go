@@ -211,11 +211,13 @@ func parseBool(s string) (bool, bool) {
 }
 
 // resolvePaths expands a leading ~ in home, store.sqlite_path and
-// tools.workspace, and writes the SQLite file's full path into the
-// config, so the effective config shows where the data is.
+// tools.workspace, makes home and tools.workspace absolute (a relative
+// one is the directory herald started in: a worker started elsewhere
+// reads the same path), and writes the SQLite file's full path into
+// the config, so the effective config shows where the data is.
 func resolvePaths(cfg *Config, lookup Lookup) Problems {
 	var problems Problems
-	home, err := expandHome(cfg.Home, nonEmpty(lookup))
+	home, err := absPath(expandHome(cfg.Home, nonEmpty(lookup)))
 	if err != nil {
 		problems = append(problems, Problem{Key: "home", Msg: err.Error()})
 	} else {
@@ -230,13 +232,22 @@ func resolvePaths(cfg *Config, lookup Lookup) Problems {
 	if len(problems) == 0 {
 		cfg.Store.SQLitePath = cfg.SQLitePath()
 	}
-	workspace, err := expandHome(cfg.Tools.Workspace, nonEmpty(lookup))
+	workspace, err := absPath(expandHome(cfg.Tools.Workspace, nonEmpty(lookup)))
 	if err != nil {
 		problems = append(problems, Problem{Key: "tools.workspace", Msg: err.Error()})
 	} else {
 		cfg.Tools.Workspace = workspace
 	}
 	return problems
+}
+
+// absPath is p, as expandHome gave it, made absolute; blank stays
+// blank, for validation to report.
+func absPath(p string, err error) (string, error) {
+	if err != nil || strings.TrimSpace(p) == "" {
+		return p, err
+	}
+	return filepath.Abs(p)
 }
 
 // expandHome replaces a leading "~" with the user's home directory, read

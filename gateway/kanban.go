@@ -37,17 +37,9 @@ const quotaPause = 30 * time.Minute
 func KanbanService(store kanban.Store, cfg config.Config) *kanban.Service {
 	return &kanban.Service{
 		Store: store, FailureLimit: cfg.Kanban.FailureLimit, Check: runCompletionCheck,
-		Root: filepath.Join(absPath(cfg.Home), "kanban"), Repository: cfg.Tools.Workspace,
+		Root: filepath.Join(cfg.Home, "kanban"), Repository: cfg.Tools.Workspace,
 		AttachmentMaxBytes: cfg.Kanban.AttachmentMaxBytes,
 	}
-}
-
-// absPath is p made absolute, or p when the working directory is gone.
-func absPath(p string) string {
-	if abs, err := filepath.Abs(p); err == nil {
-		return abs
-	}
-	return p
 }
 
 // runCompletionCheck runs a card's completion check in dir: it passes
