@@ -211,9 +211,9 @@ func parseBool(s string) (bool, bool) {
 }
 
 // resolvePaths expands a leading ~ in home, store.sqlite_path and
-// tools.workspace, makes home and tools.workspace absolute (a relative
-// one is the directory herald started in: a worker started elsewhere
-// reads the same path), and writes the SQLite file's full path into
+// tools.workspace, makes home absolute (a relative one is from the
+// directory herald started in: a worker started elsewhere reads the same
+// path), and writes the SQLite file's full path into
 // the config, so the effective config shows where the data is.
 func resolvePaths(cfg *Config, lookup Lookup) Problems {
 	var problems Problems
@@ -232,7 +232,7 @@ func resolvePaths(cfg *Config, lookup Lookup) Problems {
 	if len(problems) == 0 {
 		cfg.Store.SQLitePath = cfg.SQLitePath()
 	}
-	workspace, err := absPath(expandHome(cfg.Tools.Workspace, nonEmpty(lookup)))
+	workspace, err := expandHome(cfg.Tools.Workspace, nonEmpty(lookup))
 	if err != nil {
 		problems = append(problems, Problem{Key: "tools.workspace", Msg: err.Error()})
 	} else {
