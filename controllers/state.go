@@ -123,3 +123,15 @@ func (s State) Check(op string) error {
 	}
 	return nil
 }
+
+// Put is a state written with a turn's commit (a sessions.Write): after
+// the turn that a goal's judge read, or that a loop's or heartbeat's
+// tick ran, the state moves on in the same atomic step as the turn, or
+// not at all. It is written only when the stored version is still
+// State.Version (0: none is stored); when another writer was first (a
+// /goal pause while the turn ran) it is skipped, not an error: the later
+// change wins over a decision made before it.
+type Put struct{ State State }
+
+// WriteKind is "controllers.put".
+func (Put) WriteKind() string { return "controllers.put" }

@@ -99,12 +99,8 @@ func (s controllersStore) PutController(ctx context.Context, st controllers.Stat
 		return st, err
 	}
 	k := st.Key()
-	due := ""
-	if !st.DueAt.IsZero() {
-		due = strconv.FormatInt(st.DueAt.UnixMilli(), 10)
-	}
 	v, err := db.run(ctx, op, scriptCtlPut, db.ctlKeys(k),
-		ctlMember(k), st.Version, k.Conv, string(k.Kind), k.ID, []byte(st.Data), due, db.nowArg())
+		ctlMember(k), st.Version, k.Conv, string(k.Kind), k.ID, []byte(st.Data), dueArg(st.DueAt), db.nowArg())
 	if err != nil {
 		return st, err
 	}
@@ -120,6 +116,27 @@ func (s controllersStore) PutController(ctx context.Context, st controllers.Stat
 		return st, errs.E(op, errs.Conflict, "%s's %s moved on from version %d to %s: read it again", k.Conv, k.Name(), st.Version, str(v[1]))
 	}
 	return st, status(op, v)
+}
+
+// dueArg is a due time as the scripts take it: ms, or '' for none.
+func dueArg(at time.Time) string {
+	if at.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(at.UnixMilli(), 10)
+}
+
+// putControllerOp is the write a turn's commit runs for a
+// controllers.Put: lib_controllers.lua's CTLPUT, which skips a state
+// another writer changed first.
+func (db *DB) putControllerOp(op string, st controllers.State) (writeOp, error) {
+	if err := st.Check(op); err != nil {
+		return writeOp{}, err
+	}
+	k := st.Key()
+	keys := db.ctlKeys(k)
+	return writeOp{cmd: "CTLPUT", now: 11, args: []any{keys[0], keys[1], keys[2],
+		ctlMember(k), strconv.FormatInt(st.Version, 10), k.Conv, string(k.Kind), k.ID, []byte(st.Data), dueArg(st.DueAt), 0}}, nil
 }
 
 func (s controllersStore) DeleteController(ctx context.Context, k controllers.Key, version int64) error {

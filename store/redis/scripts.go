@@ -84,7 +84,7 @@ var (
 
 // helperFiles are put in this order at the head of the library: a helper
 // calls only those defined before it.
-var helperFiles = []string{"lib", "lib_queue", "lib_claim", "lib_outbox", "lib_delegation", "lib_cron", "lib_kanban"}
+var helperFiles = []string{"lib", "lib_queue", "lib_claim", "lib_outbox", "lib_delegation", "lib_cron", "lib_kanban", "lib_controllers"}
 
 // scriptFiles are the library's functions.
 var scriptFiles = []string{

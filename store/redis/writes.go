@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/sessions"
@@ -41,6 +42,12 @@ func (db *DB) writeOps(op string, ws []sessions.Write) ([]writeOp, error) {
 				return nil, err
 			}
 			ops = append(ops, cops...)
+		case controllers.Put:
+			o, err := db.putControllerOp(op, w.State)
+			if err != nil {
+				return nil, err
+			}
+			ops = append(ops, o)
 		default:
 			return nil, sessions.UnknownWrite(op, w)
 		}

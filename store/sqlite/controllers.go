@@ -28,8 +28,11 @@ const (
 	// The update matches only the version the writer read.
 	sqlCtlUpdate = `UPDATE controllers SET data = ?4, due_at = ?5, version = version + 1, updated_at = ?6
 		WHERE conv = ?1 AND kind = ?2 AND id = ?3 AND version = ?7`
-	sqlCtlDelete  = `DELETE FROM controllers WHERE conv = ?1 AND kind = ?2 AND id = ?3 AND version = ?4`
-	sqlCtlVersion = `SELECT version FROM controllers WHERE conv = ?1 AND kind = ?2 AND id = ?3`
+	// A commit's write of a state none is stored for skips one stored
+	// since.
+	sqlCtlInsertIfNone = sqlCtlInsert + ` ON CONFLICT DO NOTHING`
+	sqlCtlDelete       = `DELETE FROM controllers WHERE conv = ?1 AND kind = ?2 AND id = ?3 AND version = ?4`
+	sqlCtlVersion      = `SELECT version FROM controllers WHERE conv = ?1 AND kind = ?2 AND id = ?3`
 
 	sqlCtlSelect = `SELECT conv, kind, id, data, due_at, version, updated_at FROM controllers`
 	sqlCtlGet    = sqlCtlSelect + ` WHERE conv = ?1 AND kind = ?2 AND id = ?3`
@@ -79,10 +82,7 @@ func (s controllersStore) PutController(ctx context.Context, st controllers.Stat
 		return st, err
 	}
 	k, from := st.Key(), st.Version
-	var due sql.NullInt64
-	if !st.DueAt.IsZero() {
-		due = sql.NullInt64{Int64: nanos(st.DueAt), Valid: true}
-	}
+	due := dueNanos(st.DueAt)
 	var now int64
 	err := d.w.do(ctx, op, durable, func(t *tx) error {
 		_, now = d.now()
@@ -130,6 +130,26 @@ func (s controllersStore) DeleteController(ctx context.Context, k controllers.Ke
 		}
 		return ctlMovedOn(op, k, version, cur)
 	}))
+}
+
+// putControllerIf writes st inside a turn's commit (controllers.Put)
+// when the stored version is still st.Version, and skips it otherwise.
+func putControllerIf(t *tx, st controllers.State, now int64) error {
+	k := st.Key()
+	if st.Version == 0 {
+		_, err := t.exec(sqlCtlInsertIfNone, k.Conv, string(k.Kind), k.ID, []byte(st.Data), dueNanos(st.DueAt), now)
+		return err
+	}
+	_, err := t.st.ctlUpdate.Exec(k.Conv, string(k.Kind), k.ID, []byte(st.Data), dueNanos(st.DueAt), now, st.Version)
+	return err
+}
+
+// dueNanos is a due time as its column keeps it: NULL for none.
+func dueNanos(at time.Time) sql.NullInt64 {
+	if at.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: nanos(at), Valid: true}
 }
 
 // ctlVersion is the version of k's state as the transaction sees it.

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"time"
 
+	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/sessions"
@@ -34,6 +35,8 @@ func (d *DB) checkWrite(op string, w sessions.Write) error {
 	case cronjobs.Create:
 		_, _, err := encodeJob(op, w.Job, 1)
 		return err
+	case controllers.Put:
+		return w.State.Check(op)
 	default:
 		return sessions.UnknownWrite(op, w)
 	}
@@ -56,6 +59,8 @@ func (d *DB) applyWrite(t *tx, op string, w sessions.Write, now time.Time) error
 		}
 		_, err = t.exec(sqlCronInsert, w.Job.ID, due, body)
 		return conflict(op, err, "job %q exists", w.Job.ID)
+	case controllers.Put:
+		return putControllerIf(t, w.State, nanos(now))
 	default:
 		return sessions.UnknownWrite(op, w)
 	}

@@ -28,6 +28,7 @@ func RunControllers(t *testing.T, b Backend) {
 	t.Run("invalid states", func(t *testing.T) { runCtlInvalid(t, b) })
 	t.Run("one winner of concurrent puts", func(t *testing.T) { runCtlRace(t, b) })
 	t.Run("durability", func(t *testing.T) { runCtlDurability(t, b) })
+	t.Run("a put in a turn's commit", func(t *testing.T) { runCtlCommit(t, b) })
 }
 
 // controllersOf is st's controllers store; a backend that keeps none
@@ -397,5 +398,59 @@ func mustStates(t *testing.T) func([]controllers.State, error) []controllers.Sta
 			t.Fatalf("reading states: %v", err)
 		}
 		return s
+	}
+}
+
+// runCtlCommit: a controllers.Put in a turn's commit is written with the
+// turn or not at all, only over the version it read, and a put another
+// writer overtook is skipped without failing the turn.
+func runCtlCommit(t *testing.T, b Backend) {
+	f := newFixture(t, b, sessions.Limits{})
+	f.append(user(ctlConv, "work on it"))
+	stale := f.mustClaim("w1")
+	f.clk.Advance(ttl + time.Second)
+	rival := f.mustClaim("w2")
+
+	fresh := loopState(ctlConv, "lp_1", t0.Add(time.Hour))
+	err := f.ss.Finish(f.ctx, stale.Lease, sessions.Finish{
+		EntryID: stale.Entry.ID, Writes: []sessions.Write{controllers.Put{State: fresh}}, Release: true,
+	})
+	wantCode(t, "stale Finish with a controller's state", err, errs.LeaseLost)
+	f.wantDue(t0.Add(2*time.Hour), 0)
+
+	goal := f.putCtl(goalState(ctlConv, `{"turns":1}`))
+	moved := goal
+	moved.Data = json.RawMessage(`{"turns":2}`)
+	overtaken := goal
+	overtaken.Version = 0 // as though it read none
+	overtaken.Data = json.RawMessage(`{"turns":9}`)
+	bad := loopState(ctlConv, "", time.Time{})
+	err = f.ss.Finish(f.ctx, rival.Lease, sessions.Finish{
+		EntryID: rival.Entry.ID, Writes: []sessions.Write{controllers.Put{State: bad}},
+	})
+	wantCode(t, "Finish with an invalid controller's state", err, errs.Invalid)
+
+	f.finish(rival.Lease, sessions.Finish{
+		EntryID: rival.Entry.ID, Release: true,
+		Writes: []sessions.Write{controllers.Put{State: fresh}, controllers.Put{State: moved}, controllers.Put{State: overtaken}},
+	})
+	got := f.ctlState(goal.Key())
+	if got.Version != 2 || string(got.Data) != `{"turns":2}` {
+		t.Errorf("goal after the commit = version %d %s; want version 2 {\"turns\":2} (the put over version 1 written, the one over none skipped)", got.Version, got.Data)
+	}
+	f.wantDue(t0.Add(2*time.Hour), 0, ctlConv+" loop lp_1")
+	if l := f.ctlState(fresh.Key()); l.Version != 1 || !l.DueAt.Equal(fresh.DueAt) {
+		t.Errorf("committed loop = version %d due %v; want 1, due %v", l.Version, l.DueAt, fresh.DueAt)
+	}
+
+	// A put over a version another writer moved on from is skipped.
+	f.append(user(ctlConv, "again"))
+	turn := f.mustClaim("w2")
+	f.putCtl(got) // version 3
+	late := got
+	late.Data = json.RawMessage(`{"turns":7}`)
+	f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Release: true, Writes: []sessions.Write{controllers.Put{State: late}}})
+	if g := f.ctlState(goal.Key()); g.Version != 3 || string(g.Data) != `{"turns":2}` {
+		t.Errorf("goal after an overtaken put = version %d %s; want version 3 as the other writer left it", g.Version, g.Data)
 	}
 }

@@ -15,21 +15,9 @@
 -- ARGV[7] the due time in ms, or '' when it does not fire on time
 -- ARGV[8] now in ms, or '' for the server's clock
 -- Returns {'OK', now ms} or {'CONFLICT', the stored version or ''}.
-local v = redis.call('HGET', KEYS[1], 'v')
-if ARGV[2] == '0' then
-  if v then
-    return {'CONFLICT', v}
-  end
-elseif v ~= ARGV[2] then
-  return {'CONFLICT', v or ''}
-end
 local now = int(now_ms(ARGV[8]))
-redis.call('HSET', KEYS[1], 'c', ARGV[3], 'k', ARGV[4], 'i', ARGV[5], 'd', ARGV[6],
-  't', ARGV[7], 'v', int(small(ARGV[2]) + 1), 'u', now)
-redis.call('ZADD', KEYS[2], '0', ARGV[1])
-if ARGV[7] == '' then
-  redis.call('ZREM', KEYS[3], ARGV[1])
-else
-  redis.call('ZADD', KEYS[3], ARGV[7], ARGV[1])
+local v = ctl_write(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], now)
+if v then
+  return {'CONFLICT', v}
 end
 return {'OK', now}

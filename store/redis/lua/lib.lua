@@ -96,7 +96,9 @@ local function call_all(cmd, key, args, from, n)
 end
 
 -- WRITE_OPS are the commands another domain's write may run inside a
--- turn's commit (finish): writes of data, never of the server.
+-- turn's commit (finish): writes of data, never of the server. A domain
+-- whose write must look before it writes (a compare and set) adds its
+-- own op here as a function of the op's arguments (lib_controllers.lua).
 local WRITE_OPS = {
   HSET = true, HDEL = true, HINCRBY = true, SET = true, DEL = true,
   ZADD = true, ZREM = true, SADD = true, SREM = true, RPUSH = true,
@@ -132,7 +134,12 @@ local function run_write_ops(args, at, now)
     if tat > 0 then
       wargs[tat] = int(now)
     end
-    redis.call(cmd, unpack(wargs))
+    local f = WRITE_OPS[cmd]
+    if f == true then
+      redis.call(cmd, unpack(wargs))
+    else
+      f(wargs)
+    end
     wo = wo + 3 + n
   end
 end
