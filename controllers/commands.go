@@ -2,52 +2,180 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
 
-const goalUsage = "Usage: /goal <objective> [--max-turns N] [--contract TEXT] · /goal status|pause|resume|clear · /subgoal <step>"
+const (
+	goalUsage      = "Usage: /goal <objective> [--max-turns N] [--contract TEXT] · /goal status|pause|resume|clear · /subgoal <step>"
+	loopUsage      = "Usage: /loop <interval>|auto <prompt> [--until CONDITION] [--times N] · /loop list · /loop stop [id]"
+	heartbeatUsage = "Usage: /heartbeat <interval> [prompt] · /heartbeat off|status"
+)
 
-// RegisterCommands registers /goal and /subgoal in cmds, and the goal's
-// line in /status.
-func RegisterCommands(cmds *sessions.Commands, goals *Goals) error {
-	err := cmds.Register(sessions.Command{
-		Name: "goal", Args: "OBJECTIVE [--max-turns N] [--contract TEXT] | status|pause|resume|clear",
-		Summary: "keep working toward an objective, judged after each turn", OutOfBand: true,
-		Handle: func(ctx context.Context, call *sessions.CommandCall) error {
-			return call.Reply(ctx, goalCommand(ctx, goals, call.In.Conv, call.In.UserKey(call.Target.Platform), call.Args))
-		},
-	})
-	if err != nil {
-		return err
+// Set is the controllers as the commands reach them.
+type Set struct {
+	Goals      *Goals
+	Loops      *Loops
+	Heartbeats *Heartbeats
+	// Changed is told of a change that may have made a controller due
+	// (the scheduler looks at once); nil: nobody.
+	Changed func()
+}
+
+func (s Set) changed(reply string, err error) (string, error) {
+	if err == nil && s.Changed != nil {
+		s.Changed()
 	}
-	err = cmds.Register(sessions.Command{
-		Name: "subgoal", Args: "STEP", Summary: "add a step to the goal", OutOfBand: true,
-		Handle: func(ctx context.Context, call *sessions.CommandCall) error {
-			goal, err := goals.AddSubgoal(ctx, call.In.Conv, call.Args)
+	return reply, err
+}
+
+// RegisterCommands registers /goal, /subgoal, /loop and /heartbeat in
+// cmds, and their lines in /status.
+func RegisterCommands(cmds *sessions.Commands, set Set) error {
+	reply := func(f func(ctx context.Context, call *sessions.CommandCall) (string, error)) func(context.Context, *sessions.CommandCall) error {
+		return func(ctx context.Context, call *sessions.CommandCall) error {
+			text, err := f(ctx, call)
 			if err != nil {
-				return call.Reply(ctx, sessions.CommandError(err))
+				text = sessions.CommandError(err)
 			}
-			return call.Reply(ctx, "Added. "+goal.Describe())
-		},
-	})
-	if err != nil {
-		return err
-	}
-	cmds.AddStatus(func(ctx context.Context, conv string) string {
-		goal, _, err := goals.Get(ctx, conv)
-		if err != nil {
-			return ""
+			return call.Reply(ctx, text)
 		}
-		return goal.Describe()
-	})
+	}
+	for _, c := range []sessions.Command{
+		{
+			Name: "goal", Args: "OBJECTIVE [--max-turns N] [--contract TEXT] | status|pause|resume|clear",
+			Summary: "keep working toward an objective, judged after each turn",
+			Handle: reply(func(ctx context.Context, call *sessions.CommandCall) (string, error) {
+				return set.changed(goalCommand(ctx, set.Goals, call.In.Conv, call.In.UserKey(call.Target.Platform), call.Target, call.Args), nil)
+			}),
+		},
+		{
+			Name: "subgoal", Args: "STEP", Summary: "add a step to the goal",
+			Handle: reply(func(ctx context.Context, call *sessions.CommandCall) (string, error) {
+				goal, err := set.Goals.AddSubgoal(ctx, call.In.Conv, call.Args)
+				if err != nil {
+					return "", err
+				}
+				return "Added. " + goal.Describe(), nil
+			}),
+		},
+		{
+			Name: "loop", Args: "INTERVAL|auto PROMPT [--until C] [--times N] | list | stop [ID]",
+			Summary: "run a prompt again and again",
+			Handle: reply(func(ctx context.Context, call *sessions.CommandCall) (string, error) {
+				return set.changed(loopCommand(ctx, set.Loops, call))
+			}),
+		},
+		{
+			Name: "heartbeat", Args: "INTERVAL [PROMPT] | off | status",
+			Summary: "run a prompt every interval while the conversation is idle",
+			Handle: reply(func(ctx context.Context, call *sessions.CommandCall) (string, error) {
+				return set.changed(heartbeatCommand(ctx, set.Heartbeats, call))
+			}),
+		},
+	} {
+		c.OutOfBand = true
+		if err := cmds.Register(c); err != nil {
+			return err
+		}
+	}
+	cmds.AddStatus(func(ctx context.Context, conv string) string { return set.status(ctx, conv) })
 	return nil
 }
 
+// status is conv's controllers for /status: "" when it has none.
+func (s Set) status(ctx context.Context, conv string) string {
+	var lines []string
+	if goal, _, err := s.Goals.Get(ctx, conv); err == nil {
+		lines = append(lines, goal.Describe())
+	}
+	if states, loops, err := s.Loops.List(ctx, conv); err == nil {
+		for i, l := range loops {
+			if l.Status != LoopDone {
+				lines = append(lines, l.Describe(states[i].ID))
+			}
+		}
+	}
+	if h, due, err := s.Heartbeats.Get(ctx, conv); err == nil {
+		lines = append(lines, h.Describe(due))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// loopCommand answers one /loop.
+func loopCommand(ctx context.Context, loops *Loops, call *sessions.CommandCall) (string, error) {
+	conv := call.In.Conv
+	verb, rest, _ := strings.Cut(strings.TrimSpace(call.Args), " ")
+	switch strings.ToLower(verb) {
+	case "":
+		return loopUsage, nil
+	case "list":
+		states, ls, err := loops.List(ctx, conv)
+		if err != nil || len(ls) == 0 {
+			return "No loops. " + loopUsage, err
+		}
+		lines := make([]string, len(ls))
+		for i, l := range ls {
+			lines[i] = l.Describe(states[i].ID)
+		}
+		return strings.Join(lines, "\n"), nil
+	case "stop":
+		n, err := loops.Stop(ctx, conv, strings.TrimSpace(rest))
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("Stopped %d loop(s).", n), nil
+	}
+	l, err := ParseLoop(call.Args, loops.minInterval())
+	if err != nil {
+		return sessions.CommandError(err) + "\n" + loopUsage, nil
+	}
+	l.Origin, l.CreatedBy = call.Target, call.In.UserKey(call.Target.Platform)
+	id, err := loops.Start(ctx, conv, l)
+	if err != nil {
+		return "", err
+	}
+	return "Started. " + l.Describe(id) + "\n/loop stop " + id + " ends it.", nil
+}
+
+// heartbeatCommand answers one /heartbeat.
+func heartbeatCommand(ctx context.Context, hs *Heartbeats, call *sessions.CommandCall) (string, error) {
+	conv := call.In.Conv
+	switch strings.ToLower(strings.TrimSpace(call.Args)) {
+	case "":
+		return heartbeatUsage, nil
+	case "off":
+		if err := hs.Off(ctx, conv); err != nil {
+			return "", err
+		}
+		return "The heartbeat is off.", nil
+	case "status":
+		h, due, err := hs.Get(ctx, conv)
+		if errs.Is(err, errs.NotFound) {
+			return "No heartbeat. " + heartbeatUsage, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		return h.Describe(due), nil
+	}
+	h, err := ParseHeartbeat(call.Args, hs.minInterval())
+	if err != nil {
+		return sessions.CommandError(err) + "\n" + heartbeatUsage, nil
+	}
+	h.Origin, h.CreatedBy = call.Target, call.In.UserKey(call.Target.Platform)
+	if h, err = hs.Set(ctx, conv, h); err != nil {
+		return "", err
+	}
+	return "Set. " + h.Describe(h.Due(h.Anchor)), nil
+}
+
 // goalCommand answers one /goal.
-func goalCommand(ctx context.Context, goals *Goals, conv, user, args string) string {
+func goalCommand(ctx context.Context, goals *Goals, conv, user string, origin outbox.Target, args string) string {
 	verb := strings.ToLower(strings.TrimSpace(args))
 	var (
 		goal Goal
@@ -74,7 +202,7 @@ func goalCommand(ctx context.Context, goals *Goals, conv, user, args string) str
 		if perr != nil {
 			return sessions.CommandError(perr) + "\n" + goalUsage
 		}
-		spec.By = user
+		spec.By, spec.Origin = user, origin
 		goal, err = goals.Set(ctx, conv, spec)
 	}
 	if err != nil {

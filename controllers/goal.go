@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
 )
 
 // DefaultMaxTurns is a goal's budget of continuation turns
@@ -42,9 +43,37 @@ type Goal struct {
 	// Turns counts the continuation turns it has queued.
 	Turns int `json:"turns"`
 	// Malformed counts the judge's unreadable answers in a row.
-	Malformed int       `json:"malformed,omitempty"`
-	CreatedBy string    `json:"created_by,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
+	Malformed int `json:"malformed,omitempty"`
+	// Owed says continuation number Turns is due, or queued (its state
+	// stays due until the continuation's turn moves it on): it runs only
+	// while this holds (a pause, a clear or a verdict since makes it
+	// stale, and it is dropped unrun when its turn comes).
+	Owed bool `json:"owed,omitempty"`
+	// Wait, when set, is what the goal waits on: no judgement after a
+	// turn, and no continuation, until it ends.
+	Wait      *Wait         `json:"wait,omitempty"`
+	Origin    outbox.Target `json:"origin"` // where its continuations' replies and notices go
+	CreatedBy string        `json:"created_by,omitempty"`
+	CreatedAt time.Time     `json:"created_at"`
+}
+
+// Wait is what a waiting goal waits on: a time, a delegation's end, a
+// background process's end.
+type Wait struct {
+	Until      time.Time `json:"until,omitzero"`
+	Delegation string    `json:"delegation,omitempty"`
+	Process    string    `json:"process,omitempty"`
+}
+
+// Thing is what w waits on other than a time, as a message says it.
+func (w Wait) Thing() string {
+	switch {
+	case w.Delegation != "":
+		return "delegation " + w.Delegation
+	case w.Process != "":
+		return "process " + w.Process
+	}
+	return ""
 }
 
 // Goals keeps the conversations' goals in Store.
@@ -59,6 +88,7 @@ type GoalSpec struct {
 	Contract  string
 	MaxTurns  int // 0: the default
 	By        string
+	Origin    outbox.Target
 }
 
 // Get returns conv's goal and its state's version. Errors: NotFound.
@@ -92,7 +122,9 @@ func (g *Goals) Set(ctx context.Context, conv string, spec GoalSpec) (Goal, erro
 	}
 	var set Goal
 	err := g.change(ctx, op, conv, true, func(_ Goal, now time.Time) (Goal, error) {
-		set = Goal{Objective: spec.Objective, Contract: spec.Contract, Status: GoalActive, MaxTurns: spec.MaxTurns, CreatedBy: spec.By, CreatedAt: now}
+		// A new goal starts at once: its first continuation is owed.
+		set = Goal{Objective: spec.Objective, Contract: spec.Contract, Status: GoalActive, MaxTurns: spec.MaxTurns,
+			Owed: true, Origin: spec.Origin, CreatedBy: spec.By, CreatedAt: now}
 		return set, nil
 	})
 	return set, err
@@ -105,7 +137,7 @@ func (g *Goals) Pause(ctx context.Context, conv, reason string) (Goal, error) {
 		if goal.Status != GoalActive {
 			return errs.E("controllers.Goals.Pause", errs.Invalid, "the goal is %s, not active", goal.Status)
 		}
-		goal.Status, goal.Reason = GoalPaused, reason
+		goal.Status, goal.Reason, goal.Owed, goal.Wait = GoalPaused, reason, false, nil
 		return nil
 	})
 }
@@ -123,7 +155,8 @@ func (g *Goals) Resume(ctx context.Context, conv string) (Goal, error) {
 		if goal.Turns >= goal.MaxTurns {
 			goal.Turns = 0
 		}
-		goal.Status, goal.Reason, goal.Malformed = GoalActive, "", 0
+		// It goes on at once.
+		goal.Status, goal.Reason, goal.Malformed, goal.Owed = GoalActive, "", 0, true
 		return nil
 	})
 }
@@ -147,18 +180,7 @@ func (g *Goals) AddSubgoal(ctx context.Context, conv, text string) (Goal, error)
 
 // Clear removes conv's goal. Errors: NotFound.
 func (g *Goals) Clear(ctx context.Context, conv string) error {
-	const op = "controllers.Goals.Clear"
-	for range maxAttempts {
-		s, err := g.Store.Controller(ctx, Key{Conv: conv, Kind: KindGoal})
-		if err != nil {
-			return err
-		}
-		err = g.Store.DeleteController(ctx, s.Key(), s.Version)
-		if !errs.Is(err, errs.Conflict) {
-			return err
-		}
-	}
-	return errs.E(op, errs.Conflict, "the goal kept changing; try again")
+	return remove(ctx, g.Store, "controllers.Goals.Clear", Key{Conv: conv, Kind: KindGoal})
 }
 
 func (g *Goals) maxTurns() int {
@@ -216,11 +238,32 @@ func (g *Goals) change(ctx context.Context, op, conv string, create bool, f func
 		if s.Data, err = json.Marshal(next); err != nil {
 			return err
 		}
+		s.DueAt = next.due(now)
 		if _, err = g.Store.PutController(ctx, s); !errs.Is(err, errs.Conflict) {
 			return err
 		}
 	}
 	return errs.E(op, errs.Conflict, "the goal kept changing; try again")
+}
+
+// WaitPoll is how often a goal waiting on a delegation or a process
+// looks whether it has ended, besides after each turn.
+const WaitPoll = 30 * time.Second
+
+// due is when goal's state fires, seen at now: at once when it owes a
+// continuation, at its wait's end or next look, never otherwise.
+func (goal Goal) due(now time.Time) time.Time {
+	switch {
+	case goal.Status != GoalActive:
+		return time.Time{}
+	case goal.Wait != nil && goal.Wait.Thing() != "":
+		return now.Add(WaitPoll)
+	case goal.Wait != nil:
+		return goal.Wait.Until
+	case goal.Owed:
+		return now
+	}
+	return time.Time{}
 }
 
 // Describe is a goal in a few lines, for /goal status and /status.
@@ -234,6 +277,14 @@ func (goal Goal) Describe() string {
 		fmt.Fprintf(&b, "\n  %d. %s", i+1, s)
 	}
 	fmt.Fprintf(&b, "\nContinuations: %d of %d", goal.Turns, goal.MaxTurns)
+	if w := goal.Wait; w != nil {
+		switch {
+		case w.Thing() != "":
+			b.WriteString("\nWaiting on " + w.Thing())
+		case !w.Until.IsZero():
+			b.WriteString("\nWaiting until " + w.Until.UTC().Format(time.RFC3339))
+		}
+	}
 	if goal.Reason != "" {
 		b.WriteString("\n" + goal.Reason)
 	}

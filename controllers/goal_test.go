@@ -11,6 +11,7 @@ import (
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/store/redis"
 	"github.com/heraldgw/herald/store/sqlite"
 )
@@ -158,7 +159,9 @@ func TestGoalCommand(t *testing.T) {
 	eachStore(t, func(t *testing.T, st controllers.Store, _ *clock.Fake) {
 		ctx := context.Background()
 		goals := &controllers.Goals{Store: st}
-		say := func(args string) string { return controllers.GoalCommand(ctx, goals, conv, "telegram:7", args) }
+		say := func(args string) string {
+			return controllers.GoalCommand(ctx, goals, conv, "telegram:7", outbox.Target{Platform: "telegram", Chat: "42"}, args)
+		}
 		for _, tc := range []struct{ args, want string }{
 			{"", "Usage: /goal"},
 			{"status", "No goal is set"},

@@ -1,10 +1,14 @@
 package controllers
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
 )
 
 // DefaultHeartbeatMinInterval is the least a heartbeat's interval may be
@@ -25,7 +29,9 @@ type Heartbeat struct {
 	// the ticks it missed.
 	Anchor time.Time `json:"anchor"`
 	// Ticks counts the ticks whose turn ran.
-	Ticks int `json:"ticks"`
+	Ticks     int           `json:"ticks"`
+	Origin    outbox.Target `json:"origin"`
+	CreatedBy string        `json:"created_by,omitempty"`
 }
 
 // ParseHeartbeat reads "/heartbeat <interval> [prompt]", refusing an
@@ -62,4 +68,72 @@ func (h Heartbeat) Due(now time.Time) time.Time {
 	}
 	n := now.Sub(h.Anchor)/h.Interval + 1
 	return h.Anchor.Add(n * h.Interval)
+}
+
+// Heartbeats keeps the conversations' heartbeats in Store.
+type Heartbeats struct {
+	Store       Store
+	MinInterval time.Duration // heartbeat.min_interval; 0: DefaultHeartbeatMinInterval
+}
+
+func (hs *Heartbeats) minInterval() time.Duration {
+	if hs.MinInterval > 0 {
+		return hs.MinInterval
+	}
+	return DefaultHeartbeatMinInterval
+}
+
+// Set gives conv heartbeat h, in place of any it had, anchored at now:
+// its first tick is an interval on.
+func (hs *Heartbeats) Set(ctx context.Context, conv string, h Heartbeat) (Heartbeat, error) {
+	k := Key{Conv: conv, Kind: KindHeartbeat}
+	for range maxAttempts {
+		now, err := hs.Store.Now(ctx)
+		if err != nil {
+			return Heartbeat{}, err
+		}
+		cur, err := hs.Store.Controller(ctx, k)
+		switch {
+		case errs.Is(err, errs.NotFound):
+			cur = State{Conv: conv, Kind: KindHeartbeat}
+		case err != nil:
+			return Heartbeat{}, err
+		}
+		h.Anchor = now
+		st, err := with(cur, h, h.Due(now))
+		if err != nil {
+			return Heartbeat{}, err
+		}
+		if _, err = hs.Store.PutController(ctx, st); !errs.Is(err, errs.Conflict) {
+			return h, err
+		}
+	}
+	return Heartbeat{}, errs.E("controllers.Heartbeats.Set", errs.Conflict, "the heartbeat kept changing; try again")
+}
+
+// Get returns conv's heartbeat and when it next fires. Errors: NotFound.
+func (hs *Heartbeats) Get(ctx context.Context, conv string) (Heartbeat, time.Time, error) {
+	st, err := hs.Store.Controller(ctx, Key{Conv: conv, Kind: KindHeartbeat})
+	if err != nil {
+		return Heartbeat{}, time.Time{}, err
+	}
+	var h Heartbeat
+	if err := json.Unmarshal(st.Data, &h); err != nil {
+		return Heartbeat{}, time.Time{}, errs.E("controllers.Heartbeats.Get", errs.Internal, "the heartbeat of %s is not readable: %v", conv, err)
+	}
+	return h, st.DueAt, nil
+}
+
+// Off removes conv's heartbeat. Errors: NotFound.
+func (hs *Heartbeats) Off(ctx context.Context, conv string) error {
+	return remove(ctx, hs.Store, "controllers.Heartbeats.Off", Key{Conv: conv, Kind: KindHeartbeat})
+}
+
+// Describe is a heartbeat in a line, for /heartbeat status and /status.
+func (h Heartbeat) Describe(due time.Time) string {
+	s := fmt.Sprintf("Heartbeat every %s (%d ticks run)", h.Interval, h.Ticks)
+	if !due.IsZero() {
+		s += ", next at " + due.UTC().Format(time.RFC3339)
+	}
+	return s + ": " + h.Prompt
 }

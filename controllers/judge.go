@@ -55,10 +55,15 @@ func JudgePrompt(goal Goal, reply string) (system, user string) {
 	for i, s := range goal.Subgoals {
 		fmt.Fprintf(&b, "\nStep %d: %s", i+1, s)
 	}
-	head := trimRunes(b.String(), JudgeInputMax/2)
-	const lead = "\n\nThe agent's last reply:\n"
+	return judgeSystem, judgeInput(b.String(), "\n\nThe agent's last reply:\n", reply)
+}
+
+// judgeInput is what a judge reads: head (cut to half of JudgeInputMax),
+// lead, and the end of reply in the room left.
+func judgeInput(head, lead, reply string) string {
+	head = trimRunes(head, JudgeInputMax/2)
 	room := max(JudgeInputMax-len([]rune(head))-len([]rune(lead)), 0)
-	return judgeSystem, head + lead + lastRunes(strings.TrimSpace(reply), room)
+	return head + lead + lastRunes(strings.TrimSpace(reply), room)
 }
 
 // trimRunes is s cut to at most n characters.
@@ -174,9 +179,38 @@ func Decide(goal Goal, j Judgement, ok, failed bool, now time.Time) Step {
 
 // Continuation is the prompt a continuation turn runs with.
 func Continuation(goal Goal) string {
+	if goal.Turns == 0 {
+		s := "Work toward this goal: " + goal.Objective
+		if goal.Contract != "" {
+			s += "\nIt is done when: " + goal.Contract
+		}
+		return s + "\n(you will be asked to go on after each turn until it is judged done; say plainly what is left when you stop)"
+	}
 	s := "Continue working toward the goal: " + goal.Objective
 	if goal.Contract != "" {
 		s += "\nIt is done when: " + goal.Contract
 	}
 	return s + fmt.Sprintf("\n(continuation %d of %d; say plainly what is left when you stop)", goal.Turns, goal.MaxTurns)
+}
+
+// untilSystem tells the judge of a loop's --until its task.
+const untilSystem = `You judge whether a condition a user set holds, from the latest reply of an agent that checks on it. Answer with one JSON object and nothing else: {"met":true} or {"met":false}.`
+
+// UntilPrompt is what the judge reads for a loop's condition after a
+// tick that replied reply, within JudgeInputMax characters.
+func UntilPrompt(cond, reply string) (system, user string) {
+	return untilSystem, judgeInput("Condition: "+cond, "\n\nThe agent's latest reply:\n", reply)
+}
+
+// ParseMet reads the --until judge's answer; ok is false for one that
+// is not readable.
+func ParseMet(answer string) (met, ok bool) {
+	var v struct {
+		Met *bool `json:"met"`
+	}
+	m := jsonObject.FindString(answer)
+	if m == "" || json.Unmarshal([]byte(m), &v) != nil || v.Met == nil {
+		return false, false
+	}
+	return *v.Met, true
 }

@@ -1,14 +1,18 @@
 package controllers
 
 import (
+	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
 )
 
 // Loop defaults and bounds (loop.min_interval, loop.max_ticks).
@@ -48,9 +52,12 @@ type Loop struct {
 	Times    int           `json:"times,omitempty"` // 0: no count
 	Ticks    int           `json:"ticks"`
 	// LastReply is a hash of the last tick's reply, for the pace.
-	LastReply string     `json:"last_reply,omitempty"`
-	Status    LoopStatus `json:"status"`
-	Reason    string     `json:"reason,omitempty"`
+	LastReply string        `json:"last_reply,omitempty"`
+	Status    LoopStatus    `json:"status"`
+	Reason    string        `json:"reason,omitempty"`
+	Origin    outbox.Target `json:"origin"`
+	CreatedBy string        `json:"created_by,omitempty"`
+	CreatedAt time.Time     `json:"created_at"`
 }
 
 // ParseLoop reads "/loop <interval>|auto <prompt> [--until C] [--times
@@ -112,4 +119,100 @@ func (l Loop) Ticked(reply string, maxTicks int) Loop {
 		l.Status, l.Reason = LoopPaused, fmt.Sprintf("The loop is paused: it ran %d ticks (loop.max_ticks).", maxTicks)
 	}
 	return l
+}
+
+// Loops keeps the conversations' loops in Store.
+type Loops struct {
+	Store       Store
+	MinInterval time.Duration // loop.min_interval; 0: DefaultLoopMinInterval
+}
+
+func (ls *Loops) minInterval() time.Duration {
+	if ls.MinInterval > 0 {
+		return ls.MinInterval
+	}
+	return DefaultLoopMinInterval
+}
+
+// Start adds l to conv as a new loop, whose first tick is due at once,
+// and returns its id.
+func (ls *Loops) Start(ctx context.Context, conv string, l Loop) (string, error) {
+	now, err := ls.Store.Now(ctx)
+	if err != nil {
+		return "", err
+	}
+	l.Status, l.CreatedAt = LoopActive, now
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	st, err := with(State{Conv: conv, Kind: KindLoop, ID: "lp_" + hex.EncodeToString(b[:])}, l, now)
+	if err != nil {
+		return "", err
+	}
+	if _, err := ls.Store.PutController(ctx, st); err != nil {
+		return "", err
+	}
+	return st.ID, nil
+}
+
+// List returns conv's loops by id.
+func (ls *Loops) List(ctx context.Context, conv string) ([]State, []Loop, error) {
+	all, err := ls.Store.Controllers(ctx, conv)
+	if err != nil {
+		return nil, nil, err
+	}
+	var states []State
+	var loops []Loop
+	for _, st := range all {
+		var l Loop
+		if st.Kind != KindLoop || json.Unmarshal(st.Data, &l) != nil {
+			continue
+		}
+		states, loops = append(states, st), append(loops, l)
+	}
+	return states, loops, nil
+}
+
+// Stop removes conv's loop id, or every loop of conv when id is "", and
+// returns how many it removed. Errors: NotFound (no such loop).
+func (ls *Loops) Stop(ctx context.Context, conv, id string) (int, error) {
+	states, _, err := ls.List(ctx, conv)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, st := range states {
+		if id != "" && st.ID != id {
+			continue
+		}
+		if err := ls.Store.DeleteController(ctx, st.Key(), st.Version); err != nil && !errs.Is(err, errs.NotFound) {
+			return n, err
+		}
+		n++
+	}
+	if id != "" && n == 0 {
+		return 0, errs.E("controllers.Loops.Stop", errs.NotFound, "this conversation has no loop %s: /loop list shows them", id)
+	}
+	return n, nil
+}
+
+// Describe is a loop in one line, for /loop list and /status.
+func (l Loop) Describe(id string) string {
+	pace := l.Interval.String()
+	if l.Auto {
+		pace = "auto, now " + l.Interval.String()
+	}
+	s := fmt.Sprintf("Loop %s (%s, every %s, %d ticks", id, l.Status, pace, l.Ticks)
+	if l.Times > 0 {
+		s += fmt.Sprintf(" of %d", l.Times)
+	}
+	s += "): " + l.Prompt
+	if l.Until != "" {
+		s += " — until " + l.Until
+	}
+	if l.Reason != "" {
+		s += "\n  " + l.Reason
+	}
+	return s
 }

@@ -135,3 +135,18 @@ type Put struct{ State State }
 
 // WriteKind is "controllers.put".
 func (Put) WriteKind() string { return "controllers.put" }
+
+// remove deletes k's state from st over the version it reads, reading
+// again when another writer was first. Errors: NotFound.
+func remove(ctx context.Context, st Store, op string, k Key) error {
+	for range maxAttempts {
+		s, err := st.Controller(ctx, k)
+		if err != nil {
+			return err
+		}
+		if err = st.DeleteController(ctx, k, s.Version); !errs.Is(err, errs.Conflict) {
+			return err
+		}
+	}
+	return errs.E(op, errs.Conflict, "the %s kept changing; try again", k.Name())
+}

@@ -306,6 +306,10 @@ func (g *Gateway) build() error {
 	}
 	runner.Tools = toolset
 	background.spawner.SetTools(toolset)
+	controlled, err := g.buildControllers(commands, runner, g.metrics.TimeModel(model), workspace)
+	if err != nil {
+		return err
+	}
 
 	delivery, err := NewDelivery(DeliveryOptions{
 		Outbox:  g.db.Outbox(),
@@ -341,7 +345,7 @@ func (g *Gateway) build() error {
 
 	g.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
 		Store:      DeliveringSessions(store, delivery),
-		Runner:     runner,
+		Runner:     controlled.runner,
 		Commands:   commands,
 		Name:       g.opts.Name,
 		Turns:      cfg.Workers.Turns,
@@ -350,7 +354,7 @@ func (g *Gateway) build() error {
 		Grace:      g.opts.Grace,
 		Watch:      watch,
 		AnswerEach: answersEach,
-		Committed:  committedTo(background.committed, scheduled.committed),
+		Committed:  committedTo(background.committed, scheduled.committed, controlled.committed),
 		Clock:      g.clock,
 		Logger:     log.With("part", "turns"),
 		Metrics:    g.metrics.TurnHooks(),
@@ -406,6 +410,8 @@ func (g *Gateway) build() error {
 	// their completions wait in the store for the next deliverer.
 	g.add("subagents", background.runner)
 	g.add("completions", background.deliverer)
+	// Controllers queue their ticks through the router, as completions.
+	g.add("controllers", controlled.scheduler)
 	if scheduled.scheduler != nil {
 		// Fires queue their reports for the delivery worker, which
 		// stops after them.

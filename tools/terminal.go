@@ -409,6 +409,20 @@ func (w *WorkspaceTools) EndProcesses(conv string) {
 	}
 }
 
+// ProcessRunning reports whether the background process id that the
+// agent of conv started here is still running (what a goal waiting on it
+// asks). One this instance does not know of, or a nil WorkspaceTools,
+// is not running.
+func (w *WorkspaceTools) ProcessRunning(conv, id string) bool {
+	if w == nil {
+		return false
+	}
+	w.procs.mu.Lock()
+	p := w.procs.byConv[conv][id]
+	w.procs.mu.Unlock()
+	return p != nil && p.running()
+}
+
 // EndAllProcesses ends every background process, for the gateway's
 // shutdown.
 func (w *WorkspaceTools) EndAllProcesses() {

@@ -1,0 +1,191 @@
+package controllers_test
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldgw/herald/controllers"
+	"github.com/heraldgw/herald/internal/clock"
+)
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// isContinuation tells a goal's continuation from a user's message.
+func isContinuation(text string) bool {
+	return strings.HasPrefix(text, "Work toward this goal") || strings.HasPrefix(text, "Continue working toward the goal")
+}
+
+func TestGoalContinuesUntilDone(t *testing.T) {
+	eachPlace(t, func(t *testing.T, open place) {
+		h := newHarness(t, open, clock.NewFake(t0), harnessOpts{})
+		h.judge.say(`{"verdict":"continue"}`, "```json\n{\"verdict\":\"done\",\"reason\":\"shipped v2\"}\n```")
+		h.say("/goal ship v2 --contract the release is tagged")
+		turns := h.settle(2)
+		if !strings.HasPrefix(turns[0], "Work toward this goal: ship v2") || !strings.Contains(turns[0], "the release is tagged") {
+			t.Errorf("first turn = %q, want the goal's start", turns[0])
+		}
+		if !strings.HasPrefix(turns[1], "Continue working toward the goal: ship v2") || !strings.Contains(turns[1], "continuation 1 of 20") {
+			t.Errorf("second turn = %q, want continuation 1", turns[1])
+		}
+		h.wantNotice("Goal reached: ship v2\nshipped v2")
+		g := h.goal()
+		if g.Status != controllers.GoalDone || g.Turns != 1 || g.Owed {
+			t.Errorf("goal = %+v, want done after 1 continuation, nothing owed", g)
+		}
+		if h.judge.count() != 2 {
+			t.Errorf("judge calls = %d, want one after each turn", h.judge.count())
+		}
+		// Done, it neither judges nor continues.
+		h.say("thanks")
+		h.settle(3)
+		if h.judge.count() != 2 {
+			t.Errorf("judge calls after a done goal's turn = %d, want still 2", h.judge.count())
+		}
+	})
+}
+
+func TestGoalContinuationWaitsBehindAUserMessage(t *testing.T) {
+	eachPlace(t, func(t *testing.T, open place) {
+		h := newHarness(t, open, clock.NewFake(t0), harnessOpts{})
+		release := h.agent.hold("first")
+		h.say("first")
+		eventually(t, "the first turn running", func() bool { return h.worker.Running() == 1 })
+		h.say("/goal tidy the docs")
+		h.tick() // the start is queued behind the running turn
+		h.say("second")
+		release()
+		// The judge after "first" and after "second" finds a
+		// continuation owed already: it is counted once.
+		turns := h.settle(4)
+		if turns[0] != "first" || turns[1] != "second" || !isContinuation(turns[2]) || !isContinuation(turns[3]) {
+			t.Fatalf("turns = %q, want first, second, then the goal's", turns)
+		}
+		if !strings.HasPrefix(turns[2], "Work toward") || !strings.Contains(turns[3], "continuation 1 of 20") {
+			t.Errorf("goal turns = %q, want the start then continuation 1", turns[2:])
+		}
+	})
+}
+
+func TestGoalWaitsOnATime(t *testing.T) {
+	eachPlace(t, func(t *testing.T, open place) {
+		clk := clock.NewFake(t0)
+		h := newHarness(t, open, clk, harnessOpts{})
+		h.judge.say(`{"verdict":"wait","wait_seconds":120}`)
+		h.say("/goal watch the build")
+		h.settle(1)
+		eventually(t, "the goal waiting", func() bool { return h.goal().Wait != nil })
+		clk.Advance(time.Minute)
+		h.tick()
+		h.say("how is it going?")
+		h.waitTurns(2) // a user's turn while it waits is not judged
+		if h.judge.count() != 1 {
+			t.Errorf("judge calls while waiting = %d, want 1", h.judge.count())
+		}
+		clk.Advance(time.Minute)
+		turns := h.settle(3)
+		if !strings.Contains(turns[2], "continuation 1 of 20") {
+			t.Errorf("turn after the wait = %q, want continuation 1", turns[2])
+		}
+		if g := h.goal(); g.Wait != nil || g.Turns != 2 || !g.Owed {
+			t.Errorf("goal after its wait = %+v", g)
+		}
+	})
+}
+
+func TestGoalBlocked(t *testing.T) {
+	eachPlace(t, func(t *testing.T, open place) {
+		h := newHarness(t, open, clock.NewFake(t0), harnessOpts{})
+		h.judge.say(`{"verdict":"blocked","reason":"it needs the deploy key"}`)
+		h.say("/goal deploy")
+		h.settle(1)
+		h.wantNotice("Blocked: it needs the deploy key")
+		if g := h.goal(); g.Status != controllers.GoalBlocked {
+			t.Errorf("goal = %+v, want blocked", g)
+		}
+		h.tick()
+		h.waitTurns(1)
+		h.say("/goal resume")
+		turns := h.settle(2)
+		if !isContinuation(turns[1]) {
+			t.Errorf("turn after /goal resume = %q, want a continuation", turns[1])
+		}
+	})
+}
+
+func TestGoalJudgeFailsOpenButThreeMalformedPause(t *testing.T) {
+	eachPlace(t, func(t *testing.T, open place) {
+		h := newHarness(t, open, clock.NewFake(t0), harnessOpts{})
+		// An error does not count toward the three; it breaks no run.
+		h.judge.say("no idea", "ERROR", "maybe?", `{"verdict":"soon"}`)
+		h.say("/goal refactor")
+		h.settle(4)
+		h.wantNotice("unreadable answers in a row")
+		g := h.goal()
+		if g.Status != controllers.GoalPaused || g.Turns != 3 || g.Malformed != 3 {
+			t.Errorf("goal = %+v, want paused after 3 continuations and 3 unreadable answers", g)
+		}
+		h.tick()
+		h.waitTurns(4)
+	})
+}
+
+func TestGoalBudgetPauses(t *testing.T) {
+	eachPlace(t, func(t *testing.T, open place) {
+		h := newHarness(t, open, clock.NewFake(t0), harnessOpts{})
+		h.say("/goal write tests --max-turns 2")
+		h.settle(3)
+		h.wantNotice("used its 2 continuation turns")
+		if g := h.goal(); g.Status != controllers.GoalPaused || g.Turns != 2 {
+			t.Errorf("goal = %+v, want paused at its budget", g)
+		}
+		h.tick()
+		h.waitTurns(3)
+	})
+}
+
+func TestGoalPauseAndClearDropQueuedContinuations(t *testing.T) {
+	for _, verb := range []string{"pause", "clear"} {
+		t.Run(verb, func(t *testing.T) {
+			eachPlace(t, func(t *testing.T, open place) {
+				h := newHarness(t, open, clock.NewFake(t0), harnessOpts{})
+				release := h.agent.hold("first")
+				h.say("first")
+				eventually(t, "the first turn running", func() bool { return h.worker.Running() == 1 })
+				h.say("/goal polish")
+				h.tick() // queued
+				h.say("/goal " + verb)
+				release()
+				h.waitTurns(1)
+				h.say("after")
+				turns := h.settle(2)
+				if turns[1] != "after" {
+					t.Errorf("turns = %q, want the queued continuation dropped unrun", turns)
+				}
+			})
+		})
+	}
+}
+
+func TestGoalSurvivesARestart(t *testing.T) {
+	eachPlace(t, func(t *testing.T, open place) {
+		clk := clock.NewFake(t0)
+		h := newHarness(t, open, clk, harnessOpts{})
+		h.say("/goal migrate")
+		h.settle(1)
+		eventually(t, "continuation 1 owed", func() bool { g := h.goal(); return g.Owed && g.Turns == 1 })
+		h.stop()
+		h.db.Close()
+
+		h2 := newHarness(t, open, clk, harnessOpts{name: "gw-2"})
+		h2.judge.say(`{"verdict":"done"}`)
+		turns := h2.settle(1)
+		if !strings.Contains(turns[0], "continuation 1 of 20") {
+			t.Errorf("first turn after the restart = %q, want continuation 1", turns[0])
+		}
+		if g := h2.goal(); g.Status != controllers.GoalDone {
+			t.Errorf("goal = %+v, want done", g)
+		}
+	})
+}
