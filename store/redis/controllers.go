@@ -118,7 +118,7 @@ func (s controllersStore) PutController(ctx context.Context, st controllers.Stat
 	return st, status(op, v)
 }
 
-// dueArg is a due time as the scripts take it: ms, or '' for none.
+// dueArg is a due time as the scripts take it: ms, or ” for none.
 func dueArg(at time.Time) string {
 	if at.IsZero() {
 		return ""
