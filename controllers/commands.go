@@ -21,14 +21,14 @@ type Set struct {
 	Goals      *Goals
 	Loops      *Loops
 	Heartbeats *Heartbeats
-	// Changed is told of a change that may have made a controller due
-	// (the scheduler looks at once); nil: nobody.
-	Changed func()
+	// Changed is told of a change to conv's controllers, which may have
+	// made one due (the scheduler looks at once); nil: nobody.
+	Changed func(conv string)
 }
 
-func (s Set) changed(reply string, err error) (string, error) {
+func (s Set) changed(conv, reply string, err error) (string, error) {
 	if err == nil && s.Changed != nil {
-		s.Changed()
+		s.Changed(conv)
 	}
 	return reply, err
 }
@@ -50,7 +50,7 @@ func RegisterCommands(cmds *sessions.Commands, set Set) error {
 			Name: "goal", Args: "OBJECTIVE [--max-turns N] [--contract TEXT] | status|pause|resume|clear",
 			Summary: "keep working toward an objective, judged after each turn",
 			Handle: reply(func(ctx context.Context, call *sessions.CommandCall) (string, error) {
-				return set.changed(goalCommand(ctx, set.Goals, call.In.Conv, call.In.UserKey(call.Target.Platform), call.Target, call.Args), nil)
+				return set.changed(call.In.Conv, goalCommand(ctx, set.Goals, call.In.Conv, call.In.UserKey(call.Target.Platform), call.Target, call.Args), nil)
 			}),
 		},
 		{
@@ -67,14 +67,16 @@ func RegisterCommands(cmds *sessions.Commands, set Set) error {
 			Name: "loop", Args: "INTERVAL|auto PROMPT [--until C] [--times N] | list | stop [ID]",
 			Summary: "run a prompt again and again",
 			Handle: reply(func(ctx context.Context, call *sessions.CommandCall) (string, error) {
-				return set.changed(loopCommand(ctx, set.Loops, call))
+				text, err := loopCommand(ctx, set.Loops, call)
+				return set.changed(call.In.Conv, text, err)
 			}),
 		},
 		{
 			Name: "heartbeat", Args: "INTERVAL [PROMPT] | off | status",
 			Summary: "run a prompt every interval while the conversation is idle",
 			Handle: reply(func(ctx context.Context, call *sessions.CommandCall) (string, error) {
-				return set.changed(heartbeatCommand(ctx, set.Heartbeats, call))
+				text, err := heartbeatCommand(ctx, set.Heartbeats, call)
+				return set.changed(call.In.Conv, text, err)
 			}),
 		},
 	} {

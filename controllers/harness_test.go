@@ -180,8 +180,6 @@ type harness struct {
 
 const hconv = "api:goal"
 
-var origin = outbox.Target{Platform: "api", Chat: "goal"}
-
 type harnessOpts struct {
 	maxTicks int
 	busy     sessions.BusyInputMode
@@ -202,11 +200,12 @@ func newHarness(t *testing.T, open place, clk *clock.Fake, o harnessOpts) *harne
 		t.Fatal(err)
 	}
 	runner, err := controllers.NewRunner(controllers.RunnerOptions{
-		Agent: h.agent, Store: st, Judge: h.judge.ask, LoopMaxTicks: o.maxTicks, Logger: quiet(),
+		Agent: h.agent, Store: st, Judge: h.judge.ask, LoopMaxTicks: o.maxTicks, Clock: clk, Logger: quiet(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.set.Changed = runner.Forget
 	name := o.name
 	if name == "" {
 		name = "gw-1"

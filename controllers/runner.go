@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -41,9 +43,23 @@ type RunnerOptions struct {
 	LoopMaxTicks int           // loop.max_ticks; 0: no cap
 	// Ended reports whether what a goal waits on (a delegation, a
 	// process) has ended; nil: it has.
-	Ended  func(ctx context.Context, conv string, w Wait) bool
-	Logger *slog.Logger
+	Ended func(ctx context.Context, conv string, w Wait) bool
+	// NoGoalFor is how long the runner takes a conversation found with
+	// no goal to still have none, sparing the read after each of its
+	// turns; 0: DefaultNoGoalFor, negative: it reads after every turn.
+	NoGoalFor time.Duration
+	Clock     clock.Clock
+	Logger    *slog.Logger
 }
+
+// DefaultNoGoalFor is RunnerOptions.NoGoalFor's default. A goal set
+// meanwhile on another instance is judged after its own continuations
+// at once, and after the conversation's other turns within this.
+const DefaultNoGoalFor = 5 * time.Second
+
+// noGoalMax bounds the conversations the runner remembers as having no
+// goal; past it, it forgets them all.
+const noGoalMax = 100_000
 
 // Runner runs turns with the controllers around them (a
 // sessions.TurnRunner): before a controller's entry, it drops one that
@@ -56,7 +72,12 @@ type RunnerOptions struct {
 // A fire that queues an entry leaves its controller's state as it was,
 // still due: the entry's turn is the one writer that moves it on, so a
 // state the turn read at its start is the one it commits over.
-type Runner struct{ opts RunnerOptions }
+type Runner struct {
+	opts RunnerOptions
+
+	mu     sync.Mutex
+	noGoal map[string]time.Time // conversation → until when it is taken to have no goal
+}
 
 // NewRunner returns a runner. Errors: Invalid (no agent or store).
 func NewRunner(opts RunnerOptions) (*Runner, error) {
@@ -66,10 +87,16 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 	if opts.JudgeTimeout <= 0 {
 		opts.JudgeTimeout = DefaultJudgeTimeout
 	}
+	if opts.NoGoalFor == 0 {
+		opts.NoGoalFor = DefaultNoGoalFor
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Runner{opts: opts}, nil
+	return &Runner{opts: opts, noGoal: map[string]time.Time{}}, nil
 }
 
 // entryOf reads which controller queued e and which tick it is; ok is
@@ -316,6 +343,43 @@ func (r *Runner) ask(ctx context.Context, system, user string) (string, error) {
 	return r.opts.Judge(ctx, system, user)
 }
 
+// knownGoalless reports whether conv was found with no goal within
+// NoGoalFor.
+func (r *Runner) knownGoalless(conv string) bool {
+	if r.opts.NoGoalFor < 0 {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	until, ok := r.noGoal[conv]
+	if ok && r.opts.Clock.Now().Before(until) {
+		return true
+	}
+	delete(r.noGoal, conv)
+	return false
+}
+
+// goalless notes that conv was found with no goal.
+func (r *Runner) goalless(conv string) {
+	if r.opts.NoGoalFor < 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.noGoal) >= noGoalMax {
+		clear(r.noGoal)
+	}
+	r.noGoal[conv] = r.opts.Clock.Now().Add(r.opts.NoGoalFor)
+}
+
+// Forget drops what the runner remembers of conv having no goal: one was
+// set in this process.
+func (r *Runner) Forget(conv string) {
+	r.mu.Lock()
+	delete(r.noGoal, conv)
+	r.mu.Unlock()
+}
+
 // judged is the goal's state after a turn, and what to tell the chat;
 // ok is false when the goal is not to change (none, not active, waiting
 // on what has not ended). tick is the turn's controller's state when the
@@ -325,9 +389,14 @@ func (r *Runner) judged(ctx context.Context, conv string, tick *State, reply str
 	if tick != nil && tick.Kind == KindGoal {
 		st = *tick
 	} else {
+		if r.knownGoalless(conv) {
+			return State{}, "", false
+		}
 		var err error
 		if st, err = r.opts.Store.Controller(ctx, Key{Conv: conv, Kind: KindGoal}); err != nil {
-			if !errs.Is(err, errs.NotFound) {
+			if errs.Is(err, errs.NotFound) {
+				r.goalless(conv)
+			} else {
 				r.opts.Logger.Warn("reading the goal after a turn failed; it is not judged this turn", "conv", conv, "err", err)
 			}
 			return State{}, "", false

@@ -26,7 +26,6 @@ const (
 	dueBatch        = 256
 	// deferPoll is how often a loop a running goal defers looks again.
 	deferPoll  = 30 * time.Second
-	heldWait   = 250 * time.Millisecond
 	storeRetry = 2 * time.Second
 )
 

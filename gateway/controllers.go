@@ -29,7 +29,7 @@ func (g *Gateway) buildControllers(commands *sessions.Commands, agent sessions.T
 		Goals:      &controllers.Goals{Store: store, MaxTurns: g.cfg.Goal.MaxTurns},
 		Loops:      &controllers.Loops{Store: store, MinInterval: g.cfg.Loop.MinInterval},
 		Heartbeats: &controllers.Heartbeats{Store: store, MinInterval: g.cfg.Heartbeat.MinInterval},
-		Changed:    p.wake,
+		Changed:    p.changed,
 	}
 	if err := controllers.RegisterCommands(commands, p.set); err != nil {
 		return nil, err
@@ -66,6 +66,7 @@ func (g *Gateway) buildControllers(commands *sessions.Commands, agent sessions.T
 		JudgeTimeout: g.cfg.Goal.JudgeTimeout,
 		LoopMaxTicks: g.cfg.Loop.MaxTicks,
 		Ended:        ended,
+		Clock:        g.clock,
 		Logger:       g.log.With("part", "controllers"),
 	})
 	if err != nil {
@@ -91,6 +92,14 @@ func (g *Gateway) buildControllers(commands *sessions.Commands, agent sessions.T
 		Logger:   g.log.With("part", "controllers"),
 	})
 	return p, err
+}
+
+// changed is told of a change to conv's controllers made here.
+func (p *controllerParts) changed(conv string) {
+	if p.runner != nil {
+		p.runner.Forget(conv)
+	}
+	p.wake()
 }
 
 // wake tells the scheduler a controller changed here.

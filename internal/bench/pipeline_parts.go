@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -79,9 +80,15 @@ func startPipeline(ctx context.Context, db gateway.Store, cfg pipelineConfig) (*
 		return nil, err
 	}
 	commands := sessions.DefaultCommands()
+	// As in the gateway, the turns run through the session controllers,
+	// which read the conversation's goal after each.
+	runner, err := controllers.NewRunner(controllers.RunnerOptions{Agent: p.model, Store: db.Controllers(), Logger: log})
+	if err != nil {
+		return nil, err
+	}
 	p.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
 		Store:    timedCommits{Store: gateway.DeliveringSessions(store, p.delivery), committed: p.lastCommit},
-		Runner:   p.model,
+		Runner:   runner,
 		Commands: commands,
 		Name:     name,
 		Turns:    cfg.turns,
