@@ -214,3 +214,25 @@ func TestGoallessConversationsAreNotReadEachTurn(t *testing.T) {
 		eventually(t, "the judge after the turn", func() bool { return h.judge.count() == 1 })
 	})
 }
+
+// A continuation queued for a goal replaced since does not run for the
+// new one.
+func TestGoalReplacedDropsTheOldContinuation(t *testing.T) {
+	eachPlace(t, func(t *testing.T, open place) {
+		clk := clock.NewFake(t0)
+		h := newHarness(t, open, clk, harnessOpts{})
+		release := h.agent.hold("first")
+		h.say("first")
+		eventually(t, "the first turn running", func() bool { return h.worker.Running() == 1 })
+		h.say("/goal the old one")
+		h.tick()
+		clk.Advance(time.Second)
+		h.say("/goal the new one")
+		h.tick()
+		release()
+		turns := h.waitTurns(2)
+		if !strings.HasPrefix(turns[1], "Work toward this goal: the new one") {
+			t.Errorf("turns = %q, want the new goal's start only", turns)
+		}
+	})
+}

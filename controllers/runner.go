@@ -20,6 +20,9 @@ import (
 const (
 	MetaController = "herald.controller" // "goal", "heartbeat" or "loop:<id>"
 	MetaTick       = "herald.tick"
+	// MetaSince is when the goal a continuation is for was set (ms), so
+	// one queued for a goal since replaced does not run for the new.
+	MetaSince = "herald.since"
 )
 
 // DefaultJudgeTimeout bounds one call of the judge (goal.judge_timeout).
@@ -247,7 +250,8 @@ func (r *Runner) current(ctx context.Context, k Key, tick int, in sessions.TurnI
 	switch k.Kind {
 	case KindGoal:
 		var g Goal
-		return st, json.Unmarshal(st.Data, &g) == nil && g.Status == GoalActive && g.Owed && g.Turns == tick, nil
+		return st, json.Unmarshal(st.Data, &g) == nil && g.Status == GoalActive && g.Owed && g.Turns == tick &&
+			in.Entry.Meta[MetaSince] == strconv.FormatInt(g.CreatedAt.UnixMilli(), 10), nil
 	case KindLoop:
 		var l Loop
 		return st, json.Unmarshal(st.Data, &l) == nil && l.Status == LoopActive && l.Ticks == tick-1, nil

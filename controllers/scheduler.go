@@ -398,7 +398,9 @@ func (s *Scheduler) goalFire(ctx context.Context, st State, now time.Time) (fire
 		g.Owed = true
 		return write(st, g, now)
 	case g.Owed:
-		return fired{entry: entry(st, g.Turns, Continuation(g), g.CreatedBy, g.Origin)}, nil
+		e := entry(st, g.Turns, Continuation(g), g.CreatedBy, g.Origin)
+		e.Meta[MetaSince] = strconv.FormatInt(g.CreatedAt.UnixMilli(), 10)
+		return fired{entry: e}, nil
 	}
 	return write(st, g, time.Time{})
 }
