@@ -182,6 +182,7 @@ const hconv = "api:goal"
 
 type harnessOpts struct {
 	maxTicks int
+	ended    func(context.Context, string, controllers.Wait) bool
 	busy     sessions.BusyInputMode
 	name     string
 }
@@ -200,7 +201,7 @@ func newHarness(t *testing.T, open place, clk *clock.Fake, o harnessOpts) *harne
 		t.Fatal(err)
 	}
 	runner, err := controllers.NewRunner(controllers.RunnerOptions{
-		Agent: h.agent, Store: st, Judge: h.judge.ask, LoopMaxTicks: o.maxTicks, Clock: clk, Logger: quiet(),
+		Agent: h.agent, Store: st, Judge: h.judge.ask, LoopMaxTicks: o.maxTicks, Ended: o.ended, Clock: clk, Logger: quiet(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -231,6 +232,7 @@ func newHarness(t *testing.T, open place, clk *clock.Fake, o harnessOpts) *harne
 	h.sched, err = controllers.NewScheduler(controllers.SchedulerOptions{
 		Store: st, Once: h.db.Once(), Inbox: h.router, Outbox: h.db.Outbox(), Name: name,
 		Busy:  func(context.Context, string) bool { return h.busy },
+		Ended: o.ended,
 		Clock: clk, Logger: quiet(),
 	})
 	if err != nil {

@@ -1,13 +1,16 @@
 package controllers_test
 
 import (
+	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/sessions"
 )
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -233,6 +236,47 @@ func TestGoalReplacedDropsTheOldContinuation(t *testing.T) {
 		turns := h.waitTurns(2)
 		if !strings.HasPrefix(turns[1], "Work toward this goal: the new one") {
 			t.Errorf("turns = %q, want the new goal's start only", turns)
+		}
+	})
+}
+
+func TestGoalWaitsOnADelegation(t *testing.T) {
+	eachPlace(t, func(t *testing.T, open place) {
+		clk := clock.NewFake(t0)
+		var mu sync.Mutex
+		ended := false
+		h := newHarness(t, open, clk, harnessOpts{ended: func(_ context.Context, conv string, w controllers.Wait) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return conv == hconv && w.Delegation == "deleg_1" && ended
+		}})
+		h.judge.say(`{"verdict":"wait","delegation":"deleg_1"}`)
+		h.say("/goal research the options")
+		h.settle(1)
+		eventually(t, "the goal waiting", func() bool { w := h.goal().Wait; return w != nil && w.Delegation == "deleg_1" })
+		h.say("/goal status")
+		h.wantNotice("Waiting on delegation deleg_1")
+		// It looks every 30 s; the delegation runs on.
+		clk.Advance(controllers.WaitPoll)
+		h.tick()
+		h.say("anything yet?")
+		h.waitTurns(2)
+		if n := h.judge.count(); n != 1 {
+			t.Fatalf("judge calls while the delegation runs = %d, want 1", n)
+		}
+		// Its result comes back as a turn: the wait is over, and that
+		// turn is judged.
+		mu.Lock()
+		ended = true
+		mu.Unlock()
+		if err := h.router.Deliver(h.ctx, sessions.Inbound{Conv: hconv, Kind: sessions.KindSynthetic, MessageID: "cmp_1", Text: "results of deleg_1"}); err != nil {
+			t.Fatal(err)
+		}
+		h.waitTurns(3)
+		eventually(t, "the judge after the result's turn", func() bool { return h.judge.count() == 2 })
+		turns := h.settle(4)
+		if !strings.Contains(turns[3], "continuation 1 of 20") {
+			t.Errorf("turn after the result = %q, want continuation 1", turns[3])
 		}
 	})
 }
