@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heraldgw/herald/internal/bgloop"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/lease"
@@ -74,8 +75,7 @@ type Scheduler struct {
 	// waits for its turn, until it is due to be queued again.
 	quiet     map[string]time.Time
 	lingering int // due states the last read found quiet
-	cancel    context.CancelFunc
-	done      chan struct{}
+	loop      bgloop.Loop
 }
 
 // NewScheduler returns a scheduler. Errors: Invalid (a required option
@@ -113,37 +113,16 @@ func (s *Scheduler) Wake() {
 
 // Start starts the loop under ctx.
 func (s *Scheduler) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.done != nil {
-		return errs.E("controllers.Scheduler.Start", errs.Conflict, "the scheduler is started already")
-	}
-	ctx, s.cancel = context.WithCancel(ctx)
-	s.done = make(chan struct{})
-	go s.loop(ctx)
-	return nil
+	return s.loop.Start(ctx, "controllers.Scheduler.Start", s.run)
 }
 
 // Shutdown stops the loop and waits for it, until ctx ends. A fire cut
 // short is claimed again, after its claim runs out, by any instance.
-func (s *Scheduler) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	cancel, done := s.cancel, s.done
-	s.mu.Unlock()
-	if done == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (s *Scheduler) Shutdown(ctx context.Context) error { return s.loop.Stop(ctx) }
 
-func (s *Scheduler) loop(ctx context.Context) {
-	defer close(s.done)
+// run fires what is due, then sleeps until the next due time, Poll at
+// most, or a Wake.
+func (s *Scheduler) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		wait := s.Tick(ctx)
 		t := s.opts.Clock.NewTimer(wait)
@@ -248,7 +227,7 @@ func (s *Scheduler) fire(ctx context.Context, st State, now time.Time) (until ti
 	case state == lease.OnceHeld:
 		return s.hush(base, c.Expires), false
 	case state == lease.OnceClaimed:
-		s.run(ctx, st, c, base, now, false)
+		s.runFire(ctx, st, c, base, now, false)
 		return time.Time{}, true
 	}
 	// Done, and still due: its entry has not had its turn yet.
@@ -268,7 +247,7 @@ func (s *Scheduler) fire(ctx context.Context, st State, now time.Time) (until ti
 	case state == lease.OnceDone:
 		return s.hush(base, again), false
 	}
-	s.run(ctx, st, c, id, now, true)
+	s.runFire(ctx, st, c, id, now, true)
 	s.hush(base, again)
 	return time.Time{}, true
 }
@@ -281,11 +260,11 @@ func (s *Scheduler) hush(id string, until time.Time) time.Time {
 	return until
 }
 
-// run runs a claimed fire id of st: it queues the controller's entry or
+// runFire runs a claimed fire id of st: it queues the controller's entry or
 // writes its state (again: it only queues one), tells what it has to
 // tell, and marks the fire done. A fire that fails is left to its claim
 // running out, and is run again.
-func (s *Scheduler) run(ctx context.Context, st State, c lease.Claim, id string, now time.Time, again bool) {
+func (s *Scheduler) runFire(ctx context.Context, st State, c lease.Claim, id string, now time.Time, again bool) {
 	f, err := s.decide(ctx, st, now)
 	if err != nil {
 		s.log.Warn("a controller's state is not readable; it does not fire", "conv", st.Conv, "controller", st.Key().Name(), "err", err)

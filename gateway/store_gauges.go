@@ -3,9 +3,9 @@ package gateway
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
+	"github.com/heraldgw/herald/internal/bgloop"
 	"github.com/heraldgw/herald/outbox"
 )
 
@@ -30,9 +30,7 @@ type StoreGauges struct {
 	cap      int
 	log      *slog.Logger
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	loop bgloop.Loop
 }
 
 // QueueCounter counts the turn queues' entries (sessions.Store has it).
@@ -54,15 +52,10 @@ func NewStoreGauges(o outbox.Store, q QueueCounter, m *Metrics, interval time.Du
 
 // Start refreshes once and then every interval until Shutdown or ctx ends.
 func (g *StoreGauges) Start(ctx context.Context) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.done != nil {
+	if g.loop.Started() {
 		return nil
 	}
-	ctx, g.cancel = context.WithCancel(ctx)
-	g.done = make(chan struct{})
-	go func() {
-		defer close(g.done)
+	return g.loop.Start(ctx, "gateway.StoreGauges.Start", func(ctx context.Context) {
 		tick := time.NewTicker(g.interval)
 		defer tick.Stop()
 		for {
@@ -73,26 +66,11 @@ func (g *StoreGauges) Start(ctx context.Context) error {
 			case <-tick.C:
 			}
 		}
-	}()
-	return nil
+	})
 }
 
 // Shutdown stops the refresher and waits for it.
-func (g *StoreGauges) Shutdown(ctx context.Context) error {
-	g.mu.Lock()
-	cancel, done := g.cancel, g.done
-	g.mu.Unlock()
-	if done == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (g *StoreGauges) Shutdown(ctx context.Context) error { return g.loop.Stop(ctx) }
 
 // Refresh lists the outbox and counts the queues once, and sets the
 // gauges.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heraldgw/herald/internal/bgloop"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
@@ -48,9 +49,8 @@ type Notifier struct {
 	log  *slog.Logger
 	wake chan struct{}
 
+	loop   bgloop.Loop
 	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
 	failed map[string]string // subscription → the reason last logged
 }
 
@@ -71,32 +71,14 @@ func NewNotifier(opts NotifierOptions) (*Notifier, error) {
 	return &Notifier{opts: opts, log: opts.Logger, wake: make(chan struct{}, 1), failed: map[string]string{}}, nil
 }
 
-// Start starts the loop.
+// Start starts the loop; it runs until Shutdown. Errors: Conflict
+// (started before).
 func (n *Notifier) Start(context.Context) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	n.mu.Lock()
-	n.cancel, n.done = cancel, make(chan struct{})
-	n.mu.Unlock()
-	go n.loop(ctx)
-	return nil
+	return n.loop.Start(context.Background(), "kanban.Notifier.Start", n.run)
 }
 
 // Shutdown stops the loop.
-func (n *Notifier) Shutdown(ctx context.Context) error {
-	n.mu.Lock()
-	cancel, done := n.cancel, n.done
-	n.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (n *Notifier) Shutdown(ctx context.Context) error { return n.loop.Stop(ctx) }
 
 // Wake makes the notifier read the events now.
 func (n *Notifier) Wake() {
@@ -106,8 +88,7 @@ func (n *Notifier) Wake() {
 	}
 }
 
-func (n *Notifier) loop(ctx context.Context) {
-	defer close(n.done)
+func (n *Notifier) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		if err := n.Send(ctx); err != nil && ctx.Err() == nil {
 			n.log.Warn("sending kanban notifications failed; they are tried again", "err", err)

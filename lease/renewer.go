@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heraldgw/herald/internal/bgloop"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 )
@@ -38,11 +39,9 @@ type Renewer struct {
 	clock clock.Clock
 	log   *slog.Logger
 
-	mu      sync.Mutex
-	held    map[string]Claim
-	started bool
-	cancel  context.CancelFunc
-	done    chan struct{}
+	mu   sync.Mutex
+	held map[string]Claim
+	loop bgloop.Loop
 }
 
 // NewRenewer returns a renewer holding nothing. Errors: Invalid (no
@@ -93,38 +92,14 @@ func (r *Renewer) Current(name string) (Claim, bool) {
 // Start runs the renewals until Shutdown or ctx ends. Errors: Conflict
 // (started before).
 func (r *Renewer) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.started {
-		return errs.E("lease.Renewer.Start", errs.Conflict, "started before")
-	}
-	r.started = true
-	ctx, r.cancel = context.WithCancel(ctx)
-	r.done = make(chan struct{})
-	go r.run(ctx)
-	return nil
+	return r.loop.Start(ctx, "lease.Renewer.Start", r.run)
 }
 
 // Shutdown stops renewing. The claims held are left to run out: a
 // holder that ends what it runs drops or ends its claim itself.
-func (r *Renewer) Shutdown(ctx context.Context) error {
-	r.mu.Lock()
-	cancel, done := r.cancel, r.done
-	r.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (r *Renewer) Shutdown(ctx context.Context) error { return r.loop.Stop(ctx) }
 
 func (r *Renewer) run(ctx context.Context) {
-	defer close(r.done)
 	every := r.ttl / 3
 	wait := every
 	for {
