@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -77,10 +78,7 @@ type Heartbeats struct {
 }
 
 func (hs *Heartbeats) minInterval() time.Duration {
-	if hs.MinInterval > 0 {
-		return hs.MinInterval
-	}
-	return DefaultHeartbeatMinInterval
+	return cmp.Or(hs.MinInterval, DefaultHeartbeatMinInterval)
 }
 
 // Set gives conv heartbeat h, in place of any it had, anchored at now:

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -128,10 +129,7 @@ type Loops struct {
 }
 
 func (ls *Loops) minInterval() time.Duration {
-	if ls.MinInterval > 0 {
-		return ls.MinInterval
-	}
-	return DefaultLoopMinInterval
+	return cmp.Or(ls.MinInterval, DefaultLoopMinInterval)
 }
 
 // Start adds l to conv as a new loop, whose first tick is due at once,
