@@ -54,14 +54,25 @@ func RegisterCommands(cmds *sessions.Commands, set Set) error {
 			}),
 		},
 		{
+			// Queued, it runs between turns: a continuation running
+			// now commits its judgement, and the next one weighs the
+			// step.
 			Name: "subgoal", Args: "STEP", Summary: "add a step to the goal",
-			Handle: reply(func(ctx context.Context, call *sessions.CommandCall) (string, error) {
-				goal, err := set.Goals.AddSubgoal(ctx, call.In.Conv, call.Args)
+			Handle: func(ctx context.Context, call *sessions.CommandCall) error {
+				return call.Queue(ctx, sessions.PriorityNormal)
+			},
+			Run: func(ctx context.Context, t *sessions.ControlTurn) error {
+				goal, err := set.Goals.AddSubgoal(ctx, t.Lease.Conv, t.Args)
 				if err != nil {
-					return "", err
+					t.Reply(sessions.CommandError(err))
+					return nil
 				}
-				return "Added. " + goal.Describe(), nil
-			}),
+				if set.Changed != nil {
+					set.Changed(t.Lease.Conv)
+				}
+				t.Reply("Added. " + goal.Describe())
+				return nil
+			},
 		},
 		{
 			Name: "loop", Args: "INTERVAL|auto PROMPT [--until C] [--times N] | list | stop [ID]",

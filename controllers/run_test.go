@@ -280,3 +280,29 @@ func TestGoalWaitsOnADelegation(t *testing.T) {
 		}
 	})
 }
+
+// /subgoal waits for the running turn, whose judgement it does not undo,
+// and the next continuation's judge weighs the step.
+func TestSubgoalRunsBetweenTurns(t *testing.T) {
+	eachPlace(t, func(t *testing.T, open place) {
+		h := newHarness(t, open, clock.NewFake(t0), harnessOpts{})
+		release := h.agent.hold("Work toward")
+		h.say("/goal ship v3")
+		h.tick()
+		eventually(t, "the goal's start running", func() bool { return h.worker.Running() == 1 })
+		h.say("/subgoal write the changelog")
+		h.say("/subgoal")
+		release()
+		h.wantNotice("Added. Goal (active): ship v3")
+		h.wantNotice("a subgoal is 1 to")
+		turns := h.settle(2)
+		if !strings.Contains(turns[1], "continuation 1 of 20") {
+			t.Errorf("turn after the subgoal = %q, want continuation 1 (the start's judgement kept)", turns[1])
+		}
+		eventually(t, "the judge weighing the step", func() bool {
+			h.judge.mu.Lock()
+			defer h.judge.mu.Unlock()
+			return len(h.judge.calls) == 2 && strings.Contains(h.judge.calls[1], "Step 1: write the changelog")
+		})
+	})
+}
