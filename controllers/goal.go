@@ -28,6 +28,10 @@ const (
 	GoalPaused  GoalStatus = "paused"  // by the user, its budget, or three malformed judgements
 	GoalBlocked GoalStatus = "blocked" // the judge found it cannot go on; Reason says why
 	GoalDone    GoalStatus = "done"    // the judge found it reached; Reason is its summary
+	// GoalCleared: /goal clear. The state stays, so that its version
+	// goes on rising: a turn that read the goal before it was cleared
+	// cannot write over a goal set since.
+	GoalCleared GoalStatus = "cleared"
 )
 
 // Goal is a conversation's /goal: what it works toward, and how far it
@@ -40,7 +44,7 @@ type Goal struct {
 	// Reason says why it is paused or blocked, or sums up a done goal.
 	Reason   string `json:"reason,omitempty"`
 	MaxTurns int    `json:"max_turns"`
-	// Turns counts the continuation turns it has queued.
+	// Turns counts its continuations: those run, and the one owed.
 	Turns int `json:"turns"`
 	// Malformed counts the judge's unreadable answers in a row.
 	Malformed int `json:"malformed,omitempty"`
@@ -101,7 +105,15 @@ func (g *Goals) Get(ctx context.Context, conv string) (Goal, int64, error) {
 	if err := json.Unmarshal(s.Data, &goal); err != nil {
 		return Goal{}, 0, errs.E("controllers.Goals.Get", errs.Internal, "the goal of %s is not readable: %v", conv, err)
 	}
+	if goal.Status == GoalCleared {
+		return Goal{}, 0, errNoGoal("controllers.Goals.Get")
+	}
 	return goal, s.Version, nil
+}
+
+// errNoGoal is the NotFound of a conversation with no goal.
+func errNoGoal(op string) error {
+	return errs.E(op, errs.NotFound, "this conversation has no goal: set one with /goal <objective>")
 }
 
 // Set gives conv a new active goal, in place of any it had. Errors:
@@ -178,9 +190,14 @@ func (g *Goals) AddSubgoal(ctx context.Context, conv, text string) (Goal, error)
 	})
 }
 
-// Clear removes conv's goal. Errors: NotFound.
+// Clear removes conv's goal: it is cleared, and neither judged nor
+// continued again. Errors: NotFound.
 func (g *Goals) Clear(ctx context.Context, conv string) error {
-	return remove(ctx, g.Store, "controllers.Goals.Clear", Key{Conv: conv, Kind: KindGoal})
+	_, err := g.edit(ctx, "controllers.Goals.Clear", conv, func(goal *Goal) error {
+		*goal = Goal{Status: GoalCleared}
+		return nil
+	})
+	return err
 }
 
 func (g *Goals) maxTurns() int {
@@ -219,12 +236,15 @@ func (g *Goals) change(ctx context.Context, op, conv string, create bool, f func
 			s = State{Conv: conv, Kind: KindGoal}
 		case err != nil:
 			if errs.Is(err, errs.NotFound) {
-				return errs.E(op, errs.NotFound, "this conversation has no goal: set one with /goal <objective>")
+				return errNoGoal(op)
 			}
 			return err
 		default:
 			if err := json.Unmarshal(s.Data, &cur); err != nil {
 				return errs.E(op, errs.Internal, "the goal of %s is not readable: %v", conv, err)
+			}
+			if cur.Status == GoalCleared && !create {
+				return errNoGoal(op)
 			}
 		}
 		now, err := g.Store.Now(ctx)

@@ -263,11 +263,13 @@ func (h *harness) say(text string) {
 // tick runs the scheduler once.
 func (h *harness) tick() { h.sched.Tick(h.ctx) }
 
-// waitTurns waits until the agent ran n turns and the worker is idle.
+// waitTurns waits until nothing is queued or running, and fails unless
+// the agent ran n turns by then.
 func (h *harness) waitTurns(n int) []string {
 	h.t.Helper()
 	eventually(h.t, fmt.Sprintf("%d turns run", n), func() bool {
-		return len(h.agent.turns()) >= n && h.worker.Running() == 0
+		depth, err := h.db.Sessions().QueueDepth(h.ctx, 100)
+		return err == nil && depth == 0 && h.worker.Running() == 0
 	})
 	got := h.agent.turns()
 	if len(got) != n {

@@ -30,7 +30,10 @@ type Heartbeat struct {
 	// the ticks it missed.
 	Anchor time.Time `json:"anchor"`
 	// Ticks counts the ticks whose turn ran.
-	Ticks     int           `json:"ticks"`
+	Ticks int `json:"ticks"`
+	// Off: /heartbeat off. The state stays, so that its version goes on
+	// rising: a tick that read it before cannot write over one set since.
+	Off       bool          `json:"off,omitempty"`
 	Origin    outbox.Target `json:"origin"`
 	CreatedBy string        `json:"created_by,omitempty"`
 }
@@ -119,12 +122,32 @@ func (hs *Heartbeats) Get(ctx context.Context, conv string) (Heartbeat, time.Tim
 	if err := json.Unmarshal(st.Data, &h); err != nil {
 		return Heartbeat{}, time.Time{}, errs.E("controllers.Heartbeats.Get", errs.Internal, "the heartbeat of %s is not readable: %v", conv, err)
 	}
+	if h.Off {
+		return Heartbeat{}, time.Time{}, errs.E("controllers.Heartbeats.Get", errs.NotFound, "%s has no heartbeat", conv)
+	}
 	return h, st.DueAt, nil
 }
 
 // Off removes conv's heartbeat. Errors: NotFound.
 func (hs *Heartbeats) Off(ctx context.Context, conv string) error {
-	return remove(ctx, hs.Store, "controllers.Heartbeats.Off", Key{Conv: conv, Kind: KindHeartbeat})
+	const op = "controllers.Heartbeats.Off"
+	for range maxAttempts {
+		st, err := hs.Store.Controller(ctx, Key{Conv: conv, Kind: KindHeartbeat})
+		if err != nil {
+			return err
+		}
+		var h Heartbeat
+		if json.Unmarshal(st.Data, &h) == nil && h.Off {
+			return errs.E(op, errs.NotFound, "%s has no heartbeat", conv)
+		}
+		if st, err = with(st, Heartbeat{Off: true}, time.Time{}); err != nil {
+			return err
+		}
+		if _, err = hs.Store.PutController(ctx, st); !errs.Is(err, errs.Conflict) {
+			return err
+		}
+	}
+	return errs.E(op, errs.Conflict, "the heartbeat kept changing; try again")
 }
 
 // Describe is a heartbeat in a line, for /heartbeat status and /status.

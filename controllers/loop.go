@@ -184,7 +184,9 @@ func (ls *Loops) Stop(ctx context.Context, conv, id string) (int, error) {
 		if id != "" && st.ID != id {
 			continue
 		}
-		if err := ls.Store.DeleteController(ctx, st.Key(), st.Version); err != nil && !errs.Is(err, errs.NotFound) {
+		// A loop's id is new with each loop, so one made since never
+		// takes the place of the state removed.
+		if err := remove(ctx, ls.Store, "controllers.Loops.Stop", st.Key()); err != nil && !errs.Is(err, errs.NotFound) {
 			return n, err
 		}
 		n++

@@ -306,3 +306,78 @@ func TestSubgoalRunsBetweenTurns(t *testing.T) {
 		})
 	})
 }
+
+// /stop ends a continuation; the goal goes on after the conversation's
+// next turn, and does not hold its loops back meanwhile.
+func TestStopEndsAContinuation(t *testing.T) {
+	eachPlace(t, func(t *testing.T, open place) {
+		clk := clock.NewFake(t0)
+		h := newHarness(t, open, clk, harnessOpts{})
+		release := h.agent.hold("Work toward")
+		defer release()
+		h.say("/goal port the parser")
+		h.tick()
+		eventually(t, "the goal's start running", func() bool { return h.worker.Running() == 1 })
+		h.say("/stop")
+		h.waitTurns(1)
+		if g := h.goal(); g.Status != controllers.GoalActive || g.Owed {
+			t.Errorf("goal after /stop = %+v, want active with nothing owed", g)
+		}
+		clk.Advance(controllers.DefaultRefire + time.Minute)
+		h.tick()
+		h.waitTurns(1) // nothing restarts it by itself
+		h.say("/loop 1m ping")
+		turns := h.settle(3)
+		if turns[1] != "ping" || !isContinuation(turns[2]) {
+			t.Errorf("turns after /stop = %q, want the loop's tick, then the goal going on", turns[1:])
+		}
+		if n := h.judge.count(); n != 2 {
+			t.Errorf("judge calls = %d, want after the tick and the continuation", n)
+		}
+	})
+}
+
+// A turn that read a goal since cleared and set anew writes nothing over
+// the new goal.
+func TestClearedAndSetAgainWhileATurnRuns(t *testing.T) {
+	eachPlace(t, func(t *testing.T, open place) {
+		h := newHarness(t, open, clock.NewFake(t0), harnessOpts{})
+		release := h.agent.hold("Work toward this goal: old")
+		h.say("/goal old")
+		h.tick()
+		eventually(t, "the old goal's start running", func() bool { return h.worker.Running() == 1 })
+		h.say("/goal clear")
+		h.wantNotice("The goal is cleared.")
+		h.say("/goal clear")
+		h.wantNotice("this conversation has no goal")
+		h.say("/goal new")
+		release()
+		h.waitTurns(1)
+		if g := h.goal(); g.Objective != "new" || g.Turns != 0 || !g.Owed {
+			t.Errorf("goal = %+v, want the new one, its start owed", g)
+		}
+		turns := h.settle(2)
+		if !strings.HasPrefix(turns[1], "Work toward this goal: new") {
+			t.Errorf("turn = %q, want the new goal's start", turns[1])
+		}
+	})
+}
+
+// A user's turn while a continuation is owed does not spend the budget.
+func TestUserTurnKeepsTheOwedContinuation(t *testing.T) {
+	eachPlace(t, func(t *testing.T, open place) {
+		h := newHarness(t, open, clock.NewFake(t0), harnessOpts{})
+		h.say("/goal tidy --max-turns 1")
+		h.settle(1)
+		h.say("hello")
+		h.waitTurns(2)
+		if g := h.goal(); g.Status != controllers.GoalActive || !g.Owed || g.Turns != 1 {
+			t.Fatalf("goal after the user's turn = %+v, want continuation 1 still owed", g)
+		}
+		turns := h.settle(3)
+		if !strings.Contains(turns[2], "continuation 1 of 1") {
+			t.Errorf("turn = %q, want continuation 1", turns[2])
+		}
+		h.wantNotice("used its 1 continuation turns")
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,18 +16,25 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// The metadata of a controller's entry: which controller queued it, and
-// which of its ticks (a goal's continuation number) it is.
+// The metadata of a controller's entry: which controller queued it,
+// which of its ticks (a goal's continuation number) it is, and the
+// version of the state it fired from. A state is not written while its
+// entry waits (see Scheduler.fire), so an entry runs only while its
+// state is still at that version: any change since (its own tick's
+// turn, a command, a rollback) makes it stale, and a second entry of one
+// tick is stale once the first has run.
 const (
 	MetaController = "herald.controller" // "goal", "heartbeat" or "loop:<id>"
 	MetaTick       = "herald.tick"
-	// MetaSince is when the goal a continuation is for was set (ms), so
-	// one queued for a goal since replaced does not run for the new.
-	MetaSince = "herald.since"
+	MetaVersion    = "herald.version"
 )
 
 // DefaultJudgeTimeout bounds one call of the judge (goal.judge_timeout).
 const DefaultJudgeTimeout = 30 * time.Second
+
+// releaseTimeout bounds the store's answer after a tick's turn was cut
+// short, when the turn's own context has ended.
+const releaseTimeout = 10 * time.Second
 
 // KindNotice is the outbox kind of what a controller tells its chat.
 const KindNotice = "controller"
@@ -104,17 +112,21 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 
 // entryOf reads which controller queued e and which tick it is; ok is
 // false for an entry no controller queued.
-func entryOf(conv string, e sessions.Entry) (k Key, tick int, ok bool) {
+func entryOf(conv string, e sessions.Entry) (k Key, tick int, version int64, ok bool) {
 	name := e.Meta[MetaController]
 	if name == "" {
-		return Key{}, 0, false
+		return Key{}, 0, 0, false
 	}
 	tick, err := strconv.Atoi(e.Meta[MetaTick])
 	if err != nil {
-		return Key{}, 0, false
+		return Key{}, 0, 0, false
+	}
+	version, err = strconv.ParseInt(e.Meta[MetaVersion], 10, 64)
+	if err != nil {
+		return Key{}, 0, 0, false
 	}
 	kind, id, _ := strings.Cut(name, ":")
-	return Key{Conv: conv, Kind: Kind(kind), ID: id}, tick, true
+	return Key{Conv: conv, Kind: Kind(kind), ID: id}, tick, version, true
 }
 
 // entryName is the MetaController value of k's entries.
@@ -132,8 +144,8 @@ func (r *Runner) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnO
 		conv = in.Entry.Conv
 	}
 	var tick *State
-	if k, n, ok := entryOf(conv, in.Entry); ok {
-		st, current, rollback := r.current(ctx, k, n, in)
+	if k, n, v, ok := entryOf(conv, in.Entry); ok {
+		st, current, rollback := r.current(ctx, k, n, v, in)
 		if !current {
 			// Dropped unrun: no history, no reply. A tick that never ran
 			// gives its turn back to its controller.
@@ -153,7 +165,11 @@ func (r *Runner) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnO
 		// the model failed would only fail again. A tick cut short is
 		// over all the same, and gives its place back.
 		if tick != nil {
-			if now, nerr := r.opts.Store.Now(ctx); nerr == nil {
+			// The turn's context may have ended (that is what cut it
+			// short): what follows is read beyond it.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+			defer cancel()
+			if now, nerr := r.opts.Store.Now(sctx); nerr == nil {
 				if s, tell, ok := released(*tick, out.End == sessions.TurnModelError, now); ok {
 					out.Writes = append(out.Writes, Put{State: s})
 					out.Outbox = r.tell(out.Outbox, conv, origin, tell)
@@ -240,24 +256,23 @@ func replyOf(out sessions.TurnOutput) string {
 // current reads the controller of a tick's entry: current is false when
 // the entry went stale, and rollback, then, is the state to write back
 // for a tick that never ran (a heartbeat whose conversation was busy).
-func (r *Runner) current(ctx context.Context, k Key, tick int, in sessions.TurnInput) (st State, current bool, rollback *State) {
+func (r *Runner) current(ctx context.Context, k Key, tick int, version int64, in sessions.TurnInput) (st State, current bool, rollback *State) {
 	st, err := r.opts.Store.Controller(ctx, k)
-	if err != nil {
-		// Gone (cleared, stopped, off) or unreadable: a controller's
-		// turn runs only on a state that says it is owed.
+	if err != nil || st.Version != version {
+		// Gone (a stopped loop), unreadable, or changed since it fired:
+		// a controller's turn runs only on the state it fired from.
 		return State{}, false, nil
 	}
 	switch k.Kind {
 	case KindGoal:
 		var g Goal
-		return st, json.Unmarshal(st.Data, &g) == nil && g.Status == GoalActive && g.Owed && g.Turns == tick &&
-			in.Entry.Meta[MetaSince] == strconv.FormatInt(g.CreatedAt.UnixMilli(), 10), nil
+		return st, json.Unmarshal(st.Data, &g) == nil && g.Status == GoalActive && g.Owed && g.Turns == tick, nil
 	case KindLoop:
 		var l Loop
 		return st, json.Unmarshal(st.Data, &l) == nil && l.Status == LoopActive && l.Ticks == tick-1, nil
 	case KindHeartbeat:
 		var h Heartbeat
-		if json.Unmarshal(st.Data, &h) != nil || h.Ticks != tick-1 {
+		if json.Unmarshal(st.Data, &h) != nil || h.Off || h.Ticks != tick-1 {
 			return st, false, nil
 		}
 		if idleSince(in.History, in.Entry.EnqueuedAt) {
@@ -410,6 +425,7 @@ func (r *Runner) judged(ctx context.Context, conv string, tick *State, reply str
 	if json.Unmarshal(st.Data, &goal) != nil || goal.Status != GoalActive {
 		return State{}, "", false
 	}
+	was := goal
 	if w := goal.Wait; w != nil {
 		switch {
 		case w.Thing() == "":
@@ -437,14 +453,19 @@ func (r *Runner) judged(ctx context.Context, conv string, tick *State, reply str
 	} else if !ok {
 		r.opts.Logger.Warn("the goal's judge gave an unreadable answer; the goal goes on", "conv", conv, "answer", trimRunes(answer, 200))
 	}
+	owed := goal.Owed
+	if owed {
+		// A continuation is owed already (this was a user's turn before
+		// it ran): it is counted, and the budget is weighed without it.
+		goal.Turns--
+	}
 	step := Decide(goal, j, ok, jerr != nil, now)
 	next := step.Goal
 	due := time.Time{}
 	switch {
-	case step.Continue && goal.Owed:
-		// A continuation is owed already (this was a user's turn before
-		// it ran): it stays the one owed, counted once, due as it was.
-		next.Turns, due = goal.Turns, st.DueAt
+	case step.Continue && owed:
+		// Still owed: the same continuation, due as it was.
+		due = st.DueAt
 	case step.Continue:
 		next.Owed = true
 	case !step.WaitUntil.IsZero() || step.Delegation != "" || step.Process != "":
@@ -455,6 +476,11 @@ func (r *Runner) judged(ctx context.Context, conv string, tick *State, reply str
 	}
 	if due.IsZero() {
 		due = next.due(now)
+	}
+	if reflect.DeepEqual(next, was) && due.Equal(st.DueAt) {
+		// Nothing changed (a user's turn with a continuation owed
+		// already): no write, so the continuation queued stays current.
+		return State{}, step.Tell, false
 	}
 	st, err = with(st, next, due)
 	return st, step.Tell, err == nil

@@ -60,10 +60,11 @@ type SchedulerOptions struct {
 // Scheduler fires the controllers that are due: a goal's owed
 // continuation or the end of its wait, a loop's or a heartbeat's tick.
 // A fire is claimed once among every instance sharing the store
-// (lease.OnceStore), queues the controller's entry keyed by the fire (so
-// a fire run again after its claimer died queues nothing twice), then
-// moves the state on over the version it read. It sleeps until the next
-// due time, Poll at most. It is a component: Start, Shutdown.
+// (lease.OnceStore) and either queues the controller's entry, keyed by
+// the fire (so a fire run again after its claimer died queues nothing
+// twice), or writes its state over the version it read (see fire). It
+// sleeps until the next due time, Poll at most. It is a component:
+// Start, Shutdown.
 type Scheduler struct {
 	opts SchedulerOptions
 	log  *slog.Logger
@@ -153,7 +154,7 @@ func (s *Scheduler) Tick(ctx context.Context) time.Duration {
 		return storeRetry
 	}
 	next := now.Add(s.opts.Poll)
-	quiet := 0
+	quiet, ran := 0, 0
 	for _, st := range states {
 		if ctx.Err() != nil {
 			return 0
@@ -162,7 +163,9 @@ func (s *Scheduler) Tick(ctx context.Context) time.Duration {
 			next = minTime(next, st.DueAt)
 			continue
 		}
-		if until, fired := s.fire(ctx, st, now); !fired {
+		if until, fired := s.fire(ctx, st, now); fired {
+			ran++
+		} else {
 			quiet++
 			next = minTime(next, until)
 		}
@@ -175,7 +178,8 @@ func (s *Scheduler) Tick(ctx context.Context) time.Duration {
 		}
 	}
 	s.mu.Unlock()
-	if len(states) == limit && quiet < len(states) {
+	if len(states) == limit && ran > 0 {
+		// More may be due than were read.
 		return 0
 	}
 	return max(next.Sub(now), minWait)
@@ -206,11 +210,13 @@ func fireID(st State) string {
 // never both: the entry's turn moves the state on, committed with the
 // turn, so nothing else writes a state whose tick may be queued or
 // running. Until then the state stays due at the time it fired, and the
-// fire, done, is not run again; but when the state is still there
-// Refire later (the entry was lost, or waits behind a long queue), the
-// entry is queued again, once per Refire, under a claim of its own. A
-// second entry of one tick is harmless: the first to run moves the
-// state on, and the other is dropped unrun as stale.
+// fire, done, is not run again; but while the state is still there
+// Refire and more after its due time (the entry was lost, or waits
+// behind a long queue), the entry is queued again once in each Refire
+// that passes, under a claim of its own. A second entry of one tick is
+// harmless: an entry runs only on the version it fired from
+// (MetaVersion), so once one has run, or anything changed the state,
+// the others are dropped unrun as stale.
 func (s *Scheduler) fire(ctx context.Context, st State, now time.Time) (until time.Time, fired bool) {
 	base := fireID(st)
 	s.mu.Lock()
@@ -330,6 +336,7 @@ func entry(st State, n int, text, user string, to outbox.Target) *sessions.Inbou
 			sessions.MetaTarget: to.String(),
 			MetaController:      entryName(st.Key()),
 			MetaTick:            strconv.Itoa(n),
+			MetaVersion:         strconv.FormatInt(st.Version, 10),
 		},
 	}
 }
@@ -377,22 +384,21 @@ func (s *Scheduler) goalFire(ctx context.Context, st State, now time.Time) (fire
 		g.Owed = true
 		return write(st, g, now)
 	case g.Owed:
-		e := entry(st, g.Turns, Continuation(g), g.CreatedBy, g.Origin)
-		e.Meta[MetaSince] = strconv.FormatInt(g.CreatedAt.UnixMilli(), 10)
-		return fired{entry: e}, nil
+		return fired{entry: entry(st, g.Turns, Continuation(g), g.CreatedBy, g.Origin)}, nil
 	}
 	return write(st, g, time.Time{})
 }
 
-// goalOwns reports whether conv's goal is running (active, not
-// waiting): it owns the conversation, and loops wait.
+// goalOwns reports whether conv's goal is running (active, a
+// continuation owed): it owns the conversation, and loops wait. One that
+// waits, or whose continuation was cut short (/stop), does not.
 func (s *Scheduler) goalOwns(ctx context.Context, conv string) bool {
 	st, err := s.opts.Store.Controller(ctx, Key{Conv: conv, Kind: KindGoal})
 	if err != nil {
 		return false
 	}
 	var g Goal
-	return json.Unmarshal(st.Data, &g) == nil && g.Status == GoalActive && g.Wait == nil
+	return json.Unmarshal(st.Data, &g) == nil && g.Status == GoalActive && g.Wait == nil && g.Owed
 }
 
 // loopFire queues a loop's tick, unless a running goal defers it.
@@ -417,7 +423,10 @@ func (s *Scheduler) heartbeatFire(ctx context.Context, st State, now time.Time) 
 	if err := json.Unmarshal(st.Data, &h); err != nil {
 		return fired{}, err
 	}
-	if s.opts.Busy != nil && s.opts.Busy(ctx, st.Conv) {
+	switch {
+	case h.Off:
+		return write(st, h, time.Time{})
+	case s.opts.Busy != nil && s.opts.Busy(ctx, st.Conv):
 		return write(st, h, h.Due(now))
 	}
 	return fired{entry: entry(st, h.Ticks+1, h.Prompt, h.CreatedBy, h.Origin)}, nil

@@ -333,3 +333,59 @@ func TestHeartbeat(t *testing.T) {
 		})
 	})
 }
+
+// /stop ends a tick's turn: the tick is over uncounted, due again an
+// interval on, and nothing runs it a second time.
+func TestStopEndsATick(t *testing.T) {
+	eachPlace(t, func(t *testing.T, open place) {
+		clk := clock.NewFake(t0)
+		h := newHarness(t, open, clk, harnessOpts{})
+		release := h.agent.hold("ping")
+		defer release()
+		h.say("/loop 1m ping")
+		h.tick()
+		eventually(t, "the tick running", func() bool { return h.worker.Running() == 1 })
+		h.say("/stop")
+		h.waitTurns(1)
+		if l := h.loop(); l.Ticks != 0 || l.Status != controllers.LoopActive {
+			t.Errorf("loop after /stop = %+v, want active with no tick counted", l)
+		}
+		if got := h.due(controllers.KindLoop); !got.Equal(t0.Add(time.Minute)) {
+			t.Errorf("next tick at t0+%v, want t0+1m", got.Sub(t0))
+		}
+		// Long past Refire: the tick that was cut short is not run again.
+		clk.Advance(30 * time.Second)
+		h.tick()
+		h.waitTurns(1)
+		clk.Advance(30 * time.Second)
+		h.settle(2)
+		clk.Advance(20 * time.Minute)
+		h.settle(3)
+		h.tick()
+		h.waitTurns(3)
+		if l := h.loop(); l.Ticks != 2 {
+			t.Errorf("loop = %+v, want 2 ticks counted", l)
+		}
+	})
+}
+
+// An entry queued again for a tick (here: the state was due long ago, so
+// a second entry is queued while the first waits) runs once.
+func TestARequeuedTickRunsOnce(t *testing.T) {
+	eachPlace(t, func(t *testing.T, open place) {
+		clk := clock.NewFake(t0)
+		h := newHarness(t, open, clk, harnessOpts{})
+		h.say("/loop 1m ping")
+		h.settle(1)
+		clk.Advance(45 * time.Minute) // no instance ran meanwhile
+		release := h.agent.hold("ping")
+		h.tick()
+		eventually(t, "the tick running", func() bool { return h.worker.Running() == 1 })
+		h.tick() // due 44 min ago and done: queued again
+		release()
+		h.waitTurns(2)
+		if l := h.loop(); l.Ticks != 2 {
+			t.Errorf("loop = %+v, want 2 ticks", l)
+		}
+	})
+}

@@ -81,8 +81,10 @@ func (g *Gateway) buildControllers(commands *sessions.Commands, agent sessions.T
 			if _, ok := g.turns.RunningTurn(conv); ok {
 				return true
 			}
+			// Unread, it is taken as idle: the tick's turn looks
+			// again when it starts.
 			meta, err := g.db.Sessions().Meta(ctx, conv)
-			return err != nil || meta[sessions.ConvMetaTurn] != ""
+			return err == nil && meta[sessions.ConvMetaTurn] != ""
 		},
 		Ended: ended,
 		Name:  g.opts.Name,
