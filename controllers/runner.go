@@ -59,8 +59,11 @@ type RunnerOptions struct {
 	// no goal to still have none, sparing the read after each of its
 	// turns; 0: DefaultNoGoalFor, negative: it reads after every turn.
 	NoGoalFor time.Duration
-	Clock     clock.Clock
-	Logger    *slog.Logger
+	// Dropped, when set, is told of each controller's entry dropped
+	// unrun as stale, by its controller's kind. It must return quickly.
+	Dropped func(kind Kind)
+	Clock   clock.Clock
+	Logger  *slog.Logger
 }
 
 // DefaultNoGoalFor is RunnerOptions.NoGoalFor's default. A goal set
@@ -154,6 +157,9 @@ func (r *Runner) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnO
 				out.Writes = []sessions.Write{Put{State: *rollback}}
 			}
 			r.opts.Logger.Info("a controller's entry went stale before its turn; dropped unrun", "conv", conv, "controller", k.Name(), "tick", n)
+			if r.opts.Dropped != nil {
+				r.opts.Dropped(k.Kind)
+			}
 			return out, nil
 		}
 		tick = &st

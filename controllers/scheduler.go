@@ -53,9 +53,20 @@ type SchedulerOptions struct {
 	// Refire is how long a fire's entry may wait for its turn before
 	// it is queued again (see fire); 0: DefaultRefire.
 	Refire time.Duration
+	// Fired, when set, is told of each fire this instance ran: its
+	// controller's kind and what it did (FireQueued, FireRequeued,
+	// FireMoved). It must return quickly.
+	Fired  func(kind Kind, outcome string)
 	Clock  clock.Clock
 	Logger *slog.Logger
 }
+
+// What a fire did, as SchedulerOptions.Fired is told.
+const (
+	FireQueued   = "queued"   // queued the controller's entry
+	FireRequeued = "requeued" // queued its entry again (Refire)
+	FireMoved    = "moved"    // wrote its state (a wait's end, a deferred or busy tick)
+)
 
 // Scheduler fires the controllers that are due: a goal's owed
 // continuation or the end of its wait, a loop's or a heartbeat's tick.
@@ -303,6 +314,16 @@ func (s *Scheduler) runFire(ctx context.Context, st State, c lease.Claim, id str
 	}
 	if err := s.opts.Once.DoneOnce(ctx, c); err != nil && !errs.Is(err, errs.LeaseLost) {
 		s.log.Warn("marking a controller's fire done failed", "fire", id, "err", err)
+	}
+	if s.opts.Fired != nil {
+		switch {
+		case f.entry != nil && again:
+			s.opts.Fired(st.Kind, FireRequeued)
+		case f.entry != nil:
+			s.opts.Fired(st.Kind, FireQueued)
+		case !again:
+			s.opts.Fired(st.Kind, FireMoved)
+		}
 	}
 }
 

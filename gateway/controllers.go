@@ -66,6 +66,7 @@ func (g *Gateway) buildControllers(commands *sessions.Commands, agent sessions.T
 		JudgeTimeout: g.cfg.Goal.JudgeTimeout,
 		LoopMaxTicks: g.cfg.Loop.MaxTicks,
 		Ended:        ended,
+		Dropped:      func(k controllers.Kind) { g.metrics.controllerStale.WithLabelValues(string(k)).Inc() },
 		Clock:        g.clock,
 		Logger:       g.log.With("part", "controllers"),
 	})
@@ -87,7 +88,10 @@ func (g *Gateway) buildControllers(commands *sessions.Commands, agent sessions.T
 			return err == nil && meta[sessions.ConvMetaTurn] != ""
 		},
 		Ended: ended,
-		Name:  g.opts.Name,
+		Fired: func(k controllers.Kind, outcome string) {
+			g.metrics.controllerFires.WithLabelValues(string(k), outcome).Inc()
+		},
+		Name: g.opts.Name,
 		// A fire's claim follows the conversations' lease, as cron's.
 		ClaimTTL: g.cfg.Store.LeaseTTL,
 		Clock:    g.clock,

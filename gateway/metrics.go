@@ -42,6 +42,9 @@ type Metrics struct {
 	ackSeconds       prometheus.Histogram
 
 	modelSeconds *prometheus.HistogramVec
+
+	controllerFires *prometheus.CounterVec
+	controllerStale *prometheus.CounterVec
 }
 
 // NewMetrics returns the metrics on a fresh registry that also carries
@@ -81,6 +84,10 @@ func NewMetrics() *Metrics {
 		"Claims of a message whose earlier claim in this process ran out with no outcome written: possible duplicates.", "platform")
 	m.ackSeconds = histogram(reg, "herald_delivery_ack_seconds",
 		"Time from a platform accepting a message to its ack: the window in which a crash sends it twice.", prometheus.ExponentialBuckets(0.0005, 2.5, 10)) // 0.5 ms … ~2 s
+	m.controllerFires = counterVec(reg, "herald_controller_fires_total",
+		"Session controllers' fires run by this process, by kind (goal, loop, heartbeat) and outcome (queued, requeued, moved).", "kind", "outcome")
+	m.controllerStale = counterVec(reg, "herald_controller_stale_total",
+		"Session controllers' entries dropped unrun because their controller changed since they were queued, by kind.", "kind")
 	m.modelSeconds = histogramVec(reg, "herald_model_request_duration_seconds",
 		"Model calls, retries included, by result (ok or the failure class).", prometheus.ExponentialBuckets(0.05, 2, 13), "result") // 50 ms … ~3.4 min
 	return m
