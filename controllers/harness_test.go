@@ -260,6 +260,12 @@ func (h *harness) say(text string) {
 	}
 }
 
+// waitRunning waits until a turn (what) runs.
+func (h *harness) waitRunning(what string) {
+	h.t.Helper()
+	eventually(h.t, what+" running", func() bool { return h.worker.Running() == 1 })
+}
+
 // tick runs the scheduler once.
 func (h *harness) tick() { h.sched.Tick(h.ctx) }
 

@@ -209,7 +209,7 @@ func TestGoalDefersLoopTicks(t *testing.T) {
 		release := h.agent.hold("Work toward")
 		h.say("/goal ship it")
 		h.tick()
-		eventually(t, "the goal's turn running", func() bool { return h.worker.Running() == 1 })
+		h.waitRunning("the goal's turn")
 		h.say("/loop 1m ping")
 		clk.Advance(time.Minute)
 		h.tick()
@@ -311,7 +311,7 @@ func TestHeartbeat(t *testing.T) {
 			h.say("/heartbeat 1h ping")
 			release := h.agent.hold("first")
 			h.say("first")
-			eventually(t, "the first turn running", func() bool { return h.worker.Running() == 1 })
+			h.waitRunning("the first turn")
 			clk.Advance(time.Hour)
 			h.tick() // queued behind the running turn: Busy is the test's
 			h.say("second")
@@ -344,7 +344,7 @@ func TestStopEndsATick(t *testing.T) {
 		defer release()
 		h.say("/loop 1m ping")
 		h.tick()
-		eventually(t, "the tick running", func() bool { return h.worker.Running() == 1 })
+		h.waitRunning("the tick")
 		h.say("/stop")
 		h.waitTurns(1)
 		if l := h.loop(); l.Ticks != 0 || l.Status != controllers.LoopActive {
@@ -380,7 +380,7 @@ func TestARequeuedTickRunsOnce(t *testing.T) {
 		clk.Advance(45 * time.Minute) // no instance ran meanwhile
 		release := h.agent.hold("ping")
 		h.tick()
-		eventually(t, "the tick running", func() bool { return h.worker.Running() == 1 })
+		h.waitRunning("the tick")
 		h.tick() // due 44 min ago and done: queued again
 		release()
 		h.waitTurns(2)
