@@ -424,10 +424,15 @@ func (g *Gateway) build() error {
 		g.add("kanban", boards.dispatcher)
 	}
 
+	var models []string
+	if cfg.Model.Name != "" {
+		models = []string{cfg.Model.Name}
+	}
 	g.api = api.New(api.Options{
 		Inbox:        g.router,
 		Timeline:     store,
 		APIKey:       cfg.HTTP.APIKey,
+		Models:       models,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Clock:        g.clock,
 		Logger:       log,

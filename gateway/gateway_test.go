@@ -129,6 +129,26 @@ func (h *gw) chat(conv, text string) string {
 	return res.Choices[0].Message.Content
 }
 
+// chatFailure runs one turn that fails on the model through
+// /v1/chat/completions and returns the error status and message.
+func (h *gw) chatFailure(conv, text string) (int, string) {
+	h.t.Helper()
+	body, _ := json.Marshal(map[string]any{
+		"model":    "herald",
+		"messages": []map[string]string{{"role": "user", "content": text}},
+	})
+	code, out := h.do("POST", "/v1/chat/completions", string(body), "X-Herald-Conversation", conv)
+	var res struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if code == http.StatusOK || json.Unmarshal([]byte(out), &res) != nil || res.Error.Message == "" {
+		h.t.Fatalf("chat %q: %d %s, want an error saying why", text, code, out)
+	}
+	return code, res.Error.Message
+}
+
 func TestGatewayRunsTurnsThroughTheAPI(t *testing.T) {
 	model := testkit.NewModelServer(t)
 	h := startGateway(t, testConfig(t, model), Options{})
@@ -234,9 +254,9 @@ func TestGatewayKeepsSecretsOut(t *testing.T) {
 	// The model refuses the key: once with a message quoting it, once by
 	// the server's own key check.
 	model.Script(testkit.Fail(http.StatusUnauthorized, "Incorrect API key provided: "+modelKey))
-	failed := h.chat("s1", "again")
+	_, failed := h.chatFailure("s1", "again")
 	model.RequireAPIKey("another-key-entirely")
-	failed2 := h.chat("s1", "and again")
+	_, failed2 := h.chatFailure("s1", "and again")
 	for _, reply := range []string{failed, failed2} {
 		if !strings.Contains(strings.ToLower(reply), "key") {
 			t.Errorf("the reply to a refused key does not say so: %q", reply)
@@ -493,12 +513,15 @@ func TestGatewayRetriesTheModelAsConfigured(t *testing.T) {
 			cfg.Model.MaxRetries = retries
 			h := startGateway(t, cfg, Options{})
 			model.Script(testkit.Fail(http.StatusBadGateway, "upstream down"), testkit.Reply("answered"))
-			got := h.chat("mr", "hello")
+			if retries == 0 {
+				if code, _ := h.chatFailure("mr", "hello"); code != http.StatusServiceUnavailable {
+					t.Errorf("status with no retries = %d, want 503", code)
+				}
+			} else if got := h.chat("mr", "hello"); got != "answered" {
+				t.Errorf("reply %q with %d retries", got, retries)
+			}
 			if n := model.Count(); n != retries+1 {
 				t.Errorf("%d model requests, want %d", n, retries+1)
-			}
-			if answered := got == "answered"; answered != (retries > 0) {
-				t.Errorf("reply %q with %d retries", got, retries)
 			}
 		})
 	}

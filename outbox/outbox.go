@@ -71,6 +71,10 @@ type Message struct {
 	NextAttempt    time.Time `json:",omitzero"`  // not claimed before this time
 	CreatedAt      time.Time `json:",omitzero"`
 	LastError      string    `json:",omitempty"` // the reason of the last failure, or of the dead-letter
+	// Meta are facts about the message for whoever reads it back (the
+	// local API reads a reply's turn end and token usage from it); the
+	// platforms ignore them. Counted in the message's size.
+	Meta map[string]string `json:",omitempty"`
 }
 
 // Claimed is a message held by one delivery worker until Expires. Ack,

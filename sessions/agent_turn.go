@@ -57,6 +57,17 @@ const (
 	TurnInterrupted TurnEnd = "interrupted"
 )
 
+// What a turn's reply says of the turn, in its outbox.Message.Meta (and
+// so in the timeline): how it ended (a TurnEnd), the tokens its model
+// calls used, and on TurnModelError the failure's class (llm.Class). The
+// local API answers with them.
+const (
+	ReplyMetaEnd              = "herald.end"
+	ReplyMetaPromptTokens     = "herald.prompt_tokens"
+	ReplyMetaCompletionTokens = "herald.completion_tokens"
+	ReplyMetaErrorClass       = "herald.error_class"
+)
+
 // TurnOutput is what a turn produced, ready for Store.Finish.
 type TurnOutput struct {
 	// History is what the turn adds to the conversation's history: the

@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -78,14 +79,14 @@ func TestSteeredNotices(t *testing.T) {
 			msgs := make([]outbox.Message, 1, 4)
 			msgs[0] = reply
 			got := w.steeredNotices(tt.origin, tt.steered, msgs)
-			if !slices.Equal(got, tt.want) {
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("steeredNotices = %+v, want %+v", got, tt.want)
 			}
 			if len(got) > 1 && &got[0] == &msgs[0] {
 				t.Error("steeredNotices appended into the slice it was given")
 			}
 			// A commit without the steered entries drops these notices.
-			if kept := slices.DeleteFunc(slices.Clone(got), isSteeredNotice); !slices.Equal(kept, []outbox.Message{reply}) {
+			if kept := slices.DeleteFunc(slices.Clone(got), isSteeredNotice); !reflect.DeepEqual(kept, []outbox.Message{reply}) {
 				t.Errorf("without the steered notices: %+v, want the reply only", kept)
 			}
 		})

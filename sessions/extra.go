@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"time"
 
@@ -22,11 +23,33 @@ type TimelineItem struct {
 	// message_id a post was given), empty for a message that answers
 	// none: a notice, a background completion, a send_message.
 	ReplyTo string `json:"reply_to,omitempty"`
+	// Meta is the outbox message's (outbox.Message.Meta): what the turn
+	// that sent a reply says of it (how it ended, its token usage).
+	Meta map[string]string `json:"meta,omitempty"`
+}
+
+// EncodeMeta is meta as the stores keep it: JSON, "" when empty.
+func EncodeMeta(meta map[string]string) string {
+	if len(meta) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(meta) // a map of strings always encodes
+	return string(b)
+}
+
+// DecodeMeta reads what EncodeMeta wrote.
+func DecodeMeta(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var meta map[string]string
+	err := json.Unmarshal([]byte(s), &meta)
+	return meta, err
 }
 
 // Check refuses an item a Timeline must not keep: Invalid for a bad
 // conversation key or an empty ID, TooLarge when what is stored of it
-// (its id, kind, text and reply_to) is over lim.MaxEntryBytes.
+// (its id, kind, text, reply_to and meta) is over lim.MaxEntryBytes.
 func (it TimelineItem) Check(op string, lim Limits) error {
 	if err := ValidateConv(op, it.Conv); err != nil {
 		return err
@@ -34,7 +57,7 @@ func (it TimelineItem) Check(op string, lim Limits) error {
 	if it.ID == "" {
 		return errs.E(op, errs.Invalid, "empty timeline item id")
 	}
-	if n := len(it.ID) + len(it.Kind) + len(it.Text) + len(it.ReplyTo); n > lim.MaxEntryBytes {
+	if n := len(it.ID) + len(it.Kind) + len(it.Text) + len(it.ReplyTo) + len(EncodeMeta(it.Meta)); n > lim.MaxEntryBytes {
 		return errs.E(op, errs.TooLarge, "timeline item is %d bytes, over the limit of %d", n, lim.MaxEntryBytes)
 	}
 	return nil

@@ -44,6 +44,8 @@ func TestPlainTurnEndToEnd(t *testing.T) {
 		Text:    "echo: hello",
 		ReplyTo: "m1",
 		Kind:    agent.KindReply,
+		// The model server counts words.
+		Meta: map[string]string{sessions.ReplyMetaEnd: "done", sessions.ReplyMetaPromptTokens: "2", sessions.ReplyMetaCompletionTokens: "2"},
 	}}
 	opts := cmpopts.IgnoreFields(outbox.Message{}, "ID", "CreatedAt", "NextAttempt")
 	if diff := cmp.Diff(want, msgs, opts); diff != "" {

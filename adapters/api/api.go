@@ -51,6 +51,9 @@ type Options struct {
 	// APIKey, when set, is required as "Authorization: Bearer <key>" on
 	// every route.
 	APIKey string
+	// Models are the model names GET /v1/models lists: the model the
+	// gateway's turns run on (a request's "model" is only echoed).
+	Models []string
 	// MaxBodyBytes bounds a request body; default 4 MiB.
 	MaxBodyBytes int64
 	// Clock stamps the completions' created time; default the wall clock.
@@ -178,7 +181,7 @@ func (s *Server) Send(ctx context.Context, m outbox.Message) adapters.SendResult
 	if !ok {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "target " + m.Target.String() + " is not an api conversation"}
 	}
-	item := sessions.TimelineItem{ID: m.ID, Conv: conv, Kind: m.Kind, Text: m.Text, ReplyTo: m.ReplyTo}
+	item := sessions.TimelineItem{ID: m.ID, Conv: conv, Kind: m.Kind, Text: m.Text, ReplyTo: m.ReplyTo, Meta: m.Meta}
 	_, err := s.opts.Timeline.AppendTimeline(ctx, item)
 	if err != nil {
 		s.log.Warn("timeline append failed", "conv", conv, "outbox_id", m.ID, "err", err)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -222,6 +224,10 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if status, detail, failed := turnFailure(reply); failed {
+		writeJSON(w, status, errorBody{Error: detail})
+		return
+	}
 	writeJSON(w, http.StatusOK, completion{
 		ID:      c.ID,
 		Object:  "chat.completion",
@@ -229,9 +235,86 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		Model:   c.Model,
 		Choices: []completionChoice{{
 			Message:      assistantOutput{Role: "assistant", Content: reply.Text},
-			FinishReason: "stop",
+			FinishReason: finishReason(reply),
 		}},
+		Usage: usageOf(reply),
 	})
+}
+
+// finishReason is OpenAI's finish_reason for the turn reply answers: a
+// turn that used its model calls was cut at a length (model.max_iterations),
+// one that ended otherwise stopped.
+func finishReason(reply sessions.TimelineItem) string {
+	if sessions.TurnEnd(reply.Meta[sessions.ReplyMetaEnd]) == sessions.TurnBudget {
+		return "length"
+	}
+	return "stop"
+}
+
+// usageOf is the token usage the reply's turn reported (zero for an
+// answer no model call made: a command's, a notice).
+func usageOf(reply sessions.TimelineItem) usage {
+	in, _ := strconv.Atoi(reply.Meta[sessions.ReplyMetaPromptTokens])
+	out, _ := strconv.Atoi(reply.Meta[sessions.ReplyMetaCompletionTokens])
+	return usage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out}
+}
+
+// turnFailure is the error a completion answers when its turn ended on a
+// model failure, by the failure's class: 503 when there is no model or
+// it is unavailable, 429 when it is rate limited, 502 when the model's
+// server refused the call (a key, the account, the model's name, the
+// request). The reply's text, the reason a person can act on, is the
+// message; the conversation's timeline keeps it too.
+func turnFailure(reply sessions.TimelineItem) (int, errorDetail, bool) {
+	if sessions.TurnEnd(reply.Meta[sessions.ReplyMetaEnd]) != sessions.TurnModelError {
+		return 0, errorDetail{}, false
+	}
+	class := reply.Meta[sessions.ReplyMetaErrorClass]
+	d := errorDetail{Message: reply.Text, Type: typeUnavailable, Code: class}
+	switch class {
+	case "rate_limited":
+		return http.StatusTooManyRequests, errorDetail{Message: reply.Text, Type: typeRateLimit, Code: class}, true
+	case "auth", "payment", "model_not_found", "bad_request":
+		d.Type = typeUpstream
+		return http.StatusBadGateway, d, true
+	}
+	return http.StatusServiceUnavailable, d, true
+}
+
+// modelObject is a model as OpenAI's models routes show one.
+type modelObject struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+func modelOf(name string) modelObject {
+	return modelObject{ID: name, Object: "model", OwnedBy: "herald"}
+}
+
+// models lists the configured models, as OpenAI's GET /v1/models does:
+// the clients that ask before they send (many chat UIs) find the one
+// the turns run on.
+func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
+	data := make([]modelObject, 0, len(s.opts.Models))
+	for _, m := range s.opts.Models {
+		data = append(data, modelOf(m))
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Object string        `json:"object"`
+		Data   []modelObject `json:"data"`
+	}{Object: "list", Data: data})
+}
+
+// model answers GET /v1/models/{id} for a configured model.
+func (s *Server) model(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !slices.Contains(s.opts.Models, id) {
+		writeError(w, http.StatusNotFound, typeNotFound, fmt.Sprintf("no model %q here; GET /v1/models lists them", id))
+		return
+	}
+	writeJSON(w, http.StatusOK, modelOf(id))
 }
 
 // deliver hands in to the inbox.
@@ -346,14 +429,18 @@ func (s *Server) streamReply(ctx context.Context, w http.ResponseWriter, r *http
 		}
 		return
 	}
-	stop := "stop"
+	if _, detail, failed := turnFailure(reply); failed {
+		_ = sse.data(errorBody{Error: detail})
+		return
+	}
+	finish := finishReason(reply)
 	if send(chunkChoice{Delta: delta{Content: &reply.Text}}) != nil ||
-		send(chunkChoice{Delta: delta{}, FinishReason: &stop}) != nil {
+		send(chunkChoice{Delta: delta{}, FinishReason: &finish}) != nil {
 		return
 	}
 	if withUsage {
-		c.Choices = []chunkChoice{}
-		c.Usage = &usage{}
+		u := usageOf(reply)
+		c.Choices, c.Usage = []chunkChoice{}, &u
 		if sse.data(c) != nil {
 			return
 		}

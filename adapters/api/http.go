@@ -27,6 +27,8 @@ const (
 	typeUnavailable = "service_unavailable"
 	typeTimeout     = "timeout"
 	typeServer      = "server_error"
+	typeRateLimit   = "rate_limit_error"
+	typeUpstream    = "upstream_error" // the model's server refused the call
 )
 
 // maxIDLen bounds a conversation id from a client.
@@ -35,6 +37,8 @@ const maxIDLen = 200
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
 	s.route("POST", "/v1/chat/completions", s.chatCompletions)
+	s.route("GET", "/v1/models", s.models)
+	s.route("GET", "/v1/models/{id}", s.model)
 	s.route("POST", "/api/v1/conversations/{id}/messages", s.postMessage)
 	s.route("GET", "/api/v1/conversations/{id}/timeline", s.timeline)
 	s.route("GET", "/api/v1/conversations/{id}/events", s.events)
@@ -94,6 +98,7 @@ type errorBody struct {
 type errorDetail struct {
 	Message string `json:"message"`
 	Type    string `json:"type"`
+	Code    string `json:"code,omitempty"`
 }
 
 func writeError(w http.ResponseWriter, status int, typ, msg string) {

@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -305,12 +306,21 @@ func (r *run) steer(ch <-chan string) {
 // reply ends the turn with text sent to the turn's origin.
 func (r *run) reply(end sessions.TurnEnd, text string) sessions.TurnOutput {
 	r.out.End = end
+	meta := map[string]string{
+		sessions.ReplyMetaEnd:              string(end),
+		sessions.ReplyMetaPromptTokens:     strconv.Itoa(r.out.InputTokens),
+		sessions.ReplyMetaCompletionTokens: strconv.Itoa(r.out.OutputTokens),
+	}
+	if end == sessions.TurnModelError {
+		meta[sessions.ReplyMetaErrorClass] = string(llm.ClassOf(r.out.Err))
+	}
 	r.out.Outbox = append(r.turn.Queued(), outbox.Message{
 		Target:  r.in.Origin,
 		Conv:    r.in.Conv,
 		Text:    text,
 		ReplyTo: r.in.Entry.MessageID,
 		Kind:    KindReply,
+		Meta:    meta,
 	})
 	r.out.Writes = r.turn.Writes()
 	return r.out

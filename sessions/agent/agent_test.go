@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/testkit"
@@ -391,7 +393,8 @@ func TestRun(t *testing.T) {
 			if diff := cmp.Diff(tc.history, out.History); diff != "" {
 				t.Errorf("history (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tc.outbox, out.Outbox); diff != "" {
+			// What the reply says of the turn: TestReplySaysHowTheTurnEnded.
+			if diff := cmp.Diff(tc.outbox, out.Outbox, cmpopts.IgnoreFields(outbox.Message{}, "Meta")); diff != "" {
 				t.Errorf("outbox (-want +got):\n%s", diff)
 			}
 			if got := f.ms.Count(); got != tc.calls {
@@ -657,5 +660,37 @@ func TestHistoryIsTrimmedForTheModel(t *testing.T) {
 	}
 	if got := len(f.ms.Requests()[0].Messages); got != 1+len(in.History)+1 {
 		t.Errorf("model saw %d messages, want all %d", got, 1+len(in.History)+1)
+	}
+}
+
+// A turn's reply says how the turn ended, what its model calls used and,
+// when the model failed, the failure's class.
+func TestReplySaysHowTheTurnEnded(t *testing.T) {
+	f := newFixture(t)
+	f.ms.Script(testkit.Reply("hi you"))
+	out, err := f.agent.Run(context.Background(), input("hello there"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.InputTokens == 0 || out.OutputTokens == 0 {
+		t.Fatalf("usage %d/%d, want the model server's counts", out.InputTokens, out.OutputTokens)
+	}
+	want := map[string]string{
+		sessions.ReplyMetaEnd:              "done",
+		sessions.ReplyMetaPromptTokens:     strconv.Itoa(out.InputTokens),
+		sessions.ReplyMetaCompletionTokens: strconv.Itoa(out.OutputTokens),
+	}
+	if diff := cmp.Diff(want, out.Outbox[len(out.Outbox)-1].Meta); diff != "" {
+		t.Errorf("reply meta (-want +got):\n%s", diff)
+	}
+
+	f.ms.Script(testkit.Fail(401, "bad key"))
+	out, err = f.agent.Run(context.Background(), input("again"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := out.Outbox[len(out.Outbox)-1].Meta
+	if meta[sessions.ReplyMetaEnd] != "model_error" || meta[sessions.ReplyMetaErrorClass] != "auth" {
+		t.Errorf("reply meta of a failed turn = %v, want model_error, auth", meta)
 	}
 }

@@ -19,7 +19,7 @@ func (s *sessionStore) AppendTimeline(ctx context.Context, item sessions.Timelin
 	tag := convTag(item.Conv)
 	v, err := s.db.run(ctx, op, scriptTimelineAppend,
 		[]string{s.db.convKey(tag, "tl"), s.db.convKey(tag, "tlid")},
-		item.ID, item.Kind, item.Text, s.db.nowArg(), item.ReplyTo, s.db.lim.TimelineMax)
+		item.ID, item.Kind, item.Text, s.db.nowArg(), item.ReplyTo, s.db.lim.TimelineMax, sessions.EncodeMeta(item.Meta))
 	if err != nil {
 		return "", err
 	}
@@ -50,6 +50,10 @@ func (s *sessionStore) ReadTimeline(ctx context.Context, conv, after string, cou
 	}
 	out := make([]sessions.TimelineItem, len(raw))
 	for i, m := range raw {
+		meta, err := sessions.DecodeMeta(field(m, "m"))
+		if err != nil {
+			return nil, errs.E(op, errs.Internal, "timeline item %s's meta is not readable: %v", field(m, "id"), err)
+		}
 		out[i] = sessions.TimelineItem{
 			Cursor:  m.ID,
 			ID:      field(m, "id"),
@@ -58,6 +62,7 @@ func (s *sessionStore) ReadTimeline(ctx context.Context, conv, after string, cou
 			Text:    field(m, "t"),
 			At:      msTime(field(m, "at")),
 			ReplyTo: field(m, "r"),
+			Meta:    meta,
 		}
 	}
 	return out, nil

@@ -318,6 +318,11 @@ CREATE TABLE controllers (
 );
 CREATE INDEX controllers_due ON controllers (due_at) WHERE due_at IS NOT NULL;
 `,
+	// 11 → 12: a timeline item's meta (sessions.TimelineItem.Meta), as
+	// JSON; '' for items from before, and for those with none.
+	`
+ALTER TABLE timeline ADD COLUMN meta TEXT NOT NULL DEFAULT '';
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

@@ -12,7 +12,7 @@ import (
 const (
 	// The item id is unique per conversation: a conflict is the resend
 	// of an item already there, which adds nothing.
-	sqlTimelineInsert = `INSERT INTO timeline (conv, item_id, kind, text, at, reply_to) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+	sqlTimelineInsert = `INSERT INTO timeline (conv, item_id, kind, text, at, reply_to, meta) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
 		ON CONFLICT (conv, item_id) DO NOTHING`
 	sqlTimelineCursor = `SELECT cursor FROM timeline WHERE conv = ?1 AND item_id = ?2`
 	// The oldest items from the (keep+1)th newest back, found through
@@ -22,7 +22,7 @@ const (
 	sqlTimelineTrim = `DELETE FROM timeline WHERE cursor IN (SELECT cursor FROM timeline
 		WHERE conv = ?1 AND cursor <= (SELECT cursor FROM timeline WHERE conv = ?1 ORDER BY cursor DESC LIMIT 1 OFFSET ?2)
 		ORDER BY cursor LIMIT 1000)`
-	sqlTimelineRead = `SELECT cursor, item_id, kind, text, at, reply_to FROM timeline
+	sqlTimelineRead = `SELECT cursor, item_id, kind, text, at, reply_to, meta FROM timeline
 		WHERE conv = ?1 AND cursor > ?2 ORDER BY cursor LIMIT ?3`
 	sqlTimelineEnd = `SELECT cursor FROM timeline WHERE conv = ?1 ORDER BY cursor DESC LIMIT 1`
 )
@@ -37,9 +37,10 @@ func (s *sessionStore) AppendTimeline(ctx context.Context, item sessions.Timelin
 		return "", err
 	}
 	var cursor int64
+	meta := sessions.EncodeMeta(item.Meta)
 	err := d.w.do(ctx, op, durable, func(t *tx) error {
 		_, now := d.now()
-		r, err := t.st.timelineInsert.Exec(item.Conv, item.ID, item.Kind, item.Text, now, item.ReplyTo)
+		r, err := t.st.timelineInsert.Exec(item.Conv, item.ID, item.Kind, item.Text, now, item.ReplyTo, meta)
 		if err != nil {
 			return err
 		}
@@ -87,10 +88,14 @@ func (s *sessionStore) ReadTimeline(ctx context.Context, conv, after string, cou
 	for rows.Next() {
 		var (
 			cursor, at int64
+			meta       string
 			it         = sessions.TimelineItem{Conv: conv}
 		)
-		if err := rows.Scan(&cursor, &it.ID, &it.Kind, &it.Text, &at, &it.ReplyTo); err != nil {
+		if err := rows.Scan(&cursor, &it.ID, &it.Kind, &it.Text, &at, &it.ReplyTo, &meta); err != nil {
 			return nil, d.fail(op, err)
+		}
+		if it.Meta, err = sessions.DecodeMeta(meta); err != nil {
+			return nil, errs.E(op, errs.Internal, "timeline item %s's meta is not readable: %v", it.ID, err)
 		}
 		it.Cursor, it.At = formatID(cursor), fromNanos(at)
 		out = append(out, it)

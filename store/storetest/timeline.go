@@ -104,6 +104,7 @@ func runTimeline(t *testing.T, b Backend) {
 		early := item("c", "m1", "one")
 		early.Cursor, early.At = "999", t0.Add(-time.Hour)
 		early.ReplyTo = "in-7"
+		early.Meta = map[string]string{"herald.end": "done", "herald.prompt_tokens": "12", "quote": `"a}b'`}
 		want := f.appendTimelineAll(early, item("d", "m2", "elsewhere"), notice, item("c", "m4", ""))
 		c := []sessions.TimelineItem{want[0], want[2], want[3]}
 
@@ -202,6 +203,7 @@ func runTimeline(t *testing.T, b Backend) {
 		{"empty item id", item("c", "", "x"), errs.Invalid},
 		{"text over the size limit", item("c", "m1", big(2*smallLimit)), errs.TooLarge},
 		{"reply_to over the size limit", sessions.TimelineItem{ID: "m1", Conv: "c", Kind: "reply", Text: "x", ReplyTo: big(2 * smallLimit)}, errs.TooLarge},
+		{"meta over the size limit", sessions.TimelineItem{ID: "m1", Conv: "c", Kind: "reply", Text: "x", Meta: map[string]string{"k": big(2 * smallLimit)}}, errs.TooLarge},
 	}
 	for _, tc := range bad {
 		t.Run("bad item: "+tc.desc, func(t *testing.T) {

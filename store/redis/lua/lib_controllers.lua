@@ -2,10 +2,15 @@
 -- writer read ('0': none is stored), and files it in its conversation's
 -- index and, when it fires on time, in the due index (else takes it
 -- out). It returns nil, or the stored version ('' for none) when that is
--- not the one read, having written nothing. Its arguments are those of
--- ctl_put: the state's hash, the conversation's index and the due index,
--- then the member, the version read, the conversation, kind, id, data,
--- due ms or '', and now in ms.
+-- not the one read, having written nothing.
+--   state   the state's hash (its fields: ctl_put.lua)
+--   index   the conversation's index of states
+--   due     the due index, by due ms
+--   member  the state's member in both indexes
+--   read    the version read, '0' for none
+--   conv, kind, id, data  the state's
+--   at      its due time in ms, or '' when it does not fire on time
+--   now     the time in ms, the state's updated time
 local function ctl_write(state, index, due, member, read, conv, kind, id, data, at, now)
   local v = redis.call('HGET', state, 'v')
   if (read == '0' and v) or (read ~= '0' and v ~= read) then

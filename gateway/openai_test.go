@@ -1,0 +1,149 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/heraldgw/herald/internal/testkit"
+)
+
+// openaiClient is the official client on h's local API, as a user's
+// tools would use it, for conversation conv.
+func (h *gw) openaiClient(conv string) openai.Client {
+	return openai.NewClient(
+		option.WithBaseURL("http://"+h.g.Addr()+"/v1"),
+		option.WithAPIKey("unused"),
+		option.WithMaxRetries(0),
+		option.WithHeader("X-Herald-Conversation", conv),
+	)
+}
+
+func userSays(text string) openai.ChatCompletionNewParams {
+	return openai.ChatCompletionNewParams{Model: "herald", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(text)}}
+}
+
+// The local API answers with the turn's token usage and why it finished,
+// streamed or not.
+func TestGatewayCompletionUsageAndFinish(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	cfg := testConfig(t, model)
+	cfg.Model.MaxIterations = 1
+	h := startGateway(t, cfg, Options{})
+	c := h.openaiClient("u")
+	ctx := context.Background()
+
+	// The model server counts words: "hello there" and "echo: hello there".
+	res, err := c.Chat.Completions.New(ctx, userSays("hello there"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := res.Usage; u.PromptTokens == 0 || u.CompletionTokens != 3 || u.TotalTokens != u.PromptTokens+u.CompletionTokens {
+		t.Errorf("usage = %+v, want the turn's", u)
+	}
+	if fr := res.Choices[0].FinishReason; fr != "stop" {
+		t.Errorf("finish_reason = %q, want stop", fr)
+	}
+
+	stream := c.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+		Model: "herald", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("count me")},
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	})
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if acc.Usage.CompletionTokens != 3 || acc.Choices[0].FinishReason != "stop" {
+		t.Errorf("streamed usage %+v, finish %q; want the turn's, stop", acc.Usage, acc.Choices[0].FinishReason)
+	}
+
+	// A turn that used its model calls (model.max_iterations 1, and the
+	// model asks for a tool) was cut at a length.
+	model.Script(testkit.Step{ToolCalls: []testkit.ModelToolCall{{Name: "clarify_nothing", Arguments: "{}"}}})
+	res, err = c.Chat.Completions.New(ctx, userSays("use a tool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fr := res.Choices[0].FinishReason; fr != "length" {
+		t.Errorf("finish_reason of a turn out of model calls = %q, want length", fr)
+	}
+}
+
+// A turn that ended on a model failure answers with an error status and
+// OpenAI's error shape, saying why; the timeline keeps the notice.
+func TestGatewayCompletionModelFailures(t *testing.T) {
+	tests := []struct {
+		desc   string
+		step   testkit.Step
+		status int
+		code   string
+	}{
+		{"the model's server is down", testkit.Fail(http.StatusBadGateway, "upstream down"), http.StatusServiceUnavailable, "unavailable"},
+		{"the key is refused", testkit.Fail(http.StatusUnauthorized, "bad key"), http.StatusBadGateway, "auth"},
+		{"the model is not known", testkit.Fail(http.StatusNotFound, "no such model"), http.StatusBadGateway, "model_not_found"},
+		{"rate limited", testkit.Step{Status: http.StatusTooManyRequests, Error: "slow down", RetryAfter: "3600"}, http.StatusTooManyRequests, "rate_limited"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			model := testkit.NewModelServer(t)
+			cfg := testConfig(t, model)
+			cfg.Model.MaxRetries = 0
+			h := startGateway(t, cfg, Options{})
+			model.Script(tt.step)
+			c := h.openaiClient("f")
+			_, err := c.Chat.Completions.New(context.Background(), userSays("hello"))
+			var apiErr *openai.Error
+			if !errors.As(err, &apiErr) {
+				t.Fatalf("completion = %v, want an API error", err)
+			}
+			if apiErr.StatusCode != tt.status || apiErr.Code != tt.code || apiErr.Message == "" {
+				t.Errorf("error = %d %q %q, want %d %q with the reason", apiErr.StatusCode, apiErr.Code, apiErr.Message, tt.status, tt.code)
+			}
+			items := h.waitItem("f", apiErr.Message)
+			if len(items) != 1 {
+				t.Errorf("timeline items with the reason = %+v, want one", items)
+			}
+		})
+	}
+	t.Run("no model configured", func(t *testing.T) {
+		model := testkit.NewModelServer(t)
+		cfg := testConfig(t, model)
+		cfg.Model.Name = ""
+		h := startGateway(t, cfg, Options{})
+		c := h.openaiClient("n")
+		_, err := c.Chat.Completions.New(context.Background(), userSays("hello"))
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.Code != "not_configured" {
+			t.Errorf("completion with no model = %v, want 503 not_configured", err)
+		}
+	})
+}
+
+// GET /v1/models lists the model the turns run on, in OpenAI's shape.
+func TestGatewayListsItsModel(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	h := startGateway(t, testConfig(t, model), Options{})
+	c := h.openaiClient("")
+	page, err := c.Models.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Data) != 1 || page.Data[0].ID != "test-model" || page.Data[0].Object != "model" {
+		t.Errorf("models = %+v, want test-model", page.Data)
+	}
+	m, err := c.Models.Get(context.Background(), "test-model")
+	if err != nil || m.ID != "test-model" {
+		t.Errorf("Get(test-model) = %+v, %v", m, err)
+	}
+	var apiErr *openai.Error
+	if _, err := c.Models.Get(context.Background(), "gpt-nothing"); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
+		t.Errorf("Get of an unknown model = %v, want 404", err)
+	}
+}
