@@ -147,3 +147,41 @@ func TestGatewayListsItsModel(t *testing.T) {
 		t.Errorf("Get of an unknown model = %v, want 404", err)
 	}
 }
+
+// A system message in the request is used for that turn, after herald's
+// own system prompt, and is not kept in the history.
+func TestGatewayUsesTheRequestsSystemMessage(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	cfg := testConfig(t, model)
+	cfg.Model.SystemPrompt = "You are herald."
+	h := startGateway(t, cfg, Options{})
+	c := h.openaiClient("sys")
+	ctx := context.Background()
+	_, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "herald", Messages: []openai.ChatCompletionMessageParamUnion{
+		openai.SystemMessage("Answer in French."), openai.UserMessage("hello"),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Chat.Completions.New(ctx, userSays("again")); err != nil {
+		t.Fatal(err)
+	}
+	reqs := model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("model requests = %d, want 2", len(reqs))
+	}
+	var systems [2][]string
+	for i, r := range reqs {
+		for _, m := range r.Messages {
+			if m.Role == "system" {
+				systems[i] = append(systems[i], m.Content)
+			}
+		}
+	}
+	if len(systems[0]) != 2 || systems[0][0] != "You are herald." || systems[0][1] != "Answer in French." {
+		t.Errorf("system messages of the first turn = %q, want herald's, then the request's", systems[0])
+	}
+	if len(systems[1]) != 1 {
+		t.Errorf("system messages of the next turn = %q, want herald's only", systems[1])
+	}
+}

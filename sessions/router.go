@@ -19,6 +19,11 @@ const (
 	// "platform:chat[:thread]", when the conversation key alone does not
 	// say it (a thread, a DM channel opened for the user).
 	MetaTarget = "target"
+	// MetaSystem is a system prompt the sender gave for this message
+	// alone (the local API's "system" messages): the agent sends it after
+	// its own system prompt, for this turn's model calls, and keeps it
+	// out of the history.
+	MetaSystem = "herald.system"
 	// MetaControl marks a control entry: a queued command that the turn
 	// worker hands to the command's Run instead of the agent. The router
 	// drops it from what adapters deliver, so no message can pose as one.

@@ -75,6 +75,26 @@ func lastUserText(msgs []chatMessage) (string, error) {
 	return "", errs.E(op, errs.Invalid, "messages has no user message")
 }
 
+// systemText is the request's system (and developer) messages' text,
+// joined: the sender's instructions for this turn, which the agent sends
+// after herald's own system prompt (sessions.MetaSystem).
+func systemText(msgs []chatMessage) (string, error) {
+	var texts []string
+	for i, m := range msgs {
+		if m.Role != "system" && m.Role != "developer" {
+			continue
+		}
+		text, err := contentText(m.Content)
+		if err != nil {
+			return "", errs.E("api.chatCompletions", errs.Invalid, "messages[%d].content: %v", i, err)
+		}
+		if strings.TrimSpace(text) != "" {
+			texts = append(texts, text)
+		}
+	}
+	return strings.Join(texts, "\n\n"), nil
+}
+
 // contentText reads a content that is a string or an array of parts.
 func contentText(raw json.RawMessage) (string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
@@ -155,6 +175,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	system, err := systemText(req.Messages)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	id := r.Header.Get("X-Herald-Conversation")
 	if id == "" {
 		id = req.User
@@ -178,6 +203,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		Text:      text,
 		Kind:      sessions.KindUser,
 		Meta:      map[string]string{"target": conv},
+	}
+	if system != "" {
+		in.Meta[sessions.MetaSystem] = system
 	}
 
 	// The timeline's end is read before the turn is queued, so the reply

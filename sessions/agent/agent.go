@@ -176,6 +176,10 @@ func (a *Agent) start(ctx context.Context, in sessions.TurnInput) *run {
 	if notes := a.notesPrompt(ctx, in.User, r.log); notes != "" {
 		r.system = append(r.system, sessions.Message{Role: "system", Content: notes})
 	}
+	if extra := in.Entry.Meta[sessions.MetaSystem]; extra != "" {
+		// The sender's own instructions for this turn, after herald's.
+		r.system = append(r.system, sessions.Message{Role: "system", Content: extra})
+	}
 	return r
 }
 
