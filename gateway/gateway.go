@@ -513,6 +513,9 @@ func (g *Gateway) Start(ctx context.Context) error {
 	if err != nil {
 		return errs.Wrap(op, errs.Unavailable, err)
 	}
+	if g.cfg.Model.Name == "" {
+		g.log.Warn("no model is configured: every turn answers that it cannot run; set model.name and model.base_url (HERALD_MODEL, HERALD_MODEL_BASE_URL)")
+	}
 	// The config was checked in New; this checks where the socket really
 	// is, in case a name resolved somewhere public.
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() && g.cfg.HTTP.APIKey == "" {

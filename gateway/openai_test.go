@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -122,6 +123,9 @@ func TestGatewayCompletionModelFailures(t *testing.T) {
 		var apiErr *openai.Error
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.Code != "not_configured" {
 			t.Errorf("completion with no model = %v, want 503 not_configured", err)
+		}
+		if !strings.Contains(h.logs.String(), "no model is configured") || !strings.Contains(h.logs.String(), "HERALD_MODEL") {
+			t.Error("no warning at start that no model is configured, saying how to set one")
 		}
 	})
 }

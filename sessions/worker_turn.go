@@ -431,7 +431,8 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 		}
 		took := w.clock.Now().Sub(at.started)
 		w.log.Info("turn finished", append(at.logAttrs(),
-			"end", string(out.End), "model_calls", out.ModelCalls, "took", took, "absorbed", len(absorbed))...)
+			"end", string(out.End), "model_calls", out.ModelCalls, "prompt_tokens", out.InputTokens, "completion_tokens", out.OutputTokens,
+			"took_ms", took.Milliseconds(), "absorbed", len(absorbed))...)
 		if f := w.metrics.Finished; f != nil {
 			f(out.End, took)
 		}

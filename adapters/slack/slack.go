@@ -183,7 +183,7 @@ func (a *Adapter) identify(ctx context.Context) error {
 			return errs.E("slack.Run", errs.Invalid, "Slack rejected the bot token: %v", err)
 		}
 		wait := retry.Wait(fails)
-		a.log.Warn("auth.test failed; retrying", "err", err, "wait", wait)
+		a.log.Warn("auth.test failed; retrying", "err", err, "wait_ms", wait.Milliseconds())
 		if !clock.Sleep(ctx, wait) {
 			return nil
 		}

@@ -31,7 +31,7 @@ func (a *Adapter) runSocket(ctx context.Context, inbox adapters.Inbox) error {
 			return errs.E("slack.Run", errs.Invalid, "Slack rejected the app token: %v", err)
 		}
 		wait := retry.Wait(fails)
-		a.log.Warn("Socket Mode stopped; reconnecting", "err", err, "wait", wait)
+		a.log.Warn("Socket Mode stopped; reconnecting", "err", err, "wait_ms", wait.Milliseconds())
 		if !clock.Sleep(ctx, wait) {
 			return nil
 		}

@@ -74,7 +74,7 @@ func (a *Adapter) poll(ctx context.Context, inbox adapters.Inbox) error {
 		if errors.As(err, &ae) && ae.RetryAfter > 0 {
 			wait = ae.RetryAfter
 		}
-		log := a.log.With("err", a.redact(err), "failures", fails, "retry_in", wait)
+		log := a.log.With("err", a.redact(err), "failures", fails, "retry_in_ms", wait.Milliseconds())
 		switch {
 		case ae != nil && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusNotFound):
 			log.Error("Telegram refuses the bot token; check platforms.telegram.token")

@@ -237,9 +237,9 @@ func (a *Adapter) identify(ctx context.Context) (identity, bool) {
 		}
 		wait := a.retry.Wait(fails + 1)
 		if errors.Is(err, bot.ErrorUnauthorized) || errors.Is(err, bot.ErrorNotFound) {
-			a.log.Error("Telegram refuses the bot token; check platforms.telegram.token", "err", a.redact(err), "retry_in", wait)
+			a.log.Error("Telegram refuses the bot token; check platforms.telegram.token", "err", a.redact(err), "retry_in_ms", wait.Milliseconds())
 		} else {
-			a.log.Warn("getMe failed; retrying", "err", a.redact(err), "retry_in", wait)
+			a.log.Warn("getMe failed; retrying", "err", a.redact(err), "retry_in_ms", wait.Milliseconds())
 		}
 		if !clock.Sleep(ctx, wait) {
 			return identity{}, false

@@ -80,7 +80,7 @@ func (a *Adapter) setWebhook(ctx context.Context) {
 			return
 		}
 		wait := a.retry.Wait(fails)
-		a.log.Warn("setWebhook failed; retrying", "err", a.redact(err), "retry_in", wait)
+		a.log.Warn("setWebhook failed; retrying", "err", a.redact(err), "retry_in_ms", wait.Milliseconds())
 		if !clock.Sleep(ctx, wait) {
 			return
 		}
