@@ -247,7 +247,9 @@ func TestCompletion(t *testing.T) {
 	if len(in) != 1 {
 		t.Fatalf("deliveries = %d, want 1", len(in))
 	}
-	want := sessions.Inbound{Conv: "api:alice", Sender: "api", Text: "hello", Kind: sessions.KindUser, Meta: map[string]string{"target": "api:alice"}}
+	// The request's system message travels with the turn.
+	want := sessions.Inbound{Conv: "api:alice", Sender: "api", Text: "hello", Kind: sessions.KindUser,
+		Meta: map[string]string{"target": "api:alice", sessions.MetaSystem: "be brief"}}
 	if in[0].MessageID == "" {
 		t.Error("inbound has no message id")
 	}
