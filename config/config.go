@@ -104,6 +104,16 @@ type Model struct {
 	// SystemPrompt opens every request to the model, before the user's
 	// notes; empty sends none.
 	SystemPrompt string `yaml:"system_prompt"`
+	// Prices are what each model's tokens cost, by model name, so that
+	// /status can say what a conversation has cost.
+	Prices map[string]Price `yaml:"prices"`
+}
+
+// Price is what a model's tokens cost, per million, in whatever
+// currency the operator reads them in.
+type Price struct {
+	Input  float64 `yaml:"input"`
+	Output float64 `yaml:"output"`
 }
 
 // Workers sizes the worker pools of one gateway process.

@@ -286,6 +286,12 @@ func (m Model) check(v *validator) {
 	}
 	v.positive("model.max_iterations", int64(m.MaxIterations))
 	v.positive("model.history_budget", int64(m.HistoryBudget))
+	for _, name := range slices.Sorted(maps.Keys(m.Prices)) {
+		p := m.Prices[name]
+		if p.Input < 0 || p.Output < 0 {
+			v.add("model.prices."+name, "input and output are prices per million tokens, 0 or more; got %v and %v", p.Input, p.Output)
+		}
+	}
 }
 
 func (t Telegram) check(v *validator) {

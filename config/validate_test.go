@@ -219,6 +219,13 @@ func TestValidate(t *testing.T) {
 		},
 		{desc: "no model retries", change: func(c *config.Config) { c.Model.MaxRetries = 0 }},
 		{
+			desc: "a negative price",
+			change: func(c *config.Config) {
+				c.Model.Prices = map[string]config.Price{"ok-model": {Input: 3, Output: 15}, "bad": {Input: -1}}
+			},
+			want: config.Problems{{Key: "model.prices.bad", Msg: "input and output are prices per million tokens, 0 or more; got -1 and 0"}},
+		},
+		{
 			desc:   "negative history bound",
 			change: func(c *config.Config) { c.Store.HistoryMaxMessages = -1 },
 			want:   config.Problems{{Key: "store.history_max_messages", Msg: "must be 0 (keep all) or more, got -1"}},

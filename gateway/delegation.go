@@ -182,5 +182,5 @@ func (g *Gateway) auxClient(ep config.AuxModel, overrides map[string]any, fallba
 	if err != nil {
 		return nil, err
 	}
-	return g.metrics.TimeModel(c), nil
+	return g.metrics.TimeModel(c, ep.Model), nil
 }

@@ -276,13 +276,13 @@ func (g *Gateway) build() error {
 		return err
 	}
 	g.workspace = workspace
-	background, err := g.buildDelegation(registry, commands, g.metrics.TimeModel(model), workspace)
+	background, err := g.buildDelegation(registry, commands, g.metrics.TimeModel(model, cfg.Model.Name), workspace)
 	if err != nil {
 		return err
 	}
 	toolsets := Toolsets(cfg)
 	runner := &agent.Agent{
-		Client:        g.metrics.TimeModel(model),
+		Client:        g.metrics.TimeModel(model, cfg.Model.Name),
 		Model:         cfg.Model.Name,
 		MaxIterations: cfg.Model.MaxIterations,
 		HistoryBudget: cfg.Model.HistoryBudget,
@@ -306,10 +306,11 @@ func (g *Gateway) build() error {
 	}
 	runner.Tools = toolset
 	background.spawner.SetTools(toolset)
-	controlled, err := g.buildControllers(commands, runner, g.metrics.TimeModel(model), workspace)
+	controlled, err := g.buildControllers(commands, runner, g.metrics.TimeModel(model, cfg.Model.Name), workspace)
 	if err != nil {
 		return err
 	}
+	g.addUsageStatus(commands)
 
 	delivery, err := NewDelivery(DeliveryOptions{
 		Outbox:  g.db.Outbox(),

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"time"
@@ -42,6 +43,7 @@ type Metrics struct {
 	ackSeconds       prometheus.Histogram
 
 	modelSeconds *prometheus.HistogramVec
+	modelTokens  *prometheus.CounterVec
 
 	controllerFires *prometheus.CounterVec
 	controllerStale *prometheus.CounterVec
@@ -88,6 +90,8 @@ func NewMetrics() *Metrics {
 		"Session controllers' fires run by this process, by kind (goal, loop, heartbeat) and outcome (queued, requeued, moved).", "kind", "outcome")
 	m.controllerStale = counterVec(reg, "herald_controller_stale_total",
 		"Session controllers' entries dropped unrun because their controller changed since they were queued, by kind.", "kind")
+	m.modelTokens = counterVec(reg, "herald_model_tokens_total",
+		"Tokens the model calls of this process used, as their servers reported, by model and kind (prompt, completion).", "model", "kind")
 	m.modelSeconds = histogramVec(reg, "herald_model_request_duration_seconds",
 		"Model calls, retries included, by result (ok or the failure class).", prometheus.ExponentialBuckets(0.05, 2, 13), "result") // 50 ms … ~3.4 min
 	return m
@@ -179,17 +183,20 @@ func (m *Metrics) outbox(pending, dead int) {
 	}
 }
 
-// TimeModel wraps c so that each call's latency is observed.
-func (m *Metrics) TimeModel(c llm.Client) llm.Client {
+// TimeModel wraps c, whose calls run on model unless a request names
+// another, so that each call's latency and the tokens it used are
+// observed.
+func (m *Metrics) TimeModel(c llm.Client, model string) llm.Client {
 	if m == nil || c == nil {
 		return c
 	}
-	return timedModel{c: c, m: m}
+	return timedModel{c: c, m: m, model: model}
 }
 
 type timedModel struct {
-	c llm.Client
-	m *Metrics
+	c     llm.Client
+	m     *Metrics
+	model string
 }
 
 func (t timedModel) Complete(ctx context.Context, req llm.Request) (*llm.Response, error) {
@@ -203,5 +210,10 @@ func (t timedModel) Complete(ctx context.Context, req llm.Request) (*llm.Respons
 		}
 	}
 	t.m.modelSeconds.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	if resp != nil {
+		model := cmp.Or(req.Model, t.model)
+		t.m.modelTokens.WithLabelValues(model, "prompt").Add(float64(resp.Usage.PromptTokens))
+		t.m.modelTokens.WithLabelValues(model, "completion").Add(float64(resp.Usage.CompletionTokens))
+	}
 	return resp, err
 }

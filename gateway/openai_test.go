@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/testkit"
 )
 
@@ -187,5 +189,34 @@ func TestGatewayUsesTheRequestsSystemMessage(t *testing.T) {
 	}
 	if len(systems[1]) != 1 {
 		t.Errorf("system messages of the next turn = %q, want herald's only", systems[1])
+	}
+}
+
+// A conversation's token totals are kept in the store, shown by /status
+// with their cost, and counted by model.
+func TestGatewayKeepsTheConversationsUsage(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	cfg := testConfig(t, model)
+	cfg.Model.Prices = map[string]config.Price{"test-model": {Input: 1000, Output: 2000}}
+	h := startGateway(t, cfg, Options{})
+	c := h.openaiClient("use")
+	var prompt, completion int64
+	for _, text := range []string{"one two", "three four five"} {
+		res, err := c.Chat.Completions.New(context.Background(), userSays(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		prompt, completion = prompt+res.Usage.PromptTokens, completion+res.Usage.CompletionTokens
+	}
+	cost := (float64(prompt)*1000 + float64(completion)*2000) / 1e6
+	want := fmt.Sprintf("Tokens: test-model %d in, %d out (%.4f). Cost: %.4f (model.prices)", prompt, completion, cost, cost)
+	eventually(t, "the totals committed", func() bool {
+		meta, err := h.g.Store().Sessions().Meta(context.Background(), "api:use")
+		return err == nil && usageStatus(meta, cfg.Model.Prices) == want
+	})
+	h.post("use", "/status")
+	h.waitItem("use", want)
+	if n := metricValue(t, h.g.metrics, "herald_model_tokens_total", "model=test-model", "kind=completion"); n != float64(completion) {
+		t.Errorf("completion tokens counted = %v, want %d", n, completion)
 	}
 }

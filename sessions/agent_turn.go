@@ -85,8 +85,9 @@ type TurnOutput struct {
 	End        TurnEnd
 	ModelCalls int
 	// InputTokens and OutputTokens sum the usage the model server
-	// reported for the turn's calls (0 when it reported none).
+	// reported for the turn's calls (0 when it reported none), on Model.
 	InputTokens, OutputTokens int
+	Model                     string
 	// Err is the model error behind TurnModelError, for logs and metrics;
 	// the user already has its one-line reading in the reply.
 	Err error

@@ -39,6 +39,40 @@ func UnknownWrite(op string, w Write) error {
 	return errs.E(op, errs.Invalid, "this store does not apply writes of kind %q", w.WriteKind())
 }
 
+// Usage adds a turn's token usage to its conversation's totals, kept in
+// its metadata under UsageKeys(Model), in the turn's commit: a turn
+// committed once counts once. The turn worker adds it to every agent
+// turn whose model calls reported usage.
+type Usage struct {
+	Conv               string
+	Model              string // the model the calls ran on
+	Prompt, Completion int    // tokens
+}
+
+// WriteKind is "sessions.usage".
+func (Usage) WriteKind() string { return "sessions.usage" }
+
+// UsagePrefix starts the metadata keys of a conversation's token totals.
+const UsagePrefix = "usage."
+
+// UsageKeys are the metadata keys of a conversation's prompt and
+// completion token totals on model.
+func UsageKeys(model string) (prompt, completion string) {
+	return UsagePrefix + "prompt_tokens." + model, UsagePrefix + "completion_tokens." + model
+}
+
+// Check refuses a Usage a store must not apply: Invalid for a bad
+// conversation key or negative counts.
+func (u Usage) Check(op string) error {
+	if err := ValidateConv(op, u.Conv); err != nil {
+		return err
+	}
+	if u.Prompt < 0 || u.Completion < 0 {
+		return errs.E(op, errs.Invalid, "token counts %d/%d are negative", u.Prompt, u.Completion)
+	}
+	return nil
+}
+
 // Committed is what TurnWorkerOptions.Committed is told of a turn whose
 // commit carried writes.
 type Committed struct {

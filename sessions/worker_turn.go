@@ -423,8 +423,12 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 		msgs = append(slices.Clone(msgs), outbox.Message{Target: origin, Text: text, ReplyTo: e.MessageID, Kind: KindNotice})
 	}
 	msgs = w.steeredNotices(origin, absorbedMsgs, msgs)
+	writes := out.Writes
+	if out.InputTokens > 0 || out.OutputTokens > 0 {
+		writes = append(slices.Clip(writes), Usage{Conv: conv, Model: out.Model, Prompt: out.InputTokens, Completion: out.OutputTokens})
+	}
 	f := Finish{EntryID: e.ID, Absorbed: absorbed, History: out.History, Outbox: w.outboxOf(at, msgs), Release: true,
-		DropHistory: w.historyDrop(starts, len(out.History)), Writes: out.Writes}
+		DropHistory: w.historyDrop(starts, len(out.History)), Writes: writes}
 	if w.commit(at, f) {
 		if len(at.wrote) > 0 && w.committed != nil {
 			w.committed(Committed{Conv: conv, Writes: at.wrote, Stopped: stop != nil})

@@ -110,7 +110,7 @@ func startDelegationPipeline(ctx context.Context, db gateway.Store, cfg delegati
 	// buildDelegation's parts, with the config's defaults.
 	transcripts := &delegation.Transcripts{Dir: p.transcripts}
 	spawner := delegation.NewSpawner(delegation.SpawnerOptions{
-		Client:              metrics.TimeModel(p.child),
+		Client:              metrics.TimeModel(p.child, "bench-child"),
 		MaxIterations:       dcfg.MaxIterations,
 		SummaryMax:          dcfg.SummaryMaxChars,
 		MaxDepth:            dcfg.MaxSpawnDepth,
@@ -167,7 +167,7 @@ func startDelegationPipeline(ctx context.Context, db gateway.Store, cfg delegati
 	}
 	spawner.SetTools(toolset)
 	parent := &agent.Agent{
-		Client:        metrics.TimeModel(&parentModel{args: taskArgs(cfg.tasks)}),
+		Client:        metrics.TimeModel(&parentModel{args: taskArgs(cfg.tasks)}, "bench-parent"),
 		Tools:         toolset,
 		MaxIterations: config.DefaultMaxIterations,
 		HistoryBudget: config.DefaultHistoryBudget,

@@ -310,6 +310,7 @@ func (r *run) steer(ch <-chan string) {
 // reply ends the turn with text sent to the turn's origin.
 func (r *run) reply(end sessions.TurnEnd, text string) sessions.TurnOutput {
 	r.out.End = end
+	r.out.Model = r.a.Model
 	meta := map[string]string{
 		sessions.ReplyMetaEnd:              string(end),
 		sessions.ReplyMetaPromptTokens:     strconv.Itoa(r.out.InputTokens),
@@ -333,7 +334,7 @@ func (r *run) reply(end sessions.TurnEnd, text string) sessions.TurnOutput {
 // interrupted ends the turn without a reply. What tools queued is kept:
 // the history says it was sent, so it must be.
 func (r *run) interrupted(ctx context.Context) (sessions.TurnOutput, error) {
-	r.out.End = sessions.TurnInterrupted
+	r.out.End, r.out.Model = sessions.TurnInterrupted, r.a.Model
 	r.out.Outbox = r.turn.Queued()
 	r.out.Writes = r.turn.Writes()
 	return r.out, context.Cause(ctx)

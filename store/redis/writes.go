@@ -48,6 +48,15 @@ func (db *DB) writeOps(op string, ws []sessions.Write) ([]writeOp, error) {
 				return nil, err
 			}
 			ops = append(ops, o)
+		case sessions.Usage:
+			if err := w.Check(op); err != nil {
+				return nil, err
+			}
+			meta := db.convKey(convTag(w.Conv), "meta")
+			prompt, completion := sessions.UsageKeys(w.Model)
+			ops = append(ops,
+				writeOp{cmd: "HINCRBY", args: []any{meta, prompt, w.Prompt}},
+				writeOp{cmd: "HINCRBY", args: []any{meta, completion, w.Completion}})
 		default:
 			return nil, sessions.UnknownWrite(op, w)
 		}

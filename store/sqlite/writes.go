@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/heraldgw/herald/controllers"
@@ -37,6 +38,8 @@ func (d *DB) checkWrite(op string, w sessions.Write) error {
 		return err
 	case controllers.Put:
 		return w.State.Check(op)
+	case sessions.Usage:
+		return w.Check(op)
 	default:
 		return sessions.UnknownWrite(op, w)
 	}
@@ -61,7 +64,24 @@ func (d *DB) applyWrite(t *tx, op string, w sessions.Write, now time.Time) error
 		return conflict(op, err, "job %q exists", w.Job.ID)
 	case controllers.Put:
 		return putControllerIf(t, w.State, nanos(now))
+	case sessions.Usage:
+		return addUsage(t, w)
 	default:
 		return sessions.UnknownWrite(op, w)
 	}
+}
+
+// sqlUsageAdd adds to a conversation's token total, kept in its metadata
+// as a decimal number.
+const sqlUsageAdd = `INSERT INTO meta (conv, key, value) VALUES (?1, ?2, ?3)
+	ON CONFLICT (conv, key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + CAST(excluded.value AS INTEGER) AS TEXT)`
+
+// addUsage adds a turn's token usage to its conversation's totals.
+func addUsage(t *tx, u sessions.Usage) error {
+	prompt, completion := sessions.UsageKeys(u.Model)
+	if _, err := t.exec(sqlUsageAdd, u.Conv, prompt, strconv.Itoa(u.Prompt)); err != nil {
+		return err
+	}
+	_, err := t.exec(sqlUsageAdd, u.Conv, completion, strconv.Itoa(u.Completion))
+	return err
 }

@@ -453,9 +453,18 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 	if err := sessions.CheckWrites(op, f.Writes); err != nil {
 		return nil, err
 	}
-	if len(f.Writes) > 0 {
-		// The in-memory store applies no other domain's writes.
-		return nil, sessions.UnknownWrite(op, f.Writes[0])
+	var usage []sessions.Usage
+	for _, w := range f.Writes {
+		// The in-memory store applies no other domain's writes: only
+		// the sessions' own.
+		u, ok := w.(sessions.Usage)
+		if !ok {
+			return nil, sessions.UnknownWrite(op, w)
+		}
+		if err := u.Check(op); err != nil {
+			return nil, err
+		}
+		usage = append(usage, u)
 	}
 	// Find every absorbed entry before removing any: a missing one
 	// leaves everything as it was.
@@ -493,6 +502,17 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 	}
 	for k, v := range f.Meta {
 		m.setMeta(l.Conv, k, v)
+	}
+	for _, u := range usage {
+		prompt, completion := sessions.UsageKeys(u.Model)
+		meta := m.s.conv(u.Conv).meta
+		for _, kv := range []struct {
+			k string
+			n int
+		}{{prompt, u.Prompt}, {completion, u.Completion}} {
+			had, _ := strconv.Atoi(meta[kv.k])
+			m.setMeta(u.Conv, kv.k, strconv.Itoa(had+kv.n))
+		}
 	}
 	if f.Release {
 		m.release(c)

@@ -16,6 +16,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("Absorbed", func(t *testing.T) { runAbsorbed(t, b) })
 	t.Run("FinishAndClaim", func(t *testing.T) { runFinishAndClaim(t, b) })
 	t.Run("Handoff", func(t *testing.T) { runHandoff(t, b) })
+	t.Run("Usage", func(t *testing.T) { runUsage(t, b) })
 	t.Run("History", func(t *testing.T) { runHistory(t, b) })
 	t.Run("QueueDepth", func(t *testing.T) { runQueueDepth(t, b) })
 	t.Run("Timeline", func(t *testing.T) { runTimeline(t, b) })
