@@ -90,6 +90,13 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, key string) {
 			return
 		}
 		v.SetInt(i)
+	case v.CanFloat():
+		var f float64
+		if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") || n.Decode(&f) != nil {
+			d.add(n, key, "want a number, got %s", describe(n))
+			return
+		}
+		v.SetFloat(f)
 	default:
 		// A field type this decoder does not know is a bug here, not in
 		// the user's file; say so rather than ignore the value.

@@ -192,3 +192,28 @@ func TestDecodeKeepsDefaults(t *testing.T) {
 		})
 	}
 }
+
+func TestDecodePrices(t *testing.T) {
+	cfg, err := loadFile(t, `
+model:
+  base_url: http://127.0.0.1:9/v1
+  prices:
+    big: {input: 3, output: 15}
+    small: {input: 0.25, output: 1.25}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]config.Price{"big": {Input: 3, Output: 15}, "small": {Input: 0.25, Output: 1.25}}
+	if d := cmp.Diff(want, cfg.Model.Prices); d != "" {
+		t.Errorf("prices (-want +got):\n%s", d)
+	}
+	_, err = loadFile(t, `
+model:
+  prices:
+    big: {input: cheap}
+`)
+	if err == nil || !strings.Contains(err.Error(), `model.prices.big.input: want a number, got "cheap"`) {
+		t.Errorf("Load of a price that is no number = %v", err)
+	}
+}
