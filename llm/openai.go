@@ -174,27 +174,50 @@ func (c *OpenAI) Complete(ctx context.Context, req Request) (*Response, error) {
 	if err != nil {
 		return nil, fail(&Error{Class: ClassBadRequest, Model: model, Host: c.host, Err: scrubErr(err, c.opts.APIKey)})
 	}
-	for attempt := 1; ; attempt++ {
-		resp, streamed, e := c.attempt(ctx, params, req.Stream)
+	return c.retries().run(ctx, model, c.host, func() (*Response, bool, *Error) {
+		return c.attempt(ctx, params, req.Stream)
+	})
+}
+
+func (c *OpenAI) retries() retryPolicy {
+	return retryPolicy{max: c.opts.MaxRetries, backoff: c.opts.Backoff, maxWait: c.opts.MaxRetryWait, sleep: c.opts.Sleep, key: c.opts.APIKey}
+}
+
+// retryPolicy is when, and after how long, a client calls again.
+type retryPolicy struct {
+	max     int
+	backoff func(attempt int) time.Duration
+	maxWait time.Duration
+	sleep   func(ctx context.Context, d time.Duration) error
+	key     string // scrubbed from errors
+}
+
+// run calls attempt until it succeeds, its failure is not one a retry
+// can help, content was already streamed, or the retries ran out;
+// waiting the backoff, or the server's Retry-After when it asks for one
+// within maxWait, between attempts.
+func (p retryPolicy) run(ctx context.Context, model, host string, attempt func() (*Response, bool, *Error)) (*Response, error) {
+	for n := 1; ; n++ {
+		resp, streamed, e := attempt()
 		if e == nil {
 			return resp, nil
 		}
-		e.Model, e.Host, e.Attempts = model, c.host, attempt
-		if !e.Class.retryable() || streamed || attempt > c.opts.MaxRetries {
+		e.Model, e.Host, e.Attempts = model, host, n
+		if !e.Class.retryable() || streamed || n > p.max {
 			return nil, fail(e)
 		}
-		wait := c.opts.Backoff(attempt)
+		wait := p.backoff(n)
 		if e.RetryAfter > 0 {
-			if e.RetryAfter > c.opts.MaxRetryWait {
+			if e.RetryAfter > p.maxWait {
 				return nil, fail(e) // waiting that long is the caller's call, not ours
 			}
 			wait = e.RetryAfter
 		}
-		if err := c.opts.Sleep(ctx, wait); err != nil {
+		if err := p.sleep(ctx, wait); err != nil {
 			if ctx.Err() != nil {
 				err = ctx.Err()
 			}
-			return nil, fail(&Error{Class: ClassCanceled, Model: model, Host: c.host, Attempts: attempt, Err: scrubErr(err, c.opts.APIKey)})
+			return nil, fail(&Error{Class: ClassCanceled, Model: model, Host: host, Attempts: n, Err: scrubErr(err, p.key)})
 		}
 	}
 }
@@ -203,16 +226,27 @@ func (c *OpenAI) Complete(ctx context.Context, req Request) (*Response, error) {
 // when the attempt ran out of time.
 var errAttemptTimeout = errors.New("attempt timed out")
 
+// attemptContext is the context of one attempt: it ends with ctx, or
+// with errAttemptTimeout when timer (nil for no timeout) fires first. A
+// streamed attempt resets the timer at each piece. done releases both.
+func attemptContext(ctx context.Context, timeout time.Duration) (actx context.Context, timer *time.Timer, done func()) {
+	actx, cancel := context.WithCancelCause(ctx)
+	if timeout > 0 {
+		timer = time.AfterFunc(timeout, func() { cancel(errAttemptTimeout) })
+	}
+	return actx, timer, func() {
+		if timer != nil {
+			timer.Stop()
+		}
+		cancel(nil)
+	}
+}
+
 // attempt makes one request. streamed reports whether content already
 // went to the caller's Stream func.
 func (c *OpenAI) attempt(ctx context.Context, params openai.ChatCompletionNewParams, stream func(string)) (resp *Response, streamed bool, e *Error) {
-	actx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var timer *time.Timer
-	if c.opts.Timeout > 0 {
-		timer = time.AfterFunc(c.opts.Timeout, func() { cancel(errAttemptTimeout) })
-		defer timer.Stop()
-	}
+	actx, timer, done := attemptContext(ctx, c.opts.Timeout)
+	defer done()
 
 	var httpRes *http.Response
 	var err error
@@ -264,27 +298,41 @@ func (c *OpenAI) stream(ctx context.Context, params openai.ChatCompletionNewPara
 // classify turns a failed attempt into an *Error. ctx is the caller's,
 // actx the attempt's; httpRes is the response when one arrived.
 func (c *OpenAI) classify(ctx, actx context.Context, err error, httpRes *http.Response) *Error {
-	key := c.opts.APIKey
-	switch {
-	case ctx.Err() != nil:
-		return &Error{Class: ClassCanceled, Err: ctx.Err()}
-	case errors.Is(context.Cause(actx), errAttemptTimeout):
-		return &Error{Class: ClassTimeout, Timeout: c.opts.Timeout}
-	case httpRes != nil && httpRes.StatusCode >= 400:
-		msg, code := errorBody(httpRes.Body)
-		e := &Error{Class: classifyStatus(httpRes.StatusCode, code), Status: httpRes.StatusCode, Message: scrub(msg, key)}
-		if e.Class.retryable() {
-			e.RetryAfter = retryAfter(httpRes.Header, c.opts.Clock.Now())
-		}
+	if e := classifyHTTP(ctx, actx, httpRes, c.opts.APIKey, c.opts.Timeout, c.opts.Clock.Now()); e != nil {
 		return e
 	}
 	var streamErr *ssestream.StreamError
 	if errors.As(err, &streamErr) {
 		// The server reported an error inside a stream it had started.
-		return &Error{Class: ClassUnavailable, Message: scrub(streamErr.Message, key)}
+		return &Error{Class: ClassUnavailable, Message: scrub(streamErr.Message, c.opts.APIKey)}
 	}
-	// Connection errors, a reply that is not the JSON it should be, or a
-	// stream cut short: the server or the path to it is at fault.
+	return unreachable(err, c.opts.APIKey)
+}
+
+// classifyHTTP reads a failed attempt's context and response, whichever
+// API it spoke: nil when neither says what went wrong. ctx is the
+// caller's, actx the attempt's.
+func classifyHTTP(ctx, actx context.Context, httpRes *http.Response, key string, timeout time.Duration, now time.Time) *Error {
+	switch {
+	case ctx.Err() != nil:
+		return &Error{Class: ClassCanceled, Err: ctx.Err()}
+	case errors.Is(context.Cause(actx), errAttemptTimeout):
+		return &Error{Class: ClassTimeout, Timeout: timeout}
+	case httpRes != nil && httpRes.StatusCode >= 400:
+		msg, code := errorBody(httpRes.Body)
+		e := &Error{Class: classifyStatus(httpRes.StatusCode, code), Status: httpRes.StatusCode, Message: scrub(msg, key)}
+		if e.Class.retryable() {
+			e.RetryAfter = retryAfter(httpRes.Header, now)
+		}
+		return e
+	}
+	return nil
+}
+
+// unreachable is the failure of a call that got no error response:
+// connection errors, a reply that is not the JSON it should be, or a
+// stream cut short: the server or the path to it is at fault.
+func unreachable(err error, key string) *Error {
 	return &Error{Class: ClassUnavailable, Err: scrubErr(err, key)}
 }
 
