@@ -28,10 +28,14 @@ const modelWaitTimeout = 10 * time.Second
 // keeps the server's output byte-for-byte reproducible.
 const modelCreated = 1_700_000_000
 
-// ModelServer is a scripted OpenAI-compatible Chat Completions server for
-// tests. Each request gets the next Step of the script; when the script is
-// empty the Responder (if any) picks the step; otherwise the reply echoes
-// the last user message as "echo: <text>". Every request is recorded.
+// ModelServer is a scripted model server for tests. It speaks the
+// OpenAI-compatible Chat Completions API (POST /v1/chat/completions, base
+// URL URL()) and Anthropic's Messages API (POST /v1/messages, base URL
+// AnthropicURL(); see anthropic.go), one script for both. Each request
+// gets the next Step of the script; when the script is empty the
+// Responder (if any) picks the step; otherwise the reply echoes the last
+// user message as "echo: <text>". Every request is recorded, in the Chat
+// Completions shape whichever API it came by.
 type ModelServer struct {
 	t   testing.TB
 	srv *httptest.Server
@@ -42,7 +46,7 @@ type ModelServer struct {
 	script     []Step
 	responder  Responder
 	keyOf      func(RecordedRequest) string
-	apiKey     string              // required bearer key; empty accepts any
+	apiKey     string              // required API key; empty accepts any
 	models     map[string]struct{} // known models; empty accepts any
 	seq        int
 	requests   []RecordedRequest
@@ -56,14 +60,21 @@ type ModelServer struct {
 // concurrently, so it may be called from several goroutines at once.
 type Responder func(req RecordedRequest) Step
 
+// The APIs a RecordedRequest can have come by.
+const (
+	APIOpenAI    = "openai"    // Chat Completions
+	APIAnthropic = "anthropic" // Messages
+)
+
 // RecordedRequest is one request as the model saw it.
 type RecordedRequest struct {
-	Seq      int // 1-based order of arrival
+	Seq      int    // 1-based order of arrival
+	API      string // APIOpenAI or APIAnthropic
 	Model    string
 	Messages []ModelMessage
 	Tools    []ModelTool
 	Stream   bool
-	User     string // the request's "user" field
+	User     string // the request's "user" field; on the Messages API, metadata.user_id
 	Header   http.Header
 	Body     []byte // the raw request body
 }
@@ -75,6 +86,7 @@ type ModelMessage struct {
 	Name       string
 	ToolCallID string
 	ToolCalls  []ModelToolCall
+	IsError    bool // a Messages API tool_result's is_error
 }
 
 // ModelToolCall is a tool call, in a recorded request or in a scripted reply.
@@ -116,7 +128,7 @@ func (r RecordedRequest) Conversation() string {
 type Step struct {
 	Text         string          // reply content
 	ToolCalls    []ModelToolCall // reply tool calls
-	FinishReason string          // default "stop", or "tool_calls" with tool calls
+	FinishReason string          // default "stop", or "tool_calls" with tool calls; the Messages API's stop_reason follows it
 	Chunks       []string        // streamed content pieces; default one per word
 	ChunkDelay   time.Duration   // streaming: the pause before each content piece
 
@@ -126,7 +138,7 @@ type Step struct {
 	Status     int    // answer with this HTTP error status
 	Error      string // the error body's message
 	ErrorType  string // the error body's type; a default per status
-	ErrorCode  string // the error body's code; a default per status
+	ErrorCode  string // the error body's code; a default per status (Messages API: error.details.error_code, no default)
 	RetryAfter string // Retry-After header value, sent with Status
 	RawError   string // when set, the error body verbatim as text/plain, as proxies send
 
@@ -149,7 +161,7 @@ func ToolCall(name, arguments string) ModelToolCall {
 	return ModelToolCall{Name: name, Arguments: arguments}
 }
 
-// Fail answers with an HTTP error status and an OpenAI-style error body.
+// Fail answers with an HTTP error status and the API's error body.
 func Fail(status int, message string) Step { return Step{Status: status, Error: message} }
 
 // RateLimited answers 429 with a Retry-After header (omitted when empty).
@@ -216,8 +228,12 @@ func NewModelServer(t testing.TB) *ModelServer {
 	return m
 }
 
-// URL is the base URL a client is configured with; it ends in /v1.
+// URL is the base URL an OpenAI client is configured with; it ends in /v1.
 func (m *ModelServer) URL() string { return m.srv.URL + "/v1" }
+
+// AnthropicURL is the base URL an Anthropic client is configured with:
+// the same server, without the /v1 the client adds itself.
+func (m *ModelServer) AnthropicURL() string { return m.srv.URL }
 
 // Script appends steps, consumed one per request in order.
 func (m *ModelServer) Script(steps ...Step) {
@@ -249,7 +265,9 @@ func (m *ModelServer) KeyBy(key func(RecordedRequest) string) {
 }
 
 // RequireAPIKey makes the server answer 401 unless the request carries
-// "Authorization: Bearer <key>".
+// "Authorization: Bearer <key>" or, on the Messages API, "x-api-key: <key>"
+// (the Bearer form is accepted there too: anthropic-sdk-go's WithAPIKey
+// sends it).
 func (m *ModelServer) RequireAPIKey(key string) {
 	m.mu.Lock()
 	m.apiKey = key
@@ -257,7 +275,8 @@ func (m *ModelServer) RequireAPIKey(key string) {
 }
 
 // Models limits the models the server knows; any other answers 404
-// model_not_found. With none set every model is known.
+// (model_not_found, or not_found_error on the Messages API). With none set
+// every model is known.
 func (m *ModelServer) Models(names ...string) {
 	m.mu.Lock()
 	m.models = map[string]struct{}{}
@@ -327,8 +346,28 @@ func (m *ModelServer) MaxOverlaps() map[string]int {
 	return maps.Clone(m.maxOverlap)
 }
 
+// wireAPI is one API the server speaks: how a request reads and how an
+// answer is written. Everything between (script, gates, recording,
+// counting) is the server's, the same for every API.
+type wireAPI interface {
+	parse(body []byte) (RecordedRequest, error)
+	hasKey(h http.Header, key string) bool
+	badKey() string                   // the 401 message
+	unknownModel(model string) string // the 404 message
+	writeError(w http.ResponseWriter, step Step)
+	writeReply(w http.ResponseWriter, rec RecordedRequest, step Step)
+	writeStream(m *ModelServer, w http.ResponseWriter, r *http.Request, rec RecordedRequest, step Step)
+}
+
+// wireAPIs are the routes the server answers, by path.
+var wireAPIs = map[string]wireAPI{
+	"/v1/chat/completions": openAIAPI{},
+	"/v1/messages":         anthropicAPI{},
+}
+
 func (m *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+	api, ok := wireAPIs[r.URL.Path]
+	if r.Method != http.MethodPost || !ok {
 		writeModelError(w, Step{Status: http.StatusNotFound, Error: "unknown route " + r.Method + " " + r.URL.Path})
 		return
 	}
@@ -336,7 +375,7 @@ func (m *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // the client went away
 	}
-	rec, parseErr := parseModelRequest(body)
+	rec, parseErr := api.parse(body)
 	rec.Header = r.Header.Clone()
 	rec.Body = body
 
@@ -359,14 +398,14 @@ func (m *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 
 	switch {
 	case parseErr != nil:
-		writeModelError(w, Step{Status: http.StatusBadRequest, Error: "invalid request body: " + parseErr.Error()})
+		api.writeError(w, Step{Status: http.StatusBadRequest, Error: "invalid request body: " + parseErr.Error()})
 		return
-	case apiKey != "" && r.Header.Get("Authorization") != "Bearer "+apiKey:
-		writeModelError(w, Step{Status: http.StatusUnauthorized, Error: "Incorrect API key provided."})
+	case apiKey != "" && !api.hasKey(r.Header, apiKey):
+		api.writeError(w, Step{Status: http.StatusUnauthorized, Error: api.badKey()})
 		return
 	case len(models) > 0:
 		if _, ok := models[rec.Model]; !ok {
-			writeModelError(w, Step{Status: http.StatusNotFound, Error: fmt.Sprintf("The model `%s` does not exist.", rec.Model)})
+			api.writeError(w, Step{Status: http.StatusNotFound, Error: api.unknownModel(rec.Model)})
 			return
 		}
 	}
@@ -379,12 +418,37 @@ func (m *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 	case step.Drop && !rec.Stream:
 		panic(http.ErrAbortHandler) // the client sees the connection close
 	case step.Status != 0:
-		writeModelError(w, step)
+		api.writeError(w, step)
 	case rec.Stream:
-		m.writeStream(w, r, rec, step, streamWantsUsage(body))
+		api.writeStream(m, w, r, rec, step)
 	default:
-		writeModelJSON(w, http.StatusOK, completionBody(rec, step))
+		api.writeReply(w, rec, step)
 	}
+}
+
+// openAIAPI is the Chat Completions API.
+type openAIAPI struct{}
+
+func (openAIAPI) parse(body []byte) (RecordedRequest, error) { return parseModelRequest(body) }
+
+func (openAIAPI) hasKey(h http.Header, key string) bool {
+	return h.Get("Authorization") == "Bearer "+key
+}
+
+func (openAIAPI) badKey() string { return "Incorrect API key provided." }
+
+func (openAIAPI) unknownModel(model string) string {
+	return fmt.Sprintf("The model `%s` does not exist.", model)
+}
+
+func (openAIAPI) writeError(w http.ResponseWriter, step Step) { writeModelError(w, step) }
+
+func (openAIAPI) writeReply(w http.ResponseWriter, rec RecordedRequest, step Step) {
+	writeModelJSON(w, http.StatusOK, completionBody(rec, step))
+}
+
+func (openAIAPI) writeStream(m *ModelServer, w http.ResponseWriter, r *http.Request, rec RecordedRequest, step Step) {
+	m.writeStream(w, r, rec, step, streamWantsUsage(rec.Body))
 }
 
 // next takes the request's step: the script's head, else the Responder's
@@ -480,9 +544,9 @@ type (
 func parseModelRequest(body []byte) (RecordedRequest, error) {
 	var wr wireRequest
 	if err := json.Unmarshal(body, &wr); err != nil {
-		return RecordedRequest{}, err
+		return RecordedRequest{API: APIOpenAI}, err
 	}
-	rec := RecordedRequest{Model: wr.Model, Stream: wr.Stream, User: wr.User}
+	rec := RecordedRequest{API: APIOpenAI, Model: wr.Model, Stream: wr.Stream, User: wr.User}
 	for _, wm := range wr.Messages {
 		content, err := messageText(wm.Content)
 		if err != nil {
@@ -741,26 +805,40 @@ func writeModelError(w http.ResponseWriter, step Step) {
 	if code == "" {
 		code = def[1]
 	}
-	msg := step.Error
-	if msg == "" {
-		msg = http.StatusText(step.Status)
-	}
 	var codeField any
 	if code != "" {
 		codeField = code
 	}
-	if step.RetryAfter != "" {
-		w.Header().Set("Retry-After", step.RetryAfter)
-	}
-	if step.RawError != "" {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(step.Status)
-		_, _ = io.WriteString(w, step.RawError)
+	if writeRawError(w, step) {
 		return
 	}
 	writeModelJSON(w, step.Status, map[string]any{
-		"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": codeField},
+		"error": map[string]any{"message": errorMessage(step), "type": typ, "param": nil, "code": codeField},
 	})
+}
+
+// writeRawError sets the step's Retry-After header and, when the step has
+// a RawError, writes it as the whole answer; it reports whether it did.
+// Both APIs' errors start here.
+func writeRawError(w http.ResponseWriter, step Step) bool {
+	if step.RetryAfter != "" {
+		w.Header().Set("Retry-After", step.RetryAfter)
+	}
+	if step.RawError == "" {
+		return false
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(step.Status)
+	_, _ = io.WriteString(w, step.RawError)
+	return true
+}
+
+// errorMessage is the step's Error, else the status text.
+func errorMessage(step Step) string {
+	if step.Error != "" {
+		return step.Error
+	}
+	return http.StatusText(step.Status)
 }
 
 func writeModelJSON(w http.ResponseWriter, status int, v any) {
