@@ -91,7 +91,11 @@ type Model struct {
 	APIKey  string `yaml:"api_key" secret:"true"`
 	// Name empty means no model is configured; turns then answer with how
 	// to configure one instead of failing.
-	Name    string        `yaml:"name"`
+	Name string `yaml:"name"`
+	// APIMode is the API the model's server speaks: APIOpenAIChat, or
+	// APIAnthropicMessages; empty reads it from BaseURL (one ending in
+	// /anthropic speaks Anthropic's Messages API).
+	APIMode string        `yaml:"api_mode"`
 	Timeout time.Duration `yaml:"timeout"` // one model call
 	// MaxRetries is how many times a call that timed out, met a 5xx or
 	// a rate limit is tried again, with backoff; 0 tries once.
@@ -337,6 +341,7 @@ type Delegation struct {
 	Model   string `yaml:"model"`
 	BaseURL string `yaml:"base_url" secret:"url"`
 	APIKey  string `yaml:"api_key" secret:"true"`
+	APIMode string `yaml:"api_mode"` // as model.api_mode
 	// RequestOverrides are fields merged into the body of each child's
 	// model request (temperature, reasoning_effort, …). Shown with the
 	// string values of credential-looking keys masked (an extra header's
@@ -370,7 +375,7 @@ func (d Delegation) ChildTimeout() time.Duration {
 
 // Endpoint is the children's model settings, before any fallback.
 func (d Delegation) Endpoint() AuxModel {
-	return AuxModel{Model: d.Model, BaseURL: d.BaseURL, APIKey: d.APIKey}
+	return AuxModel{Model: d.Model, BaseURL: d.BaseURL, APIKey: d.APIKey, APIMode: d.APIMode}
 }
 
 // Tools configures the agent's workspace tools.
@@ -401,6 +406,27 @@ type AuxModel struct {
 	Model   string `yaml:"model"`
 	BaseURL string `yaml:"base_url" secret:"url"`
 	APIKey  string `yaml:"api_key" secret:"true"`
+	APIMode string `yaml:"api_mode"` // as model.api_mode; empty with the main base URL is the main model's
+}
+
+// The model APIs (model.api_mode).
+const (
+	APIOpenAIChat        = "openai_chat"
+	APIAnthropicMessages = "anthropic_messages"
+)
+
+// ResolveAPIMode is the API a model's server at baseURL speaks, given
+// the mode configured for it: mode when set, else Anthropic's Messages
+// API for a base URL ending in /anthropic, else OpenAI's Chat
+// Completions.
+func ResolveAPIMode(mode, baseURL string) string {
+	if mode != "" {
+		return mode
+	}
+	if strings.HasSuffix(strings.TrimRight(baseURL, "/"), "/anthropic") {
+		return APIAnthropicMessages
+	}
+	return APIOpenAIChat
 }
 
 // Fallback fills what m leaves empty from main. The main API key comes
@@ -415,6 +441,9 @@ func (m AuxModel) Fallback(main Model) AuxModel {
 		m.BaseURL = main.BaseURL
 		if m.APIKey == "" {
 			m.APIKey = main.APIKey
+		}
+		if m.APIMode == "" {
+			m.APIMode = main.APIMode
 		}
 	}
 	return m

@@ -274,3 +274,17 @@ func TestIsLoopback(t *testing.T) {
 		})
 	}
 }
+
+func TestResolveAPIMode(t *testing.T) {
+	for _, tt := range []struct{ mode, url, want string }{
+		{"", "https://api.example.com/v1", config.APIOpenAIChat},
+		{"", "https://gateway.example.com/anthropic", config.APIAnthropicMessages},
+		{"", "https://gateway.example.com/anthropic/", config.APIAnthropicMessages},
+		{config.APIOpenAIChat, "https://gateway.example.com/anthropic", config.APIOpenAIChat},
+		{config.APIAnthropicMessages, "https://api.anthropic.com", config.APIAnthropicMessages},
+	} {
+		if got := config.ResolveAPIMode(tt.mode, tt.url); got != tt.want {
+			t.Errorf("ResolveAPIMode(%q, %q) = %q, want %q", tt.mode, tt.url, got, tt.want)
+		}
+	}
+}

@@ -102,6 +102,9 @@ func (c Config) problems() Problems {
 	c.Tools.check(&v)
 	v.optionalHTTPURL("auxiliary.review.base_url", c.Auxiliary.Review.BaseURL)
 	v.optionalHTTPURL("auxiliary.goal.base_url", c.Auxiliary.Goal.BaseURL)
+	v.apiMode("auxiliary.review.api_mode", c.Auxiliary.Review.APIMode)
+	v.apiMode("auxiliary.goal.api_mode", c.Auxiliary.Goal.APIMode)
+	v.apiMode("delegation.api_mode", c.Delegation.APIMode)
 	v.positive("goal.max_turns", int64(c.Goal.MaxTurns))
 	v.positiveDuration("goal.judge_timeout", c.Goal.JudgeTimeout)
 	if c.Loop.MinInterval < LoopIntervalFloor {
@@ -286,6 +289,7 @@ func (m Model) check(v *validator) {
 	}
 	v.positive("model.max_iterations", int64(m.MaxIterations))
 	v.positive("model.history_budget", int64(m.HistoryBudget))
+	v.apiMode("model.api_mode", m.APIMode)
 	for _, name := range slices.Sorted(maps.Keys(m.Prices)) {
 		p := m.Prices[name]
 		if p.Input < 0 || p.Output < 0 {
@@ -416,6 +420,15 @@ type validator struct {
 
 func (v *validator) add(key, format string, args ...any) {
 	v.problems = append(v.problems, Problem{Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// apiMode refuses a model API herald does not speak.
+func (v *validator) apiMode(key, mode string) {
+	switch mode {
+	case "", APIOpenAIChat, APIAnthropicMessages:
+	default:
+		v.add(key, "want %s or %s, got %q", APIOpenAIChat, APIAnthropicMessages, mode)
+	}
 }
 
 func (v *validator) positive(key string, n int64) {

@@ -169,7 +169,7 @@ func (g *Gateway) auxClient(ep config.AuxModel, overrides map[string]any, fallba
 		return fallback, nil
 	}
 	ep = ep.Fallback(g.cfg.Model)
-	c, err := llm.NewOpenAI(llm.OpenAIOptions{
+	c, err := newModelClient(ep.APIMode, llm.OpenAIOptions{
 		BaseURL:    ep.BaseURL,
 		APIKey:     ep.APIKey,
 		Model:      ep.Model,
@@ -183,4 +183,21 @@ func (g *Gateway) auxClient(ep config.AuxModel, overrides map[string]any, fallba
 		return nil, err
 	}
 	return g.metrics.TimeModel(c, ep.Model), nil
+}
+
+// newModelClient is the client of the API the model's server at
+// opts.BaseURL speaks (config.ResolveAPIMode of mode).
+func newModelClient(mode string, opts llm.OpenAIOptions) (llm.Client, error) {
+	if config.ResolveAPIMode(mode, opts.BaseURL) == config.APIAnthropicMessages {
+		c, err := llm.NewAnthropic(opts)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	c, err := llm.NewOpenAI(opts)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }

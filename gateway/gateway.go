@@ -247,7 +247,7 @@ func (g *Gateway) build() error {
 	g.opts.Adapters = append(slices.Clone(g.opts.Adapters), platforms...)
 	g.redact.UseMaskers(g.opts.Adapters)
 
-	model, err := llm.NewOpenAI(llm.OpenAIOptions{
+	model, err := newModelClient(cfg.Model.APIMode, llm.OpenAIOptions{
 		BaseURL: cfg.Model.BaseURL,
 		APIKey:  cfg.Model.APIKey,
 		Model:   cfg.Model.Name,

@@ -220,3 +220,35 @@ func TestGatewayKeepsTheConversationsUsage(t *testing.T) {
 		t.Errorf("completion tokens counted = %v, want %d", n, completion)
 	}
 }
+
+// With the model on Anthropic's Messages API (model.api_mode, or a base
+// URL ending in /anthropic), a turn runs the same: tools offered and
+// called, the reply back to the chat.
+func TestGatewayRunsOnAnthropicsAPI(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	cfg := testConfig(t, model)
+	cfg.Model.BaseURL, cfg.Model.APIMode = model.AnthropicURL(), config.APIAnthropicMessages
+	cfg.Model.APIKey = "sk-ant-test"
+	model.RequireAPIKey("sk-ant-test")
+	model.Script(
+		testkit.Step{ToolCalls: []testkit.ModelToolCall{{Name: "memory", Arguments: `{"action":"add","text":"likes tea"}`}}},
+		testkit.Reply("noted: tea"),
+	)
+	h := startGateway(t, cfg, Options{})
+	c := h.openaiClient("ant")
+	res, err := c.Chat.Completions.New(context.Background(), userSays("remember I like tea"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Choices[0].Message.Content; got != "noted: tea" || res.Usage.CompletionTokens == 0 {
+		t.Errorf("reply = %q, usage %+v", got, res.Usage)
+	}
+	reqs := model.Requests()
+	if len(reqs) != 2 || reqs[0].API != testkit.APIAnthropic || len(reqs[0].Tools) == 0 {
+		t.Fatalf("model requests = %d (api %q, %d tools), want 2 on Anthropic's API with the tools", len(reqs), reqs[0].API, len(reqs[0].Tools))
+	}
+	last := reqs[1].Messages[len(reqs[1].Messages)-1]
+	if last.Role != "tool" || last.ToolCallID == "" {
+		t.Errorf("the tool's result went back as %+v", last)
+	}
+}

@@ -1,0 +1,274 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// DefaultMaxTokens bounds an Anthropic reply when the request overrides
+// name no max_tokens (the Messages API requires one).
+const DefaultMaxTokens = 8192
+
+// Anthropic is a Client for Anthropic's Messages API, through
+// anthropic-sdk-go. It takes the OpenAI client's options (BaseURL is the
+// API's root, e.g. https://api.anthropic.com; the key is sent as
+// x-api-key and as a bearer token) and keeps its retries, timeouts and
+// error classes.
+type Anthropic struct {
+	opts OpenAIOptions
+	host string
+	svc  anthropic.MessageService
+}
+
+var _ Client = (*Anthropic)(nil)
+
+// NewAnthropic returns a client for opts.BaseURL. As with NewOpenAI, an
+// empty BaseURL or Model makes Complete answer ClassNotConfigured.
+// Errors: errs.Invalid for a BaseURL that is not an http(s) URL.
+func NewAnthropic(opts OpenAIOptions) (*Anthropic, error) {
+	const op = "llm.NewAnthropic"
+	base, err := NewOpenAI(OpenAIOptions{Timeout: opts.Timeout, MaxRetries: opts.MaxRetries, Backoff: opts.Backoff,
+		MaxRetryWait: opts.MaxRetryWait, Sleep: opts.Sleep, Clock: opts.Clock, HTTPClient: opts.HTTPClient})
+	if err != nil {
+		return nil, err
+	}
+	// The defaults as the OpenAI client fills them.
+	filled := base.opts
+	filled.BaseURL, filled.APIKey, filled.Model, filled.RequestOverrides = opts.BaseURL, opts.APIKey, opts.Model, opts.RequestOverrides
+	c := &Anthropic{opts: filled}
+	if opts.BaseURL == "" {
+		return c, nil
+	}
+	u, err := url.Parse(opts.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errs.E(op, errs.Invalid, "model base URL is not an http(s) URL")
+	}
+	c.host = u.Host
+	// Built directly, not through anthropic.NewClient, which would also
+	// read ANTHROPIC_* variables: herald's config decides.
+	svcOpts := []option.RequestOption{
+		option.WithBaseURL(opts.BaseURL),
+		option.WithAPIKey(opts.APIKey),
+		option.WithHTTPClient(filled.HTTPClient),
+		option.WithMaxRetries(0), // retries are Complete's
+	}
+	if opts.APIKey != "" {
+		// The SDK sends the key as a bearer token; the Messages API
+		// documents x-api-key, which every server of it reads.
+		svcOpts = append(svcOpts, option.WithHeader("x-api-key", opts.APIKey))
+	}
+	for _, k := range slices.Sorted(maps.Keys(opts.RequestOverrides)) {
+		svcOpts = append(svcOpts, option.WithJSONSet(k, opts.RequestOverrides[k]))
+	}
+	c.svc = anthropic.NewMessageService(svcOpts...)
+	return c, nil
+}
+
+// Complete makes the call with the OpenAI client's retries.
+func (c *Anthropic) Complete(ctx context.Context, req Request) (*Response, error) {
+	model := req.Model
+	if model == "" {
+		model = c.opts.Model
+	}
+	if model == "" || c.opts.BaseURL == "" {
+		return nil, fail(&Error{Class: ClassNotConfigured, Model: model})
+	}
+	params, err := anthropicParams(model, req)
+	if err != nil {
+		return nil, fail(&Error{Class: ClassBadRequest, Model: model, Host: c.host, Err: scrubErr(err, c.opts.APIKey)})
+	}
+	p := retryPolicy{max: c.opts.MaxRetries, backoff: c.opts.Backoff, maxWait: c.opts.MaxRetryWait, sleep: c.opts.Sleep, key: c.opts.APIKey}
+	return p.run(ctx, model, c.host, func() (*Response, bool, *Error) {
+		return c.attempt(ctx, params, req.Stream)
+	})
+}
+
+func (c *Anthropic) attempt(ctx context.Context, params anthropic.MessageNewParams, stream func(string)) (*Response, bool, *Error) {
+	actx, timer, done := attemptContext(ctx, c.opts.Timeout)
+	defer done()
+	var (
+		httpRes  *http.Response
+		msg      *anthropic.Message
+		streamed bool
+		err      error
+	)
+	if stream == nil {
+		msg, err = c.svc.New(actx, params, option.WithResponseInto(&httpRes))
+	} else {
+		msg, streamed, err = c.stream(actx, params, stream, timer, &httpRes)
+	}
+	if err == nil {
+		resp, rerr := anthropicReply(msg)
+		if rerr == nil {
+			return resp, false, nil
+		}
+		err = rerr
+	}
+	if e := classifyHTTP(ctx, actx, httpRes, c.opts.APIKey, c.opts.Timeout, c.opts.Clock.Now()); e != nil {
+		return nil, streamed, e
+	}
+	var apiErr *anthropic.Error
+	if errors.As(err, &apiErr) && apiErr.StatusCode >= 400 {
+		// An error event inside a stream the server had started.
+		return nil, streamed, &Error{Class: classifyStatus(apiErr.StatusCode, ""), Status: apiErr.StatusCode, Message: scrub(apiErr.Error(), c.opts.APIKey)}
+	}
+	return nil, streamed, unreachable(err, c.opts.APIKey)
+}
+
+// stream makes the call streamed, handing each piece of text to deliver,
+// and returns the message the events add up to.
+func (c *Anthropic) stream(ctx context.Context, params anthropic.MessageNewParams, deliver func(string), timer *time.Timer, httpRes **http.Response) (*anthropic.Message, bool, error) {
+	s := c.svc.NewStreaming(ctx, params, option.WithResponseInto(httpRes))
+	defer s.Close()
+	var (
+		msg      anthropic.Message
+		streamed bool
+	)
+	for s.Next() {
+		// As for OpenAI: a slow receiver is not the model being slow.
+		if timer != nil {
+			timer.Stop()
+		}
+		ev := s.Current()
+		if err := msg.Accumulate(ev); err != nil {
+			return nil, streamed, err
+		}
+		if ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" && ev.Delta.Text != "" {
+			streamed = true
+			deliver(ev.Delta.Text)
+		}
+		if timer != nil {
+			timer.Reset(c.opts.Timeout)
+		}
+	}
+	if err := s.Err(); err != nil {
+		return nil, streamed, err
+	}
+	return &msg, streamed, nil
+}
+
+// anthropicParams is req as a Messages API request: system messages go
+// to its system field; an assistant message's tool calls become tool_use
+// blocks; each tool result a tool_result block of a user message, those
+// in a row in one message, as the API wants them.
+func anthropicParams(model string, req Request) (anthropic.MessageNewParams, error) {
+	p := anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: DefaultMaxTokens}
+	var results []anthropic.ContentBlockParamUnion
+	flush := func() {
+		if len(results) > 0 {
+			p.Messages = append(p.Messages, anthropic.NewUserMessage(results...))
+			results = nil
+		}
+	}
+	for i, m := range req.Messages {
+		switch m.Role {
+		case "system":
+			p.System = append(p.System, anthropic.TextBlockParam{Text: m.Content})
+		case "tool":
+			results = append(results, anthropic.NewToolResultBlock(m.ToolCallID, m.Content, false))
+		case "user":
+			flush()
+			p.Messages = append(p.Messages, anthropic.NewUserMessage(anthropic.NewTextBlock(m.Content)))
+		case "assistant":
+			flush()
+			var blocks []anthropic.ContentBlockParamUnion
+			if strings.TrimSpace(m.Content) != "" {
+				blocks = append(blocks, anthropic.NewTextBlock(m.Content))
+			}
+			for _, tc := range m.ToolCalls {
+				input := json.RawMessage(tc.Arguments)
+				if strings.TrimSpace(tc.Arguments) == "" {
+					input = json.RawMessage("{}")
+				}
+				if !json.Valid(input) {
+					return p, fmt.Errorf("messages[%d]: tool call %s has arguments that are not JSON", i, tc.ID)
+				}
+				blocks = append(blocks, anthropic.NewToolUseBlock(tc.ID, input, tc.Name))
+			}
+			if len(blocks) > 0 {
+				p.Messages = append(p.Messages, anthropic.NewAssistantMessage(blocks...))
+			}
+		default:
+			return p, fmt.Errorf("messages[%d]: unknown role %q", i, m.Role)
+		}
+	}
+	flush()
+	for _, t := range req.Tools {
+		schema := anthropic.ToolInputSchemaParam{}
+		if len(t.Parameters) > 0 {
+			var obj map[string]any
+			if err := json.Unmarshal(t.Parameters, &obj); err != nil {
+				return p, fmt.Errorf("tool %s: its parameters are not a JSON object", t.Name)
+			}
+			schema.Properties = obj["properties"]
+			if required, ok := obj["required"].([]any); ok {
+				for _, r := range required {
+					if s, ok := r.(string); ok {
+						schema.Required = append(schema.Required, s)
+					}
+				}
+			}
+			delete(obj, "type")
+			delete(obj, "properties")
+			delete(obj, "required")
+			if len(obj) > 0 {
+				schema.ExtraFields = obj
+			}
+		}
+		tool := anthropic.ToolParam{Name: t.Name, InputSchema: schema}
+		if t.Description != "" {
+			tool.Description = anthropic.String(t.Description)
+		}
+		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: &tool})
+	}
+	return p, nil
+}
+
+// anthropicReply is a Messages API reply as herald's: its text blocks
+// joined, its tool_use blocks as tool calls, its stop reason in OpenAI's
+// words.
+func anthropicReply(m *anthropic.Message) (*Response, error) {
+	if m == nil {
+		return nil, errors.New("empty reply")
+	}
+	msg := sessions.Message{Role: "assistant"}
+	var text []string
+	for _, b := range m.Content {
+		switch b.Type {
+		case "text":
+			text = append(text, b.Text)
+		case "tool_use":
+			args := string(b.Input)
+			if args == "" {
+				args = "{}"
+			}
+			msg.ToolCalls = append(msg.ToolCalls, sessions.ToolCall{ID: b.ID, Name: b.Name, Arguments: args})
+		}
+	}
+	msg.Content = strings.Join(text, "")
+	finish := "stop"
+	switch m.StopReason {
+	case anthropic.StopReasonToolUse:
+		finish = "tool_calls"
+	case anthropic.StopReasonMaxTokens:
+		finish = "length"
+	}
+	return &Response{Message: msg, FinishReason: finish, Usage: Usage{
+		PromptTokens:     int(m.Usage.InputTokens + m.Usage.CacheReadInputTokens + m.Usage.CacheCreationInputTokens),
+		CompletionTokens: int(m.Usage.OutputTokens),
+	}}, nil
+}
