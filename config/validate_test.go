@@ -219,6 +219,11 @@ func TestValidate(t *testing.T) {
 		},
 		{desc: "no model retries", change: func(c *config.Config) { c.Model.MaxRetries = 0 }},
 		{
+			desc:   "an unknown model API",
+			change: func(c *config.Config) { c.Model.APIMode, c.Delegation.APIMode = "gemini", config.APIAnthropicMessages },
+			want:   config.Problems{{Key: "model.api_mode", Msg: `want openai_chat or anthropic_messages, got "gemini"`}},
+		},
+		{
 			desc: "a negative price",
 			change: func(c *config.Config) {
 				c.Model.Prices = map[string]config.Price{"ok-model": {Input: 3, Output: 15}, "bad": {Input: -1}}
