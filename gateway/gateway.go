@@ -344,6 +344,9 @@ func (g *Gateway) build() error {
 	}
 	g.owned = ownedGauge(g.metrics)
 
+	// What a turn's model streams reaches the local API's streamed
+	// completions waiting on it in this process.
+	deltas := &sessions.Deltas{}
 	g.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
 		Store:      DeliveringSessions(store, delivery),
 		Runner:     controlled.runner,
@@ -356,6 +359,7 @@ func (g *Gateway) build() error {
 		Watch:      watch,
 		AnswerEach: answersEach,
 		Committed:  committedTo(background.committed, scheduled.committed, controlled.committed),
+		Deltas:     deltas,
 		Clock:      g.clock,
 		Logger:     log.With("part", "turns"),
 		Metrics:    g.metrics.TurnHooks(),
@@ -434,6 +438,7 @@ func (g *Gateway) build() error {
 		Timeline:     store,
 		APIKey:       cfg.HTTP.APIKey,
 		Models:       models,
+		Deltas:       deltas,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Clock:        g.clock,
 		Logger:       log,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -250,5 +251,62 @@ func TestGatewayRunsOnAnthropicsAPI(t *testing.T) {
 	last := reqs[1].Messages[len(reqs[1].Messages)-1]
 	if last.Role != "tool" || last.ToolCallID == "" {
 		t.Errorf("the tool's result went back as %+v", last)
+	}
+}
+
+// A streamed completion gets the reply piece by piece as the model
+// writes it, each piece its own chunk, and the same reply as unstreamed.
+func TestGatewayStreamsTheReplyAsTheModelWritesIt(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	h := startGateway(t, testConfig(t, model), Options{})
+	model.Script(testkit.Step{Text: "one two three", Chunks: []string{"one ", "two ", "three"}})
+	c := h.openaiClient("str")
+	stream := c.Chat.Completions.NewStreaming(context.Background(), userSays("count to three"))
+	var pieces []string
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		ch := stream.Current()
+		acc.AddChunk(ch)
+		if len(ch.Choices) > 0 && ch.Choices[0].Delta.Content != "" {
+			pieces = append(pieces, ch.Choices[0].Delta.Content)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"one ", "two ", "three"}; !slices.Equal(pieces, want) {
+		t.Errorf("content chunks = %q, want %q", pieces, want)
+	}
+	if got := acc.Choices[0].Message.Content; got != "one two three" || acc.Choices[0].FinishReason != "stop" {
+		t.Errorf("streamed reply = %q (%s)", got, acc.Choices[0].FinishReason)
+	}
+	if req := model.Requests()[0]; !req.Stream {
+		t.Error("the model was not asked to stream")
+	}
+}
+
+// The text of a model call that then calls a tool streams too, a blank
+// line before the next call's.
+func TestGatewayStreamsEachModelCallsText(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	h := startGateway(t, testConfig(t, model), Options{})
+	model.Script(
+		testkit.Step{Text: "Let me note that.", ToolCalls: []testkit.ModelToolCall{{Name: "memory", Arguments: `{"action":"add","text":"tea"}`}}},
+		testkit.Reply("Noted."),
+	)
+	c := h.openaiClient("str2")
+	stream := c.Chat.Completions.NewStreaming(context.Background(), userSays("remember tea"))
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := acc.Choices[0].Message.Content; got != "Let me note that.\n\nNoted." {
+		t.Errorf("streamed = %q", got)
+	}
+	if items := h.waitItem("str2", "Noted."); len(items) != 1 || items[0].Text != "Noted." {
+		t.Errorf("the reply kept = %+v, want the last call's text", items)
 	}
 }

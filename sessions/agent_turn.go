@@ -32,6 +32,12 @@ type TurnInput struct {
 	// is about to run), so the chat can show it. It is called on the
 	// turn's goroutine and must return quickly.
 	Progress func(Progress)
+	// Delta, when set, is told each piece of text the model streams, as
+	// it arrives: the text of every model call of the turn, those that
+	// then call tools included, a blank line between calls. The reply in
+	// the outbox stays the truth. Called on the turn's goroutine; it
+	// must return quickly.
+	Delta func(text string)
 }
 
 // Progress is one step of a running turn, as shown to the chat.

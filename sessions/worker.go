@@ -111,9 +111,13 @@ type TurnWorkerOptions struct {
 	// what a turn ended by /stop or /new started. It is called on the
 	// turn's goroutine and must return quickly.
 	Committed func(Committed)
-	Clock     clock.Clock  // nil means the wall clock
-	Logger    *slog.Logger // nil means slog.Default()
-	Metrics   TurnMetrics
+	// Deltas, when set, gets the text a turn's model streams, for the
+	// waiters in this process on that turn's reply (Deltas.Subscribe); a
+	// turn streams only when one waits.
+	Deltas  *Deltas
+	Clock   clock.Clock  // nil means the wall clock
+	Logger  *slog.Logger // nil means slog.Default()
+	Metrics TurnMetrics
 }
 
 // TurnWatch follows one running turn (see TurnWorkerOptions.Watch).
@@ -133,6 +137,7 @@ type TurnWorker struct {
 	watch         func(ctx context.Context, conv string, origin outbox.Target) TurnWatch
 	answerEach    func(origin outbox.Target) bool
 	committed     func(Committed)
+	deltas        *Deltas
 	commands      *Commands
 	name          string
 	ttl           time.Duration
@@ -188,6 +193,7 @@ func NewTurnWorker(opts TurnWorkerOptions) (*TurnWorker, error) {
 		watch:         opts.Watch,
 		answerEach:    opts.AnswerEach,
 		committed:     opts.Committed,
+		deltas:        opts.Deltas,
 		commands:      opts.Commands,
 		name:          opts.Name,
 		ttl:           opts.LeaseTTL,

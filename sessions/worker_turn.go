@@ -376,6 +376,9 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	// may change its copy, has it.
 	starts := w.historyStarts(history)
 	in := TurnInput{Conv: conv, Entry: e, History: history, Origin: origin, Steer: at.steer}
+	if e.Kind != KindSynthetic && w.deltas.Listening(conv, e.MessageID) {
+		in.Delta = func(text string) { w.deltas.Publish(conv, e.MessageID, text) }
+	}
 	var watch TurnWatch
 	if w.watch != nil && err == nil {
 		watch = w.watch(at.ctx, conv, origin)

@@ -51,6 +51,11 @@ type Options struct {
 	// APIKey, when set, is required as "Authorization: Bearer <key>" on
 	// every route.
 	APIKey string
+	// Deltas, when set, streams a completion's reply as the model writes
+	// it, when its turn runs in this process (the turn worker's
+	// TurnWorkerOptions.Deltas); otherwise, or without it, a streamed
+	// completion gets the reply whole when its turn ends.
+	Deltas *sessions.Deltas
 	// Models are the model names GET /v1/models lists: the model the
 	// gateway's turns run on (a request's "model" is only echoed).
 	Models []string

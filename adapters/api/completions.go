@@ -215,6 +215,13 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	// A stream listens before the turn is queued, too: it may start
+	// within the delivery.
+	var pieces *sessions.DeltaSub
+	if req.Stream && s.opts.Deltas != nil {
+		pieces = s.opts.Deltas.Subscribe(conv, in.MessageID)
+		defer pieces.Close()
+	}
 	dup, err := s.deliverReport(r.Context(), in)
 	if err != nil {
 		s.fail(w, r, err)
@@ -242,10 +249,10 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	clearWriteDeadline(w)
 	if req.Stream {
-		s.streamReply(ctx, w, r, conv, in.MessageID, after, c, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
+		s.streamReply(ctx, w, r, conv, in.MessageID, after, c, req.StreamOptions != nil && req.StreamOptions.IncludeUsage, pieces)
 		return
 	}
-	reply, err := s.awaitReply(ctx, conv, in.MessageID, after, nil)
+	reply, err := s.awaitReply(ctx, conv, in.MessageID, after, followHooks{})
 	if err != nil {
 		if status, detail, ok := s.waitError(ctx, r, err); ok {
 			writeJSON(w, status, errorBody{Error: detail})
@@ -408,7 +415,7 @@ func answers(it sessions.TimelineItem, msgID string) bool {
 
 // awaitReply waits for the answer to message msgID after the cursor
 // after (see answers), whichever process sent it.
-func (s *Server) awaitReply(ctx context.Context, conv, msgID, after string, keepAlive func() error) (sessions.TimelineItem, error) {
+func (s *Server) awaitReply(ctx context.Context, conv, msgID, after string, hooks followHooks) (sessions.TimelineItem, error) {
 	var reply sessions.TimelineItem
 	err := s.follow(ctx, conv, after, func(it sessions.TimelineItem) (bool, error) {
 		if !answers(it, msgID) {
@@ -416,7 +423,7 @@ func (s *Server) awaitReply(ctx context.Context, conv, msgID, after string, keep
 		}
 		reply = it
 		return true, nil
-	}, keepAlive)
+	}, hooks)
 	return reply, err
 }
 
@@ -438,9 +445,11 @@ func (s *Server) waitError(ctx context.Context, r *http.Request, err error) (int
 
 // streamReply streams the reply as chat.completion.chunk events: the role
 // at once, so the client knows the turn is queued, keep-alive comments
-// while the turn runs, then the content, the finish and [DONE]. Errors
-// after the first byte are sent as an error event, as OpenAI does.
-func (s *Server) streamReply(ctx context.Context, w http.ResponseWriter, r *http.Request, conv, msgID, after string, c chunk, withUsage bool) {
+// while the turn runs, each piece of text the model streams as its own
+// chunk when the turn runs in this process (pieces, nil for none), then
+// the reply whole when none streamed, the finish and [DONE]. Errors after
+// the first byte are sent as an error event, as OpenAI does.
+func (s *Server) streamReply(ctx context.Context, w http.ResponseWriter, r *http.Request, conv, msgID, after string, c chunk, withUsage bool, pieces *sessions.DeltaSub) {
 	sse := newSSE(w)
 	send := func(choice chunkChoice) error {
 		c.Choices = []chunkChoice{choice}
@@ -450,7 +459,25 @@ func (s *Server) streamReply(ctx context.Context, w http.ResponseWriter, r *http
 	if send(chunkChoice{Delta: delta{Role: "assistant", Content: &empty}}) != nil {
 		return
 	}
-	reply, err := s.awaitReply(ctx, conv, msgID, after, sse.comment)
+	hooks := followHooks{keepAlive: sse.comment}
+	var streamed strings.Builder
+	if pieces != nil {
+		hooks.sideReady = pieces.Ready()
+		hooks.side = func() error {
+			for _, text := range pieces.Take() {
+				streamed.WriteString(text)
+				if err := send(chunkChoice{Delta: delta{Content: &text}}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	reply, err := s.awaitReply(ctx, conv, msgID, after, hooks)
+	if err == nil && hooks.side != nil {
+		// Pieces that came in just before the reply was read.
+		err = hooks.side()
+	}
 	if err != nil {
 		if _, detail, ok := s.waitError(ctx, r, err); ok {
 			_ = sse.data(errorBody{Error: detail})
@@ -462,8 +489,13 @@ func (s *Server) streamReply(ctx context.Context, w http.ResponseWriter, r *http
 		return
 	}
 	finish := finishReason(reply)
-	if send(chunkChoice{Delta: delta{Content: &reply.Text}}) != nil ||
-		send(chunkChoice{Delta: delta{}, FinishReason: &finish}) != nil {
+	// The reply whole, unless it is what streamed (its end: the calls
+	// before it may have streamed text too); a reply of herald's own (a
+	// turn out of model calls) comes after what streamed.
+	if rest, ok := unstreamed(streamed.String(), reply.Text); ok && send(chunkChoice{Delta: delta{Content: &rest}}) != nil {
+		return
+	}
+	if send(chunkChoice{Delta: delta{}, FinishReason: &finish}) != nil {
 		return
 	}
 	if withUsage {
@@ -474,6 +506,19 @@ func (s *Server) streamReply(ctx context.Context, w http.ResponseWriter, r *http
 		}
 	}
 	_ = sse.raw("data: [DONE]\n\n")
+}
+
+// unstreamed is what of reply a stream that sent streamed still owes:
+// nothing when streamed ends with it, all of it when nothing streamed,
+// else all of it after a blank line.
+func unstreamed(streamed, reply string) (string, bool) {
+	switch {
+	case streamed == "":
+		return reply, true
+	case strings.HasSuffix(strings.TrimSpace(streamed), strings.TrimSpace(reply)):
+		return "", false
+	}
+	return "\n\n" + reply, true
 }
 
 // sse writes server-sent events, flushing each.

@@ -122,7 +122,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return false, err
 		}
 		return false, out.raw("id: " + it.Cursor + "\nevent: message\ndata: " + string(b) + "\n\n")
-	}, out.comment)
+	}, followHooks{keepAlive: out.comment})
 	if err != nil && r.Context().Err() == nil && !errors.Is(err, context.Canceled) && !errs.Is(err, errs.Closed) {
 		s.log.Warn("event stream ended", "conv", conv, "err", err)
 	}

@@ -15,17 +15,25 @@ const pageSize = 200
 // errShutdown ends a wait when the adapter stops.
 var errShutdown = errs.E("api.follow", errs.Closed, "the gateway is shutting down")
 
+// followHooks are what a follow does besides reading the timeline:
+// keepAlive, when set, runs every KeepAlive; side, when set, runs
+// whenever sideReady is signalled (streamed pieces of a reply to send).
+type followHooks struct {
+	keepAlive func() error
+	sideReady <-chan struct{}
+	side      func() error
+}
+
 // follow calls each with every item of conv's timeline after the cursor
 // after, in order, as they arrive, until each returns true or an error, ctx
 // ends (ctx's error is returned) or the adapter stops (a Closed error). It
 // reads again when a local send wakes it and every Poll otherwise, since a
-// reply may be delivered by another process. keepAlive, when not nil, runs
-// every KeepAlive.
-func (s *Server) follow(ctx context.Context, conv, after string, each func(sessions.TimelineItem) (bool, error), keepAlive func() error) error {
+// reply may be delivered by another process.
+func (s *Server) follow(ctx context.Context, conv, after string, each func(sessions.TimelineItem) (bool, error), hooks followHooks) error {
 	poll := time.NewTicker(s.opts.Poll)
 	defer poll.Stop()
 	var alive <-chan time.Time
-	if keepAlive != nil {
+	if hooks.keepAlive != nil {
 		t := time.NewTicker(s.opts.KeepAlive)
 		defer t.Stop()
 		alive = t.C
@@ -71,7 +79,12 @@ func (s *Server) follow(ctx context.Context, conv, after string, each func(sessi
 			case <-poll.C:
 				waiting = false
 			case <-alive:
-				if err := keepAlive(); err != nil {
+				if err := hooks.keepAlive(); err != nil {
+					unwatch()
+					return err
+				}
+			case <-hooks.sideReady:
+				if err := hooks.side(); err != nil {
 					unwatch()
 					return err
 				}

@@ -147,6 +147,8 @@ type run struct {
 	clock  clock.Clock
 	system []sessions.Message // the system prompt and the user's notes
 	out    sessions.TurnOutput
+	// streamed says the turn's text has begun to stream (TurnInput.Delta).
+	streamed bool
 }
 
 func (a *Agent) start(ctx context.Context, in sessions.TurnInput) *run {
@@ -233,12 +235,26 @@ func (r *run) complete(ctx context.Context) (*llm.Response, error) {
 	msgs = append(msgs, r.system...)
 	msgs = append(msgs, earlier...)
 	msgs = append(msgs, r.out.History...)
-	return r.a.Client.Complete(ctx, llm.Request{
+	req := llm.Request{
 		Model:    r.a.Model,
 		Messages: msgs,
 		Tools:    r.a.Tools.Specs(),
 		User:     ModelUser(r.in.Conv),
-	})
+	}
+	if deliver := r.in.Delta; deliver != nil {
+		// The text of each call streams; a blank line parts it from the
+		// text of the call before, which then called tools.
+		apart := r.streamed
+		req.Stream = func(text string) {
+			if apart {
+				deliver("\n\n")
+				apart = false
+			}
+			r.streamed = true
+			deliver(text)
+		}
+	}
+	return r.a.Client.Complete(ctx, req)
 }
 
 // ModelUser is the stable id a request names its end user by (the API's

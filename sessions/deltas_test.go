@@ -1,0 +1,40 @@
+package sessions
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestDeltas(t *testing.T) {
+	var d Deltas
+	if d.Listening("c", "m1") {
+		t.Fatal("listening with no subscriber")
+	}
+	d.Publish("c", "m1", "dropped") // no one waits: nothing kept
+	s := d.Subscribe("c", "m1")
+	other := d.Subscribe("c", "m2")
+	if !d.Listening("c", "m1") || d.Listening("c", "m3") {
+		t.Fatal("Listening does not follow the subscriptions")
+	}
+	d.Publish("c", "m1", "a")
+	d.Publish("c", "m1", "b")
+	select {
+	case <-s.Ready():
+	default:
+		t.Fatal("Ready not signalled")
+	}
+	if got := s.Take(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("Take = %q, want a, b in order", got)
+	}
+	if got := other.Take(); got != nil {
+		t.Errorf("another message's subscriber took %q", got)
+	}
+	s.Close()
+	if d.Listening("c", "m1") {
+		t.Error("still listening after Close")
+	}
+	other.Close()
+	if len(d.subs) != 0 {
+		t.Errorf("subscriptions left: %v", d.subs)
+	}
+}
