@@ -108,6 +108,9 @@ type Model struct {
 	// SystemPrompt opens every request to the model, before the user's
 	// notes; empty sends none.
 	SystemPrompt string `yaml:"system_prompt"`
+	// MaxTokens bounds a reply where the model's API requires a bound
+	// (Anthropic's Messages); 0 is llm.DefaultMaxTokens.
+	MaxTokens int `yaml:"max_tokens"`
 	// Prices are what each model's tokens cost, by model name, so that
 	// /status can say what a conversation has cost.
 	Prices map[string]Price `yaml:"prices"`

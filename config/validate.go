@@ -290,6 +290,9 @@ func (m Model) check(v *validator) {
 	v.positive("model.max_iterations", int64(m.MaxIterations))
 	v.positive("model.history_budget", int64(m.HistoryBudget))
 	v.apiMode("model.api_mode", m.APIMode)
+	if m.MaxTokens < 0 {
+		v.add("model.max_tokens", "must be 0 (the default) or more, got %d", m.MaxTokens)
+	}
 	for _, name := range slices.Sorted(maps.Keys(m.Prices)) {
 		p := m.Prices[name]
 		if p.Input < 0 || p.Output < 0 {

@@ -174,6 +174,7 @@ func (g *Gateway) auxClient(ep config.AuxModel, overrides map[string]any, fallba
 		APIKey:     ep.APIKey,
 		Model:      ep.Model,
 		Timeout:    g.cfg.Model.Timeout,
+		MaxTokens:  g.cfg.Model.MaxTokens,
 		MaxRetries: cmp.Or(g.cfg.Model.MaxRetries, -1),
 		Clock:      g.clock,
 

@@ -248,10 +248,11 @@ func (g *Gateway) build() error {
 	g.redact.UseMaskers(g.opts.Adapters)
 
 	model, err := newModelClient(cfg.Model.APIMode, llm.OpenAIOptions{
-		BaseURL: cfg.Model.BaseURL,
-		APIKey:  cfg.Model.APIKey,
-		Model:   cfg.Model.Name,
-		Timeout: cfg.Model.Timeout,
+		BaseURL:   cfg.Model.BaseURL,
+		APIKey:    cfg.Model.APIKey,
+		Model:     cfg.Model.Name,
+		Timeout:   cfg.Model.Timeout,
+		MaxTokens: cfg.Model.MaxTokens,
 		// The config's 0 is no retries; the options' 0 is the default.
 		MaxRetries: cmp.Or(cfg.Model.MaxRetries, -1),
 		Clock:      g.clock,

@@ -310,3 +310,18 @@ func TestGatewayStreamsEachModelCallsText(t *testing.T) {
 		t.Errorf("the reply kept = %+v, want the last call's text", items)
 	}
 }
+
+// A reply the model cut at its output bound finishes at a length.
+func TestGatewayCompletionCutByTheModel(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	h := startGateway(t, testConfig(t, model), Options{})
+	model.Script(testkit.Step{Text: "and then", FinishReason: "length"})
+	c := h.openaiClient("cut")
+	res, err := c.Chat.Completions.New(context.Background(), userSays("tell me everything"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fr := res.Choices[0].FinishReason; fr != "length" {
+		t.Errorf("finish_reason = %q, want length", fr)
+	}
+}

@@ -125,7 +125,7 @@ func (o *owner) wait(ctx context.Context) bool {
 			}
 			return true
 		case !waited:
-			o.log.Info("another process runs the adapter; waiting for its lease", "ttl", o.ttl.String())
+			o.log.Info("another process runs the adapter; waiting for its lease", "ttl_ms", o.ttl.Milliseconds())
 			waited = true
 		}
 		if !clock.Sleep(ctx, o.poll) {
@@ -156,7 +156,7 @@ func (o *owner) hold(ctx context.Context, run func(context.Context) error) (lost
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), leaseCallTimeout)
 	defer rcancel()
 	if rerr := o.leases.Release(rctx, o.name, o.holder); rerr != nil {
-		o.log.Warn("releasing the adapter's lease failed; it expires by itself", "err", rerr, "ttl", o.ttl.String())
+		o.log.Warn("releasing the adapter's lease failed; it expires by itself", "err", rerr, "ttl_ms", o.ttl.Milliseconds())
 	}
 	return false, err
 }

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,8 +20,8 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// DefaultMaxTokens bounds an Anthropic reply when the request overrides
-// name no max_tokens (the Messages API requires one).
+// DefaultMaxTokens bounds an Anthropic reply when OpenAIOptions.MaxTokens
+// sets no bound (the Messages API requires one).
 const DefaultMaxTokens = 8192
 
 // Anthropic is a Client for Anthropic's Messages API, through
@@ -49,6 +50,7 @@ func NewAnthropic(opts OpenAIOptions) (*Anthropic, error) {
 	// The defaults as the OpenAI client fills them.
 	filled := base.opts
 	filled.BaseURL, filled.APIKey, filled.Model, filled.RequestOverrides = opts.BaseURL, opts.APIKey, opts.Model, opts.RequestOverrides
+	filled.MaxTokens = opts.MaxTokens
 	c := &Anthropic{opts: filled}
 	if opts.BaseURL == "" {
 		return c, nil
@@ -87,7 +89,7 @@ func (c *Anthropic) Complete(ctx context.Context, req Request) (*Response, error
 	if model == "" || c.opts.BaseURL == "" {
 		return nil, fail(&Error{Class: ClassNotConfigured, Model: model})
 	}
-	params, err := anthropicParams(model, req)
+	params, err := anthropicParams(model, c.opts.MaxTokens, req)
 	if err != nil {
 		return nil, fail(&Error{Class: ClassBadRequest, Model: model, Host: c.host, Err: scrubErr(err, c.opts.APIKey)})
 	}
@@ -165,8 +167,8 @@ func (c *Anthropic) stream(ctx context.Context, params anthropic.MessageNewParam
 // to its system field; an assistant message's tool calls become tool_use
 // blocks; each tool result a tool_result block of a user message, those
 // in a row in one message, as the API wants them.
-func anthropicParams(model string, req Request) (anthropic.MessageNewParams, error) {
-	p := anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: DefaultMaxTokens}
+func anthropicParams(model string, maxTokens int, req Request) (anthropic.MessageNewParams, error) {
+	p := anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: int64(cmp.Or(maxTokens, DefaultMaxTokens))}
 	var results []anthropic.ContentBlockParamUnion
 	flush := func() {
 		if len(results) > 0 {
@@ -195,7 +197,10 @@ func anthropicParams(model string, req Request) (anthropic.MessageNewParams, err
 					input = json.RawMessage("{}")
 				}
 				if !json.Valid(input) {
-					return p, fmt.Errorf("messages[%d]: tool call %s has arguments that are not JSON", i, tc.ID)
+					// A call the model wrote badly (cut at max_tokens, say)
+					// was answered with an error the model reads; the
+					// history keeps it, and the API takes only objects.
+					input, _ = json.Marshal(map[string]string{"_raw": tc.Arguments})
 				}
 				blocks = append(blocks, anthropic.NewToolUseBlock(tc.ID, input, tc.Name))
 			}

@@ -172,3 +172,23 @@ func TestAnthropicFailures(t *testing.T) {
 		}
 	})
 }
+
+// A tool call the model wrote badly stays in the history; it is sent as
+// an object holding the text, not refused.
+func TestAnthropicSendsABadToolCallBack(t *testing.T) {
+	ms := testkit.NewModelServer(t)
+	ms.Script(testkit.Reply("fixed it"))
+	c, _ := newAnthropic(t, ms, func(o *llm.OpenAIOptions) { o.MaxTokens = 1024 })
+	req := ask("write it")
+	req.Messages = append(req.Messages,
+		sessions.Message{Role: "assistant", ToolCalls: []sessions.ToolCall{{ID: "toolu_1", Name: "write_file", Arguments: `{"path": "a.txt", "content": "cut`}}},
+		sessions.Message{Role: "tool", ToolCallID: "toolu_1", Content: "error: the arguments are not JSON; send a JSON object"},
+	)
+	if _, err := c.Complete(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	body := string(ms.Requests()[0].Body)
+	if !strings.Contains(body, `"_raw":"{\"path\": \"a.txt\", \"content\": \"cut"`) || !strings.Contains(body, `"max_tokens":1024`) {
+		t.Errorf("request body = %s", body)
+	}
+}

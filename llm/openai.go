@@ -66,6 +66,11 @@ type OpenAIOptions struct {
 
 	HTTPClient *http.Client // default: a client without a timeout of its own
 
+	// MaxTokens bounds a reply, in tokens, where the API requires a bound
+	// (Anthropic's Messages: DefaultMaxTokens when 0); Chat Completions
+	// requests leave it to the server.
+	MaxTokens int
+
 	// RequestOverrides are fields set in the body of every request, over
 	// what herald puts there (temperature, reasoning_effort, …); the
 	// config refuses those herald must decide (model, messages, tools,

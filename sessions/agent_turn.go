@@ -72,6 +72,9 @@ const (
 	ReplyMetaPromptTokens     = "herald.prompt_tokens"
 	ReplyMetaCompletionTokens = "herald.completion_tokens"
 	ReplyMetaErrorClass       = "herald.error_class"
+	// ReplyMetaCut is "length" when the model stopped the reply at its
+	// output bound (its last call's finish reason).
+	ReplyMetaCut = "herald.cut"
 )
 
 // TurnOutput is what a turn produced, ready for Store.Finish.

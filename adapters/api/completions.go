@@ -227,6 +227,12 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if dup && pieces != nil {
+		// A retry of a message already taken joins its turn partway:
+		// its reply comes whole, not from the middle of its stream.
+		pieces.Close()
+		pieces = nil
+	}
 	if dup {
 		// A retry of a message already taken: its answer may be in the
 		// timeline already, before the end read above.
@@ -277,10 +283,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 }
 
 // finishReason is OpenAI's finish_reason for the turn reply answers: a
-// turn that used its model calls was cut at a length (model.max_iterations),
-// one that ended otherwise stopped.
+// turn that used its model calls (model.max_iterations), or whose reply
+// the model cut at its output bound, ended at a length; one that ended
+// otherwise stopped.
 func finishReason(reply sessions.TimelineItem) string {
-	if sessions.TurnEnd(reply.Meta[sessions.ReplyMetaEnd]) == sessions.TurnBudget {
+	if sessions.TurnEnd(reply.Meta[sessions.ReplyMetaEnd]) == sessions.TurnBudget || reply.Meta[sessions.ReplyMetaCut] == "length" {
 		return "length"
 	}
 	return "stop"

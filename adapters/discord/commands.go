@@ -29,7 +29,7 @@ func (a *Adapter) registerCommands(ctx context.Context) {
 			return
 		}
 		wait := a.retry.Wait(fails)
-		a.log.Warn("could not register the application commands; retrying", "err", err, "in", wait)
+		a.log.Warn("could not register the application commands; retrying", "err", err, "retry_in_ms", wait.Milliseconds())
 		if !clock.Sleep(ctx, wait) {
 			return
 		}

@@ -108,7 +108,7 @@ func (a *Adapter) open(ctx context.Context, gw *discordgo.Session) (bool, error)
 			return false, fatal
 		}
 		wait := a.retry.Wait(fails)
-		a.log.Warn("could not open the Discord gateway; retrying", "err", err, "in", wait)
+		a.log.Warn("could not open the Discord gateway; retrying", "err", err, "retry_in_ms", wait.Milliseconds())
 		if !clock.Sleep(ctx, wait) {
 			return false, nil
 		}
@@ -254,7 +254,7 @@ func (l *listener) deliver(in sessions.Inbound) {
 			return
 		}
 		wait := l.a.deliverRetry.Wait(attempt)
-		l.a.log.Warn("could not queue a Discord message; retrying", "conv", in.Conv, "err", err, "attempt", attempt, "in", wait)
+		l.a.log.Warn("could not queue a Discord message; retrying", "conv", in.Conv, "err", err, "attempt", attempt, "retry_in_ms", wait.Milliseconds())
 		time.Sleep(wait) // on the read goroutine on purpose: later events wait their turn
 	}
 }

@@ -118,7 +118,11 @@ func (a *Agent) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOu
 			if strings.TrimSpace(text) == "" {
 				text = "(the model returned an empty reply)"
 			}
-			return r.reply(sessions.TurnDone, text), nil
+			out := r.reply(sessions.TurnDone, text)
+			if resp.FinishReason == "length" {
+				out.Outbox[len(out.Outbox)-1].Meta[sessions.ReplyMetaCut] = "length"
+			}
+			return out, nil
 		}
 		for i := range msg.ToolCalls {
 			if msg.ToolCalls[i].ID == "" {

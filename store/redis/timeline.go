@@ -50,10 +50,8 @@ func (s *sessionStore) ReadTimeline(ctx context.Context, conv, after string, cou
 	}
 	out := make([]sessions.TimelineItem, len(raw))
 	for i, m := range raw {
-		meta, err := sessions.DecodeMeta(field(m, "m"))
-		if err != nil {
-			return nil, errs.E(op, errs.Internal, "timeline item %s's meta is not readable: %v", field(m, "id"), err)
-		}
+		// Meta that cannot be read is left out: the item still shows.
+		meta, _ := sessions.DecodeMeta(field(m, "m"))
 		out[i] = sessions.TimelineItem{
 			Cursor:  m.ID,
 			ID:      field(m, "id"),

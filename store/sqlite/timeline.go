@@ -94,9 +94,8 @@ func (s *sessionStore) ReadTimeline(ctx context.Context, conv, after string, cou
 		if err := rows.Scan(&cursor, &it.ID, &it.Kind, &it.Text, &at, &it.ReplyTo, &meta); err != nil {
 			return nil, d.fail(op, err)
 		}
-		if it.Meta, err = sessions.DecodeMeta(meta); err != nil {
-			return nil, errs.E(op, errs.Internal, "timeline item %s's meta is not readable: %v", it.ID, err)
-		}
+		// Meta that cannot be read is left out: the item still shows.
+		it.Meta, _ = sessions.DecodeMeta(meta)
 		it.Cursor, it.At = formatID(cursor), fromNanos(at)
 		out = append(out, it)
 	}
