@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
-	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
 )
 
@@ -42,30 +40,22 @@ var _ Client = (*Anthropic)(nil)
 // Errors: errs.Invalid for a BaseURL that is not an http(s) URL.
 func NewAnthropic(opts OpenAIOptions) (*Anthropic, error) {
 	const op = "llm.NewAnthropic"
-	base, err := NewOpenAI(OpenAIOptions{Timeout: opts.Timeout, MaxRetries: opts.MaxRetries, Backoff: opts.Backoff,
-		MaxRetryWait: opts.MaxRetryWait, Sleep: opts.Sleep, Clock: opts.Clock, HTTPClient: opts.HTTPClient})
-	if err != nil {
-		return nil, err
-	}
-	// The defaults as the OpenAI client fills them.
-	filled := base.opts
-	filled.BaseURL, filled.APIKey, filled.Model, filled.RequestOverrides = opts.BaseURL, opts.APIKey, opts.Model, opts.RequestOverrides
-	filled.MaxTokens = opts.MaxTokens
-	c := &Anthropic{opts: filled}
+	opts = opts.withDefaults()
+	c := &Anthropic{opts: opts}
 	if opts.BaseURL == "" {
 		return c, nil
 	}
-	u, err := url.Parse(opts.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, errs.E(op, errs.Invalid, "model base URL is not an http(s) URL")
+	host, err := modelHost(op, opts.BaseURL)
+	if err != nil {
+		return nil, err
 	}
-	c.host = u.Host
+	c.host = host
 	// Built directly, not through anthropic.NewClient, which would also
 	// read ANTHROPIC_* variables: herald's config decides.
 	svcOpts := []option.RequestOption{
 		option.WithBaseURL(opts.BaseURL),
 		option.WithAPIKey(opts.APIKey),
-		option.WithHTTPClient(filled.HTTPClient),
+		option.WithHTTPClient(opts.HTTPClient),
 		option.WithMaxRetries(0), // retries are Complete's
 	}
 	if opts.APIKey != "" {

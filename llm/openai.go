@@ -93,6 +93,45 @@ var _ Client = (*OpenAI)(nil)
 // Errors: errs.Invalid for a BaseURL that is not an http(s) URL.
 func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 	const op = "llm.NewOpenAI"
+	opts = opts.withDefaults()
+	c := &OpenAI{opts: opts}
+	if opts.BaseURL == "" {
+		return c, nil
+	}
+	host, err := modelHost(op, opts.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	c.host = host
+	// The service is built directly rather than through openai.NewClient,
+	// which would also read OPENAI_* variables from the environment; herald's
+	// config decides the endpoint and key, nothing else.
+	svcOpts := []option.RequestOption{
+		option.WithBaseURL(opts.BaseURL),
+		option.WithAPIKey(opts.APIKey),
+		option.WithHTTPClient(opts.HTTPClient),
+		option.WithMaxRetries(0), // retries are Complete's, bounded and testable
+	}
+	for _, k := range slices.Sorted(maps.Keys(opts.RequestOverrides)) {
+		svcOpts = append(svcOpts, option.WithJSONSet(k, opts.RequestOverrides[k]))
+	}
+	c.svc = openai.NewChatCompletionService(svcOpts...)
+	return c, nil
+}
+
+// modelHost is the host of a model's base URL, for errors and logs.
+// Errors: Invalid for a URL that is not http(s).
+func modelHost(op, baseURL string) (string, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		// The URL itself is left out of the message: it may carry credentials.
+		return "", errs.E(op, errs.Invalid, "model base URL is not an http(s) URL")
+	}
+	return u.Host, nil
+}
+
+// withDefaults is opts with what it leaves unset filled in.
+func (opts OpenAIOptions) withDefaults() OpenAIOptions {
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
 	}
@@ -117,30 +156,7 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{}
 	}
-	c := &OpenAI{opts: opts}
-	if opts.BaseURL == "" {
-		return c, nil
-	}
-	u, err := url.Parse(opts.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		// The URL itself is left out of the message: it may carry credentials.
-		return nil, errs.E(op, errs.Invalid, "model base URL is not an http(s) URL")
-	}
-	c.host = u.Host
-	// The service is built directly rather than through openai.NewClient,
-	// which would also read OPENAI_* variables from the environment; herald's
-	// config decides the endpoint and key, nothing else.
-	svcOpts := []option.RequestOption{
-		option.WithBaseURL(opts.BaseURL),
-		option.WithAPIKey(opts.APIKey),
-		option.WithHTTPClient(opts.HTTPClient),
-		option.WithMaxRetries(0), // retries are Complete's, bounded and testable
-	}
-	for _, k := range slices.Sorted(maps.Keys(opts.RequestOverrides)) {
-		svcOpts = append(svcOpts, option.WithJSONSet(k, opts.RequestOverrides[k]))
-	}
-	c.svc = openai.NewChatCompletionService(svcOpts...)
-	return c, nil
+	return opts
 }
 
 // DefaultBackoff waits 500ms before the first retry and doubles up to 8s,
