@@ -28,6 +28,9 @@ const (
 	// ClassBadRequest: the server refused the request as malformed (400
 	// and other 4xx), or herald could not build it.
 	ClassBadRequest Class = "bad_request"
+	// ClassContextOverflow: the request is longer than the model takes
+	// (413, or a 400 that says so); the caller may send less.
+	ClassContextOverflow Class = "context_overflow"
 	// ClassRateLimited: 429, still limited after the retries, or asked to
 	// wait longer than the client waits.
 	ClassRateLimited Class = "rate_limited"
@@ -49,7 +52,7 @@ func (c Class) code() errs.Code {
 		return errs.Unavailable
 	case ClassCanceled:
 		return errs.Closed
-	case ClassNotConfigured, ClassAuth, ClassPayment, ClassBadRequest:
+	case ClassNotConfigured, ClassAuth, ClassPayment, ClassBadRequest, ClassContextOverflow:
 		return errs.Invalid
 	}
 	return errs.Internal
@@ -173,6 +176,8 @@ func UserMessage(err error) string {
 			return "the model server rejected the request: " + e.Message
 		}
 		return "the model server rejected the request"
+	case ClassContextOverflow:
+		return "the conversation is longer than the model takes, even with its oldest messages left out; /new starts a fresh session"
 	case ClassRateLimited:
 		if e.RetryAfter > 0 {
 			return fmt.Sprintf("the model provider is rate limiting requests; try again in %s", e.RetryAfter.Round(time.Second))

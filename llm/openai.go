@@ -342,6 +342,9 @@ func classifyHTTP(ctx, actx context.Context, httpRes *http.Response, key string,
 	case httpRes != nil && httpRes.StatusCode >= 400:
 		msg, code := errorBody(httpRes.Body)
 		e := &Error{Class: classifyStatus(httpRes.StatusCode, code), Status: httpRes.StatusCode, Message: scrub(msg, key)}
+		if e.Class == ClassBadRequest && overflowMessage(msg) {
+			e.Class = ClassContextOverflow
+		}
 		if e.Class.retryable() {
 			e.RetryAfter = retryAfter(httpRes.Header, now)
 		}
@@ -367,6 +370,8 @@ func classifyStatus(status int, code string) Class {
 		return ClassPayment
 	case status == http.StatusNotFound, code == "model_not_found":
 		return ClassModelNotFound
+	case status == http.StatusRequestEntityTooLarge, code == "context_length_exceeded":
+		return ClassContextOverflow
 	case status == http.StatusTooManyRequests:
 		return ClassRateLimited
 	case status == http.StatusRequestTimeout, status == http.StatusConflict, status >= 500:
@@ -374,6 +379,20 @@ func classifyStatus(status int, code string) Class {
 		return ClassUnavailable
 	}
 	return ClassBadRequest
+}
+
+// overflowMessage reports whether a 400's message says the request is
+// longer than the model takes, as servers word it (OpenAI's "maximum
+// context length", Anthropic's "prompt is too long", local servers'
+// "context length", "context window").
+func overflowMessage(msg string) bool {
+	m := strings.ToLower(msg)
+	for _, s := range []string{"context length", "context window", "prompt is too long", "too many tokens", "maximum context"} {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // maxErrorBody bounds how much of an error response is read.

@@ -438,10 +438,24 @@ func TestClientErrorsAreNotRetried(t *testing.T) {
 		},
 		{
 			desc:      "400",
-			step:      testkit.Fail(400, "This model's maximum context length is 8192 tokens."),
+			step:      testkit.Fail(400, "messages[1].role: unknown role"),
 			class:     llm.ClassBadRequest,
 			code:      errs.Invalid,
-			userWants: "the model server rejected the request: This model's maximum context length is 8192 tokens.",
+			userWants: "the model server rejected the request: messages[1].role: unknown role",
+		},
+		{
+			desc:      "400 saying the context is too long",
+			step:      testkit.Fail(400, "This model's maximum context length is 8192 tokens."),
+			class:     llm.ClassContextOverflow,
+			code:      errs.Invalid,
+			userWants: "/new starts a fresh session",
+		},
+		{
+			desc:      "413",
+			step:      testkit.Fail(413, "request too large"),
+			class:     llm.ClassContextOverflow,
+			code:      errs.Invalid,
+			userWants: "longer than the model takes",
 		},
 		{
 			desc:      "422",

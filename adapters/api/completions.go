@@ -316,7 +316,7 @@ func turnFailure(reply sessions.TimelineItem) (int, errorDetail, bool) {
 	switch class {
 	case "rate_limited":
 		return http.StatusTooManyRequests, errorDetail{Message: reply.Text, Type: typeRateLimit, Code: class}, true
-	case "auth", "payment", "model_not_found", "bad_request":
+	case "auth", "payment", "model_not_found", "bad_request", "context_overflow":
 		d.Type = typeUpstream
 		return http.StatusBadGateway, d, true
 	}

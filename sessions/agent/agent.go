@@ -104,6 +104,14 @@ func (a *Agent) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOu
 			if ctx.Err() != nil {
 				return r.interrupted(ctx)
 			}
+			if llm.ClassOf(err) == llm.ClassContextOverflow && !r.trimmed && r.sentEarlier > 0 {
+				// Longer than the model takes: once a turn, the call is
+				// made again with a quarter of the earlier history.
+				r.trimmed, r.earlierCap = true, r.sentEarlier/4
+				r.log.InfoContext(ctx, "the request was longer than the model takes; trying once more with less of the history",
+					"history_chars", r.sentEarlier, "now_chars", r.earlierCap)
+				continue
+			}
 			r.log.WarnContext(ctx, "model call failed", "class", string(llm.ClassOf(err)), "err", err)
 			r.out.Err = err
 			// The line is for the user, not the model: it stays out of
@@ -153,6 +161,11 @@ type run struct {
 	out    sessions.TurnOutput
 	// streamed says the turn's text has begun to stream (TurnInput.Delta).
 	streamed bool
+	// sentEarlier is how many characters of earlier history the last
+	// call sent; earlierCap, when positive, bounds it further, after the
+	// model found a request too long (trimmed: once a turn).
+	sentEarlier, earlierCap int
+	trimmed                 bool
 }
 
 func (a *Agent) start(ctx context.Context, in sessions.TurnInput) *run {
@@ -234,6 +247,13 @@ func (r *run) complete(ctx context.Context) (*llm.Response, error) {
 			budget -= sessions.MessageChars(m)
 		}
 		earlier = sessions.TrimHistory(earlier, budget)
+	}
+	if r.earlierCap > 0 {
+		earlier = sessions.TrimHistory(earlier, r.earlierCap)
+	}
+	r.sentEarlier = 0
+	for _, m := range earlier {
+		r.sentEarlier += sessions.MessageChars(m)
 	}
 	msgs := make([]sessions.Message, 0, len(r.system)+len(earlier)+len(r.out.History))
 	msgs = append(msgs, r.system...)

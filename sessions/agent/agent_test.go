@@ -312,7 +312,7 @@ func TestRun(t *testing.T) {
 			desc: "a model error after a tool ran keeps the history whole and sends what was queued",
 			script: []testkit.Step{
 				testkit.CallTools(testkit.ToolCall("send_message", sendArgs)),
-				testkit.Fail(http.StatusBadRequest, "context length exceeded"),
+				testkit.Fail(http.StatusBadRequest, "tools[0]: invalid schema"),
 			},
 			end:   sessions.TurnModelError,
 			calls: 2,
@@ -321,7 +321,7 @@ func TestRun(t *testing.T) {
 				calls(call("call_1_0", "send_message", sendArgs)),
 				result("call_1_0", "send_message", sendResult),
 			},
-			outbox: []outbox.Message{sent(tg555, "build is green"), reply("the model server rejected the request: context length exceeded")},
+			outbox: []outbox.Message{sent(tg555, "build is green"), reply("the model server rejected the request: tools[0]: invalid schema")},
 		},
 		{
 			desc:    "no model configured: the reply says how to configure one",
@@ -692,5 +692,42 @@ func TestReplySaysHowTheTurnEnded(t *testing.T) {
 	meta := out.Outbox[len(out.Outbox)-1].Meta
 	if meta[sessions.ReplyMetaEnd] != "model_error" || meta[sessions.ReplyMetaErrorClass] != "auth" {
 		t.Errorf("reply meta of a failed turn = %v, want model_error, auth", meta)
+	}
+}
+
+// A request longer than the model takes is made once more with a
+// quarter of the earlier history; a second refusal ends the turn saying
+// so.
+func TestRunTrimsTheHistoryOnceWhenTheModelFindsItTooLong(t *testing.T) {
+	for _, refusal := range []testkit.Step{
+		testkit.Fail(http.StatusRequestEntityTooLarge, "request too large"),
+		testkit.Fail(http.StatusBadRequest, "This model's maximum context length is 8192 tokens"),
+	} {
+		f := newFixture(t)
+		in := input("and now?")
+		for i := range 8 {
+			in.History = append(in.History, user(fmt.Sprintf("earlier question %d %s", i, strings.Repeat("x", 100))), said("an answer"))
+		}
+		f.ms.Script(refusal, testkit.Reply("short answer"))
+		out, err := f.agent.Run(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs := f.ms.Requests()
+		if out.End != sessions.TurnDone || len(reqs) != 2 || len(reqs[1].Messages) >= len(reqs[0].Messages) {
+			t.Fatalf("end %s after %d requests (%d then %d messages), want done with the history cut", out.End, len(reqs), len(reqs[0].Messages), len(reqs[len(reqs)-1].Messages))
+		}
+		if last := reqs[1].Messages[len(reqs[1].Messages)-1]; last.Content != "and now?" {
+			t.Errorf("the turn's own message was cut: %+v", last)
+		}
+
+		f.ms.Script(refusal, refusal)
+		out, _ = f.agent.Run(context.Background(), in)
+		if out.End != sessions.TurnModelError || llm.ClassOf(out.Err) != llm.ClassContextOverflow {
+			t.Errorf("twice too long: end %s, err %v", out.End, out.Err)
+		}
+		if reply := out.Outbox[len(out.Outbox)-1].Text; !strings.Contains(reply, "/new") {
+			t.Errorf("reply = %q, want it to say /new starts afresh", reply)
+		}
 	}
 }
