@@ -116,8 +116,7 @@ type Model struct {
 	Prices map[string]Price `yaml:"prices"`
 }
 
-// Price is what a model's tokens cost, per million, in whatever
-// currency the operator reads them in.
+// Price is what a model's tokens cost, per million, in dollars.
 type Price struct {
 	Input  float64 `yaml:"input"`
 	Output float64 `yaml:"output"`

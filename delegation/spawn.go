@@ -48,6 +48,10 @@ Keep it factual and complete: that agent sees nothing of your work but this summ
 type SpawnerOptions struct {
 	Client llm.Client // nil: every child fails saying no model is configured
 	Model  string
+	// Price, when set, is what model's tokens cost, per million in and
+	// out (model.prices); ok false for a model it does not price. A
+	// child's result then carries its cost.
+	Price func(model string) (in, out float64, ok bool)
 	// Review and ReviewModel run /review's reviewer (RoleReviewer); nil
 	// uses Client and Model.
 	Review      llm.Client
@@ -321,6 +325,12 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 	p := live.Progress()
 	res.APICalls = p.APICalls
 	res.InputTokens, res.OutputTokens = p.InputTokens, p.OutputTokens
+	if s.opts.Price != nil {
+		if in, out, ok := s.opts.Price(model); ok {
+			cost := (float64(p.InputTokens)*in + float64(p.OutputTokens)*out) / 1e6
+			res.CostUSD = &cost
+		}
+	}
 	res.DurationSeconds = s.opts.Clock.Now().Sub(started).Seconds()
 	res.Summary = s.cap(lastAssistant(out.History))
 	switch {

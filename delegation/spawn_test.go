@@ -208,6 +208,28 @@ func TestSpawnerResults(t *testing.T) {
 			},
 		},
 	}
+	tests = append(tests, struct {
+		desc     string
+		child    Child
+		opts     func(*SpawnerOptions)
+		replies  []func(context.Context, llm.Request) (*llm.Response, error)
+		check    func(t *testing.T, r Result, m *fakeModel)
+		wantCall int
+	}{
+		desc:  "a child's cost is its tokens at its model's price",
+		child: Child{ID: "sub_p", Task: Task{Goal: "price it"}},
+		opts: func(o *SpawnerOptions) {
+			o.Model = "priced"
+			o.Price = func(model string) (float64, float64, bool) { return 2, 10, model == "priced" }
+		},
+		replies: []func(context.Context, llm.Request) (*llm.Response, error){reply("done")},
+		check: func(t *testing.T, r Result, _ *fakeModel) {
+			// 10 tokens in at $2/M, 5 out at $10/M.
+			if r.CostUSD == nil || *r.CostUSD != (10*2+5*10)/1e6 {
+				t.Errorf("cost = %v, want the tokens priced", r.CostUSD)
+			}
+		},
+	})
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			m := &fakeModel{replies: tc.replies}

@@ -50,6 +50,10 @@ func (g *Gateway) buildDelegation(registry *tools.Registry, commands *sessions.C
 		Redact: g.redact.String,
 	}
 	p.spawner = delegation.NewSpawner(delegation.SpawnerOptions{
+		Price: func(model string) (float64, float64, bool) {
+			price, ok := g.cfg.Model.Prices[model]
+			return price.Input, price.Output, ok
+		},
 		Client:              client,
 		Model:               cfg.Endpoint().Fallback(g.cfg.Model).Model,
 		Review:              review,

@@ -50,14 +50,14 @@ func usageStatus(meta map[string]string, prices map[string]config.Price) string 
 		part := fmt.Sprintf("%s %d in, %d out", modelLabel(model), c.prompt, c.completion)
 		if p, ok := prices[model]; ok {
 			cost := (float64(c.prompt)*p.Input + float64(c.completion)*p.Output) / 1e6
-			part += fmt.Sprintf(" (%.4f)", cost)
+			part += fmt.Sprintf(" ($%.4f)", cost)
 			total, priced = total+cost, true
 		}
 		parts = append(parts, part)
 	}
 	line := "Tokens: " + strings.Join(parts, "; ")
 	if priced {
-		line += fmt.Sprintf(". Cost: %.4f (model.prices)", total)
+		line += fmt.Sprintf(". Cost: $%.4f (model.prices)", total)
 	}
 	return line
 }
