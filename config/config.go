@@ -111,6 +111,10 @@ type Model struct {
 	// MaxTokens bounds a reply where the model's API requires a bound
 	// (Anthropic's Messages); 0 is llm.DefaultMaxTokens.
 	MaxTokens int `yaml:"max_tokens"`
+	// RequestOverrides are fields merged into the body of each model
+	// request (temperature, reasoning_effort, …), over herald's. Shown
+	// with the string values of credential-looking keys masked.
+	RequestOverrides map[string]any `yaml:"request_overrides" secret:"keys"`
 	// Prices are what each model's tokens cost, by model name, so that
 	// /status can say what a conversation has cost.
 	Prices map[string]Price `yaml:"prices"`

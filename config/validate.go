@@ -168,13 +168,30 @@ func (k Kanban) check(v *validator) {
 	lanes("kanban.review_lane", k.ReviewLane)
 }
 
-// reservedOverrides are request fields herald sets itself on a child's
-// request, each with what to do instead.
+// reservedOverrides are request fields herald sets itself, each with
+// what to do instead; "%s" is the section whose model key to set.
 var reservedOverrides = map[string]string{
-	"model":    "set delegation.model instead",
+	"model":    "set %s instead",
 	"messages": "herald sets it",
 	"tools":    "herald sets it",
 	"stream":   "herald sets it",
+}
+
+// overrides refuses the request overrides of section (model,
+// delegation) that name a field herald sets itself.
+func (v *validator) overrides(section string, o map[string]any) {
+	modelKey := section + ".model"
+	if section == "model" {
+		modelKey = "model.name"
+	}
+	for _, k := range slices.Sorted(maps.Keys(o)) {
+		if why, ok := reservedOverrides[k]; ok {
+			if strings.Contains(why, "%s") {
+				why = fmt.Sprintf(why, modelKey)
+			}
+			v.add(section+".request_overrides."+k, "cannot be overridden: %s", why)
+		}
+	}
 }
 
 func (d Delegation) check(v *validator) {
@@ -187,11 +204,7 @@ func (d Delegation) check(v *validator) {
 		v.add("delegation.child_timeout_seconds", "must be 0 (none) or more, got %d", d.ChildTimeoutSeconds)
 	}
 	v.optionalHTTPURL("delegation.base_url", d.BaseURL)
-	for _, k := range slices.Sorted(maps.Keys(d.RequestOverrides)) {
-		if why, ok := reservedOverrides[k]; ok {
-			v.add("delegation.request_overrides."+k, "cannot be overridden: %s", why)
-		}
-	}
+	v.overrides("delegation", d.RequestOverrides)
 	v.positive("delegation.stall_quiet_seconds", int64(d.StallQuietSeconds))
 	v.positive("delegation.stall_tool_seconds", int64(d.StallToolSeconds))
 	v.positive("delegation.stall_grace_seconds", int64(d.StallGraceSeconds))
@@ -290,6 +303,7 @@ func (m Model) check(v *validator) {
 	v.positive("model.max_iterations", int64(m.MaxIterations))
 	v.positive("model.history_budget", int64(m.HistoryBudget))
 	v.apiMode("model.api_mode", m.APIMode)
+	v.overrides("model", m.RequestOverrides)
 	if m.MaxTokens < 0 {
 		v.add("model.max_tokens", "must be 0 (the default) or more, got %d", m.MaxTokens)
 	}

@@ -219,6 +219,16 @@ func TestValidate(t *testing.T) {
 		},
 		{desc: "no model retries", change: func(c *config.Config) { c.Model.MaxRetries = 0 }},
 		{
+			desc: "the main model's overrides name what herald sets",
+			change: func(c *config.Config) {
+				c.Model.RequestOverrides = map[string]any{"temperature": 0.2, "model": "other", "tools": []any{}}
+			},
+			want: config.Problems{
+				{Key: "model.request_overrides.model", Msg: "cannot be overridden: set model.name instead"},
+				{Key: "model.request_overrides.tools", Msg: "cannot be overridden: herald sets it"},
+			},
+		},
+		{
 			desc:   "an unknown model API",
 			change: func(c *config.Config) { c.Model.APIMode, c.Delegation.APIMode = "gemini", config.APIAnthropicMessages },
 			want:   config.Problems{{Key: "model.api_mode", Msg: `want openai_chat or anthropic_messages, got "gemini"`}},

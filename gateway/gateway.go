@@ -253,6 +253,9 @@ func (g *Gateway) build() error {
 		Model:     cfg.Model.Name,
 		Timeout:   cfg.Model.Timeout,
 		MaxTokens: cfg.Model.MaxTokens,
+		// Explicit keys win over herald's (model, messages, tools and
+		// stream are refused by the config's check).
+		RequestOverrides: cfg.Model.RequestOverrides,
 		// The config's 0 is no retries; the options' 0 is the default.
 		MaxRetries: cmp.Or(cfg.Model.MaxRetries, -1),
 		Clock:      g.clock,

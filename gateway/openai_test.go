@@ -325,3 +325,16 @@ func TestGatewayCompletionCutByTheModel(t *testing.T) {
 		t.Errorf("finish_reason = %q, want length", fr)
 	}
 }
+
+// model.request_overrides reach every request of the main model.
+func TestGatewaySendsTheModelsRequestOverrides(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	cfg := testConfig(t, model)
+	cfg.Model.RequestOverrides = map[string]any{"temperature": 0.2, "reasoning_effort": "low"}
+	h := startGateway(t, cfg, Options{})
+	h.chat("ov", "hello")
+	body := string(model.Requests()[0].Body)
+	if !strings.Contains(body, `"temperature":0.2`) || !strings.Contains(body, `"reasoning_effort":"low"`) {
+		t.Errorf("request body = %s, want the overrides", body)
+	}
+}
