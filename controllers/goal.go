@@ -266,6 +266,22 @@ func (g *Goals) change(ctx context.Context, op, conv string, create bool, f func
 	return errs.E(op, errs.Conflict, "the goal kept changing; try again")
 }
 
+// continued is goal with its next continuation counted, or, when its
+// budget is spent, paused saying so (ok false).
+func (goal Goal) continued() (next Goal, ok bool) {
+	if goal.Turns >= goal.MaxTurns {
+		goal.Status, goal.Owed = GoalPaused, false
+		goal.Reason = fmt.Sprintf("Paused: the goal used its %d continuation turns. /goal resume gives it %d more.", goal.MaxTurns, goal.MaxTurns)
+		return goal, false
+	}
+	goal.Turns++
+	return goal, true
+}
+
+// endedAlways is what a goal's wait on a delegation or a process takes
+// to have ended when nothing can tell (RunnerOptions.Ended nil).
+func endedAlways(context.Context, string, Wait) bool { return true }
+
 // WaitPoll is how often a goal waiting on a delegation or a process
 // looks whether it has ended, besides after each turn.
 const WaitPoll = 30 * time.Second

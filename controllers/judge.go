@@ -168,13 +168,11 @@ func Decide(goal Goal, j Judgement, ok, failed bool, now time.Time) Step {
 		}
 		return s
 	}
-	if goal.Turns >= goal.MaxTurns {
-		goal.Status = GoalPaused
-		goal.Reason = fmt.Sprintf("Paused: the goal used its %d continuation turns. /goal resume gives it %d more.", goal.MaxTurns, goal.MaxTurns)
-		return Step{Goal: goal, Tell: goal.Reason}
+	next, ok := goal.continued()
+	if !ok {
+		return Step{Goal: next, Tell: next.Reason}
 	}
-	goal.Turns++
-	return Step{Goal: goal, Continue: true}
+	return Step{Goal: next, Continue: true}
 }
 
 // Continuation is the prompt a continuation turn runs with.

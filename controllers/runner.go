@@ -104,6 +104,9 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 	if opts.NoGoalFor == 0 {
 		opts.NoGoalFor = DefaultNoGoalFor
 	}
+	if opts.Ended == nil {
+		opts.Ended = endedAlways
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
 	}
@@ -437,7 +440,7 @@ func (r *Runner) judged(ctx context.Context, conv string, tick *State, reply str
 		case w.Thing() == "":
 			// A timed wait ends by its due time, not by a turn.
 			return State{}, "", false
-		case r.opts.Ended != nil && !r.opts.Ended(ctx, conv, *w):
+		case !r.opts.Ended(ctx, conv, *w):
 			return State{}, "", false
 		}
 		goal.Wait = nil

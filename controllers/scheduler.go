@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -104,6 +103,9 @@ func NewScheduler(opts SchedulerOptions) (*Scheduler, error) {
 	}
 	if opts.Refire <= 0 {
 		opts.Refire = DefaultRefire
+	}
+	if opts.Ended == nil {
+		opts.Ended = endedAlways
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
@@ -388,22 +390,20 @@ func (s *Scheduler) goalFire(ctx context.Context, st State, now time.Time) (fire
 	case g.Status != GoalActive:
 		return write(st, g, time.Time{})
 	case g.Wait != nil:
-		if w := *g.Wait; w.Thing() != "" && s.opts.Ended != nil && !s.opts.Ended(ctx, st.Conv, w) {
+		if w := *g.Wait; w.Thing() != "" && !s.opts.Ended(ctx, st.Conv, w) {
 			return write(st, g, g.due(now))
 		}
 		// The wait is over: a continuation is owed, if the budget has
 		// one, and fires next.
 		g.Wait = nil
-		if g.Turns >= g.MaxTurns {
-			g.Status, g.Owed = GoalPaused, false
-			g.Reason = fmt.Sprintf("Paused: the goal used its %d continuation turns. /goal resume gives it %d more.", g.MaxTurns, g.MaxTurns)
-			f, err := write(st, g, time.Time{})
-			f.tell, f.to = g.Reason, g.Origin
+		next, ok := g.continued()
+		if !ok {
+			f, err := write(st, next, time.Time{})
+			f.tell, f.to = next.Reason, next.Origin
 			return f, err
 		}
-		g.Turns++
-		g.Owed = true
-		return write(st, g, now)
+		next.Owed = true
+		return write(st, next, now)
 	case g.Owed:
 		return fired{entry: entry(st, g.Turns, Continuation(g), g.CreatedBy, g.Origin)}, nil
 	}
