@@ -289,17 +289,16 @@ func measureStream(ctx context.Context, db gateway.Store, opt StreamOptions) (St
 	}()
 	raw := rawStream(clk, opt.Pieces, opt.Interval)
 	defer raw.Close()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: opt.Streams, MaxConnsPerHost: 0}}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: opt.Streams}}
 	var herald, bare []time.Duration
 	for round := range opt.Rounds {
 		for _, side := range []struct {
-			base string
-			into *[]time.Duration
-			name string
-		}{{h.srv.URL, &herald, "h"}, {raw.URL, &bare, "r"}} {
-			got, err := streamsAtOnce(ctx, client, side.base, side.name, round, opt.Streams, clk)
+			base, key, name string
+			into            *[]time.Duration
+		}{{h.srv.URL, "h", "herald's", &herald}, {raw.URL, "r", "the raw", &bare}} {
+			got, err := streamsAtOnce(ctx, client, side.base, side.key, round, opt.Streams, clk)
 			if err != nil {
-				return res, fmt.Errorf("%s streams: %w", map[string]string{"h": "herald's", "r": "the raw"}[side.name], err)
+				return res, fmt.Errorf("%s streams: %w", side.name, err)
 			}
 			*side.into = append(*side.into, got...)
 		}
