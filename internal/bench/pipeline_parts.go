@@ -224,6 +224,9 @@ func (m *delayModel) Run(ctx context.Context, in sessions.TurnInput) (sessions.T
 		Outbox:     []outbox.Message{{Target: in.Origin, Text: reply, ReplyTo: in.Entry.MessageID, Kind: agent.KindReply}},
 		End:        sessions.TurnDone,
 		ModelCalls: 1,
+		// As a model's server reports them: the turn commits its usage
+		// with it, as a real turn does.
+		InputTokens: 120, OutputTokens: 8, Model: "bench",
 	}, nil
 }
 

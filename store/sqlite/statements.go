@@ -43,6 +43,7 @@ type statements struct {
 	kbCardInsert, kbCardUpdate        *sql.Stmt
 	kbCardVersion, kbRunPut, kbEvent  *sql.Stmt
 	ctlInsert, ctlUpdate              *sql.Stmt
+	usageAdd                          *sql.Stmt
 }
 
 func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error) {
@@ -118,6 +119,9 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 		// A goal's state is written after every turn of its conversation.
 		{&st.ctlInsert, sqlCtlInsert},
 		{&st.ctlUpdate, sqlCtlUpdate},
+
+		// Every turn that used tokens adds them to its conversation's.
+		{&st.usageAdd, sqlUsageAdd},
 	}
 	for _, s := range list {
 		stmt, err := conn.PrepareContext(ctx, s.query)

@@ -71,17 +71,14 @@ func (d *DB) applyWrite(t *tx, op string, w sessions.Write, now time.Time) error
 	}
 }
 
-// sqlUsageAdd adds to a conversation's token total, kept in its metadata
-// as a decimal number.
-const sqlUsageAdd = `INSERT INTO meta (conv, key, value) VALUES (?1, ?2, ?3)
+// sqlUsageAdd adds to a conversation's prompt and completion token
+// totals, kept in its metadata as decimal numbers, in one statement.
+const sqlUsageAdd = `INSERT INTO meta (conv, key, value) VALUES (?1, ?2, ?3), (?1, ?4, ?5)
 	ON CONFLICT (conv, key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + CAST(excluded.value AS INTEGER) AS TEXT)`
 
 // addUsage adds a turn's token usage to its conversation's totals.
 func addUsage(t *tx, u sessions.Usage) error {
 	prompt, completion := sessions.UsageKeys(u.Model)
-	if _, err := t.exec(sqlUsageAdd, u.Conv, prompt, strconv.Itoa(u.Prompt)); err != nil {
-		return err
-	}
-	_, err := t.exec(sqlUsageAdd, u.Conv, completion, strconv.Itoa(u.Completion))
+	_, err := t.st.usageAdd.Exec(u.Conv, prompt, strconv.Itoa(u.Prompt), completion, strconv.Itoa(u.Completion))
 	return err
 }
