@@ -71,9 +71,10 @@ type agent struct {
 	clk   clock.Clock
 	reply func(text string) string
 
-	mu    sync.Mutex
-	ran   []string // the texts of the turns run, in order
-	holds map[string]chan struct{}
+	mu      sync.Mutex
+	ran     []string // the texts of the turns run, in order
+	holds   map[string]chan struct{}
+	holding int // turns waiting on their hold now
 }
 
 func (a *agent) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
@@ -89,9 +90,12 @@ func (a *agent) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOu
 	}
 	a.mu.Unlock()
 	if hold != nil {
+		a.setHolding(+1)
 		select {
 		case <-hold:
+			a.setHolding(-1)
 		case <-ctx.Done():
+			a.setHolding(-1)
 			return sessions.TurnOutput{End: sessions.TurnInterrupted}, ctx.Err()
 		}
 	}
@@ -118,6 +122,18 @@ func (a *agent) hold(prefix string) func() {
 	a.holds[prefix] = ch
 	a.mu.Unlock()
 	return sync.OnceFunc(func() { close(ch) })
+}
+
+func (a *agent) setHolding(d int) {
+	a.mu.Lock()
+	a.holding += d
+	a.mu.Unlock()
+}
+
+func (a *agent) held() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.holding > 0
 }
 
 func (a *agent) turns() []string {
@@ -260,10 +276,12 @@ func (h *harness) say(text string) {
 	}
 }
 
-// waitRunning waits until a turn (what) runs.
+// waitRunning waits until a held turn (what) runs in the agent: past
+// the worker's lease and the controllers' check of its entry, which a
+// command sent next could otherwise overtake.
 func (h *harness) waitRunning(what string) {
 	h.t.Helper()
-	eventually(h.t, what+" running", func() bool { return h.worker.Running() == 1 })
+	eventually(h.t, what+" running", func() bool { return h.worker.Running() == 1 && h.agent.held() })
 }
 
 // tick runs the scheduler once.
