@@ -311,6 +311,35 @@ func TestGatewayStreamsEachModelCallsText(t *testing.T) {
 	}
 }
 
+// A stream the model's server cut after some pieces gives the client
+// those pieces, then the failure as the stream's last event; the
+// timeline keeps the turn's notice, once.
+func TestGatewayStreamCutByAModelError(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	cfg := testConfig(t, model)
+	cfg.Model.MaxRetries = 0
+	h := startGateway(t, cfg, Options{})
+	model.Script(testkit.Step{Text: "half an answer", Chunks: []string{"half ", "an answer"}, Drop: true})
+	c := h.openaiClient("cutstream")
+	stream := c.Chat.Completions.NewStreaming(context.Background(), userSays("tell me"))
+	var pieces []string
+	for stream.Next() {
+		if ch := stream.Current(); len(ch.Choices) > 0 && ch.Choices[0].Delta.Content != "" {
+			pieces = append(pieces, ch.Choices[0].Delta.Content)
+		}
+	}
+	if want := []string{"half ", "an answer"}; !slices.Equal(pieces, want) {
+		t.Errorf("content chunks = %q, want %q before the failure", pieces, want)
+	}
+	err := stream.Err()
+	if err == nil || !strings.Contains(err.Error(), "unavailable") {
+		t.Fatalf("stream's end = %v, want the model's failure with its reason", err)
+	}
+	if items := h.waitItem("cutstream", "model"); len(items) != 1 {
+		t.Errorf("timeline items naming the model's failure = %+v, want one notice", items)
+	}
+}
+
 // A reply the model cut at its output bound finishes at a length.
 func TestGatewayCompletionCutByTheModel(t *testing.T) {
 	model := testkit.NewModelServer(t)
