@@ -1,6 +1,8 @@
 package delegation
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
@@ -19,6 +21,8 @@ import (
 func CheckDispatch(op string, d Dispatch) error {
 	g := d.Delegation
 	switch {
+	case d.Limit < 0:
+		return errs.E(op, errs.Invalid, "delegation %q with a limit of %d children, want 0 (none) or more", g.ID, d.Limit)
 	case g.ID == "":
 		return errs.E(op, errs.Invalid, "delegation without an id")
 	case g.Conv == "":
@@ -99,4 +103,54 @@ func Reaped(c Child, now time.Time) Result {
 		r.DurationSeconds = now.Sub(c.StartedAt).Seconds()
 	}
 	return Ended(c, r)
+}
+
+// Full is a dispatch refused for want of room: its conversation had
+// Running children pending or running, the limit is Limit
+// (delegation.max_concurrent_children), and it asked for Want more.
+// Store.Create returns it inside a Conflict (FullOf finds it).
+type Full struct {
+	Conv                 string
+	Running, Limit, Want int
+}
+
+// Free is how many more children the conversation had room for.
+func (f *Full) Free() int { return max(f.Limit-f.Running, 0) }
+
+func (f *Full) Error() string {
+	return fmt.Sprintf("conversation %s has %d sub-agents pending or running and the limit is %d (delegation.max_concurrent_children): %d free, %d asked for; nothing was started",
+		f.Conv, f.Running, f.Limit, f.Free(), f.Want)
+}
+
+// Fits reports whether d's children fit beside running others of its
+// conversation, and when they do not, the refusal (a Conflict holding a
+// *Full). Backends call it in the step that writes the dispatch.
+func Fits(op string, d Dispatch, running int) error {
+	want := len(d.Delegation.Children)
+	if d.Limit <= 0 || running+want <= d.Limit {
+		return nil
+	}
+	f := &Full{Conv: d.Delegation.Conv, Running: running, Limit: d.Limit, Want: want}
+	return &errs.Error{Op: op, Code: errs.Conflict, Msg: f.Error(), Err: f}
+}
+
+// FullOf is the *Full inside err, when err is a refusal for want of room.
+func FullOf(err error) (*Full, bool) {
+	var f *Full
+	ok := errors.As(err, &f)
+	return f, ok
+}
+
+// Rejected is the result a turn's commit records for child c of a
+// dispatch that did not fit under limit: StatusRejected, and free, the
+// places left, when given (a backend that cannot build the result in the
+// step adds free_slots to its encoding there).
+func Rejected(c Child, limit int, free *int) Result {
+	return Ended(c, Result{
+		Status:     StatusRejected,
+		ExitReason: "rejected",
+		Error: fmt.Sprintf("not started: when the turn that dispatched it was saved, this conversation had no room for it (delegation.max_concurrent_children is %d); wait for results, then dispatch again",
+			limit),
+		FreeSlots: free,
+	})
 }

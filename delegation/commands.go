@@ -180,8 +180,8 @@ func (c commands) background(ctx context.Context, call *sessions.CommandCall) er
 		return call.Reply(ctx, "Usage: /background PROMPT — runs PROMPT as a background sub-agent; its result comes back here.")
 	}
 	d, err := c.dispatch(ctx, call, "background", []Task{{Goal: prompt, Role: RoleLeaf}})
-	if err == errFull {
-		return call.Reply(ctx, fmt.Sprintf("This conversation already has %d sub-agents running (delegation.max_concurrent_children); wait for their results, then try again.", c.opts.MaxChildren))
+	if full, ok := FullOf(err); ok {
+		return call.Reply(ctx, fmt.Sprintf("This conversation already has %d sub-agents running and may have %d (delegation.max_concurrent_children); wait for their results, then try again.", full.Running, full.Limit))
 	}
 	if errs.Is(err, errs.Conflict) {
 		return nil // a redelivery: answered the first time
@@ -219,8 +219,8 @@ func (c commands) review(ctx context.Context, call *sessions.CommandCall) error 
 		goal += " Focus on: " + focus
 	}
 	d, err := c.dispatch(ctx, call, "review", []Task{{Goal: goal, Context: excerpt, Role: RoleReviewer}})
-	if err == errFull {
-		return call.Reply(ctx, fmt.Sprintf("This conversation already has %d sub-agents running (delegation.max_concurrent_children); wait for their results, then try /review again.", c.opts.MaxChildren))
+	if full, ok := FullOf(err); ok {
+		return call.Reply(ctx, fmt.Sprintf("This conversation already has %d sub-agents running and may have %d (delegation.max_concurrent_children); wait for their results, then try /review again.", full.Running, full.Limit))
 	}
 	if errs.Is(err, errs.Conflict) {
 		return nil // a redelivery: answered the first time
@@ -248,21 +248,10 @@ func ReviewContext(history []sessions.Message) string {
 	return b.String()
 }
 
-// errFull is the refusal of a dispatch beyond the conversation's cap.
-var errFull = errs.E("delegation.command", errs.Conflict, "the conversation has as many sub-agents running as it may")
-
-// dispatch creates a delegation of tasks for the command's conversation,
-// unless it has delegation.max_concurrent_children running (errFull).
+// dispatch creates a delegation of tasks for the command's conversation
+// when they fit under delegation.max_concurrent_children beside its
+// pending and running ones (else a Full refusal, FullOf).
 func (c commands) dispatch(ctx context.Context, call *sessions.CommandCall, source string, tasks []Task) (Delegation, error) {
-	if c.opts.MaxChildren > 0 {
-		active, err := c.opts.Store.Active(ctx, call.In.Conv)
-		if err != nil {
-			return Delegation{}, err
-		}
-		if active+len(tasks) > c.opts.MaxChildren {
-			return Delegation{}, errFull
-		}
-	}
 	d := Delegation{
 		ID: commandID(call.In), Conv: call.In.Conv, User: call.In.UserKey(call.Target.Platform),
 		Origin: call.Target, Source: source, CreatedAt: c.opts.Clock.Now(),
@@ -275,7 +264,7 @@ func (c commands) dispatch(ctx context.Context, call *sessions.CommandCall, sour
 	for i, t := range tasks {
 		d.Children = append(d.Children, Child{ID: NewID("sub_"), Delegation: d.ID, Index: i, Status: StatusPending, Task: t})
 	}
-	if err := c.opts.Store.Create(ctx, Dispatch{Delegation: d}); err != nil {
+	if err := c.opts.Store.Create(ctx, Dispatch{Delegation: d, Limit: c.opts.MaxChildren}); err != nil {
 		return d, err
 	}
 	if c.opts.Runner != nil {

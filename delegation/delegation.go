@@ -39,12 +39,16 @@ const (
 	// StatusUnknown: the instance that ran it died before it recorded a
 	// result.
 	StatusUnknown Status = "unknown"
+	// StatusRejected: it never started, its dispatch finding the
+	// conversation at delegation.max_concurrent_children when the turn
+	// that made it was saved (Dispatch.Limit).
+	StatusRejected Status = "rejected"
 )
 
 // Terminal reports whether s is an end: the child has its result.
 func (s Status) Terminal() bool {
 	switch s {
-	case StatusCompleted, StatusFailed, StatusInterrupted, StatusTimedOut, StatusStalled, StatusUnknown:
+	case StatusCompleted, StatusFailed, StatusInterrupted, StatusTimedOut, StatusStalled, StatusUnknown, StatusRejected:
 		return true
 	}
 	return false
@@ -240,6 +244,9 @@ type Result struct {
 	// RetryAfterSeconds is how long the model provider asked to wait
 	// (ExitReason rate_limited), when it said.
 	RetryAfterSeconds int `json:"retry_after_seconds,omitempty"`
+	// FreeSlots is, for StatusRejected, how many more children the
+	// conversation had room for when its dispatch was refused.
+	FreeSlots *int `json:"free_slots,omitempty"`
 }
 
 // UnknownError is the error of a child whose owner died.
@@ -250,6 +257,15 @@ const UnknownError = "owner exited before recording a result; outcome unknown"
 // outside a turn.
 type Dispatch struct {
 	Delegation Delegation
+	// Limit is delegation.max_concurrent_children: the conversation's
+	// pending and running children, these included, may be at most
+	// Limit, counted in the step that writes the dispatch, so that two
+	// dispatches arriving together cannot both pass it. Store.Create
+	// refuses one that does not fit (a *Full error); a turn's commit
+	// writes it with every child ended StatusRejected (Rejected) and its
+	// completion pending, so the turn is saved and the parent hears of
+	// the refusal as it hears of any result. 0 is no limit.
+	Limit int
 }
 
 // WriteKind is the kind backends apply a Dispatch by.

@@ -274,6 +274,9 @@ func completionText(c Completion, share int) string {
 		if r.Error != "" {
 			b.WriteString("\nerror: " + r.Error)
 		}
+		if r.FreeSlots != nil {
+			fmt.Fprintf(&b, "\nfree_slots: %d", *r.FreeSlots)
+		}
 		if r.Summary != "" {
 			b.WriteString("\n\n" + cutBytes(r.Summary, share))
 		}

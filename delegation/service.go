@@ -47,11 +47,13 @@ type Request struct {
 	Tasks        []Task
 }
 
-// Start validates req as delegate_task does, checks the conversation's
-// free places, and writes the delegation (Source "api"), its children
-// pending. Errors: Invalid (nothing to delegate, goal and tasks both,
-// too many tasks, a task without a goal, a bad output_schema), Conflict
-// (the conversation has no place for that many children), Unavailable.
+// Start validates req as delegate_task does and writes the delegation
+// (Source "api"), its children pending, when they fit beside the
+// conversation's pending and running ones, counted in the same write.
+// Errors: Invalid (nothing to delegate, goal and tasks both, too many
+// tasks, a task without a goal, a bad output_schema), Conflict (the
+// conversation has no place for that many children: a *Full, FullOf),
+// Unavailable.
 func (s *Service) Start(ctx context.Context, req Request) (Delegation, error) {
 	const op = "delegation.Start"
 	if err := sessions.ValidateConv(op, req.Conv); err != nil {
@@ -69,15 +71,6 @@ func (s *Service) Start(ctx context.Context, req Request) (Delegation, error) {
 			return Delegation{}, err
 		}
 	}
-	active, err := s.Store.Active(ctx, req.Conv)
-	if err != nil {
-		return Delegation{}, err
-	}
-	if free := s.maxChildren() - active; len(tasks) > free {
-		return Delegation{}, errs.E(op, errs.Conflict,
-			"conversation %s has %d sub-agents running and the limit is %d (delegation.max_concurrent_children): %d free; nothing was started. Wait for results, or send fewer tasks",
-			req.Conv, active, s.maxChildren(), max(free, 0))
-	}
 	d := Delegation{
 		ID: id, Conv: req.Conv, User: req.User, Origin: req.Origin,
 		Source: "api", Independent: s.Independent, CreatedAt: s.now(),
@@ -88,8 +81,8 @@ func (s *Service) Start(ctx context.Context, req Request) (Delegation, error) {
 		}
 	}
 	d.Children = childrenOf(d.ID, tasks)
-	if err := s.Store.Create(ctx, Dispatch{Delegation: d}); err != nil {
-		if errs.Is(err, errs.Conflict) && req.Key != "" {
+	if err := s.Store.Create(ctx, Dispatch{Delegation: d, Limit: s.maxChildren()}); err != nil {
+		if _, full := FullOf(err); errs.Is(err, errs.Conflict) && !full && req.Key != "" {
 			// A retry that raced the first: answer what it made.
 			return s.Store.Delegation(ctx, id)
 		}

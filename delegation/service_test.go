@@ -12,6 +12,7 @@ import (
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/store/sqlite"
 	"github.com/heraldgw/herald/tools"
 )
@@ -112,5 +113,60 @@ func TestServiceStart(t *testing.T) {
 	}
 	if _, _, err := svc.Cancel(ctx, "deleg_nope"); !errs.Is(err, errs.NotFound) {
 		t.Errorf("Cancel of an unknown delegation = %v, want NotFound", err)
+	}
+}
+
+// TestDispatchRacingTheCap is a turn's delegate_task and an out-of-turn
+// dispatch arriving together at the conversation's cap: both pass the
+// tool's early count, the out-of-turn one is written first, and the
+// turn's commit, counting again as it writes, saves the turn with its
+// dispatch ended rejected, whose completion tells the parent so with the
+// places that were left. Nothing runs beyond the cap, nothing is lost.
+func TestDispatchRacingTheCap(t *testing.T) {
+	db := openStore(t)
+	ctx := context.Background()
+	const conv = "api:race"
+	set, err := func() (*tools.Set, error) {
+		r := tools.NewRegistry()
+		if err := r.Register(delegation.Toolset, delegation.Tool(delegation.ToolOptions{Store: db.Delegations(), MaxChildren: 2})); err != nil {
+			return nil, err
+		}
+		return r.Set([]string{delegation.Toolset})
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Sessions().Append(ctx, sessions.Inbound{Conv: conv, Text: "delegate two"}); err != nil {
+		t.Fatal(err)
+	}
+	turn, err := db.Sessions().Claim(ctx, "w1", time.Minute)
+	if err != nil || turn == nil {
+		t.Fatalf("Claim = %v, %v", turn, err)
+	}
+	tt := &tools.Turn{Conv: conv}
+	res := set.Call(ctx, tt, sessions.ToolCall{ID: "1", Name: delegation.ToolName, Arguments: `{"tasks":[{"goal":"a"},{"goal":"b"}]}`})
+	if res.IsError || !strings.Contains(res.Content, `"status":"dispatched"`) {
+		t.Fatalf("tool answered %s, want dispatched (nothing runs yet)", res.Content)
+	}
+	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), MaxChildren: 2}
+	if _, err := svc.Start(ctx, delegation.Request{Conv: conv, Goal: "from outside"}); err != nil {
+		t.Fatalf("the out-of-turn dispatch: %v", err)
+	}
+	if err := db.Sessions().Finish(ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Writes: tt.Writes(), Release: true}); err != nil {
+		t.Fatalf("the turn's commit: %v", err)
+	}
+	if n, _ := db.Delegations().Active(ctx, conv); n != 1 {
+		t.Errorf("Active = %d, want 1: the out-of-turn child only", n)
+	}
+	d := tt.Writes()[0].(delegation.Dispatch).Delegation
+	cmps, err := db.Delegations().Completions(ctx, d.ID)
+	if err != nil || len(cmps) != 1 {
+		t.Fatalf("Completions(%s) = %d, %v; want the refusal's one", d.ID, len(cmps), err)
+	}
+	text := delegation.CompletionText(cmps[0])
+	for _, want := range []string{"status: rejected", "free_slots: 1", "delegation.max_concurrent_children is 2"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("completion text %q: want %q", text, want)
+		}
 	}
 }

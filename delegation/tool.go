@@ -194,7 +194,10 @@ func (h *toolHandler) dispatch(ctx context.Context, turn *tools.Turn, tasks []ta
 		}
 	}
 	d.Children = childrenOf(d.ID, tasks)
-	turn.Write(Dispatch{Delegation: d})
+	// The store counts again as it writes, with the turn: a dispatch
+	// another made meanwhile may leave no room, and then this one's
+	// children end rejected and that comes back as their result.
+	turn.Write(Dispatch{Delegation: d, Limit: h.opts.MaxChildren})
 	ids := make([]string, len(d.Children))
 	var logs []string
 	for i, c := range d.Children {

@@ -120,7 +120,9 @@ func (g *Gateway) buildDelegation(registry *tools.Registry, commands *sessions.C
 
 // committed acts on a turn's committed dispatches: the runner starts
 // them at once, unless /stop or /new ended the turn, whose dispatches are
-// stopped before any instance runs them.
+// stopped before any instance runs them. The deliverer is woken too: a
+// dispatch the commit found no room for was written ended, its
+// completion due.
 func (p *delegationParts) committed(c sessions.Committed) {
 	for _, w := range c.Writes {
 		d, ok := w.(delegation.Dispatch)
@@ -132,6 +134,9 @@ func (p *delegationParts) committed(c sessions.Committed) {
 			continue
 		}
 		p.runner.Wake()
+		if p.deliverer != nil {
+			p.deliverer.Wake()
+		}
 	}
 }
 

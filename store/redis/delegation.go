@@ -12,8 +12,8 @@ import (
 
 // delegationStore is the DB seen as a delegation.Store. doc.go lists
 // its keys; every change that touches more than one is one of the
-// dlg_*.lua functions, or, for a dispatch, the commands dispatchOps makes
-// (run by a turn's finish, or by dlg_create).
+// dlg_*.lua functions, or, for a dispatch, the DLGPUT write dispatchOp
+// makes (run by a turn's finish, or by dlg_create).
 type delegationStore struct{ db *DB }
 
 var _ delegation.Store = delegationStore{}
@@ -50,67 +50,45 @@ const (
 // defaultListLimit is List's limit when the query gives none.
 const defaultListLimit = 50
 
-// dispatchOps are the commands that write a dispatch: the delegation's
-// hash (body, conversation tag, independent, children and children left
-// to end, created ms), its children's ids in dispatch order, a hash per
-// child (its delegation, index and group, which the completion rule
-// reads, the child as dispatched, status pending), the children at the
-// end of the pending list, the delegation in the sorted sets of all, of
-// live and of the conversation's, and the children in the conversation's
-// active set. A dispatch without a creation time gets the script's now,
-// in the hash and as its score. Nothing here checks that the ids are
-// new: dlg_create does for Create, and a turn's dispatch carries ids the
-// turn made (delegation.NewID).
-func (db *DB) dispatchOps(op string, disp delegation.Dispatch) ([]writeOp, error) {
+// dispatchOp is the write of a dispatch: lib_delegation.lua's DLGPUT,
+// which a turn's finish runs among its writes and dlg_create outside a
+// turn. It counts the conversation's active children in the step that
+// writes, so two dispatches arriving together cannot both pass the
+// limit (delegation.Dispatch.Limit). A dispatch without a creation time
+// gets the script's now. Nothing here checks that the ids are new:
+// dlg_create does for Create, and a turn's dispatch carries ids the turn
+// made (delegation.NewID).
+func (db *DB) dispatchOp(op string, disp delegation.Dispatch) (writeOp, error) {
 	if err := delegation.CheckDispatch(op, disp); err != nil {
-		return nil, err
+		return writeOp{}, err
 	}
 	g := disp.Delegation
 	base := g
 	base.Children, base.CreatedAt = nil, time.Time{}
 	body, err := json.Marshal(base)
 	if err != nil {
-		return nil, errs.Wrap(op, errs.Invalid, err)
+		return writeOp{}, errs.Wrap(op, errs.Invalid, err)
 	}
-	explicit := !g.CreatedAt.IsZero()
-	var at any = "0"
-	if explicit {
+	var at any = ""
+	if !g.CreatedAt.IsZero() {
 		at = g.CreatedAt.UnixMilli()
 	}
-	// stamped is i, the argument that takes the script's time, unless
-	// the dispatch has its own.
-	stamped := func(i int) int {
-		if explicit {
-			return 0
-		}
-		return i
-	}
-	tag := convTag(g.Conv)
 	n := len(g.Children)
-	ids := make([]any, n)
-	ops := []writeOp{{
-		cmd:  "HSET",
-		args: []any{db.dlgKey("d:" + g.ID), "b", body, "ct", tag, "ind", flag(g.Independent), "n", n, "left", n, "at", at},
-		now:  stamped(13),
-	}}
-	children := make([]writeOp, n)
-	for i, c := range g.Children {
-		t, err := json.Marshal(delegation.Pending(c))
+	args := make([]any, 0, 9+5*n)
+	args = append(args, db.prefix, g.ID, convTag(g.Conv), disp.Limit, body, flag(g.Independent), at, 0, n)
+	for _, c := range g.Children {
+		child := delegation.Pending(c)
+		t, err := json.Marshal(child)
 		if err != nil {
-			return nil, errs.Wrap(op, errs.Invalid, err)
+			return writeOp{}, errs.Wrap(op, errs.Invalid, err)
 		}
-		ids[i] = c.ID
-		children[i] = writeOp{cmd: "HSET", args: []any{db.dlgKey("c:" + c.ID),
-			"d", g.ID, "i", c.Index, "g", c.Group, "ct", tag, "t", t, "s", string(delegation.StatusPending)}}
+		rejected, err := json.Marshal(delegation.Rejected(child, disp.Limit, nil))
+		if err != nil {
+			return writeOp{}, errs.Wrap(op, errs.Invalid, err)
+		}
+		args = append(args, c.ID, c.Index, c.Group, t, rejected)
 	}
-	ops = append(ops, writeOp{cmd: "RPUSH", args: append([]any{db.dlgKey("kids:" + g.ID)}, ids...)})
-	ops = append(ops, children...)
-	ops = append(ops, writeOp{cmd: "RPUSH", args: append([]any{db.dlgKey("pending")}, ids...)})
-	for _, key := range []string{db.dlgKey("all"), db.dlgKey("live"), db.convKey(tag, "dlg"), db.convKey(tag, "dlglive")} {
-		ops = append(ops, writeOp{cmd: "ZADD", args: []any{key, at, g.ID}, now: stamped(2)})
-	}
-	ops = append(ops, writeOp{cmd: "SADD", args: append([]any{db.convKey(tag, "dlgact")}, ids...)})
-	return ops, nil
+	return writeOp{cmd: "DLGPUT", args: args, now: 8}, nil
 }
 
 func (s delegationStore) Create(ctx context.Context, disp delegation.Dispatch) error {
@@ -119,22 +97,28 @@ func (s delegationStore) Create(ctx context.Context, disp delegation.Dispatch) e
 	if err := db.check(op); err != nil {
 		return err
 	}
-	ops, err := db.dispatchOps(op, disp)
+	o, err := db.dispatchOp(op, disp)
 	if err != nil {
 		return err
 	}
 	g := disp.Delegation
-	keys := make([]string, 0, 1+len(g.Children))
-	keys = append(keys, db.dlgKey("d:"+g.ID))
+	keys := make([]string, 0, 2+len(g.Children))
+	keys = append(keys, db.convKey(convTag(g.Conv), "dlgact"), db.dlgKey("d:"+g.ID))
 	for _, c := range g.Children {
 		keys = append(keys, db.dlgKey("c:"+c.ID))
 	}
-	v, err := db.run(ctx, op, scriptDlgCreate, keys, appendOps([]any{db.nowArg()}, ops)...)
+	v, err := db.run(ctx, op, scriptDlgCreate, keys, appendOps([]any{db.nowArg(), disp.Limit}, []writeOp{o})...)
 	if err != nil {
 		return err
 	}
-	if len(v) > 0 && str(v[0]) == "CONFLICT" {
+	switch {
+	case len(v) > 0 && str(v[0]) == "CONFLICT":
 		return errs.E(op, errs.Conflict, "delegation %q or one of its children exists", g.ID)
+	case len(v) == 2 && str(v[0]) == "FULL":
+		if err := delegation.Fits(op, disp, int(num(v[1]))); err != nil {
+			return err
+		}
+		return errs.E(op, errs.Internal, "the store found no room for delegation %q, which fits beside %d", g.ID, num(v[1]))
 	}
 	return status(op, v)
 }

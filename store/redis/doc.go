@@ -241,12 +241,16 @@
 //	                                    out makes it due again without a
 //	                                    sweep
 //
-// A dispatch is the same plain commands whether a turn's commit carries
-// it (Finish.Writes: writes.go's dispatchOps, run by the finish script
-// after its lease check, with the script's time put in for a dispatch
-// that has none) or Create writes it (dlg_create, which runs them only
-// when neither the delegation's hash nor a child's exists, else answers
-// Conflict). A turn's commit does not check that its ids are new: they
+// A dispatch is the same write, lib_delegation.lua's DLGPUT, whether a
+// turn's commit carries it (Finish.Writes: delegation.go's dispatchOp,
+// run by the finish script after its lease check, with the script's time
+// put in for a dispatch that has none) or Create writes it (dlg_create,
+// which runs it only when neither the delegation's hash nor a child's
+// exists, else answers Conflict, and when its children fit under its
+// limit, else answers Full). DLGPUT counts the conversation's active set
+// in the step that writes: in a commit, a dispatch that does not fit is
+// written with its children ended rejected and their completions made.
+// A turn's commit does not check that its ids are new: they
 // are the turn's own, made with delegation.NewID. Equal creation times
 // sort in no particular order. Each step under a claim is one script
 // that checks it before its first write: dlg_claim (pop, grant a token

@@ -31,11 +31,11 @@ func (db *DB) writeOps(op string, ws []sessions.Write) ([]writeOp, error) {
 	for _, w := range ws {
 		switch w := w.(type) {
 		case delegation.Dispatch:
-			dops, err := db.dispatchOps(op, w)
+			o, err := db.dispatchOp(op, w)
 			if err != nil {
 				return nil, err
 			}
-			ops = append(ops, dops...)
+			ops = append(ops, o)
 		case cronjobs.Create:
 			cops, err := db.createJobOps(op, w.Job)
 			if err != nil {

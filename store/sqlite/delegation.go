@@ -138,9 +138,23 @@ func encodeDispatch(op string, d delegation.Dispatch) (dispatchRows, error) {
 
 // insertDispatch writes the delegation and its children, pending, in t:
 // Create's write, and a turn's commit's (applyWrite). A delegation or
-// child id that exists is a Conflict.
-func insertDispatch(t *tx, op string, d delegation.Dispatch, rows dispatchRows, now time.Time) error {
+// child id that exists is a Conflict. A dispatch that does not fit under
+// its limit beside the conversation's pending and running children,
+// counted in t (delegation.Fits), is refused by Create (reject false);
+// a turn's commit (reject true) writes it with each child ended
+// rejected, and the completions those ends make.
+func insertDispatch(t *tx, op string, d delegation.Dispatch, rows dispatchRows, now time.Time, reject bool) error {
 	g := d.Delegation
+	running := 0
+	if d.Limit > 0 {
+		if err := t.queryRow(sqlActive, g.Conv).Scan(&running); err != nil {
+			return err
+		}
+	}
+	full := delegation.Fits(op, d, running)
+	if full != nil && !reject {
+		return full
+	}
 	at := g.CreatedAt
 	if at.IsZero() {
 		at = now
@@ -151,6 +165,24 @@ func insertDispatch(t *tx, op string, d delegation.Dispatch, rows dispatchRows, 
 	for i, c := range g.Children {
 		if _, err := t.exec(sqlChildInsert, c.ID, g.ID, g.Conv, c.Index, rows.children[i]); err != nil {
 			return conflict(op, err, "child %q exists", c.ID)
+		}
+	}
+	if full == nil {
+		return nil
+	}
+	free := max(d.Limit-running, 0)
+	for _, c := range g.Children {
+		child := delegation.Pending(c)
+		res := delegation.Rejected(child, d.Limit, &free)
+		body, err := json.Marshal(res)
+		if err != nil {
+			return errs.Wrap(op, errs.Invalid, err)
+		}
+		if _, err := t.exec(sqlChildStop, c.ID, string(res.Status), body, nanos(now)); err != nil {
+			return err
+		}
+		if _, err := completeEnd(t, child, now); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -177,7 +209,7 @@ func (s delegationStore) Create(ctx context.Context, disp delegation.Dispatch) e
 	}
 	err = d.w.do(ctx, op, durable, func(t *tx) error {
 		now, _ := d.now()
-		return insertDispatch(t, op, disp, rows, now)
+		return insertDispatch(t, op, disp, rows, now, false)
 	})
 	return d.fail(op, err)
 }

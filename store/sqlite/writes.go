@@ -54,7 +54,7 @@ func (d *DB) applyWrite(t *tx, op string, w sessions.Write, now time.Time) error
 		if err != nil {
 			return err
 		}
-		return insertDispatch(t, op, w, rows, now)
+		return insertDispatch(t, op, w, rows, now, true)
 	case cronjobs.Create:
 		body, due, err := encodeJob(op, w.Job, 1)
 		if err != nil {

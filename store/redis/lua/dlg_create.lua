@@ -1,21 +1,30 @@
 -- dlg_create writes a dispatch made outside a turn (delegation
--- Store.Create): the same commands a turn's commit runs for it (writes.go,
--- dispatchOps), unless the delegation or one of its children exists.
--- KEYS[1] the delegation's hash
--- KEYS[2 ..] its children's hashes
+-- Store.Create): the DLGPUT write a turn's commit runs for it (writes.go,
+-- dispatchOp), unless the delegation or one of its children exists, or
+-- its children do not fit under its limit beside the conversation's
+-- active ones, counted here.
+-- KEYS[1] the conversation's set of active children
+-- KEYS[2] the delegation's hash
+-- KEYS[3 ..] its children's hashes
 -- ARGV[1] now in ms, or '' for the server's time
--- ARGV[2] w, the number of write commands, then w groups: command, n,
+-- ARGV[2] the limit, 0 for none
+-- ARGV[3] w, the number of write commands, then w groups: command, n,
 --   the index (1-based, 0 for none) of the argument to replace with the
 --   time in ms, then n arguments, the key first (appendOps in writes.go)
--- Returns {'OK'} or {'CONFLICT'}.
-for i = 1, #KEYS do
+-- Returns {'OK'}, {'CONFLICT'}, or {'FULL', the active children}.
+for i = 2, #KEYS do
   if redis.call('EXISTS', KEYS[i]) == 1 then
     return {'CONFLICT'}
   end
 end
-local refused = check_write_ops(ARGV, 2)
+local limit = small(ARGV[2])
+local running = redis.call('SCARD', KEYS[1])
+if limit > 0 and running + #KEYS - 2 > limit then
+  return {'FULL', running}
+end
+local refused = check_write_ops(ARGV, 3)
 if refused then
   return refused
 end
-run_write_ops(ARGV, 2, now_ms(ARGV[1]))
+run_write_ops(ARGV, 3, now_ms(ARGV[1]))
 return {'OK'}

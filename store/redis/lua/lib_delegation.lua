@@ -121,3 +121,61 @@ local function dlg_cmp_reply(out, prefix, cid)
   append_all(out, v)
   out[#out + 1] = redis.call('HGET', dlg_key(prefix, 'd:' .. v[1]), 'b')
 end
+
+-- DLGPUT writes a dispatch (delegation.Dispatch): a turn's commit runs it
+-- as one of its writes, and dlg_create outside a turn. Written: the
+-- delegation's hash (body, conversation tag, independent, children and
+-- children left to end, created ms), its children's ids in dispatch
+-- order, a hash per child (its delegation, index and group, which the
+-- completion rule reads, the child as dispatched, status pending), the
+-- delegation in the sorted sets of all and of the conversation's. When
+-- the children fit under the limit beside the conversation's active ones
+-- (its set of them, counted here, in the step that writes), they go at
+-- the end of the pending list and into the active set, and the
+-- delegation into the live sets. When they do not, each child is ended
+-- rejected with its result and the places left as free_slots, and the
+-- completions those ends make are written (dlg_end_child), so the turn
+-- is saved and the refusal comes back as any result does.
+--   a[1] key prefix        a[2] delegation id   a[3] conversation tag
+--   a[4] limit, 0 for none a[5] body            a[6] independent, '1' or '0'
+--   a[7] created ms, '' for now                 a[8] now ms
+--   a[9] n, then n groups of 5: child id, index, group, the child as
+--   dispatched, its rejected result encoded without free_slots
+WRITE_OPS.DLGPUT = function(a)
+  local prefix, id, tag, limit, n = a[1], a[2], a[3], small(a[4]), small(a[9])
+  local now = tonumber(a[8])
+  local at = a[7]
+  if at == '' then
+    at = int(now)
+  end
+  local act = conv_key(prefix, tag, 'dlgact')
+  local running = redis.call('SCARD', act)
+  local full = limit > 0 and running + n > limit
+  redis.call('HSET', dlg_key(prefix, 'd:' .. id), 'b', a[5], 'ct', tag, 'ind', a[6], 'n', int(n), 'left', int(n), 'at', at)
+  local ids = {}
+  for i = 1, n do
+    local o = 9 + (i - 1) * 5
+    ids[i] = a[o + 1]
+    redis.call('HSET', dlg_key(prefix, 'c:' .. a[o + 1]), 'd', id, 'i', a[o + 2], 'g', a[o + 3], 'ct', tag,
+      't', a[o + 4], 's', 'pending')
+  end
+  redis.call('RPUSH', dlg_key(prefix, 'kids:' .. id), unpack(ids))
+  redis.call('ZADD', dlg_key(prefix, 'all'), at, id)
+  redis.call('ZADD', conv_key(prefix, tag, 'dlg'), at, id)
+  if not full then
+    redis.call('RPUSH', dlg_key(prefix, 'pending'), unpack(ids))
+    redis.call('ZADD', dlg_key(prefix, 'live'), at, id)
+    redis.call('ZADD', conv_key(prefix, tag, 'dlglive'), at, id)
+    redis.call('SADD', act, unpack(ids))
+    return
+  end
+  local free = limit - running
+  if free < 0 then
+    free = 0
+  end
+  for i = 1, n do
+    local o = 9 + (i - 1) * 5
+    local r = string.sub(a[o + 5], 1, -2) .. ',"free_slots":' .. int(free) .. '}'
+    dlg_end_child(prefix, a[o + 1], id, tag, 'rejected', r, now)
+  end
+end
