@@ -3,6 +3,7 @@ package delegation
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
@@ -89,8 +90,62 @@ func Ended(c Child, r Result) Result {
 	return r
 }
 
+// MaxSteers bounds the steers a child takes in its run (Store.Steer).
+const MaxSteers = 32
+
+// CheckSteer refuses a steer of c, as Store.Steer does: Conflict when c
+// is not running, TooLarge when it has MaxSteers.
+func CheckSteer(op string, c Child) error {
+	switch {
+	case c.Status != StatusRunning:
+		return errs.E(op, errs.Conflict, "child %q is %s, not running", c.ID, c.Status)
+	case len(c.Steers) >= MaxSteers:
+		return errs.E(op, errs.TooLarge, "child %q has %d steers, the most it takes", c.ID, MaxSteers)
+	}
+	return nil
+}
+
+// CheckSteers refuses, with Conflict, an End of c whose result counts
+// fewer steers than c has recorded: one arrived as it finished, and its
+// result must say it did not land (Unlanded). Backends call it in the
+// step that records the end.
+func CheckSteers(op string, c Child, r Result) error {
+	if len(c.Steers) > r.Steers {
+		return errs.E(op, errs.Conflict, "child %q has %d steers recorded and its result counts %d: add the rest as not landed", c.ID, len(c.Steers), r.Steers)
+	}
+	return nil
+}
+
+// Unlanded is r with the steers of c it does not count (those after its
+// first r.Steers) added as not landed: in PendingSteer, and in a note at
+// the end of its summary.
+func Unlanded(c Child, r Result) Result {
+	if len(c.Steers) <= r.Steers {
+		return r
+	}
+	r = notLanded(r, c.Steers[r.Steers:])
+	r.Steers = len(c.Steers)
+	return r
+}
+
+// notLanded is r with left, steers that never reached the child, said:
+// in PendingSteer, and in a note at the end of its summary.
+func notLanded(r Result, left []string) Result {
+	if len(left) == 0 {
+		return r
+	}
+	text := strings.Join(left, "\n")
+	if r.PendingSteer != "" {
+		r.PendingSteer += "\n"
+	}
+	r.PendingSteer += text
+	r.Summary = strings.TrimSpace(r.Summary + "\n\n(A steer arrived after this sub-agent's last tool result and did not land: " + text + ")")
+	return r
+}
+
 // Reaped is the result Reap records for c, whose owner's claim ran out at
-// now: StatusUnknown with UnknownError, and what its last progress said.
+// now: StatusUnknown with UnknownError, what its last progress said, and
+// its recorded steers, none known to have landed.
 func Reaped(c Child, now time.Time) Result {
 	r := Result{
 		Status:       StatusUnknown,
@@ -102,7 +157,7 @@ func Reaped(c Child, now time.Time) Result {
 	if !c.StartedAt.IsZero() && now.After(c.StartedAt) {
 		r.DurationSeconds = now.Sub(c.StartedAt).Seconds()
 	}
-	return Ended(c, r)
+	return Ended(c, Unlanded(c, r))
 }
 
 // Full is a dispatch refused for want of room: its conversation had

@@ -100,9 +100,13 @@ type Child struct {
 	Token        int64     `json:"token,omitempty"`
 	OwnerExpires time.Time `json:"owner_expires,omitzero"`
 	Progress     Progress  `json:"progress"`
-	Result       *Result   `json:"result,omitempty"` // once terminal
-	StartedAt    time.Time `json:"started_at,omitzero"`
-	EndedAt      time.Time `json:"ended_at,omitzero"`
+	// Steers are the steers sent to it while it ran, oldest first
+	// (Store.Steer): the record its end is checked against, so that a
+	// steer that never reached it is said in its result.
+	Steers    []string  `json:"steers,omitempty"`
+	Result    *Result   `json:"result,omitempty"` // once terminal
+	StartedAt time.Time `json:"started_at,omitzero"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
 }
 
 // Delegation is one dispatch: its children and where their results go.
@@ -229,8 +233,14 @@ type Result struct {
 	DurationSeconds float64   `json:"duration_seconds"`
 	Error           string    `json:"error,omitempty"` // one line, for a failure
 	Worktree        *Worktree `json:"worktree,omitempty"`
-	// PendingSteer is a steer that arrived too late to land.
+	// PendingSteer is the steers that arrived too late to land, one a
+	// line.
 	PendingSteer string `json:"pending_steer,omitempty"`
+	// Steers counts the steers the child was given, landed or pending:
+	// Store.End refuses a result that counts fewer than the store
+	// recorded (a steer sent as the child finished), so the runner can
+	// say those did not land (Unlanded).
+	Steers int `json:"steers,omitempty"`
 	// RoleNote says the task ran as a leaf though it asked to orchestrate.
 	RoleNote string `json:"role_note,omitempty"`
 	// Timeout metadata (StatusTimedOut).

@@ -389,6 +389,17 @@ func (r *Runner) end(rc *running, res Result) {
 		case errs.Is(err, errs.LeaseLost):
 			r.log.Warn("a sub-agent's claim was lost before its end was recorded; its result is dropped", "subagent", id, "status", string(res.Status))
 			return
+		case errs.Is(err, errs.Conflict):
+			// A steer was recorded as the child finished, after its
+			// last tool result: its result says it did not land.
+			ctx, cancel := context.WithTimeout(context.Background(), r.opts.OwnerTTL/3)
+			c, rerr := r.opts.Store.Child(ctx, id)
+			cancel()
+			if rerr == nil {
+				res = Unlanded(c, res)
+				continue
+			}
+			err = rerr
 		case (errs.Is(err, errs.Invalid) || errs.Is(err, errs.TooLarge)) && res.ExitReason == "refused":
 			r.log.Error("the store refused a sub-agent's failure too; it will end unknown", "subagent", id, "err", err)
 			return

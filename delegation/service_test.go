@@ -27,6 +27,32 @@ func (m blockingModel) Complete(ctx context.Context, _ llm.Request) (*llm.Respon
 	return nil, ctx.Err()
 }
 
+// startRunner starts a runner named "here" of children on model, which
+// tells of each completion an end made on ended.
+func startRunner(t *testing.T, st delegation.Store, model llm.Client) (*delegation.Runner, chan struct{}) {
+	t.Helper()
+	spawner := delegation.NewSpawner(delegation.SpawnerOptions{Client: model, Model: "m", Logger: slog.New(slog.DiscardHandler)})
+	set, err := tools.NewRegistry().Set(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spawner.SetTools(set)
+	ended := make(chan struct{}, 1)
+	runner, err := delegation.NewRunner(delegation.RunnerOptions{
+		Store: st, Spawner: spawner, Name: "here", Poll: time.Hour,
+		Ended:  func() { ended <- struct{}{} },
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runner.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = runner.Shutdown(context.Background()) })
+	return runner, ended
+}
+
 func openStore(t *testing.T) *sqlite.DB {
 	t.Helper()
 	db, err := sqlite.Open(filepath.Join(t.TempDir(), "herald.db"), sqlite.Options{})
@@ -44,25 +70,7 @@ func TestServiceCancelHere(t *testing.T) {
 	db := openStore(t)
 	ctx := context.Background()
 	model := blockingModel{started: make(chan struct{}, 1)}
-	spawner := delegation.NewSpawner(delegation.SpawnerOptions{Client: model, Model: "m", Logger: slog.New(slog.DiscardHandler)})
-	set, err := tools.NewRegistry().Set(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spawner.SetTools(set)
-	ended := make(chan struct{}, 1)
-	runner, err := delegation.NewRunner(delegation.RunnerOptions{
-		Store: db.Delegations(), Spawner: spawner, Name: "here", Poll: time.Hour,
-		Ended:  func() { ended <- struct{}{} },
-		Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := runner.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = runner.Shutdown(context.Background()) })
+	runner, ended := startRunner(t, db.Delegations(), model)
 	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), Runner: runner, MaxChildren: 2}
 
 	d, err := svc.Start(ctx, delegation.Request{Conv: "api:demo", Origin: outbox.Target{Platform: "api", Chat: "demo"}, Goal: "wait"})

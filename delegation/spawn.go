@@ -167,12 +167,13 @@ type Live struct {
 	mu       sync.Mutex
 	progress Progress
 	steer    chan string
+	given    int   // the steers taken into steer, landed or not
 	closed   bool  // the child ended: no steer is taken any more
 	parent   *Live // the orchestrator this worker reports to, if any
 }
 
 func newLive(c Child, conv string, now time.Time) *Live {
-	return &Live{Child: c, Conv: conv, steer: make(chan string, 8), progress: Progress{LastActivity: now}}
+	return &Live{Child: c, Conv: conv, steer: make(chan string, MaxSteers), progress: Progress{LastActivity: now}}
 }
 
 // Progress returns what the child last reported.
@@ -211,7 +212,8 @@ func worker(ctx context.Context, c Child, now time.Time) *Live {
 }
 
 // Steer hands text to the child, to land after its next tool result. It
-// reports false when the child's steer buffer is full.
+// reports false once the child has ended, or when its steer buffer is
+// full (MaxSteers, which the store bounds a child's steers by).
 func (l *Live) Steer(text string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -222,23 +224,23 @@ func (l *Live) Steer(text string) bool {
 	}
 	select {
 	case l.steer <- text:
+		l.given++
 		return true
 	default:
 		return false
 	}
 }
 
-// pendingSteer is the steers left in the channel when the child ended:
-// they never landed.
-func (l *Live) pendingSteer() string {
+// endSteers closes the child to steers and returns those left in the
+// channel, which never landed, and how many it was given in all.
+func (l *Live) endSteers() (left []string, given int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed = true
-	var left []string
 	for len(l.steer) > 0 {
 		left = append(left, <-l.steer)
 	}
-	return strings.Join(left, "\n")
+	return left, l.given
 }
 
 // Run runs child at depth (1 for a conversation's child) to its end
@@ -374,10 +376,9 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 	if role != child.Role {
 		res.Summary = strings.TrimSpace(res.Summary + "\n\n(" + res.RoleNote + ")")
 	}
-	if left := live.pendingSteer(); left != "" {
-		res.PendingSteer = left
-		res.Summary = strings.TrimSpace(res.Summary + "\n\n(A steer arrived after this sub-agent's last tool result and did not land: " + left + ")")
-	}
+	left, given := live.endSteers()
+	res = notLanded(res, left)
+	res.Steers = given
 	if wt != nil {
 		res.Worktree = wt.finish()
 	}

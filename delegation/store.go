@@ -59,8 +59,19 @@ type Store interface {
 	// (terminal), the result, EndedAt; and, when the child is the last
 	// of its unit to end (CompletionFor), the unit's completion, pending
 	// delivery, in the same step. It returns that completion, or nil.
-	// Errors: LeaseLost, Invalid (a status that is not terminal).
+	// Errors: LeaseLost, Invalid (a status that is not terminal),
+	// Conflict (the child has more steers recorded than r.Steers counts,
+	// CheckSteers: read it, add the rest with Unlanded, and end again).
 	End(ctx context.Context, c Claim, r Result) (*Completion, error)
+
+	// Steer records text as a steer of child id while it runs (appended
+	// to its Steers), whichever instance runs it: the instance that runs
+	// it is told through the signals log, and the child's End is checked
+	// against the record, so a steer that arrives as the child finishes
+	// is said in its result, never lost. Errors: NotFound (no such
+	// child), Conflict (it is not running: not started yet, or ended),
+	// TooLarge (it has MaxSteers steers).
+	Steer(ctx context.Context, id, text string) error
 
 	// StopPending ends child id as StatusInterrupted with r (its Error says
 	// why) when it is still pending — no instance has claimed it — and

@@ -283,15 +283,26 @@ func (h *toolHandler) control(ctx context.Context, turn *tools.Turn, a toolArgs)
 		if c.Status == StatusPending {
 			return tools.JSON(map[string]any{"status": "rejected", "error": fmt.Sprintf("sub-agent %s has not started yet; steer it once it runs, or stop it and dispatch again with the new context", id)}), nil
 		}
+		// The store records the steer first: the child's end is checked
+		// against the record, so a steer that reaches it too late, or not
+		// at all, is said in its result. A child's steers come from its
+		// conversation's turns, one tool call at a time, so they reach it
+		// in the order they were recorded.
+		if err := h.opts.Store.Steer(ctx, id, a.Message); err != nil {
+			switch {
+			case errs.Is(err, errs.Conflict):
+				return tools.JSON(map[string]any{"status": "rejected", "error": fmt.Sprintf("sub-agent %s has already ended; its result comes back as a message", id)}), nil
+			case errs.Is(err, errs.TooLarge):
+				return tools.JSON(map[string]any{"status": "rejected", "error": fmt.Sprintf("sub-agent %s has taken %d steers, the most it takes; stop it and dispatch again with the new context", id, MaxSteers)}), nil
+			}
+			return tools.Result{}, errs.E(op, errs.Unavailable, "could not steer sub-agent %s (%v); try again", id, err)
+		}
 		sig := sessions.Signal{Conv: turn.Conv, Kind: SignalSteer, Target: id, Text: a.Message}
-		switch {
-		case h.opts.Runner != nil && h.opts.Runner.apply(sig):
-			// It runs here: applied at once.
-		case h.opts.Runner != nil && h.opts.Runner.runs(id):
-			return tools.JSON(map[string]any{"status": "rejected", "error": fmt.Sprintf("sub-agent %s is finishing, or has as many steers waiting as it takes; its result comes back as a message", id)}), nil
-		default:
+		if h.opts.Runner == nil || (!h.opts.Runner.apply(sig) && !h.opts.Runner.runs(id)) {
+			// It runs on another instance.
 			if err := h.opts.Signals.Signal(ctx, sig); err != nil {
-				return tools.Result{}, errs.E(op, errs.Unavailable, "could not reach sub-agent %s (%v); try again", id, err)
+				return tools.JSON(map[string]string{"status": "steered", "subagent_id": id,
+					"note": fmt.Sprintf("recorded, but it could not be sent to the instance running the sub-agent just now (%v): it may not land; if it does not, the result says so", err)}), nil
 			}
 		}
 		return tools.JSON(map[string]string{"status": "steered", "subagent_id": id, "note": "it lands after the sub-agent's next tool result; if it finishes first, its result says the steer did not land"}), nil

@@ -29,7 +29,7 @@ func (db *DB) dlgKey(suffix string) string { return db.prefix + "dlg:" + suffix 
 // childFields and cmpFields are the hash fields the scripts reply with,
 // in the order of lib_delegation.lua's CHILD_FIELDS and CMP_FIELDS.
 var (
-	childFields = []string{"t", "s", "o", "tok", "exp", "p", "r", "st", "en"}
+	childFields = []string{"t", "s", "o", "tok", "exp", "p", "r", "st", "en", "sv"}
 	cmpFields   = []string{"dl", "u", "r", "n", "st", "at", "dat", "a", "e", "tok"}
 )
 
@@ -227,14 +227,42 @@ func (s delegationStore) end(ctx context.Context, op string, child delegation.Ch
 		reapArg = "1"
 	}
 	v, err := db.run(ctx, op, scriptDlgEnd, []string{db.dlgKey("c:" + child.ID)},
-		db.prefix, child.ID, token, string(r.Status), body, db.nowArg(), reapArg)
+		db.prefix, child.ID, token, string(r.Status), body, db.nowArg(), reapArg, r.Steers)
 	if err != nil {
 		return child, nil, err
 	}
-	if len(v) > 0 && str(v[0]) == "LOST" {
+	switch {
+	case len(v) > 0 && str(v[0]) == "LOST":
 		return child, nil, errs.E(op, errs.LeaseLost, "child %q is not held by claim %d", child.ID, token)
+	case len(v) > 0 && str(v[0]) == "STEERS":
+		return child, nil, errs.E(op, errs.Conflict, "child %q has more steers recorded than its result counts (%d): add the rest as not landed", child.ID, r.Steers)
 	}
 	return decodeEnd(op, child, v)
+}
+
+func (s delegationStore) Steer(ctx context.Context, id, text string) error {
+	const op = "redis.delegation.Steer"
+	db := s.db
+	if err := db.check(op); err != nil {
+		return err
+	}
+	enc, err := json.Marshal(text)
+	if err != nil {
+		return errs.Wrap(op, errs.Invalid, err)
+	}
+	v, err := db.run(ctx, op, scriptDlgSteer, []string{db.dlgKey("c:" + id)}, enc, delegation.MaxSteers)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(v) > 0 && str(v[0]) == "NOTFOUND":
+		return errs.E(op, errs.NotFound, "no child %q", id)
+	case len(v) == 2 && str(v[0]) == "STATE":
+		return delegation.CheckSteer(op, delegation.Child{ID: id, Status: delegation.Status(str(v[1]))})
+	case len(v) > 0 && str(v[0]) == "FULL":
+		return delegation.CheckSteer(op, delegation.Child{ID: id, Status: delegation.StatusRunning, Steers: make([]string, delegation.MaxSteers)})
+	}
+	return status(op, v)
 }
 
 func (s delegationStore) StopPending(ctx context.Context, id string, r delegation.Result) (bool, *delegation.Completion, error) {
@@ -318,7 +346,9 @@ func (s delegationStore) Reap(ctx context.Context, limit int) ([]delegation.Chil
 	var out []delegation.Child
 	for _, c := range expired {
 		ended, _, err := s.end(ctx, op, c, c.Token, delegation.Reaped(c, now), true)
-		if errs.Is(err, errs.LeaseLost) {
+		if errs.Is(err, errs.LeaseLost) || errs.Is(err, errs.Conflict) {
+			// Another reaper or a renewal came first, or a steer since
+			// the read: the next reap reads it again.
 			continue
 		}
 		if err != nil {
@@ -489,6 +519,11 @@ func decodeChild(op, id string, f []any) (delegation.Child, error) {
 		}
 	}
 	c.StartedAt, c.EndedAt = optTime(f[7]), optTime(f[8])
+	if sv := str(f[9]); sv != "" {
+		if err := json.Unmarshal([]byte(sv), &c.Steers); err != nil {
+			return c, errs.Wrap(op, errs.Internal, err)
+		}
+	}
 	return c, nil
 }
 

@@ -209,7 +209,9 @@
 //	                                    (owner), tok (claim token), exp (claim
 //	                                    expiry, ms) while it runs, p (encoded
 //	                                    progress), r (encoded result), st and
-//	                                    en (started and ended, ms)
+//	                                    en (started and ended, ms), sv (its
+//	                                    steers, a JSON array) and sn (their
+//	                                    count, which dlg_end checks)
 //	Pdlg:pending             list      pending children, oldest dispatch
 //	                                    first: a dispatch pushes its children
 //	                                    in order, a claim pops from the head,

@@ -53,6 +53,7 @@ var (
 	scriptDlgRenew       = newScript("dlg_renew")
 	scriptDlgEnd         = newScript("dlg_end")
 	scriptDlgStop        = newScript("dlg_stop")
+	scriptDlgSteer       = newScript("dlg_steer")
 	scriptDlgExpired     = newScript("dlg_expired")
 	scriptDlgCmpClaim    = newScript("dlg_cmp_claim")
 	scriptDlgCmpAck      = newScript("dlg_cmp_ack")
@@ -92,7 +93,7 @@ var scriptFiles = []string{
 	"timeline_append", "signal", "note_add",
 	"ob_enqueue", "ob_claim", "ob_ack", "ob_release", "ob_dead", "ob_requeue", "ob_list",
 	"queue_depth",
-	"dlg_create", "dlg_claim", "dlg_renew", "dlg_end", "dlg_stop", "dlg_expired",
+	"dlg_create", "dlg_claim", "dlg_renew", "dlg_end", "dlg_stop", "dlg_steer", "dlg_expired",
 	"dlg_cmp_claim", "dlg_cmp_ack", "dlg_cmp_retry", "dlg_read", "dlg_completions",
 	"cron_put", "cron_remove", "cron_read", "cron_run_put", "cron_runs",
 	"once_claim", "once_renew", "once_done", "once_stale",

@@ -26,7 +26,7 @@ func (d *DB) Delegations() delegation.Store { return delegationStore{d: d} }
 // The columns a Child and a Completion are read from: the encoded part
 // that never changes (body) and the ones the store keeps up to date.
 const (
-	childCols = `id, delegation, idx, status, owner, token, owner_expires, started_at, ended_at, body, progress, result`
+	childCols = `id, delegation, idx, status, owner, token, owner_expires, started_at, ended_at, body, progress, result, steers`
 	cmpCols   = `state, claim_token, attempts, last_error, created_at, delivered_at, body`
 	dlgCols   = `id, created_at, body`
 )
@@ -57,7 +57,10 @@ const (
 	sqlChildRenew = `UPDATE children SET owner_expires = ?3, progress = coalesce(?4, progress)
 		WHERE id = ?1 AND status = 'running' AND token = ?2`
 	sqlChildHeld = `SELECT ` + childCols + ` FROM children WHERE id = ?1 AND status = 'running' AND token = ?2`
-	sqlChildEnd  = `UPDATE children SET status = ?2, result = ?3, ended_at = ?4, owner = '', owner_expires = NULL
+	// A steer is recorded only while the child runs; the read that
+	// decides it shares the writer's transaction.
+	sqlChildSteer = `UPDATE children SET steers = ?2 WHERE id = ?1 AND status = 'running'`
+	sqlChildEnd   = `UPDATE children SET status = ?2, result = ?3, ended_at = ?4, owner = '', owner_expires = NULL
 		WHERE id = ?1 AND status = 'running' AND token = ?5`
 	// A stop ends a child no claim holds: it matches only a pending row,
 	// which the write takes out of the partial index Claim reads.
@@ -322,6 +325,9 @@ func (s delegationStore) End(ctx context.Context, c delegation.Claim, r delegati
 		if err != nil {
 			return err
 		}
+		if err := delegation.CheckSteers(op, child, r); err != nil {
+			return err
+		}
 		nowT, _ := d.now()
 		cmp, err = endChild(t, op, child, delegation.Ended(child, r), nowT)
 		return err
@@ -330,6 +336,33 @@ func (s delegationStore) End(ctx context.Context, c delegation.Claim, r delegati
 		return nil, d.fail(op, err)
 	}
 	return cmp, nil
+}
+
+func (s delegationStore) Steer(ctx context.Context, id, text string) error {
+	const op = "sqlite.delegation.Steer"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return err
+	}
+	err := d.w.do(ctx, op, durable, func(t *tx) error {
+		child, err := scanChild(t.queryRow(sqlChildGet, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return errs.E(op, errs.NotFound, "no child %q", id)
+		}
+		if err != nil {
+			return err
+		}
+		if err := delegation.CheckSteer(op, child); err != nil {
+			return err
+		}
+		body, err := json.Marshal(append(child.Steers, text))
+		if err != nil {
+			return errs.Wrap(op, errs.Invalid, err)
+		}
+		_, err = t.exec(sqlChildSteer, id, body)
+		return err
+	})
+	return d.fail(op, err)
 }
 
 func (s delegationStore) StopPending(ctx context.Context, id string, r delegation.Result) (bool, *delegation.Completion, error) {
@@ -699,8 +732,8 @@ func scanChild(s scanner) (delegation.Child, error) {
 	var idx int
 	var token, started, ended int64
 	var exp sql.NullInt64
-	var body, progress, result []byte
-	if err := s.Scan(&id, &dlg, &idx, &status, &owner, &token, &exp, &started, &ended, &body, &progress, &result); err != nil {
+	var body, progress, result, steers []byte
+	if err := s.Scan(&id, &dlg, &idx, &status, &owner, &token, &exp, &started, &ended, &body, &progress, &result, &steers); err != nil {
 		return c, err
 	}
 	if err := json.Unmarshal(body, &c); err != nil {
@@ -724,6 +757,11 @@ func scanChild(s scanner) (delegation.Child, error) {
 	if result != nil {
 		c.Result = new(delegation.Result)
 		if err := json.Unmarshal(result, c.Result); err != nil {
+			return c, err
+		}
+	}
+	if steers != nil {
+		if err := json.Unmarshal(steers, &c.Steers); err != nil {
 			return c, err
 		}
 	}

@@ -323,6 +323,11 @@ CREATE INDEX controllers_due ON controllers (due_at) WHERE due_at IS NOT NULL;
 	`
 ALTER TABLE timeline ADD COLUMN meta TEXT NOT NULL DEFAULT '';
 `,
+	// 12 → 13: a child's steers (delegation.Child.Steers), a JSON array
+	// of strings; NULL for a child never steered.
+	`
+ALTER TABLE children ADD COLUMN steers BLOB;
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

@@ -29,6 +29,7 @@ func RunDelegations(t *testing.T, b Backend) {
 	t.Run("renew", func(t *testing.T) { runChildRenew(t, b) })
 	t.Run("end", func(t *testing.T) { runChildEnd(t, b) })
 	t.Run("stop pending", func(t *testing.T) { runStopPending(t, b) })
+	t.Run("steer", func(t *testing.T) { runSteer(t, b) })
 	t.Run("completion units", func(t *testing.T) { runCompletionUnits(t, b) })
 	t.Run("reap", func(t *testing.T) { runReap(t, b) })
 	t.Run("completion delivery", func(t *testing.T) { runCompletionDelivery(t, b) })

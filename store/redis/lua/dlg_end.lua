@@ -13,17 +13,23 @@
 -- ARGV[5] encoded result
 -- ARGV[6] now in ms, or '' for the server's time
 -- ARGV[7] '1' to end the child only when its claim ran out (Reap), else ''
--- Returns {'LOST'}, or {'OK', child id and CHILD_FIELDS as ended, then,
+-- ARGV[8] the steers the result counts (delegation.Result.Steers)
+-- Returns {'LOST'}, {'STEERS'} when the child has more steers recorded
+-- than the result counts (dlg_steer), having written nothing, or {'OK',
+-- child id and CHILD_FIELDS as ended, then,
 -- when it made one, the completion's id, unit, encoded results, total,
 -- created ms and the delegation's body}.
 local prefix, ckey, id = ARGV[1], KEYS[1], ARGV[2]
-local v = redis.call('HMGET', ckey, 's', 'tok', 'exp', 'd', 'ct')
+local v = redis.call('HMGET', ckey, 's', 'tok', 'exp', 'd', 'ct', 'sn')
 if v[1] ~= 'running' or v[2] ~= ARGV[3] then
   return {'LOST'}
 end
 local now = now_ms(ARGV[6])
 if ARGV[7] == '1' and (tonumber(v[3]) or 0) > now then
   return {'LOST'}
+end
+if small(v[6]) > small(ARGV[8]) then
+  return {'STEERS'}
 end
 redis.call('ZREM', dlg_key(prefix, 'running'), id)
 return dlg_end_child(prefix, id, v[4], v[5], ARGV[4], ARGV[5], now)

@@ -8,8 +8,8 @@ end
 -- CHILD_FIELDS are the fields of a child's hash a reply carries, in this
 -- order (childFields in delegation.go): the child as dispatched, status,
 -- owner, claim token, claim expiry, progress, result, started and ended
--- (ms).
-local CHILD_FIELDS = {'t', 's', 'o', 'tok', 'exp', 'p', 'r', 'st', 'en'}
+-- (ms), and its steers (a JSON array).
+local CHILD_FIELDS = {'t', 's', 'o', 'tok', 'exp', 'p', 'r', 'st', 'en', 'sv'}
 
 -- CMP_FIELDS are the fields of a completion's hash a reply carries, in
 -- this order (cmpFields in delegation.go): delegation id, unit, results
