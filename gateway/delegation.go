@@ -79,10 +79,11 @@ func (g *Gateway) buildDelegation(registry *tools.Registry, commands *sessions.C
 		OwnerTTL:    cfg.OwnerTTL,
 		Max:         cfg.ProcessMaxChildren,
 		Transcripts: transcripts,
-		Progress:    newBackgroundStatus(g.opts.Adapters, g.db.Sessions(), g.log.With("part", "subagents")).hook(),
-		Ended:       func() { p.deliverer.Wake() },
-		Clock:       g.clock,
-		Logger:      g.log.With("part", "subagents"),
+		Progress: newBackgroundStatus(g.opts.Adapters, g.db.Sessions(), g.db.Once(), store.Delegation, g.opts.Name,
+			g.log.With("part", "subagents")).hook(),
+		Ended:  func() { p.deliverer.Wake() },
+		Clock:  g.clock,
+		Logger: g.log.With("part", "subagents"),
 	})
 	if err != nil {
 		return nil, err
