@@ -73,9 +73,13 @@ type Runner struct {
 	// early keeps the signals that came meanwhile.
 	claiming int
 	early    []sessions.Signal
-	cancel   context.CancelFunc
-	loopDone chan struct{}
-	children sync.WaitGroup
+	// lingering counts children whose end is recorded but whose agent
+	// loop the stall monitor left running: each keeps its place under
+	// Max until the loop returns.
+	lingering int
+	cancel    context.CancelFunc
+	loopDone  chan struct{}
+	children  sync.WaitGroup
 }
 
 // running is one child this instance runs.
@@ -209,7 +213,7 @@ func (r *Runner) loop(ctx context.Context) {
 func (r *Runner) claim(ctx context.Context) {
 	for {
 		r.mu.Lock()
-		free := r.opts.Max - len(r.running)
+		free := r.opts.Max - len(r.running) - r.lingering
 		stopping := r.stopping
 		r.mu.Unlock()
 		if free <= 0 || stopping || ctx.Err() != nil {
@@ -339,8 +343,28 @@ func (r *Runner) start(read delegationRead, child Child, claim Claim) {
 		res := r.run(ctx, child, rc)
 		cancel(nil)
 		rc.live.transcript.End(r.opts.Clock.Now(), res)
+		if rc.live.leftBehind() {
+			// Counted before end gives up the child's place, so the
+			// place is never free while the loop still runs.
+			r.mu.Lock()
+			r.lingering++
+			r.mu.Unlock()
+			go r.linger(rc)
+		}
 		r.end(rc, res)
 	}()
+}
+
+// linger waits for the agent loop the stall monitor left behind to
+// return, then frees its place. Shutdown does not wait for it: its
+// context is cancelled, and what it does now is not recorded.
+func (r *Runner) linger(rc *running) {
+	rc.live.loops.Wait()
+	r.mu.Lock()
+	r.lingering--
+	r.mu.Unlock()
+	r.log.Info("a stalled sub-agent's model call returned; its place is free", "subagent", rc.live.Child.ID)
+	r.Wake()
 }
 
 // run runs the child, turning a panic into a failed result.
@@ -536,6 +560,15 @@ func (r *Runner) applyLocked(s sessions.Signal, only map[string]bool) bool {
 		}
 	}
 	return took
+}
+
+// Busy is how many of the runner's Max places are taken: its running
+// children, and those whose end is recorded but whose agent loop the
+// stall monitor left running.
+func (r *Runner) Busy() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.running) + r.lingering
 }
 
 // runs reports whether this instance runs child id.

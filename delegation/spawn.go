@@ -170,6 +170,20 @@ type Live struct {
 	given    int   // the steers taken into steer, landed or not
 	closed   bool  // the child ended: no steer is taken any more
 	parent   *Live // the orchestrator this worker reports to, if any
+	// loops are the child's agent loops (its run, a correction round);
+	// behind is set when the stall monitor left one running past the
+	// grace: the run has its result, but the loop still holds a model
+	// call, and its place under the process cap is kept until it returns.
+	loops  sync.WaitGroup
+	behind bool
+}
+
+// leftBehind reports whether the stall monitor left one of the child's
+// agent loops running after its run returned; Wait for it then.
+func (l *Live) leftBehind() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.behind
 }
 
 func newLive(c Child, conv string, now time.Time) *Live {
@@ -403,7 +417,9 @@ func (s *Spawner) watch(ctx context.Context, cancel context.CancelCauseFunc, liv
 		err error
 	}
 	done := make(chan ran, 1)
+	live.loops.Add(1)
 	go func() {
+		defer live.loops.Done()
 		out, err := fn(ctx)
 		done <- ran{out, err}
 	}()
@@ -428,6 +444,9 @@ func (s *Spawner) watch(ctx context.Context, cancel context.CancelCauseFunc, liv
 			}
 			return r.out, stall, r.err
 		case <-graceC:
+			live.mu.Lock()
+			live.behind = true
+			live.mu.Unlock()
 			return sessions.TurnOutput{}, stall, errStalled
 		case <-tick.C():
 			if stall != nil {
