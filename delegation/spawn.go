@@ -218,6 +218,10 @@ func (l *Live) update(f func(p *Progress)) {
 // workers an orchestrator starts report through it.
 type liveKey struct{}
 
+// workspaceKey carries the running child's workspace in its context, so
+// the workers an orchestrator starts work in it.
+type workspaceKey struct{}
+
 // worker is the Live of a worker an orchestrator's call starts in ctx.
 func worker(ctx context.Context, c Child, now time.Time) *Live {
 	l := newLive(c, "", now)
@@ -283,13 +287,19 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 		res.Error = "output_schema is not a valid JSON Schema: " + err.Error()
 		return res
 	}
-	workspace := s.opts.Workspace
+	// An orchestrator's workers work where it works: in its worktree,
+	// when it has one.
+	workspace, inherited := ctx.Value(workspaceKey{}).(string)
+	if !inherited {
+		workspace = s.opts.Workspace
+	}
 	var wt *worktreeRun
 	if s.opts.Worktrees && depth == 1 {
 		wt = s.worktree(ctx, child.ID)
 		workspace = wt.dir
 	}
-	ctx, cancel := context.WithCancelCause(context.WithValue(context.WithValue(ctx, depthKey{}, depth), liveKey{}, live))
+	ctx = context.WithValue(context.WithValue(context.WithValue(ctx, depthKey{}, depth), liveKey{}, live), workspaceKey{}, workspace)
+	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if s.opts.Timeout > 0 {
 		t := s.opts.Clock.AfterFunc(s.opts.Timeout, func() { cancel(errTimedOut) })

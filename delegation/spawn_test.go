@@ -458,3 +458,39 @@ func TestSpawnerWorktrees(t *testing.T) {
 		})
 	}
 }
+
+// TestSpawnerWorkersShareTheOrchestratorsWorktree: a worker an
+// orchestrator starts inside its run works in the orchestrator's
+// worktree, not in the shared workspace.
+func TestSpawnerWorkersShareTheOrchestratorsWorktree(t *testing.T) {
+	ws := testkit.GitRepo(t)
+	var s *Spawner
+	var workerDir string
+	look := func(ctx context.Context, turn *tools.Turn, _ json.RawMessage) (tools.Result, error) {
+		if DepthOf(ctx) == 1 {
+			w := s.Run(ctx, Child{ID: "sub_worker", Task: Task{Goal: "help"}}, 2, nil)
+			return tools.Result{Content: w.Summary}, nil
+		}
+		workerDir = turn.Workspace
+		return tools.Result{Content: "{}"}, os.WriteFile(filepath.Join(turn.Workspace, "made-by-worker"), []byte("x"), 0o644)
+	}
+	m := &fakeModel{replies: []func(context.Context, llm.Request) (*llm.Response, error){
+		callTool("look", `{}`), // the orchestrator starts its worker
+		callTool("look", `{}`), // the worker writes
+		reply("worker done"), reply("orchestrator done"),
+	}}
+	s = NewSpawner(SpawnerOptions{Client: m, Tools: echoTools(t, look), Clock: clock.NewFake(t0), Workspace: ws, Worktrees: true})
+	r := s.Run(context.Background(), Child{ID: "sub_0123456789abcdef", Task: Task{Goal: "lead"}}, 1, nil)
+	if r.Status != StatusCompleted || r.Worktree == nil || r.Worktree.Path == "" {
+		t.Fatalf("result %+v: want completed in a worktree", r)
+	}
+	if workerDir != r.Worktree.Path {
+		t.Errorf("the worker worked in %q, want the orchestrator's worktree %q", workerDir, r.Worktree.Path)
+	}
+	if _, err := os.Stat(filepath.Join(r.Worktree.Path, "made-by-worker")); err != nil || !r.Worktree.Dirty {
+		t.Errorf("the worker's file in the worktree: %v (worktree %+v); want it there, dirty", err, r.Worktree)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "made-by-worker")); err == nil {
+		t.Errorf("the worker wrote into the shared workspace")
+	}
+}
