@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/sessions"
 )
 
 // The checks and records every backend of Store shares, so that a
@@ -153,6 +154,7 @@ func Reaped(c Child, now time.Time) Result {
 		APICalls:     c.Progress.APICalls,
 		InputTokens:  c.Progress.InputTokens,
 		OutputTokens: c.Progress.OutputTokens,
+		Model:        c.Progress.Model,
 	}
 	if !c.StartedAt.IsZero() && now.After(c.StartedAt) {
 		r.DurationSeconds = now.Sub(c.StartedAt).Seconds()
@@ -208,4 +210,14 @@ func Rejected(c Child, limit int, free *int) Result {
 			limit),
 		FreeSlots: free,
 	})
+}
+
+// ParentUsage is the write that adds r's tokens to the totals of conv,
+// the parent conversation, on r's model (sessions.Usage, as /status
+// reads them), and whether there are any. Backends apply it in the step
+// that records a child's end (End, Reap), so a child's tokens count
+// once in its parent's totals.
+func ParentUsage(conv string, r Result) (sessions.Usage, bool) {
+	u := sessions.Usage{Conv: conv, Model: r.Model, Prompt: r.InputTokens, Completion: r.OutputTokens}
+	return u, u.Prompt > 0 || u.Completion > 0
 }

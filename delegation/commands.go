@@ -50,8 +50,9 @@ func RegisterCommands(cmds *sessions.Commands, opts CommandOptions) error {
 }
 
 // status is /status's line of background work: the conversation's
-// recent sub-agents, how many run, and the tokens they used, which add
-// to the session's own.
+// recent sub-agents, how many run, and the tokens they used. A child's
+// tokens are added to the conversation's own totals when its end is
+// recorded (ParentUsage), so the token totals /status shows hold them.
 func (c commands) status(ctx context.Context, conv string) string {
 	ds, err := c.opts.Store.List(ctx, Query{Conv: conv, Limit: 50})
 	if err != nil || len(ds) == 0 {
@@ -61,7 +62,7 @@ func (c commands) status(ctx context.Context, conv string) string {
 }
 
 // StatusLine sums ds for /status: "Background: 3 sub-agents (1
-// running), 12,345 tokens".
+// running), 12,345 tokens", a share of the conversation's token totals.
 func StatusLine(ds []Delegation) string {
 	n, running, tokens := 0, 0, 0
 	var cost float64
@@ -87,7 +88,7 @@ func StatusLine(ds []Delegation) string {
 	if priced {
 		line += fmt.Sprintf(", $%.4f", cost)
 	}
-	return line + ". /agents lists them."
+	return line + "; an ended sub-agent's are in the token totals. /agents lists them."
 }
 
 // thousands writes n with thousands separators.

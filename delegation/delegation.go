@@ -84,6 +84,8 @@ type Progress struct {
 	LastActivity time.Time `json:"last_activity,omitzero"`
 	InputTokens  int       `json:"input_tokens,omitempty"`
 	OutputTokens int       `json:"output_tokens,omitempty"`
+	// Model is the model its calls run on.
+	Model string `json:"model,omitempty"`
 }
 
 // Child is one sub-agent.
@@ -227,6 +229,9 @@ type Result struct {
 	APICalls     int      `json:"api_calls"`
 	InputTokens  int      `json:"input_tokens,omitempty"`
 	OutputTokens int      `json:"output_tokens,omitempty"`
+	// Model is the model its calls ran on; its tokens add to the parent
+	// conversation's totals on it (ParentUsage).
+	Model string `json:"model,omitempty"`
 	// CostUSD is from the price table in config; nil when the model has
 	// no price there.
 	CostUSD         *float64  `json:"cost_usd,omitempty"`

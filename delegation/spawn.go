@@ -323,6 +323,7 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 	if client == nil {
 		a.Client = nil
 	}
+	live.update(func(p *Progress) { p.Model = model })
 	conv := "subagent:" + child.ID
 	in := sessions.TurnInput{
 		Conv:      conv,
@@ -350,7 +351,7 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 	}
 	p := live.Progress()
 	res.APICalls = p.APICalls
-	res.InputTokens, res.OutputTokens = p.InputTokens, p.OutputTokens
+	res.InputTokens, res.OutputTokens, res.Model = p.InputTokens, p.OutputTokens, model
 	if s.opts.Price != nil {
 		if in, out, ok := s.opts.Price(model); ok {
 			cost := (float64(p.InputTokens)*in + float64(p.OutputTokens)*out) / 1e6

@@ -8,6 +8,7 @@ import (
 
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/sessions"
 )
 
 // delegationStore is the DB seen as a delegation.Store. doc.go lists
@@ -226,8 +227,15 @@ func (s delegationStore) end(ctx context.Context, op string, child delegation.Ch
 	if reap {
 		reapArg = "1"
 	}
+	// The parent's conversation is known in the script, by its tag;
+	// the fields of its totals are named here (sessions.UsageKeys).
+	usage := []any{"", 0, "", 0}
+	if u, ok := delegation.ParentUsage("", r); ok {
+		prompt, completion := sessions.UsageKeys(u.Model)
+		usage = []any{prompt, u.Prompt, completion, u.Completion}
+	}
 	v, err := db.run(ctx, op, scriptDlgEnd, []string{db.dlgKey("c:" + child.ID)},
-		db.prefix, child.ID, token, string(r.Status), body, db.nowArg(), reapArg, r.Steers)
+		append([]any{db.prefix, child.ID, token, string(r.Status), body, db.nowArg(), reapArg, r.Steers}, usage...)...)
 	if err != nil {
 		return child, nil, err
 	}

@@ -61,7 +61,7 @@ const (
 	// decides it shares the writer's transaction.
 	sqlChildSteer = `UPDATE children SET steers = ?2 WHERE id = ?1 AND status = 'running'`
 	sqlChildEnd   = `UPDATE children SET status = ?2, result = ?3, ended_at = ?4, owner = '', owner_expires = NULL
-		WHERE id = ?1 AND status = 'running' AND token = ?5`
+		WHERE id = ?1 AND status = 'running' AND token = ?5 RETURNING conv`
 	// A stop ends a child no claim holds: it matches only a pending row,
 	// which the write takes out of the partial index Claim reads.
 	sqlChildStop = `UPDATE children SET status = ?2, result = ?3, ended_at = ?4
@@ -410,21 +410,27 @@ func (s delegationStore) StopPending(ctx context.Context, id string, r delegatio
 	return stopped, cmp, nil
 }
 
-// endChild records child's end with result r at now, inside t, and
-// writes the completion that end makes (delegation.CompletionFor), if any.
+// endChild records child's end with result r at now, inside t, adds its
+// tokens to its parent conversation's totals (delegation.ParentUsage),
+// and writes the completion that end makes (delegation.CompletionFor),
+// if any.
 func endChild(t *tx, op string, child delegation.Child, r delegation.Result, now time.Time) (*delegation.Completion, error) {
 	body, err := json.Marshal(r)
 	if err != nil {
 		return nil, errs.Wrap(op, errs.Invalid, err)
 	}
-	res, err := t.exec(sqlChildEnd, child.ID, string(r.Status), body, nanos(now), child.Token)
+	var conv string
+	err = t.queryRow(sqlChildEnd, child.ID, string(r.Status), body, nanos(now), child.Token).Scan(&conv)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errs.E(op, errs.LeaseLost, "child %q is not held by claim %d any more", child.ID, child.Token)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return nil, err
-	} else if n != 1 {
-		return nil, errs.E(op, errs.LeaseLost, "child %q is not held by claim %d any more", child.ID, child.Token)
+	if u, ok := delegation.ParentUsage(conv, r); ok {
+		if err := addUsage(t, u); err != nil {
+			return nil, err
+		}
 	}
 	return completeEnd(t, child, now)
 }

@@ -32,6 +32,7 @@ func RunDelegations(t *testing.T, b Backend) {
 	t.Run("steer", func(t *testing.T) { runSteer(t, b) })
 	t.Run("completion units", func(t *testing.T) { runCompletionUnits(t, b) })
 	t.Run("reap", func(t *testing.T) { runReap(t, b) })
+	t.Run("a child's tokens add to its parent's totals", func(t *testing.T) { runChildUsage(t, b) })
 	t.Run("completion delivery", func(t *testing.T) { runCompletionDelivery(t, b) })
 	t.Run("durability", func(t *testing.T) { runDelegationDurability(t, b) })
 }

@@ -14,6 +14,10 @@
 -- ARGV[6] now in ms, or '' for the server's time
 -- ARGV[7] '1' to end the child only when its claim ran out (Reap), else ''
 -- ARGV[8] the steers the result counts (delegation.Result.Steers)
+-- ARGV[9], ARGV[10] the parent conversation's metadata field of prompt
+--   tokens on the child's model and the result's prompt tokens; ARGV[11],
+--   ARGV[12] the same of completion tokens (delegation.ParentUsage): added
+--   to the parent's totals with the end ('' fields: none)
 -- Returns {'LOST'}, {'STEERS'} when the child has more steers recorded
 -- than the result counts (dlg_steer), having written nothing, or {'OK',
 -- child id and CHILD_FIELDS as ended, then,
@@ -32,4 +36,9 @@ if small(v[6]) > small(ARGV[8]) then
   return {'STEERS'}
 end
 redis.call('ZREM', dlg_key(prefix, 'running'), id)
+if ARGV[9] ~= '' then
+  local meta = conv_key(prefix, v[5], 'meta')
+  redis.call('HINCRBY', meta, ARGV[9], ARGV[10])
+  redis.call('HINCRBY', meta, ARGV[11], ARGV[12])
+end
 return dlg_end_child(prefix, id, v[4], v[5], ARGV[4], ARGV[5], now)
