@@ -107,6 +107,9 @@ func (s *Server) getDelegation(w http.ResponseWriter, r *http.Request) {
 		wait = min(wait, maxDelegationWait)
 	}
 	d, err := s.opts.Delegations.Get(r.Context(), id)
+	if err == nil {
+		err = scope(r, d)
+	}
 	if err != nil {
 		s.failDelegation(w, r, err)
 		return
@@ -160,12 +163,44 @@ func (s *Server) awaitDelegation(ctx context.Context, d delegation.Delegation, w
 // cancelDelegation stops a delegation's running children, wherever
 // they run. A delegation that has ended is answered as it is.
 func (s *Server) cancelDelegation(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Has("conversation") {
+		// Scoped: another conversation's delegation is not touched.
+		d, err := s.opts.Delegations.Get(r.Context(), r.PathValue("id"))
+		if err == nil {
+			err = scope(r, d)
+		}
+		if err != nil {
+			s.failDelegation(w, r, err)
+			return
+		}
+	}
 	d, stopping, err := s.opts.Delegations.Cancel(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.failDelegation(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, delegationResponse{View: delegation.ViewOf(d), Stopping: stopping})
+}
+
+// scope refuses d when the request names a conversation
+// (?conversation=ID, as a start's body names it) and d is not of it: as
+// NotFound, the answer an unknown id gets, so a caller that scopes its
+// requests reads and cancels only its own conversation's delegations.
+// Without the parameter every delegation answers, behind the API key.
+func scope(r *http.Request, d delegation.Delegation) error {
+	const op = "api.delegation"
+	q := r.URL.Query()
+	if !q.Has("conversation") {
+		return nil
+	}
+	conv, err := conversation(q.Get("conversation"))
+	if err != nil {
+		return errs.E(op, errs.Invalid, "conversation: %s", reason(err))
+	}
+	if d.Conv != conv {
+		return errs.E(op, errs.NotFound, "delegation %q is not of conversation %q", d.ID, q.Get("conversation"))
+	}
+	return nil
 }
 
 // failDelegation answers the errors of the delegation routes: those the

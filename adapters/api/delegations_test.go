@@ -426,3 +426,41 @@ func TestDelegationRoutesOnlyWithAService(t *testing.T) {
 }
 
 func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
+
+// TestDelegationScopedToAConversation: a read or cancel that names a
+// conversation (?conversation=) answers 404 for another conversation's
+// delegation, as for an unknown one, and cancels nothing of it.
+func TestDelegationScopedToAConversation(t *testing.T) {
+	f := newDelegationFixture(t, nil)
+	started := f.start(t, `{"conversation": "demo", "goal": "a"}`)
+	claims := f.claim(t)
+
+	code, b := f.do(t, "GET", "/api/v1/delegations/"+started.ID+"?conversation=demo&wait=0s", "")
+	if got := decodeDelegation(t, b); code != http.StatusOK || got.ID != started.ID {
+		t.Errorf("GET scoped to its own conversation: %d %s, want 200", code, b)
+	}
+	for _, path := range []string{
+		"/api/v1/delegations/" + started.ID + "?conversation=other",
+		"/api/v1/delegations/" + started.ID + "?conversation=other&wait=1s",
+	} {
+		code, b = f.do(t, "GET", path, "")
+		if code != http.StatusNotFound || !strings.Contains(string(b), "not_found_error") {
+			t.Errorf("GET %s: %d %s, want 404", path, code, b)
+		}
+	}
+	code, b = f.do(t, "POST", "/api/v1/delegations/"+started.ID+"/cancel?conversation=other", "")
+	if code != http.StatusNotFound {
+		t.Errorf("cancel scoped to another conversation: %d %s, want 404", code, b)
+	}
+	if c, err := f.store.Child(context.Background(), claims[0].Name); err != nil || c.Status != delegation.StatusRunning {
+		t.Errorf("after another conversation's cancel the child is %s (%v), want running", c.Status, err)
+	}
+	code, b = f.do(t, "GET", "/api/v1/delegations/"+started.ID+"?conversation=a:b", "")
+	if code != http.StatusBadRequest || !strings.Contains(string(b), "conversation") {
+		t.Errorf("a malformed conversation: %d %s, want 400 naming it", code, b)
+	}
+	code, b = f.do(t, "POST", "/api/v1/delegations/"+started.ID+"/cancel?conversation=demo", "")
+	if got := decodeDelegation(t, b); code != http.StatusOK || len(got.Stopping) != 1 {
+		t.Errorf("cancel scoped to its own conversation: %d %s, want the child stopping", code, b)
+	}
+}
