@@ -536,6 +536,16 @@ func (r *Runner) apply(s sessions.Signal) bool {
 	return r.applyLocked(s, nil)
 }
 
+// applyRegistered applies s to the children registered here only,
+// keeping nothing for those being claimed: for a signal that also goes
+// through the signals log when no child here takes it, which the log
+// brings to a child claimed meanwhile once, not twice.
+func (r *Runner) applyRegistered(s sessions.Signal) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.applyLocked(s, nil)
+}
+
 // applyLocked applies s to the children running here (only those in
 // only, when it is not nil). Called with r.mu held.
 func (r *Runner) applyLocked(s sessions.Signal, only map[string]bool) bool {

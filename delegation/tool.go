@@ -298,7 +298,7 @@ func (h *toolHandler) control(ctx context.Context, turn *tools.Turn, a toolArgs)
 			return tools.Result{}, errs.E(op, errs.Unavailable, "could not steer sub-agent %s (%v); try again", id, err)
 		}
 		sig := sessions.Signal{Conv: turn.Conv, Kind: SignalSteer, Target: id, Text: a.Message}
-		if h.opts.Runner == nil || (!h.opts.Runner.apply(sig) && !h.opts.Runner.runs(id)) {
+		if h.opts.Runner == nil || (!h.opts.Runner.applyRegistered(sig) && !h.opts.Runner.runs(id)) {
 			// It runs on another instance.
 			if err := h.opts.Signals.Signal(ctx, sig); err != nil {
 				return tools.JSON(map[string]string{"status": "steered", "subagent_id": id,
