@@ -118,6 +118,57 @@ type Model struct {
 	// Prices are what each model's tokens cost, by model name, so that
 	// /status can say what a conversation has cost.
 	Prices map[string]Price `yaml:"prices"`
+
+	// Credentials are the endpoint's API keys, a pool a key is chosen
+	// from for each request (by Strategy); set, they replace APIKey.
+	Credentials []Credential `yaml:"credentials"`
+	Strategy    string       `yaml:"strategy"` // one of llm.Strategies
+	// Cooldowns are how long a key the server refused is left alone
+	// when the answer names no reset time.
+	Cooldowns Cooldowns `yaml:"cooldowns"`
+	// Fallbacks are the models tried, in order, when this one's keys
+	// are all cooling or its failure says another may answer.
+	Fallbacks []Fallback `yaml:"fallbacks"`
+}
+
+// Credential is one API key of a pool.
+type Credential struct {
+	Key      string `yaml:"key" secret:"true"`
+	Priority int    `yaml:"priority"` // lowest first, for fill_first
+	Label    string `yaml:"label"`
+}
+
+// Cooldowns are how long a refused key cools, by what refused it.
+type Cooldowns struct {
+	RateLimit time.Duration `yaml:"rate_limit"`
+	Billing   time.Duration `yaml:"billing"`
+	Auth      time.Duration `yaml:"auth"`
+}
+
+// Fallback is a model tried when the main one cannot answer.
+type Fallback struct {
+	BaseURL     string       `yaml:"base_url" secret:"url"`
+	Model       string       `yaml:"model"`
+	APIKey      string       `yaml:"api_key" secret:"true"`
+	Credentials []Credential `yaml:"credentials"`
+	APIMode     string       `yaml:"api_mode"` // as model.api_mode
+}
+
+// Keys are the credentials of the pool of m's endpoint: Credentials, or
+// else APIKey alone (none when it is empty).
+func (m Model) Keys() []Credential { return keysOf(m.Credentials, m.APIKey) }
+
+// Keys are the credentials of f's pool, as Model.Keys.
+func (f Fallback) Keys() []Credential { return keysOf(f.Credentials, f.APIKey) }
+
+func keysOf(creds []Credential, key string) []Credential {
+	if len(creds) > 0 {
+		return creds
+	}
+	if key != "" {
+		return []Credential{{Key: key}}
+	}
+	return nil
 }
 
 // Price is what a model's tokens cost, per million, in dollars.
@@ -549,6 +600,12 @@ func Default() Config {
 			MaxRetries:    DefaultModelRetries,
 			MaxIterations: DefaultMaxIterations,
 			HistoryBudget: DefaultHistoryBudget,
+			Strategy:      llm.FillFirst,
+			Cooldowns: Cooldowns{
+				RateLimit: llm.DefaultRateLimitCooldown,
+				Billing:   llm.DefaultBillingCooldown,
+				Auth:      llm.DefaultAuthCooldown,
+			},
 		},
 		Workers: Workers{
 			Turns:         DefaultTurnWorkers,

@@ -57,8 +57,9 @@ func TestDefault(t *testing.T) {
 			DedupeWindow:  168 * time.Hour,
 			LeaseTTL:      30 * time.Second,
 		},
-		HTTP:    config.HTTP{Addr: "127.0.0.1:8642", MaxBodyBytes: 4 << 20},
-		Model:   config.Model{BaseURL: "http://127.0.0.1:11434/v1", Timeout: 5 * time.Minute, MaxRetries: 3, MaxIterations: 90, HistoryBudget: 200_000},
+		HTTP: config.HTTP{Addr: "127.0.0.1:8642", MaxBodyBytes: 4 << 20},
+		Model: config.Model{BaseURL: "http://127.0.0.1:11434/v1", Timeout: 5 * time.Minute, MaxRetries: 3, MaxIterations: 90, HistoryBudget: 200_000,
+			Strategy: "fill_first", Cooldowns: config.Cooldowns{RateLimit: time.Minute, Billing: time.Hour, Auth: 5 * time.Minute}},
 		Workers: config.Workers{Turns: 64, Deliveries: 8, ShutdownGrace: 20 * time.Second, DeliveryDrain: 5 * time.Second},
 		Display: config.Display{BusyInputMode: "interrupt"},
 		Platforms: config.Platforms{

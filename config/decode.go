@@ -65,6 +65,8 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, key string) {
 		d.duration(n, v, key)
 	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.String:
 		d.list(n, v, key)
+	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Struct:
+		d.structList(n, v, key)
 	case v.Type() == freeMapType:
 		d.freeMap(n, v, key)
 	case v.Kind() == reflect.Map && v.Type().Key().Kind() == reflect.String:
@@ -182,6 +184,20 @@ func (d *decoder) list(n *yaml.Node, v reflect.Value, key string) {
 		return
 	}
 	v.Set(reflect.ValueOf(out).Convert(v.Type()))
+}
+
+// structList takes a sequence of mappings, each decoded as a struct; it
+// replaces the value whole, as a list does.
+func (d *decoder) structList(n *yaml.Node, v reflect.Value, key string) {
+	if n.Kind != yaml.SequenceNode {
+		d.add(n, key, "want a list, got a %s", kindName(n))
+		return
+	}
+	out := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+	for i, e := range n.Content {
+		d.value(e, out.Index(i), fmt.Sprintf("%s[%d]", key, i))
+	}
+	v.Set(out)
 }
 
 // freeMap takes a mapping whose keys herald does not know, as YAML has it

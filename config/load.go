@@ -167,6 +167,13 @@ func applyEnv(cfg *Config, env Lookup) Problems {
 			*e.field(cfg) = splitList(v)
 		}
 	}
+	if v, ok := env("HERALD_MODEL_API_KEYS"); ok {
+		// In the order given: the first is fill_first's first.
+		cfg.Model.Credentials = nil
+		for i, k := range splitList(v) {
+			cfg.Model.Credentials = append(cfg.Model.Credentials, Credential{Key: k, Priority: i})
+		}
+	}
 	var problems Problems
 	for _, e := range envInts {
 		v, ok := env(e.name)

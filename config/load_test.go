@@ -540,3 +540,60 @@ func TestLoadKanbanLanes(t *testing.T) {
 		t.Errorf("lane shell = %+v", cfg.Kanban.Lanes["shell"])
 	}
 }
+
+func TestLoadModelPool(t *testing.T) {
+	yaml := `model:
+  name: gpt-4o
+  credentials:
+    - {key: sk-first-aaaa, priority: 2, label: team}
+    - {key: sk-second-bbbb, priority: 1}
+  strategy: round_robin
+  cooldowns: {billing: 2h}
+  fallbacks:
+    - {base_url: "https://api.example.com/anthropic", model: claude-x, api_key: sk-fb-cccc}
+`
+	path := writeFile(t, t.TempDir(), "herald.yaml", yaml)
+	c, err := config.Load(path, envOf(map[string]string{"HOME": t.TempDir()}))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	want := []config.Credential{{Key: "sk-first-aaaa", Priority: 2, Label: "team"}, {Key: "sk-second-bbbb", Priority: 1}}
+	if diff := cmp.Diff(want, c.Model.Keys()); diff != "" {
+		t.Errorf("model keys (-want +got):\n%s", diff)
+	}
+	if c.Model.Strategy != "round_robin" || c.Model.Cooldowns.Billing != 2*time.Hour || c.Model.Cooldowns.Auth != 5*time.Minute {
+		t.Errorf("strategy %q, cooldowns %+v", c.Model.Strategy, c.Model.Cooldowns)
+	}
+	if len(c.Model.Fallbacks) != 1 || c.Model.Fallbacks[0].Keys()[0].Key != "sk-fb-cccc" {
+		t.Errorf("fallbacks = %+v", c.Model.Fallbacks)
+	}
+	out, err := c.MaskedYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"sk-first-aaaa", "sk-second-bbbb", "sk-fb-cccc"} {
+		if strings.Contains(string(out), secret) {
+			t.Errorf("masked config shows %s:\n%s", secret, out)
+		}
+	}
+	if c.Model.Credentials[0].Key != "sk-first-aaaa" {
+		t.Errorf("masking changed the config itself: %+v", c.Model.Credentials)
+	}
+
+	c, err = config.Load(path, envOf(map[string]string{"HOME": t.TempDir(), "HERALD_MODEL_API_KEYS": "sk-env-1, sk-env-2"}))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	want = []config.Credential{{Key: "sk-env-1", Priority: 0}, {Key: "sk-env-2", Priority: 1}}
+	if diff := cmp.Diff(want, c.Model.Keys()); diff != "" {
+		t.Errorf("HERALD_MODEL_API_KEYS keys (-want +got):\n%s", diff)
+	}
+
+	bad := writeFile(t, t.TempDir(), "herald.yaml", "model:\n  strategy: fastest\n  credentials: [{label: x}]\n  fallbacks: [{model: m}]\n")
+	_, err = config.Load(bad, envOf(map[string]string{"HOME": t.TempDir()}))
+	for _, key := range []string{"model.strategy", "model.credentials[0].key", "model.fallbacks[0].base_url"} {
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("Load of a bad pool = %v, want it to name %s", err, key)
+		}
+	}
+}

@@ -29,6 +29,16 @@ func maskStruct(v reflect.Value) {
 		switch {
 		case f.Kind() == reflect.Struct:
 			maskStruct(f)
+		case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.Struct:
+			if !f.IsNil() {
+				// A new slice: the copy Masked returns shares the old one.
+				c := reflect.MakeSlice(f.Type(), f.Len(), f.Len())
+				reflect.Copy(c, f)
+				for j := range c.Len() {
+					maskStruct(c.Index(j))
+				}
+				f.Set(c)
+			}
 		case f.Type() == freeMapType && t.Field(i).Tag.Get("secret") == "keys":
 			if !f.IsNil() {
 				// A new map: the copy Masked returns shares the old one.

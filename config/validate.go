@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/outbox"
 )
 
@@ -311,6 +312,35 @@ func (m Model) check(v *validator) {
 		p := m.Prices[name]
 		if p.Input < 0 || p.Output < 0 {
 			v.add("model.prices."+name, "input and output are prices per million tokens, 0 or more; got %v and %v", p.Input, p.Output)
+		}
+	}
+	v.credentials("model.credentials", m.Credentials)
+	if !slices.Contains(llm.Strategies, m.Strategy) {
+		v.add("model.strategy", "want one of %s, got %s", strings.Join(llm.Strategies, ", "), quote(m.Strategy))
+	}
+	v.positiveDuration("model.cooldowns.rate_limit", m.Cooldowns.RateLimit)
+	v.positiveDuration("model.cooldowns.billing", m.Cooldowns.Billing)
+	v.positiveDuration("model.cooldowns.auth", m.Cooldowns.Auth)
+	for i, f := range m.Fallbacks {
+		key := fmt.Sprintf("model.fallbacks[%d]", i)
+		if f.BaseURL == "" {
+			v.add(key+".base_url", "must be set")
+		} else if msg := checkHTTPURL(f.BaseURL); msg != "" {
+			v.add(key+".base_url", "%s", msg)
+		}
+		if f.Model == "" {
+			v.add(key+".model", "must be set")
+		}
+		v.apiMode(key+".api_mode", f.APIMode)
+		v.credentials(key+".credentials", f.Credentials)
+	}
+}
+
+// credentials refuses a pool's key that is empty.
+func (v *validator) credentials(key string, creds []Credential) {
+	for i, c := range creds {
+		if strings.TrimSpace(c.Key) == "" {
+			v.add(fmt.Sprintf("%s[%d].key", key, i), "must be set")
 		}
 	}
 }

@@ -83,13 +83,12 @@ func (c *Anthropic) Complete(ctx context.Context, req Request) (*Response, error
 	if err != nil {
 		return nil, fail(&Error{Class: ClassBadRequest, Model: model, Host: c.host, Err: scrubErr(err, c.opts.APIKey)})
 	}
-	p := retryPolicy{max: c.opts.MaxRetries, backoff: c.opts.Backoff, maxWait: c.opts.MaxRetryWait, sleep: c.opts.Sleep, key: c.opts.APIKey}
-	return p.run(ctx, model, c.host, func() (*Response, bool, *Error) {
-		return c.attempt(ctx, params, req.Stream)
-	})
+	return c.opts.retries().run(ctx, call{model: model, host: c.host, conv: req.User, attempt: func(key string) (*Response, bool, *Error) {
+		return c.attempt(ctx, params, req.Stream, key)
+	}})
 }
 
-func (c *Anthropic) attempt(ctx context.Context, params anthropic.MessageNewParams, stream func(string)) (*Response, bool, *Error) {
+func (c *Anthropic) attempt(ctx context.Context, params anthropic.MessageNewParams, stream func(string), key string) (*Response, bool, *Error) {
 	actx, timer, done := attemptContext(ctx, c.opts.Timeout)
 	defer done()
 	var (
@@ -98,10 +97,14 @@ func (c *Anthropic) attempt(ctx context.Context, params anthropic.MessageNewPara
 		streamed bool
 		err      error
 	)
+	opts := []option.RequestOption{option.WithResponseInto(&httpRes)}
+	if c.opts.Pool != nil {
+		opts = append(opts, option.WithAPIKey(key), option.WithHeader("x-api-key", key))
+	}
 	if stream == nil {
-		msg, err = c.svc.New(actx, params, option.WithResponseInto(&httpRes))
+		msg, err = c.svc.New(actx, params, opts...)
 	} else {
-		msg, streamed, err = c.stream(actx, params, stream, timer, &httpRes)
+		msg, streamed, err = c.stream(actx, params, stream, timer, opts)
 	}
 	if err == nil {
 		resp, rerr := anthropicReply(msg)
@@ -110,21 +113,21 @@ func (c *Anthropic) attempt(ctx context.Context, params anthropic.MessageNewPara
 		}
 		err = rerr
 	}
-	if e := classifyHTTP(ctx, actx, httpRes, c.opts.APIKey, c.opts.Timeout, c.opts.Clock.Now()); e != nil {
+	if e := classifyHTTP(ctx, actx, httpRes, key, c.opts.Timeout, c.opts.Clock.Now()); e != nil {
 		return nil, streamed, e
 	}
 	var apiErr *anthropic.Error
 	if errors.As(err, &apiErr) && apiErr.StatusCode >= 400 {
 		// An error event inside a stream the server had started.
-		return nil, streamed, &Error{Class: classifyStatus(apiErr.StatusCode, ""), Status: apiErr.StatusCode, Message: scrub(apiErr.Error(), c.opts.APIKey)}
+		return nil, streamed, &Error{Class: classifyStatus(apiErr.StatusCode, ""), Status: apiErr.StatusCode, Message: scrub(apiErr.Error(), key)}
 	}
-	return nil, streamed, unreachable(err, c.opts.APIKey)
+	return nil, streamed, unreachable(err, key)
 }
 
 // stream makes the call streamed, handing each piece of text to deliver,
 // and returns the message the events add up to.
-func (c *Anthropic) stream(ctx context.Context, params anthropic.MessageNewParams, deliver func(string), timer *time.Timer, httpRes **http.Response) (*anthropic.Message, bool, error) {
-	s := c.svc.NewStreaming(ctx, params, option.WithResponseInto(httpRes))
+func (c *Anthropic) stream(ctx context.Context, params anthropic.MessageNewParams, deliver func(string), timer *time.Timer, opts []option.RequestOption) (*anthropic.Message, bool, error) {
+	s := c.svc.NewStreaming(ctx, params, opts...)
 	defer s.Close()
 	var (
 		msg      anthropic.Message

@@ -76,33 +76,55 @@ type Error struct {
 	RetryAfter time.Duration // how long the server asked to wait, when it did
 	Timeout    time.Duration // the per-attempt limit, for ClassTimeout
 	Err        error         // the underlying cause, when not an HTTP status
+
+	// What the server said about the key, read once where the answer is
+	// classified, for the credential pool to act on.
+
+	// ResetAt is when the server said the key's limit or quota resets
+	// (a reset header, or a reset time in the error's body); zero when
+	// it did not say.
+	ResetAt time.Time
+	// Revoked: a 401 saying the key itself is invalid or revoked, which
+	// no wait mends.
+	Revoked bool
+	// QuotaSpent: a 429 saying a usage limit is reached, which a wait of
+	// seconds does not lift.
+	QuotaSpent bool
+
+	// Keys is the size of the credential pool that had no key to offer,
+	// and Until when its first cooling key comes back (zero when every
+	// key is dead); 0 when the call was not refused for that.
+	Keys  int
+	Until time.Time
 }
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	switch e.Class {
-	case ClassNotConfigured:
+	switch {
+	case e.Class == ClassNotConfigured:
 		b.WriteString("no model configured")
-	case ClassAuth:
+	case e.Keys > 0:
+		b.WriteString(e.exhausted())
+	case e.Class == ClassAuth:
 		// The server's message is left out: providers quote part of the
 		// rejected key in it.
 		fmt.Fprintf(&b, "model API key rejected (HTTP %d)", e.Status)
-	case ClassPayment:
+	case e.Class == ClassPayment:
 		fmt.Fprintf(&b, "payment required (HTTP %d)", e.Status)
-	case ClassModelNotFound:
+	case e.Class == ClassModelNotFound:
 		fmt.Fprintf(&b, "model not found: %s", e.Model)
-	case ClassBadRequest:
+	case e.Class == ClassBadRequest:
 		b.WriteString("bad request")
-	case ClassRateLimited:
+	case e.Class == ClassRateLimited:
 		b.WriteString("rate limited")
 		if e.RetryAfter > 0 {
 			fmt.Fprintf(&b, " (retry after %s)", e.RetryAfter)
 		}
-	case ClassTimeout:
+	case e.Class == ClassTimeout:
 		fmt.Fprintf(&b, "no answer within %s", e.Timeout)
-	case ClassUnavailable:
+	case e.Class == ClassUnavailable:
 		b.WriteString("model server unavailable")
-	case ClassCanceled:
+	case e.Class == ClassCanceled:
 		b.WriteString("canceled")
 	default:
 		b.WriteString(string(e.Class))
@@ -123,6 +145,15 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// exhausted says why a pool had no key: every key cooling until the
+// first comes back, or every key dead.
+func (e *Error) exhausted() string {
+	if e.Until.IsZero() {
+		return fmt.Sprintf("all %d keys rejected as invalid or revoked", e.Keys)
+	}
+	return fmt.Sprintf("all %d keys cooling until %s", e.Keys, e.Until.UTC().Format("15:04 MST"))
+}
 
 // ClassOf returns the Class of the first *Error in err's chain, or "" when
 // there is none.
@@ -153,6 +184,12 @@ func UserMessage(err error) string {
 	var e *Error
 	if !errors.As(err, &e) {
 		return "the model call failed; try again later"
+	}
+	if e.Keys > 0 {
+		if e.Until.IsZero() {
+			return fmt.Sprintf("the model provider rejected all %d API keys as invalid or revoked; replace them in model.credentials (HERALD_MODEL_API_KEYS)", e.Keys)
+		}
+		return fmt.Sprintf("the model provider refused every API key for now (rate limits, quota or billing): %s; try again then", e.exhausted())
 	}
 	switch e.Class {
 	case ClassNotConfigured:

@@ -76,6 +76,11 @@ type OpenAIOptions struct {
 	// config refuses those herald must decide (model, messages, tools,
 	// stream).
 	RequestOverrides map[string]any
+
+	// Pool, when set, gives the key of each request (APIKey is then not
+	// used) and acts on the failures the server blames on a key: see
+	// Pool. Several clients may share one pool.
+	Pool *Pool
 }
 
 // OpenAI is a Client for an OpenAI-compatible Chat Completions endpoint.
@@ -195,50 +200,98 @@ func (c *OpenAI) Complete(ctx context.Context, req Request) (*Response, error) {
 	if err != nil {
 		return nil, fail(&Error{Class: ClassBadRequest, Model: model, Host: c.host, Err: scrubErr(err, c.opts.APIKey)})
 	}
-	return c.retries().run(ctx, model, c.host, func() (*Response, bool, *Error) {
-		return c.attempt(ctx, params, req.Stream)
-	})
+	return c.opts.retries().run(ctx, call{model: model, host: c.host, conv: req.User, attempt: func(key string) (*Response, bool, *Error) {
+		return c.attempt(ctx, params, req.Stream, key)
+	}})
 }
 
-func (c *OpenAI) retries() retryPolicy {
-	return retryPolicy{max: c.opts.MaxRetries, backoff: c.opts.Backoff, maxWait: c.opts.MaxRetryWait, sleep: c.opts.Sleep, key: c.opts.APIKey}
+func (opts OpenAIOptions) retries() retryPolicy {
+	return retryPolicy{max: opts.MaxRetries, backoff: opts.Backoff, maxWait: opts.MaxRetryWait, sleep: opts.Sleep, key: opts.APIKey, pool: opts.Pool}
 }
 
-// retryPolicy is when, and after how long, a client calls again.
+// retryPolicy is when, and after how long, a client calls again, and
+// with which key.
 type retryPolicy struct {
 	max     int
 	backoff func(attempt int) time.Duration
 	maxWait time.Duration
 	sleep   func(ctx context.Context, d time.Duration) error
-	key     string // scrubbed from errors
+	key     string // the key when there is no pool
+	pool    *Pool  // nil: key is the only one
+}
+
+// call is one request as the retry loop sees it.
+type call struct {
+	model, host string
+	conv        string // the conversation, for the pool's sticky key; may be ""
+	// attempt makes one try with key; streamed says content already
+	// went to the caller.
+	attempt func(key string) (resp *Response, streamed bool, e *Error)
 }
 
 // run calls attempt until it succeeds, its failure is not one a retry
 // can help, content was already streamed, or the retries ran out;
 // waiting the backoff, or the server's Retry-After when it asks for one
-// within maxWait, between attempts.
-func (p retryPolicy) run(ctx context.Context, model, host string, attempt func() (*Response, bool, *Error)) (*Response, error) {
+// within maxWait, between attempts. With a pool, each failure is acted
+// on by its class (Pool.failed): a key the failure is blamed on is left
+// for another, which is not a retry, until the pool has none to offer.
+func (p retryPolicy) run(ctx context.Context, c call) (*Response, error) {
+	var (
+		k       *poolKey
+		limited int // 429s on k in this request
+		retries int
+		tried   map[string]bool
+		last    *Error // the failure that made the request leave its last key
+	)
 	for n := 1; ; n++ {
-		resp, streamed, e := attempt()
+		key := p.key
+		if p.pool != nil {
+			if k == nil {
+				var e *Error
+				if k, e = p.pool.pick(ctx, c.conv, tried, last); e != nil {
+					e.Model, e.Host, e.Attempts = c.model, c.host, n-1
+					return nil, fail(e)
+				}
+				limited = 0
+			}
+			key = k.secret
+		}
+		resp, streamed, e := c.attempt(key)
 		if e == nil {
 			return resp, nil
 		}
-		e.Model, e.Host, e.Attempts = model, host, n
-		if !e.Class.retryable() || streamed || n > p.max {
+		e.Model, e.Host, e.Attempts = c.model, c.host, n
+		if streamed {
 			return nil, fail(e)
 		}
-		wait := p.backoff(n)
-		if e.RetryAfter > 0 {
-			if e.RetryAfter > p.maxWait {
-				return nil, fail(e) // waiting that long is the caller's call, not ours
+		canRetry := retries < p.max
+		act := keyFail
+		switch {
+		case p.pool != nil:
+			act = p.pool.failed(ctx, k, e, &limited, canRetry, p.maxWait)
+		case e.Class.retryable() && canRetry && e.RetryAfter <= p.maxWait:
+			act = keyRetry
+		}
+		switch act {
+		case keyFail:
+			return nil, fail(e)
+		case keyRotate:
+			if tried == nil {
+				tried = map[string]bool{}
 			}
+			tried[k.id], k, last = true, nil, e
+			continue
+		}
+		retries++
+		wait := p.backoff(retries)
+		if e.RetryAfter > 0 {
 			wait = e.RetryAfter
 		}
 		if err := p.sleep(ctx, wait); err != nil {
 			if ctx.Err() != nil {
 				err = ctx.Err()
 			}
-			return nil, fail(&Error{Class: ClassCanceled, Model: model, Host: host, Attempts: n, Err: scrubErr(err, p.key)})
+			return nil, fail(&Error{Class: ClassCanceled, Model: c.model, Host: c.host, Attempts: n, Err: scrubErr(err, key)})
 		}
 	}
 }
@@ -265,30 +318,34 @@ func attemptContext(ctx context.Context, timeout time.Duration) (actx context.Co
 
 // attempt makes one request. streamed reports whether content already
 // went to the caller's Stream func.
-func (c *OpenAI) attempt(ctx context.Context, params openai.ChatCompletionNewParams, stream func(string)) (resp *Response, streamed bool, e *Error) {
+func (c *OpenAI) attempt(ctx context.Context, params openai.ChatCompletionNewParams, stream func(string), key string) (resp *Response, streamed bool, e *Error) {
 	actx, timer, done := attemptContext(ctx, c.opts.Timeout)
 	defer done()
 
 	var httpRes *http.Response
 	var err error
+	opts := []option.RequestOption{option.WithResponseInto(&httpRes)}
+	if c.opts.Pool != nil {
+		opts = append(opts, option.WithAPIKey(key))
+	}
 	if stream == nil {
 		var completion *openai.ChatCompletion
-		completion, err = c.svc.New(actx, params, option.WithResponseInto(&httpRes))
+		completion, err = c.svc.New(actx, params, opts...)
 		if err == nil {
 			resp, err = replyFrom(completion)
 		}
 	} else {
-		resp, streamed, err = c.stream(actx, params, stream, timer, &httpRes)
+		resp, streamed, err = c.stream(actx, params, stream, timer, opts)
 	}
 	if err == nil {
 		return resp, false, nil
 	}
-	return nil, streamed, c.classify(ctx, actx, err, httpRes)
+	return nil, streamed, c.classify(ctx, actx, err, httpRes, key)
 }
 
-func (c *OpenAI) stream(ctx context.Context, params openai.ChatCompletionNewParams, deliver func(string), timer *time.Timer, httpRes **http.Response) (*Response, bool, error) {
+func (c *OpenAI) stream(ctx context.Context, params openai.ChatCompletionNewParams, deliver func(string), timer *time.Timer, opts []option.RequestOption) (*Response, bool, error) {
 	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-	s := c.svc.NewStreaming(ctx, params, option.WithResponseInto(httpRes))
+	s := c.svc.NewStreaming(ctx, params, opts...)
 	defer s.Close()
 	var acc streamAccumulator
 	for s.Next() {
@@ -318,16 +375,16 @@ func (c *OpenAI) stream(ctx context.Context, params openai.ChatCompletionNewPara
 
 // classify turns a failed attempt into an *Error. ctx is the caller's,
 // actx the attempt's; httpRes is the response when one arrived.
-func (c *OpenAI) classify(ctx, actx context.Context, err error, httpRes *http.Response) *Error {
-	if e := classifyHTTP(ctx, actx, httpRes, c.opts.APIKey, c.opts.Timeout, c.opts.Clock.Now()); e != nil {
+func (c *OpenAI) classify(ctx, actx context.Context, err error, httpRes *http.Response, key string) *Error {
+	if e := classifyHTTP(ctx, actx, httpRes, key, c.opts.Timeout, c.opts.Clock.Now()); e != nil {
 		return e
 	}
 	var streamErr *ssestream.StreamError
 	if errors.As(err, &streamErr) {
 		// The server reported an error inside a stream it had started.
-		return &Error{Class: ClassUnavailable, Message: scrub(streamErr.Message, c.opts.APIKey)}
+		return &Error{Class: ClassUnavailable, Message: scrub(streamErr.Message, key)}
 	}
-	return unreachable(err, c.opts.APIKey)
+	return unreachable(err, key)
 }
 
 // classifyHTTP reads a failed attempt's context and response, whichever
@@ -340,17 +397,87 @@ func classifyHTTP(ctx, actx context.Context, httpRes *http.Response, key string,
 	case errors.Is(context.Cause(actx), errAttemptTimeout):
 		return &Error{Class: ClassTimeout, Timeout: timeout}
 	case httpRes != nil && httpRes.StatusCode >= 400:
-		msg, code := errorBody(httpRes.Body)
-		e := &Error{Class: classifyStatus(httpRes.StatusCode, code), Status: httpRes.StatusCode, Message: scrub(msg, key)}
-		if e.Class == ClassBadRequest && overflowMessage(msg) {
+		body := readErrorBody(httpRes.Body)
+		e := &Error{Class: classifyStatus(httpRes.StatusCode, body.code), Status: httpRes.StatusCode, Message: scrub(body.message, key)}
+		if e.Class == ClassBadRequest && overflowMessage(body.message) {
 			e.Class = ClassContextOverflow
 		}
 		if e.Class.retryable() {
 			e.RetryAfter = retryAfter(httpRes.Header, now)
 		}
+		keyFacts(e, body, httpRes.Header, now)
 		return e
 	}
 	return nil
+}
+
+// keyFacts reads what a failed answer says about the key it was sent
+// with: a 403 or 429 about billing is ClassPayment; a 429 saying a usage
+// limit is reached spent a quota (QuotaSpent); a 401 about the key
+// itself revoked it; and when the limit resets (ResetAt).
+func keyFacts(e *Error, body errBody, h http.Header, now time.Time) {
+	msg := strings.ToLower(body.message)
+	switch {
+	case e.Status == http.StatusTooManyRequests && (containsAny(msg, "usage limit") || containsAny(body.code, "usage_limit")):
+		e.QuotaSpent = true
+	case (e.Status == http.StatusForbidden || e.Status == http.StatusTooManyRequests) &&
+		(containsAny(msg, "billing", "credit balance", "insufficient_quota", "payment", "exceeded your current quota") ||
+			containsAny(body.code, "billing", "insufficient_quota")):
+		e.Class = ClassPayment
+	case e.Status == http.StatusUnauthorized &&
+		(body.code == "invalid_api_key" || containsAny(msg, "revoked", "invalid api key", "incorrect api key", "invalid x-api-key", "deactivated", "disabled")):
+		e.Revoked = true
+	}
+	e.ResetAt = resetAt(h, body, now)
+	if e.ResetAt.IsZero() && (e.Class == ClassPayment || e.QuotaSpent) {
+		if d := retryAfter(h, now); d > 0 {
+			e.ResetAt = now.Add(d)
+		}
+	}
+}
+
+func containsAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// resetAt is when the server said a limit resets: a reset time in the
+// error's body (resets_at, in Unix seconds, or resets_in_seconds), else
+// the latest of the reset headers providers send (Anthropic's
+// anthropic-ratelimit-*-reset as RFC 3339, OpenAI's x-ratelimit-reset-*
+// as a duration like "6m0s", or x-ratelimit-reset in Unix seconds).
+// Zero when none says.
+func resetAt(h http.Header, body errBody, now time.Time) time.Time {
+	switch {
+	case body.resetsAt > 0:
+		return time.Unix(int64(body.resetsAt), 0)
+	case body.resetsIn > 0:
+		return now.Add(time.Duration(min(body.resetsIn, maxRetryAfter.Seconds()) * float64(time.Second)))
+	}
+	var latest time.Time
+	for name, vs := range h {
+		name = strings.ToLower(name)
+		if len(vs) == 0 || !strings.Contains(name, "reset") {
+			continue
+		}
+		v := strings.TrimSpace(vs[0])
+		var t time.Time
+		if ts, err := time.Parse(time.RFC3339, v); err == nil {
+			t = ts
+		} else if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			t = now.Add(min(d, maxRetryAfter))
+		} else if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 1_000_000_000 {
+			t = time.Unix(n, 0)
+		}
+		if t.After(latest) && t.Before(now.Add(31*24*time.Hour)) {
+			latest = t
+		}
+	}
+	return latest
 }
 
 // unreachable is the failure of a call that got no error response:
@@ -398,11 +525,19 @@ func overflowMessage(msg string) bool {
 // maxErrorBody bounds how much of an error response is read.
 const maxErrorBody = 64 << 10
 
-// errorBody reads an error response: OpenAI's {"error": {"message",
-// "code"}}, the {"error": "text"} some local servers send, or plain text.
-func errorBody(body io.Reader) (message, code string) {
+// errBody is what an error response says.
+type errBody struct {
+	message, code string
+	resetsAt      float64 // Unix seconds, when the body names a reset time
+	resetsIn      float64 // seconds, when the body names a wait
+}
+
+// readErrorBody reads an error response: OpenAI's {"error": {"message",
+// "code"}} (with a reset time where a usage limit sends one), the
+// {"error": "text"} some local servers send, or plain text.
+func readErrorBody(body io.Reader) errBody {
 	if body == nil {
-		return "", ""
+		return errBody{}
 	}
 	raw, _ := io.ReadAll(io.LimitReader(body, maxErrorBody))
 	var wrapped struct {
@@ -410,24 +545,31 @@ func errorBody(body io.Reader) (message, code string) {
 	}
 	if json.Unmarshal(raw, &wrapped) == nil && len(wrapped.Error) > 0 {
 		var obj struct {
-			Message string `json:"message"`
-			Code    any    `json:"code"` // a string, a number or null, depending on the server
+			Message  string  `json:"message"`
+			Code     any     `json:"code"` // a string, a number or null, depending on the server
+			Type     string  `json:"type"`
+			ResetsAt float64 `json:"resets_at"`
+			ResetsIn float64 `json:"resets_in_seconds"`
 		}
 		if json.Unmarshal(wrapped.Error, &obj) == nil {
+			b := errBody{message: obj.Message, resetsAt: obj.ResetsAt, resetsIn: obj.ResetsIn}
 			if obj.Code != nil {
-				code = fmt.Sprint(obj.Code)
+				b.code = fmt.Sprint(obj.Code)
 			}
-			return obj.Message, code
+			if b.code == "" && obj.Type == "usage_limit_reached" {
+				b.code = obj.Type
+			}
+			return b
 		}
 		var text string
 		if json.Unmarshal(wrapped.Error, &text) == nil {
-			return text, ""
+			return errBody{message: text}
 		}
 	}
 	if json.Valid(raw) {
-		return "", "" // some other JSON shape: nothing a person should read
+		return errBody{} // some other JSON shape: nothing a person should read
 	}
-	return strings.TrimSpace(string(raw)), ""
+	return errBody{message: strings.TrimSpace(string(raw))}
 }
 
 // maxRetryAfter bounds a parsed Retry-After so the conversion to a

@@ -215,6 +215,9 @@ func (anthropicAPI) writeError(w http.ResponseWriter, step Step) {
 	if step.ErrorCode != "" {
 		e["details"] = map[string]any{"error_code": step.ErrorCode}
 	}
+	if step.ResetsIn > 0 {
+		e["resets_in_seconds"] = step.ResetsIn
+	}
 	writeModelJSON(w, step.Status, map[string]any{"type": "error", "error": e})
 }
 

@@ -113,6 +113,15 @@ func (r RecordedRequest) LastUser() string {
 	return ""
 }
 
+// APIKey is the key the request was sent with: the bearer token, or
+// the Messages API's x-api-key.
+func (r RecordedRequest) APIKey() string {
+	if k := r.Header.Get("X-Api-Key"); k != "" {
+		return k
+	}
+	return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+}
+
 // Conversation is the default overlap key: the ModelConversationHeader,
 // else the "user" field.
 func (r RecordedRequest) Conversation() string {
@@ -141,6 +150,12 @@ type Step struct {
 	ErrorCode  string // the error body's code; a default per status (Messages API: error.details.error_code, no default)
 	RetryAfter string // Retry-After header value, sent with Status
 	RawError   string // when set, the error body verbatim as text/plain, as proxies send
+	// Headers are sent with Status (a provider's rate limit reset
+	// headers, say).
+	Headers http.Header
+	// ResetsIn, when set, puts resets_in_seconds in the error's body, as
+	// providers name when a spent usage limit comes back.
+	ResetsIn int
 
 	// Drop closes the connection instead of answering; when streaming, it
 	// does so after the content chunks, before the finish.
@@ -812,9 +827,11 @@ func writeModelError(w http.ResponseWriter, step Step) {
 	if writeRawError(w, step) {
 		return
 	}
-	writeModelJSON(w, step.Status, map[string]any{
-		"error": map[string]any{"message": errorMessage(step), "type": typ, "param": nil, "code": codeField},
-	})
+	e := map[string]any{"message": errorMessage(step), "type": typ, "param": nil, "code": codeField}
+	if step.ResetsIn > 0 {
+		e["resets_in_seconds"] = step.ResetsIn
+	}
+	writeModelJSON(w, step.Status, map[string]any{"error": e})
 }
 
 // writeRawError sets the step's Retry-After header and, when the step has
@@ -823,6 +840,9 @@ func writeModelError(w http.ResponseWriter, step Step) {
 func writeRawError(w http.ResponseWriter, step Step) bool {
 	if step.RetryAfter != "" {
 		w.Header().Set("Retry-After", step.RetryAfter)
+	}
+	for k, vs := range step.Headers {
+		w.Header()[k] = vs
 	}
 	if step.RawError == "" {
 		return false

@@ -1,0 +1,108 @@
+package llm
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/heraldgw/herald/internal/clock"
+)
+
+// Provider is one model of a fallback chain.
+type Provider struct {
+	Name   string // how logs and /status name it: model@host
+	Client Client
+}
+
+// Chain is a Client that asks its providers in order: the next one only
+// when the one before failed in a way another model may mend (FallsBack)
+// and nothing of the reply was streamed yet. A request that names a
+// Model names the first provider's; the others use their own.
+type Chain struct {
+	providers []Provider
+	clk       clock.Clock
+	log       *slog.Logger
+
+	mu   sync.Mutex
+	last ChainState
+}
+
+var _ Client = (*Chain)(nil)
+
+// ChainState is which provider answered the chain's latest call.
+type ChainState struct {
+	Provider string    // its name
+	Fallback bool      // it is not the first
+	Reason   string    // when Fallback: why the first did not answer, one line
+	At       time.Time // when it answered
+}
+
+// NewChain returns a chain of providers, the first the main one; at
+// least one is needed. clk (nil: the wall clock) dates ChainState.
+func NewChain(clk clock.Clock, log *slog.Logger, providers ...Provider) *Chain {
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Chain{providers: providers, clk: clk, log: log}
+}
+
+// Last is which provider answered the latest call; zero before any did.
+func (c *Chain) Last() ChainState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
+}
+
+// FallsBack reports whether a call that failed with err may be answered
+// by another model: its key pool has none to offer, or its server
+// refused the model or the request, the account or keys, or did not
+// answer. A cancelled call, a missing configuration and a request too
+// long (which the caller trims) do not fall back.
+func FallsBack(err error) bool {
+	switch ClassOf(err) {
+	case ClassModelNotFound, ClassBadRequest, ClassAuth, ClassPayment, ClassRateLimited, ClassTimeout, ClassUnavailable:
+		return true
+	}
+	return false
+}
+
+func (c *Chain) Complete(ctx context.Context, req Request) (*Response, error) {
+	streamed := false
+	if deliver := req.Stream; deliver != nil {
+		req.Stream = func(d string) { streamed = true; deliver(d) }
+	}
+	var first error
+	for i, p := range c.providers {
+		r := req
+		if i > 0 {
+			r.Model = ""
+		}
+		resp, err := p.Client.Complete(ctx, r)
+		if err == nil {
+			c.answered(i, first)
+			return resp, nil
+		}
+		if i == 0 {
+			first = err
+		}
+		if streamed || i == len(c.providers)-1 || !FallsBack(err) {
+			return nil, err
+		}
+		c.log.Warn("model failed; falling back", "from", p.Name, "to", c.providers[i+1].Name, "class", ClassOf(err), "err", err)
+	}
+	return nil, fail(&Error{Class: ClassNotConfigured}) // a chain of no providers
+}
+
+func (c *Chain) answered(i int, first error) {
+	st := ChainState{Provider: c.providers[i].Name, Fallback: i > 0, At: c.clk.Now()}
+	if first != nil {
+		st.Reason = UserMessage(first)
+	}
+	c.mu.Lock()
+	c.last = st
+	c.mu.Unlock()
+}

@@ -1,0 +1,515 @@
+package llm
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
+)
+
+// The orders a pool offers its keys in (model.strategy).
+const (
+	// FillFirst uses the key of the lowest priority number until it
+	// cools, then the next.
+	FillFirst = "fill_first"
+	// RoundRobin takes the key whose last use is the oldest.
+	RoundRobin = "round_robin"
+	// LeastUsed takes the key with the fewest uses.
+	LeastUsed = "least_used"
+	// Random takes any key that is not cooling.
+	Random = "random"
+)
+
+// Strategies are the strategies a pool knows, the default first.
+var Strategies = []string{FillFirst, RoundRobin, LeastUsed, Random}
+
+// How long a key cools after a failure that says nothing of its own.
+const (
+	DefaultRateLimitCooldown = time.Minute
+	DefaultBillingCooldown   = time.Hour
+	DefaultAuthCooldown      = 5 * time.Minute
+)
+
+// Credential is one API key of a pool.
+type Credential struct {
+	Key      string
+	Priority int    // fill_first takes the lowest first; ties in the given order
+	Label    string // shown beside the masked key
+}
+
+// Cooldowns are how long a key is left alone after a failure whose
+// answer names no reset time; 0 takes the default.
+type Cooldowns struct {
+	RateLimit time.Duration // a second 429 in a row, or a spent usage limit
+	Billing   time.Duration // 402, or a 403/429 about billing
+	Auth      time.Duration // 401 or 403 not saying the key is revoked
+}
+
+func (c Cooldowns) withDefaults() Cooldowns {
+	c.RateLimit = cmp.Or(c.RateLimit, DefaultRateLimitCooldown)
+	c.Billing = cmp.Or(c.Billing, DefaultBillingCooldown)
+	c.Auth = cmp.Or(c.Auth, DefaultAuthCooldown)
+	return c
+}
+
+// KeyState is what the store keeps of one key, for every process that
+// uses the pool.
+type KeyState struct {
+	ID           string    // KeyID of the key; the key itself is never stored
+	CoolingUntil time.Time // the key is not offered before; zero: not cooling
+	Reason       Class     // the failure that cooled or killed it
+	// DeadFor is the pool's Generation when the key was found revoked:
+	// it stays out while the pool's keys are those; "" for a live key.
+	DeadFor string
+	Uses    int64 // requests it was chosen for
+	LastUse int64 // the pool's use number at its last use; round_robin's order
+}
+
+// PoolStore keeps credential pools' key states where every process on
+// the store sees them.
+type PoolStore interface {
+	// Now is the store's clock, which cooling is read by.
+	Now(ctx context.Context) (time.Time, error)
+	// KeyStates returns the store's clock and the states stored for the
+	// keys of pool, in no order; a key never marked nor used has none.
+	KeyStates(ctx context.Context, pool string) (time.Time, []KeyState, error)
+	// MarkKey sets the cooling and dead marks (CoolingUntil, Reason,
+	// DeadFor) of key s.ID of pool, keeping its uses. Errors: Invalid
+	// for an empty pool or id.
+	MarkKey(ctx context.Context, pool string, s KeyState) error
+	// UseKey counts one use of key id of pool and gives it the pool's
+	// next use number. Errors: Invalid for an empty pool or id.
+	UseKey(ctx context.Context, pool, id string) error
+}
+
+// KeyID is the name a key is kept and shown under: a digest, from which
+// the key cannot be read back.
+func KeyID(key string) string {
+	sum := sha256.Sum256([]byte("herald key " + key))
+	return "k_" + hex.EncodeToString(sum[:6])
+}
+
+// MaskKey is a key as a person may see it: its last four characters.
+func MaskKey(key string) string {
+	switch {
+	case key == "":
+		return "(none)"
+	case len(key) < 12:
+		return "****"
+	}
+	return "****" + key[len(key)-4:]
+}
+
+// PoolOptions configure a Pool.
+type PoolOptions struct {
+	// Name is the pool's name in the store. Processes that share a
+	// store and a name share the keys' states.
+	Name        string
+	Credentials []Credential // none: one empty key, for servers that take none
+	Strategy    string       // one of Strategies; "" is FillFirst
+	Cooldowns   Cooldowns
+	// Store keeps the keys' states; nil keeps them in this process only.
+	Store  PoolStore
+	Clock  clock.Clock // the in-process store's clock; nil is the wall clock
+	Logger *slog.Logger
+	// Rand picks for the random strategy: a number in [0, n). nil is
+	// math/rand.
+	Rand func(n int) int
+}
+
+// Pool is the API keys of one model provider and the state of each: a
+// key is chosen per request (sticking to a conversation's key while it
+// is healthy), and a failure the server blamed on the key cools it or
+// marks it dead, for every process sharing the store. Clients take it
+// in OpenAIOptions.Pool; one pool may serve several clients (the main
+// model's, delegation children's, kanban workers'), which then share
+// its state.
+type Pool struct {
+	name       string
+	keys       []poolKey
+	strategy   string
+	cooldowns  Cooldowns
+	store      PoolStore
+	generation string
+	log        *slog.Logger
+	rand       func(n int) int
+
+	mu     sync.Mutex
+	sticky map[string]string // conversation → key id
+}
+
+// poolKey is one key of a pool.
+type poolKey struct {
+	id, secret, label string
+	priority, index   int
+}
+
+// maxSticky bounds the conversations a pool remembers the key of; past
+// it, it forgets them all and they choose again.
+const maxSticky = 10_000
+
+// NewPool returns a pool of opts.Credentials; the same key given twice
+// is one key. Errors: Invalid for an unknown strategy or an empty name.
+func NewPool(opts PoolOptions) (*Pool, error) {
+	const op = "llm.NewPool"
+	if opts.Name == "" {
+		return nil, errs.E(op, errs.Invalid, "a credential pool needs a name")
+	}
+	strategy := cmp.Or(opts.Strategy, FillFirst)
+	if !slices.Contains(Strategies, strategy) {
+		return nil, errs.E(op, errs.Invalid, "unknown credential strategy %q (want one of %s)", strategy, strings.Join(Strategies, ", "))
+	}
+	creds := opts.Credentials
+	if len(creds) == 0 {
+		creds = []Credential{{}}
+	}
+	p := &Pool{
+		name:      opts.Name,
+		strategy:  strategy,
+		cooldowns: opts.Cooldowns.withDefaults(),
+		store:     opts.Store,
+		log:       cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)),
+		rand:      opts.Rand,
+		sticky:    map[string]string{},
+	}
+	if p.store == nil {
+		p.store = NewMemoryPoolStore(opts.Clock)
+	}
+	if p.rand == nil {
+		p.rand = rand.IntN
+	}
+	gen := sha256.New()
+	seen := map[string]bool{}
+	for _, c := range creds {
+		id := KeyID(c.Key)
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		p.keys = append(p.keys, poolKey{id: id, secret: c.Key, label: c.Label, priority: c.Priority, index: len(p.keys)})
+		fmt.Fprintf(gen, "%s\x00", id)
+	}
+	p.generation = hex.EncodeToString(gen.Sum(nil)[:6])
+	return p, nil
+}
+
+// Name is the pool's name in the store.
+func (p *Pool) Name() string { return p.name }
+
+// Len is how many keys the pool has.
+func (p *Pool) Len() int { return len(p.keys) }
+
+// Generation names the pool's set of keys: a key found revoked stays
+// dead until the set changes.
+func (p *Pool) Generation() string { return p.generation }
+
+// KeyStatus is one key of a pool as `herald model keys` shows it.
+type KeyStatus struct {
+	ID           string    `json:"id"`
+	Key          string    `json:"key"` // masked
+	Label        string    `json:"label,omitempty"`
+	Priority     int       `json:"priority"`
+	Status       string    `json:"status"` // "ok", "cooling" or "dead"
+	CoolingUntil time.Time `json:"cooling_until,omitzero"`
+	Reason       Class     `json:"reason,omitempty"`
+	Uses         int64     `json:"uses"`
+}
+
+// Status reads the state of each of the pool's keys, in the pool's order.
+func (p *Pool) Status(ctx context.Context) ([]KeyStatus, error) {
+	now, states, err := p.states(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]KeyStatus, 0, len(p.keys))
+	for _, k := range p.keys {
+		st := states[k.id]
+		s := KeyStatus{ID: k.id, Key: MaskKey(k.secret), Label: k.label, Priority: k.priority, Status: "ok", Uses: st.Uses}
+		switch {
+		case p.dead(st):
+			s.Status, s.Reason = "dead", st.Reason
+		case st.CoolingUntil.After(now):
+			s.Status, s.CoolingUntil, s.Reason = "cooling", st.CoolingUntil, st.Reason
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func (p *Pool) states(ctx context.Context) (time.Time, map[string]KeyState, error) {
+	now, list, err := p.store.KeyStates(ctx, p.name)
+	if err != nil {
+		return now, nil, err
+	}
+	m := make(map[string]KeyState, len(list))
+	for _, s := range list {
+		m[s.ID] = s
+	}
+	return now, m, nil
+}
+
+func (p *Pool) dead(st KeyState) bool { return st.DeadFor != "" && st.DeadFor == p.generation }
+
+// pick chooses the key for a request of conversation conv (may be ""),
+// leaving out the keys in tried: conv's key while it is offered, else
+// one by the pool's strategy. With none to offer it returns the error
+// saying until when every key cools, or that all are dead; lastErr,
+// the failure that made the request leave its last key, is its cause.
+func (p *Pool) pick(ctx context.Context, conv string, tried map[string]bool, lastErr *Error) (*poolKey, *Error) {
+	now, states, err := p.states(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, &Error{Class: ClassCanceled, Err: ctx.Err()}
+		}
+		// The store being unreachable must not stop the model: the keys
+		// are offered as if nothing were known of them.
+		p.log.Warn("reading the credential pool's state failed; choosing without it", "pool", p.name, "err", err)
+		states = map[string]KeyState{}
+	}
+	var (
+		offered []*poolKey
+		until   time.Time
+		dead    int
+		reasons []string
+	)
+	for i := range p.keys {
+		k := &p.keys[i]
+		st := states[k.id]
+		switch {
+		case p.dead(st):
+			dead++
+		case st.CoolingUntil.After(now):
+			if until.IsZero() || st.CoolingUntil.Before(until) {
+				until = st.CoolingUntil
+			}
+			reasons = append(reasons, reasonWords(st.Reason))
+		case tried[k.id]:
+			// Left this request without a mark the store kept: it comes
+			// back at once for the next.
+			if until.IsZero() || now.Before(until) {
+				until = now
+			}
+		default:
+			offered = append(offered, k)
+		}
+	}
+	if len(offered) == 0 {
+		e := &Error{Class: ClassRateLimited, Keys: len(p.keys), Until: until}
+		if dead == len(p.keys) {
+			e.Class = ClassAuth
+		}
+		slices.Sort(reasons)
+		e.Message = strings.Join(slices.Compact(reasons), ", ")
+		if lastErr != nil {
+			e.Err = lastErr
+		}
+		return nil, e
+	}
+	k := p.choose(conv, offered, states)
+	if err := p.store.UseKey(ctx, p.name, k.id); err != nil && ctx.Err() == nil {
+		p.log.Warn("counting a use of a key failed", "pool", p.name, "key", k.id, "err", err)
+	}
+	return k, nil
+}
+
+// reasonWords is why a key cools, in a few words.
+func reasonWords(c Class) string {
+	switch c {
+	case ClassRateLimited:
+		return "rate limit"
+	case ClassPayment:
+		return "billing"
+	case ClassAuth:
+		return "key rejected"
+	}
+	return string(c)
+}
+
+// choose takes conv's key when it is offered, else one by the strategy,
+// and remembers it as conv's.
+func (p *Pool) choose(conv string, offered []*poolKey, states map[string]KeyState) *poolKey {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if conv != "" {
+		if id, ok := p.sticky[conv]; ok {
+			for _, k := range offered {
+				if k.id == id {
+					return k
+				}
+			}
+		}
+	}
+	var k *poolKey
+	switch p.strategy {
+	case Random:
+		k = offered[p.rand(len(offered))]
+	default:
+		k = slices.MinFunc(offered, func(a, b *poolKey) int {
+			sa, sb := states[a.id], states[b.id]
+			var c int
+			switch p.strategy {
+			case RoundRobin:
+				c = cmp.Compare(sa.LastUse, sb.LastUse)
+			case LeastUsed:
+				c = cmp.Or(cmp.Compare(sa.Uses, sb.Uses), cmp.Compare(sa.LastUse, sb.LastUse))
+			default:
+				c = cmp.Compare(a.priority, b.priority)
+			}
+			return cmp.Or(c, cmp.Compare(a.index, b.index))
+		})
+	}
+	if conv != "" {
+		if len(p.sticky) >= maxSticky {
+			clear(p.sticky)
+		}
+		p.sticky[conv] = k.id
+	}
+	return k
+}
+
+// keyAction is what a request does after a failure on its key.
+type keyAction int
+
+const (
+	keyFail   keyAction = iota // give up: the failure is not the key's, nor one a retry helps
+	keyRetry                   // try the same key again, as a retry
+	keyRotate                  // leave the key, take another; not a retry
+)
+
+// failed acts on e, the failure of an attempt with k: it marks the key
+// where the failure is the key's and says what the request does next.
+// limited counts the 429s on k in this request; canRetry says whether
+// the request's retries allow another; maxWait bounds a Retry-After
+// that is waited for.
+func (p *Pool) failed(ctx context.Context, k *poolKey, e *Error, limited *int, canRetry bool, maxWait time.Duration) keyAction {
+	switch e.Class {
+	case ClassTimeout, ClassUnavailable:
+		if canRetry {
+			return keyRetry
+		}
+		return keyFail
+	case ClassRateLimited:
+		if !e.QuotaSpent && *limited == 0 && canRetry && e.RetryAfter <= maxWait {
+			*limited++
+			return keyRetry
+		}
+		p.cool(ctx, k, e, firstSet(e.ResetAt, e.RetryAfter, p.cooldowns.RateLimit))
+	case ClassPayment:
+		p.cool(ctx, k, e, firstSet(e.ResetAt, 0, p.cooldowns.Billing))
+	case ClassAuth:
+		if e.Revoked {
+			p.mark(ctx, k, KeyState{ID: k.id, Reason: ClassAuth, DeadFor: p.generation})
+			p.log.Warn("model API key rejected as invalid or revoked; it is not used again until the keys change", "pool", p.name, "key", k.id, "label", k.label, "status", e.Status)
+			return keyRotate
+		}
+		p.cool(ctx, k, e, firstSet(time.Time{}, 0, p.cooldowns.Auth))
+	default:
+		return keyFail
+	}
+	return keyRotate
+}
+
+// cooling is when a key comes back: at reset when set, else after wait
+// when set, else after cooldown.
+type cooling struct {
+	reset          time.Time
+	wait, cooldown time.Duration
+}
+
+func firstSet(reset time.Time, wait, cooldown time.Duration) cooling {
+	return cooling{reset: reset, wait: wait, cooldown: cooldown}
+}
+
+func (p *Pool) cool(ctx context.Context, k *poolKey, e *Error, c cooling) {
+	now, err := p.store.Now(ctx)
+	if err != nil {
+		p.log.Warn("reading the store's clock failed; the key is left for this request only", "pool", p.name, "key", k.id, "err", err)
+		return
+	}
+	until := c.reset
+	if !until.After(now) {
+		until = now.Add(cmp.Or(c.wait, c.cooldown))
+	}
+	p.mark(ctx, k, KeyState{ID: k.id, CoolingUntil: until, Reason: e.Class})
+	p.log.Info("model API key cooling", "pool", p.name, "key", k.id, "label", k.label, "class", e.Class, "status", e.Status, "until", until.UTC().Format(time.RFC3339))
+}
+
+func (p *Pool) mark(ctx context.Context, k *poolKey, s KeyState) {
+	if err := p.store.MarkKey(ctx, p.name, s); err != nil {
+		p.log.Warn("marking a key failed; it is left for this request only", "pool", p.name, "key", k.id, "err", err)
+	}
+}
+
+// MemoryPoolStore is a PoolStore kept in one process, for a pool no
+// other process shares.
+type MemoryPoolStore struct {
+	clk clock.Clock
+
+	mu    sync.Mutex
+	pools map[string]map[string]KeyState
+	seq   map[string]int64
+}
+
+var _ PoolStore = (*MemoryPoolStore)(nil)
+
+// NewMemoryPoolStore returns an empty store on clk (nil: the wall clock).
+func NewMemoryPoolStore(clk clock.Clock) *MemoryPoolStore {
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	return &MemoryPoolStore{clk: clk, pools: map[string]map[string]KeyState{}, seq: map[string]int64{}}
+}
+
+func (m *MemoryPoolStore) Now(context.Context) (time.Time, error) { return m.clk.Now(), nil }
+
+func (m *MemoryPoolStore) KeyStates(_ context.Context, pool string) (time.Time, []KeyState, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]KeyState, 0, len(m.pools[pool]))
+	for _, s := range m.pools[pool] {
+		out = append(out, s)
+	}
+	return m.clk.Now(), out, nil
+}
+
+func (m *MemoryPoolStore) MarkKey(_ context.Context, pool string, s KeyState) error {
+	if pool == "" || s.ID == "" {
+		return errs.E("llm.MemoryPoolStore.MarkKey", errs.Invalid, "empty pool or key id")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := m.pool(pool)[s.ID]
+	s.Uses, s.LastUse = old.Uses, old.LastUse
+	m.pools[pool][s.ID] = s
+	return nil
+}
+
+func (m *MemoryPoolStore) UseKey(_ context.Context, pool, id string) error {
+	if pool == "" || id == "" {
+		return errs.E("llm.MemoryPoolStore.UseKey", errs.Invalid, "empty pool or key id")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.pool(pool)[id]
+	m.seq[pool]++
+	s.ID, s.Uses, s.LastUse = id, s.Uses+1, m.seq[pool]
+	m.pools[pool][id] = s
+	return nil
+}
+
+func (m *MemoryPoolStore) pool(name string) map[string]KeyState {
+	if m.pools[name] == nil {
+		m.pools[name] = map[string]KeyState{}
+	}
+	return m.pools[name]
+}

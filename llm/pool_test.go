@@ -1,0 +1,469 @@
+package llm_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/llm"
+)
+
+// Keys of the pool tests: long enough to look real, told apart by their
+// first letter.
+const (
+	keyA = "sk-aaaa-pool-test-0001"
+	keyB = "sk-bbbb-pool-test-0002"
+	keyC = "sk-cccc-pool-test-0003"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// keyScript answers each request by the key it came with: the next step
+// scripted for that key, else a reply naming the key.
+type keyScript struct {
+	mu    sync.Mutex
+	steps map[string][]testkit.Step
+}
+
+func (s *keyScript) add(key string, steps ...testkit.Step) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.steps[key] = append(s.steps[key], steps...)
+}
+
+func (s *keyScript) respond(r testkit.RecordedRequest) testkit.Step {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := r.APIKey()
+	if q := s.steps[k]; len(q) > 0 {
+		s.steps[k] = q[1:]
+		return q[0]
+	}
+	return testkit.Reply("from " + k[:7])
+}
+
+// poolRig is a pool of keys on a scripted server, with a fake clock and
+// recorded waits.
+type poolRig struct {
+	t      *testing.T
+	ms     *testkit.ModelServer
+	script *keyScript
+	clk    *clock.Fake
+	store  *llm.MemoryPoolStore
+	pool   *llm.Pool
+	client llm.Client
+	sleep  *sleeper
+}
+
+type rigOpts struct {
+	strategy   string
+	maxRetries int // 0: three
+	creds      []llm.Credential
+	rand       func(int) int
+	anthropic  bool
+	store      *llm.MemoryPoolStore
+}
+
+func newPoolRig(t *testing.T, o rigOpts) *poolRig {
+	t.Helper()
+	r := &poolRig{t: t, ms: testkit.NewModelServer(t), script: &keyScript{steps: map[string][]testkit.Step{}}, clk: clock.NewFake(t0), sleep: &sleeper{}}
+	r.ms.Respond(r.script.respond)
+	r.store = o.store
+	if r.store == nil {
+		r.store = llm.NewMemoryPoolStore(r.clk)
+	}
+	if o.creds == nil {
+		o.creds = []llm.Credential{{Key: keyA}, {Key: keyB}, {Key: keyC}}
+	}
+	pool, err := llm.NewPool(llm.PoolOptions{Name: "test", Credentials: o.creds, Strategy: o.strategy, Store: r.store, Rand: o.rand})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.pool = pool
+	opts := llm.OpenAIOptions{
+		BaseURL:    r.ms.URL(),
+		Model:      "test-model",
+		Timeout:    10 * time.Second,
+		MaxRetries: o.maxRetries,
+		Backoff:    func(attempt int) time.Duration { return time.Duration(attempt) * time.Second },
+		Sleep:      r.sleep.Sleep,
+		Clock:      r.clk,
+		Pool:       pool,
+	}
+	if o.anthropic {
+		opts.BaseURL = r.ms.AnthropicURL()
+		r.client, err = llm.NewAnthropic(opts)
+	} else {
+		r.client, err = llm.NewOpenAI(opts)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// ask makes one request of conversation conv and returns the reply's
+// text and the error.
+func (r *poolRig) ask(conv string) (string, error) {
+	req := ask("hi")
+	req.User = conv
+	resp, err := r.client.Complete(context.Background(), req)
+	if err != nil {
+		return "", err
+	}
+	return resp.Message.Content, nil
+}
+
+// askAfter asks once after each wait on the fake clock, each ask
+// answered.
+func (r *poolRig) askAfter(waits ...time.Duration) {
+	r.t.Helper()
+	for _, d := range waits {
+		r.clk.Advance(d)
+		if _, err := r.ask(""); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+// keysSince is the first letters of the keys requests from seq on came with.
+func (r *poolRig) keysSince(seq int) string {
+	var b strings.Builder
+	for _, req := range r.ms.Requests() {
+		if req.Seq > seq {
+			b.WriteString(req.APIKey()[3:4])
+		}
+	}
+	return b.String()
+}
+
+// status is each key's status, by the key's first letter: "ok", "dead",
+// or "cooling until <time since t0>".
+func (r *poolRig) status() map[string]string {
+	r.t.Helper()
+	st, err := r.pool.Status(context.Background())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	out := map[string]string{}
+	for i, s := range st {
+		name := string("abc"[i])
+		out[name] = s.Status
+		if s.Status == "cooling" {
+			out[name] += " " + s.CoolingUntil.Sub(t0).String() + " " + string(s.Reason)
+		}
+	}
+	return out
+}
+
+func TestPoolActsByClass(t *testing.T) {
+	usageLimit := testkit.Step{Status: 429, Error: "The usage limit has been reached", ErrorType: "usage_limit_reached", ResetsIn: 5400}
+	tests := []struct {
+		desc      string
+		steps     []testkit.Step // for key a
+		wantKeys  string
+		wantErr   llm.Class
+		wantWaits []time.Duration
+		wantA     string
+	}{
+		{desc: "a 429 retries the same key after its retry-after", steps: []testkit.Step{testkit.RateLimited("2")},
+			wantKeys: "aa", wantWaits: []time.Duration{2 * time.Second}, wantA: "ok"},
+		{desc: "a second 429 cools the key and rotates", steps: []testkit.Step{testkit.RateLimited("2"), testkit.RateLimited("30")},
+			wantKeys: "aab", wantWaits: []time.Duration{2 * time.Second}, wantA: "cooling 30s rate_limited"},
+		{desc: "a 429 with no retry-after cools for model.cooldowns.rate_limit", steps: []testkit.Step{testkit.RateLimited(""), testkit.RateLimited("")},
+			wantKeys: "aab", wantWaits: []time.Duration{time.Second}, wantA: "cooling 1m0s rate_limited"},
+		{desc: "a spent usage limit rotates at once and cools until its reset", steps: []testkit.Step{usageLimit},
+			wantKeys: "ab", wantA: "cooling 1h30m0s rate_limited"},
+		{desc: "402 cools for the billing cooldown and rotates at once", steps: []testkit.Step{testkit.Fail(402, "Payment required")},
+			wantKeys: "ab", wantA: "cooling 1h0m0s payment"},
+		{desc: "a billing 403 is billing", steps: []testkit.Step{testkit.Fail(403, "Your billing hard limit was reached")},
+			wantKeys: "ab", wantA: "cooling 1h0m0s payment"},
+		{desc: "a quota 429 is billing", steps: []testkit.Step{{Status: 429, Error: "You exceeded your current quota, please check your plan and billing details.", ErrorCode: "insufficient_quota"}},
+			wantKeys: "ab", wantA: "cooling 1h0m0s payment"},
+		{desc: "a plain 401 cools five minutes and rotates", steps: []testkit.Step{{Status: 401, Error: "Session expired", ErrorCode: "expired"}},
+			wantKeys: "ab", wantA: "cooling 5m0s auth"},
+		{desc: "an invalid key is dead", steps: []testkit.Step{testkit.Fail(401, "Incorrect API key provided")},
+			wantKeys: "ab", wantA: "dead"},
+		{desc: "a 5xx retries the same key with backoff", steps: []testkit.Step{testkit.Fail(500, "oops"), testkit.Fail(503, "busy")},
+			wantKeys: "aaa", wantWaits: []time.Duration{time.Second, 2 * time.Second}, wantA: "ok"},
+		{desc: "529 retries the same key", steps: []testkit.Step{testkit.Fail(529, "Overloaded")},
+			wantKeys: "aa", wantWaits: []time.Duration{time.Second}, wantA: "ok"},
+		{desc: "404 model not found fails without rotating", steps: []testkit.Step{testkit.Fail(404, "The model `x` does not exist")},
+			wantKeys: "a", wantErr: llm.ClassModelNotFound, wantA: "ok"},
+		{desc: "400 fails without rotating", steps: []testkit.Step{testkit.Fail(400, "messages: bad")},
+			wantKeys: "a", wantErr: llm.ClassBadRequest, wantA: "ok"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			r := newPoolRig(t, rigOpts{})
+			r.script.add(keyA, tc.steps...)
+			_, err := r.ask("")
+			if got := llm.ClassOf(err); got != tc.wantErr {
+				t.Fatalf("class = %q (%v), want %q", got, err, tc.wantErr)
+			}
+			if got := r.keysSince(0); got != tc.wantKeys {
+				t.Errorf("keys tried = %q, want %q", got, tc.wantKeys)
+			}
+			if diff := cmp.Diff(tc.wantWaits, r.sleep.Waits()); diff != "" {
+				t.Errorf("waits (-want +got):\n%s", diff)
+			}
+			if got := r.status()["a"]; got != tc.wantA {
+				t.Errorf("key a = %q, want %q", got, tc.wantA)
+			}
+		})
+	}
+}
+
+func TestPoolStrategies(t *testing.T) {
+	tests := []struct {
+		desc     string
+		strategy string
+		creds    []llm.Credential
+		rand     func(int) int
+		want     string
+	}{
+		{desc: "fill_first takes the lowest priority", strategy: llm.FillFirst,
+			creds: []llm.Credential{{Key: keyA, Priority: 2}, {Key: keyB, Priority: 1}, {Key: keyC, Priority: 3}}, want: "bbbb"},
+		{desc: "fill_first is the default", creds: []llm.Credential{{Key: keyA, Priority: 5}, {Key: keyB, Priority: 5}, {Key: keyC}}, want: "cccc"},
+		// a was used 5 times, then c twice, before the requests.
+		{desc: "round_robin takes the oldest last use", strategy: llm.RoundRobin, want: "bacb"},
+		{desc: "least_used takes the fewest uses", strategy: llm.LeastUsed, want: "bbcb"},
+		{desc: "random takes what Rand says", strategy: llm.Random, rand: func(n int) int { return n - 1 }, want: "cccc"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			r := newPoolRig(t, rigOpts{strategy: tc.strategy, creds: tc.creds, rand: tc.rand})
+			if tc.creds == nil {
+				for _, k := range []string{keyA, keyA, keyA, keyA, keyA, keyC, keyC} {
+					if err := r.store.UseKey(context.Background(), "test", llm.KeyID(k)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for range 4 {
+				if _, err := r.ask(""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := r.keysSince(0); got != tc.want {
+				t.Errorf("keys = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPoolCoolingEndsOnTheClock(t *testing.T) {
+	r := newPoolRig(t, rigOpts{})
+	r.script.add(keyA, testkit.Fail(402, "Payment required"))
+	r.askAfter(0, 59*time.Minute, time.Minute)
+	if got := r.keysSince(0); got != "abba" {
+		t.Errorf("keys = %q, want a, then b while a cools for an hour, then a again", got)
+	}
+}
+
+func TestPoolHonoursResetTimes(t *testing.T) {
+	t.Run("a reset header", func(t *testing.T) {
+		r := newPoolRig(t, rigOpts{})
+		reset := t0.Add(3 * time.Hour).Format(time.RFC3339)
+		r.script.add(keyA, testkit.Step{Status: 402, Error: "credit balance too low", Headers: http.Header{"Anthropic-Ratelimit-Tokens-Reset": {reset}}})
+		if _, err := r.ask(""); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.status()["a"]; got != "cooling 3h0m0s payment" {
+			t.Errorf("key a = %q, want cooling for the 3h its reset header says", got)
+		}
+	})
+	t.Run("a reset in the body", func(t *testing.T) {
+		r := newPoolRig(t, rigOpts{})
+		r.script.add(keyA, testkit.Step{Status: 429, Error: "usage limit reached", ResetsIn: 600})
+		r.askAfter(0, 9*time.Minute, time.Minute)
+		if got := r.keysSince(0); got != "abba" {
+			t.Errorf("keys = %q, want a back after the 10 minutes the body named", got)
+		}
+	})
+}
+
+func TestPoolDeadKeyNeverChosen(t *testing.T) {
+	store := llm.NewMemoryPoolStore(clock.NewFake(t0))
+	r := newPoolRig(t, rigOpts{store: store})
+	r.script.add(keyA, testkit.Fail(401, "This API key has been revoked"))
+	for range 3 {
+		if _, err := r.ask(""); err != nil {
+			t.Fatal(err)
+		}
+		r.clk.Advance(24 * time.Hour)
+	}
+	if got := r.keysSince(0); got != "abbb" {
+		t.Errorf("keys = %q, want a once, then never again", got)
+	}
+	// Another process with the same keys finds it dead too; a pool with
+	// other keys (the config changed) takes it again.
+	same := newPoolRig(t, rigOpts{store: store})
+	if _, err := same.ask(""); err != nil {
+		t.Fatal(err)
+	}
+	changed := newPoolRig(t, rigOpts{store: store, creds: []llm.Credential{{Key: keyA}, {Key: keyC}}})
+	if _, err := changed.ask(""); err != nil {
+		t.Fatal(err)
+	}
+	if got := same.keysSince(0) + changed.keysSince(0); got != "ba" {
+		t.Errorf("keys = %q, want b from the same keys, a once they changed", got)
+	}
+}
+
+func TestPoolRotationIsNotARetry(t *testing.T) {
+	r := newPoolRig(t, rigOpts{maxRetries: -1})
+	r.script.add(keyA, testkit.Fail(402, "Payment required"))
+	r.script.add(keyB, testkit.Step{Status: 401, Error: "expired", ErrorCode: "expired"})
+	text, err := r.ask("")
+	if err != nil {
+		t.Fatalf("ask: %v, want c to answer: two rotations spend no retries", err)
+	}
+	if text != "from sk-cccc" || r.keysSince(0) != "abc" {
+		t.Errorf("reply %q by keys %q, want c's after a and b", text, r.keysSince(0))
+	}
+	// With no retries, a 5xx ends the request on its key.
+	r.script.add(keyC, testkit.Fail(500, "oops"))
+	if _, err := r.ask(""); llm.ClassOf(err) != llm.ClassUnavailable {
+		t.Errorf("ask = %v, want unavailable", err)
+	}
+	if got := r.keysSince(3); got != "c" {
+		t.Errorf("keys = %q, want c alone", got)
+	}
+}
+
+func TestPoolExhausted(t *testing.T) {
+	r := newPoolRig(t, rigOpts{creds: []llm.Credential{{Key: keyA}, {Key: keyB}}})
+	r.script.add(keyA, testkit.Fail(402, "Payment required"))
+	r.script.add(keyB, testkit.RateLimited("120"))
+	_, err := r.ask("")
+	if llm.ClassOf(err) != llm.ClassRateLimited || errs.CodeOf(err) != errs.Unavailable {
+		t.Fatalf("ask = %v (%s), want rate_limited", err, errs.CodeOf(err))
+	}
+	if want := "all 2 keys cooling until 12:02 UTC"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not say %q", err, want)
+	}
+	if msg := llm.UserMessage(err); !strings.Contains(msg, "all 2 keys cooling until 12:02 UTC") || strings.Contains(msg, "rejected") {
+		t.Errorf("user message %q", msg)
+	}
+	// The next request makes no call at all.
+	n := r.ms.Count()
+	if _, err := r.ask(""); llm.ClassOf(err) != llm.ClassRateLimited {
+		t.Errorf("second ask = %v", err)
+	}
+	if r.ms.Count() != n {
+		t.Errorf("an exhausted pool still called the server")
+	}
+
+	dead := newPoolRig(t, rigOpts{creds: []llm.Credential{{Key: keyA}}})
+	dead.script.add(keyA, testkit.Fail(401, "Incorrect API key provided"))
+	_, err = dead.ask("")
+	var e *llm.Error
+	if !errors.As(err, &e) || e.Class != llm.ClassAuth || !strings.Contains(err.Error(), "all 1 keys rejected as invalid or revoked") {
+		t.Errorf("ask with every key dead = %v", err)
+	}
+}
+
+func TestPoolStickyByConversation(t *testing.T) {
+	r := newPoolRig(t, rigOpts{strategy: llm.RoundRobin})
+	for _, conv := range []string{"x", "y", "x", "z", "y", "x"} {
+		if _, err := r.ask(conv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := r.keysSince(0); got != "abacba" {
+		t.Errorf("keys = %q, want each conversation on its first key", got)
+	}
+	// x's key cools: x moves, and stays where it moved.
+	r.script.add(keyA, testkit.Fail(402, "Payment required"))
+	for range 2 {
+		if _, err := r.ask("x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := r.keysSince(6); got != "acc" {
+		t.Errorf("keys = %q, want a, then c (the oldest last use) for good", got)
+	}
+}
+
+func TestPoolAnthropic(t *testing.T) {
+	r := newPoolRig(t, rigOpts{anthropic: true})
+	r.script.add(keyA, testkit.Step{Status: 401, Error: "invalid x-api-key"})
+	text, err := r.ask("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text != "from sk-bbbb" || r.status()["a"] != "dead" {
+		t.Errorf("reply %q, key a %q: want b's reply, a dead", text, r.status()["a"])
+	}
+	for _, req := range r.ms.Requests() {
+		if req.API != testkit.APIAnthropic || req.Header.Get("X-Api-Key") == "" {
+			t.Errorf("request %d by %s with x-api-key %q", req.Seq, req.API, req.Header.Get("X-Api-Key"))
+		}
+	}
+}
+
+func TestChainFallsBackInOrder(t *testing.T) {
+	main := newPoolRig(t, rigOpts{creds: []llm.Credential{{Key: keyA}}})
+	fb1 := testkit.NewModelServer(t)
+	fb2 := testkit.NewModelServer(t)
+	client := func(url, model string) llm.Client {
+		c, err := llm.NewOpenAI(llm.OpenAIOptions{BaseURL: url, Model: model, MaxRetries: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	chain := llm.NewChain(main.clk, nil,
+		llm.Provider{Name: "main", Client: main.client},
+		llm.Provider{Name: "fb1", Client: client(fb1.URL(), "fb1-model")},
+		llm.Provider{Name: "fb2", Client: client(fb2.URL(), "fb2-model")},
+	)
+	main.script.add(keyA, testkit.Fail(402, "Payment required"))
+	fb1.Script(testkit.Fail(404, "The model `fb1-model` does not exist"))
+	fb2.Script(testkit.Reply("from fb2"))
+	req := ask("hi")
+	req.Model = "lane-model"
+	resp, err := chain.Complete(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Message.Content != "from fb2" {
+		t.Errorf("reply %q, want fb2's", resp.Message.Content)
+	}
+	if got := main.ms.Requests()[0].Model; got != "lane-model" {
+		t.Errorf("main asked for %q, want the request's model", got)
+	}
+	if got := fb1.Requests()[0].Model; got != "fb1-model" {
+		t.Errorf("fb1 asked for %q, want its own model", got)
+	}
+	last := chain.Last()
+	if last.Provider != "fb2" || !last.Fallback || !strings.Contains(last.Reason, "all 1 keys cooling until 13:00 UTC") {
+		t.Errorf("Last = %+v", last)
+	}
+
+	// A request too long does not fall back: the caller trims it.
+	fb1.Script(testkit.Reply("from fb1"))
+	main.clk.Advance(2 * time.Hour)
+	main.script.add(keyA, testkit.Fail(413, "too long"))
+	if _, err := chain.Complete(context.Background(), ask("hi")); llm.ClassOf(err) != llm.ClassContextOverflow {
+		t.Errorf("overflow = %v, want it returned as is", err)
+	}
+	if fb1.Count() != 1 {
+		t.Errorf("fb1 was asked after an overflow")
+	}
+	// The main model answers again once its key is back.
+	resp, err = chain.Complete(context.Background(), ask("hi"))
+	if err != nil || resp.Message.Content != "from sk-aaaa" || chain.Last().Fallback {
+		t.Errorf("after the cooling: %v, %+v, last %+v", err, resp, chain.Last())
+	}
+}
