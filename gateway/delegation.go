@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"cmp"
 	"context"
 	"log/slog"
 	"path/filepath"
@@ -179,17 +178,16 @@ func (g *Gateway) auxClient(ep config.AuxModel, overrides map[string]any, fallba
 		return fallback, nil
 	}
 	ep = ep.Fallback(g.cfg.Model)
-	c, err := newModelClient(ep.APIMode, llm.OpenAIOptions{
-		BaseURL:    ep.BaseURL,
-		APIKey:     ep.APIKey,
-		Model:      ep.Model,
-		Timeout:    g.cfg.Model.Timeout,
-		MaxTokens:  g.cfg.Model.MaxTokens,
-		MaxRetries: cmp.Or(g.cfg.Model.MaxRetries, -1),
-		Clock:      g.clock,
-
-		RequestOverrides: overrides,
-	})
+	// The main model's endpoint with its keys is the main pool: children
+	// and workers share its keys' state with the turns.
+	pool := g.models.pool
+	if ep.BaseURL != g.cfg.Model.BaseURL || ep.APIKey != g.cfg.Model.APIKey {
+		var err error
+		if pool, err = g.newPool(ep.BaseURL, config.Model{APIKey: ep.APIKey}.Keys()); err != nil {
+			return nil, err
+		}
+	}
+	c, err := newModelClient(ep.APIMode, g.modelOptions(ep.BaseURL, ep.Model, pool, overrides))
 	if err != nil {
 		return nil, err
 	}

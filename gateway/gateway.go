@@ -106,6 +106,8 @@ type Gateway struct {
 	presence *Presence
 	// workspace is the workspace tools, nil when tools.workspace is unset.
 	workspace *tools.WorkspaceTools
+	// models are the model clients and the main model's key pool.
+	models *modelParts
 	// boards is the kanban service and dispatcher.
 	boards   *kanbanParts
 	adapters []adapters.Adapter
@@ -247,22 +249,11 @@ func (g *Gateway) build() error {
 	g.opts.Adapters = append(slices.Clone(g.opts.Adapters), platforms...)
 	g.redact.UseMaskers(g.opts.Adapters)
 
-	model, err := newModelClient(cfg.Model.APIMode, llm.OpenAIOptions{
-		BaseURL:   cfg.Model.BaseURL,
-		APIKey:    cfg.Model.APIKey,
-		Model:     cfg.Model.Name,
-		Timeout:   cfg.Model.Timeout,
-		MaxTokens: cfg.Model.MaxTokens,
-		// Explicit keys win over herald's (model, messages, tools and
-		// stream are refused by the config's check).
-		RequestOverrides: cfg.Model.RequestOverrides,
-		// The config's 0 is no retries; the options' 0 is the default.
-		MaxRetries: cmp.Or(cfg.Model.MaxRetries, -1),
-		Clock:      g.clock,
-	})
+	g.models, err = g.buildModel()
 	if err != nil {
 		return err
 	}
+	model := llm.Client(g.models.chain)
 	registry := tools.NewRegistry()
 	if err := tools.RegisterCore(registry, tools.CoreOptions{Notes: store, AllowedTargets: cfg.SendMessage.AllowedTargets}); err != nil {
 		return err
@@ -315,6 +306,7 @@ func (g *Gateway) build() error {
 		return err
 	}
 	g.addUsageStatus(commands)
+	g.addModelStatus(commands, g.models.chain)
 
 	delivery, err := NewDelivery(DeliveryOptions{
 		Outbox:  g.db.Outbox(),

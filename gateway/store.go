@@ -12,6 +12,7 @@ import (
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/lease"
+	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/store/redis"
@@ -28,6 +29,7 @@ type Store interface {
 	Once() lease.OnceStore // once-only claims on fires (cron jobs', controllers' ticks)
 	Kanban() kanban.Store
 	Controllers() controllers.Store
+	Pools() llm.PoolStore // the model's credential pools
 	Close() error
 }
 

@@ -93,6 +93,7 @@ func (m *Main) rootCommand() *cobra.Command {
 		m.delegationsCommand(),
 		m.cronCommand(),
 		m.kanbanCommand(),
+		m.modelCommand(),
 	)
 	return root
 }

@@ -45,6 +45,7 @@ func TestConformance(t *testing.T) {
 	t.Run("Delegations", func(t *testing.T) { storetest.RunDelegations(t, backend()) })
 	t.Run("Cron", func(t *testing.T) { storetest.RunCron(t, backend()) })
 	t.Run("Once", func(t *testing.T) { storetest.RunOnce(t, backend()) })
+	t.Run("Pools", func(t *testing.T) { storetest.RunPools(t, backend()) })
 	t.Run("Kanban", func(t *testing.T) { storetest.RunKanban(t, backend()) })
 	t.Run("Controllers", func(t *testing.T) { storetest.RunControllers(t, backend()) })
 }

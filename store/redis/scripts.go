@@ -81,6 +81,9 @@ var (
 	scriptCtlPut    = newScript("ctl_put")
 	scriptCtlDelete = newScript("ctl_delete")
 	scriptCtlRead   = newScript("ctl_read")
+
+	scriptPoolRead = newScript("pool_read")
+	scriptPoolUse  = newScript("pool_use")
 )
 
 // helperFiles are put in this order at the head of the library: a helper
@@ -99,6 +102,7 @@ var scriptFiles = []string{
 	"once_claim", "once_renew", "once_done", "once_stale",
 	"kb_apply", "kb_read", "kb_events", "kb_sub_put", "kb_sub_read",
 	"ctl_put", "ctl_delete", "ctl_read",
+	"pool_read", "pool_use",
 }
 
 // script names one function of the library.

@@ -328,6 +328,21 @@ ALTER TABLE timeline ADD COLUMN meta TEXT NOT NULL DEFAULT '';
 	`
 ALTER TABLE children ADD COLUMN steers BLOB;
 `,
+	// 13 → 14: the model's credential pools (llm.KeyState), one row a
+	// pool and key id; cooling_until in Unix nanoseconds, 0 when not
+	// cooling.
+	`
+CREATE TABLE pool_keys (
+	pool          TEXT NOT NULL,
+	id            TEXT NOT NULL,
+	cooling_until INTEGER NOT NULL DEFAULT 0,
+	reason        TEXT NOT NULL DEFAULT '',
+	dead_for      TEXT NOT NULL DEFAULT '',
+	uses          INTEGER NOT NULL DEFAULT 0,
+	last_use      INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (pool, id)
+) WITHOUT ROWID;
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

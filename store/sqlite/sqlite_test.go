@@ -20,6 +20,7 @@ func TestConformance(t *testing.T) {
 	t.Run("Delegations", func(t *testing.T) { storetest.RunDelegations(t, b) })
 	t.Run("Cron", func(t *testing.T) { storetest.RunCron(t, b) })
 	t.Run("Once", func(t *testing.T) { storetest.RunOnce(t, b) })
+	t.Run("Pools", func(t *testing.T) { storetest.RunPools(t, b) })
 	t.Run("Kanban", func(t *testing.T) { storetest.RunKanban(t, b) })
 	t.Run("Controllers", func(t *testing.T) { storetest.RunControllers(t, b) })
 }

@@ -44,6 +44,7 @@ type statements struct {
 	kbCardVersion, kbRunPut, kbEvent  *sql.Stmt
 	ctlInsert, ctlUpdate              *sql.Stmt
 	usageAdd                          *sql.Stmt
+	poolUse                           *sql.Stmt
 }
 
 func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error) {
@@ -122,6 +123,9 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 
 		// Every turn that used tokens adds them to its conversation's.
 		{&st.usageAdd, sqlUsageAdd},
+
+		// Every model request counts a use of the key it chose.
+		{&st.poolUse, sqlPoolUse},
 	}
 	for _, s := range list {
 		stmt, err := conn.PrepareContext(ctx, s.query)

@@ -1,0 +1,147 @@
+package gateway
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+
+	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// modelParts are the main model's key pool and the chain of models a
+// request is asked of: the main one, then model.fallbacks in order.
+type modelParts struct {
+	pool  *llm.Pool
+	chain *llm.Chain
+}
+
+// buildModel makes the model clients, each through a pool of its keys
+// kept in the store, so every process on it shares the keys' cooling.
+func (g *Gateway) buildModel() (*modelParts, error) {
+	cfg := g.cfg.Model
+	pools, err := modelPools(cfg, g.db.Pools(), g.clock, g.log.With("part", "model"))
+	if err != nil {
+		return nil, err
+	}
+	type endpoint struct {
+		mode, baseURL, model string
+		overrides            map[string]any
+	}
+	endpoints := []endpoint{{cfg.APIMode, cfg.BaseURL, cfg.Name, cfg.RequestOverrides}}
+	for _, fb := range cfg.Fallbacks {
+		endpoints = append(endpoints, endpoint{fb.APIMode, fb.BaseURL, fb.Model, nil})
+	}
+	providers := make([]llm.Provider, len(endpoints))
+	for i, e := range endpoints {
+		c, err := newModelClient(e.mode, g.modelOptions(e.baseURL, e.model, pools[i].Pool, e.overrides))
+		if err != nil {
+			return nil, err
+		}
+		providers[i] = llm.Provider{Name: pools[i].Model, Client: c}
+	}
+	return &modelParts{pool: pools[0].Pool, chain: llm.NewChain(g.clock, g.log.With("part", "model"), providers...)}, nil
+}
+
+// modelOptions are the client options of a model at baseURL whose keys
+// pool gives.
+func (g *Gateway) modelOptions(baseURL, model string, pool *llm.Pool, overrides map[string]any) llm.OpenAIOptions {
+	return llm.OpenAIOptions{
+		BaseURL:   baseURL,
+		Model:     model,
+		Timeout:   g.cfg.Model.Timeout,
+		MaxTokens: g.cfg.Model.MaxTokens,
+		// The config's 0 is no retries; the options' 0 is the default.
+		MaxRetries: cmp.Or(g.cfg.Model.MaxRetries, -1),
+		Clock:      g.clock,
+		Pool:       pool,
+		// Explicit keys win over herald's (model, messages, tools and
+		// stream are refused by the config's check).
+		RequestOverrides: overrides,
+	}
+}
+
+// newPool is the pool of keys of the model server at baseURL, over the
+// gateway's store.
+func (g *Gateway) newPool(baseURL string, keys []config.Credential) (*llm.Pool, error) {
+	return newPool(g.cfg.Model, baseURL, keys, g.db.Pools(), g.clock, g.log.With("part", "model"))
+}
+
+// newPool is the pool of keys of the model server at baseURL, named by
+// its host in the store: clients of one server share its keys' states,
+// whichever model they ask for.
+func newPool(cfg config.Model, baseURL string, keys []config.Credential, store llm.PoolStore, clk clock.Clock, log *slog.Logger) (*llm.Pool, error) {
+	creds := make([]llm.Credential, len(keys))
+	for i, k := range keys {
+		creds[i] = llm.Credential{Key: k.Key, Priority: k.Priority, Label: k.Label}
+	}
+	return llm.NewPool(llm.PoolOptions{
+		Name:        poolName(baseURL),
+		Credentials: creds,
+		Strategy:    cfg.Strategy,
+		Cooldowns:   llm.Cooldowns(cfg.Cooldowns),
+		Store:       store,
+		Clock:       clk,
+		Logger:      log,
+	})
+}
+
+// ModelPool is the key pool of one model the config names.
+type ModelPool struct {
+	Model string // model@host
+	Pool  *llm.Pool
+}
+
+// ModelPools are the key pools of cfg's model and of its fallbacks, in
+// that order, over store, as the gateway makes them.
+func ModelPools(cfg config.Model, store llm.PoolStore) ([]ModelPool, error) {
+	return modelPools(cfg, store, nil, nil)
+}
+
+func modelPools(cfg config.Model, store llm.PoolStore, clk clock.Clock, log *slog.Logger) ([]ModelPool, error) {
+	main, err := newPool(cfg, cfg.BaseURL, cfg.Keys(), store, clk, log)
+	if err != nil {
+		return nil, err
+	}
+	out := []ModelPool{{Model: providerName(cfg.Name, cfg.BaseURL), Pool: main}}
+	for i, fb := range cfg.Fallbacks {
+		p, err := newPool(cfg, fb.BaseURL, fb.Keys(), store, clk, log)
+		if err != nil {
+			return nil, fmt.Errorf("model.fallbacks[%d]: %w", i, err)
+		}
+		out = append(out, ModelPool{Model: providerName(fb.Model, fb.BaseURL), Pool: p})
+	}
+	return out, nil
+}
+
+// poolName is the store's name of the pool of a server: its host, or
+// "model" when it has none (no model configured).
+func poolName(baseURL string) string {
+	u, err := url.Parse(baseURL)
+	if err != nil || u.Host == "" {
+		return "model"
+	}
+	return u.Host
+}
+
+// providerName is how logs and /status name a model: model@host.
+func providerName(model, baseURL string) string {
+	return cmp.Or(model, "(no model)") + "@" + poolName(baseURL)
+}
+
+// addModelStatus adds to /status the model that answered last, when it
+// was a fallback, and why the main one did not.
+func (g *Gateway) addModelStatus(commands *sessions.Commands, chain *llm.Chain) {
+	commands.AddStatus(func(context.Context, string) string {
+		last := chain.Last()
+		if !last.Fallback {
+			return ""
+		}
+		return fmt.Sprintf("Model: fallback %s answered the latest request (%s UTC); the main model did not: %s",
+			last.Provider, last.At.UTC().Format("15:04"), last.Reason)
+	})
+}

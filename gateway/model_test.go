@@ -1,0 +1,57 @@
+package gateway
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/internal/testkit"
+)
+
+// A model with several keys rotates off one the provider refuses; with
+// every key cooling the API answers 429 saying until when; with a
+// fallback configured, the fallback answers instead and /status says so.
+func TestGatewayModelKeysAndFallback(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	model.Respond(func(r testkit.RecordedRequest) testkit.Step {
+		if r.APIKey() == "sk-first-key-0001" {
+			return testkit.Fail(http.StatusPaymentRequired, "Payment required")
+		}
+		if strings.Contains(r.LastUser(), "limit") {
+			return testkit.Step{Status: http.StatusTooManyRequests, Error: "usage limit reached", ResetsIn: 7200}
+		}
+		return testkit.Reply("from " + r.APIKey())
+	})
+	cfg := testConfig(t, model)
+	cfg.Model.Credentials = []config.Credential{{Key: "sk-first-key-0001"}, {Key: "sk-second-key-0002"}}
+	h := startGateway(t, cfg, Options{})
+	if got := h.chat("k", "hello"); got != "from sk-second-key-0002" {
+		t.Errorf("reply %q, want the second key's", got)
+	}
+	code, msg := h.chatFailure("k", "over the limit")
+	if code != http.StatusTooManyRequests || !strings.Contains(msg, "all 2 keys cooling until") {
+		t.Errorf("with every key cooling: %d %q, want 429 saying until when", code, msg)
+	}
+	if strings.Contains(h.logs.String(), "sk-first-key-0001") {
+		t.Error("a key reached the logs")
+	}
+
+	fallback := testkit.NewModelServer(t)
+	fallback.Script(testkit.Reply("from the fallback"))
+	cfg = testConfig(t, model)
+	cfg.Model.Credentials = []config.Credential{{Key: "sk-first-key-0001"}}
+	cfg.Model.Fallbacks = []config.Fallback{{BaseURL: fallback.URL(), Model: "fb-model"}}
+	h = startGateway(t, cfg, Options{})
+	if got := h.chat("f", "hello"); got != "from the fallback" {
+		t.Errorf("reply %q, want the fallback's", got)
+	}
+	if got := fallback.Requests()[0].Model; got != "fb-model" {
+		t.Errorf("the fallback was asked for %q", got)
+	}
+	h.post("f", "/status")
+	h.waitItem("f", "Model: fallback fb-model@")
+	if !strings.Contains(h.logs.String(), "falling back") {
+		t.Error("the switch to the fallback was not logged")
+	}
+}

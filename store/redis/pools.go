@@ -1,0 +1,119 @@
+package redis
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/llm"
+)
+
+// poolStore is the DB seen as an llm.PoolStore. A pool is one hash,
+//
+//	Ppool:{<name>}    seq      the pool's last use number
+//	                  <id>:u   the key's uses
+//	                  <id>:l   the use number of its last use
+//	                  <id>:c   cooling until, ms ('0': not cooling)
+//	                  <id>:r   the class that cooled or killed it
+//	                  <id>:d   the pool generation it is dead for ('' alive)
+//
+// read whole with the store's clock by pool_read; a use is one pool_use
+// call, a mark one HSET of the three mark fields.
+type poolStore struct{ db *DB }
+
+var _ llm.PoolStore = poolStore{}
+
+// Pools returns the store of the model's credential pools.
+func (db *DB) Pools() llm.PoolStore { return poolStore{db: db} }
+
+func (db *DB) poolKey(name string) string { return db.prefix + "pool:{" + convTag(name) + "}" }
+
+func (s poolStore) Now(ctx context.Context) (time.Time, error) {
+	return s.db.now(ctx, "redis.pools.Now")
+}
+
+func (s poolStore) KeyStates(ctx context.Context, pool string) (time.Time, []llm.KeyState, error) {
+	const op = "redis.pools.KeyStates"
+	db := s.db
+	v, err := db.run(ctx, op, scriptPoolRead, []string{db.poolKey(pool)}, db.nowArg())
+	if err != nil {
+		return time.Time{}, nil, err
+	}
+	if len(v)%2 != 1 {
+		return time.Time{}, nil, errs.E(op, errs.Internal, "unexpected script reply of %d items", len(v))
+	}
+	now := time.UnixMilli(num(v[0])).UTC()
+	byID := map[string]*llm.KeyState{}
+	var out []llm.KeyState
+	for i := 1; i+1 < len(v); i += 2 {
+		id, field, ok := strings.Cut(str(v[i]), ":")
+		if !ok {
+			continue // seq
+		}
+		st := byID[id]
+		if st == nil {
+			st = &llm.KeyState{ID: id}
+			byID[id] = st
+		}
+		val := str(v[i+1])
+		switch field {
+		case "u":
+			st.Uses, _ = strconv.ParseInt(val, 10, 64)
+		case "l":
+			st.LastUse, _ = strconv.ParseInt(val, 10, 64)
+		case "c":
+			if ms, _ := strconv.ParseInt(val, 10, 64); ms > 0 {
+				st.CoolingUntil = time.UnixMilli(ms).UTC()
+			}
+		case "r":
+			st.Reason = llm.Class(val)
+		case "d":
+			st.DeadFor = val
+		}
+	}
+	for _, st := range byID {
+		out = append(out, *st)
+	}
+	return now, out, nil
+}
+
+func (s poolStore) MarkKey(ctx context.Context, pool string, st llm.KeyState) error {
+	const op = "redis.pools.MarkKey"
+	db := s.db
+	if err := checkPoolKey(op, pool, st.ID); err != nil {
+		return err
+	}
+	if err := db.check(op); err != nil {
+		return err
+	}
+	var until int64
+	if !st.CoolingUntil.IsZero() {
+		until = st.CoolingUntil.UnixMilli()
+	}
+	err := db.client.HSet(ctx, db.poolKey(pool), st.ID+":c", until, st.ID+":r", string(st.Reason), st.ID+":d", st.DeadFor).Err()
+	return db.fail(op, err)
+}
+
+func (s poolStore) UseKey(ctx context.Context, pool, id string) error {
+	const op = "redis.pools.UseKey"
+	db := s.db
+	if err := checkPoolKey(op, pool, id); err != nil {
+		return err
+	}
+	v, err := db.run(ctx, op, scriptPoolUse, []string{db.poolKey(pool)}, id)
+	if err != nil {
+		return err
+	}
+	return status(op, v)
+}
+
+// checkPoolKey refuses an empty pool or key id, and an id with a ':',
+// which would be read back as another field.
+func checkPoolKey(op, pool, id string) error {
+	if pool == "" || id == "" || strings.Contains(id, ":") {
+		return errs.E(op, errs.Invalid, "a pool key needs a pool name and an id without ':', got %q and %q", pool, id)
+	}
+	return nil
+}

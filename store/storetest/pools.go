@@ -1,0 +1,177 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// RunPools runs the conformance cases of llm.PoolStore against b, whose
+// stores must serve it (Pools()). Like RunOnce it is a group of its own.
+func RunPools(t *testing.T, b Backend) {
+	t.Run("uses, marks and the store's clock", func(t *testing.T) { runPoolStates(t, b) })
+	t.Run("two processes share a pool's cooling", func(t *testing.T) { runPoolShared(t, b) })
+	t.Run("durability", func(t *testing.T) { runPoolDurability(t, b) })
+	t.Run("invalid arguments", func(t *testing.T) { runPoolInvalid(t, b) })
+}
+
+// poolsOf is st's pool store; a backend that keeps none fails the case.
+func poolsOf(t *testing.T, st Store) llm.PoolStore {
+	t.Helper()
+	ps, ok := st.(interface{ Pools() llm.PoolStore })
+	if !ok {
+		t.Fatalf("%T keeps no credential pools (no Pools method)", st)
+	}
+	return ps.Pools()
+}
+
+func (f *fixture) pools() llm.PoolStore { return poolsOf(f.t, f.st) }
+
+// keyStates reads pool's states by id, checking the clock read with them.
+func (f *fixture) keyStates(pool string) map[string]llm.KeyState {
+	f.t.Helper()
+	now, list, err := f.pools().KeyStates(f.ctx, pool)
+	if err != nil {
+		f.t.Fatalf("KeyStates(%s): %v", pool, err)
+	}
+	if d := now.Sub(f.clk.Now()); d < -time.Millisecond || d > time.Millisecond {
+		f.t.Errorf("KeyStates' clock = %v, want the store's %v", now, f.clk.Now())
+	}
+	out := map[string]llm.KeyState{}
+	for _, s := range list {
+		out[s.ID] = s
+	}
+	return out
+}
+
+func (f *fixture) useKey(pool, id string) {
+	f.t.Helper()
+	if err := f.pools().UseKey(f.ctx, pool, id); err != nil {
+		f.t.Fatalf("UseKey(%s, %s): %v", pool, id, err)
+	}
+}
+
+func (f *fixture) markKey(pool string, s llm.KeyState) {
+	f.t.Helper()
+	if err := f.pools().MarkKey(f.ctx, pool, s); err != nil {
+		f.t.Fatalf("MarkKey(%s, %+v): %v", pool, s, err)
+	}
+}
+
+func runPoolStates(t *testing.T, b Backend) {
+	f := newFixture(t, b, sessions.Limits{})
+	if got := f.keyStates("p"); len(got) != 0 {
+		t.Errorf("a new pool has states %v", got)
+	}
+	now, err := f.pools().Now(f.ctx)
+	if err != nil || now.Sub(t0).Abs() > time.Millisecond {
+		t.Errorf("Now = %v, %v; want %v", now, err, t0)
+	}
+	f.useKey("p", "k_a")
+	f.useKey("p", "k_a")
+	f.useKey("p", "k_b")
+	f.useKey("other", "k_a")
+	until := t0.Add(time.Hour)
+	f.markKey("p", llm.KeyState{ID: "k_a", CoolingUntil: until, Reason: llm.ClassPayment})
+	f.markKey("p", llm.KeyState{ID: "k_c", Reason: llm.ClassAuth, DeadFor: "gen1"})
+	got := f.keyStates("p")
+	if a, b := got["k_a"], got["k_b"]; a.Uses != 2 || b.Uses != 1 || a.LastUse >= b.LastUse {
+		t.Errorf("uses: a %+v, b %+v; want 2 and 1, b used last", a, b)
+	}
+	want := map[string]llm.KeyState{
+		"k_a": {ID: "k_a", CoolingUntil: until, Reason: llm.ClassPayment, Uses: 2},
+		"k_b": {ID: "k_b", Uses: 1},
+		"k_c": {ID: "k_c", Reason: llm.ClassAuth, DeadFor: "gen1"},
+	}
+	ignoreSeq := cmpopts.IgnoreFields(llm.KeyState{}, "LastUse")
+	if diff := cmp.Diff(want, got, timeOpts, ignoreSeq); diff != "" {
+		t.Errorf("states (-want +got):\n%s", diff)
+	}
+	// A mark replaces the marks, and keeps the uses.
+	f.markKey("p", llm.KeyState{ID: "k_a"})
+	if a := f.keyStates("p")["k_a"]; !a.CoolingUntil.IsZero() || a.Reason != "" || a.Uses != 2 {
+		t.Errorf("k_a after clearing = %+v", a)
+	}
+	if o := f.keyStates("other"); len(o) != 1 || o["k_a"].Uses != 1 {
+		t.Errorf("the other pool = %+v, want its own single use", o)
+	}
+}
+
+// runPoolShared: two processes, each a store of its own on the place and
+// a client through a pool over it, share the model's keys. A key one
+// found out of credit is left alone by the other, which calls no server
+// with it, until the cooling ends on the store's clock.
+func runPoolShared(t *testing.T, b Backend) {
+	f := newFixture(t, b, sessions.Limits{})
+	other, _ := openStore(t, f.place, f.clk, f.lim)
+	ms := testkit.NewModelServer(t)
+	ms.Respond(func(r testkit.RecordedRequest) testkit.Step {
+		if r.APIKey() == "sk-first-key-0001" && r.Seq == 1 {
+			return testkit.Fail(402, "Payment required")
+		}
+		return testkit.Reply("from " + r.APIKey())
+	})
+	client := func(st Store) llm.Client {
+		pool, err := llm.NewPool(llm.PoolOptions{Name: "main", Store: poolsOf(t, st),
+			Credentials: []llm.Credential{{Key: "sk-first-key-0001"}, {Key: "sk-second-key-0002"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := llm.NewOpenAI(llm.OpenAIOptions{BaseURL: ms.URL(), Model: "m", MaxRetries: -1, Pool: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a, b2 := client(f.st), client(other)
+	req := llm.Request{Messages: []sessions.Message{{Role: "user", Content: "hi"}}}
+	ask := func(c llm.Client) string {
+		t.Helper()
+		resp, err := c.Complete(context.Background(), req)
+		if err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+		return resp.Message.Content
+	}
+	if got := ask(a); got != "from sk-second-key-0002" {
+		t.Errorf("first process: %q, want the second key's reply", got)
+	}
+	if got := ask(b2); got != "from sk-second-key-0002" {
+		t.Errorf("second process: %q, want the second key's reply", got)
+	}
+	if ms.Count() != 3 {
+		t.Errorf("%d calls, want 3: the second process never sent the cooling key", ms.Count())
+	}
+	f.clk.Advance(llm.DefaultBillingCooldown)
+	if got := ask(b2); got != "from sk-first-key-0001" {
+		t.Errorf("after the cooling: %q, want the first key again", got)
+	}
+}
+
+func runPoolDurability(t *testing.T, b Backend) {
+	eachReopening(t, func(t *testing.T, restart bool) {
+		f := newFixture(t, b, sessions.Limits{})
+		f.useKey("p", "k_a")
+		f.markKey("p", llm.KeyState{ID: "k_a", CoolingUntil: t0.Add(time.Minute), Reason: llm.ClassRateLimited})
+		f.reopen(restart)
+		a := f.keyStates("p")["k_a"]
+		if a.Uses != 1 || a.Reason != llm.ClassRateLimited || a.CoolingUntil.Sub(t0.Add(time.Minute)).Abs() > time.Millisecond {
+			t.Errorf("k_a after reopening = %+v", a)
+		}
+	})
+}
+
+func runPoolInvalid(t *testing.T, b Backend) {
+	f := newFixture(t, b, sessions.Limits{})
+	wantCode(t, "UseKey without an id", f.pools().UseKey(f.ctx, "p", ""), errs.Invalid)
+	wantCode(t, "UseKey without a pool", f.pools().UseKey(f.ctx, "", "k"), errs.Invalid)
+	wantCode(t, "MarkKey without an id", f.pools().MarkKey(f.ctx, "p", llm.KeyState{}), errs.Invalid)
+}
