@@ -213,6 +213,18 @@ func (p *Pool) Len() int { return len(p.keys) }
 // dead until the set changes.
 func (p *Pool) Generation() string { return p.generation }
 
+// Choose is what a request pays the pool before its first attempt: it
+// reads the keys' states, chooses the key for a request of conversation
+// conv (may be "") and counts its use. It returns the key's id; the
+// clients call it for every request through their Pool.
+func (p *Pool) Choose(ctx context.Context, conv string) (string, error) {
+	k, e := p.pick(ctx, conv, nil, nil)
+	if e != nil {
+		return "", fail(e)
+	}
+	return k.id, nil
+}
+
 // KeyStatus is one key of a pool as `herald model keys` shows it.
 type KeyStatus struct {
 	ID           string    `json:"id"`

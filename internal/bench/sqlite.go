@@ -17,8 +17,9 @@ import (
 // (WAL, synchronous=FULL). Both files live in a temporary directory
 // removed afterwards.
 type sqliteBackend struct {
-	dir string
-	raw *sql.DB
+	dir     string
+	raw     *sql.DB
+	rawPool *sql.DB // the pool benchmark's raw loop
 }
 
 func newSQLiteBackend(parent string) (*sqliteBackend, error) {
@@ -65,8 +66,10 @@ func (b *sqliteBackend) rawStep(ctx context.Context, conv int) error {
 }
 
 func (b *sqliteBackend) cleanup(context.Context) error {
-	if b.raw != nil {
-		b.raw.Close()
+	for _, db := range []*sql.DB{b.raw, b.rawPool} {
+		if db != nil {
+			db.Close()
+		}
 	}
 	return os.RemoveAll(b.dir)
 }
