@@ -113,6 +113,11 @@ func SecretsOf(cfg config.Config) []string {
 			switch {
 			case f.Kind() == reflect.Struct:
 				walk(f)
+			case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.Struct:
+				// model.credentials, model.fallbacks
+				for j := range f.Len() {
+					walk(f.Index(j))
+				}
 			case f.Kind() != reflect.String || f.String() == "":
 			case t.Field(i).Tag.Get("secret") == "true":
 				out = append(out, f.String())

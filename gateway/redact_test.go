@@ -23,17 +23,19 @@ func TestSecretsOf(t *testing.T) {
 	cfg.Platforms.Telegram.Token = "12345:tg5555"
 	cfg.Platforms.Slack.APIURL = "https://tok6666@slack.example/api"
 	cfg.Platforms.Discord.APIURL = "https://discord.example/api#frag7777"
+	cfg.Model.Credentials = []config.Credential{{Key: "sk-pool-8888", Label: "team"}}
+	cfg.Model.Fallbacks = []config.Fallback{{BaseURL: "https://fb.example", APIKey: "sk-fb-9999", Credentials: []config.Credential{{Key: "sk-fbpool-0000"}}}}
 
 	got := SecretsOf(cfg)
 	for _, want := range []string{
 		"api-key-1111", "sk-model-2222", "q%2Fkey3333", "q/key3333", "p%40ss4444", "p@ss4444",
-		"12345:tg5555", "tok6666", "frag7777",
+		"12345:tg5555", "tok6666", "frag7777", "sk-pool-8888", "sk-fb-9999", "sk-fbpool-0000",
 	} {
 		if !slices.Contains(got, want) {
 			t.Errorf("SecretsOf lacks %q; got %q", want, got)
 		}
 	}
-	for _, notSecret := range []string{"default", "eu", "cache:6379", config.DefaultHTTPAddr} {
+	for _, notSecret := range []string{"default", "eu", "cache:6379", config.DefaultHTTPAddr, "team"} {
 		if slices.Contains(got, notSecret) {
 			t.Errorf("SecretsOf has %q, which is not a secret", notSecret)
 		}
