@@ -415,42 +415,35 @@ func (p *Pool) failed(ctx context.Context, k *poolKey, e *Error, limited *int, c
 			*limited++
 			return keyRetry
 		}
-		p.cool(ctx, k, e, firstSet(e.ResetAt, e.RetryAfter, p.cooldowns.RateLimit))
+		p.cool(ctx, k, e, e.ResetAt, cmp.Or(e.RetryAfter, p.cooldowns.RateLimit))
 	case ClassPayment:
-		p.cool(ctx, k, e, firstSet(e.ResetAt, 0, p.cooldowns.Billing))
+		p.cool(ctx, k, e, e.ResetAt, p.cooldowns.Billing)
 	case ClassAuth:
 		if e.Revoked {
 			p.mark(ctx, k, KeyState{ID: k.id, Reason: ClassAuth, DeadFor: p.generation})
 			p.log.Warn("model API key rejected as invalid or revoked; it is not used again until the keys change", "pool", p.name, "key", k.id, "label", k.label, "status", e.Status)
 			return keyRotate
 		}
-		p.cool(ctx, k, e, firstSet(time.Time{}, 0, p.cooldowns.Auth))
+		// Rate limit reset headers come with any answer; they do not say
+		// when a refused key is let in.
+		p.cool(ctx, k, e, time.Time{}, p.cooldowns.Auth)
 	default:
 		return keyFail
 	}
 	return keyRotate
 }
 
-// cooling is when a key comes back: at reset when set, else after wait
-// when set, else after cooldown.
-type cooling struct {
-	reset          time.Time
-	wait, cooldown time.Duration
-}
-
-func firstSet(reset time.Time, wait, cooldown time.Duration) cooling {
-	return cooling{reset: reset, wait: wait, cooldown: cooldown}
-}
-
-func (p *Pool) cool(ctx context.Context, k *poolKey, e *Error, c cooling) {
+// cool sets k aside after e until reset, when that is to come, else for
+// d, by the store's clock.
+func (p *Pool) cool(ctx context.Context, k *poolKey, e *Error, reset time.Time, d time.Duration) {
 	now, err := p.store.Now(ctx)
 	if err != nil {
 		p.log.Warn("reading the store's clock failed; the key is left for this request only", "pool", p.name, "key", k.id, "err", err)
 		return
 	}
-	until := c.reset
+	until := reset
 	if !until.After(now) {
-		until = now.Add(cmp.Or(c.wait, c.cooldown))
+		until = now.Add(d)
 	}
 	p.mark(ctx, k, KeyState{ID: k.id, CoolingUntil: until, Reason: e.Class})
 	p.log.Info("model API key cooling", "pool", p.name, "key", k.id, "label", k.label, "class", e.Class, "status", e.Status, "until", until.UTC().Format(time.RFC3339))
