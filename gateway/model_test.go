@@ -1,12 +1,15 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/sessions"
 )
 
 // A model with several keys rotates off one the provider refuses; with
@@ -53,5 +56,35 @@ func TestGatewayModelKeysAndFallback(t *testing.T) {
 	h.waitItem("f", "Model: fallback fb-model@")
 	if !strings.Contains(h.logs.String(), "falling back") {
 		t.Error("the switch to the fallback was not logged")
+	}
+}
+
+// Sub-agents and /review that name only a model of their own run on the
+// main server through the main pool: a key the turns found spent is not
+// sent by them. One with an endpoint of its own has a pool of its own.
+func TestGatewayAuxModelsShareTheMainPool(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	model.Respond(func(r testkit.RecordedRequest) testkit.Step {
+		if r.APIKey() == "sk-first-key-0001" {
+			return testkit.Fail(http.StatusPaymentRequired, "Payment required")
+		}
+		return testkit.Reply("from " + r.APIKey() + " as " + r.Model)
+	})
+	cfg := testConfig(t, model)
+	cfg.Model.Credentials = []config.Credential{{Key: "sk-first-key-0001"}, {Key: "sk-second-key-0002"}}
+	h := startGateway(t, cfg, Options{})
+	if got := h.chat("k", "hello"); got != "from sk-second-key-0002 as test-model" {
+		t.Fatalf("reply %q", got)
+	}
+	child, err := h.g.auxClient(config.AuxModel{Model: "child-model"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := child.Complete(context.Background(), llm.Request{Messages: []sessions.Message{{Role: "user", Content: "hi"}}})
+	if err != nil || resp.Message.Content != "from sk-second-key-0002 as child-model" {
+		t.Fatalf("child: %v, %+v", err, resp)
+	}
+	if n := model.Count(); n != 3 {
+		t.Errorf("%d model requests, want 3: the child never sent the spent key", n)
 	}
 }
