@@ -61,7 +61,7 @@ func TestGatewayModelKeysAndFallback(t *testing.T) {
 
 // Sub-agents and /review that name only a model of their own run on the
 // main server through the main pool: a key the turns found spent is not
-// sent by them. One with an endpoint of its own has a pool of its own.
+// sent by them.
 func TestGatewayAuxModelsShareTheMainPool(t *testing.T) {
 	model := testkit.NewModelServer(t)
 	model.Respond(func(r testkit.RecordedRequest) testkit.Step {
