@@ -189,7 +189,11 @@ func UserMessage(err error) string {
 		if e.Until.IsZero() {
 			return fmt.Sprintf("the model provider rejected all %d API keys as invalid or revoked; replace them in model.credentials (HERALD_MODEL_API_KEYS)", e.Keys)
 		}
-		return fmt.Sprintf("the model provider refused every API key for now (rate limits, quota or billing): %s; try again then", e.exhausted())
+		why := ""
+		if e.Message != "" {
+			why = " (" + e.Message + ")"
+		}
+		return fmt.Sprintf("the model provider refused every API key for now: %s%s; try again then", e.exhausted(), why)
 	}
 	switch e.Class {
 	case ClassNotConfigured:

@@ -352,7 +352,7 @@ func TestPoolExhausted(t *testing.T) {
 	if want := "all 2 keys cooling until 12:02 UTC"; !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not say %q", err, want)
 	}
-	if msg := llm.UserMessage(err); !strings.Contains(msg, "all 2 keys cooling until 12:02 UTC") || strings.Contains(msg, "rejected") {
+	if msg := llm.UserMessage(err); !strings.Contains(msg, "all 2 keys cooling until 12:02 UTC (billing, rate limit)") || strings.Contains(msg, "rejected") {
 		t.Errorf("user message %q", msg)
 	}
 	// The next request makes no call at all.
@@ -423,10 +423,15 @@ func TestChainFallsBackInOrder(t *testing.T) {
 		}
 		return c
 	}
+	// The last is on Anthropic's Messages API.
+	fb2Client, err := llm.NewAnthropic(llm.OpenAIOptions{BaseURL: fb2.AnthropicURL(), Model: "fb2-model", MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	chain := llm.NewChain(main.clk, nil,
 		llm.Provider{Name: "main", Client: main.client},
 		llm.Provider{Name: "fb1", Client: client(fb1.URL(), "fb1-model")},
-		llm.Provider{Name: "fb2", Client: client(fb2.URL(), "fb2-model")},
+		llm.Provider{Name: "fb2", Client: fb2Client},
 	)
 	main.script.add(keyA, testkit.Fail(402, "Payment required"))
 	fb1.Script(testkit.Fail(404, "The model `fb1-model` does not exist"))
@@ -445,6 +450,9 @@ func TestChainFallsBackInOrder(t *testing.T) {
 	}
 	if got := fb1.Requests()[0].Model; got != "fb1-model" {
 		t.Errorf("fb1 asked for %q, want its own model", got)
+	}
+	if got := fb2.Requests()[0]; got.API != testkit.APIAnthropic || got.Model != "fb2-model" {
+		t.Errorf("fb2 asked by %s for %q, want Anthropic's API and its own model", got.API, got.Model)
 	}
 	last := chain.Last()
 	if last.Provider != "fb2" || !last.Fallback || !strings.Contains(last.Reason, "all 1 keys cooling until 13:00 UTC") {
