@@ -320,6 +320,10 @@ func (p *Pool) pick(ctx context.Context, conv string, tried map[string]bool, las
 		if dead == len(p.keys) {
 			e.Class = ClassAuth
 		}
+		if until.After(now) {
+			// What a caller that can wait (a kanban card's requeue) waits.
+			e.RetryAfter = until.Sub(now)
+		}
 		slices.Sort(reasons)
 		e.Message = strings.Join(slices.Compact(reasons), ", ")
 		if lastErr != nil {

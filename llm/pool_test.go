@@ -349,6 +349,9 @@ func TestPoolExhausted(t *testing.T) {
 	if llm.ClassOf(err) != llm.ClassRateLimited || errs.CodeOf(err) != errs.Unavailable {
 		t.Fatalf("ask = %v (%s), want rate_limited", err, errs.CodeOf(err))
 	}
+	if got := llm.RetryAfterOf(err); got != 2*time.Minute {
+		t.Errorf("RetryAfterOf = %s, want the 2m until the first key is back", got)
+	}
 	if want := "all 2 keys cooling until 12:02 UTC"; !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not say %q", err, want)
 	}
