@@ -419,7 +419,14 @@ func (p *Pool) failed(ctx context.Context, k *poolKey, e *Error, limited *int, c
 			*limited++
 			return keyRetry
 		}
-		p.cool(ctx, k, e, e.ResetAt, cmp.Or(e.RetryAfter, p.cooldowns.RateLimit))
+		// A rate limit's Retry-After is the server's word for this key; the
+		// reset headers beside it cover every limit, some far off. A spent
+		// quota's reset is when it is back.
+		reset := e.ResetAt
+		if !e.QuotaSpent && e.RetryAfter > 0 {
+			reset = time.Time{}
+		}
+		p.cool(ctx, k, e, reset, cmp.Or(e.RetryAfter, p.cooldowns.RateLimit))
 	case ClassPayment:
 		p.cool(ctx, k, e, e.ResetAt, p.cooldowns.Billing)
 	case ClassAuth:
