@@ -91,16 +91,39 @@ func TestStalledChildKeepsItsPlaceUntilItsCallReturns(t *testing.T) {
 	if n := runner.Busy(); n != 1 {
 		t.Errorf("Busy = %d with the stalled child's call still running, want 1", n)
 	}
+	passes := runner.ClaimPasses()
 	next, err := svc.Start(ctx, delegation.Request{Conv: "api:stall", Goal: "next"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Start woke the claim loop; a second wake once that pass is done
+	// makes a pass that surely began after the next child was written.
+	waitPasses(t, runner, passes+1)
+	runner.Wake()
+	waitPasses(t, runner, passes+2)
 	if c, _ := db.Delegations().Child(ctx, next.Children[0].ID); c.Status != delegation.StatusPending {
 		t.Errorf("the next child is %s while the stalled call runs, want pending", c.Status)
+	}
+	select {
+	case goal := <-model.started:
+		t.Fatalf("the model was called for %q while the stalled call holds the only place", goal)
+	default:
 	}
 	close(model.release)
 	if goal := <-model.started; !strings.Contains(goal, "next") {
 		t.Errorf("the model's next call was for %q, want the next child", goal)
 	}
 	<-ended
+}
+
+// waitPasses waits until the runner's claim loop has made n passes.
+func waitPasses(t *testing.T, r *delegation.Runner, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for r.ClaimPasses() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the claim loop made %d passes, want %d", r.ClaimPasses(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

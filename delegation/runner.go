@@ -77,9 +77,12 @@ type Runner struct {
 	// loop the stall monitor left running: each keeps its place under
 	// Max until the loop returns.
 	lingering int
-	cancel    context.CancelFunc
-	loopDone  chan struct{}
-	children  sync.WaitGroup
+	// passes counts the claim loop's passes, for tests to tell that
+	// one ran after what they did.
+	passes   int
+	cancel   context.CancelFunc
+	loopDone chan struct{}
+	children sync.WaitGroup
 }
 
 // running is one child this instance runs.
@@ -196,6 +199,9 @@ func (r *Runner) loop(ctx context.Context) {
 		}
 		r.reap(ctx)
 		r.claim(ctx)
+		r.mu.Lock()
+		r.passes++
+		r.mu.Unlock()
 		t := r.opts.Clock.NewTimer(r.opts.Poll)
 		select {
 		case <-ctx.Done():
@@ -374,6 +380,11 @@ func (r *Runner) run(ctx context.Context, child Child, rc *running) (res Result)
 			r.log.Error("a sub-agent panicked", "subagent", child.ID, "panic", p, "stack", string(debug.Stack()))
 			res = Result{TaskIndex: child.Index, SubagentID: child.ID, Goal: child.Goal, Status: StatusFailed,
 				ExitReason: "panic", Error: "the sub-agent failed unexpectedly; this is a fault in herald"}
+			// Its steers count as given, so the store's record of them
+			// matches; those it had not taken did not land.
+			left, given := rc.live.endSteers()
+			res = notLanded(res, left)
+			res.Steers = given
 		}
 	}()
 	return r.opts.Spawner.Run(ctx, child, 1, rc.live)
@@ -429,8 +440,11 @@ func (r *Runner) end(rc *running, res Result) {
 			return
 		case errs.Is(err, errs.Invalid), errs.Is(err, errs.TooLarge):
 			r.log.Error("the store refused a sub-agent's result; recording a failure instead", "subagent", id, "err", err)
+			// What the store must match (its steers) and what the parent
+			// is owed (its tokens, on its model) are kept.
 			res = Result{TaskIndex: res.TaskIndex, SubagentID: id, Goal: res.Goal, Status: StatusFailed, ExitReason: "refused",
-				APICalls: res.APICalls, Error: "its result could not be saved: " + err.Error()}
+				APICalls: res.APICalls, Model: res.Model, InputTokens: res.InputTokens, OutputTokens: res.OutputTokens,
+				Steers: res.Steers, PendingSteer: res.PendingSteer, Error: "its result could not be saved: " + err.Error()}
 			continue
 		}
 		if _, held := r.renewer.Current(id); !held && !r.renewerStopping() {
