@@ -75,6 +75,56 @@ type Message struct {
 	// local API reads a reply's turn end and token usage from it); the
 	// platforms ignore them. Counted in the message's size.
 	Meta map[string]string `json:",omitempty"`
+	// Parts is how far an earlier attempt at a message sent in parts got,
+	// kept by the store (KeepParts) and set when it reads the message back:
+	// the adapter sends only the parts after them.
+	Parts Parts `json:",omitzero"`
+}
+
+// Parts is how far a message sent in parts got: the parts its platform
+// accepted, in order, from the first. An adapter renders a message into
+// the same parts every time, so the count says which are left.
+type Parts struct {
+	Done  int    `json:"done"`            // parts the platform accepted
+	First string `json:"first,omitempty"` // the platform's id of the first part
+	// Mode is the adapter's own word on how the parts left are to go (a
+	// platform that refused the formatting: "plain"; an interaction whose
+	// follow-ups were refused: "channel"); empty for the usual way.
+	Mode string `json:"mode,omitempty"`
+}
+
+// MaxPartsBytes bounds an encoded Parts: a count, an id and a word.
+const MaxPartsBytes = 1024
+
+// EncodeParts validates p and returns it encoded, ready to store; empty
+// for the zero Parts. Backends call it so that both accept the same.
+func EncodeParts(op string, p Parts) ([]byte, error) {
+	if p == (Parts{}) {
+		return nil, nil
+	}
+	if p.Done < 0 {
+		return nil, errs.E(op, errs.Invalid, "a message cannot have %d parts sent", p.Done)
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, errs.Wrap(op, errs.Invalid, err)
+	}
+	if len(b) > MaxPartsBytes {
+		return nil, errs.E(op, errs.TooLarge, "parts record is %d bytes, over the limit of %d", len(b), MaxPartsBytes)
+	}
+	return b, nil
+}
+
+// DecodeParts reads what EncodeParts wrote; empty is the zero Parts.
+func DecodeParts(op string, b []byte) (Parts, error) {
+	var p Parts
+	if len(b) == 0 {
+		return p, nil
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return p, errs.Wrap(op, errs.Internal, err)
+	}
+	return p, nil
 }
 
 // Claimed is a message held by one delivery worker until Expires. Ack,
@@ -84,6 +134,10 @@ type Claimed struct {
 	Message
 	Token   int64
 	Expires time.Time
+	// Resend is set when the message's earlier claim ended with nothing
+	// written: its holder ran out of time or died, and may have sent it.
+	// Sending it again may show it twice; the delivery worker counts it.
+	Resend bool
 }
 
 // DefaultClaimTTL is how long Claim holds messages when given no ttl.
@@ -103,7 +157,29 @@ type Store interface {
 	// when ttl is zero or less). Messages for
 	// other platforms (a route with no adapter right now) stay pending and
 	// spend no attempt. A claim that is not acked in time is due again.
+	//
+	// Messages to one target leave in the order they were enqueued: a
+	// message is claimed only while every earlier one to its target that
+	// is not dead is held by worker (claimed before, or by this call, in
+	// order), so none is sent while an earlier one waits, is held by
+	// another worker, or by one that died. A dead letter holds nothing up.
+	// Before it claims, Claim ends the claims of every worker whose Beat
+	// ran out (by the store's clock): that worker is gone, and its
+	// messages are due at once rather than when their claims run out.
 	Claim(ctx context.Context, worker string, platforms []string, max int, ttl time.Duration) ([]Claimed, error)
+
+	// Beat tells the store that worker is alive for ttl more; a worker
+	// that beats and then stops for longer than ttl is taken for dead, and
+	// its claims end (see Claim). A ttl of zero or less says the worker
+	// leaves: it is forgotten, and its claims run their course. A worker
+	// that never beats holds its claims until they run out.
+	Beat(ctx context.Context, worker string, ttl time.Duration) error
+
+	// KeepParts records, under c's claim, how far c's message sent in
+	// parts got, so that a later attempt (by any worker) sends only the
+	// parts left; the claims that follow read it back in Message.Parts.
+	// Errors: LeaseLost, NotFound, Invalid, TooLarge.
+	KeepParts(ctx context.Context, c Claimed, p Parts) error
 
 	// Ack removes a message the platform accepted. Errors: LeaseLost when
 	// the claim expired and was taken by another worker, NotFound.

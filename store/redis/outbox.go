@@ -56,13 +56,13 @@ func (o *outboxStore) Claim(ctx context.Context, worker string, platforms []stri
 		return nil, err
 	}
 	token, exp := num(v[0]), msTime(v[1])
-	msgs, err := decodeMessages(op, v[2:])
+	msgs, err := decodeMessages(op, v[2:], claimStride)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]outbox.Claimed, len(msgs))
 	for i, m := range msgs {
-		out[i] = outbox.Claimed{Message: m, Token: token, Expires: exp}
+		out[i] = outbox.Claimed{Message: m, Token: token, Expires: exp, Resend: str(v[2+i*claimStride+listStride]) == "1"}
 	}
 	return out, nil
 }
@@ -86,14 +86,14 @@ func (o *outboxStore) ack(ctx context.Context, op string, cs []outbox.Claimed) (
 		return nil, err
 	}
 	acked := make([]error, len(cs))
-	args := make([]any, 1, 1+2*len(cs))
+	args := make([]any, 1, 1+3*len(cs))
 	args[0] = o.db.prefix
 	for i, c := range cs {
 		if c.ID == "" {
 			acked[i] = errs.E(op, errs.NotFound, "no message id")
 			continue
 		}
-		args = append(args, c.ID, c.Token)
+		args = append(args, c.ID, c.Token, c.Target.String())
 	}
 	if len(args) == 1 {
 		return acked, nil
@@ -102,7 +102,7 @@ func (o *outboxStore) ack(ctx context.Context, op string, cs []outbox.Claimed) (
 	if err != nil {
 		return nil, err
 	}
-	if len(v) != (len(args)-1)/2 {
+	if len(v) != (len(args)-1)/3 {
 		return nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
 	}
 	j := 0
@@ -148,6 +148,31 @@ func (o *outboxStore) settle(ctx context.Context, op string, s script, id string
 	return status(op, v)
 }
 
+func (o *outboxStore) KeepParts(ctx context.Context, c outbox.Claimed, p outbox.Parts) error {
+	const op = "redis.OutboxKeepParts"
+	b, err := outbox.EncodeParts(op, p)
+	if err != nil {
+		return err
+	}
+	return o.settle(ctx, op, scriptObParts, c.ID, c.Token, b)
+}
+
+func (o *outboxStore) Beat(ctx context.Context, worker string, ttl time.Duration) error {
+	const op = "redis.OutboxBeat"
+	if err := o.db.check(op); err != nil {
+		return err
+	}
+	if worker == "" {
+		return errs.E(op, errs.Invalid, "a heartbeat needs a worker name")
+	}
+	ms := int64(0) // leaves
+	if ttl > 0 {
+		ms = durMS(ttl)
+	}
+	_, err := o.db.run(ctx, op, scriptObBeat, nil, o.db.prefix, worker, ms, o.db.nowArg())
+	return err
+}
+
 func (o *outboxStore) Pending(ctx context.Context, limit int) ([]outbox.Message, error) {
 	return o.list(ctx, "redis.OutboxPending", "all", limit)
 }
@@ -161,7 +186,7 @@ func (o *outboxStore) list(ctx context.Context, op, index string, limit int) ([]
 	if err != nil {
 		return nil, err
 	}
-	return decodeMessages(op, v)
+	return decodeMessages(op, v, listStride)
 }
 
 func (o *outboxStore) Requeue(ctx context.Context, id string) error {
@@ -179,14 +204,22 @@ func (o *outboxStore) Requeue(ctx context.Context, id string) error {
 	return status(op, v)
 }
 
-// decodeMessages reads groups of id, encoded message, attempts, next
-// attempt ms, created ms, last error.
-func decodeMessages(op string, v []any) ([]outbox.Message, error) {
-	if len(v)%6 != 0 {
+// The replies of ob_list give each message in listStride items, those of
+// ob_claim in claimStride, the same and one more.
+const (
+	listStride  = 7
+	claimStride = 8
+)
+
+// decodeMessages reads groups of stride items: id, encoded message,
+// attempts, next attempt ms, created ms, last error, parts, and what
+// follows them in the group.
+func decodeMessages(op string, v []any, stride int) ([]outbox.Message, error) {
+	if len(v)%stride != 0 {
 		return nil, errs.E(op, errs.Internal, "unexpected message reply of %d items", len(v))
 	}
-	out := make([]outbox.Message, 0, len(v)/6)
-	for i := 0; i < len(v); i += 6 {
+	out := make([]outbox.Message, 0, len(v)/stride)
+	for i := 0; i < len(v); i += stride {
 		var m outbox.Message
 		if err := json.Unmarshal([]byte(str(v[i+1])), &m); err != nil {
 			return nil, errs.Wrap(op, errs.Internal, err)
@@ -197,6 +230,11 @@ func decodeMessages(op string, v []any) ([]outbox.Message, error) {
 		m.NextAttempt = msTime(v[i+3])
 		m.CreatedAt = msTime(v[i+4])
 		m.LastError = str(v[i+5])
+		parts, err := outbox.DecodeParts(op, []byte(str(v[i+6])))
+		if err != nil {
+			return nil, err
+		}
+		m.Parts = parts
 		out = append(out, m)
 	}
 	return out, nil

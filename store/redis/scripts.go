@@ -45,6 +45,8 @@ var (
 	scriptObDead    = newScript("ob_dead")
 	scriptObRequeue = newScript("ob_requeue")
 	scriptObList    = newScript("ob_list")
+	scriptObParts   = newScript("ob_parts")
+	scriptObBeat    = newScript("ob_beat")
 
 	scriptQueueDepth = newScript("queue_depth")
 
@@ -94,7 +96,7 @@ var helperFiles = []string{"lib", "lib_queue", "lib_claim", "lib_outbox", "lib_d
 var scriptFiles = []string{
 	"append", "claim", "next", "renew", "release", "finish", "history", "clear_history",
 	"timeline_append", "signal", "note_add",
-	"ob_enqueue", "ob_claim", "ob_ack", "ob_release", "ob_dead", "ob_requeue", "ob_list",
+	"ob_enqueue", "ob_claim", "ob_ack", "ob_release", "ob_dead", "ob_requeue", "ob_list", "ob_parts", "ob_beat",
 	"queue_depth",
 	"dlg_create", "dlg_claim", "dlg_renew", "dlg_end", "dlg_stop", "dlg_steer", "dlg_expired",
 	"dlg_cmp_claim", "dlg_cmp_ack", "dlg_cmp_retry", "dlg_read", "dlg_completions",

@@ -619,7 +619,7 @@ func encodeOutbox(op string, msgs []outbox.Message, lim sessions.Limits) ([]any,
 		if !m.NextAttempt.IsZero() {
 			next = strconv.FormatInt(m.NextAttempt.UnixMilli(), 10)
 		}
-		out = append(out, b, m.Target.Platform, m.IdempotencyKey, next)
+		out = append(out, b, m.Target.String(), m.IdempotencyKey, next)
 	}
 	return out, nil
 }

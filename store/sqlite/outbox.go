@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"time"
 
@@ -20,7 +21,7 @@ var _ outbox.Store = (*outboxStore)(nil)
 
 // msgCols are the columns a Message is read from: the encoded message and
 // the fields the store keeps up to date beside it.
-const msgCols = `id, next_attempt, attempts, last_error, created_at, body`
+const msgCols = `id, next_attempt, attempts, last_error, created_at, body, parts`
 
 // A row is due when its time has come and nobody holds a live claim on
 // it: pending, or claimed by a worker whose claim ran out.
@@ -43,8 +44,34 @@ const (
 		VALUES (?1, ?2, ?3, ?4, 'claimed', ?5, ?6, ?7, ?8, 1, ?9)`
 
 	sqlOutboxDueAny = `SELECT 1 FROM outbox WHERE ` + sqlOutboxDueWhere + ` LIMIT 1`
-	sqlOutboxDue    = `SELECT id, next_attempt FROM outbox WHERE ` + sqlOutboxDueWhere + `
+	sqlOutboxDue    = `SELECT id, next_attempt, target, state FROM outbox WHERE ` + sqlOutboxDueWhere + `
 		ORDER BY next_attempt, id LIMIT ?3`
+
+	// A message waits while an earlier one to its target is not dead and
+	// not held by the claiming worker (?3) under a live claim: the first
+	// such one, if any, is what it waits for. The same test without the id
+	// tells whether a finish may hand a new message to a worker.
+	sqlOutboxBlocker = `SELECT state, next_attempt, COALESCE(claim_expires, 0) FROM outbox
+		WHERE target = ?1 AND state <> 'dead' AND id < ?2
+			AND NOT (state = 'claimed' AND claim_worker = ?3 AND claim_expires > ?4)
+		ORDER BY id LIMIT 1`
+	sqlOutboxHeld = `SELECT 1 FROM outbox
+		WHERE target = ?1 AND state <> 'dead'
+			AND NOT (state = 'claimed' AND claim_worker = ?2 AND claim_expires > ?3)
+		LIMIT 1`
+	// A message whose earlier one waits until later is due no sooner, so
+	// it does not fill the claims' reads meanwhile.
+	sqlOutboxWait = `UPDATE outbox SET next_attempt = ?2 WHERE id = ?1`
+
+	// Workers' heartbeats: one whose beat ran out is gone, and its claims
+	// end now (the outbox has no index by worker; this is rare).
+	sqlOutboxBeat = `INSERT INTO outbox_workers (worker, expires) VALUES (?1, ?2)
+		ON CONFLICT (worker) DO UPDATE SET expires = excluded.expires`
+	sqlOutboxStale     = `SELECT worker FROM outbox_workers WHERE expires <= ?1 ORDER BY expires LIMIT 16`
+	sqlOutboxStaleAny  = `SELECT 1 FROM outbox_workers WHERE expires <= ?1 LIMIT 1`
+	sqlOutboxForget    = `DELETE FROM outbox_workers WHERE worker = ?1 AND expires <= ?2`
+	sqlOutboxEndClaims = `UPDATE outbox SET claim_expires = ?2
+		WHERE state = 'claimed' AND claim_worker = ?1 AND claim_expires > ?2`
 	sqlOutboxClaim = `UPDATE outbox SET state = 'claimed', claim_worker = ?2,
 			claim_token = claim_token + 1, claim_expires = ?3
 		WHERE id = ?1 RETURNING claim_token, ` + msgCols
@@ -60,6 +87,8 @@ const (
 		WHERE id = ?1 AND state = 'claimed' AND claim_token = ?2`
 	sqlOutboxDead = `UPDATE outbox SET state = 'dead', claim_worker = '', claim_expires = NULL,
 			last_error = ?3
+		WHERE id = ?1 AND state = 'claimed' AND claim_token = ?2`
+	sqlOutboxParts = `UPDATE outbox SET parts = ?3
 		WHERE id = ?1 AND state = 'claimed' AND claim_token = ?2`
 	sqlOutboxExists  = `SELECT 1 FROM outbox WHERE id = ?1`
 	sqlOutboxRequeue = `UPDATE outbox SET state = 'pending', attempts = 0, next_attempt = ?2
@@ -120,6 +149,18 @@ func (d *DB) enqueue(t *tx, m outbox.Message, body []byte, nowT time.Time, hold 
 	var err error
 	claimed := hold != nil && next <= now
 	if claimed {
+		// Handed over only behind nothing but the worker's own claims,
+		// so that it leaves after every earlier message to its target.
+		var one int
+		err := t.st.outboxHeld.QueryRow(m.Target.String(), hold.worker, now).Scan(&one)
+		switch {
+		case err == nil:
+			claimed = false
+		case !errors.Is(err, sql.ErrNoRows):
+			return 0, false, nil, err
+		}
+	}
+	if claimed {
 		r, err = t.st.outboxInsertClaimed.Exec(m.Target.Platform, m.Target.String(), m.Conv, key, next, now, body,
 			hold.worker, nanos(hold.expires))
 	} else {
@@ -163,38 +204,32 @@ func (o *outboxStore) Claim(ctx context.Context, worker string, platforms []stri
 		ttl = outbox.DefaultClaimTTL
 	}
 	// Delivery workers poll; "nothing due" comes from the read pool.
-	_, now := d.now()
-	due := false
-	for _, p := range platforms {
-		var one int
-		err := d.reads.outboxDueAny.QueryRowContext(ctx, p, now).Scan(&one)
-		if err == nil {
-			due = true
-			break
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return nil, d.fail(op, err)
-		}
-	}
-	if !due {
-		return nil, nil
+	if due, err := o.anyDue(ctx, platforms); err != nil || !due {
+		return nil, d.fail(op, err)
 	}
 	var claimed []outbox.Claimed
 	err := d.w.do(ctx, op, bookkeeping, func(t *tx) error {
 		claimed = nil
 		nowT, now := d.now()
-		type dueRow struct{ id, next int64 }
+		if err := o.endStale(t, now); err != nil {
+			return err
+		}
+		type dueRow struct {
+			id, next      int64
+			target, state string
+		}
 		var rows []dueRow
 		// One index range per platform, each already in due order and cut
-		// at max, then merged: no sort over a platform's whole backlog.
+		// (with room for those that wait behind an earlier message), then
+		// merged: no sort over a platform's whole backlog.
 		for _, p := range platforms {
-			q, err := t.st.outboxDue.Query(p, now, max)
+			q, err := t.st.outboxDue.Query(p, now, max+waitSlack)
 			if err != nil {
 				return err
 			}
 			for q.Next() {
 				var r dueRow
-				if err := q.Scan(&r.id, &r.next); err != nil {
+				if err := q.Scan(&r.id, &r.next, &r.target, &r.state); err != nil {
 					q.Close()
 					return err
 				}
@@ -207,19 +242,33 @@ func (o *outboxStore) Claim(ctx context.Context, worker string, platforms []stri
 		slices.SortFunc(rows, func(a, b dueRow) int {
 			return cmp.Or(cmp.Compare(a.next, b.next), cmp.Compare(a.id, b.id))
 		})
-		if len(rows) > max {
-			rows = rows[:max]
-		}
 		expires := nowT.Add(ttl)
-		for _, r := range rows {
-			var c outbox.Claimed
-			row := t.st.outboxClaim.QueryRow(r.id, worker, nanos(expires))
-			var err error
-			if c.Message, err = scanMessage(op, row.Scan, &c.Token); err != nil {
-				return err
+		// A message that waits behind one this claim takes goes in the
+		// next pass, after it.
+		for progress := true; progress && len(claimed) < max; {
+			progress = false
+			left := rows[:0]
+			for _, r := range rows {
+				if len(claimed) == max {
+					break
+				}
+				waits, err := o.waits(t, r.id, r.target, worker, now)
+				if err != nil {
+					return err
+				}
+				if waits {
+					left = append(left, r)
+					continue
+				}
+				c := outbox.Claimed{Expires: expires, Resend: r.state == "claimed"}
+				row := t.st.outboxClaim.QueryRow(r.id, worker, nanos(expires))
+				if c.Message, err = scanMessage(op, row.Scan, &c.Token); err != nil {
+					return err
+				}
+				claimed = append(claimed, c)
+				progress = true
 			}
-			c.Expires = expires
-			claimed = append(claimed, c)
+			rows = left
 		}
 		return nil
 	})
@@ -227,6 +276,110 @@ func (o *outboxStore) Claim(ctx context.Context, worker string, platforms []stri
 		return nil, d.fail(op, err)
 	}
 	return claimed, nil
+}
+
+// waits reports whether message id must wait for an earlier message to
+// its target that worker does not hold. One given back until later holds
+// it as long: it is made due no sooner, so that it does not fill the
+// claims' reads meanwhile.
+func (o *outboxStore) waits(t *tx, id int64, target, worker string, now int64) (bool, error) {
+	var (
+		state            string
+		next, claimUntil int64
+	)
+	err := t.st.outboxBlocker.QueryRow(target, id, worker, now).Scan(&state, &next, &claimUntil)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if (state == "pending" || claimUntil <= now) && next > now {
+		if _, err := t.st.outboxWait.Exec(id, next); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// waitSlack is how many more due messages a claim reads than it may
+// take, for those that wait behind an earlier message to their target.
+const waitSlack = 64
+
+// anyDue reports, from the read pool, whether a claim may find work: a
+// message of platforms is due, or a worker's heartbeat ran out.
+func (o *outboxStore) anyDue(ctx context.Context, platforms []string) (bool, error) {
+	d := o.d
+	_, now := d.now()
+	var one int
+	err := d.reads.outboxStaleAny.QueryRowContext(ctx, now).Scan(&one)
+	if err == nil {
+		return true, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return false, err
+	}
+	for _, p := range platforms {
+		err := d.reads.outboxDueAny.QueryRowContext(ctx, p, now).Scan(&one)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// endStale ends the claims of the workers whose heartbeat ran out, and
+// forgets them.
+func (o *outboxStore) endStale(t *tx, now int64) error {
+	workers, err := scanRows(scanString)(t.st.outboxStale.Query(now))
+	if err != nil {
+		return err
+	}
+	for _, w := range workers {
+		if _, err := t.st.outboxEndClaims.Exec(w, now); err != nil {
+			return err
+		}
+		if _, err := t.st.outboxForget.Exec(w, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *outboxStore) Beat(ctx context.Context, worker string, ttl time.Duration) error {
+	const op = "sqlite.outbox.Beat"
+	d := o.d
+	if err := d.check(ctx, op); err != nil {
+		return err
+	}
+	if worker == "" {
+		return errs.E(op, errs.Invalid, "a heartbeat needs a worker name")
+	}
+	err := d.w.do(ctx, op, bookkeeping, func(t *tx) error {
+		nowT, _ := d.now()
+		if ttl <= 0 {
+			_, err := t.st.outboxForget.Exec(worker, int64(math.MaxInt64))
+			return err
+		}
+		_, err := t.st.outboxBeat.Exec(worker, nanos(nowT.Add(ttl)))
+		return err
+	})
+	return d.fail(op, err)
+}
+
+func (o *outboxStore) KeepParts(ctx context.Context, c outbox.Claimed, p outbox.Parts) error {
+	const op = "sqlite.outbox.KeepParts"
+	b, err := outbox.EncodeParts(op, p)
+	if err != nil {
+		return err
+	}
+	// What a crash must not forget: the parts sent are not sent again.
+	return o.change(ctx, op, durable, c, func(t *tx, id int64, _ int64) (sql.Result, error) {
+		return t.st.outboxParts.Exec(id, c.Token, b)
+	})
 }
 
 func (o *outboxStore) Ack(ctx context.Context, c outbox.Claimed) error {
@@ -402,13 +555,17 @@ func scanMessage(op string, scan func(...any) error, pre ...any) (outbox.Message
 		m                          outbox.Message
 		id, next, attempts, create int64
 		lastErr                    string
-		body                       []byte
+		body, parts                []byte
 	)
-	if err := scan(append(pre, &id, &next, &attempts, &lastErr, &create, &body)...); err != nil {
+	if err := scan(append(pre, &id, &next, &attempts, &lastErr, &create, &body, &parts)...); err != nil {
 		return m, err
 	}
 	if err := json.Unmarshal(body, &m); err != nil {
 		return m, errs.Wrap(op, errs.Internal, err)
+	}
+	var err error
+	if m.Parts, err = outbox.DecodeParts(op, parts); err != nil {
+		return m, err
 	}
 	m.ID = formatID(id)
 	m.NextAttempt = fromNanos(next)

@@ -343,6 +343,20 @@ CREATE TABLE pool_keys (
 	PRIMARY KEY (pool, id)
 ) WITHOUT ROWID;
 `,
+	// 14 → 15: the outbox's order per target (each target's messages by
+	// id, to find the earlier ones a claim must wait for), how far a
+	// message sent in parts got (outbox.Parts, encoded; NULL for none),
+	// and the heartbeats of the delivery workers (outbox.Store.Beat), by
+	// which a dead worker's claims end at once.
+	`
+ALTER TABLE outbox ADD COLUMN parts BLOB;
+CREATE INDEX outbox_target ON outbox (target, id) WHERE state <> 'dead';
+CREATE TABLE outbox_workers (
+	worker  TEXT PRIMARY KEY,
+	expires INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX outbox_workers_expires ON outbox_workers (expires);
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

@@ -34,6 +34,10 @@ type statements struct {
 	outboxRelease, outboxPostpone     *sql.Stmt
 	outboxDead, outboxRequeue         *sql.Stmt
 	outboxExists                      *sql.Stmt
+	outboxBlocker, outboxWait         *sql.Stmt
+	outboxHeld, outboxParts           *sql.Stmt
+	outboxStale, outboxEndClaims      *sql.Stmt
+	outboxForget, outboxBeat          *sql.Stmt
 	timelineInsert, timelineCursor    *sql.Stmt
 	timelineTrim                      *sql.Stmt
 	signalInsert, signalPrune         *sql.Stmt
@@ -101,6 +105,14 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 		{&st.outboxDead, sqlOutboxDead},
 		{&st.outboxRequeue, sqlOutboxRequeue},
 		{&st.outboxExists, sqlOutboxExists},
+		{&st.outboxBlocker, sqlOutboxBlocker},
+		{&st.outboxWait, sqlOutboxWait},
+		{&st.outboxHeld, sqlOutboxHeld},
+		{&st.outboxParts, sqlOutboxParts},
+		{&st.outboxStale, sqlOutboxStale},
+		{&st.outboxEndClaims, sqlOutboxEndClaims},
+		{&st.outboxForget, sqlOutboxForget},
+		{&st.outboxBeat, sqlOutboxBeat},
 
 		{&st.timelineInsert, sqlTimelineInsert},
 		{&st.timelineCursor, sqlTimelineCursor},
@@ -153,7 +165,7 @@ type readStatements struct {
 	all                          []*sql.Stmt
 	readyAny                     *sql.Stmt
 	historyList, metaList        *sql.Stmt
-	outboxDueAny                 *sql.Stmt
+	outboxDueAny, outboxStaleAny *sql.Stmt
 	outboxPending, outboxDeadAll *sql.Stmt
 	timelineRead, timelineEnd    *sql.Stmt
 	signalsEnd, signalsRead      *sql.Stmt
@@ -174,6 +186,7 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
 		{&rs.historyList, sqlHistoryList},
 		{&rs.metaList, sqlMetaList},
 		{&rs.outboxDueAny, sqlOutboxDueAny},
+		{&rs.outboxStaleAny, sqlOutboxStaleAny},
 		{&rs.outboxPending, sqlOutboxPending},
 		{&rs.outboxDeadAll, sqlOutboxDeadList},
 		{&rs.timelineRead, sqlTimelineRead},

@@ -138,6 +138,13 @@ func reply(conv, text string) outbox.Message {
 	}
 }
 
+// chat sends m to another chat of its platform: another target, whose
+// messages leave in an order of their own.
+func chat(id string, m outbox.Message) outbox.Message {
+	m.Target.Chat = id
+	return m
+}
+
 func to(platform string, m outbox.Message) outbox.Message {
 	m.Target.Platform = platform
 	return m

@@ -255,9 +255,36 @@ func runHandoffWith(t *testing.T, b Backend, c handoffCommit) {
 		wantMessages(t, "outbox Claim when two is due again", claimedMessages(f.claimOutbox("d2", everyPlatform, 10)), []outbox.Message{two})
 	})
 
+	t.Run("a message behind an earlier one to its target waits its turn", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		f.enqueueAll(reply("c", "queued"), chat("200", reply("c", "elsewhere")))
+		h := f.commitHandoff(c, f.handoffTurn(), sessions.Finish{Outbox: []outbox.Message{reply("c", "one"), chat("300", reply("c", "free"))}})
+		if d := cmp.Diff([]string{"free"}, claimedTexts(h.claims)); d != "" {
+			t.Errorf("handed claims (-want +got):\n%s", d)
+		}
+		// d1, the worker handed to, claims what was queued, and the one
+		// behind it in the same claim, in order.
+		if d := cmp.Diff([]string{"queued", "elsewhere", "one"}, claimedTexts(f.claimOutbox("d1", everyPlatform, 10))); d != "" {
+			t.Errorf("outbox Claim (-want +got):\n%s", d)
+		}
+	})
+
+	t.Run("a message behind the worker's own claim is handed", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		f.enqueueAll(reply("c", "queued"))
+		if d := cmp.Diff([]string{"queued"}, claimedTexts(f.claimOutbox("d1", everyPlatform, 10))); d != "" {
+			t.Fatalf("outbox Claim (-want +got):\n%s", d)
+		}
+		h := f.commitHandoff(c, f.handoffTurn(), sessions.Finish{Outbox: []outbox.Message{reply("c", "one")}})
+		if d := cmp.Diff([]string{"one"}, claimedTexts(h.claims)); d != "" {
+			t.Errorf("handed claims (-want +got):\n%s", d)
+		}
+	})
+
 	t.Run("a message due later is enqueued, not handed", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
-		later := reply("c", "later")
+		// To a target of its own: behind "one", it would wait for it.
+		later := chat("200", reply("c", "later"))
 		later.NextAttempt = f.clk.Now().Add(10 * time.Second)
 		h := f.commitHandoff(c, f.handoffTurn(), sessions.Finish{Outbox: []outbox.Message{reply("c", "one"), later, reply("c", "three")}})
 		if d := cmp.Diff([]string{"one", "three"}, claimedTexts(h.claims)); d != "" {
@@ -276,7 +303,8 @@ func runHandoffWith(t *testing.T, b Backend, c handoffCommit) {
 
 	t.Run("a message whose idempotency key was seen is neither handed nor enqueued again", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
-		first := reply("c", "first")
+		// To a target of its own: the messages behind it would wait for it.
+		first := chat("200", reply("c", "first"))
 		first.IdempotencyKey = "k1"
 		f.enqueue(first)
 		dup := reply("c", "dup of first")

@@ -45,6 +45,7 @@ type memData struct {
 	signals  []sessions.Signal // kept whole: the suite never looks past an hour
 	notes    map[string][]sessions.Note
 	leases   map[string]memLease
+	workers  map[string]time.Time // outbox workers' heartbeats
 }
 
 type memLease struct {
@@ -59,6 +60,7 @@ func newMemData() *memData {
 		idemKey:  map[string]memSeen{},
 		timeline: map[string][]sessions.TimelineItem{},
 		leases:   map[string]memLease{},
+		workers:  map[string]time.Time{},
 		notes:    map[string][]sessions.Note{},
 	}
 }
@@ -125,6 +127,7 @@ type memMsg struct {
 	claimed bool
 	token   int64
 	expires time.Time
+	worker  string
 }
 
 type memStore struct {
@@ -496,8 +499,8 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 	var handed []outbox.Claimed
 	for _, msg := range f.Outbox {
 		id, dup := memOutbox(m).add(msg)
-		if f.Handoff.Active() && !dup && !msg.NextAttempt.After(now) {
-			handed = append(handed, memOutbox(m).hold(m.s.data.msgs[id], f.Handoff.TTL))
+		if f.Handoff.Active() && !dup && !msg.NextAttempt.After(now) && !memOutbox(m).waits(m.s.data.msgs[id], f.Handoff.Worker, now) {
+			handed = append(handed, memOutbox(m).hold(m.s.data.msgs[id], f.Handoff.Worker, f.Handoff.TTL))
 		}
 	}
 	for k, v := range f.Meta {
@@ -642,6 +645,16 @@ func (o memOutbox) Claim(ctx context.Context, worker string, platforms []string,
 	}
 	defer o.s.data.mu.Unlock()
 	now := o.s.clk.Now()
+	for w, until := range o.s.data.workers {
+		if !until.After(now) {
+			delete(o.s.data.workers, w)
+			for _, m := range o.s.data.msgs {
+				if m.claimed && m.worker == w && m.expires.After(now) {
+					m.expires = now
+				}
+			}
+		}
+	}
 	var due []*memMsg
 	for _, m := range o.s.data.msgs {
 		if !m.dead && !m.NextAttempt.After(now) && (!m.claimed || !m.expires.After(now)) && slices.Contains(platforms, m.Target.Platform) {
@@ -651,21 +664,78 @@ func (o memOutbox) Claim(ctx context.Context, worker string, platforms []string,
 	slices.SortFunc(due, func(a, b *memMsg) int {
 		return cmp.Or(a.NextAttempt.Compare(b.NextAttempt), cmp.Compare(a.seq, b.seq))
 	})
+	// A message behind one claimed in this pass may go in the next.
 	var out []outbox.Claimed
-	for _, m := range due[:min(max, len(due))] {
-		out = append(out, o.hold(m, ttl))
+	for progress := true; progress && len(out) < max; {
+		progress = false
+		left := due[:0]
+		for _, m := range due {
+			if len(out) == max || o.waits(m, worker, now) {
+				left = append(left, m)
+				continue
+			}
+			resend := m.claimed
+			c := o.hold(m, worker, ttl)
+			c.Resend = resend
+			out = append(out, c)
+			progress = true
+		}
+		due = left
 	}
 	return out, nil
 }
 
-// hold claims m for ttl (outbox.DefaultClaimTTL when zero or less) from
-// now under a fresh token, under the lock.
-func (o memOutbox) hold(m *memMsg, ttl time.Duration) outbox.Claimed {
+// waits reports whether an earlier message to m's target is neither dead
+// nor held by worker under a live claim, under the lock.
+func (o memOutbox) waits(m *memMsg, worker string, now time.Time) bool {
+	for _, e := range o.s.data.msgs {
+		if e.seq < m.seq && !e.dead && e.Target == m.Target && !(e.claimed && e.worker == worker && e.expires.After(now)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (o memOutbox) Beat(ctx context.Context, worker string, ttl time.Duration) error {
+	if worker == "" {
+		return errs.E("mem.Beat", errs.Invalid, "a heartbeat needs a worker name")
+	}
+	if err := o.s.lock("mem.Beat"); err != nil {
+		return err
+	}
+	defer o.s.data.mu.Unlock()
+	if ttl <= 0 {
+		delete(o.s.data.workers, worker)
+	} else {
+		o.s.data.workers[worker] = o.s.clk.Now().Add(ttl)
+	}
+	return nil
+}
+
+func (o memOutbox) KeepParts(ctx context.Context, c outbox.Claimed, p outbox.Parts) error {
+	if _, err := outbox.EncodeParts("mem.KeepParts", p); err != nil {
+		return err
+	}
+	if err := o.s.lock("mem.KeepParts"); err != nil {
+		return err
+	}
+	defer o.s.data.mu.Unlock()
+	m, err := o.claimed("mem.KeepParts", c)
+	if err != nil {
+		return err
+	}
+	m.Parts = p
+	return nil
+}
+
+// hold claims m for worker for ttl (outbox.DefaultClaimTTL when zero or
+// less) from now under a fresh token, under the lock.
+func (o memOutbox) hold(m *memMsg, worker string, ttl time.Duration) outbox.Claimed {
 	if ttl <= 0 {
 		ttl = outbox.DefaultClaimTTL
 	}
 	o.s.data.seq++
-	m.claimed, m.token, m.expires = true, o.s.data.seq, o.s.clk.Now().Add(ttl)
+	m.claimed, m.token, m.expires, m.worker = true, o.s.data.seq, o.s.clk.Now().Add(ttl), worker
 	return outbox.Claimed{Message: m.Message, Token: m.token, Expires: m.expires}
 }
 

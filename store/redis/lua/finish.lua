@@ -21,7 +21,7 @@
 -- ARGV[11+a] h, the number of history messages
 -- ARGV[12+a .. 11+a+h] encoded history messages
 -- ARGV[12+a+h] o, the number of outbox messages
--- then o groups of four: encoded message, platform, idempotency key or '',
+-- then o groups of four: encoded message, target, idempotency key or '',
 --   next attempt in ms or ''
 -- then k, the number of metadata keys to write, and k pairs of key and
 --   value ('' deletes the key)

@@ -4,17 +4,39 @@ local function ob_key(prefix, suffix)
   return prefix .. 'ob:' .. suffix
 end
 
+-- ob_target_key is the index of one target's undelivered messages (not
+-- dead), scored by their sequence numbers: the order they leave in.
+local function ob_target_key(prefix, target)
+  return ob_key(prefix, 't:' .. target)
+end
+
+-- ob_held_by reports whether every message in ids is held by worker under
+-- a claim that has not run out at now: a message behind them may go to
+-- that worker, which sends them in order.
+local function ob_held_by(prefix, ids, worker, now)
+  for _, id in ipairs(ids) do
+    local v = redis.call('HMGET', ob_key(prefix, 'm:' .. id), 'w', 'exp')
+    if v[1] ~= worker or (tonumber(v[2]) or 0) <= now then
+      return false
+    end
+  end
+  return true
+end
+
 -- ob_enqueue adds one outbox message and returns its id and 1 when its
 -- idempotency key was seen within the window (nothing added), else 0.
 -- Ids are zero-padded so that messages due in the same millisecond sort
--- in the order they were enqueued. Given a claim (hold: {worker, token,
--- expiry}), a message due now is enqueued claimed, handed to that
--- worker, and the third result is true; a hold without a token yet takes
--- the message's sequence number, negated. A handed message is indexed
--- in ob:handed alone, by its claim's expiry: ob_claim makes it due
--- (due:<platform> and all) once that has passed, and the ack that most
--- handed messages get removes it from that one index.
-local function ob_enqueue(prefix, data, platform, idem, next_at, now, window, hold)
+-- in the order they were enqueued. The target ("platform:chat[:thread]")
+-- names the platform before its first colon. Given a claim (hold:
+-- {worker, token, expiry}), a message due now is enqueued claimed, handed
+-- to that worker, and the third result is true, unless an earlier message
+-- to its target is not held by that worker (then it waits its turn, due);
+-- a hold without a token yet takes the message's sequence number,
+-- negated. A handed message is indexed in ob:handed, by its claim's
+-- expiry: ob_claim makes it due (due:<platform> and all) once that has
+-- passed, and the ack that most handed messages get removes it from that
+-- index and its target's.
+local function ob_enqueue(prefix, data, target, idem, next_at, now, window, hold)
   local seq = redis.call('INCR', ob_key(prefix, 'seq'))
   local id = string.format('%012d', seq)
   if idem ~= '' then
@@ -23,6 +45,7 @@ local function ob_enqueue(prefix, data, platform, idem, next_at, now, window, ho
       return first, 1, false
     end
   end
+  local platform = string.match(target, '^[^:]*')
   -- The times as numbers to compare and as strings to store, made once.
   local at = int(now)
   local due, due_at = now, at
@@ -31,15 +54,24 @@ local function ob_enqueue(prefix, data, platform, idem, next_at, now, window, ho
     due_at = int(due)
   end
   local mkey = ob_key(prefix, 'm:' .. id)
+  local tkey = ob_target_key(prefix, target)
   local claimed = hold and due <= now
   if claimed then
+    -- Usually no earlier message waits: the index is empty.
+    local earlier = redis.call('ZRANGE', tkey, 0, 15)
+    if #earlier > 0 then
+      claimed = #earlier < 16 and ob_held_by(prefix, earlier, hold[1], now)
+    end
+  end
+  redis.call('ZADD', tkey, seq, id)
+  if claimed then
     hold[2] = hold[2] or int(-seq)
-    redis.call('HSET', mkey, 'd', data, 'p', platform, 'n', '0', 'next', due_at, 'at', at, 'e', '',
+    redis.call('HSET', mkey, 'd', data, 'p', platform, 't', target, 'n', '0', 'next', due_at, 'at', at, 'e', '',
       'tok', hold[2], 'exp', hold[3], 'w', hold[1])
     redis.call('ZADD', ob_key(prefix, 'handed'), hold[3], id)
     return id, 0, true
   end
-  redis.call('HSET', mkey, 'd', data, 'p', platform, 'n', '0', 'next', due_at, 'at', at, 'e', '')
+  redis.call('HSET', mkey, 'd', data, 'p', platform, 't', target, 'n', '0', 'next', due_at, 'at', at, 'e', '')
   redis.call('ZADD', ob_key(prefix, 'due:' .. platform), due_at, id)
   -- The id is the sequence zero-padded, which ZADD reads as the score.
   redis.call('ZADD', ob_key(prefix, 'all'), id, id)
@@ -102,14 +134,35 @@ local function ob_unclaim(prefix, platform, id, token)
   return true
 end
 
--- ob_check is the guard of every write under an outbox claim.
+-- ob_check is the guard of every write under an outbox claim. It returns
+-- the message's platform, or an error, and its target ('' for a message
+-- an earlier version enqueued, which no target index holds).
 local function ob_check(mkey, token)
-  local v = redis.call('HMGET', mkey, 'p', 'tok')
+  local v = redis.call('HMGET', mkey, 'p', 'tok', 't')
   if not v[1] then
     return nil, 'NOTFOUND'
   end
   if v[2] ~= token then
     return nil, 'LOST'
   end
-  return v[1], nil
+  return v[1], nil, v[3] or ''
 end
+
+-- ob_untarget takes delivered or dead messages out of their targets'
+-- indexes: targets[i] is the target of ids[i] ('' for none).
+local function ob_untarget(prefix, ids, targets)
+  local bytarget, order = {}, {}
+  for i, id in ipairs(ids) do
+    if targets[i] ~= '' then
+      group_add(bytarget, order, targets[i], id)
+    end
+  end
+  for _, target in ipairs(order) do
+    local l = bytarget[target]
+    call_all('ZREM', ob_target_key(prefix, target), l, 1, #l)
+  end
+end
+
+-- ob_fields are the hash fields a message is read back from, in the
+-- order the scripts return them after its id.
+local OB_FIELDS = {'d', 'n', 'next', 'at', 'e', 'pg'}

@@ -3,8 +3,9 @@
 -- from being acked.
 -- KEYS: none; keys derive from the prefix (see doc.go).
 -- ARGV[1] key prefix
--- ARGV[2 ..] pairs of message id and claim token
--- Returns a status per pair, in order: 'OK', 'LOST' or 'NOTFOUND'.
+-- ARGV[2 ..] triples of message id, claim token and target (as the claim
+--   read it; it names the message's target index)
+-- Returns a status per triple, in order: 'OK', 'LOST' or 'NOTFOUND'.
 local prefix = ARGV[1]
 local out = {}
 local handed_key = ob_key(prefix, 'handed')
@@ -21,8 +22,8 @@ local handed_key = ob_key(prefix, 'handed')
 -- batch when the ZREM takes fewer than it was given.
 local zremmed = false
 if #ARGV > 1 then
-  local ids, seen = {}, {}
-  for i = 2, #ARGV, 2 do
+  local ids, targets, seen = {}, {}, {}
+  for i = 2, #ARGV, 3 do
     local id, token = ARGV[i], ARGV[i + 1]
     if not is_handed(token) or seen[id] or (tonumber(id) or 0) < -(tonumber(token) or 0) then
       ids = nil
@@ -30,6 +31,7 @@ if #ARGV > 1 then
     end
     seen[id] = true
     ids[#ids + 1] = id
+    targets[#targets + 1] = ARGV[i + 2]
   end
   if ids then
     local _, taken = call_all('ZREM', handed_key, ids, 1, #ids)
@@ -40,6 +42,7 @@ if #ARGV > 1 then
         out[i] = 'OK'
       end
       call_all('DEL', nil, mkeys, 1, #mkeys)
+      ob_untarget(prefix, ids, targets)
       return out
     end
     zremmed = true
@@ -48,23 +51,24 @@ end
 
 -- Every message is checked first; the removals then go by index, one
 -- command for all the acked messages of an index rather than one each.
-local ids, mkeys, byplat, plats, acked, handed = {}, {}, {}, {}, {}, {}
-for i = 2, #ARGV, 2 do
+local ids, mkeys, byplat, plats, acked, handed, targets = {}, {}, {}, {}, {}, {}, {}
+for i = 2, #ARGV, 3 do
   local id = ARGV[i]
   local mkey = ob_key(prefix, 'm:' .. id)
-  local platform, err
+  local platform, err, target
   if acked[id] then
-    -- Acked by an earlier pair of this call: gone, as it would be had
-    -- that pair's removal come first.
+    -- Acked by an earlier triple of this call: gone, as it would be had
+    -- that triple's removal come first.
     err = 'NOTFOUND'
   else
-    platform, err = ob_check(mkey, ARGV[i + 1])
+    platform, err, target = ob_check(mkey, ARGV[i + 1])
   end
   if err then
     out[#out + 1] = err
   else
     acked[id] = platform
     ids[#ids + 1] = id
+    targets[#targets + 1] = target
     mkeys[#mkeys + 1] = mkey
     out[#out + 1] = 'OK'
     if is_handed(ARGV[i + 1]) then
@@ -104,4 +108,5 @@ if everywhere then
   call_all('ZREM', ob_key(prefix, 'all'), ids, 1, #ids)
 end
 call_all('DEL', nil, mkeys, 1, #mkeys)
+ob_untarget(prefix, ids, targets)
 return out

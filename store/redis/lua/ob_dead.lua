@@ -7,10 +7,12 @@
 -- Returns {'OK'}, {'LOST'} or {'NOTFOUND'}.
 local prefix, id = ARGV[1], ARGV[2]
 local mkey = ob_key(prefix, 'm:' .. id)
-local platform, err = ob_check(mkey, ARGV[3])
+local platform, err, target = ob_check(mkey, ARGV[3])
 if err then
   return {err}
 end
+-- A dead letter holds up none of the messages behind it.
+ob_untarget(prefix, {id}, {target})
 redis.call('HSET', mkey, 'e', ARGV[4])
 redis.call('HDEL', mkey, 'tok', 'exp', 'w')
 ob_unclaim(prefix, platform, id, ARGV[3])

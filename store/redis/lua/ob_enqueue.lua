@@ -3,7 +3,7 @@
 -- through the same helper; see doc.go for the layout.
 -- ARGV[1] key prefix
 -- ARGV[2] encoded message
--- ARGV[3] target platform
+-- ARGV[3] target, "platform:chat[:thread]"
 -- ARGV[4] idempotency key, or ''
 -- ARGV[5] next attempt in ms, or '' for now
 -- ARGV[6] now in ms, or '' for the server's time

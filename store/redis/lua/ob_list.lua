@@ -4,7 +4,7 @@
 -- ARGV[2] 'all' for pending messages, 'dead' for dead letters
 -- ARGV[3] limit; 0 or less means no limit
 -- Returns per message: id, encoded message, attempts, next attempt ms,
--- created ms, last error.
+-- created ms, last error, parts.
 local prefix = ARGV[1]
 local limit = tonumber(ARGV[3])
 local stop = -1
@@ -31,9 +31,9 @@ if ARGV[2] == 'all' then
 end
 local out = {}
 for _, id in ipairs(ids) do
-  local v = redis.call('HMGET', ob_key(prefix, 'm:' .. id), 'd', 'n', 'next', 'at', 'e')
+  local v = redis.call('HMGET', ob_key(prefix, 'm:' .. id), unpack(OB_FIELDS))
   if v[1] then
-    for _, x in ipairs({id, v[1], v[2], v[3], v[4], v[5] or ''}) do
+    for _, x in ipairs({id, v[1], v[2], v[3], v[4], v[5] or '', v[6] or ''}) do
       out[#out + 1] = x
     end
   end

@@ -11,9 +11,14 @@ if not redis.call('ZSCORE', dead, id) then
   return {'NOTFOUND'}
 end
 redis.call('ZREM', dead, id)
-local platform = redis.call('HGET', mkey, 'p')
+local v = redis.call('HMGET', mkey, 'p', 't')
+local platform = v[1]
 if not platform then
   return {'NOTFOUND'}
+end
+if v[2] then
+  -- Back in its place among its target's messages.
+  redis.call('ZADD', ob_target_key(prefix, v[2]), tonumber(id), id)
 end
 local now = now_ms(ARGV[3])
 redis.call('HSET', mkey, 'n', 0, 'next', int(now))
