@@ -15,6 +15,7 @@ import (
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -85,6 +86,11 @@ type DeliveryOptions struct {
 	// AckLinger is how long the first ack of a batch waits for others to
 	// join it (see delivery_ack.go); 0 means DefaultAckLinger.
 	AckLinger time.Duration
+	// Heartbeat, when positive, is how long the worker's heartbeat in the
+	// store holds (outbox.Store.Beat), renewed every third of it: once it
+	// runs out, as when the process dies, another worker's claim ends this
+	// one's claims at once instead of when they run out. 0 beats nothing.
+	Heartbeat time.Duration
 	// Redact cleans a platform's failure reason before it is stored or
 	// logged; nil keeps it as it is.
 	Redact func(string) string
@@ -118,6 +124,7 @@ type Delivery struct {
 	pollMin     time.Duration
 	pollMax     time.Duration
 	ackLinger   time.Duration
+	beat        *lease.Renewer // nil without a heartbeat
 	redact      func(string) string
 	settledFn   func(m outbox.Message, accepted bool, reason string)
 	clock       clock.Clock
@@ -134,8 +141,6 @@ type Delivery struct {
 	held     int              // claimed messages not yet settled
 	promised int              // room kept for the replies of commits in flight (Handoff)
 	sendAvg  time.Duration    // how long a send takes, a moving average; 0 until one was timed
-	claims   map[string]claimMark
-	pruned   time.Time
 	started  bool
 	stopping bool
 
@@ -168,17 +173,12 @@ type Delivery struct {
 type lane struct {
 	target string
 	queue  []outbox.Claimed
-	// hold is when the messages behind a message that must wait may be
-	// sent: they wait as long as it does, so they do not overtake it.
-	hold time.Time
-}
-
-// claimMark remembers a claim this process holds or held until its
-// outcome was written, to tell a resend: a claim of a message whose
-// earlier claim ran out with nothing written.
-type claimMark struct {
-	token   int64
-	expires time.Time
+	// stalled is set once a message of the lane was handed back unsent:
+	// the messages behind it are handed back too, due at hold or later,
+	// so that none overtakes it. The store claims them again only after
+	// it.
+	stalled bool
+	hold    time.Time
 }
 
 // NewDelivery returns a delivery worker; Start runs it. Errors: Invalid
@@ -208,7 +208,6 @@ func NewDelivery(opts DeliveryOptions) (*Delivery, error) {
 		wake:        make(chan struct{}, 1),
 		room:        make(chan struct{}, 1),
 		lanes:       map[string]*lane{},
-		claims:      map[string]claimMark{},
 		stop:        make(chan struct{}),
 		ackWake:     make(chan struct{}, 1),
 		sendersDone: make(chan struct{}),
@@ -240,6 +239,19 @@ func NewDelivery(opts DeliveryOptions) (*Delivery, error) {
 		d.name = processName()
 	}
 	d.log = d.log.With("worker", d.name)
+	if opts.Heartbeat > 0 {
+		var err error
+		d.beat, err = lease.NewRenewer(lease.RenewerOptions{
+			Renew: func(ctx context.Context, held []lease.Claim, ttl time.Duration) ([]lease.Claim, error) {
+				return held, d.outbox.Beat(ctx, d.name, ttl)
+			},
+			TTL: opts.Heartbeat, Clock: d.clock, Logger: d.log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		d.beat.Hold(lease.Claim{Name: "heartbeat", Owner: d.name})
+	}
 	return d, nil
 }
 
@@ -268,6 +280,15 @@ func (d *Delivery) Start(ctx context.Context) error {
 	d.started = true
 	d.base = context.WithoutCancel(ctx)
 	d.hard, d.hardCancel = context.WithCancel(ctx)
+	if d.beat != nil {
+		// The first beat before the first claim; the renewer keeps it.
+		if err := d.beat.RenewNow(ctx); err != nil {
+			d.log.Warn("the delivery worker's first heartbeat failed; retrying", "err", err)
+		}
+		if err := d.beat.Start(ctx); err != nil {
+			return err
+		}
+	}
 	go d.loop()
 	go d.acker()
 	return nil
@@ -291,6 +312,7 @@ func (d *Delivery) Shutdown(ctx context.Context) error {
 
 	// The acker returns after the last sender, once it wrote their acks.
 	defer d.tellers.Wait()
+	defer d.leave()
 	select {
 	case <-d.ackDone:
 		d.hardCancel()
@@ -308,6 +330,21 @@ func (d *Delivery) Shutdown(ctx context.Context) error {
 		return nil
 	case <-stuck.C:
 		return errs.E("gateway.Delivery.Shutdown", errs.Internal, "a sender did not end after its send was cancelled")
+	}
+}
+
+// leave stops the heartbeat once nothing is sent any more, and tells the
+// store this worker is gone: what it still holds (a write that failed)
+// runs out as any claim does.
+func (d *Delivery) leave() {
+	if d.beat == nil {
+		return
+	}
+	_ = d.beat.Shutdown(context.Background())
+	ctx, cancel := context.WithTimeout(d.base, storeTimeout)
+	defer cancel()
+	if err := d.outbox.Beat(ctx, d.name, 0); err != nil {
+		d.log.Warn("ending the delivery worker's heartbeat failed; it runs out", "err", err)
 	}
 }
 
@@ -387,7 +424,6 @@ func (d *Delivery) handed(claimed []outbox.Claimed) {
 	if len(claimed) == 0 {
 		return
 	}
-	d.markClaims(claimed)
 	d.mu.Lock()
 	if !d.stopping && !d.ended {
 		// Under the lock Shutdown sets stopping and the loop's end sets
@@ -526,42 +562,7 @@ func (d *Delivery) claim(n int) (claimed []outbox.Claimed, all bool) {
 		d.warned = time.Time{}
 		d.log.Info("claiming outbox messages works again")
 	}
-	d.markClaims(claimed)
 	return claimed, len(claimed) < n
-}
-
-// markClaims remembers each claim and counts the resends among them.
-func (d *Delivery) markClaims(claimed []outbox.Claimed) {
-	now := d.clock.Now()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, c := range claimed {
-		if prev, ok := d.claims[c.ID]; ok && prev.token != c.Token && !now.Before(prev.expires) {
-			d.metrics.resent(c.Target.Platform)
-			d.log.Warn("resending a message whose earlier claim ran out", "conv", c.Conv, "outbox_id", c.ID, "platform", c.Target.Platform)
-		}
-		d.claims[c.ID] = claimMark{token: c.Token, expires: c.Expires}
-	}
-	// A claim whose outcome could not be written is remembered until it is
-	// claimed again; one another process claimed is never seen again here.
-	if now.Sub(d.pruned) >= d.claimTTL {
-		d.pruned = now
-		for id, m := range d.claims {
-			if now.Sub(m.expires) > 10*d.claimTTL {
-				delete(d.claims, id)
-			}
-		}
-	}
-}
-
-// settled forgets c's claim once its outcome was written (or the claim
-// went to another worker).
-func (d *Delivery) settled(c outbox.Claimed) {
-	d.mu.Lock()
-	if m, ok := d.claims[c.ID]; ok && m.token == c.Token {
-		delete(d.claims, c.ID)
-	}
-	d.mu.Unlock()
 }
 
 // dispatchLocked puts each claimed message in its target's lane; a new
@@ -613,31 +614,44 @@ func (d *Delivery) drain(l *lane) {
 		}
 		c := l.queue[0]
 		l.queue = l.queue[1:]
-		hold := l.hold
+		stalled, hold := l.stalled, l.hold
 		d.mu.Unlock()
 
 		now := d.clock.Now()
+		back := time.Time{} // when c was handed back unsent, when it is due
 		switch {
 		case d.hard.Err() != nil:
-			d.postpone(c, now, "the process is stopping")
-		case now.Before(hold):
-			d.postpone(c, hold, "an earlier message to the same target waits")
+			back = now
+			d.postpone(c, back, "the process is stopping")
+		case stalled:
+			back = later(hold, now)
+			d.postpone(c, back, "an earlier message to the same target waits")
 		case c.Expires.Sub(now) < 2*d.margin:
 			// Sending now could outlast the claim and race another
 			// worker's send of the same message.
-			d.postpone(c, now, "its claim ran out while it waited")
+			back = now
+			d.postpone(c, back, "its claim ran out while it waited")
 		default:
-			if next := d.deliver(c); !next.IsZero() {
-				d.mu.Lock()
-				l.hold = next
-				d.mu.Unlock()
-			}
+			back = d.deliver(c)
+		}
+		if !back.IsZero() {
+			d.mu.Lock()
+			l.stalled, l.hold = true, later(l.hold, back)
+			d.mu.Unlock()
 		}
 		d.mu.Lock()
 		d.held--
 		d.mu.Unlock()
 		d.signalRoom()
 	}
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // signalRoom tells the loop, if it waits for room to claim, that some
@@ -649,8 +663,10 @@ func (d *Delivery) signalRoom() {
 	}
 }
 
-// deliver sends c and writes the outcome. It returns when the target may
-// be sent to again if that is later than now, else the zero time.
+// deliver sends c and writes the outcome. When c was handed back unsent
+// (the platform asked to wait, the send failed, no route), it returns when
+// c is due again, and the messages behind it wait as long; else the zero
+// time.
 func (d *Delivery) deliver(c outbox.Claimed) time.Time {
 	platform := c.Target.Platform
 	a, ok := d.routes.Get(platform)
@@ -662,6 +678,12 @@ func (d *Delivery) deliver(c outbox.Claimed) time.Time {
 	}
 	timeout := min(d.sendTimeout, c.Expires.Sub(d.clock.Now())-d.margin)
 	ctx, cancel := context.WithTimeout(d.hard, timeout)
+	ctx = adapters.WithParts(ctx, func(p outbox.Parts) error { return d.keepParts(c, p) })
+	if c.Resend {
+		// Its earlier claim ended unsettled: that holder may have sent it.
+		d.metrics.resent(platform)
+		d.log.Warn("resending a message whose earlier claim ended unsettled", "conv", c.Conv, "outbox_id", c.ID, "platform", platform)
+	}
 	start := time.Now()
 	res := d.send(ctx, a, c.Message)
 	d.timed(time.Since(start))
@@ -671,7 +693,7 @@ func (d *Delivery) deliver(c outbox.Claimed) time.Time {
 		// The send failed because this process stops, not because of
 		// the platform: no attempt is spent on it.
 		d.postpone(c, now, "the process is stopping")
-		return time.Time{}
+		return now
 	}
 	d.metrics.attempt(platform, res.Outcome)
 	if res.Outcome == adapters.Accepted {
@@ -716,6 +738,14 @@ func (d *Delivery) deliver(c outbox.Claimed) time.Time {
 	log.Info("send failed; retrying later", "attempts", attempts, "next_attempt", next, "reason", reason)
 	d.write(c, "release", func(ctx context.Context) error { return d.outbox.Release(ctx, c, next, reason) })
 	return next
+}
+
+// keepParts records under c's claim how far c got, before its next part
+// goes (see adapters.KeepParts).
+func (d *Delivery) keepParts(c outbox.Claimed, p outbox.Parts) error {
+	ctx, cancel := context.WithTimeout(d.base, storeTimeout)
+	defer cancel()
+	return d.outbox.KeepParts(ctx, c, p)
 }
 
 // send calls the adapter, turning a panic into a transient failure: one
@@ -774,8 +804,8 @@ func (d *Delivery) postpone(c outbox.Claimed, next time.Time, why string) {
 }
 
 // write runs one outbox write for c, logging a failure. A failed write
-// leaves the claim to run out: the message is then due again and is
-// counted as a resend when this process claims it.
+// leaves the claim to run out: the message is then due again, and the
+// claim that takes it reports a resend.
 func (d *Delivery) write(c outbox.Claimed, what string, fn func(ctx context.Context) error) {
 	ctx, cancel := context.WithTimeout(d.base, storeTimeout)
 	defer cancel()
@@ -787,9 +817,7 @@ func (d *Delivery) write(c outbox.Claimed, what string, fn func(ctx context.Cont
 func (d *Delivery) outcome(c outbox.Claimed, what string, err error) {
 	switch {
 	case err == nil, errs.Is(err, errs.NotFound):
-		d.settled(c)
 	case errs.Is(err, errs.LeaseLost):
-		d.settled(c)
 		d.log.Warn("the message's claim ran out and another worker took it; it may be sent twice",
 			"conv", c.Conv, "outbox_id", c.ID, "platform", c.Target.Platform, "write", what)
 	default:

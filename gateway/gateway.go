@@ -318,11 +318,14 @@ func (g *Gateway) build() error {
 		// a dead worker's turns over quickly hands its sends over quickly
 		// too.
 		ClaimTTL: max(2*cfg.Store.LeaseTTL, 10*time.Second),
-		Redact:   g.redact.String,
-		Settled:  scheduled.settled,
-		Clock:    g.clock,
-		Logger:   log.With("part", "delivery"),
-		Metrics:  g.metrics,
+		// A dead process's claims end when its heartbeat runs out, a
+		// quarter of a claim, rather than when the claims do.
+		Heartbeat: max(cfg.Store.LeaseTTL/2, 2*time.Second),
+		Redact:    g.redact.String,
+		Settled:   scheduled.settled,
+		Clock:     g.clock,
+		Logger:    log.With("part", "delivery"),
+		Metrics:   g.metrics,
 	})
 	if err != nil {
 		return err

@@ -354,13 +354,19 @@ func TestRateLimitIsHonoured(t *testing.T) {
 	text := strings.Repeat("word ", 300) + "\n\n" + strings.Repeat("more ", 300) // two parts
 	h.fake.FailAt(discordfake.RouteMessage, 2, discordfake.RateLimit(300*time.Millisecond))
 
-	res := h.a.Send(context.Background(), outbox.Message{ID: "o1", Target: tg, Text: text})
+	var kept outbox.Parts
+	ctx := adapters.WithParts(context.Background(), func(p outbox.Parts) error {
+		kept = p
+		return nil
+	})
+	res := h.a.Send(ctx, outbox.Message{ID: "o1", Target: tg, Text: text})
 	if res.Outcome != adapters.RateLimited || res.RetryAfter != 300*time.Millisecond {
 		t.Fatalf("Send = %+v, want rate limited for 300ms", res)
 	}
-	// The outbox waits RetryAfter and sends again: only the second part
-	// goes out, and not before Discord's wait is over.
-	res = h.a.Send(context.Background(), outbox.Message{ID: "o1", Target: tg, Text: text})
+	// The outbox waits RetryAfter and sends again, with the parts it
+	// kept: only the second part goes out, and not before Discord's wait
+	// is over.
+	res = h.a.Send(context.Background(), outbox.Message{ID: "o1", Target: tg, Text: text, Parts: kept})
 	if res.Outcome != adapters.Accepted {
 		t.Fatalf("retry = %+v, want accepted", res)
 	}

@@ -65,8 +65,7 @@ type Adapter struct {
 	// (deliverRetry the variable; tests shorten it).
 	deliverRetry adapters.Backoff
 	client       *http.Client
-	rest         *discordgo.Session                // REST only; Run opens a gateway session of its own
-	sent         *adapters.SendProgress[sendState] // replies sent in part, by outbox message id
+	rest         *discordgo.Session // REST only; Run opens a gateway session of its own
 	threads      *threadCache
 
 	mu    sync.Mutex
@@ -117,7 +116,7 @@ func New(opts Options) (*Adapter, error) {
 
 	a := &Adapter{
 		opts: opts, log: common.Log, clock: common.Clock, retry: adapters.Backoff{Min: opts.RetryMin, Max: opts.RetryMax},
-		token: "Bot " + token, client: client, sent: adapters.NewSendProgress[sendState](opts.Clock), threads: newThreadCache(),
+		token: "Bot " + token, client: client, threads: newThreadCache(),
 		deliverRetry: deliverRetry,
 	}
 	a.botID = botIDFromToken(token)

@@ -24,7 +24,8 @@ var noPings = &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentio
 // and posts the parts in order: the first as a reply to m.ReplyTo when
 // that is a message id, every part as a follow-up when m answers an
 // application command whose token is still good. Parts Discord accepted
-// are not posted again when the outbox retries m.
+// are not posted again when the outbox retries m (m.Parts, recorded as
+// each is accepted through adapters.KeepParts).
 func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResult {
 	r, err := parseRoute(m.Target)
 	if err != nil {
@@ -34,7 +35,7 @@ func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResul
 	if len(parts) == 0 {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "discord: the message is empty"}
 	}
-	p, _ := a.sent.Take(m.ID)
+	p := sendState{done: adapters.ResumeAt(m, len(parts)), first: m.Parts.First, channelOnly: m.Parts.Mode == modeChannel}
 	ref, viaFollowup := parseInteractionRef(m.ReplyTo)
 	viaFollowup = viaFollowup && !p.channelOnly && a.clock.Now().Before(ref.expires())
 	for i := p.done; i < len(parts); i++ {
@@ -56,16 +57,17 @@ func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResul
 			id, err = a.post(ctx, r, parts[i], replyTo)
 		}
 		if err != nil {
-			res := classify(err)
-			if res.Outcome != adapters.Permanent && (p.done > 0 || p.channelOnly) {
-				a.sent.Keep(m.ID, p)
-			}
-			return res
+			return classify(err)
 		}
 		if p.done == 0 {
 			p.first = id
 		}
 		p.done++
+		if p.done < len(parts) {
+			if err := adapters.KeepParts(ctx, p.record()); err != nil {
+				return adapters.PartsNotKept("discord", err)
+			}
+		}
 	}
 	return adapters.SendResult{Outcome: adapters.Accepted, MessageID: p.first}
 }
@@ -177,10 +179,23 @@ func retryAfter(re *discordgo.RESTError) time.Duration {
 	return time.Second
 }
 
-// sendState is how far a message sent in parts got, kept in an
-// adapters.SendProgress between attempts.
+// sendState is how far a message sent in parts got, kept with the
+// outbox message between attempts (outbox.Parts).
 type sendState struct {
 	done        int    // parts accepted
 	first       string // the first part's message id
 	channelOnly bool   // the follow-up was refused: post to the channel
+}
+
+// modeChannel is the outbox.Parts mode of an answer whose follow-ups were
+// refused: the parts left go to the channel.
+const modeChannel = "channel"
+
+// record is p as the outbox keeps it.
+func (p sendState) record() outbox.Parts {
+	r := outbox.Parts{Done: p.done, First: p.first}
+	if p.channelOnly {
+		r.Mode = modeChannel
+	}
+	return r
 }

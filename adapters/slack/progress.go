@@ -1,11 +1,26 @@
 package slack
 
+import "github.com/heraldgw/herald/outbox"
+
 // progress is how far a message split into parts got: its retry resumes
-// at parts[sent] instead of posting the first parts again. It is kept
-// in an adapters.SendProgress between attempts.
+// at parts[sent] instead of posting the first parts again. Between
+// attempts it is kept with the outbox message (outbox.Parts).
 type progress struct {
 	parts []string
 	plain bool   // Slack refused the formatting; parts go with markup off
 	sent  int    // parts Slack accepted
 	first string // the ts of the first part
+}
+
+// modePlain is the outbox.Parts mode of a message whose parts go with
+// Slack's markup off.
+const modePlain = "plain"
+
+// record is p as the outbox keeps it.
+func (p *progress) record() outbox.Parts {
+	r := outbox.Parts{Done: p.sent, First: p.first}
+	if p.plain {
+		r.Mode = modePlain
+	}
+	return r
 }

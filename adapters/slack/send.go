@@ -25,10 +25,7 @@ func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResul
 	if err != nil {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: err.Error()}
 	}
-	p, ok := a.progress.Take(m.ID)
-	if !ok {
-		p = &progress{parts: chatfmt.RenderParts(m.Text, chatfmt.SlackMrkdwn, chatfmt.SlackLimit)}
-	}
+	p := resume(m)
 	if len(p.parts) == 0 {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "the message is empty"}
 	}
@@ -40,18 +37,30 @@ func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResul
 			continue
 		}
 		if err != nil {
-			res := classify(err)
-			if res.Outcome != adapters.Permanent && (p.sent > 0 || p.plain) {
-				a.progress.Keep(m.ID, p)
-			}
-			return res
+			return classify(err)
 		}
 		if p.first == "" {
 			p.first = ts
 		}
 		p.sent++
+		if p.sent < len(p.parts) {
+			if err := adapters.KeepParts(ctx, p.record()); err != nil {
+				return adapters.PartsNotKept("slack", err)
+			}
+		}
 	}
 	return adapters.SendResult{Outcome: adapters.Accepted, MessageID: p.first}
+}
+
+// resume is m's progress: where an earlier attempt stopped (m.Parts), or
+// a fresh rendering.
+func resume(m outbox.Message) *progress {
+	p := &progress{parts: chatfmt.RenderParts(m.Text, chatfmt.SlackMrkdwn, chatfmt.SlackLimit)}
+	p.sent, p.first = adapters.ResumeAt(m, len(p.parts)), m.Parts.First
+	if m.Parts.Mode == modePlain {
+		p.toPlain(m.Text)
+	}
+	return p
 }
 
 // post sends one part; plain turns Slack's markup off.

@@ -136,9 +136,19 @@ func TestSendRetryResumesAfterTheSentParts(t *testing.T) {
 	msg := outbox.Message{ID: "m1", Target: thread, Text: text}
 	// The first part goes, the second meets a 500.
 	f.fake.Fail("chat.postMessage", slackfake.Failure{}, slackfake.Failure{Status: 500})
-	if res := f.a.Send(context.Background(), msg); res.Outcome != adapters.Transient {
+	var kept []outbox.Parts
+	ctx := adapters.WithParts(context.Background(), func(p outbox.Parts) error {
+		kept = append(kept, p)
+		return nil
+	})
+	if res := f.a.Send(ctx, msg); res.Outcome != adapters.Transient {
 		t.Fatalf("first attempt: %+v; want transient", res)
 	}
+	if len(kept) != 1 || kept[0].Done != 1 || kept[0].First == "" {
+		t.Fatalf("parts kept = %+v; want the first part's", kept)
+	}
+	// The retry, by any process, reads them back from the outbox.
+	msg.Parts = kept[0]
 	res := f.a.Send(context.Background(), msg)
 	if res.Outcome != adapters.Accepted {
 		t.Fatalf("retry: %+v; want accepted", res)

@@ -55,20 +55,18 @@ type Options struct {
 	Logger *slog.Logger
 	// HTTPClient makes the Web API calls; nil means http.DefaultClient.
 	HTTPClient *http.Client
-	// Clock ages the memory of partly sent messages; nil means the wall
-	// clock.
+	// Clock is the adapter's time; nil means the wall clock.
 	Clock clock.Clock
 }
 
 // Adapter is one Slack app connection. It implements adapters.Adapter,
 // Presence, Exclusive and Mounter.
 type Adapter struct {
-	opts     Options
-	log      *slog.Logger
-	api      *slackapi.Client
-	socket   bool                              // Socket Mode (an app token is set), else the Events API
-	self     atomic.Pointer[identity]          // the bot, once auth.test answered
-	progress *adapters.SendProgress[*progress] // replies sent in part, by outbox message id
+	opts   Options
+	log    *slog.Logger
+	api    *slackapi.Client
+	socket bool                     // Socket Mode (an app token is set), else the Events API
+	self   atomic.Pointer[identity] // the bot, once auth.test answered
 	// commandDeadline bounds a slash command's delivery (commandDeadline
 	// the constant; tests shorten it).
 	commandDeadline time.Duration
@@ -129,7 +127,6 @@ func New(opts Options) (*Adapter, error) {
 
 		commandDeadline: commandDeadline,
 	}
-	a.progress = adapters.NewSendProgress[*progress](opts.Clock)
 	return a, nil
 }
 

@@ -23,58 +23,44 @@ import (
 // refused one is easy to read back as plain text (plain.go).
 const dialect = chatfmt.TelegramHTML
 
-// progress is how far a reply sent in parts got, so that a retry sends
-// only the parts that did not go; it is kept in an adapters.SendProgress
-// between attempts.
-type progress struct {
-	text    string   // the message text the parts were rendered from
-	parts   []string // rendered
-	sent    int      // parts Telegram accepted
-	firstID string   // Telegram's id of the first part
-}
-
 // Send sends m as one sendMessage per part, in order: the first replies
 // to m.ReplyTo, all go to the topic when the target has a thread. A part
-// Telegram refuses to parse is resent as plain text.
+// Telegram refuses to parse is resent as plain text. A retry goes on
+// after the parts an earlier attempt got through (m.Parts), recorded as
+// each is accepted (adapters.KeepParts).
 func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResult {
 	chat, thread, err := chatAndThread(m.Target)
 	if err != nil {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: err.Error()}
 	}
-	pr := a.resume(m)
-	if len(pr.parts) == 0 {
+	parts := chatfmt.RenderParts(m.Text, dialect, chatfmt.TelegramLimit)
+	if len(parts) == 0 {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "the message is empty"}
 	}
-	for pr.sent < len(pr.parts) {
+	sent, firstID := adapters.ResumeAt(m, len(parts)), m.Parts.First
+	for sent < len(parts) {
 		reply := 0
-		if pr.sent == 0 {
+		if sent == 0 {
 			reply = replyID(m.ReplyTo, m.Target.Chat)
 		}
-		id, res := a.sendPart(ctx, chat, thread, reply, pr.parts[pr.sent])
+		id, res := a.sendPart(ctx, chat, thread, reply, parts[sent])
 		if res.Outcome != adapters.Accepted {
-			if len(pr.parts) > 1 {
-				res.Reason = fmt.Sprintf("part %d of %d: %s", pr.sent+1, len(pr.parts), res.Reason)
-			}
-			if res.Outcome != adapters.Permanent && pr.sent > 0 {
-				a.progress.Keep(m.ID, pr)
+			if len(parts) > 1 {
+				res.Reason = fmt.Sprintf("part %d of %d: %s", sent+1, len(parts), res.Reason)
 			}
 			return res
 		}
-		if pr.sent == 0 {
-			pr.firstID = id
+		if sent == 0 {
+			firstID = id
 		}
-		pr.sent++
+		sent++
+		if sent < len(parts) {
+			if err := adapters.KeepParts(ctx, outbox.Parts{Done: sent, First: firstID}); err != nil {
+				return adapters.PartsNotKept("telegram", err)
+			}
+		}
 	}
-	return adapters.SendResult{Outcome: adapters.Accepted, MessageID: pr.firstID}
-}
-
-// resume returns m's progress: where an earlier attempt of this process
-// stopped, or a fresh rendering.
-func (a *Adapter) resume(m outbox.Message) progress {
-	if p, ok := a.progress.Take(m.ID); ok && p.text == m.Text {
-		return p
-	}
-	return progress{text: m.Text, parts: chatfmt.RenderParts(m.Text, dialect, chatfmt.TelegramLimit)}
+	return adapters.SendResult{Outcome: adapters.Accepted, MessageID: firstID}
 }
 
 // sendPart sends one rendered part and returns Telegram's id for it.

@@ -2,6 +2,7 @@ package telegram_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,7 +12,6 @@ import (
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/adapters/chatfmt"
 	"github.com/heraldgw/herald/adapters/telegram"
-	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/testkit/telegramfake"
 	"github.com/heraldgw/herald/outbox"
 )
@@ -194,7 +194,12 @@ func TestPartsSentBeforeAFailureAreNotSentAgain(t *testing.T) {
 	fake.Fail("sendMessage", 1, telegramfake.Pass)
 	fake.Fail("sendMessage", 1, telegramfake.ServerError)
 
-	res := a.Send(context.Background(), m)
+	var kept []outbox.Parts
+	ctx := adapters.WithParts(context.Background(), func(p outbox.Parts) error {
+		kept = append(kept, p)
+		return nil
+	})
+	res := a.Send(ctx, m)
 	if res.Outcome != adapters.Transient || !strings.Contains(res.Reason, "part 2 of") {
 		t.Fatalf("Send: %+v, want a transient failure of part 2", res)
 	}
@@ -202,6 +207,12 @@ func TestPartsSentBeforeAFailureAreNotSentAgain(t *testing.T) {
 	if len(first) != 1 {
 		t.Fatalf("%d parts sent before the failure, want 1", len(first))
 	}
+	want := outbox.Parts{Done: 1, First: fmt.Sprint(first[0].ID)}
+	if len(kept) != 1 || kept[0] != want {
+		t.Fatalf("parts kept = %+v, want %+v", kept, want)
+	}
+	// The retry, by any process, reads them back from the outbox.
+	m.Parts = kept[0]
 	res = a.Send(context.Background(), m)
 	if res.Outcome != adapters.Accepted || res.MessageID != fmt.Sprint(first[0].ID) {
 		t.Fatalf("retry: %+v, want accepted with the first part's id %d", res, first[0].ID)
@@ -218,6 +229,19 @@ func TestPartsSentBeforeAFailureAreNotSentAgain(t *testing.T) {
 	}
 }
 
+func TestNoPartGoesOnceTheLastOneCouldNotBeRecorded(t *testing.T) {
+	fake, a := sender(t)
+	m := dm("o1", longReply(10000))
+	ctx := adapters.WithParts(context.Background(), func(outbox.Parts) error { return errors.New("store down") })
+	res := a.Send(ctx, m)
+	if res.Outcome != adapters.Transient || !strings.Contains(res.Reason, "store down") {
+		t.Fatalf("Send: %+v, want a transient failure naming the store", res)
+	}
+	if sent := fake.Sent(user); len(sent) != 1 {
+		t.Errorf("%d parts sent, want only the first, whose acceptance could not be recorded", len(sent))
+	}
+}
+
 func TestSendToTopicAndReplyElsewhere(t *testing.T) {
 	fake, a := sender(t)
 	m := outbox.Message{ID: "o1", Target: outbox.Target{Platform: telegram.Platform, Chat: "-100200", Thread: "7"}, Text: "hi", ReplyTo: "-100999:5"}
@@ -227,27 +251,5 @@ func TestSendToTopicAndReplyElsewhere(t *testing.T) {
 	sent := fake.Sent(-100200)
 	if len(sent) != 1 || sent[0].Thread != 7 || sent[0].ReplyTo != 0 {
 		t.Errorf("sent %+v, want in topic 7 without a reply to another chat's message", sent)
-	}
-}
-
-func TestProgressIsForgottenAfterAnHour(t *testing.T) {
-	fake := telegramfake.New(t, "")
-	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	opts := options(fake)
-	opts.Clock = clk
-	a := newAdapter(t, opts)
-	m := dm("o1", longReply(10000))
-	fake.Fail("sendMessage", 1, telegramfake.Pass)
-	fake.Fail("sendMessage", 1, telegramfake.ServerError)
-	if res := a.Send(context.Background(), m); res.Outcome != adapters.Transient {
-		t.Fatalf("Send: %+v", res)
-	}
-	clk.Advance(2 * time.Hour)
-	if res := a.Send(context.Background(), m); res.Outcome != adapters.Accepted {
-		t.Fatalf("retry: %+v", res)
-	}
-	parts := chatfmt.RenderParts(m.Text, chatfmt.TelegramHTML, chatfmt.TelegramLimit)
-	if sent := fake.Sent(user); len(sent) != len(parts)+1 || sent[0].Text != sent[1].Text {
-		t.Errorf("%d messages, want the first part again and then all %d", len(sent), len(parts))
 	}
 }

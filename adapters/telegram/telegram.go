@@ -89,7 +89,6 @@ type Adapter struct {
 
 	self atomic.Pointer[identity] // from getMe; nil until it answered
 
-	progress *adapters.SendProgress[progress] // replies sent in part, by outbox message id
 }
 
 // identity is the bot as getMe describes it: what mentions and replies
@@ -138,7 +137,6 @@ func New(opts Options) (*Adapter, error) {
 		apiURL:      strings.TrimRight(cfg.APIURL, "/"),
 		pollTimeout: orDefault(opts.PollTimeout, DefaultPollTimeout),
 		retry:       adapters.Backoff{Min: orDefault(opts.BackoffMin, DefaultBackoffMin), Max: orDefault(opts.BackoffMax, DefaultBackoffMax)},
-		progress:    adapters.NewSendProgress[progress](common.Clock),
 	}
 	// getUpdates takes whole seconds, and 0 would not wait at all.
 	a.pollTimeout = max(a.pollTimeout, time.Second)

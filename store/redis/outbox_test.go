@@ -16,7 +16,9 @@ import (
 )
 
 func msg(platform, text string) outbox.Message {
-	return outbox.Message{Target: outbox.Target{Platform: platform, Chat: "c1"}, Text: text, Kind: "reply"}
+	// Each text its own chat: a target whose messages wait for none of the
+	// others.
+	return outbox.Message{Target: outbox.Target{Platform: platform, Chat: text}, Text: text, Kind: "reply"}
 }
 
 func texts[T any](xs []T, text func(T) string) []string {

@@ -14,7 +14,9 @@ import (
 )
 
 func msgTo(platform, text string) outbox.Message {
-	return outbox.Message{Target: outbox.Target{Platform: platform, Chat: "c1"}, Text: text, Kind: "reply"}
+	// Each text its own chat: a target whose messages wait for none of the
+	// others.
+	return outbox.Message{Target: outbox.Target{Platform: platform, Chat: text}, Text: text, Kind: "reply"}
 }
 
 func mustEnqueue(t *testing.T, o outbox.Store, m outbox.Message) string {
