@@ -52,6 +52,7 @@ type Server struct {
 	calls     []Call
 	failures  map[string][]Failure
 	held      map[string]bool // methods whose calls wait unanswered (Hold)
+	holdAfter map[string]int  // calls of a method to let through before it is held (HoldAfter)
 	holding   map[string]int  // calls waiting in a Hold now, by method
 	rejectFmt int
 	queue     []queued // updates not yet confirmed, in update_id order
@@ -143,20 +144,21 @@ func New(t testing.TB, token string) *Server {
 	}
 	id, _ := strconv.ParseInt(strings.SplitN(token, ":", 2)[0], 10, 64)
 	s := &Server{
-		t:        t,
-		token:    token,
-		botID:    id,
-		done:     make(chan struct{}),
-		botName:  DefaultBotName,
-		maxPoll:  DefaultMaxPoll,
-		changed:  make(chan struct{}),
-		failures: map[string][]Failure{},
-		held:     map[string]bool{},
-		holding:  map[string]int{},
-		nextUpd:  1000,
-		served:   map[int64]int{},
-		nextMsg:  map[int64]int{},
-		messages: map[int64]map[int]*Sent{},
+		t:         t,
+		token:     token,
+		botID:     id,
+		done:      make(chan struct{}),
+		botName:   DefaultBotName,
+		maxPoll:   DefaultMaxPoll,
+		changed:   make(chan struct{}),
+		failures:  map[string][]Failure{},
+		held:      map[string]bool{},
+		holdAfter: map[string]int{},
+		holding:   map[string]int{},
+		nextUpd:   1000,
+		served:    map[int64]int{},
+		nextMsg:   map[int64]int{},
+		messages:  map[int64]map[int]*Sent{},
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(func() {
@@ -211,10 +213,23 @@ func (s *Server) Hold(method string) {
 	s.mu.Unlock()
 }
 
+// HoldAfter lets the next n calls of method be answered and holds every
+// later one, as Hold does: a send in parts cut after its first n parts.
+func (s *Server) HoldAfter(method string, n int) {
+	s.mu.Lock()
+	if n <= 0 {
+		s.held[method] = true
+	} else {
+		s.holdAfter[method] = n
+	}
+	s.mu.Unlock()
+}
+
 // Release lets the held calls of method, and later ones, be answered.
 func (s *Server) Release(method string) {
 	s.mu.Lock()
 	delete(s.held, method)
+	delete(s.holdAfter, method)
 	s.changedLocked()
 	s.mu.Unlock()
 }

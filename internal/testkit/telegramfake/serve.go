@@ -69,6 +69,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 func (s *Server) waitHeld(ctx context.Context, method string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if n, ok := s.holdAfter[method]; ok {
+		if n > 1 {
+			s.holdAfter[method] = n - 1
+		} else {
+			delete(s.holdAfter, method)
+			s.held[method] = true
+		}
+		return true
+	}
 	if !s.held[method] {
 		return true
 	}
