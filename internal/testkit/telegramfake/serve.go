@@ -46,6 +46,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		write(w, fail(http.StatusBadRequest, "Bad Request: "+err.Error()))
 		return
 	}
+	// Read to the body's end: only then does the server watch the
+	// connection, and end the request's context when the caller is gone
+	// (a held call of a killed process is dropped, not answered).
+	_, _ = io.Copy(io.Discard, r.Body)
 	var a answer
 	switch {
 	case token != s.token:
