@@ -214,7 +214,10 @@ func CheckDropHistory(op string, f Finish) error {
 // for Worker, for TTL. Once the finish has committed, the store calls
 // Claimed with the claims of the messages it enqueued, in the order of
 // Finish.Outbox; a message whose idempotency key was seen before is not
-// enqueued and has no claim. Claimed is not called when the finish fails.
+// enqueued and has no claim, and neither has one due later, or one behind
+// an earlier message to its target that Worker does not hold (it is
+// enqueued due, and leaves after that one, as outbox.Store.Claim keeps
+// a target's order). Claimed is not called when the finish fails.
 // Claims made this way are like any other: acked, released or let run
 // out through outbox.Store. A TTL of zero or less is the outbox's default
 // claim; a Handoff without a Worker or without Claimed asks for nothing.

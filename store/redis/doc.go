@@ -163,11 +163,26 @@
 // The outbox is global, not per conversation:
 //
 //	Pob:m:<id>               hash      one message: d (the encoded
-//	                                    outbox.Message), p (platform), n
-//	                                    (attempts), next (next attempt, ms),
-//	                                    at (created, ms), e (last error), and
+//	                                    outbox.Message), p (platform), t
+//	                                    (target), n (attempts), next (next
+//	                                    attempt, ms), at (created, ms), e
+//	                                    (last error), pg (outbox.Parts,
+//	                                    encoded, once a part went), and
 //	                                    while claimed: tok (claim token), exp
-//	                                    (claim expiry, ms), w (worker)
+//	                                    (claim expiry, ms), w (worker); w
+//	                                    left after a claim ran out tells the
+//	                                    next claim it is a resend
+//	Pob:t:<target>           zset      a target's undelivered messages that
+//	                                    are not dead, scored by sequence: a
+//	                                    message is claimed or handed only
+//	                                    while every earlier one here is held
+//	                                    by the same worker under a live claim
+//	Pob:workers              zset      delivery workers by heartbeat expiry
+//	                                    (ms); ob_claim ends the live claims
+//	                                    of one whose heartbeat ran out
+//	                                    (a scan of ob:handed and the claimed
+//	                                    index of each platform it claims
+//	                                    for) and forgets it
 //	Pob:due:<platform>       zset      unclaimed messages of one platform
 //	                                    scored by next attempt (ms)
 //	Pob:claimed:<platform>   zset      messages of one platform claimed

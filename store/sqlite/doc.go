@@ -153,6 +153,21 @@
 // transaction, each message checked as Ack checks it, so one refused ack
 // writes nothing of its own and stops none of the others. Dead rows leave
 // the due index and are listed through their own partial index.
+//
+// Since schema version 13 a target's messages leave in id order: Claim
+// takes a due row only when the (target, id) index, which leaves dead rows
+// out, finds no earlier row to its target that the claiming worker does
+// not hold under a live claim, so usually one index probe that finds
+// nothing; a row behind one given back until later gets that later
+// next_attempt, so it stops filling the due reads. A handed message is
+// inserted claimed under the same test, else due. parts holds how far a
+// message sent in parts got (outbox.Parts, encoded; NULL for none),
+// written under the claim token. outbox_workers holds the delivery
+// workers' heartbeats (worker, expires); Claim first ends the live claims
+// of every worker whose heartbeat ran out (a scan of outbox by
+// claim_worker, rare: a worker died) and forgets it. A claim of a row
+// still in state claimed (its claim ran out or was ended) reports a
+// resend.
 // outbox_keys remembers idempotency keys for the dedupe window, also after
 // the message was sent and deleted, so a retried Enqueue never sends twice.
 //
