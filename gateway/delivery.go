@@ -141,6 +141,12 @@ type Delivery struct {
 	held     int              // claimed messages not yet settled
 	promised int              // room kept for the replies of commits in flight (Handoff)
 	sendAvg  time.Duration    // how long a send takes, a moving average; 0 until one was timed
+	// backs records, by target, the last message handed back unsent (see
+	// backMark), numbered by backSeq: a claim or a handoff that began
+	// before it may hold messages behind it, taken while it was still
+	// held here, that must not be sent before it.
+	backs    map[string]backMark
+	backSeq  uint64
 	started  bool
 	stopping bool
 
@@ -181,6 +187,14 @@ type lane struct {
 	hold    time.Time
 }
 
+// backMark is a hand-back of a message to a target: its number and when
+// the message is due again.
+type backMark struct {
+	seq  uint64
+	hold time.Time
+	at   time.Time // when it was recorded, to forget it
+}
+
 // NewDelivery returns a delivery worker; Start runs it. Errors: Invalid
 // (no outbox or routes).
 func NewDelivery(opts DeliveryOptions) (*Delivery, error) {
@@ -208,6 +222,7 @@ func NewDelivery(opts DeliveryOptions) (*Delivery, error) {
 		wake:        make(chan struct{}, 1),
 		room:        make(chan struct{}, 1),
 		lanes:       map[string]*lane{},
+		backs:       map[string]backMark{},
 		stop:        make(chan struct{}),
 		ackWake:     make(chan struct{}, 1),
 		sendersDone: make(chan struct{}),
@@ -392,9 +407,10 @@ func (d *Delivery) Handoff(msgs []outbox.Message) (h *sessions.Handoff, done fun
 	}
 	d.promised += n
 	handed := 0 // set by Claimed, on the committing goroutine, before done
+	since := d.backSeq
 	h = &sessions.Handoff{Worker: d.name, TTL: d.claimTTL, Claimed: func(cs []outbox.Claimed) {
 		handed = len(cs)
-		d.handed(cs)
+		d.handed(cs, since)
 	}}
 	done = func(committed bool) {
 		d.mu.Lock()
@@ -419,8 +435,9 @@ func (d *Delivery) routed(msgs []outbox.Message) bool {
 }
 
 // handed takes the claims a commit made for this worker (see Handoff) as
-// if its own loop had claimed them.
-func (d *Delivery) handed(claimed []outbox.Claimed) {
+// if its own loop had claimed them; since is backSeq when the commit
+// began.
+func (d *Delivery) handed(claimed []outbox.Claimed, since uint64) {
 	if len(claimed) == 0 {
 		return
 	}
@@ -428,7 +445,7 @@ func (d *Delivery) handed(claimed []outbox.Claimed) {
 	if !d.stopping && !d.ended {
 		// Under the lock Shutdown sets stopping and the loop's end sets
 		// ended under: a sender this starts is one Shutdown waits for.
-		d.dispatchLocked(claimed)
+		d.dispatchLocked(claimed, since)
 		d.mu.Unlock()
 		return
 	}
@@ -470,11 +487,11 @@ func (d *Delivery) loop() {
 			}
 		}
 		d.mu.Lock()
-		mark := d.notified
+		mark, since := d.notified, d.backSeq
 		d.mu.Unlock()
 		claimed, all := d.claim(min(n, d.batch))
 		d.mu.Lock()
-		d.dispatchLocked(claimed)
+		d.dispatchLocked(claimed, since)
 		if all {
 			// Every message due when the claim began is claimed now.
 			d.claimedTo = mark
@@ -567,8 +584,11 @@ func (d *Delivery) claim(n int) (claimed []outbox.Claimed, all bool) {
 
 // dispatchLocked puts each claimed message in its target's lane; a new
 // lane waits for a sender, and a sender starts for each waiting lane while
-// fewer than Senders run. d.mu is held.
-func (d *Delivery) dispatchLocked(claimed []outbox.Claimed) {
+// fewer than Senders run. since is backSeq when the claim began: a new
+// lane of a target whose message was handed back since starts stalled,
+// as its lane was, since the store gave its messages out behind that one
+// while this worker still held it. d.mu is held.
+func (d *Delivery) dispatchLocked(claimed []outbox.Claimed, since uint64) {
 	for _, c := range claimed {
 		d.held++
 		key := c.Target.String()
@@ -577,6 +597,9 @@ func (d *Delivery) dispatchLocked(claimed []outbox.Claimed) {
 			continue
 		}
 		l := &lane{target: key, queue: []outbox.Claimed{c}}
+		if b, ok := d.backs[key]; ok && b.seq > since {
+			l.stalled, l.hold = true, b.hold
+		}
 		d.lanes[key] = l
 		d.waiting = append(d.waiting, l)
 	}
@@ -637,12 +660,28 @@ func (d *Delivery) drain(l *lane) {
 		if !back.IsZero() {
 			d.mu.Lock()
 			l.stalled, l.hold = true, later(l.hold, back)
+			d.backedLocked(l.target, l.hold, now)
 			d.mu.Unlock()
 		}
 		d.mu.Lock()
 		d.held--
 		d.mu.Unlock()
 		d.signalRoom()
+	}
+}
+
+// backedLocked records that a message to target was handed back, due at
+// hold, and forgets the records older than a claim: a claim or a commit
+// in flight that long ago has ended. d.mu is held.
+func (d *Delivery) backedLocked(target string, hold, now time.Time) {
+	d.backSeq++
+	d.backs[target] = backMark{seq: d.backSeq, hold: hold, at: now}
+	if len(d.backs) > 64 {
+		for k, b := range d.backs {
+			if now.Sub(b.at) > d.claimTTL {
+				delete(d.backs, k)
+			}
+		}
 	}
 }
 

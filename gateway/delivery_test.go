@@ -760,3 +760,75 @@ func TestDeliveryClaimsAheadOfFastSendsWithinSenders(t *testing.T) {
 		t.Errorf("%d sends ran at once, want at most %d", got, senders)
 	}
 }
+
+// TestDeliveryKeepsThePartsSentInTheStore: the parts an adapter reports
+// accepted are written with the message under its claim, so the next
+// attempt, here after a failure, gets them back and sends only the rest.
+func TestDeliveryKeepsThePartsSentInTheStore(t *testing.T) {
+	var mu sync.Mutex
+	var resumedAt []int
+	a := &fakeAdapter{platform: "telegram", send: func(ctx context.Context, m outbox.Message) adapters.SendResult {
+		mu.Lock()
+		resumedAt = append(resumedAt, m.Parts.Done)
+		mu.Unlock()
+		if m.Parts.Done == 0 {
+			// The first part goes, the second fails.
+			if err := adapters.KeepParts(ctx, outbox.Parts{Done: 1, First: "p1"}); err != nil {
+				return adapters.PartsNotKept("telegram", err)
+			}
+			return adapters.SendResult{Outcome: adapters.Transient, Reason: "timeout"}
+		}
+		return adapters.SendResult{Outcome: adapters.Accepted, MessageID: m.Parts.First}
+	}}
+	r := newDeliveryRig(t, DeliveryOptions{}, a)
+	id := r.enqueue("telegram:7", "long")
+	m := r.waitReleased(id, func(m outbox.Message) bool { return m.Attempts == 1 })
+	if m.Parts != (outbox.Parts{Done: 1, First: "p1"}) {
+		t.Fatalf("parts in the store after the failure = %+v, want the first part's", m.Parts)
+	}
+	r.clk.Set(m.NextAttempt)
+	r.d.Notify()
+	eventually(t, "the message sent", func() bool {
+		ms, _ := r.store.Pending(context.Background(), 10)
+		return len(ms) == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff([]int{0, 1}, resumedAt); diff != "" {
+		t.Errorf("parts done at each attempt (-want +got):\n%s", diff)
+	}
+}
+
+// TestDeliveryHandsBackWhatIsBehindAMessageHandedBack: once a message of
+// a lane goes back unsent, those behind it go back too, and the store
+// gives them out again only after it.
+func TestDeliveryHandsBackWhatIsBehindAMessageHandedBack(t *testing.T) {
+	s := &scripted{results: []adapters.SendResult{{Outcome: adapters.RouteMissing, Reason: "not connected"}}}
+	gate := make(chan struct{})
+	var held atomic.Bool
+	a := &fakeAdapter{platform: "telegram", send: func(ctx context.Context, m outbox.Message) adapters.SendResult {
+		if held.CompareAndSwap(false, true) {
+			<-gate // the others are claimed behind it meanwhile
+		}
+		return s.send(ctx, m)
+	}}
+	r := newDeliveryRig(t, DeliveryOptions{}, a)
+	r.enqueue("telegram:7", "first")
+	eventually(t, "the first send under way", held.Load)
+	r.enqueue("telegram:7", "second")
+	r.enqueue("telegram:7", "third")
+	close(gate)
+	eventually(t, "all three given back", func() bool {
+		ms, _ := r.store.Pending(context.Background(), 10)
+		return len(ms) == 3 && ms[0].NextAttempt.After(t0) && ms[1].NextAttempt.After(t0) && ms[2].NextAttempt.After(t0)
+	})
+	r.clk.Advance(DefaultRouteRetry)
+	r.d.Notify()
+	eventually(t, "all sent", func() bool {
+		ms, _ := r.store.Pending(context.Background(), 10)
+		return len(ms) == 0
+	})
+	if diff := cmp.Diff([]string{"first", "first", "second", "third"}, s.texts()); diff != "" {
+		t.Errorf("sends (-want +got):\n%s", diff)
+	}
+}

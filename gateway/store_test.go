@@ -169,7 +169,7 @@ func TestHandoffToAStoppedWorkerGoesBack(t *testing.T) {
 		done(false)
 		t.Errorf("a stopped worker offered a handoff")
 	}
-	r.d.handed(claims)
+	r.d.handed(claims, 0)
 	if n := sent.count(); n != 0 {
 		t.Errorf("a stopped worker sent %d messages", n)
 	}
