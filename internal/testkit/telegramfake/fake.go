@@ -53,6 +53,8 @@ type Server struct {
 	failures  map[string][]Failure
 	held      map[string]bool // methods whose calls wait unanswered (Hold)
 	holdAfter map[string]int  // calls of a method to let through before it is held (HoldAfter)
+	holdNext  map[string]int  // calls of a method still to hold on their own (HoldNext)
+	releases  map[string]int  // Release calls by method, which end a HoldNext
 	holding   map[string]int  // calls waiting in a Hold now, by method
 	rejectFmt int
 	queue     []queued // updates not yet confirmed, in update_id order
@@ -154,6 +156,8 @@ func New(t testing.TB, token string) *Server {
 		failures:  map[string][]Failure{},
 		held:      map[string]bool{},
 		holdAfter: map[string]int{},
+		holdNext:  map[string]int{},
+		releases:  map[string]int{},
 		holding:   map[string]int{},
 		nextUpd:   1000,
 		served:    map[int64]int{},
@@ -225,11 +229,22 @@ func (s *Server) HoldAfter(method string, n int) {
 	s.mu.Unlock()
 }
 
+// HoldNext holds the next n calls of method, as Hold does, and lets the
+// later ones be answered: the sends of one process held while another's
+// go through.
+func (s *Server) HoldNext(method string, n int) {
+	s.mu.Lock()
+	s.holdNext[method] += n
+	s.mu.Unlock()
+}
+
 // Release lets the held calls of method, and later ones, be answered.
 func (s *Server) Release(method string) {
 	s.mu.Lock()
 	delete(s.held, method)
 	delete(s.holdAfter, method)
+	delete(s.holdNext, method)
+	s.releases[method]++
 	s.changedLocked()
 	s.mu.Unlock()
 }

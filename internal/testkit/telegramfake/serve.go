@@ -82,7 +82,19 @@ func (s *Server) waitHeld(ctx context.Context, method string) bool {
 		}
 		return true
 	}
-	if !s.held[method] {
+	// A call HoldNext picked waits for the next Release; the others while
+	// the method is held.
+	picked, gen := s.holdNext[method] > 0, s.releases[method]
+	if picked {
+		s.holdNext[method]--
+	}
+	waiting := func() bool {
+		if picked {
+			return s.releases[method] == gen
+		}
+		return s.held[method]
+	}
+	if !waiting() {
 		return true
 	}
 	s.holding[method]++
@@ -91,7 +103,7 @@ func (s *Server) waitHeld(ctx context.Context, method string) bool {
 		s.holding[method]--
 		s.changedLocked()
 	}()
-	for s.held[method] {
+	for waiting() {
 		changed := s.changed
 		s.mu.Unlock()
 		select {
