@@ -163,8 +163,8 @@ type Store interface {
 	// is not dead is held by worker (claimed before, or by this call, in
 	// order), so none is sent while an earlier one waits, is held by
 	// another worker, or by one that died. A dead letter holds nothing up.
-	// Before it claims, Claim ends the claims of every worker whose Beat
-	// ran out (by the store's clock): that worker is gone, and its
+	// Before it claims, Claim ends the claims of every other worker whose
+	// Beat ran out (by the store's clock): that worker is gone, and its
 	// messages are due at once rather than when their claims run out.
 	Claim(ctx context.Context, worker string, platforms []string, max int, ttl time.Duration) ([]Claimed, error)
 

@@ -211,7 +211,7 @@ func (o *outboxStore) Claim(ctx context.Context, worker string, platforms []stri
 	err := d.w.do(ctx, op, bookkeeping, func(t *tx) error {
 		claimed = nil
 		nowT, now := d.now()
-		if err := o.endStale(t, now); err != nil {
+		if err := o.endStale(t, worker, now); err != nil {
 			return err
 		}
 		type dueRow struct {
@@ -332,13 +332,17 @@ func (o *outboxStore) anyDue(ctx context.Context, platforms []string) (bool, err
 }
 
 // endStale ends the claims of the workers whose heartbeat ran out, and
-// forgets them.
-func (o *outboxStore) endStale(t *tx, now int64) error {
+// forgets them; the claiming worker, not dead whatever its heartbeat says
+// (it was paused), keeps its own.
+func (o *outboxStore) endStale(t *tx, claimer string, now int64) error {
 	workers, err := scanRows(scanString)(t.st.outboxStale.Query(now))
 	if err != nil {
 		return err
 	}
 	for _, w := range workers {
+		if w == claimer {
+			continue
+		}
 		if _, err := t.st.outboxEndClaims.Exec(w, now); err != nil {
 			return err
 		}

@@ -646,7 +646,7 @@ func (o memOutbox) Claim(ctx context.Context, worker string, platforms []string,
 	defer o.s.data.mu.Unlock()
 	now := o.s.clk.Now()
 	for w, until := range o.s.data.workers {
-		if !until.After(now) {
+		if !until.After(now) && w != worker {
 			delete(o.s.data.workers, w)
 			for _, m := range o.s.data.msgs {
 				if m.claimed && m.worker == w && m.expires.After(now) {

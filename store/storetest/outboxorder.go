@@ -123,6 +123,9 @@ func runOutboxOrder(t *testing.T, b Backend) {
 			t.Errorf("Claim while d1's heartbeat holds = %q, want nothing", claimedTexts(got))
 		}
 		f.clk.Advance(2 * time.Second)
+		if err := f.ob.Beat(f.ctx, "d3", beat); err != nil {
+			t.Fatalf("Beat(d3): %v", err)
+		}
 		cs := f.claimOutbox("d3", telegram, 10)
 		if d := cmp.Diff([]string{"1", "2"}, claimedTexts(cs)); d != "" {
 			t.Fatalf("Claim after d1's heartbeat ran out, long before its claim (-want +got):\n%s", d)
@@ -133,6 +136,16 @@ func runOutboxOrder(t *testing.T, b Backend) {
 		wantCode(t, "the dead worker's Ack", f.ob.Ack(f.ctx, stale[0]), errs.LeaseLost)
 		if err := f.ob.Ack(f.ctx, alive[0]); err != nil {
 			t.Errorf("the live worker's Ack: %v", err)
+		}
+		// A worker whose own heartbeat ran out (it was paused) keeps its
+		// claims when it claims again.
+		f.clk.Advance(beat + time.Second)
+		f.enqueueAll(reply("c", "3"))
+		if d := cmp.Diff([]string{"3"}, claimedTexts(f.claimOutbox("d3", telegram, 10))); d != "" {
+			t.Errorf("d3's Claim after its own heartbeat ran out (-want +got):\n%s", d)
+		}
+		if err := f.ob.Ack(f.ctx, cs[0]); err != nil {
+			t.Errorf("d3's Ack after its own claim: %v", err)
 		}
 	})
 

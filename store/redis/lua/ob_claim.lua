@@ -32,6 +32,13 @@ local handed = ob_key(prefix, 'handed')
 -- not, end now, and the sweeps below make them due.
 local workers = ob_key(prefix, 'workers')
 local gone = redis.call('ZRANGEBYSCORE', workers, '-inf', now, 'LIMIT', 0, 16)
+-- The claiming worker is not dead, whatever its heartbeat says (it was
+-- paused): its own claims are its senders' still.
+for i = #gone, 1, -1 do
+  if gone[i] == worker then
+    table.remove(gone, i)
+  end
+end
 if #gone > 0 then
   local dead = {}
   for _, w in ipairs(gone) do
