@@ -273,9 +273,10 @@ func runCluster(t *testing.T, kill bool) {
 	}
 	// The survivor ran again what the killed process had at the model.
 	b := gws[1].stderr.String()
-	t.Logf("%d turns in %s; gateway A killed after %s with %d of %d messages posted; %d posts failed over to B; %d model calls (%d turns run again); B took over %d entries",
+	t.Logf("%d turns in %s; gateway A killed after %s with %d of %d messages posted; %d posts failed over to B; %d model calls (%d turns run again); B took over %d entries and resent %v replies",
 		total, took.Round(time.Millisecond), killedAt.Sub(started).Round(time.Millisecond), postedAtKill, total,
-		failedOver.Load(), calls, calls-total, strings.Count(b, "taking over an entry handed out before"))
+		failedOver.Load(), calls, calls-total, strings.Count(b, "taking over an entry handed out before"),
+		counter(t, gws[1], "herald_delivery_resends_total"))
 	if calls <= total {
 		t.Errorf("the model got %d requests for %d messages: the turns gateway A had at the model when it was killed were not run again", calls, total)
 	}
