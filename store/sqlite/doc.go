@@ -154,7 +154,7 @@
 // writes nothing of its own and stops none of the others. Dead rows leave
 // the due index and are listed through their own partial index.
 //
-// Since schema version 13 a target's messages leave in id order: Claim
+// Since schema version 15 a target's messages leave in id order: Claim
 // takes a due row only when the (target, id) index, which leaves dead rows
 // out, finds no earlier row to its target that the claiming worker does
 // not hold under a live claim, so usually one index probe that finds
