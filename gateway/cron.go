@@ -19,8 +19,9 @@ import (
 
 // cronExcluded are the tools a job's fire runs without: it has no user to
 // ask, no conversation of its own to take results back or to schedule
-// from, and its reply is its report.
-var cronExcluded = []string{cronjobs.ToolName, "clarify", "send_message", delegation.ToolName}
+// from, its reply is its report, and it has no turn's commit to write
+// notes with (memory).
+var cronExcluded = []string{cronjobs.ToolName, "clarify", "send_message", delegation.ToolName, "memory"}
 
 // cronParts are the scheduled jobs' pieces: the manager every way of
 // changing jobs goes through, and the scheduler that fires them.

@@ -238,7 +238,13 @@ type ControlTurn struct {
 
 	replies []string
 	meta    map[string]string
+	clear   bool
 }
+
+// ClearHistory empties the conversation's history with the entry's ack,
+// in the same fenced step (Finish.DropHistory): a turn that lost its
+// lease clears nothing.
+func (t *ControlTurn) ClearHistory() { t.clear = true }
 
 // Reply adds a notice sent when the control entry is acked.
 func (t *ControlTurn) Reply(text string) { t.replies = append(t.replies, text) }

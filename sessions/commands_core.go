@@ -132,11 +132,9 @@ func cmdNew(ctx context.Context, c *CommandCall) error {
 }
 
 func runNew(ctx context.Context, t *ControlTurn) error {
-	// Clearing twice is harmless, so a reset run again after a crash
-	// between the clear and the ack does no damage.
-	if err := t.Store.ClearHistory(ctx, t.Lease.Conv); err != nil {
-		return err
-	}
+	// The clear is written with the entry's ack, under the lease: a reset
+	// whose lease was taken over clears nothing, and runs again whole.
+	t.ClearHistory()
 	// The new session is named by the entry that started it, so a run
 	// again after a crash names it alike.
 	t.SetMeta(ConvMetaSession, "s"+t.Entry.ID)

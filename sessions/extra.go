@@ -2,6 +2,8 @@ package sessions
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"time"
@@ -223,7 +225,10 @@ func CheckNote(op, user, text string, lim Limits) error {
 func ValidateUser(op, user string) error { return validateKey(op, "user", user) }
 
 // Notes keeps per-user notes. They outlive /new: a fresh session keeps
-// what the agent remembers about its user.
+// what the agent remembers about its user. A turn writes them in its
+// commit (NoteAdd, NoteRemove), so a turn that lost its lease writes
+// none; AddNote and DeleteNote write at once, for what runs outside a
+// turn.
 type Notes interface {
 	// AddNote stores a note for user and returns it. Errors: Invalid
 	// (empty user or text), TooLarge.
@@ -234,4 +239,59 @@ type Notes interface {
 
 	// DeleteNote removes one note. Errors: NotFound.
 	DeleteNote(ctx context.Context, user, id string) error
+}
+
+// MaxNoteIDBytes bounds a note id a NoteAdd names.
+const MaxNoteIDBytes = 64
+
+// NewNoteID returns a fresh note id, "n_<16 hex>", for a NoteAdd.
+func NewNoteID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "n_" + hex.EncodeToString(b[:])
+}
+
+// NoteAdd adds a note for User in a turn's commit (the memory tool).
+// ID is chosen by the writer (NewNoteID), so the turn can name the note
+// before it is written; a second NoteAdd of the same user and id adds
+// nothing.
+type NoteAdd struct {
+	User, ID, Text string
+}
+
+// WriteKind is "sessions.note_add".
+func (NoteAdd) WriteKind() string { return "sessions.note_add" }
+
+// Check refuses a NoteAdd a store must not apply: as CheckNote, and
+// Invalid for an empty id or one over MaxNoteIDBytes.
+func (n NoteAdd) Check(op string, lim Limits) error {
+	if err := CheckNote(op, n.User, n.Text, lim); err != nil {
+		return err
+	}
+	return checkNoteID(op, n.ID)
+}
+
+// NoteRemove removes User's note ID in a turn's commit. A note that is
+// not there (removed since) is no error: the commit goes through.
+type NoteRemove struct {
+	User, ID string
+}
+
+// WriteKind is "sessions.note_remove".
+func (NoteRemove) WriteKind() string { return "sessions.note_remove" }
+
+// Check refuses a NoteRemove a store must not apply: Invalid for a bad
+// user key or a bad id.
+func (n NoteRemove) Check(op string) error {
+	if err := ValidateUser(op, n.User); err != nil {
+		return err
+	}
+	return checkNoteID(op, n.ID)
+}
+
+func checkNoteID(op, id string) error {
+	if strings.TrimSpace(id) == "" || len(id) > MaxNoteIDBytes {
+		return errs.E(op, errs.Invalid, "note id %q is empty or over %d bytes", id, MaxNoteIDBytes)
+	}
+	return nil
 }

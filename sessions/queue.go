@@ -6,6 +6,7 @@ package sessions
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -201,6 +202,9 @@ type Finish struct {
 	// other waiting work spares the store that search. Finish ignores it.
 	ClaimIfLeft bool
 }
+
+// DropAllHistory, as Finish.DropHistory, empties the stored history (/new).
+const DropAllHistory = math.MaxInt32
 
 // CheckDropHistory refuses a negative Finish.DropHistory.
 func CheckDropHistory(op string, f Finish) error {

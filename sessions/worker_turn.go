@@ -749,7 +749,11 @@ func (w *TurnWorker) runControl(at *activeTurn) {
 	for _, text := range ct.replies {
 		msgs = append(msgs, outbox.Message{Target: target, Text: text, ReplyTo: e.MessageID, Kind: KindCommand})
 	}
-	if w.commit(at, Finish{EntryID: e.ID, Outbox: w.outboxOf(at, msgs), Release: true, Meta: ct.meta}) {
+	fin := Finish{EntryID: e.ID, Outbox: w.outboxOf(at, msgs), Release: true, Meta: ct.meta}
+	if ct.clear {
+		fin.DropHistory = DropAllHistory
+	}
+	if w.commit(at, fin) {
 		at.logger().Info("queued command done", "command", name)
 	}
 }

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -60,7 +61,10 @@ type memoryNote struct {
 }
 
 // Memory is the memory tool: small notes about the user that outlive the
-// session (/new keeps them), kept in notes under the turn's user.
+// session (/new keeps them), kept in notes under the turn's user. A note
+// added or removed is written with the turn's commit (sessions.NoteAdd,
+// sessions.NoteRemove), so a turn that lost its lease writes none; until
+// then the turn's own calls see it as written.
 func Memory(notes sessions.Notes, lim MemoryLimits) Tool {
 	lim = lim.WithDefaults()
 	return Tool{
@@ -76,9 +80,9 @@ func Memory(notes sessions.Notes, lim MemoryLimits) Tool {
 			}
 			switch a.Action {
 			case "add":
-				return memoryAdd(ctx, notes, lim, turn.User, a.Text)
+				return memoryAdd(ctx, notes, lim, turn, a.Text)
 			case "list":
-				list, err := notes.Notes(ctx, turn.User)
+				list, err := turnNotes(ctx, notes, turn)
 				if err != nil {
 					return Result{}, errs.Wrap(op, errs.Unavailable, err)
 				}
@@ -92,12 +96,14 @@ func Memory(notes sessions.Notes, lim MemoryLimits) Tool {
 				if id == "" {
 					return Result{}, errs.E(op, errs.Invalid, "id is required to remove a note; list the notes to see their ids")
 				}
-				if err := notes.DeleteNote(ctx, turn.User, id); err != nil {
-					if errs.Is(err, errs.NotFound) {
-						return Result{}, errs.E(op, errs.NotFound, "there is no note with id %q; list the notes to see their ids", id)
-					}
+				list, err := turnNotes(ctx, notes, turn)
+				if err != nil {
 					return Result{}, errs.Wrap(op, errs.Unavailable, err)
 				}
+				if !slices.ContainsFunc(list, func(n sessions.Note) bool { return n.ID == id }) {
+					return Result{}, errs.E(op, errs.NotFound, "there is no note with id %q; list the notes to see their ids", id)
+				}
+				turn.Write(sessions.NoteRemove{User: turn.User, ID: id})
 				return JSON(map[string]string{"status": "removed", "id": id}), nil
 			}
 			return Result{}, errs.E(op, errs.Invalid, "unknown action %q: use add, list or remove", a.Action)
@@ -105,7 +111,29 @@ func Memory(notes sessions.Notes, lim MemoryLimits) Tool {
 	}
 }
 
-func memoryAdd(ctx context.Context, notes sessions.Notes, lim MemoryLimits, user, text string) (Result, error) {
+// turnNotes are the user's notes as the turn sees them: those stored,
+// with the adds and removals the turn will commit applied in order.
+func turnNotes(ctx context.Context, notes sessions.Notes, turn *Turn) ([]sessions.Note, error) {
+	list, err := notes.Notes(ctx, turn.User)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range turn.Writes() {
+		switch w := w.(type) {
+		case sessions.NoteAdd:
+			if w.User == turn.User {
+				list = append(list, sessions.Note{ID: w.ID, Text: w.Text})
+			}
+		case sessions.NoteRemove:
+			if w.User == turn.User {
+				list = slices.DeleteFunc(list, func(n sessions.Note) bool { return n.ID == w.ID })
+			}
+		}
+	}
+	return list, nil
+}
+
+func memoryAdd(ctx context.Context, notes sessions.Notes, lim MemoryLimits, turn *Turn, text string) (Result, error) {
 	const op = "tools.memory"
 	text = strings.TrimSpace(text)
 	if text == "" {
@@ -116,7 +144,7 @@ func memoryAdd(ctx context.Context, notes sessions.Notes, lim MemoryLimits, user
 	}
 	// Count first: the store's own limits are wider, and a full memory is
 	// something the model should resolve by choosing what to forget.
-	list, err := notes.Notes(ctx, user)
+	list, err := turnNotes(ctx, notes, turn)
 	if err != nil {
 		return Result{}, errs.Wrap(op, errs.Unavailable, err)
 	}
@@ -128,9 +156,7 @@ func memoryAdd(ctx context.Context, notes sessions.Notes, lim MemoryLimits, user
 			return JSON(map[string]string{"status": "exists", "id": n.ID}), nil
 		}
 	}
-	n, err := notes.AddNote(ctx, user, text)
-	if err != nil {
-		return Result{}, errs.Wrap(op, errs.Unavailable, err)
-	}
-	return JSON(map[string]string{"status": "added", "id": n.ID}), nil
+	id := sessions.NewNoteID()
+	turn.Write(sessions.NoteAdd{User: turn.User, ID: id, Text: text})
+	return JSON(map[string]string{"status": "added", "id": id}), nil
 }

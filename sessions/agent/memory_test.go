@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,28 +22,29 @@ func TestMemory(t *testing.T) {
 		before []sessions.Note // the user's notes before the turn, numbered n1, n2, …
 		in     func(in *sessions.TurnInput)
 		args   string
-		result string // what the model reads
-		after  []sessions.Note
+		result string // what the model reads; <new> stands for a new note's id
+		// writes are what the turn commits (the tool writes nothing
+		// itself); a NoteAdd's ID <new> is the new note's.
+		writes []sessions.Write
 	}{
 		{desc: "add", args: `{"action":"add","text":" prefers metric units "}`,
-			result: `{"id":"n1","status":"added"}`, after: []sessions.Note{note("n1", "prefers metric units")}},
+			result: `{"id":"<new>","status":"added"}`, writes: []sessions.Write{sessions.NoteAdd{User: userKey, ID: "<new>", Text: "prefers metric units"}}},
 		{desc: "add what is already there", before: two, args: `{"action":"add","text":"works on herald"}`,
-			result: `{"id":"n2","status":"exists"}`, after: two},
+			result: `{"id":"n2","status":"exists"}`},
 		{desc: "list", before: two, args: `{"action":"list"}`,
-			result: `{"count":2,"limit":3,"notes":[{"id":"n1","text":"prefers metric units","at":"2026-03-01T12:00:00Z"},{"id":"n2","text":"works on herald","at":"2026-03-01T12:00:00Z"}]}`, after: two},
+			result: `{"count":2,"limit":3,"notes":[{"id":"n1","text":"prefers metric units","at":"2026-03-01T12:00:00Z"},{"id":"n2","text":"works on herald","at":"2026-03-01T12:00:00Z"}]}`},
 		{desc: "list nothing", args: `{"action":"list"}`, result: `{"count":0,"limit":3,"notes":[]}`},
 		{desc: "remove", before: two, args: `{"action":"remove","id":"n1"}`,
-			result: `{"id":"n1","status":"removed"}`, after: two[1:]},
+			result: `{"id":"n1","status":"removed"}`, writes: []sessions.Write{sessions.NoteRemove{User: userKey, ID: "n1"}}},
 		{desc: "remove an unknown id", before: two, args: `{"action":"remove","id":"n9"}`,
-			result: `{"error":"there is no note with id \"n9\"; list the notes to see their ids"}`, after: two},
+			result: `{"error":"there is no note with id \"n9\"; list the notes to see their ids"}`},
 		{desc: "remove without an id", before: two, args: `{"action":"remove"}`,
-			result: `{"error":"id is required to remove a note; list the notes to see their ids"}`, after: two},
+			result: `{"error":"id is required to remove a note; list the notes to see their ids"}`},
 		{desc: "add without text", args: `{"action":"add"}`, result: `{"error":"text is required to add a note"}`},
 		{desc: "a note over the size limit", args: `{"action":"add","text":"` + strings.Repeat("ü", 41) + `"}`,
 			result: `{"error":"the note is 41 characters, over the limit of 40: keep it to one short fact"}`},
 		{desc: "memory full", before: append(two, note("n3", "lives in Lyon")), args: `{"action":"add","text":"likes tea"}`,
-			result: `{"error":"memory is full (3 notes, the limit): remove a note that no longer matters (action remove with its id), then add this one"}`,
-			after:  append(two, note("n3", "lives in Lyon"))},
+			result: `{"error":"memory is full (3 notes, the limit): remove a note that no longer matters (action remove with its id), then add this one"}`},
 		{desc: "unknown action", args: `{"action":"forget"}`,
 			result: `{"error":"invalid arguments for memory: action: value must be one of 'add', 'list', 'remove'"}`},
 		{desc: "a turn without a user", in: func(in *sessions.TurnInput) { in.Entry.Sender = "" }, args: `{"action":"list"}`,
@@ -65,12 +67,29 @@ func TestMemory(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(result("call_1_0", "memory", tc.result), out.History[2]); diff != "" {
+			newID := "<new>"
+			for _, w := range out.Writes {
+				if a, ok := w.(sessions.NoteAdd); ok {
+					newID = a.ID
+				}
+			}
+			want := strings.ReplaceAll(tc.result, "<new>", newID)
+			if diff := cmp.Diff(result("call_1_0", "memory", want), out.History[2]); diff != "" {
 				t.Errorf("tool result (-want +got):\n%s", diff)
 			}
+			wantWrites := slices.Clone(tc.writes)
+			for i, w := range wantWrites {
+				if a, ok := w.(sessions.NoteAdd); ok && a.ID == "<new>" {
+					a.ID = newID
+					wantWrites[i] = a
+				}
+			}
+			if diff := cmp.Diff(wantWrites, out.Writes); diff != "" {
+				t.Errorf("the turn's writes (-want +got):\n%s", diff)
+			}
 			got, _ := f.notes.Notes(context.Background(), userKey)
-			if diff := cmp.Diff(tc.after, got); diff != "" {
-				t.Errorf("notes after the turn (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tc.before, got); diff != "" {
+				t.Errorf("notes after the turn, before its commit (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -124,9 +124,12 @@
 //
 //	Pnotes:{user}            stream    the agent's notes about a user (the
 //	                                    memory tool), oldest first: fields t
-//	                                    (text) and at (ms); the entry id is
-//	                                    the note id, and DeleteNote is an
-//	                                    XDEL. The user is escaped like a
+//	                                    (text), at (ms) and k (the note id
+//	                                    its writer chose; a note without k,
+//	                                    from before, is named by its entry
+//	                                    id); a delete looks the id up and
+//	                                    XDELs its entry (lua/lib_notes.lua).
+//	                                    The user is escaped like a
 //	                                    conversation tag.
 //
 // (P is glued on as it is: with the default prefix these are

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/heraldgw/herald/internal/errs"
@@ -16,14 +17,15 @@ func (s *sessionStore) AddNote(ctx context.Context, user, text string) (sessions
 	if err := sessions.CheckNote(op, user, text, s.db.lim); err != nil {
 		return sessions.Note{}, err
 	}
-	v, err := s.db.run(ctx, op, scriptNoteAdd, []string{s.db.notesKey(user)}, text, s.db.nowArg())
+	id := sessions.NewNoteID()
+	v, err := s.db.run(ctx, op, scriptNoteAdd, []string{s.db.notesKey(user)}, id, text, s.db.nowArg())
 	if err != nil {
 		return sessions.Note{}, err
 	}
-	if len(v) != 2 {
+	if len(v) != 1 {
 		return sessions.Note{}, errs.E(op, errs.Internal, "unexpected script reply %v", v)
 	}
-	return sessions.Note{ID: str(v[0]), Text: text, At: msTime(v[1])}, nil
+	return sessions.Note{ID: id, Text: text, At: msTime(v[0])}, nil
 }
 
 func (s *sessionStore) Notes(ctx context.Context, user string) ([]sessions.Note, error) {
@@ -40,7 +42,9 @@ func (s *sessionStore) Notes(ctx context.Context, user string) ([]sessions.Note,
 	}
 	out := make([]sessions.Note, len(raw))
 	for i, m := range raw {
-		out[i] = sessions.Note{ID: m.ID, Text: field(m, "t"), At: msTime(field(m, "at"))}
+		// A note written before notes were named is named by its entry.
+		id := cmp.Or(field(m, "k"), m.ID)
+		out[i] = sessions.Note{ID: id, Text: field(m, "t"), At: msTime(field(m, "at"))}
 	}
 	return out, nil
 }
@@ -53,15 +57,11 @@ func (s *sessionStore) DeleteNote(ctx context.Context, user, id string) error {
 	if err := sessions.ValidateUser(op, user); err != nil {
 		return err
 	}
-	// An id that is no stream id names no note; Redis would refuse it.
-	if !isStreamID(id) {
-		return errs.E(op, errs.NotFound, "user %q has no note %q", user, id)
-	}
-	n, err := s.db.client.XDel(ctx, s.db.notesKey(user), id).Result()
+	v, err := s.db.run(ctx, op, scriptNoteDel, []string{s.db.notesKey(user)}, id)
 	if err != nil {
-		return s.db.fail(op, err)
+		return err
 	}
-	if n == 0 {
+	if len(v) != 1 || num(v[0]) == 0 {
 		return errs.E(op, errs.NotFound, "user %q has no note %q", user, id)
 	}
 	return nil

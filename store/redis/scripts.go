@@ -37,6 +37,7 @@ var (
 	scriptTimelineAppend = newScript("timeline_append")
 	scriptSignal         = newScript("signal")
 	scriptNoteAdd        = newScript("note_add")
+	scriptNoteDel        = newScript("note_del")
 
 	scriptObEnqueue = newScript("ob_enqueue")
 	scriptObClaim   = newScript("ob_claim")
@@ -90,12 +91,12 @@ var (
 
 // helperFiles are put in this order at the head of the library: a helper
 // calls only those defined before it.
-var helperFiles = []string{"lib", "lib_queue", "lib_claim", "lib_outbox", "lib_delegation", "lib_cron", "lib_kanban", "lib_controllers"}
+var helperFiles = []string{"lib", "lib_queue", "lib_claim", "lib_outbox", "lib_delegation", "lib_cron", "lib_kanban", "lib_controllers", "lib_notes"}
 
 // scriptFiles are the library's functions.
 var scriptFiles = []string{
 	"append", "claim", "next", "renew", "release", "finish", "history", "clear_history",
-	"timeline_append", "signal", "note_add",
+	"timeline_append", "signal", "note_add", "note_del",
 	"ob_enqueue", "ob_claim", "ob_ack", "ob_release", "ob_dead", "ob_requeue", "ob_list", "ob_parts", "ob_beat",
 	"queue_depth",
 	"dlg_create", "dlg_claim", "dlg_renew", "dlg_end", "dlg_stop", "dlg_steer", "dlg_expired",

@@ -57,6 +57,16 @@ func (db *DB) writeOps(op string, ws []sessions.Write) ([]writeOp, error) {
 			ops = append(ops,
 				writeOp{cmd: "HINCRBY", args: []any{meta, prompt, w.Prompt}},
 				writeOp{cmd: "HINCRBY", args: []any{meta, completion, w.Completion}})
+		case sessions.NoteAdd:
+			if err := w.Check(op, db.lim); err != nil {
+				return nil, err
+			}
+			ops = append(ops, writeOp{cmd: "NOTEADD", args: []any{db.notesKey(w.User), w.ID, w.Text, 0}, now: 4})
+		case sessions.NoteRemove:
+			if err := w.Check(op); err != nil {
+				return nil, err
+			}
+			ops = append(ops, writeOp{cmd: "NOTEDEL", args: []any{db.notesKey(w.User), w.ID}})
 		default:
 			return nil, sessions.UnknownWrite(op, w)
 		}

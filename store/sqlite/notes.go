@@ -8,9 +8,11 @@ import (
 )
 
 const (
-	sqlNoteInsert = `INSERT INTO notes (user_key, text, at) VALUES (?1, ?2, ?3)`
-	sqlNoteDelete = `DELETE FROM notes WHERE id = ?1 AND user_key = ?2`
-	sqlNotesList  = `SELECT id, text, at FROM notes WHERE user_key = ?1 ORDER BY id`
+	// A note is named by its key; its row id keeps the order.
+	sqlNoteInsert = `INSERT INTO notes (user_key, key, text, at) VALUES (?1, ?2, ?3, ?4)
+		ON CONFLICT (user_key, key) DO NOTHING`
+	sqlNoteDelete = `DELETE FROM notes WHERE user_key = ?1 AND key = ?2`
+	sqlNotesList  = `SELECT key, text, at FROM notes WHERE user_key = ?1 ORDER BY id`
 )
 
 func (s *sessionStore) AddNote(ctx context.Context, user, text string) (sessions.Note, error) {
@@ -22,24 +24,22 @@ func (s *sessionStore) AddNote(ctx context.Context, user, text string) (sessions
 	if err := sessions.CheckNote(op, user, text, d.lim); err != nil {
 		return sessions.Note{}, err
 	}
-	var note sessions.Note
+	note := sessions.Note{ID: sessions.NewNoteID(), Text: text}
 	err := d.w.do(ctx, op, durable, func(t *tx) error {
 		_, now := d.now()
-		r, err := t.st.noteInsert.Exec(user, text, now)
-		if err != nil {
-			return err
-		}
-		id, err := r.LastInsertId()
-		if err != nil {
-			return err
-		}
-		note = sessions.Note{ID: formatID(id), Text: text, At: fromNanos(now)}
-		return nil
+		note.At = fromNanos(now)
+		return addNote(t, user, note.ID, text, now)
 	})
 	if err != nil {
 		return sessions.Note{}, d.fail(op, err)
 	}
 	return note, nil
+}
+
+// addNote writes user's note id, unless user has a note of that id.
+func addNote(t *tx, user, id, text string, now int64) error {
+	_, err := t.st.noteInsert.Exec(user, id, text, now)
+	return err
 }
 
 func (s *sessionStore) Notes(ctx context.Context, user string) ([]sessions.Note, error) {
@@ -58,12 +58,12 @@ func (s *sessionStore) Notes(ctx context.Context, user string) ([]sessions.Note,
 	defer rows.Close()
 	var out []sessions.Note
 	for rows.Next() {
-		var id, at int64
+		var at int64
 		var n sessions.Note
-		if err := rows.Scan(&id, &n.Text, &at); err != nil {
+		if err := rows.Scan(&n.ID, &n.Text, &at); err != nil {
 			return nil, d.fail(op, err)
 		}
-		n.ID, n.At = formatID(id), fromNanos(at)
+		n.At = fromNanos(at)
 		out = append(out, n)
 	}
 	if err := rows.Err(); err != nil {
@@ -81,21 +81,24 @@ func (s *sessionStore) DeleteNote(ctx context.Context, user, id string) error {
 	if err := sessions.ValidateUser(op, user); err != nil {
 		return err
 	}
-	noteID, ok := parseID(id)
-	if !ok {
-		return errs.E(op, errs.NotFound, "user %q has no note %q", user, id)
-	}
 	err := d.w.do(ctx, op, durable, func(t *tx) error {
-		r, err := t.st.noteDelete.Exec(noteID, user)
+		n, err := deleteNote(t, user, id)
 		if err != nil {
 			return err
 		}
-		if n, err := r.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
+		if n == 0 {
 			return errs.E(op, errs.NotFound, "user %q has no note %q", user, id)
 		}
 		return nil
 	})
 	return d.fail(op, err)
+}
+
+// deleteNote removes user's note id and says how many it removed.
+func deleteNote(t *tx, user, id string) (int64, error) {
+	r, err := t.st.noteDelete.Exec(user, id)
+	if err != nil {
+		return 0, err
+	}
+	return r.RowsAffected()
 }

@@ -357,6 +357,14 @@ CREATE TABLE outbox_workers (
 ) WITHOUT ROWID;
 CREATE INDEX outbox_workers_expires ON outbox_workers (expires);
 `,
+	// 15 → 16: a note's id as its writer named it (sessions.NoteAdd), so
+	// that a turn names a note before its commit writes it; a note from
+	// before keeps its row id as its name.
+	`
+ALTER TABLE notes ADD COLUMN key TEXT NOT NULL DEFAULT '';
+UPDATE notes SET key = CAST(id AS TEXT);
+CREATE UNIQUE INDEX notes_key ON notes (user_key, key);
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

@@ -40,6 +40,10 @@ func (d *DB) checkWrite(op string, w sessions.Write) error {
 		return w.State.Check(op)
 	case sessions.Usage:
 		return w.Check(op)
+	case sessions.NoteAdd:
+		return w.Check(op, d.lim)
+	case sessions.NoteRemove:
+		return w.Check(op)
 	default:
 		return sessions.UnknownWrite(op, w)
 	}
@@ -66,6 +70,11 @@ func (d *DB) applyWrite(t *tx, op string, w sessions.Write, now time.Time) error
 		return putControllerIf(t, w.State, nanos(now))
 	case sessions.Usage:
 		return addUsage(t, w)
+	case sessions.NoteAdd:
+		return addNote(t, w.User, w.ID, w.Text, nanos(now))
+	case sessions.NoteRemove:
+		_, err := deleteNote(t, w.User, w.ID)
+		return err
 	default:
 		return sessions.UnknownWrite(op, w)
 	}

@@ -60,6 +60,7 @@ func runFencing(t *testing.T, b Backend) {
 				t.Fatalf("AppendHistory: %v", err)
 			}
 			queued := f.enqueueAll(reply("c", "earlier"))
+			kept := f.addNotes("telegram:42", "kept")[0]
 			f.clk.Advance(ttl + time.Second)
 			rival := tc.takeOver(f)
 			historyBefore := f.history("c")
@@ -76,6 +77,19 @@ func runFencing(t *testing.T, b Backend) {
 			wantCode(t, "stale Finish", err, errs.LeaseLost)
 			err = f.ss.Finish(f.ctx, l, sessions.Finish{EntryID: stale.Entry.ID})
 			wantCode(t, "stale Finish with only the ack", err, errs.LeaseLost)
+			// A memory note and a /new's clear are written with the
+			// turn, under its token, or not at all.
+			notesBefore := f.notes("telegram:42")
+			err = f.ss.Finish(f.ctx, l, sessions.Finish{
+				EntryID:     stale.Entry.ID,
+				DropHistory: sessions.DropAllHistory,
+				Writes: []sessions.Write{
+					sessions.NoteAdd{User: "telegram:42", ID: "n_late", Text: "late"},
+					sessions.NoteRemove{User: "telegram:42", ID: kept.ID},
+				},
+			})
+			wantCode(t, "stale Finish with notes and a clear", err, errs.LeaseLost)
+			wantNotes(t, "notes after the stale Finish", f.notes("telegram:42"), notesBefore)
 			err = f.ss.AppendHistory(f.ctx, l, late)
 			wantCode(t, "stale AppendHistory", err, errs.LeaseLost)
 			err = f.ss.Release(f.ctx, l)

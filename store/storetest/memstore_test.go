@@ -457,17 +457,29 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 		return nil, err
 	}
 	var usage []sessions.Usage
+	var notes []sessions.Write
 	for _, w := range f.Writes {
 		// The in-memory store applies no other domain's writes: only
 		// the sessions' own.
-		u, ok := w.(sessions.Usage)
-		if !ok {
+		switch w := w.(type) {
+		case sessions.Usage:
+			if err := w.Check(op); err != nil {
+				return nil, err
+			}
+			usage = append(usage, w)
+		case sessions.NoteAdd:
+			if err := w.Check(op, m.s.lim); err != nil {
+				return nil, err
+			}
+			notes = append(notes, w)
+		case sessions.NoteRemove:
+			if err := w.Check(op); err != nil {
+				return nil, err
+			}
+			notes = append(notes, w)
+		default:
 			return nil, sessions.UnknownWrite(op, w)
 		}
-		if err := u.Check(op); err != nil {
-			return nil, err
-		}
-		usage = append(usage, u)
 	}
 	// Find every absorbed entry before removing any: a missing one
 	// leaves everything as it was.
@@ -505,6 +517,9 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 	}
 	for k, v := range f.Meta {
 		m.setMeta(l.Conv, k, v)
+	}
+	for _, w := range notes {
+		m.applyNote(w)
 	}
 	for _, u := range usage {
 		prompt, completion := sessions.UsageKeys(u.Model)
@@ -977,6 +992,20 @@ func (m memSessions) AddNote(ctx context.Context, user, text string) (sessions.N
 	n := sessions.Note{ID: m.s.data.nextCursor(), Text: text, At: m.s.clk.Now()}
 	m.s.data.notes[user] = append(m.s.data.notes[user], n)
 	return n, nil
+}
+
+// applyNote applies a turn's NoteAdd or NoteRemove; the caller holds the
+// lock.
+func (m memSessions) applyNote(w sessions.Write) {
+	switch w := w.(type) {
+	case sessions.NoteAdd:
+		ns := m.s.data.notes[w.User]
+		if !slices.ContainsFunc(ns, func(n sessions.Note) bool { return n.ID == w.ID }) {
+			m.s.data.notes[w.User] = append(ns, sessions.Note{ID: w.ID, Text: w.Text, At: m.s.clk.Now()})
+		}
+	case sessions.NoteRemove:
+		m.s.data.notes[w.User] = slices.DeleteFunc(m.s.data.notes[w.User], func(n sessions.Note) bool { return n.ID == w.ID })
+	}
 }
 
 func (m memSessions) Notes(ctx context.Context, user string) ([]sessions.Note, error) {

@@ -129,6 +129,65 @@ func runNotes(t *testing.T, b Backend) {
 		})
 	}
 
+	t.Run("a turn's commit adds and removes notes", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		const u = "telegram:42"
+		direct := f.addNotes(u, "prefers metric units")
+		at := f.clk.Now()
+		if err := f.commitWrites("c",
+			sessions.NoteAdd{User: u, ID: "n_1", Text: "lives in Oslo"},
+			sessions.NoteAdd{User: u, ID: "n_2", Text: "has a cat"},
+			sessions.NoteAdd{User: "slack:U1", ID: "n_1", Text: "someone else"},
+			sessions.NoteRemove{User: u, ID: direct[0].ID},
+		); err != nil {
+			t.Fatalf("commit with notes: %v", err)
+		}
+		wantNotes(t, "Notes after the commit", f.notes(u), []sessions.Note{
+			{ID: "n_1", Text: "lives in Oslo", At: at}, {ID: "n_2", Text: "has a cat", At: at}})
+		wantNotes(t, "another user's Notes", f.notes("slack:U1"), []sessions.Note{{ID: "n_1", Text: "someone else", At: at}})
+
+		// An id added again adds nothing; a note not there is no error;
+		// a note named by a turn is deleted like any.
+		f.clk.Advance(tick)
+		if err := f.commitWrites("c",
+			sessions.NoteAdd{User: u, ID: "n_1", Text: "lives in Bergen"},
+			sessions.NoteRemove{User: u, ID: "n_gone"},
+			sessions.NoteRemove{User: u, ID: direct[0].ID},
+		); err != nil {
+			t.Fatalf("second commit with notes: %v", err)
+		}
+		f.deleteNote(u, "n_2")
+		wantNotes(t, "Notes after the second commit", f.notes(u), []sessions.Note{{ID: "n_1", Text: "lives in Oslo", At: at}})
+	})
+
+	badWrites := []struct {
+		desc string
+		w    sessions.Write
+		code errs.Code
+	}{
+		{"a note without an id", sessions.NoteAdd{User: "u", Text: "x"}, errs.Invalid},
+		{"a note without text", sessions.NoteAdd{User: "u", ID: "n_1", Text: " "}, errs.Invalid},
+		{"a note without a user", sessions.NoteAdd{ID: "n_1", Text: "x"}, errs.Invalid},
+		{"a note over the size limit", sessions.NoteAdd{User: "u", ID: "n_1", Text: big(2 * smallLimit)}, errs.TooLarge},
+		{"a removal without an id", sessions.NoteRemove{User: "u"}, errs.Invalid},
+		{"a removal without a user", sessions.NoteRemove{ID: "n_1"}, errs.Invalid},
+	}
+	for _, tc := range badWrites {
+		t.Run("bad note write: "+tc.desc, func(t *testing.T) {
+			f := newFixture(t, b, sessions.Limits{MaxEntryBytes: smallLimit})
+			f.append(user("c", "remember"))
+			turn := f.mustClaim("w1")
+			ok := sessions.NoteAdd{User: "u", ID: "n_ok", Text: "ok"}
+			err := f.ss.Finish(f.ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Writes: []sessions.Write{ok, tc.w}})
+			wantCode(t, "Finish", err, tc.code)
+			if ns := f.notes("u"); len(ns) != 0 {
+				t.Errorf("Notes after a refused commit = %+v, want none", ns)
+			}
+			// The entry is still there to ack.
+			f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID})
+		})
+	}
+
 	t.Run("list and delete with a bad user", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		_, err := f.ss.Notes(f.ctx, "")
