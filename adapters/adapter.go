@@ -125,9 +125,35 @@ type Presence interface {
 // Run, renews it while Run runs, and ends Run's context when the lease is
 // lost; another process takes over within the lease TTL when the owner
 // dies. An empty name means Run may run everywhere at once (webhooks).
-// Send never needs the lease.
+// Send never needs the lease. Before each platform call only the owner
+// makes (a poll, a gateway connection), Run calls CheckOwner on its
+// context, so an owner that stalled past its lease makes none once
+// another process took it over.
 type Exclusive interface {
 	Exclusive() string
+}
+
+// ownerKey keys the ownership check in an exclusive adapter's context.
+type ownerKey struct{}
+
+// WithOwner returns ctx carrying check, which CheckOwner calls: the
+// gateway gives an exclusive adapter's Run a context that checks the
+// lease's fencing token in the store.
+func WithOwner(ctx context.Context, check func(context.Context) error) context.Context {
+	return context.WithValue(ctx, ownerKey{}, check)
+}
+
+// CheckOwner reports whether this process still owns the exclusive
+// adapter whose Run ctx is: nil when it does (or when ctx carries no
+// check: the adapter is not exclusive here), else an error, after which
+// Run must not make the call it was about to, and ctx ends soon. An
+// error may also be the store not answering; the adapter waits and
+// checks again.
+func CheckOwner(ctx context.Context) error {
+	if check, ok := ctx.Value(ownerKey{}).(func(context.Context) error); ok {
+		return check(ctx)
+	}
+	return nil
 }
 
 // Mounter is an adapter that receives over herald's HTTP server

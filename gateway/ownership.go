@@ -55,8 +55,11 @@ func (g *Gateway) adapterRun(a adapters.Adapter) func(context.Context) error {
 
 // owner runs an exclusive adapter in this process only while the process
 // holds its lease: it waits for the lease, renews it every third of its
-// TTL while Run runs, ends Run when a renewal fails or finds another
-// holder (then waits again), and releases the lease when Run returns.
+// TTL while Run runs, ends Run when a renewal fails, finds another holder
+// or a new token (the lease lapsed in between), then waits again, and
+// releases the lease when Run returns. Run's context checks the grant's
+// fencing token in the store (adapters.CheckOwner) before each call only
+// the owner makes.
 type owner struct {
 	leases lease.Store
 	name   string // the lease: "adapter:" + the adapter's exclusive name
@@ -89,10 +92,11 @@ func (g *Gateway) newOwner(a adapters.Adapter, name string) *owner {
 // (nil) or run returns by itself (run's error).
 func (o *owner) run(ctx context.Context, run func(context.Context) error) error {
 	for {
-		if !o.wait(ctx) {
+		token := o.wait(ctx)
+		if token == 0 {
 			return nil
 		}
-		lost, err := o.hold(ctx, run)
+		lost, err := o.hold(ctx, token, run)
 		if !lost {
 			return err
 		}
@@ -101,50 +105,51 @@ func (o *owner) run(ctx context.Context, run func(context.Context) error) error 
 }
 
 // wait takes the lease, trying again every tenth of its TTL while another
-// process holds it or the store does not answer, and reports false when
-// ctx ended first. It logs once that it waits, and when it takes over.
-func (o *owner) wait(ctx context.Context) bool {
+// process holds it or the store does not answer, and returns the grant's
+// token, or 0 when ctx ended first. It logs once that it waits, and when
+// it takes over.
+func (o *owner) wait(ctx context.Context) int64 {
 	waited, failing := false, false
 	for {
 		actx, cancel := context.WithTimeout(ctx, o.every)
-		held, err := o.leases.Acquire(actx, o.name, o.holder, o.ttl)
+		token, err := o.leases.Acquire(actx, o.name, o.holder, o.ttl)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
-			return false
+			return 0
 		case err != nil:
 			if !failing {
 				o.log.Warn("the adapter's lease cannot be read; trying again", "err", err)
 			}
 			failing = true
-		case held:
+		case token > 0:
 			if waited {
-				o.log.Info("took the adapter's lease over; running it here")
+				o.log.Info("took the adapter's lease over; running it here", "token", token)
 			} else {
-				o.log.Info("holds the adapter's lease; running it here")
+				o.log.Info("holds the adapter's lease; running it here", "token", token)
 			}
-			return true
+			return token
 		case !waited:
 			o.log.Info("another process runs the adapter; waiting for its lease", "ttl_ms", o.ttl.Milliseconds())
 			waited = true
 		}
 		if !clock.Sleep(ctx, o.poll) {
-			return false
+			return 0
 		}
 	}
 }
 
-// hold runs run while renewing the lease. lost reports that run ended
-// because the lease was lost while ctx still runs; otherwise the lease is
-// released.
-func (o *owner) hold(ctx context.Context, run func(context.Context) error) (lost bool, err error) {
+// hold runs run, under the grant token, while renewing the lease. lost
+// reports that run ended because the lease was lost while ctx still runs;
+// otherwise the lease is released.
+func (o *owner) hold(ctx context.Context, token int64, run func(context.Context) error) (lost bool, err error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() { o.renew(runCtx, cancel, stop) })
+	wg.Go(func() { o.renew(runCtx, cancel, token, stop) })
 	o.owned.Set(1)
-	err = run(runCtx)
+	err = run(adapters.WithOwner(runCtx, o.checker(cancel, token)))
 	o.owned.Set(0)
 	close(stop)
 	wg.Wait()
@@ -161,11 +166,36 @@ func (o *owner) hold(ctx context.Context, run func(context.Context) error) (lost
 	return false, err
 }
 
+// checker is what adapters.CheckOwner calls in Run: it checks in the
+// store that this process holds the lease under token, unexpired, and
+// when it does not, cancels Run's context with errLeaseLost and returns
+// that. A store that does not answer (within a third of the TTL) is an
+// error too, without ending Run: the adapter waits and checks again, and
+// the renewals decide.
+func (o *owner) checker(cancel context.CancelCauseFunc, token int64) func(context.Context) error {
+	return func(ctx context.Context) error {
+		cctx, ccancel := context.WithTimeout(ctx, o.every)
+		held, err := o.leases.Check(cctx, o.name, o.holder, token)
+		ccancel()
+		switch {
+		case err != nil:
+			return err
+		case !held:
+			o.log.Warn("the adapter's lease is no longer this process's; stopping it before its next platform call", "token", token)
+			cancel(errLeaseLost)
+			return errLeaseLost
+		}
+		return nil
+	}
+}
+
 // renew renews the lease every third of its TTL until stop is closed or
-// ctx ends, and cancels ctx with errLeaseLost when a renewal fails or
-// finds another holder. Each renewal is bounded by a third of the TTL, so
-// a hung store is noticed before the lease runs out.
-func (o *owner) renew(ctx context.Context, cancel context.CancelCauseFunc, stop <-chan struct{}) {
+// ctx ends, and cancels ctx with errLeaseLost when a renewal fails, finds
+// another holder, or gets a token other than the grant's (the lease
+// lapsed in between, and another process may have run the adapter). Each
+// renewal is bounded by a third of the TTL, so a hung store is noticed
+// before the lease runs out.
+func (o *owner) renew(ctx context.Context, cancel context.CancelCauseFunc, token int64, stop <-chan struct{}) {
 	t := time.NewTicker(o.every)
 	defer t.Stop()
 	for {
@@ -177,15 +207,17 @@ func (o *owner) renew(ctx context.Context, cancel context.CancelCauseFunc, stop 
 		case <-t.C:
 		}
 		rctx, rcancel := context.WithTimeout(ctx, o.every)
-		held, err := o.leases.Acquire(rctx, o.name, o.holder, o.ttl)
+		got, err := o.leases.Acquire(rctx, o.name, o.holder, o.ttl)
 		rcancel()
 		switch {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
 			o.log.Warn("renewing the adapter's lease failed; stopping it", "err", err)
-		case !held:
+		case got == 0:
 			o.log.Warn("another process took the adapter's lease; stopping it here")
+		case got != token:
+			o.log.Warn("the adapter's lease lapsed before its renewal; stopping it here", "token", token, "new_token", got)
 		default:
 			continue
 		}

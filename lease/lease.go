@@ -6,11 +6,14 @@
 // expires. Expiry is decided by the store's clock, never by comparing two
 // processes' clocks.
 //
-// Unlike a conversation's lease, an ownership lease carries no fencing
-// token: what it guards talks to a platform, not to the store, and the
-// platform itself refuses a second consumer (Telegram answers a second
-// getUpdates with 409), so a stalled holder can at worst overlap its
-// successor for a moment.
+// Each grant carries a fencing token: a number that grows with every
+// grant that is not a renewal of an unexpired holding, by any holder. The
+// holder checks its token (Check) right before each platform call only
+// the owner may make (a Telegram getUpdates, a Discord gateway
+// connection), so a holder that stalled past its lease while another took
+// it over makes no such call when it wakes: the platform is never polled
+// by two processes at once. A token is never given twice for one name,
+// whatever was released or expired in between.
 package lease
 
 import (
@@ -28,10 +31,17 @@ const MaxName = 256
 type Store interface {
 	// Acquire takes the lease name for holder for ttl when it is free or
 	// expired, or renews it for ttl when holder has it already, and
-	// reports true; it reports false, changing nothing, while another
-	// holder has it. Errors: Invalid (empty or overlong name or holder,
-	// ttl not positive), Closed, Unavailable.
-	Acquire(ctx context.Context, name, holder string, ttl time.Duration) (held bool, err error)
+	// returns the grant's fencing token (more than 0); it returns 0,
+	// changing nothing, while another holder has it. A renewal of an
+	// unexpired holding keeps its token; any other grant, the same
+	// holder's after its lease lapsed included, gets a greater one.
+	// Errors: Invalid (empty or overlong name or holder, ttl not
+	// positive), Closed, Unavailable.
+	Acquire(ctx context.Context, name, holder string, ttl time.Duration) (token int64, err error)
+	// Check reports whether holder holds name under token now, unexpired
+	// by the store's clock. It writes nothing. Errors: Invalid, Closed,
+	// Unavailable.
+	Check(ctx context.Context, name, holder string, token int64) (bool, error)
 	// Release frees the lease name if holder has it, so another may take
 	// it at once; a lease held by another, expired or never taken is left
 	// as it is. Errors: Invalid, Closed, Unavailable.

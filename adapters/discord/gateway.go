@@ -88,10 +88,14 @@ func (a *Adapter) Run(ctx context.Context, inbox adapters.Inbox) error {
 }
 
 // open opens gw, retrying with backoff until it works, ctx ends (false,
-// nil) or Discord refuses the configuration (false, the error).
+// nil) or Discord refuses the configuration (false, the error). Only the
+// gateway's owner connects: each try checks the ownership first.
 func (a *Adapter) open(ctx context.Context, gw *discordgo.Session) (bool, error) {
 	for fails := 1; ; fails++ {
-		err := gw.Open()
+		err := adapters.CheckOwner(ctx)
+		if err == nil {
+			err = gw.Open()
+		}
 		if errors.Is(err, discordgo.ErrWSAlreadyOpen) {
 			// A stale disconnect signal (two closes of one connection).
 			err = nil

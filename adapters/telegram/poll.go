@@ -120,6 +120,11 @@ func (a *Adapter) receive(ctx context.Context, inbox adapters.Inbox, raws []json
 // timeout for one to come. It confirms every update below offset.
 func (a *Adapter) getUpdates(ctx context.Context, offset int64) ([]json.RawMessage, error) {
 	const op = "telegram.getUpdates"
+	// Only the owner of the bot's poll calls getUpdates: a process that
+	// stalled past its lease while another took it makes no second poll.
+	if err := adapters.CheckOwner(ctx); err != nil {
+		return nil, errs.Wrap(op, errs.Unavailable, err)
+	}
 	body, err := json.Marshal(map[string]any{
 		"offset":          offset,
 		"timeout":         int(a.pollTimeout / time.Second),

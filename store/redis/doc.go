@@ -110,8 +110,11 @@
 //	                                    an hour by the same clock. Signals
 //	                                    are few, so exact trimming is cheap.
 //
+//	Pleasetoken:<name>       string    the counter an ownership lease's
+//	                                    fencing tokens are drawn from (INCR,
+//	                                    no TTL)
 //	Please:<name>            string    an ownership lease (package lease),
-//	                                    "<expiry ms>|<holder>"; the holder
+//	                                    "<expiry ms>|<token>|<holder>"; the holder
 //	                                    may take and renew it, another only
 //	                                    once the expiry has passed by the
 //	                                    store's clock. On the server's clock

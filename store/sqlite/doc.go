@@ -174,11 +174,12 @@
 // the message was sent and deleted, so a retried Enqueue never sends twice.
 //
 // leases, added by the step to schema version 3, holds the ownership
-// leases (package lease): one row per lease name with its holder and
-// expires (Unix nanoseconds by the store's clock). Acquire is one upsert
-// that applies only for the same holder or over an expired row, so taking
-// and renewing are one statement and a refusal writes nothing; Release
-// deletes the holder's row (lease.go).
+// leases (package lease): one row per lease name with its holder,
+// expires (Unix nanoseconds by the store's clock) and fencing token (the
+// step to version 14). Acquire is one upsert that applies only for the
+// same holder or over an expired row, so taking and renewing are one
+// statement and a refusal writes nothing; Release expires the holder's
+// row, keeping the token (lease.go).
 //
 // delegations, children and completions, added by the step to schema
 // version 7, keep package delegation's records (delegation.go). Each has

@@ -365,6 +365,11 @@ ALTER TABLE notes ADD COLUMN key TEXT NOT NULL DEFAULT '';
 UPDATE notes SET key = CAST(id AS TEXT);
 CREATE UNIQUE INDEX notes_key ON notes (user_key, key);
 `,
+	// 13 → 14: an ownership lease's fencing token (package lease); a
+	// lease from before counts as token 0, and its next grant is 1.
+	`
+ALTER TABLE leases ADD COLUMN token INTEGER NOT NULL DEFAULT 0;
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

@@ -51,6 +51,7 @@ type memData struct {
 type memLease struct {
 	holder  string
 	expires time.Time
+	token   int64
 }
 
 func newMemData() *memData {
@@ -143,21 +144,40 @@ func (s *memStore) Leases() lease.Store      { return memLeases{s} }
 
 type memLeases struct{ s *memStore }
 
-func (m memLeases) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
+func (m memLeases) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (int64, error) {
 	const op = "mem.Acquire"
 	if err := lease.CheckAcquire(op, name, holder, ttl); err != nil {
+		return 0, err
+	}
+	if err := m.s.lock(op); err != nil {
+		return 0, err
+	}
+	defer m.s.data.mu.Unlock()
+	now := m.s.clk.Now()
+	l := m.s.data.leases[name]
+	live := now.Before(l.expires)
+	if live && l.holder != holder {
+		return 0, nil
+	}
+	if !live {
+		l.token++
+	}
+	l.holder, l.expires = holder, now.Add(ttl)
+	m.s.data.leases[name] = l
+	return l.token, nil
+}
+
+func (m memLeases) Check(ctx context.Context, name, holder string, token int64) (bool, error) {
+	const op = "mem.Check"
+	if err := lease.CheckRelease(op, name, holder); err != nil {
 		return false, err
 	}
 	if err := m.s.lock(op); err != nil {
 		return false, err
 	}
 	defer m.s.data.mu.Unlock()
-	now := m.s.clk.Now()
-	if l, ok := m.s.data.leases[name]; ok && l.holder != holder && now.Before(l.expires) {
-		return false, nil
-	}
-	m.s.data.leases[name] = memLease{holder: holder, expires: now.Add(ttl)}
-	return true, nil
+	l := m.s.data.leases[name]
+	return l.holder == holder && l.token == token && m.s.clk.Now().Before(l.expires), nil
 }
 
 func (m memLeases) Release(ctx context.Context, name, holder string) error {
@@ -170,7 +190,8 @@ func (m memLeases) Release(ctx context.Context, name, holder string) error {
 	}
 	defer m.s.data.mu.Unlock()
 	if l, ok := m.s.data.leases[name]; ok && l.holder == holder {
-		delete(m.s.data.leases, name)
+		l.expires = time.Time{}
+		m.s.data.leases[name] = l
 	}
 	return nil
 }
