@@ -48,4 +48,5 @@ func TestConformance(t *testing.T) {
 	t.Run("Pools", func(t *testing.T) { storetest.RunPools(t, backend()) })
 	t.Run("Kanban", func(t *testing.T) { storetest.RunKanban(t, backend()) })
 	t.Run("Controllers", func(t *testing.T) { storetest.RunControllers(t, backend()) })
+	t.Run("Cursors", func(t *testing.T) { storetest.RunCursors(t, backend()) })
 }

@@ -370,6 +370,18 @@ CREATE UNIQUE INDEX notes_key ON notes (user_key, key);
 	`
 ALTER TABLE leases ADD COLUMN token INTEGER NOT NULL DEFAULT 0;
 `,
+	// 14 → 15: the adapters' receive cursors (adapters.Cursors), one row a
+	// platform and channel; at is Unix nanoseconds by the store's clock.
+	`
+CREATE TABLE cursors (
+	platform TEXT NOT NULL,
+	channel  TEXT NOT NULL,
+	value    TEXT NOT NULL,
+	at       INTEGER NOT NULL,
+	PRIMARY KEY (platform, channel)
+) WITHOUT ROWID;
+CREATE INDEX cursors_at ON cursors (platform, at);
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

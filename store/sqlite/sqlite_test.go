@@ -23,6 +23,7 @@ func TestConformance(t *testing.T) {
 	t.Run("Pools", func(t *testing.T) { storetest.RunPools(t, b) })
 	t.Run("Kanban", func(t *testing.T) { storetest.RunKanban(t, b) })
 	t.Run("Controllers", func(t *testing.T) { storetest.RunControllers(t, b) })
+	t.Run("Cursors", func(t *testing.T) { storetest.RunCursors(t, b) })
 }
 
 // place is one database file; stores opened on it see each other's
