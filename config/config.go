@@ -276,7 +276,15 @@ type Discord struct {
 	// "mention" (the default: mentioned, or a command) or "all".
 	GroupTrigger string `yaml:"group_trigger"`
 	HomeChannel  string `yaml:"home_channel"` // where "discord" delivers: "channel[:thread]"
+	// BackfillWindow is how far back a process that takes the gateway
+	// over looks for channels to read the messages of that came while no
+	// process held it: those herald received a message in within it.
+	BackfillWindow time.Duration `yaml:"backfill_window"`
 }
+
+// DefaultDiscordBackfillWindow is platforms.discord.backfill_window's
+// default.
+const DefaultDiscordBackfillWindow = time.Hour
 
 // Cron configures scheduled jobs.
 type Cron struct {
@@ -642,7 +650,7 @@ func Default() Config {
 		Platforms: Platforms{
 			GroupSessions: GroupSessionsAuto,
 			Telegram:      Telegram{Mode: TelegramPolling, GroupTrigger: TriggerMention},
-			Discord:       Discord{GroupTrigger: TriggerMention},
+			Discord:       Discord{GroupTrigger: TriggerMention, BackfillWindow: DefaultDiscordBackfillWindow},
 		},
 	}
 }

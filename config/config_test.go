@@ -65,7 +65,7 @@ func TestDefault(t *testing.T) {
 		Platforms: config.Platforms{
 			GroupSessions: "auto",
 			Telegram:      config.Telegram{Mode: "polling", GroupTrigger: "mention"},
-			Discord:       config.Discord{GroupTrigger: "mention"},
+			Discord:       config.Discord{GroupTrigger: "mention", BackfillWindow: time.Hour},
 		},
 		Delegation: config.Delegation{
 			MaxConcurrentChildren: 10,

@@ -405,6 +405,7 @@ func (s Slack) check(v *validator) {
 func (d Discord) check(v *validator) {
 	v.optionalHTTPURL("platforms.discord.api_url", d.APIURL)
 	v.names("platforms.discord.allowed_users", d.AllowedUsers)
+	v.positiveDuration("platforms.discord.backfill_window", d.BackfillWindow)
 	if d.GuildID != "" {
 		if _, err := strconv.ParseUint(d.GuildID, 10, 64); err != nil {
 			v.add("platforms.discord.guild_id", "want a numeric guild id, got %s", quote(d.GuildID))

@@ -242,7 +242,7 @@ func (g *Gateway) build() error {
 	for _, a := range g.opts.Adapters {
 		given[a.Platform()] = true
 	}
-	platforms, err := platformAdapters(cfg.Platforms, given, commands, log)
+	platforms, err := platformAdapters(cfg.Platforms, given, commands, g.db.Cursors(), log)
 	if err != nil {
 		return err
 	}

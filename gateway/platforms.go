@@ -16,8 +16,9 @@ import (
 // one whose token is set and that is not among given. The commands are
 // listed to the platforms as they are registered in cmds, so a platform's
 // menu shows what the shared router answers. Each adapter gets log as it
-// is and names its platform in its lines itself.
-func platformAdapters(cfg config.Platforms, given map[string]bool, cmds *sessions.Commands, log *slog.Logger) ([]adapters.Adapter, error) {
+// is and names its platform in its lines itself. cursors keep where
+// Discord's receiving got to, for its backfill after a takeover.
+func platformAdapters(cfg config.Platforms, given map[string]bool, cmds *sessions.Commands, cursors adapters.Cursors, log *slog.Logger) ([]adapters.Adapter, error) {
 	var infos []adapters.CommandInfo
 	for _, c := range cmds.List() {
 		infos = append(infos, adapters.CommandInfo{Name: c.Name, Args: c.Args, Summary: c.Summary})
@@ -41,7 +42,7 @@ func platformAdapters(cfg config.Platforms, given map[string]bool, cmds *session
 		}},
 		{discord.Platform, on[discord.Platform], func() (adapters.Adapter, error) {
 			return discord.New(discord.Options{Config: cfg.Discord, Access: access(discord.Platform, cfg.Discord.AllowedUsers),
-				GroupSessions: cfg.GroupSessions, Commands: infos, Logger: log})
+				GroupSessions: cfg.GroupSessions, Commands: infos, Logger: log, Cursors: cursors})
 		}},
 	}
 	var out []adapters.Adapter

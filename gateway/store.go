@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/cronjobs"
@@ -23,7 +24,8 @@ import (
 type Store interface {
 	Sessions() sessions.Store
 	Outbox() outbox.Store
-	Leases() lease.Store // ownership of the adapters that run in one process
+	Leases() lease.Store       // ownership of the adapters that run in one process
+	Cursors() adapters.Cursors // where an adapter's receiving got to, per channel
 	Delegations() delegation.Store
 	Cron() cronjobs.Store
 	Once() lease.OnceStore // once-only claims on fires (cron jobs', controllers' ticks)

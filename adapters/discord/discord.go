@@ -51,6 +51,10 @@ type Options struct {
 	// RetryMin and RetryMax bound the backoff between attempts to open the
 	// gateway and to register the commands; zero: 1 s and 2 min.
 	RetryMin, RetryMax time.Duration
+	// Cursors keeps where receiving got to per channel, for the backfill
+	// a new gateway session makes (Config.BackfillWindow, default
+	// config.DefaultDiscordBackfillWindow); nil: no backfill.
+	Cursors adapters.Cursors
 }
 
 // Adapter is the Discord connection. Create it with New.
@@ -65,6 +69,7 @@ type Adapter struct {
 	// (deliverRetry the variable; tests shorten it).
 	deliverRetry adapters.Backoff
 	client       *http.Client
+	cursors      *cursors           // where receiving got to, per channel (backfill.go)
 	rest         *discordgo.Session // REST only; Run opens a gateway session of its own
 	threads      *threadCache
 
@@ -113,11 +118,14 @@ func New(opts Options) (*Adapter, error) {
 	if opts.RetryMax < opts.RetryMin {
 		opts.RetryMax = max(2*time.Minute, opts.RetryMin)
 	}
+	if opts.Config.BackfillWindow <= 0 {
+		opts.Config.BackfillWindow = config.DefaultDiscordBackfillWindow
+	}
 
 	a := &Adapter{
 		opts: opts, log: common.Log, clock: common.Clock, retry: adapters.Backoff{Min: opts.RetryMin, Max: opts.RetryMax},
 		token: "Bot " + token, client: client, threads: newThreadCache(),
-		deliverRetry: deliverRetry,
+		deliverRetry: deliverRetry, cursors: newCursors(),
 	}
 	a.botID = botIDFromToken(token)
 	a.appID = a.botID

@@ -29,8 +29,8 @@ const intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages |
 const deferWithin = 2500 * time.Millisecond
 
 // deliverTimeout bounds one Deliver. Discord does not send a gateway
-// event again, so a failed one is tried again, spaced by deliverRetry:
-// for as long as Run runs, then deliverAttempts more times.
+// event again, so a failed one is tried again, spaced by deliverRetry,
+// until the inbox takes it (see listener.deliver).
 const (
 	deliverTimeout  = 10 * time.Second
 	deliverAttempts = 4
@@ -42,8 +42,10 @@ var deliverRetry = adapters.Backoff{Min: 200 * time.Millisecond, Max: 2 * time.S
 // and again with backoff while that fails), registers the application
 // commands, and delivers what is addressed to herald. After a disconnect
 // it opens the connection again, which resumes the session: the events
-// missed meanwhile are replayed. Errors: Invalid when Discord refuses the
-// token or the intents, which no retry mends.
+// missed meanwhile are replayed. A new session (the first, or one that
+// could not resume) first reads what came while no session was
+// connected (backfill.go). Errors: Invalid when Discord refuses the token
+// or the intents, which no retry mends.
 func (a *Adapter) Run(ctx context.Context, inbox adapters.Inbox) error {
 	a.opts.Access.LogStart(a.log)
 	gw := a.session()
@@ -60,6 +62,7 @@ func (a *Adapter) Run(ctx context.Context, inbox adapters.Inbox) error {
 	gw.AddHandler(l.ready)
 	gw.AddHandler(l.disconnected)
 	gw.AddHandler(l.event)
+	defer l.backfills.Wait()
 
 	// Registration retries on its own, never holding up a reconnect.
 	var registering sync.WaitGroup
@@ -147,6 +150,13 @@ type listener struct {
 	inbox adapters.Inbox
 	gw    *discordgo.Session
 	lost  chan struct{} // a disconnect, for Run to reconnect
+
+	// backfilled is closed when the backfill of the latest new session
+	// is done; events wait for it, so a channel's messages reach the
+	// inbox in order. backfills is the backfills running.
+	mu         sync.Mutex
+	backfilled chan struct{}
+	backfills  sync.WaitGroup
 }
 
 func (l *listener) ready(_ *discordgo.Session, r *discordgo.Ready) {
@@ -158,6 +168,36 @@ func (l *listener) ready(_ *discordgo.Session, r *discordgo.Ready) {
 		app = r.Application.ID
 	}
 	l.a.setIDs(bot, app)
+	// A new session: what came while none was connected is read from
+	// the channels, before the session's own events, which wait for it.
+	// It runs beside the read goroutine, since discordgo handles READY
+	// inside Open, before its heartbeats start.
+	done := make(chan struct{})
+	l.mu.Lock()
+	prev := l.backfilled
+	l.backfilled = done
+	l.mu.Unlock()
+	l.backfills.Go(func() {
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		l.backfill()
+	})
+}
+
+// waitBackfill waits for the latest backfill to be done, or Run to end.
+func (l *listener) waitBackfill() {
+	l.mu.Lock()
+	done := l.backfilled
+	l.mu.Unlock()
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-l.ctx.Done():
+	}
 }
 
 // disconnected tells Run the connection is gone: discordgo closed it
@@ -171,6 +211,9 @@ func (l *listener) disconnected(*discordgo.Session, *discordgo.Disconnect) {
 }
 
 func (l *listener) event(_ *discordgo.Session, e *discordgo.Event) {
+	if e.Type == "MESSAGE_CREATE" || e.Type == "INTERACTION_CREATE" {
+		l.waitBackfill()
+	}
 	switch e.Type {
 	case "MESSAGE_CREATE":
 		l.message(e.RawData)
@@ -194,7 +237,7 @@ func (l *listener) message(raw []byte) {
 		l.a.opts.Access.LogRefused(l.a.log, ev.in.Sender, ev.userName)
 		return
 	}
-	l.deliver(ev.in)
+	l.deliver(ev.in, ev.channelID, ev.guildID)
 }
 
 // interaction defers an application command, then delivers it. The
@@ -227,35 +270,53 @@ func (l *listener) interaction(raw []byte) {
 	if err != nil {
 		l.a.log.Warn("could not defer a command; its answer will go to the channel", "interaction", it.ID, "err", err)
 	}
-	l.deliver(ev.in)
+	l.deliver(ev.in, "", "")
 }
 
-// deliver hands in to the inbox, retrying a failure: Discord never sends
-// a gateway event again, so a store that is down for a while must not
-// cost the message. It retries for as long as Run runs; the events after
-// this one wait, in Discord's buffer and the connection, and if the wait
-// outlasts discordgo's heartbeat check the connection is opened again and
-// resumed, which replays them. Once Run ended it tries deliverAttempts
-// more times and then drops the message, logged: the process is stopping
-// or lost the gateway. A message the router refuses for good (Invalid,
-// TooLarge) is dropped at once. An event read before Run ended is still
-// delivered (it came over this connection only); the dedupe key keeps a
-// replay from making a second turn.
-func (l *listener) deliver(in sessions.Inbound) {
+// deliver hands in, a message of channel (in guild, "" for a DM), to the
+// inbox, retrying a failure with backoff until the inbox takes it:
+// Discord never sends a gateway event again, so a store that is down for
+// a while must not cost the message. The events after this one wait, in
+// Discord's buffer and the connection; if the wait outlasts discordgo's
+// heartbeat check the connection is opened again and resumed, which
+// replays them. Before the first try the channel's cursor is made to
+// cover the message (keepFrom), so once Run has ended (the process is
+// stopping or lost the gateway) a message still not taken is left to the
+// next owner's backfill, which reads it again. An application command
+// (channel "") is not backfilled: once Run ended it is tried
+// deliverAttempts more times, then dropped, logged. A message the router
+// refuses for good (Invalid, TooLarge) is dropped at once. The dedupe key
+// keeps a replay or a backfill from making a second turn.
+func (l *listener) deliver(in sessions.Inbound, channel, guild string) {
+	if l.a.had(channel, in.MessageID) {
+		return
+	}
 	afterEnd := 0
+	kept := false
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), deliverTimeout)
-		err := l.inbox.Deliver(ctx, in)
-		cancel()
+		err := l.a.keepFrom(l.ctx, channel, guild, in.MessageID)
 		if err == nil {
+			kept = channel != "" && l.a.opts.Cursors != nil
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), deliverTimeout)
+			err = l.inbox.Deliver(ctx, in)
+			cancel()
+		}
+		if err == nil || adapters.Refused(err) {
+			if err != nil {
+				l.a.log.Error("the router refused a Discord message; it is dropped", "conv", in.Conv, "sender", in.Sender, "err", err)
+			}
+			l.a.received(l.ctx, channel, guild, in.MessageID)
 			return
 		}
 		if l.ctx.Err() != nil {
-			afterEnd++
-		}
-		if afterEnd >= deliverAttempts || adapters.Refused(err) {
-			l.a.log.Error("could not queue a Discord message; it is dropped", "conv", in.Conv, "sender", in.Sender, "err", err)
-			return
+			if kept {
+				l.a.log.Warn("could not queue a Discord message before the gateway was given up; the next backfill reads it again", "conv", in.Conv, "err", err)
+				return
+			}
+			if afterEnd++; afterEnd >= deliverAttempts {
+				l.a.log.Error("could not queue a Discord message; it is dropped", "conv", in.Conv, "sender", in.Sender, "err", err)
+				return
+			}
 		}
 		wait := l.a.deliverRetry.Wait(attempt)
 		l.a.log.Warn("could not queue a Discord message; retrying", "conv", in.Conv, "err", err, "attempt", attempt, "retry_in_ms", wait.Milliseconds())

@@ -41,6 +41,10 @@ type event struct {
 	userName string
 	// reply is set for an application command: the interaction to defer.
 	reply *interactionRef
+	// channelID and guildID are a message's channel, as Discord names it
+	// (a thread's own id), and its guild ("" for a DM): where a backfill
+	// reads it from.
+	channelID, guildID string
 }
 
 // parseMessage reads a MESSAGE_CREATE payload. Bots (herald itself
@@ -96,7 +100,7 @@ func parseMessage(raw []byte, e env) (event, skip) {
 	in.MessageID = m.ID
 	in.Text = text
 	in.Attachments = files
-	return event{in: in, userName: m.Author.Username}, ""
+	return event{in: in, userName: m.Author.Username, channelID: m.ChannelID, guildID: m.GuildID}, ""
 }
 
 // interactionPayload is what parseInteraction reads besides discordgo's

@@ -50,6 +50,7 @@ const (
 	RouteCommands Route = "commands" // PUT /applications/{app}[/guilds/{g}]/commands
 	RouteCallback Route = "callback" // POST /interactions/{id}/{token}/callback
 	RouteFollowup Route = "followup" // POST /webhooks/{app}/{token}
+	RouteHistory  Route = "history"  // GET /channels/{id}/messages
 )
 
 // Options configure a Server; zero values take the defaults shown.
@@ -60,6 +61,12 @@ type Options struct {
 	BotName string // default "herald"
 	// Interval is the heartbeat interval HELLO announces; default 45 s.
 	Interval time.Duration
+	// LoseWhileAway makes the fake forget, as Discord does, the events
+	// dispatched while no connection was ready when a new session
+	// identifies: only a RESUME of the session they were meant for gets
+	// them. They stay in their channels' histories (GET
+	// /channels/{id}/messages). Without it a new session gets them too.
+	LoseWhileAway bool
 }
 
 // Call is one recorded REST request.
@@ -184,8 +191,9 @@ type Server struct {
 	callbacks []Callback
 	commands  []CommandSet
 	channels  map[string]Channel
-	inters    map[string]*interaction // by token
-	failures  map[Route][]*Failure    // nil entries let a call through
+	history   map[string][]histMessage // by channel, oldest first
+	inters    map[string]*interaction  // by token
+	failures  map[Route][]*Failure     // nil entries let a call through
 	gw        gateway
 }
 
@@ -211,6 +219,7 @@ func New(t testing.TB, opts Options) *Server {
 		t: t, opts: opts,
 		changed:  make(chan struct{}),
 		channels: map[string]Channel{},
+		history:  map[string][]histMessage{},
 		inters:   map[string]*interaction{},
 		failures: map[Route][]*Failure{},
 	}
@@ -415,6 +424,7 @@ func (s *Server) routes() http.Handler {
 	api("GET /gateway/bot", RouteGateway, true, s.gatewayBot)
 	api("GET /users/@me", RouteMe, true, s.me)
 	api("GET /channels/{id}", RouteChannel, true, s.channel)
+	api("GET /channels/{id}/messages", RouteHistory, true, s.channelMessages)
 	api("POST /channels/{id}/messages", RouteMessage, true, s.createMessage)
 	api("PATCH /channels/{id}/messages/{mid}", RouteEdit, true, s.editMessage)
 	api("DELETE /channels/{id}/messages/{mid}", RouteDelete, true, s.deleteMessage)
@@ -529,9 +539,13 @@ func (s *Server) record(m Message, body messageBody) (int, any) {
 		m.ReplyTo = body.Reference.MessageID
 	}
 	s.messages = append(s.messages, m)
-	return http.StatusOK, map[string]any{
+	answer := map[string]any{
 		"id": m.ID, "channel_id": m.ChannelID, "content": m.Content, "type": 0, "author": s.botUser(),
 	}
+	if !m.Followup {
+		s.keepLocked(m.ChannelID, m.ID, answer)
+	}
+	return http.StatusOK, answer
 }
 
 func (s *Server) createMessage(r *http.Request, b []byte) (int, any) {
@@ -631,4 +645,57 @@ func (s *Server) followup(r *http.Request, b []byte) (int, any) {
 		return http.StatusNotFound, apiError{Message: "Unknown Webhook", Code: 10015}
 	}
 	return s.record(Message{ChannelID: in.channelID, Followup: true, Token: token}, body)
+}
+
+// histMessage is a message of a channel's history as GET
+// /channels/{id}/messages answers it.
+type histMessage struct {
+	id   uint64
+	data map[string]any
+}
+
+// keepLocked adds a message to channel's history; the caller holds s.mu.
+// Like Discord's REST message objects, what is kept has no guild_id.
+func (s *Server) keepLocked(channel, id string, data map[string]any) {
+	n, _ := strconv.ParseUint(id, 10, 64)
+	kept := make(map[string]any, len(data))
+	for k, v := range data {
+		if k != "guild_id" {
+			kept[k] = v
+		}
+	}
+	s.history[channel] = append(s.history[channel], histMessage{id: n, data: kept})
+}
+
+// channelMessages is GET /channels/{id}/messages: with after, the limit
+// (default 50, at most 100) messages that follow it; without, the latest
+// ones; newest first either way, as Discord answers.
+func (s *Server) channelMessages(r *http.Request, _ []byte) (int, any) {
+	q := r.URL.Query()
+	limit := 50
+	if l, err := strconv.Atoi(q.Get("limit")); err == nil && l >= 1 && l <= 100 {
+		limit = l
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	all := s.history[r.PathValue("id")]
+	var picked []histMessage
+	if a := q.Get("after"); a != "" {
+		after, err := strconv.ParseUint(a, 10, 64)
+		if err != nil {
+			return http.StatusBadRequest, apiError{Message: "Invalid Form Body", Code: 50035}
+		}
+		for _, m := range all {
+			if m.id > after && len(picked) < limit {
+				picked = append(picked, m)
+			}
+		}
+	} else {
+		picked = all[max(0, len(all)-limit):]
+	}
+	out := make([]map[string]any, 0, len(picked))
+	for i := len(picked) - 1; i >= 0; i-- {
+		out = append(out, picked[i].data)
+	}
+	return http.StatusOK, out
 }

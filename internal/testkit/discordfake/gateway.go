@@ -130,6 +130,9 @@ func (s *Server) SendMessage(m MessageEvent) string {
 	if m.WebhookID != "" {
 		d["webhook_id"] = m.WebhookID
 	}
+	s.mu.Lock()
+	s.keepLocked(m.ChannelID, m.ID, d)
+	s.mu.Unlock()
 	s.Dispatch("MESSAGE_CREATE", d)
 	return m.ID
 }
@@ -307,6 +310,9 @@ func (s *Server) identify(c *gwConn, d json.RawMessage) {
 	})
 	c.ready = true
 	s.dispatchLocked(c, "READY", ready)
+	if s.opts.LoseWhileAway {
+		s.gw.pending = nil
+	}
 	s.flushLocked(c)
 	s.notify()
 }
