@@ -11,9 +11,9 @@
 // holder checks its token (Check) right before each platform call only
 // the owner may make (a Telegram getUpdates, a Discord gateway
 // connection), so a holder that stalled past its lease while another took
-// it over makes no such call when it wakes: the platform is never polled
-// by two processes at once. A token is never given twice for one name,
-// whatever was released or expired in between.
+// it over makes no such call when it wakes; what is left is a call
+// already on its way when the holder stalled. A token is never given
+// twice for one name, whatever was released or expired in between.
 package lease
 
 import (
