@@ -122,3 +122,26 @@ func TestBackfillReadsWhatCameWhileNoOneHeldTheGateway(t *testing.T) {
 		t.Errorf("%d channel reads, want one per channel at least", n)
 	}
 }
+
+// A message the store would not take before the owner lost the gateway
+// is not dropped: the next owner's backfill reads it again, even when it
+// was the first herald received in its channel.
+func TestMessageNotQueuedBeforeTheGatewayWasLostIsBackfilled(t *testing.T) {
+	t.Parallel()
+	o := newOwners(t)
+	o.inbox.failing.Store(1 << 20)
+	stop := o.run()
+	id := o.fake.SendMessage(discordfake.MessageEvent{ChannelID: dmChannel, Author: discordfake.User{ID: ada}, Content: "stuck"})
+	for deadline := time.Now().Add(10 * time.Second); o.inbox.calls.Load() < 3; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Deliver was not tried three times")
+		}
+	}
+	stop()
+
+	o.inbox.failing.Store(0)
+	o.run()
+	if in := o.inbox.next(t).in; in.MessageID != id || in.Text != "stuck" {
+		t.Errorf("delivered %+v after the takeover, want message %s", in, id)
+	}
+}
