@@ -24,6 +24,7 @@ import (
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/store/redis"
 	"github.com/heraldgw/herald/store/sqlite"
 )
 
@@ -410,12 +411,34 @@ func (dropInbox) Deliver(context.Context, sessions.Inbound) error { return nil }
 // Telegram adapter against one fake Bot API on one SQLite store, whose
 // clock the test moves to let the stalled owner's lease run out.
 func TestStalledOwnerPollsNoMoreOnceTakenOver(t *testing.T) {
-	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "herald.db"), sqlite.Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
+	open := map[string]func(t *testing.T, clk clock.Clock) Store{
+		config.BackendSQLite: func(t *testing.T, clk clock.Clock) Store {
+			db, err := sqlite.Open(filepath.Join(t.TempDir(), "herald.db"), sqlite.Options{Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return db
+		},
+		config.BackendRedis: func(t *testing.T, clk clock.Clock) Store {
+			r := testkit.StartRedis(t)
+			db, err := redis.Open(context.Background(), redis.Options{URL: r.URL(), Prefix: r.Prefix(), Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return db
+		},
 	}
-	defer db.Close()
+	for _, backend := range []string{config.BackendSQLite, config.BackendRedis} {
+		t.Run(backend, func(t *testing.T) {
+			clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+			db := open[backend](t, clk)
+			defer db.Close()
+			stalledOwnerPolls(t, clk, db)
+		})
+	}
+}
+
+func stalledOwnerPolls(t *testing.T, clk *clock.Fake, db Store) {
 	tg := telegramfake.New(t, "")
 	tg.SetMaxPoll(20 * time.Millisecond)
 	polls := &pollLog{}
