@@ -331,7 +331,10 @@ type Store interface {
 	// History returns the conversation's whole history, oldest first.
 	History(ctx context.Context, conv string) ([]Message, error)
 
-	// ClearHistory drops the conversation's history (a fresh session).
+	// ClearHistory drops the conversation's history at once, under no
+	// lease: for what runs outside a turn. A turn clears it in its commit
+	// instead (Finish.DropHistory of DropAllHistory, as /new does), so a
+	// turn that lost its lease clears nothing.
 	ClearHistory(ctx context.Context, conv string) error
 
 	// Meta returns the conversation's metadata (busy-input mode, …).
