@@ -146,6 +146,17 @@ func runHistory(t *testing.T, b Backend) {
 		}
 		err := f.ss.Finish(f.ctx, t5.Lease, sessions.Finish{EntryID: t5.Entry.ID, DropHistory: -1})
 		wantCode(t, "Finish with a negative DropHistory", err, errs.Invalid)
+		// /new's clear: all of it, then what the turn appends.
+		f.finish(t5.Lease, sessions.Finish{EntryID: t5.Entry.ID, History: third, Release: true})
+		t6 := turn("6")
+		fresh := []sessions.Message{msg("assistant", "fresh")}
+		f.finish(t6.Lease, sessions.Finish{EntryID: t6.Entry.ID, History: fresh, DropHistory: sessions.DropAllHistory, Release: true})
+		if d := cmp.Diff(fresh, f.history("c"), timeOpts); d != "" {
+			t.Errorf("History after dropping all of it (-want +got):\n%s", d)
+		}
+		if t7 := turn("7"); !cmp.Equal(fresh, t7.History, timeOpts) {
+			t.Errorf("the next turn's history = %+v, want %+v", t7.History, fresh)
+		}
 	})
 
 	t.Run("clear history", func(t *testing.T) {
