@@ -236,7 +236,7 @@ func TestKillsBetweenCommitAndSendKeepEveryConversationInOrder(t *testing.T) {
 				c.tg.HoldNext("sendMessage", len(users))
 				queue(fmt.Sprintf("r%d first", r))
 				c.tg.WaitHolding("sendMessage", len(users))
-				owner := ownerOf(t, live)
+				owner := ownerOf(t, live, "telegram")
 				resends += counter(t, live[owner], "herald_delivery_resends_total")
 				live[owner].kill()
 				inFlight += len(users)

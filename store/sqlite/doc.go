@@ -139,7 +139,7 @@
 // by user rather than conversation so that they outlive /new, listed
 // oldest first through the (user_key, id) index. A note is named by its
 // key, the id its writer chose (sessions.NoteAdd; a note from before
-// schema version 13 by its row id), unique per user.
+// schema version 16 by its row id), unique per user.
 //
 // outbox holds outbound messages: the encoded outbox.Message, the columns
 // Claim filters on (platform, state pending|claimed|dead, next_attempt,

@@ -365,12 +365,12 @@ ALTER TABLE notes ADD COLUMN key TEXT NOT NULL DEFAULT '';
 UPDATE notes SET key = CAST(id AS TEXT);
 CREATE UNIQUE INDEX notes_key ON notes (user_key, key);
 `,
-	// 13 → 14: an ownership lease's fencing token (package lease); a
+	// 16 → 17: an ownership lease's fencing token (package lease); a
 	// lease from before counts as token 0, and its next grant is 1.
 	`
 ALTER TABLE leases ADD COLUMN token INTEGER NOT NULL DEFAULT 0;
 `,
-	// 14 → 15: the adapters' receive cursors (adapters.Cursors), one row a
+	// 17 → 18: the adapters' receive cursors (adapters.Cursors), one row a
 	// platform and channel; at is Unix nanoseconds by the store's clock.
 	`
 CREATE TABLE cursors (
