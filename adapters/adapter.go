@@ -119,6 +119,26 @@ type Presence interface {
 	ClearStatus(ctx context.Context, t outbox.Target, id string) error
 }
 
+// Streamer shows a reply while the model writes it: one message, posted
+// when the first text arrives and edited as more comes, which the outbox's
+// reply then turns into the reply itself. The gateway's streaming driver
+// paces the edits (display.stream_edit_interval) and hands the delivery
+// of the reply the message's id.
+type Streamer interface {
+	// StreamText shows text, the reply so far to message replyTo, in t:
+	// posted where Send would post the reply's first part when id is
+	// empty, else edited into message id. Only what fits one message is
+	// shown, rendered as Send renders it. It returns the message's id.
+	// Errors: Invalid when the platform refuses it (the driver stops
+	// showing this reply), Unavailable when it may pass.
+	StreamText(ctx context.Context, t outbox.Target, replyTo, id, text string) (string, error)
+	// SendStreamed sends m as Send does, except that its first part
+	// replaces the text of message id, the reply shown in progress. When
+	// the platform refuses that edit, m is sent as Send sends it and,
+	// once it went, message id is deleted (a failed delete leaves it).
+	SendStreamed(ctx context.Context, m outbox.Message, id string) SendResult
+}
+
 // Exclusive is an adapter whose Run may run in one process only among
 // all those sharing a store: a Telegram long poll, a Discord gateway
 // shard. The gateway holds a lease named by Exclusive before it calls

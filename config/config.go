@@ -192,7 +192,21 @@ type Workers struct {
 // Display holds how conversations behave toward their users.
 type Display struct {
 	BusyInputMode string `yaml:"busy_input_mode"` // one of the BusyInput* modes
+	// Streaming shows a reply on the chat platforms as the model writes
+	// it: one message edited as text arrives, then made the full reply.
+	Streaming bool `yaml:"streaming"`
+	// StreamEditInterval is the least time between two edits of a reply
+	// shown as it is written.
+	StreamEditInterval time.Duration `yaml:"stream_edit_interval"`
 }
+
+// DefaultStreamEditInterval is display.stream_edit_interval's default;
+// MinStreamEditInterval its least value, about the edit rate Telegram,
+// Slack and Discord allow on one message.
+const (
+	DefaultStreamEditInterval = 1500 * time.Millisecond
+	MinStreamEditInterval     = time.Second
+)
 
 // What a message does when it arrives while its conversation's turn runs.
 const (
@@ -621,7 +635,7 @@ func Default() Config {
 			ShutdownGrace: sessions.DefaultGrace,
 			DeliveryDrain: DefaultDeliveryDrain,
 		},
-		Display: Display{BusyInputMode: BusyInputInterrupt},
+		Display: Display{BusyInputMode: BusyInputInterrupt, Streaming: true, StreamEditInterval: DefaultStreamEditInterval},
 		Delegation: Delegation{
 			MaxConcurrentChildren: DefaultMaxConcurrentChildren,
 			MaxSpawnDepth:         DefaultMaxSpawnDepth,

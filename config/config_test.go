@@ -61,7 +61,7 @@ func TestDefault(t *testing.T) {
 		Model: config.Model{BaseURL: "http://127.0.0.1:11434/v1", Timeout: 5 * time.Minute, MaxRetries: 3, MaxIterations: 90, HistoryBudget: 200_000,
 			Strategy: "fill_first", Cooldowns: config.Cooldowns{RateLimit: time.Minute, Billing: time.Hour, Auth: 5 * time.Minute}},
 		Workers: config.Workers{Turns: 64, Deliveries: 8, ShutdownGrace: 20 * time.Second, DeliveryDrain: 5 * time.Second},
-		Display: config.Display{BusyInputMode: "interrupt"},
+		Display: config.Display{BusyInputMode: "interrupt", Streaming: true, StreamEditInterval: 1500 * time.Millisecond},
 		Platforms: config.Platforms{
 			GroupSessions: "auto",
 			Telegram:      config.Telegram{Mode: "polling", GroupTrigger: "mention"},

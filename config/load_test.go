@@ -56,6 +56,8 @@ workers:
   delivery_drain: 10s
 display:
   busy_input_mode: steer
+  streaming: false
+  stream_edit_interval: 3s
 send_message:
   allowed_targets: [telegram:42, "slack:T1:C2"]
 `,
@@ -74,6 +76,8 @@ send_message:
 				c.Workers.ShutdownGrace = 45 * time.Second
 				c.Workers.DeliveryDrain = 10 * time.Second
 				c.Display.BusyInputMode = "steer"
+				c.Display.Streaming = false
+				c.Display.StreamEditInterval = 3 * time.Second
 				c.SendMessage.AllowedTargets = []string{"telegram:42", "slack:T1:C2"}
 			},
 		},

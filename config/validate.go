@@ -83,6 +83,10 @@ func (c Config) problems() Problems {
 	default:
 		v.add("display.busy_input_mode", "unknown mode %s (interrupt, queue or steer)", quote(c.Display.BusyInputMode))
 	}
+	if c.Display.StreamEditInterval < MinStreamEditInterval {
+		v.add("display.stream_edit_interval", "must be at least %s (the platforms refuse faster edits), got %s",
+			MinStreamEditInterval, c.Display.StreamEditInterval)
+	}
 	switch c.Platforms.GroupSessions {
 	case GroupSessionsAuto, GroupSessionsShared, GroupSessionsPerUser:
 	default:

@@ -268,6 +268,13 @@ func TestValidate(t *testing.T) {
 			want:   config.Problems{{Key: "display.busy_input_mode", Msg: `unknown mode "ignore" (interrupt, queue or steer)`}},
 		},
 		{desc: "busy input mode queue", change: func(c *config.Config) { c.Display.BusyInputMode = "queue" }},
+		{
+			desc:   "stream edit interval under a second",
+			change: func(c *config.Config) { c.Display.StreamEditInterval = 500 * time.Millisecond },
+			want: config.Problems{{Key: "display.stream_edit_interval",
+				Msg: "must be at least 1s (the platforms refuse faster edits), got 500ms"}},
+		},
+		{desc: "streaming off", change: func(c *config.Config) { c.Display.Streaming = false }},
 		{desc: "busy input mode steer", change: func(c *config.Config) { c.Display.BusyInputMode = "steer" }},
 		{
 			desc: "unknown group session scope and triggers",

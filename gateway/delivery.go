@@ -99,9 +99,14 @@ type DeliveryOptions struct {
 	// dead-lettered with reason. The domain that sent it (a cron run)
 	// records it.
 	Settled func(m outbox.Message, accepted bool, reason string)
-	Clock   clock.Clock  // nil means the wall clock
-	Logger  *slog.Logger // nil means slog.Default()
-	Metrics *Metrics     // nil counts nothing
+	// Streamed, when set, is offered each message before the adapter's
+	// Send: a turn's reply this process showed in progress is made the
+	// reply in that message (Streaming.Send). It reports false when the
+	// adapter's Send is to send the message.
+	Streamed func(ctx context.Context, a adapters.Adapter, m outbox.Message) (adapters.SendResult, bool)
+	Clock    clock.Clock  // nil means the wall clock
+	Logger   *slog.Logger // nil means slog.Default()
+	Metrics  *Metrics     // nil counts nothing
 }
 
 // Delivery drains the outbox through the adapters: one claim loop takes
@@ -127,6 +132,7 @@ type Delivery struct {
 	beat        *lease.Renewer // nil without a heartbeat
 	redact      func(string) string
 	settledFn   func(m outbox.Message, accepted bool, reason string)
+	streamed    func(ctx context.Context, a adapters.Adapter, m outbox.Message) (adapters.SendResult, bool)
 	clock       clock.Clock
 	log         *slog.Logger
 	metrics     *Metrics
@@ -216,6 +222,7 @@ func NewDelivery(opts DeliveryOptions) (*Delivery, error) {
 		ackLinger:   orDefault(opts.AckLinger, DefaultAckLinger),
 		redact:      opts.Redact,
 		settledFn:   opts.Settled,
+		streamed:    opts.Streamed,
 		clock:       opts.Clock,
 		log:         opts.Logger,
 		metrics:     opts.Metrics,
@@ -796,6 +803,11 @@ func (d *Delivery) send(ctx context.Context, a adapters.Adapter, m outbox.Messag
 			res = adapters.SendResult{Outcome: adapters.Transient, Reason: fmt.Sprintf("the %s adapter panicked", a.Platform())}
 		}
 	}()
+	if d.streamed != nil {
+		if res, ok := d.streamed(ctx, a, m); ok {
+			return res
+		}
+	}
 	return a.Send(ctx, m)
 }
 

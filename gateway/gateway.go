@@ -308,6 +308,22 @@ func (g *Gateway) build() error {
 	g.addUsageStatus(commands)
 	g.addModelStatus(commands, g.models.chain)
 
+	// Replies on the chat platforms show as they are written, in one
+	// message that their delivery makes the reply.
+	var streaming *Streaming
+	if cfg.Display.Streaming {
+		streaming = NewStreaming(StreamingOptions{
+			Adapters: g.opts.Adapters,
+			Every:    cfg.Display.StreamEditInterval,
+			Clock:    g.clock,
+			Logger:   log.With("part", "streaming"),
+		})
+	}
+	var streamed func(context.Context, adapters.Adapter, outbox.Message) (adapters.SendResult, bool)
+	var stream func(context.Context, string, sessions.Entry, outbox.Target) sessions.TurnStream
+	if streaming != nil && streaming.Drives() {
+		streamed, stream = streaming.Send, streaming.Stream
+	}
 	delivery, err := NewDelivery(DeliveryOptions{
 		Outbox:  g.db.Outbox(),
 		Routes:  g.routes,
@@ -323,6 +339,7 @@ func (g *Gateway) build() error {
 		Heartbeat: max(cfg.Store.LeaseTTL/2, 2*time.Second),
 		Redact:    g.redact.String,
 		Settled:   scheduled.settled,
+		Streamed:  streamed,
 		Clock:     g.clock,
 		Logger:    log.With("part", "delivery"),
 		Metrics:   g.metrics,
@@ -359,6 +376,7 @@ func (g *Gateway) build() error {
 		AnswerEach: answersEach,
 		Committed:  committedTo(background.committed, scheduled.committed, controlled.committed),
 		Deltas:     deltas,
+		Stream:     stream,
 		Clock:      g.clock,
 		Logger:     log.With("part", "turns"),
 		Metrics:    g.metrics.TurnHooks(),
@@ -409,6 +427,11 @@ func (g *Gateway) build() error {
 	g.add("delivery", bounded(g.delivery, g.opts.Drain))
 	g.add("signals", g.tailer)
 	g.add("presence", g.presence)
+	if stream != nil {
+		// Its goroutines end with the turns; the replies it showed stay
+		// known to the delivery worker, which stops after it.
+		g.add("streaming", streaming)
+	}
 	g.add("turns", g.turns)
 	// Children run beside the turns; on a stop they end interrupted and
 	// their completions wait in the store for the next deliverer.

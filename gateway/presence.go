@@ -9,7 +9,6 @@ import (
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/internal/clock"
-	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -54,24 +53,19 @@ type Presence struct {
 	timeout     time.Duration
 	clock       clock.Clock
 	log         *slog.Logger
-
-	mu       sync.Mutex
-	started  bool
-	stopping bool
-	ctx      context.Context // ends the platform calls when the driver stops
-	cancel   context.CancelFunc
-	turns    sync.WaitGroup
+	turnFollower
 }
 
 // NewPresence returns a driver; Start runs it.
 func NewPresence(opts PresenceOptions) *Presence {
 	p := &Presence{
-		by:          map[string]adapters.Presence{},
-		typingEvery: opts.TypingEvery,
-		statusEvery: opts.StatusEvery,
-		timeout:     opts.Timeout,
-		clock:       opts.Clock,
-		log:         opts.Logger,
+		by:           map[string]adapters.Presence{},
+		typingEvery:  opts.TypingEvery,
+		statusEvery:  opts.StatusEvery,
+		timeout:      opts.Timeout,
+		clock:        opts.Clock,
+		log:          opts.Logger,
+		turnFollower: turnFollower{op: "gateway.Presence"},
 	}
 	for _, a := range opts.Adapters {
 		if pr, ok := a.(adapters.Presence); ok {
@@ -100,58 +94,12 @@ func NewPresence(opts PresenceOptions) *Presence {
 // worker need not call Watch at all.
 func (p *Presence) Drives() bool { return len(p.by) > 0 }
 
-// Start lets Watch follow turns until Shutdown or until ctx ends, which
-// also cuts the platform calls in flight. Errors: Conflict (started
-// before).
-func (p *Presence) Start(ctx context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.started {
-		return errs.E("gateway.Presence.Start", errs.Conflict, "started before")
-	}
-	p.started = true
-	p.ctx, p.cancel = context.WithCancel(ctx)
-	return nil
-}
-
-// Shutdown follows no new turns and waits, within ctx, for the turns
-// followed to end and their status lines to be removed; past ctx, what
-// still runs is cut off.
-func (p *Presence) Shutdown(ctx context.Context) error {
-	p.mu.Lock()
-	p.stopping = true
-	started := p.started
-	p.mu.Unlock()
-	if !started {
-		return nil
-	}
-	done := make(chan struct{})
-	go func() {
-		p.turns.Wait()
-		close(done)
-	}()
-	var err error
-	select {
-	case <-done:
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	p.cancel()
-	<-done
-	return err
-}
-
 // Watch follows one turn (sessions.TurnWorkerOptions.Watch). It returns at
 // once; a turn on a platform without presence, or one starting while the
 // driver is not running, is not shown.
 func (p *Presence) Watch(_ context.Context, conv string, origin outbox.Target) sessions.TurnWatch {
 	pr, ok := p.by[origin.Platform]
 	if !ok {
-		return noWatch{}
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.started || p.stopping {
 		return noWatch{}
 	}
 	w := &turnPresence{
@@ -162,7 +110,9 @@ func (p *Presence) Watch(_ context.Context, conv string, origin outbox.Target) s
 		kick:   make(chan struct{}, 1),
 		end:    make(chan struct{}),
 	}
-	p.turns.Go(w.run)
+	if !p.follow(w.run) {
+		return noWatch{}
+	}
 	return w
 }
 

@@ -114,7 +114,14 @@ type TurnWorkerOptions struct {
 	// Deltas, when set, gets the text a turn's model streams, for the
 	// waiters in this process on that turn's reply (Deltas.Subscribe); a
 	// turn streams only when one waits.
-	Deltas  *Deltas
+	Deltas *Deltas
+	// Stream, when set, is called as each agent turn starts, with the
+	// entry it answers and where its replies go; the text the turn's
+	// model streams goes to the TurnStream it returns (nil: none), which
+	// is ended when the turn ends, committed or not, before its commit.
+	// The gateway uses it to show a reply in the chat as it is written.
+	// It must return quickly.
+	Stream  func(ctx context.Context, conv string, e Entry, origin outbox.Target) TurnStream
 	Clock   clock.Clock  // nil means the wall clock
 	Logger  *slog.Logger // nil means slog.Default()
 	Metrics TurnMetrics
@@ -124,6 +131,13 @@ type TurnWorkerOptions struct {
 type TurnWatch interface {
 	Progress(Progress) // a step of the turn; called on the turn's goroutine
 	End()              // the turn ended; called once
+}
+
+// TurnStream takes the text of one running turn as its model streams it
+// (see TurnWorkerOptions.Stream).
+type TurnStream interface {
+	Delta(text string) // a piece of text (TurnInput.Delta); on the turn's goroutine, quick
+	End()              // the turn ended; called once, before its commit
 }
 
 // TurnWorker runs conversations' turns: one claim loop leases ready
@@ -138,6 +152,7 @@ type TurnWorker struct {
 	answerEach    func(origin outbox.Target) bool
 	committed     func(Committed)
 	deltas        *Deltas
+	stream        func(ctx context.Context, conv string, e Entry, origin outbox.Target) TurnStream
 	commands      *Commands
 	name          string
 	ttl           time.Duration
@@ -194,6 +209,7 @@ func NewTurnWorker(opts TurnWorkerOptions) (*TurnWorker, error) {
 		answerEach:    opts.AnswerEach,
 		committed:     opts.Committed,
 		deltas:        opts.Deltas,
+		stream:        opts.Stream,
 		commands:      opts.Commands,
 		name:          opts.Name,
 		ttl:           opts.LeaseTTL,

@@ -376,9 +376,11 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	// may change its copy, has it.
 	starts := w.historyStarts(history)
 	in := TurnInput{Conv: conv, Entry: e, History: history, Origin: origin, Steer: at.steer}
-	if e.Kind != KindSynthetic && w.deltas.Listening(conv, e.MessageID) {
-		in.Delta = func(text string) { w.deltas.Publish(conv, e.MessageID, text) }
+	var stream TurnStream
+	if w.stream != nil && err == nil {
+		stream = w.stream(at.ctx, conv, e, origin)
 	}
+	in.Delta = w.deltaFor(conv, e, stream)
 	var watch TurnWatch
 	if w.watch != nil && err == nil {
 		watch = w.watch(at.ctx, conv, origin)
@@ -387,6 +389,9 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	out, runErr := w.run(at, in)
 	if watch != nil {
 		watch.End()
+	}
+	if stream != nil {
+		stream.End()
 	}
 	at.settled.Store(true)
 	absorbed, absorbedMsgs := at.closeSteer()
@@ -443,6 +448,27 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 		if f := w.metrics.Finished; f != nil {
 			f(out.End, took)
 		}
+	}
+}
+
+// deltaFor is the turn's TurnInput.Delta: the streamed text goes to the
+// waiters in this process on the reply to a user's message (Deltas) and
+// to stream; nil when neither takes it, and the model is then not asked
+// to stream.
+func (w *TurnWorker) deltaFor(conv string, e Entry, stream TurnStream) func(string) {
+	var publish func(string)
+	if e.Kind != KindSynthetic && w.deltas.Listening(conv, e.MessageID) {
+		publish = func(text string) { w.deltas.Publish(conv, e.MessageID, text) }
+	}
+	switch {
+	case stream == nil:
+		return publish
+	case publish == nil:
+		return stream.Delta
+	}
+	return func(text string) {
+		publish(text)
+		stream.Delta(text)
 	}
 }
 

@@ -27,6 +27,17 @@ var noPings = &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentio
 // are not posted again when the outbox retries m (m.Parts, recorded as
 // each is accepted through adapters.KeepParts).
 func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResult {
+	return a.send(ctx, m, "")
+}
+
+// SendStreamed sends m as Send does, its first part edited into message
+// over, the reply in progress (adapters.Streamer). A refused edit posts
+// the part anew and deletes over once every part went.
+func (a *Adapter) SendStreamed(ctx context.Context, m outbox.Message, over string) adapters.SendResult {
+	return a.send(ctx, m, over)
+}
+
+func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapters.SendResult {
 	r, err := parseRoute(m.Target)
 	if err != nil {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: err.Error()}
@@ -49,7 +60,16 @@ func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResul
 				viaFollowup, p.channelOnly = false, true
 			}
 		}
-		if !viaFollowup {
+		edited := false
+		if !viaFollowup && i == 0 && over != "" && !p.unstreamed {
+			id, err = a.edit(ctx, r, over, parts[0])
+			edited = err == nil || classify(err).Outcome != adapters.Permanent
+			if !edited {
+				a.log.Warn("Discord refused to edit the reply in progress; posting the reply anew", "channel", r.dest(), "err", err)
+				p.unstreamed = true
+			}
+		}
+		if !viaFollowup && !edited {
 			replyTo := ""
 			if i == 0 && isSnowflake(m.ReplyTo) {
 				replyTo = m.ReplyTo
@@ -69,6 +89,11 @@ func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResul
 			}
 		}
 	}
+	if p.unstreamed {
+		if err := a.ClearStatus(ctx, m.Target, over); err != nil {
+			a.log.Warn("deleting the reply in progress failed; it stays above the reply", "channel", r.dest(), "err", err)
+		}
+	}
 	return adapters.SendResult{Outcome: adapters.Accepted, MessageID: p.first}
 }
 
@@ -84,6 +109,17 @@ func (a *Adapter) post(ctx context.Context, r route, text, replyTo string) (stri
 		return "", err
 	}
 	return sent.ID, nil
+}
+
+// edit replaces the text of message id with one part, pinging nobody,
+// and returns id.
+func (a *Adapter) edit(ctx context.Context, r route, id, text string) (string, error) {
+	e := discordgo.NewMessageEdit(r.dest(), id).SetContent(text)
+	e.AllowedMentions = noPings
+	if _, err := a.rest.ChannelMessageEditComplex(e, discordgo.WithContext(ctx)); err != nil {
+		return "", err
+	}
+	return id, nil
 }
 
 // followup posts one part as a follow-up message of an interaction
@@ -185,6 +221,10 @@ type sendState struct {
 	done        int    // parts accepted
 	first       string // the first part's message id
 	channelOnly bool   // the follow-up was refused: post to the channel
+	// unstreamed: Discord refused to edit the reply in progress into the
+	// first part, which is posted anew (SendStreamed); this attempt's
+	// alone, as a retry tries the edit again.
+	unstreamed bool
 }
 
 // modeChannel is the outbox.Parts mode of an answer whose follow-ups were

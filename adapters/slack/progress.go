@@ -10,6 +10,10 @@ type progress struct {
 	plain bool   // Slack refused the formatting; parts go with markup off
 	sent  int    // parts Slack accepted
 	first string // the ts of the first part
+	// unstreamed: Slack refused to update the reply in progress with the
+	// first part, which is posted anew (SendStreamed); this attempt's
+	// alone, as a retry tries the update again.
+	unstreamed bool
 }
 
 // modePlain is the outbox.Parts mode of a message whose parts go with

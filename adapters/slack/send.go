@@ -21,6 +21,18 @@ import (
 // part, in order. A retry of a message goes on from the first part not yet
 // accepted. m.ReplyTo is not needed: the target names the thread.
 func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResult {
+	return a.send(ctx, m, "")
+}
+
+// SendStreamed sends m as Send does, its first part put into message
+// over, the reply in progress, with chat.update (adapters.Streamer). A
+// refused update posts the part anew and deletes over once every part
+// went.
+func (a *Adapter) SendStreamed(ctx context.Context, m outbox.Message, over string) adapters.SendResult {
+	return a.send(ctx, m, over)
+}
+
+func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapters.SendResult {
 	channel, thread, err := route(m.Target)
 	if err != nil {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: err.Error()}
@@ -30,7 +42,17 @@ func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResul
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "the message is empty"}
 	}
 	for p.sent < len(p.parts) {
-		ts, err := a.post(ctx, channel, thread, p.parts[p.sent], p.plain)
+		var ts string
+		if p.sent == 0 && over != "" && !p.unstreamed {
+			ts, err = a.update(ctx, channel, over, p.parts[0], p.plain)
+			if err != nil && !formattingRejected(err) && classify(err).Outcome == adapters.Permanent {
+				a.log.Warn("Slack refused to update the reply in progress; posting the reply anew", "target", m.Target.String(), "err", err)
+				p.unstreamed = true
+				continue
+			}
+		} else {
+			ts, err = a.post(ctx, channel, thread, p.parts[p.sent], p.plain)
+		}
 		if err != nil && !p.plain && formattingRejected(err) {
 			a.log.Warn("Slack refused the formatting; resending as plain text", "target", m.Target.String(), "err", err)
 			p.toPlain(m.Text)
@@ -47,6 +69,11 @@ func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResul
 			if err := adapters.KeepParts(ctx, p.record()); err != nil {
 				return adapters.PartsNotKept("slack", err)
 			}
+		}
+	}
+	if p.unstreamed {
+		if err := a.ClearStatus(ctx, m.Target, over); err != nil {
+			a.log.Warn("deleting the reply in progress failed; it stays above the reply", "target", m.Target.String(), "err", err)
 		}
 	}
 	return adapters.SendResult{Outcome: adapters.Accepted, MessageID: p.first}
@@ -74,6 +101,19 @@ func (a *Adapter) post(ctx context.Context, channel, thread, text string, plain 
 	}
 	_, ts, err := a.api.PostMessageContext(ctx, channel, opts...)
 	return ts, err
+}
+
+// update replaces the text of message ts with one part, as post sends
+// one, and returns ts.
+func (a *Adapter) update(ctx context.Context, channel, ts, text string, plain bool) (string, error) {
+	opts := []slackapi.MsgOption{slackapi.MsgOptionText(text, false)}
+	if plain {
+		opts = append(opts, slackapi.MsgOptionDisableMarkdown())
+	}
+	if _, _, _, err := a.api.UpdateMessageContext(ctx, channel, ts, opts...); err != nil {
+		return "", err
+	}
+	return ts, nil
 }
 
 // toPlain switches p to plain text after Slack refused the formatting of

@@ -29,6 +29,17 @@ const dialect = chatfmt.TelegramHTML
 // after the parts an earlier attempt got through (m.Parts), recorded as
 // each is accepted (adapters.KeepParts).
 func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResult {
+	return a.send(ctx, m, "")
+}
+
+// SendStreamed sends m as Send does, its first part edited into message
+// over, the reply in progress (adapters.Streamer). A refused edit posts
+// the part anew and deletes over once every part went.
+func (a *Adapter) SendStreamed(ctx context.Context, m outbox.Message, over string) adapters.SendResult {
+	return a.send(ctx, m, over)
+}
+
+func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapters.SendResult {
 	chat, thread, err := chatAndThread(m.Target)
 	if err != nil {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: err.Error()}
@@ -38,12 +49,26 @@ func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResul
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "the message is empty"}
 	}
 	sent, firstID := adapters.ResumeAt(m, len(parts)), m.Parts.First
+	// unstreamed: Telegram refused to edit the reply in progress into the
+	// first part, which is posted anew.
+	unstreamed := false
 	for sent < len(parts) {
 		reply := 0
 		if sent == 0 {
 			reply = replyID(m.ReplyTo, m.Target.Chat)
 		}
-		id, res := a.sendPart(ctx, chat, thread, reply, parts[sent])
+		var id string
+		var res adapters.SendResult
+		if sent == 0 && over != "" && !unstreamed {
+			id, res = a.editPart(ctx, chat, over, parts[0])
+			if res.Outcome == adapters.Permanent {
+				a.log.Warn("Telegram refused to edit the reply in progress; sending the reply anew", "chat", chat, "reason", res.Reason)
+				unstreamed = true
+				continue
+			}
+		} else {
+			id, res = a.sendPart(ctx, chat, thread, reply, parts[sent])
+		}
 		if res.Outcome != adapters.Accepted {
 			if len(parts) > 1 {
 				res.Reason = fmt.Sprintf("part %d of %d: %s", sent+1, len(parts), res.Reason)
@@ -58,6 +83,11 @@ func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResul
 			if err := adapters.KeepParts(ctx, outbox.Parts{Done: sent, First: firstID}); err != nil {
 				return adapters.PartsNotKept("telegram", err)
 			}
+		}
+	}
+	if unstreamed {
+		if err := a.ClearStatus(ctx, m.Target, over); err != nil {
+			a.log.Warn("deleting the reply in progress failed; it stays above the reply", "chat", chat, "err", err)
 		}
 	}
 	return adapters.SendResult{Outcome: adapters.Accepted, MessageID: firstID}
@@ -81,6 +111,26 @@ func (a *Adapter) sendPart(ctx context.Context, chat any, thread, reply int, par
 		return "", a.classify(err)
 	}
 	return strconv.Itoa(msg.ID), adapters.SendResult{Outcome: adapters.Accepted}
+}
+
+// editPart edits message id of chat to one rendered part, as sendPart
+// sends one: a part Telegram refuses to parse goes as plain text, and an
+// edit to the text the message already has is done.
+func (a *Adapter) editPart(ctx context.Context, chat any, id, part string) (string, adapters.SendResult) {
+	mid, err := strconv.Atoi(id)
+	if err != nil {
+		return "", adapters.SendResult{Outcome: adapters.Permanent, Reason: fmt.Sprintf("telegram: %q is not a message id", id)}
+	}
+	params := &bot.EditMessageTextParams{ChatID: chat, MessageID: mid, Text: part, ParseMode: models.ParseModeHTML}
+	_, err = a.bot.EditMessageText(ctx, params)
+	if err != nil && badRequest(err, "can't parse entities") {
+		params.Text, params.ParseMode = plainText(part), ""
+		_, err = a.bot.EditMessageText(ctx, params)
+	}
+	if err != nil && !badRequest(err, "message is not modified") {
+		return "", a.classify(err)
+	}
+	return id, adapters.SendResult{Outcome: adapters.Accepted}
 }
 
 // classify turns a Bot API error into a send outcome: 429 waits the

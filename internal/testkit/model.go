@@ -140,6 +140,9 @@ type Step struct {
 	FinishReason string          // default "stop", or "tool_calls" with tool calls; the Messages API's stop_reason follows it
 	Chunks       []string        // streamed content pieces; default one per word
 	ChunkDelay   time.Duration   // streaming: the pause before each content piece
+	// Midway, when set, holds a streamed reply after its first content
+	// piece until the gate is released (Chat Completions streams only).
+	Midway *Gate
 
 	Delay time.Duration // wait this long before answering
 	Wait  *Gate         // wait until the gate is released
@@ -732,7 +735,10 @@ func (m *ModelServer) writeStream(w http.ResponseWriter, r *http.Request, rec Re
 		if len(pieces) == 0 {
 			pieces = splitWords(text)
 		}
-		for _, p := range pieces {
+		for i, p := range pieces {
+			if i == 1 && step.Midway != nil && !m.wait(r, Step{Wait: step.Midway}) {
+				return
+			}
 			if !m.pause(r, step.ChunkDelay) {
 				return
 			}

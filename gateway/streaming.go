@@ -1,0 +1,312 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/sessions/agent"
+)
+
+// Defaults for StreamingOptions.
+const (
+	// DefaultStreamTimeout bounds each platform call of a reply shown in
+	// progress.
+	DefaultStreamTimeout = 5 * time.Second
+	// maxStreamWait is the longest wait between two tries after failed
+	// edits, which double the wait from the edit interval.
+	maxStreamWait = 30 * time.Second
+	// streamKeep is how long after its turn a reply shown in progress can
+	// still be made the reply: the outbox retries a reply for about that
+	// long, and a retry of a reply that went must edit, never post.
+	streamKeep = time.Hour
+)
+
+// StreamingOptions configure NewStreaming.
+type StreamingOptions struct {
+	// Adapters are searched for those implementing adapters.Streamer; a
+	// turn whose origin is another platform streams nothing here.
+	Adapters []adapters.Adapter
+	// Every is the least time between two platform calls for one reply
+	// (display.stream_edit_interval); 0 means the config's default.
+	Every   time.Duration
+	Timeout time.Duration // each platform call; 0 means DefaultStreamTimeout
+	Clock   clock.Clock   // nil: the wall clock
+	Logger  *slog.Logger  // nil: slog.Default()
+}
+
+// Streaming shows the replies of this process's turns as the model writes
+// them: the first text posts a message (adapters.Streamer.StreamText),
+// later text edits it at most every Every, by the clock, and when the
+// turn's reply comes through the outbox its delivery here (Send) makes
+// that message the reply (SendStreamed) instead of posting a new one.
+// The outbox stays the truth: a reply whose turn streamed nothing here (it
+// ran in another process, or this one died mid-stream) is sent as usual,
+// and the message shown in progress, if any, stays as it was.
+//
+// Each streamed turn has one goroutine making the platform calls in
+// order, so Delta and End return at once and never hold the turn.
+type Streaming struct {
+	by      map[string]adapters.Streamer // by platform
+	every   time.Duration
+	timeout time.Duration
+	clock   clock.Clock
+	log     *slog.Logger
+	turnFollower
+
+	mu      sync.Mutex
+	replies map[string]*replyStream // by streamKey
+}
+
+// NewStreaming returns a driver; Start runs it.
+func NewStreaming(opts StreamingOptions) *Streaming {
+	s := &Streaming{
+		by:      map[string]adapters.Streamer{},
+		every:   opts.Every,
+		timeout: opts.Timeout,
+		clock:   opts.Clock,
+		log:     opts.Logger,
+		replies: map[string]*replyStream{},
+
+		turnFollower: turnFollower{op: "gateway.Streaming"},
+	}
+	for _, a := range opts.Adapters {
+		if st, ok := a.(adapters.Streamer); ok {
+			s.by[a.Platform()] = st
+		}
+	}
+	if s.every <= 0 {
+		s.every = config.DefaultStreamEditInterval
+	}
+	if s.timeout <= 0 {
+		s.timeout = DefaultStreamTimeout
+	}
+	if s.clock == nil {
+		s.clock = clock.Real{}
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	return s
+}
+
+// Drives reports whether any adapter streams: without one the turn worker
+// need not call Stream at all.
+func (s *Streaming) Drives() bool { return len(s.by) > 0 }
+
+// streamKey names the reply to message replyTo at target: the turn that
+// answers it streams under it, and its reply in the outbox carries both.
+func streamKey(target outbox.Target, replyTo string) string {
+	return target.String() + "\x00" + replyTo
+}
+
+// Stream follows one turn's text (sessions.TurnWorkerOptions.Stream). It
+// returns at once: nil for a turn on a platform that does not stream, one
+// whose entry names no message, or one starting while the driver is not
+// running. A turn run again here for the same message (its first run
+// handed back) goes on in the message its first run showed.
+func (s *Streaming) Stream(_ context.Context, conv string, e sessions.Entry, origin outbox.Target) sessions.TurnStream {
+	st, ok := s.by[origin.Platform]
+	if !ok || e.MessageID == "" {
+		return nil
+	}
+	key := streamKey(origin, e.MessageID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pruneLocked()
+	r := &replyStream{
+		s:       s,
+		st:      st,
+		target:  origin,
+		replyTo: e.MessageID,
+		prev:    s.replies[key],
+		log:     s.log.With("conv", conv, "entry", e.ID),
+		kick:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+	}
+	if !s.follow(r.run) {
+		return nil
+	}
+	s.replies[key] = r
+	return r
+}
+
+// pruneLocked forgets the replies whose turns ended longer than
+// streamKeep ago.
+func (s *Streaming) pruneLocked() {
+	now := s.clock.Now()
+	for k, r := range s.replies {
+		if end := r.endedAt(); !end.IsZero() && now.Sub(end) > streamKeep {
+			delete(s.replies, k)
+		}
+	}
+}
+
+// Send delivers m through a when m is a turn's reply that this process
+// showed in progress on a's platform: the message shown becomes the
+// reply (SendStreamed). It reports false when it did not send, and the
+// caller sends m as usual. A retry of a reply sent this way edits the
+// same message again, so it never posts a second one.
+func (s *Streaming) Send(ctx context.Context, a adapters.Adapter, m outbox.Message) (adapters.SendResult, bool) {
+	if m.Kind != agent.KindReply || m.ReplyTo == "" {
+		return adapters.SendResult{}, false
+	}
+	st, ok := a.(adapters.Streamer)
+	if !ok {
+		return adapters.SendResult{}, false
+	}
+	s.mu.Lock()
+	r := s.replies[streamKey(m.Target, m.ReplyTo)]
+	s.mu.Unlock()
+	if r == nil {
+		return adapters.SendResult{}, false
+	}
+	// The turn ended before its commit wrote m; its last call may still
+	// be under way, and nothing may edit the message after the reply.
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return adapters.SendResult{Outcome: adapters.Transient, Reason: "the reply shown in progress is still being edited"}, true
+	}
+	if r.id == "" {
+		return adapters.SendResult{}, false
+	}
+	return st.SendStreamed(ctx, m, r.id), true
+}
+
+// replyStream shows one turn's reply as it is written. Delta and End
+// note what happened and wake run, which makes every platform call.
+type replyStream struct {
+	s       *Streaming
+	st      adapters.Streamer
+	target  outbox.Target
+	replyTo string
+	prev    *replyStream // an earlier run of the same turn here, if any
+	log     *slog.Logger
+	kick    chan struct{}
+	done    chan struct{} // closed when run made its last call
+	id      string        // the message shown; written by run, read after done
+
+	mu    sync.Mutex
+	text  strings.Builder // everything streamed so far
+	shown int             // how much of text the message shows
+	ended time.Time       // when the turn ended; zero while it runs
+}
+
+func (r *replyStream) Delta(text string) {
+	r.mu.Lock()
+	r.text.WriteString(text)
+	r.mu.Unlock()
+	r.wake()
+}
+
+func (r *replyStream) End() {
+	r.mu.Lock()
+	if r.ended.IsZero() {
+		r.ended = r.s.clock.Now()
+	}
+	r.mu.Unlock()
+	r.wake()
+}
+
+func (r *replyStream) wake() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (r *replyStream) endedAt() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ended
+}
+
+// pending returns the text to show, when there is more than is shown and
+// the turn still runs.
+func (r *replyStream) pending() (text string, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.ended.IsZero() || r.text.Len() == r.shown {
+		return "", false
+	}
+	text = r.text.String()
+	return text, strings.TrimSpace(text) != ""
+}
+
+func (r *replyStream) showed(text string) {
+	r.mu.Lock()
+	r.shown = len(text)
+	r.mu.Unlock()
+}
+
+// run makes the platform calls for one reply until its turn ends. The
+// first text is posted at once; each later call waits until Every has
+// passed since the last one returned, by the driver's clock, and shows
+// all the text so far (what came in between is coalesced). A failed call
+// doubles the wait, up to maxStreamWait; one the platform refuses for
+// good ends the showing, and the reply is then sent as usual, or into
+// the message when one was posted.
+func (r *replyStream) run() {
+	defer close(r.done)
+	s := r.s
+	ctx := s.ctx
+	if r.prev != nil {
+		select {
+		case <-r.prev.done:
+			r.id = r.prev.id
+		case <-ctx.Done():
+			return
+		}
+	}
+	timer := s.clock.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var last time.Time // when the last call returned; zero before the first
+	wait := s.every
+	for {
+		select {
+		case <-r.kick:
+		case <-timer.C():
+		case <-ctx.Done():
+			return
+		}
+		if !r.endedAt().IsZero() {
+			return
+		}
+		text, ok := r.pending()
+		if !ok {
+			continue
+		}
+		if now := s.clock.Now(); !last.IsZero() && now.Before(last.Add(wait)) {
+			timer.Reset(last.Add(wait).Sub(now))
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, s.timeout)
+		id, err := r.st.StreamText(cctx, r.target, r.replyTo, r.id, text)
+		cancel()
+		last = s.clock.Now()
+		switch {
+		case errs.Is(err, errs.Invalid):
+			r.log.Info("the platform refused the reply in progress; the reply goes when it is done", "err", err, "edit", r.id != "")
+			return
+		case err != nil:
+			wait = min(2*wait, maxStreamWait)
+			r.log.Warn("showing the reply in progress failed", "err", err, "edit", r.id != "", "next_try_ms", wait.Milliseconds())
+		default:
+			r.id, wait = id, s.every
+			r.showed(text)
+		}
+		if _, more := r.pending(); more {
+			timer.Reset(wait)
+		}
+	}
+}

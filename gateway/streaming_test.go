@@ -1,0 +1,397 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/adapters/chatfmt"
+	"github.com/heraldgw/herald/adapters/discord"
+	"github.com/heraldgw/herald/adapters/slack"
+	"github.com/heraldgw/herald/adapters/telegram"
+	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/internal/testkit/discordfake"
+	"github.com/heraldgw/herald/internal/testkit/slackfake"
+	"github.com/heraldgw/herald/internal/testkit/telegramfake"
+	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/sessions/agent"
+)
+
+// chatMessage is a message of the bot's as the chat shows it now.
+type chatMessage struct{ id, text string }
+
+// streamPlatform is a fake platform, and what the chat shows on it.
+type streamPlatform struct {
+	name    string
+	target  outbox.Target
+	replyTo string // the user's message the reply answers
+	dialect chatfmt.Dialect
+	limit   int
+	// adapter makes the real adapter against the fake (nil cfg: the
+	// adapter alone) or sets the gateway's config to serve it.
+	adapter func(cfg *config.Config) adapters.Adapter
+	// shown is the bot's messages in the chat, in order, deleted ones
+	// left out.
+	shown func() []chatMessage
+	edits func() int
+	// refuseEdit makes the next edit fail for good (the message is gone);
+	// failEdit makes it fail for now.
+	refuseEdit, failEdit func()
+}
+
+// render is how the platform shows text: its parts.
+func (p streamPlatform) render(text string) []string {
+	return chatfmt.RenderParts(text, p.dialect, p.limit)
+}
+
+func streamPlatforms(t *testing.T) []streamPlatform {
+	t.Helper()
+	quiet := slog.New(slog.DiscardHandler)
+	return []streamPlatform{
+		func() streamPlatform {
+			fake := telegramfake.New(t, "")
+			const chat = 4242
+			return streamPlatform{
+				name: "telegram", target: outbox.Target{Platform: "telegram", Chat: strconv.Itoa(chat)}, replyTo: "4242:7",
+				dialect: chatfmt.TelegramHTML, limit: chatfmt.TelegramLimit,
+				adapter: func(cfg *config.Config) adapters.Adapter {
+					tc := config.Telegram{Token: fake.Token(), APIURL: fake.URL(), Mode: config.TelegramPolling, GroupTrigger: config.TriggerMention}
+					if cfg != nil {
+						cfg.Platforms.Telegram = tc
+						return nil
+					}
+					a, err := telegram.New(telegram.Options{Config: tc, Access: adapters.NewAccess(telegram.Platform, nil, true), Logger: quiet})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return a
+				},
+				shown: func() []chatMessage {
+					var out []chatMessage
+					for _, m := range fake.Sent(chat) {
+						if !m.Deleted {
+							out = append(out, chatMessage{strconv.Itoa(m.ID), m.Text})
+						}
+					}
+					return out
+				},
+				edits: func() int { return len(fake.Calls("editMessageText")) },
+				refuseEdit: func() {
+					fake.Fail("editMessageText", 1, telegramfake.Failure{Status: http.StatusBadRequest, Description: "Bad Request: message to edit not found"})
+				},
+				failEdit: func() { fake.Fail("editMessageText", 1, telegramfake.ServerError) },
+			}
+		}(),
+		func() streamPlatform {
+			fake := slackfake.New(t)
+			return streamPlatform{
+				name: "slack", target: outbox.Target{Platform: "slack", Chat: fake.TeamID, Thread: "C0STREAM:1690000000.000100"},
+				replyTo: "C0STREAM:1690000000.000100", dialect: chatfmt.SlackMrkdwn, limit: chatfmt.SlackLimit,
+				adapter: func(cfg *config.Config) adapters.Adapter {
+					sc := config.Slack{BotToken: fake.BotToken, SigningSecret: "secret", APIURL: fake.URL()}
+					if cfg != nil {
+						cfg.Platforms.Slack = sc
+						return nil
+					}
+					a, err := slack.New(slack.Options{Config: sc, Access: adapters.NewAccess(slack.Platform, nil, true), Logger: quiet})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return a
+				},
+				shown: func() []chatMessage {
+					var out []chatMessage
+					for _, c := range fake.Calls("") {
+						if c.TS == "" {
+							continue
+						}
+						switch c.Method {
+						case "chat.postMessage":
+							out = append(out, chatMessage{c.TS, c.Params.Get("text")})
+						case "chat.update":
+							for i := range out {
+								if out[i].id == c.TS {
+									out[i].text = c.Params.Get("text")
+								}
+							}
+						case "chat.delete":
+							out = slices.DeleteFunc(out, func(m chatMessage) bool { return m.id == c.TS })
+						}
+					}
+					return out
+				},
+				edits: func() int { return len(fake.Calls("chat.update")) },
+				refuseEdit: func() {
+					fake.Fail("chat.update", slackfake.Failure{Error: "message_not_found"})
+				},
+				failEdit: func() { fake.Fail("chat.update", slackfake.Failure{Status: http.StatusInternalServerError}) },
+			}
+		}(),
+		func() streamPlatform {
+			fake := discordfake.New(t, discordfake.Options{})
+			const guild, channel = "110000000000000001", "120000000000000001"
+			return streamPlatform{
+				name: "discord", target: outbox.Target{Platform: "discord", Chat: guild, Thread: channel},
+				replyTo: "130000000000000001", dialect: chatfmt.DiscordMarkdown, limit: chatfmt.DiscordLimit,
+				adapter: func(cfg *config.Config) adapters.Adapter {
+					dc := config.Discord{Token: fake.Token(), APIURL: fake.URL(), GroupTrigger: config.TriggerMention}
+					if cfg != nil {
+						cfg.Platforms.Discord = dc
+						return nil
+					}
+					a, err := discord.New(discord.Options{Config: dc, Access: adapters.NewAccess(discord.Platform, nil, true), Logger: quiet})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return a
+				},
+				shown: func() []chatMessage {
+					deleted := fake.Deletes()
+					var out []chatMessage
+					for _, m := range fake.Messages() {
+						if slices.Contains(deleted, m.ID) {
+							continue
+						}
+						text := m.Content
+						for _, e := range fake.Edits() {
+							if e.MessageID == m.ID {
+								text = e.Content
+							}
+						}
+						out = append(out, chatMessage{m.ID, text})
+					}
+					return out
+				},
+				edits: func() int { return len(fake.Edits()) },
+				refuseEdit: func() {
+					fake.FailNext(discordfake.RouteEdit, 1, discordfake.Failure{Status: http.StatusNotFound, Code: 10008, Message: "Unknown Message"})
+				},
+				failEdit: func() { fake.FailNext(discordfake.RouteEdit, 1, discordfake.ServerError()) },
+			}
+		}(),
+	}
+}
+
+// startStreaming runs a driver over a, on clk, until the test ends.
+func startStreaming(t *testing.T, a adapters.Adapter, clk clock.Clock) *Streaming {
+	t.Helper()
+	s := NewStreaming(StreamingOptions{Adapters: []adapters.Adapter{a}, Every: 1500 * time.Millisecond, Clock: clk,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return s
+}
+
+// waitShown waits until the chat shows want, message by message.
+func waitShown(t *testing.T, p streamPlatform, what string, want ...string) []chatMessage {
+	t.Helper()
+	var got []chatMessage
+	eventually(t, what, func() bool {
+		got = p.shown()
+		if len(got) != len(want) {
+			return false
+		}
+		for i := range want {
+			if got[i].text != want[i] {
+				return false
+			}
+		}
+		return true
+	})
+	return got
+}
+
+// deliver sends m as the delivery worker does: through the driver when it
+// showed m in progress, else through the adapter's Send.
+func deliver(s *Streaming, a adapters.Adapter, m outbox.Message) adapters.SendResult {
+	if res, ok := s.Send(context.Background(), a, m); ok {
+		return res
+	}
+	return a.Send(context.Background(), m)
+}
+
+func reply(p streamPlatform, text string) outbox.Message {
+	return outbox.Message{ID: "ob-1", Target: p.target, ReplyTo: p.replyTo, Kind: agent.KindReply, Text: text}
+}
+
+// A reply in progress is one message, edited no more often than the
+// interval by the driver's clock, and its delivery makes that message the
+// reply, formatted and split as any reply: the first part edited in, the
+// rest sent after it. A retry of that delivery posts nothing more.
+func TestStreamedReplyIsEditedByTheClockThenFinalized(t *testing.T) {
+	for _, p := range streamPlatforms(t) {
+		t.Run(p.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewFake(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
+			a := p.adapter(nil)
+			s := startStreaming(t, a, clk)
+			ts := s.Stream(ctx, p.target.String(), sessions.Entry{ID: "e1", Inbound: sessions.Inbound{MessageID: p.replyTo}}, p.target)
+			if ts == nil {
+				t.Fatal("Stream = nil, want the turn streamed")
+			}
+
+			ts.Delta("Hello")
+			first := waitShown(t, p, "the reply in progress posted", p.render("Hello")...)[0]
+			ts.Delta(" there,")
+			if err := clk.BlockUntil(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			ts.Delta(" and")
+			clk.Advance(1400 * time.Millisecond)
+			if n := p.edits(); n != 0 {
+				t.Errorf("%d edits within the interval, want none", n)
+			}
+			clk.Advance(100 * time.Millisecond)
+			waitShown(t, p, "the text so far edited in", p.render("Hello there, and")...)
+			if n := p.edits(); n != 1 {
+				t.Errorf("%d edits after one interval, want 1", n)
+			}
+			ts.Delta(" more")
+			ts.End()
+
+			final := "Hello **there**, and more.\n\n" + strings.Repeat("A longer paragraph of the reply. ", 150)
+			parts := p.render(final)
+			if len(parts) < 2 {
+				t.Fatalf("the final reply renders as %d parts, want several", len(parts))
+			}
+			p.failEdit()
+			if res := deliver(s, a, reply(p, final)); res.Outcome != adapters.Transient {
+				t.Fatalf("delivery with the edit failing = %+v, want Transient", res)
+			}
+			if res := deliver(s, a, reply(p, final)); res.Outcome != adapters.Accepted || res.MessageID != first.id {
+				t.Fatalf("delivery = %+v, want accepted as message %s", res, first.id)
+			}
+			got := waitShown(t, p, "the reply in place of the one in progress", parts...)
+			if got[0].id != first.id {
+				t.Errorf("the reply's first part is message %s, want the one in progress, %s", got[0].id, first.id)
+			}
+
+			// A short reply's delivery retried (its ack lost) edits again.
+			short := "Hello **there**."
+			for range 2 {
+				if res := deliver(s, a, outbox.Message{ID: "ob-2", Target: p.target, ReplyTo: p.replyTo, Kind: agent.KindReply, Text: short}); res.Outcome != adapters.Accepted {
+					t.Fatalf("delivery = %+v, want accepted", res)
+				}
+			}
+			want := append(p.render(short), parts[1:]...)
+			waitShown(t, p, "the short reply edited in, nothing posted", want...)
+		})
+	}
+}
+
+// A platform that refuses to edit the reply in progress gets the reply
+// posted anew, and the message in progress is deleted.
+func TestStreamedReplyRefusedEditIsSentPlainly(t *testing.T) {
+	for _, p := range streamPlatforms(t) {
+		t.Run(p.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewFake(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
+			a := p.adapter(nil)
+			s := startStreaming(t, a, clk)
+			ts := s.Stream(ctx, p.target.String(), sessions.Entry{ID: "e1", Inbound: sessions.Inbound{MessageID: p.replyTo}}, p.target)
+			ts.Delta("Hello")
+			first := waitShown(t, p, "the reply in progress posted", p.render("Hello")...)[0]
+			ts.End()
+
+			p.refuseEdit()
+			final := "Hello **there**."
+			if res := deliver(s, a, reply(p, final)); res.Outcome != adapters.Accepted {
+				t.Fatalf("delivery = %+v, want accepted", res)
+			}
+			got := waitShown(t, p, "the reply alone", p.render(final)...)
+			if got[0].id == first.id {
+				t.Errorf("the reply is message %s, the one whose edit was refused", got[0].id)
+			}
+		})
+	}
+}
+
+// A process that dies mid-stream leaves its message in progress as it
+// was; the reply, delivered by a process that streamed nothing, is sent
+// once as usual.
+func TestStreamedReplyAfterACrashIsSentOnce(t *testing.T) {
+	for _, p := range streamPlatforms(t) {
+		t.Run(p.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewFake(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
+			a := p.adapter(nil)
+			dead := startStreaming(t, a, clk)
+			ts := dead.Stream(ctx, p.target.String(), sessions.Entry{ID: "e1", Inbound: sessions.Inbound{MessageID: p.replyTo}}, p.target)
+			ts.Delta("Hello")
+			waitShown(t, p, "the reply in progress posted", p.render("Hello")...)
+
+			fresh := startStreaming(t, a, clk)
+			final := "Hello **there**."
+			if res := deliver(fresh, a, reply(p, final)); res.Outcome != adapters.Accepted {
+				t.Fatalf("delivery = %+v, want accepted", res)
+			}
+			waitShown(t, p, "the partial message and the reply once", append(p.render("Hello"), p.render(final)...)...)
+			// The dead process's turn never ends: its driver is cut off.
+			gone, cancel := context.WithCancel(ctx)
+			cancel()
+			_ = dead.Shutdown(gone)
+		})
+	}
+}
+
+// Through the gateway: a reply on each platform shows as it is written,
+// in one message that becomes the reply; with display.streaming off the
+// reply is one plain send and nothing is edited.
+func TestGatewayStreamsRepliesOnEachPlatform(t *testing.T) {
+	for _, streaming := range []bool{true, false} {
+		for _, p := range streamPlatforms(t) {
+			t.Run(p.name+"/streaming="+strconv.FormatBool(streaming), func(t *testing.T) {
+				model := testkit.NewModelServer(t)
+				cfg := testConfig(t, model)
+				cfg.Platforms.AllowAllUsers = true
+				cfg.Display.Streaming = streaming
+				p.adapter(&cfg)
+				h := startGateway(t, cfg, Options{})
+
+				final := "Hello **there**, and more."
+				gate := testkit.NewGate()
+				step := testkit.Reply(final)
+				if streaming {
+					step.Midway = gate
+				}
+				model.Script(step)
+				conv := p.target.String()
+				in := sessions.Inbound{Conv: conv, Sender: "u1", MessageID: p.replyTo, Text: "hi"}
+				if err := h.g.Router().Deliver(context.Background(), in); err != nil {
+					t.Fatalf("Deliver: %v", err)
+				}
+				if streaming {
+					first := waitShown(t, p, "the reply in progress", p.render("Hello ")...)[0]
+					gate.Release()
+					got := waitShown(t, p, "the reply in its place", p.render(final)...)
+					if got[0].id != first.id {
+						t.Errorf("the reply is message %s, want the one in progress, %s", got[0].id, first.id)
+					}
+					return
+				}
+				waitShown(t, p, "the reply", p.render(final)...)
+				if n := p.edits(); n != 0 {
+					t.Errorf("%d edits with streaming off, want none", n)
+				}
+				if r := model.Requests(); len(r) != 1 || r[0].Stream {
+					t.Errorf("model requests %+v, want one not streamed", r)
+				}
+			})
+		}
+	}
+}
