@@ -54,6 +54,9 @@ type StreamingOptions struct {
 //
 // Each streamed turn has one goroutine making the platform calls in
 // order, so Delta and End return at once and never hold the turn.
+// Shutdown (turnFollower) ends those goroutines; the replies shown stay
+// known, so the delivery worker, which stops later, still makes them the
+// replies.
 type Streaming struct {
 	by      map[string]adapters.Streamer // by platform
 	every   time.Duration

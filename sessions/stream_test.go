@@ -1,0 +1,119 @@
+package sessions_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// streamRunner streams its reply in pieces through TurnInput.Delta, then
+// answers with the pieces joined.
+type streamRunner struct{ pieces []string }
+
+func (r streamRunner) Run(_ context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
+	var text string
+	for _, p := range r.pieces {
+		if in.Delta != nil {
+			in.Delta(p)
+		}
+		text += p
+	}
+	return sessions.TurnOutput{
+		History: []sessions.Message{{Role: "user", Content: in.Entry.Text}, {Role: "assistant", Content: text}},
+		Outbox:  []outbox.Message{{Target: in.Origin, Conv: in.Conv, Text: text, ReplyTo: in.Entry.MessageID, Kind: "reply"}},
+		End:     sessions.TurnDone,
+	}, nil
+}
+
+// recordedStream is a TurnStream that keeps what it is told, and whether
+// the turn's reply was already committed when it ended.
+type recordedStream struct {
+	mu             sync.Mutex
+	entry          sessions.Entry
+	origin         outbox.Target
+	pieces         []string
+	ends           int
+	committedFirst bool
+	committed      func() bool
+}
+
+func (s *recordedStream) Delta(text string) {
+	s.mu.Lock()
+	s.pieces = append(s.pieces, text)
+	s.mu.Unlock()
+}
+
+func (s *recordedStream) End() {
+	committed := s.committed()
+	s.mu.Lock()
+	s.ends++
+	s.committedFirst = committed
+	s.mu.Unlock()
+}
+
+// A turn whose origin streams hands it every piece of its model's text
+// in order, names the entry and where the reply goes, and ends the stream
+// once, before the commit that writes the reply.
+func TestStreamTakesTheTurnsText(t *testing.T) {
+	var g *gateway
+	rec := &recordedStream{}
+	rec.committed = func() bool { return len(g.sent(conv)) > 0 }
+	g = startGateway(t, gatewayOptions{
+		runner: streamRunner{pieces: []string{"Hel", "lo", " there"}},
+		worker: sessions.TurnWorkerOptions{Stream: func(_ context.Context, c string, e sessions.Entry, origin outbox.Target) sessions.TurnStream {
+			rec.mu.Lock()
+			rec.entry, rec.origin = e, origin
+			rec.mu.Unlock()
+			return rec
+		}},
+	})
+	g.deliver(sessions.Inbound{Text: "hi", Sender: "42", MessageID: "m-1"})
+	g.waitSent(conv, "Hello there")
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if want := []string{"Hel", "lo", " there"}; !slices.Equal(rec.pieces, want) {
+		t.Errorf("pieces %q, want %q", rec.pieces, want)
+	}
+	if rec.entry.MessageID != "m-1" || rec.origin.String() != conv {
+		t.Errorf("streamed the entry of message %q to %s, want m-1 to %s", rec.entry.MessageID, rec.origin, conv)
+	}
+	if rec.ends != 1 || rec.committedFirst {
+		t.Errorf("ended %d times, after the commit: %v; want once, before it", rec.ends, rec.committedFirst)
+	}
+}
+
+// A turn for which Stream returns nil runs as before: no Delta, so its
+// model is not asked to stream.
+func TestNoStreamNoDelta(t *testing.T) {
+	var delta bool
+	var mu sync.Mutex
+	g := startGateway(t, gatewayOptions{
+		runner: runnerFunc(func(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
+			mu.Lock()
+			delta = in.Delta != nil
+			mu.Unlock()
+			return streamRunner{pieces: []string{"ok"}}.Run(ctx, in)
+		}),
+		worker: sessions.TurnWorkerOptions{Stream: func(context.Context, string, sessions.Entry, outbox.Target) sessions.TurnStream {
+			return nil
+		}},
+	})
+	g.say("hi")
+	g.waitSent(conv, "ok")
+	mu.Lock()
+	defer mu.Unlock()
+	if delta {
+		t.Error("the turn got a Delta with nothing to take it")
+	}
+}
+
+type runnerFunc func(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error)
+
+func (f runnerFunc) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
+	return f(ctx, in)
+}
