@@ -1,17 +1,38 @@
 package adapters
 
-import "github.com/heraldgw/herald/internal/errs"
+import (
+	"fmt"
+	"time"
+
+	"github.com/heraldgw/herald/internal/errs"
+)
 
 // StreamError is the error a Streamer's StreamText returns for a platform
 // call that went as res says: nil when Accepted, Invalid with the
 // platform's words when it refused for good (Permanent), Unavailable
-// otherwise.
+// otherwise, wrapping a *WaitError when the platform said how long to
+// wait.
 func StreamError(op string, res SendResult) error {
 	switch res.Outcome {
 	case Accepted:
 		return nil
 	case Permanent:
 		return errs.E(op, errs.Invalid, "%s", res.Reason)
+	case RateLimited:
+		if res.RetryAfter > 0 {
+			return errs.Wrap(op, errs.Unavailable, &WaitError{After: res.RetryAfter, Reason: res.Reason})
+		}
 	}
 	return errs.E(op, errs.Unavailable, "%s: %s", res.Outcome, res.Reason)
+}
+
+// WaitError is a platform's rate limit on a call that shows a reply in
+// progress: the next call waits After.
+type WaitError struct {
+	After  time.Duration
+	Reason string
+}
+
+func (e *WaitError) Error() string {
+	return fmt.Sprintf("rate limited for %s: %s", e.After, e.Reason)
 }

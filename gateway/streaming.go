@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -257,7 +258,8 @@ func (r *replyStream) showed(text string) {
 // all the text so far (what came in between is coalesced). A failed call
 // doubles the wait, up to maxStreamWait; one the platform refuses for
 // good ends the showing, and the reply is then sent as usual, or into
-// the message when one was posted.
+// the message when one was posted. A platform that says how long to wait
+// (a rate limit) is waited at least that long.
 func (r *replyStream) run() {
 	defer close(r.done)
 	s := r.s
@@ -303,6 +305,9 @@ func (r *replyStream) run() {
 			return
 		case err != nil:
 			wait = min(2*wait, maxStreamWait)
+			if w := (*adapters.WaitError)(nil); errors.As(err, &w) {
+				wait = max(wait, w.After)
+			}
 			r.log.Warn("showing the reply in progress failed", "err", err, "edit", r.id != "", "next_try_ms", wait.Milliseconds())
 		default:
 			r.id, wait = id, s.every

@@ -46,6 +46,9 @@ type streamPlatform struct {
 	// refuseEdit makes the next edit fail for good (the message is gone);
 	// failEdit makes it fail for now.
 	refuseEdit, failEdit func()
+	// rateLimitEdit makes the next edit answer the platform's rate
+	// limit, and returns the wait it asks for.
+	rateLimitEdit func() time.Duration
 }
 
 // render is how the platform shows text: its parts.
@@ -89,6 +92,10 @@ func streamPlatforms(t *testing.T) []streamPlatform {
 					fake.Fail("editMessageText", 1, telegramfake.Failure{Status: http.StatusBadRequest, Description: "Bad Request: message to edit not found"})
 				},
 				failEdit: func() { fake.Fail("editMessageText", 1, telegramfake.ServerError) },
+				rateLimitEdit: func() time.Duration {
+					fake.Fail("editMessageText", 1, telegramfake.TooManyRequests(5))
+					return 5 * time.Second
+				},
 			}
 		}(),
 		func() streamPlatform {
@@ -134,6 +141,10 @@ func streamPlatforms(t *testing.T) []streamPlatform {
 					fake.Fail("chat.update", slackfake.Failure{Error: "message_not_found"})
 				},
 				failEdit: func() { fake.Fail("chat.update", slackfake.Failure{Status: http.StatusInternalServerError}) },
+				rateLimitEdit: func() time.Duration {
+					fake.Fail("chat.update", slackfake.Failure{Status: http.StatusTooManyRequests, RetryAfter: 5})
+					return 5 * time.Second
+				},
 			}
 		}(),
 		func() streamPlatform {
@@ -176,6 +187,12 @@ func streamPlatforms(t *testing.T) []streamPlatform {
 					fake.FailNext(discordfake.RouteEdit, 1, discordfake.Failure{Status: http.StatusNotFound, Code: 10008, Message: "Unknown Message"})
 				},
 				failEdit: func() { fake.FailNext(discordfake.RouteEdit, 1, discordfake.ServerError()) },
+				rateLimitEdit: func() time.Duration {
+					// The SDK itself holds the next call until the bucket's
+					// reset, in real time: a short one.
+					fake.FailNext(discordfake.RouteEdit, 1, discordfake.RateLimit(100*time.Millisecond))
+					return 100 * time.Millisecond
+				},
 			}
 		}(),
 	}
@@ -290,6 +307,39 @@ func TestStreamedReplyIsEditedByTheClockThenFinalized(t *testing.T) {
 			}
 			want := append(p.render(short), parts[1:]...)
 			waitShown(t, p, "the short reply edited in, nothing posted", want...)
+		})
+	}
+}
+
+// An edit the platform rate-limits is tried again no sooner than the
+// platform asked, and no sooner than twice the interval, by the driver's
+// clock.
+func TestStreamedReplyWaitsOutARateLimit(t *testing.T) {
+	for _, p := range streamPlatforms(t) {
+		t.Run(p.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewFake(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
+			a := p.adapter(nil)
+			s := startStreaming(t, a, clk)
+			ts := s.Stream(ctx, p.target.String(), sessions.Entry{ID: "e1", Inbound: sessions.Inbound{MessageID: p.replyTo}}, p.target)
+			defer ts.End()
+			ts.Delta("Hello")
+			waitShown(t, p, "the reply in progress posted", p.render("Hello")...)
+			wait := max(3*time.Second, p.rateLimitEdit())
+			ts.Delta(" there")
+			if err := clk.BlockUntil(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(1500 * time.Millisecond) // the edit, refused
+			if err := clk.BlockUntil(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(wait - 100*time.Millisecond)
+			if n := clk.Waiters(); n != 1 {
+				t.Fatalf("%d timers armed %s after the rate limit, want the driver's still waiting", n, wait-100*time.Millisecond)
+			}
+			clk.Advance(100 * time.Millisecond)
+			waitShown(t, p, "the edit after the wait", p.render("Hello there")...)
 		})
 	}
 }
