@@ -158,7 +158,7 @@ func (s *Streaming) pruneLocked() {
 // showed in progress on a's platform: the message shown becomes the
 // reply (SendStreamed). It reports false when it did not send, and the
 // caller sends m as usual. A retry of a reply sent this way edits the
-// same message again, so it never posts a second one.
+// same message again: its first part is never posted a second time.
 func (s *Streaming) Send(ctx context.Context, a adapters.Adapter, m outbox.Message) (adapters.SendResult, bool) {
 	if m.Kind != agent.KindReply || m.ReplyTo == "" {
 		return adapters.SendResult{}, false
