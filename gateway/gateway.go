@@ -317,6 +317,7 @@ func (g *Gateway) build() error {
 			Every:    cfg.Display.StreamEditInterval,
 			Clock:    g.clock,
 			Logger:   log.With("part", "streaming"),
+			Metrics:  g.metrics,
 		})
 	}
 	var streamed func(context.Context, adapters.Adapter, outbox.Message) (adapters.SendResult, bool)

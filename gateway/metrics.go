@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/llm"
 )
 
@@ -39,6 +40,7 @@ type Metrics struct {
 	outboxPending    prometheus.Gauge
 	outboxDead       prometheus.Gauge
 	deliveryAttempts *prometheus.CounterVec
+	streamCalls      *prometheus.CounterVec
 	deliveryResends  *prometheus.CounterVec
 	ackSeconds       prometheus.Histogram
 
@@ -80,6 +82,9 @@ func NewMetrics() *Metrics {
 		"Outbox messages not yet delivered, as last listed; the listing is capped, so the value is at most the cap.")
 	m.outboxDead = gauge(reg, "herald_outbox_dead",
 		"Dead-lettered outbox messages, as last listed; capped like herald_outbox_pending.")
+	m.streamCalls = counterVec(reg, "herald_stream_calls_total",
+		"Platform calls showing replies as they are written, by platform, call (post, edit) and result (ok, failed, refused).",
+		"platform", "call", "result")
 	m.deliveryAttempts = counterVec(reg, "herald_delivery_attempts_total",
 		"Sends to platforms, by platform and result (accepted, rate_limited, transient, permanent, route_missing).", "platform", "result")
 	m.deliveryResends = counterVec(reg, "herald_delivery_resends_total",
@@ -156,6 +161,25 @@ func (m *Metrics) attempt(platform string, o adapters.Outcome) {
 	if m != nil {
 		m.deliveryAttempts.WithLabelValues(platform, o.String()).Inc()
 	}
+}
+
+// streamCall counts one call of the streaming driver: a post (no message
+// yet) or an edit, and how it went.
+func (m *Metrics) streamCall(platform string, edit bool, err error) {
+	if m == nil {
+		return
+	}
+	call, result := "post", "ok"
+	if edit {
+		call = "edit"
+	}
+	switch {
+	case errs.Is(err, errs.Invalid):
+		result = "refused"
+	case err != nil:
+		result = "failed"
+	}
+	m.streamCalls.WithLabelValues(platform, call, result).Inc()
 }
 
 func (m *Metrics) resent(platform string) {

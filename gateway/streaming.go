@@ -42,6 +42,7 @@ type StreamingOptions struct {
 	Timeout time.Duration // each platform call; 0 means DefaultStreamTimeout
 	Clock   clock.Clock   // nil: the wall clock
 	Logger  *slog.Logger  // nil: slog.Default()
+	Metrics *Metrics      // nil counts nothing
 }
 
 // Streaming shows the replies of this process's turns as the model writes
@@ -64,6 +65,7 @@ type Streaming struct {
 	timeout time.Duration
 	clock   clock.Clock
 	log     *slog.Logger
+	metrics *Metrics
 	turnFollower
 
 	mu      sync.Mutex
@@ -78,6 +80,7 @@ func NewStreaming(opts StreamingOptions) *Streaming {
 		timeout: opts.Timeout,
 		clock:   opts.Clock,
 		log:     opts.Logger,
+		metrics: opts.Metrics,
 		replies: map[string]*replyStream{},
 
 		turnFollower: turnFollower{op: "gateway.Streaming"},
@@ -299,6 +302,7 @@ func (r *replyStream) run() {
 		id, err := r.st.StreamText(cctx, r.target, r.replyTo, r.id, text)
 		cancel()
 		last = s.clock.Now()
+		s.metrics.streamCall(r.target.Platform, r.id != "", err)
 		switch {
 		case errs.Is(err, errs.Invalid):
 			r.log.Info("the platform refused the reply in progress; the reply goes when it is done", "err", err, "edit", r.id != "")

@@ -432,6 +432,9 @@ func TestGatewayStreamsRepliesOnEachPlatform(t *testing.T) {
 					if got[0].id != first.id {
 						t.Errorf("the reply is message %s, want the one in progress, %s", got[0].id, first.id)
 					}
+					if n := metricValue(t, h.g.metrics, "herald_stream_calls_total", "platform="+p.name, "call=post", "result=ok"); n != 1 {
+						t.Errorf("herald_stream_calls_total of posts = %v, want 1", n)
+					}
 					return
 				}
 				waitShown(t, p, "the reply", p.render(final)...)
