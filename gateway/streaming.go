@@ -52,7 +52,8 @@ type StreamingOptions struct {
 // that message the reply (SendStreamed) instead of posting a new one.
 // The outbox stays the truth: a reply whose turn streamed nothing here (it
 // ran in another process, or this one died mid-stream) is sent as usual,
-// and the message shown in progress, if any, stays as it was.
+// and the message shown in progress, if any, stays as it was. The message
+// of a turn that ended without a reply (stopped, interrupted) is deleted.
 //
 // Each streamed turn has one goroutine making the platform calls in
 // order, so Delta and End return at once and never hold the turn.
@@ -202,10 +203,11 @@ type replyStream struct {
 	done    chan struct{} // closed when run made its last call
 	id      string        // the message shown; written by run, read after done
 
-	mu    sync.Mutex
-	text  strings.Builder // everything streamed so far
-	shown int             // how much of text the message shows
-	ended time.Time       // when the turn ended; zero while it runs
+	mu      sync.Mutex
+	text    strings.Builder // everything streamed so far
+	shown   int             // how much of text the message shows
+	ended   time.Time       // when the turn ended; zero while it runs
+	replied bool            // the turn ended with a reply to come
 }
 
 func (r *replyStream) Delta(text string) {
@@ -215,10 +217,10 @@ func (r *replyStream) Delta(text string) {
 	r.wake()
 }
 
-func (r *replyStream) End() {
+func (r *replyStream) End(replied bool) {
 	r.mu.Lock()
 	if r.ended.IsZero() {
-		r.ended = r.s.clock.Now()
+		r.ended, r.replied = r.s.clock.Now(), replied
 	}
 	r.mu.Unlock()
 	r.wake()
@@ -235,6 +237,24 @@ func (r *replyStream) endedAt() time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.ended
+}
+
+// drop deletes the message shown of a turn that ended without a reply:
+// what it showed is in no history, and no reply will take its place.
+func (r *replyStream) drop() {
+	r.mu.Lock()
+	replied := r.replied
+	r.mu.Unlock()
+	if replied || r.id == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.s.ctx, r.s.timeout)
+	defer cancel()
+	if err := r.st.StreamDelete(ctx, r.target, r.id); err != nil {
+		r.log.Warn("deleting the reply in progress of a turn that ended without one failed; it stays", "err", err)
+		return
+	}
+	r.id = ""
 }
 
 // pending returns the text to show, when there is more than is shown and
@@ -288,6 +308,7 @@ func (r *replyStream) run() {
 			return
 		}
 		if !r.endedAt().IsZero() {
+			r.drop()
 			return
 		}
 		text, ok := r.pending()

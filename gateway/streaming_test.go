@@ -233,6 +233,29 @@ func waitShown(t *testing.T, p streamPlatform, what string, want ...string) []ch
 	return got
 }
 
+// streamedHello is a driver on a fake clock over p's adapter, following
+// one turn that has streamed "Hello", posted as the reply in progress.
+type streamedHello struct {
+	clk   *clock.Fake
+	a     adapters.Adapter
+	s     *Streaming
+	ts    sessions.TurnStream
+	first chatMessage // the reply in progress
+}
+
+func streamHello(t *testing.T, p streamPlatform) streamedHello {
+	t.Helper()
+	h := streamedHello{clk: clock.NewFake(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)), a: p.adapter(nil)}
+	h.s = startStreaming(t, h.a, h.clk)
+	h.ts = h.s.Stream(context.Background(), p.target.String(), sessions.Entry{ID: "e1", Inbound: sessions.Inbound{MessageID: p.replyTo}}, p.target)
+	if h.ts == nil {
+		t.Fatal("Stream = nil, want the turn streamed")
+	}
+	h.ts.Delta("Hello")
+	h.first = waitShown(t, p, "the reply in progress posted", p.render("Hello")...)[0]
+	return h
+}
+
 // deliver sends m as the delivery worker does: through the driver when it
 // showed m in progress, else through the adapter's Send.
 func deliver(s *Streaming, a adapters.Adapter, m outbox.Message) adapters.SendResult {
@@ -254,16 +277,9 @@ func TestStreamedReplyIsEditedByTheClockThenFinalized(t *testing.T) {
 	for _, p := range streamPlatforms(t) {
 		t.Run(p.name, func(t *testing.T) {
 			ctx := context.Background()
-			clk := clock.NewFake(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
-			a := p.adapter(nil)
-			s := startStreaming(t, a, clk)
-			ts := s.Stream(ctx, p.target.String(), sessions.Entry{ID: "e1", Inbound: sessions.Inbound{MessageID: p.replyTo}}, p.target)
-			if ts == nil {
-				t.Fatal("Stream = nil, want the turn streamed")
-			}
-
-			ts.Delta("Hello")
-			first := waitShown(t, p, "the reply in progress posted", p.render("Hello")...)[0]
+			h := streamHello(t, p)
+			clk, a, s, ts := h.clk, h.a, h.s, h.ts
+			first := h.first
 			ts.Delta(" there,")
 			if err := clk.BlockUntil(ctx, 1); err != nil {
 				t.Fatal(err)
@@ -279,7 +295,7 @@ func TestStreamedReplyIsEditedByTheClockThenFinalized(t *testing.T) {
 				t.Errorf("%d edits after one interval, want 1", n)
 			}
 			ts.Delta(" more")
-			ts.End()
+			ts.End(true)
 
 			final := "Hello **there**, and more.\n\n" + strings.Repeat("A longer paragraph of the reply. ", 150)
 			parts := p.render(final)
@@ -318,13 +334,9 @@ func TestStreamedReplyWaitsOutARateLimit(t *testing.T) {
 	for _, p := range streamPlatforms(t) {
 		t.Run(p.name, func(t *testing.T) {
 			ctx := context.Background()
-			clk := clock.NewFake(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
-			a := p.adapter(nil)
-			s := startStreaming(t, a, clk)
-			ts := s.Stream(ctx, p.target.String(), sessions.Entry{ID: "e1", Inbound: sessions.Inbound{MessageID: p.replyTo}}, p.target)
-			defer ts.End()
-			ts.Delta("Hello")
-			waitShown(t, p, "the reply in progress posted", p.render("Hello")...)
+			h := streamHello(t, p)
+			clk, ts := h.clk, h.ts
+			defer ts.End(true)
 			wait := max(3*time.Second, p.rateLimitEdit())
 			ts.Delta(" there")
 			if err := clk.BlockUntil(ctx, 1); err != nil {
@@ -344,19 +356,28 @@ func TestStreamedReplyWaitsOutARateLimit(t *testing.T) {
 	}
 }
 
+// A turn that ended without a reply (stopped, interrupted) has its reply
+// in progress deleted: no reply will take its place, and its text is in
+// no history.
+func TestStreamedReplyOfAStoppedTurnIsDeleted(t *testing.T) {
+	for _, p := range streamPlatforms(t) {
+		t.Run(p.name, func(t *testing.T) {
+			h := streamHello(t, p)
+			h.ts.End(false)
+			waitShown(t, p, "the reply in progress deleted")
+		})
+	}
+}
+
 // A platform that refuses to edit the reply in progress gets the reply
 // posted anew, and the message in progress is deleted.
 func TestStreamedReplyRefusedEditIsSentPlainly(t *testing.T) {
 	for _, p := range streamPlatforms(t) {
 		t.Run(p.name, func(t *testing.T) {
-			ctx := context.Background()
-			clk := clock.NewFake(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
-			a := p.adapter(nil)
-			s := startStreaming(t, a, clk)
-			ts := s.Stream(ctx, p.target.String(), sessions.Entry{ID: "e1", Inbound: sessions.Inbound{MessageID: p.replyTo}}, p.target)
-			ts.Delta("Hello")
-			first := waitShown(t, p, "the reply in progress posted", p.render("Hello")...)[0]
-			ts.End()
+			h := streamHello(t, p)
+			a, s := h.a, h.s
+			first := h.first
+			h.ts.End(true)
 
 			p.refuseEdit()
 			final := "Hello **there**."
@@ -378,13 +399,8 @@ func TestStreamedReplyAfterACrashIsSentOnce(t *testing.T) {
 	for _, p := range streamPlatforms(t) {
 		t.Run(p.name, func(t *testing.T) {
 			ctx := context.Background()
-			clk := clock.NewFake(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
-			a := p.adapter(nil)
-			dead := startStreaming(t, a, clk)
-			ts := dead.Stream(ctx, p.target.String(), sessions.Entry{ID: "e1", Inbound: sessions.Inbound{MessageID: p.replyTo}}, p.target)
-			ts.Delta("Hello")
-			waitShown(t, p, "the reply in progress posted", p.render("Hello")...)
-
+			h := streamHello(t, p)
+			clk, a, dead := h.clk, h.a, h.s
 			fresh := startStreaming(t, a, clk)
 			final := "Hello **there**."
 			if res := deliver(fresh, a, reply(p, final)); res.Outcome != adapters.Accepted {

@@ -37,6 +37,7 @@ type recordedStream struct {
 	origin         outbox.Target
 	pieces         []string
 	ends           int
+	replied        bool
 	committedFirst bool
 	committed      func() bool
 }
@@ -47,10 +48,11 @@ func (s *recordedStream) Delta(text string) {
 	s.mu.Unlock()
 }
 
-func (s *recordedStream) End() {
+func (s *recordedStream) End(replied bool) {
 	committed := s.committed()
 	s.mu.Lock()
 	s.ends++
+	s.replied = replied
 	s.committedFirst = committed
 	s.mu.Unlock()
 }
@@ -82,8 +84,8 @@ func TestStreamTakesTheTurnsText(t *testing.T) {
 	if rec.entry.MessageID != "m-1" || rec.origin.String() != conv {
 		t.Errorf("streamed the entry of message %q to %s, want m-1 to %s", rec.entry.MessageID, rec.origin, conv)
 	}
-	if rec.ends != 1 || rec.committedFirst {
-		t.Errorf("ended %d times, after the commit: %v; want once, before it", rec.ends, rec.committedFirst)
+	if rec.ends != 1 || rec.committedFirst || !rec.replied {
+		t.Errorf("ended %d times, after the commit: %v, replied: %v; want once, before it, replied", rec.ends, rec.committedFirst, rec.replied)
 	}
 }
 
@@ -116,4 +118,30 @@ type runnerFunc func(ctx context.Context, in sessions.TurnInput) (sessions.TurnO
 
 func (f runnerFunc) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
 	return f(ctx, in)
+}
+
+// A turn /stop ends commits no reply: its stream is told so, before the
+// "Stopped." notice is written.
+func TestStreamOfAStoppedTurnEndsWithoutReply(t *testing.T) {
+	r := newGateRunner()
+	var g *gateway
+	rec := &recordedStream{}
+	rec.committed = func() bool { return slices.Contains(g.sent(conv), "Stopped.") }
+	g = startGateway(t, gatewayOptions{
+		runner: r,
+		worker: sessions.TurnWorkerOptions{Stream: func(context.Context, string, sessions.Entry, outbox.Target) sessions.TurnStream {
+			return rec
+		}},
+	})
+	g.say("slow job")
+	r.waitCalls(t, 1)
+	g.say("/stop")
+	g.waitSent(conv, "Stopped.")
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.ends != 1 || rec.replied || rec.committedFirst {
+		t.Errorf("ended %d times, replied: %v, after the commit: %v; want once, with no reply, before the commit",
+			rec.ends, rec.replied, rec.committedFirst)
+	}
 }

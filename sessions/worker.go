@@ -136,8 +136,15 @@ type TurnWatch interface {
 // TurnStream takes the text of one running turn as its model streams it
 // (see TurnWorkerOptions.Stream).
 type TurnStream interface {
-	Delta(text string) // a piece of text (TurnInput.Delta); on the turn's goroutine, quick
-	End()              // the turn ended; called once, before its commit
+	// Delta is a piece of text (TurnInput.Delta); called on the turn's
+	// goroutine, it must return quickly.
+	Delta(text string)
+	// End says the turn ended; called once, before its commit. replied
+	// is false for a turn that a stop or a newer message ended: it
+	// commits no reply, and what streamed is not in its history. A turn
+	// handed back to run again ends with replied true: its reply may
+	// still come.
+	End(replied bool)
 }
 
 // TurnWorker runs conversations' turns: one claim loop leases ready

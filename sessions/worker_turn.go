@@ -390,13 +390,14 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	if watch != nil {
 		watch.End()
 	}
-	if stream != nil {
-		stream.End()
-	}
 	at.settled.Store(true)
 	absorbed, absorbedMsgs := at.closeSteer()
 	cause := context.Cause(at.ctx)
 	var stop *stopCause
+	if stream != nil {
+		cut := runErr != nil && (errors.As(cause, &stop) || errors.Is(cause, errInterrupted))
+		stream.End(!cut)
+	}
 	switch {
 	case errors.Is(cause, errLeaseLost):
 		return
