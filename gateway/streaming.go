@@ -294,6 +294,7 @@ func (r *replyStream) run() {
 		case <-ctx.Done():
 			return
 		}
+		r.prev = nil // taken over; an older run need not be kept
 	}
 	timer := s.clock.NewTimer(time.Hour)
 	timer.Stop()

@@ -356,6 +356,25 @@ func TestStreamedReplyWaitsOutARateLimit(t *testing.T) {
 	}
 }
 
+// A turn handed back and run again in the same process goes on in the
+// message its first run showed.
+func TestStreamedReplyOfARerunGoesOnInTheSameMessage(t *testing.T) {
+	for _, p := range streamPlatforms(t) {
+		t.Run(p.name, func(t *testing.T) {
+			h := streamHello(t, p)
+			h.ts.End(true) // handed back: its reply may still come
+			again := h.s.Stream(context.Background(), p.target.String(),
+				sessions.Entry{ID: "e1", Inbound: sessions.Inbound{MessageID: p.replyTo}}, p.target)
+			defer again.End(true)
+			again.Delta("Hello again")
+			got := waitShown(t, p, "the rerun's text in the same message", p.render("Hello again")...)
+			if got[0].id != h.first.id {
+				t.Errorf("the rerun shows message %s, want %s", got[0].id, h.first.id)
+			}
+		})
+	}
+}
+
 // A turn that ended without a reply (stopped, interrupted) has its reply
 // in progress deleted: no reply will take its place, and its text is in
 // no history.
