@@ -159,8 +159,9 @@ func (s *Streaming) pruneLocked() {
 }
 
 // Send delivers m through a when m is a turn's reply that this process
-// showed in progress on a's platform: the message shown becomes the
-// reply (SendStreamed). It reports false when it did not send, and the
+// showed in progress on a's platform, or that names the message that
+// showed it (sessions.ReplyMetaStreamed, from End): the message shown
+// becomes the reply (SendStreamed). It reports false when it did not send, and the
 // caller sends m as usual. A retry of a reply sent this way edits the
 // same message again: its first part is never posted a second time.
 func (s *Streaming) Send(ctx context.Context, a adapters.Adapter, m outbox.Message) (adapters.SendResult, bool) {
@@ -174,20 +175,26 @@ func (s *Streaming) Send(ctx context.Context, a adapters.Adapter, m outbox.Messa
 	s.mu.Lock()
 	r := s.replies[streamKey(m.Target, m.ReplyTo)]
 	s.mu.Unlock()
-	if r == nil {
+	id := ""
+	if r != nil {
+		// The turn ended before its commit wrote m; its last call may
+		// still be under way, and nothing may edit the message after the
+		// reply.
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return adapters.SendResult{Outcome: adapters.Transient, Reason: "the reply shown in progress is still being edited"}, true
+		}
+		id = r.shownID()
+	}
+	if id == "" {
+		// Shown by another process, or by this one before it restarted.
+		id = m.Meta[sessions.ReplyMetaStreamed]
+	}
+	if id == "" {
 		return adapters.SendResult{}, false
 	}
-	// The turn ended before its commit wrote m; its last call may still
-	// be under way, and nothing may edit the message after the reply.
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-		return adapters.SendResult{Outcome: adapters.Transient, Reason: "the reply shown in progress is still being edited"}, true
-	}
-	if r.id == "" {
-		return adapters.SendResult{}, false
-	}
-	return st.SendStreamed(ctx, m, r.id), true
+	return st.SendStreamed(ctx, m, id), true
 }
 
 // replyStream shows one turn's reply as it is written. Delta and End
@@ -201,11 +208,12 @@ type replyStream struct {
 	log     *slog.Logger
 	kick    chan struct{}
 	done    chan struct{} // closed when run made its last call
-	id      string        // the message shown; written by run, read after done
 
 	mu      sync.Mutex
+	id      string          // the message shown; empty before the first post
 	text    strings.Builder // everything streamed so far
 	shown   int             // how much of text the message shows
+	calling bool            // a platform call is under way
 	ended   time.Time       // when the turn ended; zero while it runs
 	replied bool            // the turn ended with a reply to come
 }
@@ -217,13 +225,25 @@ func (r *replyStream) Delta(text string) {
 	r.wake()
 }
 
-func (r *replyStream) End(replied bool) {
+// End stops the showing: run makes no call after it but, when the turn
+// ended without a reply, the delete of the message shown. For a reply to
+// come, when no call is under way, it returns the message's id for the
+// reply's Meta (sessions.ReplyMetaStreamed), so a delivery by another
+// process, or after this one died, makes that message the reply too; a
+// call under way might still change the message after such a delivery,
+// so then only this process's delivery (Send, which waits for it) does.
+func (r *replyStream) End(replied bool) map[string]string {
 	r.mu.Lock()
 	if r.ended.IsZero() {
 		r.ended, r.replied = r.s.clock.Now(), replied
 	}
+	var meta map[string]string
+	if r.replied && !r.calling && r.id != "" {
+		meta = map[string]string{sessions.ReplyMetaStreamed: r.id}
+	}
 	r.mu.Unlock()
 	r.wake()
+	return meta
 }
 
 func (r *replyStream) wake() {
@@ -239,39 +259,58 @@ func (r *replyStream) endedAt() time.Time {
 	return r.ended
 }
 
+// shownID is the id of the message shown, if any.
+func (r *replyStream) shownID() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.id
+}
+
 // drop deletes the message shown of a turn that ended without a reply:
 // what it showed is in no history, and no reply will take its place.
 func (r *replyStream) drop() {
 	r.mu.Lock()
-	replied := r.replied
+	id := r.id
+	if r.replied {
+		id = ""
+	}
 	r.mu.Unlock()
-	if replied || r.id == "" {
+	if id == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.s.ctx, r.s.timeout)
 	defer cancel()
-	if err := r.st.StreamDelete(ctx, r.target, r.id); err != nil {
+	if err := r.st.StreamDelete(ctx, r.target, id); err != nil {
 		r.log.Warn("deleting the reply in progress of a turn that ended without one failed; it stays", "err", err)
 		return
 	}
+	r.mu.Lock()
 	r.id = ""
+	r.mu.Unlock()
 }
 
 // pending returns the text to show, when there is more than is shown and
-// the turn still runs.
-func (r *replyStream) pending() (text string, ok bool) {
+// the turn still runs; with call, it also marks a call under way, so
+// End knows the message may still change.
+func (r *replyStream) pending(call bool) (text, id string, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.ended.IsZero() || r.text.Len() == r.shown {
-		return "", false
+		return "", "", false
 	}
 	text = r.text.String()
-	return text, strings.TrimSpace(text) != ""
+	ok = strings.TrimSpace(text) != ""
+	r.calling = ok && call
+	return text, r.id, ok
 }
 
-func (r *replyStream) showed(text string) {
+// called notes a call's end: on success the message is id and shows text.
+func (r *replyStream) called(id, text string, ok bool) {
 	r.mu.Lock()
-	r.shown = len(text)
+	r.calling = false
+	if ok {
+		r.id, r.shown = id, len(text)
+	}
 	r.mu.Unlock()
 }
 
@@ -290,7 +329,10 @@ func (r *replyStream) run() {
 	if r.prev != nil {
 		select {
 		case <-r.prev.done:
-			r.id = r.prev.id
+			id := r.prev.shownID()
+			r.mu.Lock()
+			r.id = id
+			r.mu.Unlock()
 		case <-ctx.Done():
 			return
 		}
@@ -312,34 +354,36 @@ func (r *replyStream) run() {
 			r.drop()
 			return
 		}
-		text, ok := r.pending()
+		if now := s.clock.Now(); !last.IsZero() && now.Before(last.Add(wait)) {
+			if _, _, ok := r.pending(false); ok {
+				timer.Reset(last.Add(wait).Sub(now))
+			}
+			continue
+		}
+		text, shown, ok := r.pending(true)
 		if !ok {
 			continue
 		}
-		if now := s.clock.Now(); !last.IsZero() && now.Before(last.Add(wait)) {
-			timer.Reset(last.Add(wait).Sub(now))
-			continue
-		}
 		cctx, cancel := context.WithTimeout(ctx, s.timeout)
-		id, err := r.st.StreamText(cctx, r.target, r.replyTo, r.id, text)
+		id, err := r.st.StreamText(cctx, r.target, r.replyTo, shown, text)
 		cancel()
+		r.called(id, text, err == nil)
 		last = s.clock.Now()
-		s.metrics.streamCall(r.target.Platform, r.id != "", err)
+		s.metrics.streamCall(r.target.Platform, shown != "", err)
 		switch {
 		case errs.Is(err, errs.Invalid):
-			r.log.Info("the platform refused the reply in progress; the reply goes when it is done", "err", err, "edit", r.id != "")
+			r.log.Info("the platform refused the reply in progress; the reply goes when it is done", "err", err, "edit", shown != "")
 			return
 		case err != nil:
 			wait = min(2*wait, maxStreamWait)
 			if w := (*adapters.WaitError)(nil); errors.As(err, &w) {
 				wait = max(wait, w.After)
 			}
-			r.log.Warn("showing the reply in progress failed", "err", err, "edit", r.id != "", "next_try_ms", wait.Milliseconds())
+			r.log.Warn("showing the reply in progress failed", "err", err, "edit", shown != "", "next_try_ms", wait.Milliseconds())
 		default:
-			r.id, wait = id, s.every
-			r.showed(text)
+			wait = s.every
 		}
-		if _, more := r.pending(); more {
+		if _, _, more := r.pending(false); more {
 			timer.Reset(wait)
 		}
 	}

@@ -356,6 +356,29 @@ func TestStreamedReplyWaitsOutARateLimit(t *testing.T) {
 	}
 }
 
+// A reply delivered by another process than the one that showed it (no
+// stream state there) names the message that showed it, which becomes
+// the reply all the same.
+func TestStreamedReplyDeliveredElsewhereIsEditedIn(t *testing.T) {
+	for _, p := range streamPlatforms(t) {
+		t.Run(p.name, func(t *testing.T) {
+			h := streamHello(t, p)
+			meta := h.ts.End(true)
+			if got := meta[sessions.ReplyMetaStreamed]; got != h.first.id {
+				t.Fatalf("End's meta names message %q, want %q", got, h.first.id)
+			}
+			elsewhere := startStreaming(t, h.a, h.clk)
+			final := "Hello **there**."
+			m := reply(p, final)
+			m.Meta = meta
+			if res := deliver(elsewhere, h.a, m); res.Outcome != adapters.Accepted || res.MessageID != h.first.id {
+				t.Fatalf("delivery = %+v, want accepted as message %s", res, h.first.id)
+			}
+			waitShown(t, p, "the reply in place of the one in progress", p.render(final)...)
+		})
+	}
+}
+
 // A turn handed back and run again in the same process goes on in the
 // message its first run showed.
 func TestStreamedReplyOfARerunGoesOnInTheSameMessage(t *testing.T) {

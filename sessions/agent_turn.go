@@ -75,6 +75,10 @@ const (
 	// ReplyMetaCut is "length" when the model stopped the reply at its
 	// output bound (its last call's finish reason).
 	ReplyMetaCut = "herald.cut"
+	// ReplyMetaStreamed is the platform's id of the message that showed
+	// the reply as it was written (TurnStream), so that whichever
+	// process delivers the reply can make that message the reply.
+	ReplyMetaStreamed = "herald.streamed"
 )
 
 // TurnOutput is what a turn produced, ready for Store.Finish.

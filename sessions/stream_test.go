@@ -48,13 +48,14 @@ func (s *recordedStream) Delta(text string) {
 	s.mu.Unlock()
 }
 
-func (s *recordedStream) End(replied bool) {
+func (s *recordedStream) End(replied bool) map[string]string {
 	committed := s.committed()
 	s.mu.Lock()
 	s.ends++
 	s.replied = replied
 	s.committedFirst = committed
 	s.mu.Unlock()
+	return map[string]string{sessions.ReplyMetaStreamed: "shown-1"}
 }
 
 // A turn whose origin streams hands it every piece of its model's text
@@ -86,6 +87,14 @@ func TestStreamTakesTheTurnsText(t *testing.T) {
 	}
 	if rec.ends != 1 || rec.committedFirst || !rec.replied {
 		t.Errorf("ended %d times, after the commit: %v, replied: %v; want once, before it, replied", rec.ends, rec.committedFirst, rec.replied)
+	}
+	// The reply carries the message that showed it, for its delivery.
+	msgs, err := g.outbox.Pending(context.Background(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 || msgs[0].Meta[sessions.ReplyMetaStreamed] != "shown-1" {
+		t.Errorf("outbox %+v, want the reply with %s shown-1", msgs, sessions.ReplyMetaStreamed)
 	}
 }
 

@@ -143,8 +143,9 @@ type TurnStream interface {
 	// is false for a turn that a stop or a newer message ended: it
 	// commits no reply, and what streamed is not in its history. A turn
 	// handed back to run again ends with replied true: its reply may
-	// still come.
-	End(replied bool)
+	// still come. End returns facts for the Meta of the turn's messages
+	// to its origin in answer to its entry (ReplyMetaStreamed), or nil.
+	End(replied bool) map[string]string
 }
 
 // TurnWorker runs conversations' turns: one claim loop leases ready

@@ -394,9 +394,10 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	absorbed, absorbedMsgs := at.closeSteer()
 	cause := context.Cause(at.ctx)
 	var stop *stopCause
+	var streamed map[string]string
 	if stream != nil {
 		cut := runErr != nil && (errors.As(cause, &stop) || errors.Is(cause, errInterrupted))
-		stream.End(!cut)
+		streamed = stream.End(!cut)
 	}
 	switch {
 	case errors.Is(cause, errLeaseLost):
@@ -417,7 +418,7 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 		w.retryLater(at, "runner failed")
 		return
 	}
-	msgs := out.Outbox
+	msgs := withStreamed(out.Outbox, origin, e.MessageID, streamed)
 	// Only a run the signal ended says so, and only a user's message is
 	// waited on: a synthetic entry has no one waiting for its answer.
 	var ended error
@@ -450,6 +451,27 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 			f(out.End, took)
 		}
 	}
+}
+
+// withStreamed adds meta, what the turn's stream said of itself, to the
+// messages of msgs to origin in answer to message msgID: the reply.
+func withStreamed(msgs []outbox.Message, origin outbox.Target, msgID string, meta map[string]string) []outbox.Message {
+	if len(meta) == 0 || msgID == "" {
+		return msgs
+	}
+	msgs = slices.Clone(msgs)
+	for i, m := range msgs {
+		if m.Target != origin || m.ReplyTo != msgID {
+			continue
+		}
+		m.Meta = maps.Clone(m.Meta)
+		if m.Meta == nil {
+			m.Meta = map[string]string{}
+		}
+		maps.Copy(m.Meta, meta)
+		msgs[i] = m
+	}
+	return msgs
 }
 
 // deltaFor is the turn's TurnInput.Delta: the streamed text goes to the
