@@ -194,7 +194,13 @@ func (s *Streaming) Send(ctx context.Context, a adapters.Adapter, m outbox.Messa
 	if id == "" {
 		return adapters.SendResult{}, false
 	}
-	return st.SendStreamed(ctx, m, id), true
+	res := st.SendStreamed(ctx, m, id)
+	if r != nil && res.Outcome == adapters.Accepted {
+		r.mu.Lock()
+		r.delivered = true
+		r.mu.Unlock()
+	}
+	return res, true
 }
 
 // replyStream shows one turn's reply as it is written. Delta and End
@@ -216,6 +222,9 @@ type replyStream struct {
 	calling bool            // a platform call is under way
 	ended   time.Time       // when the turn ended; zero while it runs
 	replied bool            // the turn ended with a reply to come
+	// delivered: the reply went into the message; a later turn for the
+	// same message must not take it over.
+	delivered bool
 }
 
 func (r *replyStream) Delta(text string) {
@@ -263,6 +272,17 @@ func (r *replyStream) endedAt() time.Time {
 func (r *replyStream) shownID() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.id
+}
+
+// unfinished is the id of the message shown, when the reply has not gone
+// into it: a run of the same turn after this one may go on in it.
+func (r *replyStream) unfinished() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.delivered {
+		return ""
+	}
 	return r.id
 }
 
@@ -329,7 +349,7 @@ func (r *replyStream) run() {
 	if r.prev != nil {
 		select {
 		case <-r.prev.done:
-			id := r.prev.shownID()
+			id := r.prev.unfinished()
 			r.mu.Lock()
 			r.id = id
 			r.mu.Unlock()
