@@ -154,7 +154,8 @@ func streamPlatforms(t *testing.T) []streamPlatform {
 				name: "discord", target: outbox.Target{Platform: "discord", Chat: guild, Thread: channel},
 				replyTo: "130000000000000001", dialect: chatfmt.DiscordMarkdown, limit: chatfmt.DiscordLimit,
 				adapter: func(cfg *config.Config) adapters.Adapter {
-					dc := config.Discord{Token: fake.Token(), APIURL: fake.URL(), GroupTrigger: config.TriggerMention}
+					dc := config.Default().Platforms.Discord
+					dc.Token, dc.APIURL, dc.GroupTrigger = fake.Token(), fake.URL(), config.TriggerMention
 					if cfg != nil {
 						cfg.Platforms.Discord = dc
 						return nil
