@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -75,21 +76,38 @@ type KeyState struct {
 	LastUse int64 // the pool's use number at its last use; round_robin's order
 }
 
-// PoolStore keeps credential pools' key states where every process on
-// the store sees them.
+// StickyTTL is how long a pool's store remembers the key a
+// conversation last used: a conversation silent for longer chooses
+// again, and the store forgets it.
+const StickyTTL = 24 * time.Hour
+
+// PoolRead is what a request reads of its pool before it chooses a key.
+type PoolRead struct {
+	Now  time.Time  // the store's clock
+	Keys []KeyState // in no order; a key never marked nor used has none
+	// Sticky is the id of the key the conversation read for was last
+	// given, within StickyTTL by the store's clock; "" when none.
+	Sticky string
+}
+
+// PoolStore keeps credential pools' key states, and the key each
+// conversation uses, where every process on the store sees them.
 type PoolStore interface {
 	// Now is the store's clock, which cooling is read by.
 	Now(ctx context.Context) (time.Time, error)
-	// KeyStates returns the store's clock and the states stored for the
-	// keys of pool, in no order; a key never marked nor used has none.
-	KeyStates(ctx context.Context, pool string) (time.Time, []KeyState, error)
+	// ReadPool reads, in one step, the store's clock, the states stored
+	// for the keys of pool and the key conv (may be "") last used.
+	ReadPool(ctx context.Context, pool, conv string) (PoolRead, error)
 	// MarkKey sets the cooling and dead marks (CoolingUntil, Reason,
 	// DeadFor) of key s.ID of pool, keeping its uses. Errors: Invalid
 	// for an empty pool or id.
 	MarkKey(ctx context.Context, pool string, s KeyState) error
 	// UseKey counts one use of key id of pool and gives it the pool's
-	// next use number. Errors: Invalid for an empty pool or id.
-	UseKey(ctx context.Context, pool, id string) error
+	// next use number; with conv not "", in the same step, id becomes
+	// conv's key, remembered for StickyTTL, and conversations of pool
+	// past their StickyTTL may be forgotten. Errors: Invalid for an
+	// empty pool or id.
+	UseKey(ctx context.Context, pool, id, conv string) error
 }
 
 // KeyID is the name a key is kept and shown under: a digest, from which
@@ -129,8 +147,9 @@ type PoolOptions struct {
 
 // Pool is the API keys of one model provider and the state of each: a
 // key is chosen per request (sticking to a conversation's key while it
-// is healthy), and a failure the server blamed on the key cools it or
-// marks it dead, for every process sharing the store. Clients take it
+// is healthy, for every process sharing the store), and a failure the
+// server blamed on the key cools it or marks it dead, for every process
+// sharing the store. Clients take it
 // in OpenAIOptions.Pool; one pool may serve several clients (the main
 // model's, delegation children's, kanban workers'), which then share
 // its state.
@@ -143,9 +162,6 @@ type Pool struct {
 	generation string
 	log        *slog.Logger
 	rand       func(n int) int
-
-	mu     sync.Mutex
-	sticky map[string]string // conversation → key id
 }
 
 // poolKey is one key of a pool.
@@ -153,10 +169,6 @@ type poolKey struct {
 	id, secret, label string
 	priority, index   int
 }
-
-// maxSticky bounds the conversations a pool remembers the key of; past
-// it, it forgets them all and they choose again.
-const maxSticky = 10_000
 
 // NewPool returns a pool of opts.Credentials; the same key given twice
 // is one key. Errors: Invalid for an unknown strategy or an empty name.
@@ -180,7 +192,6 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		store:     opts.Store,
 		log:       cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)),
 		rand:      opts.Rand,
-		sticky:    map[string]string{},
 	}
 	if p.store == nil {
 		p.store = NewMemoryPoolStore(opts.Clock)
@@ -239,7 +250,7 @@ type KeyStatus struct {
 
 // Status reads the state of each of the pool's keys, in the pool's order.
 func (p *Pool) Status(ctx context.Context) ([]KeyStatus, error) {
-	now, states, err := p.states(ctx)
+	now, states, _, err := p.read(ctx, "")
 	if err != nil {
 		return nil, err
 	}
@@ -258,16 +269,17 @@ func (p *Pool) Status(ctx context.Context) ([]KeyStatus, error) {
 	return out, nil
 }
 
-func (p *Pool) states(ctx context.Context) (time.Time, map[string]KeyState, error) {
-	now, list, err := p.store.KeyStates(ctx, p.name)
+// read reads the pool's key states by id, and conv's key.
+func (p *Pool) read(ctx context.Context, conv string) (time.Time, map[string]KeyState, string, error) {
+	r, err := p.store.ReadPool(ctx, p.name, conv)
 	if err != nil {
-		return now, nil, err
+		return r.Now, nil, "", err
 	}
-	m := make(map[string]KeyState, len(list))
-	for _, s := range list {
+	m := make(map[string]KeyState, len(r.Keys))
+	for _, s := range r.Keys {
 		m[s.ID] = s
 	}
-	return now, m, nil
+	return r.Now, m, r.Sticky, nil
 }
 
 func (p *Pool) dead(st KeyState) bool { return st.DeadFor != "" && st.DeadFor == p.generation }
@@ -278,7 +290,7 @@ func (p *Pool) dead(st KeyState) bool { return st.DeadFor != "" && st.DeadFor ==
 // saying until when every key cools, or that all are dead; lastErr,
 // the failure that made the request leave its last key, is its cause.
 func (p *Pool) pick(ctx context.Context, conv string, tried map[string]bool, lastErr *Error) (*poolKey, *Error) {
-	now, states, err := p.states(ctx)
+	now, states, sticky, err := p.read(ctx, conv)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, &Error{Class: ClassCanceled, Err: ctx.Err()}
@@ -331,8 +343,8 @@ func (p *Pool) pick(ctx context.Context, conv string, tried map[string]bool, las
 		}
 		return nil, e
 	}
-	k := p.choose(conv, offered, states)
-	if err := p.store.UseKey(ctx, p.name, k.id); err != nil && ctx.Err() == nil {
+	k := p.choose(sticky, offered, states)
+	if err := p.store.UseKey(ctx, p.name, k.id, conv); err != nil && ctx.Err() == nil {
 		p.log.Warn("counting a use of a key failed", "pool", p.name, "key", k.id, "err", err)
 	}
 	return k, nil
@@ -351,46 +363,33 @@ func reasonWords(c Class) string {
 	return string(c)
 }
 
-// choose takes conv's key when it is offered, else one by the strategy,
-// and remembers it as conv's.
-func (p *Pool) choose(conv string, offered []*poolKey, states map[string]KeyState) *poolKey {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if conv != "" {
-		if id, ok := p.sticky[conv]; ok {
-			for _, k := range offered {
-				if k.id == id {
-					return k
-				}
+// choose takes the conversation's key, sticky, when it is offered: a
+// rotation resets the provider's prompt cache, so a conversation leaves
+// its key only when the key cannot serve. Else one by the strategy.
+func (p *Pool) choose(sticky string, offered []*poolKey, states map[string]KeyState) *poolKey {
+	if sticky != "" {
+		for _, k := range offered {
+			if k.id == sticky {
+				return k
 			}
 		}
 	}
-	var k *poolKey
-	switch p.strategy {
-	case Random:
-		k = offered[p.rand(len(offered))]
-	default:
-		k = slices.MinFunc(offered, func(a, b *poolKey) int {
-			sa, sb := states[a.id], states[b.id]
-			var c int
-			switch p.strategy {
-			case RoundRobin:
-				c = cmp.Compare(sa.LastUse, sb.LastUse)
-			case LeastUsed:
-				c = cmp.Or(cmp.Compare(sa.Uses, sb.Uses), cmp.Compare(sa.LastUse, sb.LastUse))
-			default:
-				c = cmp.Compare(a.priority, b.priority)
-			}
-			return cmp.Or(c, cmp.Compare(a.index, b.index))
-		})
+	if p.strategy == Random {
+		return offered[p.rand(len(offered))]
 	}
-	if conv != "" {
-		if len(p.sticky) >= maxSticky {
-			clear(p.sticky)
+	return slices.MinFunc(offered, func(a, b *poolKey) int {
+		sa, sb := states[a.id], states[b.id]
+		var c int
+		switch p.strategy {
+		case RoundRobin:
+			c = cmp.Compare(sa.LastUse, sb.LastUse)
+		case LeastUsed:
+			c = cmp.Or(cmp.Compare(sa.Uses, sb.Uses), cmp.Compare(sa.LastUse, sb.LastUse))
+		default:
+			c = cmp.Compare(a.priority, b.priority)
 		}
-		p.sticky[conv] = k.id
-	}
-	return k
+		return cmp.Or(c, cmp.Compare(a.index, b.index))
+	})
 }
 
 // keyAction is what a request does after a failure on its key.
@@ -471,10 +470,22 @@ func (p *Pool) mark(ctx context.Context, k *poolKey, s KeyState) {
 type MemoryPoolStore struct {
 	clk clock.Clock
 
-	mu    sync.Mutex
-	pools map[string]map[string]KeyState
-	seq   map[string]int64
+	mu     sync.Mutex
+	pools  map[string]map[string]KeyState
+	seq    map[string]int64
+	sticky map[string]map[string]stickyUse // pool → conversation → its key
 }
+
+// stickyUse is a conversation's key and when it was last given.
+type stickyUse struct {
+	id string
+	at time.Time
+}
+
+// maxMemorySticky bounds the conversations a MemoryPoolStore keeps the
+// key of, per pool: past it, those past StickyTTL are forgotten, and if
+// none is, all.
+const maxMemorySticky = 10_000
 
 var _ PoolStore = (*MemoryPoolStore)(nil)
 
@@ -483,19 +494,22 @@ func NewMemoryPoolStore(clk clock.Clock) *MemoryPoolStore {
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	return &MemoryPoolStore{clk: clk, pools: map[string]map[string]KeyState{}, seq: map[string]int64{}}
+	return &MemoryPoolStore{clk: clk, pools: map[string]map[string]KeyState{}, seq: map[string]int64{}, sticky: map[string]map[string]stickyUse{}}
 }
 
 func (m *MemoryPoolStore) Now(context.Context) (time.Time, error) { return m.clk.Now(), nil }
 
-func (m *MemoryPoolStore) KeyStates(_ context.Context, pool string) (time.Time, []KeyState, error) {
+func (m *MemoryPoolStore) ReadPool(_ context.Context, pool, conv string) (PoolRead, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]KeyState, 0, len(m.pools[pool]))
+	r := PoolRead{Now: m.clk.Now(), Keys: make([]KeyState, 0, len(m.pools[pool]))}
 	for _, s := range m.pools[pool] {
-		out = append(out, s)
+		r.Keys = append(r.Keys, s)
 	}
-	return m.clk.Now(), out, nil
+	if u, ok := m.sticky[pool][conv]; ok && conv != "" && r.Now.Sub(u.at) < StickyTTL {
+		r.Sticky = u.id
+	}
+	return r, nil
 }
 
 func (m *MemoryPoolStore) MarkKey(_ context.Context, pool string, s KeyState) error {
@@ -510,7 +524,7 @@ func (m *MemoryPoolStore) MarkKey(_ context.Context, pool string, s KeyState) er
 	return nil
 }
 
-func (m *MemoryPoolStore) UseKey(_ context.Context, pool, id string) error {
+func (m *MemoryPoolStore) UseKey(_ context.Context, pool, id, conv string) error {
 	if pool == "" || id == "" {
 		return errs.E("llm.MemoryPoolStore.UseKey", errs.Invalid, "empty pool or key id")
 	}
@@ -520,6 +534,22 @@ func (m *MemoryPoolStore) UseKey(_ context.Context, pool, id string) error {
 	m.seq[pool]++
 	s.ID, s.Uses, s.LastUse = id, s.Uses+1, m.seq[pool]
 	m.pools[pool][id] = s
+	if conv == "" {
+		return nil
+	}
+	convs := m.sticky[pool]
+	if convs == nil {
+		convs = map[string]stickyUse{}
+		m.sticky[pool] = convs
+	}
+	now := m.clk.Now()
+	if _, ok := convs[conv]; !ok && len(convs) >= maxMemorySticky {
+		maps.DeleteFunc(convs, func(_ string, u stickyUse) bool { return now.Sub(u.at) >= StickyTTL })
+		if len(convs) >= maxMemorySticky {
+			clear(convs)
+		}
+	}
+	convs[conv] = stickyUse{id: id, at: now}
 	return nil
 }
 

@@ -244,7 +244,7 @@ func TestPoolStrategies(t *testing.T) {
 			r := newPoolRig(t, rigOpts{strategy: tc.strategy, creds: tc.creds, rand: tc.rand})
 			if tc.creds == nil {
 				for _, k := range []string{keyA, keyA, keyA, keyA, keyA, keyC, keyC} {
-					if err := r.store.UseKey(context.Background(), "test", llm.KeyID(k)); err != nil {
+					if err := r.store.UseKey(context.Background(), "test", llm.KeyID(k), ""); err != nil {
 						t.Fatal(err)
 					}
 				}

@@ -42,7 +42,7 @@ func TestModelKeys(t *testing.T) {
 			if err := db.Pools().MarkKey(ctx, name, llm.KeyState{ID: llm.KeyID(first), CoolingUntil: until, Reason: llm.ClassPayment}); err != nil {
 				t.Fatal(err)
 			}
-			if err := db.Pools().UseKey(ctx, name, llm.KeyID(second)); err != nil {
+			if err := db.Pools().UseKey(ctx, name, llm.KeyID(second), ""); err != nil {
 				t.Fatal(err)
 			}
 			_ = db.Close()

@@ -19,8 +19,13 @@ import (
 //	                  <id>:r   the class that cooled or killed it
 //	                  <id>:d   the pool generation it is dead for ('' alive)
 //
-// read whole with the store's clock by pool_read; a use is one pool_use
-// call, a mark one HSET of the three mark fields.
+//	Ppool:{<name>}:conv:<conv>   the key a conversation last used,
+//	                             '<id>|<ms of its use>', expiring
+//	                             llm.StickyTTL after it
+//
+// read whole with the conversation's key and the store's clock by
+// pool_read; a use, with the conversation's key, is one pool_use call, a
+// mark one HSET of the three mark fields.
 type poolStore struct{ db *DB }
 
 var _ llm.PoolStore = poolStore{}
@@ -30,24 +35,34 @@ func (db *DB) Pools() llm.PoolStore { return poolStore{db: db} }
 
 func (db *DB) poolKey(name string) string { return db.prefix + "pool:{" + convTag(name) + "}" }
 
+// poolKeys are the keys of a request of conv (may be "") on pool.
+func (db *DB) poolKeys(pool, conv string) []string {
+	keys := []string{db.poolKey(pool)}
+	if conv != "" {
+		keys = append(keys, keys[0]+":conv:"+conv)
+	}
+	return keys
+}
+
+var stickyTTLArg = strconv.FormatInt(llm.StickyTTL.Milliseconds(), 10)
+
 func (s poolStore) Now(ctx context.Context) (time.Time, error) {
 	return s.db.now(ctx, "redis.pools.Now")
 }
 
-func (s poolStore) KeyStates(ctx context.Context, pool string) (time.Time, []llm.KeyState, error) {
-	const op = "redis.pools.KeyStates"
+func (s poolStore) ReadPool(ctx context.Context, pool, conv string) (llm.PoolRead, error) {
+	const op = "redis.pools.ReadPool"
 	db := s.db
-	v, err := db.run(ctx, op, scriptPoolRead, []string{db.poolKey(pool)}, db.nowArg())
+	v, err := db.run(ctx, op, scriptPoolRead, db.poolKeys(pool, conv), db.nowArg(), stickyTTLArg)
 	if err != nil {
-		return time.Time{}, nil, err
+		return llm.PoolRead{}, err
 	}
-	if len(v)%2 != 1 {
-		return time.Time{}, nil, errs.E(op, errs.Internal, "unexpected script reply of %d items", len(v))
+	if len(v) < 2 || len(v)%2 != 0 {
+		return llm.PoolRead{}, errs.E(op, errs.Internal, "unexpected script reply of %d items", len(v))
 	}
-	now := time.UnixMilli(num(v[0])).UTC()
+	r := llm.PoolRead{Now: time.UnixMilli(num(v[0])).UTC(), Sticky: str(v[1])}
 	byID := map[string]*llm.KeyState{}
-	var out []llm.KeyState
-	for i := 1; i+1 < len(v); i += 2 {
+	for i := 2; i+1 < len(v); i += 2 {
 		id, field, ok := strings.Cut(str(v[i]), ":")
 		if !ok {
 			continue // seq
@@ -74,9 +89,9 @@ func (s poolStore) KeyStates(ctx context.Context, pool string) (time.Time, []llm
 		}
 	}
 	for _, st := range byID {
-		out = append(out, *st)
+		r.Keys = append(r.Keys, *st)
 	}
-	return now, out, nil
+	return r, nil
 }
 
 func (s poolStore) MarkKey(ctx context.Context, pool string, st llm.KeyState) error {
@@ -96,13 +111,13 @@ func (s poolStore) MarkKey(ctx context.Context, pool string, st llm.KeyState) er
 	return db.fail(op, err)
 }
 
-func (s poolStore) UseKey(ctx context.Context, pool, id string) error {
+func (s poolStore) UseKey(ctx context.Context, pool, id, conv string) error {
 	const op = "redis.pools.UseKey"
 	db := s.db
 	if err := checkPoolKey(op, pool, id); err != nil {
 		return err
 	}
-	v, err := db.run(ctx, op, scriptPoolUse, []string{db.poolKey(pool)}, id)
+	v, err := db.run(ctx, op, scriptPoolUse, db.poolKeys(pool, conv), id, db.nowArg(), stickyTTLArg)
 	if err != nil {
 		return err
 	}
@@ -110,10 +125,11 @@ func (s poolStore) UseKey(ctx context.Context, pool, id string) error {
 }
 
 // checkPoolKey refuses an empty pool or key id, and an id with a ':',
-// which would be read back as another field.
+// which would be read back as another field, or a '|', which would end
+// it in a conversation's key.
 func checkPoolKey(op, pool, id string) error {
-	if pool == "" || id == "" || strings.Contains(id, ":") {
-		return errs.E(op, errs.Invalid, "a pool key needs a pool name and an id without ':', got %q and %q", pool, id)
+	if pool == "" || id == "" || strings.ContainsAny(id, ":|") {
+		return errs.E(op, errs.Invalid, "a pool key needs a pool name and an id without ':' or '|', got %q and %q", pool, id)
 	}
 	return nil
 }

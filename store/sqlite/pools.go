@@ -18,10 +18,20 @@ func (d *DB) Pools() llm.PoolStore { return poolStore{d: d} }
 
 // A key is one row of pool_keys. A use takes the pool's next use number
 // from the highest its keys hold (the primary key's range on the pool);
-// a mark writes the three mark columns and keeps the counts.
+// a mark writes the three mark columns and keeps the counts. A
+// conversation's key is one row of pool_convs, read as a column of its
+// key's row (one statement reads the pool and the conversation's key),
+// written in the use's transaction; the rows past llm.StickyTTL are
+// pruned every pruneEvery writes.
 const (
-	sqlPoolRead = `SELECT id, cooling_until, reason, dead_for, uses, last_use FROM pool_keys WHERE pool = ?1`
-	sqlPoolUse  = `INSERT INTO pool_keys (pool, id, uses, last_use)
+	sqlPoolRead = `SELECT id, cooling_until, reason, dead_for, uses, last_use,
+			id IS (SELECT id FROM pool_convs WHERE pool = ?1 AND conv = ?2 AND used_at > ?3)
+		FROM pool_keys WHERE pool = ?1`
+	sqlPoolStick = `INSERT INTO pool_convs (pool, conv, id, used_at) VALUES (?1, ?2, ?3, ?4)
+		ON CONFLICT (pool, conv) DO UPDATE SET id = excluded.id, used_at = excluded.used_at`
+	sqlPoolPrune = `DELETE FROM pool_convs WHERE (pool, conv) IN
+		(SELECT pool, conv FROM pool_convs WHERE used_at <= ?1 LIMIT ?2)`
+	sqlPoolUse = `INSERT INTO pool_keys (pool, id, uses, last_use)
 		VALUES (?1, ?2, 1, (SELECT coalesce(max(last_use), 0) + 1 FROM pool_keys WHERE pool = ?1))
 		ON CONFLICT (pool, id) DO UPDATE SET uses = uses + 1, last_use = excluded.last_use`
 	sqlPoolMark = `INSERT INTO pool_keys (pool, id, cooling_until, reason, dead_for) VALUES (?1, ?2, ?3, ?4, ?5)
@@ -37,24 +47,37 @@ func (s poolStore) Now(ctx context.Context) (time.Time, error) {
 	return t, nil
 }
 
-func (s poolStore) KeyStates(ctx context.Context, pool string) (time.Time, []llm.KeyState, error) {
-	now, _ := s.d.now()
-	states, err := readAll(ctx, s.d, "sqlite.pools.KeyStates", scanKeyState, sqlPoolRead, pool)
-	return now, states, err
+func (s poolStore) ReadPool(ctx context.Context, pool, conv string) (llm.PoolRead, error) {
+	now, n := s.d.now()
+	rows, err := readAll(ctx, s.d, "sqlite.pools.ReadPool", scanKeyState, sqlPoolRead, pool, conv, n-int64(llm.StickyTTL))
+	r := llm.PoolRead{Now: now, Keys: make([]llm.KeyState, len(rows))}
+	for i, row := range rows {
+		r.Keys[i] = row.KeyState
+		if row.sticky && conv != "" {
+			r.Sticky = row.ID
+		}
+	}
+	return r, err
 }
 
-func scanKeyState(s scanner) (llm.KeyState, error) {
-	var st llm.KeyState
+// keyRow is a pool_keys row and whether it is the conversation's key.
+type keyRow struct {
+	llm.KeyState
+	sticky bool
+}
+
+func scanKeyState(s scanner) (keyRow, error) {
+	var r keyRow
 	var until int64
 	var reason string
-	if err := s.Scan(&st.ID, &until, &reason, &st.DeadFor, &st.Uses, &st.LastUse); err != nil {
-		return st, err
+	if err := s.Scan(&r.ID, &until, &reason, &r.DeadFor, &r.Uses, &r.LastUse, &r.sticky); err != nil {
+		return r, err
 	}
-	st.Reason = llm.Class(reason)
+	r.Reason = llm.Class(reason)
 	if until != 0 {
-		st.CoolingUntil = fromNanos(until)
+		r.CoolingUntil = fromNanos(until)
 	}
-	return st, nil
+	return r, nil
 }
 
 func (s poolStore) MarkKey(ctx context.Context, pool string, st llm.KeyState) error {
@@ -76,7 +99,7 @@ func (s poolStore) MarkKey(ctx context.Context, pool string, st llm.KeyState) er
 	}))
 }
 
-func (s poolStore) UseKey(ctx context.Context, pool, id string) error {
+func (s poolStore) UseKey(ctx context.Context, pool, id, conv string) error {
 	const op = "sqlite.pools.UseKey"
 	d := s.d
 	if err := d.check(ctx, op); err != nil {
@@ -88,7 +111,17 @@ func (s poolStore) UseKey(ctx context.Context, pool, id string) error {
 	// A use count lost to a power cut misleads least_used a little and
 	// endangers nothing: bookkeeping.
 	return d.fail(op, d.w.do(ctx, op, bookkeeping, func(t *tx) error {
-		_, err := t.st.poolUse.Exec(pool, id)
-		return err
+		if _, err := t.st.poolUse.Exec(pool, id); err != nil || conv == "" {
+			return err
+		}
+		_, now := d.now()
+		if _, err := t.st.poolStick.Exec(pool, conv, id, now); err != nil {
+			return err
+		}
+		if d.pruneDue() {
+			_, err := t.st.poolPrune.Exec(now-int64(llm.StickyTTL), pruneBatch)
+			return err
+		}
+		return nil
 	}))
 }

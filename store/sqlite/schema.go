@@ -382,6 +382,19 @@ CREATE TABLE cursors (
 ) WITHOUT ROWID;
 CREATE INDEX cursors_at ON cursors (platform, at);
 `,
+	// 18 → 19: the key each conversation of a pool last used
+	// (llm.PoolRead.Sticky), used_at in Unix nanoseconds, pruned past
+	// llm.StickyTTL.
+	`
+CREATE TABLE pool_convs (
+	pool    TEXT NOT NULL,
+	conv    TEXT NOT NULL,
+	id      TEXT NOT NULL,
+	used_at INTEGER NOT NULL,
+	PRIMARY KEY (pool, conv)
+) WITHOUT ROWID;
+CREATE INDEX pool_convs_used ON pool_convs (used_at);
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

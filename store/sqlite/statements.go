@@ -48,7 +48,7 @@ type statements struct {
 	kbCardVersion, kbRunPut, kbEvent  *sql.Stmt
 	ctlInsert, ctlUpdate              *sql.Stmt
 	usageAdd                          *sql.Stmt
-	poolUse                           *sql.Stmt
+	poolUse, poolStick, poolPrune     *sql.Stmt
 }
 
 func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error) {
@@ -138,6 +138,8 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 
 		// Every model request counts a use of the key it chose.
 		{&st.poolUse, sqlPoolUse},
+		{&st.poolStick, sqlPoolStick},
+		{&st.poolPrune, sqlPoolPrune},
 	}
 	for _, s := range list {
 		stmt, err := conn.PrepareContext(ctx, s.query)

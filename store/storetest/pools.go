@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 func RunPools(t *testing.T, b Backend) {
 	t.Run("uses, marks and the store's clock", func(t *testing.T) { runPoolStates(t, b) })
 	t.Run("two processes share a pool's cooling", func(t *testing.T) { runPoolShared(t, b) })
+	t.Run("a conversation's key", func(t *testing.T) { runPoolSticky(t, b) })
+	t.Run("two processes keep a conversation on one key", func(t *testing.T) { runPoolStickyShared(t, b) })
 	t.Run("durability", func(t *testing.T) { runPoolDurability(t, b) })
 	t.Run("invalid arguments", func(t *testing.T) { runPoolInvalid(t, b) })
 }
@@ -38,24 +41,32 @@ func (f *fixture) pools() llm.PoolStore { return poolsOf(f.t, f.st) }
 // keyStates reads pool's states by id, checking the clock read with them.
 func (f *fixture) keyStates(pool string) map[string]llm.KeyState {
 	f.t.Helper()
-	now, list, err := f.pools().KeyStates(f.ctx, pool)
-	if err != nil {
-		f.t.Fatalf("KeyStates(%s): %v", pool, err)
-	}
-	if d := now.Sub(f.clk.Now()); d < -time.Millisecond || d > time.Millisecond {
-		f.t.Errorf("KeyStates' clock = %v, want the store's %v", now, f.clk.Now())
-	}
 	out := map[string]llm.KeyState{}
-	for _, s := range list {
+	for _, s := range f.readPool(pool, "").Keys {
 		out[s.ID] = s
 	}
 	return out
 }
 
-func (f *fixture) useKey(pool, id string) {
+// readPool reads pool for conv, checking the clock read with it.
+func (f *fixture) readPool(pool, conv string) llm.PoolRead {
 	f.t.Helper()
-	if err := f.pools().UseKey(f.ctx, pool, id); err != nil {
-		f.t.Fatalf("UseKey(%s, %s): %v", pool, id, err)
+	r, err := f.pools().ReadPool(f.ctx, pool, conv)
+	if err != nil {
+		f.t.Fatalf("ReadPool(%s, %s): %v", pool, conv, err)
+	}
+	if d := r.Now.Sub(f.clk.Now()); d < -time.Millisecond || d > time.Millisecond {
+		f.t.Errorf("ReadPool's clock = %v, want the store's %v", r.Now, f.clk.Now())
+	}
+	return r
+}
+
+func (f *fixture) useKey(pool, id string) { f.useKeyFor(pool, id, "") }
+
+func (f *fixture) useKeyFor(pool, id, conv string) {
+	f.t.Helper()
+	if err := f.pools().UseKey(f.ctx, pool, id, conv); err != nil {
+		f.t.Fatalf("UseKey(%s, %s, %s): %v", pool, id, conv, err)
 	}
 }
 
@@ -156,22 +167,97 @@ func runPoolShared(t *testing.T, b Backend) {
 	}
 }
 
+// runPoolSticky: a use for a conversation makes the key its key, read
+// with the pool's states, per pool, until StickyTTL on the store's clock.
+func runPoolSticky(t *testing.T, b Backend) {
+	f := newFixture(t, b, sessions.Limits{})
+	sticky := func(pool, conv string) string { t.Helper(); return f.readPool(pool, conv).Sticky }
+	f.useKeyFor("p", "k_a", "x")
+	f.useKeyFor("p", "k_b", "y")
+	f.useKey("p", "k_c")
+	if got := []string{sticky("p", "x"), sticky("p", "y"), sticky("p", "z"), sticky("p", ""), sticky("q", "x")}; !cmp.Equal(got, []string{"k_a", "k_b", "", "", ""}) {
+		t.Errorf("sticky keys of x, y, z, none, x on another pool = %q", got)
+	}
+	if r := f.readPool("p", "x"); len(r.Keys) != 3 {
+		t.Errorf("the read for x has %d keys, want the pool's 3", len(r.Keys))
+	}
+	// A rotation moves it; the count of uses is the pool's as ever.
+	f.useKeyFor("p", "k_c", "x")
+	if got := sticky("p", "x"); got != "k_c" {
+		t.Errorf("x after moving = %q, want k_c", got)
+	}
+	if c := f.keyStates("p")["k_c"]; c.Uses != 2 {
+		t.Errorf("k_c = %+v, want 2 uses", c)
+	}
+	// Silent past StickyTTL, a conversation chooses again.
+	f.clk.Advance(llm.StickyTTL - time.Second)
+	f.useKeyFor("p", "k_b", "y")
+	f.clk.Advance(time.Second)
+	if got, gotY := sticky("p", "x"), sticky("p", "y"); got != "" || gotY != "k_b" {
+		t.Errorf("after StickyTTL: x %q, y %q; want x forgotten, y (used since) kept", got, gotY)
+	}
+}
+
+// runPoolStickyShared: two processes, each a pool over a store of its
+// own on one place, keep a conversation on the key it began on, where
+// their round robin alone would move it.
+func runPoolStickyShared(t *testing.T, b Backend) {
+	f := newFixture(t, b, sessions.Limits{})
+	other, _ := openStore(t, f.place, f.clk, f.lim)
+	pool := func(st Store) *llm.Pool {
+		p, err := llm.NewPool(llm.PoolOptions{Name: "main", Store: poolsOf(t, st), Strategy: llm.RoundRobin,
+			Credentials: []llm.Credential{{Key: "sk-first-key-0001"}, {Key: "sk-second-key-0002"}, {Key: "sk-third-key-0003"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a, b2 := pool(f.st), pool(other)
+	choose := func(p *llm.Pool, conv string) string {
+		t.Helper()
+		id, err := p.Choose(f.ctx, conv)
+		if err != nil {
+			t.Fatalf("Choose(%s): %v", conv, err)
+		}
+		return id
+	}
+	first := choose(a, "conv-x")
+	var got, others []string
+	for i := range 4 {
+		// Requests of no conversation move the round robin on.
+		others = append(others, choose([]*llm.Pool{a, b2}[i%2], ""), choose([]*llm.Pool{b2, a}[i%2], ""))
+		got = append(got, choose([]*llm.Pool{b2, a}[i%2], "conv-x"))
+	}
+	if want := []string{first, first, first, first}; !cmp.Equal(got, want) {
+		t.Errorf("conv-x's keys on the two processes = %q, want %q throughout", got, first)
+	}
+	if slices.Sort(others); len(slices.Compact(others)) < 2 {
+		t.Errorf("the other requests took %q: want the round robin moving on", others)
+	}
+	if z := choose(b2, "conv-z"); z == first {
+		t.Errorf("a new conversation took %q, conv-x's: its round robin would not have moved conv-x", z)
+	}
+}
+
 func runPoolDurability(t *testing.T, b Backend) {
 	eachReopening(t, func(t *testing.T, restart bool) {
 		f := newFixture(t, b, sessions.Limits{})
-		f.useKey("p", "k_a")
+		f.useKeyFor("p", "k_a", "x")
 		f.markKey("p", llm.KeyState{ID: "k_a", CoolingUntil: t0.Add(time.Minute), Reason: llm.ClassRateLimited})
 		f.reopen(restart)
 		a := f.keyStates("p")["k_a"]
 		if a.Uses != 1 || a.Reason != llm.ClassRateLimited || a.CoolingUntil.Sub(t0.Add(time.Minute)).Abs() > time.Millisecond {
 			t.Errorf("k_a after reopening = %+v", a)
 		}
+		if got := f.readPool("p", "x").Sticky; got != "k_a" {
+			t.Errorf("x's key after reopening = %q, want k_a", got)
+		}
 	})
 }
 
 func runPoolInvalid(t *testing.T, b Backend) {
 	f := newFixture(t, b, sessions.Limits{})
-	wantCode(t, "UseKey without an id", f.pools().UseKey(f.ctx, "p", ""), errs.Invalid)
-	wantCode(t, "UseKey without a pool", f.pools().UseKey(f.ctx, "", "k"), errs.Invalid)
+	wantCode(t, "UseKey without an id", f.pools().UseKey(f.ctx, "p", "", "x"), errs.Invalid)
+	wantCode(t, "UseKey without a pool", f.pools().UseKey(f.ctx, "", "k", "x"), errs.Invalid)
 	wantCode(t, "MarkKey without an id", f.pools().MarkKey(f.ctx, "p", llm.KeyState{}), errs.Invalid)
 }
