@@ -92,10 +92,11 @@ type Error struct {
 	QuotaSpent bool
 
 	// Keys is the size of the credential pool that had no key to offer,
-	// and Until when its first cooling key comes back (zero when every
-	// key is dead); 0 when the call was not refused for that.
-	Keys  int
-	Until time.Time
+	// Dead how many of them are dead, and Until when its first cooling
+	// key comes back (zero when every key is dead); 0 when the call was
+	// not refused for that.
+	Keys, Dead int
+	Until      time.Time
 }
 
 func (e *Error) Error() string {
@@ -147,12 +148,16 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // exhausted says why a pool had no key: every key cooling until the
-// first comes back, or every key dead.
+// first comes back, every key dead, or some of each.
 func (e *Error) exhausted() string {
-	if e.Until.IsZero() {
+	until := e.Until.UTC().Format("15:04 MST")
+	switch {
+	case e.Until.IsZero():
 		return fmt.Sprintf("all %d keys rejected as invalid or revoked", e.Keys)
+	case e.Dead > 0:
+		return fmt.Sprintf("all %d keys out: %d cooling until %s, %d rejected as invalid or revoked", e.Keys, e.Keys-e.Dead, until, e.Dead)
 	}
-	return fmt.Sprintf("all %d keys cooling until %s", e.Keys, e.Until.UTC().Format("15:04 MST"))
+	return fmt.Sprintf("all %d keys cooling until %s", e.Keys, until)
 }
 
 // ClassOf returns the Class of the first *Error in err's chain, or "" when

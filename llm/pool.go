@@ -328,7 +328,7 @@ func (p *Pool) pick(ctx context.Context, conv string, tried map[string]bool, las
 		}
 	}
 	if len(offered) == 0 {
-		e := &Error{Class: ClassRateLimited, Keys: len(p.keys), Until: until}
+		e := &Error{Class: ClassRateLimited, Keys: len(p.keys), Dead: dead, Until: until}
 		if dead == len(p.keys) {
 			e.Class = ClassAuth
 		}
@@ -409,7 +409,9 @@ const (
 func (p *Pool) failed(ctx context.Context, k *poolKey, e *Error, limited *int, canRetry bool, maxWait time.Duration) keyAction {
 	switch e.Class {
 	case ClassTimeout, ClassUnavailable:
-		if canRetry {
+		// The server's trouble, not the key's: the same key, after the
+		// wait it asked for when the client waits that long.
+		if canRetry && e.RetryAfter <= maxWait {
 			return keyRetry
 		}
 		return keyFail

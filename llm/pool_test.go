@@ -195,6 +195,8 @@ func TestPoolActsByClass(t *testing.T) {
 			wantKeys: "ab", wantA: "dead"},
 		{desc: "a 5xx retries the same key with backoff", steps: []testkit.Step{testkit.Fail(500, "oops"), testkit.Fail(503, "busy")},
 			wantKeys: "aaa", wantWaits: []time.Duration{time.Second, 2 * time.Second}, wantA: "ok"},
+		{desc: "a 5xx asking a longer wait than the client waits fails on its key", steps: []testkit.Step{{Status: 503, Error: "down for maintenance", RetryAfter: "3600"}},
+			wantKeys: "a", wantErr: llm.ClassUnavailable, wantA: "ok"},
 		{desc: "529 retries the same key", steps: []testkit.Step{testkit.Fail(529, "Overloaded")},
 			wantKeys: "aa", wantWaits: []time.Duration{time.Second}, wantA: "ok"},
 		{desc: "404 model not found fails without rotating", steps: []testkit.Step{testkit.Fail(404, "The model `x` does not exist")},
@@ -365,6 +367,15 @@ func TestPoolExhausted(t *testing.T) {
 	}
 	if r.ms.Count() != n {
 		t.Errorf("an exhausted pool still called the server")
+	}
+
+	// A dead key is not said to be cooling.
+	mixed := newPoolRig(t, rigOpts{creds: []llm.Credential{{Key: keyA}, {Key: keyB}}})
+	mixed.script.add(keyA, testkit.Fail(401, "Incorrect API key provided"))
+	mixed.script.add(keyB, testkit.Fail(402, "Payment required"))
+	_, err = mixed.ask("")
+	if want := "all 2 keys out: 1 cooling until 13:00 UTC, 1 rejected as invalid or revoked"; llm.ClassOf(err) != llm.ClassRateLimited || !strings.Contains(llm.UserMessage(err), want) {
+		t.Errorf("ask with a key dead and one cooling = %v (%s), want it to say %q", err, llm.UserMessage(err), want)
 	}
 
 	dead := newPoolRig(t, rigOpts{creds: []llm.Credential{{Key: keyA}}})
