@@ -44,8 +44,11 @@ type Metrics struct {
 	deliveryResends  *prometheus.CounterVec
 	ackSeconds       prometheus.Histogram
 
-	modelSeconds *prometheus.HistogramVec
-	modelTokens  *prometheus.CounterVec
+	modelSeconds   *prometheus.HistogramVec
+	modelTokens    *prometheus.CounterVec
+	keyCooldowns   *prometheus.CounterVec
+	keyRotations   *prometheus.CounterVec
+	modelFallbacks *prometheus.CounterVec
 
 	controllerFires *prometheus.CounterVec
 	controllerStale *prometheus.CounterVec
@@ -99,6 +102,12 @@ func NewMetrics() *Metrics {
 		"Tokens the model calls of this process used, as their servers reported, by model and kind (prompt, completion).", "model", "kind")
 	m.modelSeconds = histogramVec(reg, "herald_model_request_duration_seconds",
 		"Model calls, retries included, by result (ok or the failure class).", prometheus.ExponentialBuckets(0.05, 2, 13), "result") // 50 ms … ~3.4 min
+	m.keyCooldowns = counterVec(reg, "herald_model_key_cooldowns_total",
+		"API keys this process set aside after a failure, by pool (the model server's host) and reason (rate_limited, payment, auth, revoked).", "pool", "reason")
+	m.keyRotations = counterVec(reg, "herald_model_key_rotations_total",
+		"Model requests of this process that left a key for another of its pool, by pool and the failure's class.", "pool", "reason")
+	m.modelFallbacks = counterVec(reg, "herald_model_fallbacks_total",
+		"Model requests of this process that went on to a fallback (model.fallbacks), by the model left (from), the one asked next (to), both model@host, and the failure's class.", "from", "to", "reason")
 	return m
 }
 
@@ -204,6 +213,29 @@ func (m *Metrics) outbox(pending, dead int) {
 	if m != nil {
 		m.outboxPending.Set(float64(pending))
 		m.outboxDead.Set(float64(dead))
+	}
+}
+
+var _ llm.Observer = (*Metrics)(nil)
+
+// KeyCooled counts a key set aside (llm.Observer).
+func (m *Metrics) KeyCooled(pool, reason string) {
+	if m != nil {
+		m.keyCooldowns.WithLabelValues(pool, reason).Inc()
+	}
+}
+
+// KeyRotated counts a request that moved to another key (llm.Observer).
+func (m *Metrics) KeyRotated(pool string, reason llm.Class) {
+	if m != nil {
+		m.keyRotations.WithLabelValues(pool, string(reason)).Inc()
+	}
+}
+
+// FellBack counts a switch to a fallback model (llm.Observer).
+func (m *Metrics) FellBack(from, to string, reason llm.Class) {
+	if m != nil {
+		m.modelFallbacks.WithLabelValues(from, to, string(reason)).Inc()
 	}
 }
 

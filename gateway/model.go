@@ -24,7 +24,7 @@ type modelParts struct {
 // kept in the store, so every process on it shares the keys' cooling.
 func (g *Gateway) buildModel() (*modelParts, error) {
 	cfg := g.cfg.Model
-	pools, err := modelPools(cfg, g.db.Pools(), g.clock, g.log.With("part", "model"))
+	pools, err := modelPools(cfg, g.db.Pools(), g.clock, g.log.With("part", "model"), g.metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +44,8 @@ func (g *Gateway) buildModel() (*modelParts, error) {
 		}
 		providers[i] = llm.Provider{Name: pools[i].Model, Client: c}
 	}
-	return &modelParts{pool: pools[0].Pool, chain: llm.NewChain(g.clock, g.log.With("part", "model"), providers...)}, nil
+	chain := llm.NewChain(g.clock, g.log.With("part", "model"), providers...).Observe(g.metrics)
+	return &modelParts{pool: pools[0].Pool, chain: chain}, nil
 }
 
 // modelOptions are the client options of a model at baseURL whose keys
@@ -68,13 +69,13 @@ func (g *Gateway) modelOptions(baseURL, model string, pool *llm.Pool, overrides 
 // newPool is the pool of keys of the model server at baseURL, over the
 // gateway's store.
 func (g *Gateway) newPool(baseURL string, keys []config.Credential) (*llm.Pool, error) {
-	return newPool(g.cfg.Model, baseURL, keys, g.db.Pools(), g.clock, g.log.With("part", "model"))
+	return newPool(g.cfg.Model, baseURL, keys, g.db.Pools(), g.clock, g.log.With("part", "model"), g.metrics)
 }
 
 // newPool is the pool of keys of the model server at baseURL, named by
 // its host in the store: clients of one server share its keys' states,
 // whichever model they ask for.
-func newPool(cfg config.Model, baseURL string, keys []config.Credential, store llm.PoolStore, clk clock.Clock, log *slog.Logger) (*llm.Pool, error) {
+func newPool(cfg config.Model, baseURL string, keys []config.Credential, store llm.PoolStore, clk clock.Clock, log *slog.Logger, obs llm.Observer) (*llm.Pool, error) {
 	creds := make([]llm.Credential, len(keys))
 	for i, k := range keys {
 		creds[i] = llm.Credential{Key: k.Key, Priority: k.Priority, Label: k.Label}
@@ -87,6 +88,7 @@ func newPool(cfg config.Model, baseURL string, keys []config.Credential, store l
 		Store:       store,
 		Clock:       clk,
 		Logger:      log,
+		Observer:    obs,
 	})
 }
 
@@ -99,17 +101,17 @@ type ModelPool struct {
 // ModelPools are the key pools of cfg's model and of its fallbacks, in
 // that order, over store, as the gateway makes them.
 func ModelPools(cfg config.Model, store llm.PoolStore) ([]ModelPool, error) {
-	return modelPools(cfg, store, nil, nil)
+	return modelPools(cfg, store, nil, nil, nil)
 }
 
-func modelPools(cfg config.Model, store llm.PoolStore, clk clock.Clock, log *slog.Logger) ([]ModelPool, error) {
-	main, err := newPool(cfg, cfg.BaseURL, cfg.Keys(), store, clk, log)
+func modelPools(cfg config.Model, store llm.PoolStore, clk clock.Clock, log *slog.Logger, obs llm.Observer) ([]ModelPool, error) {
+	main, err := newPool(cfg, cfg.BaseURL, cfg.Keys(), store, clk, log, obs)
 	if err != nil {
 		return nil, err
 	}
 	out := []ModelPool{{Model: providerName(cfg.Name, cfg.BaseURL), Pool: main}}
 	for i, fb := range cfg.Fallbacks {
-		p, err := newPool(cfg, fb.BaseURL, fb.Keys(), store, clk, log)
+		p, err := newPool(cfg, fb.BaseURL, fb.Keys(), store, clk, log, obs)
 		if err != nil {
 			return nil, fmt.Errorf("model.fallbacks[%d]: %w", i, err)
 		}

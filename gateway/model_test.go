@@ -39,6 +39,22 @@ func TestGatewayModelKeysAndFallback(t *testing.T) {
 	if strings.Contains(h.logs.String(), "sk-first-key-0001") {
 		t.Error("a key reached the logs")
 	}
+	// Two keys cooled, one request moved to another key: the exhausted
+	// pool moved none.
+	pool := "pool=" + poolName(model.URL())
+	for _, c := range []struct {
+		name, reason string
+		want         float64
+	}{
+		{"herald_model_key_cooldowns_total", "payment", 1},
+		{"herald_model_key_cooldowns_total", "rate_limited", 1},
+		{"herald_model_key_rotations_total", "payment", 1},
+		{"herald_model_key_rotations_total", "rate_limited", 0},
+	} {
+		if got := metricValue(t, h.g.metrics, c.name, pool, "reason="+c.reason); got != c.want {
+			t.Errorf("%s{%s} = %v, want %v", c.name, c.reason, got, c.want)
+		}
+	}
 
 	fallback := testkit.NewModelServer(t)
 	fallback.Script(testkit.Reply("from the fallback"))
@@ -56,6 +72,10 @@ func TestGatewayModelKeysAndFallback(t *testing.T) {
 	h.waitItem("f", "Model: fallback fb-model@")
 	if !strings.Contains(h.logs.String(), "falling back") {
 		t.Error("the switch to the fallback was not logged")
+	}
+	from, to := "from="+providerName("test-model", model.URL()), "to="+providerName("fb-model", fallback.URL())
+	if got := metricValue(t, h.g.metrics, "herald_model_fallbacks_total", from, to, "reason=rate_limited"); got != 1 {
+		t.Errorf("herald_model_fallbacks_total = %v, want 1 switch for the exhausted pool", got)
 	}
 }
 

@@ -23,6 +23,7 @@ type Chain struct {
 	providers []Provider
 	clk       clock.Clock
 	log       *slog.Logger
+	observer  Observer
 
 	mu   sync.Mutex
 	last ChainState
@@ -48,6 +49,13 @@ func NewChain(clk clock.Clock, log *slog.Logger, providers ...Provider) *Chain {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Chain{providers: providers, clk: clk, log: log}
+}
+
+// Observe makes o told of each switch to a fallback; call it before
+// the chain's first call. It returns c.
+func (c *Chain) Observe(o Observer) *Chain {
+	c.observer = o
+	return c
 }
 
 // Last is which provider answered the latest call; zero before any did.
@@ -93,6 +101,9 @@ func (c *Chain) Complete(ctx context.Context, req Request) (*Response, error) {
 			return nil, err
 		}
 		c.log.Warn("model failed; falling back", "from", p.Name, "to", c.providers[i+1].Name, "class", ClassOf(err), "err", err)
+		if c.observer != nil {
+			c.observer.FellBack(p.Name, c.providers[i+1].Name, ClassOf(err))
+		}
 	}
 	return nil, fail(&Error{Class: ClassNotConfigured}) // a chain of no providers
 }

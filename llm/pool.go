@@ -128,6 +128,24 @@ func MaskKey(key string) string {
 	return "****" + key[len(key)-4:]
 }
 
+// Observer is told what pools and chains do with keys and models, for
+// an operator's counters (the gateway's metrics). Its methods must not
+// block.
+type Observer interface {
+	// KeyCooled: a key of pool was set aside after a failure; reason is
+	// its class, or "revoked" for a key found dead.
+	KeyCooled(pool, reason string)
+	// KeyRotated: a request left a key of pool for another of it after a
+	// failure of class reason.
+	KeyRotated(pool string, reason Class)
+	// FellBack: a request went on from provider from to provider to
+	// after a failure of class reason.
+	FellBack(from, to string, reason Class)
+}
+
+// Revoked is the reason Observer.KeyCooled gives a key found dead.
+const Revoked = "revoked"
+
 // PoolOptions configure a Pool.
 type PoolOptions struct {
 	// Name is the pool's name in the store. Processes that share a
@@ -143,6 +161,8 @@ type PoolOptions struct {
 	// Rand picks for the random strategy: a number in [0, n). nil is
 	// math/rand.
 	Rand func(n int) int
+	// Observer, when set, is told of coolings and rotations.
+	Observer Observer
 }
 
 // Pool is the API keys of one model provider and the state of each: a
@@ -162,6 +182,7 @@ type Pool struct {
 	generation string
 	log        *slog.Logger
 	rand       func(n int) int
+	observer   Observer
 }
 
 // poolKey is one key of a pool.
@@ -192,6 +213,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		store:     opts.Store,
 		log:       cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)),
 		rand:      opts.Rand,
+		observer:  opts.Observer,
 	}
 	if p.store == nil {
 		p.store = NewMemoryPoolStore(opts.Clock)
@@ -344,6 +366,9 @@ func (p *Pool) pick(ctx context.Context, conv string, tried map[string]bool, las
 		return nil, e
 	}
 	k := p.choose(sticky, offered, states)
+	if lastErr != nil && p.observer != nil {
+		p.observer.KeyRotated(p.name, lastErr.Class)
+	}
 	if err := p.store.UseKey(ctx, p.name, k.id, conv); err != nil && ctx.Err() == nil {
 		p.log.Warn("counting a use of a key failed", "pool", p.name, "key", k.id, "err", err)
 	}
@@ -432,7 +457,7 @@ func (p *Pool) failed(ctx context.Context, k *poolKey, e *Error, limited *int, c
 		p.cool(ctx, k, e, e.ResetAt, p.cooldowns.Billing)
 	case ClassAuth:
 		if e.Revoked {
-			p.mark(ctx, k, KeyState{ID: k.id, Reason: ClassAuth, DeadFor: p.generation})
+			p.mark(ctx, k, KeyState{ID: k.id, Reason: ClassAuth, DeadFor: p.generation}, Revoked)
 			p.log.Warn("model API key rejected as invalid or revoked; it is not used again until the keys change", "pool", p.name, "key", k.id, "label", k.label, "status", e.Status)
 			return keyRotate
 		}
@@ -457,11 +482,15 @@ func (p *Pool) cool(ctx context.Context, k *poolKey, e *Error, reset time.Time, 
 	if !until.After(now) {
 		until = now.Add(d)
 	}
-	p.mark(ctx, k, KeyState{ID: k.id, CoolingUntil: until, Reason: e.Class})
+	p.mark(ctx, k, KeyState{ID: k.id, CoolingUntil: until, Reason: e.Class}, string(e.Class))
 	p.log.Info("model API key cooling", "pool", p.name, "key", k.id, "label", k.label, "class", e.Class, "status", e.Status, "until", until.UTC().Format(time.RFC3339))
 }
 
-func (p *Pool) mark(ctx context.Context, k *poolKey, s KeyState) {
+// mark keeps s, the key set aside for reason, in the store.
+func (p *Pool) mark(ctx context.Context, k *poolKey, s KeyState, reason string) {
+	if p.observer != nil {
+		p.observer.KeyCooled(p.name, reason)
+	}
 	if err := p.store.MarkKey(ctx, p.name, s); err != nil {
 		p.log.Warn("marking a key failed; it is left for this request only", "pool", p.name, "key", k.id, "err", err)
 	}

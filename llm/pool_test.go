@@ -65,6 +65,7 @@ type poolRig struct {
 }
 
 type rigOpts struct {
+	observer   llm.Observer
 	strategy   string
 	maxRetries int // 0: three
 	creds      []llm.Credential
@@ -84,7 +85,7 @@ func newPoolRig(t *testing.T, o rigOpts) *poolRig {
 	if o.creds == nil {
 		o.creds = []llm.Credential{{Key: keyA}, {Key: keyB}, {Key: keyC}}
 	}
-	pool, err := llm.NewPool(llm.PoolOptions{Name: "test", Credentials: o.creds, Strategy: o.strategy, Store: r.store, Rand: o.rand})
+	pool, err := llm.NewPool(llm.PoolOptions{Name: "test", Credentials: o.creds, Strategy: o.strategy, Store: r.store, Rand: o.rand, Observer: o.observer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,6 +410,37 @@ func TestPoolStickyByConversation(t *testing.T) {
 	}
 }
 
+// events records what an llm.Observer is told, one line an event.
+type events struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (e *events) add(s string)                  { e.mu.Lock(); e.got = append(e.got, s); e.mu.Unlock() }
+func (e *events) KeyCooled(pool, reason string) { e.add("cooled " + pool + " " + reason) }
+func (e *events) KeyRotated(pool string, reason llm.Class) {
+	e.add("rotated " + pool + " " + string(reason))
+}
+func (e *events) FellBack(from, to string, reason llm.Class) {
+	e.add("fell back " + from + " " + to + " " + string(reason))
+}
+
+func TestPoolObserver(t *testing.T) {
+	ev := &events{}
+	r := newPoolRig(t, rigOpts{observer: ev})
+	r.script.add(keyA, testkit.Fail(401, "Incorrect API key provided"))
+	r.script.add(keyB, testkit.RateLimited("1"), testkit.RateLimited("1"))
+	r.script.add(keyC, testkit.Fail(500, "oops"))
+	if _, err := r.ask(""); err != nil {
+		t.Fatal(err)
+	}
+	// The 5xx and the first 429 are retries on the key: neither cools it.
+	want := []string{"cooled test revoked", "rotated test auth", "cooled test rate_limited", "rotated test rate_limited"}
+	if diff := cmp.Diff(want, ev.got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
 func TestPoolAnthropic(t *testing.T) {
 	r := newPoolRig(t, rigOpts{anthropic: true})
 	r.script.add(keyA, testkit.Step{Status: 401, Error: "invalid x-api-key"})
@@ -447,6 +479,8 @@ func TestChainFallsBackInOrder(t *testing.T) {
 		llm.Provider{Name: "fb1", Client: client(fb1.URL(), "fb1-model")},
 		llm.Provider{Name: "fb2", Client: fb2Client},
 	)
+	ev := &events{}
+	chain.Observe(ev)
 	main.script.add(keyA, testkit.Fail(402, "Payment required"))
 	fb1.Script(testkit.Fail(404, "The model `fb1-model` does not exist"))
 	fb2.Script(testkit.Reply("from fb2"))
@@ -467,6 +501,9 @@ func TestChainFallsBackInOrder(t *testing.T) {
 	}
 	if got := fb2.Requests()[0]; got.API != testkit.APIAnthropic || got.Model != "fb2-model" {
 		t.Errorf("fb2 asked by %s for %q, want Anthropic's API and its own model", got.API, got.Model)
+	}
+	if diff := cmp.Diff([]string{"fell back main fb1 rate_limited", "fell back fb1 fb2 model_not_found"}, ev.got); diff != "" {
+		t.Errorf("fallbacks observed (-want +got):\n%s", diff)
 	}
 	last := chain.Last()
 	if last.Provider != "fb2" || !last.Fallback || !strings.Contains(last.Reason, "all 1 keys cooling until 13:00 UTC") {
