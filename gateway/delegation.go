@@ -172,7 +172,10 @@ func (p *delegationParts) startDeliverer(g *Gateway, inbox delegation.Inbox) err
 // (delegation.*, auxiliary.review.*): fallback when they set nothing,
 // else a client of their own, with what they leave empty taken from the
 // main model (the main key goes only to the main endpoint) and overrides
-// set in every request's body.
+// set in every request's body. One on the main endpoint with its keys
+// (settings that name only a model, say) shares the main pool and falls
+// back like the main model, to model.fallbacks in order; one on an
+// endpoint of its own has neither: its failure is its own.
 func (g *Gateway) auxClient(ep config.AuxModel, overrides map[string]any, fallback llm.Client) (llm.Client, error) {
 	if ep == (config.AuxModel{}) && len(overrides) == 0 {
 		return fallback, nil
@@ -190,6 +193,10 @@ func (g *Gateway) auxClient(ep config.AuxModel, overrides map[string]any, fallba
 	c, err := newModelClient(ep.APIMode, g.modelOptions(ep.BaseURL, ep.Model, pool, overrides))
 	if err != nil {
 		return nil, err
+	}
+	if pool == g.models.pool && len(g.models.fallbacks) > 0 {
+		first := llm.Provider{Name: providerName(ep.Model, ep.BaseURL), Client: c}
+		c = llm.NewChain(g.clock, g.log.With("part", "model"), append([]llm.Provider{first}, g.models.fallbacks...)...).Observe(g.metrics)
 	}
 	return g.metrics.TimeModel(c, ep.Model), nil
 }

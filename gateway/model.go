@@ -16,8 +16,9 @@ import (
 // modelParts are the main model's key pool and the chain of models a
 // request is asked of: the main one, then model.fallbacks in order.
 type modelParts struct {
-	pool  *llm.Pool
-	chain *llm.Chain
+	pool      *llm.Pool
+	chain     *llm.Chain
+	fallbacks []llm.Provider // the chain's after the main model
 }
 
 // buildModel makes the model clients, each through a pool of its keys
@@ -45,7 +46,7 @@ func (g *Gateway) buildModel() (*modelParts, error) {
 		providers[i] = llm.Provider{Name: pools[i].Model, Client: c}
 	}
 	chain := llm.NewChain(g.clock, g.log.With("part", "model"), providers...).Observe(g.metrics)
-	return &modelParts{pool: pools[0].Pool, chain: chain}, nil
+	return &modelParts{pool: pools[0].Pool, chain: chain, fallbacks: providers[1:]}, nil
 }
 
 // modelOptions are the client options of a model at baseURL whose keys

@@ -108,3 +108,49 @@ func TestGatewayAuxModelsShareTheMainPool(t *testing.T) {
 		t.Errorf("%d model requests, want 3: the child never sent the spent key", n)
 	}
 }
+
+// Settings that name only a model run on the main server and fall back
+// like the main model: with the main key spent, a child is answered by
+// model.fallbacks. Settings with a server of their own do not fall back.
+func TestGatewayAuxModelsFallBackLikeTheMain(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	model.Script(testkit.Fail(http.StatusPaymentRequired, "Payment required"))
+	fallback := testkit.NewModelServer(t)
+	fallback.Respond(func(r testkit.RecordedRequest) testkit.Step { return testkit.Reply("fallback as " + r.Model) })
+	own := testkit.NewModelServer(t)
+	own.Respond(func(testkit.RecordedRequest) testkit.Step { return testkit.Fail(http.StatusServiceUnavailable, "down") })
+	cfg := testConfig(t, model)
+	cfg.Model.MaxRetries = 0
+	cfg.Model.Credentials = []config.Credential{{Key: "sk-first-key-0001"}}
+	cfg.Model.Fallbacks = []config.Fallback{{BaseURL: fallback.URL(), Model: "fb-model"}}
+	h := startGateway(t, cfg, Options{})
+	ask := func(ep config.AuxModel) (string, error) {
+		t.Helper()
+		c, err := h.g.auxClient(ep, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := c.Complete(context.Background(), llm.Request{Model: ep.Model, Messages: []sessions.Message{{Role: "user", Content: "hi"}}})
+		if err != nil {
+			return "", err
+		}
+		return resp.Message.Content, nil
+	}
+	if got, err := ask(config.AuxModel{Model: "child-model"}); err != nil || got != "fallback as fb-model" {
+		t.Errorf("a child naming a model: %q, %v; want the fallback's answer", got, err)
+	}
+	if n := model.Count(); n != 1 || model.Requests()[0].Model != "child-model" {
+		t.Errorf("the main server had %d requests, want the child's one", n)
+	}
+	from, to := "from="+providerName("child-model", model.URL()), "to="+providerName("fb-model", fallback.URL())
+	if got := metricValue(t, h.g.metrics, "herald_model_fallbacks_total", from, to); got != 1 {
+		t.Errorf("the child's switch counted %v times, want 1", got)
+	}
+	n := fallback.Count()
+	if _, err := ask(config.AuxModel{BaseURL: own.URL(), Model: "own-model"}); llm.ClassOf(err) != llm.ClassUnavailable {
+		t.Errorf("a child on a server of its own: %v, want its own failure", err)
+	}
+	if fallback.Count() != n {
+		t.Error("a child on a server of its own fell back")
+	}
+}
