@@ -306,7 +306,7 @@ func (g *Gateway) build() error {
 		return err
 	}
 	g.addUsageStatus(commands)
-	g.addModelStatus(commands, g.models.chain)
+	g.addModelStatus(commands)
 
 	// Replies on the chat platforms show as they are written, in one
 	// message that their delivery makes the reply.

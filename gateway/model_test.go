@@ -154,3 +154,51 @@ func TestGatewayAuxModelsFallBackLikeTheMain(t *testing.T) {
 		t.Error("a child on a server of its own fell back")
 	}
 }
+
+// /status names the fallback that answered the conversation's own latest
+// model call, as its turn's commit recorded it: not another
+// conversation's, and not once the main model answers it again.
+func TestGatewayStatusFallbackIsTheConversations(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	model.Respond(func(r testkit.RecordedRequest) testkit.Step {
+		if strings.Contains(r.LastUser(), "unknown") {
+			return testkit.Fail(http.StatusNotFound, "The model `test-model` does not exist")
+		}
+		return testkit.Reply("from the main model")
+	})
+	fallback := testkit.NewModelServer(t)
+	fallback.Script(testkit.Reply("from the fallback"))
+	cfg := testConfig(t, model)
+	cfg.Model.Fallbacks = []config.Fallback{{BaseURL: fallback.URL(), Model: "fb-model"}}
+	h := startGateway(t, cfg, Options{})
+	status := func(conv string) string {
+		t.Helper()
+		meta, err := h.g.db.Sessions().Meta(context.Background(), "api:"+conv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return modelStatus(meta)
+	}
+	if got := h.chat("f", "an unknown model"); got != "from the fallback" {
+		t.Fatalf("reply %q, want the fallback's", got)
+	}
+	if got := h.chat("m", "hello"); got != "from the main model" {
+		t.Fatalf("reply %q, want the main model's", got)
+	}
+	want := "Model: fallback fb-model@" + poolName(fallback.URL()) + " answered the latest request"
+	if got := status("f"); !strings.Contains(got, want) || !strings.Contains(got, "model not found: test-model") {
+		t.Errorf("/status of f = %q, want %q and why", got, want)
+	}
+	if got := status("m"); got != "" {
+		t.Errorf("/status of m = %q, want no fallback line: its turn ran on the main model", got)
+	}
+	// The line is the conversation's, read on any instance: /status says it.
+	h.post("f", "/status")
+	h.waitItem("f", want)
+	if got := h.chat("f", "hello again"); got != "from the main model" {
+		t.Fatalf("reply %q, want the main model's", got)
+	}
+	if got := status("f"); got != "" {
+		t.Errorf("/status of f after the main model answered = %q, want none", got)
+	}
+}

@@ -31,12 +31,12 @@ type Chain struct {
 
 var _ Client = (*Chain)(nil)
 
-// ChainState is which provider answered the chain's latest call.
+// ChainState is which provider of a chain answered a call.
 type ChainState struct {
-	Provider string    // its name
-	Fallback bool      // it is not the first
-	Reason   string    // when Fallback: why the first did not answer, one line
-	At       time.Time // when it answered
+	Provider string    `json:"provider"`         // its name
+	Fallback bool      `json:"fallback"`         // it is not the first
+	Reason   string    `json:"reason,omitempty"` // when Fallback: why the first did not answer, one line
+	At       time.Time `json:"at"`               // when it answered
 }
 
 // NewChain returns a chain of providers, the first the main one; at
@@ -58,7 +58,9 @@ func (c *Chain) Observe(o Observer) *Chain {
 	return c
 }
 
-// Last is which provider answered the latest call; zero before any did.
+// Last is which provider answered the process's latest call, of any
+// conversation; zero before any did. A response says it of its own call
+// (Response.Answered).
 func (c *Chain) Last() ChainState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -91,7 +93,7 @@ func (c *Chain) Complete(ctx context.Context, req Request) (*Response, error) {
 		}
 		resp, err := p.Client.Complete(ctx, r)
 		if err == nil {
-			c.answered(i, first)
+			resp.Answered = c.answered(i, first)
 			return resp, nil
 		}
 		if i == 0 {
@@ -108,7 +110,7 @@ func (c *Chain) Complete(ctx context.Context, req Request) (*Response, error) {
 	return nil, fail(&Error{Class: ClassNotConfigured}) // a chain of no providers
 }
 
-func (c *Chain) answered(i int, first error) {
+func (c *Chain) answered(i int, first error) ChainState {
 	st := ChainState{Provider: c.providers[i].Name, Fallback: i > 0, At: c.clk.Now()}
 	if first != nil {
 		st.Reason = UserMessage(first)
@@ -116,4 +118,5 @@ func (c *Chain) answered(i int, first error) {
 	c.mu.Lock()
 	c.last = st
 	c.mu.Unlock()
+	return st
 }

@@ -57,6 +57,9 @@ type Response struct {
 	Message      sessions.Message // role "assistant"
 	FinishReason string           // "stop", "tool_calls", "length", …
 	Usage        Usage
+	// Answered is which provider answered, when a Chain made the call;
+	// zero otherwise.
+	Answered ChainState
 }
 
 // Usage is the token count the server reported; zero when it reported none.

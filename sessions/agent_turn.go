@@ -101,6 +101,9 @@ type TurnOutput struct {
 	// reported for the turn's calls (0 when it reported none), on Model.
 	InputTokens, OutputTokens int
 	Model                     string
+	// Meta is written to the conversation's metadata with the turn's
+	// commit (Finish.Meta): an empty value deletes the key.
+	Meta map[string]string
 	// Err is the model error behind TurnModelError, for logs and metrics;
 	// the user already has its one-line reading in the reply.
 	Err error

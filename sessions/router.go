@@ -50,6 +50,11 @@ const (
 	// one. Background work records it when dispatched, so a result that
 	// comes back to a session started anew since is told apart.
 	ConvMetaSession = "session"
+	// ConvMetaFallback says a fallback model answered the conversation's
+	// latest model call (an llm.ChainState in JSON: which, why the main
+	// model did not, when); the turn's commit writes it, and clears it
+	// when the main model answered. /status reads it.
+	ConvMetaFallback = "model_fallback"
 )
 
 // KindCommand is the outbox kind of a command's answer; KindNotice is

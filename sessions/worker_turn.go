@@ -438,7 +438,7 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 		writes = append(slices.Clip(writes), Usage{Conv: conv, Model: out.Model, Prompt: out.InputTokens, Completion: out.OutputTokens})
 	}
 	f := Finish{EntryID: e.ID, Absorbed: absorbed, History: out.History, Outbox: w.outboxOf(at, msgs), Release: true,
-		DropHistory: w.historyDrop(starts, len(out.History)), Writes: writes}
+		DropHistory: w.historyDrop(starts, len(out.History)), Writes: writes, Meta: out.Meta}
 	if w.commit(at, f) {
 		if len(at.wrote) > 0 && w.committed != nil {
 			w.committed(Committed{Conv: conv, Writes: at.wrote, Stopped: stop != nil})

@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -99,6 +100,9 @@ func (a *Agent) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOu
 		if resp != nil {
 			r.out.InputTokens += resp.Usage.PromptTokens
 			r.out.OutputTokens += resp.Usage.CompletionTokens
+			if resp.Answered.Provider != "" {
+				r.answered = &resp.Answered
+			}
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -166,6 +170,9 @@ type run struct {
 	// model found a request too long (trimmed: once a turn).
 	sentEarlier, earlierCap int
 	trimmed                 bool
+	// answered is who answered the turn's latest model call, when a
+	// chain of models did; nil before one did.
+	answered *llm.ChainState
 }
 
 func (a *Agent) start(ctx context.Context, in sessions.TurnInput) *run {
@@ -351,6 +358,7 @@ func (r *run) steer(ch <-chan string) {
 func (r *run) reply(end sessions.TurnEnd, text string) sessions.TurnOutput {
 	r.out.End = end
 	r.out.Model = r.a.Model
+	r.out.Meta = r.convMeta()
 	meta := map[string]string{
 		sessions.ReplyMetaEnd:              string(end),
 		sessions.ReplyMetaPromptTokens:     strconv.Itoa(r.out.InputTokens),
@@ -371,10 +379,29 @@ func (r *run) reply(end sessions.TurnEnd, text string) sessions.TurnOutput {
 	return r.out
 }
 
+// convMeta is what the turn writes to its conversation's metadata: a
+// fallback model answered its latest call (sessions.ConvMetaFallback),
+// or the main model did, which clears that; nil when no chain answered.
+func (r *run) convMeta() map[string]string {
+	if r.answered == nil {
+		return nil
+	}
+	v := ""
+	if r.answered.Fallback {
+		b, err := json.Marshal(r.answered)
+		if err != nil {
+			return nil
+		}
+		v = string(b)
+	}
+	return map[string]string{sessions.ConvMetaFallback: v}
+}
+
 // interrupted ends the turn without a reply. What tools queued is kept:
 // the history says it was sent, so it must be.
 func (r *run) interrupted(ctx context.Context) (sessions.TurnOutput, error) {
 	r.out.End, r.out.Model = sessions.TurnInterrupted, r.a.Model
+	r.out.Meta = r.convMeta()
 	r.out.Outbox = r.turn.Queued()
 	r.out.Writes = r.turn.Writes()
 	return r.out, context.Cause(ctx)
