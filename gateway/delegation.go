@@ -195,7 +195,7 @@ func (g *Gateway) auxClient(ep config.AuxModel, overrides map[string]any, fallba
 		return nil, err
 	}
 	if pool == g.models.pool && len(g.models.fallbacks) > 0 {
-		first := llm.Provider{Name: providerName(ep.Model, ep.BaseURL), Client: c}
+		first := llm.Provider{Name: providerName(ep.Model, ep.BaseURL), Model: ep.Model, Client: c}
 		c = llm.NewChain(g.clock, g.log.With("part", "model"), append([]llm.Provider{first}, g.models.fallbacks...)...).Observe(g.metrics)
 	}
 	return g.metrics.TimeModel(c, ep.Model), nil

@@ -240,8 +240,8 @@ func (m *Metrics) FellBack(from, to string, reason llm.Class) {
 }
 
 // TimeModel wraps c, whose calls run on model unless a request names
-// another, so that each call's latency and the tokens it used are
-// observed.
+// another (or a fallback answered: Response.Answered), so that each
+// call's latency and the tokens it used are observed.
 func (m *Metrics) TimeModel(c llm.Client, model string) llm.Client {
 	if m == nil || c == nil {
 		return c
@@ -267,7 +267,7 @@ func (t timedModel) Complete(ctx context.Context, req llm.Request) (*llm.Respons
 	}
 	t.m.modelSeconds.WithLabelValues(result).Observe(time.Since(start).Seconds())
 	if resp != nil {
-		model := cmp.Or(req.Model, t.model)
+		model := cmp.Or(resp.Answered.Model, req.Model, t.model)
 		t.m.modelTokens.WithLabelValues(model, "prompt").Add(float64(resp.Usage.PromptTokens))
 		t.m.modelTokens.WithLabelValues(model, "completion").Add(float64(resp.Usage.CompletionTokens))
 	}

@@ -44,7 +44,7 @@ func (g *Gateway) buildModel() (*modelParts, error) {
 		if err != nil {
 			return nil, err
 		}
-		providers[i] = llm.Provider{Name: pools[i].Model, Client: c}
+		providers[i] = llm.Provider{Name: pools[i].Model, Model: e.model, Client: c}
 	}
 	chain := llm.NewChain(g.clock, g.log.With("part", "model"), providers...).Observe(g.metrics)
 	return &modelParts{pool: pools[0].Pool, chain: chain, fallbacks: providers[1:]}, nil

@@ -192,6 +192,19 @@ func TestGatewayStatusFallbackIsTheConversations(t *testing.T) {
 	if got := status("m"); got != "" {
 		t.Errorf("/status of m = %q, want no fallback line: its turn ran on the main model", got)
 	}
+	// The fallback's tokens are counted under its own model.
+	meta, err := h.g.db.Sessions().Meta(context.Background(), "api:f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fbPrompt, _ := sessions.UsageKeys("fb-model")
+	mainPrompt, _ := sessions.UsageKeys("test-model")
+	if meta[fbPrompt] == "" || meta[mainPrompt] != "" {
+		t.Errorf("f's usage: fb-model %q, test-model %q; want the fallback's alone", meta[fbPrompt], meta[mainPrompt])
+	}
+	if n := metricValue(t, h.g.metrics, "herald_model_tokens_total", "model=fb-model", "kind=prompt"); n == 0 {
+		t.Error("herald_model_tokens_total counts no prompt tokens of fb-model")
+	}
 	// The line is the conversation's, read on any instance: /status says it.
 	h.post("f", "/status")
 	h.waitItem("f", want)

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync"
@@ -11,7 +12,10 @@ import (
 
 // Provider is one model of a fallback chain.
 type Provider struct {
-	Name   string // how logs and /status name it: model@host
+	Name string // how logs and /status name it: model@host
+	// Model is the model it asks for (the first provider asks for the
+	// request's, when it names one); usage is counted under it.
+	Model  string
 	Client Client
 }
 
@@ -34,6 +38,7 @@ var _ Client = (*Chain)(nil)
 // ChainState is which provider of a chain answered a call.
 type ChainState struct {
 	Provider string    `json:"provider"`         // its name
+	Model    string    `json:"model,omitempty"`  // the model it asked for
 	Fallback bool      `json:"fallback"`         // it is not the first
 	Reason   string    `json:"reason,omitempty"` // when Fallback: why the first did not answer, one line
 	At       time.Time `json:"at"`               // when it answered
@@ -93,7 +98,7 @@ func (c *Chain) Complete(ctx context.Context, req Request) (*Response, error) {
 		}
 		resp, err := p.Client.Complete(ctx, r)
 		if err == nil {
-			resp.Answered = c.answered(i, first)
+			resp.Answered = c.answered(i, cmp.Or(r.Model, p.Model), first)
 			return resp, nil
 		}
 		if i == 0 {
@@ -110,8 +115,8 @@ func (c *Chain) Complete(ctx context.Context, req Request) (*Response, error) {
 	return nil, fail(&Error{Class: ClassNotConfigured}) // a chain of no providers
 }
 
-func (c *Chain) answered(i int, first error) ChainState {
-	st := ChainState{Provider: c.providers[i].Name, Fallback: i > 0, At: c.clk.Now()}
+func (c *Chain) answered(i int, model string, first error) ChainState {
+	st := ChainState{Provider: c.providers[i].Name, Model: model, Fallback: i > 0, At: c.clk.Now()}
 	if first != nil {
 		st.Reason = UserMessage(first)
 	}

@@ -101,6 +101,10 @@ type TurnOutput struct {
 	// reported for the turn's calls (0 when it reported none), on Model.
 	InputTokens, OutputTokens int
 	Model                     string
+	// Usage, when set, is the same tokens by the model that answered
+	// each call (a fallback's under its own name), Conv left empty: the
+	// worker records these in place of the sums on Model.
+	Usage []Usage
 	// Meta is written to the conversation's metadata with the turn's
 	// commit (Finish.Meta): an empty value deletes the key.
 	Meta map[string]string

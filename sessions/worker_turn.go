@@ -434,8 +434,15 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	}
 	msgs = w.steeredNotices(origin, absorbedMsgs, msgs)
 	writes := out.Writes
-	if out.InputTokens > 0 || out.OutputTokens > 0 {
-		writes = append(slices.Clip(writes), Usage{Conv: conv, Model: out.Model, Prompt: out.InputTokens, Completion: out.OutputTokens})
+	usage := out.Usage
+	if usage == nil {
+		usage = []Usage{{Model: out.Model, Prompt: out.InputTokens, Completion: out.OutputTokens}}
+	}
+	for _, u := range usage {
+		if u.Prompt > 0 || u.Completion > 0 {
+			u.Conv = conv
+			writes = append(slices.Clip(writes), u)
+		}
 	}
 	f := Finish{EntryID: e.ID, Absorbed: absorbed, History: out.History, Outbox: w.outboxOf(at, msgs), Release: true,
 		DropHistory: w.historyDrop(starts, len(out.History)), Writes: writes, Meta: out.Meta}

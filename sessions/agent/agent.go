@@ -7,6 +7,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -100,6 +101,7 @@ func (a *Agent) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOu
 		if resp != nil {
 			r.out.InputTokens += resp.Usage.PromptTokens
 			r.out.OutputTokens += resp.Usage.CompletionTokens
+			r.count(cmp.Or(resp.Answered.Model, r.a.Model), resp.Usage)
 			if resp.Answered.Provider != "" {
 				r.answered = &resp.Answered
 			}
@@ -377,6 +379,19 @@ func (r *run) reply(end sessions.TurnEnd, text string) sessions.TurnOutput {
 	})
 	r.out.Writes = r.turn.Writes()
 	return r.out
+}
+
+// count adds a call's usage to the turn's on model, the one that
+// answered it.
+func (r *run) count(model string, u llm.Usage) {
+	for i := range r.out.Usage {
+		if r.out.Usage[i].Model == model {
+			r.out.Usage[i].Prompt += u.PromptTokens
+			r.out.Usage[i].Completion += u.CompletionTokens
+			return
+		}
+	}
+	r.out.Usage = append(r.out.Usage, sessions.Usage{Model: model, Prompt: u.PromptTokens, Completion: u.CompletionTokens})
 }
 
 // convMeta is what the turn writes to its conversation's metadata: a
