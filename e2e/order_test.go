@@ -58,6 +58,9 @@ store:
   addr: 127.0.0.1:0
 display:
   busy_input_mode: queue
+  # The order held here is the outbox's: a reply shown as it is
+  # written would be posted at its turn, before its delivery.
+  streaming: false
 model:
   base_url: %s
   name: %s

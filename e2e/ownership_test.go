@@ -122,7 +122,11 @@ func TestDiscordMessagesWhileNoOneOwnsTheGatewayAreAnswered(t *testing.T) {
 	token := base64.RawStdEncoding.EncodeToString([]byte(bot)) + ".GhIjKl.not-a-secret"
 	dc := discordfake.New(t, discordfake.Options{Token: token, BotID: bot, LoseWhileAway: true})
 
-	cfg := clusterConfig(redis, model) + fmt.Sprintf(`platforms:
+	// Each answer is read as the message it was posted as, not shown
+	// as it is written and edited after.
+	cfg := clusterConfig(redis, model) + fmt.Sprintf(`display:
+  streaming: false
+platforms:
   discord:
     token: %q
     api_url: %s
