@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,12 +19,14 @@ type Class string
 const (
 	// ClassNotConfigured: no model name is configured.
 	ClassNotConfigured Class = "not_configured"
-	// ClassAuth: the API key was missing, rejected (401) or not allowed (403).
+	// ClassAuth: the API key was missing, rejected (401) or refused (a
+	// 403 not about billing, the model, a permission or a region).
 	ClassAuth Class = "auth"
-	// ClassPayment: the account needs payment or credit (402, or a 429
-	// that says the quota is spent).
+	// ClassPayment: the account needs payment or credit (402, or a 400,
+	// 403 or 429 whose code, type or wording says so).
 	ClassPayment Class = "payment"
-	// ClassModelNotFound: the server does not know the model.
+	// ClassModelNotFound: the server does not know the model, or (403)
+	// denies access to it.
 	ClassModelNotFound Class = "model_not_found"
 	// ClassBadRequest: the server refused the request as malformed (400
 	// and other 4xx), or herald could not build it.
@@ -80,10 +83,14 @@ type Error struct {
 	// What the server said about the key, read once where the answer is
 	// classified, for the credential pool to act on.
 
-	// ResetAt is when the server said the key's limit or quota resets
-	// (a reset header, or a reset time in the error's body); zero when
-	// it did not say.
+	// ResetAt and ResetIn are when the server said the key's limit
+	// resets, as a time (ResetAt) or as a wait from the answer (ResetIn);
+	// both zero when it did not say. For billing or a spent quota they
+	// come from the error's body or Retry-After; for a rate limit from
+	// the reset headers. A wait stays a wait: the pool adds it to its
+	// store's clock, not the client's.
 	ResetAt time.Time
+	ResetIn time.Duration
 	// Revoked: a 401 saying the key itself is invalid or revoked, which
 	// no wait mends.
 	Revoked bool
@@ -211,6 +218,9 @@ func UserMessage(err error) string {
 	case ClassPayment:
 		return "the model provider refused the request for billing reasons: add credit or check the plan of the account behind HERALD_MODEL_API_KEY"
 	case ClassModelNotFound:
+		if e.Status == http.StatusForbidden {
+			return fmt.Sprintf("the model provider denied access to model %s: %s", e.Model, cmp.Or(e.Message, "HTTP 403"))
+		}
 		// A 404 that does not talk about a model usually means the base
 		// URL misses its path (…/v1), not that the model is wrong.
 		if e.Message != "" && !strings.Contains(strings.ToLower(e.Message), "model") {

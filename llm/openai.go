@@ -412,28 +412,72 @@ func classifyHTTP(ctx, actx context.Context, httpRes *http.Response, key string,
 }
 
 // keyFacts reads what a failed answer says about the key it was sent
-// with: a 403 or 429 about billing is ClassPayment; a 429 saying a usage
-// limit is reached spent a quota (QuotaSpent); a 401 about the key
-// itself revoked it; and when the limit resets (ResetAt).
+// with: an answer about billing or spent credit is ClassPayment, whatever
+// its status; a 429 saying a usage limit is reached spent a quota
+// (QuotaSpent); a 403 about the model, a permission or the caller's
+// region is no fault of the key; a 401 about the key itself revoked it;
+// and when the key's limit resets (ResetAt, ResetIn).
 func keyFacts(e *Error, body errBody, h http.Header, now time.Time) {
 	msg := strings.ToLower(body.message)
 	switch {
-	case e.Status == http.StatusTooManyRequests && (containsAny(msg, "usage limit") || containsAny(body.code, "usage_limit")):
+	case e.Status == http.StatusTooManyRequests && (strings.Contains(msg, "usage limit") || strings.Contains(body.code, "usage_limit")):
 		e.QuotaSpent = true
-	case (e.Status == http.StatusForbidden || e.Status == http.StatusTooManyRequests) &&
-		(containsAny(msg, "billing", "credit balance", "insufficient_quota", "payment", "exceeded your current quota") ||
-			containsAny(body.code, "billing", "insufficient_quota")):
+	case billingAnswer(e.Status, body, msg):
 		e.Class = ClassPayment
+	case e.Status == http.StatusForbidden:
+		e.Class = forbiddenClass(body, msg)
 	case e.Status == http.StatusUnauthorized &&
 		(body.code == "invalid_api_key" || containsAny(msg, "revoked", "invalid api key", "incorrect api key", "invalid x-api-key", "deactivated", "disabled")):
 		e.Revoked = true
 	}
-	e.ResetAt = resetAt(h, body, now)
-	if e.ResetAt.IsZero() && (e.Class == ClassPayment || e.QuotaSpent) {
-		if d := retryAfter(h, now); d > 0 {
-			e.ResetAt = now.Add(d)
+	switch {
+	case e.Class == ClassPayment || e.QuotaSpent:
+		// The rate limit reset headers come with every answer and speak of
+		// the request and token windows, not of when credit or a spent
+		// quota is back: only the body or Retry-After says that.
+		e.ResetAt, e.ResetIn = body.reset()
+		if e.ResetAt.IsZero() && e.ResetIn == 0 {
+			e.ResetIn = retryAfter(h, now)
 		}
+	case e.Class == ClassRateLimited:
+		e.ResetAt, e.ResetIn = headerReset(h, now)
 	}
+}
+
+// billingCodes are the error codes and types that say the account is out
+// of credit or over its spending limit (OpenAI's codes, Anthropic's type).
+var billingCodes = []string{"insufficient_quota", "billing_hard_limit_reached", "billing_not_active", "billing_error"}
+
+// billingPhrases are how servers word the same: OpenAI's spent quota and
+// hard limit, Anthropic's credit balance (sent as a 400).
+var billingPhrases = []string{"exceeded your current quota", "credit balance is too low", "billing hard limit"}
+
+// billingAnswer reports whether a 400, 403 or 429 is about billing: by
+// its code or type, else by a phrase only billing answers use. Words
+// alone ("billing", "payment") are not enough: OpenAI's ordinary rate
+// limit message points at the billing page.
+func billingAnswer(status int, body errBody, msg string) bool {
+	switch status {
+	case http.StatusBadRequest, http.StatusForbidden, http.StatusTooManyRequests:
+	default:
+		return false
+	}
+	return slices.Contains(billingCodes, body.code) || slices.Contains(billingCodes, body.typ) || containsAny(msg, billingPhrases...)
+}
+
+// forbiddenClass classes a 403 that is not about billing: about the model
+// (access to it denied) ClassModelNotFound, about a permission or the
+// caller's country or region ClassBadRequest, since another key of the
+// account fares no better; else ClassAuth, the key refused.
+func forbiddenClass(body errBody, msg string) Class {
+	switch {
+	case strings.Contains(msg, "model") || strings.Contains(body.code, "model"):
+		return ClassModelNotFound
+	case body.typ == "permission_error" || strings.Contains(body.code, "country") ||
+		containsAny(msg, "permission", "country", "region", "territory"):
+		return ClassBadRequest
+	}
+	return ClassAuth
 }
 
 func containsAny(s string, subs ...string) bool {
@@ -445,39 +489,58 @@ func containsAny(s string, subs ...string) bool {
 	return false
 }
 
-// resetAt is when the server said a limit resets: a reset time in the
-// error's body (resets_at, in Unix seconds, or resets_in_seconds), else
-// the latest of the reset headers providers send (Anthropic's
-// anthropic-ratelimit-*-reset as RFC 3339, OpenAI's x-ratelimit-reset-*
-// as a duration like "6m0s", or x-ratelimit-reset in Unix seconds).
-// Zero when none says.
-func resetAt(h http.Header, body errBody, now time.Time) time.Time {
+// reset is when the error's body says the limit resets: resets_at (Unix
+// seconds) as a time, or resets_in_seconds as a wait.
+func (b errBody) reset() (time.Time, time.Duration) {
 	switch {
-	case body.resetsAt > 0:
-		return time.Unix(int64(body.resetsAt), 0)
-	case body.resetsIn > 0:
-		return now.Add(time.Duration(min(body.resetsIn, maxRetryAfter.Seconds()) * float64(time.Second)))
+	case b.resetsAt > 0:
+		return time.Unix(int64(b.resetsAt), 0), 0
+	case b.resetsIn > 0:
+		return time.Time{}, time.Duration(min(b.resetsIn, maxRetryAfter.Seconds()) * float64(time.Second))
 	}
-	var latest time.Time
+	return time.Time{}, 0
+}
+
+// headerReset is when the last of a rate limit's windows resets, by the
+// reset headers providers send (Anthropic's anthropic-ratelimit-*-reset
+// as RFC 3339, OpenAI's x-ratelimit-reset-* as a wait like "6m0s", or
+// x-ratelimit-reset in Unix seconds): a time, or a wait, whichever form
+// the latest came in; now (the client's clock) only orders the two
+// forms. Zero when none says.
+func headerReset(h http.Header, now time.Time) (time.Time, time.Duration) {
+	var (
+		latest time.Time
+		at     time.Time
+		in     time.Duration
+	)
 	for name, vs := range h {
 		name = strings.ToLower(name)
 		if len(vs) == 0 || !strings.Contains(name, "reset") {
 			continue
 		}
 		v := strings.TrimSpace(vs[0])
-		var t time.Time
+		var (
+			t    time.Time
+			wait time.Duration
+		)
 		if ts, err := time.Parse(time.RFC3339, v); err == nil {
 			t = ts
 		} else if d, err := time.ParseDuration(v); err == nil && d > 0 {
-			t = now.Add(min(d, maxRetryAfter))
+			wait = min(d, maxRetryAfter)
+			t = now.Add(wait)
 		} else if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 1_000_000_000 {
 			t = time.Unix(n, 0)
 		}
 		if t.After(latest) && t.Before(now.Add(31*24*time.Hour)) {
 			latest = t
+			if wait > 0 {
+				at, in = time.Time{}, wait
+			} else {
+				at, in = t, 0
+			}
 		}
 	}
-	return latest
+	return at, in
 }
 
 // unreachable is the failure of a call that got no error response:
@@ -528,6 +591,7 @@ const maxErrorBody = 64 << 10
 // errBody is what an error response says.
 type errBody struct {
 	message, code string
+	typ           string  // the error's type (Anthropic's billing_error, say)
 	resetsAt      float64 // Unix seconds, when the body names a reset time
 	resetsIn      float64 // seconds, when the body names a wait
 }
@@ -552,7 +616,7 @@ func readErrorBody(body io.Reader) errBody {
 			ResetsIn float64 `json:"resets_in_seconds"`
 		}
 		if json.Unmarshal(wrapped.Error, &obj) == nil {
-			b := errBody{message: obj.Message, resetsAt: obj.ResetsAt, resetsIn: obj.ResetsIn}
+			b := errBody{message: obj.Message, typ: obj.Type, resetsAt: obj.ResetsAt, resetsIn: obj.ResetsIn}
 			if obj.Code != nil {
 				b.code = fmt.Sprint(obj.Code)
 			}

@@ -402,11 +402,18 @@ func TestClientErrorsAreNotRetried(t *testing.T) {
 			userWants: "the model API key was rejected (check HERALD_MODEL_API_KEY / model.api_key)",
 		},
 		{
-			desc:      "403",
-			step:      testkit.Fail(403, "You are not allowed to sample from this model"),
+			desc:      "403 refusing the key",
+			step:      testkit.Fail(403, "Forbidden"),
 			class:     llm.ClassAuth,
 			code:      errs.Invalid,
 			userWants: "the model API key is not allowed to use this model",
+		},
+		{
+			desc:      "403 denying the model",
+			step:      testkit.Fail(403, "You are not allowed to sample from this model"),
+			class:     llm.ClassModelNotFound,
+			code:      errs.NotFound,
+			userWants: "the model provider denied access to model test-model: You are not allowed to sample from this model",
 		},
 		{
 			desc:      "402",

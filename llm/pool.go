@@ -448,39 +448,41 @@ func (p *Pool) failed(ctx context.Context, k *poolKey, e *Error, limited *int, c
 		// A rate limit's Retry-After is the server's word for this key; the
 		// reset headers beside it cover every limit, some far off. A spent
 		// quota's reset is when it is back.
-		reset := e.ResetAt
+		at, in := e.ResetAt, e.ResetIn
 		if !e.QuotaSpent && e.RetryAfter > 0 {
-			reset = time.Time{}
+			at, in = time.Time{}, e.RetryAfter
 		}
-		p.cool(ctx, k, e, reset, cmp.Or(e.RetryAfter, p.cooldowns.RateLimit))
+		p.cool(ctx, k, e, at, in, p.cooldowns.RateLimit)
 	case ClassPayment:
-		p.cool(ctx, k, e, e.ResetAt, p.cooldowns.Billing)
+		p.cool(ctx, k, e, e.ResetAt, e.ResetIn, p.cooldowns.Billing)
 	case ClassAuth:
 		if e.Revoked {
 			p.mark(ctx, k, KeyState{ID: k.id, Reason: ClassAuth, DeadFor: p.generation}, Revoked)
-			p.log.Warn("model API key rejected as invalid or revoked; it is not used again until the keys change", "pool", p.name, "key", k.id, "label", k.label, "status", e.Status)
+			p.log.Warn("model API key rejected as invalid or revoked; it is not used again until it is revived (herald model keys --revive)", "pool", p.name, "key", k.id, "label", k.label, "status", e.Status)
 			return keyRotate
 		}
 		// Rate limit reset headers come with any answer; they do not say
 		// when a refused key is let in.
-		p.cool(ctx, k, e, time.Time{}, p.cooldowns.Auth)
+		p.cool(ctx, k, e, time.Time{}, 0, p.cooldowns.Auth)
 	default:
 		return keyFail
 	}
 	return keyRotate
 }
 
-// cool sets k aside after e until reset, when that is to come, else for
-// d, by the store's clock.
-func (p *Pool) cool(ctx context.Context, k *poolKey, e *Error, reset time.Time, d time.Duration) {
+// cool sets k aside after e until at, when that is to come, else for
+// in, else for d. The waits count from the store's clock, which every
+// process reads the cooling by; only a time the server named is taken
+// as it is.
+func (p *Pool) cool(ctx context.Context, k *poolKey, e *Error, at time.Time, in, d time.Duration) {
 	now, err := p.store.Now(ctx)
 	if err != nil {
 		p.log.Warn("reading the store's clock failed; the key is left for this request only", "pool", p.name, "key", k.id, "err", err)
 		return
 	}
-	until := reset
+	until := at
 	if !until.After(now) {
-		until = now.Add(d)
+		until = now.Add(cmp.Or(in, d))
 	}
 	p.mark(ctx, k, KeyState{ID: k.id, CoolingUntil: until, Reason: e.Class}, string(e.Class))
 	p.log.Info("model API key cooling", "pool", p.name, "key", k.id, "label", k.label, "class", e.Class, "status", e.Status, "until", until.UTC().Format(time.RFC3339))

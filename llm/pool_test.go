@@ -166,6 +166,12 @@ func (r *poolRig) status() map[string]string {
 	return out
 }
 
+// openAIRateLimit is OpenAI's ordinary per-minute 429, whose text
+// points at the billing page.
+var openAIRateLimit = testkit.Step{Status: 429, RetryAfter: "20", ErrorType: "requests", ErrorCode: "rate_limit_exceeded",
+	Error: "Rate limit reached for gpt-4o in organization org-abc on requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 20s. " +
+		"Visit https://platform.openai.com/account/rate-limits to learn more. You can increase your rate limit by adding a payment method to your account at https://platform.openai.com/account/billing."}
+
 func TestPoolActsByClass(t *testing.T) {
 	usageLimit := testkit.Step{Status: 429, Error: "The usage limit has been reached", ErrorType: "usage_limit_reached", ResetsIn: 5400}
 	tests := []struct {
@@ -190,6 +196,16 @@ func TestPoolActsByClass(t *testing.T) {
 			wantKeys: "ab", wantA: "cooling 1h0m0s payment"},
 		{desc: "a quota 429 is billing", steps: []testkit.Step{{Status: 429, Error: "You exceeded your current quota, please check your plan and billing details.", ErrorCode: "insufficient_quota"}},
 			wantKeys: "ab", wantA: "cooling 1h0m0s payment"},
+		{desc: "OpenAI's rate limit, pointing at the billing page, retries the same key after its retry-after", steps: []testkit.Step{openAIRateLimit},
+			wantKeys: "aa", wantWaits: []time.Duration{20 * time.Second}, wantA: "ok"},
+		{desc: "a 403 denying the model fails without cooling", steps: []testkit.Step{testkit.Fail(403, "Project proj_x does not have access to model gpt-5")},
+			wantKeys: "a", wantErr: llm.ClassModelNotFound, wantA: "ok"},
+		{desc: "a 403 refusing the caller's region fails without cooling", steps: []testkit.Step{{Status: 403, Error: "Country, region, or territory not supported", ErrorCode: "unsupported_country_region_territory"}},
+			wantKeys: "a", wantErr: llm.ClassBadRequest, wantA: "ok"},
+		{desc: "a 403 permission error fails without cooling", steps: []testkit.Step{{Status: 403, Error: "This organization has been disabled for this feature.", ErrorType: "permission_error"}},
+			wantKeys: "a", wantErr: llm.ClassBadRequest, wantA: "ok"},
+		{desc: "a 403 refusing the key cools five minutes and rotates", steps: []testkit.Step{testkit.Fail(403, "Forbidden")},
+			wantKeys: "ab", wantA: "cooling 5m0s auth"},
 		{desc: "a plain 401 cools five minutes and rotates", steps: []testkit.Step{{Status: 401, Error: "Session expired", ErrorCode: "expired"}},
 			wantKeys: "ab", wantA: "cooling 5m0s auth"},
 		{desc: "an invalid key is dead", steps: []testkit.Step{testkit.Fail(401, "Incorrect API key provided")},
@@ -274,17 +290,40 @@ func TestPoolCoolingEndsOnTheClock(t *testing.T) {
 }
 
 func TestPoolHonoursResetTimes(t *testing.T) {
-	t.Run("a reset header", func(t *testing.T) {
-		r := newPoolRig(t, rigOpts{})
-		reset := t0.Add(3 * time.Hour).Format(time.RFC3339)
-		r.script.add(keyA, testkit.Step{Status: 402, Error: "credit balance too low", Headers: http.Header{"Anthropic-Ratelimit-Tokens-Reset": {reset}}})
-		if _, err := r.ask(""); err != nil {
-			t.Fatal(err)
-		}
-		if got := r.status()["a"]; got != "cooling 3h0m0s payment" {
-			t.Errorf("key a = %q, want cooling for the 3h its reset header says", got)
-		}
-	})
+	tokensReset := http.Header{"Anthropic-Ratelimit-Tokens-Reset": {t0.Add(3 * time.Hour).Format(time.RFC3339)}, "X-Ratelimit-Reset-Requests": {"20s"}}
+	tests := []struct {
+		desc  string
+		steps []testkit.Step // for key a
+		wantA string
+	}{
+		{desc: "a rate limit cools until its windows' reset headers",
+			steps: []testkit.Step{testkit.RateLimited(""), {Status: 429, Error: "Rate limit reached", Headers: http.Header{"X-Ratelimit-Reset-Tokens": {"6m0s"}}}},
+			wantA: "cooling 6m0s rate_limited"},
+		{desc: "billing ignores the rate limit reset headers every answer carries",
+			steps: []testkit.Step{{Status: 402, Error: "credit balance too low", Headers: tokensReset}},
+			wantA: "cooling 1h0m0s payment"},
+		{desc: "a spent OpenAI quota ignores the requests window's reset",
+			steps: []testkit.Step{{Status: 429, Error: "You exceeded your current quota, please check your plan and billing details.", ErrorCode: "insufficient_quota", Headers: tokensReset}},
+			wantA: "cooling 1h0m0s payment"},
+		{desc: "billing cools for the Retry-After it names",
+			steps: []testkit.Step{{Status: 402, Error: "Payment required", RetryAfter: "600", Headers: tokensReset}},
+			wantA: "cooling 10m0s payment"},
+		{desc: "billing cools until the reset its body names",
+			steps: []testkit.Step{{Status: 402, Error: "Payment required", ResetsIn: 7200, Headers: tokensReset}},
+			wantA: "cooling 2h0m0s payment"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			r := newPoolRig(t, rigOpts{})
+			r.script.add(keyA, tc.steps...)
+			if _, err := r.ask(""); err != nil {
+				t.Fatal(err)
+			}
+			if got := r.status()["a"]; got != tc.wantA {
+				t.Errorf("key a = %q, want %q", got, tc.wantA)
+			}
+		})
+	}
 	t.Run("a reset in the body", func(t *testing.T) {
 		r := newPoolRig(t, rigOpts{})
 		r.script.add(keyA, testkit.Step{Status: 429, Error: "usage limit reached", ResetsIn: 600})
@@ -293,6 +332,39 @@ func TestPoolHonoursResetTimes(t *testing.T) {
 			t.Errorf("keys = %q, want a back after the 10 minutes the body named", got)
 		}
 	})
+}
+
+// TestPoolCoolsByTheStoresClock: the waits a server names count from the
+// store's clock, which every process reads the cooling by, however far
+// the client's clock is from it.
+func TestPoolCoolsByTheStoresClock(t *testing.T) {
+	tests := []struct {
+		desc  string
+		steps []testkit.Step // for key a
+		wantA string         // the store's clock is an hour ahead of the client's
+	}{
+		{desc: "billing's Retry-After", steps: []testkit.Step{{Status: 402, Error: "Payment required", RetryAfter: "600"}},
+			wantA: "cooling 1h10m0s payment"},
+		{desc: "a spent quota's reset in the body", steps: []testkit.Step{{Status: 429, Error: "usage limit reached", ResetsIn: 900}},
+			wantA: "cooling 1h15m0s rate_limited"},
+		{desc: "a rate limit's reset header as a wait",
+			steps: []testkit.Step{testkit.RateLimited(""), {Status: 429, Error: "Rate limit reached", Headers: http.Header{"X-Ratelimit-Reset-Requests": {"45s"}}}},
+			wantA: "cooling 1h0m45s rate_limited"},
+		{desc: "a rate limit's Retry-After", steps: []testkit.Step{testkit.RateLimited("2"), testkit.RateLimited("30")},
+			wantA: "cooling 1h0m30s rate_limited"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			r := newPoolRig(t, rigOpts{store: llm.NewMemoryPoolStore(clock.NewFake(t0.Add(time.Hour)))})
+			r.script.add(keyA, tc.steps...)
+			if _, err := r.ask(""); err != nil {
+				t.Fatal(err)
+			}
+			if got := r.status()["a"]; got != tc.wantA {
+				t.Errorf("key a = %q, want %q", got, tc.wantA)
+			}
+		})
+	}
 }
 
 func TestPoolDeadKeyNeverChosen(t *testing.T) {
@@ -438,6 +510,25 @@ func TestPoolObserver(t *testing.T) {
 	want := []string{"cooled test revoked", "rotated test auth", "cooled test rate_limited", "rotated test rate_limited"}
 	if diff := cmp.Diff(want, ev.got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// TestPoolAnthropicOutOfCredit: Anthropic answers a spent credit balance
+// with a 400 invalid_request_error; the key cools for billing and the
+// request rotates.
+func TestPoolAnthropicOutOfCredit(t *testing.T) {
+	r := newPoolRig(t, rigOpts{anthropic: true})
+	r.script.add(keyA, testkit.Fail(400, "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."))
+	text, err := r.ask("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.status()["a"]; text != "from sk-bbbb" || got != "cooling 1h0m0s payment" {
+		t.Errorf("reply %q, key a %q: want b's reply, a cooling for billing", text, got)
+	}
+	r.script.add(keyB, testkit.Step{Status: 403, Error: "Your API key does not have permission to use the specified resource."})
+	if _, err := r.ask(""); llm.ClassOf(err) != llm.ClassBadRequest || r.status()["b"] != "ok" {
+		t.Errorf("a permission_error: %v, key b %q; want a bad request, b not cooled", err, r.status()["b"])
 	}
 }
 
