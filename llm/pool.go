@@ -69,8 +69,10 @@ type KeyState struct {
 	ID           string    // KeyID of the key; the key itself is never stored
 	CoolingUntil time.Time // the key is not offered before; zero: not cooling
 	Reason       Class     // the failure that cooled or killed it
-	// DeadFor is the pool's Generation when the key was found revoked:
-	// it stays out while the pool's keys are those; "" for a live key.
+	// DeadFor, when not "", is the key found revoked: it is dead for
+	// every pool of the store's name (the host) that holds it, until
+	// revived (ReviveKey). It names the Generation of the pool that found
+	// it, for a person reading the store; "" for a live key.
 	DeadFor string
 	Uses    int64 // requests it was chosen for
 	LastUse int64 // the pool's use number at its last use; round_robin's order
@@ -98,10 +100,17 @@ type PoolStore interface {
 	// ReadPool reads, in one step, the store's clock, the states stored
 	// for the keys of pool and the key conv (may be "") last used.
 	ReadPool(ctx context.Context, pool, conv string) (PoolRead, error)
-	// MarkKey sets the cooling and dead marks (CoolingUntil, Reason,
-	// DeadFor) of key s.ID of pool, keeping its uses. Errors: Invalid
-	// for an empty pool or id.
+	// MarkKey marks key s.ID of pool cooling or dead, in one step, only
+	// ever lengthening: it cools until the later of the kept and the new
+	// CoolingUntil, keeps DeadFor unless s sets it, and takes s.Reason
+	// when s kills the key or cools a live one longer; the uses are kept.
+	// So a failure of a request in flight on a key already set aside for
+	// longer changes nothing. Errors: Invalid for an empty pool or id.
 	MarkKey(ctx context.Context, pool string, s KeyState) error
+	// ReviveKey clears the cooling and dead marks of key id of pool,
+	// keeping its uses: what a person does for a key found revoked that
+	// the provider took back. Errors: Invalid for an empty pool or id.
+	ReviveKey(ctx context.Context, pool, id string) error
 	// UseKey counts one use of key id of pool and gives it the pool's
 	// next use number; with conv not "", in the same step, id becomes
 	// conv's key, remembered for StickyTTL, and conversations of pool
@@ -242,9 +251,19 @@ func (p *Pool) Name() string { return p.name }
 // Len is how many keys the pool has.
 func (p *Pool) Len() int { return len(p.keys) }
 
-// Generation names the pool's set of keys: a key found revoked stays
-// dead until the set changes.
+// Generation names the pool's set of keys, kept in a dead mark for a
+// person reading the store.
 func (p *Pool) Generation() string { return p.generation }
+
+// Revive clears the marks of the pool's key id (a KeyID), dead or
+// cooling, for every process on the store. Errors: NotFound when the
+// pool has no key of that id.
+func (p *Pool) Revive(ctx context.Context, id string) error {
+	if !slices.ContainsFunc(p.keys, func(k poolKey) bool { return k.id == id }) {
+		return errs.E("llm.Pool.Revive", errs.NotFound, "pool %s has no key %s", p.name, id)
+	}
+	return p.store.ReviveKey(ctx, p.name, id)
+}
 
 // Choose is what a request pays the pool before its first attempt: it
 // reads the keys' states, chooses the key for a request of conversation
@@ -304,7 +323,9 @@ func (p *Pool) read(ctx context.Context, conv string) (time.Time, map[string]Key
 	return r.Now, m, r.Sticky, nil
 }
 
-func (p *Pool) dead(st KeyState) bool { return st.DeadFor != "" && st.DeadFor == p.generation }
+// dead: the key was found revoked, by this pool or any other of its
+// name that holds it (a key's id is its digest, the same in each).
+func (p *Pool) dead(st KeyState) bool { return st.DeadFor != "" }
 
 // pick chooses the key for a request of conversation conv (may be ""),
 // leaving out the keys in tried: conv's key while it is offered, else
@@ -552,8 +573,28 @@ func (m *MemoryPoolStore) MarkKey(_ context.Context, pool string, s KeyState) er
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old := m.pool(pool)[s.ID]
-	s.Uses, s.LastUse = old.Uses, old.LastUse
-	m.pools[pool][s.ID] = s
+	if s.DeadFor != "" || (old.DeadFor == "" && s.CoolingUntil.After(old.CoolingUntil)) {
+		old.Reason = s.Reason
+	}
+	if s.CoolingUntil.After(old.CoolingUntil) {
+		old.CoolingUntil = s.CoolingUntil
+	}
+	old.ID, old.DeadFor = s.ID, cmp.Or(s.DeadFor, old.DeadFor)
+	m.pools[pool][s.ID] = old
+	return nil
+}
+
+func (m *MemoryPoolStore) ReviveKey(_ context.Context, pool, id string) error {
+	if pool == "" || id == "" {
+		return errs.E("llm.MemoryPoolStore.ReviveKey", errs.Invalid, "empty pool or key id")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.pool(pool)[id]
+	if ok {
+		s.CoolingUntil, s.Reason, s.DeadFor = time.Time{}, "", ""
+		m.pools[pool][id] = s
+	}
 	return nil
 }
 

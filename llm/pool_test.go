@@ -380,18 +380,56 @@ func TestPoolDeadKeyNeverChosen(t *testing.T) {
 	if got := r.keysSince(0); got != "abbb" {
 		t.Errorf("keys = %q, want a once, then never again", got)
 	}
-	// Another process with the same keys finds it dead too; a pool with
-	// other keys (the config changed) takes it again.
+	// Another process with the same keys finds it dead too, and so does a
+	// pool on the same host with other keys holding it (a delegation key
+	// list, a gateway of the next config mid-rollout): dead is the key's,
+	// not its key set's. A revival brings it back for both.
 	same := newPoolRig(t, rigOpts{store: store})
 	if _, err := same.ask(""); err != nil {
 		t.Fatal(err)
 	}
-	changed := newPoolRig(t, rigOpts{store: store, creds: []llm.Credential{{Key: keyA}, {Key: keyC}}})
-	if _, err := changed.ask(""); err != nil {
+	other := newPoolRig(t, rigOpts{store: store, creds: []llm.Credential{{Key: keyA}, {Key: keyC}}})
+	if _, err := other.ask(""); err != nil {
 		t.Fatal(err)
 	}
-	if got := same.keysSince(0) + changed.keysSince(0); got != "ba" {
-		t.Errorf("keys = %q, want b from the same keys, a once they changed", got)
+	if got := same.keysSince(0) + other.keysSince(0); got != "bc" {
+		t.Errorf("keys = %q, want b from the same keys, c from the other pool", got)
+	}
+	if got := other.status()["a"]; got != "dead" {
+		t.Errorf("key a in the other pool = %q, want dead", got)
+	}
+	if err := other.pool.Revive(context.Background(), "k_nope"); errs.CodeOf(err) != errs.NotFound {
+		t.Errorf("reviving a key the pool has not = %v, want not found", err)
+	}
+	if err := other.pool.Revive(context.Background(), llm.KeyID(keyA)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := same.ask(""); err != nil {
+		t.Fatal(err)
+	}
+	if got := same.keysSince(1); got != "a" {
+		t.Errorf("keys after reviving = %q, want a", got)
+	}
+}
+
+// TestPoolMarkOnlyLengthens: requests in flight on one key fail after
+// another declared it dead or cooled it long; their later, shorter
+// coolings leave it as it was.
+func TestPoolMarkOnlyLengthens(t *testing.T) {
+	r := newPoolRig(t, rigOpts{})
+	r.script.add(keyA, testkit.Fail(401, "This API key has been revoked"))
+	r.script.add(keyB, testkit.Fail(402, "Payment required"))
+	if _, err := r.ask(""); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, k := range []string{keyA, keyB} {
+		if err := r.store.MarkKey(ctx, "test", llm.KeyState{ID: llm.KeyID(k), CoolingUntil: t0.Add(30 * time.Second), Reason: llm.ClassRateLimited}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff(map[string]string{"a": "dead", "b": "cooling 1h0m0s payment", "c": "ok"}, r.status()); diff != "" {
+		t.Errorf("keys after the late marks (-want +got):\n%s", diff)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/heraldgw/herald/gateway"
+	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/llm"
 )
 
@@ -24,7 +25,10 @@ func (m *Main) modelCommand() *cobra.Command {
 		RunE:  runGroup,
 	}
 	configFlag(cmd.PersistentFlags(), &path)
-	var asJSON bool
+	var (
+		asJSON bool
+		revive string
+	)
 	keys := &cobra.Command{
 		Use:   "keys",
 		Short: "List the API keys of the model and its fallbacks: cooling, dead, uses",
@@ -32,8 +36,13 @@ func (m *Main) modelCommand() *cobra.Command {
 model.api_key) and of each of model.fallbacks, masked, with its state as
 every gateway on the store sees it: ok, cooling until a time (and what
 cooled it: rate limit, billing, a rejected key), or dead (the provider
-called it invalid or revoked; it stays out until the configured keys
-change), and how many requests it was chosen for.`,
+called it invalid or revoked; it stays out, for every pool on its host,
+until revived), and how many requests it was chosen for.
+
+--revive ID clears the dead or cooling mark of the key of that ID (the
+ID column), for every gateway on the store: for a key the provider took
+back, or an account topped up. A key replaced in the config needs none:
+a new key is a new ID.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := m.loadConfig(path)
@@ -50,6 +59,9 @@ change), and how many requests it was chosen for.`,
 			pools, err := gateway.ModelPools(cfg.Model, db.Pools())
 			if err != nil {
 				return err
+			}
+			if revive != "" {
+				return m.reviveKey(ctx, pools, revive)
 			}
 			var rows []keyRow
 			for _, p := range pools {
@@ -68,8 +80,33 @@ change), and how many requests it was chosen for.`,
 		},
 	}
 	keys.Flags().BoolVar(&asJSON, "json", false, "print a JSON array of the keys")
+	keys.Flags().StringVar(&revive, "revive", "", "clear the dead or cooling mark of the key of this `ID`, for every gateway on the store")
 	cmd.AddCommand(keys)
 	return cmd
+}
+
+// reviveKey clears the marks of key id in each pool holding it.
+func (m *Main) reviveKey(ctx context.Context, pools []gateway.ModelPool, id string) error {
+	done := map[string]bool{}
+	for _, p := range pools {
+		name := p.Pool.Name()
+		if done[name] {
+			continue
+		}
+		err := p.Pool.Revive(ctx, id)
+		if errs.CodeOf(err) == errs.NotFound {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reviving key %s of %s: %w", id, p.Model, err)
+		}
+		done[name] = true
+		fmt.Fprintf(m.Stdout, "revived key %s of %s\n", id, p.Model)
+	}
+	if len(done) == 0 {
+		return errs.E("herald model keys", errs.NotFound, "no key of id %q in model.credentials or model.fallbacks; `herald model keys` lists the IDs", id)
+	}
+	return nil
 }
 
 // keyRow is one key of `herald model keys`.
@@ -81,13 +118,13 @@ type keyRow struct {
 
 func (m *Main) printKeys(rows []keyRow) error {
 	w := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "MODEL\tKEY\tLABEL\tPRIORITY\tSTATUS\tUNTIL\tREASON\tUSES")
+	fmt.Fprintln(w, "MODEL\tID\tKEY\tLABEL\tPRIORITY\tSTATUS\tUNTIL\tREASON\tUSES")
 	for _, r := range rows {
 		until := "-"
 		if !r.CoolingUntil.IsZero() {
 			until = r.CoolingUntil.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\n", r.Model, r.Key, orDash(r.Label), r.Priority, r.Status, until, orDash(string(r.Reason)), r.Uses)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\n", r.Model, r.ID, r.Key, orDash(r.Label), r.Priority, r.Status, until, orDash(string(r.Reason)), r.Uses)
 	}
 	return w.Flush()
 }

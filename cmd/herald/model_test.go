@@ -74,6 +74,20 @@ func TestModelKeys(t *testing.T) {
 			if strings.Contains(out, first) || strings.Contains(out, "secret") {
 				t.Errorf("model keys printed a key: %q", out)
 			}
+			// A revival clears the mark for every gateway on the store; an
+			// unknown id is refused.
+			h = newHerald(env)
+			if code := h.run(ctx, "model", "keys", "--revive", llm.KeyID(first)); code != 0 || !strings.Contains(h.stdout.String(), "revived key "+llm.KeyID(first)) {
+				t.Fatalf("model keys --revive: exit %d, stdout %q, stderr %q", code, h.stdout, h.stderr)
+			}
+			h = newHerald(env)
+			if code := h.run(ctx, "model", "keys", "--json"); code != 0 || strings.Contains(h.stdout.String(), "cooling") {
+				t.Errorf("after reviving: exit %d, keys %s", code, h.stdout)
+			}
+			h = newHerald(env)
+			if code := h.run(ctx, "model", "keys", "--revive", "k_000000000000"); code == 0 || !strings.Contains(h.stderr.String(), "no key of id") {
+				t.Errorf("reviving an unknown id: exit %d, stderr %q", code, h.stderr)
+			}
 		})
 	}
 }

@@ -25,7 +25,8 @@ import (
 //
 // read whole with the conversation's key and the store's clock by
 // pool_read; a use, with the conversation's key, is one pool_use call, a
-// mark one HSET of the three mark fields.
+// mark one pool_mark call (which only lengthens), a revival one HSET of
+// the three mark fields.
 type poolStore struct{ db *DB }
 
 var _ llm.PoolStore = poolStore{}
@@ -107,7 +108,24 @@ func (s poolStore) MarkKey(ctx context.Context, pool string, st llm.KeyState) er
 	if !st.CoolingUntil.IsZero() {
 		until = st.CoolingUntil.UnixMilli()
 	}
-	err := db.client.HSet(ctx, db.poolKey(pool), st.ID+":c", until, st.ID+":r", string(st.Reason), st.ID+":d", st.DeadFor).Err()
+	v, err := db.run(ctx, op, scriptPoolMark, []string{db.poolKey(pool)}, st.ID, strconv.FormatInt(until, 10), string(st.Reason), st.DeadFor)
+	if err != nil {
+		return err
+	}
+	return status(op, v)
+}
+
+func (s poolStore) ReviveKey(ctx context.Context, pool, id string) error {
+	const op = "redis.pools.ReviveKey"
+	db := s.db
+	if err := checkPoolKey(op, pool, id); err != nil {
+		return err
+	}
+	if err := db.check(op); err != nil {
+		return err
+	}
+	// One HSET: the three marks go together.
+	err := db.client.HSet(ctx, db.poolKey(pool), id+":c", 0, id+":r", "", id+":d", "").Err()
 	return db.fail(op, err)
 }
 

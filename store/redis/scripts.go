@@ -87,6 +87,7 @@ var (
 
 	scriptPoolRead = newScript("pool_read")
 	scriptPoolUse  = newScript("pool_use")
+	scriptPoolMark = newScript("pool_mark")
 )
 
 // helperFiles are put in this order at the head of the library: a helper
@@ -105,7 +106,7 @@ var scriptFiles = []string{
 	"once_claim", "once_renew", "once_done", "once_stale",
 	"kb_apply", "kb_read", "kb_events", "kb_sub_put", "kb_sub_read",
 	"ctl_put", "ctl_delete", "ctl_read",
-	"pool_read", "pool_use",
+	"pool_read", "pool_use", "pool_mark",
 }
 
 // script names one function of the library.

@@ -18,7 +18,8 @@ func (d *DB) Pools() llm.PoolStore { return poolStore{d: d} }
 
 // A key is one row of pool_keys. A use takes the pool's next use number
 // from the highest its keys hold (the primary key's range on the pool);
-// a mark writes the three mark columns and keeps the counts. A
+// a mark lengthens the three mark columns and keeps the counts; a
+// revival clears them. A
 // conversation's key is one row of pool_convs, read as a column of its
 // key's row (one statement reads the pool and the conversation's key),
 // written in the use's transaction; the rows past llm.StickyTTL are
@@ -34,9 +35,17 @@ const (
 	sqlPoolUse = `INSERT INTO pool_keys (pool, id, uses, last_use)
 		VALUES (?1, ?2, 1, (SELECT coalesce(max(last_use), 0) + 1 FROM pool_keys WHERE pool = ?1))
 		ON CONFLICT (pool, id) DO UPDATE SET uses = uses + 1, last_use = excluded.last_use`
+	// A mark only lengthens: the later of the two coolings, the dead mark
+	// kept unless the new one sets it, the reason the new one's when it
+	// kills the key or cools a live one longer. (Every right-hand side
+	// reads the row as it was.)
 	sqlPoolMark = `INSERT INTO pool_keys (pool, id, cooling_until, reason, dead_for) VALUES (?1, ?2, ?3, ?4, ?5)
-		ON CONFLICT (pool, id) DO UPDATE SET cooling_until = excluded.cooling_until,
-			reason = excluded.reason, dead_for = excluded.dead_for`
+		ON CONFLICT (pool, id) DO UPDATE SET
+			cooling_until = max(cooling_until, excluded.cooling_until),
+			reason = CASE WHEN excluded.dead_for != '' OR (dead_for = '' AND excluded.cooling_until > cooling_until)
+				THEN excluded.reason ELSE reason END,
+			dead_for = CASE WHEN excluded.dead_for != '' THEN excluded.dead_for ELSE dead_for END`
+	sqlPoolRevive = `UPDATE pool_keys SET cooling_until = 0, reason = '', dead_for = '' WHERE pool = ?1 AND id = ?2`
 )
 
 func (s poolStore) Now(ctx context.Context) (time.Time, error) {
@@ -95,6 +104,21 @@ func (s poolStore) MarkKey(ctx context.Context, pool string, st llm.KeyState) er
 	}
 	return d.fail(op, d.w.do(ctx, op, durable, func(t *tx) error {
 		_, err := t.exec(sqlPoolMark, pool, st.ID, until, string(st.Reason), st.DeadFor)
+		return err
+	}))
+}
+
+func (s poolStore) ReviveKey(ctx context.Context, pool, id string) error {
+	const op = "sqlite.pools.ReviveKey"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return err
+	}
+	if pool == "" || id == "" {
+		return errs.E(op, errs.Invalid, "a pool key needs a pool name and an id")
+	}
+	return d.fail(op, d.w.do(ctx, op, durable, func(t *tx) error {
+		_, err := t.exec(sqlPoolRevive, pool, id)
 		return err
 	}))
 }

@@ -19,6 +19,7 @@ import (
 // stores must serve it (Pools()). Like RunOnce it is a group of its own.
 func RunPools(t *testing.T, b Backend) {
 	t.Run("uses, marks and the store's clock", func(t *testing.T) { runPoolStates(t, b) })
+	t.Run("a mark only lengthens; a revival clears it", func(t *testing.T) { runPoolMarkLengthens(t, b) })
 	t.Run("two processes share a pool's cooling", func(t *testing.T) { runPoolShared(t, b) })
 	t.Run("a conversation's key", func(t *testing.T) { runPoolSticky(t, b) })
 	t.Run("two processes keep a conversation on one key", func(t *testing.T) { runPoolStickyShared(t, b) })
@@ -106,13 +107,59 @@ func runPoolStates(t *testing.T, b Backend) {
 	if diff := cmp.Diff(want, got, timeOpts, ignoreSeq); diff != "" {
 		t.Errorf("states (-want +got):\n%s", diff)
 	}
-	// A mark replaces the marks, and keeps the uses.
-	f.markKey("p", llm.KeyState{ID: "k_a"})
+	// A revival clears the marks, and keeps the uses.
+	if err := f.pools().ReviveKey(f.ctx, "p", "k_a"); err != nil {
+		t.Fatal(err)
+	}
 	if a := f.keyStates("p")["k_a"]; !a.CoolingUntil.IsZero() || a.Reason != "" || a.Uses != 2 {
-		t.Errorf("k_a after clearing = %+v", a)
+		t.Errorf("k_a after reviving = %+v", a)
 	}
 	if o := f.keyStates("other"); len(o) != 1 || o["k_a"].Uses != 1 {
 		t.Errorf("the other pool = %+v, want its own single use", o)
+	}
+}
+
+// runPoolMarkLengthens: requests in flight on one key mark it after one
+// of them declared it dead or cooled it long; a later, shorter mark
+// leaves the longer, in one store step, and a dead mark stays until
+// revived.
+func runPoolMarkLengthens(t *testing.T, b Backend) {
+	f := newFixture(t, b, sessions.Limits{})
+	f.useKey("p", "k_a")
+	f.markKey("p", llm.KeyState{ID: "k_a", Reason: llm.ClassAuth, DeadFor: "gen1"})
+	f.markKey("p", llm.KeyState{ID: "k_a", CoolingUntil: t0.Add(30 * time.Second), Reason: llm.ClassRateLimited})
+	f.markKey("p", llm.KeyState{ID: "k_b", CoolingUntil: t0.Add(time.Hour), Reason: llm.ClassPayment})
+	f.markKey("p", llm.KeyState{ID: "k_b", CoolingUntil: t0.Add(30 * time.Second), Reason: llm.ClassRateLimited})
+	ignoreSeq := cmpopts.IgnoreFields(llm.KeyState{}, "LastUse")
+	want := map[string]llm.KeyState{
+		"k_a": {ID: "k_a", CoolingUntil: t0.Add(30 * time.Second), Reason: llm.ClassAuth, DeadFor: "gen1", Uses: 1},
+		"k_b": {ID: "k_b", CoolingUntil: t0.Add(time.Hour), Reason: llm.ClassPayment},
+	}
+	if diff := cmp.Diff(want, f.keyStates("p"), timeOpts, ignoreSeq); diff != "" {
+		t.Errorf("after shorter marks (-want +got):\n%s", diff)
+	}
+	// A longer cooling, then a dead mark, do lengthen it.
+	f.markKey("p", llm.KeyState{ID: "k_b", CoolingUntil: t0.Add(2 * time.Hour), Reason: llm.ClassRateLimited})
+	if got := f.keyStates("p")["k_b"]; got.Reason != llm.ClassRateLimited || got.CoolingUntil.Sub(t0.Add(2*time.Hour)).Abs() > time.Millisecond {
+		t.Errorf("k_b after a longer cooling = %+v", got)
+	}
+	f.markKey("p", llm.KeyState{ID: "k_b", Reason: llm.ClassAuth, DeadFor: "gen2"})
+	f.markKey("p", llm.KeyState{ID: "k_b", CoolingUntil: t0.Add(time.Minute), Reason: llm.ClassAuth})
+	if got := f.keyStates("p")["k_b"]; got.Reason != llm.ClassAuth || got.DeadFor != "gen2" || got.CoolingUntil.Sub(t0.Add(2*time.Hour)).Abs() > time.Millisecond {
+		t.Errorf("k_b after a dead mark = %+v", got)
+	}
+	for _, id := range []string{"k_a", "k_b"} {
+		if err := f.pools().ReviveKey(f.ctx, "p", id); err != nil {
+			t.Fatalf("ReviveKey(%s): %v", id, err)
+		}
+	}
+	want = map[string]llm.KeyState{"k_a": {ID: "k_a", Uses: 1}, "k_b": {ID: "k_b"}}
+	if diff := cmp.Diff(want, f.keyStates("p"), timeOpts, ignoreSeq); diff != "" {
+		t.Errorf("after reviving (-want +got):\n%s", diff)
+	}
+	f.markKey("p", llm.KeyState{ID: "k_a", CoolingUntil: t0.Add(time.Minute), Reason: llm.ClassRateLimited})
+	if got := f.keyStates("p")["k_a"]; got.Reason != llm.ClassRateLimited || got.DeadFor != "" {
+		t.Errorf("k_a marked after reviving = %+v", got)
 	}
 }
 
@@ -260,4 +307,5 @@ func runPoolInvalid(t *testing.T, b Backend) {
 	wantCode(t, "UseKey without an id", f.pools().UseKey(f.ctx, "p", "", "x"), errs.Invalid)
 	wantCode(t, "UseKey without a pool", f.pools().UseKey(f.ctx, "", "k", "x"), errs.Invalid)
 	wantCode(t, "MarkKey without an id", f.pools().MarkKey(f.ctx, "p", llm.KeyState{}), errs.Invalid)
+	wantCode(t, "ReviveKey without an id", f.pools().ReviveKey(f.ctx, "p", ""), errs.Invalid)
 }
