@@ -212,7 +212,7 @@ func UserMessage(err error) string {
 		return "no model is configured: set HERALD_MODEL (model.name) to a model name and HERALD_MODEL_BASE_URL (model.base_url) to an OpenAI-compatible endpoint"
 	case ClassAuth:
 		if e.Status == http.StatusForbidden {
-			return "the model API key is not allowed to use this model (check HERALD_MODEL_API_KEY / model.api_key)"
+			return "the model provider refused the API key (HTTP 403; check HERALD_MODEL_API_KEY / model.api_key)"
 		}
 		return "the model API key was rejected (check HERALD_MODEL_API_KEY / model.api_key)"
 	case ClassPayment:

@@ -406,7 +406,7 @@ func TestClientErrorsAreNotRetried(t *testing.T) {
 			step:      testkit.Fail(403, "Forbidden"),
 			class:     llm.ClassAuth,
 			code:      errs.Invalid,
-			userWants: "the model API key is not allowed to use this model",
+			userWants: "the model provider refused the API key (HTTP 403",
 		},
 		{
 			desc:      "403 denying the model",

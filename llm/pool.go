@@ -52,8 +52,8 @@ type Credential struct {
 // answer names no reset time; 0 takes the default.
 type Cooldowns struct {
 	RateLimit time.Duration // a second 429 in a row, or a spent usage limit
-	Billing   time.Duration // 402, or a 403/429 about billing
-	Auth      time.Duration // 401 or 403 not saying the key is revoked
+	Billing   time.Duration // 402, or a 400/403/429 about billing
+	Auth      time.Duration // 401 not saying the key is revoked, or a 403 not about billing, the model, a permission or a region
 }
 
 func (c Cooldowns) withDefaults() Cooldowns {
