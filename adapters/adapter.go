@@ -130,7 +130,10 @@ type Streamer interface {
 	// empty, else edited into message id. Only what fits one message is
 	// shown, rendered as Send renders it. It returns the message's id.
 	// Errors: Invalid when the platform refuses it (the driver stops
-	// showing this reply), Unavailable when it may pass.
+	// showing this reply), Unavailable when it may pass, wrapping a
+	// *WaitError when the platform rate-limited the call. A post that
+	// failed otherwise may have gone all the same, so the driver stops
+	// showing that reply too rather than post it again.
 	StreamText(ctx context.Context, t outbox.Target, replyTo, id, text string) (string, error)
 	// SendStreamed sends m as Send does, except that its first part
 	// replaces the text of message id, the reply shown in progress. When

@@ -10,8 +10,8 @@ import (
 // StreamError is the error a Streamer's StreamText returns for a platform
 // call that went as res says: nil when Accepted, Invalid with the
 // platform's words when it refused for good (Permanent), Unavailable
-// otherwise, wrapping a *WaitError when the platform said how long to
-// wait.
+// otherwise, wrapping a *WaitError when the platform rate-limited the
+// call (it was not made; After is the platform's wait, if it said one).
 func StreamError(op string, res SendResult) error {
 	switch res.Outcome {
 	case Accepted:
@@ -19,15 +19,13 @@ func StreamError(op string, res SendResult) error {
 	case Permanent:
 		return errs.E(op, errs.Invalid, "%s", res.Reason)
 	case RateLimited:
-		if res.RetryAfter > 0 {
-			return errs.Wrap(op, errs.Unavailable, &WaitError{After: res.RetryAfter, Reason: res.Reason})
-		}
+		return errs.Wrap(op, errs.Unavailable, &WaitError{After: res.RetryAfter, Reason: res.Reason})
 	}
 	return errs.E(op, errs.Unavailable, "%s: %s", res.Outcome, res.Reason)
 }
 
 // WaitError is a platform's rate limit on a call that shows a reply in
-// progress: the next call waits After.
+// progress: the call was not made, and the next one waits After.
 type WaitError struct {
 	After  time.Duration
 	Reason string

@@ -341,7 +341,9 @@ func (r *replyStream) called(id, text string, ok bool) {
 // doubles the wait, up to maxStreamWait; one the platform refuses for
 // good ends the showing, and the reply is then sent as usual, or into
 // the message when one was posted. A platform that says how long to wait
-// (a rate limit) is waited at least that long.
+// (a rate limit) is waited at least that long. A first post that failed
+// otherwise (a timeout, a 5xx) may have been posted all the same: it
+// ends the showing too, as a second post could show the reply twice.
 func (r *replyStream) run() {
 	defer close(r.done)
 	s := r.s
@@ -390,13 +392,21 @@ func (r *replyStream) run() {
 		r.called(id, text, err == nil)
 		last = s.clock.Now()
 		s.metrics.streamCall(r.target.Platform, shown != "", err)
+		w := (*adapters.WaitError)(nil)
+		limited := errors.As(err, &w)
 		switch {
 		case errs.Is(err, errs.Invalid):
 			r.log.Info("the platform refused the reply in progress; the reply goes when it is done", "err", err, "edit", shown != "")
 			return
+		case err != nil && shown == "" && !limited:
+			// The post may have gone through all the same (a timeout after
+			// the platform took it, a 5xx): posting again could show the
+			// reply twice, so the reply goes as usual when it is done.
+			r.log.Warn("posting the reply in progress failed, perhaps after it went; the reply goes when it is done", "err", err)
+			return
 		case err != nil:
 			wait = min(2*wait, maxStreamWait)
-			if w := (*adapters.WaitError)(nil); errors.As(err, &w) {
+			if limited {
 				wait = max(wait, w.After)
 			}
 			r.log.Warn("showing the reply in progress failed", "err", err, "edit", shown != "", "next_try_ms", wait.Milliseconds())

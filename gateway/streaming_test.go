@@ -44,8 +44,9 @@ type streamPlatform struct {
 	shown func() []chatMessage
 	edits func() int
 	// refuseEdit makes the next edit fail for good (the message is gone);
-	// failEdit makes it fail for now.
-	refuseEdit, failEdit func()
+	// failEdit makes it fail for now; failPost makes the next post fail
+	// for now.
+	refuseEdit, failEdit, failPost func()
 	// rateLimitEdit makes the next edit answer the platform's rate
 	// limit, and returns the wait it asks for.
 	rateLimitEdit func() time.Duration
@@ -92,6 +93,7 @@ func streamPlatforms(t *testing.T) []streamPlatform {
 					fake.Fail("editMessageText", 1, telegramfake.Failure{Status: http.StatusBadRequest, Description: "Bad Request: message to edit not found"})
 				},
 				failEdit: func() { fake.Fail("editMessageText", 1, telegramfake.ServerError) },
+				failPost: func() { fake.Fail("sendMessage", 1, telegramfake.ServerError) },
 				rateLimitEdit: func() time.Duration {
 					fake.Fail("editMessageText", 1, telegramfake.TooManyRequests(5))
 					return 5 * time.Second
@@ -141,6 +143,7 @@ func streamPlatforms(t *testing.T) []streamPlatform {
 					fake.Fail("chat.update", slackfake.Failure{Error: "message_not_found"})
 				},
 				failEdit: func() { fake.Fail("chat.update", slackfake.Failure{Status: http.StatusInternalServerError}) },
+				failPost: func() { fake.Fail("chat.postMessage", slackfake.Failure{Status: http.StatusInternalServerError}) },
 				rateLimitEdit: func() time.Duration {
 					fake.Fail("chat.update", slackfake.Failure{Status: http.StatusTooManyRequests, RetryAfter: 5})
 					return 5 * time.Second
@@ -188,6 +191,7 @@ func streamPlatforms(t *testing.T) []streamPlatform {
 					fake.FailNext(discordfake.RouteEdit, 1, discordfake.Failure{Status: http.StatusNotFound, Code: 10008, Message: "Unknown Message"})
 				},
 				failEdit: func() { fake.FailNext(discordfake.RouteEdit, 1, discordfake.ServerError()) },
+				failPost: func() { fake.FailNext(discordfake.RouteMessage, 1, discordfake.ServerError()) },
 				rateLimitEdit: func() time.Duration {
 					// The SDK itself holds the next call until the bucket's
 					// reset, in real time: a short one.
@@ -376,6 +380,44 @@ func TestStreamedReplyDeliveredElsewhereIsEditedIn(t *testing.T) {
 				t.Fatalf("delivery = %+v, want accepted as message %s", res, h.first.id)
 			}
 			waitShown(t, p, "the reply in place of the one in progress", p.render(final)...)
+		})
+	}
+}
+
+// A first post of the reply in progress that failed for now (a 5xx, a
+// timeout) may have been posted all the same: the driver posts nothing
+// more for that reply, which is sent as usual when it is done, once.
+func TestStreamedReplyPostFailedIsNotPostedAgain(t *testing.T) {
+	for _, p := range streamPlatforms(t) {
+		t.Run(p.name, func(t *testing.T) {
+			clk := clock.NewFake(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
+			a := p.adapter(nil)
+			s := startStreaming(t, a, clk)
+			ts := s.Stream(context.Background(), p.target.String(), sessions.Entry{ID: "e1", Inbound: sessions.Inbound{MessageID: p.replyTo}}, p.target)
+			if ts == nil {
+				t.Fatal("Stream = nil, want the turn streamed")
+			}
+			t.Cleanup(func() { ts.End(true) }) // before the driver's shutdown
+			p.failPost()
+			ts.Delta("Hello")
+			eventually(t, "the driver to stop showing the reply", func() bool {
+				select {
+				case <-ts.(*replyStream).done:
+					return true
+				default:
+					// Without the stop, the next try comes after a wait.
+					clk.Advance(time.Second)
+					return false
+				}
+			})
+			if meta := ts.End(true); len(meta) != 0 {
+				t.Errorf("End's meta = %v, want none: no message was surely posted", meta)
+			}
+			final := "Hello **there**."
+			if res := deliver(s, a, reply(p, final)); res.Outcome != adapters.Accepted {
+				t.Fatalf("delivery = %+v, want accepted", res)
+			}
+			waitShown(t, p, "the reply posted once", p.render(final)...)
 		})
 	}
 }
