@@ -161,7 +161,8 @@ func (s *Streaming) pruneLocked() {
 // Send delivers m through a when m is a turn's reply that this process
 // showed in progress on a's platform, or that names the message that
 // showed it (sessions.ReplyMetaStreamed, from End): the message shown
-// becomes the reply (SendStreamed). It reports false when it did not send, and the
+// becomes the reply (SendStreamed). The message m names comes first: a
+// run here of the same turn that did not commit it showed another. It reports false when it did not send, and the
 // caller sends m as usual. A retry of a reply sent this way edits the
 // same message again: its first part is never posted a second time.
 func (s *Streaming) Send(ctx context.Context, a adapters.Adapter, m outbox.Message) (adapters.SendResult, bool) {
@@ -175,7 +176,13 @@ func (s *Streaming) Send(ctx context.Context, a adapters.Adapter, m outbox.Messa
 	s.mu.Lock()
 	r := s.replies[streamKey(m.Target, m.ReplyTo)]
 	s.mu.Unlock()
-	id := ""
+	// The message the reply's turn named at its commit, when it did: the
+	// run that committed m may be another process's, whose message the
+	// reply is, not one a run here showed.
+	id := m.Meta[sessions.ReplyMetaStreamed]
+	if r != nil && id != "" && id != r.shownID() {
+		r = nil
+	}
 	if r != nil {
 		// The turn ended before its commit wrote m; its last call may
 		// still be under way, and nothing may edit the message after the
@@ -186,10 +193,6 @@ func (s *Streaming) Send(ctx context.Context, a adapters.Adapter, m outbox.Messa
 			return adapters.SendResult{Outcome: adapters.Transient, Reason: "the reply shown in progress is still being edited"}, true
 		}
 		id = r.shownID()
-	}
-	if id == "" {
-		// Shown by another process, or by this one before it restarted.
-		id = m.Meta[sessions.ReplyMetaStreamed]
 	}
 	if id == "" {
 		return adapters.SendResult{}, false

@@ -422,6 +422,33 @@ func TestStreamedReplyPostFailedIsNotPostedAgain(t *testing.T) {
 	}
 }
 
+// A reply committed by another process's run of the turn, delivered by a
+// process whose own run showed another message, becomes the message it
+// names: the other process's.
+func TestStreamedReplyNamedByItsCommitWins(t *testing.T) {
+	for _, p := range streamPlatforms(t) {
+		t.Run(p.name, func(t *testing.T) {
+			h := streamHello(t, p)
+			h.ts.End(true)
+			elsewhere := startStreaming(t, h.a, h.clk)
+			ts := elsewhere.Stream(context.Background(), p.target.String(), sessions.Entry{ID: "e1", Inbound: sessions.Inbound{MessageID: p.replyTo}}, p.target)
+			ts.Delta("Hi")
+			second := waitShown(t, p, "the other run's reply in progress", append(p.render("Hello"), p.render("Hi")...)...)[1]
+			meta := ts.End(true)
+			if meta[sessions.ReplyMetaStreamed] != second.id {
+				t.Fatalf("End's meta = %v, want message %s", meta, second.id)
+			}
+			final := "Hi **there**."
+			m := reply(p, final)
+			m.Meta = meta
+			if res := deliver(h.s, h.a, m); res.Outcome != adapters.Accepted || res.MessageID != second.id {
+				t.Fatalf("delivery = %+v, want accepted as message %s", res, second.id)
+			}
+			waitShown(t, p, "the reply in the message its commit named", append(p.render("Hello"), p.render(final)...)...)
+		})
+	}
+}
+
 // A turn handed back and run again in the same process goes on in the
 // message its first run showed.
 func TestStreamedReplyOfARerunGoesOnInTheSameMessage(t *testing.T) {

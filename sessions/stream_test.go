@@ -1,7 +1,10 @@
 package sessions_test
 
 import (
+	"time"
+
 	"context"
+	"github.com/heraldgw/herald/internal/clock"
 	"slices"
 	"sync"
 	"testing"
@@ -152,5 +155,59 @@ func TestStreamOfAStoppedTurnEndsWithoutReply(t *testing.T) {
 	if rec.ends != 1 || rec.replied || rec.committedFirst {
 		t.Errorf("ended %d times, replied: %v, after the commit: %v; want once, with no reply, before the commit",
 			rec.ends, rec.replied, rec.committedFirst)
+	}
+}
+
+// A turn that lost its lease, or that the worker handed back as it
+// stopped, runs again in another process, which shows and sends its own
+// reply: its stream is told no reply comes from here, so the message it
+// showed does not stay beside the other's.
+func TestStreamOfATurnRunElsewhereEndsWithoutReply(t *testing.T) {
+	tests := []struct {
+		desc  string
+		lost  bool // the lease is lost; else the worker stops
+		ttl   time.Duration
+		grace time.Duration
+	}{
+		{desc: "lease lost", lost: true, ttl: 300 * time.Millisecond},
+		{desc: "handed back at shutdown", grace: 50 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			clk := clock.NewFake(t0)
+			opts := gatewayOptions{clock: clk, runner: newGateRunner()}
+			if !tc.lost {
+				opts.clock = nil
+			}
+			r := opts.runner.(*gateRunner)
+			rec := &recordedStream{committed: func() bool { return false }}
+			opts.worker = sessions.TurnWorkerOptions{Turns: 1, LeaseTTL: tc.ttl, Grace: tc.grace,
+				Stream: func(context.Context, string, sessions.Entry, outbox.Target) sessions.TurnStream { return rec }}
+			g := startGateway(t, opts)
+			g.say("slow job")
+			call := r.waitCalls(t, 1)[0]
+			if tc.lost {
+				for stolen := (*sessions.Turn)(nil); stolen == nil; {
+					clk.Advance(tc.ttl + time.Second)
+					var err error
+					if stolen, err = g.store.Claim(context.Background(), "thief", time.Hour); err != nil {
+						t.Fatal(err)
+					}
+				}
+			} else if err := g.shutdown(10 * time.Second); err != nil {
+				t.Fatalf("Shutdown: %v", err)
+			}
+			<-call.done
+			waitFor(t, "the stream ended", func() bool {
+				rec.mu.Lock()
+				defer rec.mu.Unlock()
+				return rec.ends > 0
+			})
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			if rec.ends != 1 || rec.replied {
+				t.Errorf("ended %d times, replied: %v; want once, with no reply from here", rec.ends, rec.replied)
+			}
+		})
 	}
 }

@@ -396,8 +396,7 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	var stop *stopCause
 	var streamed map[string]string
 	if stream != nil {
-		cut := runErr != nil && (errors.As(cause, &stop) || errors.Is(cause, errInterrupted))
-		streamed = stream.End(!cut)
+		streamed = stream.End(replyToCome(runErr, at.ctx.Err(), cause))
 	}
 	switch {
 	case errors.Is(cause, errLeaseLost):
@@ -457,6 +456,26 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 		if f := w.metrics.Finished; f != nil {
 			f(out.End, took)
 		}
+	}
+}
+
+// replyToCome reports whether a turn that ran to runErr, its context
+// ended with ctxErr for cause, may still have its reply sent from this
+// process: when it ran through, or when it failed and runs here again.
+// A turn stopped or interrupted commits none; one whose lease was lost,
+// or handed back as the worker stops, runs again elsewhere, whose reply
+// is shown and sent there.
+func replyToCome(runErr, ctxErr, cause error) bool {
+	var stop *stopCause
+	switch {
+	case errors.Is(cause, errLeaseLost):
+		return false
+	case runErr == nil:
+		return true
+	case errors.As(cause, &stop), errors.Is(cause, errInterrupted):
+		return false
+	default:
+		return ctxErr == nil
 	}
 }
 
