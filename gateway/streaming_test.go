@@ -504,6 +504,47 @@ func TestStreamedReplyRefusedEditIsSentPlainly(t *testing.T) {
 	}
 }
 
+// A reply in parts whose first part was posted anew (the edit refused)
+// and whose later part failed is finished by a retry that starts after
+// the parts that went, and still deletes the message in progress.
+func TestStreamedReplyRefusedEditThenRetriedDeletesTheMessageInProgress(t *testing.T) {
+	for _, p := range streamPlatforms(t) {
+		t.Run(p.name, func(t *testing.T) {
+			h := streamHello(t, p)
+			h.ts.End(true)
+			final := "Hello **there**.\n\n" + strings.Repeat("A longer paragraph of the reply. ", 150)
+			parts := p.render(final)
+			if len(parts) < 2 {
+				t.Fatalf("the final reply renders as %d parts, want several", len(parts))
+			}
+			m := reply(p, final)
+			// The outbox keeps the parts as they go; the part after the
+			// first fails for now.
+			ctx := adapters.WithParts(context.Background(), func(got outbox.Parts) error {
+				if m.Parts == (outbox.Parts{}) {
+					p.failPost()
+				}
+				m.Parts = got
+				return nil
+			})
+			p.refuseEdit()
+			if res, ok := h.s.Send(ctx, h.a, m); !ok || res.Outcome != adapters.Transient {
+				t.Fatalf("delivery with the second part failing = %+v (through the driver: %v), want Transient", res, ok)
+			}
+			if m.Parts.Done != 1 {
+				t.Fatalf("parts kept %+v, want the first one done", m.Parts)
+			}
+			if res, ok := h.s.Send(ctx, h.a, m); !ok || res.Outcome != adapters.Accepted {
+				t.Fatalf("retried delivery = %+v (through the driver: %v), want accepted", res, ok)
+			}
+			got := waitShown(t, p, "the reply alone, the message in progress deleted", parts...)
+			if got[0].id == h.first.id {
+				t.Errorf("the reply is message %s, the one whose edit was refused", got[0].id)
+			}
+		})
+	}
+}
+
 // A process that dies mid-stream leaves its message in progress as it
 // was; the reply, delivered by a process that streamed nothing, is sent
 // once as usual.

@@ -91,6 +91,10 @@ type Parts struct {
 	// platform that refused the formatting: "plain"; an interaction whose
 	// follow-ups were refused: "channel"); empty for the usual way.
 	Mode string `json:"mode,omitempty"`
+	// Unstreamed: the platform refused to edit the reply shown in progress
+	// into the first part, which was posted anew; the message shown is
+	// deleted once every part went, by whichever attempt sends the last.
+	Unstreamed bool `json:"unstreamed,omitempty"`
 }
 
 // MaxPartsBytes bounds an encoded Parts: a count, an id and a word.

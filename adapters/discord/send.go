@@ -46,7 +46,8 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 	if len(parts) == 0 {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "discord: the message is empty"}
 	}
-	p := sendState{done: adapters.ResumeAt(m, len(parts)), first: m.Parts.First, channelOnly: m.Parts.Mode == modeChannel}
+	p := sendState{done: adapters.ResumeAt(m, len(parts)), first: m.Parts.First, channelOnly: m.Parts.Mode == modeChannel,
+		unstreamed: m.Parts.Unstreamed}
 	ref, viaFollowup := parseInteractionRef(m.ReplyTo)
 	viaFollowup = viaFollowup && !p.channelOnly && a.clock.Now().Before(ref.expires())
 	for i := p.done; i < len(parts); i++ {
@@ -89,7 +90,7 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 			}
 		}
 	}
-	if p.unstreamed {
+	if p.unstreamed && over != "" {
 		if err := a.ClearStatus(ctx, m.Target, over); err != nil {
 			a.log.Warn("deleting the reply in progress failed; it stays above the reply", "channel", r.dest(), "err", err)
 		}
@@ -222,8 +223,8 @@ type sendState struct {
 	first       string // the first part's message id
 	channelOnly bool   // the follow-up was refused: post to the channel
 	// unstreamed: Discord refused to edit the reply in progress into the
-	// first part, which is posted anew (SendStreamed); this attempt's
-	// alone, as a retry tries the edit again.
+	// first part, which is posted anew (SendStreamed); kept with the parts
+	// once one went, so the attempt that sends the last deletes it.
 	unstreamed bool
 }
 
@@ -233,7 +234,7 @@ const modeChannel = "channel"
 
 // record is p as the outbox keeps it.
 func (p sendState) record() outbox.Parts {
-	r := outbox.Parts{Done: p.done, First: p.first}
+	r := outbox.Parts{Done: p.done, First: p.first, Unstreamed: p.unstreamed}
 	if p.channelOnly {
 		r.Mode = modeChannel
 	}

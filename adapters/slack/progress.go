@@ -11,8 +11,8 @@ type progress struct {
 	sent  int    // parts Slack accepted
 	first string // the ts of the first part
 	// unstreamed: Slack refused to update the reply in progress with the
-	// first part, which is posted anew (SendStreamed); this attempt's
-	// alone, as a retry tries the update again.
+	// first part, which is posted anew (SendStreamed); kept with the parts
+	// once one went, so the attempt that sends the last deletes it.
 	unstreamed bool
 }
 
@@ -22,7 +22,7 @@ const modePlain = "plain"
 
 // record is p as the outbox keeps it.
 func (p *progress) record() outbox.Parts {
-	r := outbox.Parts{Done: p.sent, First: p.first}
+	r := outbox.Parts{Done: p.sent, First: p.first, Unstreamed: p.unstreamed}
 	if p.plain {
 		r.Mode = modePlain
 	}

@@ -71,7 +71,7 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 			}
 		}
 	}
-	if p.unstreamed {
+	if p.unstreamed && over != "" {
 		if err := a.ClearStatus(ctx, m.Target, over); err != nil {
 			a.log.Warn("deleting the reply in progress failed; it stays above the reply", "target", m.Target.String(), "err", err)
 		}
@@ -84,6 +84,7 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 func resume(m outbox.Message) *progress {
 	p := &progress{parts: chatfmt.RenderParts(m.Text, chatfmt.SlackMrkdwn, chatfmt.SlackLimit)}
 	p.sent, p.first = adapters.ResumeAt(m, len(p.parts)), m.Parts.First
+	p.unstreamed = m.Parts.Unstreamed
 	if m.Parts.Mode == modePlain {
 		p.toPlain(m.Text)
 	}

@@ -50,8 +50,9 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 	}
 	sent, firstID := adapters.ResumeAt(m, len(parts)), m.Parts.First
 	// unstreamed: Telegram refused to edit the reply in progress into the
-	// first part, which is posted anew.
-	unstreamed := false
+	// first part, which is posted anew; kept with the parts once one went,
+	// so the attempt that sends the last deletes it.
+	unstreamed := m.Parts.Unstreamed
 	for sent < len(parts) {
 		reply := 0
 		if sent == 0 {
@@ -80,12 +81,12 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 		}
 		sent++
 		if sent < len(parts) {
-			if err := adapters.KeepParts(ctx, outbox.Parts{Done: sent, First: firstID}); err != nil {
+			if err := adapters.KeepParts(ctx, outbox.Parts{Done: sent, First: firstID, Unstreamed: unstreamed}); err != nil {
 				return adapters.PartsNotKept("telegram", err)
 			}
 		}
 	}
-	if unstreamed {
+	if unstreamed && over != "" {
 		if err := a.ClearStatus(ctx, m.Target, over); err != nil {
 			a.log.Warn("deleting the reply in progress failed; it stays above the reply", "chat", chat, "err", err)
 		}

@@ -179,7 +179,7 @@ func runOutboxOrder(t *testing.T, b Backend) {
 		if err := f.ob.KeepParts(f.ctx, c, one); err != nil {
 			t.Fatalf("KeepParts: %v", err)
 		}
-		two := outbox.Parts{Done: 2, First: "msg-1", Mode: "plain"}
+		two := outbox.Parts{Done: 2, First: "msg-1", Mode: "plain", Unstreamed: true}
 		if err := f.ob.KeepParts(f.ctx, c, two); err != nil {
 			t.Fatalf("second KeepParts: %v", err)
 		}
