@@ -244,16 +244,29 @@ func (r *replyStream) Delta(text string) {
 // process, or after this one died, makes that message the reply too; a
 // call under way might still change the message after such a delivery,
 // so then only this process's delivery (Send, which waits for it) does.
+//
+// A later End(false), from a commit that found the lease lost, takes the
+// reply to come back: the message is deleted all the same, after run's
+// last call, unless a reply already went into it.
 func (r *replyStream) End(replied bool) map[string]string {
 	r.mu.Lock()
+	retract := false
 	if r.ended.IsZero() {
 		r.ended, r.replied = r.s.clock.Now(), replied
+	} else if r.replied && !replied && !r.delivered {
+		r.replied, retract = false, true
 	}
 	var meta map[string]string
 	if r.replied && !r.calling && r.id != "" {
 		meta = map[string]string{sessions.ReplyMetaStreamed: r.id}
 	}
 	r.mu.Unlock()
+	if retract {
+		r.s.follow(func() {
+			<-r.done
+			r.drop()
+		})
+	}
 	r.wake()
 	return meta
 }

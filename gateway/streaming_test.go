@@ -481,6 +481,20 @@ func TestStreamedReplyOfAStoppedTurnIsDeleted(t *testing.T) {
 	}
 }
 
+// A turn said to have a reply to come whose commit then found its lease
+// lost takes that back: its reply in progress is deleted all the same,
+// as the turn's next run, elsewhere, shows its own.
+func TestStreamedReplyTakenBackIsDeleted(t *testing.T) {
+	for _, p := range streamPlatforms(t) {
+		t.Run(p.name, func(t *testing.T) {
+			h := streamHello(t, p)
+			h.ts.End(true)
+			h.ts.End(false)
+			waitShown(t, p, "the reply in progress deleted")
+		})
+	}
+}
+
 // A platform that refuses to edit the reply in progress gets the reply
 // posted anew, and the message in progress is deleted.
 func TestStreamedReplyRefusedEditIsSentPlainly(t *testing.T) {

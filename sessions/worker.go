@@ -139,12 +139,16 @@ type TurnStream interface {
 	// Delta is a piece of text (TurnInput.Delta); called on the turn's
 	// goroutine, it must return quickly.
 	Delta(text string)
-	// End says the turn ended; called once, before its commit. replied
-	// is false for a turn that a stop or a newer message ended: it
-	// commits no reply, and what streamed is not in its history. A turn
-	// handed back to run again ends with replied true: its reply may
+	// End says the turn ended; called before its commit. replied is
+	// false for a turn that a stop or a newer message ended: it commits
+	// no reply, and what streamed is not in its history; and for one
+	// whose lease was lost, or that the worker handed back as it stopped:
+	// it runs again elsewhere, which shows its own reply. A turn that
+	// failed and runs again here ends with replied true: its reply may
 	// still come. End returns facts for the Meta of the turn's messages
 	// to its origin in answer to its entry (ReplyMetaStreamed), or nil.
+	// A commit that finds the lease lost calls End(false) once more:
+	// the reply said to come will not, from here.
 	End(replied bool) map[string]string
 }
 

@@ -456,6 +456,8 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 		if f := w.metrics.Finished; f != nil {
 			f(out.End, took)
 		}
+	} else if stream != nil && at.lost.Load() {
+		stream.End(false)
 	}
 }
 
