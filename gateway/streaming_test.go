@@ -258,7 +258,15 @@ func streamHello(t *testing.T, p streamPlatform) streamedHello {
 	}
 	h.ts.Delta("Hello")
 	h.first = waitShown(t, p, "the reply in progress posted", p.render("Hello")...)[0]
+	waitPosted(t, h.ts)
 	return h
+}
+
+// waitPosted waits until the driver has the answer to the post of ts's
+// reply in progress, which the chat may show before.
+func waitPosted(t *testing.T, ts sessions.TurnStream) {
+	t.Helper()
+	eventually(t, "the post's answer", func() bool { return ts.(*replyStream).shownID() != "" })
 }
 
 // deliver sends m as the delivery worker does: through the driver when it
@@ -434,6 +442,7 @@ func TestStreamedReplyNamedByItsCommitWins(t *testing.T) {
 			ts := elsewhere.Stream(context.Background(), p.target.String(), sessions.Entry{ID: "e1", Inbound: sessions.Inbound{MessageID: p.replyTo}}, p.target)
 			ts.Delta("Hi")
 			second := waitShown(t, p, "the other run's reply in progress", append(p.render("Hello"), p.render("Hi")...)...)[1]
+			waitPosted(t, ts)
 			meta := ts.End(true)
 			if meta[sessions.ReplyMetaStreamed] != second.id {
 				t.Fatalf("End's meta = %v, want message %s", meta, second.id)
