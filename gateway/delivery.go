@@ -67,7 +67,8 @@ type DeliveryOptions struct {
 	// worker may send it; 0 means DefaultClaimTTL.
 	ClaimTTL time.Duration
 	// SendTimeout bounds one adapter Send (and is cut shorter when the
-	// claim would run out first); 0 means DefaultSendTimeout.
+	// claim, or the heartbeat as last renewed, would run out first); 0
+	// means DefaultSendTimeout.
 	SendTimeout time.Duration
 	// MaxAttempts is how many failed sends (transient or rate limited) a
 	// message gets before it is dead-lettered; 0 means DefaultMaxAttempts.
@@ -89,7 +90,10 @@ type DeliveryOptions struct {
 	// Heartbeat, when positive, is how long the worker's heartbeat in the
 	// store holds (outbox.Store.Beat), renewed every third of it: once it
 	// runs out, as when the process dies, another worker's claim ends this
-	// one's claims at once instead of when they run out. 0 beats nothing.
+	// one's claims at once instead of when they run out. A claim that
+	// takes messages renews it too. Past the last renewal's end (less a
+	// margin) the worker sends nothing it holds, as another worker may
+	// have taken it. 0 beats nothing.
 	Heartbeat time.Duration
 	// Redact cleans a platform's failure reason before it is stored or
 	// logged; nil keeps it as it is.
@@ -130,6 +134,8 @@ type Delivery struct {
 	pollMax     time.Duration
 	ackLinger   time.Duration
 	beat        *lease.Renewer // nil without a heartbeat
+	heartbeat   time.Duration  // how long one beat holds; 0 without
+	beatMargin  time.Duration  // the part of a beat kept free at its end, as margin is of a claim
 	redact      func(string) string
 	settledFn   func(m outbox.Message, accepted bool, reason string)
 	streamed    func(ctx context.Context, a adapters.Adapter, m outbox.Message) (adapters.SendResult, bool)
@@ -170,6 +176,12 @@ type Delivery struct {
 	senders    sync.WaitGroup
 	tellers    sync.WaitGroup // the Settled calls running
 	warned     time.Time      // the last claim failure logged
+	// beatAt is when the last write that kept the heartbeat (a Beat or a
+	// Claim) began: once beatAt+heartbeat has passed, another worker's
+	// claim may have ended every claim of this one. Under beatMu, as Start
+	// beats under mu.
+	beatMu sync.Mutex
+	beatAt time.Time
 
 	// The acks of accepted messages, written by the acker (see
 	// delivery_ack.go).
@@ -263,9 +275,18 @@ func NewDelivery(opts DeliveryOptions) (*Delivery, error) {
 	d.log = d.log.With("worker", d.name)
 	if opts.Heartbeat > 0 {
 		var err error
+		d.heartbeat = opts.Heartbeat
+		d.beatMargin = min(d.margin, d.heartbeat/6)
 		d.beat, err = lease.NewRenewer(lease.RenewerOptions{
 			Renew: func(ctx context.Context, held []lease.Claim, ttl time.Duration) ([]lease.Claim, error) {
-				return held, d.outbox.Beat(ctx, d.name, ttl)
+				at := d.clock.Now()
+				err := d.outbox.Beat(ctx, d.name, ttl)
+				if err == nil {
+					d.beaten(at)
+				}
+				// A failed beat loses nothing here: until it holds again,
+				// the senders see it by beatAt (see until).
+				return held, err
 			},
 			TTL: opts.Heartbeat, Clock: d.clock, Logger: d.log,
 		})
@@ -570,7 +591,12 @@ func (d *Delivery) claim(n int) (claimed []outbox.Claimed, all bool) {
 	if len(platforms) == 0 {
 		return nil, false
 	}
+	at := d.clock.Now()
 	claimed, err := d.outbox.Claim(d.hard, d.name, platforms, n, d.claimTTL)
+	if err == nil && len(claimed) > 0 {
+		// A claim that took messages kept the heartbeat as a Beat does.
+		d.beaten(at)
+	}
 	if err != nil {
 		if d.hard.Err() == nil {
 			// The store may stay away for a while; one line in a while
@@ -594,8 +620,12 @@ func (d *Delivery) claim(n int) (claimed []outbox.Claimed, all bool) {
 // fewer than Senders run. since is backSeq when the claim began: a new
 // lane of a target whose message was handed back since starts stalled,
 // as its lane was, since the store gave its messages out behind that one
-// while this worker still held it. d.mu is held.
+// while this worker still held it. So does one whose hand-back is not due
+// yet, whenever it was: the write of one that failed left the message
+// claimed here until its claim runs out, and the store gives out the
+// messages behind it meanwhile. d.mu is held.
 func (d *Delivery) dispatchLocked(claimed []outbox.Claimed, since uint64) {
+	now := d.clock.Now()
 	for _, c := range claimed {
 		d.held++
 		key := c.Target.String()
@@ -604,7 +634,7 @@ func (d *Delivery) dispatchLocked(claimed []outbox.Claimed, since uint64) {
 			continue
 		}
 		l := &lane{target: key, queue: []outbox.Claimed{c}}
-		if b, ok := d.backs[key]; ok && b.seq > since {
+		if b, ok := d.backs[key]; ok && (b.seq > since || b.hold.After(now)) {
 			l.stalled, l.hold = true, b.hold
 		}
 		d.lanes[key] = l
@@ -651,16 +681,17 @@ func (d *Delivery) drain(l *lane) {
 		back := time.Time{} // when c was handed back unsent, when it is due
 		switch {
 		case d.hard.Err() != nil:
-			back = now
-			d.postpone(c, back, "the process is stopping")
+			back = d.postpone(c, now, "the process is stopping")
 		case stalled:
-			back = later(hold, now)
-			d.postpone(c, back, "an earlier message to the same target waits")
+			back = d.postpone(c, later(hold, now), "an earlier message to the same target waits")
 		case c.Expires.Sub(now) < 2*d.margin:
 			// Sending now could outlast the claim and race another
 			// worker's send of the same message.
-			back = now
-			d.postpone(c, back, "its claim ran out while it waited")
+			back = d.postpone(c, now, "its claim ran out while it waited")
+		case d.beatLeft(now) < 2*d.beatMargin:
+			// The heartbeat may run out before the send returns, and
+			// another worker's claim then ends this one's claims.
+			back = d.postpone(c, now, "the worker's heartbeat ran out")
 		default:
 			back = d.deliver(c)
 		}
@@ -675,6 +706,28 @@ func (d *Delivery) drain(l *lane) {
 		d.mu.Unlock()
 		d.signalRoom()
 	}
+}
+
+// beaten records that a write that kept the heartbeat, begun at at,
+// succeeded.
+func (d *Delivery) beaten(at time.Time) {
+	d.beatMu.Lock()
+	if at.After(d.beatAt) {
+		d.beatAt = at
+	}
+	d.beatMu.Unlock()
+}
+
+// beatLeft is how long the heartbeat holds from now, as far as this
+// worker knows: its claims are its own no longer than that, however long
+// they run. Without a heartbeat it is as long as any claim.
+func (d *Delivery) beatLeft(now time.Time) time.Duration {
+	if d.beat == nil {
+		return d.claimTTL + d.sendTimeout
+	}
+	d.beatMu.Lock()
+	defer d.beatMu.Unlock()
+	return d.beatAt.Add(d.heartbeat).Sub(now)
 }
 
 // backedLocked records that a message to target was handed back, due at
@@ -718,11 +771,10 @@ func (d *Delivery) deliver(c outbox.Claimed) time.Time {
 	a, ok := d.routes.Get(platform)
 	if !ok {
 		d.metrics.attempt(platform, adapters.RouteMissing)
-		next := d.clock.Now().Add(d.routeRetry)
-		d.postpone(c, next, "no adapter serves "+platform)
-		return next
+		return d.postpone(c, d.clock.Now().Add(d.routeRetry), "no adapter serves "+platform)
 	}
-	timeout := min(d.sendTimeout, c.Expires.Sub(d.clock.Now())-d.margin)
+	now := d.clock.Now()
+	timeout := min(d.sendTimeout, c.Expires.Sub(now)-d.margin, d.beatLeft(now)-d.beatMargin)
 	ctx, cancel := context.WithTimeout(d.hard, timeout)
 	ctx = adapters.WithParts(ctx, func(p outbox.Parts) error { return d.keepParts(c, p) })
 	if c.Resend {
@@ -734,12 +786,11 @@ func (d *Delivery) deliver(c outbox.Claimed) time.Time {
 	res := d.send(ctx, a, c.Message)
 	d.timed(time.Since(start))
 	cancel()
-	now := d.clock.Now()
+	now = d.clock.Now()
 	if res.Outcome != adapters.Accepted && d.hard.Err() != nil {
 		// The send failed because this process stops, not because of
 		// the platform: no attempt is spent on it.
-		d.postpone(c, now, "the process is stopping")
-		return now
+		return d.postpone(c, now, "the process is stopping")
 	}
 	d.metrics.attempt(platform, res.Outcome)
 	if res.Outcome == adapters.Accepted {
@@ -755,14 +806,12 @@ func (d *Delivery) deliver(c outbox.Claimed) time.Time {
 			reason = platform + " refused the message"
 		}
 		log.Warn("message dead-lettered", "reason", reason)
-		d.dead(c, reason)
-		return time.Time{}
+		return d.dead(c, reason)
 
 	case adapters.RouteMissing:
 		next := now.Add(d.routeRetry)
 		log.Info("no route to send; the message waits without spending an attempt", "reason", reason)
-		d.postpone(c, next, "")
-		return next
+		return d.postpone(c, next, "")
 	}
 
 	// RateLimited, Transient, and any outcome herald does not know yet:
@@ -774,15 +823,16 @@ func (d *Delivery) deliver(c outbox.Claimed) time.Time {
 	if attempts >= d.maxAttempts {
 		why := fmt.Sprintf("gave up after %d attempts: %s", attempts, reason)
 		log.Warn("message dead-lettered", "reason", why)
-		d.dead(c, why)
-		return time.Time{}
+		return d.dead(c, why)
 	}
 	next := now.Add(d.Backoff(c.ID, attempts))
 	if res.Outcome == adapters.RateLimited && res.RetryAfter > 0 {
 		next = now.Add(res.RetryAfter)
 	}
 	log.Info("send failed; retrying later", "attempts", attempts, "next_attempt", next, "reason", reason)
-	d.write(c, "release", func(ctx context.Context) error { return d.outbox.Release(ctx, c, next, reason) })
+	if !d.write(c, "release", func(ctx context.Context) error { return d.outbox.Release(ctx, c, next, reason) }) {
+		return later(next, c.Expires)
+	}
 	return next
 }
 
@@ -822,16 +872,22 @@ func (d *Delivery) Backoff(id string, attempts int) time.Duration {
 	return wait + time.Duration(uint64(wait/10)*uint64(h.Sum32()%1000)/1000)
 }
 
-// dead moves c to the dead-letter list with reason.
-func (d *Delivery) dead(c outbox.Claimed, reason string) {
+// dead moves c to the dead-letter list with reason. When the write
+// failed, it returns c's claim expiry, as c stays claimed until then;
+// else the zero time.
+func (d *Delivery) dead(c outbox.Claimed, reason string) time.Time {
 	var err error
-	d.write(c, "dead-letter", func(ctx context.Context) error {
+	ok := d.write(c, "dead-letter", func(ctx context.Context) error {
 		err = d.outbox.Dead(ctx, c, reason)
 		return err
 	})
 	if err == nil {
 		d.tell(c.Message, false, reason)
 	}
+	if !ok {
+		return c.Expires
+	}
+	return time.Time{}
 }
 
 // tell passes how m's delivery ended to Settled, for a message with a
@@ -846,21 +902,31 @@ func (d *Delivery) tell(m outbox.Message, accepted bool, reason string) {
 	}
 }
 
-// postpone gives c back without spending an attempt.
-func (d *Delivery) postpone(c outbox.Claimed, next time.Time, why string) {
+// postpone gives c back without spending an attempt, due at next, and
+// returns when it is due: next, or c's claim expiry when the write
+// failed, as c stays claimed until then.
+func (d *Delivery) postpone(c outbox.Claimed, next time.Time, why string) time.Time {
 	if why != "" {
 		d.log.Debug("message handed back", "conv", c.Conv, "outbox_id", c.ID, "why", why)
 	}
-	d.write(c, "postpone", func(ctx context.Context) error { return d.outbox.Postpone(ctx, c, next) })
+	if !d.write(c, "postpone", func(ctx context.Context) error { return d.outbox.Postpone(ctx, c, next) }) {
+		return later(next, c.Expires)
+	}
+	return next
 }
 
-// write runs one outbox write for c, logging a failure. A failed write
-// leaves the claim to run out: the message is then due again, and the
-// claim that takes it reports a resend.
-func (d *Delivery) write(c outbox.Claimed, what string, fn func(ctx context.Context) error) {
+// write runs one outbox write for c, logging a failure, and reports
+// whether the claim was settled (or is no longer this worker's). A failed
+// write leaves the claim to run out: the message is then due again, and
+// the claim that takes it reports a resend; meanwhile the store shows it
+// held by this worker, so the messages behind it must wait until then
+// (see dispatchLocked).
+func (d *Delivery) write(c outbox.Claimed, what string, fn func(ctx context.Context) error) bool {
 	ctx, cancel := context.WithTimeout(d.base, storeTimeout)
 	defer cancel()
-	d.outcome(c, what, fn(ctx))
+	err := fn(ctx)
+	d.outcome(c, what, err)
+	return err == nil || errs.Is(err, errs.NotFound) || errs.Is(err, errs.LeaseLost)
 }
 
 // outcome settles c's claim by what the write what of it returned, and

@@ -31,6 +31,13 @@ type deliveryRig struct {
 
 func newDeliveryRig(t *testing.T, opts DeliveryOptions, as ...adapters.Adapter) *deliveryRig {
 	t.Helper()
+	return newWrappedDeliveryRig(t, nil, opts, as...)
+}
+
+// newWrappedDeliveryRig is newDeliveryRig with the worker's outbox the
+// real one as wrap returns it (nil wraps nothing).
+func newWrappedDeliveryRig(t *testing.T, wrap func(outbox.Store) outbox.Store, opts DeliveryOptions, as ...adapters.Adapter) *deliveryRig {
+	t.Helper()
 	clk := clock.NewFake(t0)
 	db := openSQLite(t, clk)
 	r := &deliveryRig{t: t, clk: clk, store: db.Outbox(), routes: NewRoutes(), metrics: NewMetrics()}
@@ -39,6 +46,9 @@ func newDeliveryRig(t *testing.T, opts DeliveryOptions, as ...adapters.Adapter) 
 	}
 	if opts.Outbox == nil {
 		opts.Outbox = r.store
+	}
+	if wrap != nil {
+		opts.Outbox = wrap(opts.Outbox)
 	}
 	opts.Routes, opts.Clock, opts.Metrics = r.routes, clk, r.metrics
 	opts.PollMin, opts.PollMax = time.Millisecond, 5*time.Millisecond
