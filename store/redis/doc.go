@@ -184,11 +184,15 @@
 //	                                    while every earlier one here is held
 //	                                    by the same worker under a live claim
 //	Pob:workers              zset      delivery workers by heartbeat expiry
-//	                                    (ms); ob_claim ends the live claims
-//	                                    of one whose heartbeat ran out
-//	                                    (a scan of ob:handed and the claimed
-//	                                    index of each platform it claims
-//	                                    for) and forgets it
+//	                                    (ms); ob_claim renews the claimer's
+//	                                    by its ob:beats ttl, and ends the
+//	                                    live claims of another whose
+//	                                    heartbeat ran out (a scan of
+//	                                    ob:handed and the claimed index of
+//	                                    every platform in ob:platforms) and
+//	                                    forgets it
+//	Pob:beats                hash      worker → how long its beat holds (ms)
+//	Pob:platforms            set       the platforms ob_claim claimed for
 //	Pob:due:<platform>       zset      unclaimed messages of one platform
 //	                                    scored by next attempt (ms)
 //	Pob:claimed:<platform>   zset      messages of one platform claimed

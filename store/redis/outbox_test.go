@@ -3,6 +3,8 @@ package redis
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -423,4 +425,40 @@ func TestHandedAckChecksATokenNoHandoffGave(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkIndexes(t, db, "acked under their claim", map[string][]string{})
+}
+
+// TestOutboxClaimReadsABacklogOnce: a claim of many messages to one
+// target reads each earlier message of the target once, not once for
+// every message behind it.
+func TestOutboxClaimReadsABacklogOnce(t *testing.T) {
+	ctx := context.Background()
+	db, _ := newFake(t)
+	o := db.Outbox()
+	const n = 200
+	tg := outbox.Target{Platform: "telegram", Chat: "100"}
+	for i := range n {
+		if _, _, err := o.Enqueue(ctx, outbox.Message{Target: tg, Conv: "telegram:100", Kind: "reply", Text: strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.client.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := o.Claim(ctx, "d1", []string{"telegram"}, n, time.Minute)
+	if err != nil || len(cs) != n {
+		t.Fatalf("Claim = %d messages, %v; want %d", len(cs), err, n)
+	}
+	stats, err := db.client.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`cmdstat_hmget:calls=(\d+)`).FindStringSubmatch(stats)
+	if m == nil {
+		t.Fatalf("no HMGET counted in %q", stats)
+	}
+	// One read of each message to claim it, and one of each earlier
+	// message as a later one checks it, at most.
+	if calls, _ := strconv.Atoi(m[1]); calls > 2*n {
+		t.Errorf("Claim of %d messages to one target made %d HMGETs, want at most %d", n, calls, 2*n)
+	}
 }

@@ -165,9 +165,10 @@
 // inserted claimed under the same test, else due. parts holds how far a
 // message sent in parts got (outbox.Parts, encoded; NULL for none),
 // written under the claim token. outbox_workers holds the delivery
-// workers' heartbeats (worker, expires); Claim first ends the live claims
-// of every worker whose heartbeat ran out (a scan of outbox by
-// claim_worker, rare: a worker died) and forgets it. A claim of a row
+// workers' heartbeats (worker, expires, and the ttl each beat holds);
+// Claim first renews the claimer's own heartbeat by its ttl, then ends the
+// live claims of every other worker whose heartbeat ran out (a scan of
+// outbox by claim_worker, rare: a worker died) and forgets it. A claim of a row
 // still in state claimed (its claim ran out or was ended) reports a
 // resend.
 // outbox_keys remembers idempotency keys for the dedupe window, also after

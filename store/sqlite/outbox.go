@@ -65,8 +65,12 @@ const (
 
 	// Workers' heartbeats: one whose beat ran out is gone, and its claims
 	// end now (the outbox has no index by worker; this is rare).
-	sqlOutboxBeat = `INSERT INTO outbox_workers (worker, expires) VALUES (?1, ?2)
-		ON CONFLICT (worker) DO UPDATE SET expires = excluded.expires`
+	sqlOutboxBeat = `INSERT INTO outbox_workers (worker, expires, ttl) VALUES (?1, ?2, ?3)
+		ON CONFLICT (worker) DO UPDATE SET expires = excluded.expires, ttl = excluded.ttl`
+	// A claim renews its worker's heartbeat as a beat does: the claimer
+	// is alive.
+	sqlOutboxRebeat = `UPDATE outbox_workers SET expires = ?2 + ttl
+		WHERE worker = ?1 AND ttl > 0 AND expires < ?2 + ttl`
 	sqlOutboxStale     = `SELECT worker FROM outbox_workers WHERE expires <= ?1 ORDER BY expires LIMIT 16`
 	sqlOutboxStaleAny  = `SELECT 1 FROM outbox_workers WHERE expires <= ?1 LIMIT 1`
 	sqlOutboxForget    = `DELETE FROM outbox_workers WHERE worker = ?1 AND expires <= ?2`
@@ -211,6 +215,9 @@ func (o *outboxStore) Claim(ctx context.Context, worker string, platforms []stri
 	err := d.w.do(ctx, op, bookkeeping, func(t *tx) error {
 		claimed = nil
 		nowT, now := d.now()
+		if _, err := t.st.outboxRebeat.Exec(worker, now); err != nil {
+			return err
+		}
 		if err := o.endStale(t, worker, now); err != nil {
 			return err
 		}
@@ -332,8 +339,8 @@ func (o *outboxStore) anyDue(ctx context.Context, platforms []string) (bool, err
 }
 
 // endStale ends the claims of the workers whose heartbeat ran out, and
-// forgets them; the claiming worker, not dead whatever its heartbeat says
-// (it was paused), keeps its own.
+// forgets them; the claiming worker, whose heartbeat its claim renewed
+// (it was paused, not dead), keeps its own.
 func (o *outboxStore) endStale(t *tx, claimer string, now int64) error {
 	workers, err := scanRows(scanString)(t.st.outboxStale.Query(now))
 	if err != nil {
@@ -368,7 +375,7 @@ func (o *outboxStore) Beat(ctx context.Context, worker string, ttl time.Duration
 			_, err := t.st.outboxForget.Exec(worker, int64(math.MaxInt64))
 			return err
 		}
-		_, err := t.st.outboxBeat.Exec(worker, nanos(nowT.Add(ttl)))
+		_, err := t.st.outboxBeat.Exec(worker, nanos(nowT.Add(ttl)), int64(ttl))
 		return err
 	})
 	return d.fail(op, err)

@@ -395,6 +395,12 @@ CREATE TABLE pool_convs (
 ) WITHOUT ROWID;
 CREATE INDEX pool_convs_used ON pool_convs (used_at);
 `,
+	// 19 → 20: how long a delivery worker's heartbeat holds (ttl, in
+	// nanoseconds), so that its claims renew it as its beats do; 0 for a
+	// heartbeat from before, which its claims leave as it is.
+	`
+ALTER TABLE outbox_workers ADD COLUMN ttl INTEGER NOT NULL DEFAULT 0;
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

@@ -38,6 +38,7 @@ type statements struct {
 	outboxHeld, outboxParts           *sql.Stmt
 	outboxStale, outboxEndClaims      *sql.Stmt
 	outboxForget, outboxBeat          *sql.Stmt
+	outboxRebeat                      *sql.Stmt
 	timelineInsert, timelineCursor    *sql.Stmt
 	timelineTrim                      *sql.Stmt
 	signalInsert, signalPrune         *sql.Stmt
@@ -113,6 +114,7 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 		{&st.outboxEndClaims, sqlOutboxEndClaims},
 		{&st.outboxForget, sqlOutboxForget},
 		{&st.outboxBeat, sqlOutboxBeat},
+		{&st.outboxRebeat, sqlOutboxRebeat},
 
 		{&st.timelineInsert, sqlTimelineInsert},
 		{&st.timelineCursor, sqlTimelineCursor},

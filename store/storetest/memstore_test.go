@@ -45,7 +45,8 @@ type memData struct {
 	signals  []sessions.Signal // kept whole: the suite never looks past an hour
 	notes    map[string][]sessions.Note
 	leases   map[string]memLease
-	workers  map[string]time.Time // outbox workers' heartbeats
+	workers  map[string]time.Time     // outbox workers' heartbeats
+	beats    map[string]time.Duration // how long each worker's beat holds
 }
 
 type memLease struct {
@@ -62,6 +63,7 @@ func newMemData() *memData {
 		timeline: map[string][]sessions.TimelineItem{},
 		leases:   map[string]memLease{},
 		workers:  map[string]time.Time{},
+		beats:    map[string]time.Duration{},
 		notes:    map[string][]sessions.Note{},
 	}
 }
@@ -681,9 +683,13 @@ func (o memOutbox) Claim(ctx context.Context, worker string, platforms []string,
 	}
 	defer o.s.data.mu.Unlock()
 	now := o.s.clk.Now()
+	if until, ok := o.s.data.workers[worker]; ok && until.Before(now.Add(o.s.data.beats[worker])) {
+		o.s.data.workers[worker] = now.Add(o.s.data.beats[worker])
+	}
 	for w, until := range o.s.data.workers {
 		if !until.After(now) && w != worker {
 			delete(o.s.data.workers, w)
+			delete(o.s.data.beats, w)
 			for _, m := range o.s.data.msgs {
 				if m.claimed && m.worker == w && m.expires.After(now) {
 					m.expires = now
@@ -742,8 +748,10 @@ func (o memOutbox) Beat(ctx context.Context, worker string, ttl time.Duration) e
 	defer o.s.data.mu.Unlock()
 	if ttl <= 0 {
 		delete(o.s.data.workers, worker)
+		delete(o.s.data.beats, worker)
 	} else {
 		o.s.data.workers[worker] = o.s.clk.Now().Add(ttl)
+		o.s.data.beats[worker] = ttl
 	}
 	return nil
 }

@@ -102,11 +102,7 @@ func runOutboxOrder(t *testing.T, b Backend) {
 	t.Run("a dead worker's claims end when its heartbeat runs out", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		const beat = 5 * time.Second
-		for _, w := range []string{"d1", "d2"} {
-			if err := f.ob.Beat(f.ctx, w, beat); err != nil {
-				t.Fatalf("Beat(%s): %v", w, err)
-			}
-		}
+		beatAll(t, f, beat, "d1", "d2")
 		f.enqueueAll(reply("c", "1"), chat("200", reply("d", "alive")))
 		stale := f.claimOutbox("d1", telegram, 1)
 		alive := f.claimOutbox("d2", telegram, 1)
@@ -146,6 +142,53 @@ func runOutboxOrder(t *testing.T, b Backend) {
 		}
 		if err := f.ob.Ack(f.ctx, cs[0]); err != nil {
 			t.Errorf("d3's Ack after its own claim: %v", err)
+		}
+	})
+
+	t.Run("a claim renews its worker's heartbeat", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		const beat = 3 * time.Second
+		beatAll(t, f, beat, "d1", "d2")
+		// d1's beats fail, but its claim goes through: it is alive.
+		f.clk.Advance(beat + time.Second)
+		if err := f.ob.Beat(f.ctx, "d2", beat); err != nil {
+			t.Fatalf("Beat(d2): %v", err)
+		}
+		f.enqueueAll(reply("c", "1"))
+		cs := f.claimOutbox("d1", telegram, 1)
+		if len(cs) != 1 {
+			t.Fatalf("d1's Claim = %q, want 1", claimedTexts(cs))
+		}
+		f.clk.Advance(beat - time.Second)
+		if got := f.claimOutbox("d2", telegram, 10); len(got) != 0 {
+			t.Errorf("d2's Claim within the heartbeat d1's claim renewed = %q, want nothing", claimedTexts(got))
+		}
+		if err := f.ob.Ack(f.ctx, cs[0]); err != nil {
+			t.Errorf("d1's Ack: %v", err)
+		}
+	})
+
+	t.Run("a dead worker's claims end on every platform, whoever claims", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		const beat = 3 * time.Second
+		if err := f.ob.Beat(f.ctx, "d1", beat); err != nil {
+			t.Fatalf("Beat(d1): %v", err)
+		}
+		f.enqueueAll(reply("c", "1"))
+		if len(f.claimOutbox("d1", telegram, 1)) != 1 {
+			t.Fatal("d1's Claim took nothing")
+		}
+		f.clk.Advance(beat + time.Second)
+		// The first claim after d1 died is for another platform only.
+		if got := f.claimOutbox("d2", []string{"slack"}, 10); len(got) != 0 {
+			t.Fatalf("d2's Claim of slack = %q, want nothing", claimedTexts(got))
+		}
+		cs := f.claimOutbox("d3", telegram, 10)
+		if d := cmp.Diff([]string{"1"}, claimedTexts(cs)); d != "" {
+			t.Fatalf("d3's Claim of telegram after d1 died, long before its claim ran out (-want +got):\n%s", d)
+		}
+		if !cs[0].Resend {
+			t.Errorf("the dead worker's message is not reported a resend")
 		}
 	})
 
@@ -207,4 +250,14 @@ func runOutboxOrder(t *testing.T, b Backend) {
 		}
 		wantCode(t, "KeepParts of a delivered message", f.ob.KeepParts(f.ctx, last[0], two), errs.NotFound)
 	})
+}
+
+// beatAll beats for each of workers, ttl long.
+func beatAll(t *testing.T, f *fixture, ttl time.Duration, workers ...string) {
+	t.Helper()
+	for _, w := range workers {
+		if err := f.ob.Beat(f.ctx, w, ttl); err != nil {
+			t.Fatalf("Beat(%s): %v", w, err)
+		}
+	}
 }

@@ -1,8 +1,10 @@
 -- ob_claim holds up to max due messages of the given platforms, oldest due
--- first. The claims of workers whose heartbeat ran out (ob:workers) end
--- first, the platforms' claims that expired are made due again (bounded
--- per platform and call), and so are handed messages whose claims
--- expired, of any platform (bounded per call). Only the named platforms'
+-- first. The claimer's own heartbeat (ob:workers) is renewed by its ttl
+-- (ob:beats), as ob_beat does: it is alive. The claims of other workers
+-- whose heartbeat ran out end first, on every platform claimed for
+-- (ob:platforms) and handed, the platforms' claims that expired are made
+-- due again (bounded per platform and call), and so are handed messages
+-- whose claims expired, of any platform (bounded per call). Only the named platforms'
 -- sets are read, so messages for a platform with no adapter stay where
 -- they are and spend no attempt, and expired claims of other platforms,
 -- however many, are never in the way.
@@ -11,7 +13,8 @@
 -- (ob:t:<target>) is held by this worker, claimed before or by this call,
 -- so a target's messages leave in the order they were enqueued; one that
 -- waits behind an earlier message given back until later is due no
--- sooner than that.
+-- sooner than that. Each earlier message is read once a call and target:
+-- the last one found held by this worker is remembered.
 -- KEYS: none; keys derive from the prefix (see doc.go).
 -- ARGV[1] key prefix
 -- ARGV[2] worker name
@@ -28,12 +31,26 @@ local now = now_ms(ARGV[5])
 local SWEEP = math.max(256, max)
 local handed = ob_key(prefix, 'handed')
 
--- A worker whose heartbeat ran out is gone: its live claims, handed or
--- not, end now, and the sweeps below make them due.
+-- The claiming worker is not dead, whatever its heartbeat said (it was
+-- paused): its claim renews its heartbeat, so that another worker's
+-- claim does not end the claims it takes now.
 local workers = ob_key(prefix, 'workers')
+local beats = ob_key(prefix, 'beats')
+local beat = tonumber(redis.call('HGET', beats, worker))
+if beat and beat > 0 then
+  local until_at = tonumber(redis.call('ZSCORE', workers, worker))
+  if until_at and until_at < now + beat then
+    redis.call('ZADD', workers, now + beat, worker)
+  end
+end
+-- The platforms claimed for, so that a dead worker's claims are found
+-- whichever platforms it claimed for.
+local platforms = ob_key(prefix, 'platforms')
+call_all('SADD', platforms, ARGV, 6, #ARGV - 5)
+
+-- A worker whose heartbeat ran out is gone: its live claims, handed or
+-- not, of every platform, end now, and the sweeps make them due.
 local gone = redis.call('ZRANGEBYSCORE', workers, '-inf', now, 'LIMIT', 0, 16)
--- The claiming worker is not dead, whatever its heartbeat says (it was
--- paused): its own claims are its senders' still.
 for i = #gone, 1, -1 do
   if gone[i] == worker then
     table.remove(gone, i)
@@ -45,8 +62,8 @@ if #gone > 0 then
     dead[w] = true
   end
   local held = {handed}
-  for i = 6, #ARGV do
-    held[#held + 1] = ob_key(prefix, 'claimed:' .. ARGV[i])
+  for _, p in ipairs(redis.call('SMEMBERS', platforms)) do
+    held[#held + 1] = ob_key(prefix, 'claimed:' .. p)
   end
   for _, key in ipairs(held) do
     local ids = redis.call('ZRANGEBYSCORE', key, '(' .. now, '+inf')
@@ -62,6 +79,7 @@ if #gone > 0 then
     call_all('ZADD', key, ended, 1, #ended)
   end
   call_all('ZREM', workers, gone, 1, #gone)
+  call_all('HDEL', beats, gone, 1, #gone)
 end
 
 -- Handed messages whose claims ran out, of every platform, are due again
@@ -109,27 +127,38 @@ table.sort(cand, function(a, b)
   return a[2] < b[2]
 end)
 
+-- mine[target] is the id of a message to target held by this worker
+-- under a live claim, every earlier one to target held too: waits reads
+-- only the ids after it.
+local mine = {}
 -- waits reports whether message id of target must wait for an earlier
 -- one, and until when that one is due ('' when it is held elsewhere or
 -- due now).
 local function waits(id, target)
   local tkey = ob_target_key(prefix, target)
-  local earlier = redis.call('ZRANGEBYSCORE', tkey, '-inf', '(' .. tonumber(id))
-  for _, e in ipairs(earlier) do
-    local v = redis.call('HMGET', ob_key(prefix, 'm:' .. e), 'w', 'exp', 'next', 'p')
-    local live = (tonumber(v[2]) or 0) > now
-    if not v[4] or (not live and redis.call('ZSCORE', ob_key(prefix, 'dead'), e)) then
-      -- Delivered or dead-lettered by a version that kept no target
-      -- index: it holds nothing up.
-      redis.call('ZREM', tkey, e)
-    elseif not (live and v[1] == worker) then
-      if not live and (tonumber(v[3]) or 0) > now then
-        return true, v[3]
+  local n = tonumber(id)
+  while true do
+    local from = mine[target] and '(' .. mine[target] or '-inf'
+    local earlier = redis.call('ZRANGEBYSCORE', tkey, from, '(' .. n, 'LIMIT', 0, 64)
+    for _, e in ipairs(earlier) do
+      local v = redis.call('HMGET', ob_key(prefix, 'm:' .. e), 'w', 'exp', 'next', 'p')
+      local live = (tonumber(v[2]) or 0) > now
+      if not v[4] or (not live and redis.call('ZSCORE', ob_key(prefix, 'dead'), e)) then
+        -- Delivered or dead-lettered by a version that kept no target
+        -- index: it holds nothing up.
+        redis.call('ZREM', tkey, e)
+      elseif not (live and v[1] == worker) then
+        if not live and (tonumber(v[3]) or 0) > now then
+          return true, v[3]
+        end
+        return true, ''
       end
-      return true, ''
+      mine[target] = tonumber(e)
+    end
+    if #earlier < 64 then
+      return false
     end
   end
-  return false
 end
 
 local token = redis.call('INCR', ob_key(prefix, 'tok'))
@@ -155,6 +184,9 @@ local function take(c)
       end
       return false
     end
+  end
+  if v[7] and tonumber(id) > (mine[v[7]] or 0) then
+    mine[v[7]] = tonumber(id)
   end
   taken = taken + 1
   local m = moves[due]
