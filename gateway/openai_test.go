@@ -254,6 +254,54 @@ func TestGatewayRunsOnAnthropicsAPI(t *testing.T) {
 	}
 }
 
+// A turn on Anthropic's Messages API that uses a tool streams too: the
+// model is asked to stream both calls, the client gets the reply piece
+// by piece, and the tool's result goes back to the model.
+func TestGatewayStreamsAToolTurnOnAnthropicsAPI(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	cfg := testConfig(t, model)
+	cfg.Model.BaseURL, cfg.Model.APIMode = model.AnthropicURL(), config.APIAnthropicMessages
+	cfg.Model.APIKey = "sk-ant-test"
+	model.RequireAPIKey("sk-ant-test")
+	model.Script(
+		testkit.Step{ToolCalls: []testkit.ModelToolCall{{Name: "memory", Arguments: `{"action":"add","text":"likes tea"}`}}},
+		testkit.Step{Text: "noted: tea", Chunks: []string{"noted", ": tea"}},
+	)
+	h := startGateway(t, cfg, Options{})
+	c := h.openaiClient("antstream")
+	stream := c.Chat.Completions.NewStreaming(context.Background(), userSays("remember I like tea"))
+	var pieces []string
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		ch := stream.Current()
+		acc.AddChunk(ch)
+		if len(ch.Choices) > 0 && ch.Choices[0].Delta.Content != "" {
+			pieces = append(pieces, ch.Choices[0].Delta.Content)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"noted", ": tea"}; !slices.Equal(pieces, want) {
+		t.Errorf("content chunks = %q, want %q", pieces, want)
+	}
+	if got := acc.Choices[0].Message.Content; got != "noted: tea" || acc.Choices[0].FinishReason != "stop" {
+		t.Errorf("streamed reply = %q (%s)", got, acc.Choices[0].FinishReason)
+	}
+	reqs := model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("model requests = %d, want 2", len(reqs))
+	}
+	for i, req := range reqs {
+		if req.API != testkit.APIAnthropic || !req.Stream || len(req.Tools) == 0 {
+			t.Errorf("request %d: api %q, stream %v, %d tools; want a streamed Messages API call with the tools", i, req.API, req.Stream, len(req.Tools))
+		}
+	}
+	if last := reqs[1].Messages[len(reqs[1].Messages)-1]; last.Role != "tool" || last.ToolCallID == "" {
+		t.Errorf("the tool's result went back as %+v", last)
+	}
+}
+
 // A streamed completion gets the reply piece by piece as the model
 // writes it, each piece its own chunk, and the same reply as unstreamed.
 func TestGatewayStreamsTheReplyAsTheModelWritesIt(t *testing.T) {
