@@ -318,6 +318,7 @@ func (g *Gateway) build() error {
 			Clock:    g.clock,
 			Logger:   log.With("part", "streaming"),
 			Metrics:  g.metrics,
+			Outbox:   g.db.Outbox(),
 		})
 	}
 	var streamed func(context.Context, adapters.Adapter, outbox.Message) (adapters.SendResult, bool)

@@ -43,6 +43,11 @@ type StreamingOptions struct {
 	Clock   clock.Clock   // nil: the wall clock
 	Logger  *slog.Logger  // nil: slog.Default()
 	Metrics *Metrics      // nil counts nothing
+	// Outbox is read once per streamed turn, before its first post
+	// (outbox.Store.Unsent): a turn whose chat has an earlier message
+	// not sent yet shows nothing in progress, as its message would be
+	// posted above that one. Nil reads nothing and always shows.
+	Outbox outbox.Store
 }
 
 // Streaming shows the replies of this process's turns as the model writes
@@ -50,6 +55,9 @@ type StreamingOptions struct {
 // later text edits it at most every Every, by the clock, and when the
 // turn's reply comes through the outbox its delivery here (Send) makes
 // that message the reply (SendStreamed) instead of posting a new one.
+// A turn whose chat has an earlier message that the outbox has not sent
+// yet (it waits for a retry, or is held by a worker) shows nothing: its
+// reply goes out as usual, below that message.
 // The outbox stays the truth: a reply whose turn streamed nothing here (it
 // ran in another process, or this one died mid-stream) is sent as usual,
 // and the message shown in progress, if any, stays as it was. The message
@@ -67,6 +75,7 @@ type Streaming struct {
 	clock   clock.Clock
 	log     *slog.Logger
 	metrics *Metrics
+	outbox  outbox.Store
 	turnFollower
 
 	mu      sync.Mutex
@@ -82,6 +91,7 @@ func NewStreaming(opts StreamingOptions) *Streaming {
 		clock:   opts.Clock,
 		log:     opts.Logger,
 		metrics: opts.Metrics,
+		outbox:  opts.Outbox,
 		replies: map[string]*replyStream{},
 
 		turnFollower: turnFollower{op: "gateway.Streaming"},
@@ -350,8 +360,30 @@ func (r *replyStream) called(id, text string, ok bool) {
 	r.mu.Unlock()
 }
 
+// behind reports whether the outbox has a message to the reply's target
+// that is not sent yet, or cannot tell: the reply in progress would be
+// posted above it, so it is not shown, and the reply goes through the
+// outbox after it.
+func (r *replyStream) behind(ctx context.Context) bool {
+	if r.s.outbox == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.s.timeout)
+	defer cancel()
+	unsent, err := r.s.outbox.Unsent(ctx, r.target)
+	switch {
+	case err != nil:
+		r.log.Debug("reading the outbox for an earlier message failed; the reply is not shown in progress", "err", err)
+		return true
+	case unsent:
+		r.log.Debug("an earlier message to the chat is not sent yet; the reply is not shown in progress")
+	}
+	return unsent
+}
+
 // run makes the platform calls for one reply until its turn ends. The
-// first text is posted at once; each later call waits until Every has
+// first text is posted at once, unless an earlier message to the chat is
+// not sent yet (behind); each later call waits until Every has
 // passed since the last one returned, by the driver's clock, and shows
 // all the text so far (what came in between is coalesced). A failed call
 // doubles the wait, up to maxStreamWait; one the platform refuses for
@@ -380,6 +412,7 @@ func (r *replyStream) run() {
 	timer.Stop()
 	defer timer.Stop()
 	var last time.Time // when the last call returned; zero before the first
+	checked := false   // whether the outbox was read for an earlier message
 	wait := s.every
 	for {
 		select {
@@ -397,6 +430,14 @@ func (r *replyStream) run() {
 				timer.Reset(last.Add(wait).Sub(now))
 			}
 			continue
+		}
+		if !checked {
+			if _, shown, ok := r.pending(false); ok && shown == "" {
+				checked = true
+				if r.behind(ctx) {
+					return
+				}
+			}
 		}
 		text, shown, ok := r.pending(true)
 		if !ok {

@@ -640,3 +640,146 @@ func TestGatewayStreamsRepliesOnEachPlatform(t *testing.T) {
 		}
 	}
 }
+
+// A turn whose chat has an earlier message the outbox has not sent yet
+// (here held by a worker that went away, its claim not run out) shows
+// nothing in progress: its reply goes through the outbox, after the
+// earlier one, as a plain send.
+func TestGatewayStreamsNothingWhileAnEarlierMessageIsUnsent(t *testing.T) {
+	for _, p := range streamPlatforms(t) {
+		t.Run(p.name, func(t *testing.T) {
+			ctx := context.Background()
+			model := testkit.NewModelServer(t)
+			cfg := testConfig(t, model)
+			cfg.Platforms.AllowAllUsers = true
+			cfg.Display.Streaming = true
+			p.adapter(&cfg)
+			// On Redis: a gateway alone on a SQLite file would take over
+			// the claim below at once.
+			cfg.Store.Backend, cfg.Store.RedisURL = config.BackendRedis, testkit.StartRedis(t).URL()
+
+			// The earlier message is claimed by a worker that is gone
+			// before the gateway starts, so none of its workers takes it.
+			db, err := OpenStore(ctx, cfg.Store, cfg.SQLitePath(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			earlier := outbox.Message{Target: p.target, Conv: p.target.String(), Kind: agent.KindReply, Text: "Earlier"}
+			if _, _, err := db.Outbox().Enqueue(ctx, earlier); err != nil {
+				t.Fatalf("Enqueue: %v", err)
+			}
+			held, err := db.Outbox().Claim(ctx, "gone", []string{p.name}, 1, time.Hour)
+			if err != nil || len(held) != 1 {
+				t.Fatalf("Claim = %v, %v; want the earlier message", held, err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			h := startGateway(t, cfg, Options{})
+			final := "Hello **there**, and more."
+			gate := testkit.NewGate()
+			t.Cleanup(gate.Release)
+			step := testkit.Reply(final)
+			step.Midway = gate
+			model.Script(step)
+			in := sessions.Inbound{Conv: p.target.String(), Sender: "u1", MessageID: p.replyTo, Text: "hi"}
+			if err := h.g.Router().Deliver(ctx, in); err != nil {
+				t.Fatalf("Deliver: %v", err)
+			}
+			// The model has written "Hello " and waits: the driver either
+			// posts it or says why it does not.
+			eventually(t, "the driver's decision on the reply in progress", func() bool {
+				return len(p.shown()) > 0 || strings.Contains(h.logs.String(), "an earlier message to the chat is not sent yet")
+			})
+			if got := p.shown(); len(got) != 0 {
+				t.Fatalf("the chat shows %q while the earlier message is unsent, want nothing", got)
+			}
+			gate.Release()
+			eventually(t, "the reply queued behind the earlier message", func() bool {
+				ms, err := h.g.Store().Outbox().Pending(ctx, 10)
+				return err == nil && len(ms) == 2
+			})
+			if got := p.shown(); len(got) != 0 {
+				t.Fatalf("the chat shows %q before the earlier message went, want nothing", got)
+			}
+			// The worker's claim is given back: the earlier message goes,
+			// then the reply.
+			if err := h.g.Store().Outbox().Release(ctx, held[0], time.Now(), "gone"); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+			waitShown(t, p, "the earlier message, then the reply", append(p.render("Earlier"), p.render(final)...)...)
+			if n := p.edits(); n != 0 {
+				t.Errorf("%d edits, want none: the reply is a plain send", n)
+			}
+		})
+	}
+}
+
+// The driver reads the outbox once, before the first post: a chat with a
+// message not sent yet, or an outbox it cannot read, shows nothing in
+// progress, and the driver leaves the turn at once; the reply is then
+// sent as usual.
+func TestStreamedReplyIsNotShownWhileTheOutboxHoldsAnEarlierMessage(t *testing.T) {
+	target := outbox.Target{Platform: "telegram", Chat: "4242"}
+	for _, tc := range []struct {
+		name string
+		ob   func(t *testing.T, clk clock.Clock) outbox.Store
+	}{
+		{"unsent", func(t *testing.T, clk clock.Clock) outbox.Store {
+			ob := openSQLite(t, clk).Outbox()
+			m := outbox.Message{Target: target, Kind: agent.KindReply, Text: "Earlier", NextAttempt: clk.Now().Add(time.Minute)}
+			if _, _, err := ob.Enqueue(context.Background(), m); err != nil {
+				t.Fatalf("Enqueue: %v", err)
+			}
+			return ob
+		}},
+		{"read fails", func(t *testing.T, clk clock.Clock) outbox.Store {
+			db := openSQLite(t, clk)
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			return db.Outbox()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := streamPlatforms(t)[0]
+			if p.target != target {
+				t.Fatalf("the platform's target is %s, want %s", p.target, target)
+			}
+			clk := clock.NewFake(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
+			a := p.adapter(nil)
+			s := NewStreaming(StreamingOptions{Adapters: []adapters.Adapter{a}, Clock: clk, Logger: quietLogger(), Outbox: tc.ob(t, clk)})
+			if err := s.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+			ts := s.Stream(context.Background(), p.target.String(), sessions.Entry{ID: "e1", Inbound: sessions.Inbound{MessageID: p.replyTo}}, p.target)
+			if ts == nil {
+				t.Fatal("Stream = nil, want the turn followed")
+			}
+			ts.Delta("Hello")
+			// Were it shown, the driver would follow the turn until End.
+			done := ts.(*replyStream).done
+			eventually(t, "the driver leaving the turn", func() bool {
+				select {
+				case <-done:
+					return true
+				default:
+					return false
+				}
+			})
+			if got := p.shown(); len(got) != 0 {
+				t.Fatalf("the chat shows %q, want nothing", got)
+			}
+			if meta := ts.End(true); meta != nil {
+				t.Errorf("End = %v, want no message named", meta)
+			}
+			m := reply(p, "Hello there")
+			if res := deliver(s, a, m); res.Outcome != adapters.Accepted {
+				t.Fatalf("deliver = %+v", res)
+			}
+			waitShown(t, p, "the reply, sent as usual", p.render("Hello there")...)
+		})
+	}
+}

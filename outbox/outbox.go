@@ -216,6 +216,12 @@ type Store interface {
 	// DeadLetters lists up to limit dead-lettered messages, oldest first.
 	DeadLetters(ctx context.Context, limit int) ([]Message, error)
 
+	// Unsent reports whether any message to target is not delivered yet:
+	// pending or claimed, not dead. A message shown to target outside the
+	// outbox while one is would appear above it. Errors: Invalid (bad
+	// target), Closed, Unavailable.
+	Unsent(ctx context.Context, target Target) (bool, error)
+
 	// Requeue makes a dead-lettered message pending again, due now, with
 	// its attempts reset. Errors: NotFound (no dead message with that id).
 	Requeue(ctx context.Context, id string) error

@@ -181,6 +181,24 @@ func (o *outboxStore) DeadLetters(ctx context.Context, limit int) ([]outbox.Mess
 	return o.list(ctx, "redis.OutboxDeadLetters", "dead", limit)
 }
 
+// Unsent reads the size of the target's index (ob:t:<target>), which
+// holds its messages that are neither acked nor dead.
+func (o *outboxStore) Unsent(ctx context.Context, target outbox.Target) (bool, error) {
+	const op = "redis.OutboxUnsent"
+	db := o.db
+	if err := db.check(op); err != nil {
+		return false, err
+	}
+	if err := target.Validate(); err != nil {
+		return false, errs.Wrap(op, errs.Invalid, err)
+	}
+	n, err := db.client.ZCard(ctx, db.prefix+"ob:t:"+target.String()).Result()
+	if err != nil {
+		return false, db.fail(op, err)
+	}
+	return n > 0, nil
+}
+
 func (o *outboxStore) list(ctx context.Context, op, index string, limit int) ([]outbox.Message, error) {
 	v, err := o.db.run(ctx, op, scriptObList, nil, o.db.prefix, index, limit)
 	if err != nil {

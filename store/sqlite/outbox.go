@@ -100,6 +100,8 @@ const (
 
 	sqlOutboxPending  = `SELECT ` + msgCols + ` FROM outbox WHERE state <> 'dead' ORDER BY id LIMIT ?1`
 	sqlOutboxDeadList = `SELECT ` + msgCols + ` FROM outbox WHERE state = 'dead' ORDER BY id LIMIT ?1`
+	// One step of the outbox_target index.
+	sqlOutboxUnsent = `SELECT EXISTS (SELECT 1 FROM outbox WHERE target = ?1 AND state <> 'dead')`
 )
 
 func (o *outboxStore) Enqueue(ctx context.Context, m outbox.Message) (string, bool, error) {
@@ -508,6 +510,22 @@ func (o *outboxStore) Pending(ctx context.Context, n int) ([]outbox.Message, err
 
 func (o *outboxStore) DeadLetters(ctx context.Context, n int) ([]outbox.Message, error) {
 	return o.list(ctx, "sqlite.outbox.DeadLetters", o.d.reads.outboxDeadAll, n)
+}
+
+func (o *outboxStore) Unsent(ctx context.Context, target outbox.Target) (bool, error) {
+	const op = "sqlite.outbox.Unsent"
+	d := o.d
+	if err := d.check(ctx, op); err != nil {
+		return false, err
+	}
+	if err := target.Validate(); err != nil {
+		return false, errs.Wrap(op, errs.Invalid, err)
+	}
+	var unsent bool
+	if err := d.reads.outboxUnsent.QueryRowContext(ctx, target.String()).Scan(&unsent); err != nil {
+		return false, d.fail(op, err)
+	}
+	return unsent, nil
 }
 
 func (o *outboxStore) list(ctx context.Context, op string, stmt *sql.Stmt, n int) ([]outbox.Message, error) {

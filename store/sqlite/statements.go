@@ -171,6 +171,7 @@ type readStatements struct {
 	historyList, metaList        *sql.Stmt
 	outboxDueAny, outboxStaleAny *sql.Stmt
 	outboxPending, outboxDeadAll *sql.Stmt
+	outboxUnsent                 *sql.Stmt
 	timelineRead, timelineEnd    *sql.Stmt
 	signalsEnd, signalsRead      *sql.Stmt
 	notesList                    *sql.Stmt
@@ -193,6 +194,7 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
 		{&rs.outboxStaleAny, sqlOutboxStaleAny},
 		{&rs.outboxPending, sqlOutboxPending},
 		{&rs.outboxDeadAll, sqlOutboxDeadList},
+		{&rs.outboxUnsent, sqlOutboxUnsent},
 		{&rs.timelineRead, sqlTimelineRead},
 		{&rs.timelineEnd, sqlTimelineEnd},
 		{&rs.signalsEnd, sqlSignalsEnd},

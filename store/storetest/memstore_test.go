@@ -853,6 +853,23 @@ func (o memOutbox) Pending(ctx context.Context, limit int) ([]outbox.Message, er
 	return o.list(false, limit), nil
 }
 
+func (o memOutbox) Unsent(ctx context.Context, target outbox.Target) (bool, error) {
+	const op = "mem.Unsent"
+	if err := target.Validate(); err != nil {
+		return false, errs.Wrap(op, errs.Invalid, err)
+	}
+	if err := o.s.lock(op); err != nil {
+		return false, err
+	}
+	defer o.s.data.mu.Unlock()
+	for _, m := range o.s.data.msgs {
+		if !m.dead && m.Target == target {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 func (o memOutbox) DeadLetters(ctx context.Context, limit int) ([]outbox.Message, error) {
 	if err := o.s.lock("mem.DeadLetters"); err != nil {
 		return nil, err

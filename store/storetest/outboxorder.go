@@ -71,6 +71,59 @@ func runOutboxOrder(t *testing.T, b Backend) {
 		}
 	})
 
+	t.Run("unsent: a target's pending and claimed messages, not its acked or dead ones", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		target := reply("c", "").Target
+		other := chat("300", reply("c", "")).Target // never sent to
+		threaded := target
+		threaded.Thread = "7"
+		unsent := func(want bool, when string) {
+			t.Helper()
+			for _, tc := range []struct {
+				target outbox.Target
+				want   bool
+			}{{target, want}, {other, false}, {threaded, false}} {
+				got, err := f.ob.Unsent(f.ctx, tc.target)
+				if err != nil {
+					t.Fatalf("Unsent(%s) %s: %v", tc.target, when, err)
+				}
+				if got != tc.want {
+					t.Errorf("Unsent(%s) %s = %v, want %v", tc.target, when, got, tc.want)
+				}
+			}
+		}
+		unsent(false, "with nothing enqueued")
+		// Another chat's message is its own.
+		f.enqueueAll(chat("200", reply("c", "elsewhere")))
+		unsent(false, "with another chat's message pending")
+		f.enqueueAll(reply("c", "acked"))
+		unsent(true, "with a pending message")
+		cs := f.claimOutbox("d1", telegram, 10)
+		if d := cmp.Diff([]string{"elsewhere", "acked"}, claimedTexts(cs)); d != "" {
+			t.Fatalf("Claim (-want +got):\n%s", d)
+		}
+		if err := f.ob.Ack(f.ctx, cs[0]); err != nil {
+			t.Fatalf("Ack elsewhere: %v", err)
+		}
+		unsent(true, "with a claimed message")
+		if err := f.ob.Ack(f.ctx, cs[1]); err != nil {
+			t.Fatalf("Ack: %v", err)
+		}
+		unsent(false, "once it was acked")
+		f.enqueueAll(reply("c", "doomed"))
+		cs = f.claimOutbox("d1", telegram, 10)
+		if len(cs) != 1 {
+			t.Fatalf("Claim = %q, want doomed", claimedTexts(cs))
+		}
+		if err := f.ob.Dead(f.ctx, cs[0], "403: blocked"); err != nil {
+			t.Fatalf("Dead: %v", err)
+		}
+		unsent(false, "with a dead letter")
+		if _, err := f.ob.Unsent(f.ctx, outbox.Target{Platform: "telegram"}); !errs.Is(err, errs.Invalid) {
+			t.Errorf("Unsent of a target with no chat: %v, want Invalid", err)
+		}
+	})
+
 	t.Run("an expired claim goes first and is reported a resend", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		f.enqueueAll(reply("c", "1"))
