@@ -11,6 +11,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/testkit"
@@ -25,6 +26,20 @@ func (h *gw) openaiClient(conv string) openai.Client {
 		option.WithMaxRetries(0),
 		option.WithHeader("X-Herald-Conversation", conv),
 	)
+}
+
+// readStream reads a streamed completion to its end: the content of each
+// chunk that had some, in order, the chunks accumulated, and how the
+// stream ended.
+func readStream(stream *ssestream.Stream[openai.ChatCompletionChunk]) (pieces []string, acc openai.ChatCompletionAccumulator, err error) {
+	for stream.Next() {
+		ch := stream.Current()
+		acc.AddChunk(ch)
+		if len(ch.Choices) > 0 && ch.Choices[0].Delta.Content != "" {
+			pieces = append(pieces, ch.Choices[0].Delta.Content)
+		}
+	}
+	return pieces, acc, stream.Err()
 }
 
 func userSays(text string) openai.ChatCompletionNewParams {
@@ -57,11 +72,8 @@ func TestGatewayCompletionUsageAndFinish(t *testing.T) {
 		Model: "herald", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("count me")},
 		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
 	})
-	var acc openai.ChatCompletionAccumulator
-	for stream.Next() {
-		acc.AddChunk(stream.Current())
-	}
-	if err := stream.Err(); err != nil {
+	_, acc, err := readStream(stream)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if acc.Usage.CompletionTokens != 3 || acc.Choices[0].FinishReason != "stop" {
@@ -270,16 +282,8 @@ func TestGatewayStreamsAToolTurnOnAnthropicsAPI(t *testing.T) {
 	h := startGateway(t, cfg, Options{})
 	c := h.openaiClient("antstream")
 	stream := c.Chat.Completions.NewStreaming(context.Background(), userSays("remember I like tea"))
-	var pieces []string
-	var acc openai.ChatCompletionAccumulator
-	for stream.Next() {
-		ch := stream.Current()
-		acc.AddChunk(ch)
-		if len(ch.Choices) > 0 && ch.Choices[0].Delta.Content != "" {
-			pieces = append(pieces, ch.Choices[0].Delta.Content)
-		}
-	}
-	if err := stream.Err(); err != nil {
+	pieces, acc, err := readStream(stream)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"noted", ": tea"}; !slices.Equal(pieces, want) {
@@ -310,16 +314,8 @@ func TestGatewayStreamsTheReplyAsTheModelWritesIt(t *testing.T) {
 	model.Script(testkit.Step{Text: "one two three", Chunks: []string{"one ", "two ", "three"}})
 	c := h.openaiClient("str")
 	stream := c.Chat.Completions.NewStreaming(context.Background(), userSays("count to three"))
-	var pieces []string
-	var acc openai.ChatCompletionAccumulator
-	for stream.Next() {
-		ch := stream.Current()
-		acc.AddChunk(ch)
-		if len(ch.Choices) > 0 && ch.Choices[0].Delta.Content != "" {
-			pieces = append(pieces, ch.Choices[0].Delta.Content)
-		}
-	}
-	if err := stream.Err(); err != nil {
+	pieces, acc, err := readStream(stream)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"one ", "two ", "three"}; !slices.Equal(pieces, want) {
@@ -344,11 +340,8 @@ func TestGatewayStreamsEachModelCallsText(t *testing.T) {
 	)
 	c := h.openaiClient("str2")
 	stream := c.Chat.Completions.NewStreaming(context.Background(), userSays("remember tea"))
-	var acc openai.ChatCompletionAccumulator
-	for stream.Next() {
-		acc.AddChunk(stream.Current())
-	}
-	if err := stream.Err(); err != nil {
+	_, acc, err := readStream(stream)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if got := acc.Choices[0].Message.Content; got != "Let me note that.\n\nNoted." {
@@ -370,16 +363,10 @@ func TestGatewayStreamCutByAModelError(t *testing.T) {
 	model.Script(testkit.Step{Text: "half an answer", Chunks: []string{"half ", "an answer"}, Drop: true})
 	c := h.openaiClient("cutstream")
 	stream := c.Chat.Completions.NewStreaming(context.Background(), userSays("tell me"))
-	var pieces []string
-	for stream.Next() {
-		if ch := stream.Current(); len(ch.Choices) > 0 && ch.Choices[0].Delta.Content != "" {
-			pieces = append(pieces, ch.Choices[0].Delta.Content)
-		}
-	}
+	pieces, _, err := readStream(stream)
 	if want := []string{"half ", "an answer"}; !slices.Equal(pieces, want) {
 		t.Errorf("content chunks = %q, want %q before the failure", pieces, want)
 	}
-	err := stream.Err()
 	if err == nil || !strings.Contains(err.Error(), "unavailable") {
 		t.Fatalf("stream's end = %v, want the model's failure with its reason", err)
 	}
