@@ -140,10 +140,11 @@ type Streamer interface {
 	// the platform refuses that edit, m is sent as Send sends it and,
 	// once it went, message id is deleted (a failed delete leaves it).
 	SendStreamed(ctx context.Context, m outbox.Message, id string) SendResult
-	// StreamDelete deletes message id from t: the reply in progress of a
-	// turn that ended without a reply (stopped, interrupted). One already
+	// ClearStatus deletes message id from t, as it deletes a status line
+	// (Presence): here the reply in progress of a turn that ended without
+	// a reply (stopped, interrupted, run again elsewhere). One already
 	// gone is deleted. Errors: Invalid, Unavailable.
-	StreamDelete(ctx context.Context, t outbox.Target, id string) error
+	ClearStatus(ctx context.Context, t outbox.Target, id string) error
 }
 
 // Exclusive is an adapter whose Run may run in one process only among

@@ -326,7 +326,7 @@ func (r *replyStream) drop() {
 	}
 	ctx, cancel := context.WithTimeout(r.s.ctx, r.s.timeout)
 	defer cancel()
-	if err := r.st.StreamDelete(ctx, r.target, id); err != nil {
+	if err := r.st.ClearStatus(ctx, r.target, id); err != nil {
 		r.log.Warn("deleting the reply in progress of a turn that ended without one failed; it stays", "err", err)
 		return
 	}

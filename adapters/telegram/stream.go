@@ -32,9 +32,3 @@ func (a *Adapter) StreamText(ctx context.Context, t outbox.Target, replyTo, id, 
 	}
 	return id, adapters.StreamError(op, res)
 }
-
-// StreamDelete deletes a reply in progress whose turn ended without a
-// reply (adapters.Streamer), as a status line is deleted.
-func (a *Adapter) StreamDelete(ctx context.Context, t outbox.Target, id string) error {
-	return a.ClearStatus(ctx, t, id)
-}
