@@ -368,6 +368,9 @@ func (r *run) reply(end sessions.TurnEnd, text string) sessions.TurnOutput {
 	}
 	if end == sessions.TurnModelError {
 		meta[sessions.ReplyMetaErrorClass] = string(llm.ClassOf(r.out.Err))
+		if wait := llm.RetryAfterOf(r.out.Err); wait > 0 {
+			meta[sessions.ReplyMetaRetryAt] = r.now().Add(wait).UTC().Format(time.RFC3339Nano)
+		}
 	}
 	r.out.Outbox = append(r.turn.Queued(), outbox.Message{
 		Target:  r.in.Origin,

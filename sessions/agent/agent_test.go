@@ -690,44 +690,19 @@ func TestReplySaysHowTheTurnEnded(t *testing.T) {
 		t.Fatal(err)
 	}
 	meta := out.Outbox[len(out.Outbox)-1].Meta
-	if meta[sessions.ReplyMetaEnd] != "model_error" || meta[sessions.ReplyMetaErrorClass] != "auth" {
-		t.Errorf("reply meta of a failed turn = %v, want model_error, auth", meta)
+	if meta[sessions.ReplyMetaEnd] != "model_error" || meta[sessions.ReplyMetaErrorClass] != "auth" || meta[sessions.ReplyMetaRetryAt] != "" {
+		t.Errorf("reply meta of a failed turn = %v, want model_error, auth, no time to retry at", meta)
 	}
-}
 
-// A request longer than the model takes is made once more with a
-// quarter of the earlier history; a second refusal ends the turn saying
-// so.
-func TestRunTrimsTheHistoryOnceWhenTheModelFindsItTooLong(t *testing.T) {
-	for _, refusal := range []testkit.Step{
-		testkit.Fail(http.StatusRequestEntityTooLarge, "request too large"),
-		testkit.Fail(http.StatusBadRequest, "This model's maximum context length is 8192 tokens"),
-	} {
-		f := newFixture(t)
-		in := input("and now?")
-		for i := range 8 {
-			in.History = append(in.History, user(fmt.Sprintf("earlier question %d %s", i, strings.Repeat("x", 100))), said("an answer"))
-		}
-		f.ms.Script(refusal, testkit.Reply("short answer"))
-		out, err := f.agent.Run(context.Background(), in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reqs := f.ms.Requests()
-		if out.End != sessions.TurnDone || len(reqs) != 2 || len(reqs[1].Messages) >= len(reqs[0].Messages) {
-			t.Fatalf("end %s after %d requests (%d then %d messages), want done with the history cut", out.End, len(reqs), len(reqs[0].Messages), len(reqs[len(reqs)-1].Messages))
-		}
-		if last := reqs[1].Messages[len(reqs[1].Messages)-1]; last.Content != "and now?" {
-			t.Errorf("the turn's own message was cut: %+v", last)
-		}
-
-		f.ms.Script(refusal, refusal)
-		out, _ = f.agent.Run(context.Background(), in)
-		if out.End != sessions.TurnModelError || llm.ClassOf(out.Err) != llm.ClassContextOverflow {
-			t.Errorf("twice too long: end %s, err %v", out.End, out.Err)
-		}
-		if reply := out.Outbox[len(out.Outbox)-1].Text; !strings.Contains(reply, "/new") {
-			t.Errorf("reply = %q, want it to say /new starts afresh", reply)
-		}
+	// A failure that says how long to wait says until when, by the
+	// turn's clock.
+	f.ms.Script(testkit.RateLimited("3600"))
+	out, err = f.agent.Run(context.Background(), input("later"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta = out.Outbox[len(out.Outbox)-1].Meta
+	if meta[sessions.ReplyMetaErrorClass] != "rate_limited" || meta[sessions.ReplyMetaRetryAt] != t0.Add(time.Hour).Format(time.RFC3339Nano) {
+		t.Errorf("reply meta of a rate limited turn = %v, want rate_limited, retry at %s", meta, t0.Add(time.Hour))
 	}
 }
