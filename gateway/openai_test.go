@@ -474,3 +474,77 @@ func TestGatewayOnlyKeyIsTriedAgain(t *testing.T) {
 		t.Errorf("rate limited: %d, Retry-After %q, x-should-retry %q; want 429 after 30s, retryable", apiErr.StatusCode, ra, apiErr.Response.Header.Get("X-Should-Retry"))
 	}
 }
+
+// The official client retries a 5xx twice by default, each retry the same
+// request again: after a turn that failed on the model, the retry goes
+// on with that turn, so once the client gives up the conversation's
+// history holds the message once, and so does what the model reads on
+// each try and on a later turn that is answered. On either store.
+func TestGatewayClientRetriesKeepTheMessageOnce(t *testing.T) {
+	for _, backend := range []string{config.BackendSQLite, config.BackendRedis} {
+		t.Run(backend, func(t *testing.T) {
+			model := testkit.NewModelServer(t)
+			cfg := testConfig(t, model)
+			cfg.Model.MaxRetries = 0
+			if backend == config.BackendRedis {
+				cfg.Store.Backend, cfg.Store.RedisURL = backend, testkit.StartRedis(t).URL()
+			}
+			h := startGateway(t, cfg, Options{})
+			down := testkit.Fail(http.StatusBadGateway, "upstream down")
+			model.Script(down, down, down)
+			c := h.retryingClient("r")
+			ctx := context.Background()
+
+			_, err := c.Chat.Completions.New(ctx, userSays("hello"))
+			if apiErr := apiError(t, err); apiErr.StatusCode != http.StatusServiceUnavailable {
+				t.Fatalf("completion = %d, want 503 after the client's retries", apiErr.StatusCode)
+			}
+			if n := model.Count(); n != 3 {
+				t.Fatalf("%d model calls, want 3: the request and the client's two retries", n)
+			}
+			history, err := h.g.Store().Sessions().History(ctx, "api:r")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(history) != 1 || history[0].Role != "user" || history[0].Content != "hello" {
+				t.Errorf("history after the retries = %+v, want the message once and nothing else", history)
+			}
+
+			for _, text := range []string{"hello", "and now?"} {
+				res, err := c.Chat.Completions.New(ctx, userSays(text))
+				if err != nil || res.Choices[0].Message.Content != "echo: "+text {
+					t.Fatalf("%q once the model is back: %v", text, err)
+				}
+			}
+			for _, req := range model.Requests() {
+				if n := countSeen(req.Messages, "hello"); n != 1 {
+					t.Errorf("model call %d read the message %d times, want once", req.Seq, n)
+				}
+			}
+			history, err = h.g.Store().Sessions().History(ctx, "api:r")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, m := range history {
+				got = append(got, m.Role+": "+m.Content)
+			}
+			want := []string{"user: hello", "assistant: echo: hello", "user: and now?", "assistant: echo: and now?"}
+			if !slices.Equal(got, want) {
+				t.Errorf("history = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// countSeen is how many of msgs, as the model read them, are user
+// messages saying text.
+func countSeen(msgs []testkit.ModelMessage, text string) int {
+	n := 0
+	for _, m := range msgs {
+		if m.Role == "user" && m.Content == text {
+			n++
+		}
+	}
+	return n
+}
