@@ -1028,8 +1028,11 @@ func TestCompletionFailureSaysWhetherToRetry(t *testing.T) {
 		status     int
 		retryAfter string
 		retry      string // x-should-retry
+		idemKey    string
 	}{
 		{desc: "the model's server is down", class: "unavailable", status: 503},
+		// A retry with the key is answered with the same failure.
+		{desc: "the model's server is down, with an Idempotency-Key", class: "unavailable", status: 503, retry: "false", idemKey: "idem-1"},
 		{desc: "keys cooling for 20.2s", class: "rate_limited", retryIn: 20200 * time.Millisecond, status: 429, retryAfter: "21"},
 		{desc: "keys cooling for an hour", class: "rate_limited", retryIn: time.Hour, status: 429, retryAfter: "3600", retry: "false"},
 		{desc: "a server down for maintenance", class: "unavailable", retryIn: 10 * time.Minute, status: 503, retryAfter: "600", retry: "false"},
@@ -1058,7 +1061,7 @@ func TestCompletionFailureSaysWhetherToRetry(t *testing.T) {
 				}()
 				return nil
 			})
-			status, h := f.postHeaders(t, `{"messages":[{"role":"user","content":"hi"}]}`)
+			status, h := f.postHeaders(t, `{"messages":[{"role":"user","content":"hi"}]}`, "Idempotency-Key", tt.idemKey)
 			got := []any{status, h.Get("Retry-After"), h.Get("X-Should-Retry")}
 			if want := []any{tt.status, tt.retryAfter, tt.retry}; !cmp.Equal(got, want) {
 				t.Errorf("status, Retry-After, x-should-retry = %v, want %v", got, want)
@@ -1068,7 +1071,10 @@ func TestCompletionFailureSaysWhetherToRetry(t *testing.T) {
 			}
 			// The official client, retrying by default, sends it once.
 			before := len(f.inbox.Got())
-			c := f.client(option.WithMaxRetries(2), option.WithHeader("X-Herald-Conversation", "r"))
+			c := f.client(option.WithMaxRetries(2), option.WithHeader("X-Herald-Conversation", "r"), option.WithHeader("Idempotency-Key", tt.idemKey+"-client"))
+			if tt.idemKey == "" {
+				c = f.client(option.WithMaxRetries(2), option.WithHeader("X-Herald-Conversation", "r"))
+			}
 			if _, err := c.Chat.Completions.New(context.Background(), chat(openai.UserMessage("hi"))); err == nil {
 				t.Fatal("completion succeeded, want the failure")
 			}

@@ -273,6 +273,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f, failed := turnFailure(reply); failed {
+		// A retry with the same Idempotency-Key is answered with this
+		// same failure, not a new turn.
+		f.final = f.final || strings.TrimSpace(r.Header.Get("Idempotency-Key")) != ""
 		f.write(w, s.opts.Clock.Now())
 		return
 	}
