@@ -163,6 +163,12 @@ func (e *Error) Unwrap() error { return e.Err }
 func (e *Error) exhausted() string {
 	until := e.Until.UTC().Format("15:04 MST")
 	switch {
+	case e.Keys == 1 && e.Until.IsZero():
+		return "the only key rejected as invalid or revoked"
+	case e.Keys == 1:
+		// A pool of one is out of keys only when it cools, or has a
+		// fallback to move to: not "all 1 keys".
+		return "the only key cooling until " + until
 	case e.Until.IsZero():
 		return fmt.Sprintf("all %d keys rejected as invalid or revoked", e.Keys)
 	case e.Dead > 0:
@@ -205,12 +211,18 @@ func UserMessage(err error) string {
 		return "the model call failed; try again later"
 	}
 	if e.Keys > 0 {
+		if e.Until.IsZero() && e.Keys == 1 {
+			return fmt.Sprintf("the model provider rejected the API key as invalid or revoked; replace it in %s, or bring it back with herald model keys --revive once the provider takes it again", cmp.Or(e.Setting, mainKeySetting))
+		}
 		if e.Until.IsZero() {
 			return fmt.Sprintf("the model provider rejected all %d API keys as invalid or revoked; replace them in %s, or bring back one the provider took back with herald model keys --revive", e.Keys, cmp.Or(e.Setting, "HERALD_MODEL_API_KEYS / model.credentials"))
 		}
 		why := ""
 		if e.Message != "" {
 			why = " (" + e.Message + ")"
+		}
+		if e.Keys == 1 {
+			return fmt.Sprintf("the model provider refused the API key for now: %s%s; try again then", e.exhausted(), why)
 		}
 		return fmt.Sprintf("the model provider refused every API key for now: %s%s; try again then", e.exhausted(), why)
 	}

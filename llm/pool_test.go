@@ -504,6 +504,9 @@ func TestPoolOfOneKey(t *testing.T) {
 		if llm.ClassOf(err) != llm.ClassRateLimited || llm.RetryAfterOf(err) != 30*time.Second {
 			t.Fatalf("ask = %v (retry after %s), want rate limited for 30s", err, llm.RetryAfterOf(err))
 		}
+		if msg, want := llm.UserMessage(err), "refused the API key for now: the only key cooling until 12:00 UTC (rate limit)"; !strings.Contains(msg, want) {
+			t.Errorf("user message %q, want %q", msg, want)
+		}
 		if got := r.status()["a"]; got != "cooling 30s rate_limited" {
 			t.Errorf("key a = %q, want cooling for its Retry-After", got)
 		}
@@ -582,7 +585,7 @@ func TestPoolExhausted(t *testing.T) {
 	dead.script.add(keyA, testkit.Fail(401, "Incorrect API key provided"))
 	_, err = dead.ask("")
 	var e *llm.Error
-	if !errors.As(err, &e) || e.Class != llm.ClassAuth || !strings.Contains(err.Error(), "all 1 keys rejected as invalid or revoked") {
+	if !errors.As(err, &e) || e.Class != llm.ClassAuth || !strings.Contains(err.Error(), "the only key rejected as invalid or revoked") {
 		t.Errorf("ask with every key dead = %v", err)
 	}
 }
@@ -724,7 +727,7 @@ func TestChainFallsBackInOrder(t *testing.T) {
 		t.Errorf("fallbacks observed (-want +got):\n%s", diff)
 	}
 	last := chain.Last()
-	if last.Provider != "fb2" || !last.Fallback || !strings.Contains(last.Reason, "all 1 keys cooling until 13:00 UTC") {
+	if last.Provider != "fb2" || !last.Fallback || !strings.Contains(last.Reason, "refused the API key for now: the only key cooling until 13:00 UTC") {
 		t.Errorf("Last = %+v", last)
 	}
 
