@@ -34,7 +34,7 @@ func (g *Gateway) buildControllers(commands *sessions.Commands, agent sessions.T
 	if err := controllers.RegisterCommands(commands, p.set); err != nil {
 		return nil, err
 	}
-	client, err := g.auxClient(g.cfg.Auxiliary.Goal, nil, main)
+	client, err := g.auxClient(g.cfg.Auxiliary.Goal, "auxiliary.goal.api_key", nil, main)
 	if err != nil {
 		return nil, err
 	}

@@ -31,11 +31,11 @@ type delegationParts struct {
 func (g *Gateway) buildDelegation(registry *tools.Registry, commands *sessions.Commands, parent llm.Client, workspace *tools.WorkspaceTools) (*delegationParts, error) {
 	cfg := g.cfg.Delegation
 	store := g.db.Delegations()
-	client, err := g.auxClient(cfg.Endpoint(), cfg.RequestOverrides, parent)
+	client, err := g.auxClient(cfg.Endpoint(), "DELEGATION_API_KEY / delegation.api_key", cfg.RequestOverrides, parent)
 	if err != nil {
 		return nil, err
 	}
-	review, err := g.auxClient(g.cfg.Auxiliary.Review, nil, client)
+	review, err := g.auxClient(g.cfg.Auxiliary.Review, "auxiliary.review.api_key", nil, client)
 	if err != nil {
 		return nil, err
 	}
@@ -175,8 +175,9 @@ func (p *delegationParts) startDeliverer(g *Gateway, inbox delegation.Inbox) err
 // set in every request's body. One on the main endpoint with its keys
 // (settings that name only a model, say) shares the main pool and falls
 // back like the main model, to model.fallbacks in order; one on an
-// endpoint of its own has neither: its failure is its own.
-func (g *Gateway) auxClient(ep config.AuxModel, overrides map[string]any, fallback llm.Client) (llm.Client, error) {
+// endpoint of its own has neither: its failure is its own. setting names
+// where ep's key is configured, for what a person is told of a refused key.
+func (g *Gateway) auxClient(ep config.AuxModel, setting string, overrides map[string]any, fallback llm.Client) (llm.Client, error) {
 	if ep == (config.AuxModel{}) && len(overrides) == 0 {
 		return fallback, nil
 	}
@@ -186,7 +187,7 @@ func (g *Gateway) auxClient(ep config.AuxModel, overrides map[string]any, fallba
 	pool := g.models.pool
 	if ep.BaseURL != g.cfg.Model.BaseURL || ep.APIKey != g.cfg.Model.APIKey {
 		var err error
-		if pool, err = g.newPool(ep.BaseURL, config.Model{APIKey: ep.APIKey}.Keys()); err != nil {
+		if pool, err = g.newPool(ep.BaseURL, config.Model{APIKey: ep.APIKey}.Keys(), setting); err != nil {
 			return nil, err
 		}
 	}

@@ -69,21 +69,32 @@ func (g *Gateway) modelOptions(baseURL, model string, pool *llm.Pool, overrides 
 }
 
 // newPool is the pool of keys of the model server at baseURL, over the
-// gateway's store.
-func (g *Gateway) newPool(baseURL string, keys []config.Credential) (*llm.Pool, error) {
-	return newPool(g.cfg.Model, baseURL, keys, g.db.Pools(), g.clock, g.log.With("part", "model"), g.metrics)
+// gateway's store, for a model with no fallback after it; setting names
+// where its key is configured.
+func (g *Gateway) newPool(baseURL string, keys []config.Credential, setting string) (*llm.Pool, error) {
+	return newPool(g.cfg.Model, poolKeys{baseURL: baseURL, keys: keys, setting: setting}, g.db.Pools(), g.clock, g.log.With("part", "model"), g.metrics)
+}
+
+// poolKeys are the keys of one model's server: where they are
+// configured (setting, for what a person is told to check), and whether
+// a fallback model comes after it (a pool of one key is marked only then).
+type poolKeys struct {
+	baseURL  string
+	keys     []config.Credential
+	setting  string
+	fallback bool
 }
 
 // newPool is the pool of keys of the model server at baseURL, named by
 // its host in the store: clients of one server share its keys' states,
 // whichever model they ask for.
-func newPool(cfg config.Model, baseURL string, keys []config.Credential, store llm.PoolStore, clk clock.Clock, log *slog.Logger, obs llm.Observer) (*llm.Pool, error) {
-	creds := make([]llm.Credential, len(keys))
-	for i, k := range keys {
+func newPool(cfg config.Model, pk poolKeys, store llm.PoolStore, clk clock.Clock, log *slog.Logger, obs llm.Observer) (*llm.Pool, error) {
+	creds := make([]llm.Credential, len(pk.keys))
+	for i, k := range pk.keys {
 		creds[i] = llm.Credential{Key: k.Key, Priority: k.Priority, Label: k.Label}
 	}
 	return llm.NewPool(llm.PoolOptions{
-		Name:        poolName(baseURL),
+		Name:        poolName(pk.baseURL),
 		Credentials: creds,
 		Strategy:    cfg.Strategy,
 		Cooldowns:   llm.Cooldowns(cfg.Cooldowns),
@@ -91,7 +102,24 @@ func newPool(cfg config.Model, baseURL string, keys []config.Credential, store l
 		Clock:       clk,
 		Logger:      log,
 		Observer:    obs,
+		Fallback:    pk.fallback,
+		Setting:     pk.setting,
 	})
+}
+
+// keySetting is where keys are configured, under the config key prefix
+// (model, model.fallbacks[0], delegation, …) and, when there is one, its
+// environment variable: the list (credentials) when it holds keys, else
+// the one key (api_key).
+func keySetting(prefix string, creds []config.Credential, env string) string {
+	name := prefix + ".api_key"
+	if len(creds) > 0 {
+		name = prefix + ".credentials"
+	}
+	if env == "" {
+		return name
+	}
+	return env + " / " + name
 }
 
 // ModelPool is the key pool of one model the config names.
@@ -107,13 +135,19 @@ func ModelPools(cfg config.Model, store llm.PoolStore) ([]ModelPool, error) {
 }
 
 func modelPools(cfg config.Model, store llm.PoolStore, clk clock.Clock, log *slog.Logger, obs llm.Observer) ([]ModelPool, error) {
-	main, err := newPool(cfg, cfg.BaseURL, cfg.Keys(), store, clk, log, obs)
+	env := "HERALD_MODEL_API_KEY"
+	if len(cfg.Credentials) > 0 {
+		env = "HERALD_MODEL_API_KEYS"
+	}
+	main, err := newPool(cfg, poolKeys{baseURL: cfg.BaseURL, keys: cfg.Keys(), setting: keySetting("model", cfg.Credentials, env), fallback: len(cfg.Fallbacks) > 0},
+		store, clk, log, obs)
 	if err != nil {
 		return nil, err
 	}
 	out := []ModelPool{{Model: providerName(cfg.Name, cfg.BaseURL), Pool: main}}
 	for i, fb := range cfg.Fallbacks {
-		p, err := newPool(cfg, fb.BaseURL, fb.Keys(), store, clk, log, obs)
+		pk := poolKeys{baseURL: fb.BaseURL, keys: fb.Keys(), setting: keySetting(fmt.Sprintf("model.fallbacks[%d]", i), fb.Credentials, ""), fallback: i < len(cfg.Fallbacks)-1}
+		p, err := newPool(cfg, pk, store, clk, log, obs)
 		if err != nil {
 			return nil, fmt.Errorf("model.fallbacks[%d]: %w", i, err)
 		}

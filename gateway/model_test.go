@@ -96,7 +96,7 @@ func TestGatewayAuxModelsShareTheMainPool(t *testing.T) {
 	if got := h.chat("k", "hello"); got != "from sk-second-key-0002 as test-model" {
 		t.Fatalf("reply %q", got)
 	}
-	child, err := h.g.auxClient(config.AuxModel{Model: "child-model"}, nil, nil)
+	child, err := h.g.auxClient(config.AuxModel{Model: "child-model"}, "delegation.api_key", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestGatewayAuxModelsFallBackLikeTheMain(t *testing.T) {
 	h := startGateway(t, cfg, Options{})
 	ask := func(ep config.AuxModel) (string, error) {
 		t.Helper()
-		c, err := h.g.auxClient(ep, nil, nil)
+		c, err := h.g.auxClient(ep, "delegation.api_key", nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

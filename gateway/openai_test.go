@@ -402,3 +402,149 @@ func TestGatewaySendsTheModelsRequestOverrides(t *testing.T) {
 		t.Errorf("request body = %s, want the overrides", body)
 	}
 }
+
+// retryingClient is the official client on h's local API with its
+// default retries, for conversation conv.
+func (h *gw) retryingClient(conv string) openai.Client {
+	return openai.NewClient(
+		option.WithBaseURL("http://"+h.g.Addr()+"/v1"),
+		option.WithAPIKey("unused"),
+		option.WithHeader("X-Herald-Conversation", conv),
+	)
+}
+
+// apiError is err as the client read the API's error answer.
+func apiError(t *testing.T, err error) *openai.Error {
+	t.Helper()
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) {
+		t.Fatalf("completion = %v, want an API error", err)
+	}
+	return apiErr
+}
+
+// With one key and no fallback, a refused key (401, 402) is answered as
+// what it is, naming the setting that holds the key, with no retry by
+// the client (x-should-retry: false); the key is not set aside, so the
+// next request, once the provider takes the key again, is answered. A
+// rate limit on it still cools it, and the answer says for how long.
+func TestGatewayOnlyKeyIsTriedAgain(t *testing.T) {
+	const key = "sk-only-model-key-0001"
+	model := testkit.NewModelServer(t)
+	cfg := testConfig(t, model)
+	cfg.Model.APIKey = key
+	cfg.Model.MaxRetries = 0
+	h := startGateway(t, cfg, Options{})
+	c := h.retryingClient("k")
+	ctx := context.Background()
+
+	model.RequireAPIKey("sk-another-key-0002")
+	_, err := c.Chat.Completions.New(ctx, userSays("hello"))
+	apiErr := apiError(t, err)
+	if apiErr.StatusCode != http.StatusBadGateway || apiErr.Code != "auth" || !strings.Contains(apiErr.Message, "check HERALD_MODEL_API_KEY / model.api_key") ||
+		apiErr.Response.Header.Get("X-Should-Retry") != "false" {
+		t.Errorf("with the key refused: %d %s %q (x-should-retry %q), want 502 auth naming the key's setting, not to be retried",
+			apiErr.StatusCode, apiErr.Code, apiErr.Message, apiErr.Response.Header.Get("X-Should-Retry"))
+	}
+	if n := model.Count(); n != 1 {
+		t.Errorf("%d model calls, want 1: neither herald nor the client retries a refused key", n)
+	}
+	model.RequireAPIKey(key)
+	if res, err := c.Chat.Completions.New(ctx, userSays("again")); err != nil || res.Choices[0].Message.Content != "echo: again" {
+		t.Fatalf("once the provider takes the key: %v, want the reply", err)
+	}
+
+	model.Script(testkit.Fail(http.StatusPaymentRequired, "Payment required"))
+	_, err = c.Chat.Completions.New(ctx, userSays("bill me"))
+	if apiErr := apiError(t, err); apiErr.StatusCode != http.StatusBadGateway || apiErr.Code != "payment" || !strings.Contains(apiErr.Message, "billing") {
+		t.Errorf("with billing refused: %d %s %q, want 502 payment saying billing", apiErr.StatusCode, apiErr.Code, apiErr.Message)
+	}
+	if _, err := c.Chat.Completions.New(ctx, userSays("paid")); err != nil {
+		t.Fatalf("once paid: %v, want the reply", err)
+	}
+
+	// A rate limit cools the key for its Retry-After: the answer says so,
+	// and the client, which waits that long, is told when.
+	model.Script(testkit.RateLimited("30"))
+	once := h.openaiClient("k")
+	_, err = once.Chat.Completions.New(ctx, userSays("too fast"))
+	apiErr = apiError(t, err)
+	if ra := apiErr.Response.Header.Get("Retry-After"); apiErr.StatusCode != http.StatusTooManyRequests || (ra != "30" && ra != "29") ||
+		apiErr.Response.Header.Get("X-Should-Retry") != "" {
+		t.Errorf("rate limited: %d, Retry-After %q, x-should-retry %q; want 429 after 30s, retryable", apiErr.StatusCode, ra, apiErr.Response.Header.Get("X-Should-Retry"))
+	}
+}
+
+// The official client retries a 5xx twice by default, each retry the same
+// request again: after a turn that failed on the model, the retry goes
+// on with that turn, so once the client gives up the conversation's
+// history holds the message once, and so does what the model reads on
+// each try and on a later turn that is answered. On either store.
+func TestGatewayClientRetriesKeepTheMessageOnce(t *testing.T) {
+	for _, backend := range []string{config.BackendSQLite, config.BackendRedis} {
+		t.Run(backend, func(t *testing.T) {
+			model := testkit.NewModelServer(t)
+			cfg := testConfig(t, model)
+			cfg.Model.MaxRetries = 0
+			if backend == config.BackendRedis {
+				cfg.Store.Backend, cfg.Store.RedisURL = backend, testkit.StartRedis(t).URL()
+			}
+			h := startGateway(t, cfg, Options{})
+			down := testkit.Fail(http.StatusBadGateway, "upstream down")
+			model.Script(down, down, down)
+			c := h.retryingClient("r")
+			ctx := context.Background()
+
+			_, err := c.Chat.Completions.New(ctx, userSays("hello"))
+			if apiErr := apiError(t, err); apiErr.StatusCode != http.StatusServiceUnavailable {
+				t.Fatalf("completion = %d, want 503 after the client's retries", apiErr.StatusCode)
+			}
+			if n := model.Count(); n != 3 {
+				t.Fatalf("%d model calls, want 3: the request and the client's two retries", n)
+			}
+			history, err := h.g.Store().Sessions().History(ctx, "api:r")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(history) != 1 || history[0].Role != "user" || history[0].Content != "hello" {
+				t.Errorf("history after the retries = %+v, want the message once and nothing else", history)
+			}
+
+			for _, text := range []string{"hello", "and now?"} {
+				res, err := c.Chat.Completions.New(ctx, userSays(text))
+				if err != nil || res.Choices[0].Message.Content != "echo: "+text {
+					t.Fatalf("%q once the model is back: %v", text, err)
+				}
+			}
+			for _, req := range model.Requests() {
+				if n := countSeen(req.Messages, "hello"); n != 1 {
+					t.Errorf("model call %d read the message %d times, want once", req.Seq, n)
+				}
+			}
+			history, err = h.g.Store().Sessions().History(ctx, "api:r")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, m := range history {
+				got = append(got, m.Role+": "+m.Content)
+			}
+			want := []string{"user: hello", "assistant: echo: hello", "user: and now?", "assistant: echo: and now?"}
+			if !slices.Equal(got, want) {
+				t.Errorf("history = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// countSeen is how many of msgs, as the model read them, are user
+// messages saying text.
+func countSeen(msgs []testkit.ModelMessage, text string) int {
+	n := 0
+	for _, m := range msgs {
+		if m.Role == "user" && m.Content == text {
+			n++
+		}
+	}
+	return n
+}

@@ -104,6 +104,10 @@ type Error struct {
 	// not refused for that.
 	Keys, Dead int
 	Until      time.Time
+
+	// Setting names where the key is configured, for the user message
+	// of a refused key (PoolOptions.Setting); "" is the main model's.
+	Setting string
 }
 
 func (e *Error) Error() string {
@@ -159,6 +163,12 @@ func (e *Error) Unwrap() error { return e.Err }
 func (e *Error) exhausted() string {
 	until := e.Until.UTC().Format("15:04 MST")
 	switch {
+	case e.Keys == 1 && e.Until.IsZero():
+		return "the only key rejected as invalid or revoked"
+	case e.Keys == 1:
+		// A pool of one is out of keys only when it cools, or has a
+		// fallback to move to: not "all 1 keys".
+		return "the only key cooling until " + until
 	case e.Until.IsZero():
 		return fmt.Sprintf("all %d keys rejected as invalid or revoked", e.Keys)
 	case e.Dead > 0:
@@ -187,6 +197,9 @@ func RetryAfterOf(err error) time.Duration {
 	return 0
 }
 
+// mainKeySetting is where the main model's key is configured.
+const mainKeySetting = "HERALD_MODEL_API_KEY / model.api_key"
+
 // UserMessage is one line a user can act on for a failed model call. It
 // never holds the API key or the request. It is "" for a nil err.
 func UserMessage(err error) string {
@@ -198,12 +211,18 @@ func UserMessage(err error) string {
 		return "the model call failed; try again later"
 	}
 	if e.Keys > 0 {
+		if e.Until.IsZero() && e.Keys == 1 {
+			return fmt.Sprintf("the model provider rejected the API key as invalid or revoked; replace it in %s, or bring it back with herald model keys --revive once the provider takes it again", cmp.Or(e.Setting, mainKeySetting))
+		}
 		if e.Until.IsZero() {
-			return fmt.Sprintf("the model provider rejected all %d API keys as invalid or revoked; replace them in model.credentials (HERALD_MODEL_API_KEYS)", e.Keys)
+			return fmt.Sprintf("the model provider rejected all %d API keys as invalid or revoked; replace them in %s, or bring back one the provider took back with herald model keys --revive", e.Keys, cmp.Or(e.Setting, "HERALD_MODEL_API_KEYS / model.credentials"))
 		}
 		why := ""
 		if e.Message != "" {
 			why = " (" + e.Message + ")"
+		}
+		if e.Keys == 1 {
+			return fmt.Sprintf("the model provider refused the API key for now: %s%s; try again then", e.exhausted(), why)
 		}
 		return fmt.Sprintf("the model provider refused every API key for now: %s%s; try again then", e.exhausted(), why)
 	}
@@ -211,12 +230,13 @@ func UserMessage(err error) string {
 	case ClassNotConfigured:
 		return "no model is configured: set HERALD_MODEL (model.name) to a model name and HERALD_MODEL_BASE_URL (model.base_url) to an OpenAI-compatible endpoint"
 	case ClassAuth:
+		setting := cmp.Or(e.Setting, mainKeySetting)
 		if e.Status == http.StatusForbidden {
-			return "the model provider refused the API key (HTTP 403; check HERALD_MODEL_API_KEY / model.api_key)"
+			return fmt.Sprintf("the model provider refused the API key (HTTP 403; check %s)", setting)
 		}
-		return "the model API key was rejected (check HERALD_MODEL_API_KEY / model.api_key)"
+		return fmt.Sprintf("the model API key was rejected (check %s)", setting)
 	case ClassPayment:
-		return "the model provider refused the request for billing reasons: add credit or check the plan of the account behind HERALD_MODEL_API_KEY"
+		return fmt.Sprintf("the model provider refused the request for billing reasons: add credit or check the plan of the account behind the key in %s", cmp.Or(e.Setting, mainKeySetting))
 	case ClassModelNotFound:
 		if e.Status == http.StatusForbidden {
 			return fmt.Sprintf("the model provider denied access to model %s: %s", e.Model, cmp.Or(e.Message, "HTTP 403"))

@@ -249,7 +249,7 @@ func (p retryPolicy) run(ctx context.Context, c call) (*Response, error) {
 			if k == nil {
 				var e *Error
 				if k, e = p.pool.pick(ctx, c.conv, tried, last); e != nil {
-					e.Model, e.Host, e.Attempts = c.model, c.host, n-1
+					e.Model, e.Host, e.Attempts, e.Setting = c.model, c.host, n-1, p.pool.setting
 					return nil, fail(e)
 				}
 				limited = 0
@@ -261,6 +261,9 @@ func (p retryPolicy) run(ctx context.Context, c call) (*Response, error) {
 			return resp, nil
 		}
 		e.Model, e.Host, e.Attempts = c.model, c.host, n
+		if p.pool != nil {
+			e.Setting = p.pool.setting
+		}
 		if streamed {
 			return nil, fail(e)
 		}

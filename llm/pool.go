@@ -172,6 +172,15 @@ type PoolOptions struct {
 	Rand func(n int) int
 	// Observer, when set, is told of coolings and rotations.
 	Observer Observer
+	// Fallback says a model comes after the pool's in its chain
+	// (model.fallbacks). A pool of one key marks it (cooling, dead) only
+	// then: a refusal of the only key with nowhere to go is answered as
+	// what it is, and the next request tries the key again.
+	Fallback bool
+	// Setting names where the pool's keys are configured, as a person
+	// is told to check them ("HERALD_MODEL_API_KEY / model.api_key");
+	// "" is the main model's.
+	Setting string
 }
 
 // Pool is the API keys of one model provider and the state of each: a
@@ -192,6 +201,11 @@ type Pool struct {
 	log        *slog.Logger
 	rand       func(n int) int
 	observer   Observer
+	setting    string
+	// alone: one key and no fallback, so nothing to move to. Its key is
+	// neither cooled nor killed for a refusal (auth, billing), and a
+	// mark another pool left on it does not keep it from the requests.
+	alone bool
 }
 
 // poolKey is one key of a pool.
@@ -223,6 +237,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		log:       cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)),
 		rand:      opts.Rand,
 		observer:  opts.Observer,
+		setting:   opts.Setting,
 	}
 	if p.store == nil {
 		p.store = NewMemoryPoolStore(opts.Clock)
@@ -242,6 +257,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		fmt.Fprintf(gen, "%s\x00", id)
 	}
 	p.generation = hex.EncodeToString(gen.Sum(nil)[:6])
+	p.alone = len(p.keys) == 1 && !opts.Fallback
 	return p, nil
 }
 
@@ -352,6 +368,11 @@ func (p *Pool) pick(ctx context.Context, conv string, tried map[string]bool, las
 	for i := range p.keys {
 		k := &p.keys[i]
 		st := states[k.id]
+		if p.alone && refusal(st.Reason) {
+			// The only key, with nowhere to go: tried again, whatever
+			// mark a refusal left (another pool's, or an older herald's).
+			st = KeyState{}
+		}
 		switch {
 		case p.dead(st):
 			dead++
@@ -395,6 +416,10 @@ func (p *Pool) pick(ctx context.Context, conv string, tried map[string]bool, las
 	}
 	return k, nil
 }
+
+// refusal reports whether a key set aside for reason was refused (its
+// auth or billing), not rate limited.
+func refusal(reason Class) bool { return reason == ClassAuth || reason == ClassPayment }
 
 // reasonWords is why a key cools, in a few words.
 func reasonWords(c Class) string {
@@ -474,9 +499,16 @@ func (p *Pool) failed(ctx context.Context, k *poolKey, e *Error, limited *int, c
 			at, in = time.Time{}, e.RetryAfter
 		}
 		p.cool(ctx, k, e, at, in, p.cooldowns.RateLimit)
-	case ClassPayment:
-		p.cool(ctx, k, e, e.ResetAt, e.ResetIn, p.cooldowns.Billing)
-	case ClassAuth:
+	case ClassPayment, ClassAuth:
+		if p.alone {
+			p.log.Warn("the model provider refused the pool's only key, and there is no fallback: the request ends, and the next tries the key again",
+				"pool", p.name, "key", k.id, "label", k.label, "class", e.Class, "status", e.Status)
+			return keyFail
+		}
+		if e.Class == ClassPayment {
+			p.cool(ctx, k, e, e.ResetAt, e.ResetIn, p.cooldowns.Billing)
+			break
+		}
 		if e.Revoked {
 			p.mark(ctx, k, KeyState{ID: k.id, Reason: ClassAuth, DeadFor: p.generation}, Revoked)
 			p.log.Warn("model API key rejected as invalid or revoked; it is not used again until it is revived (herald model keys --revive)", "pool", p.name, "key", k.id, "label", k.label, "status", e.Status)

@@ -72,6 +72,8 @@ type rigOpts struct {
 	rand       func(int) int
 	anthropic  bool
 	store      *llm.MemoryPoolStore
+	fallback   bool // a model comes after the pool's (PoolOptions.Fallback)
+	setting    string
 }
 
 func newPoolRig(t *testing.T, o rigOpts) *poolRig {
@@ -85,7 +87,8 @@ func newPoolRig(t *testing.T, o rigOpts) *poolRig {
 	if o.creds == nil {
 		o.creds = []llm.Credential{{Key: keyA}, {Key: keyB}, {Key: keyC}}
 	}
-	pool, err := llm.NewPool(llm.PoolOptions{Name: "test", Credentials: o.creds, Strategy: o.strategy, Store: r.store, Rand: o.rand, Observer: o.observer})
+	pool, err := llm.NewPool(llm.PoolOptions{Name: "test", Credentials: o.creds, Strategy: o.strategy, Store: r.store, Rand: o.rand, Observer: o.observer,
+		Fallback: o.fallback, Setting: o.setting})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,6 +436,94 @@ func TestPoolMarkOnlyLengthens(t *testing.T) {
 	}
 }
 
+// TestPoolOfOneKey: with one key and no fallback there is nothing to
+// move to, so a refusal of the key (401, 402, a revoked key) marks
+// nothing: the request fails saying what it is and which setting holds
+// the key, and the next request tries the key again at once. A mark
+// another pool left on the key does not keep it from the requests
+// either; a rate limit still cools it until the server's reset.
+func TestPoolOfOneKey(t *testing.T) {
+	const setting = "HERALD_MODEL_API_KEY / model.api_key"
+	tests := []struct {
+		desc  string
+		step  testkit.Step
+		class llm.Class
+		words string // in the user message
+	}{
+		{"a revoked key", testkit.Fail(401, "Incorrect API key provided"), llm.ClassAuth, "the model API key was rejected (check " + setting + ")"},
+		{"a plain 401", testkit.Step{Status: 401, Error: "Session expired", ErrorCode: "expired"}, llm.ClassAuth, "(check " + setting + ")"},
+		{"a 403 refusing the key", testkit.Fail(403, "Forbidden"), llm.ClassAuth, "(HTTP 403; check " + setting + ")"},
+		{"billing", testkit.Fail(402, "Payment required"), llm.ClassPayment, "billing reasons: add credit or check the plan of the account behind the key in " + setting},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			r := newPoolRig(t, rigOpts{creds: []llm.Credential{{Key: keyA}}, setting: setting})
+			r.script.add(keyA, tc.step)
+			_, err := r.ask("c")
+			if llm.ClassOf(err) != tc.class || !strings.Contains(llm.UserMessage(err), tc.words) {
+				t.Fatalf("ask = %v (%q), want %s saying %q", err, llm.UserMessage(err), tc.class, tc.words)
+			}
+			if strings.Contains(llm.UserMessage(err), "all 1 keys") {
+				t.Errorf("user message %q speaks of a pool", llm.UserMessage(err))
+			}
+			if got := r.status()["a"]; got != "ok" {
+				t.Errorf("key a = %q, want ok: one key is not set aside", got)
+			}
+			// The next request, with no time passed, tries the key again.
+			text, err := r.ask("c")
+			if err != nil || text != "from sk-aaaa" {
+				t.Errorf("next ask = %q, %v; want the key's reply", text, err)
+			}
+			if got := r.keysSince(0); got != "aa" {
+				t.Errorf("keys = %q, want a, then a again", got)
+			}
+		})
+	}
+
+	t.Run("a mark left by another pool", func(t *testing.T) {
+		store := llm.NewMemoryPoolStore(clock.NewFake(t0))
+		ctx := context.Background()
+		if err := store.MarkKey(ctx, "test", llm.KeyState{ID: llm.KeyID(keyA), Reason: llm.ClassAuth, DeadFor: "other"}); err != nil {
+			t.Fatal(err)
+		}
+		r := newPoolRig(t, rigOpts{creds: []llm.Credential{{Key: keyA}}, store: store})
+		if text, err := r.ask(""); err != nil || text != "from sk-aaaa" {
+			t.Errorf("ask = %q, %v; want the key tried despite its dead mark", text, err)
+		}
+		// With a fallback to go to, the mark holds.
+		fb := newPoolRig(t, rigOpts{creds: []llm.Credential{{Key: keyA}}, store: store, fallback: true})
+		if _, err := fb.ask(""); llm.ClassOf(err) != llm.ClassAuth || fb.ms.Count() != 0 {
+			t.Errorf("ask with a fallback = %v after %d calls, want the dead key refused without a call", err, fb.ms.Count())
+		}
+	})
+
+	t.Run("a rate limit still cools", func(t *testing.T) {
+		r := newPoolRig(t, rigOpts{creds: []llm.Credential{{Key: keyA}}})
+		r.script.add(keyA, testkit.RateLimited("2"), testkit.RateLimited("30"))
+		_, err := r.ask("")
+		if llm.ClassOf(err) != llm.ClassRateLimited || llm.RetryAfterOf(err) != 30*time.Second {
+			t.Fatalf("ask = %v (retry after %s), want rate limited for 30s", err, llm.RetryAfterOf(err))
+		}
+		if msg, want := llm.UserMessage(err), "refused the API key for now: the only key cooling until 12:00 UTC (rate limit)"; !strings.Contains(msg, want) {
+			t.Errorf("user message %q, want %q", msg, want)
+		}
+		if got := r.status()["a"]; got != "cooling 30s rate_limited" {
+			t.Errorf("key a = %q, want cooling for its Retry-After", got)
+		}
+	})
+
+	t.Run("with a fallback, a refusal marks the key", func(t *testing.T) {
+		r := newPoolRig(t, rigOpts{creds: []llm.Credential{{Key: keyA}}, fallback: true})
+		r.script.add(keyA, testkit.Fail(402, "Payment required"))
+		if _, err := r.ask(""); llm.ClassOf(err) != llm.ClassRateLimited {
+			t.Errorf("ask = %v, want the pool out of keys, for the chain to fall back", err)
+		}
+		if got := r.status()["a"]; got != "cooling 1h0m0s payment" {
+			t.Errorf("key a = %q, want cooling for billing", got)
+		}
+	})
+}
+
 func TestPoolRotationIsNotARetry(t *testing.T) {
 	r := newPoolRig(t, rigOpts{maxRetries: -1})
 	r.script.add(keyA, testkit.Fail(402, "Payment required"))
@@ -489,11 +580,12 @@ func TestPoolExhausted(t *testing.T) {
 		t.Errorf("ask with a key dead and one cooling = %v (%s), want it to say %q", err, llm.UserMessage(err), want)
 	}
 
-	dead := newPoolRig(t, rigOpts{creds: []llm.Credential{{Key: keyA}}})
+	// One key is a pool to mark only with a fallback to move to.
+	dead := newPoolRig(t, rigOpts{creds: []llm.Credential{{Key: keyA}}, fallback: true})
 	dead.script.add(keyA, testkit.Fail(401, "Incorrect API key provided"))
 	_, err = dead.ask("")
 	var e *llm.Error
-	if !errors.As(err, &e) || e.Class != llm.ClassAuth || !strings.Contains(err.Error(), "all 1 keys rejected as invalid or revoked") {
+	if !errors.As(err, &e) || e.Class != llm.ClassAuth || !strings.Contains(err.Error(), "the only key rejected as invalid or revoked") {
 		t.Errorf("ask with every key dead = %v", err)
 	}
 }
@@ -588,7 +680,7 @@ func TestPoolAnthropic(t *testing.T) {
 }
 
 func TestChainFallsBackInOrder(t *testing.T) {
-	main := newPoolRig(t, rigOpts{creds: []llm.Credential{{Key: keyA}}})
+	main := newPoolRig(t, rigOpts{creds: []llm.Credential{{Key: keyA}}, fallback: true})
 	fb1 := testkit.NewModelServer(t)
 	fb2 := testkit.NewModelServer(t)
 	client := func(url, model string) llm.Client {
@@ -635,7 +727,7 @@ func TestChainFallsBackInOrder(t *testing.T) {
 		t.Errorf("fallbacks observed (-want +got):\n%s", diff)
 	}
 	last := chain.Last()
-	if last.Provider != "fb2" || !last.Fallback || !strings.Contains(last.Reason, "all 1 keys cooling until 13:00 UTC") {
+	if last.Provider != "fb2" || !last.Fallback || !strings.Contains(last.Reason, "refused the API key for now: the only key cooling until 13:00 UTC") {
 		t.Errorf("Last = %+v", last)
 	}
 

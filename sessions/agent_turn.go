@@ -72,6 +72,10 @@ const (
 	ReplyMetaPromptTokens     = "herald.prompt_tokens"
 	ReplyMetaCompletionTokens = "herald.completion_tokens"
 	ReplyMetaErrorClass       = "herald.error_class"
+	// ReplyMetaRetryAt is, on TurnModelError, when the failure says a
+	// new try may succeed (a rate limit's wait, the keys cooling until a
+	// time), RFC 3339 by the turn's clock; absent when it says nothing.
+	ReplyMetaRetryAt = "herald.retry_at"
 	// ReplyMetaCut is "length" when the model stopped the reply at its
 	// output bound (its last call's finish reason).
 	ReplyMetaCut = "herald.cut"

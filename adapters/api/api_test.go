@@ -798,6 +798,37 @@ func TestWaitLimit(t *testing.T) {
 	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), "no reply within") {
 		t.Errorf("stream without a reply: %v, want the wait limit's error", err)
 	}
+	// The turn goes on: the same request again would queue its message
+	// once more, so the client is told not to retry; with an
+	// Idempotency-Key a retry waits for the same turn, and may.
+	for _, key := range []string{"", "idem-1"} {
+		status, h := f.postHeaders(t, `{"messages":[{"role":"user","content":"hi"}]}`, "Idempotency-Key", key)
+		want := map[string]string{"": "false", "idem-1": ""}[key]
+		if status != http.StatusGatewayTimeout || h.Get("X-Should-Retry") != want {
+			t.Errorf("504 with Idempotency-Key %q: %d, x-should-retry %q; want %q", key, status, h.Get("X-Should-Retry"), want)
+		}
+	}
+}
+
+// postHeaders posts body to /v1/chat/completions and returns the
+// answer's status and headers.
+func (f *fixture) postHeaders(t *testing.T, body string, header ...string) (int, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest("POST", f.srv.URL+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i+1] != "" {
+			req.Header.Set(header[i], header[i+1])
+		}
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode, res.Header
 }
 
 // A client that gives up while waiting leaves nothing running; its turn
@@ -980,5 +1011,76 @@ func TestRequireKey(t *testing.T) {
 		if err != nil && !errs.Is(err, errs.Invalid) {
 			t.Errorf("RequireKey(%q): code %v, want invalid", tt.addr, errs.CodeOf(err))
 		}
+	}
+}
+
+// A completion whose turn failed on the model tells the client whether
+// and when to try again: Retry-After when herald knows when to come back
+// (the keys cooling until a time), x-should-retry: false, which the
+// OpenAI clients honour, when no retry can succeed (a refused key, no
+// model, or a wait longer than a client waits). The official client,
+// with its default retries, then sends the request once.
+func TestCompletionFailureSaysWhetherToRetry(t *testing.T) {
+	tests := []struct {
+		desc       string
+		class      string
+		retryIn    time.Duration // from the fake clock's now; 0 for none
+		status     int
+		retryAfter string
+		retry      string // x-should-retry
+		idemKey    string
+	}{
+		{desc: "the model's server is down", class: "unavailable", status: 503},
+		// A retry with the key is answered with the same failure.
+		{desc: "the model's server is down, with an Idempotency-Key", class: "unavailable", status: 503, retry: "false", idemKey: "idem-1"},
+		{desc: "keys cooling for 20.2s", class: "rate_limited", retryIn: 20200 * time.Millisecond, status: 429, retryAfter: "21"},
+		{desc: "keys cooling for an hour", class: "rate_limited", retryIn: time.Hour, status: 429, retryAfter: "3600", retry: "false"},
+		{desc: "a server down for maintenance", class: "unavailable", retryIn: 10 * time.Minute, status: 503, retryAfter: "600", retry: "false"},
+		{desc: "a refused key", class: "auth", status: 502, retry: "false"},
+		{desc: "billing", class: "payment", status: 502, retry: "false"},
+		{desc: "the model is not known", class: "model_not_found", status: 502, retry: "false"},
+		{desc: "a refused request", class: "bad_request", status: 502, retry: "false"},
+		{desc: "a conversation too long", class: "context_overflow", status: 502, retry: "false"},
+		{desc: "no model configured", class: "not_configured", status: 503, retry: "false"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			f := newFixture(t, nil)
+			f.inbox.OnDeliver(func(_ context.Context, in sessions.Inbound) error {
+				m := replyTo(in, "reply", "the model failed: "+tt.class)
+				m.Meta = map[string]string{sessions.ReplyMetaEnd: string(sessions.TurnModelError), sessions.ReplyMetaErrorClass: tt.class}
+				if tt.retryIn > 0 {
+					m.Meta[sessions.ReplyMetaRetryAt] = epoch.Add(tt.retryIn).Format(time.RFC3339Nano)
+				}
+				f.turns.Add(1)
+				go func() {
+					defer f.turns.Done()
+					if r := f.api.Send(context.Background(), m); r.Outcome != adapters.Accepted {
+						panic(r.Reason)
+					}
+				}()
+				return nil
+			})
+			status, h := f.postHeaders(t, `{"messages":[{"role":"user","content":"hi"}]}`, "Idempotency-Key", tt.idemKey)
+			got := []any{status, h.Get("Retry-After"), h.Get("X-Should-Retry")}
+			if want := []any{tt.status, tt.retryAfter, tt.retry}; !cmp.Equal(got, want) {
+				t.Errorf("status, Retry-After, x-should-retry = %v, want %v", got, want)
+			}
+			if tt.retry != "false" {
+				return
+			}
+			// The official client, retrying by default, sends it once.
+			before := len(f.inbox.Got())
+			c := f.client(option.WithMaxRetries(2), option.WithHeader("X-Herald-Conversation", "r"), option.WithHeader("Idempotency-Key", tt.idemKey+"-client"))
+			if tt.idemKey == "" {
+				c = f.client(option.WithMaxRetries(2), option.WithHeader("X-Herald-Conversation", "r"))
+			}
+			if _, err := c.Chat.Completions.New(context.Background(), chat(openai.UserMessage("hi"))); err == nil {
+				t.Fatal("completion succeeded, want the failure")
+			}
+			if n := len(f.inbox.Got()) - before; n != 1 {
+				t.Errorf("the client sent the request %d times, want once", n)
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -261,12 +262,21 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	reply, err := s.awaitReply(ctx, conv, in.MessageID, after, followHooks{})
 	if err != nil {
 		if status, detail, ok := s.waitError(ctx, r, err); ok {
+			if status == http.StatusGatewayTimeout && strings.TrimSpace(r.Header.Get("Idempotency-Key")) == "" {
+				// The turn goes on: the same request again would be
+				// its message once more, not its answer sooner. With
+				// an Idempotency-Key it waits for the same turn.
+				w.Header().Set("X-Should-Retry", "false")
+			}
 			writeJSON(w, status, errorBody{Error: detail})
 		}
 		return
 	}
-	if status, detail, failed := turnFailure(reply); failed {
-		writeJSON(w, status, errorBody{Error: detail})
+	if f, failed := turnFailure(reply); failed {
+		// A retry with the same Idempotency-Key is answered with this
+		// same failure, not a new turn.
+		f.final = f.final || strings.TrimSpace(r.Header.Get("Idempotency-Key")) != ""
+		f.write(w, s.opts.Clock.Now())
 		return
 	}
 	writeJSON(w, http.StatusOK, completion{
@@ -307,20 +317,57 @@ func usageOf(reply sessions.TimelineItem) usage {
 // server refused the call (a key, the account, the model's name, the
 // request). The reply's text, the reason a person can act on, is the
 // message; the conversation's timeline keeps it too.
-func turnFailure(reply sessions.TimelineItem) (int, errorDetail, bool) {
+func turnFailure(reply sessions.TimelineItem) (failure, bool) {
 	if sessions.TurnEnd(reply.Meta[sessions.ReplyMetaEnd]) != sessions.TurnModelError {
-		return 0, errorDetail{}, false
+		return failure{}, false
 	}
 	class := reply.Meta[sessions.ReplyMetaErrorClass]
-	d := errorDetail{Message: reply.Text, Type: typeUnavailable, Code: class}
+	f := failure{status: http.StatusServiceUnavailable, detail: errorDetail{Message: reply.Text, Type: typeUnavailable, Code: class}}
+	f.retryAt, _ = time.Parse(time.RFC3339Nano, reply.Meta[sessions.ReplyMetaRetryAt])
 	switch class {
 	case "rate_limited":
-		return http.StatusTooManyRequests, errorDetail{Message: reply.Text, Type: typeRateLimit, Code: class}, true
+		f.status, f.detail.Type = http.StatusTooManyRequests, typeRateLimit
 	case "auth", "payment", "model_not_found", "bad_request", "context_overflow":
-		d.Type = typeUpstream
-		return http.StatusBadGateway, d, true
+		f.status, f.detail.Type, f.final = http.StatusBadGateway, typeUpstream, true
+	case "not_configured":
+		f.final = true
 	}
-	return http.StatusServiceUnavailable, d, true
+	return f, true
+}
+
+// failure is an error answer and what it tells a client about trying
+// again.
+type failure struct {
+	status int
+	detail errorDetail
+	// retryAt, when set, is when a new try may succeed: sent as
+	// Retry-After.
+	retryAt time.Time
+	// final says no retry of the same request can succeed (a refused
+	// key, no model configured): sent as x-should-retry: false.
+	final bool
+}
+
+// maxClientRetryWait is the longest Retry-After the OpenAI clients wait
+// before a retry (the Python client's bound; longer, it retries after
+// its own short backoff, the Go client not at all): an answer asking for
+// more tells them not to retry, since a retry sooner cannot succeed.
+const maxClientRetryWait = time.Minute
+
+// write answers f: its status and body, Retry-After (whole seconds, at
+// least one) when it knows when to come back, and x-should-retry: false,
+// which the OpenAI clients honour, when a retry cannot succeed.
+func (f failure) write(w http.ResponseWriter, now time.Time) {
+	final := f.final
+	if wait := f.retryAt.Sub(now); !f.retryAt.IsZero() {
+		secs := max(int64(math.Ceil(wait.Seconds())), 1)
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		final = final || wait > maxClientRetryWait
+	}
+	if final {
+		w.Header().Set("X-Should-Retry", "false")
+	}
+	writeJSON(w, f.status, errorBody{Error: f.detail})
 }
 
 // modelObject is a model as OpenAI's models routes show one.
@@ -491,8 +538,8 @@ func (s *Server) streamReply(ctx context.Context, w http.ResponseWriter, r *http
 		}
 		return
 	}
-	if _, detail, failed := turnFailure(reply); failed {
-		_ = sse.data(errorBody{Error: detail})
+	if f, failed := turnFailure(reply); failed {
+		_ = sse.data(errorBody{Error: f.detail})
 		return
 	}
 	finish := finishReason(reply)

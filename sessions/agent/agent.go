@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -78,7 +79,15 @@ var _ sessions.TurnRunner = (*Agent)(nil)
 // error: the turn ends with TurnModelError and a one-line reply.
 func (a *Agent) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
 	r := a.start(ctx, in)
-	r.add(userMessage(in.Entry, r.now()))
+	msg := userMessage(in.Entry, r.now())
+	if r.resumed = unfinished(in.History, msg.Content); r.resumed > 0 {
+		// The same message again after a turn that ended without a
+		// reply (a client's retry of a request that failed on the
+		// model): that turn goes on, its message in the history once.
+		r.log.InfoContext(ctx, "the message repeats a turn that ended without a reply; going on with it", "messages", r.resumed)
+	} else {
+		r.add(msg)
+	}
 	if a.Client == nil {
 		r.out.Err = &llm.Error{Class: llm.ClassNotConfigured, Model: a.Model}
 		return r.reply(sessions.TurnModelError, llm.UserMessage(r.out.Err)), nil
@@ -175,6 +184,9 @@ type run struct {
 	// answered is who answered the turn's latest model call, when a
 	// chain of models did; nil before one did.
 	answered *llm.ChainState
+	// resumed is how many of the history's last messages are the turn
+	// this one goes on with (unfinished); 0 for a turn of its own.
+	resumed int
 }
 
 func (a *Agent) start(ctx context.Context, in sessions.TurnInput) *run {
@@ -245,14 +257,19 @@ func (r *run) add(m sessions.Message) {
 // complete makes one model call with the trimmed history, the turn's
 // messages so far and the tools.
 func (r *run) complete(ctx context.Context) (*llm.Response, error) {
-	earlier := r.in.History
+	earlier, own := r.in.History, r.out.History
+	if r.resumed > 0 {
+		// The turn gone on with is the turn's own.
+		cut := len(earlier) - r.resumed
+		earlier, own = earlier[:cut], append(slices.Clip(earlier[cut:]), own...)
+	}
 	if budget := r.a.HistoryBudget; budget >= 0 {
 		if budget == 0 {
 			budget = DefaultHistoryBudget
 		}
 		// The turn's own messages are always sent whole; earlier history
 		// gets what is left of the budget.
-		for _, m := range r.out.History {
+		for _, m := range own {
 			budget -= sessions.MessageChars(m)
 		}
 		earlier = sessions.TrimHistory(earlier, budget)
@@ -264,10 +281,10 @@ func (r *run) complete(ctx context.Context) (*llm.Response, error) {
 	for _, m := range earlier {
 		r.sentEarlier += sessions.MessageChars(m)
 	}
-	msgs := make([]sessions.Message, 0, len(r.system)+len(earlier)+len(r.out.History))
+	msgs := make([]sessions.Message, 0, len(r.system)+len(earlier)+len(own))
 	msgs = append(msgs, r.system...)
 	msgs = append(msgs, earlier...)
-	msgs = append(msgs, r.out.History...)
+	msgs = append(msgs, own...)
 	req := llm.Request{
 		Model:    r.a.Model,
 		Messages: msgs,
@@ -368,6 +385,9 @@ func (r *run) reply(end sessions.TurnEnd, text string) sessions.TurnOutput {
 	}
 	if end == sessions.TurnModelError {
 		meta[sessions.ReplyMetaErrorClass] = string(llm.ClassOf(r.out.Err))
+		if wait := llm.RetryAfterOf(r.out.Err); wait > 0 {
+			meta[sessions.ReplyMetaRetryAt] = r.now().Add(wait).UTC().Format(time.RFC3339Nano)
+		}
 	}
 	r.out.Outbox = append(r.turn.Queued(), outbox.Message{
 		Target:  r.in.Origin,
@@ -420,6 +440,28 @@ func (r *run) interrupted(ctx context.Context) (sessions.TurnOutput, error) {
 	r.out.Outbox = r.turn.Queued()
 	r.out.Writes = r.turn.Writes()
 	return r.out, context.Cause(ctx)
+}
+
+// unfinished is how many of history's last messages are a turn that
+// ended without a reply (a model call failed, or it was stopped or
+// interrupted before one) and whose last user message is text: the
+// turn a message with that text, arriving next, repeats. 0 when the
+// history ends with a reply, or the unfinished turn's message differs.
+func unfinished(history []sessions.Message, text string) int {
+	for i := len(history) - 1; i >= 0; i-- {
+		m := history[i]
+		switch {
+		case m.Role == "user":
+			if m.Content == text {
+				return len(history) - i
+			}
+			return 0
+		case m.Role != "tool" && len(m.ToolCalls) == 0:
+			// A reply: the turn it ends was finished.
+			return 0
+		}
+	}
+	return 0
 }
 
 // userMessage is the entry as the model reads it. Synthetic entries (a

@@ -690,8 +690,95 @@ func TestReplySaysHowTheTurnEnded(t *testing.T) {
 		t.Fatal(err)
 	}
 	meta := out.Outbox[len(out.Outbox)-1].Meta
-	if meta[sessions.ReplyMetaEnd] != "model_error" || meta[sessions.ReplyMetaErrorClass] != "auth" {
-		t.Errorf("reply meta of a failed turn = %v, want model_error, auth", meta)
+	if meta[sessions.ReplyMetaEnd] != "model_error" || meta[sessions.ReplyMetaErrorClass] != "auth" || meta[sessions.ReplyMetaRetryAt] != "" {
+		t.Errorf("reply meta of a failed turn = %v, want model_error, auth, no time to retry at", meta)
+	}
+
+	// A failure that says how long to wait says until when, by the
+	// turn's clock.
+	f.ms.Script(testkit.RateLimited("3600"))
+	out, err = f.agent.Run(context.Background(), input("later"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta = out.Outbox[len(out.Outbox)-1].Meta
+	if meta[sessions.ReplyMetaErrorClass] != "rate_limited" || meta[sessions.ReplyMetaRetryAt] != t0.Add(time.Hour).Format(time.RFC3339Nano) {
+		t.Errorf("reply meta of a rate limited turn = %v, want rate_limited, retry at %s", meta, t0.Add(time.Hour))
+	}
+}
+
+// A message that repeats a turn that ended without a reply (a client's
+// retry of a request whose turn failed on the model) goes on with that
+// turn: its message is in the history, and in what the model reads,
+// once, after the work the turn did before it failed. A message after a
+// reply, or another message, is a turn of its own.
+func TestRepeatOfAnUnfinishedTurnGoesOnWithIt(t *testing.T) {
+	tests := []struct {
+		desc    string
+		history []sessions.Message
+		text    string
+		seen    []testkit.ModelMessage // after the system prompt
+		added   []sessions.Message
+	}{
+		{
+			desc:    "the model failed on the message",
+			history: []sessions.Message{user("before"), said("ok"), user("hi")},
+			text:    "hi",
+			seen:    []testkit.ModelMessage{{Role: "user", Content: "before"}, {Role: "assistant", Content: "ok"}, {Role: "user", Content: "hi"}},
+			added:   []sessions.Message{said("echo: hi")},
+		},
+		{
+			desc:    "the model failed after a tool ran",
+			history: []sessions.Message{user("hi"), calls(call("c1", "probe", `{}`)), result("c1", "probe", "done")},
+			text:    "hi",
+			seen: []testkit.ModelMessage{{Role: "user", Content: "hi"},
+				{Role: "assistant", ToolCalls: []testkit.ModelToolCall{{ID: "c1", Name: "probe", Arguments: `{}`}}},
+				{Role: "tool", Content: "done", ToolCallID: "c1"}},
+			added: []sessions.Message{said("echo: hi")},
+		},
+		{
+			desc:    "a message after a reply",
+			history: []sessions.Message{user("hi"), said("hello")},
+			text:    "hi",
+			seen:    []testkit.ModelMessage{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "hello"}, {Role: "user", Content: "hi"}},
+			added:   []sessions.Message{user("hi"), said("echo: hi")},
+		},
+		{
+			desc:    "another message after a failed turn",
+			history: []sessions.Message{user("hi")},
+			text:    "something else",
+			seen:    []testkit.ModelMessage{{Role: "user", Content: "hi"}, {Role: "user", Content: "something else"}},
+			added:   []sessions.Message{user("something else"), said("echo: something else")},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			f := newFixture(t)
+			in := input(tt.text)
+			in.History = tt.history
+			out, err := f.agent.Run(context.Background(), in)
+			if err != nil || out.End != sessions.TurnDone {
+				t.Fatalf("run: %s, %v", out.End, err)
+			}
+			if diff := cmp.Diff(tt.added, out.History); diff != "" {
+				t.Errorf("history added (-want +got):\n%s", diff)
+			}
+			seen := f.ms.Requests()[0].Messages[1:]
+			if diff := cmp.Diff(tt.seen, seen, cmpopts.IgnoreFields(testkit.ModelMessage{}, "Name")); diff != "" {
+				t.Errorf("messages the model saw (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	// A turn that fails again adds nothing: however often it is retried,
+	// the message is in the history once.
+	f := newFixture(t)
+	f.ms.Script(testkit.Fail(http.StatusBadGateway, "down"))
+	in := input("hi")
+	in.History = []sessions.Message{user("hi")}
+	out, err := f.agent.Run(context.Background(), in)
+	if err != nil || out.End != sessions.TurnModelError || len(out.History) != 0 {
+		t.Errorf("a retry failing again: %s, %v, history added %+v; want a model error adding nothing", out.End, err, out.History)
 	}
 }
 

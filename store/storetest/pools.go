@@ -23,6 +23,7 @@ func RunPools(t *testing.T, b Backend) {
 	t.Run("two processes share a pool's cooling", func(t *testing.T) { runPoolShared(t, b) })
 	t.Run("a conversation's key", func(t *testing.T) { runPoolSticky(t, b) })
 	t.Run("two processes keep a conversation on one key", func(t *testing.T) { runPoolStickyShared(t, b) })
+	t.Run("one key with nowhere to go is tried again", func(t *testing.T) { runPoolOfOneKey(t, b) })
 	t.Run("durability", func(t *testing.T) { runPoolDurability(t, b) })
 	t.Run("invalid arguments", func(t *testing.T) { runPoolInvalid(t, b) })
 }
@@ -211,6 +212,53 @@ func runPoolShared(t *testing.T, b Backend) {
 	f.clk.Advance(llm.DefaultBillingCooldown)
 	if got := ask(b2); got != "from sk-first-key-0001" {
 		t.Errorf("after the cooling: %q, want the first key again", got)
+	}
+}
+
+// runPoolOfOneKey: a pool of one key and no fallback leaves no mark for
+// a refusal of its key, so each request, with no time passed on the
+// store's clock, tries the key again; with a fallback after it, the
+// same refusal marks the key dead for every pool on the store, and the
+// pool of one still tries it.
+func runPoolOfOneKey(t *testing.T, b Backend) {
+	f := newFixture(t, b, sessions.Limits{})
+	const key = "sk-only-key-00001"
+	ms := testkit.NewModelServer(t)
+	ms.Script(testkit.Fail(401, "Incorrect API key provided"), testkit.Fail(402, "Payment required"), testkit.Reply("back"),
+		testkit.Fail(401, "Incorrect API key provided"), testkit.Reply("still tried"))
+	client := func(fallback bool) llm.Client {
+		pool, err := llm.NewPool(llm.PoolOptions{Name: "one", Store: f.pools(), Credentials: []llm.Credential{{Key: key}}, Fallback: fallback})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := llm.NewOpenAI(llm.OpenAIOptions{BaseURL: ms.URL(), Model: "m", MaxRetries: -1, Pool: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	alone, withFallback := client(false), client(true)
+	req := llm.Request{Messages: []sessions.Message{{Role: "user", Content: "hi"}}}
+	var got []string
+	for _, c := range []llm.Client{alone, alone, alone, withFallback, alone} {
+		resp, err := c.Complete(f.ctx, req)
+		switch {
+		case err != nil:
+			got = append(got, string(llm.ClassOf(err)))
+		default:
+			got = append(got, resp.Message.Content)
+		}
+		if len(got) == 3 {
+			if st, ok := f.keyStates("one")[llm.KeyID(key)]; ok && (st.DeadFor != "" || !st.CoolingUntil.IsZero()) {
+				t.Errorf("the only key after a 401 and a 402 = %+v, want no mark", st)
+			}
+		}
+	}
+	if want := []string{"auth", "payment", "back", "auth", "still tried"}; !cmp.Equal(got, want) {
+		t.Errorf("answers = %q, want %q", got, want)
+	}
+	if st := f.keyStates("one")[llm.KeyID(key)]; st.DeadFor == "" {
+		t.Errorf("the key after a revoking 401 in a pool with a fallback = %+v, want dead", st)
 	}
 }
 
