@@ -251,6 +251,9 @@ const (
 	OutcomeGaveUp    Outcome = "gave_up"
 	OutcomeReclaimed Outcome = "reclaimed"
 	OutcomeLimited   Outcome = "rate_limited" // exit 75: requeued without a failure
+	// OutcomeCheckFailed is a complete whose completion check failed: a
+	// failed run, counted as a crash is.
+	OutcomeCheckFailed Outcome = "check_failed"
 )
 
 // Run is one attempt at a card.

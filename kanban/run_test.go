@@ -1,0 +1,120 @@
+package kanban_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldgw/herald/kanban"
+)
+
+// failingCheck makes every completion check of svc fail, and counts
+// them.
+func failingCheck(svc *kanban.Service, pass *bool) *int {
+	n := new(int)
+	svc.Check = func(_ context.Context, k kanban.Card, _ string) (string, bool, error) {
+		*n++
+		return "FAIL: " + k.CompletionCheck, pass != nil && *pass, nil
+	}
+	return n
+}
+
+// A card whose completion check always fails is run up to its failure
+// limit, each run check_failed, then blocked with gave_up: never run
+// again by itself.
+func TestAFailingCheckEndsAtTheFailureLimit(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *harness) {
+		checks := failingCheck(h.svc, nil)
+		lane := newScriptedLane(h.svc)
+		d, ended := h.dispatcher("gw-a", h.svc, map[string]kanban.LaneConfig{"herald": {Lane: lane}}, nil)
+		own := h.create(kanban.CreateSpec{Title: "complete it", Assignee: "herald", CompletionCheck: "make test", MaxRetries: 3})
+		byDefault := h.create(kanban.CreateSpec{Title: "complete that", Assignee: "herald", CompletionCheck: "make lint"})
+		for range 6 {
+			rep := h.tick(d)
+			waitEnded(t, ended, len(rep.Claimed))
+			h.clk.Advance(time.Minute)
+		}
+		if n := lane.count(own.ID); n != 3 {
+			t.Errorf("the card with max_retries 3 ran %d times, want 3", n)
+		}
+		if n := lane.count(byDefault.ID); n != kanban.DefaultFailureLimit {
+			t.Errorf("the card with the default limit ran %d times, want %d", n, kanban.DefaultFailureLimit)
+		}
+		if *checks != 3+kanban.DefaultFailureLimit {
+			t.Errorf("%d checks ran, want one a run", *checks)
+		}
+		k := h.wantStatus(own.ID, kanban.StatusBlocked)
+		if k.Failures != 3 || !strings.Contains(k.BlockReason, "completion check failed") {
+			t.Errorf("given up card = %+v, want 3 failures and the check named", k)
+		}
+		if kinds := h.kinds(own.ID); kinds[len(kinds)-1] != kanban.EventGaveUp {
+			t.Errorf("events = %v, want gave_up last", kinds)
+		}
+		runs := mustRuns(t, h, own.ID)
+		want := []kanban.Outcome{kanban.OutcomeCheckFailed, kanban.OutcomeCheckFailed, kanban.OutcomeGaveUp}
+		for i, r := range runs {
+			if i >= len(want) || r.Outcome != want[i] || r.Ended.IsZero() {
+				t.Errorf("run %d = %+v, want %v", i, r, want)
+			}
+		}
+		if !strings.HasPrefix(runs[2].Error, string(kanban.OutcomeCheckFailed)) {
+			t.Errorf("the last run's error = %q, want it to say the check failed", runs[2].Error)
+		}
+		h.wantStatus(byDefault.ID, kanban.StatusBlocked)
+	})
+}
+
+// A card that asks for review runs its completion check when its
+// worker completes, and again before an approval makes it done.
+func TestAReviewCardRunsItsCheck(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *harness) {
+		pass := false
+		checks := failingCheck(h.svc, &pass)
+		k := h.create(kanban.CreateSpec{Title: "feature", Review: true, CompletionCheck: "make test", MaxRetries: 5})
+		r := h.claim(k.ID)
+		got, err := h.svc.Complete(h.ctx, k.ID, r.Claim.Token, kanban.Result{Summary: "did it"}, "w")
+		if err != nil || got.Status != kanban.StatusReady || got.Failures != 1 {
+			t.Fatalf("a worker's complete with a failing check = %+v, %v; want ready with a failure", got, err)
+		}
+		if runs := mustRuns(t, h, k.ID); runs[0].Outcome != kanban.OutcomeCheckFailed {
+			t.Errorf("run = %+v, want check_failed", runs[0])
+		}
+		pass = true
+		r = h.claim(k.ID)
+		if got, err := h.svc.Complete(h.ctx, k.ID, r.Claim.Token, kanban.Result{Summary: "fixed"}, "w"); err != nil || got.Status != kanban.StatusReview {
+			t.Fatalf("complete with a passing check = %+v, %v; want review", got, err)
+		}
+		// The tree moved on while it waited: a person's approval runs the
+		// check again, and it fails.
+		pass = false
+		if got, err := h.svc.Approve(h.ctx, k.ID, 0, "ship it", "ann"); err != nil || got.Status != kanban.StatusReady || got.Failures != 2 {
+			t.Fatalf("approval with a failing check = %+v, %v; want ready with a failure", got, err)
+		}
+		// A reviewer's complete (its approval) runs it too.
+		pass = true
+		r = h.claim(k.ID)
+		if _, err := h.svc.Complete(h.ctx, k.ID, r.Claim.Token, kanban.Result{Summary: "again"}, "w"); err != nil {
+			t.Fatal(err)
+		}
+		pass = false
+		rv, err := h.svc.Claim(h.ctx, k.ID, kanban.ClaimSpec{Owner: "gw-b", Lane: "reviewer", TTL: time.Minute, Review: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := h.svc.Complete(h.ctx, k.ID, rv.Claim.Token, kanban.Result{Summary: "looks right"}, "reviewer"); err != nil || got.Status != kanban.StatusReady {
+			t.Fatalf("a reviewer's approval with a failing check = %+v, %v; want ready", got, err)
+		}
+		pass = true
+		r = h.claim(k.ID)
+		if _, err := h.svc.Complete(h.ctx, k.ID, r.Claim.Token, kanban.Result{Summary: "again"}, "w"); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := h.svc.Approve(h.ctx, k.ID, 0, "ship it", "ann"); err != nil || got.Status != kanban.StatusDone || got.Failures != 0 {
+			t.Fatalf("approval with a passing check = %+v, %v; want done", got, err)
+		}
+		if *checks != 7 {
+			t.Errorf("%d checks ran, want 7: each complete and each approval", *checks)
+		}
+	})
+}
