@@ -27,9 +27,10 @@ const (
 	// strandedAfter is how long a ready card may wait unclaimed before
 	// the dispatcher says so (an error at twice it, critical at six).
 	strandedAfter = 30 * time.Minute
-	// rateLimitDelay is how long a rate-limited card (and its lane)
-	// waits before its next run when its worker did not say how long.
-	rateLimitDelay = time.Minute
+	// DefaultRateLimitWait is how long a rate-limited card (and its
+	// lane) waits before its next run when its worker did not say how
+	// long (kanban.rate_limit_wait_seconds).
+	DefaultRateLimitWait = 300 * time.Second
 	// breakerFailures in a row pause a lane for breakerPause.
 	breakerFailures = 3
 	breakerPause    = 30 * time.Minute
@@ -62,6 +63,10 @@ type DispatcherOptions struct {
 	// none, to their own lane); off, people review them.
 	ReviewDispatch bool
 	ReviewLane     string
+	// RateLimitWait holds a rate-limited card and its lane back when
+	// its worker did not say how long (kanban.rate_limit_wait_seconds);
+	// 0: DefaultRateLimitWait.
+	RateLimitWait time.Duration
 	// Env returns what a worker is given beside HERALD_KANBAN_*: the API
 	// address and a token good for its card's claim only.
 	Env func(k Card, token int64) []string
@@ -148,6 +153,9 @@ func NewDispatcher(opts DispatcherOptions) (*Dispatcher, error) {
 	}
 	if opts.MaxSpawn <= 0 {
 		opts.MaxSpawn = DefaultMaxSpawn
+	}
+	if opts.RateLimitWait <= 0 {
+		opts.RateLimitWait = DefaultRateLimitWait
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
@@ -440,7 +448,7 @@ func (d *Dispatcher) claimAll(ctx context.Context, cards []Card, now time.Time, 
 			continue
 		}
 		if now.Before(k.RetryAt) {
-			rep.Skipped[k.ID] = "waits to retry after a rate limit"
+			rep.Skipped[k.ID] = "retry_wait"
 			continue
 		}
 		lane := k.Assignee
@@ -656,7 +664,7 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 		if delay > 0 {
 			said += ", until " + d.clk.Now().Add(delay).UTC().Format(time.RFC3339)
 		} else {
-			delay = rateLimitDelay
+			delay = d.opts.RateLimitWait
 		}
 		end = Ending{Outcome: OutcomeLimited, Reason: said, RetryAfter: delay}
 		d.pause(r.lane, delay)

@@ -118,3 +118,56 @@ func TestAReviewCardRunsItsCheck(t *testing.T) {
 		}
 	})
 }
+
+// A crashed card waits out the crash grace before it runs again.
+func TestACrashedCardWaitsOutItsGrace(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *harness) {
+		h.svc.CrashGrace = 30 * time.Second
+		lane := newScriptedLane(h.svc)
+		d, ended := h.dispatcher("gw-a", h.svc, map[string]kanban.LaneConfig{"herald": {Lane: lane}}, nil)
+		k := h.create(kanban.CreateSpec{Title: "exit 2", Assignee: "herald", MaxRetries: 5})
+		h.tick(d)
+		waitEnded(t, ended, 1)
+		if got := h.wantStatus(k.ID, kanban.StatusReady); !got.RetryAt.Equal(t0.Add(30 * time.Second)) {
+			t.Fatalf("crashed card = %+v, want it held until %s", got, t0.Add(30*time.Second))
+		}
+		h.clk.Advance(29 * time.Second)
+		if rep := h.tick(d); len(rep.Claimed) != 0 || rep.Skipped[k.ID] != "retry_wait" {
+			t.Fatalf("a tick within the grace = %+v, want the card waiting", rep)
+		}
+		h.clk.Advance(time.Second)
+		if rep := h.tick(d); len(rep.Claimed) != 1 {
+			t.Fatalf("a tick after the grace = %+v, want the card run again", rep)
+		}
+		waitEnded(t, ended, 1)
+		if n := lane.count(k.ID); n != 2 {
+			t.Errorf("the card ran %d times, want 2", n)
+		}
+	})
+}
+
+// An exit 75 that names no time holds the card and its lane back for
+// the configured wait.
+func TestARateLimitWithNoTimeWaitsTheConfiguredWait(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *harness) {
+		lane := newScriptedLane(h.svc)
+		d, ended := h.dispatcher("gw-a", h.svc, map[string]kanban.LaneConfig{"quota": {Lane: lane}}, func(o *kanban.DispatcherOptions) {
+			o.RateLimitWait = 7 * time.Minute
+		})
+		k := h.create(kanban.CreateSpec{Title: "exit 75", Assignee: "quota"})
+		h.tick(d)
+		waitEnded(t, ended, 1)
+		if got := h.wantStatus(k.ID, kanban.StatusReady); got.Failures != 0 || !got.RetryAt.Equal(t0.Add(7*time.Minute)) {
+			t.Fatalf("rate-limited card = %+v, want it held until %s", got, t0.Add(7*time.Minute))
+		}
+		other := h.create(kanban.CreateSpec{Title: "complete it", Assignee: "quota"})
+		h.clk.Advance(7*time.Minute - time.Second)
+		if rep := h.tick(d); len(rep.Claimed) != 0 || rep.Skipped[other.ID] != "lane_paused" {
+			t.Fatalf("a tick within the wait = %+v, want the lane paused", rep)
+		}
+		h.clk.Advance(time.Second)
+		if rep := h.tick(d); len(rep.Claimed) != 2 {
+			t.Fatalf("a tick after the wait = %+v, want both run", rep)
+		}
+	})
+}

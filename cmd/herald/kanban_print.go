@@ -20,7 +20,8 @@ var waitWords = map[string]string{
 	kanban.EventSkippedNonspawnable: "its lane is not a command lane of kanban.lanes here (the herald lane runs only in a gateway)",
 	"capacity_full":                 "kanban.max_spawn workers run already",
 	"lane_cap":                      "its lane runs its max_concurrent workers already",
-	"lane_paused":                   "its lane is paused after failing too often in a row",
+	"lane_paused":                   "its lane is paused: a rate limit, or too many failures in a row",
+	"retry_wait":                    "it waits out a rate limit, or a crash's grace, before its next run",
 }
 
 func jsonLine(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }
