@@ -98,8 +98,6 @@ type Dispatcher struct {
 
 	mu      sync.Mutex
 	running map[string]*running // card id → its worker here
-	paused  map[string]time.Time
-	fails   map[string]int // lane → failures in a row
 	cancel  context.CancelFunc
 	done    chan struct{}
 	workers sync.WaitGroup
@@ -170,8 +168,6 @@ func NewDispatcher(opts DispatcherOptions) (*Dispatcher, error) {
 		opts: opts, svc: opts.Service, clk: opts.Clock, log: opts.Logger,
 		wake:    make(chan struct{}, 1),
 		running: map[string]*running{},
-		paused:  map[string]time.Time{},
-		fails:   map[string]int{},
 	}
 	var err error
 	// The loop renews (Heartbeat): the renewer's own loop is not started.
@@ -302,6 +298,8 @@ type TickReport struct {
 	Promoted  []string
 	Skipped   map[string]string // card → why it waits
 	Reclaimed []string
+	// Paused are the lanes paused now, on every instance.
+	Paused []LaneState
 }
 
 // Tick runs one dispatch over every board: release what died, promote,
@@ -318,6 +316,21 @@ func (d *Dispatcher) Tick(ctx context.Context, dry bool) (TickReport, error) {
 		}
 	}
 	return rep, nil
+}
+
+// pausedLanes reads the lanes paused now into rep, and returns them by
+// name.
+func (d *Dispatcher) pausedLanes(ctx context.Context, rep *TickReport) (map[string]LaneState, error) {
+	ls, err := d.svc.PausedLanes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep.Paused = ls
+	out := make(map[string]LaneState, len(ls))
+	for _, l := range ls {
+		out[l.Lane] = l
+	}
+	return out, nil
 }
 
 func (d *Dispatcher) boards(ctx context.Context) ([]string, error) {
@@ -372,18 +385,23 @@ func (d *Dispatcher) tickBoard(ctx context.Context, board string, dry bool, rep 
 			rep.Promoted = append(rep.Promoted, k.ID)
 		}
 	}
-	// 5–6: claim ready cards, then those in review.
+	// 5–6: claim ready cards, then those in review, but for the lanes
+	// paused on any instance.
+	paused, err := d.pausedLanes(ctx, rep)
+	if err != nil {
+		return err
+	}
 	ready, err := d.svc.Store.Cards(ctx, Query{Board: board, Statuses: []Status{StatusReady}})
 	if err != nil {
 		return err
 	}
-	d.claimAll(ctx, ready, now, false, dry, rep)
+	d.claimAll(ctx, ready, now, paused, false, dry, rep)
 	if d.opts.ReviewDispatch {
 		review, err := d.svc.Store.Cards(ctx, Query{Board: board, Statuses: []Status{StatusReview}})
 		if err != nil {
 			return err
 		}
-		d.claimAll(ctx, review, now, true, dry, rep)
+		d.claimAll(ctx, review, now, paused, true, dry, rep)
 	}
 	return nil
 }
@@ -434,8 +452,9 @@ func (d *Dispatcher) pollWait(ctx context.Context) error {
 	}
 }
 
-// claimAll claims what of cards the capacity allows, in their order.
-func (d *Dispatcher) claimAll(ctx context.Context, cards []Card, now time.Time, review, dry bool, rep *TickReport) {
+// claimAll claims what of cards the capacity allows, in their order,
+// but for those of the lanes paused.
+func (d *Dispatcher) claimAll(ctx context.Context, cards []Card, now time.Time, paused map[string]LaneState, review, dry bool, rep *TickReport) {
 	planned := map[string]int{} // a dry run's claims, by lane
 	for _, k := range cards {
 		d.mu.Lock()
@@ -458,7 +477,7 @@ func (d *Dispatcher) claimAll(ctx context.Context, cards []Card, now time.Time, 
 		if lane == "" {
 			lane = LaneName(d.opts.DefaultAssignee)
 		}
-		if why := d.held(lane, planned); why != "" {
+		if why := d.held(lane, paused, planned); why != "" {
 			rep.Skipped[k.ID] = why
 			if !dry {
 				d.note(ctx, k, why, now)
@@ -486,8 +505,9 @@ func (d *Dispatcher) claimAll(ctx context.Context, cards []Card, now time.Time, 
 }
 
 // held says why a card of lane cannot be claimed here now, or "";
-// planned are claims a dry run counts as made.
-func (d *Dispatcher) held(lane string, planned map[string]int) string {
+// paused are the lanes paused, planned the claims a dry run counts as
+// made.
+func (d *Dispatcher) held(lane string, paused map[string]LaneState, planned map[string]int) string {
 	if lane == "" {
 		return EventSkippedUnassigned
 	}
@@ -499,11 +519,11 @@ func (d *Dispatcher) held(lane string, planned map[string]int) string {
 	for _, n := range planned {
 		total += n
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if until, ok := d.paused[lane]; ok && d.clk.Now().Before(until) {
+	if _, ok := paused[lane]; ok {
 		return "lane_paused"
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if len(d.running)+total >= d.opts.MaxSpawn {
 		return "capacity_full"
 	}
@@ -594,7 +614,7 @@ func (d *Dispatcher) spawn(ctx context.Context, k Card, lane string, review bool
 	}
 	if err != nil {
 		if laneAtFault {
-			d.failed(lane)
+			d.failed(ctx, lane)
 		}
 		if _, rerr := d.svc.Release(ctx, k.ID, k.Claim.Token, Ending{Outcome: OutcomeCrashed, Reason: "the worker could not start: " + err.Error()}); rerr != nil {
 			d.log.Warn("releasing a kanban card whose worker did not start failed", "card", k.ID, "err", rerr)
@@ -650,7 +670,7 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 	if err != nil || k.Claim == nil || k.Claim.Token != r.token {
 		// It reported (complete, block), or its claim went elsewhere.
 		final = k
-		d.succeeded(r.lane)
+		d.succeeded(ctx, r.lane)
 		return
 	}
 	var end Ending
@@ -667,19 +687,19 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 			delay = d.opts.RateLimitWait
 		}
 		end = Ending{Outcome: OutcomeLimited, Reason: said, RetryAfter: delay}
-		d.pause(r.lane, delay)
+		d.pause(ctx, r.lane, delay, said)
 	case e.Code == 0 && cfg.ExitZeroCompletes:
 		if final, err = d.svc.Complete(ctx, r.card, r.token, Result{Summary: cmp.Or(tail(e.Output, 4000), "exited 0")}, d.opts.Name); err != nil {
 			d.log.Warn("completing a kanban card on its worker's exit 0 failed", "card", r.card, "err", err)
 		}
-		d.succeeded(r.lane)
+		d.succeeded(ctx, r.lane)
 		return
 	case e.Code == 0:
 		end = Ending{Outcome: OutcomeCrashed, Reason: "protocol violation: the worker exited 0 without a complete or block call"}
-		d.failed(r.lane)
+		d.failed(ctx, r.lane)
 	default:
 		end = Ending{Outcome: OutcomeCrashed, Reason: exitReason(e)}
-		d.failed(r.lane)
+		d.failed(ctx, r.lane)
 	}
 	if _, err := d.svc.Release(ctx, r.card, r.token, end); err != nil && !errs.Is(err, errs.LeaseLost) {
 		d.log.Warn("recording a kanban worker's end failed", "card", r.card, "err", err)
@@ -740,35 +760,30 @@ func (d *Dispatcher) lostClaim(c lease.Claim) {
 	}
 }
 
-// failed counts a lane's failure; breakerFailures in a row pause it.
-func (d *Dispatcher) failed(lane string) {
-	d.mu.Lock()
-	d.fails[lane]++
-	n := d.fails[lane]
-	d.mu.Unlock()
-	if n >= breakerFailures {
-		d.log.Warn("a kanban lane failed too often in a row; it is paused", "lane", lane, "failures", n, "for", breakerPause.String())
-		d.pause(lane, breakerPause)
-		d.mu.Lock()
-		d.fails[lane] = 0 // after the pause it has three tries again
-		d.mu.Unlock()
+// failed counts a lane's failure, in the store: breakerFailures in a
+// row, on any instances, pause it there.
+func (d *Dispatcher) failed(ctx context.Context, lane string) {
+	tripped, err := d.svc.laneFailed(ctx, lane)
+	switch {
+	case err != nil:
+		d.log.Warn("counting a kanban lane's failure failed", "lane", lane, "err", err)
+	case tripped:
+		d.log.Warn("a kanban lane failed too often in a row; it is paused", "lane", lane, "failures", breakerFailures, "for", breakerPause.String())
 	}
 }
 
-func (d *Dispatcher) succeeded(lane string) {
-	d.mu.Lock()
-	delete(d.fails, lane)
-	d.mu.Unlock()
+func (d *Dispatcher) succeeded(ctx context.Context, lane string) {
+	if err := d.svc.laneSucceeded(ctx, lane); err != nil {
+		d.log.Warn("starting a kanban lane's count of failures again failed", "lane", lane, "err", err)
+	}
 }
 
-// pause holds lane back for dur, or longer when an earlier pause
-// (a breaker's, a spent quota's) lasts longer.
-func (d *Dispatcher) pause(lane string, dur time.Duration) {
-	d.mu.Lock()
-	if until := d.clk.Now().Add(dur); until.After(d.paused[lane]) {
-		d.paused[lane] = until
+// pause holds lane back for dur on every instance, or longer when an
+// earlier pause (a breaker's, a spent quota's) lasts longer.
+func (d *Dispatcher) pause(ctx context.Context, lane string, dur time.Duration, reason string) {
+	if err := d.svc.PauseLane(ctx, lane, dur, reason); err != nil {
+		d.log.Warn("pausing a rate-limited kanban lane failed", "lane", lane, "err", err)
 	}
-	d.mu.Unlock()
 }
 
 // exitReason says how a worker that failed exited.

@@ -171,3 +171,58 @@ func TestARateLimitWithNoTimeWaitsTheConfiguredWait(t *testing.T) {
 		}
 	})
 }
+
+// A lane's breaker and rate-limit pause are the store's: another
+// instance, and a dispatcher started afresh, honour them, and a dry
+// run names them.
+func TestALanePauseHoldsOnEveryInstance(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *harness) {
+		lane := newScriptedLane(h.svc)
+		lanes := map[string]kanban.LaneConfig{"broken": {Lane: lane}, "quota": {Lane: lane}}
+		a, endedA := h.dispatcher("gw-a", h.svc, lanes, nil)
+		for range 3 {
+			h.create(kanban.CreateSpec{Title: "exit 1", Assignee: "broken", MaxRetries: 10})
+		}
+		rep := h.tick(a)
+		waitEnded(t, endedA, len(rep.Claimed))
+		limited := h.create(kanban.CreateSpec{Title: "exit 75 20m", Assignee: "quota"})
+		rep = h.tick(a)
+		waitEnded(t, endedA, len(rep.Claimed))
+		h.wantStatus(limited.ID, kanban.StatusReady)
+
+		// Another instance, on its own handle of the store, and one
+		// started after a restart: both lanes are paused for them too.
+		for _, name := range []string{"gw-b", "gw-a-restarted"} {
+			svc := &kanban.Service{Store: h.open(), Root: h.svc.Root}
+			d, _ := h.dispatcher(name, svc, map[string]kanban.LaneConfig{"broken": {Lane: newScriptedLane(svc)}, "quota": {Lane: newScriptedLane(svc)}}, nil)
+			fresh := h.create(kanban.CreateSpec{Title: "complete it", Assignee: "quota"})
+			dry, err := d.Tick(h.ctx, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(dry.Claimed) != 0 || dry.Skipped[fresh.ID] != "lane_paused" {
+				t.Errorf("%s's dry run = %+v, want the quota lane paused", name, dry)
+			}
+			paused := map[string]kanban.LaneState{}
+			for _, l := range dry.Paused {
+				paused[l.Lane] = l
+			}
+			if b := paused["broken"]; !b.PausedUntil.Equal(t0.Add(30*time.Minute)) || !strings.Contains(b.Reason, "failed 3 times") {
+				t.Errorf("%s: the broken lane's pause = %+v", name, b)
+			}
+			if q := paused["quota"]; !q.PausedUntil.Equal(t0.Add(20*time.Minute)) || !strings.Contains(q.Reason, "rate limited") {
+				t.Errorf("%s: the quota lane's pause = %+v", name, q)
+			}
+			if rep := h.tick(d); len(rep.Claimed) != 0 {
+				t.Errorf("%s claimed %v while the lanes are paused", name, rep.Claimed)
+			}
+			if _, err := h.svc.Archive(h.ctx, fresh.ID, "ann"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h.clk.Advance(30 * time.Minute)
+		if rep := h.tick(a); len(rep.Claimed) != 4 || len(rep.Paused) != 0 {
+			t.Errorf("after the pauses: %+v, want every card claimed", rep)
+		}
+	})
+}

@@ -202,7 +202,7 @@ func printStats(w io.Writer, st boardStats) error {
 
 // printDiagnostics prints what is stuck, by kind.
 func printDiagnostics(w io.Writer, d diagnostics) error {
-	if len(d.Stranded)+len(d.Blocked)+len(d.Expired) == 0 {
+	if len(d.Stranded)+len(d.Blocked)+len(d.Expired)+len(d.Paused) == 0 {
 		_, err := fmt.Fprintf(w, "nothing stuck on board %s\n", d.Board)
 		return err
 	}
@@ -225,8 +225,16 @@ func printDiagnostics(w io.Writer, d diagnostics) error {
 			fmt.Fprintf(&b, "  %s  claim of %s (lane %s, run %s) ran out at %s  %s\n", x.ID, x.Owner, cmp.Or(x.Lane, "-"), x.Run, timeOrNone(x.Expires), oneLine(x.Title, 60))
 		}
 	}
+	printPaused(&b, d.Paused)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// printPaused says which lanes are paused, until when and why.
+func printPaused(b *strings.Builder, ls []pausedLane) {
+	for _, l := range ls {
+		fmt.Fprintf(b, "lane %s is paused until %s: %s\n", l.Lane, timeOrNone(l.Until), cmp.Or(l.Reason, "-"))
+	}
 }
 
 // printDispatch prints what a dispatch did (or would do).
@@ -260,6 +268,7 @@ func printDispatch(ctx context.Context, w io.Writer, bd *board, r dispatchReport
 		why := r.Waiting[id]
 		fmt.Fprintf(&b, "waits %s: %s (%s)\n", describe(id), cmp.Or(waitWords[why], why), why)
 	}
+	printPaused(&b, r.Paused)
 	if b.Len() == 0 {
 		b.WriteString("nothing to dispatch\n")
 	}

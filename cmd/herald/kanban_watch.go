@@ -37,6 +37,8 @@ type diagnostics struct {
 	Stranded []strandedCard `json:"stranded"`
 	Blocked  []blockedCard  `json:"blocked"`
 	Expired  []expiredClaim `json:"expired"`
+	// Paused are the lanes paused now, on every instance.
+	Paused []pausedLane `json:"paused_lanes"`
 }
 
 type strandedCard struct {
@@ -267,6 +269,11 @@ func diagnose(ctx context.Context, b *board) (diagnostics, error) {
 	if err != nil {
 		return d, err
 	}
+	paused, err := b.svc.PausedLanes(ctx)
+	if err != nil {
+		return d, err
+	}
+	d.Paused = pausedLanes(paused)
 	cards, err := b.store.Cards(ctx, kanban.Query{Board: b.slug, Statuses: []kanban.Status{kanban.StatusReady, kanban.StatusBlocked, kanban.StatusRunning}})
 	if err != nil {
 		return d, err

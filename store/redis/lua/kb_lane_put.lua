@@ -1,0 +1,21 @@
+-- kb_lane_put writes a kanban lane's state over the version its writer
+-- read ('0' to create).
+-- KEYS[1] the lane's hash (fields v version, j encoding)
+-- KEYS[2] the index of every lane (scored 0, by name)
+-- ARGV[1] the lane's name
+-- ARGV[2] the version read
+-- ARGV[3] its encoding
+-- Returns {'OK'}, {'CONFLICT'} or {'NOTFOUND'}.
+local v = redis.call('HGET', KEYS[1], 'v')
+if ARGV[2] == '0' then
+  if v then
+    return {'CONFLICT'}
+  end
+elseif not v then
+  return {'NOTFOUND'}
+elseif v ~= ARGV[2] then
+  return {'CONFLICT'}
+end
+redis.call('HSET', KEYS[1], 'v', int(tonumber(ARGV[2]) + 1), 'j', ARGV[3])
+redis.call('ZADD', KEYS[2], '0', ARGV[1])
+return {'OK'}
