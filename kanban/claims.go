@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/proc"
 )
 
 // ClaimSpec is a dispatcher's (or `herald kanban claim`'s) claim of a
@@ -19,6 +20,11 @@ type ClaimSpec struct {
 	Lane   string
 	TTL    time.Duration
 	Review bool // a reviewer's claim of a card in review
+	// Host, PID and ProcStart name the owner's process, when it is a
+	// dispatcher's (Claim.OwnerPID).
+	Host      string
+	PID       int
+	ProcStart string
 }
 
 // Claim takes a ready card (or, with Review, one in review) for a
@@ -67,7 +73,8 @@ func (s *Service) Claim(ctx context.Context, id string, spec ClaimSpec) (Card, e
 		lane = k.Assignee
 	}
 	r := Run{ID: NewRunID(), Card: k.ID, Board: k.Board, Lane: lane, Owner: spec.Owner, Review: spec.Review, Started: now}
-	k.Claim = &Claim{Owner: spec.Owner, Token: from + 1, Expires: now.Add(spec.TTL), Run: r.ID, Lane: lane, Heartbeat: now, Started: now, Review: spec.Review}
+	k.Claim = &Claim{Owner: spec.Owner, Token: from + 1, Expires: now.Add(spec.TTL), Run: r.ID, Lane: lane, Heartbeat: now, Started: now, Review: spec.Review,
+		Host: spec.Host, OwnerPID: spec.PID, OwnerStart: spec.ProcStart}
 	k.Status, k.UpdatedAt, k.Waiting = StatusRunning, now, ""
 	ev := Event{Board: k.Board, Card: k.ID, Kind: EventClaimed, From: want, To: StatusRunning, Run: r.ID, Actor: spec.Owner, Text: lane, At: now}
 	if spec.Review {
@@ -79,6 +86,25 @@ func (s *Service) Claim(ctx context.Context, id string, spec ClaimSpec) (Card, e
 	}
 	k.Version = from + 1
 	return k, nil
+}
+
+// ClaimGone says what host can see of c's processes: whether its owner
+// (the dispatcher that renews it) and its worker are known gone. Both
+// are false for a claim of another host, and for a process not named
+// (a person's claim has no owner process). An in-process worker (no
+// PID of its own) is gone with its owner.
+func ClaimGone(c Claim, host string) (ownerGone, workerGone bool) {
+	if c.Host == "" || c.Host != host {
+		return false, false
+	}
+	ownerGone = c.OwnerPID > 0 && !proc.Alive(c.OwnerPID, c.OwnerStart)
+	switch {
+	case c.PID > 0:
+		workerGone = !proc.Alive(c.PID, c.ProcStart)
+	case c.Spawned:
+		workerGone = ownerGone
+	}
+	return ownerGone, workerGone
 }
 
 // reviewing reports whether k's claim is a reviewer's.

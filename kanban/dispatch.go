@@ -13,6 +13,7 @@ import (
 
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -51,6 +52,10 @@ type DispatcherOptions struct {
 	Lanes   map[string]LaneConfig
 	Name    string // this instance, the owner of its claims; required
 	Host    string // this machine, for the PIDs its workers have
+	// PID and ProcStart name the process the dispatcher runs in, which
+	// renews its claims and runs its in-process workers; 0: this one.
+	PID       int
+	ProcStart string
 	// Interval is how often it looks at every board
 	// (kanban.dispatch_interval_seconds); Wake looks at once.
 	Interval time.Duration
@@ -163,6 +168,10 @@ func NewDispatcher(opts DispatcherOptions) (*Dispatcher, error) {
 	}
 	if opts.Host == "" {
 		opts.Host, _ = os.Hostname()
+	}
+	if opts.PID <= 0 {
+		opts.PID = os.Getpid()
+		opts.ProcStart = proc.StartTime(opts.PID)
 	}
 	d := &Dispatcher{
 		opts: opts, svc: opts.Service, clk: opts.Clock, log: opts.Logger,
@@ -407,17 +416,22 @@ func (d *Dispatcher) tickBoard(ctx context.Context, board string, dry bool, rep 
 }
 
 // reclaim releases the claim of a card whose worker is not one of ours
-// now, once it is known dead: its claim ran out, or its process on this
-// host is gone. A worker on this host that is still alive (a process an
-// earlier life of this gateway started) is stopped first and confirmed
-// gone: never two workers on one card.
+// now, once it is known dead: its claim ran out, it is an earlier life
+// of this instance's, or its owner's process on this host is gone
+// (whatever the owner's name) and its worker with it. A worker on this
+// host that is still alive (a process an earlier life of a gateway
+// started) is stopped first and confirmed gone: never two workers on
+// one card. A worker that outlived its owner is left to finish (its
+// complete still counts) until its claim runs out.
 func (d *Dispatcher) reclaim(ctx context.Context, k Card, now time.Time) (bool, error) {
 	c := k.Claim
 	local := c.Host == d.opts.Host && c.PID > 0
 	expired := now.After(c.Expires)
 	ours := c.Owner == d.opts.Name // an earlier life of this instance
+	ownerGone, workerGone := ClaimGone(*c, d.opts.Host)
+	dead := ownerGone && (workerGone || !c.Spawned)
 	switch {
-	case !expired && !ours:
+	case !expired && !ours && !dead:
 		return false, nil // its owner renews it, or will lose it
 	case local:
 		if err := StopOrphan(ctx, c.PID, c.ProcStart, d.pollWait); err != nil {
@@ -428,6 +442,8 @@ func (d *Dispatcher) reclaim(ctx context.Context, k Card, now time.Time) (bool, 
 	}
 	e := Ending{Outcome: OutcomeReclaimed, Reason: "its claim ran out: the worker's heartbeat was lost"}
 	switch {
+	case dead:
+		e = Ending{Outcome: OutcomeCrashed, Reason: "its worker is gone: the process that ran it (" + c.Owner + ", pid " + strconv.Itoa(c.OwnerPID) + " on " + c.Host + ") stopped"}
 	case !c.Spawned:
 		e = Ending{Outcome: OutcomeCrashed, Reason: "its claim ran out before a worker started"}
 	case local || ours:
@@ -489,7 +505,8 @@ func (d *Dispatcher) claimAll(ctx context.Context, cards []Card, now time.Time, 
 			planned[lane]++
 			continue
 		}
-		claimed, err := d.svc.Claim(ctx, k.ID, ClaimSpec{Owner: d.opts.Name, Lane: lane, TTL: d.opts.ClaimTTL, Review: review})
+		claimed, err := d.svc.Claim(ctx, k.ID, ClaimSpec{Owner: d.opts.Name, Lane: lane, TTL: d.opts.ClaimTTL, Review: review,
+			Host: d.opts.Host, PID: d.opts.PID, ProcStart: d.opts.ProcStart})
 		if err != nil {
 			if !errs.Is(err, errs.Conflict) && !errs.Is(err, errs.Invalid) {
 				d.log.Warn("claiming a kanban card failed", "card", k.ID, "err", err)

@@ -2,10 +2,14 @@ package kanban_test
 
 import (
 	"context"
+	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/kanban"
 )
 
@@ -223,6 +227,102 @@ func TestALanePauseHoldsOnEveryInstance(t *testing.T) {
 		h.clk.Advance(30 * time.Minute)
 		if rep := h.tick(a); len(rep.Claimed) != 4 || len(rep.Paused) != 0 {
 			t.Errorf("after the pauses: %+v, want every card claimed", rep)
+		}
+	})
+}
+
+// process is a real process a test starts, in a process group of its
+// own, as a gateway or a command lane's worker would be.
+type process struct {
+	cmd   *exec.Cmd
+	pid   int
+	start string
+}
+
+func startProcess(t *testing.T) *process {
+	t.Helper()
+	cmd := exec.Command("sleep", "300")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, pid: cmd.Process.Pid, start: proc.StartTime(cmd.Process.Pid)}
+	t.Cleanup(p.kill)
+	return p
+}
+
+// kill ends p and reaps it: its PID names no process after.
+func (p *process) kill() {
+	if p.cmd.ProcessState == nil {
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+	}
+}
+
+// claimAs claims id for owner, a dispatcher in process gw on host, and
+// records its worker (pid 0: in process).
+func (h *harness) claimAs(id, owner, host string, gw *process, pid int, start string) kanban.Card {
+	h.t.Helper()
+	k, err := h.svc.Claim(h.ctx, id, kanban.ClaimSpec{Owner: owner, Lane: "herald", TTL: 15 * time.Minute, Host: host, PID: gw.pid, ProcStart: gw.start})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if k, err = h.svc.Spawned(h.ctx, id, k.Claim.Token, host, pid, start); err != nil {
+		h.t.Fatal(err)
+	}
+	return k
+}
+
+// A worker whose gateway died is reclaimed by the next dispatch of any
+// dispatcher on its host, whatever that one is named, not once its
+// claim runs out; a command worker that outlived it is left to finish,
+// and reclaimed once it has. Another host's claims are its own.
+func TestAWorkerWhoseGatewayDiedIsReclaimedAtOnce(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *harness) {
+		lane := newScriptedLane(h.svc)
+		d, ended := h.dispatcher("gw-new", h.svc, map[string]kanban.LaneConfig{"herald": {Lane: lane}}, nil)
+		gw := startProcess(t)
+		inproc := h.create(kanban.CreateSpec{Title: "complete it", Assignee: "herald"})
+		h.claimAs(inproc.ID, "gw-old", "test-host", gw, 0, "")
+		worker := startProcess(t)
+		orphan := h.create(kanban.CreateSpec{Title: "complete that", Assignee: "herald"})
+		h.claimAs(orphan.ID, "gw-old", "test-host", gw, worker.pid, worker.start)
+		far := h.create(kanban.CreateSpec{Title: "complete there", Assignee: "herald"})
+		h.claimAs(far.ID, "gw-far", "far-host", gw, 0, "")
+
+		if rep := h.tick(d); len(rep.Reclaimed) != 0 {
+			t.Fatalf("a tick while the gateway lives reclaimed %v", rep.Reclaimed)
+		}
+		gw.kill()
+		if owner, w := kanban.ClaimGone(*h.card(inproc.ID).Claim, "test-host"); !owner || !w {
+			t.Errorf("ClaimGone of an in-process worker of a dead gateway = %v, %v; want both gone", owner, w)
+		}
+		if owner, w := kanban.ClaimGone(*h.card(orphan.ID).Claim, "test-host"); !owner || w {
+			t.Errorf("ClaimGone of a live worker of a dead gateway = %v, %v; want the owner gone, the worker not", owner, w)
+		}
+		if owner, w := kanban.ClaimGone(*h.card(far.ID).Claim, "test-host"); owner || w {
+			t.Errorf("ClaimGone of another host's claim = %v, %v; want neither known", owner, w)
+		}
+		rep := h.tick(d)
+		if len(rep.Reclaimed) != 1 || rep.Reclaimed[0] != inproc.ID {
+			t.Fatalf("the tick after the gateway died reclaimed %v, want %s only", rep.Reclaimed, inproc.ID)
+		}
+		waitEnded(t, ended, len(rep.Claimed))
+		h.wantStatus(inproc.ID, kanban.StatusDone)
+		for _, r := range mustRuns(t, h, inproc.ID) {
+			if r.Owner == "gw-old" && (r.Outcome != kanban.OutcomeCrashed || !strings.Contains(r.Error, "gw-old, pid "+strconv.Itoa(gw.pid))) {
+				t.Errorf("the dead gateway's run = %+v, want crashed, naming its process", r)
+			}
+		}
+		if k := h.wantStatus(orphan.ID, kanban.StatusRunning); k.Claim.Owner != "gw-old" {
+			t.Errorf("the live orphan's card = %+v, want it left to its worker", k)
+		}
+		worker.kill()
+		if rep := h.tick(d); len(rep.Reclaimed) != 1 || rep.Reclaimed[0] != orphan.ID {
+			t.Errorf("the tick after the orphan ended reclaimed %v, want %s", rep.Reclaimed, orphan.ID)
+		}
+		if k := h.wantStatus(far.ID, kanban.StatusRunning); k.Claim.Owner != "gw-far" {
+			t.Errorf("another host's card = %+v, want it left alone", k)
 		}
 	})
 }

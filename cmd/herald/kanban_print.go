@@ -202,7 +202,7 @@ func printStats(w io.Writer, st boardStats) error {
 
 // printDiagnostics prints what is stuck, by kind.
 func printDiagnostics(w io.Writer, d diagnostics) error {
-	if len(d.Stranded)+len(d.Blocked)+len(d.Expired)+len(d.Paused) == 0 {
+	if len(d.Stranded)+len(d.Blocked)+len(d.Expired)+len(d.Gone)+len(d.Paused) == 0 {
 		_, err := fmt.Fprintf(w, "nothing stuck on board %s\n", d.Board)
 		return err
 	}
@@ -223,6 +223,12 @@ func printDiagnostics(w io.Writer, d diagnostics) error {
 		b.WriteString("running with a claim that ran out (a dispatcher reclaims it):\n")
 		for _, x := range d.Expired {
 			fmt.Fprintf(&b, "  %s  claim of %s (lane %s, run %s) ran out at %s  %s\n", x.ID, x.Owner, cmp.Or(x.Lane, "-"), x.Run, timeOrNone(x.Expires), oneLine(x.Title, 60))
+		}
+	}
+	if len(d.Gone) > 0 {
+		b.WriteString("running, but its worker is gone:\n")
+		for _, x := range d.Gone {
+			fmt.Fprintf(&b, "  %s  claim of %s (lane %s, run %s): %s  %s\n", x.ID, x.Owner, cmp.Or(x.Lane, "-"), x.Run, x.Why, oneLine(x.Title, 60))
 		}
 	}
 	printPaused(&b, d.Paused)
