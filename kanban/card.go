@@ -101,17 +101,18 @@ type Claim struct {
 	PID       int       `json:"pid,omitempty"`
 	ProcStart string    `json:"proc_start,omitempty"`
 	Spawned   bool      `json:"spawned,omitempty"`  // the worker started
+	Heartbeat time.Time `json:"heartbeat,omitzero"` // the worker's last sign of life
+	// Started is when the claim, and its run, began; Review says the run
+	// is a reviewer's. The run's end is written from them.
+	Started time.Time `json:"started,omitzero"`
+	Review  bool      `json:"review,omitempty"`
+
 	// OwnerPID and OwnerStart name the owner's process on Host (its
 	// gateway's, or a dispatching CLI's): with it gone, nothing renews
 	// the claim, and an in-process worker is gone with it. 0: not known
 	// (a person's claim).
 	OwnerPID   int    `json:"owner_pid,omitempty"`
 	OwnerStart string `json:"owner_proc_start,omitempty"`
-	Heartbeat time.Time `json:"heartbeat,omitzero"` // the worker's last sign of life
-	// Started is when the claim, and its run, began; Review says the run
-	// is a reviewer's. The run's end is written from them.
-	Started time.Time `json:"started,omitzero"`
-	Review  bool      `json:"review,omitempty"`
 }
 
 // Result is what a worker's complete call reported.
