@@ -113,6 +113,9 @@ type Claim struct {
 	// (a person's claim).
 	OwnerPID   int    `json:"owner_pid,omitempty"`
 	OwnerStart string `json:"owner_proc_start,omitempty"`
+	// Stop says why a person asked the worker to stop (a reclaim): its
+	// owner stops it and releases the claim, reclaimed, for this reason.
+	Stop string `json:"stop,omitempty"`
 }
 
 // Result is what a worker's complete call reported.

@@ -322,7 +322,7 @@ func (s *Service) countFailure(k Card, c *Change, now time.Time, f failure) Card
 		c.Events = append(c.Events, ev)
 		return k
 	}
-	if (f.outcome == OutcomeCrashed || f.outcome == OutcomeReclaimed) && s.CrashGrace > 0 {
+	if f.outcome == OutcomeCrashed && s.CrashGrace > 0 {
 		k.RetryAt = now.Add(s.CrashGrace)
 	}
 	k, ev = move(k, f.back, now, Event{Kind: f.kind, Run: f.run, Actor: f.actor, Text: cmp.Or(f.text, f.reason), Data: map[string]any{"failures": k.Failures}})

@@ -253,8 +253,29 @@ const signalConv = "kanban:boards"
 // HandleSignal implements sessions.SignalHandler: another instance's
 // SignalReady makes this one look at the boards now.
 func (d *Dispatcher) HandleSignal(s sessions.Signal) {
-	if s.Kind == SignalReady && s.Text != d.opts.Name {
+	switch {
+	case s.Kind == SignalReady && s.Text != d.opts.Name:
 		d.poke()
+	case s.Kind == SignalStop:
+		go d.stopAsked(s.Text)
+	}
+}
+
+// stopAsked stops the worker of card here when its claim asks so
+// (Claim.Stop, a reclaim's): its end releases the claim, reclaimed.
+func (d *Dispatcher) stopAsked(card string) {
+	d.mu.Lock()
+	r := d.running[card]
+	d.mu.Unlock()
+	if r == nil {
+		return
+	}
+	k, err := d.svc.Store.Card(context.Background(), card)
+	if err != nil || k.Claim == nil || k.Claim.Token != r.token || k.Claim.Stop == "" {
+		return
+	}
+	if r.stop(k.Claim.Stop) {
+		_ = r.worker.Stop(context.Background())
 	}
 }
 
@@ -692,6 +713,8 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 	}
 	var end Ending
 	switch stopped := r.why(); {
+	case k.Claim.Stop != "":
+		end = Ending{Outcome: OutcomeReclaimed, Reason: k.Claim.Stop}
 	case stopped == stopShutdown:
 		end = Ending{Outcome: OutcomeReclaimed, Reason: stopped, Uncounted: true}
 	case stopped != "":
@@ -756,6 +779,10 @@ func (d *Dispatcher) renewClaims(ctx context.Context, claims []lease.Claim, ttl 
 		switch {
 		case err == nil && k.Claim != nil:
 			c.Expires = k.Claim.Expires
+			if k.Claim.Stop != "" {
+				// A reclaim asked, and its signal did not come.
+				go d.stopAsked(c.Name)
+			}
 		case errs.Is(err, errs.LeaseLost):
 			continue
 		case err != nil && !errors.Is(err, context.Canceled):

@@ -326,3 +326,93 @@ func TestAWorkerWhoseGatewayDiedIsReclaimedAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// A reclaim of a card whose worker runs in another gateway keeps the
+// card from every other claim until that gateway stopped its worker,
+// asked over the signal bus or, without it, at its next heartbeat: never
+// two workers on one card.
+func TestAReclaimNeverGivesACardTwoWorkers(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *harness) {
+		log := &signalLog{}
+		lane := newScriptedLane(h.svc)
+		lanes := map[string]kanban.LaneConfig{"herald": {Lane: lane}}
+		a, endedA := h.dispatcher("gw-a", h.svc, lanes, nil)
+		other := &kanban.Service{Store: h.open(), Root: h.svc.Root}
+		b, endedB := h.dispatcher("gw-b", other, lanes, nil)
+		signalled := h.create(kanban.CreateSpec{Title: "hang", Assignee: "herald", MaxRetries: 5})
+		silent := h.create(kanban.CreateSpec{Title: "hang", Assignee: "herald", MaxRetries: 5})
+		if rep := h.tick(a); len(rep.Claimed) != 2 {
+			t.Fatalf("a claimed %v", rep.Claimed)
+		}
+		for _, k := range []kanban.Card{signalled, silent} {
+			spec := kanban.ReclaimSpec{Reason: "stuck", Host: "test-host", Clock: h.clk}
+			if k.ID == signalled.ID {
+				spec.Signals = log
+			}
+			got, released, err := h.svc.Reclaim(h.ctx, k.ID, spec)
+			if err != nil || released || got.Status != kanban.StatusRunning || got.Claim.Stop != "stuck" {
+				t.Fatalf("Reclaim of a worker in another live gateway = %+v, %v, %v; want it asked to stop, the card still held", got, released, err)
+			}
+		}
+		if rep := h.tick(b); len(rep.Claimed) != 0 || len(rep.Reclaimed) != 0 {
+			t.Fatalf("b's tick while the old workers run = %+v, want nothing claimed", rep)
+		}
+		// gw-a hears the signal and stops one; it stops the other at its
+		// heartbeat.
+		sigs := log.signals()
+		if len(sigs) != 1 || sigs[0].Kind != kanban.SignalStop || sigs[0].Text != signalled.ID {
+			t.Fatalf("signals = %+v, want one kanban.stop naming %s", sigs, signalled.ID)
+		}
+		a.HandleSignal(sigs[0])
+		waitEnded(t, endedA, 1)
+		if k := h.wantStatus(signalled.ID, kanban.StatusReady); k.Failures != 1 || k.LastError != "stuck" {
+			t.Errorf("the reclaimed card = %+v, want ready with the reason", k)
+		}
+		h.wantStatus(silent.ID, kanban.StatusRunning)
+		a.Heartbeat(h.ctx)
+		waitEnded(t, endedA, 1)
+		h.wantStatus(silent.ID, kanban.StatusReady)
+		for _, id := range []string{signalled.ID, silent.ID} {
+			if rs := mustRuns(t, h, id); rs[0].Outcome != kanban.OutcomeReclaimed {
+				t.Errorf("the first run of %s = %+v, want reclaimed", id, rs[0])
+			}
+		}
+		if rep := h.tick(b); len(rep.Claimed) != 2 {
+			t.Errorf("b's tick after the old workers stopped = %+v, want both claimed", rep)
+		}
+		lane.mu.Lock()
+		overlap := lane.overlap
+		lane.mu.Unlock()
+		if overlap {
+			t.Errorf("two workers ran one card at once")
+		}
+		_ = b.Shutdown(h.ctx)
+		_ = endedB
+	})
+}
+
+// A reclaim on the worker's host ends its process group there, and
+// releases the card once it is gone.
+func TestAReclaimStopsAWorkerProcessOnItsHost(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *harness) {
+		lanes := map[string]kanban.LaneConfig{"shell": {Lane: kanban.CommandLane{Command: "sleep", Args: []string{"300"}, Clock: h.clk}}}
+		a, ended := h.dispatcher("gw-a", h.svc, lanes, nil)
+		k := h.create(kanban.CreateSpec{Title: "x", Assignee: "shell"})
+		h.tick(a)
+		c := h.wantStatus(k.ID, kanban.StatusRunning).Claim
+		if c.PID == 0 || !proc.Alive(c.PID, c.ProcStart) {
+			t.Fatalf("claim = %+v, want a live worker process", c)
+		}
+		got, released, err := h.svc.Reclaim(h.ctx, k.ID, kanban.ReclaimSpec{Reason: "wrong branch", Host: "test-host"})
+		if err != nil || !released || got.Status != kanban.StatusReady {
+			t.Fatalf("Reclaim = %+v, %v, %v; want it released", got, released, err)
+		}
+		if proc.Alive(c.PID, c.ProcStart) {
+			t.Errorf("the worker process %d still runs after the reclaim", c.PID)
+		}
+		waitEnded(t, ended, 1)
+		if got := h.wantStatus(k.ID, kanban.StatusReady); got.Failures != 1 || got.LastError != "wrong branch" {
+			t.Errorf("card = %+v, want one failure with the reason", got)
+		}
+	})
+}
