@@ -60,3 +60,16 @@ func TestKanbanDiagnosticsNamesGoneWorkers(t *testing.T) {
 		})
 	}
 }
+
+// A complete whose completion check fails says so, and counts toward
+// the card's limit until it gives up.
+func TestKanbanCompleteWithAFailingCheck(t *testing.T) {
+	env := kanbanEnv(t, "sqlite")
+	k := kbJSON[kanban.Card](t, env, "create", "Checked", "--completion-check", "echo not yet; exit 1")
+	if out := kb(t, env, "complete", k.ID, "--summary", "done"); !strings.Contains(out, "now ready (its completion check failed: a failed run, 1 in a row") {
+		t.Errorf("the first complete printed %q", out)
+	}
+	if out := kb(t, env, "complete", k.ID, "--summary", "done"); !strings.Contains(out, "now blocked (its completion check failed, and it gave up") {
+		t.Errorf("the complete at the failure limit printed %q", out)
+	}
+}
