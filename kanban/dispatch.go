@@ -479,14 +479,7 @@ func (d *Dispatcher) reclaim(ctx context.Context, k Card, now time.Time) (bool, 
 
 // pollWait waits a little on the clock, for a killed process to go.
 func (d *Dispatcher) pollWait(ctx context.Context) error {
-	t := d.clk.NewTimer(20 * time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return sleep(ctx, d.clk, 20*time.Millisecond)
 }
 
 // claimAll claims what of cards the capacity allows, in their order,

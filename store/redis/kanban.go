@@ -31,7 +31,8 @@ import (
 //	Pkb:evc:<card>        list of the card's events' cursors
 //	Pkb:sub:<id>          hash: v version, j encoding, b board
 //	Pkb:subs              sorted set of every subscription id (scored 0)
-//	Pkb:lane:<name>       hash: v version, j the encoded kanban.LaneState
+//	Pkb:lane:<name>       hash: v version, j the encoded kanban.LaneState, b ''
+//	                      (written by kb_sub_put, as a subscription is)
 //	Pkb:lanes             sorted set of every lane with a state (scored 0)
 //
 // A change is one kb_apply call, which checks every version it is given
@@ -536,7 +537,9 @@ func (s kanbanStore) PutLane(ctx context.Context, l kanban.LaneState) (kanban.La
 	if err != nil {
 		return l, errs.Wrap(op, errs.Invalid, err)
 	}
-	v, err := db.run(ctx, op, scriptKbLanePut, []string{db.kbKey("lane:" + l.Lane), db.kbKey("lanes")}, l.Lane, from, body)
+	// A lane's state is kept as a subscription is: a versioned hash in
+	// an index; it has no board.
+	v, err := db.run(ctx, op, scriptKbSubPut, []string{db.kbKey("lane:" + l.Lane), db.kbKey("lanes")}, l.Lane, from, "", body)
 	if err != nil {
 		return l, err
 	}
