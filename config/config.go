@@ -362,6 +362,12 @@ type Kanban struct {
 	ReviewLane         string                `yaml:"review_lane"`
 	AttachmentMaxBytes int64                 `yaml:"attachment_max_bytes"`
 	Lanes              map[string]KanbanLane `yaml:"lanes"`
+	// CrashGraceSeconds holds a card whose worker crashed back this long
+	// before it runs again; 0: none.
+	CrashGraceSeconds int `yaml:"crash_grace_seconds"`
+	// RateLimitWaitSeconds holds a rate-limited card (exit 75) and its
+	// lane back this long when the worker did not say until when.
+	RateLimitWaitSeconds int `yaml:"rate_limit_wait_seconds"`
 }
 
 // KanbanLane is one lane: the command its workers run, or (the lane
@@ -383,6 +389,14 @@ func (k Kanban) DispatchInterval() time.Duration {
 
 // ClaimTTL is claim_ttl_seconds as a duration.
 func (k Kanban) ClaimTTL() time.Duration { return time.Duration(k.ClaimTTLSeconds) * time.Second }
+
+// CrashGrace is crash_grace_seconds as a duration.
+func (k Kanban) CrashGrace() time.Duration { return time.Duration(k.CrashGraceSeconds) * time.Second }
+
+// RateLimitWait is rate_limit_wait_seconds as a duration.
+func (k Kanban) RateLimitWait() time.Duration {
+	return time.Duration(k.RateLimitWaitSeconds) * time.Second
+}
 
 // SendMessage configures the send_message tool.
 type SendMessage struct {
@@ -660,6 +674,7 @@ func Default() Config {
 		Kanban: Kanban{
 			Enabled: true, DispatchIntervalSeconds: 60, ClaimTTLSeconds: 900, FailureLimit: 2,
 			MaxSpawn: 8, ReviewDispatch: true, AttachmentMaxBytes: 25 << 20,
+			CrashGraceSeconds: 30, RateLimitWaitSeconds: 300,
 		},
 		Platforms: Platforms{
 			GroupSessions: GroupSessionsAuto,

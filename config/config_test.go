@@ -88,6 +88,7 @@ func TestDefault(t *testing.T) {
 		Kanban: config.Kanban{
 			Enabled: true, DispatchIntervalSeconds: 60, ClaimTTLSeconds: 900, FailureLimit: 2,
 			MaxSpawn: 8, ReviewDispatch: true, AttachmentMaxBytes: 25 << 20,
+			CrashGraceSeconds: 30, RateLimitWaitSeconds: 300,
 		},
 		Goal:      config.Goal{MaxTurns: 20, JudgeTimeout: 30 * time.Second},
 		Loop:      config.Loop{MinInterval: 30 * time.Second, MaxTicks: 100},

@@ -148,6 +148,10 @@ func (k Kanban) check(v *validator) {
 	v.positive("kanban.failure_limit", int64(k.FailureLimit))
 	v.positive("kanban.max_spawn", int64(k.MaxSpawn))
 	v.positive("kanban.attachment_max_bytes", k.AttachmentMaxBytes)
+	v.positive("kanban.rate_limit_wait_seconds", int64(k.RateLimitWaitSeconds))
+	if k.CrashGraceSeconds < 0 {
+		v.add("kanban.crash_grace_seconds", "may not be negative, got %d", k.CrashGraceSeconds)
+	}
 	for _, name := range slices.Sorted(maps.Keys(k.Lanes)) {
 		l := k.Lanes[name]
 		key := "kanban.lanes." + name

@@ -48,6 +48,16 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
+			desc: "kanban with a negative crash grace and no rate-limit wait",
+			change: func(c *config.Config) {
+				c.Kanban.CrashGraceSeconds, c.Kanban.RateLimitWaitSeconds = -1, 0
+			},
+			want: config.Problems{
+				{Key: "kanban.rate_limit_wait_seconds", Msg: "must be positive, got 0"},
+				{Key: "kanban.crash_grace_seconds", Msg: "may not be negative, got -1"},
+			},
+		},
+		{
 			desc: "controllers with no budget, a loop interval under the floor, a negative tick cap and no heartbeat interval",
 			change: func(c *config.Config) {
 				c.Goal.MaxTurns, c.Loop.MinInterval, c.Loop.MaxTicks, c.Heartbeat.MinInterval = 0, time.Second, -1, 0

@@ -36,7 +36,7 @@ const quotaPause = 30 * time.Minute
 // directory (or the current one).
 func KanbanService(store kanban.Store, cfg config.Config) *kanban.Service {
 	return &kanban.Service{
-		Store: store, FailureLimit: cfg.Kanban.FailureLimit, Check: runCompletionCheck,
+		Store: store, FailureLimit: cfg.Kanban.FailureLimit, CrashGrace: cfg.Kanban.CrashGrace(), Check: runCompletionCheck,
 		Root: filepath.Join(cfg.Home, "kanban"), Repository: cfg.Tools.Workspace,
 		AttachmentMaxBytes: cfg.Kanban.AttachmentMaxBytes,
 	}
@@ -167,6 +167,7 @@ func (g *Gateway) buildKanban(registry *tools.Registry, commands *sessions.Comma
 		DefaultAssignee: cfg.DefaultAssignee,
 		ReviewDispatch:  cfg.ReviewDispatch,
 		ReviewLane:      cfg.ReviewLane,
+		RateLimitWait:   cfg.RateLimitWait(),
 		// A worker may report over the API, from any machine, with a
 		// token good for its card's claim only.
 		Env: func(k kanban.Card, token int64) []string {

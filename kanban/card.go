@@ -106,6 +106,16 @@ type Claim struct {
 	// is a reviewer's. The run's end is written from them.
 	Started time.Time `json:"started,omitzero"`
 	Review  bool      `json:"review,omitempty"`
+
+	// OwnerPID and OwnerStart name the owner's process on Host (its
+	// gateway's, or a dispatching CLI's): with it gone, nothing renews
+	// the claim, and an in-process worker is gone with it. 0: not known
+	// (a person's claim).
+	OwnerPID   int    `json:"owner_pid,omitempty"`
+	OwnerStart string `json:"owner_proc_start,omitempty"`
+	// Stop says why a person asked the worker to stop (a reclaim): its
+	// owner stops it and releases the claim, reclaimed, for this reason.
+	Stop string `json:"stop,omitempty"`
 }
 
 // Result is what a worker's complete call reported.
@@ -251,6 +261,9 @@ const (
 	OutcomeGaveUp    Outcome = "gave_up"
 	OutcomeReclaimed Outcome = "reclaimed"
 	OutcomeLimited   Outcome = "rate_limited" // exit 75: requeued without a failure
+	// OutcomeCheckFailed is a complete whose completion check failed: a
+	// failed run, counted as a crash is.
+	OutcomeCheckFailed Outcome = "check_failed"
 )
 
 // Run is one attempt at a card.

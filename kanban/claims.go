@@ -1,6 +1,7 @@
 package kanban
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/proc"
 )
 
 // ClaimSpec is a dispatcher's (or `herald kanban claim`'s) claim of a
@@ -18,6 +20,11 @@ type ClaimSpec struct {
 	Lane   string
 	TTL    time.Duration
 	Review bool // a reviewer's claim of a card in review
+	// Host, PID and ProcStart name the owner's process, when it is a
+	// dispatcher's (Claim.OwnerPID).
+	Host      string
+	PID       int
+	ProcStart string
 }
 
 // Claim takes a ready card (or, with Review, one in review) for a
@@ -66,7 +73,8 @@ func (s *Service) Claim(ctx context.Context, id string, spec ClaimSpec) (Card, e
 		lane = k.Assignee
 	}
 	r := Run{ID: NewRunID(), Card: k.ID, Board: k.Board, Lane: lane, Owner: spec.Owner, Review: spec.Review, Started: now}
-	k.Claim = &Claim{Owner: spec.Owner, Token: from + 1, Expires: now.Add(spec.TTL), Run: r.ID, Lane: lane, Heartbeat: now, Started: now, Review: spec.Review}
+	k.Claim = &Claim{Owner: spec.Owner, Token: from + 1, Expires: now.Add(spec.TTL), Run: r.ID, Lane: lane, Heartbeat: now, Started: now, Review: spec.Review,
+		Host: spec.Host, OwnerPID: spec.PID, OwnerStart: spec.ProcStart}
 	k.Status, k.UpdatedAt, k.Waiting = StatusRunning, now, ""
 	ev := Event{Board: k.Board, Card: k.ID, Kind: EventClaimed, From: want, To: StatusRunning, Run: r.ID, Actor: spec.Owner, Text: lane, At: now}
 	if spec.Review {
@@ -78,6 +86,25 @@ func (s *Service) Claim(ctx context.Context, id string, spec ClaimSpec) (Card, e
 	}
 	k.Version = from + 1
 	return k, nil
+}
+
+// ClaimGone says what host can see of c's processes: whether its owner
+// (the dispatcher that renews it) and its worker are known gone. Both
+// are false for a claim of another host, and for a process not named
+// (a person's claim has no owner process). An in-process worker (no
+// PID of its own) is gone with its owner.
+func ClaimGone(c Claim, host string) (ownerGone, workerGone bool) {
+	if c.Host == "" || c.Host != host {
+		return false, false
+	}
+	ownerGone = c.OwnerPID > 0 && !proc.Alive(c.OwnerPID, c.OwnerStart)
+	switch {
+	case c.PID > 0:
+		workerGone = !proc.Alive(c.PID, c.ProcStart)
+	case c.Spawned:
+		workerGone = ownerGone
+	}
+	return ownerGone, workerGone
 }
 
 // reviewing reports whether k's claim is a reviewer's.
@@ -139,14 +166,16 @@ func (s *Service) Heartbeat(ctx context.Context, id string, token int64, ttl tim
 }
 
 // Complete ends a worker's run as completed: the card goes to review
-// when it asks for one, else (its completion check passing, if it has
-// one) to done, and its todo children whose parents are all done become
-// ready. A reviewer's complete approves. Every card the result says was
-// created must exist on the board. A failing completion check sends the
-// card back to ready with the check's output as a comment, counted as a
-// failure. token 0 is a person's complete of a card no worker holds.
-// Errors: NotFound, LeaseLost, Invalid (no summary, a created card that
-// does not exist, a card that is not running, ready or in review).
+// when it asks for one, else to done, and its todo children whose
+// parents are all done become ready. A reviewer's complete approves. A
+// card with a completion check goes on only when it passes, on the way
+// to review as on the way to done; a failing check is a failed run
+// (check_failed), counted toward the card's failure limit as a crash is,
+// with the check's output as a comment. Every card the result says was
+// created must exist on the board. token 0 is a person's complete of a
+// card no worker holds. Errors: NotFound, LeaseLost, Invalid (no
+// summary, a created card that does not exist, a card that is not
+// running, ready or in review, a check this process cannot run).
 func (s *Service) Complete(ctx context.Context, id string, token int64, res Result, actor string) (Card, error) {
 	const op = "kanban.Complete"
 	res.Summary = strings.TrimSpace(res.Summary)
@@ -169,18 +198,9 @@ func (s *Service) Complete(ctx context.Context, id string, token int64, res Resu
 			return Card{}, err
 		}
 	}
-	review := reviewing(k)
-	check := !review && !k.Review && k.CompletionCheck != ""
-	var output string
-	passed := true
-	if check {
-		if s.Check == nil {
-			return Card{}, errs.E(op, errs.Invalid, "%s has a completion check and this process cannot run it", k.ID)
-		}
-		output, passed, err = s.Check(ctx, k, s.workspaceDir(ctx, k))
-		if err != nil {
-			return Card{}, err
-		}
+	check, err := s.runCheck(ctx, op, k)
+	if err != nil {
+		return Card{}, err
 	}
 	return s.apply(ctx, op, func(now time.Time) (change, error) {
 		k, err := s.held(ctx, op, id, token)
@@ -192,17 +212,17 @@ func (s *Service) Complete(ctx context.Context, id string, token int64, res Resu
 		default:
 			return change{}, errs.E(op, errs.Invalid, "%s is %s: there is nothing to complete", k.ID, k.Status)
 		}
+		review := reviewing(k)
 		from := k.Version
 		c := change{}
+		if check.failed() {
+			k = s.checkFailed(k, &c.Change, now, check, actor)
+			c.Cards = []CardWrite{{Card: k, From: from}}
+			c.card = k
+			return c, nil
+		}
 		run := endClaim(&k, &c.Change, now, OutcomeCompleted, "", res.Summary)
 		switch {
-		case !passed:
-			k.Failures++
-			k.LastError = "completion check failed"
-			var ev Event
-			k, ev = move(k, StatusReady, now, Event{Kind: EventCheckFailed, Run: run, Actor: actor, Text: tail(output, 2000)})
-			c.Events = append(c.Events, ev)
-			c.Comments = []Comment{{ID: "cm_" + randomHex(8), Card: k.ID, Author: "completion check", Text: "The completion check failed:\n" + tail(output, 4000), At: now}}
 		case k.Review && !review:
 			k.Result = &res
 			var ev Event
@@ -232,6 +252,82 @@ func (s *Service) Complete(ctx context.Context, id string, token int64, res Resu
 		c.card = k
 		return c, nil
 	})
+}
+
+// checkRun is how a card's completion check went.
+type checkRun struct {
+	ran, passed bool
+	output      string
+}
+
+func (r checkRun) failed() bool { return r.ran && !r.passed }
+
+// runCheck runs k's completion check, when it has one. Errors: Invalid
+// (this process cannot run checks), and what Check returns.
+func (s *Service) runCheck(ctx context.Context, op string, k Card) (checkRun, error) {
+	if k.CompletionCheck == "" {
+		return checkRun{}, nil
+	}
+	if s.Check == nil {
+		return checkRun{}, errs.E(op, errs.Invalid, "%s has a completion check and this process cannot run it", k.ID)
+	}
+	out, ok, err := s.Check(ctx, k, s.workspaceDir(ctx, k))
+	if err != nil {
+		return checkRun{}, err
+	}
+	return checkRun{ran: true, passed: ok, output: out}, nil
+}
+
+// checkFailed is k after its completion check failed: its claim's run
+// (when it has one) ends check_failed, the output is a comment and a
+// check_failed event, and the failure counts; the card goes back to
+// ready (a reviewer's run too: the work is what failed), or, at its
+// failure limit, is given up.
+func (s *Service) checkFailed(k Card, c *Change, now time.Time, check checkRun, actor string) Card {
+	const why = "the completion check failed"
+	run := endClaim(&k, c, now, OutcomeCheckFailed, why+": "+tail(check.output, 800), "")
+	c.Comments = []Comment{{ID: "cm_" + randomHex(8), Card: k.ID, Author: "completion check", Text: "The completion check failed:\n" + tail(check.output, 4000), At: now}}
+	return s.countFailure(k, c, now, failure{run: run, outcome: OutcomeCheckFailed, reason: why, back: StatusReady,
+		kind: EventCheckFailed, text: tail(check.output, 2000), actor: actor})
+}
+
+// failure is a failed run a card counts.
+type failure struct {
+	run     string // its id; "" for none
+	outcome Outcome
+	reason  string
+	back    Status // where the card goes while it has tries left
+	kind    string // the event of that move
+	text    string // its text; "": the reason
+	actor   string
+}
+
+// countFailure is k with the failure f counted: at its failure limit k
+// is blocked with a gave_up event carrying the last error (its run, in
+// c, ends gave_up), else it goes back to f.back, held back for the crash
+// grace after a crash. The move's event is added to c.
+func (s *Service) countFailure(k Card, c *Change, now time.Time, f failure) Card {
+	k.Failures++
+	k.LastError = f.reason
+	var ev Event
+	if k.Failures >= s.failureLimit(k) {
+		k.BlockKind, k.BlockReason = BlockTransient, "gave up after "+strconv.Itoa(k.Failures)+" failed runs: "+f.reason
+		k, ev = move(k, StatusBlocked, now, Event{Kind: EventGaveUp, Run: f.run, Actor: f.actor, Text: f.reason, Data: map[string]any{"failures": k.Failures, "outcome": string(f.outcome)}})
+		for i := range c.Runs {
+			if c.Runs[i].ID == f.run && f.run != "" {
+				c.Runs[i].Outcome = OutcomeGaveUp
+				c.Runs[i].Error = string(f.outcome) + ": " + f.reason
+			}
+		}
+		c.Events = append(c.Events, ev)
+		return k
+	}
+	if f.outcome == OutcomeCrashed && s.CrashGrace > 0 {
+		k.RetryAt = now.Add(s.CrashGrace)
+	}
+	k, ev = move(k, f.back, now, Event{Kind: f.kind, Run: f.run, Actor: f.actor, Text: cmp.Or(f.text, f.reason), Data: map[string]any{"failures": k.Failures}})
+	c.Events = append(c.Events, ev)
+	return k
 }
 
 // promoteChildren is the change that makes ready each todo child of k
@@ -336,6 +432,18 @@ func (s *Service) RequestChanges(ctx context.Context, id string, token int64, co
 // finishReview ends a review: approved → done (its children promoted),
 // else → ready with the comments.
 func (s *Service) finishReview(ctx context.Context, op, id string, token int64, text, actor string, approved bool) (Card, error) {
+	var check checkRun
+	if approved {
+		// An approval makes the card done: its completion check, when it
+		// has one, must pass first, as on the worker's complete.
+		k, err := s.held(ctx, op, id, token)
+		if err != nil {
+			return Card{}, err
+		}
+		if check, err = s.runCheck(ctx, op, k); err != nil {
+			return Card{}, err
+		}
+	}
 	return s.apply(ctx, op, func(now time.Time) (change, error) {
 		k, err := s.held(ctx, op, id, token)
 		if err != nil {
@@ -347,6 +455,12 @@ func (s *Service) finishReview(ctx context.Context, op, id string, token int64, 
 		}
 		from := k.Version
 		c := change{}
+		if check.failed() {
+			k = s.checkFailed(k, &c.Change, now, check, actor)
+			c.Cards = []CardWrite{{Card: k, From: from}}
+			c.card = k
+			return c, nil
+		}
 		run := endClaim(&k, &c.Change, now, OutcomeCompleted, "", text)
 		var ev Event
 		if approved {
@@ -409,26 +523,16 @@ func (s *Service) Release(ctx context.Context, id string, token int64, e Ending)
 		if kind == "" {
 			kind = EventCrashed
 		}
-		var ev Event
-		switch {
-		case e.Outcome == OutcomeLimited || e.Uncounted:
+		if e.Outcome == OutcomeLimited || e.Uncounted {
 			if e.Outcome == OutcomeLimited {
 				k.RetryAt = now.Add(e.RetryAfter)
 			}
+			var ev Event
 			k, ev = move(k, back, now, Event{Kind: kind, Run: run, Text: e.Reason})
-		default:
-			k.Failures++
-			k.LastError = e.Reason
-			if k.Failures >= s.failureLimit(k) {
-				k.BlockKind, k.BlockReason = BlockTransient, "gave up after "+strconv.Itoa(k.Failures)+" failed runs: "+e.Reason
-				k, ev = move(k, StatusBlocked, now, Event{Kind: EventGaveUp, Run: run, Text: e.Reason, Data: map[string]any{"failures": k.Failures, "outcome": string(e.Outcome)}})
-				c.Runs[0].Outcome = OutcomeGaveUp
-				c.Runs[0].Error = string(e.Outcome) + ": " + e.Reason
-			} else {
-				k, ev = move(k, back, now, Event{Kind: kind, Run: run, Text: e.Reason, Data: map[string]any{"failures": k.Failures}})
-			}
+			c.Events = []Event{ev}
+		} else {
+			k = s.countFailure(k, &c.Change, now, failure{run: run, outcome: e.Outcome, reason: e.Reason, back: back, kind: kind})
 		}
-		c.Events = []Event{ev}
 		c.Cards = []CardWrite{{Card: k, From: from}}
 		c.card = k
 		return c, nil

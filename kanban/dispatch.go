@@ -13,6 +13,7 @@ import (
 
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -27,9 +28,10 @@ const (
 	// strandedAfter is how long a ready card may wait unclaimed before
 	// the dispatcher says so (an error at twice it, critical at six).
 	strandedAfter = 30 * time.Minute
-	// rateLimitDelay is how long a rate-limited card (and its lane)
-	// waits before its next run when its worker did not say how long.
-	rateLimitDelay = time.Minute
+	// DefaultRateLimitWait is how long a rate-limited card (and its
+	// lane) waits before its next run when its worker did not say how
+	// long (kanban.rate_limit_wait_seconds).
+	DefaultRateLimitWait = 300 * time.Second
 	// breakerFailures in a row pause a lane for breakerPause.
 	breakerFailures = 3
 	breakerPause    = 30 * time.Minute
@@ -50,6 +52,10 @@ type DispatcherOptions struct {
 	Lanes   map[string]LaneConfig
 	Name    string // this instance, the owner of its claims; required
 	Host    string // this machine, for the PIDs its workers have
+	// PID and ProcStart name the process the dispatcher runs in, which
+	// renews its claims and runs its in-process workers; 0: this one.
+	PID       int
+	ProcStart string
 	// Interval is how often it looks at every board
 	// (kanban.dispatch_interval_seconds); Wake looks at once.
 	Interval time.Duration
@@ -62,6 +68,10 @@ type DispatcherOptions struct {
 	// none, to their own lane); off, people review them.
 	ReviewDispatch bool
 	ReviewLane     string
+	// RateLimitWait holds a rate-limited card and its lane back when
+	// its worker did not say how long (kanban.rate_limit_wait_seconds);
+	// 0: DefaultRateLimitWait.
+	RateLimitWait time.Duration
 	// Env returns what a worker is given beside HERALD_KANBAN_*: the API
 	// address and a token good for its card's claim only.
 	Env func(k Card, token int64) []string
@@ -93,8 +103,6 @@ type Dispatcher struct {
 
 	mu      sync.Mutex
 	running map[string]*running // card id → its worker here
-	paused  map[string]time.Time
-	fails   map[string]int // lane → failures in a row
 	cancel  context.CancelFunc
 	done    chan struct{}
 	workers sync.WaitGroup
@@ -149,6 +157,9 @@ func NewDispatcher(opts DispatcherOptions) (*Dispatcher, error) {
 	if opts.MaxSpawn <= 0 {
 		opts.MaxSpawn = DefaultMaxSpawn
 	}
+	if opts.RateLimitWait <= 0 {
+		opts.RateLimitWait = DefaultRateLimitWait
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
 	}
@@ -158,12 +169,14 @@ func NewDispatcher(opts DispatcherOptions) (*Dispatcher, error) {
 	if opts.Host == "" {
 		opts.Host, _ = os.Hostname()
 	}
+	if opts.PID <= 0 {
+		opts.PID = os.Getpid()
+		opts.ProcStart = proc.StartTime(opts.PID)
+	}
 	d := &Dispatcher{
 		opts: opts, svc: opts.Service, clk: opts.Clock, log: opts.Logger,
 		wake:    make(chan struct{}, 1),
 		running: map[string]*running{},
-		paused:  map[string]time.Time{},
-		fails:   map[string]int{},
 	}
 	var err error
 	// The loop renews (Heartbeat): the renewer's own loop is not started.
@@ -240,8 +253,29 @@ const signalConv = "kanban:boards"
 // HandleSignal implements sessions.SignalHandler: another instance's
 // SignalReady makes this one look at the boards now.
 func (d *Dispatcher) HandleSignal(s sessions.Signal) {
-	if s.Kind == SignalReady && s.Text != d.opts.Name {
+	switch {
+	case s.Kind == SignalReady && s.Text != d.opts.Name:
 		d.poke()
+	case s.Kind == SignalStop:
+		go d.stopAsked(s.Text)
+	}
+}
+
+// stopAsked stops the worker of card here when its claim asks so
+// (Claim.Stop, a reclaim's): its end releases the claim, reclaimed.
+func (d *Dispatcher) stopAsked(card string) {
+	d.mu.Lock()
+	r := d.running[card]
+	d.mu.Unlock()
+	if r == nil {
+		return
+	}
+	k, err := d.svc.Store.Card(context.Background(), card)
+	if err != nil || k.Claim == nil || k.Claim.Token != r.token || k.Claim.Stop == "" {
+		return
+	}
+	if r.stop(k.Claim.Stop) {
+		_ = r.worker.Stop(context.Background())
 	}
 }
 
@@ -294,6 +328,8 @@ type TickReport struct {
 	Promoted  []string
 	Skipped   map[string]string // card → why it waits
 	Reclaimed []string
+	// Paused are the lanes paused now, on every instance.
+	Paused []LaneState
 }
 
 // Tick runs one dispatch over every board: release what died, promote,
@@ -310,6 +346,21 @@ func (d *Dispatcher) Tick(ctx context.Context, dry bool) (TickReport, error) {
 		}
 	}
 	return rep, nil
+}
+
+// pausedLanes reads the lanes paused now into rep, and returns them by
+// name.
+func (d *Dispatcher) pausedLanes(ctx context.Context, rep *TickReport) (map[string]LaneState, error) {
+	ls, err := d.svc.PausedLanes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep.Paused = ls
+	out := make(map[string]LaneState, len(ls))
+	for _, l := range ls {
+		out[l.Lane] = l
+	}
+	return out, nil
 }
 
 func (d *Dispatcher) boards(ctx context.Context) ([]string, error) {
@@ -364,34 +415,44 @@ func (d *Dispatcher) tickBoard(ctx context.Context, board string, dry bool, rep 
 			rep.Promoted = append(rep.Promoted, k.ID)
 		}
 	}
-	// 5–6: claim ready cards, then those in review.
+	// 5–6: claim ready cards, then those in review, but for the lanes
+	// paused on any instance.
+	paused, err := d.pausedLanes(ctx, rep)
+	if err != nil {
+		return err
+	}
 	ready, err := d.svc.Store.Cards(ctx, Query{Board: board, Statuses: []Status{StatusReady}})
 	if err != nil {
 		return err
 	}
-	d.claimAll(ctx, ready, now, false, dry, rep)
+	d.claimAll(ctx, ready, now, paused, false, dry, rep)
 	if d.opts.ReviewDispatch {
 		review, err := d.svc.Store.Cards(ctx, Query{Board: board, Statuses: []Status{StatusReview}})
 		if err != nil {
 			return err
 		}
-		d.claimAll(ctx, review, now, true, dry, rep)
+		d.claimAll(ctx, review, now, paused, true, dry, rep)
 	}
 	return nil
 }
 
 // reclaim releases the claim of a card whose worker is not one of ours
-// now, once it is known dead: its claim ran out, or its process on this
-// host is gone. A worker on this host that is still alive (a process an
-// earlier life of this gateway started) is stopped first and confirmed
-// gone: never two workers on one card.
+// now, once it is known dead: its claim ran out, it is an earlier life
+// of this instance's, or its owner's process on this host is gone
+// (whatever the owner's name) and its worker with it. A worker on this
+// host that is still alive (a process an earlier life of a gateway
+// started) is stopped first and confirmed gone: never two workers on
+// one card. A worker that outlived its owner is left to finish (its
+// complete still counts) until its claim runs out.
 func (d *Dispatcher) reclaim(ctx context.Context, k Card, now time.Time) (bool, error) {
 	c := k.Claim
 	local := c.Host == d.opts.Host && c.PID > 0
 	expired := now.After(c.Expires)
 	ours := c.Owner == d.opts.Name // an earlier life of this instance
+	ownerGone, workerGone := ClaimGone(*c, d.opts.Host)
+	dead := ownerGone && (workerGone || !c.Spawned)
 	switch {
-	case !expired && !ours:
+	case !expired && !ours && !dead:
 		return false, nil // its owner renews it, or will lose it
 	case local:
 		if err := StopOrphan(ctx, c.PID, c.ProcStart, d.pollWait); err != nil {
@@ -402,6 +463,8 @@ func (d *Dispatcher) reclaim(ctx context.Context, k Card, now time.Time) (bool, 
 	}
 	e := Ending{Outcome: OutcomeReclaimed, Reason: "its claim ran out: the worker's heartbeat was lost"}
 	switch {
+	case dead:
+		e = Ending{Outcome: OutcomeCrashed, Reason: "its worker is gone: the process that ran it (" + c.Owner + ", pid " + strconv.Itoa(c.OwnerPID) + " on " + c.Host + ") stopped"}
 	case !c.Spawned:
 		e = Ending{Outcome: OutcomeCrashed, Reason: "its claim ran out before a worker started"}
 	case local || ours:
@@ -416,18 +479,12 @@ func (d *Dispatcher) reclaim(ctx context.Context, k Card, now time.Time) (bool, 
 
 // pollWait waits a little on the clock, for a killed process to go.
 func (d *Dispatcher) pollWait(ctx context.Context) error {
-	t := d.clk.NewTimer(20 * time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return sleep(ctx, d.clk, 20*time.Millisecond)
 }
 
-// claimAll claims what of cards the capacity allows, in their order.
-func (d *Dispatcher) claimAll(ctx context.Context, cards []Card, now time.Time, review, dry bool, rep *TickReport) {
+// claimAll claims what of cards the capacity allows, in their order,
+// but for those of the lanes paused.
+func (d *Dispatcher) claimAll(ctx context.Context, cards []Card, now time.Time, paused map[string]LaneState, review, dry bool, rep *TickReport) {
 	planned := map[string]int{} // a dry run's claims, by lane
 	for _, k := range cards {
 		d.mu.Lock()
@@ -440,7 +497,7 @@ func (d *Dispatcher) claimAll(ctx context.Context, cards []Card, now time.Time, 
 			continue
 		}
 		if now.Before(k.RetryAt) {
-			rep.Skipped[k.ID] = "waits to retry after a rate limit"
+			rep.Skipped[k.ID] = "retry_wait"
 			continue
 		}
 		lane := k.Assignee
@@ -450,7 +507,7 @@ func (d *Dispatcher) claimAll(ctx context.Context, cards []Card, now time.Time, 
 		if lane == "" {
 			lane = LaneName(d.opts.DefaultAssignee)
 		}
-		if why := d.held(lane, planned); why != "" {
+		if why := d.held(lane, paused, planned); why != "" {
 			rep.Skipped[k.ID] = why
 			if !dry {
 				d.note(ctx, k, why, now)
@@ -462,7 +519,8 @@ func (d *Dispatcher) claimAll(ctx context.Context, cards []Card, now time.Time, 
 			planned[lane]++
 			continue
 		}
-		claimed, err := d.svc.Claim(ctx, k.ID, ClaimSpec{Owner: d.opts.Name, Lane: lane, TTL: d.opts.ClaimTTL, Review: review})
+		claimed, err := d.svc.Claim(ctx, k.ID, ClaimSpec{Owner: d.opts.Name, Lane: lane, TTL: d.opts.ClaimTTL, Review: review,
+			Host: d.opts.Host, PID: d.opts.PID, ProcStart: d.opts.ProcStart})
 		if err != nil {
 			if !errs.Is(err, errs.Conflict) && !errs.Is(err, errs.Invalid) {
 				d.log.Warn("claiming a kanban card failed", "card", k.ID, "err", err)
@@ -478,8 +536,9 @@ func (d *Dispatcher) claimAll(ctx context.Context, cards []Card, now time.Time, 
 }
 
 // held says why a card of lane cannot be claimed here now, or "";
-// planned are claims a dry run counts as made.
-func (d *Dispatcher) held(lane string, planned map[string]int) string {
+// paused are the lanes paused, planned the claims a dry run counts as
+// made.
+func (d *Dispatcher) held(lane string, paused map[string]LaneState, planned map[string]int) string {
 	if lane == "" {
 		return EventSkippedUnassigned
 	}
@@ -491,11 +550,11 @@ func (d *Dispatcher) held(lane string, planned map[string]int) string {
 	for _, n := range planned {
 		total += n
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if until, ok := d.paused[lane]; ok && d.clk.Now().Before(until) {
+	if _, ok := paused[lane]; ok {
 		return "lane_paused"
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if len(d.running)+total >= d.opts.MaxSpawn {
 		return "capacity_full"
 	}
@@ -586,7 +645,7 @@ func (d *Dispatcher) spawn(ctx context.Context, k Card, lane string, review bool
 	}
 	if err != nil {
 		if laneAtFault {
-			d.failed(lane)
+			d.failed(ctx, lane)
 		}
 		if _, rerr := d.svc.Release(ctx, k.ID, k.Claim.Token, Ending{Outcome: OutcomeCrashed, Reason: "the worker could not start: " + err.Error()}); rerr != nil {
 			d.log.Warn("releasing a kanban card whose worker did not start failed", "card", k.ID, "err", rerr)
@@ -642,11 +701,13 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 	if err != nil || k.Claim == nil || k.Claim.Token != r.token {
 		// It reported (complete, block), or its claim went elsewhere.
 		final = k
-		d.succeeded(r.lane)
+		d.succeeded(ctx, r.lane)
 		return
 	}
 	var end Ending
 	switch stopped := r.why(); {
+	case k.Claim.Stop != "":
+		end = Ending{Outcome: OutcomeReclaimed, Reason: k.Claim.Stop}
 	case stopped == stopShutdown:
 		end = Ending{Outcome: OutcomeReclaimed, Reason: stopped, Uncounted: true}
 	case stopped != "":
@@ -656,22 +717,22 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 		if delay > 0 {
 			said += ", until " + d.clk.Now().Add(delay).UTC().Format(time.RFC3339)
 		} else {
-			delay = rateLimitDelay
+			delay = d.opts.RateLimitWait
 		}
 		end = Ending{Outcome: OutcomeLimited, Reason: said, RetryAfter: delay}
-		d.pause(r.lane, delay)
+		d.pause(ctx, r.lane, delay, said)
 	case e.Code == 0 && cfg.ExitZeroCompletes:
 		if final, err = d.svc.Complete(ctx, r.card, r.token, Result{Summary: cmp.Or(tail(e.Output, 4000), "exited 0")}, d.opts.Name); err != nil {
 			d.log.Warn("completing a kanban card on its worker's exit 0 failed", "card", r.card, "err", err)
 		}
-		d.succeeded(r.lane)
+		d.succeeded(ctx, r.lane)
 		return
 	case e.Code == 0:
 		end = Ending{Outcome: OutcomeCrashed, Reason: "protocol violation: the worker exited 0 without a complete or block call"}
-		d.failed(r.lane)
+		d.failed(ctx, r.lane)
 	default:
 		end = Ending{Outcome: OutcomeCrashed, Reason: exitReason(e)}
-		d.failed(r.lane)
+		d.failed(ctx, r.lane)
 	}
 	if _, err := d.svc.Release(ctx, r.card, r.token, end); err != nil && !errs.Is(err, errs.LeaseLost) {
 		d.log.Warn("recording a kanban worker's end failed", "card", r.card, "err", err)
@@ -711,6 +772,10 @@ func (d *Dispatcher) renewClaims(ctx context.Context, claims []lease.Claim, ttl 
 		switch {
 		case err == nil && k.Claim != nil:
 			c.Expires = k.Claim.Expires
+			if k.Claim.Stop != "" {
+				// A reclaim asked, and its signal did not come.
+				go d.stopAsked(c.Name)
+			}
 		case errs.Is(err, errs.LeaseLost):
 			continue
 		case err != nil && !errors.Is(err, context.Canceled):
@@ -732,35 +797,30 @@ func (d *Dispatcher) lostClaim(c lease.Claim) {
 	}
 }
 
-// failed counts a lane's failure; breakerFailures in a row pause it.
-func (d *Dispatcher) failed(lane string) {
-	d.mu.Lock()
-	d.fails[lane]++
-	n := d.fails[lane]
-	d.mu.Unlock()
-	if n >= breakerFailures {
-		d.log.Warn("a kanban lane failed too often in a row; it is paused", "lane", lane, "failures", n, "for", breakerPause.String())
-		d.pause(lane, breakerPause)
-		d.mu.Lock()
-		d.fails[lane] = 0 // after the pause it has three tries again
-		d.mu.Unlock()
+// failed counts a lane's failure, in the store: breakerFailures in a
+// row, on any instances, pause it there.
+func (d *Dispatcher) failed(ctx context.Context, lane string) {
+	tripped, err := d.svc.laneFailed(ctx, lane)
+	switch {
+	case err != nil:
+		d.log.Warn("counting a kanban lane's failure failed", "lane", lane, "err", err)
+	case tripped:
+		d.log.Warn("a kanban lane failed too often in a row; it is paused", "lane", lane, "failures", breakerFailures, "for", breakerPause.String())
 	}
 }
 
-func (d *Dispatcher) succeeded(lane string) {
-	d.mu.Lock()
-	delete(d.fails, lane)
-	d.mu.Unlock()
+func (d *Dispatcher) succeeded(ctx context.Context, lane string) {
+	if err := d.svc.laneSucceeded(ctx, lane); err != nil {
+		d.log.Warn("starting a kanban lane's count of failures again failed", "lane", lane, "err", err)
+	}
 }
 
-// pause holds lane back for dur, or longer when an earlier pause
-// (a breaker's, a spent quota's) lasts longer.
-func (d *Dispatcher) pause(lane string, dur time.Duration) {
-	d.mu.Lock()
-	if until := d.clk.Now().Add(dur); until.After(d.paused[lane]) {
-		d.paused[lane] = until
+// pause holds lane back for dur on every instance, or longer when an
+// earlier pause (a breaker's, a spent quota's) lasts longer.
+func (d *Dispatcher) pause(ctx context.Context, lane string, dur time.Duration, reason string) {
+	if err := d.svc.PauseLane(ctx, lane, dur, reason); err != nil {
+		d.log.Warn("pausing a rate-limited kanban lane failed", "lane", lane, "err", err)
 	}
-	d.mu.Unlock()
 }
 
 // exitReason says how a worker that failed exited.

@@ -27,6 +27,10 @@ const maxAttempts = 16
 type Service struct {
 	Store        Store
 	FailureLimit int // kanban.failure_limit; 0: DefaultFailureLimit
+	// CrashGrace holds a card whose run crashed (its worker's exit, or
+	// a dead worker released) back this long before it runs again
+	// (kanban.crash_grace_seconds); 0: none.
+	CrashGrace time.Duration
 	// Root is the board home ($HERALD_HOME/kanban): scratch workspaces,
 	// promoted artifacts and run logs (see workspace.go). "": none, and
 	// a scratch card cannot run here.

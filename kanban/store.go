@@ -63,6 +63,13 @@ type Store interface {
 	Subscriptions(ctx context.Context, board string) ([]Subscription, error)
 	// RemoveSubscription removes one. Errors: NotFound.
 	RemoveSubscription(ctx context.Context, id string) error
+
+	// PutLane writes a lane's state over the version it was read at (0:
+	// a new one). Errors: Conflict (it moved on, or a new one exists),
+	// NotFound (an update of one that is not there), Invalid.
+	PutLane(ctx context.Context, l LaneState) (LaneState, error)
+	// Lanes returns every lane's state, by name.
+	Lanes(ctx context.Context) ([]LaneState, error)
 }
 
 // Change is one atomic write of Store.Apply.

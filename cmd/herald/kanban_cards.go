@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,10 @@ import (
 
 // gcAge is how old a done card is before gc archives it, by default.
 const gcAge = "30d"
+
+// reclaimWait is how long reclaim waits for a worker's gateway to stop
+// it: within the command's kanbanTimeout.
+const reclaimWait = 20 * time.Second
 
 // addKanbanCardCommands adds the commands a person moves cards with:
 // assign, reassign, claim, unblock, link, unlink, promote, schedule,
@@ -147,26 +152,28 @@ a dispatcher and counted as a failed run.`,
 	schedule.Flags().StringVar(&at, "at", "", "when it becomes ready, RFC3339 (2026-12-03T09:00:00Z)")
 
 	var reason string
-	reclaim := one("reclaim ID", "End a running card's claim: it is ready again, counted as a failed run", 1, "one card's id",
+	reclaim := one("reclaim ID", "Stop a running card's worker and end its claim: it is ready again, counted as a failed run", 1, "one card's id",
 		func(ctx context.Context, b *board, a []string) (kanban.Card, error) {
-			k, err := b.card(ctx, a[0])
-			if err != nil {
-				return k, err
-			}
-			if k.Status != kanban.StatusRunning || k.Claim == nil {
-				return k, fmt.Errorf("%s is %s, not running: there is no claim to reclaim", k.ID, k.Status)
-			}
-			k, err = b.svc.Release(ctx, k.ID, k.Claim.Token, kanban.Ending{Outcome: kanban.OutcomeReclaimed, Reason: reason})
-			if errs.Is(err, errs.LeaseLost) {
+			host, _ := os.Hostname()
+			k, released, err := b.svc.Reclaim(ctx, a[0], kanban.ReclaimSpec{Reason: reason, Actor: cliActor, Host: host, Signals: b.signals, Wait: reclaimWait})
+			switch {
+			case errs.Is(err, errs.LeaseLost):
 				return k, fmt.Errorf("the claim on %s changed meanwhile; look again ('herald kanban show %s')", a[0], a[0])
+			case err != nil:
+				return k, err
+			case !released:
+				return k, fmt.Errorf("asked %s to stop the worker of %s; it has not yet: the card is released once it has (at the latest when its claim runs out at %s), and no other worker takes it before", k.Claim.Owner, k.ID, timeOrNone(k.Claim.Expires))
 			}
-			return k, err
+			return k, nil
 		},
 		moved("reclaimed"))
-	reclaim.Long = `End a running card's claim, as when its worker died: the run ends
+	reclaim.Long = `Stop a running card's worker and end its claim: the run ends
 reclaimed, counted as a failure, and the card is ready again (blocked
-once it reaches its failure limit). The worker, wherever it runs, finds
-its claim gone at its next heartbeat and is stopped by its dispatcher.`
+once it reaches its failure limit). No other worker takes the card
+before its old one is gone: a worker process on this machine is ended
+here (its process group); one in a gateway that is gone, or whose claim
+ran out, is released at once; else its gateway is asked over the
+store's signals to stop it, and this waits for it.`
 	reclaim.Flags().StringVar(&reason, "reason", "reclaimed by hand (herald kanban reclaim)", "why, for the run's record")
 
 	promote := &cobra.Command{

@@ -31,6 +31,9 @@ type dispatchReport struct {
 	Promoted  []string          `json:"promoted"`  // todo or scheduled cards made ready
 	Reclaimed []string          `json:"reclaimed"` // claims of dead workers released
 	Waiting   map[string]string `json:"waiting"`   // card → why it is not claimed
+	// Paused are the lanes paused now, on every instance: until when
+	// and why.
+	Paused []pausedLane `json:"paused"`
 	// Ended is the status each started card was left in when its worker
 	// ended.
 	Ended map[string]kanban.Status `json:"ended,omitempty"`
@@ -147,6 +150,7 @@ func (b *board) dispatcher(lanes map[string]kanban.LaneConfig, log *slog.Logger,
 		DefaultAssignee: cfg.DefaultAssignee,
 		ReviewDispatch:  cfg.ReviewDispatch,
 		ReviewLane:      cfg.ReviewLane,
+		RateLimitWait:   cfg.RateLimitWait(),
 		Env:             b.workerEnv,
 		Signals:         b.signals,
 		Ended:           ended,
@@ -242,7 +246,24 @@ func reportOf(rep kanban.TickReport, dry bool) dispatchReport {
 	return dispatchReport{
 		DryRun: dry, Claimed: nonNil(rep.Claimed), Released: nonNil(rep.Released),
 		Promoted: nonNil(rep.Promoted), Reclaimed: nonNil(rep.Reclaimed), Waiting: rep.Skipped,
+		Paused: pausedLanes(rep.Paused),
 	}
+}
+
+// pausedLane is a lane paused, as dispatch --json and diagnostics
+// --json print it.
+type pausedLane struct {
+	Lane   string    `json:"lane"`
+	Until  time.Time `json:"until"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+func pausedLanes(ls []kanban.LaneState) []pausedLane {
+	out := []pausedLane{}
+	for _, l := range ls {
+		out = append(out, pausedLane{Lane: l.Lane, Until: l.PausedUntil, Reason: l.Reason})
+	}
+	return out
 }
 
 // tickWorkers are the workers one dispatch started, until each ends.

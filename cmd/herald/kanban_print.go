@@ -20,7 +20,8 @@ var waitWords = map[string]string{
 	kanban.EventSkippedNonspawnable: "its lane is not a command lane of kanban.lanes here (the herald lane runs only in a gateway)",
 	"capacity_full":                 "kanban.max_spawn workers run already",
 	"lane_cap":                      "its lane runs its max_concurrent workers already",
-	"lane_paused":                   "its lane is paused after failing too often in a row",
+	"lane_paused":                   "its lane is paused: a rate limit, or too many failures in a row",
+	"retry_wait":                    "it waits out a rate limit, or a crash's grace, before its next run",
 }
 
 func jsonLine(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }
@@ -201,7 +202,7 @@ func printStats(w io.Writer, st boardStats) error {
 
 // printDiagnostics prints what is stuck, by kind.
 func printDiagnostics(w io.Writer, d diagnostics) error {
-	if len(d.Stranded)+len(d.Blocked)+len(d.Expired) == 0 {
+	if len(d.Stranded)+len(d.Blocked)+len(d.Expired)+len(d.Gone)+len(d.Paused) == 0 {
 		_, err := fmt.Fprintf(w, "nothing stuck on board %s\n", d.Board)
 		return err
 	}
@@ -224,8 +225,22 @@ func printDiagnostics(w io.Writer, d diagnostics) error {
 			fmt.Fprintf(&b, "  %s  claim of %s (lane %s, run %s) ran out at %s  %s\n", x.ID, x.Owner, cmp.Or(x.Lane, "-"), x.Run, timeOrNone(x.Expires), oneLine(x.Title, 60))
 		}
 	}
+	if len(d.Gone) > 0 {
+		b.WriteString("running, but its worker is gone:\n")
+		for _, x := range d.Gone {
+			fmt.Fprintf(&b, "  %s  claim of %s (lane %s, run %s): %s  %s\n", x.ID, x.Owner, cmp.Or(x.Lane, "-"), x.Run, x.Why, oneLine(x.Title, 60))
+		}
+	}
+	printPaused(&b, d.Paused)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// printPaused says which lanes are paused, until when and why.
+func printPaused(b *strings.Builder, ls []pausedLane) {
+	for _, l := range ls {
+		fmt.Fprintf(b, "lane %s is paused until %s: %s\n", l.Lane, timeOrNone(l.Until), cmp.Or(l.Reason, "-"))
+	}
 }
 
 // printDispatch prints what a dispatch did (or would do).
@@ -259,6 +274,7 @@ func printDispatch(ctx context.Context, w io.Writer, bd *board, r dispatchReport
 		why := r.Waiting[id]
 		fmt.Fprintf(&b, "waits %s: %s (%s)\n", describe(id), cmp.Or(waitWords[why], why), why)
 	}
+	printPaused(&b, r.Paused)
 	if b.Len() == 0 {
 		b.WriteString("nothing to dispatch\n")
 	}

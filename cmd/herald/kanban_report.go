@@ -79,6 +79,18 @@ func (m *Main) report(named string) (report, error) {
 	return r, nil
 }
 
+// checkFailedNote says, after a complete or an approval, that k's
+// completion check failed and what that did, or "".
+func checkFailedNote(k kanban.Card) string {
+	switch {
+	case k.Status == kanban.StatusBlocked && strings.Contains(k.BlockReason, "completion check failed"):
+		return " (its completion check failed, and it gave up: " + k.BlockReason + ")"
+	case k.Status == kanban.StatusReady && strings.Contains(k.LastError, "completion check failed"):
+		return fmt.Sprintf(" (its completion check failed: a failed run, %d in a row; see its comments)", k.Failures)
+	}
+	return ""
+}
+
 // optionalCard takes a card's id, or none for a worker's own card.
 func optionalCard(_ *cobra.Command, args []string) error {
 	if len(args) > 1 {
@@ -146,7 +158,7 @@ Exit 3: the worker's claim was released; it should stop.`,
 						if k, err = b.svc.Approve(ctx, k.ID, 0, res.Summary, r.actor); err != nil {
 							return m.kanbanError(r.card, err)
 						}
-						_, err = fmt.Fprintf(m.Stdout, "approved %s: now %s\n", k.ID, k.Status)
+						_, err = fmt.Fprintf(m.Stdout, "approved %s: now %s%s\n", k.ID, k.Status, checkFailedNote(k))
 						return err
 					}
 				}
@@ -154,7 +166,7 @@ Exit 3: the worker's claim was released; it should stop.`,
 				if err != nil {
 					return m.kanbanError(r.card, err)
 				}
-				_, err = fmt.Fprintf(m.Stdout, "completed %s: now %s\n", k.ID, k.Status)
+				_, err = fmt.Fprintf(m.Stdout, "completed %s: now %s%s\n", k.ID, k.Status, checkFailedNote(k))
 				return err
 			})
 		},

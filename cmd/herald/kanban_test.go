@@ -427,6 +427,21 @@ func TestKanbanDispatch(t *testing.T) {
 			if rs := kbJSON[[]kanban.Run](t, env, "runs", limited.ID); len(rs) != 1 || rs[0].Outcome != kanban.OutcomeLimited {
 				t.Errorf("the limited card's runs = %+v", rs)
 			}
+			// The exit 75 paused its lane in the store: the next process
+			// sees it, in a dry run and in the diagnostics.
+			dry = kbJSON[dispatchReport](t, env, "dispatch", "--dry-run")
+			if len(dry.Paused) != 1 || dry.Paused[0].Lane != "limited" || !strings.Contains(dry.Paused[0].Reason, "exited 75") || time.Until(dry.Paused[0].Until) < 4*time.Minute {
+				t.Errorf("dry run after the rate limit: paused %+v, want the limited lane for kanban.rate_limit_wait_seconds", dry.Paused)
+			}
+			if out := kb(t, env, "dispatch", "--dry-run"); !strings.Contains(out, "lane limited is paused until") {
+				t.Errorf("dry run printed %q, want the paused lane named", out)
+			}
+			if d := kbJSON[diagnostics](t, env, "diagnostics"); len(d.Paused) != 1 || d.Paused[0].Lane != "limited" {
+				t.Errorf("diagnostics = %+v, want the paused lane", d)
+			}
+			if out := kb(t, env, "diagnostics"); !strings.Contains(out, "lane limited is paused until") {
+				t.Errorf("diagnostics printed %q, want the paused lane named", out)
+			}
 		})
 	}
 }

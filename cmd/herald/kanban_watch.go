@@ -37,6 +37,41 @@ type diagnostics struct {
 	Stranded []strandedCard `json:"stranded"`
 	Blocked  []blockedCard  `json:"blocked"`
 	Expired  []expiredClaim `json:"expired"`
+	// Gone are running cards of this host whose worker, or the process
+	// that renews its claim, is gone.
+	Gone []goneWorker `json:"gone"`
+	// Paused are the lanes paused now, on every instance.
+	Paused []pausedLane `json:"paused_lanes"`
+}
+
+type goneWorker struct {
+	ID       string `json:"id"`
+	Title    string `json:"title"`
+	Owner    string `json:"owner"`
+	Lane     string `json:"lane,omitempty"`
+	Run      string `json:"run"`
+	PID      int    `json:"pid,omitempty"`       // the worker's
+	OwnerPID int    `json:"owner_pid,omitempty"` // its owner's
+	Why      string `json:"why"`
+}
+
+// goneOf names k's claim when this host knows its worker, or its
+// owner, gone.
+func goneOf(k kanban.Card, host string) (goneWorker, bool) {
+	c := k.Claim
+	ownerGone, workerGone := kanban.ClaimGone(*c, host)
+	g := goneWorker{ID: k.ID, Title: k.Title, Owner: c.Owner, Lane: c.Lane, Run: c.Run, PID: c.PID, OwnerPID: c.OwnerPID}
+	switch {
+	case ownerGone && workerGone:
+		g.Why = fmt.Sprintf("its worker is gone with %s (pid %d); a dispatcher on %s reclaims it", c.Owner, c.OwnerPID, host)
+	case ownerGone:
+		g.Why = fmt.Sprintf("%s (pid %d) is gone; its worker (pid %d) still runs, its claim unrenewed", c.Owner, c.OwnerPID, c.PID)
+	case workerGone:
+		g.Why = fmt.Sprintf("its worker (pid %d) is gone", c.PID)
+	default:
+		return g, false
+	}
+	return g, true
 }
 
 type strandedCard struct {
@@ -237,7 +272,7 @@ array of the events; with --follow too, one JSON object a line.`,
 	var diagJSON bool
 	diag := &cobra.Command{
 		Use:   "diagnostics",
-		Short: "Name what is stuck: ready cards waiting 30m or more, blocked cards, claims that ran out",
+		Short: "Name what is stuck: ready cards waiting 30m or more, blocked cards, claims that ran out, workers gone, lanes paused",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return with(cmd, true, func(ctx context.Context, b *board) error {
@@ -262,11 +297,17 @@ array of the events; with --follow too, one JSON object a line.`,
 
 // diagnose reads what is stuck on b's board.
 func diagnose(ctx context.Context, b *board) (diagnostics, error) {
-	d := diagnostics{Board: b.slug, Stranded: []strandedCard{}, Blocked: []blockedCard{}, Expired: []expiredClaim{}}
+	d := diagnostics{Board: b.slug, Stranded: []strandedCard{}, Blocked: []blockedCard{}, Expired: []expiredClaim{}, Gone: []goneWorker{}}
+	host, _ := os.Hostname()
 	now, err := b.store.Now(ctx)
 	if err != nil {
 		return d, err
 	}
+	paused, err := b.svc.PausedLanes(ctx)
+	if err != nil {
+		return d, err
+	}
+	d.Paused = pausedLanes(paused)
 	cards, err := b.store.Cards(ctx, kanban.Query{Board: b.slug, Statuses: []kanban.Status{kanban.StatusReady, kanban.StatusBlocked, kanban.StatusRunning}})
 	if err != nil {
 		return d, err
@@ -283,6 +324,11 @@ func diagnose(ctx context.Context, b *board) (diagnostics, error) {
 		case kanban.StatusRunning:
 			if c := k.Claim; c != nil && now.After(c.Expires) {
 				d.Expired = append(d.Expired, expiredClaim{ID: k.ID, Title: k.Title, Owner: c.Owner, Lane: c.Lane, Run: c.Run, Expires: c.Expires})
+			}
+			if k.Claim != nil {
+				if g, ok := goneOf(k, host); ok {
+					d.Gone = append(d.Gone, g)
+				}
 			}
 		}
 	}

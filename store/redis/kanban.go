@@ -31,6 +31,9 @@ import (
 //	Pkb:evc:<card>        list of the card's events' cursors
 //	Pkb:sub:<id>          hash: v version, j encoding, b board
 //	Pkb:subs              sorted set of every subscription id (scored 0)
+//	Pkb:lane:<name>       hash: v version, j the encoded kanban.LaneState, b ''
+//	                      (written by kb_sub_put, as a subscription is)
+//	Pkb:lanes             sorted set of every lane with a state (scored 0)
 //
 // A change is one kb_apply call, which checks every version it is given
 // before it writes anything.
@@ -519,5 +522,58 @@ func decodeAll[T any](op string, bodies []string) ([]T, error) {
 		}
 		out = append(out, v)
 	}
+	return out, nil
+}
+
+func (s kanbanStore) PutLane(ctx context.Context, l kanban.LaneState) (kanban.LaneState, error) {
+	const op = "redis.kanban.PutLane"
+	db := s.db
+	if err := kanban.CheckLaneState(op, l); err != nil {
+		return l, err
+	}
+	from := l.Version
+	l.Version = 0
+	body, err := json.Marshal(l)
+	if err != nil {
+		return l, errs.Wrap(op, errs.Invalid, err)
+	}
+	// A lane's state is kept as a subscription is: a versioned hash in
+	// an index; it has no board.
+	v, err := db.run(ctx, op, scriptKbSubPut, []string{db.kbKey("lane:" + l.Lane), db.kbKey("lanes")}, l.Lane, from, "", body)
+	if err != nil {
+		return l, err
+	}
+	switch {
+	case len(v) > 0 && str(v[0]) == "CONFLICT" && from == 0:
+		return l, errs.E(op, errs.Conflict, "lane %s has a state", l.Lane)
+	case len(v) > 0 && str(v[0]) == "CONFLICT":
+		return l, errs.E(op, errs.Conflict, "lane %s moved on from version %d: read it again", l.Lane, from)
+	case len(v) > 0 && str(v[0]) == "NOTFOUND":
+		return l, errs.E(op, errs.NotFound, "lane %s has no state", l.Lane)
+	}
+	if err := status(op, v); err != nil {
+		return l, err
+	}
+	l.Version = from + 1
+	return l, nil
+}
+
+func (s kanbanStore) Lanes(ctx context.Context) ([]kanban.LaneState, error) {
+	const op = "redis.kanban.Lanes"
+	db := s.db
+	v, err := db.run(ctx, op, scriptKbLaneRead, []string{db.kbKey("lanes")}, db.prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]kanban.LaneState, 0, len(v)/2)
+	for i := 0; i+1 < len(v); i += 2 {
+		var l kanban.LaneState
+		if err := json.Unmarshal([]byte(str(v[i+1])), &l); err != nil {
+			return nil, errs.Wrap(op, errs.Internal, err)
+		}
+		l.Version = num(v[i])
+		out = append(out, l)
+	}
+	slices.SortFunc(out, func(a, b kanban.LaneState) int { return strings.Compare(a.Lane, b.Lane) })
 	return out, nil
 }

@@ -81,6 +81,8 @@ var (
 	scriptKbSubPut  = newScript("kb_sub_put")
 	scriptKbSubRead = newScript("kb_sub_read")
 
+	scriptKbLaneRead = newScript("kb_lane_read")
+
 	scriptCtlPut    = newScript("ctl_put")
 	scriptCtlDelete = newScript("ctl_delete")
 	scriptCtlRead   = newScript("ctl_read")
@@ -104,7 +106,7 @@ var scriptFiles = []string{
 	"dlg_cmp_claim", "dlg_cmp_ack", "dlg_cmp_retry", "dlg_read", "dlg_completions",
 	"cron_put", "cron_remove", "cron_read", "cron_run_put", "cron_runs",
 	"once_claim", "once_renew", "once_done", "once_stale",
-	"kb_apply", "kb_read", "kb_events", "kb_sub_put", "kb_sub_read",
+	"kb_apply", "kb_read", "kb_events", "kb_sub_put", "kb_sub_read", "kb_lane_read",
 	"ctl_put", "ctl_delete", "ctl_read",
 	"pool_read", "pool_use", "pool_mark",
 }

@@ -59,6 +59,11 @@ const (
 	sqlKbSubExists = `SELECT 1 FROM kanban_subscriptions WHERE id = ?1`
 	sqlKbSubs      = `SELECT version, sub FROM kanban_subscriptions WHERE (?1 = '' OR board = ?1) ORDER BY board, id`
 	sqlKbSubDelete = `DELETE FROM kanban_subscriptions WHERE id = ?1`
+
+	sqlKbLaneInsert = `INSERT INTO kanban_lanes (lane, version, state) VALUES (?1, 1, ?2)`
+	sqlKbLaneUpdate = `UPDATE kanban_lanes SET version = ?2, state = ?3 WHERE lane = ?1 AND version = ?4`
+	sqlKbLaneExists = `SELECT 1 FROM kanban_lanes WHERE lane = ?1`
+	sqlKbLanes      = `SELECT version, state FROM kanban_lanes ORDER BY lane`
 )
 
 func (s kanbanStore) Now(ctx context.Context) (time.Time, error) {
@@ -482,4 +487,57 @@ func (s kanbanStore) RemoveSubscription(ctx context.Context, id string) error {
 		}
 		return err
 	}))
+}
+
+func (s kanbanStore) PutLane(ctx context.Context, l kanban.LaneState) (kanban.LaneState, error) {
+	const op = "sqlite.kanban.PutLane"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return l, err
+	}
+	if err := kanban.CheckLaneState(op, l); err != nil {
+		return l, err
+	}
+	from := l.Version
+	l.Version = 0
+	body, err := json.Marshal(l)
+	if err != nil {
+		return l, errs.Wrap(op, errs.Invalid, err)
+	}
+	err = d.w.do(ctx, op, durable, func(t *tx) error {
+		if from == 0 {
+			_, err := t.exec(sqlKbLaneInsert, l.Lane, body)
+			return conflict(op, err, "lane %s has a state", l.Lane)
+		}
+		n, err := rowsOf(t.exec(sqlKbLaneUpdate, l.Lane, from+1, body, from))
+		if err != nil || n == 1 {
+			return err
+		}
+		var one int
+		if err := t.queryRow(sqlKbLaneExists, l.Lane).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+			return errs.E(op, errs.NotFound, "lane %s has no state", l.Lane)
+		} else if err != nil {
+			return err
+		}
+		return errs.E(op, errs.Conflict, "lane %s moved on from version %d: read it again", l.Lane, from)
+	})
+	if err != nil {
+		return l, d.fail(op, err)
+	}
+	l.Version = from + 1
+	return l, nil
+}
+
+func (s kanbanStore) Lanes(ctx context.Context) ([]kanban.LaneState, error) {
+	return readAll(ctx, s.d, "sqlite.kanban.Lanes", func(s scanner) (kanban.LaneState, error) {
+		var l kanban.LaneState
+		var version int64
+		var body []byte
+		if err := s.Scan(&version, &body); err != nil {
+			return l, err
+		}
+		err := json.Unmarshal(body, &l)
+		l.Version = version
+		return l, err
+	}, sqlKbLanes)
 }

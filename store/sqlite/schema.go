@@ -401,6 +401,15 @@ CREATE INDEX pool_convs_used ON pool_convs (used_at);
 	`
 ALTER TABLE outbox_workers ADD COLUMN ttl INTEGER NOT NULL DEFAULT 0;
 `,
+	// 20 → 21: the kanban lanes' states (kanban.LaneState: the breaker's
+	// count, a pause), kept whole, encoded, one row a lane.
+	`
+CREATE TABLE kanban_lanes (
+	lane    TEXT PRIMARY KEY,
+	version INTEGER NOT NULL,
+	state   BLOB NOT NULL
+) WITHOUT ROWID;
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

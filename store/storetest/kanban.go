@@ -26,6 +26,7 @@ func RunKanban(t *testing.T, b Backend) {
 	t.Run("attachments", func(t *testing.T) { runKbAttachments(t, b) })
 	t.Run("events after a cursor", func(t *testing.T) { runKbEvents(t, b) })
 	t.Run("subscriptions", func(t *testing.T) { runKbSubscriptions(t, b) })
+	t.Run("lanes' states", func(t *testing.T) { runKbLanes(t, b) })
 	t.Run("invalid changes", func(t *testing.T) { runKbInvalid(t, b) })
 	t.Run("one winner of concurrent claims", func(t *testing.T) { runKbRace(t, b) })
 	t.Run("durability", func(t *testing.T) { runKbDurability(t, b) })

@@ -1,5 +1,6 @@
--- kb_sub_put writes a notification subscription over the version its
--- writer read ('0' to create).
+-- kb_sub_put writes a notification subscription (or a kanban lane's
+-- state, with no board) over the version its writer read ('0' to
+-- create).
 -- KEYS[1] the subscription's hash (fields v version, j encoding, b board)
 -- KEYS[2] the index of every subscription (scored 0, by id)
 -- ARGV[1] its id
