@@ -20,12 +20,12 @@ type outcome struct {
 func (s *Scheduler) execute(ctx context.Context, j Job, r Run) outcome {
 	prompt := j.Prompt
 	if j.Script != "" {
-		env := []string{
+		vars := []string{
 			"HERALD_CRON_JOB=" + j.ID,
 			"HERALD_CRON_RUN=" + r.ID,
 			"HERALD_CRON_SCHEDULED_AT=" + r.ScheduledAt.UTC().Format(time.RFC3339),
 		}
-		res := runScript(ctx, s.clock, j.Script, s.workdir(j), env, s.opts.ScriptTimeout)
+		res := runScript(ctx, s.clock, j.Script, s.workdir(j), s.opts.Env, vars, s.opts.ScriptTimeout)
 		if res.Err != nil {
 			return outcome{status: StatusError, err: res.Err.Error(), body: res.Stdout + "\n\n" + res.Err.Error()}
 		}

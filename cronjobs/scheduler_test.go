@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/outbox"
@@ -69,6 +71,7 @@ type harness struct {
 	mgr     cronjobs.Manager
 	targets cronjobs.Targets
 	home    string
+	env     *proc.Env // the scripts' environment
 	ran     chan cronjobs.Run
 	calls   atomic.Int32
 
@@ -107,6 +110,7 @@ func (h *harness) start(name string, targets cronjobs.Targets) *cronjobs.Schedul
 		Name:     name,
 		ClaimTTL: 30 * time.Second,
 		Ran:      func(r cronjobs.Run) { h.ran <- r },
+		Env:      h.env,
 		Clock:    h.clk,
 	})
 	if err != nil {
@@ -325,6 +329,46 @@ func TestOutcomes(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A script sees the base environment, its run's HERALD_CRON_* and the
+// names passed through, never herald's secrets nor another variable
+// named like a credential: a no-agent job running env posts none.
+func TestScriptEnvironmentHoldsNoSecret(t *testing.T) {
+	secrets := map[string]string{
+		"HERALD_API_KEY":        "api-key-1111",
+		"HERALD_MODEL_API_KEY":  "sk-model-2222",
+		"SLACK_BOT_TOKEN":       "xoxb-3333",
+		"REDIS_URL":             "redis://:store-pw-4444@cache:6379",
+		"AWS_SECRET_ACCESS_KEY": "aws-5555",
+	}
+	for k, v := range secrets {
+		t.Setenv(k, v)
+	}
+	t.Setenv("HERALD_TEST_PASSED", "passed-7777")
+	eachBackend(t, func(t *testing.T, h *harness) {
+		h.env = &proc.Env{Passthrough: []string{"HERALD_TEST_PASSED", "HERALD_MODEL_API_KEY"}, Withheld: config.SecretVariables()}
+		j := h.create(cronjobs.Spec{Name: "env", Schedule: "every 1h", NoAgent: true, Script: "/usr/bin/env", Deliver: "telegram"})
+		h.start("a", h.targets)
+		h.clk.Advance(time.Hour)
+		if r := h.next(); r.Status != cronjobs.StatusOK {
+			t.Fatalf("run = %+v", r)
+		}
+		msgs := h.pending()
+		if len(msgs) != 1 {
+			t.Fatalf("queued %+v, want the report", msgs)
+		}
+		for k, v := range secrets {
+			if strings.Contains(msgs[0].Text, v) {
+				t.Errorf("the report shows %s: %s", k, msgs[0].Text)
+			}
+		}
+		for _, want := range []string{"HERALD_TEST_PASSED=passed-7777", "HERALD_CRON_JOB=" + j.ID, "PATH="} {
+			if !strings.Contains(msgs[0].Text, want) {
+				t.Errorf("the report lacks %s: %s", want, msgs[0].Text)
+			}
+		}
+	})
 }
 
 func TestRepeatRunsNTimesThenRemoves(t *testing.T) {

@@ -97,6 +97,7 @@ func (g *Gateway) buildCron(registry *tools.Registry, commands *sessions.Command
 		Outputs:       CronOutputs(g.cfg),
 		Name:          g.opts.Name,
 		ScriptTimeout: g.cfg.Cron.ScriptTimeout,
+		Env:           SubprocessEnv(g.cfg),
 		// A fire's claim follows the conversations' lease: a deployment
 		// that hands a dead instance's turns over quickly hands its
 		// fires over as quickly.

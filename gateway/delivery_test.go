@@ -15,6 +15,7 @@ import (
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/outbox"
 )
 
@@ -535,7 +536,7 @@ func TestDeliveryRedactsReasons(t *testing.T) {
 	a := &fakeAdapter{platform: "telegram", send: func(context.Context, outbox.Message) adapters.SendResult {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "POST https://api.telegram.org/bot" + token + "/sendMessage: 400"}
 	}}
-	r := newDeliveryRig(t, DeliveryOptions{Redact: NewRedactor([]string{token}).String}, a)
+	r := newDeliveryRig(t, DeliveryOptions{Redact: redact.New([]string{token}).String}, a)
 	r.enqueue("telegram:3", "x")
 	eventually(t, "dead letter", func() bool { return len(r.dead()) == 1 })
 	if got, want := r.dead()[0].LastError, "POST https://api.telegram.org/bot****/sendMessage: 400"; got != want {
