@@ -40,7 +40,7 @@ func (s *Scheduler) execute(ctx context.Context, j Job, r Run) outcome {
 		if !wakeAgent(res.Stdout) {
 			return outcome{status: StatusSkipped, body: res.Stdout + "\n\n(the script said not to wake the agent)"}
 		}
-		prompt += "\n\nThe output of this job's script, run just now:\n\n```\n" + strings.TrimRight(res.Stdout, "\n") + "\n```"
+		prompt += "\n\nThe output of this job's script, run just now:\n\n```\n" + strings.TrimRight(s.redact(res.Stdout), "\n") + "\n```"
 	}
 	if s.opts.Agent == nil {
 		const why = "no model is configured for this gateway (set model.name and model.base_url)"
@@ -54,6 +54,14 @@ func (s *Scheduler) execute(ctx context.Context, j Job, r Run) outcome {
 		return outcome{status: StatusSilent, body: reply}
 	}
 	return outcome{status: StatusOK, text: reply, body: reply}
+}
+
+// redact masks herald's secrets in text (SchedulerOptions.Redact).
+func (s *Scheduler) redact(text string) string {
+	if s.opts.Redact == nil {
+		return text
+	}
+	return s.opts.Redact(text)
 }
 
 // workdir is where j's script runs: its workdir, else the script's own

@@ -16,6 +16,7 @@ import (
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/proc"
+	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/outbox"
@@ -71,7 +72,8 @@ type harness struct {
 	mgr     cronjobs.Manager
 	targets cronjobs.Targets
 	home    string
-	env     *proc.Env // the scripts' environment
+	env     *proc.Env           // the scripts' environment
+	redact  func(string) string // the schedulers' redactor
 	ran     chan cronjobs.Run
 	calls   atomic.Int32
 
@@ -111,6 +113,7 @@ func (h *harness) start(name string, targets cronjobs.Targets) *cronjobs.Schedul
 		ClaimTTL: 30 * time.Second,
 		Ran:      func(r cronjobs.Run) { h.ran <- r },
 		Env:      h.env,
+		Redact:   h.redact,
 		Clock:    h.clk,
 	})
 	if err != nil {
@@ -367,6 +370,40 @@ func TestScriptEnvironmentHoldsNoSecret(t *testing.T) {
 			if !strings.Contains(msgs[0].Text, want) {
 				t.Errorf("the report lacks %s: %s", want, msgs[0].Text)
 			}
+		}
+	})
+}
+
+// What a script printed of herald's secrets is masked in the report,
+// the saved output and the agent's prompt.
+func TestScriptOutputIsRedacted(t *testing.T) {
+	const secret = "sk-live-model-key-1111"
+	eachBackend(t, func(t *testing.T, h *harness) {
+		h.redact = redact.New([]string{secret}).String
+		var prompt string
+		h.reply = func(_ cronjobs.Job, p string) (string, error) { prompt = p; return "saw " + secret, nil }
+		dir := t.TempDir()
+		script := filepath.Join(dir, "leak.sh")
+		if err := os.WriteFile(script, []byte("echo key="+secret+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		h.create(cronjobs.Spec{Name: "raw", Schedule: "every 1h", NoAgent: true, Script: script, Deliver: "telegram"})
+		h.create(cronjobs.Spec{Name: "agent", Schedule: "every 1h", Prompt: "p", Script: script, Deliver: "local"})
+		h.start("a", h.targets)
+		h.clk.Advance(time.Hour)
+		for range 2 {
+			r := h.next()
+			body, err := os.ReadFile(r.Output)
+			if err != nil || strings.Contains(string(body), secret) || !strings.Contains(string(body), redact.Mask) {
+				t.Errorf("output of %s = %q, %v; want the key masked", r.Job, body, err)
+			}
+		}
+		msgs := h.pending()
+		if len(msgs) != 1 || msgs[0].Text != "**raw**\n\nkey="+redact.Mask+"\n" {
+			t.Errorf("queued %+v, want the report with the key masked", msgs)
+		}
+		if strings.Contains(prompt, secret) || !strings.Contains(prompt, "key="+redact.Mask) {
+			t.Errorf("the agent read %q, want the key masked", prompt)
 		}
 	})
 }

@@ -98,6 +98,7 @@ func (g *Gateway) buildCron(registry *tools.Registry, commands *sessions.Command
 		Name:          g.opts.Name,
 		ScriptTimeout: g.cfg.Cron.ScriptTimeout,
 		Env:           SubprocessEnv(g.cfg),
+		Redact:        g.redact.String,
 		// A fire's claim follows the conversations' lease: a deployment
 		// that hands a dead instance's turns over quickly hands its
 		// fires over as quickly.

@@ -544,6 +544,26 @@ func TestDeliveryRedactsReasons(t *testing.T) {
 	}
 }
 
+// Whatever put a secret of herald's in an outbox message (a script's
+// output in a cron report, a worker's summary), the chat gets it masked.
+func TestDeliveryRedactsText(t *testing.T) {
+	const token = "123456:SECRET-bot-token"
+	var got []string
+	var mu sync.Mutex
+	a := &fakeAdapter{platform: "telegram", send: func(_ context.Context, m outbox.Message) adapters.SendResult {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, m.Text)
+		return adapters.SendResult{Outcome: adapters.Accepted}
+	}}
+	r := newDeliveryRig(t, DeliveryOptions{Redact: redact.New([]string{token}).String}, a)
+	r.enqueue("telegram:3", "TELEGRAM_BOT_TOKEN="+token+"\nPATH=/usr/bin")
+	eventually(t, "sent", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 1 })
+	if want := "TELEGRAM_BOT_TOKEN=****\nPATH=/usr/bin"; got[0] != want {
+		t.Errorf("sent %q, want %q", got[0], want)
+	}
+}
+
 func TestDeliveryShutdownDrainsWhatIsDue(t *testing.T) {
 	s := &scripted{}
 	slow := &fakeAdapter{platform: "api", send: func(ctx context.Context, m outbox.Message) adapters.SendResult {

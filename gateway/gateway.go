@@ -256,6 +256,9 @@ func (g *Gateway) build() error {
 	}
 	model := llm.Client(g.models.chain)
 	registry := tools.NewRegistry()
+	// Whatever a tool read or a command printed, the model sees herald's
+	// secrets masked.
+	registry.RedactWith(g.redact.String)
 	if err := tools.RegisterCore(registry, tools.CoreOptions{Notes: store, AllowedTargets: cfg.SendMessage.AllowedTargets}); err != nil {
 		return err
 	}

@@ -128,6 +128,7 @@ func KanbanTokens(cfg config.Config) kanban.Tokens {
 func (g *Gateway) buildKanban(registry *tools.Registry, commands *sessions.Commands, spawner *delegation.Spawner, toolsets []string) (*kanbanParts, error) {
 	cfg := g.cfg.Kanban
 	p := &kanbanParts{service: KanbanService(g.db.Kanban(), g.cfg), tokens: KanbanTokens(g.cfg)}
+	p.service.Redact = g.redact.String
 	if err := kanban.RegisterTools(registry, p.service, cfg.ClaimTTL()); err != nil {
 		return nil, err
 	}
