@@ -310,6 +310,10 @@ type Cron struct {
 	Timezone string `yaml:"timezone"`
 	// ScriptTimeout bounds one run of a job's script.
 	ScriptTimeout time.Duration `yaml:"script_timeout"`
+	// ScriptsDir is the only directory the script of a job the agent
+	// made may come from; empty means scripts in Home, and a relative
+	// path is taken relative to Home. Load writes the full path.
+	ScriptsDir string `yaml:"scripts_dir"`
 }
 
 // Goal configures /goal.
@@ -484,6 +488,11 @@ type Tools struct {
 	// that one matches anywhere waits for approval, unless a child runs it
 	// with delegation.subagent_auto_approve.
 	DangerousCommands []string `yaml:"dangerous_commands"`
+	// EnvPassthrough names the variables of herald's environment a
+	// process it starts (terminal, cron script, kanban lane, MCP server)
+	// gets beyond the base set (proc.BaseEnv). herald's own secrets are
+	// never given, even named here.
+	EnvPassthrough []string `yaml:"env_passthrough"`
 }
 
 // Auxiliary holds the model settings of work done beside the
@@ -609,6 +618,9 @@ const (
 	DefaultScriptTimeout = time.Hour
 	// SQLiteFile is the database file name inside Home.
 	SQLiteFile = "herald.db"
+	// ScriptsDir is the directory inside Home the agent's cron jobs'
+	// scripts lie in, when cron.scripts_dir is not set.
+	ScriptsDir = "scripts"
 	// FileName is the config file looked for in Home.
 	FileName = "herald.yaml"
 )
@@ -684,13 +696,20 @@ func Default() Config {
 	}
 }
 
+// CronScriptsDir is where the scripts of the agent's cron jobs must lie
+// (cron.scripts_dir), as a full path.
+func (c Config) CronScriptsDir() string { return c.inHome(c.Cron.ScriptsDir, ScriptsDir) }
+
 // SQLitePath is the SQLite database file: store.sqlite_path, resolved
 // against home when empty or relative.
-func (c Config) SQLitePath() string {
-	p := c.Store.SQLitePath
+func (c Config) SQLitePath() string { return c.inHome(c.Store.SQLitePath, SQLiteFile) }
+
+// inHome is the path p resolved against home: name in home when p is
+// empty, p itself when absolute.
+func (c Config) inHome(p, name string) string {
 	switch {
 	case p == "":
-		return filepath.Join(c.Home, SQLiteFile)
+		return filepath.Join(c.Home, name)
 	case filepath.IsAbs(p):
 		return p
 	default:

@@ -185,7 +185,7 @@ func TestDecodeKeepsDefaults(t *testing.T) {
 			want := config.Default()
 			tc.want(&want)
 			// Only the decoded keys matter here; paths are Load's business.
-			want.Home, want.Store.SQLitePath, want.File = got.Home, got.Store.SQLitePath, got.File
+			want.Home, want.Store.SQLitePath, want.Cron.ScriptsDir, want.File = got.Home, got.Store.SQLitePath, got.Cron.ScriptsDir, got.File
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("Load mismatch (-want +got):\n%s", diff)
 			}

@@ -217,11 +217,12 @@ func parseBool(s string) (bool, bool) {
 	return false, false
 }
 
-// resolvePaths expands a leading ~ in home, store.sqlite_path and
-// tools.workspace, makes home absolute (a relative one is from the
-// directory herald started in: a worker started elsewhere reads the same
-// path), and writes the SQLite file's full path into
-// the config, so the effective config shows where the data is.
+// resolvePaths expands a leading ~ in home, store.sqlite_path,
+// cron.scripts_dir and tools.workspace, makes home absolute (a relative
+// one is from the directory herald started in: a worker started
+// elsewhere reads the same path), and writes the SQLite file's and the
+// scripts directory's full paths into the config, so the effective
+// config shows where the data is.
 func resolvePaths(cfg *Config, lookup Lookup) Problems {
 	var problems Problems
 	home, err := absPath(expandHome(cfg.Home, nonEmpty(lookup)))
@@ -236,8 +237,15 @@ func resolvePaths(cfg *Config, lookup Lookup) Problems {
 	} else {
 		cfg.Store.SQLitePath = sqlite
 	}
+	scripts, err := expandHome(cfg.Cron.ScriptsDir, nonEmpty(lookup))
+	if err != nil {
+		problems = append(problems, Problem{Key: "cron.scripts_dir", Msg: err.Error()})
+	} else {
+		cfg.Cron.ScriptsDir = scripts
+	}
 	if len(problems) == 0 {
 		cfg.Store.SQLitePath = cfg.SQLitePath()
+		cfg.Cron.ScriptsDir = cfg.CronScriptsDir()
 	}
 	workspace, err := expandHome(cfg.Tools.Workspace, nonEmpty(lookup))
 	if err != nil {

@@ -269,6 +269,19 @@ auxiliary:
 			file: "store:\n  sqlite_path: state/h.db\n",
 			want: func(c *config.Config) { c.Store.SQLitePath = filepath.Join(c.Home, "state", "h.db") },
 		},
+		{
+			desc: "a relative scripts_dir is inside home, ~ is the user's home",
+			file: "cron:\n  scripts_dir: jobs\ntools:\n  env_passthrough: [GOPATH, SSH_AUTH_SOCK]\n",
+			want: func(c *config.Config) {
+				c.Cron.ScriptsDir = filepath.Join(c.Home, "jobs")
+				c.Tools.EnvPassthrough = []string{"GOPATH", "SSH_AUTH_SOCK"}
+			},
+		},
+		{
+			desc: "~ in scripts_dir is the user's home",
+			file: "cron:\n  scripts_dir: ~/jobs\n",
+			want: func(c *config.Config) { c.Cron.ScriptsDir = filepath.Join(filepath.Dir(c.Home), "jobs") },
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -290,6 +303,9 @@ auxiliary:
 			tc.want(&want)
 			want.Home = filepath.Clean(want.Home)
 			want.Store.SQLitePath = filepath.Clean(want.Store.SQLitePath)
+			if want.Cron.ScriptsDir == "" {
+				want.Cron.ScriptsDir = filepath.Join(want.Home, "scripts")
+			}
 			if want.Tools.Workspace != "" {
 				want.Tools.Workspace = filepath.Clean(want.Tools.Workspace)
 			}

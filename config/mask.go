@@ -7,11 +7,14 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/heraldgw/herald/internal/redact"
 )
 
-// Mask is what a secret is shown as. Secrets are masked whole: even a
-// token's last characters help someone guessing which token it is.
-const Mask = "****"
+// Mask is what a secret is shown as, the redactor's mask: masked whole,
+// since even a token's last characters help someone guessing which
+// token it is.
+const Mask = redact.Mask
 
 // Masked returns a copy of c with every secret replaced by Mask (see the
 // secret tags on Config), and the credential-looking values of a mapping

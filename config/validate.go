@@ -243,6 +243,11 @@ func (t Tools) check(v *validator) {
 			v.add(key, "%s is not a regular expression: %s", quote(p), strings.TrimPrefix(err.Error(), "error parsing regexp: "))
 		}
 	}
+	for i, name := range t.EnvPassthrough {
+		if name == "" || strings.ContainsAny(name, "= \t\n") {
+			v.add(fmt.Sprintf("tools.env_passthrough[%d]", i), "%s is not a variable's name", quote(name))
+		}
+	}
 }
 
 func (s Store) check(v *validator) {

@@ -479,6 +479,14 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{desc: "no dangerous commands", change: func(c *config.Config) { c.Tools.DangerousCommands = nil }},
+		{
+			desc:   "env_passthrough entries that are not names",
+			change: func(c *config.Config) { c.Tools.EnvPassthrough = []string{"GOPATH", "", "A=b"} },
+			want: config.Problems{
+				{Key: "tools.env_passthrough[1]", Msg: `"" is not a variable's name`},
+				{Key: "tools.env_passthrough[2]", Msg: `"A=b" is not a variable's name`},
+			},
+		},
 		{desc: "a workspace", change: func(c *config.Config) { c.Tools.Workspace = "/srv/work" }},
 		{
 			desc: "every problem at once",

@@ -52,6 +52,11 @@ type Manager struct {
 	// Toolsets are the tool sets a job may name; none: any is taken, and
 	// one the gateway does not have fails the run that needs it.
 	Toolsets []string
+	// ScriptsDir is the only directory the script of a job the agent
+	// makes (the cronjob tool) may come from (cron.scripts_dir); empty
+	// gives the agent no scripts. The CLI and the API take any absolute
+	// path: they are the operator's.
+	ScriptsDir string
 	// Changed is told of each change this process made, so its
 	// scheduler looks at once; other processes see it within their poll.
 	Changed func()
@@ -300,6 +305,49 @@ func checkScript(path string) error {
 		return errs.E("cronjobs.checkScript", errs.Invalid, "script %q is not executable (chmod +x it, or name it .sh to run it with bash)", path)
 	}
 	return nil
+}
+
+// agentScript is the script the agent named, resolved in m.ScriptsDir:
+// a relative name is taken inside it, and a path that lies outside it,
+// lexically or once its symlinks are followed, is refused with a message
+// that names the directory. "" stays "".
+func (m Manager) agentScript(script string) (string, error) {
+	const op = "cronjobs.tool"
+	script = strings.TrimSpace(script)
+	if script == "" {
+		return "", nil
+	}
+	dir := filepath.Clean(m.ScriptsDir)
+	if m.ScriptsDir == "" {
+		return "", errs.E(op, errs.Invalid, "this gateway gives the agent no scripts (cron.scripts_dir is not set): make the job with a prompt alone")
+	}
+	p := script
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	p = filepath.Clean(p)
+	outside := errs.E(op, errs.Invalid, "script %q is outside %s, the only directory a job's script may come from (cron.scripts_dir): a person puts the script there, and you give its name", script, dir)
+	if !within(dir, p) {
+		return "", outside
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", errs.E(op, errs.Invalid, "script %q cannot be read in %s: %v", script, dir, err)
+	}
+	realDir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		realDir = dir
+	}
+	if !within(realDir, real) {
+		return "", outside
+	}
+	return p, nil
+}
+
+// within reports whether path p lies inside directory dir.
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // defaultName names a job after its prompt or its script.

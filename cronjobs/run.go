@@ -20,12 +20,12 @@ type outcome struct {
 func (s *Scheduler) execute(ctx context.Context, j Job, r Run) outcome {
 	prompt := j.Prompt
 	if j.Script != "" {
-		env := []string{
+		vars := []string{
 			"HERALD_CRON_JOB=" + j.ID,
 			"HERALD_CRON_RUN=" + r.ID,
 			"HERALD_CRON_SCHEDULED_AT=" + r.ScheduledAt.UTC().Format(time.RFC3339),
 		}
-		res := runScript(ctx, s.clock, j.Script, s.workdir(j), env, s.opts.ScriptTimeout)
+		res := runScript(ctx, s.clock, j.Script, s.workdir(j), s.opts.Env, vars, s.opts.ScriptTimeout)
 		if res.Err != nil {
 			return outcome{status: StatusError, err: res.Err.Error(), body: res.Stdout + "\n\n" + res.Err.Error()}
 		}
@@ -40,7 +40,7 @@ func (s *Scheduler) execute(ctx context.Context, j Job, r Run) outcome {
 		if !wakeAgent(res.Stdout) {
 			return outcome{status: StatusSkipped, body: res.Stdout + "\n\n(the script said not to wake the agent)"}
 		}
-		prompt += "\n\nThe output of this job's script, run just now:\n\n```\n" + strings.TrimRight(res.Stdout, "\n") + "\n```"
+		prompt += "\n\nThe output of this job's script, run just now:\n\n```\n" + strings.TrimRight(s.redact(res.Stdout), "\n") + "\n```"
 	}
 	if s.opts.Agent == nil {
 		const why = "no model is configured for this gateway (set model.name and model.base_url)"
@@ -54,6 +54,14 @@ func (s *Scheduler) execute(ctx context.Context, j Job, r Run) outcome {
 		return outcome{status: StatusSilent, body: reply}
 	}
 	return outcome{status: StatusOK, text: reply, body: reply}
+}
+
+// redact masks herald's secrets in text (SchedulerOptions.Redact).
+func (s *Scheduler) redact(text string) string {
+	if s.opts.Redact == nil {
+		return text
+	}
+	return s.opts.Redact(text)
 }
 
 // workdir is where j's script runs: its workdir, else the script's own

@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/outbox"
 )
@@ -44,7 +45,14 @@ type SchedulerOptions struct {
 	Name    string // this instance, the owner of its claims; required
 	// ScriptTimeout bounds one run of a job's script (cron.script_timeout).
 	ScriptTimeout time.Duration
-	ClaimTTL      time.Duration // how long a fire's claim holds between renewals; 0: DefaultClaimTTL
+	// Env builds a script's environment (gateway.SubprocessEnv); nil
+	// gives the base set alone.
+	Env *proc.Env
+	// Redact masks herald's secrets in what a run leaves: its saved
+	// output, its error, its report, and a script's output before the
+	// agent reads it; nil keeps them as they are.
+	Redact   func(string) string
+	ClaimTTL time.Duration // how long a fire's claim holds between renewals; 0: DefaultClaimTTL
 	// Poll is how often the store is read for a change another process
 	// made (the CLI, another instance); 0: DefaultPoll.
 	Poll     time.Duration
@@ -525,6 +533,7 @@ func (s *Scheduler) run(ctx context.Context, st step, f fire) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		out.err, out.text, out.body = s.redact(out.err), s.redact(out.text), s.redact(out.body)
 		r.Status, r.Error, body = out.status, out.err, out.body
 		switch {
 		case out.status == StatusError:

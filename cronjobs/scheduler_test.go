@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/proc"
+	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/outbox"
@@ -69,6 +72,8 @@ type harness struct {
 	mgr     cronjobs.Manager
 	targets cronjobs.Targets
 	home    string
+	env     *proc.Env           // the scripts' environment
+	redact  func(string) string // the schedulers' redactor
 	ran     chan cronjobs.Run
 	calls   atomic.Int32
 
@@ -107,6 +112,8 @@ func (h *harness) start(name string, targets cronjobs.Targets) *cronjobs.Schedul
 		Name:     name,
 		ClaimTTL: 30 * time.Second,
 		Ran:      func(r cronjobs.Run) { h.ran <- r },
+		Env:      h.env,
+		Redact:   h.redact,
 		Clock:    h.clk,
 	})
 	if err != nil {
@@ -325,6 +332,80 @@ func TestOutcomes(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A script sees the base environment, its run's HERALD_CRON_* and the
+// names passed through, never herald's secrets nor another variable
+// named like a credential: a no-agent job running env posts none.
+func TestScriptEnvironmentHoldsNoSecret(t *testing.T) {
+	secrets := map[string]string{
+		"HERALD_API_KEY":        "api-key-1111",
+		"HERALD_MODEL_API_KEY":  "sk-model-2222",
+		"SLACK_BOT_TOKEN":       "xoxb-3333",
+		"REDIS_URL":             "redis://:store-pw-4444@cache:6379",
+		"AWS_SECRET_ACCESS_KEY": "aws-5555",
+	}
+	for k, v := range secrets {
+		t.Setenv(k, v)
+	}
+	t.Setenv("HERALD_TEST_PASSED", "passed-7777")
+	eachBackend(t, func(t *testing.T, h *harness) {
+		h.env = &proc.Env{Passthrough: []string{"HERALD_TEST_PASSED", "HERALD_MODEL_API_KEY"}, Withheld: config.SecretVariables()}
+		j := h.create(cronjobs.Spec{Name: "env", Schedule: "every 1h", NoAgent: true, Script: "/usr/bin/env", Deliver: "telegram"})
+		h.start("a", h.targets)
+		h.clk.Advance(time.Hour)
+		if r := h.next(); r.Status != cronjobs.StatusOK {
+			t.Fatalf("run = %+v", r)
+		}
+		msgs := h.pending()
+		if len(msgs) != 1 {
+			t.Fatalf("queued %+v, want the report", msgs)
+		}
+		for k, v := range secrets {
+			if strings.Contains(msgs[0].Text, v) {
+				t.Errorf("the report shows %s: %s", k, msgs[0].Text)
+			}
+		}
+		for _, want := range []string{"HERALD_TEST_PASSED=passed-7777", "HERALD_CRON_JOB=" + j.ID, "PATH="} {
+			if !strings.Contains(msgs[0].Text, want) {
+				t.Errorf("the report lacks %s: %s", want, msgs[0].Text)
+			}
+		}
+	})
+}
+
+// What a script printed of herald's secrets is masked in the report,
+// the saved output and the agent's prompt.
+func TestScriptOutputIsRedacted(t *testing.T) {
+	const secret = "sk-live-model-key-1111"
+	eachBackend(t, func(t *testing.T, h *harness) {
+		h.redact = redact.New([]string{secret}).String
+		var prompt string
+		h.reply = func(_ cronjobs.Job, p string) (string, error) { prompt = p; return "saw " + secret, nil }
+		dir := t.TempDir()
+		script := filepath.Join(dir, "leak.sh")
+		if err := os.WriteFile(script, []byte("echo key="+secret+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		h.create(cronjobs.Spec{Name: "raw", Schedule: "every 1h", NoAgent: true, Script: script, Deliver: "telegram"})
+		h.create(cronjobs.Spec{Name: "agent", Schedule: "every 1h", Prompt: "p", Script: script, Deliver: "local"})
+		h.start("a", h.targets)
+		h.clk.Advance(time.Hour)
+		for range 2 {
+			r := h.next()
+			body, err := os.ReadFile(r.Output)
+			if err != nil || strings.Contains(string(body), secret) || !strings.Contains(string(body), redact.Mask) {
+				t.Errorf("output of %s = %q, %v; want the key masked", r.Job, body, err)
+			}
+		}
+		msgs := h.pending()
+		if len(msgs) != 1 || msgs[0].Text != "**raw**\n\nkey="+redact.Mask+"\n" {
+			t.Errorf("queued %+v, want the report with the key masked", msgs)
+		}
+		if strings.Contains(prompt, secret) || !strings.Contains(prompt, "key="+redact.Mask) {
+			t.Errorf("the agent read %q, want the key masked", prompt)
+		}
+	})
 }
 
 func TestRepeatRunsNTimesThenRemoves(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -32,9 +31,10 @@ type scriptResult struct {
 var errScriptTimeout = errors.New("the script timed out")
 
 // runScript runs path (bash for a .sh file, else the file itself) in dir
-// in its own process group, killed whole when timeout passes on c or ctx
+// in its own process group, with the environment env builds, given its
+// own variables vars; it is killed whole when timeout passes on c or ctx
 // ends. A failure's error holds the exit status and the tail of stderr.
-func runScript(ctx context.Context, c clock.Clock, path, dir string, env []string, timeout time.Duration) scriptResult {
+func runScript(ctx context.Context, c clock.Clock, path, dir string, env *proc.Env, vars []string, timeout time.Duration) scriptResult {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	// The timer is armed before the script starts, so a script is never
@@ -47,7 +47,7 @@ func runScript(ctx context.Context, c clock.Clock, path, dir string, env []strin
 		cmd = exec.Command("bash", path)
 	}
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = env.Build(vars...)
 	var stdout, stderr capped
 	stdout.max, stderr.max = scriptOutputMax, 64<<10
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

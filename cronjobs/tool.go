@@ -37,7 +37,7 @@ const toolSchema = `{
     "schedule": {"type": "string", "description": "When it runs: 30m / 2h / 1d (once, from now), every 30m (repeating), a 5-field cron expression like \"0 9 * * 1-5\", @daily, or an ISO time like 2026-12-03T09:00."},
     "prompt": {"type": "string", "description": "What the agent is asked at each run, in a fresh session that sees none of this conversation: make it self-contained."},
     "deliver": {"type": "string", "description": "Where reports go: origin (this chat, the default), local (saved only), telegram / slack / discord (that platform's home channel), platform:chat[:thread], or a comma list."},
-    "script": {"type": "string", "description": "An absolute path of a script run before the agent; its output is given to the agent (a last line {\"wakeAgent\": false} skips the agent)."},
+    "script": {"type": "string", "description": "The name of a script in the gateway's scripts directory (cron.scripts_dir; no other is taken), run before the agent; its output is given to the agent (a last line {\"wakeAgent\": false} skips the agent)."},
     "no_agent": {"type": "boolean", "description": "Deliver the script's output itself, with no agent."},
     "repeat": {"type": "integer", "description": "Run this many times, then stop; 0 or less: forever."},
     "timezone": {"type": "string", "description": "The IANA zone of the schedule, e.g. Europe/Berlin; default the gateway's."}
@@ -78,9 +78,13 @@ func (m Manager) tool(ctx context.Context, turn *tools.Turn, a toolArgs) (tools.
 	const op = "cronjobs.tool"
 	switch a.Action {
 	case "create":
+		script, err := m.agentScript(a.Script)
+		if err != nil {
+			return tools.Result{}, err
+		}
 		spec := Spec{
 			Name: deref(a.Name), Schedule: deref(a.Schedule), Prompt: deref(a.Prompt), Deliver: deref(a.Deliver),
-			Script: a.Script, NoAgent: a.NoAgent, Timezone: deref(a.Timezone),
+			Script: script, NoAgent: a.NoAgent, Timezone: deref(a.Timezone),
 			Origin:    &Origin{Conv: turn.Conv, Platform: turn.Origin.Platform, Chat: turn.Origin.Chat, Thread: turn.Origin.Thread, User: turn.User},
 			CreatedBy: turn.User,
 		}

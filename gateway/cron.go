@@ -71,12 +71,13 @@ func (g *Gateway) buildCron(registry *tools.Registry, commands *sessions.Command
 	}
 	targets := CronTargets(g.cfg, platforms)
 	p.manager = cronjobs.Manager{
-		Store:    g.db.Cron(),
-		Targets:  targets,
-		Timezone: g.cfg.Cron.Timezone,
-		Toolsets: toolsets,
-		Changed:  func() { p.wake() },
-		Clock:    g.clock,
+		Store:      g.db.Cron(),
+		Targets:    targets,
+		Timezone:   g.cfg.Cron.Timezone,
+		Toolsets:   toolsets,
+		ScriptsDir: g.cfg.CronScriptsDir(),
+		Changed:    func() { p.wake() },
+		Clock:      g.clock,
 	}
 	if err := registry.Register(cronjobs.Toolset, cronjobs.Tool(p.manager)); err != nil {
 		return nil, err
@@ -97,6 +98,8 @@ func (g *Gateway) buildCron(registry *tools.Registry, commands *sessions.Command
 		Outputs:       CronOutputs(g.cfg),
 		Name:          g.opts.Name,
 		ScriptTimeout: g.cfg.Cron.ScriptTimeout,
+		Env:           SubprocessEnv(g.cfg),
+		Redact:        g.redact.String,
 		// A fire's claim follows the conversations' lease: a deployment
 		// that hands a dead instance's turns over quickly hands its
 		// fires over as quickly.

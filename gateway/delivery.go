@@ -95,8 +95,10 @@ type DeliveryOptions struct {
 	// margin) the worker sends nothing it holds, as another worker may
 	// have taken it. 0 beats nothing.
 	Heartbeat time.Duration
-	// Redact cleans a platform's failure reason before it is stored or
-	// logged; nil keeps it as it is.
+	// Redact masks herald's secrets in a message's text before it is sent
+	// (a reply, a cron report, a kanban notification: whatever put it in
+	// the outbox), and in a platform's failure reason before it is stored
+	// or logged; nil keeps them as they are.
 	Redact func(string) string
 	// Settled is told, on a goroutine of its own, how the delivery of
 	// each message with a Ref ended: accepted by its platform, or
@@ -853,6 +855,7 @@ func (d *Delivery) send(ctx context.Context, a adapters.Adapter, m outbox.Messag
 			res = adapters.SendResult{Outcome: adapters.Transient, Reason: fmt.Sprintf("the %s adapter panicked", a.Platform())}
 		}
 	}()
+	m.Text = d.redact(m.Text)
 	if d.streamed != nil {
 		if res, ok := d.streamed(ctx, a, m); ok {
 			return res

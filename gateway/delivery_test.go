@@ -15,6 +15,7 @@ import (
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/outbox"
 )
 
@@ -535,11 +536,31 @@ func TestDeliveryRedactsReasons(t *testing.T) {
 	a := &fakeAdapter{platform: "telegram", send: func(context.Context, outbox.Message) adapters.SendResult {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "POST https://api.telegram.org/bot" + token + "/sendMessage: 400"}
 	}}
-	r := newDeliveryRig(t, DeliveryOptions{Redact: NewRedactor([]string{token}).String}, a)
+	r := newDeliveryRig(t, DeliveryOptions{Redact: redact.New([]string{token}).String}, a)
 	r.enqueue("telegram:3", "x")
 	eventually(t, "dead letter", func() bool { return len(r.dead()) == 1 })
 	if got, want := r.dead()[0].LastError, "POST https://api.telegram.org/bot****/sendMessage: 400"; got != want {
 		t.Errorf("reason %q, want %q", got, want)
+	}
+}
+
+// Whatever put a secret of herald's in an outbox message (a script's
+// output in a cron report, a worker's summary), the chat gets it masked.
+func TestDeliveryRedactsText(t *testing.T) {
+	const token = "123456:SECRET-bot-token"
+	var got []string
+	var mu sync.Mutex
+	a := &fakeAdapter{platform: "telegram", send: func(_ context.Context, m outbox.Message) adapters.SendResult {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, m.Text)
+		return adapters.SendResult{Outcome: adapters.Accepted}
+	}}
+	r := newDeliveryRig(t, DeliveryOptions{Redact: redact.New([]string{token}).String}, a)
+	r.enqueue("telegram:3", "TELEGRAM_BOT_TOKEN="+token+"\nPATH=/usr/bin")
+	eventually(t, "sent", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 1 })
+	if want := "TELEGRAM_BOT_TOKEN=****\nPATH=/usr/bin"; got[0] != want {
+		t.Errorf("sent %q, want %q", got[0], want)
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -88,7 +89,7 @@ type Gateway struct {
 	opts    Options
 	log     *slog.Logger
 	clock   clock.Clock
-	redact  *Redactor
+	redact  *redact.Redactor
 	metrics *Metrics
 
 	db Store
@@ -161,12 +162,12 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 	if g.opts.Name == "" {
 		g.opts.Name = processName()
 	}
-	secrets := SecretsOf(cfg)
-	g.redact = NewRedactor(secrets)
+	secrets := cfg.Secrets()
+	g.redact = redact.New(secrets)
 	if opts.Logger != nil {
-		g.log = slog.New(RedactHandler(opts.Logger.Handler(), g.redact))
+		g.log = slog.New(redact.Handler(opts.Logger.Handler(), g.redact))
 	} else {
-		g.log = newLogger(os.Stderr, slog.LevelInfo, g.redact)
+		g.log = redact.NewLogger(os.Stderr, slog.LevelInfo, g.redact)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultOpenTimeout)
@@ -247,7 +248,7 @@ func (g *Gateway) build() error {
 		return err
 	}
 	g.opts.Adapters = append(slices.Clone(g.opts.Adapters), platforms...)
-	g.redact.UseMaskers(g.opts.Adapters)
+	useMaskers(g.redact, g.opts.Adapters)
 
 	g.models, err = g.buildModel()
 	if err != nil {
@@ -255,6 +256,9 @@ func (g *Gateway) build() error {
 	}
 	model := llm.Client(g.models.chain)
 	registry := tools.NewRegistry()
+	// Whatever a tool read or a command printed, the model sees herald's
+	// secrets masked.
+	registry.RedactWith(g.redact.String)
 	if err := tools.RegisterCore(registry, tools.CoreOptions{Notes: store, AllowedTargets: cfg.SendMessage.AllowedTargets}); err != nil {
 		return err
 	}
@@ -266,6 +270,7 @@ func (g *Gateway) build() error {
 		AutoApprove:     cfg.Delegation.SubagentAutoApprove,
 		Subagent:        func(ctx context.Context) bool { return delegation.DepthOf(ctx) > 0 },
 		Clock:           g.clock,
+		Env:             SubprocessEnv(cfg),
 	})
 	if err != nil {
 		return err

@@ -33,36 +33,40 @@ const quotaPause = 30 * time.Minute
 // KanbanService is the board service over store with cfg's settings,
 // its board home in $HERALD_HOME/kanban; the CLI and the gateway make
 // theirs here. Completion checks run with bash in the card's workspace
-// directory (or the current one).
+// directory (or the current one), in an environment SubprocessEnv builds.
 func KanbanService(store kanban.Store, cfg config.Config) *kanban.Service {
 	return &kanban.Service{
-		Store: store, FailureLimit: cfg.Kanban.FailureLimit, CrashGrace: cfg.Kanban.CrashGrace(), Check: runCompletionCheck,
+		Store: store, FailureLimit: cfg.Kanban.FailureLimit, CrashGrace: cfg.Kanban.CrashGrace(), Check: completionCheck(SubprocessEnv(cfg)),
 		Root: filepath.Join(cfg.Home, "kanban"), Repository: cfg.Tools.Workspace,
 		AttachmentMaxBytes: cfg.Kanban.AttachmentMaxBytes,
 	}
 }
 
-// runCompletionCheck runs a card's completion check in dir: it passes
-// when the command exits 0.
-func runCompletionCheck(ctx context.Context, k kanban.Card, dir string) (string, bool, error) {
-	cmd := exec.CommandContext(ctx, "bash", "-c", k.CompletionCheck)
-	cmd.Dir = dir
-	proc.OwnGroup(cmd)
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		return string(out), true, nil
-	case errors.As(err, &exit):
-		return fmt.Sprintf("%s\n(exit %d)", out, exit.ExitCode()), false, nil
+// completionCheck runs a card's completion check in dir with env: it
+// passes when the command exits 0.
+func completionCheck(env *proc.Env) func(ctx context.Context, k kanban.Card, dir string) (string, bool, error) {
+	return func(ctx context.Context, k kanban.Card, dir string) (string, bool, error) {
+		cmd := exec.CommandContext(ctx, "bash", "-c", k.CompletionCheck)
+		cmd.Dir = dir
+		cmd.Env = env.Build()
+		proc.OwnGroup(cmd)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		switch {
+		case err == nil:
+			return string(out), true, nil
+		case errors.As(err, &exit):
+			return fmt.Sprintf("%s\n(exit %d)", out, exit.ExitCode()), false, nil
+		}
+		return "", false, fmt.Errorf("running the completion check %q: %w", k.CompletionCheck, err)
 	}
-	return "", false, fmt.Errorf("running the completion check %q: %w", k.CompletionCheck, err)
 }
 
 // KanbanLanes are the lanes of cfg: a command for each lane that has
-// one, and herald's worker agent (run, when set) for the lane named
-// herald and for every lane without a command.
-func KanbanLanes(cfg config.Kanban, run func(ctx context.Context, spec kanban.WorkerSpec, model string) error, clk clock.Clock) map[string]kanban.LaneConfig {
+// one, its environment built by env (SubprocessEnv), and herald's worker
+// agent (run, when set) for the lane named herald and for every lane
+// without a command.
+func KanbanLanes(cfg config.Kanban, env *proc.Env, run func(ctx context.Context, spec kanban.WorkerSpec, model string) error, clk clock.Clock) map[string]kanban.LaneConfig {
 	lanes := map[string]kanban.LaneConfig{}
 	agentLane := func(model string) kanban.LaneConfig {
 		return kanban.LaneConfig{Lane: kanban.FuncLane{Run: func(ctx context.Context, spec kanban.WorkerSpec) error {
@@ -82,12 +86,12 @@ func KanbanLanes(cfg config.Kanban, run func(ctx context.Context, spec kanban.Wo
 			}
 			continue
 		}
-		env := make([]string, 0, len(l.Env))
+		given := make([]string, 0, len(l.Env))
 		for _, k := range slices.Sorted(maps.Keys(l.Env)) {
-			env = append(env, k+"="+l.Env[k])
+			given = append(given, k+"="+l.Env[k])
 		}
 		lanes[name] = kanban.LaneConfig{
-			Lane:              kanban.CommandLane{Command: l.Command, Args: l.Args, Env: env, Workdir: l.Workdir, Clock: clk},
+			Lane:              kanban.CommandLane{Command: l.Command, Args: l.Args, Env: given, Inherit: env, Workdir: l.Workdir, Clock: clk},
 			MaxConcurrent:     l.MaxConcurrent,
 			ExitZeroCompletes: l.ExitZeroCompletes,
 		}
@@ -124,6 +128,7 @@ func KanbanTokens(cfg config.Config) kanban.Tokens {
 func (g *Gateway) buildKanban(registry *tools.Registry, commands *sessions.Commands, spawner *delegation.Spawner, toolsets []string) (*kanbanParts, error) {
 	cfg := g.cfg.Kanban
 	p := &kanbanParts{service: KanbanService(g.db.Kanban(), g.cfg), tokens: KanbanTokens(g.cfg)}
+	p.service.Redact = g.redact.String
 	if err := kanban.RegisterTools(registry, p.service, cfg.ClaimTTL()); err != nil {
 		return nil, err
 	}
@@ -159,7 +164,7 @@ func (g *Gateway) buildKanban(registry *tools.Registry, commands *sessions.Comma
 	}
 	p.dispatcher, err = kanban.NewDispatcher(kanban.DispatcherOptions{
 		Service:         p.service,
-		Lanes:           KanbanLanes(cfg, run, g.clock),
+		Lanes:           KanbanLanes(cfg, SubprocessEnv(g.cfg), run, g.clock),
 		Name:            g.opts.Name,
 		Interval:        cfg.DispatchInterval(),
 		ClaimTTL:        cfg.ClaimTTL(),

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -129,8 +130,11 @@ func ParseRetryAfter(out string, now time.Time) time.Duration {
 type CommandLane struct {
 	Command string
 	Args    []string
-	Env     []string // NAME=value
-	Workdir string   // "": the card's workspace
+	Env     []string // NAME=value, the lane's own
+	// Inherit builds the rest of the worker's environment from herald's
+	// (the base set and tools.env_passthrough); nil gives the base set.
+	Inherit *proc.Env
+	Workdir string // "": the card's workspace
 	Clock   clock.Clock
 }
 
@@ -147,8 +151,7 @@ func (l CommandLane) Start(ctx context.Context, spec WorkerSpec) (Worker, error)
 	if cmd.Dir == "" {
 		cmd.Dir = spec.Workspace
 	}
-	cmd.Env = append(append(os.Environ(), l.Env...), WorkerEnv(spec)...)
-	cmd.Env = append(cmd.Env, spec.Env...)
+	cmd.Env = l.Inherit.Build(slices.Concat(l.Env, WorkerEnv(spec), spec.Env)...)
 	proc.OwnGroup(cmd)
 	clk := l.Clock
 	if clk == nil {

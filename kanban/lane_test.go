@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/kanban"
 )
 
@@ -73,6 +75,51 @@ esac
 		waitEnded(t, ended, 1)
 		if k := h.wantStatus(hang.ID, kanban.StatusReady); !strings.Contains(k.LastError, "max runtime") {
 			t.Errorf("the hanging card = %+v", k)
+		}
+	})
+}
+
+// A lane's worker sees the base environment, the lane's own variables,
+// its card's and the names passed through, never herald's secrets nor
+// another variable named like a credential.
+func TestCommandLaneEnvironmentHoldsNoSecret(t *testing.T) {
+	secrets := map[string]string{
+		"HERALD_API_KEY":       "api-key-1111",
+		"HERALD_MODEL_API_KEY": "sk-model-2222",
+		"DISCORD_BOT_TOKEN":    "discord-3333",
+		"REDIS_URL":            "redis://:store-pw-4444@cache:6379",
+		"NPM_TOKEN":            "npm-5555",
+	}
+	for k, v := range secrets {
+		t.Setenv(k, v)
+	}
+	t.Setenv("HERALD_TEST_PASSED", "passed-7777")
+	eachStore(t, func(t *testing.T, h *harness) {
+		lane := kanban.CommandLane{
+			Command: "env", Env: []string{"LANE_OWN=lane-8888"}, Clock: h.clk,
+			Inherit: &proc.Env{Passthrough: []string{"HERALD_TEST_PASSED", "REDIS_URL"}, Withheld: config.SecretVariables()},
+		}
+		d, ended := h.dispatcher("gw-a", h.svc, map[string]kanban.LaneConfig{"env": {Lane: lane, ExitZeroCompletes: true}}, nil)
+		k := h.create(kanban.CreateSpec{Title: "x", Assignee: "env"})
+		if rep := h.tick(d); len(rep.Claimed) != 1 {
+			t.Fatalf("claimed %v", rep.Claimed)
+		}
+		waitEnded(t, ended, 1)
+		runs := mustRuns(t, h, k.ID)
+		b, err := os.ReadFile(h.svc.LogPath(k.ID, runs[0].ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := string(b)
+		for name, v := range secrets {
+			if strings.Contains(env, v) {
+				t.Errorf("the worker saw %s: %s", name, env)
+			}
+		}
+		for _, want := range []string{"HERALD_TEST_PASSED=passed-7777", "LANE_OWN=lane-8888", "HERALD_KANBAN_TASK=" + k.ID, "PATH="} {
+			if !strings.Contains(env, want) {
+				t.Errorf("the worker lacks %s: %s", want, env)
+			}
 		}
 	})
 }

@@ -49,6 +49,10 @@ type Service struct {
 	// Ready, when set, is told after a change made a card ready (or
 	// put it in review): the dispatcher of this process looks at once.
 	Ready func()
+	// Redact masks herald's secrets in a comment before it is kept: a
+	// worker's comment (a command's output it pasted) is read by the
+	// next worker's model and shown in chats. Nil keeps it as it is.
+	Redact func(string) string
 }
 
 // CreateSpec is a card to create.
@@ -433,6 +437,9 @@ func (s *Service) Comment(ctx context.Context, id, author, text string) (Comment
 	text = strings.TrimSpace(text)
 	if text == "" {
 		return Comment{}, errs.E(op, errs.Invalid, "an empty comment")
+	}
+	if s.Redact != nil {
+		text = s.Redact(text)
 	}
 	k, err := s.read(ctx, op, id)
 	if err != nil {

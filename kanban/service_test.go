@@ -10,6 +10,7 @@ import (
 
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/outbox"
@@ -469,4 +470,22 @@ func wantInvalid(t *testing.T, what string, err error) {
 	if !errs.Is(err, errs.Invalid) {
 		t.Errorf("%s: err = %v, want Invalid", what, err)
 	}
+}
+
+// A comment holding one of herald's secrets (a command's output a worker
+// pasted) is kept masked: the next worker's model and the chats read it.
+func TestCommentIsKeptRedacted(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *harness) {
+		const secret = "sk-live-model-key-1111"
+		h.svc.Redact = redact.New([]string{secret}).String
+		k := h.create(kanban.CreateSpec{Title: "x"})
+		cm, err := h.svc.Comment(h.ctx, k.ID, "worker", "env said HERALD_MODEL_API_KEY="+secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, _ := h.svc.Store.Comments(h.ctx, k.ID)
+		if len(cs) != 1 || cs[0].Text != "env said HERALD_MODEL_API_KEY="+redact.Mask || cm.Text != cs[0].Text {
+			t.Errorf("comments %+v (returned %+v), want the key masked", cs, cm)
+		}
+	})
 }

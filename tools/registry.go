@@ -42,11 +42,22 @@ type Registry struct {
 	tools    map[string]*registered
 	toolsets map[string][]string // toolset → tool names, in registration order
 	order    []string            // toolset names, in registration order
+	redact   func(string) string // RedactWith's; nil keeps results as they are
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
 	return &Registry{tools: map[string]*registered{}, toolsets: map[string][]string{}}
+}
+
+// RedactWith has every result of the sets made from then on pass
+// through redact before the model reads it: whatever a tool read or a
+// command printed, herald's secrets reach the model masked. The gateway
+// hands it its redactor once, before it makes any set.
+func (r *Registry) RedactWith(redact func(string) string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.redact = redact
 }
 
 // Register adds tools to toolset. Each schema is compiled here, once, so a
@@ -147,7 +158,7 @@ func (r *Registry) Toolsets() []string {
 func (r *Registry) Set(toolsets []string, exclude ...string) (*Set, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := &Set{byName: map[string]*registered{}}
+	s := &Set{byName: map[string]*registered{}, redact: r.redact}
 	for _, ts := range toolsets {
 		names, ok := r.toolsets[ts]
 		if !ok {
@@ -173,6 +184,7 @@ type Set struct {
 	toolsets []string
 	tools    []*registered
 	byName   map[string]*registered
+	redact   func(string) string // the registry's RedactWith, nil for none
 }
 
 func (s *Set) add(t *registered) {
@@ -187,7 +199,7 @@ func (s *Set) Without(names ...string) *Set {
 	if s == nil {
 		return out
 	}
-	out.toolsets = slices.Clone(s.toolsets)
+	out.toolsets, out.redact = slices.Clone(s.toolsets), s.redact
 	for _, t := range s.tools {
 		if !slices.Contains(names, t.Name) {
 			out.add(t)
@@ -240,7 +252,16 @@ func (s *Set) Specs() []llm.ToolSpec {
 // Call runs one tool call of the model. It never fails: every problem
 // (unknown tool, bad JSON, a schema violation, a handler error or panic)
 // is a Result with IsError set, which the model reads and can correct.
+// The result has passed through the registry's redactor (RedactWith).
 func (s *Set) Call(ctx context.Context, turn *Turn, call sessions.ToolCall) Result {
+	res := s.call(ctx, turn, call)
+	if s != nil && s.redact != nil {
+		res.Content, res.Reply = s.redact(res.Content), s.redact(res.Reply)
+	}
+	return res
+}
+
+func (s *Set) call(ctx context.Context, turn *Turn, call sessions.ToolCall) Result {
 	var t *registered
 	if s != nil {
 		t = s.byName[call.Name]

@@ -118,7 +118,7 @@ func (w *WorkspaceTools) runForeground(ctx context.Context, op, dir, command str
 	defer cancel(nil)
 	timer := w.opts.Clock.AfterFunc(timeout, func() { cancel(errTimedOut) })
 	defer timer.Stop()
-	p, err := startGroup(dir, command, w.opts.OutputMaxChars)
+	p, err := startGroup(dir, command, w.opts.Env, w.opts.OutputMaxChars)
 	if err != nil {
 		return Result{}, errs.E(op, errs.Unavailable, "the command could not be started (%v)", err)
 	}
@@ -158,14 +158,16 @@ type group struct {
 	read chan struct{} // closed when the output has been read to its end
 }
 
-// startGroup starts bash -c command in dir, in a new process group.
-func startGroup(dir, command string, maxChars int) (*group, error) {
+// startGroup starts bash -c command in dir, in a new process group, with
+// the environment env builds.
+func startGroup(dir, command string, env *proc.Env, maxChars int) (*group, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command("bash", "-c", command)
 	cmd.Dir = dir
+	cmd.Env = env.Build()
 	// One pipe for both, handed to the process itself: output keeps its
 	// order, and Wait returns when the shell exits, not when the last
 	// process holding the pipe does.
@@ -325,7 +327,7 @@ func (w *WorkspaceTools) startBackground(op string, turn *Turn, dir, command str
 	if n >= maxBackground {
 		return Result{}, errs.E(op, errs.Conflict, "%d background processes are running already, the most one conversation may have: stop one (kill -- -<pid>) before starting another", n)
 	}
-	g, err := startGroup(dir, command, w.opts.OutputMaxChars)
+	g, err := startGroup(dir, command, w.opts.Env, w.opts.OutputMaxChars)
 	if err != nil {
 		return Result{}, errs.E(op, errs.Unavailable, "the command could not be started (%v)", err)
 	}

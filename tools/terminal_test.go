@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/tools"
 )
 
@@ -273,5 +275,43 @@ func TestTerminalBackgroundExit(t *testing.T) {
 			t.Fatalf("still running: %s", res.Content)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A command sees the base environment and the names passed through,
+// never herald's secrets nor another variable named like a credential.
+func TestTerminalEnvironmentHoldsNoSecret(t *testing.T) {
+	secrets := map[string]string{
+		"HERALD_API_KEY":       "api-key-1111",
+		"HERALD_MODEL_API_KEY": "sk-model-2222",
+		"TELEGRAM_BOT_TOKEN":   "12345:tg-3333",
+		"REDIS_URL":            "redis://:store-pw-4444@cache:6379",
+		"GITHUB_TOKEN":         "gh-5555",
+		"SOME_OTHER_SETTING":   "other-6666",
+	}
+	for k, v := range secrets {
+		t.Setenv(k, v)
+	}
+	t.Setenv("HERALD_TEST_PASSED", "passed-7777")
+	set, _, _ := workspaceSet(t, tools.WorkspaceOptions{Env: &proc.Env{
+		// Even named, herald's own secrets stay out.
+		Passthrough: []string{"HERALD_TEST_PASSED", "HERALD_API_KEY"},
+		Withheld:    config.SecretVariables(),
+		Secrets:     []string{"sk-model-2222"},
+	}})
+	out, res := callTool(t, set, nil, "terminal", `{"command":"env"}`)
+	if res.IsError {
+		t.Fatal(res.Content)
+	}
+	env := out["output"].(string)
+	for k, v := range secrets {
+		if strings.Contains(env, v) {
+			t.Errorf("the command saw %s: %s", k, env)
+		}
+	}
+	for _, want := range []string{"HERALD_TEST_PASSED=passed-7777", "PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")} {
+		if !strings.Contains(env, want) {
+			t.Errorf("the command lacks %s: %s", want, env)
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/proc"
 )
 
 // Workspace is the toolset of the tools that work in a directory:
@@ -52,6 +53,10 @@ type WorkspaceOptions struct {
 	Subagent func(ctx context.Context) bool
 	// Clock times the terminal's timeouts; nil means the real clock.
 	Clock clock.Clock
+	// Env builds a terminal command's environment (the base set and
+	// tools.env_passthrough, never herald's secrets); nil gives the base
+	// set alone.
+	Env *proc.Env
 }
 
 // WorkspaceTools are the workspace tools of one gateway, and the

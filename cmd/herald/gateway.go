@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/heraldgw/herald/gateway"
+	"github.com/heraldgw/herald/internal/redact"
 )
 
 // shutdownSlack is added to the grace and drain periods to bound a
@@ -46,7 +47,7 @@ once.`,
 			if err != nil {
 				return err
 			}
-			log := gateway.NewLogger(m.Stderr, level, gateway.SecretsOf(cfg))
+			log := redact.NewLogger(m.Stderr, level, redact.New(cfg.Secrets()))
 			gateway.LogRedisClient(log)
 			g, err := gateway.New(cfg, gateway.Options{Logger: log})
 			if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/gateway"
+	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/sessions/agent"
 	"github.com/heraldgw/herald/tools"
@@ -79,7 +80,7 @@ func startDelegationPipeline(ctx context.Context, db gateway.Store, cfg delegati
 	if err != nil {
 		return nil, err
 	}
-	log := gateway.NewLogger(io.Discard, slog.LevelInfo, nil)
+	log := redact.NewLogger(io.Discard, slog.LevelInfo, nil)
 	metrics := gateway.NewMetrics()
 	store := db.Sessions()
 	dcfg := config.Default().Delegation

@@ -14,6 +14,7 @@ import (
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/gateway"
+	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/sessions/agent"
@@ -61,7 +62,7 @@ func startPipeline(ctx context.Context, db gateway.Store, cfg pipelineConfig) (*
 	}
 	// The gateway logs a line per finished turn at info level. Encoding
 	// it is part of the turn's cost; writing it out is the terminal's.
-	log := gateway.NewLogger(io.Discard, slog.LevelInfo, nil)
+	log := redact.NewLogger(io.Discard, slog.LevelInfo, nil)
 	metrics := gateway.NewMetrics()
 	store := db.Sessions()
 	p := &pipeline{model: &delayModel{}, replies: &replies{}, lastCommit: &latest{}}

@@ -2,7 +2,8 @@
 // others (a cron job's script, a terminal command, a kanban worker):
 // each in a process group of its own, so that it and everything it
 // started end together, and known by its PID and start time, so that a
-// PID the system gave to another process since is not taken for it.
+// PID the system gave to another process since is not taken for it;
+// and given an environment built for it (Env), never herald's own.
 package proc
 
 import (

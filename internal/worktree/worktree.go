@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/proc"
 )
 
 const (
@@ -234,10 +235,12 @@ func stderrOf(err error) string {
 
 // git runs git -C dir args and returns its output without the final
 // newline. It never prompts: a command that would wait for a person
-// fails instead.
+// fails instead. It gets the base environment alone (proc.Env): a hook
+// in the repository, which an agent may have written, sees none of
+// herald's secrets.
 func git(ctx context.Context, dir string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
+	cmd.Env = (*proc.Env)(nil).Build("GIT_TERMINAL_PROMPT=0")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
