@@ -324,6 +324,7 @@ func (g *Gateway) build() error {
 			Logger:   log.With("part", "streaming"),
 			Metrics:  g.metrics,
 			Outbox:   g.db.Outbox(),
+			Redact:   g.redact.String,
 		})
 	}
 	var streamed func(context.Context, adapters.Adapter, outbox.Message) (adapters.SendResult, bool)
@@ -369,7 +370,7 @@ func (g *Gateway) build() error {
 
 	// What a turn's model streams reaches the local API's streamed
 	// completions waiting on it in this process.
-	deltas := &sessions.Deltas{}
+	deltas := &sessions.Deltas{Redact: g.redact.String}
 	g.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
 		Store:      DeliveringSessions(store, delivery),
 		Runner:     controlled.runner,

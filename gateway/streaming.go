@@ -48,6 +48,9 @@ type StreamingOptions struct {
 	// not sent yet shows nothing in progress, as its message would be
 	// posted above that one. Nil reads nothing and always shows.
 	Outbox outbox.Store
+	// Redact masks herald's secrets in the text shown, as the delivered
+	// reply is masked; nil masks nothing.
+	Redact func(string) string
 }
 
 // Streaming shows the replies of this process's turns as the model writes
@@ -76,6 +79,7 @@ type Streaming struct {
 	log     *slog.Logger
 	metrics *Metrics
 	outbox  outbox.Store
+	redact  func(string) string
 	turnFollower
 
 	mu      sync.Mutex
@@ -92,6 +96,7 @@ func NewStreaming(opts StreamingOptions) *Streaming {
 		log:     opts.Logger,
 		metrics: opts.Metrics,
 		outbox:  opts.Outbox,
+		redact:  opts.Redact,
 		replies: map[string]*replyStream{},
 
 		turnFollower: turnFollower{op: "gateway.Streaming"},
@@ -112,6 +117,9 @@ func NewStreaming(opts StreamingOptions) *Streaming {
 	}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	if s.redact == nil {
+		s.redact = func(text string) string { return text }
 	}
 	return s
 }
@@ -444,7 +452,9 @@ func (r *replyStream) run() {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, s.timeout)
-		id, err := r.st.StreamText(cctx, r.target, r.replyTo, shown, text)
+		// The whole text so far is masked each time, so a secret the model
+		// wrote across pieces is masked too once its last piece came.
+		id, err := r.st.StreamText(cctx, r.target, r.replyTo, shown, s.redact(text))
 		cancel()
 		r.called(id, text, err == nil)
 		last = s.clock.Now()

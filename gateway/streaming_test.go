@@ -17,6 +17,7 @@ import (
 	"github.com/heraldgw/herald/adapters/telegram"
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/internal/testkit/discordfake"
 	"github.com/heraldgw/herald/internal/testkit/slackfake"
@@ -780,6 +781,35 @@ func TestStreamedReplyIsNotShownWhileTheOutboxHoldsAnEarlierMessage(t *testing.T
 				t.Fatalf("deliver = %+v", res)
 			}
 			waitShown(t, p, "the reply, sent as usual", p.render("Hello there")...)
+		})
+	}
+}
+
+// The reply shown in progress is masked as the delivered one is: a
+// secret the model writes never appears in the chat, not even for the
+// moments before the reply is done.
+func TestStreamedReplyIsRedacted(t *testing.T) {
+	for _, p := range streamPlatforms(t) {
+		t.Run(p.name, func(t *testing.T) {
+			clk := clock.NewFake(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
+			s := NewStreaming(StreamingOptions{Adapters: []adapters.Adapter{p.adapter(nil)}, Every: 1500 * time.Millisecond, Clock: clk,
+				Logger: slog.New(slog.DiscardHandler), Redact: redact.New([]string{"sk-stream-secret"}).String})
+			if err := s.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+			ts := s.Stream(context.Background(), p.target.String(), sessions.Entry{ID: "e1", Inbound: sessions.Inbound{MessageID: p.replyTo}}, p.target)
+			if ts == nil {
+				t.Fatal("Stream = nil, want the turn streamed")
+			}
+			ts.Delta("the key is sk-stream-secret")
+			var shown []chatMessage
+			eventually(t, "the reply in progress posted", func() bool { shown = p.shown(); return len(shown) == 1 })
+			if text := shown[0].text; !strings.Contains(text, "the key is") || strings.Contains(text, "sk-stream-secret") {
+				t.Errorf("the chat shows %q, want the reply with its secret masked", text)
+			}
+			waitPosted(t, ts)
+			ts.End(false)
 		})
 	}
 }

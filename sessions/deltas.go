@@ -10,6 +10,10 @@ import "sync"
 // The turn is never held up by a slow waiter: pieces queue without
 // bound until taken.
 type Deltas struct {
+	// Redact, when set, masks herald's secrets in each piece before a
+	// waiter gets it, as the delivered reply is masked.
+	Redact func(string) string
+
 	mu   sync.Mutex
 	subs map[deltaKey][]*DeltaSub
 }
@@ -57,6 +61,9 @@ func (d *Deltas) Publish(conv, msgID, text string) {
 	d.mu.Lock()
 	subs := d.subs[deltaKey{conv, msgID}]
 	d.mu.Unlock()
+	if d.Redact != nil && len(subs) > 0 {
+		text = d.Redact(text)
+	}
 	for _, s := range subs {
 		s.mu.Lock()
 		s.buf = append(s.buf, text)

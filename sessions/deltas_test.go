@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -36,5 +37,16 @@ func TestDeltas(t *testing.T) {
 	other.Close()
 	if len(d.subs) != 0 {
 		t.Errorf("subscriptions left: %v", d.subs)
+	}
+}
+
+// A waiter gets each piece with herald's secrets masked.
+func TestDeltasRedact(t *testing.T) {
+	d := Deltas{Redact: func(s string) string { return strings.ReplaceAll(s, "sk-secret", "****") }}
+	s := d.Subscribe("c", "m1")
+	defer s.Close()
+	d.Publish("c", "m1", "the key is sk-secret")
+	if got := s.Take(); !slices.Equal(got, []string{"the key is ****"}) {
+		t.Errorf("Take = %q, want the piece masked", got)
 	}
 }

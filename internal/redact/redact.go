@@ -10,6 +10,7 @@ package redact
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -44,8 +45,15 @@ type Redactor struct {
 func New(secrets []string) *Redactor {
 	var list []string
 	for _, s := range secrets {
-		if len(s) >= minSecretLen && !slices.Contains(list, s) {
-			list = append(list, s)
+		if len(s) < minSecretLen {
+			continue
+		}
+		// A secret inside JSON (a tool's result, an error body) is
+		// written escaped: "&" as \u0026, a quote as \". Both forms go.
+		for _, form := range []string{s, jsonForm(s)} {
+			if !slices.Contains(list, form) {
+				list = append(list, form)
+			}
 		}
 	}
 	if len(list) == 0 {
@@ -58,6 +66,15 @@ func New(secrets []string) *Redactor {
 		pairs = append(pairs, s, Mask)
 	}
 	return &Redactor{r: strings.NewReplacer(pairs...)}
+}
+
+// jsonForm is s as encoding/json writes it inside a string.
+func jsonForm(s string) string {
+	b, err := json.Marshal(s)
+	if err != nil || len(b) < 2 {
+		return s
+	}
+	return string(b[1 : len(b)-1])
 }
 
 // AddMasks adds masks run on every string from then on. The loggers

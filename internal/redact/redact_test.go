@@ -2,6 +2,7 @@ package redact
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
@@ -25,5 +26,22 @@ func TestRedactingLogger(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %s: %s", want, out)
 		}
+	}
+}
+
+// A secret is masked in the form JSON writes it too: a tool's result is
+// JSON, and a key holding "&" or a quote is escaped there.
+func TestSecretMaskedInsideJSON(t *testing.T) {
+	secret := `pa&ss"word<1>`
+	b, err := json.Marshal(map[string]string{"output": "key=" + secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := New([]string{secret}).String(string(b))
+	if want := `{"output":"key=****"}`; got != want {
+		t.Errorf("masked JSON = %s, want %s", got, want)
+	}
+	if got := New([]string{secret}).String("key=" + secret); got != "key=****" {
+		t.Errorf("masked text = %s, want key=****", got)
 	}
 }
