@@ -496,8 +496,8 @@ func (r *Runner) lost(c lease.Claim) {
 
 // HandleSignal takes the signals that reach this instance: a
 // conversation's stop (/stop, /new) interrupts every child of it that
-// runs here; delegation.stop and delegation.steer reach one child, only
-// within the conversation the signal names.
+// runs here; delegation.stop, delegation.cancel and delegation.steer
+// reach one child, only within the conversation the signal names.
 func (r *Runner) HandleSignal(s sessions.Signal) {
 	r.apply(s)
 	if s.Kind == sessions.SignalStop {
@@ -574,10 +574,11 @@ func (r *Runner) applyLocked(s sessions.Signal, only map[string]bool) bool {
 		}
 		switch {
 		case s.Kind == sessions.SignalStop:
-			rc.cancel(errors.New("stopped with the conversation (/stop or /new)"))
+			cause := byConversation
+			rc.cancel(&cause)
 			took = true
-		case s.Kind == SignalStop && s.Target == id:
-			rc.cancel(errors.New("stopped by its parent agent"))
+		case (s.Kind == SignalStop || s.Kind == SignalCancel) && s.Target == id:
+			rc.cancel(causeOf(s))
 			took = true
 		case s.Kind == SignalSteer && s.Target == id:
 			took = rc.live.Steer(s.Text)

@@ -383,6 +383,10 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 	case runErr != nil:
 		res.Status, res.ExitReason = StatusInterrupted, "interrupted"
 		res.Error = "interrupted: " + causeText(context.Cause(ctx))
+		var stop *StopCause
+		if errors.As(context.Cause(ctx), &stop) && stop.Status == StatusCancelled {
+			res.Status, res.ExitReason, res.Error = StatusCancelled, "cancelled", stop.Why
+		}
 	case out.End == sessions.TurnModelError:
 		res.Status, res.ExitReason = StatusFailed, "model_error"
 		res.Error = llm.UserMessage(out.Err)

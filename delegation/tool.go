@@ -27,6 +27,8 @@ const Toolset = "delegation"
 const (
 	SignalStop  sessions.SignalKind = "delegation.stop"
 	SignalSteer sessions.SignalKind = "delegation.steer"
+	// SignalCancel is an operator's cancel: the child ends cancelled.
+	SignalCancel sessions.SignalKind = "delegation.cancel"
 )
 
 const toolSchema = `{
@@ -308,7 +310,7 @@ func (h *toolHandler) control(ctx context.Context, turn *tools.Turn, a toolArgs)
 		return tools.JSON(map[string]string{"status": "steered", "subagent_id": id, "note": "it lands after the sub-agent's next tool result; if it finishes first, its result says the steer did not land"}), nil
 	case "stop":
 		stop := Stopper{Store: h.opts.Store, Signals: h.opts.Signals, Runner: h.opts.Runner}
-		if _, err := stop.Stop(ctx, d, c, "stopped by its parent agent"); err != nil {
+		if _, err := stop.Stop(ctx, d, c, byParent); err != nil {
 			return tools.Result{}, errs.E(op, errs.Unavailable, "could not reach sub-agent %s (%v); try again", id, err)
 		}
 		return tools.JSON(map[string]string{"status": "stopping", "subagent_id": id, "note": "it stops at its next step; its partial result comes back as a message"}), nil

@@ -546,3 +546,25 @@ func TestStoppedTurnsDispatchIsStopped(t *testing.T) {
 	})
 	eventually(t, waitReply, func() (bool, string) { return held.Waiting() == 0, "something still runs after /stop" })
 }
+
+// TestStopSaysWhatItStops: /stop in a conversation whose turn has
+// ended but whose sub-agent runs says it stops the sub-agent (not that
+// nothing runs), and it does.
+func TestStopSaysWhatItStops(t *testing.T) {
+	t.Parallel()
+	model, held, _, api := heldChildren(t, []string{"slow one"}, nil)
+	api.mustPost(t, "sw", askDelegate)
+	ids := dispatched(t, texts(ofKind(api.waitTimeline(t, "sw", 1), kindReply))[0])
+	eventually(t, waitReply, func() (bool, string) { return held.Waiting() == 1, "the slow child never started" })
+	api.mustPost(t, "sw", "/stop")
+	want := "No turn is running; stopping 1 background sub-agent (" + ids[0] + ")."
+	eventually(t, waitReply, func() (bool, string) {
+		items, _ := api.timeline("sw")
+		cmds := texts(ofKind(items, kindCommand))
+		return slices.Contains(cmds, want), fmt.Sprintf("/stop answered %q, want %q", cmds, want)
+	})
+	eventually(t, waitReply, func() (bool, string) {
+		text, n := completionOf(model)
+		return n == 1 && strings.Contains(text, "status: interrupted"), "no interrupted completion: " + text
+	})
+}

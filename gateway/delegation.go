@@ -145,7 +145,7 @@ func (p *delegationParts) stopDispatch(d delegation.Delegation) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, c := range d.Children {
-		if _, err := p.stopper.Stop(ctx, d, c, "the turn that dispatched it was stopped"); err != nil {
+		if _, err := p.stopper.Stop(ctx, d, c, delegation.Interrupted("the turn that dispatched it was stopped")); err != nil {
 			p.log.Warn("stopping a stopped turn's sub-agent failed; it runs", "subagent", c.ID, "err", err)
 		}
 	}

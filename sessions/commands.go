@@ -47,6 +47,7 @@ type Commands struct {
 	byName map[string]*Command // names and aliases
 	order  []string            // names in registration order, for /help
 	status []StatusFunc
+	stops  []StopFunc
 }
 
 // StatusFunc is another part's line in /status for a conversation (its
@@ -59,6 +60,33 @@ func (c *Commands) AddStatus(f StatusFunc) {
 	c.mu.Lock()
 	c.status = append(c.status, f)
 	c.mu.Unlock()
+}
+
+// StopFunc is what else than the running turn a /stop of a
+// conversation stops, said by the part that runs it ("2 background
+// sub-agents (sub_1, sub_2)"); "" for nothing. It must answer quickly:
+// /stop is answered at once.
+type StopFunc func(ctx context.Context, conv string) string
+
+// AddStop adds f's part to every /stop answer, after the turn's.
+func (c *Commands) AddStop(f StopFunc) {
+	c.mu.Lock()
+	c.stops = append(c.stops, f)
+	c.mu.Unlock()
+}
+
+// stopParts are the parts the added StopFuncs give for conv.
+func (c *Commands) stopParts(ctx context.Context, conv string) []string {
+	c.mu.RLock()
+	fs := slices.Clone(c.stops)
+	c.mu.RUnlock()
+	var out []string
+	for _, f := range fs {
+		if part := f(ctx, conv); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
 }
 
 // statusLines are the lines the added StatusFuncs give for conv.
