@@ -80,13 +80,7 @@ func (c *Commands) stopParts(ctx context.Context, conv string) []string {
 	c.mu.RLock()
 	fs := slices.Clone(c.stops)
 	c.mu.RUnlock()
-	var out []string
-	for _, f := range fs {
-		if part := f(ctx, conv); part != "" {
-			out = append(out, part)
-		}
-	}
-	return out
+	return said(ctx, conv, fs)
 }
 
 // statusLines are the lines the added StatusFuncs give for conv.
@@ -94,10 +88,15 @@ func (c *Commands) statusLines(ctx context.Context, conv string) []string {
 	c.mu.RLock()
 	fs := slices.Clone(c.status)
 	c.mu.RUnlock()
+	return said(ctx, conv, fs)
+}
+
+// said is what fs say of conv, leaving out those that say nothing.
+func said[F ~func(context.Context, string) string](ctx context.Context, conv string, fs []F) []string {
 	var out []string
 	for _, f := range fs {
-		if line := f(ctx, conv); line != "" {
-			out = append(out, line)
+		if text := f(ctx, conv); text != "" {
+			out = append(out, text)
 		}
 	}
 	return out
