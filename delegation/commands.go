@@ -306,6 +306,7 @@ func (c commands) dispatch(ctx context.Context, call *sessions.CommandCall, sour
 		return d, err
 	}
 	if c.opts.Runner != nil {
+		c.opts.Runner.Dispatched(d)
 		c.opts.Runner.Wake()
 	}
 	return d, nil

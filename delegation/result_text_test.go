@@ -3,6 +3,7 @@ package delegation_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -31,6 +32,17 @@ func scriptedClient(t *testing.T, m *testkit.ModelServer) llm.Client {
 // set as the parent's tools, telling of each completion on the channel.
 func runnerWith(t *testing.T, st delegation.Store, opts delegation.SpawnerOptions, set *tools.Set, ro delegation.RunnerOptions) (*delegation.Runner, chan struct{}) {
 	t.Helper()
+	runner, ended := newRunner(t, st, opts, set, ro)
+	if err := runner.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = runner.Shutdown(context.Background()) })
+	return runner, ended
+}
+
+// newRunner is runnerWith's runner, not started.
+func newRunner(t *testing.T, st delegation.Store, opts delegation.SpawnerOptions, set *tools.Set, ro delegation.RunnerOptions) (*delegation.Runner, chan struct{}) {
+	t.Helper()
 	opts.Logger = slog.New(slog.DiscardHandler)
 	spawner := delegation.NewSpawner(opts)
 	if set == nil {
@@ -48,10 +60,6 @@ func runnerWith(t *testing.T, st delegation.Store, opts delegation.SpawnerOption
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := runner.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = runner.Shutdown(context.Background()) })
 	return runner, ended
 }
 
@@ -154,4 +162,41 @@ func TestCompletionSaysWhyTheChildTimedOut(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestTranscriptsExistFromDispatch: a dispatch's live transcripts and
+// manifest are there as soon as it is made, before any instance starts
+// its children; the run then appends to them.
+func TestTranscriptsExistFromDispatch(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	dir := t.TempDir()
+	model := testkit.NewModelServer(t)
+	model.Script(testkit.Reply("all done"))
+	runner, ended := newRunner(t, db.Delegations(), delegation.SpawnerOptions{Client: scriptedClient(t, model), Model: "m"}, nil,
+		delegation.RunnerOptions{Transcripts: &delegation.Transcripts{Dir: dir}})
+	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), Runner: runner}
+	d, err := svc.Start(ctx, delegation.Request{Conv: "api:tr", Tasks: []delegation.Task{{Goal: "first"}, {Goal: "second"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The runner has not started: nothing has run yet.
+	for i, c := range d.Children {
+		log, err := os.ReadFile(filepath.Join(dir, d.ID, fmt.Sprintf("task-%d.log", i)))
+		if err != nil || !strings.Contains(string(log), "dispatched "+c.ID) {
+			t.Errorf("task %d's transcript at dispatch: %q (%v), want it there, saying it was dispatched", i, log, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, d.ID, "manifest.json")); err != nil {
+		t.Errorf("no manifest at dispatch: %v", err)
+	}
+	if err := runner.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = runner.Shutdown(context.Background()) })
+	<-ended
+	log, err := os.ReadFile(filepath.Join(dir, d.ID, "task-0.log"))
+	if err != nil || !strings.Contains(string(log), "dispatched ") || !strings.Contains(string(log), "started ") || !strings.Contains(string(log), "ended ") {
+		t.Errorf("task 0's transcript after its run: %q (%v), want its dispatch, start and end", log, err)
+	}
 }

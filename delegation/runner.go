@@ -128,6 +128,13 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 	return r, nil
 }
 
+// Dispatched makes the live transcripts of d's children, which this
+// instance dispatched, at once (Transcripts.Dispatched): they exist
+// from dispatch, whichever instance runs the children.
+func (r *Runner) Dispatched(d Delegation) {
+	r.opts.Transcripts.Dispatched(d, r.opts.Clock.Now())
+}
+
 // Wake makes the runner look for pending children now: a turn that
 // dispatched has committed.
 func (r *Runner) Wake() {

@@ -94,6 +94,7 @@ func (s *Service) Start(ctx context.Context, req Request) (Delegation, error) {
 		return Delegation{}, err
 	}
 	if s.Runner != nil {
+		s.Runner.Dispatched(d)
 		s.Runner.Wake()
 	}
 	return d, nil

@@ -79,6 +79,33 @@ func (t *Transcripts) Open(d Delegation, c Child, now time.Time) *Transcript {
 	return tr
 }
 
+// Dispatched makes the transcripts of d's children as it is dispatched,
+// before any instance runs them: the delegation's manifest and, for
+// each child, its log with a first line saying it waits to start, so
+// the paths delegate_task and list answer are there at once. The
+// instance that runs a child appends to its log (Open).
+func (t *Transcripts) Dispatched(d Delegation, now time.Time) {
+	if t == nil || t.Dir == "" {
+		return
+	}
+	dir := filepath.Join(t.Dir, d.ID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return
+	}
+	if _, done := t.manifests.LoadOrStore(d.ID, struct{}{}); !done {
+		t.writeManifest(dir, d)
+	}
+	for _, c := range d.Children {
+		f, err := os.OpenFile(t.Path(d.ID, c.Index), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			continue // made already: a redelivered dispatch, or its run began
+		}
+		tr := &Transcript{f: f, redact: t.redact}
+		tr.line(now, "dispatched %s: %s (waiting for an instance to start it)", c.ID, c.Goal)
+		_ = f.Close()
+	}
+}
+
 // writeManifest writes dir/manifest.json for d, whole: a second
 // instance running other children of d writes the same list.
 func (t *Transcripts) writeManifest(dir string, d Delegation) {

@@ -129,6 +129,7 @@ func (p *delegationParts) committed(c sessions.Committed) {
 		if !ok {
 			continue
 		}
+		p.runner.Dispatched(d.Delegation)
 		if c.Stopped {
 			p.stopDispatch(d.Delegation)
 			continue
