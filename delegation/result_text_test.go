@@ -32,7 +32,7 @@ func scriptedClient(t *testing.T, m *testkit.ModelServer) llm.Client {
 // set as the parent's tools, telling of each completion on the channel.
 func runnerWith(t *testing.T, st delegation.Store, opts delegation.SpawnerOptions, set *tools.Set, ro delegation.RunnerOptions) (*delegation.Runner, chan struct{}) {
 	t.Helper()
-	runner, ended := newRunner(t, st, opts, set, ro)
+	runner, _, ended := newRunner(t, st, opts, set, ro)
 	if err := runner.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -40,8 +40,8 @@ func runnerWith(t *testing.T, st delegation.Store, opts delegation.SpawnerOption
 	return runner, ended
 }
 
-// newRunner is runnerWith's runner, not started.
-func newRunner(t *testing.T, st delegation.Store, opts delegation.SpawnerOptions, set *tools.Set, ro delegation.RunnerOptions) (*delegation.Runner, chan struct{}) {
+// newRunner is runnerWith's runner, not started, and its spawner.
+func newRunner(t *testing.T, st delegation.Store, opts delegation.SpawnerOptions, set *tools.Set, ro delegation.RunnerOptions) (*delegation.Runner, *delegation.Spawner, chan struct{}) {
 	t.Helper()
 	opts.Logger = slog.New(slog.DiscardHandler)
 	spawner := delegation.NewSpawner(opts)
@@ -60,7 +60,7 @@ func newRunner(t *testing.T, st delegation.Store, opts delegation.SpawnerOptions
 	if err != nil {
 		t.Fatal(err)
 	}
-	return runner, ended
+	return runner, spawner, ended
 }
 
 // completionText is the text the parent model reads for delegation id:
@@ -173,7 +173,7 @@ func TestTranscriptsExistFromDispatch(t *testing.T) {
 	dir := t.TempDir()
 	model := testkit.NewModelServer(t)
 	model.Script(testkit.Reply("all done"))
-	runner, ended := newRunner(t, db.Delegations(), delegation.SpawnerOptions{Client: scriptedClient(t, model), Model: "m"}, nil,
+	runner, _, ended := newRunner(t, db.Delegations(), delegation.SpawnerOptions{Client: scriptedClient(t, model), Model: "m"}, nil,
 		delegation.RunnerOptions{Transcripts: &delegation.Transcripts{Dir: dir}})
 	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), Runner: runner}
 	d, err := svc.Start(ctx, delegation.Request{Conv: "api:tr", Tasks: []delegation.Task{{Goal: "first"}, {Goal: "second"}}})

@@ -77,6 +77,10 @@ type Runner struct {
 	// loop the stall monitor left running: each keeps its place under
 	// Max until the loop returns.
 	lingering int
+	// workers counts the places the workers of orchestrators running
+	// here hold: they run inside their orchestrator's run, and count
+	// under Max as any child does.
+	workers int
 	// passes counts the claim loop's passes, for tests to tell that
 	// one ran after what they did.
 	passes   int
@@ -226,7 +230,7 @@ func (r *Runner) loop(ctx context.Context) {
 func (r *Runner) claim(ctx context.Context) {
 	for {
 		r.mu.Lock()
-		free := r.opts.Max - len(r.running) - r.lingering
+		free := r.opts.Max - len(r.running) - r.lingering - r.workers
 		stopping := r.stopping
 		r.mu.Unlock()
 		if free <= 0 || stopping || ctx.Err() != nil {
@@ -595,12 +599,34 @@ func (r *Runner) applyLocked(s sessions.Signal, only map[string]bool) bool {
 }
 
 // Busy is how many of the runner's Max places are taken: its running
-// children, and those whose end is recorded but whose agent loop the
-// stall monitor left running.
+// children, the workers its orchestrators run, and the children whose
+// end is recorded but whose agent loop the stall monitor left running.
 func (r *Runner) Busy() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.running) + r.lingering
+	return len(r.running) + r.lingering + r.workers
+}
+
+// holdWorkers takes n of the runner's places for an orchestrator's
+// workers: all n, or none when fewer are free, and then it reports how
+// many are. Give them back with releaseWorkers.
+func (r *Runner) holdWorkers(n int) (free int, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	free = max(r.opts.Max-len(r.running)-r.lingering-r.workers, 0)
+	if n > free {
+		return free, false
+	}
+	r.workers += n
+	return free, true
+}
+
+// releaseWorkers gives back the places of n workers that ended.
+func (r *Runner) releaseWorkers(n int) {
+	r.mu.Lock()
+	r.workers -= n
+	r.mu.Unlock()
+	r.Wake()
 }
 
 // runs reports whether this instance runs child id.

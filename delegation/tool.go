@@ -126,6 +126,20 @@ func (h *toolHandler) handle(ctx context.Context, turn *tools.Turn, a toolArgs) 
 		return tools.Result{}, err
 	}
 	if depth := DepthOf(ctx); depth > 0 {
+		if r := h.opts.Runner; r != nil {
+			// The workers run here, inside the orchestrator's run: they
+			// take places under delegation.process_max_children as any
+			// child does, or none start.
+			free, ok := r.holdWorkers(len(tasks))
+			if !ok {
+				return tools.JSON(map[string]any{
+					"status":     "rejected",
+					"error":      fmt.Sprintf("this instance runs as many sub-agents as it may (delegation.process_max_children is %d): %d free for %d workers; nothing was started. Do the work yourself, or send fewer tasks.", r.opts.Max, free, len(tasks)),
+					"free_slots": free,
+				}), nil
+			}
+			defer r.releaseWorkers(len(tasks))
+		}
 		return h.orchestrate(ctx, depth, tasks)
 	}
 	return h.dispatch(ctx, turn, tasks)
