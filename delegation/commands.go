@@ -196,6 +196,14 @@ func AgentsText(ds []Delegation, now time.Time, stallQuiet time.Duration) string
 			if ch.Result != nil && ch.Result.Error != "" {
 				b.WriteString("\n     " + excerpt(ch.Result.Error, 200))
 			}
+			if ch.Status == StatusRunning {
+				for _, w := range p.Workers {
+					fmt.Fprintf(&b, "\n     └ worker %s %s — %s, %d API calls", w.ID, w.Status, excerpt(w.Goal, 60), w.APICalls)
+					if w.Status == StatusRunning && w.CurrentTool != "" {
+						b.WriteString(", in " + w.CurrentTool)
+					}
+				}
+			}
 			b.WriteString("\n")
 		}
 	}

@@ -90,6 +90,19 @@ type Progress struct {
 	OutputTokens int       `json:"output_tokens,omitempty"`
 	// Model is the model its calls run on.
 	Model string `json:"model,omitempty"`
+	// Workers are, for an orchestrator, the workers its calls started,
+	// oldest first: they run inside its run, and are seen through it.
+	Workers []WorkerProgress `json:"workers,omitempty"`
+}
+
+// WorkerProgress is where one of an orchestrator's workers stands.
+type WorkerProgress struct {
+	ID          string `json:"id"` // sub_<hex>
+	Goal        string `json:"goal"`
+	Status      Status `json:"status"` // running, or how it ended
+	APICalls    int    `json:"api_calls"`
+	CurrentTool string `json:"current_tool,omitempty"`
+	Tokens      int    `json:"tokens,omitempty"`
 }
 
 // Child is one sub-agent.

@@ -259,7 +259,11 @@ func (h *toolHandler) orchestrate(ctx context.Context, depth int, tasks []taskAr
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = h.opts.Spawner.Run(ctx, c, depth+1, worker(ctx, c, h.opts.Spawner.opts.Clock.Now()))
+			l := worker(ctx, c, h.opts.Spawner.opts.Clock.Now())
+			results[i] = h.opts.Spawner.Run(ctx, c, depth+1, l)
+			if l.parent != nil {
+				l.parent.workerEnded(l, results[i].Status)
+			}
 		}()
 	}
 	wg.Wait()

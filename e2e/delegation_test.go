@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/testkit"
@@ -393,11 +394,20 @@ func TestStopInterruptsChildrenAndGrandchildren(t *testing.T) {
 	})
 	cfg := baseConfig(t, model)
 	cfg.Delegation.MaxSpawnDepth = 2
+	cfg.Delegation.OwnerTTL = 3 * time.Second // progress recorded every second
 	gw := startInProcess(t, cfg)
 	api := gw.api()
 	api.mustPost(t, "gc", "go")
 	api.waitTimeline(t, "gc", 1)
 	eventually(t, waitReply, func() (bool, string) { return held.Waiting() == 1, "the grandchild never started" })
+	// The orchestrator's worker is seen through it.
+	eventually(t, waitReply, func() (bool, string) {
+		api.mustPost(t, "gc", "/agents")
+		items, _ := api.timeline("gc")
+		cmds := texts(ofKind(items, kindCommand))
+		return slices.ContainsFunc(cmds, func(a string) bool { return strings.Contains(a, "running — grandchild work") }),
+			fmt.Sprintf("/agents answered %q", cmds)
+	})
 	api.mustPost(t, "gc", "/stop")
 	eventually(t, waitReply, func() (bool, string) { return held.Waiting() == 0, "the grandchild still runs after /stop" })
 	eventually(t, waitReply, func() (bool, string) {
