@@ -253,6 +253,7 @@ func worker(ctx context.Context, c Child, now time.Time) *Live {
 	l := newLive(c, "", now)
 	l.parent, _ = ctx.Value(liveKey{}).(*Live)
 	if l.parent != nil {
+		l.transcript = l.parent.transcript.worker(now, c.ID, c.Goal)
 		l.parent.mu.Lock()
 		l.parent.workers = append(l.parent.workers, l)
 		l.parent.mu.Unlock()

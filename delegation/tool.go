@@ -261,6 +261,7 @@ func (h *toolHandler) orchestrate(ctx context.Context, depth int, tasks []taskAr
 			defer wg.Done()
 			l := worker(ctx, c, h.opts.Spawner.opts.Clock.Now())
 			results[i] = h.opts.Spawner.Run(ctx, c, depth+1, l)
+			l.transcript.End(h.opts.Spawner.opts.Clock.Now(), results[i])
 			if l.parent != nil {
 				l.parent.workerEnded(l, results[i].Status)
 			}

@@ -157,6 +157,21 @@ type Transcript struct {
 	mu     sync.Mutex
 	f      *os.File
 	redact func(string) string
+	// owner, for an orchestrator's worker, is its orchestrator's log,
+	// which the worker's lines go into, each marked with prefix.
+	owner  *Transcript
+	prefix string
+}
+
+// worker is the log of worker id of the orchestrator tr logs: its lines
+// go into tr's log, marked with its id, from its start.
+func (tr *Transcript) worker(at time.Time, id, goal string) *Transcript {
+	if tr == nil {
+		return nil
+	}
+	w := &Transcript{f: tr.f, redact: tr.redact, owner: tr, prefix: "[worker " + id + "] "}
+	w.line(at, "started: %s", goal)
+	return w
 }
 
 // Message writes what the child added to its history: its text, its
@@ -190,6 +205,9 @@ func (tr *Transcript) End(at time.Time, r Result) {
 		line += ": " + r.Error
 	}
 	tr.line(at, "%s", line)
+	if tr.owner != nil {
+		return // the orchestrator's log: it closes it
+	}
 	tr.mu.Lock()
 	_ = tr.f.Close()
 	tr.mu.Unlock()
@@ -201,7 +219,11 @@ func (tr *Transcript) line(at time.Time, format string, args ...any) {
 		text = tr.redact(text)
 	}
 	text = strings.ReplaceAll(text, "\n", "\n    ")
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	_, _ = fmt.Fprintf(tr.f, "%s %s\n", at.UTC().Format(time.RFC3339), text)
+	mu := &tr.mu
+	if tr.owner != nil {
+		mu = &tr.owner.mu
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	_, _ = fmt.Fprintf(tr.f, "%s %s%s\n", at.UTC().Format(time.RFC3339), tr.prefix, text)
 }

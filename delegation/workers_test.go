@@ -2,6 +2,8 @@ package delegation_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,6 +20,7 @@ import (
 func TestOrchestratorsWorkersCountUnderTheProcessCap(t *testing.T) {
 	ctx := context.Background()
 	db := openStore(t)
+	dir := t.TempDir()
 	model := testkit.NewModelServer(t)
 	model.Script(
 		testkit.CallTools(testkit.ToolCall(delegation.ToolName, `{"tasks":[{"goal":"worker a"},{"goal":"worker b"}]}`)),
@@ -27,7 +30,7 @@ func TestOrchestratorsWorkersCountUnderTheProcessCap(t *testing.T) {
 	)
 	runner, spawner, ended := newRunner(t, db.Delegations(), delegation.SpawnerOptions{
 		Client: scriptedClient(t, model), Model: "m", OrchestratorEnabled: true, MaxDepth: 2,
-	}, nil, delegation.RunnerOptions{Max: 2})
+	}, nil, delegation.RunnerOptions{Max: 2, Transcripts: &delegation.Transcripts{Dir: dir}})
 	reg := tools.NewRegistry()
 	if err := reg.Register(delegation.Toolset, delegation.Tool(delegation.ToolOptions{
 		Store: db.Delegations(), Signals: db.Sessions(), Spawner: spawner, Runner: runner,
@@ -44,7 +47,8 @@ func TestOrchestratorsWorkersCountUnderTheProcessCap(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = runner.Shutdown(context.Background()) })
 	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), Runner: runner}
-	if _, err := svc.Start(ctx, delegation.Request{Conv: "api:orch", Goal: "lead", Role: delegation.RoleOrchestrator}); err != nil {
+	d, err := svc.Start(ctx, delegation.Request{Conv: "api:orch", Goal: "lead", Role: delegation.RoleOrchestrator})
+	if err != nil {
 		t.Fatal(err)
 	}
 	<-ended
@@ -59,5 +63,12 @@ func TestOrchestratorsWorkersCountUnderTheProcessCap(t *testing.T) {
 	ran := reqs[3].Messages[len(reqs[3].Messages)-1].Content
 	if !strings.Contains(ran, "worker c did it") {
 		t.Errorf("one worker answered %s, want its result", ran)
+	}
+	// The worker's work is in its orchestrator's transcript, marked.
+	log, err := os.ReadFile(filepath.Join(dir, d.ID, "task-0.log"))
+	for _, want := range []string{"started: worker c", "worker c did it", "ended completed"} {
+		if err != nil || !strings.Contains(string(log), "[worker sub_") || !strings.Contains(string(log), want) {
+			t.Errorf("the orchestrator's transcript %q (%v) lacks its worker's %q", log, err, want)
+		}
 	}
 }
