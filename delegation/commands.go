@@ -46,7 +46,44 @@ func RegisterCommands(cmds *sessions.Commands, opts CommandOptions) error {
 		}
 	}
 	cmds.AddStatus(c.status)
+	cmds.AddStop(c.stopping)
 	return nil
+}
+
+// stopping is what a /stop of conv stops beside its turn: its
+// sub-agents pending or running ("2 background sub-agents (sub_1,
+// sub_2)"), every one of which the conversation's stop interrupts.
+func (c commands) stopping(ctx context.Context, conv string) string {
+	ds, err := c.opts.Store.List(ctx, Query{Conv: conv, Active: true})
+	if err != nil {
+		return "its background sub-agents, if any (they could not be counted just now)"
+	}
+	return StoppingText(ds)
+}
+
+// StoppingText names the children of ds that are not terminal, for
+// /stop: "1 background sub-agent (sub_1)", "" for none.
+func StoppingText(ds []Delegation) string {
+	var ids []string
+	for _, d := range ds {
+		for _, ch := range d.Children {
+			if !ch.Status.Terminal() {
+				ids = append(ids, ch.ID)
+			}
+		}
+	}
+	switch len(ids) {
+	case 0:
+		return ""
+	case 1:
+		return "1 background sub-agent (" + ids[0] + ")"
+	}
+	const named = 5
+	list := strings.Join(ids[:min(len(ids), named)], ", ")
+	if len(ids) > named {
+		list += fmt.Sprintf(" and %d more", len(ids)-named)
+	}
+	return fmt.Sprintf("%d background sub-agents (%s)", len(ids), list)
 }
 
 // status is /status's line of background work: the conversation's
@@ -159,6 +196,14 @@ func AgentsText(ds []Delegation, now time.Time, stallQuiet time.Duration) string
 			if ch.Result != nil && ch.Result.Error != "" {
 				b.WriteString("\n     " + excerpt(ch.Result.Error, 200))
 			}
+			if ch.Status == StatusRunning {
+				for _, w := range p.Workers {
+					fmt.Fprintf(&b, "\n     └ worker %s %s — %s, %d API calls", w.ID, w.Status, excerpt(w.Goal, 60), w.APICalls)
+					if w.Status == StatusRunning && w.CurrentTool != "" {
+						b.WriteString(", in " + w.CurrentTool)
+					}
+				}
+			}
 			b.WriteString("\n")
 		}
 	}
@@ -269,6 +314,7 @@ func (c commands) dispatch(ctx context.Context, call *sessions.CommandCall, sour
 		return d, err
 	}
 	if c.opts.Runner != nil {
+		c.opts.Runner.Dispatched(d)
 		c.opts.Runner.Wake()
 	}
 	return d, nil

@@ -34,8 +34,12 @@ const (
 	StatusCompleted   Status = "completed"
 	StatusFailed      Status = "failed"
 	StatusInterrupted Status = "interrupted"
-	StatusTimedOut    Status = "timed_out"
-	StatusStalled     Status = "stalled"
+	// StatusCancelled: an operator cancelled it (the lifecycle API,
+	// herald delegations stop), where StatusInterrupted is a stop by its
+	// parent agent or its conversation (/stop, /new).
+	StatusCancelled Status = "cancelled"
+	StatusTimedOut  Status = "timed_out"
+	StatusStalled   Status = "stalled"
 	// StatusUnknown: the instance that ran it died before it recorded a
 	// result.
 	StatusUnknown Status = "unknown"
@@ -48,7 +52,7 @@ const (
 // Terminal reports whether s is an end: the child has its result.
 func (s Status) Terminal() bool {
 	switch s {
-	case StatusCompleted, StatusFailed, StatusInterrupted, StatusTimedOut, StatusStalled, StatusUnknown, StatusRejected:
+	case StatusCompleted, StatusFailed, StatusInterrupted, StatusCancelled, StatusTimedOut, StatusStalled, StatusUnknown, StatusRejected:
 		return true
 	}
 	return false
@@ -86,6 +90,19 @@ type Progress struct {
 	OutputTokens int       `json:"output_tokens,omitempty"`
 	// Model is the model its calls run on.
 	Model string `json:"model,omitempty"`
+	// Workers are, for an orchestrator, the workers its calls started,
+	// oldest first: they run inside its run, and are seen through it.
+	Workers []WorkerProgress `json:"workers,omitempty"`
+}
+
+// WorkerProgress is where one of an orchestrator's workers stands.
+type WorkerProgress struct {
+	ID          string `json:"id"` // sub_<hex>
+	Goal        string `json:"goal"`
+	Status      Status `json:"status"` // running, or how it ended
+	APICalls    int    `json:"api_calls"`
+	CurrentTool string `json:"current_tool,omitempty"`
+	Tokens      int    `json:"tokens,omitempty"`
 }
 
 // Child is one sub-agent.
@@ -132,22 +149,37 @@ type Delegation struct {
 }
 
 // Status is the delegation's own: running while a child is not
-// terminal, else the status its children share, or "completed" with
-// mixed ends ("failed" when none completed).
+// terminal, else the status its children share, or, with mixed ends,
+// "completed" when one completed; else "failed" when one failed (failed,
+// timed out, stalled), else the first of "cancelled", "interrupted",
+// "unknown" that one ended with: a delegation that was stopped, or whose
+// instance died, says so rather than that it failed.
 func (d Delegation) Status() Status {
-	completed := 0
+	seen := map[Status]bool{}
 	for _, c := range d.Children {
 		if !c.Status.Terminal() {
 			return StatusRunning
 		}
-		if c.Status == StatusCompleted {
-			completed++
-		}
+		seen[c.Status] = true
 	}
-	if completed == 0 && len(d.Children) > 0 {
+	switch {
+	case len(seen) == 0:
+		return StatusCompleted
+	case len(seen) == 1:
+		for s := range seen {
+			return s
+		}
+	case seen[StatusCompleted]:
+		return StatusCompleted
+	case seen[StatusFailed] || seen[StatusTimedOut] || seen[StatusStalled]:
 		return StatusFailed
 	}
-	return StatusCompleted
+	for _, s := range []Status{StatusCancelled, StatusInterrupted, StatusUnknown} {
+		if seen[s] {
+			return s
+		}
+	}
+	return StatusRejected
 }
 
 // Unit is the completion a child belongs to: "" for the whole

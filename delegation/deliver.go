@@ -258,29 +258,11 @@ func completionText(c Completion, share int) string {
 		fmt.Fprintf(&b, "[Background results: delegation %s, %s finished (%d of the delegation's %d sub-agents)]\n", c.Delegation, c.Unit, done, c.Total)
 	}
 	for _, r := range c.Results {
-		fmt.Fprintf(&b, "\n### Task %d (%s): %s\nstatus: %s", r.TaskIndex+1, r.SubagentID, excerpt(r.Goal, 300), r.Status)
-		if r.ExitReason != "" && r.ExitReason != "done" {
-			fmt.Fprintf(&b, ", exit: %s", r.ExitReason)
-		}
-		if r.Truncated {
-			b.WriteString(" (truncated)")
-		}
-		if r.SchemaValid != nil {
-			fmt.Fprintf(&b, ", schema_valid: %t", *r.SchemaValid)
-			if len(r.SchemaErrors) > 0 {
-				b.WriteString(" (" + strings.Join(r.SchemaErrors, "; ") + ")")
-			}
-		}
-		if r.Error != "" {
-			b.WriteString("\nerror: " + r.Error)
-		}
-		if r.FreeSlots != nil {
-			fmt.Fprintf(&b, "\nfree_slots: %d", *r.FreeSlots)
-		}
+		fmt.Fprintf(&b, "\n### Task %d (%s): %s\n", r.TaskIndex+1, r.SubagentID, excerpt(r.Goal, 300))
+		b.WriteString(ResultFacts(r))
 		if r.Summary != "" {
-			b.WriteString("\n\n" + cutBytes(r.Summary, share))
+			b.WriteString("\n" + cutBytes(r.Summary, share) + "\n")
 		}
-		b.WriteString("\n")
 	}
 	return b.String()
 }
@@ -295,4 +277,81 @@ func cutBytes(s string, n int) string {
 		n--
 	}
 	return s[:n] + "\n[summary cut so that every task's result fits in one message]"
+}
+
+// ResultFacts is what the parent needs to act on a child's result,
+// beside its summary, one fact a line: its status and exit reason, its
+// error, the timeout or stall that ended it, the worktree its changes
+// are in, and what it spent.
+func ResultFacts(r Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "status: %s", r.Status)
+	if r.ExitReason != "" {
+		fmt.Fprintf(&b, ", exit: %s", r.ExitReason)
+	}
+	if r.Truncated {
+		b.WriteString(" (truncated: it used its delegation.max_iterations model calls)")
+	}
+	if r.SchemaValid != nil {
+		fmt.Fprintf(&b, ", schema_valid: %t", *r.SchemaValid)
+		if len(r.SchemaErrors) > 0 {
+			b.WriteString(" (" + strings.Join(r.SchemaErrors, "; ") + ")")
+		}
+	}
+	if r.Error != "" {
+		b.WriteString("\nerror: " + r.Error)
+	}
+	if r.Status == StatusTimedOut {
+		fmt.Fprintf(&b, "\ntimeout: stopped after %d s; the limit is %d s (delegation.child_timeout_seconds), %s",
+			r.TimedOutAfterSeconds, r.TimeoutSeconds, strings.ReplaceAll(r.TimeoutPhase, "_", " "))
+	}
+	if r.Status == StatusStalled {
+		fmt.Fprintf(&b, "\nstall: no progress for %d s %s (threshold %d s), then %d s of grace to stop",
+			r.StalledAfterQuietSecs, strings.ReplaceAll(r.StallPhase, "_", " "), r.StallThresholdSeconds, r.StallGraceSeconds)
+	}
+	if r.RetryAfterSeconds > 0 {
+		fmt.Fprintf(&b, "\nretry_after: %d s (the model provider's)", r.RetryAfterSeconds)
+	}
+	if r.FreeSlots != nil {
+		fmt.Fprintf(&b, "\nfree_slots: %d", *r.FreeSlots)
+	}
+	if w := r.Worktree; w != nil {
+		b.WriteString("\nworktree: " + worktreeFacts(w))
+	}
+	if r.PendingSteer != "" {
+		b.WriteString("\nsteers that did not land: " + strings.ReplaceAll(r.PendingSteer, "\n", " / "))
+	}
+	fmt.Fprintf(&b, "\nspent: %d API calls, %s input and %s output tokens", r.APICalls, thousands(r.InputTokens), thousands(r.OutputTokens))
+	if r.Model != "" {
+		b.WriteString(" on " + r.Model)
+	}
+	if r.CostUSD != nil {
+		fmt.Fprintf(&b, ", $%.4f", *r.CostUSD)
+	}
+	fmt.Fprintf(&b, ", %s", time.Duration(r.DurationSeconds*float64(time.Second)).Round(time.Second))
+	b.WriteString("\n")
+	return b.String()
+}
+
+// worktreeFacts says where a child's changes are: the branch to merge,
+// or why there are none to merge.
+func worktreeFacts(w *Worktree) string {
+	switch {
+	case w.Skipped != "":
+		return "none (it worked in the shared workspace: " + w.Skipped + ")"
+	case w.Pruned:
+		return "removed with its branch " + w.Branch + ": it changed nothing"
+	}
+	var left []string
+	if w.Commits > 0 {
+		left = append(left, fmt.Sprintf("%d commits on branch %s", w.Commits, w.Branch))
+	} else {
+		left = append(left, "no commits on branch "+w.Branch)
+	}
+	if w.Dirty {
+		left = append(left, "uncommitted changes")
+	} else {
+		left = append(left, "nothing uncommitted")
+	}
+	return w.Path + " (kept: " + strings.Join(left, ", ") + "; merge or remove it)"
 }

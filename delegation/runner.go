@@ -77,6 +77,10 @@ type Runner struct {
 	// loop the stall monitor left running: each keeps its place under
 	// Max until the loop returns.
 	lingering int
+	// workers counts the places the workers of orchestrators running
+	// here hold: they run inside their orchestrator's run, and count
+	// under Max as any child does.
+	workers int
 	// passes counts the claim loop's passes, for tests to tell that
 	// one ran after what they did.
 	passes   int
@@ -126,6 +130,13 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// Dispatched makes the live transcripts of d's children, which this
+// instance dispatched, at once (Transcripts.Dispatched): they exist
+// from dispatch, whichever instance runs the children.
+func (r *Runner) Dispatched(d Delegation) {
+	r.opts.Transcripts.Dispatched(d, r.opts.Clock.Now())
 }
 
 // Wake makes the runner look for pending children now: a turn that
@@ -219,7 +230,7 @@ func (r *Runner) loop(ctx context.Context) {
 func (r *Runner) claim(ctx context.Context) {
 	for {
 		r.mu.Lock()
-		free := r.opts.Max - len(r.running) - r.lingering
+		free := r.opts.Max - len(r.running) - r.lingering - r.workers
 		stopping := r.stopping
 		r.mu.Unlock()
 		if free <= 0 || stopping || ctx.Err() != nil {
@@ -496,8 +507,8 @@ func (r *Runner) lost(c lease.Claim) {
 
 // HandleSignal takes the signals that reach this instance: a
 // conversation's stop (/stop, /new) interrupts every child of it that
-// runs here; delegation.stop and delegation.steer reach one child, only
-// within the conversation the signal names.
+// runs here; delegation.stop, delegation.cancel and delegation.steer
+// reach one child, only within the conversation the signal names.
 func (r *Runner) HandleSignal(s sessions.Signal) {
 	r.apply(s)
 	if s.Kind == sessions.SignalStop {
@@ -574,10 +585,11 @@ func (r *Runner) applyLocked(s sessions.Signal, only map[string]bool) bool {
 		}
 		switch {
 		case s.Kind == sessions.SignalStop:
-			rc.cancel(errors.New("stopped with the conversation (/stop or /new)"))
+			cause := byConversation
+			rc.cancel(&cause)
 			took = true
-		case s.Kind == SignalStop && s.Target == id:
-			rc.cancel(errors.New("stopped by its parent agent"))
+		case (s.Kind == SignalStop || s.Kind == SignalCancel) && s.Target == id:
+			rc.cancel(causeOf(s))
 			took = true
 		case s.Kind == SignalSteer && s.Target == id:
 			took = rc.live.Steer(s.Text)
@@ -587,12 +599,34 @@ func (r *Runner) applyLocked(s sessions.Signal, only map[string]bool) bool {
 }
 
 // Busy is how many of the runner's Max places are taken: its running
-// children, and those whose end is recorded but whose agent loop the
-// stall monitor left running.
+// children, the workers its orchestrators run, and the children whose
+// end is recorded but whose agent loop the stall monitor left running.
 func (r *Runner) Busy() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.running) + r.lingering
+	return len(r.running) + r.lingering + r.workers
+}
+
+// holdWorkers takes n of the runner's places for an orchestrator's
+// workers: all n, or none when fewer are free, and then it reports how
+// many are. Give them back with releaseWorkers.
+func (r *Runner) holdWorkers(n int) (free int, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	free = max(r.opts.Max-len(r.running)-r.lingering-r.workers, 0)
+	if n > free {
+		return free, false
+	}
+	r.workers += n
+	return free, true
+}
+
+// releaseWorkers gives back the places of n workers that ended.
+func (r *Runner) releaseWorkers(n int) {
+	r.mu.Lock()
+	r.workers -= n
+	r.mu.Unlock()
+	r.Wake()
 }
 
 // runs reports whether this instance runs child id.

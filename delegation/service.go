@@ -2,6 +2,7 @@ package delegation
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"time"
@@ -28,7 +29,11 @@ type Service struct {
 	// MaxChildren is delegation.max_concurrent_children; 0 means 10.
 	MaxChildren int
 	Independent bool // delegation.independent_completions
-	Clock       clock.Clock
+	// Cancelled is what a cancel through this service says in each
+	// child's result, naming who cancelled: "cancelled from the API",
+	// "cancelled by the operator"; "" says "cancelled".
+	Cancelled string
+	Clock     clock.Clock
 }
 
 // Request is a dispatch asked for outside a turn: Goal (with Context,
@@ -89,6 +94,7 @@ func (s *Service) Start(ctx context.Context, req Request) (Delegation, error) {
 		return Delegation{}, err
 	}
 	if s.Runner != nil {
+		s.Runner.Dispatched(d)
 		s.Runner.Wake()
 	}
 	return d, nil
@@ -111,8 +117,9 @@ func (s *Service) Get(ctx context.Context, id string) (Delegation, error) {
 
 // Cancel stops the delegation's children (Stopper): one not started yet
 // at once in the store, one that runs on this instance at once, any
-// other by a delegation.stop signal to whichever instance runs it. Each
-// ends interrupted and its partial result comes back with the others.
+// other by a delegation.cancel signal to whichever instance runs it.
+// Each ends cancelled, its result saying who cancelled it (Cancelled),
+// and its partial result comes back with the others.
 // It returns the delegation as it stood and the children the stop went
 // to; a delegation already ended is answered as it is. Errors:
 // NotFound, Unavailable.
@@ -124,8 +131,9 @@ func (s *Service) Cancel(ctx context.Context, id string) (Delegation, []string, 
 	}
 	var stopped []string
 	stop := Stopper{Store: s.Store, Signals: s.Signals, Runner: s.Runner}
+	cause := Cancelled(cmp.Or(s.Cancelled, "cancelled"))
 	for _, c := range d.Children {
-		ok, err := stop.Stop(ctx, d, c, "cancelled")
+		ok, err := stop.Stop(ctx, d, c, cause)
 		if err != nil {
 			return d, stopped, errs.Wrap(op, errs.Unavailable, err)
 		}

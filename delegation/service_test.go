@@ -2,7 +2,6 @@ package delegation_test
 
 import (
 	"context"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,26 +30,7 @@ func (m blockingModel) Complete(ctx context.Context, _ llm.Request) (*llm.Respon
 // tells of each completion an end made on ended.
 func startRunner(t *testing.T, st delegation.Store, model llm.Client) (*delegation.Runner, chan struct{}) {
 	t.Helper()
-	spawner := delegation.NewSpawner(delegation.SpawnerOptions{Client: model, Model: "m", Logger: slog.New(slog.DiscardHandler)})
-	set, err := tools.NewRegistry().Set(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spawner.SetTools(set)
-	ended := make(chan struct{}, 1)
-	runner, err := delegation.NewRunner(delegation.RunnerOptions{
-		Store: st, Spawner: spawner, Name: "here", Poll: time.Hour,
-		Ended:  func() { ended <- struct{}{} },
-		Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := runner.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = runner.Shutdown(context.Background()) })
-	return runner, ended
+	return runnerWith(t, st, delegation.SpawnerOptions{Client: model, Model: "m"}, nil, delegation.RunnerOptions{})
 }
 
 func openStore(t *testing.T) *sqlite.DB {
@@ -65,13 +45,13 @@ func openStore(t *testing.T) *sqlite.DB {
 
 // TestServiceCancelHere cancels a child that runs on this instance: the
 // runner stops it at once, no signal goes through the store, and it
-// ends interrupted.
+// ends cancelled, saying who cancelled it.
 func TestServiceCancelHere(t *testing.T) {
 	db := openStore(t)
 	ctx := context.Background()
 	model := blockingModel{started: make(chan struct{}, 1)}
 	runner, ended := startRunner(t, db.Delegations(), model)
-	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), Runner: runner, MaxChildren: 2}
+	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), Runner: runner, MaxChildren: 2, Cancelled: "cancelled from the API"}
 
 	d, err := svc.Start(ctx, delegation.Request{Conv: "api:demo", Origin: outbox.Target{Platform: "api", Chat: "demo"}, Goal: "wait"})
 	if err != nil {
@@ -91,8 +71,11 @@ func TestServiceCancelHere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := got.Children[0]; c.Status != delegation.StatusInterrupted || c.Result == nil || !strings.Contains(c.Result.Error, "stopped") {
-		t.Errorf("the child ended %s (%+v), want interrupted by the stop", c.Status, c.Result)
+	if c := got.Children[0]; c.Status != delegation.StatusCancelled || c.Result == nil || c.Result.Error != "cancelled from the API" {
+		t.Errorf("the child ended %s (%+v), want cancelled from the API", c.Status, c.Result)
+	}
+	if got.Status() != delegation.StatusCancelled {
+		t.Errorf("the delegation's status is %s, want cancelled", got.Status())
 	}
 	if sigs, _, _ := db.Sessions().SignalsAfter(ctx, from, 10); len(sigs) != 0 {
 		t.Errorf("a stop applied here also sent %v", sigs)

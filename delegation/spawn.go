@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -170,6 +171,10 @@ type Live struct {
 	given    int   // the steers taken into steer, landed or not
 	closed   bool  // the child ended: no steer is taken any more
 	parent   *Live // the orchestrator this worker reports to, if any
+	// workers are the workers this orchestrator started, and how those
+	// that ended ended (by id).
+	workers []*Live
+	ended   map[string]Status
 	// loops are the child's agent loops (its run, a correction round);
 	// behind is set when the stall monitor left one running past the
 	// grace: the run has its result, but the loop still holds a model
@@ -190,11 +195,31 @@ func newLive(c Child, conv string, now time.Time) *Live {
 	return &Live{Child: c, Conv: conv, steer: make(chan string, MaxSteers), progress: Progress{LastActivity: now}}
 }
 
-// Progress returns what the child last reported.
+// Progress returns what the child last reported, with its workers'.
 func (l *Live) Progress() Progress {
 	l.mu.Lock()
+	p, workers, ended := l.progress, slices.Clone(l.workers), maps.Clone(l.ended)
+	l.mu.Unlock()
+	for _, w := range workers {
+		wp := w.Progress()
+		status, done := ended[w.Child.ID]
+		if !done {
+			status = StatusRunning
+		}
+		p.Workers = append(p.Workers, WorkerProgress{ID: w.Child.ID, Goal: excerpt(w.Child.Goal, 200), Status: status,
+			APICalls: wp.APICalls, CurrentTool: wp.CurrentTool, Tokens: wp.InputTokens + wp.OutputTokens})
+	}
+	return p
+}
+
+// workerEnded records how worker w of this orchestrator ended.
+func (l *Live) workerEnded(w *Live, s Status) {
+	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.progress
+	if l.ended == nil {
+		l.ended = map[string]Status{}
+	}
+	l.ended[w.Child.ID] = s
 }
 
 func (l *Live) update(f func(p *Progress)) {
@@ -222,10 +247,17 @@ type liveKey struct{}
 // the workers an orchestrator starts work in it.
 type workspaceKey struct{}
 
-// worker is the Live of a worker an orchestrator's call starts in ctx.
+// worker is the Live of a worker an orchestrator's call starts in ctx,
+// listed among its orchestrator's workers.
 func worker(ctx context.Context, c Child, now time.Time) *Live {
 	l := newLive(c, "", now)
 	l.parent, _ = ctx.Value(liveKey{}).(*Live)
+	if l.parent != nil {
+		l.transcript = l.parent.transcript.worker(now, c.ID, c.Goal)
+		l.parent.mu.Lock()
+		l.parent.workers = append(l.parent.workers, l)
+		l.parent.mu.Unlock()
+	}
 	return l
 }
 
@@ -383,6 +415,10 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 	case runErr != nil:
 		res.Status, res.ExitReason = StatusInterrupted, "interrupted"
 		res.Error = "interrupted: " + causeText(context.Cause(ctx))
+		var stop *StopCause
+		if errors.As(context.Cause(ctx), &stop) && stop.Status == StatusCancelled {
+			res.Status, res.ExitReason, res.Error = StatusCancelled, "cancelled", stop.Why
+		}
 	case out.End == sessions.TurnModelError:
 		res.Status, res.ExitReason = StatusFailed, "model_error"
 		res.Error = llm.UserMessage(out.Err)

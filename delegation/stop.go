@@ -7,6 +7,56 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
+// StopCause is why a child is stopped, and so how it ends: its parent
+// agent or its conversation interrupt it (StatusInterrupted), an
+// operator cancels it (StatusCancelled, from the lifecycle API or
+// herald delegations stop). A running child's context ends with it as
+// its cause; its result says Why.
+type StopCause struct {
+	Status Status
+	Why    string
+}
+
+func (c *StopCause) Error() string { return c.Why }
+
+// Causes of a stop the package gives itself.
+var (
+	byParent       = StopCause{Status: StatusInterrupted, Why: "stopped by its parent agent"}
+	byConversation = StopCause{Status: StatusInterrupted, Why: "stopped with the conversation (/stop or /new)"}
+)
+
+// Interrupted is the cause of a stop that interrupts a child: why, in
+// its result.
+func Interrupted(why string) StopCause { return StopCause{Status: StatusInterrupted, Why: why} }
+
+// Cancelled is the cause of an operator's cancel: why ("cancelled from
+// the API", "cancelled by the operator"), in its result.
+func Cancelled(why string) StopCause { return StopCause{Status: StatusCancelled, Why: why} }
+
+// signal is the delegation signal that brings cause to child id of
+// conv on the instance running it: delegation.cancel for a cancel,
+// delegation.stop for an interruption, with why as its text.
+func (c StopCause) signal(conv, id string) sessions.Signal {
+	kind := SignalStop
+	if c.Status == StatusCancelled {
+		kind = SignalCancel
+	}
+	return sessions.Signal{Conv: conv, Kind: kind, Target: id, Text: c.Why}
+}
+
+// causeOf is the cause a delegation.stop or delegation.cancel signal
+// carries (a stop from an instance that wrote no text is its parent's).
+func causeOf(s sessions.Signal) *StopCause {
+	c := byParent
+	if s.Kind == SignalCancel {
+		c = Cancelled("cancelled")
+	}
+	if s.Text != "" {
+		c.Why = s.Text
+	}
+	return &c
+}
+
 // Stopper stops children wherever they are: one pending (claimed by no
 // instance yet) is ended at once in the store, one running here is
 // stopped at once, and one running elsewhere gets the stop through the
@@ -18,15 +68,19 @@ type Stopper struct {
 }
 
 // Stop stops child c of delegation d (its conversation scopes the
-// signal), saying why in the result of a child that had not started.
-// It reports whether c was not terminal. Errors: Unavailable.
-func (s Stopper) Stop(ctx context.Context, d Delegation, c Child, why string) (bool, error) {
+// signal) for cause, which its result says. It reports whether c was not
+// terminal. Errors: Unavailable.
+func (s Stopper) Stop(ctx context.Context, d Delegation, c Child, cause StopCause) (bool, error) {
 	const op = "delegation.Stop"
 	switch {
 	case c.Status.Terminal():
 		return false, nil
 	case c.Status == StatusPending:
-		stopped, comp, err := s.Store.StopPending(ctx, c.ID, Result{Status: StatusInterrupted, ExitReason: "interrupted", Error: "interrupted before it started: " + why})
+		r := Result{Status: cause.Status, ExitReason: string(cause.Status), Error: "interrupted before it started: " + cause.Why}
+		if cause.Status == StatusCancelled {
+			r.Error = cause.Why + " before it started"
+		}
+		stopped, comp, err := s.Store.StopPending(ctx, c.ID, r)
 		if err != nil {
 			return false, errs.Wrap(op, errs.Unavailable, err)
 		}
@@ -39,7 +93,7 @@ func (s Stopper) Stop(ctx context.Context, d Delegation, c Child, why string) (b
 		// Claimed since it was read: it runs now, and the stop goes to
 		// whoever runs it.
 	}
-	sig := sessions.Signal{Conv: d.Conv, Kind: SignalStop, Target: c.ID}
+	sig := cause.signal(d.Conv, c.ID)
 	if s.Runner != nil && s.Runner.apply(sig) {
 		return true, nil
 	}

@@ -27,6 +27,8 @@ const Toolset = "delegation"
 const (
 	SignalStop  sessions.SignalKind = "delegation.stop"
 	SignalSteer sessions.SignalKind = "delegation.steer"
+	// SignalCancel is an operator's cancel: the child ends cancelled.
+	SignalCancel sessions.SignalKind = "delegation.cancel"
 )
 
 const toolSchema = `{
@@ -124,6 +126,20 @@ func (h *toolHandler) handle(ctx context.Context, turn *tools.Turn, a toolArgs) 
 		return tools.Result{}, err
 	}
 	if depth := DepthOf(ctx); depth > 0 {
+		if r := h.opts.Runner; r != nil {
+			// The workers run here, inside the orchestrator's run: they
+			// take places under delegation.process_max_children as any
+			// child does, or none start.
+			free, ok := r.holdWorkers(len(tasks))
+			if !ok {
+				return tools.JSON(map[string]any{
+					"status":     "rejected",
+					"error":      fmt.Sprintf("this instance runs as many sub-agents as it may (delegation.process_max_children is %d): %d free for %d workers; nothing was started. Do the work yourself, or send fewer tasks.", r.opts.Max, free, len(tasks)),
+					"free_slots": free,
+				}), nil
+			}
+			defer r.releaseWorkers(len(tasks))
+		}
 		return h.orchestrate(ctx, depth, tasks)
 	}
 	return h.dispatch(ctx, turn, tasks)
@@ -243,7 +259,12 @@ func (h *toolHandler) orchestrate(ctx context.Context, depth int, tasks []taskAr
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = h.opts.Spawner.Run(ctx, c, depth+1, worker(ctx, c, h.opts.Spawner.opts.Clock.Now()))
+			l := worker(ctx, c, h.opts.Spawner.opts.Clock.Now())
+			results[i] = h.opts.Spawner.Run(ctx, c, depth+1, l)
+			l.transcript.End(h.opts.Spawner.opts.Clock.Now(), results[i])
+			if l.parent != nil {
+				l.parent.workerEnded(l, results[i].Status)
+			}
 		}()
 	}
 	wg.Wait()
@@ -308,7 +329,7 @@ func (h *toolHandler) control(ctx context.Context, turn *tools.Turn, a toolArgs)
 		return tools.JSON(map[string]string{"status": "steered", "subagent_id": id, "note": "it lands after the sub-agent's next tool result; if it finishes first, its result says the steer did not land"}), nil
 	case "stop":
 		stop := Stopper{Store: h.opts.Store, Signals: h.opts.Signals, Runner: h.opts.Runner}
-		if _, err := stop.Stop(ctx, d, c, "stopped by its parent agent"); err != nil {
+		if _, err := stop.Stop(ctx, d, c, byParent); err != nil {
 			return tools.Result{}, errs.E(op, errs.Unavailable, "could not reach sub-agent %s (%v); try again", id, err)
 		}
 		return tools.JSON(map[string]string{"status": "stopping", "subagent_id": id, "note": "it stops at its next step; its partial result comes back as a message"}), nil

@@ -79,6 +79,33 @@ func (t *Transcripts) Open(d Delegation, c Child, now time.Time) *Transcript {
 	return tr
 }
 
+// Dispatched makes the transcripts of d's children as it is dispatched,
+// before any instance runs them: the delegation's manifest and, for
+// each child, its log with a first line saying it waits to start, so
+// the paths delegate_task and list answer are there at once. The
+// instance that runs a child appends to its log (Open).
+func (t *Transcripts) Dispatched(d Delegation, now time.Time) {
+	if t == nil || t.Dir == "" {
+		return
+	}
+	dir := filepath.Join(t.Dir, d.ID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return
+	}
+	if _, done := t.manifests.LoadOrStore(d.ID, struct{}{}); !done {
+		t.writeManifest(dir, d)
+	}
+	for _, c := range d.Children {
+		f, err := os.OpenFile(t.Path(d.ID, c.Index), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			continue // made already: a redelivered dispatch, or its run began
+		}
+		tr := &Transcript{f: f, redact: t.redact}
+		tr.line(now, "dispatched %s: %s (waiting for an instance to start it)", c.ID, c.Goal)
+		_ = f.Close()
+	}
+}
+
 // writeManifest writes dir/manifest.json for d, whole: a second
 // instance running other children of d writes the same list.
 func (t *Transcripts) writeManifest(dir string, d Delegation) {
@@ -130,6 +157,21 @@ type Transcript struct {
 	mu     sync.Mutex
 	f      *os.File
 	redact func(string) string
+	// owner, for an orchestrator's worker, is its orchestrator's log,
+	// which the worker's lines go into, each marked with prefix.
+	owner  *Transcript
+	prefix string
+}
+
+// worker is the log of worker id of the orchestrator tr logs: its lines
+// go into tr's log, marked with its id, from its start.
+func (tr *Transcript) worker(at time.Time, id, goal string) *Transcript {
+	if tr == nil {
+		return nil
+	}
+	w := &Transcript{f: tr.f, redact: tr.redact, owner: tr, prefix: "[worker " + id + "] "}
+	w.line(at, "started: %s", goal)
+	return w
 }
 
 // Message writes what the child added to its history: its text, its
@@ -163,6 +205,9 @@ func (tr *Transcript) End(at time.Time, r Result) {
 		line += ": " + r.Error
 	}
 	tr.line(at, "%s", line)
+	if tr.owner != nil {
+		return // the orchestrator's log: it closes it
+	}
 	tr.mu.Lock()
 	_ = tr.f.Close()
 	tr.mu.Unlock()
@@ -174,7 +219,11 @@ func (tr *Transcript) line(at time.Time, format string, args ...any) {
 		text = tr.redact(text)
 	}
 	text = strings.ReplaceAll(text, "\n", "\n    ")
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	_, _ = fmt.Fprintf(tr.f, "%s %s\n", at.UTC().Format(time.RFC3339), text)
+	mu := &tr.mu
+	if tr.owner != nil {
+		mu = &tr.owner.mu
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	_, _ = fmt.Fprintf(tr.f, "%s %s%s\n", at.UTC().Format(time.RFC3339), tr.prefix, text)
 }

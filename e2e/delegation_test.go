@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/testkit"
@@ -393,11 +394,20 @@ func TestStopInterruptsChildrenAndGrandchildren(t *testing.T) {
 	})
 	cfg := baseConfig(t, model)
 	cfg.Delegation.MaxSpawnDepth = 2
+	cfg.Delegation.OwnerTTL = 3 * time.Second // progress recorded every second
 	gw := startInProcess(t, cfg)
 	api := gw.api()
 	api.mustPost(t, "gc", "go")
 	api.waitTimeline(t, "gc", 1)
 	eventually(t, waitReply, func() (bool, string) { return held.Waiting() == 1, "the grandchild never started" })
+	// The orchestrator's worker is seen through it.
+	eventually(t, waitReply, func() (bool, string) {
+		api.mustPost(t, "gc", "/agents")
+		items, _ := api.timeline("gc")
+		cmds := texts(ofKind(items, kindCommand))
+		return slices.ContainsFunc(cmds, func(a string) bool { return strings.Contains(a, "running — grandchild work") }),
+			fmt.Sprintf("/agents answered %q", cmds)
+	})
 	api.mustPost(t, "gc", "/stop")
 	eventually(t, waitReply, func() (bool, string) { return held.Waiting() == 0, "the grandchild still runs after /stop" })
 	eventually(t, waitReply, func() (bool, string) {
@@ -545,4 +555,26 @@ func TestStoppedTurnsDispatchIsStopped(t *testing.T) {
 		return n == 1 && strings.Contains(text, "status: interrupted"), "no interrupted completion: " + text
 	})
 	eventually(t, waitReply, func() (bool, string) { return held.Waiting() == 0, "something still runs after /stop" })
+}
+
+// TestStopSaysWhatItStops: /stop in a conversation whose turn has
+// ended but whose sub-agent runs says it stops the sub-agent (not that
+// nothing runs), and it does.
+func TestStopSaysWhatItStops(t *testing.T) {
+	t.Parallel()
+	model, held, _, api := heldChildren(t, []string{"slow one"}, nil)
+	api.mustPost(t, "sw", askDelegate)
+	ids := dispatched(t, texts(ofKind(api.waitTimeline(t, "sw", 1), kindReply))[0])
+	eventually(t, waitReply, func() (bool, string) { return held.Waiting() == 1, "the slow child never started" })
+	api.mustPost(t, "sw", "/stop")
+	want := "No turn is running; stopping 1 background sub-agent (" + ids[0] + ")."
+	eventually(t, waitReply, func() (bool, string) {
+		items, _ := api.timeline("sw")
+		cmds := texts(ofKind(items, kindCommand))
+		return slices.Contains(cmds, want), fmt.Sprintf("/stop answered %q, want %q", cmds, want)
+	})
+	eventually(t, waitReply, func() (bool, string) {
+		text, n := completionOf(model)
+		return n == 1 && strings.Contains(text, "status: interrupted"), "no interrupted completion: " + text
+	})
 }

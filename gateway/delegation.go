@@ -129,6 +129,7 @@ func (p *delegationParts) committed(c sessions.Committed) {
 		if !ok {
 			continue
 		}
+		p.runner.Dispatched(d.Delegation)
 		if c.Stopped {
 			p.stopDispatch(d.Delegation)
 			continue
@@ -145,7 +146,7 @@ func (p *delegationParts) stopDispatch(d delegation.Delegation) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, c := range d.Children {
-		if _, err := p.stopper.Stop(ctx, d, c, "the turn that dispatched it was stopped"); err != nil {
+		if _, err := p.stopper.Stop(ctx, d, c, delegation.Interrupted("the turn that dispatched it was stopped")); err != nil {
 			p.log.Warn("stopping a stopped turn's sub-agent failed; it runs", "subagent", c.ID, "err", err)
 		}
 	}

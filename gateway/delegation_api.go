@@ -15,6 +15,7 @@ func (g *Gateway) delegationService(p *delegationParts) *delegation.Service {
 		Meta:        g.db.Sessions().Meta,
 		MaxChildren: g.cfg.Delegation.MaxConcurrentChildren,
 		Independent: g.cfg.Delegation.IndependentCompletions,
+		Cancelled:   "cancelled from the API",
 		Clock:       g.clock,
 	}
 }

@@ -47,6 +47,7 @@ type Commands struct {
 	byName map[string]*Command // names and aliases
 	order  []string            // names in registration order, for /help
 	status []StatusFunc
+	stops  []StopFunc
 }
 
 // StatusFunc is another part's line in /status for a conversation (its
@@ -61,15 +62,41 @@ func (c *Commands) AddStatus(f StatusFunc) {
 	c.mu.Unlock()
 }
 
+// StopFunc is what else than the running turn a /stop of a
+// conversation stops, said by the part that runs it ("2 background
+// sub-agents (sub_1, sub_2)"); "" for nothing. It must answer quickly:
+// /stop is answered at once.
+type StopFunc func(ctx context.Context, conv string) string
+
+// AddStop adds f's part to every /stop answer, after the turn's.
+func (c *Commands) AddStop(f StopFunc) {
+	c.mu.Lock()
+	c.stops = append(c.stops, f)
+	c.mu.Unlock()
+}
+
+// stopParts are the parts the added StopFuncs give for conv.
+func (c *Commands) stopParts(ctx context.Context, conv string) []string {
+	c.mu.RLock()
+	fs := slices.Clone(c.stops)
+	c.mu.RUnlock()
+	return said(ctx, conv, fs)
+}
+
 // statusLines are the lines the added StatusFuncs give for conv.
 func (c *Commands) statusLines(ctx context.Context, conv string) []string {
 	c.mu.RLock()
 	fs := slices.Clone(c.status)
 	c.mu.RUnlock()
+	return said(ctx, conv, fs)
+}
+
+// said is what fs say of conv, leaving out those that say nothing.
+func said[F ~func(context.Context, string) string](ctx context.Context, conv string, fs []F) []string {
 	var out []string
 	for _, f := range fs {
-		if line := f(ctx, conv); line != "" {
-			out = append(out, line)
+		if text := f(ctx, conv); text != "" {
+			out = append(out, text)
 		}
 	}
 	return out

@@ -78,10 +78,19 @@ func cmdStop(ctx context.Context, c *CommandCall) error {
 	r := c.Router
 	rt, running := r.runningTurn(ctx, c.In.Conv)
 	// The answer goes first so that it comes before the stopped turn's
-	// own "Stopped.".
-	answer := "Nothing is running."
-	if running {
+	// own "Stopped.". It names what the stop reaches: the turn, and
+	// what other parts run for the conversation (its sub-agents).
+	others := strings.Join(r.commands.stopParts(ctx, c.In.Conv), " and ")
+	var answer string
+	switch {
+	case running && others != "":
+		answer = "Stopping the running turn" + rt.describe(r.clock.Now()) + " and " + others + "."
+	case running:
 		answer = "Stopping the running turn" + rt.describe(r.clock.Now()) + "."
+	case others != "":
+		answer = "No turn is running; stopping " + others + "."
+	default:
+		answer = "Nothing is running."
 	}
 	if err := c.Reply(ctx, answer); err != nil || c.Redelivered() {
 		// A redelivered /stop was answered, and its stop sent, the first

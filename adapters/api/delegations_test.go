@@ -368,8 +368,8 @@ func TestDelegationCancel(t *testing.T) {
 	}
 	var targets []string
 	for _, s := range sigs {
-		if s.Kind != delegation.SignalStop || s.Conv != "api:demo" {
-			t.Errorf("signal %+v, want delegation.stop for api:demo", s)
+		if s.Kind != delegation.SignalCancel || s.Conv != "api:demo" {
+			t.Errorf("signal %+v, want delegation.cancel for api:demo", s)
 		}
 		targets = append(targets, s.Target)
 	}

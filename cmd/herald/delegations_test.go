@@ -109,8 +109,9 @@ func TestDelegationsCommands(t *testing.T) {
 				t.Errorf("stop printed %q, want the running one and the one not started stopped", out)
 			}
 			sigs := signalsAfter(t, env, s.cursor)
-			if len(sigs) != 1 || sigs[0].Kind != delegation.SignalStop || sigs[0].Target != s.runningChild || sigs[0].Conv != "telegram:1" {
-				t.Errorf("stop sent %+v, want one delegation.stop to %s in telegram:1", sigs, s.runningChild)
+			if len(sigs) != 1 || sigs[0].Kind != delegation.SignalCancel || sigs[0].Target != s.runningChild || sigs[0].Conv != "telegram:1" ||
+				sigs[0].Text != "cancelled by the operator" {
+				t.Errorf("stop sent %+v, want one delegation.cancel by the operator to %s in telegram:1", sigs, s.runningChild)
 			}
 
 			h = newHerald(env)

@@ -586,7 +586,10 @@ func runChildRenew(t *testing.T, b Backend) {
 	c0, c1 := g.Children[0].ID, g.Children[1].ID
 
 	f.clk.Advance(ttl / 2)
-	p := delegation.Progress{APICalls: 3, CurrentTool: "web_search", LastActivity: f.clk.Now(), InputTokens: 100, OutputTokens: 20}
+	// An orchestrator's progress carries its workers', which run inside
+	// its run: they are seen through it.
+	p := delegation.Progress{APICalls: 3, CurrentTool: "web_search", LastActivity: f.clk.Now(), InputTokens: 100, OutputTokens: 20,
+		Workers: []delegation.WorkerProgress{{ID: "sub_w1", Goal: "look", Status: delegation.StatusRunning, APICalls: 1, CurrentTool: "read_file", Tokens: 7}}}
 	held, err := f.dlg().Renew(f.ctx, claims, ttl, map[string]delegation.Progress{c0: p})
 	if err != nil {
 		t.Fatalf("Renew: %v", err)
@@ -606,7 +609,7 @@ func runChildRenew(t *testing.T, b Backend) {
 	if !got.OwnerExpires.Equal(renewedAt.Add(ttl)) || got.Status != delegation.StatusRunning {
 		t.Errorf("child after Renew: %s, owner expires %v; want running until %v", got.Status, got.OwnerExpires, renewedAt.Add(ttl))
 	}
-	if got := f.child(c1); got.Progress != (delegation.Progress{}) {
+	if got := f.child(c1); !cmp.Equal(got.Progress, delegation.Progress{}) {
 		t.Errorf("progress of the child Renew was given none for = %+v, want none", got.Progress)
 	}
 

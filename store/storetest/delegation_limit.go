@@ -114,8 +114,8 @@ func runDispatchLimit(t *testing.T, b Backend) {
 			}
 			results = append(results, want)
 		}
-		if s := got.Status(); s != delegation.StatusFailed {
-			t.Errorf("delegation status %s, want failed (none completed)", s)
+		if s := got.Status(); s != delegation.StatusRejected {
+			t.Errorf("delegation status %s, want rejected (the status its children share)", s)
 		}
 		cmps := f.completionsOf(g.ID)
 		if len(cmps) != 1 {
