@@ -401,6 +401,17 @@ CREATE INDEX pool_convs_used ON pool_convs (used_at);
 	`
 ALTER TABLE outbox_workers ADD COLUMN ttl INTEGER NOT NULL DEFAULT 0;
 `,
+	// 20 → 21: the worker a message waits for (waits_for): set when a
+	// claim finds it behind an earlier message that worker holds, cleared
+	// when that one is settled. A message that waits leaves outbox_due, so
+	// that a backlog behind one claim does not fill every claim's read;
+	// outbox_waiting finds it for the worker it waits for.
+	`
+ALTER TABLE outbox ADD COLUMN waits_for TEXT NOT NULL DEFAULT '';
+DROP INDEX outbox_due;
+CREATE INDEX outbox_due ON outbox (platform, next_attempt) WHERE state <> 'dead' AND waits_for = '';
+CREATE INDEX outbox_waiting ON outbox (waits_for, id) WHERE waits_for <> '';
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs
