@@ -3,6 +3,8 @@ package adapters
 import (
 	"log/slog"
 	"strings"
+
+	"github.com/heraldgw/herald/sessions"
 )
 
 // Access is who an adapter serves: its platform's allow-list, or every
@@ -80,4 +82,29 @@ func GroupConv(scope, base string, inThread bool, userID string) string {
 		return base
 	}
 	return base + ":user:" + userID
+}
+
+// ChannelUser names user in the group channel whose key is channel
+// (without a thread), whatever the session scope: a message there or in
+// one of its threads carries it in sessions.MetaChannelUser, so that a
+// command typed in the channel can act on the user's latest conversation
+// there (sessions.MetaLatest).
+func ChannelUser(channel, userID string) string {
+	return channel + ":user:" + userID
+}
+
+// SetChannelUser marks in as a message of user in the group channel
+// whose key is channel; latest asks, for a command typed in the channel
+// itself, that it act on the user's latest conversation there.
+func SetChannelUser(in *sessions.Inbound, channel, userID string, latest bool) {
+	if userID == "" {
+		return
+	}
+	if in.Meta == nil {
+		in.Meta = map[string]string{}
+	}
+	in.Meta[sessions.MetaChannelUser] = ChannelUser(channel, userID)
+	if latest {
+		in.Meta[sessions.MetaLatest] = "1"
+	}
 }

@@ -338,9 +338,14 @@ const LoopIntervalFloor = 5 * time.Second
 
 // Heartbeat configures /heartbeat.
 type Heartbeat struct {
-	// MinInterval is the least interval a heartbeat may have.
+	// MinInterval is the least interval a heartbeat may have; at least
+	// HeartbeatIntervalFloor.
 	MinInterval time.Duration `yaml:"min_interval"`
 }
+
+// HeartbeatIntervalFloor is the least heartbeat.min_interval may be: a
+// heartbeat runs a whole turn of the model each time.
+const HeartbeatIntervalFloor = 60 * time.Second
 
 // Kanban configures the boards' dispatcher and its lanes.
 type Kanban struct {

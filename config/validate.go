@@ -118,7 +118,9 @@ func (c Config) problems() Problems {
 	if c.Loop.MaxTicks < 0 {
 		v.add("loop.max_ticks", "is %d; 0 is no cap, and it may not be negative", c.Loop.MaxTicks)
 	}
-	v.positiveDuration("heartbeat.min_interval", c.Heartbeat.MinInterval)
+	if c.Heartbeat.MinInterval < HeartbeatIntervalFloor {
+		v.add("heartbeat.min_interval", "is %s; it may not be below %s", c.Heartbeat.MinInterval, HeartbeatIntervalFloor)
+	}
 	c.Cron.check(&v)
 	c.Kanban.check(&v)
 	for _, h := range []struct{ platform, home string }{

@@ -66,11 +66,19 @@ func TestValidate(t *testing.T) {
 				{Key: "goal.max_turns", Msg: "must be positive, got 0"},
 				{Key: "loop.min_interval", Msg: "is 1s; it may not be below 5s"},
 				{Key: "loop.max_ticks", Msg: "is -1; 0 is no cap, and it may not be negative"},
-				{Key: "heartbeat.min_interval", Msg: "must be positive, got 0s"},
+				{Key: "heartbeat.min_interval", Msg: "is 0s; it may not be below 1m0s"},
 			},
 		},
 		{desc: "a loop at the floor and with no tick cap", change: func(c *config.Config) {
 			c.Loop.MinInterval, c.Loop.MaxTicks = 5*time.Second, 0
+		}},
+		{
+			desc:   "a heartbeat interval under its floor",
+			change: func(c *config.Config) { c.Heartbeat.MinInterval = 30 * time.Second },
+			want:   config.Problems{{Key: "heartbeat.min_interval", Msg: "is 30s; it may not be below 1m0s"}},
+		},
+		{desc: "a heartbeat interval at its floor", change: func(c *config.Config) {
+			c.Heartbeat.MinInterval = 60 * time.Second
 		}},
 		{desc: "kanban lanes that run commands", change: func(c *config.Config) {
 			c.Kanban.DefaultAssignee = "coder"

@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,7 +12,8 @@ import (
 )
 
 // DefaultHeartbeatMinInterval is the least a heartbeat's interval may be
-// (heartbeat.min_interval).
+// (heartbeat.min_interval), and the floor of that setting: a heartbeat
+// runs a whole turn of the model each time.
 const DefaultHeartbeatMinInterval = 60 * time.Second
 
 // DefaultHeartbeatPrompt is what a heartbeat asks when /heartbeat names
@@ -77,11 +77,11 @@ func (h Heartbeat) Due(now time.Time) time.Time {
 // Heartbeats keeps the conversations' heartbeats in Store.
 type Heartbeats struct {
 	Store       Store
-	MinInterval time.Duration // heartbeat.min_interval; 0: DefaultHeartbeatMinInterval
+	MinInterval time.Duration // heartbeat.min_interval; below DefaultHeartbeatMinInterval (0 too): that
 }
 
 func (hs *Heartbeats) minInterval() time.Duration {
-	return cmp.Or(hs.MinInterval, DefaultHeartbeatMinInterval)
+	return max(hs.MinInterval, DefaultHeartbeatMinInterval)
 }
 
 // Set gives conv heartbeat h, in place of any it had, anchored at now:

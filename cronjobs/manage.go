@@ -45,7 +45,10 @@ type Spec struct {
 // and the HTTP API: each change is checked here, the same way for all,
 // and written with Store.UpdateJob so none undoes another's.
 type Manager struct {
-	Store   Store
+	Store Store
+	// Outputs is where the runs' outputs are kept: a removed job's go
+	// with it. A zero Dir keeps none to remove.
+	Outputs Outputs
 	Targets Targets
 	// Timezone is the zone of a schedule without one (cron.timezone).
 	Timezone string
@@ -249,16 +252,25 @@ const onceSlack = 120 * time.Second
 
 // RunNow asks for the job id to fire now, once, besides its schedule,
 // through the same claim as a scheduled fire: whichever instance claims
-// it runs it. Errors: NotFound.
+// it runs it. A second request before the first fired asks for nothing
+// more: it is refused, saying one is requested. Errors: NotFound,
+// Conflict (a run is requested already).
 func (m Manager) RunNow(ctx context.Context, id string) (Job, error) {
+	const op = "cronjobs.RunNow"
 	return m.change(ctx, id, func(j *Job) error {
+		if !j.RunRequestedAt.IsZero() {
+			return errs.E(op, errs.Conflict, "a run of job %s is requested already (at %s) and has not started yet; it runs once",
+				j.ID, j.RunRequestedAt.UTC().Format(time.RFC3339))
+		}
 		j.RunRequestedAt = m.now()
 		return nil
 	})
 }
 
-// Remove removes the job id. Errors: NotFound.
+// Remove removes the job id, and its runs' outputs with it.
+// Errors: NotFound.
 func (m Manager) Remove(ctx context.Context, id string) (Job, error) {
+	const op = "cronjobs.Remove"
 	j, err := Find(ctx, m.Store, id)
 	if err != nil {
 		return Job{}, err
@@ -267,6 +279,11 @@ func (m Manager) Remove(ctx context.Context, id string) (Job, error) {
 		return Job{}, err
 	}
 	m.changed()
+	if m.Outputs.Dir != "" {
+		if err := m.Outputs.Remove(j.ID); err != nil {
+			return j, errs.E(op, errs.Internal, "job %s is removed, but its outputs are not: %v", j.ID, err)
+		}
+	}
 	return j, nil
 }
 

@@ -78,16 +78,8 @@ func (g *Gateway) buildControllers(commands *sessions.Commands, agent sessions.T
 		Once:   g.db.Once(),
 		Inbox:  lateInbox{g: g},
 		Outbox: notifyingOutbox{Store: g.db.Outbox(), notify: func() { g.delivery.Notify() }},
-		Busy: func(ctx context.Context, conv string) bool {
-			if _, ok := g.turns.RunningTurn(conv); ok {
-				return true
-			}
-			// Unread, it is taken as idle: the tick's turn looks
-			// again when it starts.
-			meta, err := g.db.Sessions().Meta(ctx, conv)
-			return err == nil && meta[sessions.ConvMetaTurn] != ""
-		},
-		Ended: ended,
+		Busy:   g.convBusy,
+		Ended:  ended,
 		Fired: func(k controllers.Kind, outcome string) {
 			g.metrics.controllerFires.WithLabelValues(string(k), outcome).Inc()
 		},
@@ -98,6 +90,18 @@ func (g *Gateway) buildControllers(commands *sessions.Commands, agent sessions.T
 		Logger:   g.log.With("part", "controllers"),
 	})
 	return p, err
+}
+
+// convBusy is the scheduler's idle check: whether a turn of conv runs,
+// in this process or, by the mark its worker leaves in the metadata, in
+// another. Unread, the metadata says idle: the tick's turn looks again
+// when it starts.
+func (g *Gateway) convBusy(ctx context.Context, conv string) bool {
+	if _, ok := g.turns.RunningTurn(conv); ok {
+		return true
+	}
+	meta, err := g.db.Sessions().Meta(ctx, conv)
+	return err == nil && meta[sessions.ConvMetaTurn] != ""
 }
 
 // changed is told of a change to conv's controllers made here.

@@ -72,6 +72,7 @@ func (g *Gateway) buildCron(registry *tools.Registry, commands *sessions.Command
 	targets := CronTargets(g.cfg, platforms)
 	p.manager = cronjobs.Manager{
 		Store:      g.db.Cron(),
+		Outputs:    CronOutputs(g.cfg),
 		Targets:    targets,
 		Timezone:   g.cfg.Cron.Timezone,
 		Toolsets:   toolsets,

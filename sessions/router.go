@@ -255,14 +255,19 @@ func (r *Router) DeliverReport(ctx context.Context, in Inbound) (duplicate bool,
 		in.Meta = maps.Clone(in.Meta)
 		delete(in.Meta, MetaSession)
 	}
+	if _, ok := in.Meta[MetaActsOn]; ok {
+		in.Meta = maps.Clone(in.Meta)
+		delete(in.Meta, MetaActsOn)
+	}
 	if in.Kind == KindSynthetic {
 		// Synthetic entries wait for a turn boundary: they never touch
 		// a running turn.
 		return r.appendEntry(ctx, in)
 	}
+	r.noteLatest(ctx, in)
 	if name, args, ok := ParseCommand(in.Text); ok {
 		if cmd, ok := r.commands.Lookup(name); ok {
-			return r.command(ctx, cmd, in, args)
+			return r.command(ctx, cmd, r.toLatest(ctx, in), args)
 		}
 	}
 	return r.route(ctx, in, "")
@@ -470,7 +475,7 @@ func (r *Router) runningTurnIn(conv string, meta map[string]string) (RunningTurn
 // id makes the answer's idempotency key, so a redelivered command is not
 // answered twice.
 func (r *Router) notify(ctx context.Context, in Inbound, target outbox.Target, text string) (duplicate bool, err error) {
-	m := outbox.Message{Target: target, Conv: in.Conv, Text: text, ReplyTo: in.MessageID, Kind: KindCommand}
+	m := outbox.Message{Target: target, Conv: in.Conv, Text: withActsOn(in, text), ReplyTo: in.MessageID, Kind: KindCommand}
 	if in.MessageID != "" {
 		m.IdempotencyKey = "command:" + in.Conv + ":" + in.MessageID
 	}

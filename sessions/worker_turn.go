@@ -824,7 +824,7 @@ func (w *TurnWorker) runControl(at *activeTurn) {
 	at.settled.Store(true)
 	msgs := make([]outbox.Message, 0, len(ct.replies))
 	for _, text := range ct.replies {
-		msgs = append(msgs, outbox.Message{Target: target, Text: text, ReplyTo: e.MessageID, Kind: KindCommand})
+		msgs = append(msgs, outbox.Message{Target: target, Text: withActsOn(e.Inbound, text), ReplyTo: e.MessageID, Kind: KindCommand})
 	}
 	fin := Finish{EntryID: e.ID, Outbox: w.outboxOf(at, msgs), Release: true, Meta: ct.meta}
 	if ct.clear {

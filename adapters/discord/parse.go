@@ -149,6 +149,11 @@ func parseInteraction(raw []byte, e env) (event, skip) {
 		}
 	}
 	in := e.inbound(i.GuildID, channel, thread, user.ID)
+	if i.GuildID != "" && thread == "" {
+		// Typed in the channel: it acts on the user's latest
+		// conversation there, in a thread or not.
+		in.Meta[sessions.MetaLatest] = "1"
+	}
 	in.MessageID = ref.String()
 	in.Text = commandText(data.Name, data.Options)
 	return event{in: in, userName: user.Username, reply: &ref}, ""
@@ -156,7 +161,8 @@ func parseInteraction(raw []byte, e env) (event, skip) {
 
 // inbound is the conversation of a message: a DM's own key, or the guild
 // channel's (or thread's) key scoped by the group session setting, with
-// the reply target set when the two differ.
+// the reply target set when the two differ, and the sender in the channel
+// named (adapters.SetChannelUser).
 func (e env) inbound(guild, channel, thread, user string) sessions.Inbound {
 	in := sessions.Inbound{Sender: user}
 	if guild == "" {
@@ -171,6 +177,7 @@ func (e env) inbound(guild, channel, thread, user string) sessions.Inbound {
 	if in.Conv != base {
 		in.Meta = map[string]string{sessions.MetaTarget: base}
 	}
+	adapters.SetChannelUser(&in, Platform+":"+guild+":"+channel, user, false)
 	return in
 }
 

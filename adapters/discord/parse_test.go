@@ -8,6 +8,7 @@ import (
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/sessions"
 )
 
@@ -100,7 +101,8 @@ func runParse(t *testing.T, tests []parseCase, parse func([]byte, env) (event, s
 			if tc.skip != "" {
 				return
 			}
-			if diff := cmp.Diff(tc.want, ev.in); diff != "" {
+			// Where in the channel its sender is has tests of its own.
+			if diff := cmp.Diff(tc.want, ev.in, ignoreChannelUser); diff != "" {
 				t.Errorf("Inbound mismatch (-want +got):\n%s", diff)
 			}
 			check(t, ev)
@@ -282,4 +284,55 @@ func TestParseInteraction(t *testing.T) {
 			t.Errorf("reply = %+v, want %+v", ev.reply, ref)
 		}
 	})
+}
+
+// ignoreChannelUser leaves out of a comparison where in its group
+// channel the sender is (TestParseNamesTheSenderInTheChannel).
+var ignoreChannelUser = testkit.WithoutKeys(sessions.MetaChannelUser, sessions.MetaLatest)
+
+// A guild message, in a thread or not, names its sender in the channel,
+// so that a command typed in the channel can reach the sender's latest
+// conversation there; a command typed in the channel itself asks for it.
+func TestParseNamesTheSenderInTheChannel(t *testing.T) {
+	mention := "<@" + testBot + ">"
+	channelUser := "discord:" + testGuild + ":" + testChannel + ":user:" + testUser
+	inThread := map[string]any{"channel_id": testThread}
+	threadCommand := map[string]any{"channel_id": testThread, "channel": map[string]any{"id": testThread, "type": 11, "parent_id": testChannel}}
+	tests := []struct {
+		desc        string
+		ev          func() (event, skip)
+		channelUser string
+		latest      bool
+	}{
+		{"a DM", func() (event, skip) { return parseMessage(payload(t, dmMessage, nil), testEnv()) }, "", false},
+		{"a channel message", func() (event, skip) {
+			return parseMessage(payload(t, guildMessage(mention+" hi"), nil), testEnv())
+		}, channelUser, false},
+		{"a thread message", func() (event, skip) {
+			return parseMessage(payload(t, guildMessage(mention+" hi"), inThread), testEnv())
+		}, channelUser, false},
+		{"a command typed in the channel", func() (event, skip) {
+			return parseInteraction(payload(t, commandPayload(true, "review", nil), nil), testEnv())
+		}, channelUser, true},
+		{"a command typed in a thread", func() (event, skip) {
+			return parseInteraction(payload(t, commandPayload(true, "review", nil), threadCommand), testEnv())
+		}, channelUser, false},
+		{"a command in a DM", func() (event, skip) {
+			return parseInteraction(payload(t, commandPayload(false, "review", nil), nil), testEnv())
+		}, "", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			ev, why := tc.ev()
+			if why != "" {
+				t.Fatalf("skipped: %s", why)
+			}
+			if got := ev.in.Meta[sessions.MetaChannelUser]; got != tc.channelUser {
+				t.Errorf("channel user = %q, want %q", got, tc.channelUser)
+			}
+			if got := ev.in.Meta[sessions.MetaLatest] != ""; got != tc.latest {
+				t.Errorf("asks for the latest conversation: %v, want %v", got, tc.latest)
+			}
+		})
+	}
 }

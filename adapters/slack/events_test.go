@@ -301,7 +301,8 @@ func TestSlashCommandOverHTTP(t *testing.T) {
 	got := f.inbox.Wait(t, 1)
 	want := sessions.Inbound{Conv: "slack:T0HERALD:C1:user:U0ALICE", Sender: alice,
 		MessageID: "13345224609.738474920.8088930838d88f008e0", Text: "/review the retry logic",
-		Meta: map[string]string{sessions.MetaTarget: "slack:T0HERALD:C1"}}
+		Meta: map[string]string{sessions.MetaTarget: "slack:T0HERALD:C1",
+			sessions.MetaChannelUser: "slack:T0HERALD:C1:user:U0ALICE", sessions.MetaLatest: "1"}}
 	if diff := cmp.Diff(want, got[0]); diff != "" {
 		t.Fatalf("delivered (-want +got):\n%s", diff)
 	}

@@ -121,13 +121,16 @@ func messageInbound(team string, m message, self identity, scope string) inbound
 	if in.Conv != base {
 		setTarget(&in, base)
 	}
+	adapters.SetChannelUser(&in, key(team, m.Channel, ""), m.User, false)
 	return inbound{In: in}
 }
 
 // parseSlashCommand turns a slash command into an Inbound "/name args"
 // for the shared command handler, answered in the command's channel. In a
 // channel the session is the group's (adapters.GroupConv, not in a
-// thread: Slack does not post commands from threads); in a DM, the DM's.
+// thread: Slack does not post commands from threads), or rather the
+// user's latest conversation with herald there, in a thread
+// (sessions.MetaLatest); in a DM, the DM's.
 func parseSlashCommand(c slackapi.SlashCommand, scope string) inbound {
 	name := strings.ToLower(strings.TrimPrefix(strings.TrimSpace(c.Command), "/"))
 	switch {
@@ -145,11 +148,15 @@ func parseSlashCommand(c slackapi.SlashCommand, scope string) inbound {
 	in := sessions.Inbound{Sender: c.UserID, MessageID: c.TriggerID, Text: text}
 	base := key(c.TeamID, c.ChannelID, "")
 	in.Conv = base
-	if !isDM(c.ChannelID, "") && c.ChannelName != "directmessage" {
+	group := !isDM(c.ChannelID, "") && c.ChannelName != "directmessage"
+	if group {
 		in.Conv = adapters.GroupConv(scope, base, false, c.UserID)
 	}
 	if in.Conv != base {
 		setTarget(&in, base)
+	}
+	if group {
+		adapters.SetChannelUser(&in, base, c.UserID, true)
 	}
 	return inbound{In: in, UserName: c.UserName}
 }

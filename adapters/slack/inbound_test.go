@@ -8,6 +8,7 @@ import (
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/internal/testkit/slackfake"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -141,7 +142,8 @@ func TestParseEvent(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parseEvent: %v", err)
 			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			// Where in the channel its sender is has tests of its own.
+			if diff := cmp.Diff(tc.want, got, ignoreChannelUser); diff != "" {
 				t.Errorf("parseEvent (-want +got):\n%s", diff)
 			}
 		})
@@ -207,7 +209,7 @@ func TestParseSlashCommand(t *testing.T) {
 			c.TeamID, c.ChannelID, c.ChannelName = tc.cmd.Team, tc.cmd.Channel, tc.cmd.ChannelName
 			c.UserID, c.UserName, c.Command, c.Text, c.TriggerID = tc.cmd.User, tc.cmd.UserName, tc.cmd.Command, tc.cmd.Text, tc.cmd.TriggerID
 			got := parseSlashCommand(c, cmpScope(tc.scope))
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			if diff := cmp.Diff(tc.want, got, ignoreChannelUser); diff != "" {
 				t.Errorf("parseSlashCommand (-want +got):\n%s", diff)
 			}
 		})
@@ -245,6 +247,54 @@ func TestRouteReadsBackWhatTheKeysWrite(t *testing.T) {
 			}
 			if err != nil || channel != tc.channel || thread != tc.thread {
 				t.Errorf("route(%q) = %q, %q, %v; want %q, %q", tc.target, channel, thread, err, tc.channel, tc.thread)
+			}
+		})
+	}
+}
+
+// ignoreChannelUser leaves out of a comparison where in its group
+// channel the sender is (TestChannelMessagesNameTheSenderInTheChannel).
+var ignoreChannelUser = testkit.WithoutKeys(sessions.MetaChannelUser, sessions.MetaLatest)
+
+// A mention in a channel, in a thread or not, names its sender in the
+// channel; a slash command in the channel asks for the sender's latest
+// conversation there; a DM does neither.
+func TestChannelMessagesNameTheSenderInTheChannel(t *testing.T) {
+	const channelUser = "slack:T0HERALD:C1:user:U0ALICE"
+	slash := func(channel, name string) inbound {
+		var c slackapi.SlashCommand
+		c.TeamID, c.ChannelID, c.ChannelName, c.UserID, c.Command, c.TriggerID = team, channel, name, alice, "/review", "t1"
+		return parseSlashCommand(c, adapters.ScopeAuto)
+	}
+	event := func(ev map[string]any) inbound {
+		got, err := parseEvent(slackfake.EventCallback(team, "Ev1", ev), self, adapters.ScopeAuto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	tests := []struct {
+		desc        string
+		got         inbound
+		channelUser string
+		latest      bool
+	}{
+		{"a top-level mention", event(mention(alice, "C1", "1.1", "", "<@U0HERALDBOT> hi")), channelUser, false},
+		{"a mention in a thread", event(mention(alice, "C1", "1.2", "1.1", "<@U0HERALDBOT> more")), channelUser, false},
+		{"a DM", event(dm(alice, "D1", "1.3", "", "hi")), "", false},
+		{"a slash command in the channel", slash("C1", "general"), channelUser, true},
+		{"a slash command in a DM", slash("D1", "directmessage"), "", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			if tc.got.Skip != "" {
+				t.Fatalf("skipped: %s", tc.got.Skip)
+			}
+			if got := tc.got.In.Meta[sessions.MetaChannelUser]; got != tc.channelUser {
+				t.Errorf("channel user = %q, want %q", got, tc.channelUser)
+			}
+			if got := tc.got.In.Meta[sessions.MetaLatest] != ""; got != tc.latest {
+				t.Errorf("asks for the latest conversation: %v, want %v", got, tc.latest)
 			}
 		})
 	}

@@ -55,6 +55,7 @@ or a comma list.`,
 		defer db.Close()
 		return f(ctx, cronjobs.Manager{
 			Store:    db.Cron(),
+			Outputs:  gateway.CronOutputs(cfg),
 			Targets:  gateway.CronTargets(cfg, gateway.ConfiguredPlatforms(cfg.Platforms)),
 			Timezone: cfg.Cron.Timezone,
 			Toolsets: gateway.Toolsets(cfg),
@@ -225,7 +226,7 @@ or a comma list.`,
 // cronError is err as a person reads it: a bad input's reason alone.
 func cronError(err error) error {
 	switch errs.CodeOf(err) {
-	case errs.Invalid, errs.NotFound:
+	case errs.Invalid, errs.NotFound, errs.Conflict:
 		return fmt.Errorf("%s", errs.Reason(err))
 	}
 	return err

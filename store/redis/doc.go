@@ -177,12 +177,20 @@
 //	                                    while claimed: tok (claim token), exp
 //	                                    (claim expiry, ms), w (worker); w
 //	                                    left after a claim ran out tells the
-//	                                    next claim it is a resend
+//	                                    next claim it is a resend; wf (the
+//	                                    worker it waits for, see ob:waits)
 //	Pob:t:<target>           zset      a target's undelivered messages that
 //	                                    are not dead, scored by sequence: a
 //	                                    message is claimed or handed only
 //	                                    while every earlier one here is held
 //	                                    by the same worker under a live claim
+//	Pob:waits:<worker>       zset      messages that wait behind a live
+//	                                    claim of worker, scored by sequence,
+//	                                    out of due:<platform> (their hash
+//	                                    names the worker in wf): read by that
+//	                                    worker's claims; taking a message
+//	                                    makes the one after it wait for the
+//	                                    taker, settling one lets it go
 //	Pob:workers              zset      delivery workers by heartbeat expiry
 //	                                    (ms); ob_claim renews the claimer's
 //	                                    by its ob:beats ttl, and ends the

@@ -171,6 +171,19 @@
 // outbox by claim_worker, rare: a worker died) and forgets it. A claim of a row
 // still in state claimed (its claim ran out or was ended) reports a
 // resend.
+//
+// Since schema version 21 a row behind an earlier one that another worker
+// holds under a live claim waits for that worker (waits_for) and leaves
+// the due index: a backlog behind one claim is read once, not by every
+// claim, and Claim reads window after window of due rows until it is full
+// or none is left, so no claim comes back empty while a due row that no
+// live claim holds up is there. The (waits_for, id) index gives the worker
+// the rows that wait for it; taking a row makes the one after it to its
+// target wait for the taker, and a settle of a row (Ack, Release, Postpone,
+// Dead) lets the one after it go. A claim costs the due rows it reads
+// (each waiting row once while it waits), those that wait for its worker
+// (bounded as the due window is), and one (target, id) probe per row taken
+// and per row settled.
 // outbox_keys remembers idempotency keys for the dedupe window, also after
 // the message was sent and deleted, so a retried Enqueue never sends twice.
 //

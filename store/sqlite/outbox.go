@@ -24,8 +24,10 @@ var _ outbox.Store = (*outboxStore)(nil)
 const msgCols = `id, next_attempt, attempts, last_error, created_at, body, parts`
 
 // A row is due when its time has come and nobody holds a live claim on
-// it: pending, or claimed by a worker whose claim ran out.
-const sqlOutboxDueWhere = `platform = ?1 AND state <> 'dead' AND next_attempt <= ?2
+// it: pending, or claimed by a worker whose claim ran out. One that waits
+// for another worker's message (waits_for) is read only by that worker's
+// claims (sqlOutboxWaiting).
+const sqlOutboxDueWhere = `platform = ?1 AND state <> 'dead' AND waits_for = '' AND next_attempt <= ?2
 	AND (state = 'pending' OR claim_expires <= ?2)`
 
 const (
@@ -44,14 +46,30 @@ const (
 		VALUES (?1, ?2, ?3, ?4, 'claimed', ?5, ?6, ?7, ?8, 1, ?9)`
 
 	sqlOutboxDueAny = `SELECT 1 FROM outbox WHERE ` + sqlOutboxDueWhere + ` LIMIT 1`
-	sqlOutboxDue    = `SELECT id, next_attempt, target, state FROM outbox WHERE ` + sqlOutboxDueWhere + `
+	// One window of the due rows, after (?4, ?5) in due order.
+	sqlOutboxDue = `SELECT id, next_attempt, target, state FROM outbox WHERE ` + sqlOutboxDueWhere + `
+			AND (next_attempt, id) > (?4, ?5)
 		ORDER BY next_attempt, id LIMIT ?3`
+	// The due rows that wait for worker ?1's messages.
+	sqlOutboxWaiting = `SELECT id, next_attempt, target, state, platform FROM outbox
+		WHERE waits_for = ?1 AND waits_for <> '' AND next_attempt <= ?2 AND (state = 'pending' OR claim_expires <= ?2)
+		ORDER BY id LIMIT ?3`
+	sqlOutboxWaitingAny = `SELECT 1 FROM outbox WHERE waits_for = ?1 AND waits_for <> '' AND next_attempt <= ?2 LIMIT 1`
+	// The message after ?2 to target ?1: the one a claim of ?2 may take
+	// next, and the one a settle of ?2 lets go.
+	sqlOutboxAfter = `SELECT id, next_attempt, state, COALESCE(claim_expires, 0), waits_for FROM outbox
+		WHERE target = ?1 AND state <> 'dead' AND id > ?2
+		ORDER BY id LIMIT 1`
+	sqlOutboxPark   = `UPDATE outbox SET waits_for = ?2 WHERE id = ?1`
+	sqlOutboxUnpark = `UPDATE outbox SET waits_for = '' WHERE id =
+			(SELECT id FROM outbox WHERE target = ?1 AND state <> 'dead' AND id > ?2 ORDER BY id LIMIT 1)
+		AND waits_for <> ''`
 
 	// A message waits while an earlier one to its target is not dead and
 	// not held by the claiming worker (?3) under a live claim: the first
 	// such one, if any, is what it waits for. The same test without the id
 	// tells whether a finish may hand a new message to a worker.
-	sqlOutboxBlocker = `SELECT state, next_attempt, COALESCE(claim_expires, 0) FROM outbox
+	sqlOutboxBlocker = `SELECT state, next_attempt, COALESCE(claim_expires, 0), claim_worker FROM outbox
 		WHERE target = ?1 AND state <> 'dead' AND id < ?2
 			AND NOT (state = 'claimed' AND claim_worker = ?3 AND claim_expires > ?4)
 		ORDER BY id LIMIT 1`
@@ -61,7 +79,7 @@ const (
 		LIMIT 1`
 	// A message whose earlier one waits until later is due no sooner, so
 	// it does not fill the claims' reads meanwhile.
-	sqlOutboxWait = `UPDATE outbox SET next_attempt = ?2 WHERE id = ?1`
+	sqlOutboxWait = `UPDATE outbox SET next_attempt = ?2, waits_for = '' WHERE id = ?1`
 
 	// Workers' heartbeats: one whose beat ran out is gone, and its claims
 	// end now (the outbox has no index by worker; this is rare).
@@ -76,26 +94,26 @@ const (
 	sqlOutboxForget    = `DELETE FROM outbox_workers WHERE worker = ?1 AND expires <= ?2`
 	sqlOutboxEndClaims = `UPDATE outbox SET claim_expires = ?2
 		WHERE state = 'claimed' AND claim_worker = ?1 AND claim_expires > ?2`
-	sqlOutboxClaim = `UPDATE outbox SET state = 'claimed', claim_worker = ?2,
+	sqlOutboxClaim = `UPDATE outbox SET state = 'claimed', claim_worker = ?2, waits_for = '',
 			claim_token = claim_token + 1, claim_expires = ?3
 		WHERE id = ?1 RETURNING claim_token, ` + msgCols
 
 	// Every change to a claimed row matches its claim token: a claim that
 	// ran out and was taken by another worker changes nothing.
 	sqlOutboxAck     = `DELETE FROM outbox WHERE id = ?1 AND state = 'claimed' AND claim_token = ?2`
-	sqlOutboxRelease = `UPDATE outbox SET state = 'pending', claim_worker = '', claim_expires = NULL,
+	sqlOutboxRelease = `UPDATE outbox SET state = 'pending', claim_worker = '', claim_expires = NULL, waits_for = '',
 			attempts = attempts + 1, last_error = ?3, next_attempt = ?4
 		WHERE id = ?1 AND state = 'claimed' AND claim_token = ?2`
-	sqlOutboxPostpone = `UPDATE outbox SET state = 'pending', claim_worker = '', claim_expires = NULL,
+	sqlOutboxPostpone = `UPDATE outbox SET state = 'pending', claim_worker = '', claim_expires = NULL, waits_for = '',
 			next_attempt = ?3
 		WHERE id = ?1 AND state = 'claimed' AND claim_token = ?2`
-	sqlOutboxDead = `UPDATE outbox SET state = 'dead', claim_worker = '', claim_expires = NULL,
+	sqlOutboxDead = `UPDATE outbox SET state = 'dead', claim_worker = '', claim_expires = NULL, waits_for = '',
 			last_error = ?3
 		WHERE id = ?1 AND state = 'claimed' AND claim_token = ?2`
 	sqlOutboxParts = `UPDATE outbox SET parts = ?3
 		WHERE id = ?1 AND state = 'claimed' AND claim_token = ?2`
 	sqlOutboxExists  = `SELECT 1 FROM outbox WHERE id = ?1`
-	sqlOutboxRequeue = `UPDATE outbox SET state = 'pending', attempts = 0, next_attempt = ?2
+	sqlOutboxRequeue = `UPDATE outbox SET state = 'pending', attempts = 0, next_attempt = ?2, waits_for = ''
 		WHERE id = ?1 AND state = 'dead'`
 
 	sqlOutboxPending  = `SELECT ` + msgCols + ` FROM outbox WHERE state <> 'dead' ORDER BY id LIMIT ?1`
@@ -210,7 +228,7 @@ func (o *outboxStore) Claim(ctx context.Context, worker string, platforms []stri
 		ttl = outbox.DefaultClaimTTL
 	}
 	// Delivery workers poll; "nothing due" comes from the read pool.
-	if due, err := o.anyDue(ctx, platforms); err != nil || !due {
+	if due, err := o.anyDue(ctx, worker, platforms); err != nil || !due {
 		return nil, d.fail(op, err)
 	}
 	var claimed []outbox.Claimed
@@ -223,62 +241,28 @@ func (o *outboxStore) Claim(ctx context.Context, worker string, platforms []stri
 		if err := o.endStale(t, worker, now); err != nil {
 			return err
 		}
-		type dueRow struct {
-			id, next      int64
-			target, state string
-		}
-		var rows []dueRow
-		// One index range per platform, each already in due order and cut
-		// (with room for those that wait behind an earlier message), then
-		// merged: no sort over a platform's whole backlog.
-		for _, p := range platforms {
-			q, err := t.st.outboxDue.Query(p, now, max+waitSlack)
-			if err != nil {
-				return err
-			}
-			for q.Next() {
-				var r dueRow
-				if err := q.Scan(&r.id, &r.next, &r.target, &r.state); err != nil {
-					q.Close()
-					return err
-				}
-				rows = append(rows, r)
-			}
-			if err := q.Close(); err != nil {
-				return err
-			}
-		}
-		slices.SortFunc(rows, func(a, b dueRow) int {
-			return cmp.Or(cmp.Compare(a.next, b.next), cmp.Compare(a.id, b.id))
-		})
 		expires := nowT.Add(ttl)
-		// A message that waits behind one this claim takes goes in the
-		// next pass, after it.
-		for progress := true; progress && len(claimed) < max; {
-			progress = false
-			left := rows[:0]
-			for _, r := range rows {
-				if len(claimed) == max {
-					break
-				}
-				waits, err := o.waits(t, r.id, r.target, worker, now)
-				if err != nil {
-					return err
-				}
-				if waits {
-					left = append(left, r)
-					continue
-				}
-				c := outbox.Claimed{Expires: expires, Resend: r.state == "claimed"}
-				row := t.st.outboxClaim.QueryRow(r.id, worker, nanos(expires))
-				if c.Message, err = scanMessage(op, row.Scan, &c.Token); err != nil {
-					return err
-				}
-				claimed = append(claimed, c)
-				progress = true
-			}
-			rows = left
+		c := outboxClaim{o: o, t: t, op: op, worker: worker, platforms: platforms, now: now, expires: expires, max: max,
+			seen: map[int64]bool{}, cursors: make([]dueCursor, len(platforms))}
+		for i := range c.cursors {
+			c.cursors[i].next = math.MinInt64
 		}
+		if err := c.readWaiting(); err != nil {
+			return err
+		}
+		// Window after window until the claim is full or no due row is
+		// left: the rows that wait for another worker leave the due rows
+		// as they are read, so each is read once while it waits.
+		for more := true; more && len(c.claimed) < max; {
+			var err error
+			if more, err = c.readDue(); err != nil {
+				return err
+			}
+			if err := c.passes(); err != nil {
+				return err
+			}
+		}
+		claimed = c.claimed
 		return nil
 	})
 	if err != nil {
@@ -287,24 +271,211 @@ func (o *outboxStore) Claim(ctx context.Context, worker string, platforms []stri
 	return claimed, nil
 }
 
+// outboxClaim is one Claim in its transaction: the rows it read, in due
+// order, and the ones it took.
+type outboxClaim struct {
+	o         *outboxStore
+	t         *tx
+	op        string
+	worker    string
+	platforms []string
+	now       int64
+	expires   time.Time
+	max       int
+	rows      []dueRow
+	seen      map[int64]bool
+	cursors   []dueCursor // per platform, where its next window starts
+	claimed   []outbox.Claimed
+}
+
+type dueRow struct {
+	id, next      int64
+	target, state string
+}
+
+// dueCursor is the last row a window of one platform's due rows read.
+type dueCursor struct {
+	next, id int64
+	done     bool
+}
+
+func (c *outboxClaim) add(r dueRow) {
+	if !c.seen[r.id] {
+		c.seen[r.id] = true
+		c.rows = append(c.rows, r)
+	}
+}
+
+// readWaiting reads the due rows that wait for this worker's messages:
+// behind its own claims, they may be its to take.
+func (c *outboxClaim) readWaiting() error {
+	q, err := c.t.st.outboxWaiting.Query(c.worker, c.now, c.max+waitSlack)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	for q.Next() {
+		var (
+			r        dueRow
+			platform string
+		)
+		if err := q.Scan(&r.id, &r.next, &r.target, &r.state, &platform); err != nil {
+			return err
+		}
+		if slices.Contains(c.platforms, platform) {
+			c.add(r)
+		}
+	}
+	return q.Err()
+}
+
+// readDue reads the next window of each platform's due rows, each one
+// index range already in due order and cut (with room for those that
+// wait behind an earlier message), and reports whether any platform may
+// have more.
+func (c *outboxClaim) readDue() (more bool, err error) {
+	for i, p := range c.platforms {
+		cur := &c.cursors[i]
+		if cur.done {
+			continue
+		}
+		window := c.max + waitSlack
+		q, err := c.t.st.outboxDue.Query(p, c.now, window, cur.next, cur.id)
+		if err != nil {
+			return false, err
+		}
+		n := 0
+		for q.Next() {
+			var r dueRow
+			if err := q.Scan(&r.id, &r.next, &r.target, &r.state); err != nil {
+				q.Close()
+				return false, err
+			}
+			n++
+			cur.next, cur.id = r.next, r.id
+			c.add(r)
+		}
+		if err := q.Close(); err != nil {
+			return false, err
+		}
+		cur.done = n < window
+		more = more || !cur.done
+	}
+	slices.SortFunc(c.rows, func(a, b dueRow) int {
+		return cmp.Or(cmp.Compare(a.next, b.next), cmp.Compare(a.id, b.id))
+	})
+	return more, nil
+}
+
+// passes takes the rows read, oldest due first; a message that waits
+// behind one this claim takes goes in the next pass, after it.
+func (c *outboxClaim) passes() error {
+	for progress := true; progress && len(c.claimed) < c.max; {
+		progress = false
+		left := c.rows[:0]
+		var after []dueRow
+		for _, r := range c.rows {
+			if len(c.claimed) == c.max {
+				left = append(left, r)
+				continue
+			}
+			waits, err := c.o.waits(c.t, r.id, r.target, c.worker, c.now)
+			if err != nil {
+				return err
+			}
+			if waits {
+				left = append(left, r)
+				continue
+			}
+			if err := c.take(r); err != nil {
+				return err
+			}
+			progress = true
+			next, ok, err := c.after(r)
+			if err != nil {
+				return err
+			}
+			if ok && !c.seen[next.id] {
+				c.seen[next.id] = true
+				after = append(after, next)
+			}
+		}
+		// The ones that waited go in the next pass, with those behind the
+		// ones taken, in due order.
+		c.rows = append(left, after...)
+		slices.SortFunc(c.rows, func(a, b dueRow) int {
+			return cmp.Or(cmp.Compare(a.next, b.next), cmp.Compare(a.id, b.id))
+		})
+	}
+	return nil
+}
+
+func (c *outboxClaim) take(r dueRow) error {
+	cl := outbox.Claimed{Expires: c.expires, Resend: r.state == "claimed"}
+	row := c.t.st.outboxClaim.QueryRow(r.id, c.worker, nanos(c.expires))
+	var err error
+	if cl.Message, err = scanMessage(c.op, row.Scan, &cl.Token); err != nil {
+		return err
+	}
+	c.claimed = append(c.claimed, cl)
+	return nil
+}
+
+// after finds the message after r to its target, which may go to this
+// worker now that it holds r. When it is due, it is returned; when it
+// waits for another worker, it waits for this one from now on, so that
+// this worker's later claims find it.
+func (c *outboxClaim) after(r dueRow) (dueRow, bool, error) {
+	var (
+		next       dueRow
+		claimUntil int64
+		waitsFor   string
+	)
+	next.target = r.target
+	err := c.t.st.outboxAfter.QueryRow(r.target, r.id).Scan(&next.id, &next.next, &next.state, &claimUntil, &waitsFor)
+	if errors.Is(err, sql.ErrNoRows) {
+		return next, false, nil
+	}
+	if err != nil {
+		return next, false, err
+	}
+	if next.state == "claimed" && claimUntil > c.now {
+		return next, false, nil
+	}
+	if waitsFor != "" && waitsFor != c.worker {
+		if _, err := c.t.st.outboxPark.Exec(next.id, c.worker); err != nil {
+			return next, false, err
+		}
+	}
+	return next, next.next <= c.now, nil
+}
+
 // waits reports whether message id must wait for an earlier message to
 // its target that worker does not hold. One given back until later holds
 // it as long: it is made due no sooner, so that it does not fill the
-// claims' reads meanwhile.
+// claims' reads meanwhile. One held by another worker's live claim holds
+// it until that one is settled: it waits for that worker, out of the due
+// rows the other claims read, so that a long backlog behind one claim
+// does not hide the other targets' messages.
 func (o *outboxStore) waits(t *tx, id int64, target, worker string, now int64) (bool, error) {
 	var (
-		state            string
+		state, holder    string
 		next, claimUntil int64
 	)
-	err := t.st.outboxBlocker.QueryRow(target, id, worker, now).Scan(&state, &next, &claimUntil)
+	err := t.st.outboxBlocker.QueryRow(target, id, worker, now).Scan(&state, &next, &claimUntil, &holder)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	if (state == "pending" || claimUntil <= now) && next > now {
+	switch {
+	case (state == "pending" || claimUntil <= now) && next > now:
 		if _, err := t.st.outboxWait.Exec(id, next); err != nil {
+			return false, err
+		}
+	case state == "claimed" && claimUntil > now:
+		if _, err := t.st.outboxPark.Exec(id, holder); err != nil {
 			return false, err
 		}
 	}
@@ -316,17 +487,23 @@ func (o *outboxStore) waits(t *tx, id int64, target, worker string, now int64) (
 const waitSlack = 64
 
 // anyDue reports, from the read pool, whether a claim may find work: a
-// message of platforms is due, or a worker's heartbeat ran out.
-func (o *outboxStore) anyDue(ctx context.Context, platforms []string) (bool, error) {
+// message of platforms is due, one waits for worker, or a worker's
+// heartbeat ran out.
+func (o *outboxStore) anyDue(ctx context.Context, worker string, platforms []string) (bool, error) {
 	d := o.d
 	_, now := d.now()
 	var one int
-	err := d.reads.outboxStaleAny.QueryRowContext(ctx, now).Scan(&one)
-	if err == nil {
-		return true, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return false, err
+	for _, q := range []func() error{
+		func() error { return d.reads.outboxStaleAny.QueryRowContext(ctx, now).Scan(&one) },
+		func() error { return d.reads.outboxWaitingAny.QueryRowContext(ctx, worker, now).Scan(&one) },
+	} {
+		err := q()
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return false, err
+		}
 	}
 	for _, p := range platforms {
 		err := d.reads.outboxDueAny.QueryRowContext(ctx, p, now).Scan(&one)
@@ -397,8 +574,22 @@ func (o *outboxStore) KeepParts(ctx context.Context, c outbox.Claimed, p outbox.
 
 func (o *outboxStore) Ack(ctx context.Context, c outbox.Claimed) error {
 	return o.change(ctx, "sqlite.outbox.Ack", durable, c, func(t *tx, id int64, _ int64) (sql.Result, error) {
-		return t.st.outboxAck.Exec(id, c.Token)
+		return settle(t, c, id, t.st.outboxAck, id, c.Token)
 	})
+}
+
+// settle runs stmt, a write that settles c's claim on message id, and
+// lets the message after it to its target go, should it wait for c's
+// worker: it is due again for every claim.
+func settle(t *tx, c outbox.Claimed, id int64, stmt *sql.Stmt, args ...any) (sql.Result, error) {
+	r, err := stmt.Exec(args...)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := t.st.outboxUnpark.Exec(c.Target.String(), id); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 func (o *outboxStore) AckAll(ctx context.Context, cs []outbox.Claimed) ([]error, error) {
@@ -421,7 +612,7 @@ func (o *outboxStore) AckAll(ctx context.Context, cs []outbox.Claimed) ([]error,
 				acked[i] = errs.E(op, errs.NotFound, "no outbox message %q", c.ID)
 				continue
 			}
-			r, err := t.st.outboxAck.Exec(id, c.Token)
+			r, err := settle(t, c, id, t.st.outboxAck, id, c.Token)
 			if err != nil {
 				return err
 			}
@@ -439,7 +630,7 @@ func (o *outboxStore) AckAll(ctx context.Context, cs []outbox.Claimed) ([]error,
 
 func (o *outboxStore) Release(ctx context.Context, c outbox.Claimed, next time.Time, reason string) error {
 	return o.change(ctx, "sqlite.outbox.Release", durable, c, func(t *tx, id int64, now int64) (sql.Result, error) {
-		return t.st.outboxRelease.Exec(id, c.Token, reason, dueAt(next, now))
+		return settle(t, c, id, t.st.outboxRelease, id, c.Token, reason, dueAt(next, now))
 	})
 }
 
@@ -447,13 +638,13 @@ func (o *outboxStore) Postpone(ctx context.Context, c outbox.Claimed, next time.
 	// Losing a postponement to a power cut only makes the message due
 	// sooner.
 	return o.change(ctx, "sqlite.outbox.Postpone", bookkeeping, c, func(t *tx, id int64, now int64) (sql.Result, error) {
-		return t.st.outboxPostpone.Exec(id, c.Token, dueAt(next, now))
+		return settle(t, c, id, t.st.outboxPostpone, id, c.Token, dueAt(next, now))
 	})
 }
 
 func (o *outboxStore) Dead(ctx context.Context, c outbox.Claimed, reason string) error {
 	return o.change(ctx, "sqlite.outbox.Dead", durable, c, func(t *tx, id int64, _ int64) (sql.Result, error) {
-		return t.st.outboxDead.Exec(id, c.Token, reason)
+		return settle(t, c, id, t.st.outboxDead, id, c.Token, reason)
 	})
 }
 

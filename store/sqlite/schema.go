@@ -410,6 +410,17 @@ CREATE TABLE kanban_lanes (
 	state   BLOB NOT NULL
 ) WITHOUT ROWID;
 `,
+	// 21 → 22: the worker a message waits for (waits_for): set when a
+	// claim finds it behind an earlier message that worker holds, cleared
+	// when that one is settled. A message that waits leaves outbox_due, so
+	// that a backlog behind one claim does not fill every claim's read;
+	// outbox_waiting finds it for the worker it waits for.
+	`
+ALTER TABLE outbox ADD COLUMN waits_for TEXT NOT NULL DEFAULT '';
+DROP INDEX outbox_due;
+CREATE INDEX outbox_due ON outbox (platform, next_attempt) WHERE state <> 'dead' AND waits_for = '';
+CREATE INDEX outbox_waiting ON outbox (waits_for, id) WHERE waits_for <> '';
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

@@ -39,6 +39,8 @@ type statements struct {
 	outboxStale, outboxEndClaims      *sql.Stmt
 	outboxForget, outboxBeat          *sql.Stmt
 	outboxRebeat                      *sql.Stmt
+	outboxWaiting, outboxAfter        *sql.Stmt
+	outboxPark, outboxUnpark          *sql.Stmt
 	timelineInsert, timelineCursor    *sql.Stmt
 	timelineTrim                      *sql.Stmt
 	signalInsert, signalPrune         *sql.Stmt
@@ -115,6 +117,10 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 		{&st.outboxForget, sqlOutboxForget},
 		{&st.outboxBeat, sqlOutboxBeat},
 		{&st.outboxRebeat, sqlOutboxRebeat},
+		{&st.outboxWaiting, sqlOutboxWaiting},
+		{&st.outboxAfter, sqlOutboxAfter},
+		{&st.outboxPark, sqlOutboxPark},
+		{&st.outboxUnpark, sqlOutboxUnpark},
 
 		{&st.timelineInsert, sqlTimelineInsert},
 		{&st.timelineCursor, sqlTimelineCursor},
@@ -172,6 +178,7 @@ type readStatements struct {
 	outboxDueAny, outboxStaleAny *sql.Stmt
 	outboxPending, outboxDeadAll *sql.Stmt
 	outboxUnsent                 *sql.Stmt
+	outboxWaitingAny             *sql.Stmt
 	timelineRead, timelineEnd    *sql.Stmt
 	signalsEnd, signalsRead      *sql.Stmt
 	notesList                    *sql.Stmt
@@ -195,6 +202,7 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
 		{&rs.outboxPending, sqlOutboxPending},
 		{&rs.outboxDeadAll, sqlOutboxDeadList},
 		{&rs.outboxUnsent, sqlOutboxUnsent},
+		{&rs.outboxWaitingAny, sqlOutboxWaitingAny},
 		{&rs.timelineRead, sqlTimelineRead},
 		{&rs.timelineEnd, sqlTimelineEnd},
 		{&rs.signalsEnd, sqlSignalsEnd},

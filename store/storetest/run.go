@@ -24,6 +24,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("Notes", func(t *testing.T) { runNotes(t, b) })
 	t.Run("Outbox", func(t *testing.T) { runOutbox(t, b) })
 	t.Run("OutboxOrder", func(t *testing.T) { runOutboxOrder(t, b) })
+	t.Run("OutboxFair", func(t *testing.T) { runOutboxFair(t, b) })
 	t.Run("Durability", func(t *testing.T) { runDurability(t, b) })
 	t.Run("BadInput", func(t *testing.T) { runBadInput(t, b) })
 	t.Run("Load", func(t *testing.T) { runLoad(t, b) })

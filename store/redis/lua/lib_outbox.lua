@@ -10,6 +10,47 @@ local function ob_target_key(prefix, target)
   return ob_key(prefix, 't:' .. target)
 end
 
+-- ob_unwait ends the wait of message id for another worker's message
+-- (ob_claim): it leaves that worker's ob:waits set. It reports whether
+-- the message waited.
+local function ob_unwait(prefix, id)
+  local mkey = ob_key(prefix, 'm:' .. id)
+  local wf = redis.call('HGET', mkey, 'wf')
+  if not wf then
+    return false
+  end
+  redis.call('HDEL', mkey, 'wf')
+  redis.call('ZREM', ob_key(prefix, 'waits:' .. wf), id)
+  return true
+end
+
+-- ob_wait_for makes message id wait for worker: out of the due
+-- messages every claim reads, in ob:waits:<worker>, which that worker's
+-- claims read. It reports whether the message waited for nobody before
+-- (so the caller takes it out of its due index).
+local function ob_wait_for(prefix, id, worker)
+  local was = ob_unwait(prefix, id)
+  redis.call('HSET', ob_key(prefix, 'm:' .. id), 'wf', worker)
+  redis.call('ZADD', ob_key(prefix, 'waits:' .. worker), tonumber(id), id)
+  return not was
+end
+
+-- ob_let_go makes the message after each of ids to its target (targets[i]
+-- is the target of ids[i], '' for none) due for every claim again, should
+-- it wait for a worker: the message before it was settled.
+local function ob_let_go(prefix, ids, targets)
+  for i, id in ipairs(ids) do
+    if targets[i] ~= '' then
+      local nxt = redis.call('ZRANGEBYSCORE', ob_target_key(prefix, targets[i]), '(' .. tonumber(id), '+inf',
+        'LIMIT', 0, 1)[1]
+      if nxt and ob_unwait(prefix, nxt) then
+        local v = redis.call('HMGET', ob_key(prefix, 'm:' .. nxt), 'p', 'next')
+        redis.call('ZADD', ob_key(prefix, 'due:' .. v[1]), v[2], nxt)
+      end
+    end
+  end
+end
+
 -- ob_held_by reports whether every message in ids is held by worker under
 -- a claim that has not run out at now: a message behind them may go to
 -- that worker, which sends them in order.

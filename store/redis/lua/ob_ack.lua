@@ -43,6 +43,7 @@ if #ARGV > 1 then
       end
       call_all('DEL', nil, mkeys, 1, #mkeys)
       ob_untarget(prefix, ids, targets)
+      ob_let_go(prefix, ids, targets)
       return out
     end
     zremmed = true
@@ -107,6 +108,10 @@ end
 if everywhere then
   call_all('ZREM', ob_key(prefix, 'all'), ids, 1, #ids)
 end
+for _, id in ipairs(ids) do
+  ob_unwait(prefix, id)
+end
 call_all('DEL', nil, mkeys, 1, #mkeys)
 ob_untarget(prefix, ids, targets)
+ob_let_go(prefix, ids, targets)
 return out

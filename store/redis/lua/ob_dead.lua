@@ -13,6 +13,8 @@ if err then
 end
 -- A dead letter holds up none of the messages behind it.
 ob_untarget(prefix, {id}, {target})
+ob_unwait(prefix, id)
+ob_let_go(prefix, {id}, {target})
 redis.call('HSET', mkey, 'e', ARGV[4])
 redis.call('HDEL', mkey, 'tok', 'exp', 'w')
 ob_unclaim(prefix, platform, id, ARGV[3])

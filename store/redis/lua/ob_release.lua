@@ -11,7 +11,7 @@
 -- Returns {'OK'}, {'LOST'} or {'NOTFOUND'}.
 local prefix, id = ARGV[1], ARGV[2]
 local mkey = ob_key(prefix, 'm:' .. id)
-local platform, err = ob_check(mkey, ARGV[3])
+local platform, err, target = ob_check(mkey, ARGV[3])
 if err then
   return {err}
 end
@@ -26,5 +26,9 @@ if ob_unclaim(prefix, platform, id, ARGV[3]) then
   -- out and ob_undue made it due already; pending, it is in ob:all.
   redis.call('ZADD', ob_key(prefix, 'all'), id, id)
 end
+ob_unwait(prefix, id)
 redis.call('ZADD', ob_key(prefix, 'due:' .. platform), tonumber(ARGV[4]), id)
+-- The message after it to its target, should it wait for this one's
+-- worker, is due again: it waits behind this one's next attempt instead.
+ob_let_go(prefix, {id}, {target})
 return {'OK'}
