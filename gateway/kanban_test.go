@@ -73,17 +73,24 @@ func TestGatewayDispatchesCards(t *testing.T) {
 	}
 }
 
-// /kanban in a chat creates, lists, shows and assigns cards; a
-// subscription of the chat hears of a card that is done.
+// /kanban in a chat creates, lists, shows and assigns cards; a chat
+// subscribes with /kanban subscribe (the default set, or the kinds it
+// names, checked), hears of a card that is done, approved or archived,
+// and stops with /kanban unsubscribe.
 func TestGatewayKanbanCommandAndNotifications(t *testing.T) {
 	model := testkit.NewModelServer(t)
 	cfg := testConfig(t, model)
 	cfg.Kanban.Enabled = false // cards stay where the commands put them
 	h := startGateway(t, cfg, Options{})
 	ctx := context.Background()
-	if _, err := h.g.boards.service.Store.PutSubscription(ctx, kanban.Subscription{ID: "sub_1", Board: kanban.DefaultBoard, Target: "api:kb"}); err != nil {
-		t.Fatal(err)
-	}
+	h.post("kb", "/kanban subscribe done, archived")
+	h.waitItem("kb", `"done" is not an event kind; the kinds are created, moved,`)
+	h.post("kb", "/kanban subscribe")
+	h.waitItem("kb", "This chat now hears of board default's cards: completed, blocked, gave_up, crashed, timed_out, review_requested, approved, unblocked (the default set)")
+	h.post("kb", "/kanban subscribe archived")
+	h.waitItem("kb", "board default's cards: archived")
+	h.post("ops", "/kanban subscribe")
+	h.waitItem("ops", "(the default set)")
 	h.post("kb", "/kanban create write the release notes")
 	created := h.waitItem("kb", "Created t_")
 	id := strings.Fields(strings.TrimPrefix(created[0].Text, "Created "))[0]
@@ -94,15 +101,40 @@ func TestGatewayKanbanCommandAndNotifications(t *testing.T) {
 	h.post("kb", "/kanban show t_nothere")
 	h.waitItem("kb", "no card t_nothere")
 	svc := h.g.boards.service
+	subs, err := svc.Store.Subscriptions(ctx, kanban.DefaultBoard)
+	if err != nil || len(subs) != 2 {
+		t.Fatalf("subscriptions = %+v, %v; want one a chat", subs, err)
+	}
 	k, err := svc.Claim(ctx, id, kanban.ClaimSpec{Owner: "cli", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Complete(ctx, id, k.Claim.Token, kanban.Result{Summary: "notes written"}, "cli"); err != nil {
+	if _, err := svc.RequestReview(ctx, id, k.Claim.Token, kanban.Result{Summary: "notes written"}, "cli"); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.waitItem("kb", "is done: notes written"); len(got) != 1 {
+	if _, err := svc.Approve(ctx, id, 0, "fine", "ann"); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.waitItem("ops", "was approved: fine"); len(got) != 1 {
 		t.Errorf("notifications = %+v, want one", got)
+	}
+	if _, err := svc.Archive(ctx, id, "ann"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitItem("kb", id+` "write the release notes" was archived`)
+	h.post("kb", "/kanban unsubscribe")
+	h.waitItem("kb", "This chat hears no more of board default.")
+	h.post("kb", "/kanban unsubscribe")
+	h.waitItem("kb", "This chat has no subscription to board default.")
+	subs, err = svc.Store.Subscriptions(ctx, kanban.DefaultBoard)
+	if err != nil || len(subs) != 1 || subs[0].Target != "api:ops" {
+		t.Errorf("subscriptions after the unsubscribe = %+v, %v; want the other chat's", subs, err)
+	}
+	// The chat that asked for archived only heard of nothing else.
+	for _, it := range h.waitItem("kb", id) {
+		if strings.Contains(it.Text, "approved") || strings.Contains(it.Text, "waits for review") {
+			t.Errorf("the archived-only chat was told %q", it.Text)
+		}
 	}
 }
 
