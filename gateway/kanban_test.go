@@ -23,11 +23,14 @@ func TestGatewayDispatchesCards(t *testing.T) {
 		models = map[string]string{} // card title → the model its worker ran on
 	)
 	model.Respond(func(req testkit.RecordedRequest) testkit.Step {
+		if afterTool(req) {
+			return testkit.Reply("reported")
+		}
 		if strings.Contains(req.LastUser(), "kanban board") {
 			mu.Lock()
 			models[strings.SplitN(req.LastUser(), "\n", 2)[0]] = req.Model
 			mu.Unlock()
-			return testkit.Reply("## What I did\nwrote the notes")
+			return testkit.CallTools(testkit.ToolCall("kanban_complete", `{"summary":"## What I did\nwrote the notes"}`))
 		}
 		return testkit.Reply("echo")
 	})
@@ -70,6 +73,94 @@ func TestGatewayDispatchesCards(t *testing.T) {
 	}
 	if m := models["Goal: write the notes"]; m != "test-model" {
 		t.Errorf("the herald lane's agent ran on %q, want the main model (all: %v)", m, models)
+	}
+}
+
+// afterTool reports whether req's last message is a tool's result.
+func afterTool(req testkit.RecordedRequest) bool {
+	return len(req.Messages) > 0 && req.Messages[len(req.Messages)-1].Role == "tool"
+}
+
+// goalOf is the goal of a worker agent's request: its task message's
+// first line.
+func goalOf(req testkit.RecordedRequest) string {
+	for _, m := range req.Messages {
+		if m.Role == "user" && strings.HasPrefix(m.Content, "Goal: ") {
+			return strings.SplitN(m.Content, "\n", 2)[0]
+		}
+	}
+	return ""
+}
+
+// The herald lane holds its agent to the completion contract: a final
+// reply that neither completes nor blocks its card is answered with one
+// reminder, and an agent that then reports completes the card; one that
+// still does not fails the run as a protocol violation, as a command
+// lane's silent exit 0 does.
+func TestGatewayHeraldLaneFollowsTheContract(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	var (
+		mu     sync.Mutex
+		calls  = map[string]int{} // goal → model calls
+		nudges = map[string]int{} // goal → reminders seen
+	)
+	model.Respond(func(req testkit.RecordedRequest) testkit.Step {
+		goal := goalOf(req)
+		nudged := strings.Contains(req.LastUser(), "without calling kanban_complete or kanban_block")
+		mu.Lock()
+		calls[goal]++
+		if nudged && !afterTool(req) {
+			nudges[goal]++
+		}
+		mu.Unlock()
+		switch {
+		case goal == "":
+			return testkit.Reply("echo")
+		case afterTool(req):
+			return testkit.Reply("reported")
+		case goal == "Goal: write the notes" && nudged:
+			return testkit.CallTools(testkit.ToolCall("kanban_complete", `{"summary":"wrote the notes, reported"}`))
+		}
+		return testkit.Reply("I am done, trust me")
+	})
+	cfg := testConfig(t, model)
+	h := startGateway(t, cfg, Options{})
+	svc := h.g.boards.service
+	ctx := context.Background()
+	reminded, _, err := svc.Create(ctx, kanban.CreateSpec{Title: "write the notes", Assignee: "herald"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent, _, err := svc.Create(ctx, kanban.CreateSpec{Title: "say nothing", Assignee: "herald", MaxRetries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k kanban.Card
+	eventually(t, "the reminded card done", func() bool {
+		k, err = svc.Store.Card(ctx, reminded.ID)
+		return err == nil && k.Status == kanban.StatusDone
+	})
+	if k.Result == nil || k.Result.Summary != "wrote the notes, reported" {
+		t.Errorf("the reminded card's result = %+v, want the one it reported", k.Result)
+	}
+	eventually(t, "the silent card given up", func() bool {
+		k, err = svc.Store.Card(ctx, silent.ID)
+		return err == nil && k.Status == kanban.StatusBlocked
+	})
+	const violation = "protocol violation: the worker agent ended without calling kanban_complete or kanban_block, also after it was reminded; its last reply: I am done, trust me"
+	if k.Result != nil || !strings.Contains(k.BlockReason, violation) {
+		t.Errorf("the silent card = %+v; want it blocked, its reason %q", k, violation)
+	}
+	runs, err := svc.Store.Runs(ctx, silent.ID)
+	if err != nil || len(runs) != 1 || runs[0].Outcome != kanban.OutcomeGaveUp || runs[0].Error != "crashed: "+violation {
+		t.Errorf("the silent card's runs = %+v, %v; want one, given up on the violation", runs, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for goal, want := range map[string]int{"Goal: write the notes": 3, "Goal: say nothing": 2} {
+		if calls[goal] != want || nudges[goal] != 1 {
+			t.Errorf("%s: %d model calls, %d reminders; want %d calls, one reminder", goal, calls[goal], nudges[goal], want)
+		}
 	}
 }
 
