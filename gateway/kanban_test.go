@@ -155,6 +155,13 @@ func TestGatewayHeraldLaneFollowsTheContract(t *testing.T) {
 	if err != nil || len(runs) != 1 || runs[0].Outcome != kanban.OutcomeGaveUp || runs[0].Error != "crashed: "+violation {
 		t.Errorf("the silent card's runs = %+v, %v; want one, given up on the violation", runs, err)
 	}
+	// The reminded agent answers its tool's result once more after its
+	// card is done.
+	eventually(t, "the reminded agent's last call", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return calls["Goal: write the notes"] == 3
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	for goal, want := range map[string]int{"Goal: write the notes": 3, "Goal: say nothing": 2} {

@@ -667,7 +667,7 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 		d.succeeded(r.lane)
 		return
 	case e.Code == 0:
-		end = Ending{Outcome: OutcomeCrashed, Reason: cmp.Or(e.Err, "protocol violation: the worker exited 0 without a complete or block call")}
+		end = Ending{Outcome: OutcomeCrashed, Reason: cmp.Or(e.Violation, "protocol violation: the worker exited 0 without a complete or block call")}
 		d.failed(r.lane)
 	default:
 		end = Ending{Outcome: OutcomeCrashed, Reason: exitReason(e)}

@@ -74,6 +74,9 @@ type Exit struct {
 	// RetryAfter is how long a rate-limited worker (exit 75) said its
 	// limit lasts; 0 when it did not say.
 	RetryAfter time.Duration
+	// Violation says how an in-process worker broke the completion
+	// contract (a NoReportError), for its run's error.
+	Violation string
 }
 
 // RateLimitedError is what an in-process worker returns when its model
@@ -351,7 +354,7 @@ func (l FuncLane) Start(_ context.Context, spec WorkerSpec) (Worker, error) {
 		case err == nil:
 		case errors.As(err, &noReport):
 			// It ended as a silent exit 0 ends, the reason its own.
-			w.exit = Exit{Code: 0, Err: err.Error()}
+			w.exit = Exit{Code: 0, Violation: err.Error()}
 		case errors.As(err, &limited):
 			w.exit = Exit{Code: ExitRateLimited, Err: err.Error(), RetryAfter: min(max(limited.After, 0), maxRetryAfter)}
 		case ctx.Err() != nil:
