@@ -106,6 +106,18 @@ type Claim struct {
 	// is a reviewer's. The run's end is written from them.
 	Started time.Time `json:"started,omitzero"`
 	Review  bool      `json:"review,omitempty"`
+	// Stop, once a person asked for it (Service.RequestStop), says the
+	// worker is to be ended and the card blocked: the dispatcher that
+	// runs the worker does both.
+	Stop *StopRequest `json:"stop,omitempty"`
+}
+
+// StopRequest is a person's request to end a running card's worker and
+// block the card.
+type StopRequest struct {
+	Reason string    `json:"reason"`
+	By     string    `json:"by,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // Result is what a worker's complete call reported.

@@ -114,7 +114,8 @@ type running struct {
 	ws      workspaceRun
 
 	mu      sync.Mutex
-	stopped string // why it was stopped here, when it was
+	stopped string       // why it was stopped here, when it was
+	asked   *StopRequest // the request it was stopped for (RequestStop)
 }
 
 // stop notes why r is stopped, and reports whether it was not already.
@@ -242,6 +243,9 @@ const signalConv = "kanban:boards"
 func (d *Dispatcher) HandleSignal(s sessions.Signal) {
 	if s.Kind == SignalReady && s.Text != d.opts.Name {
 		d.poke()
+	}
+	if s.Kind == SignalStop {
+		d.poke() // its heartbeat reads the request on the card's claim
 	}
 }
 
@@ -645,6 +649,14 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 		d.succeeded(r.lane)
 		return
 	}
+	if req := r.askedStop(); req != nil {
+		// A person's stop: the card is blocked with their reason, and
+		// the lane is not blamed.
+		if final, err = d.svc.BlockStopped(ctx, r.card, r.token, *req); err != nil && !errs.Is(err, errs.LeaseLost) {
+			d.log.Warn("blocking a kanban card whose worker was stopped on request failed", "card", r.card, "err", err)
+		}
+		return
+	}
 	var end Ending
 	switch stopped := r.why(); {
 	case stopped == stopShutdown:
@@ -711,6 +723,9 @@ func (d *Dispatcher) renewClaims(ctx context.Context, claims []lease.Claim, ttl 
 		switch {
 		case err == nil && k.Claim != nil:
 			c.Expires = k.Claim.Expires
+			if k.Claim.Stop != nil {
+				d.stopAsked(c.Name, c.Token, *k.Claim.Stop)
+			}
 		case errs.Is(err, errs.LeaseLost):
 			continue
 		case err != nil && !errors.Is(err, context.Canceled):

@@ -29,7 +29,7 @@ var NotifyEvents = []string{
 	EventReclaimed, EventRateLimited, EventReview, EventApproved, EventChanges,
 	EventCommented, EventLinked, EventUnlinked, EventAssigned, EventPromoted,
 	EventArchived, EventCheckFailed, EventSkippedUnassigned, EventSkippedNonspawnable,
-	EventStranded,
+	EventStranded, EventEdited, EventStopAsked,
 }
 
 // ParseNotifyEvents reads a subscription's event kinds from words, each

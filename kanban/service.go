@@ -4,7 +4,6 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -477,22 +476,7 @@ func (s *Service) Assign(ctx context.Context, id, lane, actor string) (Card, err
 // status but archived; a running card keeps its run. Errors: NotFound,
 // Invalid (archived).
 func (s *Service) Prioritize(ctx context.Context, id string, priority int, actor string) (Card, error) {
-	const op = "kanban.Prioritize"
-	return s.apply(ctx, op, func(now time.Time) (change, error) {
-		k, err := s.read(ctx, op, id)
-		if err != nil {
-			return change{}, err
-		}
-		if k.Status == StatusArchived {
-			return change{}, errs.E(op, errs.Invalid, "%s is archived", k.ID)
-		}
-		from := k.Version
-		k.Priority, k.UpdatedAt = priority, now
-		return change{card: k, Change: Change{
-			Cards:  []CardWrite{{Card: k, From: from}},
-			Events: []Event{{Board: k.Board, Card: k.ID, Kind: EventPrioritized, Actor: actor, Text: strconv.Itoa(priority), At: now}},
-		}}, nil
-	})
+	return s.Edit(ctx, id, EditSpec{Priority: &priority}, actor)
 }
 
 // Block blocks a card: a dependency sends it back to todo, any other kind
