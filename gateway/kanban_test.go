@@ -155,19 +155,15 @@ func TestGatewayHeraldLaneFollowsTheContract(t *testing.T) {
 	if err != nil || len(runs) != 1 || runs[0].Outcome != kanban.OutcomeGaveUp || runs[0].Error != "crashed: "+violation {
 		t.Errorf("the silent card's runs = %+v, %v; want one, given up on the violation", runs, err)
 	}
-	// The reminded agent answers its tool's result once more after its
-	// card is done.
-	eventually(t, "the reminded agent's last call", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return calls["Goal: write the notes"] == 3
-	})
 	mu.Lock()
 	defer mu.Unlock()
-	for goal, want := range map[string]int{"Goal: write the notes": 3, "Goal: say nothing": 2} {
-		if calls[goal] != want || nudges[goal] != 1 {
-			t.Errorf("%s: %d model calls, %d reminders; want %d calls, one reminder", goal, calls[goal], nudges[goal], want)
-		}
+	// The reminded agent may answer its tool's result once more, unless
+	// its dispatcher, finding the claim ended, stopped it first.
+	if n := calls["Goal: write the notes"]; n < 2 || n > 3 || nudges["Goal: write the notes"] != 1 {
+		t.Errorf("the reminded agent: %d model calls, %d reminders; want 2 or 3 calls, one reminder", n, nudges["Goal: write the notes"])
+	}
+	if calls["Goal: say nothing"] != 2 || nudges["Goal: say nothing"] != 1 {
+		t.Errorf("the silent agent: %d model calls, %d reminders; want 2 calls, one reminder", calls["Goal: say nothing"], nudges["Goal: say nothing"])
 	}
 }
 
