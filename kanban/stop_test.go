@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -51,6 +52,56 @@ func TestStopEndsTheWorkerThenBlocks(t *testing.T) {
 		}
 		if lane.count(k.ID) != 1 {
 			t.Errorf("the card's workers = %d, want 1", lane.count(k.ID))
+		}
+	})
+}
+
+// A stop, as a reclaim does, ends a worker process on its own host
+// there, and blocks at once a card whose gateway is gone; a worker in
+// another host's live gateway is signalled for, and its card stays held,
+// asked to stop, until that gateway ends it. No stop counts a failure.
+func TestStopKillsHereOrKnowsTheGatewayGone(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *harness) {
+		gw, deadGW := startProcess(t), startProcess(t)
+		worker := startProcess(t)
+		local := h.create(kanban.CreateSpec{Title: "here", Assignee: "herald"})
+		h.claimAs(local.ID, "gw-a", "test-host", gw, worker.pid, worker.start)
+		orphaned := h.create(kanban.CreateSpec{Title: "dead gateway", Assignee: "herald"})
+		h.claimAs(orphaned.ID, "gw-old", "test-host", deadGW, 0, "")
+		far := h.create(kanban.CreateSpec{Title: "there", Assignee: "herald"})
+		h.claimAs(far.ID, "gw-far", "far-host", gw, 0, "")
+		deadGW.kill()
+
+		log := &signalLog{}
+		spec := kanban.StopSpec{Reason: "wrong approach", Actor: "ann", Host: "test-host", Signals: log}
+		for _, id := range []string{local.ID, orphaned.ID} {
+			got, ended, err := h.svc.Stop(h.ctx, id, spec)
+			if err != nil || !ended || got.Status != kanban.StatusBlocked || got.BlockReason != "wrong approach" || got.Failures != 0 {
+				t.Errorf("Stop of %s = %+v, %v, %v; want it blocked at once with the reason, no failure", id, got, ended, err)
+			}
+			if runs := mustRuns(t, h, id); len(runs) != 1 || runs[0].Outcome != kanban.OutcomeBlocked {
+				t.Errorf("runs of %s = %+v, want the one run ended blocked", id, runs)
+			}
+		}
+		if proc.Alive(worker.pid, worker.start) {
+			t.Errorf("the worker process %d on this host still runs after the stop", worker.pid)
+		}
+		if len(log.signals()) != 0 {
+			t.Errorf("signals = %+v, want none for a worker stopped here or a dead gateway's", log.signals())
+		}
+
+		got, ended, err := h.svc.Stop(h.ctx, far.ID, spec)
+		if err != nil || ended || got.Status != kanban.StatusRunning || got.Claim.Stop == nil || got.Claim.Stop.Then != kanban.StopBlock || got.Claim.Stop.By != "ann" {
+			t.Fatalf("Stop of another host's worker = %+v, %v, %v; want it asked to stop, then block, the card still held", got, ended, err)
+		}
+		if sigs := log.signals(); len(sigs) != 1 || sigs[0].Kind != kanban.SignalStop || sigs[0].Target != far.ID {
+			t.Errorf("signals = %+v, want one kanban.stop naming %s", sigs, far.ID)
+		}
+		if _, _, err := h.svc.Reclaim(h.ctx, far.ID, kanban.StopSpec{Reason: "other", Host: "test-host"}); err != nil {
+			t.Fatal(err)
+		}
+		if c := h.card(far.ID).Claim; c == nil || c.Stop.Reason != "wrong approach" || c.Stop.Then != kanban.StopBlock {
+			t.Errorf("claim after a second request = %+v, want the first request kept", c)
 		}
 	})
 }
