@@ -76,6 +76,12 @@ type SpawnerOptions struct {
 	// progress between tools and inside one before it is stopped, and
 	// StallGrace how long it then has to return; 0 turns the monitor off.
 	StallQuiet, StallTool, StallGrace time.Duration
+	// Nudge, when set, is asked once a child gave its final answer
+	// whether it left something undone: a text it returns gives the
+	// child one more round with that text as its next message (a kanban
+	// worker that ended without reporting on its card is told to).
+	Nudge func(ctx context.Context) string
+
 	// EndProcesses ends the background processes a child's terminal
 	// started, when it ends (keyed by the child's conversation key).
 	EndProcesses func(conv string)
@@ -134,6 +140,14 @@ func (s *Spawner) WithWork(workspace, model string) *Spawner {
 	if model != "" {
 		c.opts.Model = model
 	}
+	return &c
+}
+
+// WithNudge returns a spawner like s whose children are nudged by nudge
+// (SpawnerOptions.Nudge).
+func (s *Spawner) WithNudge(nudge func(ctx context.Context) string) *Spawner {
+	c := *s
+	c.opts.Nudge = nudge
 	return &c
 }
 
@@ -378,6 +392,11 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 	if runErr == nil && stall == nil && out.End == sessions.TurnDone && schema != nil {
 		out, stall, runErr = s.conform(ctx, cancel, live, a, in, out, schema, &res)
 	}
+	if runErr == nil && stall == nil && out.End == sessions.TurnDone && s.opts.Nudge != nil {
+		if text := s.opts.Nudge(ctx); text != "" {
+			out, stall, runErr = s.again(ctx, cancel, live, a, in, out, text)
+		}
+	}
 	if s.opts.EndProcesses != nil {
 		s.opts.EndProcesses(conv)
 	}
@@ -540,24 +559,31 @@ func (s *Spawner) conform(ctx context.Context, cancel context.CancelCauseFunc, l
 		res.SchemaValid = &valid
 		return out, nil, nil
 	}
-	// The first run's history, its task message first, is what the
-	// correction builds on.
-	in.History = append(slices.Clone(in.History), out.History...)
-	in.Entry.Text = "Your final answer does not meet the output schema you were given. Validation errors:\n" + strings.Join(problems, "\n") +
-		"\n\nReply again with only the corrected answer: one JSON value that meets the schema."
-	fixed, stall, err := s.watch(ctx, cancel, live, func(ctx context.Context) (sessions.TurnOutput, error) { return a.Run(ctx, in) })
-	merged := out
-	merged.History = append(slices.Clone(out.History), fixed.History...)
-	merged.End, merged.Err = fixed.End, fixed.Err
-	if err != nil || stall != nil || fixed.End != sessions.TurnDone {
+	merged, stall, err := s.again(ctx, cancel, live, a, in, out, "Your final answer does not meet the output schema you were given. Validation errors:\n"+strings.Join(problems, "\n")+
+		"\n\nReply again with only the corrected answer: one JSON value that meets the schema.")
+	if err != nil || stall != nil || merged.End != sessions.TurnDone {
 		valid := false
 		res.SchemaValid, res.SchemaErrors = &valid, problems
 		return merged, stall, err
 	}
-	problems = validateAnswer(schema, lastAssistant(fixed.History))
+	problems = validateAnswer(schema, lastAssistant(merged.History[len(out.History):]))
 	valid := len(problems) == 0
 	res.SchemaValid, res.SchemaErrors = &valid, problems
 	return merged, nil, nil
+}
+
+// again gives the child one more round after its run out, with text as
+// its next message, and returns both rounds as one output: the first
+// round's history, its task message first, is what the second builds on.
+func (s *Spawner) again(ctx context.Context, cancel context.CancelCauseFunc, live *Live, a *agent.Agent, in sessions.TurnInput,
+	out sessions.TurnOutput, text string) (sessions.TurnOutput, *stallInfo, error) {
+	in.History = append(slices.Clone(in.History), out.History...)
+	in.Entry.Text = text
+	next, stall, err := s.watch(ctx, cancel, live, func(ctx context.Context) (sessions.TurnOutput, error) { return a.Run(ctx, in) })
+	merged := out
+	merged.History = append(slices.Clone(out.History), next.History...)
+	merged.End, merged.Err = next.End, next.Err
+	return merged, stall, err
 }
 
 // validateAnswer checks answer (JSON, possibly in a code fence) against

@@ -192,10 +192,18 @@ func (g *Gateway) buildKanban(registry *tools.Registry, commands *sessions.Comma
 	return p, nil
 }
 
+// nudgeText is what a worker agent that ended its reply without
+// reporting on its card is told, once.
+const nudgeText = "You ended your reply without calling kanban_complete or kanban_block, so card %s is still open and yours. Call kanban_complete now with a summary of what you did, or kanban_block with what is missing. A reply without one of them fails the run."
+
 // runCardAgent works a card with herald's child agent: its title is the
-// goal, its body and comments the context. A run that ends well
-// completes the card with the agent's summary (a review run approves
-// it); any other end is the run's error.
+// goal, its body and comments the context. The agent reports with its
+// worker tools (kanban_complete, kanban_block, kanban_request_review);
+// one whose final reply leaves the card open is told so once, and when
+// it still does not report, the run ends as a protocol violation
+// (kanban.NoReportError), as a command lane's silent exit 0 does. A
+// review run gives its verdict in its reply's last line. Any other end
+// is the run's error.
 func runCardAgent(ctx context.Context, svc *kanban.Service, spawner *delegation.Spawner, spec kanban.WorkerSpec) error {
 	k := spec.Card
 	var b strings.Builder
@@ -228,9 +236,23 @@ func runCardAgent(ctx context.Context, svc *kanban.Service, spawner *delegation.
 		child.Role = delegation.RoleReviewer
 	}
 	ctx = kanban.WithWorker(ctx, kanban.WorkerCard{Card: k.ID, Board: spec.Board, Token: spec.Token})
+	// holds reports whether the claim is still open: the agent has not
+	// reported with its tools (complete, block, review).
+	holds := func(ctx context.Context) bool {
+		now, err := svc.Store.Card(ctx, k.ID)
+		return err != nil || (now.Claim != nil && now.Claim.Token == spec.Token)
+	}
+	if !spec.Review {
+		spawner = spawner.WithNudge(func(ctx context.Context) string {
+			if !holds(ctx) {
+				return ""
+			}
+			return fmt.Sprintf(nudgeText, k.ID)
+		})
+	}
 	res := spawner.Run(ctx, child, 1, nil)
-	if now, err := svc.Store.Card(ctx, k.ID); err == nil && (now.Claim == nil || now.Claim.Token != spec.Token) {
-		return nil // it reported with its tools (complete, block, review)
+	if !holds(ctx) {
+		return nil
 	}
 	switch res.ExitReason {
 	case "rate_limited":
@@ -243,7 +265,14 @@ func runCardAgent(ctx context.Context, svc *kanban.Service, spawner *delegation.
 	if res.Status != delegation.StatusCompleted {
 		return fmt.Errorf("the worker agent ended %s: %s", res.Status, strings.TrimSpace(res.Error+" "+res.ExitReason))
 	}
-	if spec.Review && !approved(res.Summary) {
+	if !spec.Review {
+		did := "the worker agent ended without calling kanban_complete or kanban_block, also after it was reminded"
+		if res.ExitReason == "max_iterations" {
+			did = "the worker agent used up its iterations without calling kanban_complete or kanban_block"
+		}
+		return &kanban.NoReportError{Detail: did, LastReply: res.Summary}
+	}
+	if !approved(res.Summary) {
 		_, err := svc.RequestChanges(ctx, k.ID, spec.Token, res.Summary, "herald")
 		return err
 	}

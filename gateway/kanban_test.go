@@ -23,11 +23,14 @@ func TestGatewayDispatchesCards(t *testing.T) {
 		models = map[string]string{} // card title → the model its worker ran on
 	)
 	model.Respond(func(req testkit.RecordedRequest) testkit.Step {
+		if afterTool(req) {
+			return testkit.Reply("reported")
+		}
 		if strings.Contains(req.LastUser(), "kanban board") {
 			mu.Lock()
 			models[strings.SplitN(req.LastUser(), "\n", 2)[0]] = req.Model
 			mu.Unlock()
-			return testkit.Reply("## What I did\nwrote the notes")
+			return testkit.CallTools(testkit.ToolCall("kanban_complete", `{"summary":"## What I did\nwrote the notes"}`))
 		}
 		return testkit.Reply("echo")
 	})
@@ -73,17 +76,115 @@ func TestGatewayDispatchesCards(t *testing.T) {
 	}
 }
 
-// /kanban in a chat creates, lists, shows and assigns cards; a
-// subscription of the chat hears of a card that is done.
+// afterTool reports whether req's last message is a tool's result.
+func afterTool(req testkit.RecordedRequest) bool {
+	return len(req.Messages) > 0 && req.Messages[len(req.Messages)-1].Role == "tool"
+}
+
+// goalOf is the goal of a worker agent's request: its task message's
+// first line.
+func goalOf(req testkit.RecordedRequest) string {
+	for _, m := range req.Messages {
+		if m.Role == "user" && strings.HasPrefix(m.Content, "Goal: ") {
+			return strings.SplitN(m.Content, "\n", 2)[0]
+		}
+	}
+	return ""
+}
+
+// The herald lane holds its agent to the completion contract: a final
+// reply that neither completes nor blocks its card is answered with one
+// reminder, and an agent that then reports completes the card; one that
+// still does not fails the run as a protocol violation, as a command
+// lane's silent exit 0 does.
+func TestGatewayHeraldLaneFollowsTheContract(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	var (
+		mu     sync.Mutex
+		calls  = map[string]int{} // goal → model calls
+		nudges = map[string]int{} // goal → reminders seen
+	)
+	model.Respond(func(req testkit.RecordedRequest) testkit.Step {
+		goal := goalOf(req)
+		nudged := strings.Contains(req.LastUser(), "without calling kanban_complete or kanban_block")
+		mu.Lock()
+		calls[goal]++
+		if nudged && !afterTool(req) {
+			nudges[goal]++
+		}
+		mu.Unlock()
+		switch {
+		case goal == "":
+			return testkit.Reply("echo")
+		case afterTool(req):
+			return testkit.Reply("reported")
+		case goal == "Goal: write the notes" && nudged:
+			return testkit.CallTools(testkit.ToolCall("kanban_complete", `{"summary":"wrote the notes, reported"}`))
+		}
+		return testkit.Reply("I am done, trust me")
+	})
+	cfg := testConfig(t, model)
+	h := startGateway(t, cfg, Options{})
+	svc := h.g.boards.service
+	ctx := context.Background()
+	reminded, _, err := svc.Create(ctx, kanban.CreateSpec{Title: "write the notes", Assignee: "herald"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent, _, err := svc.Create(ctx, kanban.CreateSpec{Title: "say nothing", Assignee: "herald", MaxRetries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k kanban.Card
+	eventually(t, "the reminded card done", func() bool {
+		k, err = svc.Store.Card(ctx, reminded.ID)
+		return err == nil && k.Status == kanban.StatusDone
+	})
+	if k.Result == nil || k.Result.Summary != "wrote the notes, reported" {
+		t.Errorf("the reminded card's result = %+v, want the one it reported", k.Result)
+	}
+	eventually(t, "the silent card given up", func() bool {
+		k, err = svc.Store.Card(ctx, silent.ID)
+		return err == nil && k.Status == kanban.StatusBlocked
+	})
+	const violation = "protocol violation: the worker agent ended without calling kanban_complete or kanban_block, also after it was reminded; its last reply: I am done, trust me"
+	if k.Result != nil || !strings.Contains(k.BlockReason, violation) {
+		t.Errorf("the silent card = %+v; want it blocked, its reason %q", k, violation)
+	}
+	runs, err := svc.Store.Runs(ctx, silent.ID)
+	if err != nil || len(runs) != 1 || runs[0].Outcome != kanban.OutcomeGaveUp || runs[0].Error != "crashed: "+violation {
+		t.Errorf("the silent card's runs = %+v, %v; want one, given up on the violation", runs, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// The reminded agent may answer its tool's result once more, unless
+	// its dispatcher, finding the claim ended, stopped it first.
+	if n := calls["Goal: write the notes"]; n < 2 || n > 3 || nudges["Goal: write the notes"] != 1 {
+		t.Errorf("the reminded agent: %d model calls, %d reminders; want 2 or 3 calls, one reminder", n, nudges["Goal: write the notes"])
+	}
+	if calls["Goal: say nothing"] != 2 || nudges["Goal: say nothing"] != 1 {
+		t.Errorf("the silent agent: %d model calls, %d reminders; want 2 calls, one reminder", calls["Goal: say nothing"], nudges["Goal: say nothing"])
+	}
+}
+
+// /kanban in a chat creates, lists, shows and assigns cards; a chat
+// subscribes with /kanban subscribe (the default set, or the kinds it
+// names, checked), hears of a card that is done, approved or archived,
+// and stops with /kanban unsubscribe.
 func TestGatewayKanbanCommandAndNotifications(t *testing.T) {
 	model := testkit.NewModelServer(t)
 	cfg := testConfig(t, model)
 	cfg.Kanban.Enabled = false // cards stay where the commands put them
 	h := startGateway(t, cfg, Options{})
 	ctx := context.Background()
-	if _, err := h.g.boards.service.Store.PutSubscription(ctx, kanban.Subscription{ID: "sub_1", Board: kanban.DefaultBoard, Target: "api:kb"}); err != nil {
-		t.Fatal(err)
-	}
+	h.post("kb", "/kanban subscribe done, archived")
+	h.waitItem("kb", `"done" is not an event kind; the kinds are created, moved,`)
+	h.post("kb", "/kanban subscribe")
+	h.waitItem("kb", "This chat now hears of board default's cards: completed, blocked, gave_up, crashed, timed_out, review_requested, approved, unblocked (the default set)")
+	h.post("kb", "/kanban subscribe archived")
+	h.waitItem("kb", "board default's cards: archived")
+	h.post("ops", "/kanban subscribe")
+	h.waitItem("ops", "(the default set)")
 	h.post("kb", "/kanban create write the release notes")
 	created := h.waitItem("kb", "Created t_")
 	id := strings.Fields(strings.TrimPrefix(created[0].Text, "Created "))[0]
@@ -94,15 +195,40 @@ func TestGatewayKanbanCommandAndNotifications(t *testing.T) {
 	h.post("kb", "/kanban show t_nothere")
 	h.waitItem("kb", "no card t_nothere")
 	svc := h.g.boards.service
+	subs, err := svc.Store.Subscriptions(ctx, kanban.DefaultBoard)
+	if err != nil || len(subs) != 2 {
+		t.Fatalf("subscriptions = %+v, %v; want one a chat", subs, err)
+	}
 	k, err := svc.Claim(ctx, id, kanban.ClaimSpec{Owner: "cli", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Complete(ctx, id, k.Claim.Token, kanban.Result{Summary: "notes written"}, "cli"); err != nil {
+	if _, err := svc.RequestReview(ctx, id, k.Claim.Token, kanban.Result{Summary: "notes written"}, "cli"); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.waitItem("kb", "is done: notes written"); len(got) != 1 {
+	if _, err := svc.Approve(ctx, id, 0, "fine", "ann"); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.waitItem("ops", "was approved: fine"); len(got) != 1 {
 		t.Errorf("notifications = %+v, want one", got)
+	}
+	if _, err := svc.Archive(ctx, id, "ann"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitItem("kb", id+` "write the release notes" was archived`)
+	h.post("kb", "/kanban unsubscribe")
+	h.waitItem("kb", "This chat hears no more of board default.")
+	h.post("kb", "/kanban unsubscribe")
+	h.waitItem("kb", "This chat has no subscription to board default.")
+	subs, err = svc.Store.Subscriptions(ctx, kanban.DefaultBoard)
+	if err != nil || len(subs) != 1 || subs[0].Target != "api:ops" {
+		t.Errorf("subscriptions after the unsubscribe = %+v, %v; want the other chat's", subs, err)
+	}
+	// The chat that asked for archived only heard of nothing else.
+	for _, it := range h.waitItem("kb", id) {
+		if strings.Contains(it.Text, "approved") || strings.Contains(it.Text, "waits for review") {
+			t.Errorf("the archived-only chat was told %q", it.Text)
+		}
 	}
 }
 

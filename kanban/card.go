@@ -106,17 +106,40 @@ type Claim struct {
 	// is a reviewer's. The run's end is written from them.
 	Started time.Time `json:"started,omitzero"`
 	Review  bool      `json:"review,omitempty"`
-
 	// OwnerPID and OwnerStart name the owner's process on Host (its
 	// gateway's, or a dispatching CLI's): with it gone, nothing renews
 	// the claim, and an in-process worker is gone with it. 0: not known
 	// (a person's claim).
 	OwnerPID   int    `json:"owner_pid,omitempty"`
 	OwnerStart string `json:"owner_proc_start,omitempty"`
-	// Stop says why a person asked the worker to stop (a reclaim): its
-	// owner stops it and releases the claim, reclaimed, for this reason.
-	Stop string `json:"stop,omitempty"`
+	// Stop, once a person asked for it (Service.Reclaim, Service.Stop),
+	// says the worker is to be ended, and what then becomes of the card:
+	// the dispatcher that runs the worker does both, and no other worker
+	// takes the card before.
+	Stop *StopRequest `json:"stop,omitempty"`
 }
+
+// StopRequest is a person's request to end a running card's worker.
+type StopRequest struct {
+	Reason string    `json:"reason"`
+	By     string    `json:"by,omitempty"`
+	At     time.Time `json:"at"`
+	// Then is what becomes of the card once its worker ended.
+	Then StopThen `json:"then,omitempty"`
+}
+
+// StopThen is what becomes of a card whose worker was stopped on request.
+type StopThen string
+
+const (
+	// StopBlock blocks the card with the request's reason, no failure
+	// counted (herald kanban stop). The empty StopThen is StopBlock.
+	StopBlock StopThen = "block"
+	// StopReclaim releases the claim, the run ending reclaimed and
+	// counted as a failure: the card is ready again (herald kanban
+	// reclaim).
+	StopReclaim StopThen = "reclaim"
+)
 
 // Result is what a worker's complete call reported.
 type Result struct {

@@ -5,18 +5,20 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
+	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
 )
 
-const kanbanUsage = "Usage: /kanban list · /kanban show <id> · /kanban create <title> · /kanban assign <id> <lane>. They act on the default board."
+const kanbanUsage = "Usage: /kanban list · /kanban show <id> · /kanban create <title> · /kanban assign <id> <lane> · /kanban subscribe [events] · /kanban unsubscribe. They act on the default board."
 
 // RegisterCommands registers /kanban in cmds, acting on the default
 // board.
 func RegisterCommands(cmds *sessions.Commands, svc *Service) error {
 	return cmds.Register(sessions.Command{
-		Name: "kanban", Args: "list|show ID|create TITLE|assign ID LANE",
+		Name: "kanban", Args: "list|show ID|create TITLE|assign ID LANE|subscribe [EVENTS]|unsubscribe",
 		Summary: "work with the kanban board", OutOfBand: true,
 		Handle: func(ctx context.Context, call *sessions.CommandCall) error {
 			return call.Reply(ctx, command(ctx, svc, call))
@@ -94,6 +96,72 @@ func command(ctx context.Context, svc *Service, call *sessions.CommandCall) stri
 			return sessions.CommandError(err)
 		}
 		return fmt.Sprintf("%s is %s's now.", k.ID, k.Assignee)
+	case "subscribe":
+		return subscribe(ctx, svc.Store, call, rest)
+	case "unsubscribe":
+		return unsubscribe(ctx, svc.Store, call)
 	}
 	return kanbanUsage
+}
+
+// subscribe makes (or changes) the chat's subscription to the default
+// board: the event kinds in words (space or comma separated; none: the
+// default set), from now on. A chat has one subscription: a second
+// subscribe changes its kinds and keeps its place in the log.
+func subscribe(ctx context.Context, st Store, call *sessions.CommandCall, words string) string {
+	kinds, err := ParseNotifyEvents(words)
+	if err != nil {
+		return sessions.CommandError(err)
+	}
+	target := call.Target.String()
+	subs, err := st.Subscriptions(ctx, DefaultBoard)
+	if err != nil {
+		return sessions.CommandError(err)
+	}
+	i := slices.IndexFunc(subs, func(s Subscription) bool { return s.Target == target })
+	var s Subscription
+	if i >= 0 {
+		s = subs[i]
+		s.Events = kinds
+	} else {
+		cursor, err := LastCursor(ctx, st, DefaultBoard)
+		if err != nil {
+			return sessions.CommandError(err)
+		}
+		now, err := st.Now(ctx)
+		if err != nil {
+			return sessions.CommandError(err)
+		}
+		s = Subscription{ID: NewSubscriptionID(), Board: DefaultBoard, Target: target, Events: kinds, Conv: call.In.Conv, Cursor: cursor, CreatedAt: now}
+	}
+	if _, err := st.PutSubscription(ctx, s); err != nil {
+		return sessions.CommandError(err)
+	}
+	what := strings.Join(kinds, ", ")
+	if len(kinds) == 0 {
+		what = strings.Join(DefaultNotifyEvents, ", ") + " (the default set)"
+	}
+	return fmt.Sprintf("This chat now hears of board %s's cards: %s. /kanban unsubscribe stops it.", DefaultBoard, what)
+}
+
+// unsubscribe removes the chat's subscriptions to the default board.
+func unsubscribe(ctx context.Context, st Store, call *sessions.CommandCall) string {
+	subs, err := st.Subscriptions(ctx, DefaultBoard)
+	if err != nil {
+		return sessions.CommandError(err)
+	}
+	target, n := call.Target.String(), 0
+	for _, s := range subs {
+		if s.Target != target {
+			continue
+		}
+		if err := st.RemoveSubscription(ctx, s.ID); err != nil && !errs.Is(err, errs.NotFound) {
+			return sessions.CommandError(err)
+		}
+		n++
+	}
+	if n == 0 {
+		return fmt.Sprintf("This chat has no subscription to board %s. /kanban subscribe makes one.", DefaultBoard)
+	}
+	return fmt.Sprintf("This chat hears no more of board %s.", DefaultBoard)
 }

@@ -122,7 +122,8 @@ type running struct {
 	ws      workspaceRun
 
 	mu      sync.Mutex
-	stopped string // why it was stopped here, when it was
+	stopped string       // why it was stopped here, when it was
+	asked   *StopRequest // the request it was stopped for (RequestStop)
 }
 
 // stop notes why r is stopped, and reports whether it was not already.
@@ -251,31 +252,15 @@ const SignalReady sessions.SignalKind = "kanban.ready"
 const signalConv = "kanban:boards"
 
 // HandleSignal implements sessions.SignalHandler: another instance's
-// SignalReady makes this one look at the boards now.
+// SignalReady makes this one look at the boards now; a SignalStop stops
+// the worker of the card it names, when it runs here and its claim asks
+// so.
 func (d *Dispatcher) HandleSignal(s sessions.Signal) {
 	switch {
 	case s.Kind == SignalReady && s.Text != d.opts.Name:
 		d.poke()
 	case s.Kind == SignalStop:
-		go d.stopAsked(s.Text)
-	}
-}
-
-// stopAsked stops the worker of card here when its claim asks so
-// (Claim.Stop, a reclaim's): its end releases the claim, reclaimed.
-func (d *Dispatcher) stopAsked(card string) {
-	d.mu.Lock()
-	r := d.running[card]
-	d.mu.Unlock()
-	if r == nil {
-		return
-	}
-	k, err := d.svc.Store.Card(context.Background(), card)
-	if err != nil || k.Claim == nil || k.Claim.Token != r.token || k.Claim.Stop == "" {
-		return
-	}
-	if r.stop(k.Claim.Stop) {
-		_ = r.worker.Stop(context.Background())
+		go d.stopSignalled(s.Target)
 	}
 }
 
@@ -704,10 +689,20 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 		d.succeeded(ctx, r.lane)
 		return
 	}
+	req := r.askedStop()
+	if req == nil {
+		// It ended by itself while a stop was asked.
+		req = k.Claim.Stop
+	}
+	if req != nil {
+		// A person's stop or reclaim: the lane is not blamed.
+		if final, err = d.svc.endStopped(ctx, r.card, r.token, *req); err != nil && !errs.Is(err, errs.LeaseLost) {
+			d.log.Warn("ending the claim of a kanban card whose worker was stopped on request failed", "card", r.card, "err", err)
+		}
+		return
+	}
 	var end Ending
 	switch stopped := r.why(); {
-	case k.Claim.Stop != "":
-		end = Ending{Outcome: OutcomeReclaimed, Reason: k.Claim.Stop}
 	case stopped == stopShutdown:
 		end = Ending{Outcome: OutcomeReclaimed, Reason: stopped, Uncounted: true}
 	case stopped != "":
@@ -728,7 +723,7 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 		d.succeeded(ctx, r.lane)
 		return
 	case e.Code == 0:
-		end = Ending{Outcome: OutcomeCrashed, Reason: "protocol violation: the worker exited 0 without a complete or block call"}
+		end = Ending{Outcome: OutcomeCrashed, Reason: cmp.Or(e.Violation, "protocol violation: the worker exited 0 without a complete or block call")}
 		d.failed(ctx, r.lane)
 	default:
 		end = Ending{Outcome: OutcomeCrashed, Reason: exitReason(e)}
@@ -772,9 +767,9 @@ func (d *Dispatcher) renewClaims(ctx context.Context, claims []lease.Claim, ttl 
 		switch {
 		case err == nil && k.Claim != nil:
 			c.Expires = k.Claim.Expires
-			if k.Claim.Stop != "" {
-				// A reclaim asked, and its signal did not come.
-				go d.stopAsked(c.Name)
+			if k.Claim.Stop != nil {
+				// A person asked, and its signal did not come.
+				d.stopAsked(c.Name, c.Token, *k.Claim.Stop)
 			}
 		case errs.Is(err, errs.LeaseLost):
 			continue

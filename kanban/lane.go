@@ -75,6 +75,9 @@ type Exit struct {
 	// RetryAfter is how long a rate-limited worker (exit 75) said its
 	// limit lasts; 0 when it did not say.
 	RetryAfter time.Duration
+	// Violation says how an in-process worker broke the completion
+	// contract (a NoReportError), for its run's error.
+	Violation string
 }
 
 // RateLimitedError is what an in-process worker returns when its model
@@ -86,6 +89,22 @@ type RateLimitedError struct {
 }
 
 func (e *RateLimitedError) Error() string { return "rate limited: " + e.Reason }
+
+// NoReportError is what an in-process worker returns when its work
+// ended without a complete or block call: the run fails as a protocol
+// violation, as a command's exit 0 without one does.
+type NoReportError struct {
+	Detail    string // what the worker did instead
+	LastReply string // its last words, of which the end is said
+}
+
+func (e *NoReportError) Error() string {
+	s := "protocol violation: " + e.Detail
+	if last := tail(e.LastReply, 300); last != "" {
+		s += "; its last reply: " + last
+	}
+	return s
+}
 
 // maxRetryAfter bounds how long a reported rate limit holds a lane.
 const maxRetryAfter = 24 * time.Hour
@@ -330,9 +349,15 @@ func (l FuncLane) Start(_ context.Context, spec WorkerSpec) (Worker, error) {
 		defer close(w.done)
 		defer cancel()
 		err := l.Run(ctx, spec)
-		var limited *RateLimitedError
+		var (
+			limited  *RateLimitedError
+			noReport *NoReportError
+		)
 		switch {
 		case err == nil:
+		case errors.As(err, &noReport):
+			// It ended as a silent exit 0 ends, the reason its own.
+			w.exit = Exit{Code: 0, Violation: err.Error()}
 		case errors.As(err, &limited):
 			w.exit = Exit{Code: ExitRateLimited, Err: err.Error(), RetryAfter: min(max(limited.After, 0), maxRetryAfter)}
 		case ctx.Err() != nil:

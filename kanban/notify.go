@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/heraldgw/herald/internal/bgloop"
 	"github.com/heraldgw/herald/internal/clock"
@@ -19,7 +20,59 @@ import (
 const KindNotification = "kanban"
 
 // DefaultNotifyEvents are the kinds a subscription with none sends.
-var DefaultNotifyEvents = []string{EventCompleted, EventBlocked, EventGaveUp, EventCrashed, EventTimedOut, EventReview, EventUnblocked}
+var DefaultNotifyEvents = []string{EventCompleted, EventBlocked, EventGaveUp, EventCrashed, EventTimedOut, EventReview, EventApproved, EventUnblocked}
+
+// NotifyEvents are the event kinds a subscription may name.
+var NotifyEvents = []string{
+	EventCreated, EventMoved, EventClaimed, EventSpawned, EventCompleted,
+	EventBlocked, EventUnblocked, EventGaveUp, EventCrashed, EventTimedOut,
+	EventReclaimed, EventRateLimited, EventReview, EventApproved, EventChanges,
+	EventCommented, EventLinked, EventUnlinked, EventAssigned, EventPromoted,
+	EventArchived, EventCheckFailed, EventSkippedUnassigned, EventSkippedNonspawnable,
+	EventStranded, EventEdited, EventStopAsked,
+}
+
+// ParseNotifyEvents reads a subscription's event kinds from words, each
+// a kind or a list of them separated by commas or spaces; repeats count
+// once, and none is nil (the default set). Errors: Invalid, naming the
+// kinds there are.
+func ParseNotifyEvents(words ...string) ([]string, error) {
+	var kinds []string
+	for _, w := range words {
+		for _, e := range strings.FieldsFunc(strings.ToLower(w), func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+			if !slices.Contains(NotifyEvents, e) {
+				return nil, errs.E("kanban.ParseNotifyEvents", errs.Invalid, "%q is not an event kind; the kinds are %s", e, strings.Join(NotifyEvents, ", "))
+			}
+			if !slices.Contains(kinds, e) {
+				kinds = append(kinds, e)
+			}
+		}
+	}
+	return kinds, nil
+}
+
+// NewSubscriptionID returns a new subscription id: sub_ and 16 random
+// hex digits.
+func NewSubscriptionID() string { return "sub_" + randomHex(8) }
+
+// LastCursor is the cursor of board's latest event, "" when it has
+// none: a subscription made with it hears of what happens from now on.
+func LastCursor(ctx context.Context, s Store, board string) (string, error) {
+	const page = 500
+	after := ""
+	for {
+		evs, err := s.Events(ctx, EventQuery{Board: board, After: after, Limit: page})
+		if err != nil {
+			return "", err
+		}
+		if len(evs) > 0 {
+			after = evs[len(evs)-1].Cursor
+		}
+		if len(evs) < page {
+			return after, nil
+		}
+	}
+}
 
 // DefaultNotifyPoll is how often a notifier reads the boards' events.
 const DefaultNotifyPoll = 2 * time.Second
@@ -175,6 +228,7 @@ func (n *Notifier) text(ctx context.Context, e Event) (string, error) {
 		EventCompleted: "is done", EventBlocked: "is blocked", EventGaveUp: "was given up on",
 		EventCrashed: "crashed", EventTimedOut: "timed out", EventReview: "waits for review",
 		EventUnblocked: "was unblocked", EventApproved: "was approved", EventChanges: "needs changes",
+		EventArchived: "was archived",
 	}[e.Kind]
 	if what == "" {
 		what = strings.ReplaceAll(e.Kind, "_", " ")

@@ -92,3 +92,24 @@ func TestNotificationsOnceEach(t *testing.T) {
 		}
 	})
 }
+
+// A subscription's kinds are read from words separated by commas or
+// spaces, each once; an unknown one is refused, naming the kinds.
+func TestParseNotifyEvents(t *testing.T) {
+	got, err := kanban.ParseNotifyEvents("Completed, blocked  approved,completed", "archived")
+	if err != nil || strings.Join(got, " ") != "completed blocked approved archived" {
+		t.Errorf("ParseNotifyEvents = %q, %v", got, err)
+	}
+	if got, err := kanban.ParseNotifyEvents(" ", ""); err != nil || got != nil {
+		t.Errorf("no kinds = %q, %v; want none (the default set)", got, err)
+	}
+	_, err = kanban.ParseNotifyEvents("completed,finished")
+	if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), `"finished" is not an event kind; the kinds are created,`) {
+		t.Errorf("an unknown kind: %v", err)
+	}
+	for _, k := range []string{kanban.EventApproved, kanban.EventArchived} {
+		if _, err := kanban.ParseNotifyEvents(k); err != nil {
+			t.Errorf("%s is not a notification event: %v", k, err)
+		}
+	}
+}

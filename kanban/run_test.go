@@ -345,12 +345,12 @@ func TestAReclaimNeverGivesACardTwoWorkers(t *testing.T) {
 			t.Fatalf("a claimed %v", rep.Claimed)
 		}
 		for _, k := range []kanban.Card{signalled, silent} {
-			spec := kanban.ReclaimSpec{Reason: "stuck", Host: "test-host", Clock: h.clk}
+			spec := kanban.StopSpec{Reason: "stuck", Host: "test-host", Clock: h.clk}
 			if k.ID == signalled.ID {
 				spec.Signals = log
 			}
 			got, released, err := h.svc.Reclaim(h.ctx, k.ID, spec)
-			if err != nil || released || got.Status != kanban.StatusRunning || got.Claim.Stop != "stuck" {
+			if err != nil || released || got.Status != kanban.StatusRunning || got.Claim.Stop == nil || got.Claim.Stop.Reason != "stuck" || got.Claim.Stop.Then != kanban.StopReclaim {
 				t.Fatalf("Reclaim of a worker in another live gateway = %+v, %v, %v; want it asked to stop, the card still held", got, released, err)
 			}
 		}
@@ -360,7 +360,7 @@ func TestAReclaimNeverGivesACardTwoWorkers(t *testing.T) {
 		// gw-a hears the signal and stops one; it stops the other at its
 		// heartbeat.
 		sigs := log.signals()
-		if len(sigs) != 1 || sigs[0].Kind != kanban.SignalStop || sigs[0].Text != signalled.ID {
+		if len(sigs) != 1 || sigs[0].Kind != kanban.SignalStop || sigs[0].Target != signalled.ID {
 			t.Fatalf("signals = %+v, want one kanban.stop naming %s", sigs, signalled.ID)
 		}
 		a.HandleSignal(sigs[0])
@@ -403,7 +403,7 @@ func TestAReclaimStopsAWorkerProcessOnItsHost(t *testing.T) {
 		if c.PID == 0 || !proc.Alive(c.PID, c.ProcStart) {
 			t.Fatalf("claim = %+v, want a live worker process", c)
 		}
-		got, released, err := h.svc.Reclaim(h.ctx, k.ID, kanban.ReclaimSpec{Reason: "wrong branch", Host: "test-host"})
+		got, released, err := h.svc.Reclaim(h.ctx, k.ID, kanban.StopSpec{Reason: "wrong branch", Host: "test-host"})
 		if err != nil || !released || got.Status != kanban.StatusReady {
 			t.Fatalf("Reclaim = %+v, %v, %v; want it released", got, released, err)
 		}

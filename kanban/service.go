@@ -4,7 +4,6 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -488,22 +487,7 @@ func (s *Service) Assign(ctx context.Context, id, lane, actor string) (Card, err
 // status but archived; a running card keeps its run. Errors: NotFound,
 // Invalid (archived).
 func (s *Service) Prioritize(ctx context.Context, id string, priority int, actor string) (Card, error) {
-	const op = "kanban.Prioritize"
-	return s.apply(ctx, op, func(now time.Time) (change, error) {
-		k, err := s.read(ctx, op, id)
-		if err != nil {
-			return change{}, err
-		}
-		if k.Status == StatusArchived {
-			return change{}, errs.E(op, errs.Invalid, "%s is archived", k.ID)
-		}
-		from := k.Version
-		k.Priority, k.UpdatedAt = priority, now
-		return change{card: k, Change: Change{
-			Cards:  []CardWrite{{Card: k, From: from}},
-			Events: []Event{{Board: k.Board, Card: k.ID, Kind: EventPrioritized, Actor: actor, Text: strconv.Itoa(priority), At: now}},
-		}}, nil
-	})
+	return s.Edit(ctx, id, EditSpec{Priority: &priority}, actor)
 }
 
 // Block blocks a card: a dependency sends it back to todo, any other kind
@@ -561,29 +545,52 @@ func (s *Service) Block(ctx context.Context, id string, token int64, kind BlockK
 // parent is done, else todo; its failure count starts again. Errors:
 // NotFound, Invalid (not blocked or in triage).
 func (s *Service) Unblock(ctx context.Context, id, actor string) (Card, error) {
-	const op = "kanban.Unblock"
+	return s.letGo(ctx, "kanban.Unblock", id, []Status{StatusBlocked, StatusTriage}, Event{Kind: EventUnblocked, Actor: actor})
+}
+
+// Admit lets a card held in triage since it was made (while its
+// attachments were added) go on as a new card does: ready when every
+// parent is done, else todo. Its event is promoted, not unblocked:
+// nothing blocked it, and nobody is told it was. Errors: NotFound,
+// Invalid (not in triage).
+func (s *Service) Admit(ctx context.Context, id, actor string) (Card, error) {
+	return s.letGo(ctx, "kanban.Admit", id, []Status{StatusTriage}, Event{Kind: EventPromoted, Actor: actor})
+}
+
+// letGo moves a card in one of from to ready (every parent done) or
+// todo, with ev, its failure count started again.
+func (s *Service) letGo(ctx context.Context, op, id string, from []Status, ev Event) (Card, error) {
 	return s.apply(ctx, op, func(now time.Time) (change, error) {
 		k, err := s.read(ctx, op, id)
 		if err != nil {
 			return change{}, err
 		}
-		if k.Status != StatusBlocked && k.Status != StatusTriage {
-			return change{}, errs.E(op, errs.Invalid, "%s is %s, not blocked", k.ID, k.Status)
+		if !slices.Contains(from, k.Status) {
+			return change{}, errs.E(op, errs.Invalid, "%s is %s, not %s", k.ID, k.Status, orList(from))
 		}
 		done, checks, err := s.parentsDone(ctx, k.Parents)
 		if err != nil {
 			return change{}, err
 		}
-		from := k.Version
+		version := k.Version
 		to := StatusTodo
 		if done {
 			to = StatusReady
 		}
 		k.Failures, k.LastError, k.BlockKind, k.RetryAt = 0, "", "", time.Time{}
-		var ev Event
-		k, ev = move(k, to, now, Event{Kind: EventUnblocked, Actor: actor})
-		return change{card: k, Change: Change{Cards: []CardWrite{{Card: k, From: from}}, Check: checks, Events: []Event{ev}}}, nil
+		var moved Event
+		k, moved = move(k, to, now, ev)
+		return change{card: k, Change: Change{Cards: []CardWrite{{Card: k, From: version}}, Check: checks, Events: []Event{moved}}}, nil
 	})
+}
+
+// orList is statuses as words: "blocked or triage".
+func orList(statuses []Status) string {
+	words := make([]string, len(statuses))
+	for i, st := range statuses {
+		words[i] = string(st)
+	}
+	return strings.Join(words, " or ")
 }
 
 // held reads the card id for a write that names token, refusing it

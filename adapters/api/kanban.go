@@ -272,6 +272,8 @@ func (s *Server) getKanbanCard(w http.ResponseWriter, r *http.Request) {
 type cardPatch struct {
 	Status      *kanban.Status   `json:"status"`
 	Assignee    *string          `json:"assignee"`
+	Title       *string          `json:"title"`
+	Body        *string          `json:"body"`
 	Priority    *int             `json:"priority"`
 	Reason      string           `json:"reason"`
 	Kind        kanban.BlockKind `json:"kind"`
@@ -280,14 +282,14 @@ type cardPatch struct {
 
 // patchFields are cardPatch's fields; any other is refused, so that a
 // change the API cannot make is not taken for one it made.
-var patchFields = []string{"status", "assignee", "priority", "reason", "kind", "scheduled_at"}
+var patchFields = []string{"status", "assignee", "title", "body", "priority", "reason", "kind", "scheduled_at"}
 
 // patchMoves names the statuses a PATCH may ask for.
 const patchMoves = "blocked, ready, todo, review, done, scheduled and archived"
 
 // patchKanbanCard changes a card, each field through its service
-// operation, the assignee and the priority first; each is a change of
-// its own. The
+// operation, the assignee first, then the title, body and priority
+// (Edit: one change), then the status; each is a change of its own. The
 // moves a status may ask for:
 //
 //   - blocked (with reason, and kind: needs_input by default): Block,
@@ -334,8 +336,8 @@ func (s *Server) patchKanbanCard(w http.ResponseWriter, r *http.Request) {
 		scheduled := kanban.StatusScheduled
 		p.Status = &scheduled
 	}
-	if p.Status == nil && p.Assignee == nil && p.Priority == nil {
-		s.fail(w, r, errs.E(op, errs.Invalid, "nothing to change: give status (%s), assignee, priority or scheduled_at", patchMoves))
+	if p.Status == nil && p.Assignee == nil && p.Title == nil && p.Body == nil && p.Priority == nil {
+		s.fail(w, r, errs.E(op, errs.Invalid, "nothing to change: give status (%s), assignee, title, body, priority or scheduled_at", patchMoves))
 		return
 	}
 	id := r.PathValue("id")
@@ -350,8 +352,8 @@ func (s *Server) patchKanbanCard(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if p.Priority != nil {
-		if k, err = svc.Prioritize(ctx, id, *p.Priority, kanbanActor); err != nil {
+	if p.Title != nil || p.Body != nil || p.Priority != nil {
+		if k, err = svc.Edit(ctx, id, kanban.EditSpec{Title: p.Title, Body: p.Body, Priority: p.Priority}, kanbanActor); err != nil {
 			s.failKanban(w, r, err)
 			return
 		}

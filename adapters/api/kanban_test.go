@@ -255,8 +255,11 @@ func TestKanbanBadInput(t *testing.T) {
 		{"a bad archived", "GET", "/api/v1/kanban/boards/default/cards?archived=maybe", "", 400, "invalid_request_error", "not true or false"},
 		{"a bad board to list", "GET", "/api/v1/kanban/boards/BIG/cards", "", 400, "invalid_request_error", "a slug is"},
 		{"a bad cursor", "GET", "/api/v1/kanban/boards/default/events?after=bogus", "", 400, "invalid_request_error", "cursor"},
-		{"a patch of a field that cannot change", "PATCH", card, `{"title": "new"}`, 400, "invalid_request_error", `"title" cannot be changed; a patch may give status, assignee`},
+		{"a patch of a field that cannot change", "PATCH", card, `{"tenant": "new"}`, 400, "invalid_request_error", `"tenant" cannot be changed; a patch may give status, assignee, title, body, priority`},
 		{"a patch of priority that is not a number", "PATCH", card, `{"priority": "high"}`, 400, "invalid_request_error", `priority`},
+		{"a patch of an empty title", "PATCH", card, `{"title": " ", "body": "b"}`, 400, "invalid_request_error", "a card needs a title"},
+		{"a patch of a title that is not a string", "PATCH", card, `{"title": 7}`, 400, "invalid_request_error", "title"},
+		{"a patch of a null title", "PATCH", card, `{"title": null}`, 400, "invalid_request_error", "nothing to change"},
 		{"a patch of nothing", "PATCH", card, `{}`, 400, "invalid_request_error", "nothing to change"},
 		{"a patch that is not an object", "PATCH", card, `[1]`, 400, "invalid_request_error", "a JSON object"},
 		{"a status that cannot be asked for", "PATCH", card, `{"status": "running"}`, 400, "invalid_request_error", "the moves are blocked, ready, todo, review, done, scheduled and archived"},
@@ -379,6 +382,25 @@ func TestKanbanPatch(t *testing.T) {
 			check: func(t *testing.T, k cardAnswer) {
 				if k.Priority != 9 {
 					t.Errorf("priority %d, want 9", k.Priority)
+				}
+			},
+		},
+		{
+			desc: "title and body", body: `{"title": "  the new title ", "body": "the new body"}`,
+			status: kanban.StatusReady, lastEvent: kanban.EventEdited,
+			check: func(t *testing.T, k cardAnswer) {
+				if k.Title != "the new title" || k.Body != "the new body" {
+					t.Errorf("title %q, body %q", k.Title, k.Body)
+				}
+			},
+		},
+		{
+			desc: "title, body and priority of a running card", body: `{"title": "renamed", "body": "", "priority": 2}`,
+			setup:  func(t *testing.T, id string) { f.claim(t, id) },
+			status: kanban.StatusRunning, lastEvent: kanban.EventPrioritized,
+			check: func(t *testing.T, k cardAnswer) {
+				if k.Title != "renamed" || k.Body != "" || k.Priority != 2 || k.Claim == nil {
+					t.Errorf("card %+v, want renamed, its body emptied, priority 2, still claimed", k)
 				}
 			},
 		},

@@ -113,6 +113,7 @@ command says so and exits 3: the worker should stop.`,
 	}
 	m.addKanbanBoardCommands(cmd, with)
 	m.addKanbanCardCommands(cmd, with)
+	m.addKanbanEditCommands(cmd, with)
 	cmd.AddCommand(m.kanbanAttachCommand(with))
 	m.addKanbanReportCommands(cmd, with)
 	m.addKanbanWatchCommands(cmd, with)

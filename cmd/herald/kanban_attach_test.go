@@ -13,7 +13,7 @@ import (
 
 // herald kanban attach keeps a file for a card's workers and show lists
 // it with its path; create --attach makes a card with its files, which
-// no worker takes before they are there.
+// no worker takes before they are there, and says no "unblocked" of it.
 func TestKanbanAttachCommand(t *testing.T) {
 	env := kanbanEnv(t, "sqlite")
 	home := env["HERALD_HOME"]
@@ -86,7 +86,7 @@ func TestKanbanAttachCommand(t *testing.T) {
 	for _, e := range v.Events {
 		kinds = append(kinds, e.Kind)
 	}
-	if len(v.Attachments) != 2 || !cmp.Equal(kinds, []string{kanban.EventCreated, kanban.EventAttached, kanban.EventAttached, kanban.EventUnblocked}) {
+	if len(v.Attachments) != 2 || !cmp.Equal(kinds, []string{kanban.EventCreated, kanban.EventAttached, kanban.EventAttached, kanban.EventPromoted}) {
 		t.Errorf("create --attach: attachments %+v, events %v; want both there before it was ready", v.Attachments, kinds)
 	}
 	kbFails(t, env, exitFailure, "attaching "+big+" failed", "create", "too big", "--attach", big)

@@ -263,7 +263,8 @@ func (m *Main) addKanbanBoardCommands(cmd *cobra.Command, with withBoard) {
 // A card that would be ready (or todo, which a dispatcher promotes)
 // waits in triage until its files are there, so no worker starts
 // without them. A file that cannot be attached leaves the card made,
-// in triage, and the error says so.
+// in triage, and the error says so. Once they are, the card goes on
+// as a new card does: promoted, with no unblocked event to announce.
 func createAttached(ctx context.Context, b *board, spec kanban.CreateSpec, files []string) (kanban.Card, bool, error) {
 	held := len(files) > 0 && (spec.Status == "" || spec.Status == kanban.StatusTodo)
 	if held {
@@ -280,7 +281,7 @@ func createAttached(ctx context.Context, b *board, spec kanban.CreateSpec, files
 		}
 	}
 	if held {
-		k, err = b.svc.Unblock(ctx, k.ID, cliActor)
+		k, err = b.svc.Admit(ctx, k.ID, cliActor)
 	}
 	return k, true, err
 }
@@ -302,23 +303,6 @@ func cardEvents(ctx context.Context, s kanban.Store, k kanban.Card, after string
 			return out, nil
 		}
 		after = evs[len(evs)-1].Cursor
-	}
-}
-
-// lastCursor is the cursor of board's latest event, "" when it has none.
-func lastCursor(ctx context.Context, s kanban.Store, board string) (string, error) {
-	after := ""
-	for {
-		evs, err := s.Events(ctx, kanban.EventQuery{Board: board, After: after, Limit: eventPage})
-		if err != nil {
-			return "", err
-		}
-		if len(evs) > 0 {
-			after = evs[len(evs)-1].Cursor
-		}
-		if len(evs) < eventPage {
-			return after, nil
-		}
 	}
 }
 

@@ -155,7 +155,7 @@ a dispatcher and counted as a failed run.`,
 	reclaim := one("reclaim ID", "Stop a running card's worker and end its claim: it is ready again, counted as a failed run", 1, "one card's id",
 		func(ctx context.Context, b *board, a []string) (kanban.Card, error) {
 			host, _ := os.Hostname()
-			k, released, err := b.svc.Reclaim(ctx, a[0], kanban.ReclaimSpec{Reason: reason, Actor: cliActor, Host: host, Signals: b.signals, Wait: reclaimWait})
+			k, released, err := b.svc.Reclaim(ctx, a[0], kanban.StopSpec{Reason: reason, Actor: cliActor, Host: host, Signals: b.signals, Wait: reclaimWait})
 			switch {
 			case errs.Is(err, errs.LeaseLost):
 				return k, fmt.Errorf("the claim on %s changed meanwhile; look again ('herald kanban show %s')", a[0], a[0])

@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,16 +11,6 @@ import (
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/kanban"
 )
-
-// notifyKinds are the event kinds a subscription may name.
-var notifyKinds = []string{
-	kanban.EventCreated, kanban.EventMoved, kanban.EventClaimed, kanban.EventSpawned, kanban.EventCompleted,
-	kanban.EventBlocked, kanban.EventUnblocked, kanban.EventGaveUp, kanban.EventCrashed, kanban.EventTimedOut,
-	kanban.EventReclaimed, kanban.EventRateLimited, kanban.EventReview, kanban.EventApproved, kanban.EventChanges,
-	kanban.EventCommented, kanban.EventLinked, kanban.EventUnlinked, kanban.EventAssigned, kanban.EventPromoted,
-	kanban.EventArchived, kanban.EventCheckFailed, kanban.EventSkippedUnassigned, kanban.EventSkippedNonspawnable,
-	kanban.EventStranded,
-}
 
 // addKanbanNotifyCommands adds notify-subscribe, notify-list and
 // notify-unsubscribe.
@@ -46,16 +33,9 @@ comma list; the platform must be configured.`,
 			if target == "" {
 				return usagef("--target is required")
 			}
-			var kinds []string
-			for _, e := range events {
-				e = strings.ToLower(strings.TrimSpace(e))
-				if e == "" || slices.Contains(kinds, e) {
-					continue
-				}
-				if !slices.Contains(notifyKinds, e) {
-					return usagef("--events: %q is not an event kind (%s)", e, strings.Join(notifyKinds, ", "))
-				}
-				kinds = append(kinds, e)
+			kinds, err := kanban.ParseNotifyEvents(events...)
+			if err != nil {
+				return usagef("--events: %s", errs.Reason(err))
 			}
 			return with(cmd, true, func(ctx context.Context, b *board) error {
 				if err := b.exists(ctx); err != nil {
@@ -69,7 +49,7 @@ comma list; the platform must be configured.`,
 					return fmt.Errorf("target %q sends nothing: name a platform or platform:chat", target)
 				}
 				// From now on: the events before it are not sent.
-				cursor, err := lastCursor(ctx, b.store, b.slug)
+				cursor, err := kanban.LastCursor(ctx, b.store, b.slug)
 				if err != nil {
 					return err
 				}
@@ -77,7 +57,7 @@ comma list; the platform must be configured.`,
 				if err != nil {
 					return err
 				}
-				s, err := b.store.PutSubscription(ctx, kanban.Subscription{ID: newSubscriptionID(), Board: b.slug, Target: target, Events: kinds, Cursor: cursor, CreatedAt: now})
+				s, err := b.store.PutSubscription(ctx, kanban.Subscription{ID: kanban.NewSubscriptionID(), Board: b.slug, Target: target, Events: kinds, Cursor: cursor, CreatedAt: now})
 				if err != nil {
 					return m.kanbanError("", err)
 				}
@@ -142,13 +122,6 @@ comma list; the platform must be configured.`,
 	}
 
 	cmd.AddCommand(subscribe, list, unsubscribe)
-}
-
-// newSubscriptionID returns sub_ and 16 random hex digits.
-func newSubscriptionID() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return "sub_" + hex.EncodeToString(b)
 }
 
 func kindsText(kinds []string) string {

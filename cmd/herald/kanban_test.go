@@ -477,25 +477,37 @@ func TestKanbanDispatchInterrupted(t *testing.T) {
 	}
 }
 
+// daemon runs `herald kanban daemon` on env until stop, which wants
+// it to exit 0; card reads a card from its store.
+func daemon(t *testing.T, env map[string]string) (h *herald, card func(id string) (kanban.Card, error), stop func()) {
+	t.Helper()
+	db := openTestStore(t, env)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	h = newHerald(env)
+	code := make(chan int, 1)
+	go func() { code <- h.run(ctx, "kanban", "daemon") }()
+	card = func(id string) (kanban.Card, error) { return db.Kanban().Card(context.Background(), id) }
+	return h, card, func() {
+		t.Helper()
+		cancel()
+		if c := <-code; c != 0 {
+			t.Errorf("daemon exited %d, stderr %q", c, h.stderr)
+		}
+	}
+}
+
 // TestKanbanDaemon runs a dispatcher until interrupted.
 func TestKanbanDaemon(t *testing.T) {
 	env := kanbanEnv(t, "sqlite")
 	lanesConfig(t, env)
 	k := kbJSON[kanban.Card](t, env, "create", "Quick one", "--assignee", "quick")
-	db := openTestStore(t, env)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	h := newHerald(env)
-	code := make(chan int, 1)
-	go func() { code <- h.run(ctx, "kanban", "daemon") }()
+	h, card, stop := daemon(t, env)
 	until(t, func() bool {
-		got, err := db.Kanban().Card(context.Background(), k.ID)
+		got, err := card(k.ID)
 		return err == nil && got.Status == kanban.StatusDone
 	})
-	cancel()
-	if c := <-code; c != 0 {
-		t.Errorf("daemon exited %d, stderr %q", c, h.stderr)
-	}
+	stop()
 	for _, want := range []string{"the kanban daemon runs", "the kanban daemon stopped"} {
 		if !strings.Contains(h.stderr.String(), want) {
 			t.Errorf("daemon logged %q, want %q in it", h.stderr, want)

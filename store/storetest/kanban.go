@@ -19,6 +19,7 @@ import (
 func RunKanban(t *testing.T, b Backend) {
 	t.Run("boards", func(t *testing.T) { runKbBoards(t, b) })
 	t.Run("cards, links and events", func(t *testing.T) { runKbCards(t, b) })
+	t.Run("a claim is kept whole, its stop request too", func(t *testing.T) { runKbClaimKept(t, b) })
 	t.Run("a change is a compare-and-set", func(t *testing.T) { runKbConflict(t, b) })
 	t.Run("idempotency keys", func(t *testing.T) { runKbKeys(t, b) })
 	t.Run("queries", func(t *testing.T) { runKbQuery(t, b) })
@@ -180,6 +181,24 @@ func runKbCards(t *testing.T, b Backend) {
 	}
 	if kinds := eventKinds(f.events(kanban.EventQuery{Board: "default"})); !cmp.Equal(kinds, []string{parent.ID + " created", child.ID + " created", child.ID + " moved"}) {
 		t.Errorf("events = %v", kinds)
+	}
+}
+
+// runKbClaimKept: a running card's claim reads back as written, with
+// its owner's process and the stop request a person made of it (the
+// dispatcher that runs the worker acts on it).
+func runKbClaimKept(t *testing.T, b Backend) {
+	f := newFixture(t, b, sessions.Limits{})
+	k := newCard("t_00000001", "default", 0, 0)
+	k.Status = kanban.StatusRunning
+	k.Claim = &kanban.Claim{Owner: "gw-a", Token: 1, Expires: t0.Add(time.Minute), Run: "run_1", Lane: "herald",
+		Host: "h1", PID: 4242, ProcStart: "99", Spawned: true, Heartbeat: t0, Started: t0, OwnerPID: 4200, OwnerStart: "98",
+		Stop: &kanban.StopRequest{Reason: "wrong approach", By: "ann", At: t0.Add(time.Second), Then: kanban.StopReclaim}}
+	f.createCards(k)
+	want := k
+	want.Version = 1
+	if diff := cmp.Diff(want, f.card(k.ID), timeOpts); diff != "" {
+		t.Errorf("Card (-want +got):\n%s", diff)
 	}
 }
 
