@@ -143,7 +143,8 @@ func TestCronFiresOnceAcrossThreeGatewaysOneKilled(t *testing.T) {
 			platform, env = doomed, append(env, "E2E_CRON_HOLD="+hold)
 		}
 		homes[k] = t.TempDir()
-		writeConfig(t, homes[k], clusterConfig(redis, model)+telegramConfig(platform))
+		writeConfig(t, homes[k], clusterConfig(redis, model)+telegramConfig(platform)+
+			"tools:\n  env_passthrough: [E2E_CRON_LOG, E2E_GATEWAY, E2E_CRON_HOLD]\n")
 		gws[k] = startChild(t, name, homes[k], env...)
 	}
 	cli := homes[1] // the CLI runs from B's config: the same store

@@ -47,6 +47,8 @@ func kanbanConfigEvery(script string, interval int) string {
     sh:
       command: %s
       exit_zero_completes: true
+tools:
+  env_passthrough: [E2E_KANBAN_LOG, E2E_KANBAN_LOCKS, E2E_WORK, E2E_GATEWAY]
 `, interval, script)
 }
 

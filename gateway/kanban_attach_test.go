@@ -20,11 +20,14 @@ func TestGatewayWorkerAgentIsToldItsAttachments(t *testing.T) {
 		prompt string
 	)
 	model.Respond(func(req testkit.RecordedRequest) testkit.Step {
+		if afterTool(req) {
+			return testkit.Reply("reported")
+		}
 		if strings.Contains(req.LastUser(), "kanban board") {
 			mu.Lock()
 			prompt = req.LastUser()
 			mu.Unlock()
-			return testkit.Reply("read the spec")
+			return testkit.CallTools(testkit.ToolCall("kanban_complete", `{"summary":"read the spec"}`))
 		}
 		return testkit.Reply("echo")
 	})
