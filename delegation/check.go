@@ -19,8 +19,32 @@ import (
 // without id or goal, of another delegation (its Delegation field), named
 // twice, or not pending (a dispatch writes its children pending; an empty
 // Status is taken as pending). Store.Create and the turn's commit
-// (sessions.Finish.Writes) both call it before they write anything.
+// (sessions.Finish.Writes) both call it before they write anything. A
+// dispatch of an orchestrator's workers (Delegation.Orchestrator) is
+// Store.Start's only (CheckStart).
 func CheckDispatch(op string, d Dispatch) error {
+	if d.Delegation.Orchestrator != "" {
+		return errs.E(op, errs.Invalid, "delegation %q is an orchestrator's workers, which Start writes", d.Delegation.ID)
+	}
+	return checkDispatch(op, d)
+}
+
+// CheckStart refuses, with Invalid, the arguments of a Start: a dispatch
+// CheckDispatch refuses, one that names no orchestrator, or a claim
+// without owner or ttl.
+func CheckStart(op string, d Dispatch, owner string, ttl time.Duration) error {
+	switch {
+	case d.Delegation.Orchestrator == "":
+		return errs.E(op, errs.Invalid, "delegation %q names no orchestrator", d.Delegation.ID)
+	case owner == "":
+		return errs.E(op, errs.Invalid, "start of delegation %q without an owner", d.Delegation.ID)
+	case ttl <= 0:
+		return errs.E(op, errs.Invalid, "start of delegation %q with a claim of %v, want more than 0", d.Delegation.ID, ttl)
+	}
+	return checkDispatch(op, d)
+}
+
+func checkDispatch(op string, d Dispatch) error {
 	g := d.Delegation
 	switch {
 	case d.Limit < 0:
@@ -216,7 +240,8 @@ func Rejected(c Child, limit int, free *int) Result {
 // the parent conversation, on r's model (sessions.Usage, as /status
 // reads them), and whether there are any. Backends apply it in the step
 // that records a child's end (End, Reap), so a child's tokens count
-// once in its parent's totals.
+// once in its parent's totals; not for a worker of an orchestrator
+// (Delegation.Orchestrator), whose tokens its orchestrator's include.
 func ParentUsage(conv string, r Result) (sessions.Usage, bool) {
 	u := sessions.Usage{Conv: conv, Model: r.Model, Prompt: r.InputTokens, Completion: r.OutputTokens}
 	return u, u.Prompt > 0 || u.Completion > 0

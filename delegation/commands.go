@@ -118,7 +118,10 @@ func StatusLine(ds []Delegation) string {
 					priced = true
 				}
 			}
-			tokens += p.InputTokens + p.OutputTokens
+			if d.Orchestrator == "" {
+				// A worker's tokens are its orchestrator's already.
+				tokens += p.InputTokens + p.OutputTokens
+			}
 		}
 	}
 	line := fmt.Sprintf("Background: %d sub-agents (%d running), %s tokens", n, running, thousands(tokens))
@@ -165,7 +168,11 @@ func AgentsText(ds []Delegation, now time.Time, stallQuiet time.Duration) string
 				done++
 			}
 		}
-		fmt.Fprintf(&b, "%s (%s, %s ago): %d of %d done\n", d.ID, d.Source, ago(now, d.CreatedAt), done, len(d.Children))
+		source := d.Source
+		if d.Orchestrator != "" {
+			source = "workers of " + d.Orchestrator
+		}
+		fmt.Fprintf(&b, "%s (%s, %s ago): %d of %d done\n", d.ID, source, ago(now, d.CreatedAt), done, len(d.Children))
 		for _, ch := range d.Children {
 			fmt.Fprintf(&b, "  └ %s %s — %s", ch.ID, ch.Status, excerpt(ch.Goal, 80))
 			p := ch.Progress

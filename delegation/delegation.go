@@ -143,9 +143,15 @@ type Delegation struct {
 	Source string `json:"source"`
 	// Independent makes each task, or each group, complete on its own;
 	// else one completion holds every task's result.
-	Independent bool      `json:"independent,omitempty"`
-	CreatedAt   time.Time `json:"created_at"`
-	Children    []Child   `json:"children"`
+	Independent bool `json:"independent,omitempty"`
+	// Orchestrator is, for the workers an orchestrator's call started
+	// (Store.Start), that orchestrator's id: they run inside its run and
+	// their results go back to it there, so their ends make no
+	// completion, and their tokens, already the orchestrator's, are not
+	// added to the conversation's totals again.
+	Orchestrator string    `json:"orchestrator,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+	Children     []Child   `json:"children"`
 }
 
 // Status is the delegation's own: running while a child is not
@@ -200,7 +206,12 @@ func (d Delegation) Unit(c Child) string {
 // they stand with child's end written. Backends call it in the step that
 // records the end, so the last child of a unit to end makes its
 // completion exactly once.
+//
+// The workers of an orchestrator (Delegation.Orchestrator) make none.
 func CompletionFor(d Delegation, child Child) *Completion {
+	if d.Orchestrator != "" {
+		return nil
+	}
 	unit := d.Unit(child)
 	var results []Result
 	for _, c := range d.Children {

@@ -94,6 +94,9 @@ type running struct {
 	live   *Live
 	claim  Claim
 	cancel context.CancelCauseFunc
+	// worker is set for an orchestrator's worker (startWorkers): it
+	// runs on its orchestrator's goroutines, inside its run.
+	worker bool
 }
 
 // NewRunner returns a runner. Errors: Invalid (no store, spawner or name).
@@ -430,7 +433,9 @@ func (r *Runner) end(rc *running, res Result) {
 			if comp != nil && r.opts.Ended != nil {
 				r.opts.Ended()
 			}
-			r.progress(rc.live.Child.Delegation)
+			if !rc.worker {
+				r.progress(rc.live.Child.Delegation)
+			}
 			return
 		case errs.Is(err, errs.LeaseLost):
 			r.log.Warn("a sub-agent's claim was lost before its end was recorded; its result is dropped", "subagent", id, "status", string(res.Status))
@@ -627,6 +632,49 @@ func (r *Runner) releaseWorkers(n int) {
 	r.workers -= n
 	r.mu.Unlock()
 	r.Wake()
+}
+
+// startWorkers writes the workers an orchestrator's call in ctx starts
+// (Store.Start, under limit, the conversation's
+// delegation.max_concurrent_children), claimed by this instance, and
+// registers them as children it runs, in the n places holdWorkers took
+// for them: a stop, a steer and the claims' renewal reach them as any
+// child's do. It returns each worker's registration and the context it
+// runs in, in children's order; none, and no error, when the
+// orchestrator is not a child this instance runs (its workers then run
+// unrecorded, in the places held). The places stay held when it fails.
+func (r *Runner) startWorkers(ctx context.Context, children []Child, limit int) ([]*running, []context.Context, error) {
+	parent, _ := ctx.Value(liveKey{}).(*Live)
+	if parent == nil || !r.runs(parent.Child.ID) {
+		return nil, nil, nil
+	}
+	now := r.opts.Clock.Now()
+	d := Delegation{ID: children[0].Delegation, Conv: parent.Conv, Source: "orchestrator",
+		Orchestrator: parent.Child.ID, CreatedAt: now, Children: children}
+	claims, err := r.opts.Store.Start(ctx, Dispatch{Delegation: d, Limit: limit}, r.opts.Name, r.opts.OwnerTTL)
+	if err != nil {
+		return nil, nil, err
+	}
+	runs := make([]*running, len(children))
+	ctxs := make([]context.Context, len(children))
+	r.mu.Lock()
+	for i, c := range children {
+		c.Status, c.StartedAt = StatusRunning, now
+		l := worker(ctx, c, now)
+		l.Conv = parent.Conv
+		wctx, cancel := context.WithCancelCause(ctx)
+		runs[i], ctxs[i] = &running{live: l, claim: claims[i], cancel: cancel, worker: true}, wctx
+		r.running[c.ID] = runs[i]
+		if r.stopping {
+			cancel(errShutdown)
+		}
+	}
+	r.workers -= len(children)
+	r.mu.Unlock()
+	for _, rc := range runs {
+		r.renewer.Hold(rc.claim)
+	}
+	return runs, ctxs, nil
 }
 
 // runs reports whether this instance runs child id.

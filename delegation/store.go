@@ -43,6 +43,16 @@ type Store interface {
 	// (the id exists).
 	Create(ctx context.Context, d Dispatch) error
 
+	// Start writes the dispatch of an orchestrator's workers
+	// (d.Delegation.Orchestrator set), which run inside its run on this
+	// instance: as Create does, counted under d.Limit beside the
+	// conversation's other children, but with every child running at
+	// once, claimed for owner for ttl, and its claims returned in
+	// dispatch order. Their ends make no completion (CompletionFor) and
+	// add no tokens to the conversation (ParentUsage). Errors: as
+	// Create's, and Invalid (no orchestrator, empty owner, ttl ≤ 0).
+	Start(ctx context.Context, d Dispatch, owner string, ttl time.Duration) ([]Claim, error)
+
 	// Claim takes up to n pending children, oldest dispatch first, for
 	// owner for ttl: each becomes running with a fresh claim (its token
 	// above every earlier one) and StartedAt set. It returns none when

@@ -126,20 +126,6 @@ func (h *toolHandler) handle(ctx context.Context, turn *tools.Turn, a toolArgs) 
 		return tools.Result{}, err
 	}
 	if depth := DepthOf(ctx); depth > 0 {
-		if r := h.opts.Runner; r != nil {
-			// The workers run here, inside the orchestrator's run: they
-			// take places under delegation.process_max_children as any
-			// child does, or none start.
-			free, ok := r.holdWorkers(len(tasks))
-			if !ok {
-				return tools.JSON(map[string]any{
-					"status":     "rejected",
-					"error":      fmt.Sprintf("this instance runs as many sub-agents as it may (delegation.process_max_children is %d): %d free for %d workers; nothing was started. Do the work yourself, or send fewer tasks.", r.opts.Max, free, len(tasks)),
-					"free_slots": free,
-				}), nil
-			}
-			defer r.releaseWorkers(len(tasks))
-		}
 		return h.orchestrate(ctx, depth, tasks)
 	}
 	return h.dispatch(ctx, turn, tasks)
@@ -250,25 +236,76 @@ func childrenOf(id string, tasks []taskArgs) []Child {
 }
 
 // orchestrate runs an orchestrator's workers inside its own run and
-// returns their results at once: its synthesis needs them.
+// returns their results at once: its synthesis needs them. They take
+// places under delegation.process_max_children as any child does, and,
+// when the orchestrator is a child this instance runs, are written to
+// the store (Runner.startWorkers): counted under the conversation's
+// delegation.max_concurrent_children, listed with its delegations, and
+// ended there with their results. Either limit refuses them all, or
+// none start.
 func (h *toolHandler) orchestrate(ctx context.Context, depth int, tasks []taskArgs) (tools.Result, error) {
+	const op = "delegation.delegate_task"
 	children := childrenOf(NewID("deleg_"), tasks)
+	var runs []*running
+	var ctxs []context.Context
+	if r := h.opts.Runner; r != nil {
+		free, ok := r.holdWorkers(len(tasks))
+		if !ok {
+			return tools.JSON(map[string]any{
+				"status":     "rejected",
+				"error":      fmt.Sprintf("this instance runs as many sub-agents as it may (delegation.process_max_children is %d): %d free for %d workers; nothing was started. Do the work yourself, or send fewer tasks.", r.opts.Max, free, len(tasks)),
+				"free_slots": free,
+			}), nil
+		}
+		var err error
+		runs, ctxs, err = r.startWorkers(ctx, children, h.opts.MaxChildren)
+		if full, ok := FullOf(err); ok {
+			r.releaseWorkers(len(tasks))
+			return tools.JSON(map[string]any{
+				"status":     "rejected",
+				"error":      fmt.Sprintf("this conversation has %d sub-agents running and the limit is %d (delegation.max_concurrent_children): %d free for %d workers; nothing was started. Do the work yourself, or send fewer tasks.", full.Running, full.Limit, full.Free(), len(tasks)),
+				"free_slots": full.Free(),
+			}), nil
+		}
+		if err != nil {
+			r.releaseWorkers(len(tasks))
+			return tools.Result{}, errs.E(op, errs.Unavailable, "could not start the workers (%v); nothing was started, try again", err)
+		}
+		if runs == nil {
+			defer r.releaseWorkers(len(tasks))
+		}
+	}
+	clk := h.opts.Spawner.opts.Clock
 	results := make([]Result, len(children))
 	var wg sync.WaitGroup
 	for i, c := range children {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l := worker(ctx, c, h.opts.Spawner.opts.Clock.Now())
-			results[i] = h.opts.Spawner.Run(ctx, c, depth+1, l)
-			l.transcript.End(h.opts.Spawner.opts.Clock.Now(), results[i])
-			if l.parent != nil {
-				l.parent.workerEnded(l, results[i].Status)
+			if runs == nil {
+				l := worker(ctx, c, clk.Now())
+				results[i] = h.opts.Spawner.Run(ctx, c, depth+1, l)
+				h.workerEnded(l, results[i])
+				return
 			}
+			rc := runs[i]
+			results[i] = h.opts.Spawner.Run(ctxs[i], c, depth+1, rc.live)
+			rc.cancel(nil)
+			h.workerEnded(rc.live, results[i])
+			h.opts.Runner.end(rc, results[i])
 		}()
 	}
 	wg.Wait()
 	return tools.JSON(map[string]any{"status": "completed", "results": results}), nil
+}
+
+// workerEnded writes worker l's end into its orchestrator's transcript
+// and progress.
+func (h *toolHandler) workerEnded(l *Live, res Result) {
+	l.transcript.End(h.opts.Spawner.opts.Clock.Now(), res)
+	if l.parent != nil {
+		l.parent.workerEnded(l, res.Status)
+	}
 }
 
 // control is list, steer and stop, within the caller's own conversation:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/store/sqlite"
 	"github.com/heraldgw/herald/tools"
 )
 
@@ -28,24 +29,7 @@ func TestOrchestratorsWorkersCountUnderTheProcessCap(t *testing.T) {
 		testkit.Reply("worker c did it"),
 		testkit.Reply("orchestrated"),
 	)
-	runner, spawner, ended := newRunner(t, db.Delegations(), delegation.SpawnerOptions{
-		Client: scriptedClient(t, model), Model: "m", OrchestratorEnabled: true, MaxDepth: 2,
-	}, nil, delegation.RunnerOptions{Max: 2, Transcripts: &delegation.Transcripts{Dir: dir}})
-	reg := tools.NewRegistry()
-	if err := reg.Register(delegation.Toolset, delegation.Tool(delegation.ToolOptions{
-		Store: db.Delegations(), Signals: db.Sessions(), Spawner: spawner, Runner: runner,
-	})); err != nil {
-		t.Fatal(err)
-	}
-	set, err := reg.Set([]string{delegation.Toolset})
-	if err != nil {
-		t.Fatal(err)
-	}
-	spawner.SetTools(set)
-	if err := runner.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = runner.Shutdown(context.Background()) })
+	runner, ended := orchestrating(t, db, model, delegation.RunnerOptions{Max: 2, Transcripts: &delegation.Transcripts{Dir: dir}}, 0)
 	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), Runner: runner}
 	d, err := svc.Start(ctx, delegation.Request{Conv: "api:orch", Goal: "lead", Role: delegation.RoleOrchestrator})
 	if err != nil {
@@ -71,4 +55,98 @@ func TestOrchestratorsWorkersCountUnderTheProcessCap(t *testing.T) {
 			t.Errorf("the orchestrator's transcript %q (%v) lacks its worker's %q", log, err, want)
 		}
 	}
+}
+
+// TestOrchestratorsWorkersAreStoredAndCounted: an orchestrator's workers
+// are written to the store as they start: under
+// delegation.max_concurrent_children of 3, the orchestrator and its two
+// workers fill the conversation, so a further dispatch is refused with
+// no place free; the store lists them running, then ended with their
+// status, as the orchestrator's workers, making no completion of their
+// own.
+func TestOrchestratorsWorkersAreStoredAndCounted(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	model := testkit.NewModelServer(t)
+	gate := testkit.NewGate()
+	model.Script(
+		testkit.CallTools(testkit.ToolCall(delegation.ToolName, `{"tasks":[{"goal":"worker a"},{"goal":"worker b"}]}`)),
+		testkit.Reply("a worker's part").Until(gate),
+		testkit.Reply("a worker's part").Until(gate),
+		testkit.Reply("orchestrated"),
+	)
+	runner, ended := orchestrating(t, db, model, delegation.RunnerOptions{Max: 4}, 3)
+	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), Runner: runner, MaxChildren: 3}
+	d, err := svc.Start(ctx, delegation.Request{Conv: "api:orch", Goal: "lead", Role: delegation.RoleOrchestrator})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model.WaitRequests(3) // both workers are in their model calls
+
+	workers := func() delegation.Delegation {
+		t.Helper()
+		ds, err := db.Delegations().List(ctx, delegation.Query{Conv: "api:orch"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range ds {
+			if g.Orchestrator == d.Children[0].ID {
+				return g
+			}
+		}
+		t.Fatalf("the store lists no workers of %s among %d delegations", d.Children[0].ID, len(ds))
+		return delegation.Delegation{}
+	}
+	if g := workers(); len(g.Children) != 2 || g.Status() != delegation.StatusRunning {
+		t.Errorf("the workers as listed while they run: %d, %s; want 2, running", len(g.Children), g.Status())
+	}
+	if n, err := db.Delegations().Active(ctx, "api:orch"); err != nil || n != 3 {
+		t.Errorf("Active = %d, %v; want 3, the orchestrator and its workers", n, err)
+	}
+	_, err = svc.Start(ctx, delegation.Request{Conv: "api:orch", Goal: "one more"})
+	if full, ok := delegation.FullOf(err); !ok || full.Free() != 0 || full.Running != 3 {
+		t.Errorf("a further dispatch = %v, want refused with 3 running and no place free", err)
+	}
+
+	gate.Release()
+	<-ended
+	g := workers()
+	for _, c := range g.Children {
+		if c.Status != delegation.StatusCompleted || c.Result == nil || c.Result.Summary != "a worker's part" {
+			t.Errorf("worker %s ended %s with %+v, want completed with its part", c.ID, c.Status, c.Result)
+		}
+	}
+	if cmps, err := db.Delegations().Completions(ctx, g.ID); err != nil || len(cmps) != 0 {
+		t.Errorf("the workers' completions = %d, %v; want none: their results went to the orchestrator", len(cmps), err)
+	}
+	if n, err := db.Delegations().Active(ctx, "api:orch"); err != nil || n != 0 {
+		t.Errorf("Active after the end = %d, %v; want 0", n, err)
+	}
+}
+
+// orchestrating is a started runner whose children may orchestrate (a
+// depth of 2) on model, with delegate_task under maxChildren per
+// conversation (0: its default), and the channel its completions are
+// told on.
+func orchestrating(t *testing.T, db *sqlite.DB, model *testkit.ModelServer, ro delegation.RunnerOptions, maxChildren int) (*delegation.Runner, chan struct{}) {
+	t.Helper()
+	runner, spawner, ended := newRunner(t, db.Delegations(), delegation.SpawnerOptions{
+		Client: scriptedClient(t, model), Model: "m", OrchestratorEnabled: true, MaxDepth: 2,
+	}, nil, ro)
+	reg := tools.NewRegistry()
+	if err := reg.Register(delegation.Toolset, delegation.Tool(delegation.ToolOptions{
+		Store: db.Delegations(), Signals: db.Sessions(), Spawner: spawner, Runner: runner, MaxChildren: maxChildren,
+	})); err != nil {
+		t.Fatal(err)
+	}
+	set, err := reg.Set([]string{delegation.Toolset})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spawner.SetTools(set)
+	if err := runner.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = runner.Shutdown(context.Background()) })
+	return runner, ended
 }

@@ -63,6 +63,11 @@ func (db *DB) dispatchOp(op string, disp delegation.Dispatch) (writeOp, error) {
 	if err := delegation.CheckDispatch(op, disp); err != nil {
 		return writeOp{}, err
 	}
+	return db.checkedDispatchOp(op, disp)
+}
+
+// checkedDispatchOp is dispatchOp of a dispatch already checked.
+func (db *DB) checkedDispatchOp(op string, disp delegation.Dispatch) (writeOp, error) {
 	g := disp.Delegation
 	base := g
 	base.Children, base.CreatedAt = nil, time.Time{}
@@ -92,6 +97,16 @@ func (db *DB) dispatchOp(op string, disp delegation.Dispatch) (writeOp, error) {
 	return writeOp{cmd: "DLGPUT", args: args, now: 8}, nil
 }
 
+// dispatchKeys are the keys dlg_create and dlg_start take.
+func (db *DB) dispatchKeys(g delegation.Delegation) []string {
+	keys := make([]string, 0, 2+len(g.Children))
+	keys = append(keys, db.convKey(convTag(g.Conv), "dlgact"), db.dlgKey("d:"+g.ID))
+	for _, c := range g.Children {
+		keys = append(keys, db.dlgKey("c:"+c.ID))
+	}
+	return keys
+}
+
 func (s delegationStore) Create(ctx context.Context, disp delegation.Dispatch) error {
 	const op = "redis.delegation.Create"
 	db := s.db
@@ -102,16 +117,16 @@ func (s delegationStore) Create(ctx context.Context, disp delegation.Dispatch) e
 	if err != nil {
 		return err
 	}
-	g := disp.Delegation
-	keys := make([]string, 0, 2+len(g.Children))
-	keys = append(keys, db.convKey(convTag(g.Conv), "dlgact"), db.dlgKey("d:"+g.ID))
-	for _, c := range g.Children {
-		keys = append(keys, db.dlgKey("c:"+c.ID))
-	}
-	v, err := db.run(ctx, op, scriptDlgCreate, keys, appendOps([]any{db.nowArg(), disp.Limit}, []writeOp{o})...)
+	v, err := db.run(ctx, op, scriptDlgCreate, db.dispatchKeys(disp.Delegation), appendOps([]any{db.nowArg(), disp.Limit}, []writeOp{o})...)
 	if err != nil {
 		return err
 	}
+	return dispatchStatus(op, disp, v)
+}
+
+// dispatchStatus is the error of dlg_create's or dlg_start's reply v.
+func dispatchStatus(op string, disp delegation.Dispatch, v []any) error {
+	g := disp.Delegation
 	switch {
 	case len(v) > 0 && str(v[0]) == "CONFLICT":
 		return errs.E(op, errs.Conflict, "delegation %q or one of its children exists", g.ID)
@@ -122,6 +137,39 @@ func (s delegationStore) Create(ctx context.Context, disp delegation.Dispatch) e
 		return errs.E(op, errs.Internal, "the store found no room for delegation %q, which fits beside %d", g.ID, num(v[1]))
 	}
 	return status(op, v)
+}
+
+func (s delegationStore) Start(ctx context.Context, disp delegation.Dispatch, owner string, ttl time.Duration) ([]delegation.Claim, error) {
+	const op = "redis.delegation.Start"
+	db := s.db
+	if err := db.check(op); err != nil {
+		return nil, err
+	}
+	if err := delegation.CheckStart(op, disp, owner, ttl); err != nil {
+		return nil, err
+	}
+	o, err := db.checkedDispatchOp(op, disp)
+	if err != nil {
+		return nil, err
+	}
+	v, err := db.run(ctx, op, scriptDlgStart, db.dispatchKeys(disp.Delegation),
+		appendOps([]any{db.nowArg(), disp.Limit, db.prefix, owner, durMS(ttl)}, []writeOp{o})...)
+	if err != nil {
+		return nil, err
+	}
+	g := disp.Delegation
+	if len(v) == 0 || str(v[0]) != "OK" {
+		return nil, dispatchStatus(op, disp, v)
+	}
+	if len(v) != 2+len(g.Children) {
+		return nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
+	}
+	exp := msTime(v[1])
+	claims := make([]delegation.Claim, len(g.Children))
+	for i, c := range g.Children {
+		claims[i] = delegation.Claim{Name: c.ID, Owner: owner, Token: num(v[2+i]), Expires: exp}
+	}
+	return claims, nil
 }
 
 func (s delegationStore) Claim(ctx context.Context, owner string, n int, ttl time.Duration) ([]delegation.Child, []delegation.Claim, error) {

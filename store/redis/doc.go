@@ -233,7 +233,8 @@
 //	                                    when its completions are
 //	                                    independent), n (children), left
 //	                                    (children not ended yet), at
-//	                                    (created, ms)
+//	                                    (created, ms), orc ('1' for an
+//	                                    orchestrator's workers, dlg_start)
 //	Pdlg:kids:<id>           list      its children's ids, in dispatch order
 //	Pdlg:c:<id>              hash      one child: d (its delegation), i (task
 //	                                    index), g (group), ct (conversation
@@ -244,7 +245,10 @@
 //	                                    progress), r (encoded result), st and
 //	                                    en (started and ended, ms), sv (its
 //	                                    steers, a JSON array) and sn (their
-//	                                    count, which dlg_end checks)
+//	                                    count, which dlg_end checks), orc ('1'
+//	                                    for an orchestrator's worker: its
+//	                                    end adds no tokens to the
+//	                                    conversation)
 //	Pdlg:pending             list      pending children, oldest dispatch
 //	                                    first: a dispatch pushes its children
 //	                                    in order, a claim pops from the head,
@@ -285,6 +289,13 @@
 // limit, else answers Full). DLGPUT counts the conversation's active set
 // in the step that writes: in a commit, a dispatch that does not fit is
 // written with its children ended rejected and their completions made.
+// Start's dlg_start writes an orchestrator's workers as dlg_create
+// writes a dispatch (same checks, same DLGPUT), then grants each child a
+// claim as dlg_claim does, in the same step, and marks the delegation
+// and its children orc: dlg_complete makes no completion for them, and
+// dlg_end adds none of their tokens to the conversation's totals (the
+// orchestrator's own include them). They stay in Pdlg:pending, running,
+// and a claim drops them there as it drops any child not pending.
 // A turn's commit does not check that its ids are new: they
 // are the turn's own, made with delegation.NewID. Equal creation times
 // sort in no particular order. Each step under a claim is one script

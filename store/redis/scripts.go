@@ -52,6 +52,7 @@ var (
 	scriptQueueDepth = newScript("queue_depth")
 
 	scriptDlgCreate      = newScript("dlg_create")
+	scriptDlgStart       = newScript("dlg_start")
 	scriptDlgClaim       = newScript("dlg_claim")
 	scriptDlgRenew       = newScript("dlg_renew")
 	scriptDlgEnd         = newScript("dlg_end")
@@ -102,7 +103,7 @@ var scriptFiles = []string{
 	"timeline_append", "signal", "note_add", "note_del",
 	"ob_enqueue", "ob_claim", "ob_ack", "ob_release", "ob_dead", "ob_requeue", "ob_list", "ob_parts", "ob_beat",
 	"queue_depth",
-	"dlg_create", "dlg_claim", "dlg_renew", "dlg_end", "dlg_stop", "dlg_steer", "dlg_expired",
+	"dlg_create", "dlg_start", "dlg_claim", "dlg_renew", "dlg_end", "dlg_stop", "dlg_steer", "dlg_expired",
 	"dlg_cmp_claim", "dlg_cmp_ack", "dlg_cmp_retry", "dlg_read", "dlg_completions",
 	"cron_put", "cron_remove", "cron_read", "cron_run_put", "cron_runs",
 	"once_claim", "once_renew", "once_done", "once_stale",

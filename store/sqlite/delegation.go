@@ -52,6 +52,9 @@ const (
 		ON CONFLICT (name) DO UPDATE SET token = token + 1 RETURNING token`
 	sqlChildGrant = `UPDATE children SET status = 'running', owner = ?2, token = ?3, owner_expires = ?4, started_at = ?5
 		WHERE seq = ?1 AND status = 'pending' RETURNING ` + childCols
+	// Start's grant: the child it has just written, by id.
+	sqlChildStart = `UPDATE children SET status = 'running', owner = ?2, token = ?3, owner_expires = ?4, started_at = ?5
+		WHERE id = ?1 AND status = 'pending'`
 
 	// Every write under a child's claim matches its token while it runs.
 	sqlChildRenew = `UPDATE children SET owner_expires = ?3, progress = coalesce(?4, progress)
@@ -124,6 +127,12 @@ func encodeDispatch(op string, d delegation.Dispatch) (dispatchRows, error) {
 	if err := delegation.CheckDispatch(op, d); err != nil {
 		return r, err
 	}
+	return encodeRows(op, d)
+}
+
+// encodeRows encodes a checked dispatch (encodeDispatch).
+func encodeRows(op string, d delegation.Dispatch) (dispatchRows, error) {
+	var r dispatchRows
 	g := d.Delegation
 	g.Children, g.CreatedAt = nil, time.Time{}
 	var err error
@@ -215,6 +224,45 @@ func (s delegationStore) Create(ctx context.Context, disp delegation.Dispatch) e
 		return insertDispatch(t, op, disp, rows, now, false)
 	})
 	return d.fail(op, err)
+}
+
+func (s delegationStore) Start(ctx context.Context, disp delegation.Dispatch, owner string, ttl time.Duration) ([]delegation.Claim, error) {
+	const op = "sqlite.delegation.Start"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return nil, err
+	}
+	if err := delegation.CheckStart(op, disp, owner, ttl); err != nil {
+		return nil, err
+	}
+	rows, err := encodeRows(op, disp)
+	if err != nil {
+		return nil, err
+	}
+	var claims []delegation.Claim
+	err = d.w.do(ctx, op, durable, func(t *tx) error {
+		claims = nil
+		nowT, now := d.now()
+		if err := insertDispatch(t, op, disp, rows, nowT, false); err != nil {
+			return err
+		}
+		exp := nowT.Add(ttl)
+		for _, c := range disp.Delegation.Children {
+			var token int64
+			if err := t.queryRow(sqlClaimToken).Scan(&token); err != nil {
+				return err
+			}
+			if _, err := t.exec(sqlChildStart, c.ID, owner, token, nanos(exp), now); err != nil {
+				return err
+			}
+			claims = append(claims, delegation.Claim{Name: c.ID, Owner: owner, Token: token, Expires: exp})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, d.fail(op, err)
+	}
+	return claims, nil
 }
 
 func (s delegationStore) Claim(ctx context.Context, owner string, n int, ttl time.Duration) ([]delegation.Child, []delegation.Claim, error) {
@@ -427,7 +475,11 @@ func endChild(t *tx, op string, child delegation.Child, r delegation.Result, now
 	if err != nil {
 		return nil, err
 	}
-	if u, ok := delegation.ParentUsage(conv, r); ok {
+	g, err := scanDelegation(t.queryRow(sqlDelegationGet, child.Delegation))
+	if err != nil {
+		return nil, err
+	}
+	if u, ok := delegation.ParentUsage(conv, r); ok && g.Orchestrator == "" {
 		if err := addUsage(t, u); err != nil {
 			return nil, err
 		}

@@ -25,6 +25,7 @@ func RunDelegations(t *testing.T, b Backend) {
 	t.Run("create of an existing id", func(t *testing.T) { runDispatchConflict(t, b) })
 	t.Run("invalid dispatches", func(t *testing.T) { runDispatchInvalid(t, b) })
 	t.Run("dispatch limit", func(t *testing.T) { runDispatchLimit(t, b) })
+	t.Run("an orchestrator's workers", func(t *testing.T) { runWorkersStart(t, b) })
 	t.Run("claim", func(t *testing.T) { runChildClaim(t, b) })
 	t.Run("renew", func(t *testing.T) { runChildRenew(t, b) })
 	t.Run("end", func(t *testing.T) { runChildEnd(t, b) })

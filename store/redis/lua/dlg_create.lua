@@ -12,17 +12,11 @@
 --   the index (1-based, 0 for none) of the argument to replace with the
 --   time in ms, then n arguments, the key first (appendOps in writes.go)
 -- Returns {'OK'}, {'CONFLICT'}, or {'FULL', the active children}.
-for i = 2, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then
-    return {'CONFLICT'}
-  end
+local refused = dlg_create_refused(KEYS, small(ARGV[2]))
+if refused then
+  return refused
 end
-local limit = small(ARGV[2])
-local running = redis.call('SCARD', KEYS[1])
-if limit > 0 and running + #KEYS - 2 > limit then
-  return {'FULL', running}
-end
-local refused = check_write_ops(ARGV, 3)
+refused = check_write_ops(ARGV, 3)
 if refused then
   return refused
 end

@@ -17,14 +17,15 @@
 -- ARGV[9], ARGV[10] the parent conversation's metadata field of prompt
 --   tokens on the child's model and the result's prompt tokens; ARGV[11],
 --   ARGV[12] the same of completion tokens (delegation.ParentUsage): added
---   to the parent's totals with the end ('' fields: none)
+--   to the parent's totals with the end ('' fields: none), unless the
+--   child is an orchestrator's worker ('orc', dlg_start)
 -- Returns {'LOST'}, {'STEERS'} when the child has more steers recorded
 -- than the result counts (dlg_steer), having written nothing, or {'OK',
 -- child id and CHILD_FIELDS as ended, then,
 -- when it made one, the completion's id, unit, encoded results, total,
 -- created ms and the delegation's body}.
 local prefix, ckey, id = ARGV[1], KEYS[1], ARGV[2]
-local v = redis.call('HMGET', ckey, 's', 'tok', 'exp', 'd', 'ct', 'sn')
+local v = redis.call('HMGET', ckey, 's', 'tok', 'exp', 'd', 'ct', 'sn', 'orc')
 if v[1] ~= 'running' or v[2] ~= ARGV[3] then
   return {'LOST'}
 end
@@ -36,7 +37,7 @@ if small(v[6]) > small(ARGV[8]) then
   return {'STEERS'}
 end
 redis.call('ZREM', dlg_key(prefix, 'running'), id)
-if ARGV[9] ~= '' then
+if ARGV[9] ~= '' and v[7] ~= '1' then
   local meta = conv_key(prefix, v[5], 'meta')
   redis.call('HINCRBY', meta, ARGV[9], ARGV[10])
   redis.call('HINCRBY', meta, ARGV[11], ARGV[12])

@@ -43,6 +43,24 @@ local function dlg_unit(independent, group, index)
   return 'task:' .. index
 end
 
+-- dlg_create_refused is the refusal of dlg_create and dlg_start, which
+-- take the same KEYS (the conversation's active set, the delegation's
+-- hash, its children's hashes): {'CONFLICT'} when the delegation or a
+-- child exists, {'FULL', the active children} when its children do not
+-- fit under limit beside them; else nil.
+local function dlg_create_refused(keys, limit)
+  for i = 2, #keys do
+    if redis.call('EXISTS', keys[i]) == 1 then
+      return {'CONFLICT'}
+    end
+  end
+  local running = redis.call('SCARD', keys[1])
+  if limit > 0 and running + #keys - 2 > limit then
+    return {'FULL', running}
+  end
+  return nil
+end
+
 -- dlg_active reports whether a child's status is pending or running; the
 -- store writes no status but those and the terminal ones.
 local function dlg_active(status)
@@ -53,10 +71,14 @@ end
 -- the child id of delegation dlg: when every child of its unit has ended
 -- with a result, it writes the unit's completion, pending and due now,
 -- and returns its id, unit, encoded results (ordered by task index),
--- total, created (ms) and the delegation's body; else nil.
+-- total, created (ms) and the delegation's body; else nil. An
+-- orchestrator's workers ('orc', dlg_start) make none.
 local function dlg_complete(prefix, dlg, id, now)
   local dkey = dlg_key(prefix, 'd:' .. dlg)
-  local dv = redis.call('HMGET', dkey, 'ind', 'b')
+  local dv = redis.call('HMGET', dkey, 'ind', 'b', 'orc')
+  if dv[3] == '1' then
+    return nil
+  end
   local mine = redis.call('HMGET', dlg_key(prefix, 'c:' .. id), 'g', 'i')
   local unit = dlg_unit(dv[1], mine[1], mine[2])
   local kids = redis.call('LRANGE', dlg_key(prefix, 'kids:' .. dlg), 0, -1)
