@@ -345,9 +345,7 @@ func TestScriptEnvironmentHoldsNoSecret(t *testing.T) {
 		"REDIS_URL":             "redis://:store-pw-4444@cache:6379",
 		"AWS_SECRET_ACCESS_KEY": "aws-5555",
 	}
-	for k, v := range secrets {
-		t.Setenv(k, v)
-	}
+	testkit.SetEnv(t, secrets)
 	t.Setenv("HERALD_TEST_PASSED", "passed-7777")
 	eachBackend(t, func(t *testing.T, h *harness) {
 		h.env = &proc.Env{Passthrough: []string{"HERALD_TEST_PASSED", "HERALD_MODEL_API_KEY"}, Withheld: config.SecretVariables()}
@@ -361,16 +359,7 @@ func TestScriptEnvironmentHoldsNoSecret(t *testing.T) {
 		if len(msgs) != 1 {
 			t.Fatalf("queued %+v, want the report", msgs)
 		}
-		for k, v := range secrets {
-			if strings.Contains(msgs[0].Text, v) {
-				t.Errorf("the report shows %s: %s", k, msgs[0].Text)
-			}
-		}
-		for _, want := range []string{"HERALD_TEST_PASSED=passed-7777", "HERALD_CRON_JOB=" + j.ID, "PATH="} {
-			if !strings.Contains(msgs[0].Text, want) {
-				t.Errorf("the report lacks %s: %s", want, msgs[0].Text)
-			}
-		}
+		testkit.CheckEnv(t, "the report", msgs[0].Text, secrets, "HERALD_TEST_PASSED=passed-7777", "HERALD_CRON_JOB="+j.ID, "PATH=")
 	})
 }
 

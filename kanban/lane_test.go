@@ -10,6 +10,7 @@ import (
 
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/proc"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/kanban"
 )
 
@@ -90,9 +91,7 @@ func TestCommandLaneEnvironmentHoldsNoSecret(t *testing.T) {
 		"REDIS_URL":            "redis://:store-pw-4444@cache:6379",
 		"NPM_TOKEN":            "npm-5555",
 	}
-	for k, v := range secrets {
-		t.Setenv(k, v)
-	}
+	testkit.SetEnv(t, secrets)
 	t.Setenv("HERALD_TEST_PASSED", "passed-7777")
 	eachStore(t, func(t *testing.T, h *harness) {
 		lane := kanban.CommandLane{
@@ -110,17 +109,7 @@ func TestCommandLaneEnvironmentHoldsNoSecret(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		env := string(b)
-		for name, v := range secrets {
-			if strings.Contains(env, v) {
-				t.Errorf("the worker saw %s: %s", name, env)
-			}
-		}
-		for _, want := range []string{"HERALD_TEST_PASSED=passed-7777", "LANE_OWN=lane-8888", "HERALD_KANBAN_TASK=" + k.ID, "PATH="} {
-			if !strings.Contains(env, want) {
-				t.Errorf("the worker lacks %s: %s", want, env)
-			}
-		}
+		testkit.CheckEnv(t, "the worker", string(b), secrets, "HERALD_TEST_PASSED=passed-7777", "LANE_OWN=lane-8888", "HERALD_KANBAN_TASK="+k.ID, "PATH=")
 	})
 }
 

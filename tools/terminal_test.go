@@ -15,6 +15,7 @@ import (
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/proc"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/tools"
 )
 
@@ -289,9 +290,7 @@ func TestTerminalEnvironmentHoldsNoSecret(t *testing.T) {
 		"GITHUB_TOKEN":         "gh-5555",
 		"SOME_OTHER_SETTING":   "other-6666",
 	}
-	for k, v := range secrets {
-		t.Setenv(k, v)
-	}
+	testkit.SetEnv(t, secrets)
 	t.Setenv("HERALD_TEST_PASSED", "passed-7777")
 	set, _, _ := workspaceSet(t, tools.WorkspaceOptions{Env: &proc.Env{
 		// Even named, herald's own secrets stay out.
@@ -303,15 +302,5 @@ func TestTerminalEnvironmentHoldsNoSecret(t *testing.T) {
 	if res.IsError {
 		t.Fatal(res.Content)
 	}
-	env := out["output"].(string)
-	for k, v := range secrets {
-		if strings.Contains(env, v) {
-			t.Errorf("the command saw %s: %s", k, env)
-		}
-	}
-	for _, want := range []string{"HERALD_TEST_PASSED=passed-7777", "PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")} {
-		if !strings.Contains(env, want) {
-			t.Errorf("the command lacks %s: %s", want, env)
-		}
-	}
+	testkit.CheckEnv(t, "the command", out["output"].(string), secrets, "HERALD_TEST_PASSED=passed-7777", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"))
 }
