@@ -325,8 +325,13 @@ type listed struct {
 }
 
 // watch opens every directory of the module that can hold a package.
+// One that goes while it walks (another test's scratch directory) is
+// passed over.
 func watch(dir string) error {
 	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
