@@ -11,6 +11,13 @@ import (
 	"github.com/heraldgw/herald/store/storetest"
 )
 
+func TestConformance(t *testing.T) {
+	storetest.RunAll(t, storetest.Backend{
+		Name: "redis",
+		New:  func(t *testing.T) storetest.Place { return place{testkit.StartRedis(t)} },
+	})
+}
+
 // place is a redis-server of one test (or a prefix on HERALD_TEST_REDIS_URL).
 type place struct{ r *testkit.Redis }
 
@@ -20,13 +27,6 @@ func (p place) Open(t *testing.T, clk clock.Clock, lim sessions.Limits) storetes
 }
 
 func (p place) Restart(t *testing.T) { p.r.Restart(t) }
-
-func backend() storetest.Backend {
-	return storetest.Backend{
-		Name: "redis",
-		New:  func(t *testing.T) storetest.Place { return place{testkit.StartRedis(t)} },
-	}
-}
 
 func openDB(t testing.TB, r *testkit.Redis, clk clock.Clock, lim sessions.Limits) *DB {
 	t.Helper()
@@ -38,15 +38,4 @@ func openDB(t testing.TB, r *testkit.Redis, clk clock.Clock, lim sessions.Limits
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
-}
-
-func TestConformance(t *testing.T) {
-	storetest.Run(t, backend())
-	t.Run("Delegations", func(t *testing.T) { storetest.RunDelegations(t, backend()) })
-	t.Run("Cron", func(t *testing.T) { storetest.RunCron(t, backend()) })
-	t.Run("Once", func(t *testing.T) { storetest.RunOnce(t, backend()) })
-	t.Run("Pools", func(t *testing.T) { storetest.RunPools(t, backend()) })
-	t.Run("Kanban", func(t *testing.T) { storetest.RunKanban(t, backend()) })
-	t.Run("Controllers", func(t *testing.T) { storetest.RunControllers(t, backend()) })
-	t.Run("Cursors", func(t *testing.T) { storetest.RunCursors(t, backend()) })
 }

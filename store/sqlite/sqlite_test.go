@@ -10,20 +10,12 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	b := storetest.Backend{
+	storetest.RunAll(t, storetest.Backend{
 		Name: "sqlite",
 		New: func(t *testing.T) storetest.Place {
 			return place{path: filepath.Join(t.TempDir(), "herald.db")}
 		},
-	}
-	storetest.Run(t, b)
-	t.Run("Delegations", func(t *testing.T) { storetest.RunDelegations(t, b) })
-	t.Run("Cron", func(t *testing.T) { storetest.RunCron(t, b) })
-	t.Run("Once", func(t *testing.T) { storetest.RunOnce(t, b) })
-	t.Run("Pools", func(t *testing.T) { storetest.RunPools(t, b) })
-	t.Run("Kanban", func(t *testing.T) { storetest.RunKanban(t, b) })
-	t.Run("Controllers", func(t *testing.T) { storetest.RunControllers(t, b) })
-	t.Run("Cursors", func(t *testing.T) { storetest.RunCursors(t, b) })
+	})
 }
 
 // place is one database file; stores opened on it see each other's

@@ -16,10 +16,8 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// RunControllers runs the conformance cases of controllers.Store against
-// b, whose stores must serve it (Controllers()). Like RunKanban it is a
-// group of its own, outside Run.
-func RunControllers(t *testing.T, b Backend) {
+// runControllers runs the conformance cases of controllers.Store.
+func runControllers(t *testing.T, b Backend) {
 	t.Run("put and read", func(t *testing.T) { runCtlPutRead(t, b) })
 	t.Run("a put is a compare-and-set", func(t *testing.T) { runCtlConflict(t, b) })
 	t.Run("a conversation's states", func(t *testing.T) { runCtlConv(t, b) })
@@ -31,18 +29,7 @@ func RunControllers(t *testing.T, b Backend) {
 	t.Run("a put in a turn's commit", func(t *testing.T) { runCtlCommit(t, b) })
 }
 
-// controllersOf is st's controllers store; a backend that keeps none
-// fails the case.
-func controllersOf(t *testing.T, st Store) controllers.Store {
-	t.Helper()
-	cs, ok := st.(interface{ Controllers() controllers.Store })
-	if !ok {
-		t.Fatalf("%T keeps no controllers' states (no Controllers method)", st)
-	}
-	return cs.Controllers()
-}
-
-func (f *fixture) ctl() controllers.Store { return controllersOf(f.t, f.st) }
+func (f *fixture) ctl() controllers.Store { return f.st.Controllers() }
 
 // stateOpts compare states with their times to the millisecond and their
 // data as JSON kept whole: the same keys in the same order, the same
@@ -325,7 +312,7 @@ func runCtlInvalid(t *testing.T, b Backend) {
 func runCtlRace(t *testing.T, b Backend) {
 	f := newFixture(t, b, sessions.Limits{})
 	other, _ := openStore(t, f.place, f.clk, f.lim)
-	stores := []controllers.Store{f.ctl(), controllersOf(t, other)}
+	stores := []controllers.Store{f.ctl(), other.Controllers()}
 	const rounds = 20
 	s := loopState(ctlConv, "lp_1", t0.Add(time.Second))
 	for round := range rounds {

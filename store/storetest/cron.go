@@ -12,10 +12,8 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// RunCron runs the conformance cases of cronjobs.Store against b, whose
-// stores must serve it (Cron()). Like RunDelegations it is a group of
-// its own, outside Run.
-func RunCron(t *testing.T, b Backend) {
+// runCron runs the conformance cases of cronjobs.Store.
+func runCron(t *testing.T, b Backend) {
 	t.Run("create and read", func(t *testing.T) { runCronCreate(t, b) })
 	t.Run("invalid jobs and runs", func(t *testing.T) { runCronInvalid(t, b) })
 	t.Run("update is a compare-and-set", func(t *testing.T) { runCronUpdate(t, b) })
@@ -26,17 +24,7 @@ func RunCron(t *testing.T, b Backend) {
 	t.Run("durability", func(t *testing.T) { runCronDurability(t, b) })
 }
 
-// cronOf is st's cron store; a backend that keeps none fails the case.
-func cronOf(t *testing.T, st Store) cronjobs.Store {
-	t.Helper()
-	cs, ok := st.(interface{ Cron() cronjobs.Store })
-	if !ok {
-		t.Fatalf("%T keeps no cron jobs (no Cron method)", st)
-	}
-	return cs.Cron()
-}
-
-func (f *fixture) cron() cronjobs.Store { return cronOf(f.t, f.st) }
+func (f *fixture) cron() cronjobs.Store { return f.st.Cron() }
 
 // newJob is an enabled interval job due at next (zero: never).
 func newJob(id string, next time.Time) cronjobs.Job {

@@ -12,22 +12,12 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// cursorsOf is st's adapters.Cursors.
-func cursorsOf(t *testing.T, st Store) adapters.Cursors {
-	t.Helper()
-	cs, ok := st.(interface{ Cursors() adapters.Cursors })
-	if !ok {
-		t.Fatalf("%T keeps no cursors (no Cursors method)", st)
-	}
-	return cs.Cursors()
-}
-
-// RunCursors checks adapters.Cursors: the last value put per platform and
+// runCursors checks adapters.Cursors: the last value put per platform and
 // channel, read back within a window by the store's clock.
-func RunCursors(t *testing.T, b Backend) {
+func runCursors(t *testing.T, b Backend) {
 	t.Run("the last put per channel, within the window", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
-		cs := cursorsOf(t, f.st)
+		cs := f.st.Cursors()
 		put := func(platform, channel, value string) {
 			t.Helper()
 			if err := cs.PutCursor(f.ctx, platform, channel, value); err != nil {
@@ -57,7 +47,7 @@ func RunCursors(t *testing.T, b Backend) {
 		read("discord", 20*time.Minute, map[string]string{"c2": "|200|"})
 		// Kept across a reopen.
 		f.reopen(false)
-		cs = cursorsOf(t, f.st)
+		cs = f.st.Cursors()
 		read("discord", time.Hour, map[string]string{"c1": "105", "c2": "|200|"})
 		f.clk.Advance(time.Hour)
 		read("discord", time.Hour, map[string]string{})
@@ -65,7 +55,7 @@ func RunCursors(t *testing.T, b Backend) {
 
 	t.Run("bad input is Invalid", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
-		cs := cursorsOf(t, f.st)
+		cs := f.st.Cursors()
 		long := strings.Repeat("x", adapters.MaxCursorBytes+1)
 		for _, tc := range []struct{ desc, platform, channel, value string }{
 			{"empty platform", "", "c", "1"},

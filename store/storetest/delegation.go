@@ -15,11 +15,8 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// RunDelegations runs the conformance cases of delegation.Store against
-// b, whose stores must serve it (Delegations()). It is not part of Run,
-// which the in-memory reference store runs too and which keeps no
-// delegations; a backend calls it as a group of its own.
-func RunDelegations(t *testing.T, b Backend) {
+// runDelegations runs the conformance cases of delegation.Store.
+func runDelegations(t *testing.T, b Backend) {
 	t.Run("dispatch is readable", func(t *testing.T) { runDispatchReadable(t, b) })
 	t.Run("a refused commit writes no delegation", func(t *testing.T) { runDispatchFenced(t, b) })
 	t.Run("create of an existing id", func(t *testing.T) { runDispatchConflict(t, b) })
@@ -38,19 +35,8 @@ func RunDelegations(t *testing.T, b Backend) {
 	t.Run("durability", func(t *testing.T) { runDelegationDurability(t, b) })
 }
 
-// delegationsOf is st's delegation store; a backend that keeps none
-// fails the case.
-func delegationsOf(t *testing.T, st Store) delegation.Store {
-	t.Helper()
-	ds, ok := st.(interface{ Delegations() delegation.Store })
-	if !ok {
-		t.Fatalf("%T keeps no delegations (no Delegations method)", st)
-	}
-	return ds.Delegations()
-}
-
 // dlg is the delegation store of the fixture's current store.
-func (f *fixture) dlg() delegation.Store { return delegationsOf(f.t, f.st) }
+func (f *fixture) dlg() delegation.Store { return f.st.Delegations() }
 
 var dlgOrigin = outbox.Target{Platform: "telegram", Chat: "100"}
 
@@ -526,7 +512,7 @@ func runChildClaim(t *testing.T, b Backend) {
 	t.Run("never the same child twice across concurrent claimers on two stores", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		other, _ := openStore(t, f.place, f.clk, f.lim)
-		views := []delegation.Store{f.dlg(), delegationsOf(t, other)}
+		views := []delegation.Store{f.dlg(), other.Delegations()}
 		var all []string
 		for i := range 6 {
 			g := f.dispatch(newDelegation(fmt.Sprintf("deleg_%d", i), "c", "a", "b", "c", "d"))
@@ -905,7 +891,7 @@ func runStopPending(t *testing.T, b Backend) {
 	t.Run("two concurrent stops on two stores: one stops", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		other, _ := openStore(t, f.place, f.clk, f.lim)
-		views := []delegation.Store{f.dlg(), delegationsOf(t, other)}
+		views := []delegation.Store{f.dlg(), other.Delegations()}
 		for round := range 20 {
 			g := f.dispatch(newDelegation(fmt.Sprintf("deleg_%d", round), "c", "a"))
 			id := g.Children[0].ID
@@ -945,7 +931,7 @@ func runStopPending(t *testing.T, b Backend) {
 	t.Run("a stop racing a claim: claimed or stopped, never both", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		other, _ := openStore(t, f.place, f.clk, f.lim)
-		views := []delegation.Store{f.dlg(), delegationsOf(t, other)}
+		views := []delegation.Store{f.dlg(), other.Delegations()}
 		var claimedN, stoppedN int
 		for round := range 50 {
 			g := f.dispatch(newDelegation(fmt.Sprintf("deleg_%d", round), "c", "a"))
@@ -1128,7 +1114,7 @@ func runReap(t *testing.T, b Backend) {
 	t.Run("two concurrent reapers end each child once", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		other, _ := openStore(t, f.place, f.clk, f.lim)
-		views := []delegation.Store{f.dlg(), delegationsOf(t, other)}
+		views := []delegation.Store{f.dlg(), other.Delegations()}
 		goals := make([]string, 12)
 		for i := range goals {
 			goals[i] = fmt.Sprintf("task %d", i)

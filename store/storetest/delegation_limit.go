@@ -53,7 +53,7 @@ func runDispatchLimit(t *testing.T, b Backend) {
 	t.Run("two concurrent creates at the limit on two stores: one is written", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		other, _ := openStore(t, f.place, f.clk, f.lim)
-		views := []delegation.Store{f.dlg(), delegationsOf(t, other)}
+		views := []delegation.Store{f.dlg(), other.Delegations()}
 		for round := range 20 {
 			conv := fmt.Sprintf("c%d", round)
 			var errsOf [2]error

@@ -85,7 +85,7 @@ func runSteer(t *testing.T, b Backend) {
 	t.Run("a steer on one store racing the end on another: said in the result, or refused", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		other, _ := openStore(t, f.place, f.clk, f.lim)
-		steerer := delegationsOf(t, other)
+		steerer := other.Delegations()
 		landed, refused := 0, 0
 		for round := range 20 {
 			g := f.dispatch(newDelegation(fmt.Sprintf("deleg_%d", round), "c", "a"))

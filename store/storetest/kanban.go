@@ -13,10 +13,8 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// RunKanban runs the conformance cases of kanban.Store against b, whose
-// stores must serve it (Kanban()). Like RunDelegations it is a group of
-// its own, outside Run.
-func RunKanban(t *testing.T, b Backend) {
+// runKanban runs the conformance cases of kanban.Store.
+func runKanban(t *testing.T, b Backend) {
 	t.Run("boards", func(t *testing.T) { runKbBoards(t, b) })
 	t.Run("cards, links and events", func(t *testing.T) { runKbCards(t, b) })
 	t.Run("a claim is kept whole, its stop request too", func(t *testing.T) { runKbClaimKept(t, b) })
@@ -33,18 +31,7 @@ func RunKanban(t *testing.T, b Backend) {
 	t.Run("durability", func(t *testing.T) { runKbDurability(t, b) })
 }
 
-// kanbanOf is st's kanban store; a backend that keeps none fails the
-// case.
-func kanbanOf(t *testing.T, st Store) kanban.Store {
-	t.Helper()
-	ks, ok := st.(interface{ Kanban() kanban.Store })
-	if !ok {
-		t.Fatalf("%T keeps no kanban boards (no Kanban method)", st)
-	}
-	return ks.Kanban()
-}
-
-func (f *fixture) kb() kanban.Store { return kanbanOf(f.t, f.st) }
+func (f *fixture) kb() kanban.Store { return f.st.Kanban() }
 
 // newCard is a ready card of board created at t0 plus age.
 func newCard(id, board string, priority int, age time.Duration) kanban.Card {
@@ -527,7 +514,7 @@ func runKbInvalid(t *testing.T, b Backend) {
 func runKbRace(t *testing.T, b Backend) {
 	f := newFixture(t, b, sessions.Limits{})
 	other, _ := openStore(t, f.place, f.clk, f.lim)
-	stores := []kanban.Store{f.kb(), kanbanOf(t, other)}
+	stores := []kanban.Store{f.kb(), other.Kanban()}
 	const cards, writers = 10, 6
 	for i := range cards {
 		f.createCards(newCard(fmt.Sprintf("t_%08d", i), "default", 0, 0))

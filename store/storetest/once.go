@@ -9,10 +9,8 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// RunOnce runs the conformance cases of lease.OnceStore against b, whose
-// stores must serve it (Once()). Like RunDelegations it is a group of
-// its own, outside Run.
-func RunOnce(t *testing.T, b Backend) {
+// runOnce runs the conformance cases of lease.OnceStore.
+func runOnce(t *testing.T, b Backend) {
 	t.Run("first claimer runs it", func(t *testing.T) { runOnceClaim(t, b) })
 	t.Run("a dead claimer's fire is taken over", func(t *testing.T) { runOnceTakeover(t, b) })
 	t.Run("stale fires", func(t *testing.T) { runOnceStale(t, b) })
@@ -21,18 +19,7 @@ func RunOnce(t *testing.T, b Backend) {
 	t.Run("durability", func(t *testing.T) { runOnceDurability(t, b) })
 }
 
-// onceOf is st's once-only claim store; a backend that keeps none fails
-// the case.
-func onceOf(t *testing.T, st Store) lease.OnceStore {
-	t.Helper()
-	os, ok := st.(interface{ Once() lease.OnceStore })
-	if !ok {
-		t.Fatalf("%T keeps no once-only claims (no Once method)", st)
-	}
-	return os.Once()
-}
-
-func (f *fixture) once() lease.OnceStore { return onceOf(f.t, f.st) }
+func (f *fixture) once() lease.OnceStore { return f.st.Once() }
 
 // claimOnce claims id for owner and checks what it found.
 func (f *fixture) claimOnce(id, owner string, want lease.OnceState) lease.Claim {

@@ -15,9 +15,8 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// RunPools runs the conformance cases of llm.PoolStore against b, whose
-// stores must serve it (Pools()). Like RunOnce it is a group of its own.
-func RunPools(t *testing.T, b Backend) {
+// runPools runs the conformance cases of llm.PoolStore.
+func runPools(t *testing.T, b Backend) {
 	t.Run("uses, marks and the store's clock", func(t *testing.T) { runPoolStates(t, b) })
 	t.Run("a mark only lengthens; a revival clears it", func(t *testing.T) { runPoolMarkLengthens(t, b) })
 	t.Run("two processes share a pool's cooling", func(t *testing.T) { runPoolShared(t, b) })
@@ -28,17 +27,7 @@ func RunPools(t *testing.T, b Backend) {
 	t.Run("invalid arguments", func(t *testing.T) { runPoolInvalid(t, b) })
 }
 
-// poolsOf is st's pool store; a backend that keeps none fails the case.
-func poolsOf(t *testing.T, st Store) llm.PoolStore {
-	t.Helper()
-	ps, ok := st.(interface{ Pools() llm.PoolStore })
-	if !ok {
-		t.Fatalf("%T keeps no credential pools (no Pools method)", st)
-	}
-	return ps.Pools()
-}
-
-func (f *fixture) pools() llm.PoolStore { return poolsOf(f.t, f.st) }
+func (f *fixture) pools() llm.PoolStore { return f.st.Pools() }
 
 // keyStates reads pool's states by id, checking the clock read with them.
 func (f *fixture) keyStates(pool string) map[string]llm.KeyState {
@@ -179,7 +168,7 @@ func runPoolShared(t *testing.T, b Backend) {
 		return testkit.Reply("from " + r.APIKey())
 	})
 	client := func(st Store) llm.Client {
-		pool, err := llm.NewPool(llm.PoolOptions{Name: "main", Store: poolsOf(t, st),
+		pool, err := llm.NewPool(llm.PoolOptions{Name: "main", Store: st.Pools(),
 			Credentials: []llm.Credential{{Key: "sk-first-key-0001"}, {Key: "sk-second-key-0002"}}})
 		if err != nil {
 			t.Fatal(err)
@@ -300,7 +289,7 @@ func runPoolStickyShared(t *testing.T, b Backend) {
 	f := newFixture(t, b, sessions.Limits{})
 	other, _ := openStore(t, f.place, f.clk, f.lim)
 	pool := func(st Store) *llm.Pool {
-		p, err := llm.NewPool(llm.PoolOptions{Name: "main", Store: poolsOf(t, st), Strategy: llm.RoundRobin,
+		p, err := llm.NewPool(llm.PoolOptions{Name: "main", Store: st.Pools(), Strategy: llm.RoundRobin,
 			Credentials: []llm.Credential{{Key: "sk-first-key-0001"}, {Key: "sk-second-key-0002"}, {Key: "sk-third-key-0003"}}})
 		if err != nil {
 			t.Fatal(err)

@@ -1,28 +1,59 @@
 // Package storetest is the conformance suite every store backend must
-// pass. A backend's test calls Run with a Backend that makes fresh places
-// to keep data; the suite opens stores on them and checks every promise
-// the sessions and outbox interfaces make.
+// pass. A backend's test calls RunAll with a Backend that makes fresh
+// places to keep data; the suite opens stores on them and checks every
+// promise the domains' store interfaces make.
 package storetest
 
 import (
 	"io"
 	"testing"
 
+	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/controllers"
+	"github.com/heraldgw/herald/cronjobs"
+	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/lease"
+	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
 
 // Store is what a backend provides: one opened database serving every
-// domain's store interface. The domain interfaces share method names
-// (Claim, Release), so each is a view of its own.
+// domain's store interface, each a view of its own because the
+// interfaces share method names (Claim, Release). A backend that forgets
+// a domain does not compile against the suite; a new domain is a method
+// here, a Domain and its group in RunAll.
 type Store interface {
 	Sessions() sessions.Store
 	Outbox() outbox.Store
 	Leases() lease.Store
+	Cursors() adapters.Cursors
+	Delegations() delegation.Store
+	Cron() cronjobs.Store
+	Once() lease.OnceStore
+	Kanban() kanban.Store
+	Controllers() controllers.Store
+	Pools() llm.PoolStore
 	io.Closer
 }
+
+// Domain names one of Store's views, as its accessor does.
+type Domain string
+
+const (
+	Sessions    Domain = "Sessions"
+	Outbox      Domain = "Outbox"
+	Leases      Domain = "Leases"
+	Cursors     Domain = "Cursors"
+	Delegations Domain = "Delegations"
+	Cron        Domain = "Cron"
+	Once        Domain = "Once"
+	Kanban      Domain = "Kanban"
+	Controllers Domain = "Controllers"
+	Pools       Domain = "Pools"
+)
 
 // Place is one isolated place to keep data: a SQLite file, or a
 // redis-server (or a key prefix on one) of the test's own.
@@ -37,9 +68,19 @@ type Place interface {
 	Restart(t *testing.T)
 }
 
-// Backend makes places.
+// Backend is one store backend under test.
 type Backend struct {
+	// Name names the backend in what the suite skips.
 	Name string
 	// New returns a fresh, empty place cleaned up with t.
 	New func(t *testing.T) Place
+	Features
+}
+
+// Features is what a backend legitimately lacks. The zero value is a
+// backend that runs every group, as every backend the gateway opens must.
+type Features struct {
+	// Lacks lists the domains the backend does not keep: their groups
+	// skip, naming the domain, and the suite never calls their accessors.
+	Lacks []Domain
 }
