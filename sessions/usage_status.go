@@ -1,0 +1,69 @@
+package sessions
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// UsageStatus is the /status line of a conversation's token totals, read
+// from its metadata meta, by model, with what they cost where price knows
+// the model (per million tokens, in dollars, as model.prices says); ""
+// when its turns have used none.
+func UsageStatus(meta map[string]string, price func(model string) (input, output float64, ok bool)) string {
+	type counts struct{ prompt, completion int }
+	byModel := map[string]*counts{}
+	for k, v := range meta {
+		rest, ok := strings.CutPrefix(k, UsagePrefix)
+		if !ok {
+			continue
+		}
+		kind, model, ok := strings.Cut(rest, ".")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil {
+			continue
+		}
+		c := byModel[model]
+		if c == nil {
+			c = &counts{}
+			byModel[model] = c
+		}
+		switch kind {
+		case "prompt_tokens":
+			c.prompt += n
+		case "completion_tokens":
+			c.completion += n
+		}
+	}
+	if len(byModel) == 0 {
+		return ""
+	}
+	var parts []string
+	total, priced := 0.0, false
+	for _, model := range slices.Sorted(maps.Keys(byModel)) {
+		c := byModel[model]
+		part := fmt.Sprintf("%s %d in, %d out", modelLabel(model), c.prompt, c.completion)
+		if input, output, ok := price(model); ok {
+			cost := (float64(c.prompt)*input + float64(c.completion)*output) / 1e6
+			part += fmt.Sprintf(" ($%.4f)", cost)
+			total, priced = total+cost, true
+		}
+		parts = append(parts, part)
+	}
+	line := "Tokens: " + strings.Join(parts, "; ")
+	if priced {
+		line += fmt.Sprintf(". Cost: $%.4f (model.prices)", total)
+	}
+	return line
+}
+
+// modelLabel names a model in the status line: "(no model)" for turns that
+// ran on none configured.
+func modelLabel(model string) string {
+	if model == "" {
+		return "(no model)"
+	}
+	return model
+}
