@@ -177,6 +177,13 @@ type Price struct {
 	Output float64 `yaml:"output"`
 }
 
+// Price is what model's input and output tokens cost, per million, in
+// dollars, when Prices names it.
+func (m Model) Price(model string) (input, output float64, ok bool) {
+	p, ok := m.Prices[model]
+	return p.Input, p.Output, ok
+}
+
 // Workers sizes the worker pools of one gateway process.
 type Workers struct {
 	Turns      int `yaml:"turns"`

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/heraldgw/herald/internal/proc"
 )
 
 // Secrets lists the secret values in c: every field tagged
@@ -98,6 +100,19 @@ func SecretVariables() []string {
 		}
 	}
 	return names
+}
+
+// SubprocessEnv is how the environment of every process herald started
+// with c runs is built (the terminal tool's commands, cron scripts,
+// kanban lanes, completion checks): the base set and
+// tools.env_passthrough, never a variable that sets one of herald's
+// secrets or holds one of their values.
+func (c Config) SubprocessEnv() *proc.Env {
+	return &proc.Env{
+		Passthrough: c.Tools.EnvPassthrough,
+		Withheld:    SecretVariables(),
+		Secrets:     c.Secrets(),
+	}
 }
 
 // secretFields are the addresses of v's string fields tagged secret, at

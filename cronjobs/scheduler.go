@@ -45,7 +45,7 @@ type SchedulerOptions struct {
 	Name    string // this instance, the owner of its claims; required
 	// ScriptTimeout bounds one run of a job's script (cron.script_timeout).
 	ScriptTimeout time.Duration
-	// Env builds a script's environment (gateway.SubprocessEnv); nil
+	// Env builds a script's environment (config.Config.SubprocessEnv); nil
 	// gives the base set alone.
 	Env *proc.Env
 	// Redact masks herald's secrets in what a run leaves: its saved

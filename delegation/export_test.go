@@ -6,3 +6,6 @@ func (r *Runner) ClaimPasses() int {
 	defer r.mu.Unlock()
 	return r.passes
 }
+
+// StatusKey is the metadata key of a delegation's status line.
+func StatusKey(id string) string { return statusKey(id) }

@@ -7,23 +7,27 @@ import (
 
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/store/redis"
 	"github.com/heraldgw/herald/tools"
 )
 
-// stores are the backends a test runs on: their delegation store and
-// their signals log.
+// stores are the backends a test runs on: their delegation store,
+// their signals log, the conversations' metadata and the once-only
+// claims.
 type stores struct {
 	dlg     delegation.Store
 	signals sessions.Signals
+	meta    delegation.StatusMeta
+	once    lease.OnceStore
 }
 
 func eachStore(t *testing.T, run func(t *testing.T, s stores)) {
 	t.Run("sqlite", func(t *testing.T) {
 		db := openStore(t)
-		run(t, stores{db.Delegations(), db.Sessions()})
+		run(t, stores{db.Delegations(), db.Sessions(), db.Sessions(), db.Once()})
 	})
 	t.Run("redis", func(t *testing.T) {
 		srv := testkit.StartRedis(t)
@@ -32,7 +36,7 @@ func eachStore(t *testing.T, run func(t *testing.T, s stores)) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		run(t, stores{db.Delegations(), db.Sessions()})
+		run(t, stores{db.Delegations(), db.Sessions(), db.Sessions(), db.Once()})
 	})
 }
 

@@ -12,11 +12,12 @@ import (
 )
 
 // Component is one of the gateway's background loops. Each is registered
-// once, with Gateway.add in build, in dependency order: a component
-// starts after every one above it and stops before them, so one that
-// needs another (the turns need the delivery worker to send their
-// replies) is added below it. A new background loop is one more add
-// there; neither Start nor Shutdown changes.
+// once, in dependency order: the gateway's own with Gateway.add in build,
+// then a capability's in its Capability.Components. A component starts
+// after every one above it and stops before them, so one that needs
+// another (the turns need the delivery worker to send their replies) is
+// added below it. A new background loop is one more entry there; neither
+// Start nor Shutdown changes.
 type Component interface {
 	// Start starts the loop under ctx, whose end stops it hard.
 	Start(ctx context.Context) error

@@ -7,7 +7,6 @@ import (
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/sessions"
-	"github.com/heraldgw/herald/tools"
 )
 
 // controllerParts are the session controllers' pieces: the commands'
@@ -19,26 +18,28 @@ type controllerParts struct {
 	scheduler *controllers.Scheduler
 }
 
-// buildControllers registers /goal, /subgoal, /loop and /heartbeat in
-// commands and makes the runner around agent: the goal's judge runs on
-// auxiliary.goal's model, else on main.
-func (g *Gateway) buildControllers(commands *sessions.Commands, agent sessions.TurnRunner, main llm.Client, workspace *tools.WorkspaceTools) (*controllerParts, error) {
-	store := g.db.Controllers()
+// newControllers is the session controllers: it registers /goal,
+// /subgoal, /loop and /heartbeat, runs the turns through the
+// controllers' runner, whose goal judge runs on auxiliary.goal's model,
+// else on the main one, and, once the router exists, fires what is due
+// through it.
+func newControllers(a *assembly) (*Capability, error) {
+	store := a.db.Controllers()
 	p := &controllerParts{}
 	p.set = controllers.Set{
-		Goals:      &controllers.Goals{Store: store, MaxTurns: g.cfg.Goal.MaxTurns},
-		Loops:      &controllers.Loops{Store: store, MinInterval: g.cfg.Loop.MinInterval},
-		Heartbeats: &controllers.Heartbeats{Store: store, MinInterval: g.cfg.Heartbeat.MinInterval},
+		Goals:      &controllers.Goals{Store: store, MaxTurns: a.cfg.Goal.MaxTurns},
+		Loops:      &controllers.Loops{Store: store, MinInterval: a.cfg.Loop.MinInterval},
+		Heartbeats: &controllers.Heartbeats{Store: store, MinInterval: a.cfg.Heartbeat.MinInterval},
 		Changed:    p.changed,
 	}
-	if err := controllers.RegisterCommands(commands, p.set); err != nil {
+	if err := controllers.RegisterCommands(a.commands, p.set); err != nil {
 		return nil, err
 	}
-	client, err := g.auxClient(g.cfg.Auxiliary.Goal, "auxiliary.goal.api_key", nil, main)
+	client, err := a.auxClient(a.cfg.Auxiliary.Goal, "auxiliary.goal.api_key", nil, a.model)
 	if err != nil {
 		return nil, err
 	}
-	model := g.cfg.Auxiliary.Goal.Fallback(g.cfg.Model).Model
+	model := a.cfg.Auxiliary.Goal.Fallback(a.cfg.Model).Model
 	judge := func(ctx context.Context, system, user string) (string, error) {
 		resp, err := client.Complete(ctx, llm.Request{Model: model, Messages: []sessions.Message{
 			{Role: "system", Content: system}, {Role: "user", Content: user},
@@ -51,45 +52,55 @@ func (g *Gateway) buildControllers(commands *sessions.Commands, agent sessions.T
 	ended := func(ctx context.Context, conv string, w controllers.Wait) bool {
 		switch {
 		case w.Delegation != "":
-			d, err := g.db.Delegations().Delegation(ctx, w.Delegation)
+			d, err := a.db.Delegations().Delegation(ctx, w.Delegation)
 			// One that is not there will not end: the wait is over.
 			return errs.Is(err, errs.NotFound) || (err == nil && d.Status().Terminal())
 		case w.Process != "":
-			return !workspace.ProcessRunning(conv, w.Process)
+			return !a.workspace.ProcessRunning(conv, w.Process)
 		}
 		return true
 	}
 	p.runner, err = controllers.NewRunner(controllers.RunnerOptions{
-		Agent:        agent,
+		Agent:        a.runner,
 		Store:        store,
 		Judge:        judge,
-		JudgeTimeout: g.cfg.Goal.JudgeTimeout,
-		LoopMaxTicks: g.cfg.Loop.MaxTicks,
+		JudgeTimeout: a.cfg.Goal.JudgeTimeout,
+		LoopMaxTicks: a.cfg.Loop.MaxTicks,
 		Ended:        ended,
-		Dropped:      func(k controllers.Kind) { g.metrics.controllerStale.WithLabelValues(string(k)).Inc() },
-		Clock:        g.clock,
-		Logger:       g.log.With("part", "controllers"),
+		Dropped:      func(k controllers.Kind) { a.metrics.controllerStale.WithLabelValues(string(k)).Inc() },
+		Clock:        a.clock,
+		Logger:       a.log.With("part", "controllers"),
 	})
 	if err != nil {
 		return nil, err
 	}
-	p.scheduler, err = controllers.NewScheduler(controllers.SchedulerOptions{
-		Store:  store,
-		Once:   g.db.Once(),
-		Inbox:  lateInbox{g: g},
-		Outbox: notifyingOutbox{Store: g.db.Outbox(), notify: func() { g.delivery.Notify() }},
-		Busy:   g.convBusy,
-		Ended:  ended,
-		Fired: func(k controllers.Kind, outcome string) {
-			g.metrics.controllerFires.WithLabelValues(string(k), outcome).Inc()
-		},
-		Name: g.opts.Name,
-		// A fire's claim follows the conversations' lease, as cron's.
-		ClaimTTL: g.cfg.Store.LeaseTTL,
-		Clock:    g.clock,
-		Logger:   g.log.With("part", "controllers"),
-	})
-	return p, err
+	c := &Capability{Runner: p.runner, Committed: p.committed}
+	// Controllers queue their ticks through the router, as completions.
+	c.Routed = func(r *sessions.Router) error {
+		var err error
+		p.scheduler, err = controllers.NewScheduler(controllers.SchedulerOptions{
+			Store:  store,
+			Once:   a.db.Once(),
+			Inbox:  r,
+			Outbox: a.outbox,
+			Busy:   a.convBusy,
+			Ended:  ended,
+			Fired: func(k controllers.Kind, outcome string) {
+				a.metrics.controllerFires.WithLabelValues(string(k), outcome).Inc()
+			},
+			Name: a.opts.Name,
+			// A fire's claim follows the conversations' lease, as cron's.
+			ClaimTTL: a.cfg.Store.LeaseTTL,
+			Clock:    a.clock,
+			Logger:   a.log.With("part", "controllers"),
+		})
+		if err != nil {
+			return err
+		}
+		c.Components = []namedComponent{{name: "controllers", c: p.scheduler}}
+		return nil
+	}
+	return c, nil
 }
 
 // convBusy is the scheduler's idle check: whether a turn of conv runs,
@@ -128,11 +139,4 @@ func (p *controllerParts) committed(c sessions.Committed) {
 			return
 		}
 	}
-}
-
-// lateInbox is the router, made after the scheduler.
-type lateInbox struct{ g *Gateway }
-
-func (in lateInbox) Deliver(ctx context.Context, e sessions.Inbound) error {
-	return in.g.router.Deliver(ctx, e)
 }

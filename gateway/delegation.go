@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/heraldgw/herald/adapters/api"
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/llm"
@@ -13,8 +14,8 @@ import (
 	"github.com/heraldgw/herald/tools"
 )
 
-// delegationParts are the pieces of background work: the spawner that
-// runs children, the runner that owns them on this instance, and the
+// delegationParts are the pieces of delegation: the spawner that runs
+// children, the runner that owns them on this instance, and the
 // deliverer that brings their completions back.
 type delegationParts struct {
 	spawner   *delegation.Spawner
@@ -24,37 +25,34 @@ type delegationParts struct {
 	log       *slog.Logger
 }
 
-// buildDelegation makes the delegation parts and registers delegate_task
-// in registry and /agents, /background in commands. parent is the
-// model client of the conversations; children use delegation.model,
-// base_url and api_key when set.
-func (g *Gateway) buildDelegation(registry *tools.Registry, commands *sessions.Commands, parent llm.Client, workspace *tools.WorkspaceTools) (*delegationParts, error) {
-	cfg := g.cfg.Delegation
-	store := g.db.Delegations()
-	client, err := g.auxClient(cfg.Endpoint(), "DELEGATION_API_KEY / delegation.api_key", cfg.RequestOverrides, parent)
+// newDelegation is delegation: it registers delegate_task and /agents,
+// /background, /review and the rest. Parents are the conversations on
+// the main model; children use delegation.model, base_url and api_key
+// when set.
+func newDelegation(a *assembly) (*Capability, error) {
+	cfg := a.cfg.Delegation
+	store := a.db.Delegations()
+	client, err := a.auxClient(cfg.Endpoint(), "DELEGATION_API_KEY / delegation.api_key", cfg.RequestOverrides, a.model)
 	if err != nil {
 		return nil, err
 	}
-	review, err := g.auxClient(g.cfg.Auxiliary.Review, "auxiliary.review.api_key", nil, client)
+	review, err := a.auxClient(a.cfg.Auxiliary.Review, "auxiliary.review.api_key", nil, client)
 	if err != nil {
 		return nil, err
 	}
-	reviewModel := cfg.Endpoint().Fallback(g.cfg.Model).Model
-	if g.cfg.Auxiliary.Review != (config.AuxModel{}) {
-		reviewModel = g.cfg.Auxiliary.Review.Fallback(g.cfg.Model).Model
+	reviewModel := cfg.Endpoint().Fallback(a.cfg.Model).Model
+	if a.cfg.Auxiliary.Review != (config.AuxModel{}) {
+		reviewModel = a.cfg.Auxiliary.Review.Fallback(a.cfg.Model).Model
 	}
-	p := &delegationParts{}
+	p := &delegationParts{log: a.log.With("part", "subagents")}
 	transcripts := &delegation.Transcripts{
-		Dir:    filepath.Join(g.cfg.Home, "cache", "delegation", "live"),
-		Redact: g.redact.String,
+		Dir:    filepath.Join(a.cfg.Home, "cache", "delegation", "live"),
+		Redact: a.redact.String,
 	}
 	p.spawner = delegation.NewSpawner(delegation.SpawnerOptions{
-		Price: func(model string) (float64, float64, bool) {
-			price, ok := g.cfg.Model.Prices[model]
-			return price.Input, price.Output, ok
-		},
+		Price:               a.cfg.Model.Price,
 		Client:              client,
-		Model:               cfg.Endpoint().Fallback(g.cfg.Model).Model,
+		Model:               cfg.Endpoint().Fallback(a.cfg.Model).Model,
 		Review:              review,
 		ReviewModel:         reviewModel,
 		MaxIterations:       cfg.MaxIterations,
@@ -62,60 +60,93 @@ func (g *Gateway) buildDelegation(registry *tools.Registry, commands *sessions.C
 		MaxDepth:            cfg.MaxSpawnDepth,
 		OrchestratorEnabled: cfg.OrchestratorEnabled,
 		Timeout:             cfg.ChildTimeout(),
-		Workspace:           g.cfg.Tools.Workspace,
+		Workspace:           a.cfg.Tools.Workspace,
 		Worktrees:           cfg.WorktreeIsolation,
 		StallQuiet:          time.Duration(cfg.StallQuietSeconds) * time.Second,
 		StallTool:           time.Duration(cfg.StallToolSeconds) * time.Second,
 		StallGrace:          time.Duration(cfg.StallGraceSeconds) * time.Second,
-		EndProcesses:        workspace.EndProcesses,
-		Clock:               g.clock,
-		Logger:              g.log.With("part", "subagents"),
+		EndProcesses:        a.workspace.EndProcesses,
+		Clock:               a.clock,
+		Logger:              p.log,
 	})
+	a.children = p.spawner
 	p.runner, err = delegation.NewRunner(delegation.RunnerOptions{
 		Store:       store,
 		Spawner:     p.spawner,
-		Name:        g.opts.Name,
+		Name:        a.opts.Name,
 		OwnerTTL:    cfg.OwnerTTL,
 		Max:         cfg.ProcessMaxChildren,
 		Transcripts: transcripts,
-		Progress: newBackgroundStatus(g.opts.Adapters, g.db.Sessions(), g.db.Once(), store.Delegation, g.opts.Name,
-			g.log.With("part", "subagents")).hook(),
+		Progress: delegation.StatusLines(delegation.StatusLinesOptions{
+			Adapters: a.opts.Adapters, Meta: a.db.Sessions(), Once: a.db.Once(), Read: store.Delegation, Owner: a.opts.Name, Logger: p.log,
+		}),
 		Ended:  func() { p.deliverer.Wake() },
-		Clock:  g.clock,
-		Logger: g.log.With("part", "subagents"),
+		Clock:  a.clock,
+		Logger: p.log,
 	})
 	if err != nil {
 		return nil, err
 	}
-	p.stopper = delegation.Stopper{Store: store, Signals: g.db.Sessions(), Runner: p.runner}
-	p.log = g.log.With("part", "subagents")
-	meta := g.db.Sessions().Meta
+	p.stopper = delegation.Stopper{Store: store, Signals: a.db.Sessions(), Runner: p.runner}
+	meta := a.db.Sessions().Meta
 	tool := delegation.Tool(delegation.ToolOptions{
 		Store:       store,
 		Spawner:     p.spawner,
 		Runner:      p.runner,
-		Signals:     g.db.Sessions(),
+		Signals:     a.db.Sessions(),
 		Meta:        meta,
 		MaxChildren: cfg.MaxConcurrentChildren,
 		Independent: cfg.IndependentCompletions,
 		Transcripts: transcripts.Path,
-		Clock:       g.clock,
+		Clock:       a.clock,
 	})
-	if err := registry.Register(delegation.Toolset, tool); err != nil {
+	if err := a.registry.Register(delegation.Toolset, tool); err != nil {
 		return nil, err
 	}
-	if err := delegation.RegisterCommands(commands, delegation.CommandOptions{
+	if err := delegation.RegisterCommands(a.commands, delegation.CommandOptions{
 		Store:       store,
 		Runner:      p.runner,
 		Meta:        meta,
-		History:     g.db.Sessions().History,
+		History:     a.db.Sessions().History,
 		MaxChildren: cfg.MaxConcurrentChildren,
 		StallQuiet:  time.Duration(cfg.StallQuietSeconds) * time.Second,
-		Clock:       g.clock,
+		Clock:       a.clock,
 	}); err != nil {
 		return nil, err
 	}
-	return p, nil
+	c := &Capability{
+		// The children run with the conversations' tools.
+		ToolsReady: func(set *tools.Set) error {
+			p.spawner.SetTools(set)
+			return nil
+		},
+		Committed: p.committed,
+		Signals:   p.runner,
+		API:       func(o *api.Options) { o.Delegations = a.delegationService(p) },
+	}
+	// Children run beside the turns; on a stop they end interrupted and
+	// their completions wait in the store for the next deliverer. The
+	// runner's part is named "subagents" in the logs.
+	c.Components = []namedComponent{{name: "subagents", c: p.runner}}
+	c.Routed = func(r *sessions.Router) error {
+		var err error
+		p.deliverer, err = delegation.NewDeliverer(delegation.DelivererOptions{
+			Store:    store,
+			Inbox:    r,
+			Outbox:   a.outbox,
+			Meta:     meta,
+			Name:     a.opts.Name,
+			ClaimTTL: max(2*a.cfg.Store.LeaseTTL, 10*time.Second),
+			Clock:    a.clock,
+			Logger:   a.log.With("part", "completions"),
+		})
+		if err != nil {
+			return err
+		}
+		c.Components = append(c.Components, namedComponent{name: "completions", c: p.deliverer})
+		return nil
+	}
+	return c, nil
 }
 
 // committed acts on a turn's committed dispatches: the runner starts
@@ -152,21 +183,22 @@ func (p *delegationParts) stopDispatch(d delegation.Delegation) {
 	}
 }
 
-// startDeliverer makes the deliverer, once the router it hands
-// completions to exists.
-func (p *delegationParts) startDeliverer(g *Gateway, inbox delegation.Inbox) error {
-	var err error
-	p.deliverer, err = delegation.NewDeliverer(delegation.DelivererOptions{
-		Store:    g.db.Delegations(),
-		Inbox:    inbox,
-		Outbox:   notifyingOutbox{Store: g.db.Outbox(), notify: g.delivery.Notify},
-		Meta:     g.db.Sessions().Meta,
-		Name:     g.opts.Name,
-		ClaimTTL: max(2*g.cfg.Store.LeaseTTL, 10*time.Second),
-		Clock:    g.clock,
-		Logger:   g.log.With("part", "completions"),
-	})
-	return err
+// delegationService is the lifecycle of delegations the HTTP API
+// serves (POST /api/v1/delegations and the rest): it dispatches as
+// delegate_task does, on the same limits, wakes this instance's runner,
+// and stops a child here at once or, through the store's signals,
+// wherever it runs.
+func (g *Gateway) delegationService(p *delegationParts) *delegation.Service {
+	return &delegation.Service{
+		Store:       g.db.Delegations(),
+		Signals:     g.db.Sessions(),
+		Runner:      p.runner,
+		Meta:        g.db.Sessions().Meta,
+		MaxChildren: g.cfg.Delegation.MaxConcurrentChildren,
+		Independent: g.cfg.Delegation.IndependentCompletions,
+		Cancelled:   "cancelled from the API",
+		Clock:       g.clock,
+	}
 }
 
 // auxClient is the model client of settings other than the main model's

@@ -1,9 +1,11 @@
 // Package gateway wires herald together: it opens the store, builds the
 // model client, the tools and the agent, and runs the router, the turn
 // worker, the signal tailer, the delivery worker, the presence driver, the
-// adapters (an exclusive one only while this process holds its lease) and
-// the HTTP server (the local API, the adapters' webhooks, /healthz,
-// /readyz, /metrics) as one unit with one Start and one graceful Shutdown.
+// capabilities (delegation, controllers, cron, the boards; each plugs in
+// by one type, see Capability), the adapters (an exclusive one only
+// while this process holds its lease) and the HTTP server (the local
+// API, the adapters' webhooks, /healthz, /readyz, /metrics) as one unit
+// with one Start and one graceful Shutdown.
 package gateway
 
 import (
@@ -109,7 +111,8 @@ type Gateway struct {
 	workspace *tools.WorkspaceTools
 	// models are the model clients and the main model's key pool.
 	models *modelParts
-	// boards is the kanban service and dispatcher.
+	// boards are the kanban capability's parts, whose service tests
+	// change the boards with.
 	boards   *kanbanParts
 	adapters []adapters.Adapter
 	owned    *prometheus.GaugeVec // herald_adapter_owned
@@ -270,19 +273,15 @@ func (g *Gateway) build() error {
 		AutoApprove:     cfg.Delegation.SubagentAutoApprove,
 		Subagent:        func(ctx context.Context) bool { return delegation.DepthOf(ctx) > 0 },
 		Clock:           g.clock,
-		Env:             SubprocessEnv(cfg),
+		Env:             cfg.SubprocessEnv(),
 	})
 	if err != nil {
 		return err
 	}
 	g.workspace = workspace
-	background, err := g.buildDelegation(registry, commands, g.metrics.TimeModel(model, cfg.Model.Name), workspace)
-	if err != nil {
-		return err
-	}
-	toolsets := Toolsets(cfg)
+	timed := g.metrics.TimeModel(model, cfg.Model.Name)
 	runner := &agent.Agent{
-		Client:        g.metrics.TimeModel(model, cfg.Model.Name),
+		Client:        timed,
 		Model:         cfg.Model.Name,
 		MaxIterations: cfg.Model.MaxIterations,
 		HistoryBudget: cfg.Model.HistoryBudget,
@@ -291,27 +290,28 @@ func (g *Gateway) build() error {
 		Clock:         g.clock,
 		Logger:        log,
 	}
-	scheduled, err := g.buildCron(registry, commands, runner, toolsets)
+	a := &assembly{
+		Gateway:  g,
+		registry: registry,
+		commands: commands,
+		agent:    runner,
+		model:    timed,
+		toolsets: tools.Toolsets(cfg),
+		outbox:   notifyingOutbox{Store: g.db.Outbox(), notify: func() { g.delivery.Notify() }},
+		runner:   runner,
+	}
+	caps, err := a.make()
 	if err != nil {
 		return err
 	}
-	boards, err := g.buildKanban(registry, commands, background.spawner, toolsets)
-	if err != nil {
-		return err
-	}
-	g.boards = boards
-	toolset, err := registry.Set(toolsets)
+	toolset, err := registry.Set(a.toolsets)
 	if err != nil {
 		return err
 	}
 	runner.Tools = toolset
-	background.spawner.SetTools(toolset)
-	controlled, err := g.buildControllers(commands, runner, g.metrics.TimeModel(model, cfg.Model.Name), workspace)
-	if err != nil {
+	if err := caps.toolsReady(toolset); err != nil {
 		return err
 	}
-	g.addUsageStatus(commands)
-	g.addModelStatus(commands)
 
 	// Replies on the chat platforms show as they are written, in one
 	// message that their delivery makes the reply.
@@ -346,7 +346,7 @@ func (g *Gateway) build() error {
 		// quarter of a claim, rather than when the claims do.
 		Heartbeat: max(cfg.Store.LeaseTTL/2, 2*time.Second),
 		Redact:    g.redact.String,
-		Settled:   scheduled.settled,
+		Settled:   caps.settled,
 		Streamed:  streamed,
 		Clock:     g.clock,
 		Logger:    log.With("part", "delivery"),
@@ -373,7 +373,7 @@ func (g *Gateway) build() error {
 	deltas := &sessions.Deltas{Redact: g.redact.String}
 	g.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
 		Store:      DeliveringSessions(store, delivery),
-		Runner:     controlled.runner,
+		Runner:     a.runner,
 		Commands:   commands,
 		Name:       g.opts.Name,
 		Turns:      cfg.Workers.Turns,
@@ -382,7 +382,7 @@ func (g *Gateway) build() error {
 		Grace:      g.opts.Grace,
 		Watch:      watch,
 		AnswerEach: answersEach,
-		Committed:  committedTo(background.committed, scheduled.committed, controlled.committed),
+		Committed:  caps.committed,
 		Deltas:     deltas,
 		Stream:     stream,
 		Clock:      g.clock,
@@ -393,14 +393,10 @@ func (g *Gateway) build() error {
 		return err
 	}
 	g.metrics.RunningTurns(g.turns.Running, cfg.Workers.Turns)
-	handlers := []sessions.SignalHandler{background.runner}
-	if boards.dispatcher != nil {
-		handlers = append(handlers, boards.dispatcher)
-	}
 	g.tailer, err = sessions.NewSignalTailer(sessions.SignalTailerOptions{
 		Signals:  store,
 		Handler:  g.turns,
-		Handlers: handlers,
+		Handlers: caps.signals(),
 		Logger:   log.With("part", "signals"),
 	})
 	if err != nil {
@@ -421,7 +417,7 @@ func (g *Gateway) build() error {
 	if err != nil {
 		return err
 	}
-	if err := background.startDeliverer(g, g.router); err != nil {
+	if err := caps.routed(g.router); err != nil {
 		return err
 	}
 	g.gauges = NewStoreGauges(g.db.Outbox(), store, g.metrics, 0, 0, log)
@@ -441,29 +437,16 @@ func (g *Gateway) build() error {
 		g.add("streaming", streaming)
 	}
 	g.add("turns", g.turns)
-	// Children run beside the turns; on a stop they end interrupted and
-	// their completions wait in the store for the next deliverer.
-	g.add("subagents", background.runner)
-	g.add("completions", background.deliverer)
-	// Controllers queue their ticks through the router, as completions.
-	g.add("controllers", controlled.scheduler)
-	if scheduled.scheduler != nil {
-		// Fires queue their reports for the delivery worker, which
-		// stops after them.
-		g.add("cron", scheduled.scheduler)
-	}
-	// The boards' notifications go through the outbox; workers report
-	// through the store.
-	g.add("kanban-notify", boards.notifier)
-	if boards.dispatcher != nil {
-		g.add("kanban", boards.dispatcher)
-	}
+	// The capabilities' loops follow, in their list's order
+	// (capability.go): children, ticks and fires stop before the turns
+	// and the delivery worker that sends what they queued.
+	g.parts = append(g.parts, caps.components()...)
 
 	var models []string
 	if cfg.Model.Name != "" {
 		models = []string{cfg.Model.Name}
 	}
-	g.api = api.New(api.Options{
+	apiOpts := api.Options{
 		Inbox:        g.router,
 		Timeline:     store,
 		APIKey:       cfg.HTTP.APIKey,
@@ -472,13 +455,9 @@ func (g *Gateway) build() error {
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Clock:        g.clock,
 		Logger:       log,
-		Delegations:  g.delegationService(background),
-		Cron:         scheduled.manager,
-
-		Kanban:         boards.service,
-		KanbanTokens:   boards.tokens,
-		KanbanClaimTTL: cfg.Kanban.ClaimTTL(),
-	})
+	}
+	caps.api(&apiOpts)
+	g.api = api.New(apiOpts)
 	g.adapters = append([]adapters.Adapter{g.api}, g.opts.Adapters...)
 
 	g.mux = http.NewServeMux()

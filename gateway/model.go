@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"cmp"
-	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -11,7 +9,6 @@ import (
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/llm"
-	"github.com/heraldgw/herald/sessions"
 )
 
 // modelParts are the main model's key pool and the chain of models a
@@ -169,30 +166,4 @@ func poolName(baseURL string) string {
 // providerName is how logs and /status name a model: model@host.
 func providerName(model, baseURL string) string {
 	return cmp.Or(model, "(no model)") + "@" + poolName(baseURL)
-}
-
-// addModelStatus adds to /status the model that answered the
-// conversation's latest model call, when it was a fallback, and why the
-// main one did not: what its turns' commits recorded, on whichever
-// instance they ran.
-func (g *Gateway) addModelStatus(commands *sessions.Commands) {
-	store := g.db.Sessions()
-	commands.AddStatus(func(ctx context.Context, conv string) string {
-		meta, err := store.Meta(ctx, conv)
-		if err != nil {
-			return ""
-		}
-		return modelStatus(meta)
-	})
-}
-
-// modelStatus is the /status line of a conversation whose latest model
-// call a fallback answered; "" when the main model did.
-func modelStatus(meta map[string]string) string {
-	var last llm.ChainState
-	if v := meta[sessions.ConvMetaFallback]; v == "" || json.Unmarshal([]byte(v), &last) != nil || !last.Fallback {
-		return ""
-	}
-	return fmt.Sprintf("Model: fallback %s answered the latest request (%s UTC); the main model did not: %s",
-		last.Provider, last.At.UTC().Format("15:04"), last.Reason)
 }

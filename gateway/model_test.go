@@ -10,6 +10,7 @@ import (
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/sessions/agent"
 )
 
 // A model with several keys rotates off one the provider refuses; with
@@ -177,7 +178,7 @@ func TestGatewayStatusFallbackIsTheConversations(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return modelStatus(meta)
+		return agent.ModelStatus(meta)
 	}
 	if got := h.chat("f", "an unknown model"); got != "from the fallback" {
 		t.Fatalf("reply %q, want the fallback's", got)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/sessions"
 )
 
 // openaiClient is the official client on h's local API, as a user's
@@ -225,7 +226,7 @@ func TestGatewayKeepsTheConversationsUsage(t *testing.T) {
 	want := fmt.Sprintf("Tokens: test-model %d in, %d out ($%.4f). Cost: $%.4f (model.prices)", prompt, completion, cost, cost)
 	eventually(t, "the totals committed", func() bool {
 		meta, err := h.g.Store().Sessions().Meta(context.Background(), "api:use")
-		return err == nil && usageStatus(meta, cfg.Model.Prices) == want
+		return err == nil && sessions.UsageStatus(meta, cfg.Model.Price) == want
 	})
 	h.post("use", "/status")
 	h.waitItem("use", want)

@@ -55,6 +55,18 @@ type Commands struct {
 // is answered at once, even while a turn runs.
 type StatusFunc func(ctx context.Context, conv string) string
 
+// MetaStatus is the StatusFunc of a line that line draws from the
+// conversation's metadata, read with meta; none when it cannot be read.
+func MetaStatus(meta func(ctx context.Context, conv string) (map[string]string, error), line func(meta map[string]string) string) StatusFunc {
+	return func(ctx context.Context, conv string) string {
+		m, err := meta(ctx, conv)
+		if err != nil {
+			return ""
+		}
+		return line(m)
+	}
+}
+
 // AddStatus adds f's line to every /status answer, after the turn's.
 func (c *Commands) AddStatus(f StatusFunc) {
 	c.mu.Lock()

@@ -14,6 +14,7 @@ import (
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/tools"
 )
 
 // cronTimeout bounds one cron command's store calls.
@@ -55,10 +56,10 @@ or a comma list.`,
 		defer db.Close()
 		return f(ctx, cronjobs.Manager{
 			Store:    db.Cron(),
-			Outputs:  gateway.CronOutputs(cfg),
-			Targets:  gateway.CronTargets(cfg, gateway.ConfiguredPlatforms(cfg.Platforms)),
+			Outputs:  cronjobs.OutputsFor(cfg),
+			Targets:  cronjobs.TargetsFor(cfg, gateway.ConfiguredPlatforms(cfg.Platforms)),
 			Timezone: cfg.Cron.Timezone,
-			Toolsets: gateway.Toolsets(cfg),
+			Toolsets: tools.Toolsets(cfg),
 		})
 	}
 	oneID := func(cmd *cobra.Command, args []string) error {

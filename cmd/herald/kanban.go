@@ -101,7 +101,7 @@ command says so and exits 3: the worker should stop.`,
 				return err
 			}
 		}
-		b := &board{cfg: cfg, path: path, store: db.Kanban(), svc: gateway.KanbanService(db.Kanban(), cfg), slug: slug, signals: db.Sessions()}
+		b := &board{cfg: cfg, path: path, store: db.Kanban(), svc: kanban.ServiceFor(db.Kanban(), cfg), slug: slug, signals: db.Sessions()}
 		// A card this command makes ready runs at once, not at the
 		// dispatchers' next look.
 		b.svc.Ready = func() {

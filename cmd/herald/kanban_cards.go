@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/kanban"
 )
@@ -38,7 +37,7 @@ func (m *Main) addKanbanCardCommands(cmd *cobra.Command, with withBoard) {
 						return m.kanbanError(args[0], err)
 					}
 					line := fmt.Sprintf("%s is assigned to %s", k.ID, k.Assignee)
-					if _, ok := b.cfg.Kanban.Lanes[k.Assignee]; !ok && k.Assignee != gateway.HeraldLane {
+					if _, ok := b.cfg.Kanban.Lanes[k.Assignee]; !ok && k.Assignee != kanban.HeraldLane {
 						line += fmt.Sprintf(" (no lane %s in kanban.lanes: it waits until there is one)", k.Assignee)
 					}
 					_, err = fmt.Fprintln(m.Stdout, line)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/sessions"
@@ -97,7 +96,7 @@ on stderr.`,
 			}
 			return with(cmd, false, func(ctx context.Context, b *board) error {
 				log := redact.NewLogger(m.Stderr, level, redact.New(b.cfg.Secrets()))
-				lanes := gateway.KanbanLanes(b.cfg.Kanban, gateway.SubprocessEnv(b.cfg), nil, nil)
+				lanes := kanban.LanesFor(b.cfg, nil, nil)
 				d, err := b.dispatcher(lanes, log, nil)
 				if err != nil {
 					return err
@@ -172,7 +171,7 @@ func (b *board) workerEnv(kanban.Card, int64) []string {
 
 // dispatchDry prints what one dispatch would do.
 func (m *Main) dispatchDry(ctx context.Context, b *board, asJSON bool) error {
-	d, err := b.dispatcher(gateway.KanbanLanes(b.cfg.Kanban, gateway.SubprocessEnv(b.cfg), nil, nil), slog.New(slog.DiscardHandler), nil)
+	d, err := b.dispatcher(kanban.LanesFor(b.cfg, nil, nil), slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		return err
 	}
@@ -192,7 +191,7 @@ func (m *Main) dispatchDry(ctx context.Context, b *board, asJSON bool) error {
 // its claim.
 func (m *Main) dispatchOnce(ctx context.Context, b *board, asJSON bool) error {
 	ws := &tickWorkers{live: map[string]tickWorker{}, changed: make(chan struct{}, 1)}
-	lanes := gateway.KanbanLanes(b.cfg.Kanban, gateway.SubprocessEnv(b.cfg), nil, nil)
+	lanes := kanban.LanesFor(b.cfg, nil, nil)
 	for name, lc := range lanes {
 		lc.Lane = recordingLane{Lane: lc.Lane, ws: ws}
 		lanes[name] = lc

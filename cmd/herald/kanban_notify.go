@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/kanban"
@@ -41,7 +42,7 @@ comma list; the platform must be configured.`,
 				if err := b.exists(ctx); err != nil {
 					return err
 				}
-				ts, err := gateway.CronTargets(b.cfg, gateway.ConfiguredPlatforms(b.cfg.Platforms)).Resolve(target, nil)
+				ts, err := cronjobs.TargetsFor(b.cfg, gateway.ConfiguredPlatforms(b.cfg.Platforms)).Resolve(target, nil)
 				if err != nil {
 					return m.kanbanError("", err)
 				}

@@ -1,4 +1,4 @@
-package gateway
+package kanban_test
 
 import (
 	"context"
@@ -19,7 +19,7 @@ func TestCompletionCheckEnvironmentHoldsNoSecret(t *testing.T) {
 	t.Setenv("HERALD_API_KEY", "api-key-2222")
 	t.Setenv("GH_TOKEN", "gh-3333")
 	t.Setenv("HERALD_TEST_PASSED", "passed-4444")
-	out, ok, err := completionCheck(SubprocessEnv(cfg))(context.Background(), kanban.Card{CompletionCheck: "env"}, t.TempDir())
+	out, ok, err := kanban.ServiceFor(nil, cfg).Check(context.Background(), kanban.Card{CompletionCheck: "env"}, t.TempDir())
 	if err != nil || !ok {
 		t.Fatalf("check = %q, %v, %v", out, ok, err)
 	}

@@ -1,25 +1,22 @@
-package gateway
+package sessions
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/heraldgw/herald/config"
-	"github.com/heraldgw/herald/sessions"
 )
 
-// usageStatus is the /status line of a conversation's token totals, by
-// model, with what they cost where model.prices names the model; "" when
-// its turns have used none.
-func usageStatus(meta map[string]string, prices map[string]config.Price) string {
+// UsageStatus is the /status line of a conversation's token totals, read
+// from its metadata meta, by model, with what they cost where price knows
+// the model (per million tokens, in dollars, as model.prices says); ""
+// when its turns have used none.
+func UsageStatus(meta map[string]string, price func(model string) (input, output float64, ok bool)) string {
 	type counts struct{ prompt, completion int }
 	byModel := map[string]*counts{}
 	for k, v := range meta {
-		rest, ok := strings.CutPrefix(k, sessions.UsagePrefix)
+		rest, ok := strings.CutPrefix(k, UsagePrefix)
 		if !ok {
 			continue
 		}
@@ -48,8 +45,8 @@ func usageStatus(meta map[string]string, prices map[string]config.Price) string 
 	for _, model := range slices.Sorted(maps.Keys(byModel)) {
 		c := byModel[model]
 		part := fmt.Sprintf("%s %d in, %d out", modelLabel(model), c.prompt, c.completion)
-		if p, ok := prices[model]; ok {
-			cost := (float64(c.prompt)*p.Input + float64(c.completion)*p.Output) / 1e6
+		if input, output, ok := price(model); ok {
+			cost := (float64(c.prompt)*input + float64(c.completion)*output) / 1e6
 			part += fmt.Sprintf(" ($%.4f)", cost)
 			total, priced = total+cost, true
 		}
@@ -69,16 +66,4 @@ func modelLabel(model string) string {
 		return "(no model)"
 	}
 	return model
-}
-
-// addUsageStatus adds the token totals line to /status.
-func (g *Gateway) addUsageStatus(commands *sessions.Commands) {
-	store := g.db.Sessions()
-	commands.AddStatus(func(ctx context.Context, conv string) string {
-		meta, err := store.Meta(ctx, conv)
-		if err != nil {
-			return ""
-		}
-		return usageStatus(meta, g.cfg.Model.Prices)
-	})
 }

@@ -1,0 +1,188 @@
+package gateway
+
+import (
+	"github.com/heraldgw/herald/adapters/api"
+	"github.com/heraldgw/herald/cronjobs"
+	"github.com/heraldgw/herald/delegation"
+	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/sessions/agent"
+	"github.com/heraldgw/herald/tools"
+)
+
+// capabilities are what herald does beside running turns, made in this
+// order by build; their components start in it too.
+var capabilities = []func(*assembly) (*Capability, error){
+	newDelegation, // first: the ones below run its child agents
+	newControllers,
+	newCron,
+	newKanban,
+	newStatusLines,
+}
+
+// A Capability is one thing herald does beside running turns
+// (delegation, session controllers, cron, the kanban boards, /status
+// lines) as the gateway runs it: what it adds to the parts they share.
+//
+// How a capability plugs in: a file of this package holds its
+// constructor, a func(*assembly) (*Capability, error) that registers its
+// tools in the assembly's registry and its commands in its commands and
+// returns the rest, and one line in capabilities lists it.
+//
+// build makes the capabilities in list order; then, once every one
+// registered its tools, it calls each ToolsReady, and once the router
+// exists, each Routed. Those two are the only things a capability learns
+// after it is made. A hook may make what needs its argument and set the
+// fields build reads after it: build reads Runner as each capability is
+// made, Settled, Committed and Signals after ToolsReady, and Components
+// and API after Routed.
+type Capability struct {
+	// Runner, when set, is what the turns run: the assembly's runner,
+	// decorated. The capabilities made after it decorate this one.
+	Runner sessions.TurnRunner
+	// ToolsReady is told the conversations' tool set once every
+	// capability registered its tools.
+	ToolsReady func(conversations *tools.Set) error
+	// Settled is told how the delivery of an outbox message with a Ref
+	// ended (DeliveryOptions.Settled).
+	Settled func(m outbox.Message, accepted bool, reason string)
+	// Committed is told of each turn whose commit carried writes.
+	Committed func(sessions.Committed)
+	// Signals handles the store's signals in this process, after the
+	// turn worker.
+	Signals sessions.SignalHandler
+	// Routed is told the router once it exists.
+	Routed func(*sessions.Router) error
+	// Components are its background loops, in start order. They start
+	// after the gateway's own (the turns last) and the components of the
+	// capabilities above it, and stop before them.
+	Components []namedComponent
+	// API sets its part of the local API's options.
+	API func(*api.Options)
+}
+
+// assembly is what a capability is made with: the gateway and the parts
+// build made before the capabilities.
+type assembly struct {
+	*Gateway
+	registry *tools.Registry
+	commands *sessions.Commands
+	// agent is the conversations' agent, on model. Its Tools are set
+	// once every capability registered its tools.
+	agent *agent.Agent
+	model llm.Client // the main model's client, timed
+	// toolsets are the conversations' tool sets (tools.Toolsets).
+	toolsets []string
+	// outbox wakes the delivery worker after each Enqueue. That worker
+	// is made after the capabilities, whose Settled it is told, so a
+	// wake finds it when it is called.
+	outbox outbox.Store
+	// runner is what the turns run: agent, decorated by the
+	// capabilities made so far (Capability.Runner).
+	runner sessions.TurnRunner
+	// children is delegation's spawner of child agents, for the
+	// capabilities made after it (kanban's herald lane).
+	children *delegation.Spawner
+}
+
+// targets are where cron's reports and the boards' notifications can go.
+func (a *assembly) targets() cronjobs.Targets {
+	var platforms []string
+	for _, ad := range a.opts.Adapters {
+		platforms = append(platforms, ad.Platform())
+	}
+	return cronjobs.TargetsFor(a.cfg, platforms)
+}
+
+// assembled are the capabilities made, in list order.
+type assembled []*Capability
+
+// make makes the capabilities of the list, in order.
+func (a *assembly) make() (assembled, error) {
+	var out assembled
+	for _, newCapability := range capabilities {
+		c, err := newCapability(a)
+		if err != nil {
+			return nil, err
+		}
+		if c.Runner != nil {
+			a.runner = c.Runner
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// toolsReady tells each capability the conversations' tool set.
+func (cs assembled) toolsReady(conversations *tools.Set) error {
+	for _, c := range cs {
+		if c.ToolsReady == nil {
+			continue
+		}
+		if err := c.ToolsReady(conversations); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// routed tells each capability the router.
+func (cs assembled) routed(r *sessions.Router) error {
+	for _, c := range cs {
+		if c.Routed == nil {
+			continue
+		}
+		if err := c.Routed(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settled tells each capability how a message's delivery ended.
+func (cs assembled) settled(m outbox.Message, accepted bool, reason string) {
+	for _, c := range cs {
+		if c.Settled != nil {
+			c.Settled(m, accepted, reason)
+		}
+	}
+}
+
+// committed tells each capability of a turn's committed writes.
+func (cs assembled) committed(w sessions.Committed) {
+	for _, c := range cs {
+		if c.Committed != nil {
+			c.Committed(w)
+		}
+	}
+}
+
+// signals are the capabilities' signal handlers, in list order.
+func (cs assembled) signals() []sessions.SignalHandler {
+	var out []sessions.SignalHandler
+	for _, c := range cs {
+		if c.Signals != nil {
+			out = append(out, c.Signals)
+		}
+	}
+	return out
+}
+
+// components are the capabilities' background loops, in start order.
+func (cs assembled) components() components {
+	var out components
+	for _, c := range cs {
+		out = append(out, c.Components...)
+	}
+	return out
+}
+
+// api sets the capabilities' parts of o.
+func (cs assembled) api(o *api.Options) {
+	for _, c := range cs {
+		if c.API != nil {
+			c.API(o)
+		}
+	}
+}
