@@ -281,7 +281,7 @@ func (h *harness) say(text string) {
 // command sent next could otherwise overtake.
 func (h *harness) waitRunning(what string) {
 	h.t.Helper()
-	eventually(h.t, what+" running", func() bool { return h.worker.Running() == 1 && h.agent.held() })
+	testkit.Eventually(h.t, what+" running", func() bool { return h.worker.Running() == 1 && h.agent.held() })
 }
 
 // tick runs the scheduler once.
@@ -291,7 +291,7 @@ func (h *harness) tick() { h.sched.Tick(h.ctx) }
 // the agent ran n turns by then.
 func (h *harness) waitTurns(n int) []string {
 	h.t.Helper()
-	eventually(h.t, fmt.Sprintf("%d turns run", n), func() bool {
+	testkit.Eventually(h.t, fmt.Sprintf("%d turns run", n), func() bool {
 		depth, err := h.db.Sessions().QueueDepth(h.ctx, 100)
 		return err == nil && depth == 0 && h.worker.Running() == 0
 	})
@@ -306,7 +306,7 @@ func (h *harness) waitTurns(n int) []string {
 // the agent has run n turns.
 func (h *harness) settle(n int) []string {
 	h.t.Helper()
-	eventually(h.t, fmt.Sprintf("%d turns run", n), func() bool {
+	testkit.Eventually(h.t, fmt.Sprintf("%d turns run", n), func() bool {
 		idle := h.worker.Running() == 0
 		if len(h.agent.turns()) >= n {
 			return idle
@@ -343,7 +343,7 @@ func (h *harness) notices() []string {
 // wantNotice fails unless some notice contains want.
 func (h *harness) wantNotice(want string) {
 	h.t.Helper()
-	eventually(h.t, fmt.Sprintf("a notice saying %q", want), func() bool {
+	testkit.Eventually(h.t, fmt.Sprintf("a notice saying %q", want), func() bool {
 		return slices.ContainsFunc(h.notices(), func(s string) bool { return strings.Contains(s, want) })
 	})
 }
@@ -355,16 +355,4 @@ func (h *harness) goal() controllers.Goal {
 		h.t.Fatalf("the goal: %v", err)
 	}
 	return g
-}
-
-// eventually polls cond until it holds or 10 s passed.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }

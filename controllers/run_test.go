@@ -10,6 +10,7 @@ import (
 
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/sessions"
 )
 
@@ -78,7 +79,7 @@ func TestGoalWaitsOnATime(t *testing.T) {
 		h.judge.say(`{"verdict":"wait","wait_seconds":120}`)
 		h.say("/goal watch the build")
 		h.settle(1)
-		eventually(t, "the goal waiting", func() bool { return h.goal().Wait != nil })
+		testkit.Eventually(t, "the goal waiting", func() bool { return h.goal().Wait != nil })
 		clk.Advance(time.Minute)
 		h.tick()
 		h.say("how is it going?")
@@ -177,7 +178,7 @@ func TestGoalSurvivesARestart(t *testing.T) {
 		h := newHarness(t, open, clk, harnessOpts{})
 		h.say("/goal migrate")
 		h.settle(1)
-		eventually(t, "continuation 1 owed", func() bool { g := h.goal(); return g.Owed && g.Turns == 1 })
+		testkit.Eventually(t, "continuation 1 owed", func() bool { g := h.goal(); return g.Owed && g.Turns == 1 })
 		h.stop()
 		h.db.Close()
 
@@ -214,7 +215,7 @@ func TestGoallessConversationsAreNotReadEachTurn(t *testing.T) {
 		clk.Advance(controllers.DefaultNoGoalFor)
 		h.say("and now?")
 		h.waitTurns(3)
-		eventually(t, "the judge after the turn", func() bool { return h.judge.count() == 1 })
+		testkit.Eventually(t, "the judge after the turn", func() bool { return h.judge.count() == 1 })
 	})
 }
 
@@ -253,7 +254,7 @@ func TestGoalWaitsOnADelegation(t *testing.T) {
 		h.judge.say(`{"verdict":"wait","delegation":"deleg_1"}`)
 		h.say("/goal research the options")
 		h.settle(1)
-		eventually(t, "the goal waiting", func() bool { w := h.goal().Wait; return w != nil && w.Delegation == "deleg_1" })
+		testkit.Eventually(t, "the goal waiting", func() bool { w := h.goal().Wait; return w != nil && w.Delegation == "deleg_1" })
 		h.say("/goal status")
 		h.wantNotice("Waiting on delegation deleg_1")
 		// It looks every 30 s; the delegation runs on.
@@ -273,7 +274,7 @@ func TestGoalWaitsOnADelegation(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.waitTurns(3)
-		eventually(t, "the judge after the result's turn", func() bool { return h.judge.count() == 2 })
+		testkit.Eventually(t, "the judge after the result's turn", func() bool { return h.judge.count() == 2 })
 		turns := h.settle(4)
 		if !strings.Contains(turns[3], "continuation 1 of 20") {
 			t.Errorf("turn after the result = %q, want continuation 1", turns[3])
@@ -299,7 +300,7 @@ func TestSubgoalRunsBetweenTurns(t *testing.T) {
 		if !strings.Contains(turns[1], "continuation 1 of 20") {
 			t.Errorf("turn after the subgoal = %q, want continuation 1 (the start's judgement kept)", turns[1])
 		}
-		eventually(t, "the judge weighing the step", func() bool {
+		testkit.Eventually(t, "the judge weighing the step", func() bool {
 			h.judge.mu.Lock()
 			defer h.judge.mu.Unlock()
 			return len(h.judge.calls) == 2 && strings.Contains(h.judge.calls[1], "Step 1: write the changelog")

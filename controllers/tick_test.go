@@ -8,6 +8,7 @@ import (
 
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/testkit"
 )
 
 // loops reads the conversation's loops.
@@ -220,7 +221,7 @@ func TestGoalDefersLoopTicks(t *testing.T) {
 			t.Fatalf("turns = %q", turns)
 		}
 		// The goal waits now: the loop may use the idle window.
-		eventually(t, "the goal waiting", func() bool { return h.goal().Wait != nil })
+		testkit.Eventually(t, "the goal waiting", func() bool { return h.goal().Wait != nil })
 		clk.Advance(time.Minute)
 		turns = h.settle(2)
 		if turns[1] != "ping" {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heraldgw/herald/internal/bgloop"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/proc"
@@ -80,14 +81,17 @@ type Scheduler struct {
 	wake  chan struct{}
 	slots chan struct{}
 
-	mu       sync.Mutex
-	inflight map[string]context.CancelFunc // fire id → its cancel, while it runs here
-	held     map[string]time.Time          // fire id → when another's claim on it runs out
-	started  bool
-	cancel   context.CancelFunc
-	done     chan struct{}
-	fires    sync.WaitGroup
-	delivery sync.Mutex // serialises this instance's writes of delivery outcomes
+	loop  bgloop.Loop
+	fires sync.WaitGroup
+
+	mu sync.Mutex
+	// firesCtx is the fires' context, not the loop's: a Shutdown stops
+	// the loop at once and gives the fires until its deadline.
+	firesCtx    context.Context
+	cancelFires context.CancelFunc
+	inflight    map[string]context.CancelFunc // fire id → its cancel, while it runs here
+	held        map[string]time.Time          // fire id → when another's claim on it runs out
+	delivery    sync.Mutex                    // serialises this instance's writes of delivery outcomes
 }
 
 // NewScheduler returns a scheduler. Errors: Invalid (a required option
@@ -151,74 +155,44 @@ func (s *Scheduler) Wake() {
 	}
 }
 
-// Start starts the loop under ctx.
+// Start starts the loop under ctx. Errors: Conflict (started before).
 func (s *Scheduler) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.started {
-		return errs.E("cronjobs.Scheduler.Start", errs.Conflict, "the scheduler is started already")
+	const op = "cronjobs.Scheduler.Start"
+	if s.loop.Started() {
+		return errs.E(op, errs.Conflict, "the scheduler is started already")
 	}
 	if err := s.renewer.Start(ctx); err != nil {
 		return err
 	}
-	ctx, s.cancel = context.WithCancel(ctx)
-	s.done = make(chan struct{})
-	s.started = true
-	go s.loop(ctx)
-	return nil
+	s.mu.Lock()
+	s.firesCtx, s.cancelFires = context.WithCancel(ctx)
+	s.mu.Unlock()
+	return s.loop.Start(ctx, op, s.schedule)
 }
 
 // Shutdown stops firing and waits for the fires running here, until ctx
 // ends; those still running then are stopped, and their claims run out
 // so that another instance (or this one, restarted) runs them again.
 func (s *Scheduler) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	if !s.started {
-		s.mu.Unlock()
+	if !s.loop.Started() {
 		return nil
 	}
-	cancel, done := s.cancel, s.done
-	s.mu.Unlock()
-	idle := make(chan struct{})
-	go func() {
-		<-done
-		s.fires.Wait()
-		close(idle)
-	}()
 	// The loop stops at once; the fires are given until ctx ends.
-	s.stopLoop()
-	var err error
-	select {
-	case <-idle:
-	case <-ctx.Done():
-		err = ctx.Err()
-		cancel()
-		<-idle
-	}
-	cancel()
+	s.loop.Halt()
+	s.mu.Lock()
+	cancelFires := s.cancelFires
+	s.mu.Unlock()
+	err := bgloop.Wait(ctx, &s.fires)
+	cancelFires()
+	s.fires.Wait()
 	return errors.Join(err, s.renewer.Shutdown(ctx))
 }
 
-// stopLoop ends the loop but not the fires: the loop checks stopping.
-func (s *Scheduler) stopLoop() {
-	s.mu.Lock()
-	s.started = false
-	s.mu.Unlock()
-	s.Wake()
-}
-
-func (s *Scheduler) running() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.started
-}
-
-// loop fires what is due and sleeps until the next due time, Poll at
-// most; every half claim TTL it looks for fires whose claimer died.
-func (s *Scheduler) loop(ctx context.Context) {
-	defer close(s.done)
+// schedule fires what is due and sleeps until the next due time, Poll
+// at most; every half claim TTL it looks for fires whose claimer died.
+func (s *Scheduler) schedule(ctx context.Context) {
 	var swept time.Time
-	for s.running() && ctx.Err() == nil {
+	for ctx.Err() == nil {
 		if now := s.clock.Now(); now.Sub(swept) >= s.opts.ClaimTTL/2 {
 			swept = now
 			s.sweep(ctx)
@@ -267,7 +241,7 @@ func (s *Scheduler) tick(ctx context.Context) time.Duration {
 			return 0
 		}
 		started++
-		s.start(ctx, func(ctx context.Context) { s.fire(ctx, j, f) }, f)
+		s.start(func(ctx context.Context) { s.fire(ctx, j, f) }, f)
 	}
 	if len(jobs) == dueBatch {
 		if started > 0 {
@@ -319,11 +293,8 @@ func (s *Scheduler) slot(ctx context.Context, read time.Time, stale *clock.Timer
 		case s.slots <- struct{}{}:
 			return true
 		case <-s.wake:
-			// A fire ended (its slot is free now), a job changed here
-			// (the next read sees it), or the loop is stopping.
-			if !s.running() {
-				return false
-			}
+			// A fire ended (its slot is free now), or a job changed here
+			// (the next read sees it).
 		case <-(*stale).C():
 			return false
 		case <-ctx.Done():
@@ -365,11 +336,12 @@ func (s *Scheduler) forgetHeld(now time.Time) {
 	}
 }
 
-// start runs fn for f on its own goroutine, in a slot already taken.
-func (s *Scheduler) start(ctx context.Context, fn func(context.Context), f fire) {
-	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(ctx, cancel)
+// start runs fn for f on its own goroutine, in a slot already taken,
+// under the fires' context.
+func (s *Scheduler) start(fn func(context.Context), f fire) {
 	s.mu.Lock()
+	fctx, cancel := context.WithCancel(context.WithoutCancel(s.firesCtx))
+	stop := context.AfterFunc(s.firesCtx, cancel)
 	s.inflight[f.id()] = cancel
 	s.mu.Unlock()
 	s.fires.Add(1)
@@ -419,7 +391,7 @@ func (s *Scheduler) sweep(ctx context.Context) {
 			s.untake(f)
 			return
 		}
-		s.start(ctx, func(ctx context.Context) { s.refire(ctx, f) }, f)
+		s.start(func(ctx context.Context) { s.refire(ctx, f) }, f)
 	}
 }
 

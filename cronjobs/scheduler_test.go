@@ -77,8 +77,11 @@ type harness struct {
 	ran     chan cronjobs.Run
 	calls   atomic.Int32
 
-	mu     sync.Mutex
-	reply  func(j cronjobs.Job, prompt string) (string, error)
+	mu    sync.Mutex
+	reply func(j cronjobs.Job, prompt string) (string, error)
+	// hold, when set, is called with the fire's context before the
+	// agent replies.
+	hold   func(ctx context.Context)
 	scheds []*cronjobs.Scheduler
 }
 
@@ -93,11 +96,14 @@ func newHarness(t *testing.T, db backend, clk *clock.Fake) *harness {
 	return h
 }
 
-func (h *harness) agent(_ context.Context, j cronjobs.Job, _ cronjobs.Run, prompt string) (string, error) {
+func (h *harness) agent(ctx context.Context, j cronjobs.Job, _ cronjobs.Run, prompt string) (string, error) {
 	h.calls.Add(1)
 	h.mu.Lock()
-	reply := h.reply
+	reply, hold := h.reply, h.hold
 	h.mu.Unlock()
+	if hold != nil {
+		hold(ctx)
+	}
 	return reply(j, prompt)
 }
 
@@ -634,4 +640,75 @@ func TestDeadClaimersFireIsFinishedOnce(t *testing.T) {
 			t.Fatalf("%d reports, want 1", n)
 		}
 	})
+}
+
+func TestShutdownGivesARunningFireUntilItsDeadline(t *testing.T) {
+	tests := []struct {
+		desc     string
+		deadline time.Duration // 0: none
+		wantErr  error
+		// wantRun is whether the fire is recorded: one let finish is,
+		// one stopped at the deadline is left to be run again.
+		wantRun bool
+	}{
+		{desc: "a fire that ends in time finishes", wantRun: true},
+		{desc: "a fire past the deadline is stopped", deadline: 50 * time.Millisecond, wantErr: context.DeadlineExceeded},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			eachBackend(t, func(t *testing.T, h *harness) {
+				started, release, stopped := make(chan struct{}), make(chan struct{}), make(chan struct{})
+				h.mu.Lock()
+				h.hold = func(ctx context.Context) {
+					close(started)
+					select {
+					case <-release:
+					case <-ctx.Done():
+						close(stopped)
+					}
+				}
+				h.mu.Unlock()
+				h.create(cronjobs.Spec{Name: "slow", Schedule: "every 1h", Prompt: "p", Deliver: "local"})
+				s := h.start("a", h.targets)
+				h.clk.Advance(time.Hour)
+				<-started
+				ctx := context.Background()
+				if tc.deadline > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+					defer cancel()
+				}
+				shut := make(chan error, 1)
+				go func() { shut <- s.Shutdown(ctx) }()
+				if tc.deadline == 0 {
+					select {
+					case err := <-shut:
+						t.Fatalf("Shutdown returned %v while a fire ran", err)
+					case <-time.After(50 * time.Millisecond):
+					}
+					close(release)
+				}
+				if err := <-shut; !errors.Is(err, tc.wantErr) {
+					t.Fatalf("Shutdown = %v, want %v", err, tc.wantErr)
+				}
+				if tc.deadline > 0 {
+					select {
+					case <-stopped:
+					default:
+						t.Fatal("Shutdown returned before the fire past its deadline stopped")
+					}
+				}
+				select {
+				case r := <-h.ran:
+					if !tc.wantRun {
+						t.Fatalf("a fire stopped at the deadline was recorded: %+v", r)
+					}
+				default:
+					if tc.wantRun {
+						t.Fatal("the fire let finish was not recorded by the time Shutdown returned")
+					}
+				}
+			})
+		})
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/heraldgw/herald/internal/bgloop"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
@@ -57,9 +58,7 @@ type Deliverer struct {
 	opts DelivererOptions
 	log  *slog.Logger
 	wake chan struct{}
-
-	cancel context.CancelFunc
-	done   chan struct{}
+	loop bgloop.Loop
 }
 
 // NewDeliverer returns a deliverer. Errors: Invalid (a required option
@@ -94,32 +93,15 @@ func (d *Deliverer) Wake() {
 
 // Start runs the delivery loop until Shutdown. Errors: Conflict.
 func (d *Deliverer) Start(ctx context.Context) error {
-	if d.done != nil {
-		return errs.E("delegation.Deliverer.Start", errs.Conflict, "started before")
-	}
-	ctx, d.cancel = context.WithCancel(ctx)
-	d.done = make(chan struct{})
-	go d.loop(ctx)
-	return nil
+	return d.loop.Start(ctx, "delegation.Deliverer.Start", d.run)
 }
 
 // Shutdown stops the loop; a completion it claimed and did not deliver
 // waits for its claim to run out, then any instance delivers it.
-func (d *Deliverer) Shutdown(ctx context.Context) error {
-	if d.done == nil {
-		return nil
-	}
-	d.cancel()
-	select {
-	case <-d.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (d *Deliverer) Shutdown(ctx context.Context) error { return d.loop.Stop(ctx) }
 
-func (d *Deliverer) loop(ctx context.Context) {
-	defer close(d.done)
+// run delivers what is due, then waits for a Wake, Poll at most.
+func (d *Deliverer) run(ctx context.Context) {
 	for {
 		for d.DeliverDue(ctx) == deliverBatch {
 		}

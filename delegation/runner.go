@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heraldgw/herald/internal/bgloop"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/lease"
@@ -65,6 +66,7 @@ type Runner struct {
 	renewer *lease.Renewer
 	log     *slog.Logger
 	wake    chan struct{}
+	loop    bgloop.Loop
 
 	mu       sync.Mutex
 	running  map[string]*running // by child id
@@ -84,8 +86,6 @@ type Runner struct {
 	// passes counts the claim loop's passes, for tests to tell that
 	// one ran after what they did.
 	passes   int
-	cancel   context.CancelFunc
-	loopDone chan struct{}
 	children sync.WaitGroup
 }
 
@@ -154,20 +154,14 @@ func (r *Runner) Wake() {
 // Start runs the claim loop and the renewer until Shutdown.
 // Errors: Conflict (started before).
 func (r *Runner) Start(ctx context.Context) error {
-	r.mu.Lock()
-	if r.loopDone != nil {
-		r.mu.Unlock()
-		return errs.E("delegation.Runner.Start", errs.Conflict, "started before")
+	const op = "delegation.Runner.Start"
+	if r.loop.Started() {
+		return errs.E(op, errs.Conflict, "started before")
 	}
 	if err := r.renewer.Start(ctx); err != nil {
-		r.mu.Unlock()
 		return err
 	}
-	ctx, r.cancel = context.WithCancel(ctx)
-	r.loopDone = make(chan struct{})
-	r.mu.Unlock()
-	go r.loop(ctx)
-	return nil
+	return r.loop.Start(ctx, op, r.claimLoop)
 }
 
 // Shutdown stops claiming, stops the children it runs (each ends
@@ -176,7 +170,7 @@ func (r *Runner) Start(ctx context.Context) error {
 // recorded is reaped as unknown later.
 func (r *Runner) Shutdown(ctx context.Context) error {
 	r.mu.Lock()
-	if r.loopDone == nil || r.stopping {
+	if !r.loop.Started() || r.stopping {
 		r.mu.Unlock()
 		return nil
 	}
@@ -185,16 +179,10 @@ func (r *Runner) Shutdown(ctx context.Context) error {
 		c.cancel(errShutdown)
 	}
 	r.mu.Unlock()
-	r.cancel()
-	<-r.loopDone
-	done := make(chan struct{})
-	go func() { r.children.Wait(); close(done) }()
-	var err error
-	select {
-	case <-done:
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
+	// Once the loop returned it claims no child: those waited for are
+	// all there are.
+	r.loop.Halt()
+	err := bgloop.Wait(ctx, &r.children)
 	if serr := r.renewer.Shutdown(ctx); err == nil {
 		err = serr
 	}
@@ -203,8 +191,8 @@ func (r *Runner) Shutdown(ctx context.Context) error {
 
 var errShutdown = errors.New(defaultShutdownReason)
 
-func (r *Runner) loop(ctx context.Context) {
-	defer close(r.loopDone)
+// claimLoop reaps and claims, then waits for a Wake, Poll at most.
+func (r *Runner) claimLoop(ctx context.Context) {
 	lastPrune := time.Time{}
 	for {
 		if now := r.opts.Clock.Now(); now.Sub(lastPrune) > time.Hour {

@@ -150,7 +150,7 @@ loop:
 	}
 
 	// Once the doomed gateway holds a tick at the model, it is killed.
-	eventually(t, loopSettle, func() (bool, string) {
+	testkit.EventuallyWithin(t, loopSettle, func() (bool, string) {
 		return held.Waiting() > 0, fmt.Sprintf("no gateway is running tick #%d of a loop", loopKillTick)
 	})
 	mu.Lock()
@@ -158,7 +158,7 @@ loop:
 	mu.Unlock()
 	gws[killed].kill()
 	killedAt := time.Since(started)
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		return held.Waiting() == 0, "the killed gateway's model requests are still open"
 	})
 	var survivors []int
@@ -178,7 +178,7 @@ loop:
 	}
 
 	// Every loop done, its end told, every reply delivered.
-	eventually(t, loopSettle, func() (bool, string) {
+	testkit.EventuallyWithin(t, loopSettle, func() (bool, string) {
 		var open []string
 		for i := range loopConvs {
 			conv := loopConv(i)

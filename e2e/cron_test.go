@@ -170,7 +170,7 @@ func TestCronFiresOnceAcrossThreeGatewaysOneKilled(t *testing.T) {
 		}
 	}
 	var held []string
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		held = heldFires(t, hold)
 		sending := doomed.Holding("sendMessage")
 		return len(held) >= cronHeldFires && sending > 0,
@@ -220,9 +220,9 @@ func TestCronFiresOnceAcrossThreeGatewaysOneKilled(t *testing.T) {
 			fmt.Sprintf("%d jobs listed, %d messages pending in the outbox, %d of %d fires not delivered: %s",
 				len(jobs), len(pending), len(missing), len(want), strings.Join(upTo(missing, 10), ", "))
 	}
-	eventually(t, cronSettle, settled)
+	testkit.EventuallyWithin(t, cronSettle, settled)
 	time.Sleep(2 * time.Second)
-	eventually(t, cronSettle, settled)
+	testkit.EventuallyWithin(t, cronSettle, settled)
 
 	for k, n := range got {
 		switch {
@@ -408,7 +408,7 @@ http:
 	}
 
 	var runs []cronjobs.Run
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		cliJSON(t, home, &runs, "cron", "runs", job.ID)
 		return len(runs) == 1 && runs[0].Delivery == cronjobs.DeliveryDelivered,
 			fmt.Sprintf("cron runs shows %+v; want one run, delivered", runs)

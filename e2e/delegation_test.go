@@ -187,12 +187,12 @@ delegation:
 	first := startChild(t, "gateway", home)
 	first.api().mustPost(t, "k", askDelegate)
 	first.api().waitTimeline(t, "k", 1)
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		return held.Waiting() == 1 && strings.Contains(first.stderr.String(), `"status":"completed"`),
 			"the slow child never started, or the quick one never ended"
 	})
 	first.kill()
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		return held.Waiting() == 0, "the killed process's model request is still open"
 	})
 
@@ -240,7 +240,7 @@ delegation:
 	gws[0].api().mustPost(t, "k", askDelegate)
 	// Which process runs the slow child (task 1) is up to their claims.
 	owner := -1
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		for k, gw := range gws {
 			for _, line := range strings.Split(gw.stderr.String(), "\n") {
 				if strings.Contains(line, "sub-agent started") && strings.Contains(line, `"index":1`) {
@@ -251,7 +251,7 @@ delegation:
 		return owner >= 0 && held.Waiting() == 1, "the slow child never started"
 	})
 	survivor := gws[1-owner]
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		items, _ := survivor.api().timeline("k")
 		return len(ofKind(items, kindReply)) == 1, "the dispatch was never acknowledged"
 	})
@@ -313,13 +313,13 @@ func TestAgentsAndControl(t *testing.T) {
 	_, held, gw, api := heldChildren(t, []string{"slow one", "quick one"}, nil)
 	api.mustPost(t, "ctl", askDelegate)
 	ids := dispatched(t, texts(ofKind(api.waitTimeline(t, "ctl", 1), kindReply))[0])
-	eventually(t, waitReply, func() (bool, string) { return held.Waiting() == 1, "the slow child never started" })
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) { return held.Waiting() == 1, "the slow child never started" })
 	// /agents answers from the store: ask once the quick child's end is
 	// recorded.
 	gw.waitLog(`"msg":"sub-agent ended","part":"subagents","subagent":"` + ids[1] + `","status":"completed"`)
 
 	api.mustPost(t, "ctl", "/agents")
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		items, _ := api.timeline("ctl")
 		cmds := ofKind(items, kindCommand)
 		if len(cmds) == 0 {
@@ -331,7 +331,7 @@ func TestAgentsAndControl(t *testing.T) {
 	})
 
 	api.mustPost(t, "ctl", "/status")
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		items, _ := api.timeline("ctl")
 		cmds := ofKind(items, kindCommand)
 		a := cmds[len(cmds)-1].Text
@@ -352,21 +352,21 @@ func TestAgentsAndControl(t *testing.T) {
 	// result delivered as usual.
 	api.mustPost(t, "ctl", "control steer "+ids[0]+" hurry up")
 	api.mustPost(t, "ctl", "control stop "+ids[0])
-	eventually(t, waitReply, func() (bool, string) { return held.Waiting() == 0, "the stopped child still runs" })
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) { return held.Waiting() == 0, "the stopped child still runs" })
 	items := api.waitTimeline(t, "ctl", 5)
 	replies := texts(ofKind(items, kindReply))
 	if !slices.ContainsFunc(replies, func(r string) bool { return strings.Contains(r, `"status":"steered"`) }) ||
 		!slices.ContainsFunc(replies, func(r string) bool { return strings.Contains(r, `"status":"stopping"`) }) {
 		t.Errorf("replies %q: want the steer and the stop acknowledged", replies)
 	}
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		items, _ := api.timeline("ctl")
 		r := texts(ofKind(items, kindReply))
 		return len(r) > 0 && r[len(r)-1] == gotResults, "the stopped delegation's results never came back"
 	})
 	// After the end, control is rejected.
 	api.mustPost(t, "ctl", "control stop "+ids[1])
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		items, _ := api.timeline("ctl")
 		r := texts(ofKind(items, kindReply))
 		return strings.Contains(r[len(r)-1], `"status":"rejected"`), "a stop after the end answered " + r[len(r)-1]
@@ -399,9 +399,9 @@ func TestStopInterruptsChildrenAndGrandchildren(t *testing.T) {
 	api := gw.api()
 	api.mustPost(t, "gc", "go")
 	api.waitTimeline(t, "gc", 1)
-	eventually(t, waitReply, func() (bool, string) { return held.Waiting() == 1, "the grandchild never started" })
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) { return held.Waiting() == 1, "the grandchild never started" })
 	// The orchestrator's worker is seen through it.
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		api.mustPost(t, "gc", "/agents")
 		items, _ := api.timeline("gc")
 		cmds := texts(ofKind(items, kindCommand))
@@ -409,8 +409,8 @@ func TestStopInterruptsChildrenAndGrandchildren(t *testing.T) {
 			fmt.Sprintf("/agents answered %q", cmds)
 	})
 	api.mustPost(t, "gc", "/stop")
-	eventually(t, waitReply, func() (bool, string) { return held.Waiting() == 0, "the grandchild still runs after /stop" })
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) { return held.Waiting() == 0, "the grandchild still runs after /stop" })
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		text, n := completionOf(model)
 		return n == 1 && strings.Contains(text, "status: interrupted"), "no interrupted completion: " + text
 	})
@@ -421,9 +421,9 @@ func TestCompletionForAConversationStartedAnewIsANotice(t *testing.T) {
 	model, held, _, api := heldChildren(t, []string{"slow task"}, nil)
 	api.mustPost(t, "anew", askDelegate)
 	api.waitTimeline(t, "anew", 1)
-	eventually(t, waitReply, func() (bool, string) { return held.Waiting() == 1, "the child never started" })
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) { return held.Waiting() == 1, "the child never started" })
 	api.mustPost(t, "anew", "/new")
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		items, _ := api.timeline("anew")
 		for _, it := range items {
 			if it.Kind == "completion" && strings.Contains(it.Text, "started anew") && strings.Contains(it.Text, "status: interrupted") {
@@ -456,12 +456,12 @@ func TestBackgroundAndReview(t *testing.T) {
 	api.mustPost(t, "bg", "the plan is to count")
 	api.waitTimeline(t, "bg", 1)
 	api.mustPost(t, "bg", "/background count the stars")
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		text, n := completionOf(model)
 		return n == 1 && strings.Contains(text, "the stars: 7"), "no completion of /background: " + text
 	})
 	api.mustPost(t, "bg", "/review the counting")
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		text, n := completionOf(model)
 		return n == 2 && strings.Contains(text, "the review: all good"), "no completion of /review: " + text
 	})
@@ -486,7 +486,7 @@ func TestDispatchAtCapacityIsRejected(t *testing.T) {
 	_, held, _, api := heldChildren(t, []string{"slow a", "slow b"}, func(c *config.Config) { c.Delegation.MaxConcurrentChildren = 3 })
 	api.mustPost(t, "full", askDelegate)
 	api.waitTimeline(t, "full", 1)
-	eventually(t, waitReply, func() (bool, string) { return held.Waiting() == 2, "the children never started" })
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) { return held.Waiting() == 2, "the children never started" })
 	api.mustPost(t, "full", askDelegate)
 	items := api.waitTimeline(t, "full", 2)
 	second := texts(ofKind(items, kindReply))[1]
@@ -507,7 +507,7 @@ func TestTranscriptsAreWrittenAndRedacted(t *testing.T) {
 	gw := startInProcess(t, cfg)
 	api := gw.api()
 	api.mustPost(t, "tr", askDelegate)
-	eventually(t, waitReply, func() (bool, string) { _, n := completionOf(model); return n == 1, "no completion" })
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) { _, n := completionOf(model); return n == 1, "no completion" })
 	dirs, err := filepath.Glob(filepath.Join(cfg.Home, "cache", "delegation", "live", "deleg_*"))
 	if err != nil || len(dirs) != 1 {
 		t.Fatalf("transcript directories %v (%v): want one", dirs, err)
@@ -548,13 +548,13 @@ func TestStoppedTurnsDispatchIsStopped(t *testing.T) {
 	gw := startInProcess(t, baseConfig(t, model))
 	api := gw.api()
 	api.mustPost(t, "st", "go")
-	eventually(t, waitReply, func() (bool, string) { return held.Waiting() >= 1, "the turn never got past its dispatch" })
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) { return held.Waiting() >= 1, "the turn never got past its dispatch" })
 	api.mustPost(t, "st", "/stop")
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		text, n := completionOf(model)
 		return n == 1 && strings.Contains(text, "status: interrupted"), "no interrupted completion: " + text
 	})
-	eventually(t, waitReply, func() (bool, string) { return held.Waiting() == 0, "something still runs after /stop" })
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) { return held.Waiting() == 0, "something still runs after /stop" })
 }
 
 // TestStopSaysWhatItStops: /stop in a conversation whose turn has
@@ -565,15 +565,15 @@ func TestStopSaysWhatItStops(t *testing.T) {
 	model, held, _, api := heldChildren(t, []string{"slow one"}, nil)
 	api.mustPost(t, "sw", askDelegate)
 	ids := dispatched(t, texts(ofKind(api.waitTimeline(t, "sw", 1), kindReply))[0])
-	eventually(t, waitReply, func() (bool, string) { return held.Waiting() == 1, "the slow child never started" })
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) { return held.Waiting() == 1, "the slow child never started" })
 	api.mustPost(t, "sw", "/stop")
 	want := "No turn is running; stopping 1 background sub-agent (" + ids[0] + ")."
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		items, _ := api.timeline("sw")
 		cmds := texts(ofKind(items, kindCommand))
 		return slices.Contains(cmds, want), fmt.Sprintf("/stop answered %q, want %q", cmds, want)
 	})
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		text, n := completionOf(model)
 		return n == 1 && strings.Contains(text, "status: interrupted"), "no interrupted completion: " + text
 	})

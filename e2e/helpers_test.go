@@ -108,7 +108,7 @@ func (p *inProcess) api() *apiClient { return newAPIClient("http://" + p.g.Addr(
 // waitLog waits until the gateway logged a line holding want.
 func (p *inProcess) waitLog(want string) {
 	p.t.Helper()
-	eventually(p.t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(p.t, waitReply, func() (bool, string) {
 		return strings.Contains(p.logs.String(), want), "the gateway never logged " + want
 	})
 }
@@ -277,7 +277,7 @@ func (a *apiClient) timeline(conv string) ([]item, error) {
 func (a *apiClient) waitTimeline(t *testing.T, conv string, n int) []item {
 	t.Helper()
 	var items []item
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		var err error
 		items, err = a.timeline(conv)
 		if err != nil {
@@ -297,21 +297,4 @@ func ofKind(items []item, kind string) []item {
 		}
 	}
 	return out
-}
-
-// eventually polls cond until it holds, failing the test with cond's last
-// word on what is missing when timeout passes.
-func eventually(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", timeout, state)
-		}
-		time.Sleep(pollEvery)
-	}
 }

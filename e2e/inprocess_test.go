@@ -281,7 +281,7 @@ func TestStopWhileATurnRuns(t *testing.T) {
 		t.Errorf("the /stop answer took %s while the model still held the turn", took)
 	}
 	// The turn let go of its model call: nothing waits at the gate.
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		return slow.Waiting() == 0 && model.InFlight(agent.ModelUser("api:s")) == 0, "the stopped turn's model request is still open"
 	})
 
@@ -318,7 +318,7 @@ func TestBusyInputInterrupt(t *testing.T) {
 		[2]string{"user", "first"},
 		[2]string{"user", "second"},
 	)
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		return slow.Waiting() == 0, "the interrupted turn's model request is still open"
 	})
 	items := api.settledTimeline(t, "i", 2)

@@ -150,7 +150,7 @@ func TestKanbanThreeGatewaysRunEachCardOnce(t *testing.T) {
 	for i := range 3 {
 		r.start(i)
 	}
-	eventually(t, 60*time.Second, func() (bool, string) {
+	testkit.EventuallyWithin(t, 60*time.Second, func() (bool, string) {
 		n, notDone := r.done(ids)
 		return n == len(ids), fmt.Sprintf("%d of %d cards done; %s", n, len(ids), notDone)
 	})
@@ -181,7 +181,7 @@ func TestKanbanGatewayKilledWhileWorkersRun(t *testing.T) {
 	ids := r.cards(6)
 	a := r.start(0)
 	// a claims everything before b starts.
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.EventuallyWithin(t, 30*time.Second, func() (bool, string) {
 		starts, _ := r.runs()
 		return len(starts) == len(ids), fmt.Sprintf("%d of %d workers started", len(starts), len(ids))
 	})
@@ -189,7 +189,7 @@ func TestKanbanGatewayKilledWhileWorkersRun(t *testing.T) {
 	r.start(1)
 	// a restarted, beside b.
 	r.start(0)
-	eventually(t, 90*time.Second, func() (bool, string) {
+	testkit.EventuallyWithin(t, 90*time.Second, func() (bool, string) {
 		n, notDone := r.done(ids)
 		return n == len(ids), fmt.Sprintf("%d of %d cards done; %s", n, len(ids), notDone)
 	})
@@ -219,7 +219,7 @@ func TestKanbanReadyCardWakesTheOtherInstances(t *testing.T) {
 	seed := r.cards(1)
 	r.start(0)
 	// Its first look, at start, ran the seed card.
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.EventuallyWithin(t, 30*time.Second, func() (bool, string) {
 		n, notDone := r.done(seed)
 		return n == 1, notDone
 	})
@@ -241,7 +241,7 @@ func TestKanbanReadyCardWakesTheOtherInstances(t *testing.T) {
 		t.Fatalf("herald kanban create --json: %+v: %v", out, err)
 	}
 	ids := []string{viaAPI.ID, viaCLI.ID}
-	eventually(t, 20*time.Second, func() (bool, string) {
+	testkit.EventuallyWithin(t, 20*time.Second, func() (bool, string) {
 		n, notDone := r.done(ids)
 		return n == len(ids), fmt.Sprintf("%d of %d cards done; %s", n, len(ids), notDone)
 	})

@@ -46,7 +46,7 @@ workers:
 	}
 	model.WaitRequests(1)
 	first.kill()
-	eventually(t, waitReply, func() (bool, string) {
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 		return held.Waiting() == 0, "the killed process's model request is still open"
 	})
 

@@ -148,7 +148,7 @@ func TestRepliesKeepTheirOrderAcrossAKill(t *testing.T) {
 			// the dead process, or behind the survivor's own claim of it.
 			c.tg.Queue(telegramfake.Incoming{From: 42, Text: "m2"})
 			c.tg.Queue(telegramfake.Incoming{From: 42, Text: "m3"})
-			eventually(t, waitReply, func() (bool, string) {
+			testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
 				resent := counter(t, second, "herald_delivery_resends_total")
 				return c.model.Count() >= 3 && resent == 1 && c.tg.Holding("sendMessage") == 1,
 					fmt.Sprintf("%d model calls, %v resends, %d sends held", c.model.Count(), resent, c.tg.Holding("sendMessage"))

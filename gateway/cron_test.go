@@ -43,7 +43,7 @@ func (h *gw) post(conv, text string) {
 func (h *gw) waitItem(conv, want string) []sessions.TimelineItem {
 	h.t.Helper()
 	var found []sessions.TimelineItem
-	eventually(h.t, fmt.Sprintf("%q in the timeline of %s", want, conv), func() bool {
+	testkit.Eventually(h.t, fmt.Sprintf("%q in the timeline of %s", want, conv), func() bool {
 		var page struct {
 			Items []sessions.TimelineItem `json:"items"`
 		}
@@ -129,7 +129,7 @@ func TestGatewayCronCommandAndAPI(t *testing.T) {
 				t.Fatalf("reports in the chat = %+v, want one headed by %q", reports, j.Name)
 			}
 			var runs []cronjobs.Run
-			eventually(t, "the run's delivery recorded", func() bool {
+			testkit.Eventually(t, "the run's delivery recorded", func() bool {
 				_, runs = h.cronJob(j.ID)
 				return len(runs) == 1 && runs[0].Delivery == cronjobs.DeliveryDelivered
 			})
@@ -141,7 +141,7 @@ func TestGatewayCronCommandAndAPI(t *testing.T) {
 			if code, _ := h.do("POST", "/api/v1/cron/jobs/"+j.ID+"/run", ""); code != http.StatusAccepted {
 				t.Fatalf("POST run: %d", code)
 			}
-			eventually(t, "the API's run", func() bool {
+			testkit.Eventually(t, "the API's run", func() bool {
 				_, runs = h.cronJob(j.ID)
 				return len(runs) == 2 && runs[0].Delivery == cronjobs.DeliveryDelivered
 			})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/outbox"
 )
 
@@ -83,15 +84,15 @@ func TestDeliveryStopsSendingOnceItsHeartbeatRunsOut(t *testing.T) {
 	}
 	blip := &blipStore{Store: store}
 	w := start("w", blip, adapter("w", true), 3*time.Second)
-	eventually(t, "w sending A", waiting.Load)
+	testkit.Eventually(t, "w sending A", waiting.Load)
 	// The store goes away from w, alive, for longer than its heartbeat
 	// holds; its claims have most of a minute to run.
 	blip.down.Store(true)
 	clk.Advance(4 * time.Second)
 	start("x", store, adapter("x", false), 0)
-	eventually(t, "x sent both", func() bool { mu.Lock(); defer mu.Unlock(); return len(sent["x"]) == 2 })
+	testkit.Eventually(t, "x sent both", func() bool { mu.Lock(); defer mu.Unlock(); return len(sent["x"]) == 2 })
 	close(gate)
-	eventually(t, "w settled what it held", func() bool { w.mu.Lock(); defer w.mu.Unlock(); return w.held == 0 })
+	testkit.Eventually(t, "w settled what it held", func() bool { w.mu.Lock(); defer w.mu.Unlock(); return w.held == 0 })
 	mu.Lock()
 	defer mu.Unlock()
 	// A was under way when the heartbeat ran out; B was not.
@@ -125,9 +126,9 @@ func TestDeliveryAFailedHandBackHoldsTheMessagesBehindIt(t *testing.T) {
 	}, DeliveryOptions{}, &fakeAdapter{platform: "telegram", send: s.send})
 	clk := r.clk
 	r.enqueue("telegram:7", "first")
-	eventually(t, "first tried and its Release failed", func() bool { return s.count() == 1 && wrap.failed.Load() })
+	testkit.Eventually(t, "first tried and its Release failed", func() bool { return s.count() == 1 && wrap.failed.Load() })
 	second := r.enqueue("telegram:7", "second")
-	eventually(t, "second handed back or sent", func() bool {
+	testkit.Eventually(t, "second handed back or sent", func() bool {
 		ms, err := r.store.Pending(context.Background(), 10)
 		if err != nil {
 			t.Fatal(err)
@@ -144,7 +145,7 @@ func TestDeliveryAFailedHandBackHoldsTheMessagesBehindIt(t *testing.T) {
 	}
 	clk.Advance(DefaultClaimTTL + time.Second)
 	r.d.Notify()
-	eventually(t, "all sent", func() bool {
+	testkit.Eventually(t, "all sent", func() bool {
 		ms, err := r.store.Pending(context.Background(), 10)
 		return err == nil && len(ms) == 0
 	})

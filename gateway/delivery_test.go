@@ -16,6 +16,7 @@ import (
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/redact"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/outbox"
 )
 
@@ -111,7 +112,7 @@ func (r *deliveryRig) dead() []outbox.Message {
 func (r *deliveryRig) waitReleased(id string, check func(m outbox.Message) bool) outbox.Message {
 	r.t.Helper()
 	var got outbox.Message
-	eventually(r.t, "message "+id+" given back", func() bool {
+	testkit.Eventually(r.t, "message "+id+" given back", func() bool {
 		ms, err := r.store.Pending(context.Background(), 10)
 		if err != nil {
 			r.t.Fatal(err)
@@ -176,7 +177,7 @@ func TestDeliveryOutcomes(t *testing.T) {
 			desc:   "accepted is acked",
 			result: adapters.SendResult{Outcome: adapters.Accepted, MessageID: "tg-1"},
 			check: func(t *testing.T, r *deliveryRig, id string) {
-				eventually(t, "ack", func() bool {
+				testkit.Eventually(t, "ack", func() bool {
 					ms, _ := r.store.Pending(context.Background(), 10)
 					return len(ms) == 0
 				})
@@ -209,7 +210,7 @@ func TestDeliveryOutcomes(t *testing.T) {
 			desc:   "permanent is dead-lettered with the platform's reason",
 			result: adapters.SendResult{Outcome: adapters.Permanent, Reason: "403 bot was blocked by the user"},
 			check: func(t *testing.T, r *deliveryRig, id string) {
-				eventually(t, "dead letter", func() bool { return len(r.dead()) == 1 })
+				testkit.Eventually(t, "dead letter", func() bool { return len(r.dead()) == 1 })
 				if d := r.dead()[0]; d.ID != id || d.LastError != "403 bot was blocked by the user" {
 					t.Errorf("dead letter %+v", d)
 				}
@@ -235,7 +236,7 @@ func TestDeliveryOutcomes(t *testing.T) {
 			if s.count() != 1 {
 				t.Errorf("sent %d times, want 1", s.count())
 			}
-			eventually(t, "the attempt counted", func() bool { return r.attempts("telegram", tt.result.Outcome.String()) == 1 })
+			testkit.Eventually(t, "the attempt counted", func() bool { return r.attempts("telegram", tt.result.Outcome.String()) == 1 })
 		})
 	}
 }
@@ -265,7 +266,7 @@ func TestDeliveryBackoffGrowsUntilItGivesUp(t *testing.T) {
 		r.clk.Set(m.NextAttempt)
 		r.d.Notify()
 	}
-	eventually(t, "dead letter", func() bool { return len(r.dead()) == 1 })
+	testkit.Eventually(t, "dead letter", func() bool { return len(r.dead()) == 1 })
 	want := fmt.Sprintf("gave up after %d attempts: 503 try %d", maxAttempts, maxAttempts)
 	if got := r.dead()[0].LastError; got != want {
 		t.Errorf("dead letter reason %q, want %q", got, want)
@@ -336,9 +337,9 @@ func TestDeliveryPlatformWithoutAdapterStaysPending(t *testing.T) {
 	r := newDeliveryRig(t, DeliveryOptions{}, &fakeAdapter{platform: "telegram", send: s.send})
 	id := r.enqueue("slack:C1", "for slack")
 	r.enqueue("telegram:1", "for telegram")
-	eventually(t, "the telegram message sent", func() bool { return s.count() == 1 })
+	testkit.Eventually(t, "the telegram message sent", func() bool { return s.count() == 1 })
 	// Once its send is acked, the slack message is all that is left.
-	eventually(t, "the telegram message acked", func() bool {
+	testkit.Eventually(t, "the telegram message acked", func() bool {
 		ms, err := r.store.Pending(context.Background(), 10)
 		return err == nil && len(ms) == 1
 	})
@@ -351,7 +352,7 @@ func TestDeliveryPlatformWithoutAdapterStaysPending(t *testing.T) {
 	slack := &scripted{}
 	r.routes.Up(&fakeAdapter{platform: "slack", send: slack.send})
 	r.d.Notify()
-	eventually(t, "the slack message sent", func() bool { return slack.count() == 1 })
+	testkit.Eventually(t, "the slack message sent", func() bool { return slack.count() == 1 })
 }
 
 func TestDeliveryKeepsOrderPerTarget(t *testing.T) {
@@ -370,7 +371,7 @@ func TestDeliveryKeepsOrderPerTarget(t *testing.T) {
 	first := r.enqueue("telegram:7", "first")
 	second := r.enqueue("telegram:7", "second")
 	r.enqueue("telegram:8", "other chat")
-	eventually(t, "the other chat served while the first send hangs", func() bool { return s.count() == 2 })
+	testkit.Eventually(t, "the other chat served while the first send hangs", func() bool { return s.count() == 2 })
 	close(gate)
 
 	// The first failed and waits; the second, behind it, waits as long
@@ -382,7 +383,7 @@ func TestDeliveryKeepsOrderPerTarget(t *testing.T) {
 	}
 	r.clk.Set(m1.NextAttempt)
 	r.d.Notify()
-	eventually(t, "both sent", func() bool {
+	testkit.Eventually(t, "both sent", func() bool {
 		ms, _ := r.store.Pending(context.Background(), 10)
 		return len(ms) == 0
 	})
@@ -431,7 +432,7 @@ func TestDeliveryCountsResends(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Notify()
-	eventually(t, "the first send", func() bool { return s.count() == 1 })
+	testkit.Eventually(t, "the first send", func() bool { return s.count() == 1 })
 	time.Sleep(20 * time.Millisecond)
 	if got := metricValue(t, m, "herald_delivery_resends_total", "platform=telegram"); got != 0 {
 		t.Fatalf("resends %v before the claim ran out", got)
@@ -439,8 +440,8 @@ func TestDeliveryCountsResends(t *testing.T) {
 
 	clk.Advance(31 * time.Second) // the claim runs out
 	d.Notify()
-	eventually(t, "the resend", func() bool { return s.count() == 2 })
-	eventually(t, "the ack", func() bool {
+	testkit.Eventually(t, "the resend", func() bool { return s.count() == 2 })
+	testkit.Eventually(t, "the ack", func() bool {
 		ms, _ := db.Outbox().Pending(context.Background(), 10)
 		return len(ms) == 0
 	})
@@ -468,7 +469,7 @@ func TestDeliveryNotifyWakesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Notify()
-	eventually(t, "the send after Notify", func() bool { return s.count() == 1 })
+	testkit.Eventually(t, "the send after Notify", func() bool { return s.count() == 1 })
 }
 
 func TestDeliveryShutdownHandsBackWithoutSpendingAnAttempt(t *testing.T) {
@@ -525,7 +526,7 @@ func TestDeliveryAdapterPanicIsTransient(t *testing.T) {
 	m := r.waitReleased(id, func(m outbox.Message) bool { return m.Attempts == 1 })
 	r.clk.Set(m.NextAttempt)
 	r.d.Notify()
-	eventually(t, "the retry accepted", func() bool {
+	testkit.Eventually(t, "the retry accepted", func() bool {
 		ms, _ := r.store.Pending(context.Background(), 10)
 		return len(ms) == 0
 	})
@@ -538,7 +539,7 @@ func TestDeliveryRedactsReasons(t *testing.T) {
 	}}
 	r := newDeliveryRig(t, DeliveryOptions{Redact: redact.New([]string{token}).String}, a)
 	r.enqueue("telegram:3", "x")
-	eventually(t, "dead letter", func() bool { return len(r.dead()) == 1 })
+	testkit.Eventually(t, "dead letter", func() bool { return len(r.dead()) == 1 })
 	if got, want := r.dead()[0].LastError, "POST https://api.telegram.org/bot****/sendMessage: 400"; got != want {
 		t.Errorf("reason %q, want %q", got, want)
 	}
@@ -558,7 +559,7 @@ func TestDeliveryRedactsText(t *testing.T) {
 	}}
 	r := newDeliveryRig(t, DeliveryOptions{Redact: redact.New([]string{token}).String}, a)
 	r.enqueue("telegram:3", "TELEGRAM_BOT_TOKEN="+token+"\nPATH=/usr/bin")
-	eventually(t, "sent", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 1 })
+	testkit.Eventually(t, "sent", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 1 })
 	if want := "TELEGRAM_BOT_TOKEN=****\nPATH=/usr/bin"; got[0] != want {
 		t.Errorf("sent %q, want %q", got[0], want)
 	}
@@ -657,7 +658,7 @@ func TestDeliveryAcksWhatWaitsTogetherAndBeforeShutdownReturns(t *testing.T) {
 	for i := 1; i <= 4; i++ {
 		enqueue(fmt.Sprint(i))
 	}
-	eventually(t, "five sends", func() bool { return s.count() == 5 })
+	testkit.Eventually(t, "five sends", func() bool { return s.count() == 5 })
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- d.Shutdown(ctx) }()
@@ -706,16 +707,16 @@ func TestDeliveryAcksWaitForOthersToJoinThem(t *testing.T) {
 		d.Notify()
 	}
 	enqueue(0, 10)
-	eventually(t, "ten sends", func() bool { return s.count() == 10 })
+	testkit.Eventually(t, "ten sends", func() bool { return s.count() == 10 })
 	time.Sleep(20 * time.Millisecond)
 	if got := ob.sizes(); len(got) != 0 {
 		t.Fatalf("AckAll batches %v before the linger ran out or a batch filled", got)
 	}
 	// The 64th queued ack fills a batch, which goes at once.
 	enqueue(10, ackEnough)
-	eventually(t, "a full batch of acks", func() bool { return len(ob.sizes()) == 1 })
+	testkit.Eventually(t, "a full batch of acks", func() bool { return len(ob.sizes()) == 1 })
 	enqueue(ackEnough, ackEnough+3)
-	eventually(t, "three more sends", func() bool { return s.count() == ackEnough+3 })
+	testkit.Eventually(t, "three more sends", func() bool { return s.count() == ackEnough+3 })
 	if err := d.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
@@ -779,11 +780,11 @@ func TestDeliveryClaimsAheadOfFastSendsWithinSenders(t *testing.T) {
 		}
 		if i == 0 {
 			d.Notify()
-			eventually(t, "the first send", func() bool { return s.count() == 1 })
+			testkit.Eventually(t, "the first send", func() bool { return s.count() == 1 })
 		}
 	}
 	d.Notify()
-	eventually(t, "every send", func() bool { return s.count() == messages })
+	testkit.Eventually(t, "every send", func() bool { return s.count() == messages })
 	if got := ob.largest(); got <= senders {
 		t.Errorf("the largest claim asked for %d messages; with sends this fast, want more than the %d senders", got, senders)
 	}
@@ -819,7 +820,7 @@ func TestDeliveryKeepsThePartsSentInTheStore(t *testing.T) {
 	}
 	r.clk.Set(m.NextAttempt)
 	r.d.Notify()
-	eventually(t, "the message sent", func() bool {
+	testkit.Eventually(t, "the message sent", func() bool {
 		ms, _ := r.store.Pending(context.Background(), 10)
 		return len(ms) == 0
 	})
@@ -845,17 +846,17 @@ func TestDeliveryHandsBackWhatIsBehindAMessageHandedBack(t *testing.T) {
 	}}
 	r := newDeliveryRig(t, DeliveryOptions{}, a)
 	r.enqueue("telegram:7", "first")
-	eventually(t, "the first send under way", held.Load)
+	testkit.Eventually(t, "the first send under way", held.Load)
 	r.enqueue("telegram:7", "second")
 	r.enqueue("telegram:7", "third")
 	close(gate)
-	eventually(t, "all three given back", func() bool {
+	testkit.Eventually(t, "all three given back", func() bool {
 		ms, _ := r.store.Pending(context.Background(), 10)
 		return len(ms) == 3 && ms[0].NextAttempt.After(t0) && ms[1].NextAttempt.After(t0) && ms[2].NextAttempt.After(t0)
 	})
 	r.clk.Advance(DefaultRouteRetry)
 	r.d.Notify()
-	eventually(t, "all sent", func() bool {
+	testkit.Eventually(t, "all sent", func() bool {
 		ms, _ := r.store.Pending(context.Background(), 10)
 		return len(ms) == 0
 	})

@@ -192,18 +192,6 @@ func openSQLite(t *testing.T, clk clock.Clock) *sqlite.DB {
 	return db
 }
 
-// eventually polls cond until it holds or 10 s passed.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // metricValue reads one counter or gauge sample; labels are name=value
 // pairs. A metric with no sample yet reads 0.
 func metricValue(t *testing.T, m *Metrics, name string, labels ...string) float64 {

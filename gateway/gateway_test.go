@@ -246,7 +246,7 @@ func TestGatewayKeepsSecretsOut(t *testing.T) {
 	if got := h.chat("s1", "tell the team"); got != "sent it" {
 		t.Errorf("reply %q", got)
 	}
-	eventually(t, "the telegram message dead-lettered", func() bool {
+	testkit.Eventually(t, "the telegram message dead-lettered", func() bool {
 		dead, err := h.g.Store().Outbox().DeadLetters(context.Background(), 10)
 		return err == nil && len(dead) == 1
 	})
@@ -440,7 +440,7 @@ func TestGatewayReadiness(t *testing.T) {
 	model.WaitRequests(1)
 	stopped := make(chan error, 1)
 	go func() { stopped <- g.Shutdown(context.Background()) }()
-	eventually(t, "not ready while stopping", func() bool { return ready() == http.StatusServiceUnavailable })
+	testkit.Eventually(t, "not ready while stopping", func() bool { return ready() == http.StatusServiceUnavailable })
 	gate.Release()
 	select {
 	case err := <-stopped:
@@ -492,7 +492,7 @@ func TestGatewayTimelineSaysWhatAReplyAnswers(t *testing.T) {
 			var page struct {
 				Items []sessions.TimelineItem `json:"items"`
 			}
-			eventually(t, "the reply in the timeline", func() bool {
+			testkit.Eventually(t, "the reply in the timeline", func() bool {
 				_, body := h.do("GET", "/api/v1/conversations/rt/timeline", "")
 				return json.Unmarshal([]byte(body), &page) == nil && len(page.Items) == 1
 			})
@@ -609,7 +609,7 @@ func TestGatewayHandsBackTurnsPastTheGrace(t *testing.T) {
 	// The entry was handed back: the next gateway on the store runs it.
 	model.Script(testkit.Reply("answered after the restart"))
 	h2 := startGateway(t, cfg, Options{Logger: quietLogger()})
-	eventually(t, "the reply after the restart", func() bool {
+	testkit.Eventually(t, "the reply after the restart", func() bool {
 		items, err := h2.g.Store().Sessions().ReadTimeline(context.Background(), "api:h1", "", 10)
 		return err == nil && len(items) == 1 && items[0].Text == "answered after the restart"
 	})

@@ -32,7 +32,7 @@ func TestGatewayIdleCheck(t *testing.T) {
 			t.Errorf("a conversation whose turn runs here is idle")
 		}
 		gate.Release()
-		eventually(t, "the turn's end", func() bool {
+		testkit.Eventually(t, "the turn's end", func() bool {
 			_, running := g.turns.RunningTurn(conv)
 			return !running
 		})

@@ -51,7 +51,7 @@ func TestGatewayWorkerAgentIsToldItsAttachments(t *testing.T) {
 	if _, err := svc.Unblock(ctx, k.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "card "+k.ID+" done", func() bool {
+	testkit.Eventually(t, "card "+k.ID+" done", func() bool {
 		k, err = svc.Store.Card(ctx, k.ID)
 		return err == nil && k.Status == kanban.StatusDone
 	})

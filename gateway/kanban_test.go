@@ -57,7 +57,7 @@ func TestGatewayDispatchesCards(t *testing.T) {
 	}
 	for _, tc := range []struct{ id, want string }{{shell.ID, "worked " + shell.ID}, {agent.ID, "wrote the notes"}, {writer.ID, "wrote the notes"}} {
 		var k kanban.Card
-		eventually(t, "card "+tc.id+" done", func() bool {
+		testkit.Eventually(t, "card "+tc.id+" done", func() bool {
 			k, err = svc.Store.Card(ctx, tc.id)
 			return err == nil && k.Status == kanban.StatusDone
 		})
@@ -136,14 +136,14 @@ func TestGatewayHeraldLaneFollowsTheContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	var k kanban.Card
-	eventually(t, "the reminded card done", func() bool {
+	testkit.Eventually(t, "the reminded card done", func() bool {
 		k, err = svc.Store.Card(ctx, reminded.ID)
 		return err == nil && k.Status == kanban.StatusDone
 	})
 	if k.Result == nil || k.Result.Summary != "wrote the notes, reported" {
 		t.Errorf("the reminded card's result = %+v, want the one it reported", k.Result)
 	}
-	eventually(t, "the silent card given up", func() bool {
+	testkit.Eventually(t, "the silent card given up", func() bool {
 		k, err = svc.Store.Card(ctx, silent.ID)
 		return err == nil && k.Status == kanban.StatusBlocked
 	})
@@ -258,7 +258,7 @@ func TestGatewayWorkerReportsOverTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	var env []string
-	eventually(t, "the worker's environment", func() bool {
+	testkit.Eventually(t, "the worker's environment", func() bool {
 		b, err := os.ReadFile(filepath.Join(dir, k.ID+".env"))
 		env = strings.Fields(string(b))
 		return err == nil && len(env) == 2
@@ -287,7 +287,7 @@ func TestGatewayWorkerReportsOverTheAPI(t *testing.T) {
 	} else if b, err := os.ReadFile(got.Result.Artifacts[0]); err != nil || string(b) != "made here\n" {
 		t.Errorf("the promoted artifact = %q, %v", b, err)
 	}
-	eventually(t, "the scratch workspace removed", func() bool {
+	testkit.Eventually(t, "the scratch workspace removed", func() bool {
 		_, err := os.Stat(filepath.Join(cfg.Home, "kanban", "work", k.ID))
 		return os.IsNotExist(err)
 	})
@@ -311,7 +311,7 @@ func TestGatewayKanbanAgentRateLimited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the card's run recorded", func() bool {
+	testkit.Eventually(t, "the card's run recorded", func() bool {
 		k, err = svc.Store.Card(ctx, k.ID)
 		return err == nil && k.Status == kanban.StatusReady && !k.RetryAt.IsZero()
 	})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -39,7 +40,7 @@ func TestStoreGaugesCountPendingAndDead(t *testing.T) {
 	if err := capped.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the capped refresh", func() bool { return metricValue(t, m, "herald_outbox_pending") == 1 })
+	testkit.Eventually(t, "the capped refresh", func() bool { return metricValue(t, m, "herald_outbox_pending") == 1 })
 	if err := capped.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}

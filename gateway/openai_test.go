@@ -224,7 +224,7 @@ func TestGatewayKeepsTheConversationsUsage(t *testing.T) {
 	}
 	cost := (float64(prompt)*1000 + float64(completion)*2000) / 1e6
 	want := fmt.Sprintf("Tokens: test-model %d in, %d out ($%.4f). Cost: $%.4f (model.prices)", prompt, completion, cost, cost)
-	eventually(t, "the totals committed", func() bool {
+	testkit.Eventually(t, "the totals committed", func() bool {
 		meta, err := h.g.Store().Sessions().Meta(context.Background(), "api:use")
 		return err == nil && sessions.UsageStatus(meta, cfg.Model.Price) == want
 	})

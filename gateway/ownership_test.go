@@ -117,7 +117,7 @@ func TestExclusiveAdapterRunsInOneGatewayAtATime(t *testing.T) {
 				t.Fatalf("first Run in %q, want gw-a", got)
 			}
 			b := ownershipGateway(t, model, point, "gw-b", r.adapter("gw-b"))
-			eventually(t, "gw-b to say it waits", func() bool {
+			testkit.Eventually(t, "gw-b to say it waits", func() bool {
 				return strings.Contains(b.logs.String(), "another process runs the adapter; waiting for its lease")
 			})
 			// Renewals every third of the TTL keep it with gw-a.
@@ -144,7 +144,7 @@ func TestExclusiveAdapterRunsInOneGatewayAtATime(t *testing.T) {
 			if took := time.Since(stopped); took > ownershipTTL {
 				t.Errorf("gw-b took over %v after gw-a stopped, want within the TTL %v", took, ownershipTTL)
 			}
-			eventually(t, "gw-b to log the takeover", func() bool {
+			testkit.Eventually(t, "gw-b to log the takeover", func() bool {
 				return strings.Contains(b.logs.String(), "took the adapter's lease over")
 			})
 			if n := r.mostAtOnce(); n != 1 {
@@ -487,13 +487,13 @@ func stalledOwnerPolls(t *testing.T, clk *clock.Fake, db Store) {
 	a, runA := newOwner("gw-a", stalling)
 	stopA := start(a, runA)
 	defer stopA()
-	eventually(t, "gw-a to poll", func() bool { return count("gw-a") >= 2 })
+	testkit.Eventually(t, "gw-a to poll", func() bool { return count("gw-a") >= 2 })
 
 	// gw-a stalls: its renewals and its check before the next poll wait.
 	stalling.stall()
 	defer stalling.resume() // before the owners stop, if the test fails first
 	// Its last poll ends; the next waits at the check.
-	eventually(t, "gw-a to stall before its next poll", func() bool {
+	testkit.Eventually(t, "gw-a to stall before its next poll", func() bool {
 		return stalling.blocked.Load() >= 2 && tg.PollsInFlight() == 0
 	})
 	clk.Advance(ttl + time.Second)
@@ -501,13 +501,13 @@ func stalledOwnerPolls(t *testing.T, clk *clock.Fake, db Store) {
 	b, runB := newOwner("gw-b", db.Leases())
 	stopB := start(b, runB)
 	defer stopB()
-	eventually(t, "gw-b to take over and poll", func() bool { return count("gw-b") >= 2 })
+	testkit.Eventually(t, "gw-b to take over and poll", func() bool { return count("gw-b") >= 2 })
 
 	// gw-a wakes: its renewal finds gw-b's lease, its check a stale token.
 	stalling.resume()
-	eventually(t, "gw-a's Run to end", func() bool { return running.get("gw-a") == 0 })
+	testkit.Eventually(t, "gw-a's Run to end", func() bool { return running.get("gw-a") == 0 })
 	seen := count("gw-b")
-	eventually(t, "gw-b to go on polling", func() bool { return count("gw-b") >= seen+3 })
+	testkit.Eventually(t, "gw-b to go on polling", func() bool { return count("gw-b") >= seen+3 })
 
 	calls := polls.calls()
 	firstB := slices.Index(calls, "gw-b")

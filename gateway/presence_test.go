@@ -78,12 +78,12 @@ func TestPresenceCoalescesStepsByTheClock(t *testing.T) {
 
 	w := p.Watch(context.Background(), "chat:room", chatRoom)
 	w.Progress(sessions.Progress{Tool: "web_search"})
-	eventually(t, "the status line", func() bool { return pa.count("post") == 1 })
+	testkit.Eventually(t, "the status line", func() bool { return pa.count("post") == 1 })
 	for _, tool := range []string{"read_file", "memory", "send_message"} {
 		w.Progress(sessions.Progress{Tool: tool})
 	}
 	clk.Advance(50 * time.Millisecond)
-	eventually(t, "the edit", func() bool { return pa.count("edit") == 1 })
+	testkit.Eventually(t, "the edit", func() bool { return pa.count("edit") == 1 })
 	w.End()
 	shutdown(t, p)
 
@@ -126,7 +126,7 @@ func TestPresenceRatesOnTheWallClock(t *testing.T) {
 		w.Progress(sessions.Progress{Tool: last})
 		<-pace.C
 	}
-	eventually(t, "the line to show the last step", func() bool { return lastStatus(pa.got()) == statusText(last) })
+	testkit.Eventually(t, "the line to show the last step", func() bool { return lastStatus(pa.got()) == statusText(last) })
 	w.End()
 	shutdown(t, p)
 	took := time.Since(start)
@@ -199,7 +199,7 @@ func TestPresenceNeverHoldsTheTurn(t *testing.T) {
 	case <-time.After(time.Second):
 		t.Fatal("Progress blocked on the platform")
 	}
-	eventually(t, "the post after the failed one", func() bool { return pa.count("post") == 2 })
+	testkit.Eventually(t, "the post after the failed one", func() bool { return pa.count("post") == 2 })
 	w.End()
 	w.End() // a second End is harmless
 	shutdown(t, p)
@@ -243,7 +243,7 @@ func TestPresenceShutdownCutsOffARunningTurn(t *testing.T) {
 	pa := &presenceAdapter{fakeAdapter: fakeAdapter{platform: "chat"}}
 	p := startPresence(t, PresenceOptions{TypingEvery: 10 * time.Millisecond}, pa)
 	p.Watch(context.Background(), "chat:room", chatRoom) // never ends
-	eventually(t, "typing", func() bool { return pa.count("typing") > 0 })
+	testkit.Eventually(t, "typing", func() bool { return pa.count("typing") > 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := p.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -280,7 +280,7 @@ func TestGatewayShowsARunningTurn(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no reply was sent")
 	}
-	eventually(t, "the status line removed", func() bool { return pa.count("clear") == 1 })
+	testkit.Eventually(t, "the status line removed", func() bool { return pa.count("clear") == 1 })
 
 	calls := pa.got()
 	if calls[0].kind != "typing" {

@@ -48,7 +48,7 @@ func TestGatewayTakesOverWhatTheDeadHeld(t *testing.T) {
 	for conv, want := range map[string]string{"api:dead": "yes", "api:sent": "committed before the crash"} {
 		// Within eventually's 10 s: long before the minute its lease or
 		// claim had left.
-		eventually(t, conv+"'s "+want, func() bool {
+		testkit.Eventually(t, conv+"'s "+want, func() bool {
 			items, err := h.g.Store().Sessions().ReadTimeline(ctx, conv, "", 10)
 			return err == nil && len(items) == 1 && items[0].Text == want
 		})

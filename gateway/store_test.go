@@ -9,6 +9,7 @@ import (
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -81,7 +82,7 @@ func TestCommitsHandRepliesToDelivery(t *testing.T) {
 						t.Errorf("Shutdown: %v", err)
 					}
 				})
-				eventually(t, "the worker's first claim", func() bool { return claims.Load() == 1 })
+				testkit.Eventually(t, "the worker's first claim", func() bool { return claims.Load() == 1 })
 			}
 
 			s := DeliveringSessions(db.Sessions(), d)
@@ -111,7 +112,7 @@ func TestCommitsHandRepliesToDelivery(t *testing.T) {
 				case <-time.After(5 * time.Second):
 					t.Fatal("the handed reply was not sent")
 				}
-				eventually(t, "the reply acked", func() bool {
+				testkit.Eventually(t, "the reply acked", func() bool {
 					ms, err := db.Outbox().Pending(ctx, 10)
 					return err == nil && len(ms) == 0
 				})
@@ -125,7 +126,7 @@ func TestCommitsHandRepliesToDelivery(t *testing.T) {
 					t.Errorf("woken = %v, want %v", woken, tc.woken)
 				}
 			} else if len(tc.outbox) > 0 {
-				eventually(t, "the woken worker's claim", func() bool { return claims.Load() == 2 })
+				testkit.Eventually(t, "the woken worker's claim", func() bool { return claims.Load() == 2 })
 			}
 			ms, err := db.Outbox().Pending(ctx, 10)
 			if err != nil || len(ms) != len(tc.outbox) {
@@ -292,7 +293,7 @@ func TestHandoffWaitsUntilEveryDueMessageIsClaimed(t *testing.T) {
 // offerTaken waits until d takes an offer of msgs.
 func offerTaken(t *testing.T, d *Delivery, msgs []outbox.Message, when string) {
 	t.Helper()
-	eventually(t, "an offer taken "+when, func() bool {
+	testkit.Eventually(t, "an offer taken "+when, func() bool {
 		h, done := d.Handoff(msgs)
 		if h != nil {
 			done(false)

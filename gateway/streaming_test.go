@@ -224,7 +224,7 @@ func startStreaming(t *testing.T, a adapters.Adapter, clk clock.Clock) *Streamin
 func waitShown(t *testing.T, p streamPlatform, what string, want ...string) []chatMessage {
 	t.Helper()
 	var got []chatMessage
-	eventually(t, what, func() bool {
+	testkit.Eventually(t, what, func() bool {
 		got = p.shown()
 		if len(got) != len(want) {
 			return false
@@ -267,7 +267,7 @@ func streamHello(t *testing.T, p streamPlatform) streamedHello {
 // reply in progress, which the chat may show before.
 func waitPosted(t *testing.T, ts sessions.TurnStream) {
 	t.Helper()
-	eventually(t, "the post's answer", func() bool { return ts.(*replyStream).shownID() != "" })
+	testkit.Eventually(t, "the post's answer", func() bool { return ts.(*replyStream).shownID() != "" })
 }
 
 // deliver sends m as the delivery worker does: through the driver when it
@@ -409,7 +409,7 @@ func TestStreamedReplyPostFailedIsNotPostedAgain(t *testing.T) {
 			t.Cleanup(func() { ts.End(true) }) // before the driver's shutdown
 			p.failPost()
 			ts.Delta("Hello")
-			eventually(t, "the driver to stop showing the reply", func() bool {
+			testkit.Eventually(t, "the driver to stop showing the reply", func() bool {
 				select {
 				case <-ts.(*replyStream).done:
 					return true
@@ -690,14 +690,14 @@ func TestGatewayStreamsNothingWhileAnEarlierMessageIsUnsent(t *testing.T) {
 			}
 			// The model has written "Hello " and waits: the driver either
 			// posts it or says why it does not.
-			eventually(t, "the driver's decision on the reply in progress", func() bool {
+			testkit.Eventually(t, "the driver's decision on the reply in progress", func() bool {
 				return len(p.shown()) > 0 || strings.Contains(h.logs.String(), "an earlier message to the chat is not sent yet")
 			})
 			if got := p.shown(); len(got) != 0 {
 				t.Fatalf("the chat shows %q while the earlier message is unsent, want nothing", got)
 			}
 			gate.Release()
-			eventually(t, "the reply queued behind the earlier message", func() bool {
+			testkit.Eventually(t, "the reply queued behind the earlier message", func() bool {
 				ms, err := h.g.Store().Outbox().Pending(ctx, 10)
 				return err == nil && len(ms) == 2
 			})
@@ -762,7 +762,7 @@ func TestStreamedReplyIsNotShownWhileTheOutboxHoldsAnEarlierMessage(t *testing.T
 			ts.Delta("Hello")
 			// Were it shown, the driver would follow the turn until End.
 			done := ts.(*replyStream).done
-			eventually(t, "the driver leaving the turn", func() bool {
+			testkit.Eventually(t, "the driver leaving the turn", func() bool {
 				select {
 				case <-done:
 					return true
@@ -804,7 +804,7 @@ func TestStreamedReplyIsRedacted(t *testing.T) {
 			}
 			ts.Delta("the key is sk-stream-secret")
 			var shown []chatMessage
-			eventually(t, "the reply in progress posted", func() bool { shown = p.shown(); return len(shown) == 1 })
+			testkit.Eventually(t, "the reply in progress posted", func() bool { shown = p.shown(); return len(shown) == 1 })
 			if text := shown[0].text; !strings.Contains(text, "the key is") || strings.Contains(text, "sk-stream-secret") {
 				t.Errorf("the chat shows %q, want the reply with its secret masked", text)
 			}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/heraldgw/herald/internal/bgloop"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/proc"
@@ -100,11 +101,10 @@ type Dispatcher struct {
 	// announce is set by Wake until the loop has told the other
 	// instances.
 	announce atomic.Bool
+	loop     bgloop.Loop
 
 	mu      sync.Mutex
 	running map[string]*running // card id → its worker here
-	cancel  context.CancelFunc
-	done    chan struct{}
 	workers sync.WaitGroup
 	renewer *lease.Renewer // the claims of the workers running here
 }
@@ -188,28 +188,22 @@ func NewDispatcher(opts DispatcherOptions) (*Dispatcher, error) {
 	return d, nil
 }
 
-// Start starts the loop.
+// Start starts the loop; it runs until Shutdown. Errors: Conflict
+// (started before).
 func (d *Dispatcher) Start(context.Context) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	d.mu.Lock()
-	d.cancel, d.done = cancel, make(chan struct{})
-	d.mu.Unlock()
-	go d.loop(ctx)
-	return nil
+	return d.loop.Start(context.Background(), "kanban.Dispatcher.Start", d.dispatch)
 }
 
 // Shutdown stops dispatching and stops the workers this instance runs;
 // their claims are released, so another instance (or this one, started
 // again) runs their cards again.
 func (d *Dispatcher) Shutdown(ctx context.Context) error {
-	d.mu.Lock()
-	cancel, done := d.cancel, d.done
-	d.mu.Unlock()
-	if cancel == nil {
+	if !d.loop.Started() {
 		return nil
 	}
-	cancel()
-	<-done
+	// Once the loop returned it starts no worker: those stopped are all
+	// there are.
+	d.loop.Halt()
 	d.mu.Lock()
 	rs := make([]*running, 0, len(d.running))
 	for _, r := range d.running {
@@ -281,8 +275,9 @@ func (d *Dispatcher) tellOthers(ctx context.Context) {
 	}
 }
 
-func (d *Dispatcher) loop(ctx context.Context) {
-	defer close(d.done)
+// dispatch runs a Tick every Interval, or at once after a Wake, and a
+// Heartbeat every third of the claim TTL.
+func (d *Dispatcher) dispatch(ctx context.Context) {
 	heartbeat := max(d.opts.ClaimTTL/3, time.Second)
 	lastTick := time.Time{}
 	for ctx.Err() == nil {

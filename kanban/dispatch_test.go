@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -469,7 +470,7 @@ func TestReviewWaitsForTheLastWorkerToExit(t *testing.T) {
 		d, ended := h.dispatcher("gw-a", h.svc, map[string]kanban.LaneConfig{"herald": {Lane: lane}}, func(o *kanban.DispatcherOptions) { o.ReviewDispatch = true })
 		k := h.create(kanban.CreateSpec{Title: "x", Assignee: "herald"})
 		h.tick(d)
-		eventually(t, func() bool { return h.card(k.ID).Status == kanban.StatusReview })
+		testkit.Eventually(t, "the card in review", func() bool { return h.card(k.ID).Status == kanban.StatusReview })
 		if rep := h.tick(d); len(rep.Claimed) != 0 || rep.Skipped[k.ID] == "" {
 			t.Fatalf("tick while the worker exits = %+v, want the review held back", rep)
 		}
@@ -486,18 +487,6 @@ func TestReviewWaitsForTheLastWorkerToExit(t *testing.T) {
 			t.Errorf("%d workers ran on the card at once", most)
 		}
 	})
-}
-
-// eventually waits for cond, which another goroutine makes true.
-func eventually(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("the condition did not hold within 20 s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // signalLog records the signals a dispatcher writes.
@@ -540,7 +529,7 @@ func TestDispatcherTellsTheOtherInstances(t *testing.T) {
 		if err := d.Start(h.ctx); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, func() bool { return len(log.signals()) == 1 })
+		testkit.Eventually(t, "one signal", func() bool { return len(log.signals()) == 1 })
 		if s := log.signals()[0]; s.Kind != kanban.SignalReady || s.Text != "gw-a" {
 			t.Errorf("signal %+v, want kanban.ready from gw-a", s)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/proc"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -28,7 +29,7 @@ func TestStopEndsTheWorkerThenBlocks(t *testing.T) {
 		if err := d.Start(h.ctx); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, func() bool { return h.card(k.ID).Claim != nil && h.card(k.ID).Claim.Spawned })
+		testkit.Eventually(t, "the worker spawned", func() bool { return h.card(k.ID).Claim != nil && h.card(k.ID).Claim.Spawned })
 		_, err := h.svc.RequestStop(h.ctx, idle.ID, "", "ann")
 		if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "triage, not running") {
 			t.Errorf("RequestStop of a card in triage: %v, want Invalid", err)

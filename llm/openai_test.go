@@ -582,7 +582,7 @@ func TestCancel(t *testing.T) {
 		if ms.Count() != 1 || len(s.Waits()) != 0 {
 			t.Errorf("requests=%d waits=%v: a cancelled call must not retry", ms.Count(), s.Waits())
 		}
-		waitFor(t, func() bool { return gate.Waiting() == 0 && ms.InFlight("") == 0 })
+		testkit.Eventually(t, "the request to end", func() bool { return gate.Waiting() == 0 && ms.InFlight("") == 0 })
 	})
 	t.Run("during the backoff", func(t *testing.T) {
 		ms := testkit.NewModelServer(t)
@@ -616,17 +616,6 @@ func TestCancel(t *testing.T) {
 			t.Fatalf("err %v", err)
 		}
 	})
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestStreamCutAfterContentIsNotRetried(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -187,7 +188,7 @@ func TestRouterWithoutSignals(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-call.done
-	waitFor(t, "the stop committed", func() bool {
+	testkit.Eventually(t, "the stop committed", func() bool {
 		msgs, err := db.Outbox().Pending(ctx, 10)
 		return err == nil && len(msgs) == 2 && msgs[1].Text == "Stopped."
 	})
@@ -283,7 +284,7 @@ func TestMessageStartsItsTurnInTheAppend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the worker's first claim", func() bool { return claims.Load() == 1 })
+	testkit.Eventually(t, "the worker's first claim", func() bool { return claims.Load() == 1 })
 	ctx := context.Background()
 	deliver := func(conv, text string) {
 		t.Helper()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/sessions"
 )
 
@@ -82,7 +83,7 @@ func TestSignalTailer(t *testing.T) {
 			if tc.poke {
 				tl.Poke()
 			}
-			waitFor(t, "every signal handed on", func() bool { return len(h.list()) >= len(want) })
+			testkit.Eventually(t, "every signal handed on", func() bool { return len(h.list()) >= len(want) })
 			if diff := cmp.Diff(want, h.list()); diff != "" {
 				t.Errorf("handed on (-want +got):\n%s", diff)
 			}
@@ -213,7 +214,7 @@ func TestSignalTailerFansOut(t *testing.T) {
 					}
 				}
 				tl.Poke()
-				waitFor(t, "every signal handed to every handler", func() bool { return len(l.list()) >= len(want) })
+				testkit.Eventually(t, "every signal handed to every handler", func() bool { return len(l.list()) >= len(want) })
 			}
 			if diff := cmp.Diff(want, l.list()); diff != "" {
 				t.Errorf("handed on (-want +got):\n%s", diff)

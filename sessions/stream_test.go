@@ -4,10 +4,12 @@ import (
 	"time"
 
 	"context"
-	"github.com/heraldgw/herald/internal/clock"
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/testkit"
 
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -205,7 +207,7 @@ func TestStreamOfATurnRunElsewhereEndsWithoutReply(t *testing.T) {
 				t.Fatalf("Shutdown: %v", err)
 			}
 			<-call.done
-			waitFor(t, "the stream ended", func() bool {
+			testkit.Eventually(t, "the stream ended", func() bool {
 				rec.mu.Lock()
 				defer rec.mu.Unlock()
 				return rec.ends >= tc.wantEnds

@@ -18,6 +18,7 @@ import (
 
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/store/sqlite"
@@ -279,21 +280,9 @@ func contents(h []sessions.Message) []string {
 	return out
 }
 
-// waitFor polls cond until it holds, failing the test after a while.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func (g *gateway) waitSent(conv, text string) {
 	g.t.Helper()
-	waitFor(g.t, fmt.Sprintf("%q sent to %s (sent: %q)", text, conv, g.sent(conv)), func() bool {
+	testkit.Eventually(g.t, fmt.Sprintf("%q sent to %s (sent: %q)", text, conv, g.sent(conv)), func() bool {
 		return slices.Contains(g.sent(conv), text)
 	})
 }

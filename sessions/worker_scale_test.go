@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -82,9 +83,9 @@ func TestManyConcurrentTurns(t *testing.T) {
 		t.Fatalf("%d deliveries failed", n)
 	}
 	delivered := time.Since(start)
-	waitFor(t, "every turn started", func() bool { return run.started.Load() == convs })
+	testkit.Eventually(t, "every turn started", func() bool { return run.started.Load() == convs })
 	allStarted := time.Since(start)
-	waitFor(t, "every reply", func() bool {
+	testkit.Eventually(t, "every reply", func() bool {
 		return g.metrics.get(func(c *counters) int { return c.finished[sessions.TurnDone] }) == convs
 	})
 	took := time.Since(start)

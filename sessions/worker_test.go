@@ -54,7 +54,7 @@ func TestPlainTurnEndToEnd(t *testing.T) {
 	if diff := cmp.Diff([]string{"user: hello", "assistant: echo: hello"}, g.history(conv)); diff != "" {
 		t.Errorf("history (-want +got):\n%s", diff)
 	}
-	waitFor(t, "the finished turn counted", func() bool {
+	testkit.Eventually(t, "the finished turn counted", func() bool {
 		return g.metrics.get(func(c *counters) int { return c.finished[sessions.TurnDone] }) == 1
 	})
 }
@@ -105,7 +105,7 @@ func TestFIFOPerConversation(t *testing.T) {
 		if diff := cmp.Diff(want, ran[key]); diff != "" {
 			t.Errorf("%s ran out of order (-want +got):\n%s", key, diff)
 		}
-		waitFor(t, key+" replies", func() bool { return len(g.sent(key)) == perConv })
+		testkit.Eventually(t, key+" replies", func() bool { return len(g.sent(key)) == perConv })
 		if diff := cmp.Diff(wantSent, g.sent(key)); diff != "" {
 			t.Errorf("%s replies (-want +got):\n%s", key, diff)
 		}
@@ -155,7 +155,7 @@ func TestStop(t *testing.T) {
 				t.Fatalf("right after /stop, sent %q, want %q at %d", sent, tc.wantSent[idx], idx)
 			}
 			<-calls[0].done
-			waitFor(t, "the stop committed", func() bool { return len(g.sent(conv)) == len(tc.wantSent) })
+			testkit.Eventually(t, "the stop committed", func() bool { return len(g.sent(conv)) == len(tc.wantSent) })
 			sent = g.sent(conv)
 			for i, want := range tc.wantSent {
 				if !strings.HasPrefix(sent[i], want) {
@@ -401,7 +401,7 @@ func TestBusyInputModes(t *testing.T) {
 			case len(tc.wantTurns) > 1 && tc.wantSent[0] == "re: B": // interrupted
 				<-first.done
 			case steered:
-				waitFor(t, "the steer reaching the turn", func() bool { return len(first.In.Steer) == 1 })
+				testkit.Eventually(t, "the steer reaching the turn", func() bool { return len(first.In.Steer) == 1 })
 				first.Release()
 			default: // queued: the first turn runs on
 				settle()
@@ -410,7 +410,7 @@ func TestBusyInputModes(t *testing.T) {
 				}
 				first.Release()
 			}
-			waitFor(t, "every reply", func() bool { return len(g.sent(conv)) >= len(tc.wantSent) })
+			testkit.Eventually(t, "every reply", func() bool { return len(g.sent(conv)) >= len(tc.wantSent) })
 			settle()
 			if diff := cmp.Diff(tc.wantTurns, r.texts()); diff != "" {
 				t.Errorf("turns run (-want +got):\n%s", diff)
@@ -441,7 +441,7 @@ func TestSteerNotTakenRunsOnItsOwn(t *testing.T) {
 	g.say("slow-notool A")
 	first := r.waitCalls(t, 1)[0]
 	g.say("B")
-	waitFor(t, "the steer reaching the turn", func() bool { return len(first.In.Steer) == 1 })
+	testkit.Eventually(t, "the steer reaching the turn", func() bool { return len(first.In.Steer) == 1 })
 	first.Release()
 	g.waitSent(conv, "re: B")
 	if diff := cmp.Diff([]string{"slow-notool A", "B"}, r.texts()); diff != "" {
@@ -468,9 +468,9 @@ func TestSteerReachesTheAgent(t *testing.T) {
 	)
 	g := startGateway(t, gatewayOptions{runner: &agent.Agent{Client: client, Logger: quietLog()}, mode: sessions.BusySteer})
 	g.say("A")
-	waitFor(t, "the model call waiting", func() bool { return gate.Waiting() == 1 })
+	testkit.Eventually(t, "the model call waiting", func() bool { return gate.Waiting() == 1 })
 	g.say("B")
-	waitFor(t, "the steer signal sent", func() bool { return len(g.signals.sent()) == 1 })
+	testkit.Eventually(t, "the steer signal sent", func() bool { return len(g.signals.sent()) == 1 })
 	// The tailer hands the signal to the turn on its next read.
 	time.Sleep(60 * time.Millisecond)
 	gate.Release()
@@ -578,7 +578,7 @@ func TestLeaseLostCommitsNothing(t *testing.T) {
 				call.Release()
 			}
 			<-call.done
-			waitFor(t, "the lost lease counted", func() bool { return g.metrics.get(func(c *counters) int { return c.lost }) == 1 })
+			testkit.Eventually(t, "the lost lease counted", func() bool { return g.metrics.get(func(c *counters) int { return c.lost }) == 1 })
 			settle()
 			if got := g.sent(conv); len(got) != 0 {
 				t.Errorf("the turn that lost its lease sent %q", got)
@@ -691,7 +691,7 @@ func TestDuplicateDeliverMakesOneTurn(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			waitFor(t, "an answer", func() bool { return len(g.sent(conv)) > 0 })
+			testkit.Eventually(t, "an answer", func() bool { return len(g.sent(conv)) > 0 })
 			settle()
 			if sent := g.sent(conv); !tc.want(sent) {
 				t.Errorf("sent %q", sent)
@@ -743,7 +743,7 @@ func TestEntryThatKeepsFailingIsDropped(t *testing.T) {
 		t.Errorf("the runner ran %d times, want 2", got)
 	}
 	// The count follows the commit.
-	waitFor(t, "two runner failures and a drop counted", func() bool {
+	testkit.Eventually(t, "two runner failures and a drop counted", func() bool {
 		return g.metrics.get(func(c *counters) int { return c.failed["runner"]*10 + c.failed["dropped"] }) == 21
 	})
 	// The conversation goes on.
@@ -844,7 +844,7 @@ func TestClaimedHistoryIsReadOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.waitCalls(t, i+1)
-		waitFor(t, "the turn committed", func() bool { return len(historyTexts(t, db.Sessions())) == 2*(i+1) })
+		testkit.Eventually(t, "the turn committed", func() bool { return len(historyTexts(t, db.Sessions())) == 2*(i+1) })
 	}
 	got := r.waitCalls(t, 2)[1].In.History
 	if d := cmp.Diff([]string{"user: one", "assistant: re: one"}, contents(got)); d != "" {
@@ -893,12 +893,12 @@ func TestRunningTurnMarkIsClearedByTheCommit(t *testing.T) {
 		}
 		return m[sessions.ConvMetaTurn]
 	}
-	waitFor(t, "the running-turn mark", func() bool { return mark() != "" })
+	testkit.Eventually(t, "the running-turn mark", func() bool { return mark() != "" })
 	if !strings.Contains(mark(), `"text":"slow one"`) {
 		t.Errorf("mark = %s, want the running entry's text", mark())
 	}
 	call.Release()
-	waitFor(t, "the turn ended", func() bool { return len(historyTexts(t, db.Sessions())) > 0 && w.Running() == 0 })
+	testkit.Eventually(t, "the turn ended", func() bool { return len(historyTexts(t, db.Sessions())) > 0 && w.Running() == 0 })
 	if m := mark(); m != "" {
 		t.Errorf("mark after the commit = %s, want none", m)
 	}
@@ -1002,7 +1002,7 @@ func TestCommitsLookForOtherTurnsOnlyWhenSomeMayWait(t *testing.T) {
 	})
 	g.say("one")
 	g.waitSent(conv, "re: one")
-	waitFor(t, "the first commit", rec.recorded(1))
+	testkit.Eventually(t, "the first commit", rec.recorded(1))
 	settle() // the claim loop's first claim is over too
 	rec.take()
 
@@ -1012,7 +1012,7 @@ func TestCommitsLookForOtherTurnsOnlyWhenSomeMayWait(t *testing.T) {
 	g.waitSent(conv, "re: two")
 	// The reply is handed to the delivery worker inside the commit, so it
 	// can be sent before the recorder sees the commit return.
-	waitFor(t, "the commit", rec.recorded(1))
+	testkit.Eventually(t, "the commit", rec.recorded(1))
 	if d := cmp.Diff([]string{conv + ":left->"}, rec.take()); d != "" {
 		t.Errorf("commits with nothing waiting (-want +got):\n%s", d)
 	}
@@ -1026,7 +1026,7 @@ func TestCommitsLookForOtherTurnsOnlyWhenSomeMayWait(t *testing.T) {
 	g.deliver(sessions.Inbound{Conv: other, Text: "hello", Sender: "42", MessageID: "o-1"})
 	call.Release()
 	g.waitSent(other, "re: hello")
-	waitFor(t, "both commits", rec.recorded(2))
+	testkit.Eventually(t, "both commits", rec.recorded(2))
 	if d := cmp.Diff([]string{conv + ":any->" + other, other + ":any->"}, rec.take()); d != "" {
 		t.Errorf("commits with a message waiting (-want +got):\n%s", d)
 	}
@@ -1049,9 +1049,9 @@ func TestBusyInputReachesAnUnmarkedTurnInAnotherProcess(t *testing.T) {
 			first := r.waitCalls(t, 1)[0]
 			b.say("B")
 			if mode == sessions.BusySteer {
-				waitFor(t, "the steer reaching the turn in the other process", func() bool { return len(first.In.Steer) == 1 })
+				testkit.Eventually(t, "the steer reaching the turn in the other process", func() bool { return len(first.In.Steer) == 1 })
 				first.Release()
-				waitFor(t, "the reply", func() bool { return len(a.sent(conv)) == 1 })
+				testkit.Eventually(t, "the reply", func() bool { return len(a.sent(conv)) == 1 })
 				settle()
 				if d := cmp.Diff([]string{"re: slow A"}, a.sent(conv)); d != "" {
 					t.Errorf("sent (-want +got):\n%s", d)
@@ -1064,7 +1064,7 @@ func TestBusyInputReachesAnUnmarkedTurnInAnotherProcess(t *testing.T) {
 				first.Release()
 				t.Fatal("the turn in the other process was not interrupted")
 			}
-			waitFor(t, "the reply", func() bool { return len(a.sent(conv)) == 1 })
+			testkit.Eventually(t, "the reply", func() bool { return len(a.sent(conv)) == 1 })
 			settle()
 			if d := cmp.Diff([]string{"re: B"}, a.sent(conv)); d != "" {
 				t.Errorf("sent (-want +got):\n%s", d)

@@ -1,5 +1,7 @@
 // Package bgloop runs a component's background loop: one goroutine,
-// started once, stopped by cancelling its context and waited for.
+// started once, stopped by cancelling its context and waited for. A
+// component whose loop starts work of its own (fires, children, workers)
+// halts the loop, so that the work stops growing, then waits for it.
 package bgloop
 
 import (
@@ -51,6 +53,28 @@ func (l *Loop) Stop(ctx context.Context) error {
 		return nil
 	}
 	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Halt ends the loop's context and waits for run to return, however
+// long that takes: for a component that next waits for the work its
+// loop started, which must not grow meanwhile. A Loop never started
+// halts at once.
+func (l *Loop) Halt() { _ = l.Stop(context.Background()) }
+
+// Wait waits for wg until ctx ends (its error then): how a Shutdown gives
+// the work its halted loop started until its own deadline.
+func Wait(ctx context.Context, wg *sync.WaitGroup) error {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
 	select {
 	case <-done:
 		return nil

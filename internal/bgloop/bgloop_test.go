@@ -2,6 +2,7 @@ package bgloop
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,5 +42,51 @@ func TestStopGivesUpWhenItsContextEnds(t *testing.T) {
 	defer cancel()
 	if err := l.Stop(ctx); err != context.DeadlineExceeded {
 		t.Errorf("Stop of a loop that does not end = %v, want the deadline", err)
+	}
+}
+
+func TestHaltWaitsForTheLoopHoweverLong(t *testing.T) {
+	var l Loop
+	l.Halt()
+	release := make(chan struct{})
+	ended := make(chan struct{})
+	if err := l.Start(context.Background(), "test", func(ctx context.Context) {
+		<-ctx.Done()
+		<-release
+		close(ended)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	halted := make(chan struct{})
+	go func() {
+		l.Halt()
+		close(halted)
+	}()
+	select {
+	case <-halted:
+		t.Fatal("Halt returned before the loop did")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	<-halted
+	select {
+	case <-ended:
+	default:
+		t.Error("Halt returned before the loop ended")
+	}
+}
+
+func TestWaitGivesTheWorkUntilItsContextEnds(t *testing.T) {
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	wg.Go(func() { <-release })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := Wait(ctx, &wg); err != context.DeadlineExceeded {
+		t.Errorf("Wait for work that does not end = %v, want the deadline", err)
+	}
+	close(release)
+	if err := Wait(context.Background(), &wg); err != nil {
+		t.Errorf("Wait for work that ended = %v", err)
 	}
 }

@@ -401,7 +401,7 @@ func TestModelServerOverlapPerConversation(t *testing.T) {
 		})
 	}
 	ms.WaitRequests(4)
-	waitFor(t, func() bool { return gate.Waiting() == 4 })
+	testkit.Eventually(t, "4 requests at the gate", func() bool { return gate.Waiting() == 4 })
 	if ms.InFlight("a") != 3 || ms.InFlight("b") != 1 {
 		t.Errorf("in flight a=%d b=%d, want 3 and 1", ms.InFlight("a"), ms.InFlight("b"))
 	}
@@ -442,16 +442,5 @@ func TestModelServerDelayHonoursCancel(t *testing.T) {
 		t.Fatal("a cancelled request got an answer")
 	}
 	// The handler stops waiting too, rather than holding the hour.
-	waitFor(t, func() bool { return ms.InFlight("u") == 0 })
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, "the handler to stop waiting", func() bool { return ms.InFlight("u") == 0 })
 }

@@ -93,7 +93,7 @@ func TestCallGivenUpWithItsContext(t *testing.T) {
 	db := openDB(t, testkit.StartRedis(t), nil, sessions.Limits{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := db.batch.fcall(ctx, scriptHistory.fn, []string{db.convKey("c", "hist")})
+	_, err := db.batch.fcall(ctx, scriptQHistory.fn, []string{db.convKey("c", "hist")})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("fcall with a cancelled context = %v, want context.Canceled", err)
 	}

@@ -160,7 +160,7 @@
 // released lease, and cleared by the finish's HSET, which saves the
 // stream's XADD and XDEL on the path most turns take.
 //
-// Finish.Absorbed: the finish script looks every absorbed entry up (XRANGE
+// Finish.Absorbed: q_finish looks every absorbed entry up (XRANGE
 // on the lane its id names) before its first write and answers NOTFOUND,
 // having written nothing, when one is not queued. The absorbed entries
 // were never delivered, so they are only deleted (XDEL), and their lanes'
@@ -282,7 +282,7 @@
 //
 // A dispatch is the same write, lib_delegation.lua's DLGPUT, whether a
 // turn's commit carries it (Finish.Writes: delegation.go's dispatchOp,
-// run by the finish script after its lease check, with the script's time
+// run by q_finish after its lease check, with the script's time
 // put in for a dispatch that has none) or Create writes it (dlg_create,
 // which runs it only when neither the delegation's hash nor a child's
 // exists, else answers Conflict, and when its children fit under its

@@ -25,19 +25,19 @@ var luaFS embed.FS
 // their own code. A server keeps the libraries of earlier versions until
 // someone deletes them (FUNCTION DELETE); they take little room.
 var (
-	scriptAppend  = newScript("append")
-	scriptClaim   = newScript("claim")
-	scriptNext    = newScript("next")
-	scriptRenew   = newScript("renew")
-	scriptRelease = newScript("release")
-	scriptFinish  = newScript("finish")
-	scriptHistory = newScript("history")
-	scriptClear   = newScript("clear_history")
+	scriptQAppend       = newScript("q_append")
+	scriptQClaim        = newScript("q_claim")
+	scriptQNext         = newScript("q_next")
+	scriptQRenew        = newScript("q_renew")
+	scriptQRelease      = newScript("q_release")
+	scriptQFinish       = newScript("q_finish")
+	scriptQHistory      = newScript("q_history")
+	scriptQClearHistory = newScript("q_clear_history")
 
-	scriptTimelineAppend = newScript("timeline_append")
-	scriptSignal         = newScript("signal")
-	scriptNoteAdd        = newScript("note_add")
-	scriptNoteDel        = newScript("note_del")
+	scriptTlAppend  = newScript("tl_append")
+	scriptSigAppend = newScript("sig_append")
+	scriptNoteAdd   = newScript("note_add")
+	scriptNoteDel   = newScript("note_del")
 
 	scriptObEnqueue = newScript("ob_enqueue")
 	scriptObClaim   = newScript("ob_claim")
@@ -49,7 +49,7 @@ var (
 	scriptObParts   = newScript("ob_parts")
 	scriptObBeat    = newScript("ob_beat")
 
-	scriptQueueDepth = newScript("queue_depth")
+	scriptQDepth = newScript("q_depth")
 
 	scriptDlgCreate      = newScript("dlg_create")
 	scriptDlgStart       = newScript("dlg_start")
@@ -99,10 +99,10 @@ var helperFiles = []string{"lib", "lib_queue", "lib_claim", "lib_outbox", "lib_d
 
 // scriptFiles are the library's functions.
 var scriptFiles = []string{
-	"append", "claim", "next", "renew", "release", "finish", "history", "clear_history",
-	"timeline_append", "signal", "note_add", "note_del",
+	"q_append", "q_claim", "q_next", "q_renew", "q_release", "q_finish", "q_history", "q_clear_history",
+	"tl_append", "sig_append", "note_add", "note_del",
 	"ob_enqueue", "ob_claim", "ob_ack", "ob_release", "ob_dead", "ob_requeue", "ob_list", "ob_parts", "ob_beat",
-	"queue_depth",
+	"q_depth",
 	"dlg_create", "dlg_start", "dlg_claim", "dlg_renew", "dlg_end", "dlg_stop", "dlg_steer", "dlg_expired",
 	"dlg_cmp_claim", "dlg_cmp_ack", "dlg_cmp_retry", "dlg_read", "dlg_completions",
 	"cron_put", "cron_remove", "cron_read", "cron_run_put", "cron_runs",

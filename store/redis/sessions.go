@@ -33,7 +33,7 @@ func (s *sessionStore) AppendClaim(ctx context.Context, in sessions.Inbound, wor
 	return s.appendEntry(ctx, "redis.AppendClaim", in, worker, ttl)
 }
 
-// appendEntry runs the append script, which leases the conversation to
+// appendEntry runs q_append, which leases the conversation to
 // worker when it is not empty and the new entry is the next to run.
 func (s *sessionStore) appendEntry(ctx context.Context, op string, in sessions.Inbound, worker string, ttl time.Duration) (sessions.AppendResult, *sessions.Turn, error) {
 	in, data, err := sessions.EncodeInbound(op, in, s.db.lim)
@@ -61,7 +61,7 @@ func (s *sessionStore) appendEntry(ctx context.Context, op string, in sessions.I
 			known, knownToken, knownLen = e, strconv.FormatInt(e.token, 10), len(e.msgs)
 		}
 	}
-	v, err := s.db.run(ctx, op, scriptAppend, keys,
+	v, err := s.db.run(ctx, op, scriptQAppend, keys,
 		tag, lane, data, s.db.nowArg(), s.db.windowArg(), worker, durMS(ttl), knownToken, knownLen)
 	if err != nil {
 		return sessions.AppendResult{}, nil, err
@@ -115,7 +115,7 @@ func (s *sessionStore) ClaimMany(ctx context.Context, worker string, n int, ttl 
 	return s.claim(ctx, "redis.ClaimMany", worker, n, ttl)
 }
 
-// claim runs the claim script for up to n turns.
+// claim runs q_claim for up to n turns.
 func (s *sessionStore) claim(ctx context.Context, op, worker string, n int, ttl time.Duration) ([]*sessions.Turn, error) {
 	if n <= 0 {
 		return nil, s.db.check(op)
@@ -123,7 +123,7 @@ func (s *sessionStore) claim(ctx context.Context, op, worker string, n int, ttl 
 	if ttl <= 0 {
 		ttl = sessions.DefaultLeaseTTL
 	}
-	v, err := s.db.run(ctx, op, scriptClaim, []string{s.db.readyKey()},
+	v, err := s.db.run(ctx, op, scriptQClaim, []string{s.db.readyKey()},
 		s.db.prefix, worker, durMS(ttl), s.db.nowArg(), n)
 	if err != nil || len(v) == 0 {
 		return nil, err
@@ -148,7 +148,7 @@ func (s *sessionStore) Next(ctx context.Context, l sessions.Lease) (*sessions.En
 		return nil, err
 	}
 	tag := convTag(l.Conv)
-	v, err := s.db.run(ctx, op, scriptNext, []string{s.db.convKey(tag, "state")},
+	v, err := s.db.run(ctx, op, scriptQNext, []string{s.db.convKey(tag, "state")},
 		s.db.prefix, tag, l.Token)
 	if err != nil {
 		return nil, err
@@ -171,7 +171,7 @@ func (s *sessionStore) Renew(ctx context.Context, l sessions.Lease, ttl time.Dur
 		ttl = sessions.DefaultLeaseTTL
 	}
 	tag := convTag(l.Conv)
-	v, err := s.db.run(ctx, op, scriptRenew,
+	v, err := s.db.run(ctx, op, scriptQRenew,
 		[]string{s.db.convKey(tag, "state"), s.db.readyKey()},
 		tag, l.Token, durMS(ttl), s.db.nowArg())
 	if err != nil {
@@ -194,7 +194,7 @@ func (s *sessionStore) Release(ctx context.Context, l sessions.Lease) error {
 		return err
 	}
 	tag := convTag(l.Conv)
-	v, err := s.db.run(ctx, op, scriptRelease,
+	v, err := s.db.run(ctx, op, scriptQRelease,
 		[]string{s.db.convKey(tag, "state"), s.db.readyKey()},
 		tag, l.Token, s.db.nowArg())
 	if err != nil {
@@ -271,7 +271,7 @@ func handOff(op string, f sessions.Finish, v []any) error {
 	return nil
 }
 
-// finish runs the finish script, which also claims the next turn for
+// finish runs q_finish, which also claims the next turn for
 // worker when worker is not empty, and returns its reply.
 func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) ([]any, error) {
 	if err := sessions.ValidateConv(op, l.Conv); err != nil {
@@ -324,7 +324,7 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 	args = append(args, flag(f.ClaimIfLeft), f.DropHistory)
 	args = appendOps(args, ops)
 	base, known := s.db.hist.take(l.Conv, l.Token)
-	v, err := s.db.run(ctx, op, scriptFinish,
+	v, err := s.db.run(ctx, op, scriptQFinish,
 		[]string{s.db.convKey(tag, "state"), s.db.readyKey(), s.db.convKey(tag, "hist"), s.db.convKey(tag, "meta")},
 		args...)
 	if err == nil && len(v) > 0 && str(v[0]) == "OK" {
@@ -349,7 +349,7 @@ func (s *sessionStore) AppendHistory(ctx context.Context, l sessions.Lease, msgs
 		args = append(args, h)
 	}
 	base, known := s.db.hist.take(l.Conv, l.Token)
-	v, err := s.db.run(ctx, op, scriptHistory,
+	v, err := s.db.run(ctx, op, scriptQHistory,
 		[]string{s.db.convKey(tag, "state"), s.db.convKey(tag, "hist")}, args...)
 	if err != nil {
 		return err
@@ -385,7 +385,7 @@ func (s *sessionStore) QueueDepth(ctx context.Context, limit int) (int, error) {
 	if err := sessions.CheckQueueLimit(op, limit); err != nil {
 		return 0, err
 	}
-	v, err := s.db.run(ctx, op, scriptQueueDepth, []string{s.db.readyKey()}, s.db.prefix, limit)
+	v, err := s.db.run(ctx, op, scriptQDepth, []string{s.db.readyKey()}, s.db.prefix, limit)
 	if err != nil {
 		return 0, err
 	}
@@ -405,7 +405,7 @@ func (s *sessionStore) ClearHistory(ctx context.Context, conv string) error {
 	}
 	s.db.hist.drop(conv)
 	tag := convTag(conv)
-	v, err := s.db.run(ctx, op, scriptClear, []string{s.db.convKey(tag, "state"), s.db.convKey(tag, "hist")})
+	v, err := s.db.run(ctx, op, scriptQClearHistory, []string{s.db.convKey(tag, "state"), s.db.convKey(tag, "hist")})
 	if err != nil {
 		return err
 	}

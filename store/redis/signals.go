@@ -21,7 +21,7 @@ func (s *sessionStore) Signal(ctx context.Context, sig sessions.Signal) error {
 	if err := sig.Check(op, s.db.lim); err != nil {
 		return err
 	}
-	v, err := s.db.run(ctx, op, scriptSignal, []string{s.db.signalsKey()},
+	v, err := s.db.run(ctx, op, scriptSigAppend, []string{s.db.signalsKey()},
 		s.db.nowArg(), signalsKeep.Milliseconds(), sig.Conv, string(sig.Kind), sig.EntryID, sig.Text, sig.MessageID, sig.Target)
 	if err != nil {
 		return err

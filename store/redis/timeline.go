@@ -17,7 +17,7 @@ func (s *sessionStore) AppendTimeline(ctx context.Context, item sessions.Timelin
 		return "", err
 	}
 	tag := convTag(item.Conv)
-	v, err := s.db.run(ctx, op, scriptTimelineAppend,
+	v, err := s.db.run(ctx, op, scriptTlAppend,
 		[]string{s.db.convKey(tag, "tl"), s.db.convKey(tag, "tlid")},
 		item.ID, item.Kind, item.Text, s.db.nowArg(), item.ReplyTo, s.db.lim.TimelineMax, sessions.EncodeMeta(item.Meta))
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 )
 
 // writeOp is one command that another domain's write (sessions.Write)
-// becomes inside a turn's commit: the finish script runs it after the
+// becomes inside a turn's commit: q_finish runs it after the
 // lease was checked and the commit can no longer be refused. cmd must be
 // one of lua/lib.lua's WRITE_OPS. args start with the key. now, when not
 // 0, is the 1-based index of the argument the script replaces with its
@@ -20,7 +20,7 @@ type writeOp struct {
 	now  int
 }
 
-// writeOps turns a Finish's writes into the commands the finish script
+// writeOps turns a Finish's writes into the commands q_finish
 // runs. Every kind this store applies is listed here; any other is
 // refused with Invalid, before anything is written.
 func (db *DB) writeOps(op string, ws []sessions.Write) ([]writeOp, error) {
@@ -74,7 +74,7 @@ func (db *DB) writeOps(op string, ws []sessions.Write) ([]writeOp, error) {
 	return ops, nil
 }
 
-// appendOps adds ops to the finish script's arguments: their count, then
+// appendOps adds ops to q_finish's arguments: their count, then
 // per command its name, its number of arguments, the index of the one to
 // replace with the time, and the arguments.
 func appendOps(args []any, ops []writeOp) []any {

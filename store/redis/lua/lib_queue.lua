@@ -76,7 +76,7 @@ end
 -- its other state writes.
 --
 -- A lane's stream holds only entries not yet delivered and pend (unless
--- pend is kept in the state hash, pd and pat, as append keeps an entry it
+-- pend is kept in the state hash, pd and pat, as q_append keeps an entry it
 -- delivered at once): a finish
 -- deletes the entry it acks and those it absorbed, and the lease makes
 -- one holder per conversation, so one delivered entry at most. With pend
@@ -86,7 +86,7 @@ end
 local function next_entry(prefix, tag, state, pend, dlv, lanes)
   if pend and pend ~= '' then
     -- An entry delivered as it was appended is kept in the state hash
-    -- (see append), any other in its lane's stream.
+    -- (see q_append), any other in its lane's stream.
     local kept = redis.call('HMGET', state, 'pd', 'pat')
     if kept[1] and kept[1] ~= '' then
       return pend, kept[1], kept[2] or '0', (tonumber(dlv) or 1) + 1

@@ -1,4 +1,4 @@
--- clear_history empties a conversation's history. It also moves the
+-- q_clear_history empties a conversation's history. It also moves the
 -- conversation's fence, so that a process that kept the history from
 -- before (see histcache.go) reads it again at the next grant; the lease
 -- token stays, so a holder's writes still count.

@@ -1,8 +1,8 @@
--- append adds an inbound to the end of its lane, unless its message id was
--- seen in this conversation within the dedupe window. Given a worker, it
--- also leases the conversation to it, as a claim would, when the new entry
--- is the conversation's only one and no lease is live: the process that
--- received the message runs it without a claim of its own.
+-- q_append adds an inbound to the end of its lane, unless its message id
+-- was seen in this conversation within the dedupe window. Given a worker,
+-- it also leases the conversation to it, as a claim would, when the new
+-- entry is the conversation's only one and no lease is live: the process
+-- that received the message runs it without a claim of its own.
 -- KEYS[1] conversation state hash
 -- KEYS[2] ready sorted set
 -- KEYS[3] the inbound's lane stream
@@ -71,8 +71,8 @@ if ARGV[6] ~= '' and lanes == '' and not held then
   -- Held, the conversation is indexed at its lease's expiry, as a claim
   -- indexes it.
   redis.call('ZADD', KEYS[2], exp, ARGV[1])
-  -- hl is the history's length, as the writes under a lease (finish,
-  -- history) and clear_history leave it; absent, as in a state of an
+  -- hl is the history's length, as the writes under a lease (q_finish,
+  -- q_history) and q_clear_history leave it; absent, as in a state of an
   -- earlier layout, the history is read.
   if ARGV[8] ~= '' and v[6] == ARGV[8] and v[7] == ARGV[9] then
     return {id, 0, {}, token, exp, at, 1}

@@ -1,4 +1,4 @@
--- timeline_append adds an item to a conversation's timeline, unless an
+-- tl_append adds an item to a conversation's timeline, unless an
 -- item with its id is there already: then it returns that item's cursor
 -- and adds nothing. Given a bound, it then drops the oldest items beyond
 -- it, their ids with them, at most 1000 of them: a bound set on a

@@ -1,4 +1,4 @@
--- claim leases the conversations that have been ready longest, up to max
+-- q_claim leases the conversations that have been ready longest, up to max
 -- of them, and returns the next entry of each.
 -- KEYS[1] ready sorted set (member: conversation tag, score: when a claim
 --   may take it)

@@ -1,4 +1,5 @@
--- next returns the held conversation's next entry, as claim orders them.
+-- q_next returns the held conversation's next entry, as q_claim orders
+-- them.
 -- KEYS[1] conversation state hash
 -- ARGV[1] key prefix
 -- ARGV[2] conversation tag

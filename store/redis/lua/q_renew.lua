@@ -1,4 +1,4 @@
--- renew extends a lease to ttl from now.
+-- q_renew extends a lease to ttl from now.
 -- KEYS[1] conversation state hash
 -- KEYS[2] ready sorted set
 -- ARGV[1] conversation tag

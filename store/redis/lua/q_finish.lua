@@ -1,8 +1,8 @@
--- finish commits a turn: acks its entry, removes the queued entries it
+-- q_finish commits a turn: acks its entry, removes the queued entries it
 -- took in (absorbed), appends its history, enqueues its outbox messages and
 -- optionally gives the lease back, all in one step and only while the lease
 -- is current. Given a worker, it then claims the next ready conversation
--- for it in the same step, as claim would.
+-- for it in the same step, as q_claim would.
 -- KEYS[1] conversation state hash
 -- KEYS[2] ready sorted set
 -- KEYS[3] history list
@@ -61,7 +61,7 @@ local left = small(v[3]) - 1
 -- grows the table; # still counts the ones set, which come in order.
 local fields = {'pend', '', count, int(left), nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 -- The entry is kept in the state hash when it was delivered as it was
--- appended (see append), else in its lane's stream.
+-- appended (see q_append), else in its lane's stream.
 local kept = v[5] and v[5] ~= ''
 if kept then
   fields[5], fields[6], fields[7], fields[8] = 'pd', '', 'pat', ''
@@ -168,7 +168,7 @@ if o > 0 then
 end
 
 -- The oldest messages go first, so that the history's length (hl, which
--- the state keeps; see append) counts what is left and what is added.
+-- the state keeps; see q_append) counts what is left and what is added.
 local drop = small(ARGV[hk + 3])
 if drop > 0 then
   redis.call('LTRIM', KEYS[3], drop, -1)

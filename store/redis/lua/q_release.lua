@@ -1,4 +1,4 @@
--- release gives a lease back. A conversation with work left is ready
+-- q_release gives a lease back. A conversation with work left is ready
 -- again, behind the ones already waiting; one without work is not in the
 -- ready index (its last entry took it out), so there is nothing to remove.
 -- KEYS[1] conversation state hash

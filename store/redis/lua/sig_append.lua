@@ -1,5 +1,5 @@
--- signal appends to the shared signals log and forgets signals older than
--- the keep window.
+-- sig_append appends to the shared signals log and forgets signals older
+-- than the keep window.
 -- KEYS[1] signals stream
 -- ARGV[1] now in ms, or '' for the server's time
 -- ARGV[2] keep window in ms

@@ -1,4 +1,4 @@
--- queue_depth counts the entries of the turn queues, waiting or being
+-- q_depth counts the entries of the turn queues, waiting or being
 -- run, up to a limit: the lane counts of the conversations in the ready
 -- index, which holds every conversation that has entries.
 -- KEYS[1] ready sorted set
