@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/heraldgw/herald/controllers"
+	"github.com/heraldgw/herald/delivery"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/sessions"
@@ -77,7 +78,7 @@ func (g *Gateway) buildControllers(commands *sessions.Commands, agent sessions.T
 		Store:  store,
 		Once:   g.db.Once(),
 		Inbox:  lateInbox{g: g},
-		Outbox: notifyingOutbox{Store: g.db.Outbox(), notify: func() { g.delivery.Notify() }},
+		Outbox: delivery.NotifyingOutbox(g.db.Outbox(), func() { g.delivery.Notify() }),
 		Busy:   g.convBusy,
 		Ended:  ended,
 		Fired: func(k controllers.Kind, outcome string) {

@@ -10,6 +10,7 @@ import (
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
+	"github.com/heraldgw/herald/delivery"
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -93,7 +94,7 @@ func (g *Gateway) buildCron(registry *tools.Registry, commands *sessions.Command
 	p.scheduler, err = cronjobs.NewScheduler(cronjobs.SchedulerOptions{
 		Store:         g.db.Cron(),
 		Once:          g.db.Once(),
-		Outbox:        notifyingOutbox{Store: g.db.Outbox(), notify: func() { g.delivery.Notify() }},
+		Outbox:        delivery.NotifyingOutbox(g.db.Outbox(), func() { g.delivery.Notify() }),
 		Agent:         cronAgent(runner, registry, toolsets),
 		Targets:       targets,
 		Outputs:       CronOutputs(g.cfg),

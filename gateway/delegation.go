@@ -8,6 +8,7 @@ import (
 
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/delegation"
+	"github.com/heraldgw/herald/delivery"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/tools"
@@ -159,7 +160,7 @@ func (p *delegationParts) startDeliverer(g *Gateway, inbox delegation.Inbox) err
 	p.deliverer, err = delegation.NewDeliverer(delegation.DelivererOptions{
 		Store:    g.db.Delegations(),
 		Inbox:    inbox,
-		Outbox:   notifyingOutbox{Store: g.db.Outbox(), notify: g.delivery.Notify},
+		Outbox:   delivery.NotifyingOutbox(g.db.Outbox(), g.delivery.Notify),
 		Meta:     g.db.Sessions().Meta,
 		Name:     g.opts.Name,
 		ClaimTTL: max(2*g.cfg.Store.LeaseTTL, 10*time.Second),

@@ -152,32 +152,6 @@ func (p *presenceAdapter) count(kind string) int {
 	return n
 }
 
-// fakeOutbox is an outbox.Store whose methods can be replaced one by one;
-// the rest go to the real store inside.
-type fakeOutbox struct {
-	outbox.Store
-	ack func(ctx context.Context, c outbox.Claimed) error
-}
-
-func (f *fakeOutbox) Ack(ctx context.Context, c outbox.Claimed) error {
-	if f.ack != nil {
-		return f.ack(ctx, c)
-	}
-	return f.Store.Ack(ctx, c)
-}
-
-// AckAll goes through ack, when set, one message at a time.
-func (f *fakeOutbox) AckAll(ctx context.Context, cs []outbox.Claimed) ([]error, error) {
-	if f.ack == nil {
-		return f.Store.AckAll(ctx, cs)
-	}
-	acked := make([]error, len(cs))
-	for i, c := range cs {
-		acked[i] = f.ack(ctx, c)
-	}
-	return acked, nil
-}
-
 // quietLogger drops what it is given; tests that read logs make their own.
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/delegation"
+	"github.com/heraldgw/herald/delivery"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/kanban"
@@ -143,7 +144,7 @@ func (g *Gateway) buildKanban(registry *tools.Registry, commands *sessions.Comma
 	var err error
 	p.notifier, err = kanban.NewNotifier(kanban.NotifierOptions{
 		Store:   g.db.Kanban(),
-		Outbox:  notifyingOutbox{Store: g.db.Outbox(), notify: func() { g.delivery.Notify() }},
+		Outbox:  delivery.NotifyingOutbox(g.db.Outbox(), func() { g.delivery.Notify() }),
 		Resolve: func(target string) ([]outbox.Target, error) { return targets.Resolve(target, nil) },
 		Clock:   g.clock,
 		Logger:  g.log.With("part", "kanban-notify"),
