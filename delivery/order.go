@@ -51,12 +51,13 @@ func (o *order) backed(target string, hold, now time.Time) {
 }
 
 // stalls reports whether a new lane of target, filled by a claim that
-// began at since (mark), starts stalled, and until when: when a message
-// to target was handed back since, as the store gave out the messages
-// behind it while this worker still held it; or when one handed back
-// whenever is not due yet, as the write of one that failed left the
-// message claimed here until its claim runs out, and the store gives out
-// the messages behind it meanwhile.
+// began at since (mark), starts stalled, and until when. It does when a
+// message to target was handed back since, as its lane was, since the
+// store gave its messages out behind that one while this worker still
+// held it. So does one whose hand-back is not due yet, whenever it was:
+// the write of one that failed left the message claimed here until its
+// claim runs out, and the store gives out the messages behind it
+// meanwhile.
 func (o *order) stalls(target string, since uint64, now time.Time) (time.Time, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

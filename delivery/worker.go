@@ -124,7 +124,6 @@ type Worker struct {
 	claimTTL time.Duration
 	routes   *Routes
 	clock    clock.Clock
-	log      *slog.Logger
 
 	notices *notices
 	room    *room
@@ -189,7 +188,6 @@ func New(opts Options) (*Worker, error) {
 		claimTTL: claimTTL,
 		routes:   opts.Routes,
 		clock:    clk,
-		log:      log,
 		notices:  &notices{wake: make(chan struct{}, 1)},
 		room:     &room{senders: senders, claimTTL: claimTTL, free: make(chan struct{}, 1)},
 		order:    &order{claimTTL: claimTTL, backs: map[string]backMark{}},
