@@ -12,6 +12,7 @@ import (
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/internal/testkit/adaptertest"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -78,14 +79,14 @@ func statusBatch(t *testing.T, db statusStore) (end func() delegation.Delegation
 	}
 }
 
-func statusLine(db statusStore, pa *presenceAdapter, owner string) *backgroundStatus {
+func statusLine(db statusStore, pa *adaptertest.Presence, owner string) *backgroundStatus {
 	return newBackgroundStatus([]adapters.Adapter{pa}, db.Sessions(), db.Once(), db.Delegations().Delegation, owner, slog.Default())
 }
 
-func presenceCalls(pa *presenceAdapter) []presenceCall {
-	var got []presenceCall
-	for _, c := range pa.got() {
-		got = append(got, presenceCall{kind: c.kind, id: c.id, text: c.text})
+func presenceCalls(pa *adaptertest.Presence) []adaptertest.PresenceCall {
+	var got []adaptertest.PresenceCall
+	for _, c := range pa.Calls() {
+		got = append(got, adaptertest.PresenceCall{Kind: c.Kind, ID: c.ID, Text: c.Text})
 	}
 	return got
 }
@@ -93,18 +94,18 @@ func presenceCalls(pa *presenceAdapter) []presenceCall {
 func TestBackgroundStatusLine(t *testing.T) {
 	eachStatusStore(t, func(t *testing.T, db statusStore) {
 		ctx := context.Background()
-		pa := &presenceAdapter{fakeAdapter: fakeAdapter{platform: "slack"}}
+		pa := &adaptertest.Presence{Adapter: adaptertest.Adapter{Name: "slack"}}
 		end := statusBatch(t, db)
 		// Two instances end children in turn: the line is one, edited.
 		for i := range 3 {
 			statusLine(db, pa, []string{"a", "b"}[i%2]).show(ctx, end())
 		}
-		want := []presenceCall{
-			{kind: "post", text: "Background: 1 of 3 sub-agents done"},
-			{kind: "edit", id: "s1", text: "Background: 2 of 3 sub-agents done"},
-			{kind: "clear", id: "s1"},
+		want := []adaptertest.PresenceCall{
+			{Kind: "post", Text: "Background: 1 of 3 sub-agents done"},
+			{Kind: "edit", ID: "s1", Text: "Background: 2 of 3 sub-agents done"},
+			{Kind: "clear", ID: "s1"},
 		}
-		if diff := cmp.Diff(want, presenceCalls(pa), cmp.AllowUnexported(presenceCall{})); diff != "" {
+		if diff := cmp.Diff(want, presenceCalls(pa)); diff != "" {
 			t.Errorf("presence calls (-want +got):\n%s", diff)
 		}
 		meta, err := db.Sessions().Meta(ctx, "slack:C1")
@@ -122,7 +123,7 @@ func TestBackgroundStatusLinePostedOnce(t *testing.T) {
 	eachStatusStore(t, func(t *testing.T, db statusStore) {
 		ctx := context.Background()
 		posting, release := make(chan struct{}), make(chan struct{})
-		pa := &presenceAdapter{fakeAdapter: fakeAdapter{platform: "slack"}, status: func(_ context.Context, id, _ string) error {
+		pa := &adaptertest.Presence{Adapter: adaptertest.Adapter{Name: "slack"}, OnStatus: func(_ context.Context, id, _ string) error {
 			if id == "" {
 				close(posting)
 				<-release
@@ -140,15 +141,15 @@ func TestBackgroundStatusLinePostedOnce(t *testing.T) {
 		statusLine(db, pa, "b").show(ctx, end()) // finds the post claimed and no line
 		close(release)
 		<-posted
-		want := []presenceCall{
-			{kind: "post", text: "Background: 1 of 3 sub-agents done"},
-			{kind: "edit", id: "s1", text: "Background: 2 of 3 sub-agents done"},
+		want := []adaptertest.PresenceCall{
+			{Kind: "post", Text: "Background: 1 of 3 sub-agents done"},
+			{Kind: "edit", ID: "s1", Text: "Background: 2 of 3 sub-agents done"},
 		}
-		if diff := cmp.Diff(want, presenceCalls(pa), cmp.AllowUnexported(presenceCall{})); diff != "" {
+		if diff := cmp.Diff(want, presenceCalls(pa)); diff != "" {
 			t.Errorf("presence calls (-want +got):\n%s", diff)
 		}
 		statusLine(db, pa, "b").show(ctx, end())
-		if got := presenceCalls(pa); len(got) != 3 || got[2].kind != "clear" || got[2].id != "s1" {
+		if got := presenceCalls(pa); len(got) != 3 || got[2].Kind != "clear" || got[2].ID != "s1" {
 			t.Errorf("after the last end: %+v, want the line cleared", got)
 		}
 	})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/internal/testkit/adaptertest"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -19,7 +20,7 @@ var chatRoom = outbox.Target{Platform: "chat", Chat: "room"}
 func TestGatewayShowsARunningTurn(t *testing.T) {
 	model := testkit.NewModelServer(t)
 	sent := make(chan outbox.Message, 4)
-	pa := &presenceAdapter{fakeAdapter: fakeAdapter{platform: "chat", send: func(_ context.Context, m outbox.Message) adapters.SendResult {
+	pa := &adaptertest.Presence{Adapter: adaptertest.Adapter{Name: "chat", OnSend: func(_ context.Context, m outbox.Message) adapters.SendResult {
 		sent <- m
 		return adapters.SendResult{Outcome: adapters.Accepted, MessageID: "r1"}
 	}}}
@@ -42,26 +43,26 @@ func TestGatewayShowsARunningTurn(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no reply was sent")
 	}
-	eventually(t, "the status line removed", func() bool { return pa.count("clear") == 1 })
+	eventually(t, "the status line removed", func() bool { return pa.Count("clear") == 1 })
 
-	calls := pa.got()
-	if calls[0].kind != "typing" {
-		t.Errorf("the first call is %s, want typing", calls[0].kind)
+	calls := pa.Calls()
+	if calls[0].Kind != "typing" {
+		t.Errorf("the first call is %s, want typing", calls[0].Kind)
 	}
-	var posts []presenceCall
+	var posts []adaptertest.PresenceCall
 	for _, c := range calls {
-		if c.kind == "post" {
+		if c.Kind == "post" {
 			posts = append(posts, c)
 		}
 	}
-	if len(posts) != 1 || posts[0].text != "Working… (tool: memory)" {
+	if len(posts) != 1 || posts[0].Text != "Working… (tool: memory)" {
 		t.Errorf("status lines posted: %+v, want one naming the memory tool", posts)
 	}
-	if c := calls[len(calls)-1]; c.kind != "clear" || c.id != "s1" {
-		t.Errorf("the last call is %s %s, want clear s1", c.kind, c.id)
+	if c := calls[len(calls)-1]; c.Kind != "clear" || c.ID != "s1" {
+		t.Errorf("the last call is %s %s, want clear s1", c.Kind, c.ID)
 	}
 	// The same tool ran twice within StatusEvery: the line already said it.
-	if n := pa.count("edit"); n != 0 {
+	if n := pa.Count("edit"); n != 0 {
 		t.Errorf("%d edits, want none", n)
 	}
 }
