@@ -42,7 +42,7 @@ type StreamingOptions struct {
 	Timeout time.Duration // each platform call; 0 means DefaultStreamTimeout
 	Clock   clock.Clock   // nil: the wall clock
 	Logger  *slog.Logger  // nil: slog.Default()
-	Metrics Metrics       // nil hooks count nothing
+	Metrics Metrics       // StreamCall counts the platform calls; nil counts nothing
 	// Outbox is read once per streamed turn, before its first post
 	// (outbox.Store.Unsent): a turn whose chat has an earlier message
 	// not sent yet shows nothing in progress, as its message would be

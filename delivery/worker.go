@@ -110,7 +110,7 @@ type Options struct {
 	Streamed func(ctx context.Context, a adapters.Adapter, m outbox.Message) (adapters.SendResult, bool)
 	Clock    clock.Clock  // nil means the wall clock
 	Logger   *slog.Logger // nil means slog.Default()
-	Metrics  Metrics      // nil hooks count nothing
+	Metrics  Metrics      // Attempt, Resent and Acked count; nil fields count nothing
 }
 
 // Worker drains the outbox through the adapters: one claim loop takes
