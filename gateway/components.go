@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/heraldgw/herald/delivery"
 	"github.com/heraldgw/herald/sessions"
 )
 
@@ -26,8 +27,9 @@ type Component interface {
 }
 
 var (
-	_ Component = (*Delivery)(nil)
-	_ Component = (*Presence)(nil)
+	_ Component = (*delivery.Worker)(nil)
+	_ Component = (*delivery.Presence)(nil)
+	_ Component = (*delivery.Streaming)(nil)
 	_ Component = (*StoreGauges)(nil)
 	_ Component = (*sessions.TurnWorker)(nil)
 	_ Component = (*sessions.SignalTailer)(nil)

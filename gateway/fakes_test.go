@@ -1,13 +1,10 @@
 package gateway
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,43 +12,16 @@ import (
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/internal/clock"
-	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/internal/testkit/adaptertest"
 	"github.com/heraldgw/herald/store/sqlite"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// fakeAdapter is an adapter made of functions; a nil function does the
-// obvious nothing.
-type fakeAdapter struct {
-	platform string
-	send     func(ctx context.Context, m outbox.Message) adapters.SendResult
-	run      func(ctx context.Context, inbox adapters.Inbox) error
-}
-
-var _ adapters.Adapter = (*fakeAdapter)(nil)
-
-func (f *fakeAdapter) Platform() string { return f.platform }
-
-func (f *fakeAdapter) Run(ctx context.Context, inbox adapters.Inbox) error {
-	if f.run != nil {
-		return f.run(ctx, inbox)
-	}
-	<-ctx.Done()
-	return nil
-}
-
-func (f *fakeAdapter) Send(ctx context.Context, m outbox.Message) adapters.SendResult {
-	if f.send != nil {
-		return f.send(ctx, m)
-	}
-	return adapters.SendResult{Outcome: adapters.Accepted}
-}
-
-// exclusiveAdapter is a fakeAdapter whose Run needs the lease named by
-// name.
+// exclusiveAdapter is an adaptertest.Adapter whose Run needs the lease
+// named by name.
 type exclusiveAdapter struct {
-	fakeAdapter
+	adaptertest.Adapter
 	name string
 }
 
@@ -59,124 +29,15 @@ var _ adapters.Exclusive = (*exclusiveAdapter)(nil)
 
 func (e *exclusiveAdapter) Exclusive() string { return e.name }
 
-// mountAdapter is a fakeAdapter that receives over the HTTP server.
+// mountAdapter is an adaptertest.Adapter that receives over the HTTP server.
 type mountAdapter struct {
-	fakeAdapter
+	adaptertest.Adapter
 	mount func(mux *http.ServeMux, inbox adapters.Inbox)
 }
 
 var _ adapters.Mounter = (*mountAdapter)(nil)
 
 func (m *mountAdapter) Mount(mux *http.ServeMux, inbox adapters.Inbox) { m.mount(mux, inbox) }
-
-// presenceCall is one call a presenceAdapter got: typing, post (a new
-// status line), edit or clear.
-type presenceCall struct {
-	kind   string
-	target outbox.Target
-	id     string // the status line's
-	text   string
-	at     time.Time // the wall clock at the call
-}
-
-// presenceAdapter is a fakeAdapter that records its presence calls; a nil
-// function answers at once without error, and a posted status line gets
-// the id "s1", "s2", ….
-type presenceAdapter struct {
-	fakeAdapter
-	typing func(ctx context.Context) error
-	status func(ctx context.Context, id, text string) error
-
-	mu    sync.Mutex
-	calls []presenceCall
-	posts int
-}
-
-var _ adapters.Presence = (*presenceAdapter)(nil)
-
-func (p *presenceAdapter) record(c presenceCall) {
-	c.at = time.Now()
-	p.mu.Lock()
-	p.calls = append(p.calls, c)
-	p.mu.Unlock()
-}
-
-func (p *presenceAdapter) Typing(ctx context.Context, t outbox.Target) error {
-	p.record(presenceCall{kind: "typing", target: t})
-	if p.typing != nil {
-		return p.typing(ctx)
-	}
-	return nil
-}
-
-func (p *presenceAdapter) Status(ctx context.Context, t outbox.Target, id, text string) (string, error) {
-	kind := "edit"
-	if id == "" {
-		kind = "post"
-	}
-	p.record(presenceCall{kind: kind, target: t, id: id, text: text})
-	if p.status != nil {
-		if err := p.status(ctx, id, text); err != nil {
-			return "", err
-		}
-	}
-	if id != "" {
-		return id, nil
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.posts++
-	return fmt.Sprintf("s%d", p.posts), nil
-}
-
-func (p *presenceAdapter) ClearStatus(ctx context.Context, t outbox.Target, id string) error {
-	p.record(presenceCall{kind: "clear", target: t, id: id})
-	return nil
-}
-
-// got returns the calls so far.
-func (p *presenceAdapter) got() []presenceCall {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]presenceCall(nil), p.calls...)
-}
-
-// count counts the calls of kind so far.
-func (p *presenceAdapter) count(kind string) int {
-	n := 0
-	for _, c := range p.got() {
-		if c.kind == kind {
-			n++
-		}
-	}
-	return n
-}
-
-// fakeOutbox is an outbox.Store whose methods can be replaced one by one;
-// the rest go to the real store inside.
-type fakeOutbox struct {
-	outbox.Store
-	ack func(ctx context.Context, c outbox.Claimed) error
-}
-
-func (f *fakeOutbox) Ack(ctx context.Context, c outbox.Claimed) error {
-	if f.ack != nil {
-		return f.ack(ctx, c)
-	}
-	return f.Store.Ack(ctx, c)
-}
-
-// AckAll goes through ack, when set, one message at a time.
-func (f *fakeOutbox) AckAll(ctx context.Context, cs []outbox.Claimed) ([]error, error) {
-	if f.ack == nil {
-		return f.Store.AckAll(ctx, cs)
-	}
-	acked := make([]error, len(cs))
-	for i, c := range cs {
-		acked[i] = f.ack(ctx, c)
-	}
-	return acked, nil
-}
 
 // quietLogger drops what it is given; tests that read logs make their own.
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -29,8 +29,10 @@ import (
 	"github.com/heraldgw/herald/adapters/api"
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/delegation"
+	"github.com/heraldgw/herald/delivery"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/outbox"
@@ -101,12 +103,12 @@ type Gateway struct {
 	router   *sessions.Router
 	turns    *sessions.TurnWorker
 	tailer   *sessions.SignalTailer
-	delivery *Delivery
+	delivery *delivery.Worker
 	gauges   *StoreGauges
 	// parts are the background loops, in start order (components.go).
 	parts    components
 	api      *api.Server
-	presence *Presence
+	presence *delivery.Presence
 	// workspace is the workspace tools, nil when tools.workspace is unset.
 	workspace *tools.WorkspaceTools
 	// models are the model clients and the main model's key pool.
@@ -116,7 +118,7 @@ type Gateway struct {
 	boards   *kanbanParts
 	adapters []adapters.Adapter
 	owned    *prometheus.GaugeVec // herald_adapter_owned
-	routes   *Routes
+	routes   *delivery.Routes
 	mux      *http.ServeMux
 	server   *http.Server
 	// metricsServer serves /metrics alone on http.metrics_addr; nil when
@@ -152,7 +154,7 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 	if err := api.RequireKey(cfg.HTTP.Addr, cfg.HTTP.APIKey); err != nil {
 		return nil, errs.Wrap(op, errs.Invalid, err)
 	}
-	g := &Gateway{cfg: cfg, opts: opts, clock: opts.Clock, metrics: NewMetrics(), routes: NewRoutes()}
+	g := &Gateway{cfg: cfg, opts: opts, clock: opts.Clock, metrics: NewMetrics(), routes: delivery.NewRoutes()}
 	if g.clock == nil {
 		g.clock = clock.Real{}
 	}
@@ -163,7 +165,7 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 		g.opts.Drain = cmp.Or(cfg.Workers.DeliveryDrain, DefaultDrain)
 	}
 	if g.opts.Name == "" {
-		g.opts.Name = processName()
+		g.opts.Name = proc.InstanceName()
 	}
 	secrets := cfg.Secrets()
 	g.redact = redact.New(secrets)
@@ -297,7 +299,7 @@ func (g *Gateway) build() error {
 		agent:    runner,
 		model:    timed,
 		toolsets: tools.Toolsets(cfg),
-		outbox:   notifyingOutbox{Store: g.db.Outbox(), notify: func() { g.delivery.Notify() }},
+		outbox:   delivery.NotifyingOutbox(g.db.Outbox(), func() { g.delivery.Notify() }),
 		runner:   runner,
 	}
 	caps, err := a.make()
@@ -315,14 +317,14 @@ func (g *Gateway) build() error {
 
 	// Replies on the chat platforms show as they are written, in one
 	// message that their delivery makes the reply.
-	var streaming *Streaming
+	var streaming *delivery.Streaming
 	if cfg.Display.Streaming {
-		streaming = NewStreaming(StreamingOptions{
+		streaming = delivery.NewStreaming(delivery.StreamingOptions{
 			Adapters: g.opts.Adapters,
 			Every:    cfg.Display.StreamEditInterval,
 			Clock:    g.clock,
 			Logger:   log.With("part", "streaming"),
-			Metrics:  g.metrics,
+			Metrics:  g.metrics.DeliveryHooks(),
 			Outbox:   g.db.Outbox(),
 			Redact:   g.redact.String,
 		})
@@ -332,7 +334,7 @@ func (g *Gateway) build() error {
 	if streaming != nil && streaming.Drives() {
 		streamed, stream = streaming.Send, streaming.Stream
 	}
-	delivery, err := NewDelivery(DeliveryOptions{
+	g.delivery, err = delivery.New(delivery.Options{
 		Outbox:  g.db.Outbox(),
 		Routes:  g.routes,
 		Name:    g.opts.Name,
@@ -350,14 +352,13 @@ func (g *Gateway) build() error {
 		Streamed:  streamed,
 		Clock:     g.clock,
 		Logger:    log.With("part", "delivery"),
-		Metrics:   g.metrics,
+		Metrics:   g.metrics.DeliveryHooks(),
 	})
 	if err != nil {
 		return err
 	}
-	g.delivery = delivery
 
-	g.presence = NewPresence(PresenceOptions{
+	g.presence = delivery.NewPresence(delivery.PresenceOptions{
 		Adapters: g.opts.Adapters,
 		Clock:    g.clock,
 		Logger:   log.With("part", "presence"),
@@ -372,7 +373,7 @@ func (g *Gateway) build() error {
 	// completions waiting on it in this process.
 	deltas := &sessions.Deltas{Redact: g.redact.String}
 	g.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
-		Store:      DeliveringSessions(store, delivery),
+		Store:      delivery.Sessions(store, g.delivery),
 		Runner:     a.runner,
 		Commands:   commands,
 		Name:       g.opts.Name,
@@ -404,7 +405,7 @@ func (g *Gateway) build() error {
 	}
 	g.router, err = sessions.NewRouter(sessions.RouterOptions{
 		Store:         store,
-		Outbox:        notifyingOutbox{Store: g.db.Outbox(), notify: delivery.Notify},
+		Outbox:        delivery.NotifyingOutbox(g.db.Outbox(), g.delivery.Notify),
 		Signals:       store,
 		Commands:      commands,
 		BusyInputMode: sessions.BusyInputMode(cfg.Display.BusyInputMode),

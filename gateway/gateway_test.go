@@ -19,6 +19,7 @@ import (
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/internal/testkit/adaptertest"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -226,7 +227,7 @@ func TestGatewayKeepsSecretsOut(t *testing.T) {
 
 	// A telegram adapter whose failures carry the request URL, token
 	// included, the way an HTTP client's errors do.
-	telegram := &fakeAdapter{platform: "telegram", send: func(_ context.Context, m outbox.Message) adapters.SendResult {
+	telegram := &adaptertest.Adapter{Name: "telegram", OnSend: func(_ context.Context, m outbox.Message) adapters.SendResult {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "Post \"https://api.telegram.org/bot" + telegramTok + "/sendMessage\": 403 Forbidden"}
 	}}
 	h := startGateway(t, cfg, Options{Adapters: []adapters.Adapter{telegram}})

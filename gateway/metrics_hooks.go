@@ -3,6 +3,7 @@ package gateway
 import (
 	"time"
 
+	"github.com/heraldgw/herald/delivery"
 	"github.com/heraldgw/herald/sessions"
 )
 
@@ -27,5 +28,16 @@ func (m *Metrics) RouterHooks() sessions.RouterMetrics {
 		Duplicate: m.inboundDuplicates.Inc,
 		Command:   func(name string) { m.commands.WithLabelValues(name).Inc() },
 		Signaled:  func(k sessions.SignalKind) { m.signals.WithLabelValues(string(k)).Inc() },
+	}
+}
+
+// DeliveryHooks are the delivery worker's and the streaming driver's
+// metric hooks.
+func (m *Metrics) DeliveryHooks() delivery.Metrics {
+	return delivery.Metrics{
+		Attempt:    m.attempt,
+		Resent:     m.resent,
+		Acked:      m.acked,
+		StreamCall: m.streamCall,
 	}
 }

@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/testkit"
+
+	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -63,5 +66,29 @@ func TestQueueDepthGauge(t *testing.T) {
 	NewStoreGauges(db.Outbox(), q, m, time.Hour, 2, quietLogger()).Refresh(ctx)
 	if d := metricValue(t, m, "herald_queue_depth"); d != 2 {
 		t.Errorf("herald_queue_depth %v with a cap of 2, want 2", d)
+	}
+}
+
+// The delivery worker's and the streaming driver's hooks count on the
+// gateway's metrics, under the names and labels the dashboards read.
+func TestDeliveryHooksCount(t *testing.T) {
+	m := NewMetrics()
+	h := m.DeliveryHooks()
+	h.Attempt("telegram", adapters.RateLimited)
+	h.Resent("telegram")
+	h.Acked(3 * time.Millisecond)
+	h.StreamCall("slack", true, errs.E("test", errs.Invalid, "the message is gone"))
+	for _, c := range []struct {
+		name   string
+		labels []string
+	}{
+		{"herald_delivery_attempts_total", []string{"platform=telegram", "result=rate_limited"}},
+		{"herald_delivery_resends_total", []string{"platform=telegram"}},
+		{"herald_delivery_ack_seconds", nil},
+		{"herald_stream_calls_total", []string{"platform=slack", "call=edit", "result=refused"}},
+	} {
+		if got := metricValue(t, m, c.name, c.labels...); got != 1 {
+			t.Errorf("%s%v = %v, want 1", c.name, c.labels, got)
+		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/internal/testkit/adaptertest"
 	"github.com/heraldgw/herald/internal/testkit/telegramfake"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/outbox"
@@ -64,7 +65,7 @@ func newRuns() *runs { return &runs{started: make(chan string, 16), ended: make(
 
 // adapter is the exclusive adapter of gateway name.
 func (r *runs) adapter(name string) *exclusiveAdapter {
-	return &exclusiveAdapter{name: "poll", fakeAdapter: fakeAdapter{platform: "poll", run: func(ctx context.Context, _ adapters.Inbox) error {
+	return &exclusiveAdapter{name: "poll", Adapter: adaptertest.Adapter{Name: "poll", OnRun: func(ctx context.Context, _ adapters.Inbox) error {
 		r.mu.Lock()
 		r.running++
 		r.most = max(r.most, r.running)
@@ -240,7 +241,7 @@ func TestMounterRoutesAreServed(t *testing.T) {
 	cfg.HTTP.APIKey = "the-api-key"
 	sent := make(chan outbox.Message, 1)
 	hook := &mountAdapter{
-		fakeAdapter: fakeAdapter{platform: "hook", send: func(_ context.Context, m outbox.Message) adapters.SendResult {
+		Adapter: adaptertest.Adapter{Name: "hook", OnSend: func(_ context.Context, m outbox.Message) adapters.SendResult {
 			sent <- m
 			return adapters.SendResult{Outcome: adapters.Accepted}
 		}},
@@ -287,7 +288,7 @@ func TestMounterRoutesAreServed(t *testing.T) {
 func TestMounterRouteConflictFailsNew(t *testing.T) {
 	model := testkit.NewModelServer(t)
 	dup := func(platform string) *mountAdapter {
-		return &mountAdapter{fakeAdapter: fakeAdapter{platform: platform}, mount: func(mux *http.ServeMux, _ adapters.Inbox) {
+		return &mountAdapter{Adapter: adaptertest.Adapter{Name: platform}, mount: func(mux *http.ServeMux, _ adapters.Inbox) {
 			mux.HandleFunc("POST /hook", func(http.ResponseWriter, *http.Request) {})
 		}}
 	}

@@ -10,11 +10,12 @@ import (
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/internal/testkit/adaptertest"
 	"github.com/heraldgw/herald/internal/testkit/discordfake"
 )
 
 // maskingAdapter is an adapter whose ids carry a credential after "cred=".
-type maskingAdapter struct{ *fakeAdapter }
+type maskingAdapter struct{ *adaptertest.Adapter }
 
 func (maskingAdapter) Mask(s string) string {
 	if before, _, ok := strings.Cut(s, "cred="); ok {
@@ -30,7 +31,7 @@ func TestRedactorUsesTheAdaptersMasks(t *testing.T) {
 	var buf bytes.Buffer
 	r := redact.New(nil)
 	log := redact.NewLogger(&buf, slog.LevelInfo, r).With("part", "router")
-	useMaskers(r, []adapters.Adapter{&fakeAdapter{platform: "plain"}, maskingAdapter{&fakeAdapter{platform: "masking"}}})
+	useMaskers(r, []adapters.Adapter{&adaptertest.Adapter{Name: "plain"}, maskingAdapter{&adaptertest.Adapter{Name: "masking"}}})
 
 	log.Info("command cred=live-1", "message_id", "x:cred=live-2", "err", errors.New("POST /hook/cred=live-3"),
 		slog.Group("in", "reply_to", "cred=live-4"))

@@ -46,7 +46,7 @@ func TestGatewayTakesOverWhatTheDeadHeld(t *testing.T) {
 	h := startGateway(t, cfg, Options{})
 	ctx := context.Background()
 	for conv, want := range map[string]string{"api:dead": "yes", "api:sent": "committed before the crash"} {
-		// Within eventually's 10 s: long before the minute its lease or
+		// Within testkit.Eventually's 20 s: long before the minute its lease or
 		// claim had left.
 		testkit.Eventually(t, conv+"'s "+want, func() bool {
 			items, err := h.g.Store().Sessions().ReadTimeline(ctx, conv, "", 10)

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"time"
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/config"
@@ -53,57 +52,4 @@ func OpenStore(ctx context.Context, cfg config.Store, sqlitePath string, clk clo
 		return sqlite.Open(sqlitePath, sqlite.Options{Clock: clk, Limits: cfg.Limits()})
 	}
 	return nil, errs.E(op, errs.Invalid, "unknown store backend %q (sqlite or redis)", cfg.Backend)
-}
-
-// DeliveringSessions returns the turn worker's view of s: a Finish (or
-// FinishAndClaim) that queues messages for delivery hands them to this
-// process's delivery worker, claimed in the same step (Finish.Handoff),
-// when it can take them, and wakes it otherwise, so a reply goes out at
-// once instead of at the next poll.
-func DeliveringSessions(s sessions.Store, d *Delivery) sessions.Store {
-	return deliveringSessions{Store: s, delivery: d}
-}
-
-type deliveringSessions struct {
-	sessions.Store
-	delivery *Delivery
-}
-
-func (s deliveringSessions) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
-	f, done := s.offer(f)
-	err := s.Store.Finish(ctx, l, f)
-	done(err == nil)
-	return err
-}
-
-func (s deliveringSessions) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
-	f, done := s.offer(f)
-	turn, err := s.Store.FinishAndClaim(ctx, l, f, worker, ttl)
-	done(err == nil)
-	return turn, err
-}
-
-// offer asks the delivery worker to take f's messages as they are
-// enqueued (see Delivery.Handoff); done is told whether f committed.
-func (s deliveringSessions) offer(f sessions.Finish) (_ sessions.Finish, done func(committed bool)) {
-	if f.Handoff != nil {
-		return f, func(bool) {}
-	}
-	f.Handoff, done = s.delivery.Handoff(f.Outbox)
-	return f, done
-}
-
-// notifyingOutbox wakes the delivery worker after each Enqueue: the
-// router's command answers take this way.
-type notifyingOutbox struct {
-	outbox.Store
-	notify func()
-}
-
-func (o notifyingOutbox) Enqueue(ctx context.Context, m outbox.Message) (string, bool, error) {
-	id, dup, err := o.Store.Enqueue(ctx, m)
-	if err == nil && !dup {
-		o.notify()
-	}
-	return id, dup, err
 }

@@ -18,6 +18,9 @@ const (
 	DefaultGaugeCap = 1000
 )
 
+// refreshTimeout bounds one refresh's reads of the store.
+const refreshTimeout = 10 * time.Second
+
 // StoreGauges refreshes herald_outbox_pending and herald_outbox_dead from
 // the store's listings now and then, and herald_queue_depth from its turn
 // queues. Every process of a cluster reports the same cluster-wide
@@ -41,13 +44,16 @@ type QueueCounter interface {
 // NewStoreGauges returns the refresher; Start runs it. q counts the turn
 // queues, when not nil. Zero interval or limit take the defaults.
 func NewStoreGauges(o outbox.Store, q QueueCounter, m *Metrics, interval time.Duration, limit int, log *slog.Logger) *StoreGauges {
+	if interval <= 0 {
+		interval = DefaultGaugeInterval
+	}
 	if limit <= 0 {
 		limit = DefaultGaugeCap
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	return &StoreGauges{outbox: o, queue: q, metrics: m, interval: orDefault(interval, DefaultGaugeInterval), cap: limit, log: log}
+	return &StoreGauges{outbox: o, queue: q, metrics: m, interval: interval, cap: limit, log: log}
 }
 
 // Start refreshes once and then every interval until Shutdown or ctx ends.
@@ -75,7 +81,7 @@ func (g *StoreGauges) Shutdown(ctx context.Context) error { return g.loop.Stop(c
 // Refresh lists the outbox and counts the queues once, and sets the
 // gauges.
 func (g *StoreGauges) Refresh(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, refreshTimeout)
 	defer cancel()
 	if g.queue != nil {
 		if depth, err := g.queue.QueueDepth(ctx, g.cap); err == nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/delegation"
+	"github.com/heraldgw/herald/delivery"
 	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/sessions"
@@ -33,7 +34,7 @@ type delegationPipeline struct {
 	router    *sessions.Router
 	turns     *sessions.TurnWorker
 	tailer    *sessions.SignalTailer
-	delivery  *gateway.Delivery
+	delivery  *delivery.Worker
 	gauges    *gateway.StoreGauges
 	runner    *delegation.Runner
 	deliverer *delegation.Deliverer
@@ -98,11 +99,11 @@ func startDelegationPipeline(ctx context.Context, db gateway.Store, cfg delegati
 		}
 	}()
 
-	routes := gateway.NewRoutes()
+	routes := delivery.NewRoutes()
 	routes.Up(&captureAdapter{arrived: p.replies.arrived})
-	p.delivery, err = gateway.NewDelivery(gateway.DeliveryOptions{
+	p.delivery, err = delivery.New(delivery.Options{
 		Outbox: db.Outbox(), Routes: routes, Name: name, Senders: config.DefaultDeliveries,
-		Logger: log.With("part", "delivery"), Metrics: metrics,
+		Logger: log.With("part", "delivery"), Metrics: metrics.DeliveryHooks(),
 	})
 	if err != nil {
 		return nil, err
@@ -186,7 +187,7 @@ func startDelegationPipeline(ctx context.Context, db gateway.Store, cfg delegati
 		}
 	}
 	p.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
-		Store:     timedTurns{Store: gateway.DeliveringSessions(store, p.delivery), rec: p.rec},
+		Store:     timedTurns{Store: delivery.Sessions(store, p.delivery), rec: p.rec},
 		Committed: committed,
 		Runner:    startedTurns{TurnRunner: parent, rec: p.rec},
 		Commands:  commands,

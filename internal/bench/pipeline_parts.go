@@ -13,6 +13,7 @@ import (
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/controllers"
+	"github.com/heraldgw/herald/delivery"
 	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/outbox"
@@ -36,7 +37,7 @@ type pipeline struct {
 	router   *sessions.Router
 	turns    *sessions.TurnWorker
 	tailer   *sessions.SignalTailer
-	delivery *gateway.Delivery
+	delivery *delivery.Worker
 	gauges   *gateway.StoreGauges
 	model    *delayModel
 	replies  *replies
@@ -67,15 +68,15 @@ func startPipeline(ctx context.Context, db gateway.Store, cfg pipelineConfig) (*
 	store := db.Sessions()
 	p := &pipeline{model: &delayModel{}, replies: &replies{}, lastCommit: &latest{}}
 
-	routes := gateway.NewRoutes()
+	routes := delivery.NewRoutes()
 	routes.Up(&captureAdapter{arrived: p.replies.arrived})
-	p.delivery, err = gateway.NewDelivery(gateway.DeliveryOptions{
+	p.delivery, err = delivery.New(delivery.Options{
 		Outbox:  db.Outbox(),
 		Routes:  routes,
 		Name:    name,
 		Senders: cfg.deliveries,
 		Logger:  log.With("part", "delivery"),
-		Metrics: metrics,
+		Metrics: metrics.DeliveryHooks(),
 	})
 	if err != nil {
 		return nil, err
@@ -88,7 +89,7 @@ func startPipeline(ctx context.Context, db gateway.Store, cfg pipelineConfig) (*
 		return nil, err
 	}
 	p.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
-		Store:    timedCommits{Store: gateway.DeliveringSessions(store, p.delivery), committed: p.lastCommit},
+		Store:    timedCommits{Store: delivery.Sessions(store, p.delivery), committed: p.lastCommit},
 		Runner:   runner,
 		Commands: commands,
 		Name:     name,

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/adapters/api"
+	"github.com/heraldgw/herald/delivery"
 	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/sessions"
@@ -151,21 +152,21 @@ func (m *streamModel) Complete(ctx context.Context, req llm.Request) (*llm.Respo
 type heraldStream struct {
 	srv      *httptest.Server
 	turns    *sessions.TurnWorker
-	delivery *gateway.Delivery
+	delivery *delivery.Worker
 }
 
 func startHeraldStream(ctx context.Context, db gateway.Store, model llm.Client, turns int) (*heraldStream, error) {
 	log := slog.New(slog.DiscardHandler)
 	deltas := &sessions.Deltas{}
 	apiSrv := api.New(api.Options{Timeline: db.Sessions(), Deltas: deltas, Logger: log})
-	routes := gateway.NewRoutes()
+	routes := delivery.NewRoutes()
 	routes.Up(apiSrv)
 	name, err := workerName()
 	if err != nil {
 		return nil, err
 	}
 	h := &heraldStream{}
-	h.delivery, err = gateway.NewDelivery(gateway.DeliveryOptions{Outbox: db.Outbox(), Routes: routes, Name: name, Logger: log})
+	h.delivery, err = delivery.New(delivery.Options{Outbox: db.Outbox(), Routes: routes, Name: name, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +176,7 @@ func startHeraldStream(ctx context.Context, db gateway.Store, model llm.Client, 
 	}
 	commands := sessions.DefaultCommands()
 	h.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
-		Store:    gateway.DeliveringSessions(db.Sessions(), h.delivery),
+		Store:    delivery.Sessions(db.Sessions(), h.delivery),
 		Runner:   &agent.Agent{Client: model, Model: "bench", Tools: set, Logger: log},
 		Commands: commands, Name: name, Turns: turns, Deltas: deltas, Logger: log,
 	})

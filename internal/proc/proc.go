@@ -3,7 +3,8 @@
 // each in a process group of its own, so that it and everything it
 // started end together, and known by its PID and start time, so that a
 // PID the system gave to another process since is not taken for it;
-// and given an environment built for it (Env), never herald's own.
+// and given an environment built for it (Env), never herald's own. It
+// also names this process among the cluster's workers (InstanceName).
 package proc
 
 import (

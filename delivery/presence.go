@@ -1,4 +1,4 @@
-package gateway
+package delivery
 
 import (
 	"context"
@@ -65,7 +65,7 @@ func NewPresence(opts PresenceOptions) *Presence {
 		timeout:      opts.Timeout,
 		clock:        opts.Clock,
 		log:          opts.Logger,
-		turnFollower: turnFollower{op: "gateway.Presence"},
+		turnFollower: turnFollower{op: "delivery.Presence"},
 	}
 	for _, a := range opts.Adapters {
 		if pr, ok := a.(adapters.Presence); ok {

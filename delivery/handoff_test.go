@@ -1,4 +1,4 @@
-package gateway
+package delivery
 
 import (
 	"context"
@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/internal/testkit"
+
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/internal/clock"
-	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/internal/testkit/adaptertest"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -57,11 +59,11 @@ func TestCommitsHandRepliesToDelivery(t *testing.T) {
 			claims := &atomic.Int32{}
 			sent := make(chan outbox.Message, 4)
 			routes := NewRoutes()
-			routes.Up(&fakeAdapter{platform: "telegram", send: func(_ context.Context, m outbox.Message) adapters.SendResult {
+			routes.Up(&adaptertest.Adapter{Name: "telegram", OnSend: func(_ context.Context, m outbox.Message) adapters.SendResult {
 				sent <- m
 				return adapters.SendResult{Outcome: adapters.Accepted}
 			}})
-			d, err := NewDelivery(DeliveryOptions{
+			d, err := New(Options{
 				Outbox: countingOutbox{Store: db.Outbox(), claims: claims},
 				Routes: routes,
 				// The loop claims once as it starts, then only when woken.
@@ -85,7 +87,7 @@ func TestCommitsHandRepliesToDelivery(t *testing.T) {
 				testkit.Eventually(t, "the worker's first claim", func() bool { return claims.Load() == 1 })
 			}
 
-			s := DeliveringSessions(db.Sessions(), d)
+			s := Sessions(db.Sessions(), d)
 			if _, err := s.Append(ctx, sessions.Inbound{Conv: "telegram:1", Text: "hello"}); err != nil {
 				t.Fatal(err)
 			}
@@ -122,7 +124,7 @@ func TestCommitsHandRepliesToDelivery(t *testing.T) {
 				return
 			}
 			if !tc.started {
-				if woken := len(d.wake) == 1; woken != tc.woken {
+				if woken := len(d.notices.wake) == 1; woken != tc.woken {
 					t.Errorf("woken = %v, want %v", woken, tc.woken)
 				}
 			} else if len(tc.outbox) > 0 {
@@ -153,7 +155,7 @@ func TestCommitsHandRepliesToDelivery(t *testing.T) {
 // once, for another worker.
 func TestHandoffToAStoppedWorkerGoesBack(t *testing.T) {
 	sent := &scripted{}
-	r := newDeliveryRig(t, DeliveryOptions{}, &fakeAdapter{platform: "telegram", send: sent.send})
+	r := newDeliveryRig(t, Options{}, &adaptertest.Adapter{Name: "telegram", OnSend: sent.send})
 	ctx := context.Background()
 	if err := r.d.Shutdown(ctx); err != nil {
 		t.Fatal(err)
@@ -184,7 +186,7 @@ func TestHandoffToAStoppedWorkerGoesBack(t *testing.T) {
 // running: the worker promises no more than it may hold, and takes more
 // once a commit returned.
 func TestHandoffKeepsRoomForCommitsInFlight(t *testing.T) {
-	r := newDeliveryRig(t, DeliveryOptions{Senders: 2}, &fakeAdapter{platform: "telegram"})
+	r := newDeliveryRig(t, Options{Senders: 2}, &adaptertest.Adapter{Name: "telegram"})
 	msg := []outbox.Message{{Target: outbox.Target{Platform: "telegram", Chat: "1"}, Text: "hi"}}
 	var dones []func(committed bool)
 	for i := range 2 {
@@ -232,7 +234,7 @@ func TestHandoffWaitsForAnEarlierMessagesClaim(t *testing.T) {
 	gate.Store = openSQLite(t, clock.NewFake(t0)).Outbox()
 	var open sync.Once
 	letGo := func() { open.Do(func() { close(gate.release) }) }
-	r := newDeliveryRig(t, DeliveryOptions{Senders: 2, Outbox: gate}, &fakeAdapter{platform: "telegram"})
+	r := newDeliveryRig(t, Options{Senders: 2, Outbox: gate}, &adaptertest.Adapter{Name: "telegram"})
 	t.Cleanup(letGo) // runs before the rig's Shutdown, which claims once more
 	msg := []outbox.Message{{Target: outbox.Target{Platform: "telegram", Chat: "1"}, Text: "hi"}}
 
@@ -261,7 +263,7 @@ func TestHandoffWaitsUntilEveryDueMessageIsClaimed(t *testing.T) {
 	gate.Store = openSQLite(t, clock.NewFake(t0)).Outbox()
 	var open sync.Once
 	letGo := func() { open.Do(func() { close(gate.release) }) }
-	r := newDeliveryRig(t, DeliveryOptions{Senders: 2, Batch: 1, Outbox: gate}, &fakeAdapter{platform: "telegram"})
+	r := newDeliveryRig(t, Options{Senders: 2, Batch: 1, Outbox: gate}, &adaptertest.Adapter{Name: "telegram"})
 	t.Cleanup(letGo)
 	msg := []outbox.Message{{Target: outbox.Target{Platform: "telegram", Chat: "1"}, Text: "hi"}}
 	refused := func(what string) {
@@ -291,7 +293,7 @@ func TestHandoffWaitsUntilEveryDueMessageIsClaimed(t *testing.T) {
 }
 
 // offerTaken waits until d takes an offer of msgs.
-func offerTaken(t *testing.T, d *Delivery, msgs []outbox.Message, when string) {
+func offerTaken(t *testing.T, d *Worker, msgs []outbox.Message, when string) {
 	t.Helper()
 	testkit.Eventually(t, "an offer taken "+when, func() bool {
 		h, done := d.Handoff(msgs)

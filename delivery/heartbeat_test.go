@@ -1,4 +1,4 @@
-package gateway
+package delivery
 
 import (
 	"context"
@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/internal/testkit"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/internal/clock"
-	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/internal/testkit/adaptertest"
 	"github.com/heraldgw/herald/outbox"
 )
 
@@ -48,7 +50,7 @@ func TestDeliveryStopsSendingOnceItsHeartbeatRunsOut(t *testing.T) {
 	gate := make(chan struct{})
 	var waiting atomic.Bool
 	adapter := func(worker string, block bool) adapters.Adapter {
-		return &fakeAdapter{platform: "telegram", send: func(ctx context.Context, m outbox.Message) adapters.SendResult {
+		return &adaptertest.Adapter{Name: "telegram", OnSend: func(ctx context.Context, m outbox.Message) adapters.SendResult {
 			if block && waiting.CompareAndSwap(false, true) {
 				<-gate
 			}
@@ -64,10 +66,10 @@ func TestDeliveryStopsSendingOnceItsHeartbeatRunsOut(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	start := func(name string, s outbox.Store, a adapters.Adapter, beat time.Duration) *Delivery {
+	start := func(name string, s outbox.Store, a adapters.Adapter, beat time.Duration) *Worker {
 		routes := NewRoutes()
 		routes.Up(a)
-		d, err := NewDelivery(DeliveryOptions{Name: name, Outbox: s, Routes: routes, Clock: clk, Logger: quietLogger(),
+		d, err := New(Options{Name: name, Outbox: s, Routes: routes, Clock: clk, Logger: quietLogger(),
 			PollMin: time.Millisecond, PollMax: 5 * time.Millisecond, Heartbeat: beat})
 		if err != nil {
 			t.Fatal(err)
@@ -92,64 +94,11 @@ func TestDeliveryStopsSendingOnceItsHeartbeatRunsOut(t *testing.T) {
 	start("x", store, adapter("x", false), 0)
 	testkit.Eventually(t, "x sent both", func() bool { mu.Lock(); defer mu.Unlock(); return len(sent["x"]) == 2 })
 	close(gate)
-	testkit.Eventually(t, "w settled what it held", func() bool { w.mu.Lock(); defer w.mu.Unlock(); return w.held == 0 })
+	testkit.Eventually(t, "w settled what it held", func() bool { w.room.mu.Lock(); defer w.room.mu.Unlock(); return w.room.held == 0 })
 	mu.Lock()
 	defer mu.Unlock()
 	// A was under way when the heartbeat ran out; B was not.
 	if d := cmp.Diff([]string{"A"}, sent["w"]); d != "" {
 		t.Errorf("w's sends (-want +got):\n%s", d)
-	}
-}
-
-// releaseFailsOnce is an outbox whose first Release fails.
-type releaseFailsOnce struct {
-	outbox.Store
-	failed atomic.Bool
-}
-
-func (s *releaseFailsOnce) Release(ctx context.Context, c outbox.Claimed, next time.Time, reason string) error {
-	if s.failed.CompareAndSwap(false, true) {
-		return errors.New("store unreachable")
-	}
-	return s.Store.Release(ctx, c, next, reason)
-}
-
-// A message whose hand-back could not be written stays claimed by this
-// worker until its claim runs out, so the store gives out the one behind
-// it meanwhile: that one waits for it all the same.
-func TestDeliveryAFailedHandBackHoldsTheMessagesBehindIt(t *testing.T) {
-	s := &scripted{results: []adapters.SendResult{{Outcome: adapters.Transient, Reason: "timeout"}}}
-	var wrap *releaseFailsOnce
-	r := newWrappedDeliveryRig(t, func(o outbox.Store) outbox.Store {
-		wrap = &releaseFailsOnce{Store: o}
-		return wrap
-	}, DeliveryOptions{}, &fakeAdapter{platform: "telegram", send: s.send})
-	clk := r.clk
-	r.enqueue("telegram:7", "first")
-	testkit.Eventually(t, "first tried and its Release failed", func() bool { return s.count() == 1 && wrap.failed.Load() })
-	second := r.enqueue("telegram:7", "second")
-	testkit.Eventually(t, "second handed back or sent", func() bool {
-		ms, err := r.store.Pending(context.Background(), 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range ms {
-			if m.ID == second && m.NextAttempt.After(clk.Now()) {
-				return true
-			}
-		}
-		return s.count() > 1
-	})
-	if d := cmp.Diff([]string{"first"}, s.texts()); d != "" {
-		t.Fatalf("sends while first is still claimed here (-want +got):\n%s", d)
-	}
-	clk.Advance(DefaultClaimTTL + time.Second)
-	r.d.Notify()
-	testkit.Eventually(t, "all sent", func() bool {
-		ms, err := r.store.Pending(context.Background(), 10)
-		return err == nil && len(ms) == 0
-	})
-	if d := cmp.Diff([]string{"first", "first", "second"}, s.texts()); d != "" {
-		t.Errorf("sends (-want +got):\n%s", d)
 	}
 }

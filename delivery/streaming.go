@@ -1,4 +1,4 @@
-package gateway
+package delivery
 
 import (
 	"context"
@@ -42,7 +42,7 @@ type StreamingOptions struct {
 	Timeout time.Duration // each platform call; 0 means DefaultStreamTimeout
 	Clock   clock.Clock   // nil: the wall clock
 	Logger  *slog.Logger  // nil: slog.Default()
-	Metrics *Metrics      // nil counts nothing
+	Metrics Metrics       // StreamCall counts the platform calls; nil counts nothing
 	// Outbox is read once per streamed turn, before its first post
 	// (outbox.Store.Unsent): a turn whose chat has an earlier message
 	// not sent yet shows nothing in progress, as its message would be
@@ -77,7 +77,7 @@ type Streaming struct {
 	timeout time.Duration
 	clock   clock.Clock
 	log     *slog.Logger
-	metrics *Metrics
+	metrics Metrics
 	outbox  outbox.Store
 	redact  func(string) string
 	turnFollower
@@ -99,7 +99,7 @@ func NewStreaming(opts StreamingOptions) *Streaming {
 		redact:  opts.Redact,
 		replies: map[string]*replyStream{},
 
-		turnFollower: turnFollower{op: "gateway.Streaming"},
+		turnFollower: turnFollower{op: "delivery.Streaming"},
 	}
 	for _, a := range opts.Adapters {
 		if st, ok := a.(adapters.Streamer); ok {

@@ -1,4 +1,4 @@
-package gateway
+package delivery
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 // only between Start and Shutdown, and a context that cuts their platform
 // calls off when the driver stops.
 type turnFollower struct {
-	op string // the driver's name in errors, e.g. "gateway.Presence"
+	op string // the driver's name in errors, e.g. "delivery.Presence"
 
 	mu       sync.Mutex
 	started  bool

@@ -1,0 +1,99 @@
+package delivery
+
+import (
+	"sync"
+	"time"
+)
+
+// maxHeld bounds the messages one worker holds claimed at once, however
+// fast its sends.
+const maxHeld = 4096
+
+// room is how many messages the worker may hold claimed: no more than
+// its senders send in a quarter of a claim, going by how long sends have
+// taken, so a claimed message does not wait in this process until its
+// claim runs out.
+type room struct {
+	senders  int
+	claimTTL time.Duration
+	free     chan struct{} // a token: a held message was settled, so the loop may claim again
+
+	mu       sync.Mutex
+	held     int           // claimed messages not yet settled
+	promised int           // room kept for the replies of commits in flight (Handoff)
+	sendAvg  time.Duration // how long a send takes, a moving average; 0 until one was timed
+}
+
+// left is how many more messages the worker may claim now. Until a send
+// was timed it holds one a sender.
+func (r *room) left() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.leftLocked()
+}
+
+// leftLocked is left with r.mu held. The room promised to commits in
+// flight counts as taken.
+func (r *room) leftLocked() int {
+	capacity := r.senders
+	if r.sendAvg > 0 {
+		capacity = int(min(int64(maxHeld), int64(r.senders)*int64(r.claimTTL/4)/int64(r.sendAvg)))
+	}
+	return max(0, max(capacity, r.senders)-r.held-r.promised)
+}
+
+// reserve keeps room for n messages a commit in flight may hand over,
+// and reports false, keeping nothing, when there is not that much.
+func (r *room) reserve(n int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leftLocked() < n {
+		return false
+	}
+	r.promised += n
+	return true
+}
+
+// release gives back the room reserve kept for n messages.
+func (r *room) release(n int) {
+	r.mu.Lock()
+	r.promised -= n
+	r.mu.Unlock()
+	r.signal()
+}
+
+// hold counts n messages claimed.
+func (r *room) hold(n int) {
+	r.mu.Lock()
+	r.held += n
+	r.mu.Unlock()
+}
+
+// settle counts one held message settled: sent, or handed back.
+func (r *room) settle() {
+	r.mu.Lock()
+	r.held--
+	r.mu.Unlock()
+	r.signal()
+}
+
+// timed adds a send's duration to the moving average.
+func (r *room) timed(took time.Duration) {
+	took = max(took, time.Microsecond)
+	r.mu.Lock()
+	if r.sendAvg == 0 {
+		r.sendAvg = took
+	} else {
+		r.sendAvg += (took - r.sendAvg) / 8
+	}
+	r.mu.Unlock()
+}
+
+// signal tells the claim loop, if it waits for room to claim, that some
+// may have come free.
+func (r *room) signal() {
+	select {
+	case r.free <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,83 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/heraldgw/herald/internal/testkit"
+
+	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/testkit/adaptertest"
+	"github.com/heraldgw/herald/outbox"
+)
+
+// claimSizes records the most each Claim asked for.
+type claimSizes struct {
+	outbox.Store
+	mu   sync.Mutex
+	asks []int
+}
+
+func (c *claimSizes) Claim(ctx context.Context, worker string, platforms []string, max int, ttl time.Duration) ([]outbox.Claimed, error) {
+	c.mu.Lock()
+	c.asks = append(c.asks, max)
+	c.mu.Unlock()
+	return c.Store.Claim(ctx, worker, platforms, max, ttl)
+}
+
+func (c *claimSizes) largest() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Max(append([]int{0}, c.asks...))
+}
+
+func TestDeliveryClaimsAheadOfFastSendsWithinSenders(t *testing.T) {
+	const senders, messages = 2, 60
+	var running, most atomic.Int32
+	s := &scripted{}
+	a := &adaptertest.Adapter{Name: "telegram", OnSend: func(ctx context.Context, m outbox.Message) adapters.SendResult {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		return s.send(ctx, m)
+	}}
+	clk := clock.NewFake(t0)
+	db := openSQLite(t, clk)
+	ob := &claimSizes{Store: db.Outbox()}
+	routes := NewRoutes()
+	routes.Up(a)
+	d, err := New(Options{Outbox: ob, Routes: routes, Clock: clk, Logger: quietLogger(), Senders: senders, PollMin: time.Millisecond, PollMax: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Shutdown(context.Background()) })
+	ctx := context.Background()
+	// One message first, so a send is timed before the rest are due.
+	for i := range messages {
+		if _, _, err := db.Outbox().Enqueue(ctx, outbox.Message{Target: outbox.Target{Platform: "telegram", Chat: fmt.Sprint(i)}, Text: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			d.Notify()
+			testkit.Eventually(t, "the first send", func() bool { return s.count() == 1 })
+		}
+	}
+	d.Notify()
+	testkit.Eventually(t, "every send", func() bool { return s.count() == messages })
+	if got := ob.largest(); got <= senders {
+		t.Errorf("the largest claim asked for %d messages; with sends this fast, want more than the %d senders", got, senders)
+	}
+	if got := most.Load(); got > senders {
+		t.Errorf("%d sends ran at once, want at most %d", got, senders)
+	}
+}
