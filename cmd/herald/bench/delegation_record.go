@@ -1,82 +1,131 @@
 package bench
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/heraldgw/herald/delegation"
-	"github.com/heraldgw/herald/sessions"
-	"github.com/heraldgw/herald/tools"
+	"github.com/heraldgw/herald/sessions/agent"
 )
 
-// turnTimes is told when the pipeline's steps happen, by the wrappers
-// below, and keeps what the phase under way measures: in the dispatch
-// phase, each turn's time from the agent being called to its commit; in
-// the fan-out, the fanPhase's times.
+// turnTimes is told when the gateway's steps happen, by the model as it
+// is called and answers and by the lines the gateway logs, and keeps
+// what the phase under way measures: in the dispatch phase, each turn's
+// times; in the fan-out, the fanPhase's.
 type turnTimes struct {
-	started sync.Map // conv → time.Time: its agent turn last began
-	tool    sync.Map // conv → time.Duration: its last tool call's handler
-	waiting sync.Map // conv → chan turnTime: its next commit's times
-	fan     atomic.Pointer[fanPhase]
+	users sync.Map // agent.ModelUser(conv) → conv: the conversations watched
+	fan   atomic.Pointer[fanPhase]
+
+	mu      sync.Mutex
+	turns   map[string]*convTurn     // conv → its running turn's times
+	waiting map[string]chan turnTime // conv → its next commit's times
 }
 
-// turnTime is one turn's time, from the agent being called to its
-// commit returning, with two parts of it: its tool call's handler and
-// its commit.
+// convTurn is what the model saw of a conversation's running turn.
+type convTurn struct {
+	first    time.Time     // its first model call
+	toolAt   time.Time     // the model's answer with a tool call
+	tool     time.Duration // from that answer to the model asked with the tool's result
+	answered time.Time     // the model's latest answer
+}
+
+// turnTime is one turn's time, from its first model call to its commit
+// returning, with two parts of it: its tool call and its end.
 type turnTime struct {
 	total, tool, commit time.Duration
 }
 
-// expectCommit returns the channel that gets the times of conv's next
-// turn.
+func newTurnTimes() *turnTimes {
+	return &turnTimes{turns: map[string]*convTurn{}, waiting: map[string]chan turnTime{}}
+}
+
+// logged are the gateway's log lines the record is told of.
+func (t *turnTimes) logged() map[string]func(logged) {
+	return map[string]func(logged){
+		"turn finished":        func(l logged) { t.committed(l.str("conv"), l.at) },
+		"sub-agent started":    func(l logged) { t.childStarted(l.str("subagent"), l.str("conv")) },
+		"sub-agent ended":      func(l logged) { t.childEnded(l.str("subagent"), l.str("completion") == "true", l.at) },
+		"completion delivered": func(l logged) { t.delivered(l.str("conv"), l.at) },
+	}
+}
+
+// watch makes the model's calls of convs known by their conversation.
+func (t *turnTimes) watch(convs ...string) {
+	for _, c := range convs {
+		t.users.Store(agent.ModelUser(c), c)
+	}
+}
+
+// convOf is the conversation watched whose calls name user, "" for
+// another.
+func (t *turnTimes) convOf(user string) string {
+	c, _ := t.users.Load(user)
+	s, _ := c.(string)
+	return s
+}
+
+// expectCommit watches conv and returns the channel that gets the times
+// of its next turn.
 func (t *turnTimes) expectCommit(conv string) <-chan turnTime {
+	t.watch(conv)
 	ch := make(chan turnTime, 1)
-	t.waiting.Store(conv, ch)
+	t.mu.Lock()
+	t.waiting[conv] = ch
+	t.mu.Unlock()
 	return ch
 }
 
-func (t *turnTimes) toolCalled(conv string, took time.Duration) {
-	t.tool.Store(conv, took)
-}
-
-func (t *turnTimes) turnStarted(in sessions.TurnInput, at time.Time) {
-	conv := in.Conv
+// turnCalled is told of the first model call of a turn of conv, which
+// answers text.
+func (t *turnTimes) turnCalled(conv, text string, at time.Time) {
 	if conv == "" {
-		conv = in.Entry.Conv
+		return
 	}
-	t.started.Store(conv, at)
-	if f := t.fan.Load(); f != nil && strings.HasPrefix(in.Entry.MessageID, "cmp_") {
-		f.turnStarted(conv, in.Entry.MessageID, at)
-	}
-}
-
-func (t *turnTimes) turnEnded(in sessions.TurnInput) {
-	if f := t.fan.Load(); f != nil && strings.HasPrefix(in.Entry.MessageID, "cmp_") {
-		f.turnEnded(in.Entry.MessageID)
+	t.mu.Lock()
+	t.turns[conv] = &convTurn{first: at}
+	t.mu.Unlock()
+	if f := t.fan.Load(); f != nil && text != textDispatch {
+		f.turnStarted(conv, at)
 	}
 }
 
-// committed is told of conv's commit, called at from and returned at.
-func (t *turnTimes) committed(conv string, ws []sessions.Write, from, at time.Time) {
-	if ch, ok := t.waiting.LoadAndDelete(conv); ok {
-		start, _ := t.started.Load(conv)
-		s, _ := start.(time.Time)
-		tool, _ := t.tool.LoadAndDelete(conv)
-		d, _ := tool.(time.Duration)
-		ch.(chan turnTime) <- turnTime{total: at.Sub(s), tool: d, commit: at.Sub(from)}
+// toolAnswered is told of the model asked with a tool's result in conv.
+func (t *turnTimes) toolAnswered(conv string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c := t.turns[conv]; c != nil && !c.toolAt.IsZero() {
+		c.tool = at.Sub(c.toolAt)
 	}
-	if f := t.fan.Load(); f != nil && strings.HasPrefix(conv, f.prefix) {
-		for _, w := range ws {
-			if _, ok := w.(delegation.Dispatch); ok {
-				f.dispatched(at)
-				break
-			}
-		}
+}
+
+// answered is told of the model's answer in conv, a tool call or not.
+func (t *turnTimes) answered(conv string, calledTool bool, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.turns[conv]
+	if c == nil {
+		return
+	}
+	if calledTool {
+		c.toolAt = at
+	}
+	c.answered = at
+}
+
+// committed is told of conv's turn's commit, returned at.
+func (t *turnTimes) committed(conv string, at time.Time) {
+	t.mu.Lock()
+	c, ch := t.turns[conv], t.waiting[conv]
+	delete(t.turns, conv)
+	delete(t.waiting, conv)
+	t.mu.Unlock()
+	if ch != nil && c != nil {
+		ch <- turnTime{total: at.Sub(c.first), tool: c.tool, commit: at.Sub(c.answered)}
+	}
+	if f := t.fan.Load(); f != nil {
+		f.turnFinished(conv, at)
 	}
 }
 
@@ -86,20 +135,27 @@ func (t *turnTimes) childCall(at time.Time) {
 	}
 }
 
-func (t *turnTimes) ended(c *delegation.Completion, at time.Time) {
+func (t *turnTimes) childStarted(child, conv string) {
 	if f := t.fan.Load(); f != nil {
-		f.ended(c, at)
+		f.childStarted(child, conv)
 	}
 }
 
-func (t *turnTimes) delivered(in sessions.Inbound, at time.Time) {
-	if f := t.fan.Load(); f != nil && strings.HasPrefix(in.Conv, f.prefix) {
-		f.delivered(at)
+func (t *turnTimes) childEnded(child string, completion bool, at time.Time) {
+	if f := t.fan.Load(); f != nil {
+		f.ended(child, completion, at)
+	}
+}
+
+func (t *turnTimes) delivered(conv string, at time.Time) {
+	if f := t.fan.Load(); f != nil {
+		f.delivered(conv, at)
 	}
 }
 
 // fanPhase is one fan-out's record: the parents are the conversations
-// whose keys start with prefix, n of them, one completion each.
+// whose keys start with prefix, n of them, one dispatching turn and one
+// completion each.
 type fanPhase struct {
 	prefix string
 	n      int
@@ -111,26 +167,48 @@ type fanPhase struct {
 	lastDelivered, lastStarted   time.Time
 	dispatches, childCalls, ends int
 	delivers                     int
-	recorded                     map[string]time.Time // completion id → when its end was recorded
-	started                      map[string]time.Time // completion id → when its parent turn began
-	finished                     map[string]bool      // completion id → its parent turn ended
+	parents                      map[string]string    // child → its parent's conversation
+	turns                        map[string]int       // parent → its turns committed
+	recorded                     map[string]time.Time // parent → when the end that made its completion was recorded
+	started                      map[string]time.Time // parent → when its completion's turn began
+	finished                     map[string]bool      // parent → its completion's turn ended
 }
 
 func newFanPhase(prefix string, n int) *fanPhase {
 	return &fanPhase{
 		prefix: prefix, n: n, done: make(chan struct{}),
+		parents: map[string]string{}, turns: map[string]int{},
 		recorded: map[string]time.Time{}, started: map[string]time.Time{}, finished: map[string]bool{},
 	}
 }
 
-func (f *fanPhase) dispatched(at time.Time) {
+func (f *fanPhase) parent(conv string) bool { return strings.HasPrefix(conv, f.prefix) }
+
+// turnFinished is told of a parent's commit: its first is the turn that
+// dispatched, its second the completion's.
+func (f *fanPhase) turnFinished(conv string, at time.Time) {
+	if !f.parent(conv) {
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.dispatches == 0 || at.Before(f.firstDispatch) {
-		f.firstDispatch = at
+	f.turns[conv]++
+	switch f.turns[conv] {
+	case 1:
+		if f.dispatches == 0 || at.Before(f.firstDispatch) {
+			f.firstDispatch = at
+		}
+		f.lastDispatch = later(f.lastDispatch, at)
+		f.dispatches++
+	case 2:
+		if _, ok := f.started[conv]; !ok || f.finished[conv] {
+			return
+		}
+		f.finished[conv] = true
+		if len(f.finished) == f.n {
+			close(f.done)
+		}
 	}
-	f.lastDispatch = later(f.lastDispatch, at)
-	f.dispatches++
 }
 
 func (f *fanPhase) childCall(at time.Time) {
@@ -140,17 +218,29 @@ func (f *fanPhase) childCall(at time.Time) {
 	f.childCalls++
 }
 
-func (f *fanPhase) ended(c *delegation.Completion, at time.Time) {
+func (f *fanPhase) childStarted(child, conv string) {
+	if !f.parent(conv) {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.parents[child] = conv
+}
+
+func (f *fanPhase) ended(child string, completion bool, at time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastEnd = later(f.lastEnd, at)
 	f.ends++
-	if c != nil && strings.HasPrefix(c.Conv, f.prefix) {
-		f.recorded[c.ID] = at
+	if conv, ok := f.parents[child]; ok && completion {
+		f.recorded[conv] = at
 	}
 }
 
-func (f *fanPhase) delivered(at time.Time) {
+func (f *fanPhase) delivered(conv string, at time.Time) {
+	if !f.parent(conv) {
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastDelivered = later(f.lastDelivered, at)
@@ -159,27 +249,15 @@ func (f *fanPhase) delivered(at time.Time) {
 
 // turnStarted notes the first start of a completion's turn; a retried
 // turn starts again, and counts once.
-func (f *fanPhase) turnStarted(conv, id string, at time.Time) {
-	if !strings.HasPrefix(conv, f.prefix) {
+func (f *fanPhase) turnStarted(conv string, at time.Time) {
+	if !f.parent(conv) {
 		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.started[id]; !ok {
-		f.started[id] = at
+	if _, ok := f.started[conv]; !ok {
+		f.started[conv] = at
 		f.lastStarted = later(f.lastStarted, at)
-	}
-}
-
-func (f *fanPhase) turnEnded(id string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.started[id]; !ok || f.finished[id] {
-		return
-	}
-	f.finished[id] = true
-	if len(f.finished) == f.n {
-		close(f.done)
 	}
 }
 
@@ -199,93 +277,10 @@ func (f *fanPhase) result() fanResult {
 		lastChildCall: f.lastChildCall, lastEnd: f.lastEnd,
 		lastDelivered: f.lastDelivered, lastTurnStarted: f.lastStarted,
 	}
-	for id, at := range f.started {
-		if rec, ok := f.recorded[id]; ok {
+	for conv, at := range f.started {
+		if rec, ok := f.recorded[conv]; ok {
 			r.completionLatencies = append(r.completionLatencies, at.Sub(rec))
 		}
 	}
 	return r
-}
-
-// startedTurns is the agent as the turn worker runs it, noting when each
-// turn begins and ends.
-type startedTurns struct {
-	sessions.TurnRunner
-	rec *turnTimes
-}
-
-func (r startedTurns) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
-	r.rec.turnStarted(in, time.Now())
-	out, err := r.TurnRunner.Run(ctx, in)
-	r.rec.turnEnded(in)
-	return out, err
-}
-
-// timedTurns notes when each turn's commit returned, and whether it
-// carried a dispatch. It wraps the gateway's own wrappers, so the time
-// includes what they do (the hand-off to the delivery worker, the
-// runner's wake).
-type timedTurns struct {
-	sessions.Store
-	rec *turnTimes
-}
-
-func (s timedTurns) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
-	from := time.Now()
-	err := s.Store.Finish(ctx, l, f)
-	if err == nil {
-		s.rec.committed(l.Conv, f.Writes, from, time.Now())
-	}
-	return err
-}
-
-func (s timedTurns) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
-	from := time.Now()
-	turn, err := s.Store.FinishAndClaim(ctx, l, f, worker, ttl)
-	if err == nil {
-		s.rec.committed(l.Conv, f.Writes, from, time.Now())
-	}
-	return turn, err
-}
-
-// timedEnds is the runner's store, noting when each child's end was
-// recorded and the completion it made.
-type timedEnds struct {
-	delegation.Store
-	rec *turnTimes
-}
-
-func (s timedEnds) End(ctx context.Context, c delegation.Claim, r delegation.Result) (*delegation.Completion, error) {
-	comp, err := s.Store.End(ctx, c, r)
-	if err == nil {
-		s.rec.ended(comp, time.Now())
-	}
-	return comp, err
-}
-
-// timedInbox is the deliverer's inbox (the router), noting when each
-// completion was in its parent's queue.
-type timedInbox struct {
-	delegation.Inbox
-	rec *turnTimes
-}
-
-func (i timedInbox) Deliver(ctx context.Context, in sessions.Inbound) error {
-	err := i.Inbox.Deliver(ctx, in)
-	if err == nil {
-		i.rec.delivered(in, time.Now())
-	}
-	return err
-}
-
-// timedTool is a tool whose handler's time is noted for its turn.
-func timedTool(t tools.Tool, rec *turnTimes) tools.Tool {
-	h := t.Handler
-	t.Handler = func(ctx context.Context, turn *tools.Turn, args json.RawMessage) (tools.Result, error) {
-		start := time.Now()
-		res, err := h(ctx, turn, args)
-		rec.toolCalled(turn.Conv, time.Since(start))
-		return res, err
-	}
-	return t
 }
