@@ -181,7 +181,7 @@ func printKanbanRuns(w io.Writer, rs []kanban.Run) error {
 }
 
 // printStats prints the counts by status, then by lane.
-func printStats(w io.Writer, st boardStats) error {
+func printStats(w io.Writer, st kanban.BoardStats) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "board %s: %s\n", st.Board, subagents(st.Total, "card"))
 	for _, s := range kanban.Statuses {

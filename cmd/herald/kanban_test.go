@@ -247,7 +247,7 @@ func TestKanbanCommands(t *testing.T) {
 			kb(t, env, "archive", c.ID)
 			kbFails(t, env, exitFailure, "archived", "archive", c.ID)
 
-			st := kbJSON[boardStats](t, env, "stats")
+			st := kbJSON[kanban.BoardStats](t, env, "stats")
 			if st.Total != 3 || st.Statuses["done"] != 1 || st.Statuses["ready"] != 1 || st.Statuses["archived"] != 1 || st.Assignees["writer"] != 1 || st.Assignees["mailer"] != 1 || st.Unassigned != 0 {
 				t.Errorf("stats = %+v", st)
 			}

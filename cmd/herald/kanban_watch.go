@@ -18,15 +18,6 @@ import (
 // tailPoll is how often tail --follow reads the card's log again.
 const tailPoll = time.Second
 
-// boardStats is what stats --json prints.
-type boardStats struct {
-	Board      string         `json:"board"`
-	Total      int            `json:"total"`
-	Statuses   map[string]int `json:"statuses"`   // every status, archived too
-	Assignees  map[string]int `json:"assignees"`  // cards not archived, by lane
-	Unassigned int            `json:"unassigned"` // cards not archived without a lane
-}
-
 // addKanbanWatchCommands adds what shows a board's work: runs, log,
 // tail, stats and diagnostics.
 func (m *Main) addKanbanWatchCommands(cmd *cobra.Command, with withBoard) {
@@ -106,7 +97,7 @@ array of the events; with --follow too, one JSON object a line.`,
 				if err != nil {
 					return err
 				}
-				evs, err := cardEvents(ctx, b.store, k, "")
+				evs, err := kanban.CardEvents(ctx, b.store, k, "")
 				if err != nil {
 					return err
 				}
@@ -143,7 +134,7 @@ array of the events; with --follow too, one JSON object a line.`,
 						return nil
 					case <-t.C:
 					}
-					evs, err := cardEvents(ctx, b.store, k, after)
+					evs, err := kanban.CardEvents(ctx, b.store, k, after)
 					if ctx.Err() != nil {
 						return nil
 					}
@@ -170,23 +161,9 @@ array of the events; with --follow too, one JSON object a line.`,
 				if err := b.exists(ctx); err != nil {
 					return err
 				}
-				cards, err := b.store.Cards(ctx, kanban.Query{Board: b.slug, Archived: true})
+				st, err := kanban.Stats(ctx, b.store, b.slug)
 				if err != nil {
 					return err
-				}
-				st := boardStats{Board: b.slug, Total: len(cards), Statuses: map[string]int{}, Assignees: map[string]int{}}
-				for _, s := range kanban.Statuses {
-					st.Statuses[string(s)] = 0
-				}
-				for _, k := range cards {
-					st.Statuses[string(k.Status)]++
-					switch {
-					case k.Status == kanban.StatusArchived:
-					case k.Assignee == "":
-						st.Unassigned++
-					default:
-						st.Assignees[k.Assignee]++
-					}
 				}
 				if statsJSON {
 					return m.printJSON(st)
