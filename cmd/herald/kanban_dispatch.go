@@ -19,8 +19,8 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// kanbanStopTimeout bounds a daemon's (or an interrupted dispatch's)
-// stop: its workers get their grace, and their claims are released.
+// kanbanStopTimeout bounds a daemon's stop: its workers get their
+// grace, and their claims are released.
 const kanbanStopTimeout = 30 * time.Second
 
 // dispatchReport is what dispatch --json prints.
