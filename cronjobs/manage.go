@@ -420,6 +420,16 @@ func Find(ctx context.Context, s Store, id string) (Job, error) {
 	return Job{}, errs.E("cronjobs.Find", errs.Invalid, "%q names %d jobs; give more of the id", id, len(found))
 }
 
+// Runs returns the runs kept of job id (or of the one a short prefix
+// names), newest first. Errors: NotFound, Invalid (as Find).
+func (m Manager) Runs(ctx context.Context, id string) ([]Run, error) {
+	j, err := Find(ctx, m.Store, id)
+	if err != nil {
+		return nil, err
+	}
+	return m.Store.Runs(ctx, j.ID, KeepRuns)
+}
+
 // List returns every job, ordered by id.
 func (m Manager) List(ctx context.Context) ([]Job, error) { return m.Store.Jobs(ctx) }
 

@@ -50,6 +50,32 @@ func TestRunNowTwiceSaysOneIsRequested(t *testing.T) {
 	})
 }
 
+// A job's runs are read by its id or a short prefix of it, newest
+// first; an id no job has is not found.
+func TestRunsOfAJob(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		j := h.create(cronjobs.Spec{Name: "n", Schedule: "@daily", Prompt: "p"})
+		if runs, err := h.mgr.Runs(ctx, j.ID); err != nil || len(runs) != 0 {
+			t.Fatalf("Runs before any = %v, %v; want none", runs, err)
+		}
+		if _, err := h.mgr.RunNow(ctx, j.ID); err != nil {
+			t.Fatalf("RunNow: %v", err)
+		}
+		h.start("a", h.targets)
+		h.clk.Advance(time.Second)
+		ran := h.next()
+		h.quiet()
+		runs, err := h.mgr.Runs(ctx, strings.TrimPrefix(j.ID, "job_")[:6])
+		if err != nil || len(runs) != 1 || runs[0].ID != ran.ID {
+			t.Errorf("Runs by a short id = %+v, %v; want the run %s", runs, err, ran.ID)
+		}
+		if _, err := h.mgr.Runs(ctx, "job_000000000000"); !errs.Is(err, errs.NotFound) {
+			t.Errorf("Runs of no job = %v, want not found", err)
+		}
+	})
+}
+
 // A removed job's outputs go with it; another job's stay.
 func TestRemoveTakesTheJobsOutputs(t *testing.T) {
 	eachBackend(t, func(t *testing.T, h *harness) {

@@ -202,8 +202,8 @@ func (g *Gateway) delegationService(p *delegationParts) *delegation.Service {
 }
 
 // auxClient is the model client of settings other than the main model's
-// (delegation.*, auxiliary.review.*): fallback when they set nothing,
-// else a client of their own, with what they leave empty taken from the
+// (delegation.*, auxiliary.review.*): fallback when they set nothing or
+// Options gave the model client, else a client of their own, with what they leave empty taken from the
 // main model (the main key goes only to the main endpoint) and overrides
 // set in every request's body. One on the main endpoint with its keys
 // (settings that name only a model, say) shares the main pool and falls
@@ -211,7 +211,7 @@ func (g *Gateway) delegationService(p *delegationParts) *delegation.Service {
 // endpoint of its own has neither: its failure is its own. setting names
 // where ep's key is configured, for what a person is told of a refused key.
 func (g *Gateway) auxClient(ep config.AuxModel, setting string, overrides map[string]any, fallback llm.Client) (llm.Client, error) {
-	if ep == (config.AuxModel{}) && len(overrides) == 0 {
+	if g.opts.Model != nil || ep == (config.AuxModel{}) && len(overrides) == 0 {
 		return fallback, nil
 	}
 	ep = ep.Fallback(g.cfg.Model)

@@ -85,6 +85,16 @@ type Options struct {
 	// Name identifies this process in leases and claims; empty means
 	// host-pid-random.
 	Name string
+	// Model, when set, answers every model request in place of the
+	// clients the config's model, model.fallbacks, delegation.* and
+	// auxiliary.* endpoints would make: the turns', the sub-agents',
+	// the controllers', the cron fires' and the kanban workers'. Each
+	// request still names the model its setting names. No key pool is
+	// made for it, so no key of the config is chosen, cooled or counted,
+	// and no fallback follows it. Tests and benches run the real
+	// gateway on a model double this way. Nil means the config's
+	// clients.
+	Model llm.Client
 }
 
 // Gateway is one herald process.
@@ -259,7 +269,7 @@ func (g *Gateway) build() error {
 	if err != nil {
 		return err
 	}
-	model := llm.Client(g.models.chain)
+	model := g.models.client
 	registry := tools.NewRegistry()
 	// Whatever a tool read or a command printed, the model sees herald's
 	// secrets masked.

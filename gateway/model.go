@@ -11,17 +11,21 @@ import (
 	"github.com/heraldgw/herald/llm"
 )
 
-// modelParts are the main model's key pool and the chain of models a
-// request is asked of: the main one, then model.fallbacks in order.
+// modelParts are the main model's key pool and the client a request is
+// asked of: the chain of the main model, then model.fallbacks in order;
+// or Options.Model, with no pool and no fallbacks.
 type modelParts struct {
 	pool      *llm.Pool
-	chain     *llm.Chain
+	client    llm.Client
 	fallbacks []llm.Provider // the chain's after the main model
 }
 
 // buildModel makes the model clients, each through a pool of its keys
 // kept in the store, so every process on it shares the keys' cooling.
 func (g *Gateway) buildModel() (*modelParts, error) {
+	if g.opts.Model != nil {
+		return &modelParts{client: g.opts.Model}, nil
+	}
 	cfg := g.cfg.Model
 	pools, err := modelPools(cfg, g.db.Pools(), g.clock, g.log.With("part", "model"), g.metrics)
 	if err != nil {
@@ -44,7 +48,7 @@ func (g *Gateway) buildModel() (*modelParts, error) {
 		providers[i] = llm.Provider{Name: pools[i].Model, Model: e.model, Client: c}
 	}
 	chain := llm.NewChain(g.clock, g.log.With("part", "model"), providers...).Observe(g.metrics)
-	return &modelParts{pool: pools[0].Pool, chain: chain, fallbacks: providers[1:]}, nil
+	return &modelParts{pool: pools[0].Pool, client: chain, fallbacks: providers[1:]}, nil
 }
 
 // modelOptions are the client options of a model at baseURL whose keys

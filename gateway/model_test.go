@@ -226,3 +226,38 @@ func keyLabel(key string) string {
 	}
 	return parts[1]
 }
+
+// givenModel is a model client given in Options: it answers every
+// request with the model the request names.
+type givenModel struct{}
+
+func (givenModel) Complete(_ context.Context, req llm.Request) (*llm.Response, error) {
+	return &llm.Response{Message: sessions.Message{Role: "assistant", Content: "given, as " + req.Model}, FinishReason: "stop"}, nil
+}
+
+// A model client given in Options answers the turns and every setting
+// with a model of its own, on its endpoint or another: the servers the
+// config names are never asked.
+func TestGatewayGivenModelAnswersEverySetting(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	own := testkit.NewModelServer(t)
+	cfg := testConfig(t, model)
+	cfg.Delegation.Model, cfg.Delegation.BaseURL = "child-model", own.URL()
+	h := startGateway(t, cfg, Options{Model: givenModel{}})
+	if got := h.chat("g", "hello"); got != "given, as test-model" {
+		t.Errorf("reply %q, want the given client's", got)
+	}
+	for _, ep := range []config.AuxModel{{Model: "child-model"}, {Model: "child-model", BaseURL: own.URL(), APIKey: "sk-own"}} {
+		child, err := h.g.auxClient(ep, "delegation.api_key", map[string]any{"temperature": 0}, h.g.models.client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := child.Complete(context.Background(), llm.Request{Model: ep.Model, Messages: []sessions.Message{{Role: "user", Content: "hi"}}})
+		if err != nil || resp.Message.Content != "given, as child-model" {
+			t.Errorf("%+v: %v, %+v; want the given client's answer", ep, err, resp)
+		}
+	}
+	if n := model.Count() + own.Count(); n != 0 {
+		t.Errorf("the configured servers got %d requests, want none", n)
+	}
+}

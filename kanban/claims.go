@@ -613,6 +613,36 @@ func (s *Service) Archive(ctx context.Context, id, actor string) (Card, error) {
 	return k, err
 }
 
+// ArchiveDone archives board's done cards completed (or, done by hand,
+// last changed) olderThan or longer ago by the store's clock, and
+// returns how many. A card that changed or went meanwhile counts as
+// archived all the same.
+func (s *Service) ArchiveDone(ctx context.Context, board string, olderThan time.Duration, actor string) (int, error) {
+	now, err := s.Store.Now(ctx)
+	if err != nil {
+		return 0, err
+	}
+	done, err := s.Store.Cards(ctx, Query{Board: board, Statuses: []Status{StatusDone}})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, k := range done {
+		at := k.CompletedAt
+		if at.IsZero() {
+			at = k.UpdatedAt
+		}
+		if now.Sub(at) < olderThan {
+			continue
+		}
+		if _, err := s.Archive(ctx, k.ID, actor); err != nil && !errs.Is(err, errs.Invalid) && !errs.Is(err, errs.NotFound) {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
 // setStatus moves a card that no worker holds to status.
 func (s *Service) setStatus(ctx context.Context, op, id string, to Status, actor string, edit func(*Card) error) (Card, error) {
 	return s.apply(ctx, op, func(now time.Time) (change, error) {

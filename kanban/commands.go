@@ -118,23 +118,14 @@ func subscribe(ctx context.Context, st Store, call *sessions.CommandCall, words 
 	if err != nil {
 		return sessions.CommandError(err)
 	}
-	i := slices.IndexFunc(subs, func(s Subscription) bool { return s.Target == target })
-	var s Subscription
-	if i >= 0 {
-		s = subs[i]
+	if i := slices.IndexFunc(subs, func(s Subscription) bool { return s.Target == target }); i >= 0 {
+		s := subs[i]
 		s.Events = kinds
+		_, err = st.PutSubscription(ctx, s)
 	} else {
-		cursor, err := LastCursor(ctx, st, DefaultBoard)
-		if err != nil {
-			return sessions.CommandError(err)
-		}
-		now, err := st.Now(ctx)
-		if err != nil {
-			return sessions.CommandError(err)
-		}
-		s = Subscription{ID: NewSubscriptionID(), Board: DefaultBoard, Target: target, Events: kinds, Conv: call.In.Conv, Cursor: cursor, CreatedAt: now}
+		_, err = Subscribe(ctx, st, Subscription{Board: DefaultBoard, Target: target, Events: kinds, Conv: call.In.Conv})
 	}
-	if _, err := st.PutSubscription(ctx, s); err != nil {
+	if err != nil {
 		return sessions.CommandError(err)
 	}
 	what := strings.Join(kinds, ", ")

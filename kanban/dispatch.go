@@ -26,9 +26,6 @@ const (
 	DefaultMaxSpawn         = 8
 	// stopShutdown is why a worker the gateway's shutdown stopped was.
 	stopShutdown = "the gateway stopped"
-	// strandedAfter is how long a ready card may wait unclaimed before
-	// the dispatcher says so (an error at twice it, critical at six).
-	strandedAfter = 30 * time.Minute
 	// DefaultRateLimitWait is how long a rate-limited card (and its
 	// lane) waits before its next run when its worker did not say how
 	// long (kanban.rate_limit_wait_seconds).
@@ -561,12 +558,12 @@ func (d *Dispatcher) note(ctx context.Context, k Card, why string, now time.Time
 		kind = why
 	}
 	level := ""
-	if waited := now.Sub(k.ReadyAt); !k.ReadyAt.IsZero() && waited >= strandedAfter {
+	if waited := now.Sub(k.ReadyAt); !k.ReadyAt.IsZero() && waited >= StrandedAfter {
 		level = "warning"
 		switch {
-		case waited >= 6*strandedAfter:
+		case waited >= 6*StrandedAfter:
 			level = "critical"
-		case waited >= 2*strandedAfter:
+		case waited >= 2*StrandedAfter:
 			level = "error"
 		}
 	}

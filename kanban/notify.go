@@ -51,13 +51,29 @@ func ParseNotifyEvents(words ...string) ([]string, error) {
 	return kinds, nil
 }
 
-// NewSubscriptionID returns a new subscription id: sub_ and 16 random
+// newSubscriptionID returns a new subscription id: sub_ and 16 random
 // hex digits.
-func NewSubscriptionID() string { return "sub_" + randomHex(8) }
+func newSubscriptionID() string { return "sub_" + randomHex(8) }
 
-// LastCursor is the cursor of board's latest event, "" when it has
+// Subscribe stores s as a new subscription that hears of its board's
+// events from now on: with a new id, the board's latest cursor, and the
+// store's time as its making. Errors: the store's.
+func Subscribe(ctx context.Context, st Store, s Subscription) (Subscription, error) {
+	cursor, err := lastCursor(ctx, st, s.Board)
+	if err != nil {
+		return s, err
+	}
+	now, err := st.Now(ctx)
+	if err != nil {
+		return s, err
+	}
+	s.ID, s.Cursor, s.CreatedAt = newSubscriptionID(), cursor, now
+	return st.PutSubscription(ctx, s)
+}
+
+// lastCursor is the cursor of board's latest event, "" when it has
 // none: a subscription made with it hears of what happens from now on.
-func LastCursor(ctx context.Context, s Store, board string) (string, error) {
+func lastCursor(ctx context.Context, s Store, board string) (string, error) {
 	const page = 500
 	after := ""
 	for {

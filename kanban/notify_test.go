@@ -113,3 +113,28 @@ func TestParseNotifyEvents(t *testing.T) {
 		}
 	}
 }
+
+// A subscription made with Subscribe hears of what happens from then
+// on, not of what happened before.
+func TestSubscribeHearsFromNowOn(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *harness) {
+		before := h.create(kanban.CreateSpec{Title: "before"})
+		if _, err := h.svc.Block(h.ctx, before.ID, 0, kanban.BlockNeedsInput, "old news", "ann"); err != nil {
+			t.Fatal(err)
+		}
+		s, err := kanban.Subscribe(h.ctx, h.svc.Store, kanban.Subscription{Board: kanban.DefaultBoard, Target: "telegram:1", Events: []string{kanban.EventBlocked}})
+		if err != nil || !strings.HasPrefix(s.ID, "sub_") || s.Cursor == "" || !s.CreatedAt.Equal(t0) {
+			t.Fatalf("Subscribe = %+v, %v; want a new id, the board's cursor and the store's time", s, err)
+		}
+		after := h.create(kanban.CreateSpec{Title: "after"})
+		if _, err := h.svc.Block(h.ctx, after.ID, 0, kanban.BlockNeedsInput, "news", "ann"); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.notifier().Send(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := h.sent(); len(got) != 1 || !strings.Contains(got[0], after.ID) {
+			t.Errorf("sent = %q, want the block made after subscribing alone", got)
+		}
+	})
+}

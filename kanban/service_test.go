@@ -489,3 +489,31 @@ func TestCommentIsKeptRedacted(t *testing.T) {
 		}
 	})
 }
+
+// ArchiveDone archives the done cards completed long enough ago, and
+// no other card.
+func TestArchiveDoneTakesTheOldDoneCards(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *harness) {
+		complete := func(title string) kanban.Card {
+			t.Helper()
+			k := h.create(kanban.CreateSpec{Title: title})
+			r := h.claim(k.ID)
+			if _, err := h.svc.Complete(h.ctx, k.ID, r.Claim.Token, kanban.Result{Summary: "done"}, "w"); err != nil {
+				t.Fatal(err)
+			}
+			return k
+		}
+		old := complete("old")
+		h.clk.Advance(48 * time.Hour)
+		recent := complete("recent")
+		ready := h.create(kanban.CreateSpec{Title: "not done"})
+		h.clk.Advance(time.Hour)
+		n, err := h.svc.ArchiveDone(h.ctx, kanban.DefaultBoard, 24*time.Hour, "ann")
+		if err != nil || n != 1 {
+			t.Fatalf("ArchiveDone = %d, %v; want the old card alone", n, err)
+		}
+		h.wantStatus(old.ID, kanban.StatusArchived)
+		h.wantStatus(recent.ID, kanban.StatusDone)
+		h.wantStatus(ready.ID, kanban.StatusReady)
+	})
+}

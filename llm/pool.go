@@ -281,6 +281,34 @@ func (p *Pool) Revive(ctx context.Context, id string) error {
 	return p.store.ReviveKey(ctx, p.name, id)
 }
 
+// Revive clears the marks of key id in each of pools that holds it, and
+// returns those it cleared them in. Pools of one name are one pool in
+// the store: the first of them that holds the key clears it for all.
+// Errors: NotFound when none holds it; the store's, naming the pool,
+// with the pools cleared before it.
+func Revive(ctx context.Context, pools []*Pool, id string) ([]*Pool, error) {
+	var revived []*Pool
+	done := map[string]bool{}
+	for _, p := range pools {
+		if done[p.name] {
+			continue
+		}
+		err := p.Revive(ctx, id)
+		if errs.CodeOf(err) == errs.NotFound {
+			continue
+		}
+		if err != nil {
+			return revived, fmt.Errorf("pool %s: %w", p.name, err)
+		}
+		done[p.name] = true
+		revived = append(revived, p)
+	}
+	if len(revived) == 0 {
+		return nil, errs.E("llm.Revive", errs.NotFound, "no pool has a key %s", id)
+	}
+	return revived, nil
+}
+
 // Choose is what a request pays the pool before its first attempt: it
 // reads the keys' states, chooses the key for a request of conversation
 // conv (may be "") and counts its use. It returns the key's id; the

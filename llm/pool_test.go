@@ -415,6 +415,60 @@ func TestPoolDeadKeyNeverChosen(t *testing.T) {
 	}
 }
 
+// Revive clears a key's marks once a pool name, in the pools that hold
+// it: a pool of the same name stands for its twin, and one without the
+// key is passed over. No pool with the key is not found.
+func TestReviveClearsTheKeyInEveryPoolHoldingIt(t *testing.T) {
+	store := llm.NewMemoryPoolStore(clock.NewFake(t0))
+	newPool := func(name string, keys ...string) *llm.Pool {
+		t.Helper()
+		creds := make([]llm.Credential, len(keys))
+		for i, k := range keys {
+			creds[i] = llm.Credential{Key: k}
+		}
+		p, err := llm.NewPool(llm.PoolOptions{Name: name, Credentials: creds, Store: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	main, twin, other, without := newPool("main", keyA, keyB), newPool("main", keyA), newPool("other", keyC, keyA), newPool("third", keyB)
+	ctx := context.Background()
+	for _, p := range []*llm.Pool{main, other} {
+		if err := store.MarkKey(ctx, p.Name(), llm.KeyState{ID: llm.KeyID(keyA), Reason: llm.ClassAuth, DeadFor: p.Generation()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keyState := func(p *llm.Pool) string {
+		t.Helper()
+		st, err := p.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range st {
+			if k.ID == llm.KeyID(keyA) {
+				return k.Status
+			}
+		}
+		return ""
+	}
+	if got := keyState(twin); got != "dead" {
+		t.Fatalf("key a in main's twin is %q before the revival, want dead", got)
+	}
+	revived, err := llm.Revive(ctx, []*llm.Pool{main, twin, without, other}, llm.KeyID(keyA))
+	if err != nil || len(revived) != 2 || revived[0] != main || revived[1] != other {
+		t.Fatalf("Revive = %v, %v; want main and other", revived, err)
+	}
+	for _, p := range []*llm.Pool{main, twin, other} {
+		if got := keyState(p); got != "ok" {
+			t.Errorf("key a in %s is %q after the revival, want ok", p.Name(), got)
+		}
+	}
+	if _, err := llm.Revive(ctx, []*llm.Pool{main, without}, "k_nope"); errs.CodeOf(err) != errs.NotFound {
+		t.Errorf("reviving a key no pool has = %v, want not found", err)
+	}
+}
+
 // TestPoolMarkOnlyLengthens: requests in flight on one key fail after
 // another declared it dead or cooled it long; their later, shorter
 // coolings leave it as it was.

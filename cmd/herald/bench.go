@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/heraldgw/herald/internal/bench"
+	"github.com/heraldgw/herald/cmd/herald/bench"
 )
 
 func (m *Main) benchCommand() *cobra.Command {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/heraldgw/herald/cmd/herald/bench"
 	"github.com/heraldgw/herald/cronjobs"
-	"github.com/heraldgw/herald/internal/bench"
 )
 
 func (m *Main) benchCronCommand() *cobra.Command {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/heraldgw/herald/internal/bench"
+	"github.com/heraldgw/herald/cmd/herald/bench"
 )
 
 func (m *Main) benchDelegationCommand() *cobra.Command {
@@ -22,11 +22,12 @@ runner that owns children and the deliverer that brings their results
 back), with the model simulated in process.
 
 First the dispatch: --dispatch-turns turns that call delegate_task with
---tasks tasks, and as many that call a no-op tool with the same
-arguments, alternated, one at a time. No runner runs, so the children
+--tasks tasks, and as many that call, with the same arguments, a tool
+the gateway does not have (the no-op), alternated, one at a time. The
+runner runs one child at most, whose model call waits, so the others
 stay pending and only the dispatch is measured. The overhead is what a
-dispatching turn takes beyond the no-op one, from the agent being called
-to the commit.
+dispatching turn takes beyond the no-op one, from its first model call
+to its commit.
 
 Then, on a fresh store, the fan-out: --sessions conversations dispatch
 --tasks children each at once; every child's one model call takes

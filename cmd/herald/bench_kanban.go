@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/heraldgw/herald/internal/bench"
+	"github.com/heraldgw/herald/cmd/herald/bench"
 )
 
 func (m *Main) benchKanbanCommand() *cobra.Command {

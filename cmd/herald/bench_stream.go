@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/heraldgw/herald/internal/bench"
+	"github.com/heraldgw/herald/cmd/herald/bench"
 )
 
 // The targets of the stream benchmark: a piece's p99 from the model to

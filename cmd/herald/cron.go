@@ -174,13 +174,9 @@ or a comma list.`,
 		Args:  oneID,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withManager(cmd, func(ctx context.Context, mg cronjobs.Manager) error {
-				j, err := cronjobs.Find(ctx, mg.Store, args[0])
+				rs, err := mg.Runs(ctx, args[0])
 				if err != nil {
 					return cronError(err)
-				}
-				rs, err := mg.Store.Runs(ctx, j.ID, cronjobs.KeepRuns)
-				if err != nil {
-					return err
 				}
 				if runsJSON {
 					return m.printJSON(nonNil(rs))

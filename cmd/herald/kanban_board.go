@@ -237,7 +237,7 @@ func (m *Main) addKanbanBoardCommands(cmd *cobra.Command, with withBoard) {
 				if v.Runs, err = b.store.Runs(ctx, k.ID); err != nil {
 					return err
 				}
-				evs, err := cardEvents(ctx, b.store, k, "")
+				evs, err := kanban.CardEvents(ctx, b.store, k, "")
 				if err != nil {
 					return err
 				}
@@ -284,26 +284,6 @@ func createAttached(ctx context.Context, b *board, spec kanban.CreateSpec, files
 		k, err = b.svc.Admit(ctx, k.ID, cliActor)
 	}
 	return k, true, err
-}
-
-// eventPage is how many events one read of the log asks for.
-const eventPage = 500
-
-// cardEvents returns k's events after cursor (from the start: ""),
-// oldest first.
-func cardEvents(ctx context.Context, s kanban.Store, k kanban.Card, after string) ([]kanban.Event, error) {
-	var out []kanban.Event
-	for {
-		evs, err := s.Events(ctx, kanban.EventQuery{Board: k.Board, Card: k.ID, After: after, Limit: eventPage})
-		if err != nil {
-			return out, err
-		}
-		out = append(out, evs...)
-		if len(evs) < eventPage {
-			return out, nil
-		}
-		after = evs[len(evs)-1].Cursor
-	}
 }
 
 // sinceText is how long before now t was, or "never".

@@ -216,27 +216,9 @@ store's signals to stop it, and this waits for it.`
 				if err := b.exists(ctx); err != nil {
 					return err
 				}
-				now, err := b.store.Now(ctx)
+				n, err := b.svc.ArchiveDone(ctx, b.slug, age, cliActor)
 				if err != nil {
 					return err
-				}
-				done, err := b.store.Cards(ctx, kanban.Query{Board: b.slug, Statuses: []kanban.Status{kanban.StatusDone}})
-				if err != nil {
-					return err
-				}
-				n := 0
-				for _, k := range done {
-					at := k.CompletedAt
-					if at.IsZero() {
-						at = k.UpdatedAt
-					}
-					if now.Sub(at) < age {
-						continue
-					}
-					if _, err := b.svc.Archive(ctx, k.ID, cliActor); err != nil && !errs.Is(err, errs.Invalid) && !errs.Is(err, errs.NotFound) {
-						return err
-					}
-					n++
 				}
 				_, err = fmt.Fprintf(m.Stdout, "archived %s done more than %s ago\n", subagents(n, "card"), olderThan)
 				return err

@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,8 +18,8 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// kanbanStopTimeout bounds a daemon's (or an interrupted dispatch's)
-// stop: its workers get their grace, and their claims are released.
+// kanbanStopTimeout bounds a daemon's stop: its workers get their
+// grace, and their claims are released.
 const kanbanStopTimeout = 30 * time.Second
 
 // dispatchReport is what dispatch --json prints.
@@ -33,7 +32,7 @@ type dispatchReport struct {
 	Waiting   map[string]string `json:"waiting"`   // card → why it is not claimed
 	// Paused are the lanes paused now, on every instance: until when
 	// and why.
-	Paused []pausedLane `json:"paused"`
+	Paused []kanban.PausedLane `json:"paused"`
 	// Ended is the status each started card was left in when its worker
 	// ended.
 	Ended map[string]kanban.Status `json:"ended,omitempty"`
@@ -97,7 +96,7 @@ on stderr.`,
 			return with(cmd, false, func(ctx context.Context, b *board) error {
 				log := redact.NewLogger(m.Stderr, level, redact.New(b.cfg.Secrets()))
 				lanes := kanban.LanesFor(b.cfg, nil, nil)
-				d, err := b.dispatcher(lanes, log, nil)
+				d, err := b.dispatcher(lanes, log)
 				if err != nil {
 					return err
 				}
@@ -134,12 +133,18 @@ on stderr.`,
 	cmd.AddCommand(dispatch, daemon)
 }
 
-// dispatcher is a dispatcher of b's store with lanes, named for this
-// process, set up from kanban.*; ended is told of each worker's end.
-func (b *board) dispatcher(lanes map[string]kanban.LaneConfig, log *slog.Logger, ended func(string, kanban.Exit)) (*kanban.Dispatcher, error) {
+// dispatcher is a dispatcher of b's store with lanes: see
+// dispatcherOptions.
+func (b *board) dispatcher(lanes map[string]kanban.LaneConfig, log *slog.Logger) (*kanban.Dispatcher, error) {
+	return kanban.NewDispatcher(b.dispatcherOptions(lanes, log))
+}
+
+// dispatcherOptions are those of a dispatcher of b's store with lanes,
+// named for this process, set up from kanban.*.
+func (b *board) dispatcherOptions(lanes map[string]kanban.LaneConfig, log *slog.Logger) kanban.DispatcherOptions {
 	cfg := b.cfg.Kanban
 	host, _ := os.Hostname()
-	return kanban.NewDispatcher(kanban.DispatcherOptions{
+	return kanban.DispatcherOptions{
 		Service:         b.svc,
 		Lanes:           lanes,
 		Name:            "kanban-cli-" + host + "-" + strconv.Itoa(os.Getpid()),
@@ -153,9 +158,8 @@ func (b *board) dispatcher(lanes map[string]kanban.LaneConfig, log *slog.Logger,
 		RateLimitWait:   cfg.RateLimitWait(),
 		Env:             b.workerEnv,
 		Signals:         b.signals,
-		Ended:           ended,
 		Logger:          log,
-	})
+	}
 }
 
 // workerEnv is what a worker this process starts is told beside its
@@ -171,7 +175,7 @@ func (b *board) workerEnv(kanban.Card, int64) []string {
 
 // dispatchDry prints what one dispatch would do.
 func (m *Main) dispatchDry(ctx context.Context, b *board, asJSON bool) error {
-	d, err := b.dispatcher(kanban.LanesFor(b.cfg, nil, nil), slog.New(slog.DiscardHandler), nil)
+	d, err := b.dispatcher(kanban.LanesFor(b.cfg, nil, nil), slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
@@ -190,38 +194,24 @@ func (m *Main) dispatchDry(ctx context.Context, b *board, asJSON bool) error {
 // a worker is never left running without the dispatcher that renews
 // its claim.
 func (m *Main) dispatchOnce(ctx context.Context, b *board, asJSON bool) error {
-	ws := &tickWorkers{live: map[string]tickWorker{}, changed: make(chan struct{}, 1)}
 	lanes := kanban.LanesFor(b.cfg, nil, nil)
-	for name, lc := range lanes {
-		lc.Lane = recordingLane{Lane: lc.Lane, ws: ws}
-		lanes[name] = lc
-	}
 	log := redact.NewLogger(m.Stderr, slog.LevelWarn, redact.New(b.cfg.Secrets()))
-	d, err := b.dispatcher(lanes, log, ws.ended)
+	once, err := kanban.NewOnceDispatch(b.dispatcherOptions(lanes, log), "herald kanban dispatch was interrupted")
 	if err != nil {
 		return err
 	}
-	rep, tickErr := d.Tick(ctx, false)
+	rep, tickErr := once.Tick(ctx)
 	r := reportOf(rep, false)
 	if !asJSON {
 		if err := printDispatch(ctx, m.Stdout, b, r); err != nil {
 			return err
 		}
-		if n := ws.count(); n > 0 {
+		if n := once.Running(); n > 0 {
 			fmt.Fprintf(m.Stdout, "waiting for %s (Ctrl-C stops them and releases their claims)\n", subagents(n, "worker"))
 		}
 	}
-	interrupted := ws.wait(ctx, d, b, b.cfg.Kanban.ClaimTTL())
-	r.Ended = map[string]kanban.Status{}
-	for _, id := range r.Claimed {
-		// Read without ctx: it may have ended with an interrupt.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kanbanTimeout)
-		k, err := b.store.Card(rctx, id)
-		cancel()
-		if err == nil {
-			r.Ended[id] = k.Status
-		}
-	}
+	ended, interrupted := once.Wait(ctx, r.Claimed)
+	r.Ended = ended
 	if asJSON {
 		if err := m.printJSON(r); err != nil {
 			return err
@@ -246,108 +236,6 @@ func reportOf(rep kanban.TickReport, dry bool) dispatchReport {
 	return dispatchReport{
 		DryRun: dry, Claimed: nonNil(rep.Claimed), Released: nonNil(rep.Released),
 		Promoted: nonNil(rep.Promoted), Reclaimed: nonNil(rep.Reclaimed), Waiting: rep.Skipped,
-		Paused: pausedLanes(rep.Paused),
-	}
-}
-
-// pausedLane is a lane paused, as dispatch --json and diagnostics
-// --json print it.
-type pausedLane struct {
-	Lane   string    `json:"lane"`
-	Until  time.Time `json:"until"`
-	Reason string    `json:"reason,omitempty"`
-}
-
-func pausedLanes(ls []kanban.LaneState) []pausedLane {
-	out := []pausedLane{}
-	for _, l := range ls {
-		out = append(out, pausedLane{Lane: l.Lane, Until: l.PausedUntil, Reason: l.Reason})
-	}
-	return out
-}
-
-// tickWorkers are the workers one dispatch started, until each ends.
-type tickWorkers struct {
-	mu      sync.Mutex
-	live    map[string]tickWorker // card → its worker
-	changed chan struct{}         // a worker ended
-}
-
-type tickWorker struct {
-	token  int64
-	worker kanban.Worker
-}
-
-// recordingLane is a lane whose workers ws knows of.
-type recordingLane struct {
-	kanban.Lane
-	ws *tickWorkers
-}
-
-func (l recordingLane) Start(ctx context.Context, spec kanban.WorkerSpec) (kanban.Worker, error) {
-	w, err := l.Lane.Start(ctx, spec)
-	if err == nil {
-		l.ws.mu.Lock()
-		l.ws.live[spec.Card.ID] = tickWorker{token: spec.Token, worker: w}
-		l.ws.mu.Unlock()
-	}
-	return w, err
-}
-
-// ended is the dispatcher's word that card's worker ended and how it
-// ended is recorded.
-func (ws *tickWorkers) ended(card string, _ kanban.Exit) {
-	ws.mu.Lock()
-	delete(ws.live, card)
-	ws.mu.Unlock()
-	select {
-	case ws.changed <- struct{}{}:
-	default:
-	}
-}
-
-func (ws *tickWorkers) count() int {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	return len(ws.live)
-}
-
-// wait renews the claims of the live workers until each has ended. When
-// ctx ends first it releases their claims, uncounted, stops them, and
-// reports true.
-func (ws *tickWorkers) wait(ctx context.Context, d *kanban.Dispatcher, b *board, ttl time.Duration) bool {
-	t := time.NewTicker(max(ttl/3, time.Second))
-	defer t.Stop()
-	for ws.count() > 0 {
-		select {
-		case <-ws.changed:
-		case <-t.C:
-			d.Heartbeat(ctx)
-		case <-ctx.Done():
-			ws.stop(b)
-			return true
-		}
-	}
-	return false
-}
-
-// stop releases each live worker's claim, so what it reported no more
-// counts, and stops it; it returns once their ends are recorded.
-func (ws *tickWorkers) stop(b *board) {
-	ctx, cancel := context.WithTimeout(context.Background(), kanbanStopTimeout)
-	defer cancel()
-	ws.mu.Lock()
-	live := maps.Clone(ws.live)
-	ws.mu.Unlock()
-	for card, w := range live {
-		_, _ = b.svc.Release(ctx, card, w.token, kanban.Ending{Outcome: kanban.OutcomeReclaimed, Reason: "herald kanban dispatch was interrupted", Uncounted: true})
-		_ = w.worker.Stop(ctx)
-	}
-	for ws.count() > 0 {
-		select {
-		case <-ws.changed:
-		case <-ctx.Done():
-			return
-		}
+		Paused: kanban.PausedLanes(rep.Paused),
 	}
 }

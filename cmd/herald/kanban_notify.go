@@ -50,15 +50,7 @@ comma list; the platform must be configured.`,
 					return fmt.Errorf("target %q sends nothing: name a platform or platform:chat", target)
 				}
 				// From now on: the events before it are not sent.
-				cursor, err := kanban.LastCursor(ctx, b.store, b.slug)
-				if err != nil {
-					return err
-				}
-				now, err := b.store.Now(ctx)
-				if err != nil {
-					return err
-				}
-				s, err := b.store.PutSubscription(ctx, kanban.Subscription{ID: kanban.NewSubscriptionID(), Board: b.slug, Target: target, Events: kinds, Cursor: cursor, CreatedAt: now})
+				s, err := kanban.Subscribe(ctx, b.store, kanban.Subscription{Board: b.slug, Target: target, Events: kinds})
 				if err != nil {
 					return m.kanbanError("", err)
 				}

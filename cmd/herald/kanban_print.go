@@ -181,7 +181,7 @@ func printKanbanRuns(w io.Writer, rs []kanban.Run) error {
 }
 
 // printStats prints the counts by status, then by lane.
-func printStats(w io.Writer, st boardStats) error {
+func printStats(w io.Writer, st kanban.BoardStats) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "board %s: %s\n", st.Board, subagents(st.Total, "card"))
 	for _, s := range kanban.Statuses {
@@ -201,14 +201,14 @@ func printStats(w io.Writer, st boardStats) error {
 }
 
 // printDiagnostics prints what is stuck, by kind.
-func printDiagnostics(w io.Writer, d diagnostics) error {
+func printDiagnostics(w io.Writer, d kanban.Diagnosis) error {
 	if len(d.Stranded)+len(d.Blocked)+len(d.Expired)+len(d.Gone)+len(d.Paused) == 0 {
 		_, err := fmt.Fprintf(w, "nothing stuck on board %s\n", d.Board)
 		return err
 	}
 	var b strings.Builder
 	if len(d.Stranded) > 0 {
-		fmt.Fprintf(&b, "ready for %s or more, unclaimed:\n", strandedAfter)
+		fmt.Fprintf(&b, "ready for %s or more, unclaimed:\n", kanban.StrandedAfter)
 		for _, s := range d.Stranded {
 			fmt.Fprintf(&b, "  %s  waiting %s  lane %s  %s  %s\n", s.ID, time.Duration(s.WaitedSeconds)*time.Second, cmp.Or(s.Assignee, "-"), cmp.Or(s.Waiting, "-"), oneLine(s.Title, 60))
 		}
@@ -237,7 +237,7 @@ func printDiagnostics(w io.Writer, d diagnostics) error {
 }
 
 // printPaused says which lanes are paused, until when and why.
-func printPaused(b *strings.Builder, ls []pausedLane) {
+func printPaused(b *strings.Builder, ls []kanban.PausedLane) {
 	for _, l := range ls {
 		fmt.Fprintf(b, "lane %s is paused until %s: %s\n", l.Lane, timeOrNone(l.Until), cmp.Or(l.Reason, "-"))
 	}

@@ -45,12 +45,12 @@ func TestKanbanDiagnosticsNamesGoneWorkers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := kbJSON[diagnostics](t, env, "diagnostics"); len(d.Gone) != 0 {
+			if d := kbJSON[kanban.Diagnosis](t, env, "diagnostics"); len(d.Gone) != 0 {
 				t.Errorf("diagnostics while the gateway lives = %+v, want nothing gone", d.Gone)
 			}
 			_ = gw.Process.Kill()
 			_ = gw.Wait()
-			d := kbJSON[diagnostics](t, env, "diagnostics")
+			d := kbJSON[kanban.Diagnosis](t, env, "diagnostics")
 			if len(d.Gone) != 1 || d.Gone[0].ID != k.ID || d.Gone[0].OwnerPID != gw.Process.Pid || !strings.Contains(d.Gone[0].Why, "gone with gw-dead") {
 				t.Errorf("diagnostics = %+v, want the card whose gateway died", d.Gone)
 			}

@@ -200,7 +200,7 @@ func TestKanbanCommands(t *testing.T) {
 			kbFails(t, env, exitUsage, "--reason", "block", c.ID)
 			kbFails(t, env, exitFailure, `block kind "later"`, "block", c.ID, "--reason", "r", "--kind", "later")
 			kb(t, env, "block", c.ID, "--reason", "needs the disk's owner")
-			d := kbJSON[diagnostics](t, env, "diagnostics")
+			d := kbJSON[kanban.Diagnosis](t, env, "diagnostics")
 			if len(d.Blocked) != 1 || d.Blocked[0].ID != c.ID || d.Blocked[0].Reason != "needs the disk's owner" || len(d.Stranded) != 0 || len(d.Expired) != 0 {
 				t.Errorf("diagnostics = %+v", d)
 			}
@@ -247,7 +247,7 @@ func TestKanbanCommands(t *testing.T) {
 			kb(t, env, "archive", c.ID)
 			kbFails(t, env, exitFailure, "archived", "archive", c.ID)
 
-			st := kbJSON[boardStats](t, env, "stats")
+			st := kbJSON[kanban.BoardStats](t, env, "stats")
 			if st.Total != 3 || st.Statuses["done"] != 1 || st.Statuses["ready"] != 1 || st.Statuses["archived"] != 1 || st.Assignees["writer"] != 1 || st.Assignees["mailer"] != 1 || st.Unassigned != 0 {
 				t.Errorf("stats = %+v", st)
 			}
@@ -436,7 +436,7 @@ func TestKanbanDispatch(t *testing.T) {
 			if out := kb(t, env, "dispatch", "--dry-run"); !strings.Contains(out, "lane limited is paused until") {
 				t.Errorf("dry run printed %q, want the paused lane named", out)
 			}
-			if d := kbJSON[diagnostics](t, env, "diagnostics"); len(d.Paused) != 1 || d.Paused[0].Lane != "limited" {
+			if d := kbJSON[kanban.Diagnosis](t, env, "diagnostics"); len(d.Paused) != 1 || d.Paused[0].Lane != "limited" {
 				t.Errorf("diagnostics = %+v, want the paused lane", d)
 			}
 			if out := kb(t, env, "diagnostics"); !strings.Contains(out, "lane limited is paused until") {

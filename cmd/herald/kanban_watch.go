@@ -15,89 +15,8 @@ import (
 	"github.com/heraldgw/herald/kanban"
 )
 
-// strandedAfter is how long a ready card waits unclaimed before the
-// diagnostics name it, as the dispatcher counts it.
-const strandedAfter = 30 * time.Minute
-
 // tailPoll is how often tail --follow reads the card's log again.
 const tailPoll = time.Second
-
-// boardStats is what stats --json prints.
-type boardStats struct {
-	Board      string         `json:"board"`
-	Total      int            `json:"total"`
-	Statuses   map[string]int `json:"statuses"`   // every status, archived too
-	Assignees  map[string]int `json:"assignees"`  // cards not archived, by lane
-	Unassigned int            `json:"unassigned"` // cards not archived without a lane
-}
-
-// diagnostics is what diagnostics --json prints.
-type diagnostics struct {
-	Board    string         `json:"board"`
-	Stranded []strandedCard `json:"stranded"`
-	Blocked  []blockedCard  `json:"blocked"`
-	Expired  []expiredClaim `json:"expired"`
-	// Gone are running cards of this host whose worker, or the process
-	// that renews its claim, is gone.
-	Gone []goneWorker `json:"gone"`
-	// Paused are the lanes paused now, on every instance.
-	Paused []pausedLane `json:"paused_lanes"`
-}
-
-type goneWorker struct {
-	ID       string `json:"id"`
-	Title    string `json:"title"`
-	Owner    string `json:"owner"`
-	Lane     string `json:"lane,omitempty"`
-	Run      string `json:"run"`
-	PID      int    `json:"pid,omitempty"`       // the worker's
-	OwnerPID int    `json:"owner_pid,omitempty"` // its owner's
-	Why      string `json:"why"`
-}
-
-// goneOf names k's claim when this host knows its worker, or its
-// owner, gone.
-func goneOf(k kanban.Card, host string) (goneWorker, bool) {
-	c := k.Claim
-	ownerGone, workerGone := kanban.ClaimGone(*c, host)
-	g := goneWorker{ID: k.ID, Title: k.Title, Owner: c.Owner, Lane: c.Lane, Run: c.Run, PID: c.PID, OwnerPID: c.OwnerPID}
-	switch {
-	case ownerGone && workerGone:
-		g.Why = fmt.Sprintf("its worker is gone with %s (pid %d); a dispatcher on %s reclaims it", c.Owner, c.OwnerPID, host)
-	case ownerGone:
-		g.Why = fmt.Sprintf("%s (pid %d) is gone; its worker (pid %d) still runs, its claim unrenewed", c.Owner, c.OwnerPID, c.PID)
-	case workerGone:
-		g.Why = fmt.Sprintf("its worker (pid %d) is gone", c.PID)
-	default:
-		return g, false
-	}
-	return g, true
-}
-
-type strandedCard struct {
-	ID            string `json:"id"`
-	Title         string `json:"title"`
-	Assignee      string `json:"assignee,omitempty"`
-	WaitedSeconds int    `json:"waited_seconds"`
-	Waiting       string `json:"waiting,omitempty"` // the dispatcher's reason/level
-}
-
-type blockedCard struct {
-	ID        string `json:"id"`
-	Title     string `json:"title"`
-	Kind      string `json:"kind,omitempty"`
-	Reason    string `json:"reason,omitempty"`
-	LastError string `json:"last_error,omitempty"`
-}
-
-type expiredClaim struct {
-	ID      string    `json:"id"`
-	Title   string    `json:"title"`
-	Owner   string    `json:"owner"`
-	Lane    string    `json:"lane,omitempty"`
-	Run     string    `json:"run"`
-	Expires time.Time `json:"expires"`
-}
 
 // addKanbanWatchCommands adds what shows a board's work: runs, log,
 // tail, stats and diagnostics.
@@ -178,7 +97,7 @@ array of the events; with --follow too, one JSON object a line.`,
 				if err != nil {
 					return err
 				}
-				evs, err := cardEvents(ctx, b.store, k, "")
+				evs, err := kanban.CardEvents(ctx, b.store, k, "")
 				if err != nil {
 					return err
 				}
@@ -215,7 +134,7 @@ array of the events; with --follow too, one JSON object a line.`,
 						return nil
 					case <-t.C:
 					}
-					evs, err := cardEvents(ctx, b.store, k, after)
+					evs, err := kanban.CardEvents(ctx, b.store, k, after)
 					if ctx.Err() != nil {
 						return nil
 					}
@@ -242,23 +161,9 @@ array of the events; with --follow too, one JSON object a line.`,
 				if err := b.exists(ctx); err != nil {
 					return err
 				}
-				cards, err := b.store.Cards(ctx, kanban.Query{Board: b.slug, Archived: true})
+				st, err := kanban.Stats(ctx, b.store, b.slug)
 				if err != nil {
 					return err
-				}
-				st := boardStats{Board: b.slug, Total: len(cards), Statuses: map[string]int{}, Assignees: map[string]int{}}
-				for _, s := range kanban.Statuses {
-					st.Statuses[string(s)] = 0
-				}
-				for _, k := range cards {
-					st.Statuses[string(k.Status)]++
-					switch {
-					case k.Status == kanban.StatusArchived:
-					case k.Assignee == "":
-						st.Unassigned++
-					default:
-						st.Assignees[k.Assignee]++
-					}
 				}
 				if statsJSON {
 					return m.printJSON(st)
@@ -279,7 +184,8 @@ array of the events; with --follow too, one JSON object a line.`,
 				if err := b.exists(ctx); err != nil {
 					return err
 				}
-				d, err := diagnose(ctx, b)
+				host, _ := os.Hostname()
+				d, err := kanban.Diagnose(ctx, b.svc, b.slug, host)
 				if err != nil {
 					return err
 				}
@@ -293,46 +199,6 @@ array of the events; with --follow too, one JSON object a line.`,
 	addJSONFlag(diag, &diagJSON)
 
 	cmd.AddCommand(runs, logCmd, tail, stats, diag)
-}
-
-// diagnose reads what is stuck on b's board.
-func diagnose(ctx context.Context, b *board) (diagnostics, error) {
-	d := diagnostics{Board: b.slug, Stranded: []strandedCard{}, Blocked: []blockedCard{}, Expired: []expiredClaim{}, Gone: []goneWorker{}}
-	host, _ := os.Hostname()
-	now, err := b.store.Now(ctx)
-	if err != nil {
-		return d, err
-	}
-	paused, err := b.svc.PausedLanes(ctx)
-	if err != nil {
-		return d, err
-	}
-	d.Paused = pausedLanes(paused)
-	cards, err := b.store.Cards(ctx, kanban.Query{Board: b.slug, Statuses: []kanban.Status{kanban.StatusReady, kanban.StatusBlocked, kanban.StatusRunning}})
-	if err != nil {
-		return d, err
-	}
-	kanban.SortCards(cards)
-	for _, k := range cards {
-		switch k.Status {
-		case kanban.StatusReady:
-			if waited := now.Sub(k.ReadyAt); !k.ReadyAt.IsZero() && waited >= strandedAfter {
-				d.Stranded = append(d.Stranded, strandedCard{ID: k.ID, Title: k.Title, Assignee: k.Assignee, WaitedSeconds: int(waited.Seconds()), Waiting: k.Waiting})
-			}
-		case kanban.StatusBlocked:
-			d.Blocked = append(d.Blocked, blockedCard{ID: k.ID, Title: k.Title, Kind: string(k.BlockKind), Reason: k.BlockReason, LastError: k.LastError})
-		case kanban.StatusRunning:
-			if c := k.Claim; c != nil && now.After(c.Expires) {
-				d.Expired = append(d.Expired, expiredClaim{ID: k.ID, Title: k.Title, Owner: c.Owner, Lane: c.Lane, Run: c.Run, Expires: c.Expires})
-			}
-			if k.Claim != nil {
-				if g, ok := goneOf(k, host); ok {
-					d.Gone = append(d.Gone, g)
-				}
-			}
-		}
-	}
-	return d, nil
 }
 
 // printJSONLine prints v as one line of JSON.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -87,24 +88,21 @@ a new key is a new ID.`,
 
 // reviveKey clears the marks of key id in each pool holding it.
 func (m *Main) reviveKey(ctx context.Context, pools []gateway.ModelPool, id string) error {
-	done := map[string]bool{}
-	for _, p := range pools {
-		name := p.Pool.Name()
-		if done[name] {
-			continue
-		}
-		err := p.Pool.Revive(ctx, id)
-		if errs.CodeOf(err) == errs.NotFound {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("reviving key %s of %s: %w", id, p.Model, err)
-		}
-		done[name] = true
-		fmt.Fprintf(m.Stdout, "revived key %s of %s\n", id, p.Model)
+	ps := make([]*llm.Pool, len(pools))
+	for i, p := range pools {
+		ps[i] = p.Pool
 	}
-	if len(done) == 0 {
+	revived, err := llm.Revive(ctx, ps, id)
+	for _, p := range pools {
+		if slices.Contains(revived, p.Pool) {
+			fmt.Fprintf(m.Stdout, "revived key %s of %s\n", id, p.Model)
+		}
+	}
+	switch {
+	case errs.CodeOf(err) == errs.NotFound:
 		return errs.E("herald model keys", errs.NotFound, "no key of id %q in model.credentials or model.fallbacks; `herald model keys` lists the IDs", id)
+	case err != nil:
+		return fmt.Errorf("reviving key %s: %w", id, err)
 	}
 	return nil
 }

@@ -376,7 +376,7 @@
 // it. `herald bench queue --store redis` measures Append → Claim →
 // FinishAndClaim against bare XADD + XREADGROUP + XACK on the same server;
 // `herald bench pipeline --store redis` whole turns, router to adapter;
-// BenchmarkRedisTurnCalls (internal/bench) the server's CPU time of a
+// BenchmarkRedisTurnCalls (cmd/herald/bench) the server's CPU time of a
 // turn's calls alone.
 //
 // Time: scripts take the current time as an argument when Options.Clock is

@@ -50,22 +50,28 @@ type DelegationResult struct {
 	Store string `json:"store"`
 
 	// The dispatch phase: DispatchTurns turns that call delegate_task
-	// with Tasks tasks and as many that call a no-op tool with the same
-	// arguments, alternated, one at a time, each in a conversation of
-	// its own; no runner runs, so the children stay pending and only
-	// the dispatch is measured. A turn's time is from the turn worker
-	// calling the agent to its commit returning. The overhead is the
-	// dispatch turn's quantile less the no-op turn's.
+	// with Tasks tasks and as many that call, with the same arguments, a
+	// tool the gateway does not have (the no-op: the same model round
+	// trips, nothing run), alternated, one at a time, each in a
+	// conversation of its own. The runner runs one child at most, whose
+	// model call waits until the gateway stops, so the others stay
+	// pending and only the dispatch is measured. A turn's time is from
+	// its first model call to its commit returning (the gateway logs the
+	// turn's end once it has). The overhead is the dispatch turn's
+	// quantile less the no-op turn's.
 	DispatchTurns     int     `json:"dispatch_turns"`
 	DispatchTasks     int     `json:"dispatch_tasks"`
 	DispatchTurnP50Ms float64 `json:"dispatch_turn_p50_ms"`
 	DispatchTurnP99Ms float64 `json:"dispatch_turn_p99_ms"`
 	NoopTurnP50Ms     float64 `json:"noop_turn_p50_ms"`
 	NoopTurnP99Ms     float64 `json:"noop_turn_p99_ms"`
-	// Where a dispatching turn's time goes: delegate_task's handler (it
-	// counts the conversation's running children and reads its
-	// metadata) and the commit that writes the delegation with the turn,
-	// beside the no-op turn's commit.
+	// Where a dispatching turn's time goes: delegate_task's call, from
+	// the model's answer that calls it to the model being asked with its
+	// result (the arguments checked, the handler, which counts the
+	// conversation's running children and reads its metadata), and the
+	// turn's end, from the model's last answer to the commit that writes
+	// the delegation with the turn returning; beside the no-op turn's
+	// end.
 	DispatchToolP50Ms     float64 `json:"dispatch_tool_p50_ms"`
 	DispatchToolP99Ms     float64 `json:"dispatch_tool_p99_ms"`
 	DispatchCommitP50Ms   float64 `json:"dispatch_commit_p50_ms"`
@@ -83,9 +89,11 @@ type DelegationResult struct {
 	// once. The times are from the first commit that carried a dispatch
 	// until: the last such commit (DispatchSpreadS), the last child's
 	// model call began (AllChildrenStartedS), the last child's end was
-	// recorded (AllChildrenEndedS), the last completion was in its
-	// parent's queue (AllCompletionsDeliveredS) and the last completion's
-	// parent turn had started (AllParentTurnsStartedS, the figure).
+	// recorded (AllChildrenEndedS, as the runner logs it), the last
+	// completion was in its parent's queue (AllCompletionsDeliveredS, as
+	// the deliverer logs it once acknowledged) and the last completion's
+	// parent turn had started, calling the model
+	// (AllParentTurnsStartedS, the figure).
 	Sessions                 int     `json:"sessions"`
 	Children                 int     `json:"children"`
 	ChildDelayMs             float64 `json:"child_delay_ms"`
@@ -98,9 +106,9 @@ type DelegationResult struct {
 	AllParentTurnsStartedS   float64 `json:"all_parent_turns_started_s"`
 	TargetAllStartedS        float64 `json:"target_all_parent_turns_started_s"`
 	// The completion latency: from the end of a delegation's last child
-	// being recorded (Store.End returned its completion) to the parent
-	// turn that takes the completion starting, over the fan-out's
-	// completions.
+	// being recorded (the runner's log of the end that made the
+	// completion) to the parent turn that takes the completion calling
+	// the model, over the fan-out's completions.
 	CompletionLatencyP50Ms float64 `json:"completion_latency_p50_ms"`
 	CompletionLatencyP99Ms float64 `json:"completion_latency_p99_ms"`
 	// Where the fan-out's time went: the CPU time this process used
@@ -179,21 +187,10 @@ func (opt DelegationOptions) withDefaults() (DelegationOptions, error) {
 	return opt, nil
 }
 
-// onDelegationPipeline opens the store on b, starts the pipeline on it
-// (with its runner when runChildren) and runs measure.
+// onDelegationPipeline starts the gateway on b's store (its children
+// running when runChildren, else held) and runs measure.
 func onDelegationPipeline(ctx context.Context, b backend, opt DelegationOptions, res DelegationResult, runChildren bool, measure func(*delegationPipeline) error) (err error) {
-	db, err := openGatewayStore(ctx, b, PipelineOptions{Store: opt.Store, RedisURL: opt.RedisURL})
-	if err != nil {
-		return fmt.Errorf("opening the %s store: %w", opt.Store, err)
-	}
-	defer func() {
-		if cerr := db.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("closing the store: %w", cerr)
-		}
-	}()
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	p, err := startDelegationPipeline(runCtx, db, delegationConfig{
+	p, err := startDelegationPipeline(ctx, b, delegationConfig{
 		tasks:       opt.Tasks,
 		turns:       res.TurnWorkers,
 		runnerMax:   res.RunnerMax,
@@ -201,13 +198,11 @@ func onDelegationPipeline(ctx context.Context, b backend, opt DelegationOptions,
 		tempDir:     opt.TempDir,
 	})
 	if err != nil {
-		return fmt.Errorf("starting the pipeline: %w", err)
+		return fmt.Errorf("starting the gateway: %w", err)
 	}
 	defer func() {
-		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer scancel()
-		if serr := p.shutdown(sctx); err == nil && serr != nil {
-			err = fmt.Errorf("stopping the pipeline: %w", serr)
+		if serr := p.stop(ctx); err == nil && serr != nil {
+			err = fmt.Errorf("stopping the gateway: %w", serr)
 		}
 	}()
 	return measure(p)

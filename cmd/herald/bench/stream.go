@@ -15,13 +15,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/heraldgw/herald/adapters/api"
-	"github.com/heraldgw/herald/delivery"
-	"github.com/heraldgw/herald/gateway"
+	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/sessions"
-	"github.com/heraldgw/herald/sessions/agent"
-	"github.com/heraldgw/herald/tools"
 )
 
 // Defaults for StreamOptions.
@@ -76,16 +72,7 @@ func Stream(ctx context.Context, opt StreamOptions) (StreamResult, error) {
 		opt.RedisURL = DefaultRedisURL
 	}
 	return onBackend(ctx, opt.Store, opt.TempDir, opt.RedisURL, opt.Streams, func(b backend) (StreamResult, error) {
-		s, err := b.open(ctx)
-		if err != nil {
-			return StreamResult{}, err
-		}
-		defer s.Close()
-		db, ok := s.(gateway.Store)
-		if !ok {
-			return StreamResult{}, fmt.Errorf("the %s store serves only the queue", opt.Store)
-		}
-		return measureStream(ctx, db, opt)
+		return measureStream(ctx, b, opt)
 	})
 }
 
@@ -143,65 +130,6 @@ func (m *streamModel) Complete(ctx context.Context, req llm.Request) (*llm.Respo
 		return nil, err
 	}
 	return &llm.Response{Message: sessions.Message{Role: "assistant", Content: text}, FinishReason: "stop"}, nil
-}
-
-// heraldStream is the gateway's part a streamed completion goes
-// through, on db: the local API, the router, the turn worker running
-// the agent on streamModel, and the delivery worker that puts the reply
-// in the timeline.
-type heraldStream struct {
-	srv      *httptest.Server
-	turns    *sessions.TurnWorker
-	delivery *delivery.Worker
-}
-
-func startHeraldStream(ctx context.Context, db gateway.Store, model llm.Client, turns int) (*heraldStream, error) {
-	log := slog.New(slog.DiscardHandler)
-	deltas := &sessions.Deltas{}
-	apiSrv := api.New(api.Options{Timeline: db.Sessions(), Deltas: deltas, Logger: log})
-	routes := delivery.NewRoutes()
-	routes.Up(apiSrv)
-	name, err := workerName()
-	if err != nil {
-		return nil, err
-	}
-	h := &heraldStream{}
-	h.delivery, err = delivery.New(delivery.Options{Outbox: db.Outbox(), Routes: routes, Name: name, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	set, err := tools.NewRegistry().Set(nil)
-	if err != nil {
-		return nil, err
-	}
-	commands := sessions.DefaultCommands()
-	h.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
-		Store:    delivery.Sessions(db.Sessions(), h.delivery),
-		Runner:   &agent.Agent{Client: model, Model: "bench", Tools: set, Logger: log},
-		Commands: commands, Name: name, Turns: turns, Deltas: deltas, Logger: log,
-	})
-	if err != nil {
-		return nil, err
-	}
-	router, err := sessions.NewRouter(sessions.RouterOptions{Store: db.Sessions(), Outbox: db.Outbox(), Commands: commands, Turns: h.turns, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	go func() { _ = apiSrv.Run(ctx, router) }()
-	for _, start := range []func(context.Context) error{h.turns.Start, h.delivery.Start} {
-		if err := start(ctx); err != nil {
-			return nil, err
-		}
-	}
-	mux := http.NewServeMux()
-	apiSrv.Mount(mux)
-	h.srv = httptest.NewServer(mux)
-	return h, nil
-}
-
-func (h *heraldStream) stop(ctx context.Context) error {
-	h.srv.Close()
-	return errors.Join(h.turns.Shutdown(ctx), h.delivery.Shutdown(ctx))
 }
 
 // rawStream is the ceiling: a server that writes each piece to the
@@ -274,20 +202,25 @@ func readStream(ctx context.Context, client *http.Client, base, conv, key string
 	return out, sc.Err()
 }
 
-// measureStream runs Rounds replies on each of Streams streams, herald's
-// and the raw server's in turn.
-func measureStream(ctx context.Context, db gateway.Store, opt StreamOptions) (StreamResult, error) {
+// measureStream starts the gateway on b's store and runs Rounds replies
+// on each of Streams streams, herald's and the raw server's in turn.
+func measureStream(ctx context.Context, b backend, opt StreamOptions) (StreamResult, error) {
 	res := StreamResult{Store: opt.Store, Streams: opt.Streams, Pieces: opt.Pieces}
 	clk := &pieceClock{}
-	h, err := startHeraldStream(ctx, db, &streamModel{clk: clk, n: opt.Pieces, interval: opt.Interval}, opt.Streams)
+	// The gateway's API: the router, the turn worker running the agent
+	// on the model, the store, and the delivery worker that puts the
+	// reply in the timeline.
+	h, err := startGateway(ctx, b, gatewaySetup{
+		model:     &streamModel{clk: clk, n: opt.Pieces, interval: opt.Interval},
+		logger:    slog.New(slog.DiscardHandler),
+		tempDir:   opt.TempDir,
+		configure: func(cfg *config.Config) { cfg.Workers.Turns = opt.Streams },
+	})
 	if err != nil {
 		return res, err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_ = h.stop(sctx)
-	}()
+	defer func() { _ = h.stop(ctx) }()
+	base := "http://" + h.Addr()
 	raw := rawStream(clk, opt.Pieces, opt.Interval)
 	defer raw.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: opt.Streams}}
@@ -296,7 +229,7 @@ func measureStream(ctx context.Context, db gateway.Store, opt StreamOptions) (St
 		for _, side := range []struct {
 			base, key, name string
 			into            *[]time.Duration
-		}{{h.srv.URL, "h", "herald's", &herald}, {raw.URL, "r", "the raw", &bare}} {
+		}{{base, "h", "herald's", &herald}, {raw.URL, "r", "the raw", &bare}} {
 			got, err := streamsAtOnce(ctx, client, side.base, side.key, round, opt.Streams, clk)
 			if err != nil {
 				return res, fmt.Errorf("%s streams: %w", side.name, err)

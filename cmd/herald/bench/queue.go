@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/sessions"
 )
 
@@ -68,6 +69,8 @@ type backend interface {
 	// serverCPU is the CPU time the store's server has used so far, and
 	// false for a store that runs in this process.
 	serverCPU(ctx context.Context) (time.Duration, bool)
+	// gatewayStore points a gateway's config at herald's store.
+	gatewayStore(cfg *config.Store)
 }
 
 type sessionStore interface {

@@ -9,6 +9,7 @@ import (
 
 	_ "modernc.org/sqlite" // the driver herald's store uses, for the raw loop
 
+	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/store/sqlite"
 )
 
@@ -31,7 +32,16 @@ func newSQLiteBackend(parent string) (*sqliteBackend, error) {
 }
 
 func (b *sqliteBackend) open(context.Context) (sessionStore, error) {
-	return sqlite.Open(filepath.Join(b.dir, "herald.db"), sqlite.Options{Synchronous: "FULL"})
+	return sqlite.Open(b.path(), sqlite.Options{Synchronous: "FULL"})
+}
+
+// path is herald's database file.
+func (b *sqliteBackend) path() string { return filepath.Join(b.dir, "herald.db") }
+
+// gatewayStore: the file open opens, which the gateway opens with the
+// same durability, its default.
+func (b *sqliteBackend) gatewayStore(cfg *config.Store) {
+	cfg.Backend, cfg.SQLitePath = config.BackendSQLite, b.path()
 }
 
 func (b *sqliteBackend) rawPrepare(ctx context.Context, convs int) error {

@@ -11,6 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/heraldgw/herald/config"
 	redisstore "github.com/heraldgw/herald/store/redis"
 )
 
@@ -18,6 +19,7 @@ import (
 // on the same server. Every key either makes is under a prefix of its own,
 // deleted afterwards, so a run can share a server with a live gateway.
 type redisBackend struct {
+	url    string
 	prefix string
 	raw    *goredis.Client
 }
@@ -44,6 +46,7 @@ func newRedisBackend(ctx context.Context, url string, convs int) (*redisBackend,
 		return nil, err
 	}
 	b := &redisBackend{
+		url:    url,
 		prefix: benchPrefix + hex.EncodeToString(tag[:]) + ":",
 		raw:    goredis.NewClient(opts),
 	}
@@ -59,6 +62,12 @@ func (b *redisBackend) open(ctx context.Context) (sessionStore, error) {
 	// raw loop is done by now, and both then run on the same pool. No
 	// Clock, so lease expiry reads the server's time, as in production.
 	return redisstore.Open(ctx, redisstore.Options{Client: b.raw, Prefix: b.storePrefix()})
+}
+
+// gatewayStore: the server at the run's URL, under the store's prefix,
+// on a client of the gateway's own, with its pool and retries.
+func (b *redisBackend) gatewayStore(cfg *config.Store) {
+	cfg.Backend, cfg.RedisURL, cfg.RedisPrefix = config.BackendRedis, b.url, b.storePrefix()
 }
 
 // storePrefix heads the keys of herald's store in a run, whichever

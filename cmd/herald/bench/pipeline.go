@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/config"
-	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/sessions"
-	redisstore "github.com/heraldgw/herald/store/redis"
 )
 
 // Defaults for PipelineOptions.
@@ -111,10 +109,10 @@ type PipelineResult struct {
 	PeakRSSMB float64 `json:"peak_rss_mb,omitempty"`
 }
 
-// Pipeline runs the pipeline benchmark: turns delivered to the router as
-// an adapter delivers them, run by the turn worker on the store, their
-// replies sent through the outbox by the delivery worker to an adapter,
-// with a model that answers after ModelDelay.
+// Pipeline runs the pipeline benchmark: turns delivered to the gateway's
+// router as an adapter delivers them, run by its turn worker on the
+// store, their replies sent through the outbox by its delivery worker to
+// an adapter, with a model that answers after ModelDelay.
 func Pipeline(ctx context.Context, opt PipelineOptions) (PipelineResult, error) {
 	opt, err := opt.withDefaults()
 	if err != nil {
@@ -156,8 +154,8 @@ func (opt PipelineOptions) withDefaults() (PipelineOptions, error) {
 	return opt, nil
 }
 
-// measurePipeline opens the store on b, starts the pipeline on it, warms
-// it up and runs the mode opt asks for.
+// measurePipeline starts the gateway on b's store, warms it up and runs
+// the mode opt asks for.
 func measurePipeline(ctx context.Context, b backend, opt PipelineOptions) (res PipelineResult, err error) {
 	res = PipelineResult{
 		Store:         opt.Store,
@@ -173,26 +171,13 @@ func measurePipeline(ctx context.Context, b backend, opt PipelineOptions) (res P
 	} else if err := b.rawPrepare(ctx, opt.Conversations); err != nil {
 		return res, fmt.Errorf("preparing the raw loop: %w", err)
 	}
-	db, err := openGatewayStore(ctx, b, opt)
+	p, err := startPipeline(ctx, b, opt)
 	if err != nil {
-		return res, fmt.Errorf("opening the %s store: %w", opt.Store, err)
+		return res, fmt.Errorf("starting the gateway: %w", err)
 	}
 	defer func() {
-		if cerr := db.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("closing the store: %w", cerr)
-		}
-	}()
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	p, err := startPipeline(runCtx, db, pipelineConfig{turns: opt.TurnWorkers, deliveries: opt.Deliveries})
-	if err != nil {
-		return res, fmt.Errorf("starting the pipeline: %w", err)
-	}
-	defer func() {
-		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer scancel()
-		if serr := p.shutdown(sctx); err == nil && serr != nil {
-			err = fmt.Errorf("stopping the pipeline: %w", serr)
+		if serr := p.stop(ctx); err == nil && serr != nil {
+			err = fmt.Errorf("stopping the gateway: %w", serr)
 		}
 	}()
 
@@ -206,25 +191,6 @@ func measurePipeline(ctx context.Context, b backend, opt PipelineOptions) (res P
 		err = measureThroughput(ctx, b, p, opt, &res)
 	}
 	return res, err
-}
-
-// openGatewayStore opens herald's store on b as the gateway opens it.
-// Redis gets a client of its own, dialled from the URL, so its pool and
-// retries are the gateway's, not the raw loop's.
-func openGatewayStore(ctx context.Context, b backend, opt PipelineOptions) (gateway.Store, error) {
-	if rb, ok := b.(*redisBackend); ok {
-		return redisstore.Open(ctx, redisstore.Options{URL: opt.RedisURL, Prefix: rb.storePrefix()})
-	}
-	s, err := b.open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	db, ok := s.(gateway.Store)
-	if !ok {
-		s.Close()
-		return nil, fmt.Errorf("the %s store has no outbox", opt.Store)
-	}
-	return db, nil
 }
 
 // measureThroughput alternates the raw loop and the pipeline, each moving
@@ -338,7 +304,7 @@ func driveLanes(ctx context.Context, p *pipeline, tag string, turns, lanes int, 
 func sendTurn(ctx context.Context, p *pipeline, in sessions.Inbound, delay time.Duration) (time.Duration, error) {
 	reply := p.replies.expect(in.MessageID)
 	t0 := time.Now()
-	if err := p.router.Deliver(ctx, in); err != nil {
+	if err := p.Router().Deliver(ctx, in); err != nil {
 		return 0, fmt.Errorf("delivering %s: %w", in.MessageID, err)
 	}
 	timeout := time.NewTimer(delay + replyTimeout)
@@ -379,7 +345,7 @@ func driveBurst(ctx context.Context, p *pipeline, tag string, n int, delay time.
 	for i := range n {
 		g.Go(func() error {
 			sent[i] = time.Now()
-			if err := p.router.Deliver(ctx, inbound(benchPlatform+":"+ids[i], ids[i])); err != nil {
+			if err := p.Router().Deliver(ctx, inbound(benchPlatform+":"+ids[i], ids[i])); err != nil {
 				return fmt.Errorf("delivering %s: %w", ids[i], err)
 			}
 			return nil

@@ -1,0 +1,82 @@
+package bench
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/sessions"
+)
+
+// pipeline is the gateway a turn goes through, with what the bench
+// reads of it: the router an adapter delivers to, the turn worker with
+// its claim loop running the agent, the signal tailer, the delivery
+// worker and the adapter the replies reach, built by gateway.New. Only
+// the model is a double, which answers after a fixed delay, so that
+// what a turn takes beyond that delay is herald's own.
+type pipeline struct {
+	*heraldGateway
+	model   *delayModel
+	replies *replies
+	// lastCommit is when a turn last committed its reply (the gateway
+	// logs each turn's end once it has): in a burst, when the last one
+	// had, which tells the turn worker's share of the time from the
+	// delivery worker's.
+	lastCommit *latest
+}
+
+// startPipeline starts the gateway on b's store with workers.turns
+// turns and workers.deliveries deliveries. Its model answers at once
+// until its delay is set.
+func startPipeline(ctx context.Context, b backend, opt PipelineOptions) (*pipeline, error) {
+	p := &pipeline{model: &delayModel{}, replies: &replies{}, lastCommit: &latest{}}
+	var err error
+	p.heraldGateway, err = startGateway(ctx, b, gatewaySetup{
+		model:    p.model,
+		adapters: []adapters.Adapter{&captureAdapter{arrived: p.replies.arrived}},
+		logger:   watchLog(map[string]func(logged){"turn finished": func(l logged) { p.lastCommit.note(l.at) }}),
+		tempDir:  opt.TempDir,
+		configure: func(cfg *config.Config) {
+			cfg.Workers.Turns, cfg.Workers.Deliveries = opt.TurnWorkers, opt.Deliveries
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// delayModel stands in for the model: every call is answered after the
+// delay with a short reply, and the tokens a server reports for it. It
+// does no work of its own.
+type delayModel struct {
+	delay atomic.Int64 // a time.Duration; the warm-up runs with none
+	// lastCall is when the model was last called: in a burst, when the
+	// last of its turns had started.
+	lastCall latest
+}
+
+var _ llm.Client = (*delayModel)(nil)
+
+func (m *delayModel) Complete(ctx context.Context, _ llm.Request) (*llm.Response, error) {
+	m.lastCall.note(time.Now())
+	if d := time.Duration(m.delay.Load()); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, context.Cause(ctx)
+		}
+	}
+	return &llm.Response{
+		Message:      sessions.Message{Role: "assistant", Content: "Noted: herald bench reply."},
+		FinishReason: "stop",
+		// As a model's server reports them: the turn commits its usage
+		// with it, as a real turn does.
+		Usage: llm.Usage{PromptTokens: 120, CompletionTokens: 8},
+	}, nil
+}
