@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/heraldgw/herald/adapters"
-	"github.com/heraldgw/herald/internal/testkit/adaptertest"
+	"github.com/heraldgw/herald/adapters/adaptertest"
 	"github.com/heraldgw/herald/outbox"
 )
 

@@ -12,8 +12,8 @@ import (
 	"github.com/heraldgw/herald/internal/testkit"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/adapters/adaptertest"
 	"github.com/heraldgw/herald/internal/clock"
-	"github.com/heraldgw/herald/internal/testkit/adaptertest"
 	"github.com/heraldgw/herald/outbox"
 )
 

@@ -11,8 +11,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/adapters/adaptertest"
 	"github.com/heraldgw/herald/internal/clock"
-	"github.com/heraldgw/herald/internal/testkit/adaptertest"
 	"github.com/heraldgw/herald/store/sqlite"
 )
 

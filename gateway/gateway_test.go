@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/adapters/adaptertest"
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/testkit"
-	"github.com/heraldgw/herald/internal/testkit/adaptertest"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )

@@ -15,12 +15,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/adapters/adaptertest"
 	"github.com/heraldgw/herald/adapters/telegram"
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/testkit"
-	"github.com/heraldgw/herald/internal/testkit/adaptertest"
 	"github.com/heraldgw/herald/internal/testkit/telegramfake"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/outbox"

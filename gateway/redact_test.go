@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/adapters/adaptertest"
 	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/internal/testkit"
-	"github.com/heraldgw/herald/internal/testkit/adaptertest"
 	"github.com/heraldgw/herald/internal/testkit/discordfake"
 )
 

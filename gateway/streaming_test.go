@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/adapters/adaptertest"
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/testkit"
-	"github.com/heraldgw/herald/internal/testkit/adaptertest"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/sessions/agent"

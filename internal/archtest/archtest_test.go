@@ -33,7 +33,7 @@ const (
 	backend  layer = "backend"  // a store implementation
 	suite    layer = "suite"    // the stores' conformance suite
 	internal layer = "internal" // mechanisms below everything
-	tests    layer = "tests"    // end-to-end tests
+	tests    layer = "tests"    // end-to-end tests and the adapters' test kit
 )
 
 // domains are the domain packages, and those planned: a package gets the
@@ -58,6 +58,10 @@ func layerOf(pkg string) layer {
 		return wiring
 	case pkg == "adapters" || pkg == "adapters/chatfmt":
 		return shared
+	case pkg == "adapters/adaptertest":
+		// Test support, not an adapter: it runs the real adapters against
+		// the fake platforms for the gateway's and delivery's tests.
+		return tests
 	case strings.HasPrefix(pkg, "adapters/"):
 		return adapter
 	case slices.Contains(domains, pkg):
