@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/llm"
-	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/tools"
 )
 
@@ -27,7 +27,7 @@ func (m deafModel) Complete(_ context.Context, req llm.Request) (*llm.Response, 
 	if strings.Contains(goal, "hang") {
 		<-m.release
 	}
-	return &llm.Response{Message: sessions.Message{Role: "assistant", Content: "done"}}, nil
+	return &llm.Response{Message: chat.Message{Role: "assistant", Content: "done"}}, nil
 }
 
 // TestStalledChildKeepsItsPlaceUntilItsCallReturns is a child the stall

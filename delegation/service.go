@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
@@ -61,7 +62,7 @@ type Request struct {
 // Unavailable.
 func (s *Service) Start(ctx context.Context, req Request) (Delegation, error) {
 	const op = "delegation.Start"
-	if err := sessions.ValidateConv(op, req.Conv); err != nil {
+	if err := chat.ValidateConv(op, req.Conv); err != nil {
 		return Delegation{}, err
 	}
 	tasks, err := s.tasks(op, req)

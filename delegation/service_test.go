@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/llm"
@@ -135,7 +136,7 @@ func TestDispatchRacingTheCap(t *testing.T) {
 		t.Fatalf("Claim = %v, %v", turn, err)
 	}
 	tt := &tools.Turn{Conv: conv}
-	res := set.Call(ctx, tt, sessions.ToolCall{ID: "1", Name: delegation.ToolName, Arguments: `{"tasks":[{"goal":"a"},{"goal":"b"}]}`})
+	res := set.Call(ctx, tt, chat.ToolCall{ID: "1", Name: delegation.ToolName, Arguments: `{"tasks":[{"goal":"a"},{"goal":"b"}]}`})
 	if res.IsError || !strings.Contains(res.Content, `"status":"dispatched"`) {
 		t.Fatalf("tool answered %s, want dispatched (nothing runs yet)", res.Content)
 	}

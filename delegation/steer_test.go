@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/llm"
@@ -49,7 +50,7 @@ func (m gatedModel) Complete(ctx context.Context, _ llm.Request) (*llm.Response,
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return &llm.Response{Message: sessions.Message{Role: "assistant", Content: m.text}}, nil
+	return &llm.Response{Message: chat.Message{Role: "assistant", Content: m.text}}, nil
 }
 
 // TestSteerThatArrivesAfterTheLastToolResult is a steer sent from
@@ -79,7 +80,7 @@ func TestSteerThatArrivesAfterTheLastToolResult(t *testing.T) {
 			t.Fatal(err)
 		}
 		steer := func() string {
-			res := other.Call(ctx, &tools.Turn{Conv: "api:steer"}, sessions.ToolCall{ID: "1", Name: delegation.ToolName,
+			res := other.Call(ctx, &tools.Turn{Conv: "api:steer"}, chat.ToolCall{ID: "1", Name: delegation.ToolName,
 				Arguments: `{"action":"steer","subagent_id":"` + d.Children[0].ID + `","message":"check the roof too"}`})
 			return res.Content
 		}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/llm"
@@ -40,7 +41,7 @@ func (g *Gateway) buildControllers(commands *sessions.Commands, agent sessions.T
 	}
 	model := g.cfg.Auxiliary.Goal.Fallback(g.cfg.Model).Model
 	judge := func(ctx context.Context, system, user string) (string, error) {
-		resp, err := client.Complete(ctx, llm.Request{Model: model, Messages: []sessions.Message{
+		resp, err := client.Complete(ctx, llm.Request{Model: model, Messages: []chat.Message{
 			{Role: "system", Content: system}, {Role: "user", Content: user},
 		}})
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/llm"
@@ -100,7 +101,7 @@ func TestGatewayAuxModelsShareTheMainPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := child.Complete(context.Background(), llm.Request{Messages: []sessions.Message{{Role: "user", Content: "hi"}}})
+	resp, err := child.Complete(context.Background(), llm.Request{Messages: []chat.Message{{Role: "user", Content: "hi"}}})
 	if err != nil || resp.Message.Content != "from second as child-model" {
 		t.Fatalf("child: %v, %+v", err, resp)
 	}
@@ -130,7 +131,7 @@ func TestGatewayAuxModelsFallBackLikeTheMain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := c.Complete(context.Background(), llm.Request{Model: ep.Model, Messages: []sessions.Message{{Role: "user", Content: "hi"}}})
+		resp, err := c.Complete(context.Background(), llm.Request{Model: ep.Model, Messages: []chat.Message{{Role: "user", Content: "hi"}}})
 		if err != nil {
 			return "", err
 		}

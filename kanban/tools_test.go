@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/tools"
@@ -25,7 +26,7 @@ func (h *harness) tools() *tools.Set {
 }
 
 func call(ctx context.Context, set *tools.Set, turn *tools.Turn, name, args string) tools.Result {
-	return set.Call(ctx, turn, sessions.ToolCall{ID: "c1", Name: name, Arguments: args})
+	return set.Call(ctx, turn, chat.ToolCall{ID: "c1", Name: name, Arguments: args})
 }
 
 func TestTools(t *testing.T) {

@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 )
 
@@ -64,7 +65,7 @@ func UsageKeys(model string) (prompt, completion string) {
 // Check refuses a Usage a store must not apply: Invalid for a bad
 // conversation key or negative counts.
 func (u Usage) Check(op string) error {
-	if err := ValidateConv(op, u.Conv); err != nil {
+	if err := chat.ValidateConv(op, u.Conv); err != nil {
 		return err
 	}
 	if u.Prompt < 0 || u.Completion < 0 {

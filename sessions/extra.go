@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 )
 
@@ -53,7 +54,7 @@ func DecodeMeta(s string) (map[string]string, error) {
 // conversation key or an empty ID, TooLarge when what is stored of it
 // (its id, kind, text, reply_to and meta) is over lim.MaxEntryBytes.
 func (it TimelineItem) Check(op string, lim Limits) error {
-	if err := ValidateConv(op, it.Conv); err != nil {
+	if err := chat.ValidateConv(op, it.Conv); err != nil {
 		return err
 	}
 	if it.ID == "" {
@@ -163,7 +164,7 @@ type Signal struct {
 // fills freely (its entry id, text, message id, target, and a domain's
 // kind) are over lim.MaxEntryBytes.
 func (s Signal) Check(op string, lim Limits) error {
-	if err := ValidateConv(op, s.Conv); err != nil {
+	if err := chat.ValidateConv(op, s.Conv); err != nil {
 		return err
 	}
 	n := len(s.EntryID) + len(s.Text) + len(s.MessageID) + len(s.Target)
@@ -208,7 +209,7 @@ type Note struct {
 // bad user key or a blank text, TooLarge for a text over
 // lim.MaxEntryBytes.
 func CheckNote(op, user, text string, lim Limits) error {
-	if err := ValidateUser(op, user); err != nil {
+	if err := chat.ValidateUser(op, user); err != nil {
 		return err
 	}
 	if strings.TrimSpace(text) == "" {
@@ -219,10 +220,6 @@ func CheckNote(op, user, text string, lim Limits) error {
 	}
 	return nil
 }
-
-// ValidateUser checks a user key as ValidateConv checks a conversation
-// key: not blank, valid UTF-8, no control characters.
-func ValidateUser(op, user string) error { return validateKey(op, "user", user) }
 
 // Notes keeps per-user notes. They outlive /new: a fresh session keeps
 // what the agent remembers about its user. A turn writes them in its
@@ -283,7 +280,7 @@ func (NoteRemove) WriteKind() string { return "sessions.note_remove" }
 // Check refuses a NoteRemove a store must not apply: Invalid for a bad
 // user key or a bad id.
 func (n NoteRemove) Check(op string) error {
-	if err := ValidateUser(op, n.User); err != nil {
+	if err := chat.ValidateUser(op, n.User); err != nil {
 		return err
 	}
 	return checkNoteID(op, n.ID)

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
@@ -236,7 +237,7 @@ func (r *Router) Deliver(ctx context.Context, in Inbound) error {
 // local API uses it to find the answer it owes a retried completion.
 func (r *Router) DeliverReport(ctx context.Context, in Inbound) (duplicate bool, err error) {
 	const op = "sessions.Router.Deliver"
-	if err := ValidateConv(op, in.Conv); err != nil {
+	if err := chat.ValidateConv(op, in.Conv); err != nil {
 		return false, err
 	}
 	switch in.Kind {

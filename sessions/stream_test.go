@@ -4,10 +4,12 @@ import (
 	"time"
 
 	"context"
-	"github.com/heraldgw/herald/internal/clock"
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/heraldgw/herald/chat"
+	"github.com/heraldgw/herald/internal/clock"
 
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -26,7 +28,7 @@ func (r streamRunner) Run(_ context.Context, in sessions.TurnInput) (sessions.Tu
 		text += p
 	}
 	return sessions.TurnOutput{
-		History: []sessions.Message{{Role: "user", Content: in.Entry.Text}, {Role: "assistant", Content: text}},
+		History: []chat.Message{{Role: "user", Content: in.Entry.Text}, {Role: "assistant", Content: text}},
 		Outbox:  []outbox.Message{{Target: in.Origin, Conv: in.Conv, Text: text, ReplyTo: in.Entry.MessageID, Kind: "reply"}},
 		End:     sessions.TurnDone,
 	}, nil

@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
@@ -271,7 +272,7 @@ func (g *gateway) history(conv string) []string {
 	return contents(h)
 }
 
-func contents(h []sessions.Message) []string {
+func contents(h []chat.Message) []string {
 	out := make([]string, 0, len(h))
 	for _, m := range h {
 		out = append(out, m.Role+": "+m.Content)
@@ -358,23 +359,23 @@ func (r *gateRunner) Run(ctx context.Context, in sessions.TurnInput) (sessions.T
 	}
 
 	text := in.Entry.Text
-	hist := []sessions.Message{{Role: "user", Content: text}}
+	hist := []chat.Message{{Role: "user", Content: text}}
 	if strings.HasPrefix(text, "slow") {
 		select {
 		case <-c.release:
 		case <-ctx.Done():
-			hist = append(hist, sessions.Message{Role: "assistant", Content: "partial: " + text})
+			hist = append(hist, chat.Message{Role: "assistant", Content: "partial: " + text})
 			return sessions.TurnOutput{History: hist, End: sessions.TurnInterrupted}, context.Cause(ctx)
 		}
 		if !strings.HasPrefix(text, "slow-notool") {
 			hist = append(hist,
-				sessions.Message{Role: "assistant", ToolCalls: []sessions.ToolCall{{ID: "c1", Name: "probe", Arguments: "{}"}}},
-				sessions.Message{Role: "tool", ToolCallID: "c1", Name: "probe", Content: "ok"})
+				chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "c1", Name: "probe", Arguments: "{}"}}},
+				chat.Message{Role: "tool", ToolCallID: "c1", Name: "probe", Content: "ok"})
 		steer:
 			for {
 				select {
 				case s := <-in.Steer:
-					hist = append(hist, sessions.Message{Role: "user", Content: s})
+					hist = append(hist, chat.Message{Role: "user", Content: s})
 				default:
 					break steer
 				}
@@ -382,7 +383,7 @@ func (r *gateRunner) Run(ctx context.Context, in sessions.TurnInput) (sessions.T
 		}
 	}
 	reply := "re: " + text
-	hist = append(hist, sessions.Message{Role: "assistant", Content: reply})
+	hist = append(hist, chat.Message{Role: "assistant", Content: reply})
 	return sessions.TurnOutput{
 		History: hist,
 		Outbox:  []outbox.Message{{Target: in.Origin, Conv: in.Conv, Text: reply, ReplyTo: in.Entry.MessageID, Kind: "reply"}},

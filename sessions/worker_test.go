@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/testkit"
@@ -588,7 +589,7 @@ func TestLeaseLostCommitsNothing(t *testing.T) {
 			}
 			// The new holder commits as usual.
 			err := g.store.Finish(ctx, stolen.Lease, sessions.Finish{
-				EntryID: stolen.Entry.ID, History: []sessions.Message{{Role: "assistant", Content: "thief"}}, Release: true,
+				EntryID: stolen.Entry.ID, History: []chat.Message{{Role: "assistant", Content: "thief"}}, Release: true,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -786,7 +787,7 @@ func withoutHistory(turn *sessions.Turn, err error) (*sessions.Turn, error) {
 	return turn, err
 }
 
-func (s *flakyStore) History(ctx context.Context, conv string) ([]sessions.Message, error) {
+func (s *flakyStore) History(ctx context.Context, conv string) ([]chat.Message, error) {
 	s.mu.Lock()
 	fail := s.failures > 0
 	s.failures--
@@ -827,7 +828,7 @@ type historyCounter struct {
 	reads atomic.Int32
 }
 
-func (s *historyCounter) History(ctx context.Context, conv string) ([]sessions.Message, error) {
+func (s *historyCounter) History(ctx context.Context, conv string) ([]chat.Message, error) {
 	s.reads.Add(1)
 	return s.Store.History(ctx, conv)
 }

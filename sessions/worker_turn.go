@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 )
@@ -45,7 +46,7 @@ type activeTurn struct {
 	control   bool      // a control entry: no agent, no signals
 
 	// history came with the claim when historyRead is set.
-	history     []Message
+	history     []chat.Message
 	historyRead bool
 	// settled is set once the runner returned: the turn only commits
 	// now, and /stop or /status no longer see it running.
@@ -604,7 +605,7 @@ func isSteeredNotice(m outbox.Message) bool { return m.Kind == KindNotice && m.T
 // could reach the bound with a turn's messages, where a kept part of it
 // may start: the index of each message that is not a tool result, then
 // len(history). Otherwise it returns nil and keeps everything.
-func (w *TurnWorker) historyStarts(history []Message) []int {
+func (w *TurnWorker) historyStarts(history []chat.Message) []int {
 	if w.historyMax <= 0 || len(history) == 0 || len(history) < w.historyMax/2 {
 		return nil
 	}
@@ -640,7 +641,7 @@ func (w *TurnWorker) historyDrop(starts []int, added int) int {
 
 // history is the conversation's history for the turn: the one its claim
 // brought, else read now.
-func (w *TurnWorker) history(at *activeTurn) ([]Message, error) {
+func (w *TurnWorker) history(at *activeTurn) ([]chat.Message, error) {
 	if at.historyRead {
 		h := at.history
 		at.history = nil // the runner owns it now

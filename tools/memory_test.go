@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/store/sqlite"
 	"github.com/heraldgw/herald/tools"
@@ -35,7 +36,7 @@ func TestMemoryWritesWithTheTurn(t *testing.T) {
 	turn := &tools.Turn{Conv: "telegram:42", User: user}
 	call := func(args string) map[string]any {
 		t.Helper()
-		r := set.Call(ctx, turn, sessions.ToolCall{Name: "memory", Arguments: args})
+		r := set.Call(ctx, turn, chat.ToolCall{Name: "memory", Arguments: args})
 		if r.IsError {
 			t.Fatalf("memory %s: %s", args, r.Content)
 		}
@@ -68,7 +69,7 @@ func TestMemoryWritesWithTheTurn(t *testing.T) {
 	if d := cmp.Diff([]string{"likes tea"}, listed()); d != "" {
 		t.Errorf("list after the remove (-want +got):\n%s", d)
 	}
-	if r := set.Call(ctx, turn, sessions.ToolCall{Name: "memory", Arguments: `{"action":"remove","id":"` + old.ID + `"}`}); !r.IsError {
+	if r := set.Call(ctx, turn, chat.ToolCall{Name: "memory", Arguments: `{"action":"remove","id":"` + old.ID + `"}`}); !r.IsError {
 		t.Errorf("removing a removed note = %s, want an error", r.Content)
 	}
 

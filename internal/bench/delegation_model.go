@@ -5,9 +5,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/llm"
-	"github.com/heraldgw/herald/sessions"
 )
 
 // parentModel is the conversations' model, in process and instant: a
@@ -33,12 +33,12 @@ func (m *parentModel) Complete(_ context.Context, req llm.Request) (*llm.Respons
 	}
 	if tool == "" {
 		return &llm.Response{
-			Message:      sessions.Message{Role: "assistant", Content: "Noted: herald bench reply."},
+			Message:      chat.Message{Role: "assistant", Content: "Noted: herald bench reply."},
 			FinishReason: "stop",
 		}, nil
 	}
 	return &llm.Response{
-		Message: sessions.Message{Role: "assistant", ToolCalls: []sessions.ToolCall{
+		Message: chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{
 			{ID: "call_bench", Name: tool, Arguments: m.args},
 		}},
 		FinishReason: "tool_calls",
@@ -69,7 +69,7 @@ func (m *childModel) Complete(ctx context.Context, _ llm.Request) (*llm.Response
 		}
 	}
 	return &llm.Response{
-		Message:      sessions.Message{Role: "assistant", Content: childSummary},
+		Message:      chat.Message{Role: "assistant", Content: childSummary},
 		FinishReason: "stop",
 	}, nil
 }

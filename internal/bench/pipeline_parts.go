@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/internal/redact"
@@ -218,7 +219,7 @@ func (m *delayModel) Run(ctx context.Context, in sessions.TurnInput) (sessions.T
 	}
 	const reply = "Noted: herald bench reply."
 	return sessions.TurnOutput{
-		History: []sessions.Message{
+		History: []chat.Message{
 			{Role: "user", Content: in.Entry.Text},
 			{Role: "assistant", Content: reply},
 		},

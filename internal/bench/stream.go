@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/adapters/api"
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/sessions"
@@ -141,7 +142,7 @@ func (m *streamModel) Complete(ctx context.Context, req llm.Request) (*llm.Respo
 	if err != nil {
 		return nil, err
 	}
-	return &llm.Response{Message: sessions.Message{Role: "assistant", Content: text}, FinishReason: "stop"}, nil
+	return &llm.Response{Message: chat.Message{Role: "assistant", Content: text}, FinishReason: "stop"}, nil
 }
 
 // heraldStream is the gateway's part a streamed completion goes

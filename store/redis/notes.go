@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -33,7 +34,7 @@ func (s *sessionStore) Notes(ctx context.Context, user string) ([]sessions.Note,
 	if err := s.db.check(op); err != nil {
 		return nil, err
 	}
-	if err := sessions.ValidateUser(op, user); err != nil {
+	if err := chat.ValidateUser(op, user); err != nil {
 		return nil, err
 	}
 	raw, err := xrange(ctx, s.db.client, s.db.notesKey(user), "-", 0)
@@ -54,7 +55,7 @@ func (s *sessionStore) DeleteNote(ctx context.Context, user, id string) error {
 	if err := s.db.check(op); err != nil {
 		return err
 	}
-	if err := sessions.ValidateUser(op, user); err != nil {
+	if err := chat.ValidateUser(op, user); err != nil {
 		return err
 	}
 	v, err := s.db.run(ctx, op, scriptNoteDel, []string{s.db.notesKey(user)}, id)

@@ -7,6 +7,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -34,7 +35,7 @@ func (s *sessionStore) ReadTimeline(ctx context.Context, conv, after string, cou
 	if err := s.db.check(op); err != nil {
 		return nil, err
 	}
-	if err := sessions.ValidateConv(op, conv); err != nil {
+	if err := chat.ValidateConv(op, conv); err != nil {
 		return nil, err
 	}
 	start := "-"
@@ -71,7 +72,7 @@ func (s *sessionStore) TimelineEnd(ctx context.Context, conv string) (string, er
 	if err := s.db.check(op); err != nil {
 		return "", err
 	}
-	if err := sessions.ValidateConv(op, conv); err != nil {
+	if err := chat.ValidateConv(op, conv); err != nil {
 		return "", err
 	}
 	last, err := s.db.client.XRevRangeN(ctx, s.db.convKey(convTag(conv), "tl"), "+", "-", 1).Result()

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -48,7 +49,7 @@ func (s *sessionStore) Notes(ctx context.Context, user string) ([]sessions.Note,
 	if err := d.check(ctx, op); err != nil {
 		return nil, err
 	}
-	if err := sessions.ValidateUser(op, user); err != nil {
+	if err := chat.ValidateUser(op, user); err != nil {
 		return nil, err
 	}
 	rows, err := d.reads.notesList.QueryContext(ctx, user)
@@ -78,7 +79,7 @@ func (s *sessionStore) DeleteNote(ctx context.Context, user, id string) error {
 	if err := d.check(ctx, op); err != nil {
 		return err
 	}
-	if err := sessions.ValidateUser(op, user); err != nil {
+	if err := chat.ValidateUser(op, user); err != nil {
 		return err
 	}
 	err := d.w.do(ctx, op, durable, func(t *tx) error {

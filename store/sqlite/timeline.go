@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -69,7 +70,7 @@ func (s *sessionStore) ReadTimeline(ctx context.Context, conv, after string, cou
 	if err := d.check(ctx, op); err != nil {
 		return nil, err
 	}
-	if err := sessions.ValidateConv(op, conv); err != nil {
+	if err := chat.ValidateConv(op, conv); err != nil {
 		return nil, err
 	}
 	var from int64
@@ -111,7 +112,7 @@ func (s *sessionStore) TimelineEnd(ctx context.Context, conv string) (string, er
 	if err := d.check(ctx, op); err != nil {
 		return "", err
 	}
-	if err := sessions.ValidateConv(op, conv); err != nil {
+	if err := chat.ValidateConv(op, conv); err != nil {
 		return "", err
 	}
 	var cursor int64

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -30,7 +31,7 @@ func runBadInput(t *testing.T, b Backend) {
 		{
 			desc: "history message over the limit",
 			fin: sessions.Finish{
-				History: []sessions.Message{{Role: "user", Content: "fine"}, {Role: "assistant", Content: big(2 * smallLimit)}},
+				History: []chat.Message{{Role: "user", Content: "fine"}, {Role: "assistant", Content: big(2 * smallLimit)}},
 				Outbox:  []outbox.Message{reply("c", "fine")},
 			},
 			code: errs.TooLarge,
@@ -38,7 +39,7 @@ func runBadInput(t *testing.T, b Backend) {
 		{
 			desc: "outbox message over the limit",
 			fin: sessions.Finish{
-				History: []sessions.Message{{Role: "assistant", Content: "fine"}},
+				History: []chat.Message{{Role: "assistant", Content: "fine"}},
 				Outbox:  []outbox.Message{reply("c", "fine"), reply("c", big(2*smallLimit))},
 			},
 			code: errs.TooLarge,
@@ -46,7 +47,7 @@ func runBadInput(t *testing.T, b Backend) {
 		{
 			desc: "a write of a kind the store does not apply",
 			fin: sessions.Finish{
-				History: []sessions.Message{{Role: "assistant", Content: "fine"}},
+				History: []chat.Message{{Role: "assistant", Content: "fine"}},
 				Outbox:  []outbox.Message{reply("c", "fine")},
 				Writes:  []sessions.Write{unknownWrite{}},
 			},
@@ -55,7 +56,7 @@ func runBadInput(t *testing.T, b Backend) {
 		{
 			desc: "a write whose kind is not <domain>.<name>",
 			fin: sessions.Finish{
-				History: []sessions.Message{{Role: "assistant", Content: "fine"}},
+				History: []chat.Message{{Role: "assistant", Content: "fine"}},
 				Writes:  []sessions.Write{unknownWrite{kind: "no domain"}},
 			},
 			code: errs.Invalid,
@@ -63,7 +64,7 @@ func runBadInput(t *testing.T, b Backend) {
 		{
 			desc: "outbox message with a bad target",
 			fin: sessions.Finish{
-				History: []sessions.Message{{Role: "assistant", Content: "fine"}},
+				History: []chat.Message{{Role: "assistant", Content: "fine"}},
 				Outbox:  []outbox.Message{reply("c", "fine"), {Text: "nowhere"}},
 			},
 			code: errs.Invalid,
@@ -94,7 +95,7 @@ func runBadInput(t *testing.T, b Backend) {
 		f := newFixture(t, b, sessions.Limits{MaxEntryBytes: smallLimit})
 		f.appendAll(user("c", "1"))
 		turn := f.mustClaim("w1")
-		err := f.ss.AppendHistory(f.ctx, turn.Lease, sessions.Message{Role: "user", Content: "fine"}, sessions.Message{Role: "assistant", Content: big(2 * smallLimit)})
+		err := f.ss.AppendHistory(f.ctx, turn.Lease, chat.Message{Role: "user", Content: "fine"}, chat.Message{Role: "assistant", Content: big(2 * smallLimit)})
 		wantCode(t, "AppendHistory", err, errs.TooLarge)
 		if h := f.history("c"); len(h) != 0 {
 			t.Errorf("history = %+v, want none", h)
@@ -136,7 +137,7 @@ func runBadInput(t *testing.T, b Backend) {
 				return ss.Finish(ctx, l, sessions.Finish{EntryID: turn.Entry.ID})
 			}},
 			{"Sessions.AppendHistory", func(ctx context.Context) error {
-				return ss.AppendHistory(ctx, l, sessions.Message{Role: "user", Content: "1"})
+				return ss.AppendHistory(ctx, l, chat.Message{Role: "user", Content: "1"})
 			}},
 			{"Sessions.History", func(ctx context.Context) error { _, err := ss.History(ctx, "c"); return err }},
 			{"Sessions.ClearHistory", func(ctx context.Context) error { return ss.ClearHistory(ctx, "c") }},

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
@@ -138,9 +139,9 @@ func reply(conv, text string) outbox.Message {
 	}
 }
 
-// chat sends m to another chat of its platform: another target, whose
+// toChat sends m to another chat of its platform: another target, whose
 // messages leave in an order of their own.
-func chat(id string, m outbox.Message) outbox.Message {
+func toChat(id string, m outbox.Message) outbox.Message {
 	m.Target.Chat = id
 	return m
 }
@@ -267,7 +268,7 @@ func (f *fixture) runOut(turn *sessions.Turn) []string {
 	return got
 }
 
-func (f *fixture) history(conv string) []sessions.Message {
+func (f *fixture) history(conv string) []chat.Message {
 	f.t.Helper()
 	h, err := f.ss.History(f.ctx, conv)
 	if err != nil {

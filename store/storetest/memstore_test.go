@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/lease"
@@ -94,7 +95,7 @@ type memConv struct {
 	ready    bool
 	readyAt  time.Time
 	readySeq int64
-	history  []sessions.Message
+	history  []chat.Message
 	meta     map[string]string
 	seen     map[string]memSeen
 }
@@ -561,7 +562,7 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 	return handed, nil
 }
 
-func (m memSessions) AppendHistory(ctx context.Context, l sessions.Lease, msgs ...sessions.Message) error {
+func (m memSessions) AppendHistory(ctx context.Context, l sessions.Lease, msgs ...chat.Message) error {
 	const op = "mem.AppendHistory"
 	if _, err := sessions.EncodeMessages(op, msgs, m.s.lim); err != nil {
 		return err
@@ -578,7 +579,7 @@ func (m memSessions) AppendHistory(ctx context.Context, l sessions.Lease, msgs .
 	return nil
 }
 
-func (m memSessions) History(ctx context.Context, conv string) ([]sessions.Message, error) {
+func (m memSessions) History(ctx context.Context, conv string) ([]chat.Message, error) {
 	if err := m.s.lock("mem.History"); err != nil {
 		return nil, err
 	}
@@ -937,7 +938,7 @@ func (m memSessions) AppendTimeline(ctx context.Context, item sessions.TimelineI
 
 func (m memSessions) ReadTimeline(ctx context.Context, conv, after string, limit int) ([]sessions.TimelineItem, error) {
 	const op = "mem.ReadTimeline"
-	if err := sessions.ValidateConv(op, conv); err != nil {
+	if err := chat.ValidateConv(op, conv); err != nil {
 		return nil, err
 	}
 	var from int64
@@ -962,7 +963,7 @@ func (m memSessions) ReadTimeline(ctx context.Context, conv, after string, limit
 
 func (m memSessions) TimelineEnd(ctx context.Context, conv string) (string, error) {
 	const op = "mem.TimelineEnd"
-	if err := sessions.ValidateConv(op, conv); err != nil {
+	if err := chat.ValidateConv(op, conv); err != nil {
 		return "", err
 	}
 	if err := m.s.lock(op); err != nil {
