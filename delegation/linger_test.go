@@ -67,7 +67,7 @@ func TestStalledChildKeepsItsPlaceUntilItsCallReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = runner.Shutdown(context.Background()) })
-	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), Runner: runner, Clock: clk}
+	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Signals(), Runner: runner, Clock: clk}
 	hung, err := svc.Start(ctx, delegation.Request{Conv: "api:stall", Goal: "hang"})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // Service is the lifecycle of delegations made outside a turn: start
@@ -19,8 +20,8 @@ import (
 // it. Everything it answers is read from the store, so a handle answers
 // on any instance and after a restart.
 type Service struct {
-	Store   Store            // required
-	Signals sessions.Signals // required by Cancel
+	Store   Store         // required
+	Signals signals.Store // required by Cancel
 	// Runner is this instance's runner, woken by Start and asked first
 	// by Cancel; nil where none runs (the CLI).
 	Runner *Runner

@@ -52,14 +52,14 @@ func TestServiceCancelHere(t *testing.T) {
 	ctx := context.Background()
 	model := blockingModel{started: make(chan struct{}, 1)}
 	runner, ended := startRunner(t, db.Delegations(), model)
-	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), Runner: runner, MaxChildren: 2, Cancelled: "cancelled from the API"}
+	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Signals(), Runner: runner, MaxChildren: 2, Cancelled: "cancelled from the API"}
 
 	d, err := svc.Start(ctx, delegation.Request{Conv: "api:demo", Origin: outbox.Target{Platform: "api", Chat: "demo"}, Goal: "wait"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-model.started // Start woke the runner: the child runs here
-	_, from, err := db.Sessions().SignalsAfter(ctx, "", 1)
+	_, from, err := db.Signals().SignalsAfter(ctx, "", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestServiceCancelHere(t *testing.T) {
 	if got.Status() != delegation.StatusCancelled {
 		t.Errorf("the delegation's status is %s, want cancelled", got.Status())
 	}
-	if sigs, _, _ := db.Sessions().SignalsAfter(ctx, from, 10); len(sigs) != 0 {
+	if sigs, _, _ := db.Signals().SignalsAfter(ctx, from, 10); len(sigs) != 0 {
 		t.Errorf("a stop applied here also sent %v", sigs)
 	}
 }
@@ -86,7 +86,7 @@ func TestServiceCancelHere(t *testing.T) {
 func TestServiceStart(t *testing.T) {
 	db := openStore(t)
 	ctx := context.Background()
-	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), MaxChildren: 2}
+	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Signals(), MaxChildren: 2}
 	req := delegation.Request{Conv: "api:demo", Key: "k1", Tasks: []delegation.Task{{Goal: "a"}, {Goal: "b"}}}
 	first, err := svc.Start(ctx, req)
 	if err != nil {
@@ -140,7 +140,7 @@ func TestDispatchRacingTheCap(t *testing.T) {
 	if res.IsError || !strings.Contains(res.Content, `"status":"dispatched"`) {
 		t.Fatalf("tool answered %s, want dispatched (nothing runs yet)", res.Content)
 	}
-	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), MaxChildren: 2}
+	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Signals(), MaxChildren: 2}
 	if _, err := svc.Start(ctx, delegation.Request{Conv: conv, Goal: "from outside"}); err != nil {
 		t.Fatalf("the out-of-turn dispatch: %v", err)
 	}

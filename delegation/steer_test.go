@@ -9,7 +9,7 @@ import (
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/llm"
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 	"github.com/heraldgw/herald/store/redis"
 	"github.com/heraldgw/herald/tools"
 )
@@ -18,13 +18,13 @@ import (
 // their signals log.
 type stores struct {
 	dlg     delegation.Store
-	signals sessions.Signals
+	signals signals.Store
 }
 
 func eachStore(t *testing.T, run func(t *testing.T, s stores)) {
 	t.Run("sqlite", func(t *testing.T) {
 		db := openStore(t)
-		run(t, stores{db.Delegations(), db.Sessions()})
+		run(t, stores{db.Delegations(), db.Signals()})
 	})
 	t.Run("redis", func(t *testing.T) {
 		srv := testkit.StartRedis(t)
@@ -33,7 +33,7 @@ func eachStore(t *testing.T, run func(t *testing.T, s stores)) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		run(t, stores{db.Delegations(), db.Sessions()})
+		run(t, stores{db.Delegations(), db.Signals()})
 	})
 }
 

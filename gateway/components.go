@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // Component is one of the gateway's background loops. Each is registered
@@ -29,7 +30,7 @@ var (
 	_ Component = (*Presence)(nil)
 	_ Component = (*StoreGauges)(nil)
 	_ Component = (*sessions.TurnWorker)(nil)
-	_ Component = (*sessions.SignalTailer)(nil)
+	_ Component = (*signals.Tailer)(nil)
 )
 
 // namedComponent is a component and the name its start and stop are

@@ -87,14 +87,14 @@ func (g *Gateway) buildDelegation(registry *tools.Registry, commands *sessions.C
 	if err != nil {
 		return nil, err
 	}
-	p.stopper = delegation.Stopper{Store: store, Signals: g.db.Sessions(), Runner: p.runner}
+	p.stopper = delegation.Stopper{Store: store, Signals: g.db.Signals(), Runner: p.runner}
 	p.log = g.log.With("part", "subagents")
 	meta := g.db.Sessions().Meta
 	tool := delegation.Tool(delegation.ToolOptions{
 		Store:       store,
 		Spawner:     p.spawner,
 		Runner:      p.runner,
-		Signals:     g.db.Sessions(),
+		Signals:     g.db.Signals(),
 		Meta:        meta,
 		MaxChildren: cfg.MaxConcurrentChildren,
 		Independent: cfg.IndependentCompletions,

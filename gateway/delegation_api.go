@@ -10,7 +10,7 @@ import "github.com/heraldgw/herald/delegation"
 func (g *Gateway) delegationService(p *delegationParts) *delegation.Service {
 	return &delegation.Service{
 		Store:       g.db.Delegations(),
-		Signals:     g.db.Sessions(),
+		Signals:     g.db.Signals(),
 		Runner:      p.runner,
 		Meta:        g.db.Sessions().Meta,
 		MaxChildren: g.cfg.Delegation.MaxConcurrentChildren,

@@ -34,6 +34,7 @@ import (
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/sessions/agent"
+	"github.com/heraldgw/herald/signals"
 	"github.com/heraldgw/herald/store/sqlite"
 	"github.com/heraldgw/herald/tools"
 )
@@ -98,7 +99,7 @@ type Gateway struct {
 	lock     *os.File
 	router   *sessions.Router
 	turns    *sessions.TurnWorker
-	tailer   *sessions.SignalTailer
+	tailer   *signals.Tailer
 	delivery *Delivery
 	gauges   *StoreGauges
 	// parts are the background loops, in start order (components.go).
@@ -393,12 +394,12 @@ func (g *Gateway) build() error {
 		return err
 	}
 	g.metrics.RunningTurns(g.turns.Running, cfg.Workers.Turns)
-	handlers := []sessions.SignalHandler{background.runner}
+	handlers := []signals.Handler{background.runner}
 	if boards.dispatcher != nil {
 		handlers = append(handlers, boards.dispatcher)
 	}
-	g.tailer, err = sessions.NewSignalTailer(sessions.SignalTailerOptions{
-		Signals:  store,
+	g.tailer, err = signals.NewTailer(signals.TailerOptions{
+		Store:    g.db.Signals(),
 		Handler:  g.turns,
 		Handlers: handlers,
 		Logger:   log.With("part", "signals"),
@@ -409,7 +410,7 @@ func (g *Gateway) build() error {
 	g.router, err = sessions.NewRouter(sessions.RouterOptions{
 		Store:         store,
 		Outbox:        notifyingOutbox{Store: g.db.Outbox(), notify: delivery.Notify},
-		Signals:       store,
+		Signals:       g.db.Signals(),
 		Commands:      commands,
 		BusyInputMode: sessions.BusyInputMode(cfg.Display.BusyInputMode),
 		Turns:         g.turns,

@@ -178,7 +178,7 @@ func (g *Gateway) buildKanban(registry *tools.Registry, commands *sessions.Comma
 		Env: func(k kanban.Card, token int64) []string {
 			return []string{"HERALD_KANBAN_API_URL=http://" + g.Addr(), "HERALD_KANBAN_TOKEN=" + p.tokens.Mint(k.ID, token)}
 		},
-		Signals: g.db.Sessions(),
+		Signals: g.db.Signals(),
 		Clock:   g.clock,
 		Logger:  g.log.With("part", "kanban"),
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 	"github.com/heraldgw/herald/store/redis"
 	"github.com/heraldgw/herald/store/sqlite"
 )
@@ -23,6 +24,7 @@ import (
 // Store is one opened backend serving every domain's store interface.
 type Store interface {
 	Sessions() sessions.Store
+	Signals() signals.Store // the cluster's bus: stop, steer, a domain's own kinds
 	Outbox() outbox.Store
 	Leases() lease.Store       // ownership of the adapters that run in one process
 	Cursors() adapters.Cursors // where an adapter's receiving got to, per channel

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/heraldgw/herald/signals"
 )
 
 // stopReasonNew, in a stop signal's Text, says the stop comes from /new:
@@ -100,7 +102,7 @@ func cmdStop(ctx context.Context, c *CommandCall) error {
 	// The signal goes out even when no turn is known to run: a turn that
 	// started an instant ago in another process is not known yet, and a
 	// stop reaches only turns that started before it.
-	return r.signal(ctx, Signal{Conv: c.In.Conv, Kind: SignalStop})
+	return r.signal(ctx, signals.Signal{Conv: c.In.Conv, Kind: signals.Stop})
 }
 
 func cmdStatus(ctx context.Context, c *CommandCall) error {
@@ -133,7 +135,7 @@ func cmdNew(ctx context.Context, c *CommandCall) error {
 	}
 	// The reset is durable: a stop that does not go out only means the
 	// running turn ends before the reset runs.
-	if err := r.signal(ctx, Signal{Conv: c.In.Conv, Kind: SignalStop, Text: stopReasonNew}); err != nil {
+	if err := r.signal(ctx, signals.Signal{Conv: c.In.Conv, Kind: signals.Stop, Text: stopReasonNew}); err != nil {
 		r.log.WarnContext(ctx, "the stop for /new failed; the reset waits for the running turn",
 			"conv", c.In.Conv, "err", err)
 	}

@@ -3,6 +3,7 @@ package sessions
 import (
 	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/signals"
 )
 
 // Write is another domain's write that a turn's commit carries (a
@@ -20,14 +21,15 @@ type Write interface {
 }
 
 // CheckWrites refuses a Finish's writes a backend must not apply: a nil
-// write or a kind not of the form <domain>.<name>. A backend calls it
+// write or a kind not of the form <domain>.<name>, the form a domain's
+// signals take too (signals.KindDomain). A backend calls it
 // before its own check of the kinds it knows.
 func CheckWrites(op string, ws []Write) error {
 	for i, w := range ws {
 		if w == nil {
 			return errs.E(op, errs.Invalid, "write %d of the commit is nil", i)
 		}
-		if k := w.WriteKind(); kindDomain(k) == "" {
+		if k := w.WriteKind(); signals.KindDomain(k) == "" {
 			return errs.E(op, errs.Invalid, "write kind %q is not <domain>.<name>", k)
 		}
 	}

@@ -242,7 +242,6 @@ func (h *Handoff) Give(cs []outbox.Claimed) {
 // conversation's current one, and then have written nothing.
 type Store interface {
 	Timeline
-	Signals
 	Notes
 
 	// Append adds in to the end of its lane. An in.MessageID seen in the

@@ -12,6 +12,7 @@ import (
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/signals"
 )
 
 // Keys of Inbound.Meta that herald itself reads.
@@ -130,10 +131,10 @@ func ReplyTarget(in Inbound) (outbox.Target, error) {
 // RouterMetrics are hooks the gateway hangs its counters on; nil fields
 // are skipped.
 type RouterMetrics struct {
-	Appended  func(kind Kind)       // an inbound was queued
-	Duplicate func()                // an inbound was a redelivery and added nothing
-	Command   func(name string)     // a command was handled
-	Signaled  func(kind SignalKind) // a signal was sent to the running turn
+	Appended  func(kind Kind)         // an inbound was queued
+	Duplicate func()                  // an inbound was a redelivery and added nothing
+	Command   func(name string)       // a command was handled
+	Signaled  func(kind signals.Kind) // a signal was sent to the running turn
 }
 
 // RouterOptions configure NewRouter.
@@ -143,7 +144,7 @@ type RouterOptions struct {
 	// Signals carries stop, interrupt and steer to the process running a
 	// conversation's turn. Nil reaches only the turns of Turns (one
 	// process, no shared store).
-	Signals Signals
+	Signals signals.Store
 	// Commands are the chat commands; nil means DefaultCommands(). Share
 	// one registry with the turn worker.
 	Commands *Commands
@@ -156,7 +157,7 @@ type RouterOptions struct {
 	Turns *TurnWorker
 	// Tailer is this process's signal tailer, poked after a signal so a
 	// turn running here hears it at once.
-	Tailer *SignalTailer
+	Tailer *signals.Tailer
 	Clock  clock.Clock  // nil means the wall clock
 	Logger *slog.Logger // nil means slog.Default()
 	// Metrics are optional counters.
@@ -169,11 +170,11 @@ type RouterOptions struct {
 type Router struct {
 	store    Store
 	outbox   outbox.Store
-	signals  Signals
+	signals  signals.Store
 	commands *Commands
 	mode     BusyInputMode
 	turns    *TurnWorker
-	tailer   *SignalTailer
+	tailer   *signals.Tailer
 	clock    clock.Clock
 	log      *slog.Logger
 	metrics  RouterMetrics
@@ -318,14 +319,14 @@ func (r *Router) route(ctx context.Context, in Inbound, mode BusyInputMode) (dup
 	if running && rt.EntryID == res.EntryID || !running && !res.Held {
 		return false, nil
 	}
-	s := Signal{Conv: in.Conv, Kind: SignalInterrupt, EntryID: res.EntryID}
+	s := signals.Signal{Conv: in.Conv, Kind: signals.Interrupt, EntryID: res.EntryID}
 	if mode == BusySteer {
 		if len(in.Attachments) > 0 || in.Meta[MetaControl] != "" {
 			// A steer carries text only; a message with files, or a
 			// command, keeps its place in the queue whole instead.
 			return false, nil
 		}
-		s.Kind, s.Text, s.MessageID = SignalSteer, in.Text, in.MessageID
+		s.Kind, s.Text, s.MessageID = signals.Steer, in.Text, in.MessageID
 	}
 	// The message is durable already; a signal that does not go out only
 	// means the message waits for the running turn.
@@ -404,7 +405,7 @@ func (r *Router) countDuplicate(ctx context.Context, in Inbound) {
 
 // signal sends s to whoever runs s.Conv's turn: through the store when
 // there is one, else straight to this process's turns.
-func (r *Router) signal(ctx context.Context, s Signal) error {
+func (r *Router) signal(ctx context.Context, s signals.Signal) error {
 	if f := r.metrics.Signaled; f != nil {
 		f(s.Kind)
 	}

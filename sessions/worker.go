@@ -14,6 +14,7 @@ import (
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/signals"
 )
 
 // Defaults for TurnWorkerOptions.
@@ -392,9 +393,9 @@ func (w *TurnWorker) RunningTurn(conv string) (RunningTurn, bool) {
 // A domain's kind (delegation.stop) is ignored too: the tailer hands it
 // to that domain's handler as well, and it names something inside the
 // conversation, not its turn, so it must not stop the turn.
-func (w *TurnWorker) HandleSignal(s Signal) {
+func (w *TurnWorker) HandleSignal(s signals.Signal) {
 	switch s.Kind {
-	case SignalStop, SignalInterrupt, SignalSteer:
+	case signals.Stop, signals.Interrupt, signals.Steer:
 	default:
 		return
 	}

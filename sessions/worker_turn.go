@@ -16,6 +16,7 @@ import (
 	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/signals"
 )
 
 // Causes of a cancelled turn context. stopCause carries the stop's reason.
@@ -298,7 +299,7 @@ func (at *activeTurn) unmark() bool {
 // signal applies s to the turn, unless s was for an earlier turn or is
 // about the entry this turn runs. A zero s.At comes from this process
 // (no shared store) and is about what runs now.
-func (at *activeTurn) signal(s Signal) {
+func (at *activeTurn) signal(s signals.Signal) {
 	if at.control || (s.EntryID != "" && s.EntryID == at.entry.ID) {
 		return
 	}
@@ -306,13 +307,13 @@ func (at *activeTurn) signal(s Signal) {
 		return
 	}
 	switch s.Kind {
-	case SignalStop:
+	case signals.Stop:
 		at.logger().Info("stopping the turn", "reason", s.Text)
 		at.cancel(&stopCause{reason: s.Text})
-	case SignalInterrupt:
+	case signals.Interrupt:
 		at.logger().Info("interrupting the turn for a new message", "by", s.EntryID)
 		at.cancel(errInterrupted)
-	case SignalSteer:
+	case signals.Steer:
 		at.offerSteer(s.EntryID, s.MessageID, s.Text)
 	}
 }

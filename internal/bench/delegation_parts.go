@@ -18,6 +18,7 @@ import (
 	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/sessions/agent"
+	"github.com/heraldgw/herald/signals"
 	"github.com/heraldgw/herald/tools"
 )
 
@@ -32,7 +33,7 @@ import (
 type delegationPipeline struct {
 	router    *sessions.Router
 	turns     *sessions.TurnWorker
-	tailer    *sessions.SignalTailer
+	tailer    *signals.Tailer
 	delivery  *gateway.Delivery
 	gauges    *gateway.StoreGauges
 	runner    *delegation.Runner
@@ -143,7 +144,7 @@ func startDelegationPipeline(ctx context.Context, db gateway.Store, cfg delegati
 		Store:       db.Delegations(),
 		Spawner:     spawner,
 		Runner:      p.runner,
-		Signals:     store,
+		Signals:     db.Signals(),
 		Meta:        store.Meta,
 		MaxChildren: dcfg.MaxConcurrentChildren,
 		Independent: dcfg.IndependentCompletions,
@@ -199,10 +200,10 @@ func startDelegationPipeline(ctx context.Context, db gateway.Store, cfg delegati
 		return nil, err
 	}
 	metrics.RunningTurns(p.turns.Running, cfg.turns)
-	p.tailer, err = sessions.NewSignalTailer(sessions.SignalTailerOptions{
-		Signals:  store,
+	p.tailer, err = signals.NewTailer(signals.TailerOptions{
+		Store:    db.Signals(),
 		Handler:  p.turns,
-		Handlers: []sessions.SignalHandler{p.runner},
+		Handlers: []signals.Handler{p.runner},
 		Logger:   log.With("part", "signals"),
 	})
 	if err != nil {
@@ -211,7 +212,7 @@ func startDelegationPipeline(ctx context.Context, db gateway.Store, cfg delegati
 	p.router, err = sessions.NewRouter(sessions.RouterOptions{
 		Store:    store,
 		Outbox:   db.Outbox(),
-		Signals:  store,
+		Signals:  db.Signals(),
 		Commands: commands,
 		Turns:    p.turns,
 		Tailer:   p.tailer,

@@ -19,6 +19,7 @@ import (
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/sessions/agent"
+	"github.com/heraldgw/herald/signals"
 )
 
 // benchPlatform is the platform of the bench's conversations and of the
@@ -36,7 +37,7 @@ const benchPlatform = "bench"
 type pipeline struct {
 	router   *sessions.Router
 	turns    *sessions.TurnWorker
-	tailer   *sessions.SignalTailer
+	tailer   *signals.Tailer
 	delivery *gateway.Delivery
 	gauges   *gateway.StoreGauges
 	model    *delayModel
@@ -101,8 +102,8 @@ func startPipeline(ctx context.Context, db gateway.Store, cfg pipelineConfig) (*
 		return nil, err
 	}
 	metrics.RunningTurns(p.turns.Running, cfg.turns)
-	p.tailer, err = sessions.NewSignalTailer(sessions.SignalTailerOptions{
-		Signals: store,
+	p.tailer, err = signals.NewTailer(signals.TailerOptions{
+		Store:   db.Signals(),
 		Handler: p.turns,
 		Logger:  log.With("part", "signals"),
 	})
@@ -112,7 +113,7 @@ func startPipeline(ctx context.Context, db gateway.Store, cfg pipelineConfig) (*
 	p.router, err = sessions.NewRouter(sessions.RouterOptions{
 		Store:    store,
 		Outbox:   db.Outbox(),
-		Signals:  store,
+		Signals:  db.Signals(),
 		Commands: commands,
 		Turns:    p.turns,
 		Tailer:   p.tailer,

@@ -117,13 +117,13 @@ func runBadInput(t *testing.T, b Backend) {
 		turn := f.mustClaim("w1")
 		f.enqueueAll(reply("c", "1"))
 		claimed := f.claimOutbox("d1", telegram, 1)[0]
-		signalsFrom := f.signalsNow(f.ss)
+		signalsFrom := f.signalsNow(f.sg)
 		note := f.addNotes("u", "a note")[0]
 		if err := f.closeSt(); err != nil {
 			t.Fatalf("Close: %v", err)
 		}
 
-		ctx, ss, ob, l := f.ctx, f.ss, f.ob, turn.Lease
+		ctx, ss, sg, ob, l := f.ctx, f.ss, f.sg, f.ob, turn.Lease
 		calls := []struct {
 			desc string
 			call func(context.Context) error
@@ -149,9 +149,9 @@ func runBadInput(t *testing.T, b Backend) {
 			}},
 			{"Sessions.ReadTimeline", func(ctx context.Context) error { _, err := ss.ReadTimeline(ctx, "c", "", 10); return err }},
 			{"Sessions.TimelineEnd", func(ctx context.Context) error { _, err := ss.TimelineEnd(ctx, "c"); return err }},
-			{"Sessions.Signal", func(ctx context.Context) error { return ss.Signal(ctx, stop("c")) }},
-			{"Sessions.SignalsAfter from now", func(ctx context.Context) error { _, _, err := ss.SignalsAfter(ctx, "", 10); return err }},
-			{"Sessions.SignalsAfter", func(ctx context.Context) error { _, _, err := ss.SignalsAfter(ctx, signalsFrom, 10); return err }},
+			{"Signals.Signal", func(ctx context.Context) error { return sg.Signal(ctx, stop("c")) }},
+			{"Signals.SignalsAfter from now", func(ctx context.Context) error { _, _, err := sg.SignalsAfter(ctx, "", 10); return err }},
+			{"Signals.SignalsAfter", func(ctx context.Context) error { _, _, err := sg.SignalsAfter(ctx, signalsFrom, 10); return err }},
 			{"Sessions.AddNote", func(ctx context.Context) error { _, err := ss.AddNote(ctx, "u", "x"); return err }},
 			{"Sessions.Notes", func(ctx context.Context) error { _, err := ss.Notes(ctx, "u"); return err }},
 			{"Sessions.DeleteNote", func(ctx context.Context) error { return ss.DeleteNote(ctx, "u", note.ID) }},

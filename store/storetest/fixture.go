@@ -16,6 +16,7 @@ import (
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // t0 is where every fake clock starts. It has no part below a millisecond,
@@ -47,6 +48,7 @@ type fixture struct {
 	st      Store
 	closeSt func() error
 	ss      sessions.Store
+	sg      signals.Store
 	ob      outbox.Store
 }
 
@@ -62,7 +64,7 @@ func newFixture(t *testing.T, b Backend, lim sessions.Limits) *fixture {
 
 func (f *fixture) open() {
 	f.st, f.closeSt = openStore(f.t, f.place, f.clk, f.lim)
-	f.ss, f.ob = f.st.Sessions(), f.st.Outbox()
+	f.ss, f.sg, f.ob = f.st.Sessions(), f.st.Signals(), f.st.Outbox()
 }
 
 // openStore opens a store on p and returns a close function that closes it

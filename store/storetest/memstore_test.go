@@ -18,6 +18,7 @@ import (
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // The suite runs against a small in-memory store written from the
@@ -43,7 +44,7 @@ type memData struct {
 	msgs     map[string]*memMsg
 	idemKey  map[string]memSeen
 	timeline map[string][]sessions.TimelineItem
-	signals  []sessions.Signal // kept whole: the suite never looks past an hour
+	signals  []signals.Signal // kept whole: the suite never looks past an hour
 	notes    map[string][]sessions.Note
 	leases   map[string]memLease
 	workers  map[string]time.Time     // outbox workers' heartbeats
@@ -142,6 +143,7 @@ type memStore struct {
 }
 
 func (s *memStore) Sessions() sessions.Store { return memSessions{s} }
+func (s *memStore) Signals() signals.Store   { return memSignals{s} }
 func (s *memStore) Outbox() outbox.Store     { return memOutbox{s} }
 func (s *memStore) Leases() lease.Store      { return memLeases{s} }
 
@@ -976,9 +978,12 @@ func (m memSessions) TimelineEnd(ctx context.Context, conv string) (string, erro
 	return "", nil
 }
 
-func (m memSessions) Signal(ctx context.Context, sig sessions.Signal) error {
+// memSignals is the store's signal log.
+type memSignals struct{ s *memStore }
+
+func (m memSignals) Signal(ctx context.Context, sig signals.Signal) error {
 	const op = "mem.Signal"
-	if err := sig.Check(op, m.s.lim); err != nil {
+	if err := sig.Check(op, m.s.lim.MaxEntryBytes); err != nil {
 		return err
 	}
 	if err := m.s.lock(op); err != nil {
@@ -990,7 +995,7 @@ func (m memSessions) Signal(ctx context.Context, sig sessions.Signal) error {
 	return nil
 }
 
-func (m memSessions) SignalsAfter(ctx context.Context, after string, limit int) ([]sessions.Signal, string, error) {
+func (m memSignals) SignalsAfter(ctx context.Context, after string, limit int) ([]signals.Signal, string, error) {
 	const op = "mem.SignalsAfter"
 	if err := m.s.lock(op); err != nil {
 		return nil, "", err
@@ -1003,7 +1008,7 @@ func (m memSessions) SignalsAfter(ctx context.Context, after string, limit int) 
 	if !ok {
 		return nil, "", errs.E(op, errs.Invalid, "bad cursor %q", after)
 	}
-	var out []sessions.Signal
+	var out []signals.Signal
 	next := after
 	for _, sig := range m.s.data.signals {
 		if n, _ := memCursor(sig.Cursor); n > from && (limit <= 0 || len(out) < limit) {

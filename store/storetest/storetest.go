@@ -12,6 +12,7 @@ import (
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // Store is what a backend provides: one opened database serving every
@@ -19,6 +20,7 @@ import (
 // (Claim, Release), so each is a view of its own.
 type Store interface {
 	Sessions() sessions.Store
+	Signals() signals.Store
 	Outbox() outbox.Store
 	Leases() lease.Store
 	io.Closer

@@ -1,4 +1,4 @@
-package sessions
+package signals
 
 import (
 	"context"
@@ -11,48 +11,49 @@ import (
 	"github.com/heraldgw/herald/internal/errs"
 )
 
-// Defaults for SignalTailerOptions.
+// Defaults for TailerOptions.
 const (
-	DefaultSignalInterval = 100 * time.Millisecond
-	DefaultSignalBatch    = 256
+	DefaultInterval = 100 * time.Millisecond
+	DefaultBatch    = 256
 )
 
-// SignalHandler takes the signals a tailer reads. TurnWorker is one; a
-// domain with kinds of its own (delegation.stop) is another. It is given
+// Handler takes the signals a tailer reads. The turn worker
+// (sessions.TurnWorker) is one; a domain with kinds of its own
+// (delegation.stop) is another. It is given
 // every signal, and drops those that are not its own. It must not block:
 // the handlers after it, and the next read, wait for it.
-type SignalHandler interface {
+type Handler interface {
 	HandleSignal(s Signal)
 }
 
-// SignalTailerOptions configure NewSignalTailer. At least one of Handler
+// TailerOptions configure NewTailer. At least one of Handler
 // and Handlers is required.
-type SignalTailerOptions struct {
-	Signals Signals // required
+type TailerOptions struct {
+	Store Store // required
 	// Handler, when set, is the first handler: usually this process's
-	// TurnWorker.
-	Handler SignalHandler
+	// turn worker.
+	Handler Handler
 	// Handlers take every signal after Handler, in order.
-	Handlers []SignalHandler
-	// Interval is the wait between reads; 0 means DefaultSignalInterval.
+	Handlers []Handler
+	// Interval is the wait between reads; 0 means DefaultInterval.
 	// A Poke reads at once.
 	Interval time.Duration
 	// Batch is how many signals one read asks for; 0 means
-	// DefaultSignalBatch.
+	// DefaultBatch.
 	Batch  int
 	Logger *slog.Logger // nil means slog.Default()
 	// Read counts the signals read, when set; for a metric.
 	Read func(n int)
 }
 
-// SignalTailer is a process's one reader of the shared signal log. It
+// Tailer is a process's one reader of the shared signal log. It
 // reads whatever the number of turns the process runs, and hands each
 // signal to every handler in order; each drops those for what it does not
 // run. A handler that panics is logged and the others still get the
 // signal: one domain's bug does not deafen the process's turns.
-type SignalTailer struct {
-	signals  Signals
-	handlers []SignalHandler
+type Tailer struct {
+	store    Store
+	handlers []Handler
 	interval time.Duration
 	batch    int
 	log      *slog.Logger
@@ -70,11 +71,11 @@ type SignalTailer struct {
 	positioned bool
 }
 
-// NewSignalTailer returns a tailer; Start runs it. Errors: Invalid (no
-// signals, no handler, or a nil one among Handlers).
-func NewSignalTailer(opts SignalTailerOptions) (*SignalTailer, error) {
-	const op = "sessions.NewSignalTailer"
-	var handlers []SignalHandler
+// NewTailer returns a tailer; Start runs it. Errors: Invalid (no
+// store, no handler, or a nil one among Handlers).
+func NewTailer(opts TailerOptions) (*Tailer, error) {
+	const op = "signals.NewTailer"
+	var handlers []Handler
 	if opts.Handler != nil {
 		handlers = append(handlers, opts.Handler)
 	}
@@ -84,11 +85,11 @@ func NewSignalTailer(opts SignalTailerOptions) (*SignalTailer, error) {
 		}
 		handlers = append(handlers, h)
 	}
-	if opts.Signals == nil || len(handlers) == 0 {
-		return nil, errs.E(op, errs.Invalid, "a signal tailer needs signals and a handler")
+	if opts.Store == nil || len(handlers) == 0 {
+		return nil, errs.E(op, errs.Invalid, "a signal tailer needs a store and a handler")
 	}
-	t := &SignalTailer{
-		signals:  opts.Signals,
+	t := &Tailer{
+		store:    opts.Store,
 		handlers: handlers,
 		interval: opts.Interval,
 		batch:    opts.Batch,
@@ -98,10 +99,10 @@ func NewSignalTailer(opts SignalTailerOptions) (*SignalTailer, error) {
 		done:     make(chan struct{}),
 	}
 	if t.interval <= 0 {
-		t.interval = DefaultSignalInterval
+		t.interval = DefaultInterval
 	}
 	if t.batch <= 0 {
-		t.batch = DefaultSignalBatch
+		t.batch = DefaultBatch
 	}
 	if t.log == nil {
 		t.log = slog.Default()
@@ -113,15 +114,15 @@ func NewSignalTailer(opts SignalTailerOptions) (*SignalTailer, error) {
 // signal sent after Start returns is read, then starts reading. A store
 // that cannot be reached now does not fail Start: the loop keeps trying.
 // Errors: Conflict (started before).
-func (t *SignalTailer) Start(ctx context.Context) error {
+func (t *Tailer) Start(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.started {
-		return errs.E("sessions.SignalTailer.Start", errs.Conflict, "the signal tailer was started before")
+		return errs.E("signals.Tailer.Start", errs.Conflict, "the signal tailer was started before")
 	}
 	t.started = true
 	ctx, t.cancel = context.WithCancel(ctx)
-	if _, cursor, err := t.signals.SignalsAfter(ctx, "", t.batch); err != nil {
+	if _, cursor, err := t.store.SignalsAfter(ctx, "", t.batch); err != nil {
 		t.log.Warn("reading the signal log's end failed; retrying", "err", err)
 	} else {
 		t.cursor, t.positioned = cursor, true
@@ -132,7 +133,7 @@ func (t *SignalTailer) Start(ctx context.Context) error {
 
 // Shutdown stops reading and waits for the loop to end, or for ctx.
 // Shut the turn worker down first: its turns hear signals until they end.
-func (t *SignalTailer) Shutdown(ctx context.Context) error {
+func (t *Tailer) Shutdown(ctx context.Context) error {
 	t.mu.Lock()
 	started := t.started
 	cancel := t.cancel
@@ -145,20 +146,20 @@ func (t *SignalTailer) Shutdown(ctx context.Context) error {
 	case <-t.done:
 		return nil
 	case <-ctx.Done():
-		return errs.Wrap("sessions.SignalTailer.Shutdown", errs.Unavailable, ctx.Err())
+		return errs.Wrap("signals.Tailer.Shutdown", errs.Unavailable, ctx.Err())
 	}
 }
 
 // Poke makes the tailer read now: this process just sent a signal, and a
 // turn it runs itself should not wait for the next read.
-func (t *SignalTailer) Poke() {
+func (t *Tailer) Poke() {
 	select {
 	case t.poke <- struct{}{}:
 	default:
 	}
 }
 
-func (t *SignalTailer) loop(ctx context.Context) {
+func (t *Tailer) loop(ctx context.Context) {
 	defer close(t.done)
 	tick := time.NewTicker(t.interval)
 	defer tick.Stop()
@@ -174,7 +175,7 @@ func (t *SignalTailer) loop(ctx context.Context) {
 }
 
 // readAll reads until the log's end, in batches.
-func (t *SignalTailer) readAll(ctx context.Context) {
+func (t *Tailer) readAll(ctx context.Context) {
 	for ctx.Err() == nil {
 		t.mu.Lock()
 		after, positioned := t.cursor, t.positioned
@@ -182,7 +183,7 @@ func (t *SignalTailer) readAll(ctx context.Context) {
 		if !positioned {
 			after = ""
 		}
-		sigs, next, err := t.signals.SignalsAfter(ctx, after, t.batch)
+		sigs, next, err := t.store.SignalsAfter(ctx, after, t.batch)
 		if err != nil {
 			if ctx.Err() == nil {
 				t.log.Warn("reading signals failed", "err", err)
@@ -211,7 +212,7 @@ func (t *SignalTailer) readAll(ctx context.Context) {
 
 // hand gives s to h, and logs a panic of h instead of letting it end the
 // loop: the other handlers and the reads that follow go on.
-func (t *SignalTailer) hand(h SignalHandler, s Signal) {
+func (t *Tailer) hand(h Handler, s Signal) {
 	defer func() {
 		if r := recover(); r != nil {
 			t.log.Error("a signal handler panicked", "handler", fmt.Sprintf("%T", h),

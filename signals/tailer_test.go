@@ -1,9 +1,10 @@
-package sessions_test
+package signals_test
 
 import (
-	"bytes"
 	"context"
+	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -11,10 +12,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
 
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/signals"
 )
 
 // handled records the signals a tailer hands on.
@@ -26,7 +29,7 @@ type handled struct {
 
 func newHandled() *handled { return &handled{seen: make(chan struct{})} }
 
-func (h *handled) HandleSignal(s sessions.Signal) {
+func (h *handled) HandleSignal(s signals.Signal) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.got = append(h.got, s.Conv+" "+string(s.Kind))
@@ -40,7 +43,7 @@ func (h *handled) list() []string {
 	return slices.Clone(h.got)
 }
 
-func TestSignalTailer(t *testing.T) {
+func TestTailer(t *testing.T) {
 	tests := []struct {
 		desc     string
 		before   []string // conversations signalled before Start: never handed on
@@ -57,14 +60,14 @@ func TestSignalTailer(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			noLeaks(t)
 			ctx := context.Background()
-			sig := newFakeSignals(clock.Real{})
+			sig := testkit.NewSignalLog(clock.Real{})
 			for _, c := range tc.before {
-				if err := sig.Signal(ctx, sessions.Signal{Conv: c, Kind: sessions.SignalStop}); err != nil {
+				if err := sig.Signal(ctx, signals.Signal{Conv: c, Kind: signals.Stop}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			h := newHandled()
-			tl, err := sessions.NewSignalTailer(sessions.SignalTailerOptions{Signals: sig, Handler: h, Batch: tc.batch, Interval: tc.interval, Logger: quietLog()})
+			tl, err := signals.NewTailer(signals.TailerOptions{Store: sig, Handler: h, Batch: tc.batch, Interval: tc.interval, Logger: quietLog()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +77,7 @@ func TestSignalTailer(t *testing.T) {
 			t.Cleanup(func() { _ = tl.Shutdown(ctx) })
 			var want []string
 			for _, c := range tc.after {
-				if err := sig.Signal(ctx, sessions.Signal{Conv: c, Kind: sessions.SignalStop}); err != nil {
+				if err := sig.Signal(ctx, signals.Signal{Conv: c, Kind: signals.Stop}); err != nil {
 					t.Fatal(err)
 				}
 				want = append(want, c+" stop")
@@ -93,10 +96,10 @@ func TestSignalTailer(t *testing.T) {
 	}
 }
 
-func TestSignalTailerStartsTwice(t *testing.T) {
+func TestTailerStartsTwice(t *testing.T) {
 	noLeaks(t)
 	ctx := context.Background()
-	tl, err := sessions.NewSignalTailer(sessions.SignalTailerOptions{Signals: newFakeSignals(clock.Real{}), Handler: newHandled(), Logger: quietLog()})
+	tl, err := signals.NewTailer(signals.TailerOptions{Store: testkit.NewSignalLog(clock.Real{}), Handler: newHandled(), Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +133,7 @@ type ledgerHandler struct {
 	panics bool
 }
 
-func (h ledgerHandler) HandleSignal(s sessions.Signal) {
+func (h ledgerHandler) HandleSignal(s signals.Signal) {
 	h.l.mu.Lock()
 	h.l.got = append(h.l.got, h.name+" "+s.Conv+" "+string(s.Kind)+" "+s.Target)
 	h.l.mu.Unlock()
@@ -139,25 +142,7 @@ func (h ledgerHandler) HandleSignal(s sessions.Signal) {
 	}
 }
 
-// lockedBuffer is a log sink a test reads while the tailer writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-func TestSignalTailerFansOut(t *testing.T) {
+func TestTailerFansOut(t *testing.T) {
 	tests := []struct {
 		desc string
 		// handler, when set, is passed as Handler; handlers as Handlers.
@@ -174,9 +159,9 @@ func TestSignalTailerFansOut(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			noLeaks(t)
 			ctx := context.Background()
-			sig := newFakeSignals(clock.Real{})
+			sig := testkit.NewSignalLog(clock.Real{})
 			l := &ledger{}
-			opts := sessions.SignalTailerOptions{Signals: sig, Interval: time.Hour}
+			opts := signals.TailerOptions{Store: sig, Interval: time.Hour}
 			var order []string
 			if tc.handler != "" {
 				opts.Handler = ledgerHandler{name: tc.handler, l: l, panics: tc.panics[tc.handler]}
@@ -186,9 +171,9 @@ func TestSignalTailerFansOut(t *testing.T) {
 				opts.Handlers = append(opts.Handlers, ledgerHandler{name: name, l: l, panics: tc.panics[name]})
 				order = append(order, name)
 			}
-			logs := &lockedBuffer{}
+			logs := &testkit.LogBuffer{}
 			opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
-			tl, err := sessions.NewSignalTailer(opts)
+			tl, err := signals.NewTailer(opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -198,8 +183,8 @@ func TestSignalTailerFansOut(t *testing.T) {
 			t.Cleanup(func() { _ = tl.Shutdown(ctx) })
 
 			// Two rounds: the loop still reads after a handler panicked.
-			rounds := [][]sessions.Signal{
-				{{Conv: "a:1", Kind: sessions.SignalStop}, {Conv: "a:1", Kind: "delegation.stop", Target: "sub-1"}},
+			rounds := [][]signals.Signal{
+				{{Conv: "a:1", Kind: signals.Stop}, {Conv: "a:1", Kind: "delegation.stop", Target: "sub-1"}},
 				{{Conv: "a:2", Kind: "delegation.steer", Target: "sub-2"}},
 			}
 			var want []string
@@ -234,35 +219,35 @@ func TestSignalTailerFansOut(t *testing.T) {
 	}
 }
 
-func TestNewSignalTailerRefuses(t *testing.T) {
-	sig := newFakeSignals(clock.Real{})
+func TestNewTailerRefuses(t *testing.T) {
+	sig := testkit.NewSignalLog(clock.Real{})
 	tests := []struct {
 		desc string
-		opts sessions.SignalTailerOptions
+		opts signals.TailerOptions
 	}{
-		{desc: "no signals", opts: sessions.SignalTailerOptions{Handler: newHandled()}},
-		{desc: "no handler", opts: sessions.SignalTailerOptions{Signals: sig}},
-		{desc: "an empty list of handlers", opts: sessions.SignalTailerOptions{Signals: sig, Handlers: []sessions.SignalHandler{}}},
-		{desc: "a nil handler in the list", opts: sessions.SignalTailerOptions{Signals: sig, Handlers: []sessions.SignalHandler{newHandled(), nil}}},
+		{desc: "no store", opts: signals.TailerOptions{Handler: newHandled()}},
+		{desc: "no handler", opts: signals.TailerOptions{Store: sig}},
+		{desc: "an empty list of handlers", opts: signals.TailerOptions{Store: sig, Handlers: []signals.Handler{}}},
+		{desc: "a nil handler in the list", opts: signals.TailerOptions{Store: sig, Handlers: []signals.Handler{newHandled(), nil}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			if _, err := sessions.NewSignalTailer(tc.opts); !errs.Is(err, errs.Invalid) {
-				t.Errorf("NewSignalTailer: %v, want an Invalid error", err)
+			if _, err := signals.NewTailer(tc.opts); !errs.Is(err, errs.Invalid) {
+				t.Errorf("NewTailer: %v, want an Invalid error", err)
 			}
 		})
 	}
 }
 
-func TestSignalKindDomain(t *testing.T) {
+func TestKindDomain(t *testing.T) {
 	tests := []struct {
 		desc string
-		kind sessions.SignalKind
+		kind signals.Kind
 		want string
 	}{
 		{desc: "a domain's kind", kind: "delegation.stop", want: "delegation"},
 		{desc: "digits and underscores", kind: "kan_ban2.move_card", want: "kan_ban2"},
-		{desc: "the sessions' own kind", kind: sessions.SignalStop},
+		{desc: "the turn's own kind", kind: signals.Stop},
 		{desc: "upper case", kind: "Delegation.Stop"},
 		{desc: "no name", kind: "delegation."},
 		{desc: "no domain", kind: ".stop"},
@@ -274,8 +259,35 @@ func TestSignalKindDomain(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			if got := tc.kind.Domain(); got != tc.want {
-				t.Errorf("SignalKind(%q).Domain() = %q, want %q", tc.kind, got, tc.want)
+				t.Errorf("Kind(%q).Domain() = %q, want %q", tc.kind, got, tc.want)
 			}
 		})
+	}
+}
+
+// noLeaks checks, at the end of the test, after every cleanup registered
+// later, that the test left no goroutine behind.
+func noLeaks(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+}
+
+// quietLog keeps test output readable; set HERALD_TEST_LOG to see it.
+func quietLog() *slog.Logger {
+	if os.Getenv("HERALD_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }
