@@ -466,7 +466,7 @@ func (g *Gateway) build() error {
 	}
 	g.api = api.New(api.Options{
 		Inbox:        g.router,
-		Timeline:     store,
+		Timeline:     g.db.Timeline(),
 		APIKey:       cfg.HTTP.APIKey,
 		Models:       models,
 		Deltas:       deltas,

@@ -24,7 +24,8 @@ import (
 // Store is one opened backend serving every domain's store interface.
 type Store interface {
 	Sessions() sessions.Store
-	Signals() signals.Store // the cluster's bus: stop, steer, a domain's own kinds
+	Signals() signals.Store      // the cluster's bus: stop, steer, a domain's own kinds
+	Timeline() sessions.Timeline // what the local API's conversations were sent
 	Outbox() outbox.Store
 	Leases() lease.Store       // ownership of the adapters that run in one process
 	Cursors() adapters.Cursors // where an adapter's receiving got to, per channel

@@ -158,7 +158,7 @@ type heraldStream struct {
 func startHeraldStream(ctx context.Context, db gateway.Store, model llm.Client, turns int) (*heraldStream, error) {
 	log := slog.New(slog.DiscardHandler)
 	deltas := &sessions.Deltas{}
-	apiSrv := api.New(api.Options{Timeline: db.Sessions(), Deltas: deltas, Logger: log})
+	apiSrv := api.New(api.Options{Timeline: db.Timeline(), Deltas: deltas, Logger: log})
 	routes := gateway.NewRoutes()
 	routes.Up(apiSrv)
 	name, err := workerName()

@@ -12,7 +12,16 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-func (s *sessionStore) AppendTimeline(ctx context.Context, item sessions.TimelineItem) (string, error) {
+// timelineStore is what was delivered to the local API's conversations
+// (sessions.Timeline).
+type timelineStore struct{ db *DB }
+
+var _ sessions.Timeline = timelineStore{}
+
+// Timeline returns the local API's conversations' timelines.
+func (db *DB) Timeline() sessions.Timeline { return timelineStore{db: db} }
+
+func (s timelineStore) AppendTimeline(ctx context.Context, item sessions.TimelineItem) (string, error) {
 	const op = "redis.AppendTimeline"
 	if err := item.Check(op, s.db.lim); err != nil {
 		return "", err
@@ -30,7 +39,7 @@ func (s *sessionStore) AppendTimeline(ctx context.Context, item sessions.Timelin
 	return str(v[0]), nil
 }
 
-func (s *sessionStore) ReadTimeline(ctx context.Context, conv, after string, count int) ([]sessions.TimelineItem, error) {
+func (s timelineStore) ReadTimeline(ctx context.Context, conv, after string, count int) ([]sessions.TimelineItem, error) {
 	const op = "redis.ReadTimeline"
 	if err := s.db.check(op); err != nil {
 		return nil, err
@@ -67,7 +76,7 @@ func (s *sessionStore) ReadTimeline(ctx context.Context, conv, after string, cou
 	return out, nil
 }
 
-func (s *sessionStore) TimelineEnd(ctx context.Context, conv string) (string, error) {
+func (s timelineStore) TimelineEnd(ctx context.Context, conv string) (string, error) {
 	const op = "redis.TimelineEnd"
 	if err := s.db.check(op); err != nil {
 		return "", err

@@ -39,7 +39,7 @@ func TestSignalsPruned(t *testing.T) {
 func TestVersion3FileGainsReplyTo(t *testing.T) {
 	ctx := context.Background()
 	path := oldFile(t, 3, `INSERT INTO timeline (conv, item_id, kind, text, at) VALUES ('api:c', 'o1', 'reply', 'before', 1)`)
-	s := openAt(t, path, nil, sessions.Limits{}).Sessions()
+	s := openAt(t, path, nil, sessions.Limits{}).Timeline()
 	if _, err := s.AppendTimeline(ctx, sessions.TimelineItem{Conv: "api:c", ID: "o2", Kind: "reply", Text: "after", ReplyTo: "m2"}); err != nil {
 		t.Fatal(err)
 	}

@@ -123,7 +123,7 @@ func runBadInput(t *testing.T, b Backend) {
 			t.Fatalf("Close: %v", err)
 		}
 
-		ctx, ss, sg, ob, l := f.ctx, f.ss, f.sg, f.ob, turn.Lease
+		ctx, ss, sg, tl, ob, l := f.ctx, f.ss, f.sg, f.tl, f.ob, turn.Lease
 		calls := []struct {
 			desc string
 			call func(context.Context) error
@@ -143,12 +143,12 @@ func runBadInput(t *testing.T, b Backend) {
 			{"Sessions.ClearHistory", func(ctx context.Context) error { return ss.ClearHistory(ctx, "c") }},
 			{"Sessions.Meta", func(ctx context.Context) error { _, err := ss.Meta(ctx, "c"); return err }},
 			{"Sessions.SetMeta", func(ctx context.Context) error { return ss.SetMeta(ctx, "c", "k", "v") }},
-			{"Sessions.AppendTimeline", func(ctx context.Context) error {
-				_, err := ss.AppendTimeline(ctx, item("c", "m1", "x"))
+			{"Timeline.AppendTimeline", func(ctx context.Context) error {
+				_, err := tl.AppendTimeline(ctx, item("c", "m1", "x"))
 				return err
 			}},
-			{"Sessions.ReadTimeline", func(ctx context.Context) error { _, err := ss.ReadTimeline(ctx, "c", "", 10); return err }},
-			{"Sessions.TimelineEnd", func(ctx context.Context) error { _, err := ss.TimelineEnd(ctx, "c"); return err }},
+			{"Timeline.ReadTimeline", func(ctx context.Context) error { _, err := tl.ReadTimeline(ctx, "c", "", 10); return err }},
+			{"Timeline.TimelineEnd", func(ctx context.Context) error { _, err := tl.TimelineEnd(ctx, "c"); return err }},
 			{"Signals.Signal", func(ctx context.Context) error { return sg.Signal(ctx, stop("c")) }},
 			{"Signals.SignalsAfter from now", func(ctx context.Context) error { _, _, err := sg.SignalsAfter(ctx, "", 10); return err }},
 			{"Signals.SignalsAfter", func(ctx context.Context) error { _, _, err := sg.SignalsAfter(ctx, signalsFrom, 10); return err }},

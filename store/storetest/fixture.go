@@ -49,6 +49,7 @@ type fixture struct {
 	closeSt func() error
 	ss      sessions.Store
 	sg      signals.Store
+	tl      sessions.Timeline
 	ob      outbox.Store
 }
 
@@ -64,7 +65,7 @@ func newFixture(t *testing.T, b Backend, lim sessions.Limits) *fixture {
 
 func (f *fixture) open() {
 	f.st, f.closeSt = openStore(f.t, f.place, f.clk, f.lim)
-	f.ss, f.sg, f.ob = f.st.Sessions(), f.st.Signals(), f.st.Outbox()
+	f.ss, f.sg, f.tl, f.ob = f.st.Sessions(), f.st.Signals(), f.st.Timeline(), f.st.Outbox()
 }
 
 // openStore opens a store on p and returns a close function that closes it

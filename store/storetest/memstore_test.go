@@ -142,10 +142,11 @@ type memStore struct {
 	closed bool
 }
 
-func (s *memStore) Sessions() sessions.Store { return memSessions{s} }
-func (s *memStore) Signals() signals.Store   { return memSignals{s} }
-func (s *memStore) Outbox() outbox.Store     { return memOutbox{s} }
-func (s *memStore) Leases() lease.Store      { return memLeases{s} }
+func (s *memStore) Sessions() sessions.Store    { return memSessions{s} }
+func (s *memStore) Signals() signals.Store      { return memSignals{s} }
+func (s *memStore) Timeline() sessions.Timeline { return memTimeline{s} }
+func (s *memStore) Outbox() outbox.Store        { return memOutbox{s} }
+func (s *memStore) Leases() lease.Store         { return memLeases{s} }
 
 type memLeases struct{ s *memStore }
 
@@ -916,7 +917,10 @@ func (m memSessions) QueueDepth(ctx context.Context, limit int) (int, error) {
 	return min(n, limit), nil
 }
 
-func (m memSessions) AppendTimeline(ctx context.Context, item sessions.TimelineItem) (string, error) {
+// memTimeline is the store's timelines.
+type memTimeline struct{ s *memStore }
+
+func (m memTimeline) AppendTimeline(ctx context.Context, item sessions.TimelineItem) (string, error) {
 	const op = "mem.AppendTimeline"
 	if err := item.Check(op, m.s.lim); err != nil {
 		return "", err
@@ -938,7 +942,7 @@ func (m memSessions) AppendTimeline(ctx context.Context, item sessions.TimelineI
 	return item.Cursor, nil
 }
 
-func (m memSessions) ReadTimeline(ctx context.Context, conv, after string, limit int) ([]sessions.TimelineItem, error) {
+func (m memTimeline) ReadTimeline(ctx context.Context, conv, after string, limit int) ([]sessions.TimelineItem, error) {
 	const op = "mem.ReadTimeline"
 	if err := chat.ValidateConv(op, conv); err != nil {
 		return nil, err
@@ -963,7 +967,7 @@ func (m memSessions) ReadTimeline(ctx context.Context, conv, after string, limit
 	return out, nil
 }
 
-func (m memSessions) TimelineEnd(ctx context.Context, conv string) (string, error) {
+func (m memTimeline) TimelineEnd(ctx context.Context, conv string) (string, error) {
 	const op = "mem.TimelineEnd"
 	if err := chat.ValidateConv(op, conv); err != nil {
 		return "", err

@@ -21,6 +21,7 @@ import (
 type Store interface {
 	Sessions() sessions.Store
 	Signals() signals.Store
+	Timeline() sessions.Timeline
 	Outbox() outbox.Store
 	Leases() lease.Store
 	io.Closer
