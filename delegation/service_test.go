@@ -144,7 +144,11 @@ func TestDispatchRacingTheCap(t *testing.T) {
 	if _, err := svc.Start(ctx, delegation.Request{Conv: conv, Goal: "from outside"}); err != nil {
 		t.Fatalf("the out-of-turn dispatch: %v", err)
 	}
-	if err := db.Sessions().Finish(ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Writes: tt.Writes(), Release: true}); err != nil {
+	var writes []sessions.Write
+	for _, w := range tt.Writes() {
+		writes = append(writes, w)
+	}
+	if err := db.Sessions().Finish(ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Writes: writes, Release: true}); err != nil {
 		t.Fatalf("the turn's commit: %v", err)
 	}
 	if n, _ := db.Delegations().Active(ctx, conv); n != 1 {

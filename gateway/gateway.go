@@ -260,7 +260,7 @@ func (g *Gateway) build() error {
 	// Whatever a tool read or a command printed, the model sees herald's
 	// secrets masked.
 	registry.RedactWith(g.redact.String)
-	if err := tools.RegisterCore(registry, tools.CoreOptions{Notes: store, AllowedTargets: cfg.SendMessage.AllowedTargets}); err != nil {
+	if err := tools.RegisterCore(registry, tools.CoreOptions{Notes: g.db.Notes(), AllowedTargets: cfg.SendMessage.AllowedTargets}); err != nil {
 		return err
 	}
 	workspace, err := tools.RegisterWorkspace(registry, tools.WorkspaceOptions{
@@ -288,7 +288,7 @@ func (g *Gateway) build() error {
 		MaxIterations: cfg.Model.MaxIterations,
 		HistoryBudget: cfg.Model.HistoryBudget,
 		SystemPrompt:  cfg.Model.SystemPrompt,
-		Notes:         store,
+		Notes:         g.db.Notes(),
 		Clock:         g.clock,
 		Logger:        log,
 	}

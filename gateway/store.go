@@ -14,6 +14,7 @@ import (
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/notes"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/signals"
@@ -26,6 +27,7 @@ type Store interface {
 	Sessions() sessions.Store
 	Signals() signals.Store      // the cluster's bus: stop, steer, a domain's own kinds
 	Timeline() sessions.Timeline // what the local API's conversations were sent
+	Notes() notes.Store          // what the agent remembers about each user
 	Outbox() outbox.Store
 	Leases() lease.Store       // ownership of the adapters that run in one process
 	Cursors() adapters.Cursors // where an adapter's receiving got to, per channel

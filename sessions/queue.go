@@ -241,8 +241,6 @@ func (h *Handoff) Give(cs []outbox.Claimed) {
 // taking a Lease return errs.LeaseLost when its token is no longer the
 // conversation's current one, and then have written nothing.
 type Store interface {
-	Notes
-
 	// Append adds in to the end of its lane. An in.MessageID seen in the
 	// same conversation within the dedupe window adds nothing and returns
 	// Duplicate. A conversation that is not leased becomes ready.

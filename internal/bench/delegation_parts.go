@@ -173,7 +173,7 @@ func startDelegationPipeline(ctx context.Context, db gateway.Store, cfg delegati
 		Tools:         toolset,
 		MaxIterations: config.DefaultMaxIterations,
 		HistoryBudget: config.DefaultHistoryBudget,
-		Notes:         store,
+		Notes:         db.Notes(),
 		Logger:        log,
 	}
 

@@ -22,6 +22,7 @@ import (
 	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/notes"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/tools"
@@ -65,7 +66,7 @@ type Agent struct {
 	// Notes, when set, are read at the start of each turn and shown to
 	// the model after the system prompt, so what it keeps with the memory
 	// tool is known without a call.
-	Notes sessions.Notes
+	Notes notes.Store
 	// Clock stamps history messages; nil means the wall clock.
 	Clock clock.Clock
 	// Logger; nil means slog.Default().
@@ -200,7 +201,7 @@ func (a *Agent) start(ctx context.Context, in sessions.TurnInput) *run {
 	r := &run{
 		a:     a,
 		in:    in,
-		turn:  &tools.Turn{Conv: in.Conv, User: in.User, Origin: in.Origin, Entry: in.Entry, Workspace: in.Workspace},
+		turn:  &tools.Turn{Conv: in.Conv, User: in.User, Origin: in.Origin, EntryID: in.Entry.ID, Workspace: in.Workspace},
 		log:   a.Logger,
 		clock: a.Clock,
 	}
@@ -398,7 +399,7 @@ func (r *run) reply(end sessions.TurnEnd, text string) sessions.TurnOutput {
 		Kind:    KindReply,
 		Meta:    meta,
 	})
-	r.out.Writes = r.turn.Writes()
+	r.out.Writes = r.writes()
 	return r.out
 }
 
@@ -433,13 +434,22 @@ func (r *run) convMeta() map[string]string {
 	return map[string]string{sessions.ConvMetaFallback: v}
 }
 
+// writes are what the turn's tools decided, for its commit.
+func (r *run) writes() []sessions.Write {
+	var out []sessions.Write
+	for _, w := range r.turn.Writes() {
+		out = append(out, w)
+	}
+	return out
+}
+
 // interrupted ends the turn without a reply. What tools queued is kept:
 // the history says it was sent, so it must be.
 func (r *run) interrupted(ctx context.Context) (sessions.TurnOutput, error) {
 	r.out.End, r.out.Model = sessions.TurnInterrupted, r.a.Model
 	r.out.Meta = r.convMeta()
 	r.out.Outbox = r.turn.Queued()
-	r.out.Writes = r.turn.Writes()
+	r.out.Writes = r.writes()
 	return r.out, context.Cause(ctx)
 }
 

@@ -123,7 +123,7 @@ func runBadInput(t *testing.T, b Backend) {
 			t.Fatalf("Close: %v", err)
 		}
 
-		ctx, ss, sg, tl, ob, l := f.ctx, f.ss, f.sg, f.tl, f.ob, turn.Lease
+		ctx, ss, sg, tl, nt, ob, l := f.ctx, f.ss, f.sg, f.tl, f.nt, f.ob, turn.Lease
 		calls := []struct {
 			desc string
 			call func(context.Context) error
@@ -152,9 +152,9 @@ func runBadInput(t *testing.T, b Backend) {
 			{"Signals.Signal", func(ctx context.Context) error { return sg.Signal(ctx, stop("c")) }},
 			{"Signals.SignalsAfter from now", func(ctx context.Context) error { _, _, err := sg.SignalsAfter(ctx, "", 10); return err }},
 			{"Signals.SignalsAfter", func(ctx context.Context) error { _, _, err := sg.SignalsAfter(ctx, signalsFrom, 10); return err }},
-			{"Sessions.AddNote", func(ctx context.Context) error { _, err := ss.AddNote(ctx, "u", "x"); return err }},
-			{"Sessions.Notes", func(ctx context.Context) error { _, err := ss.Notes(ctx, "u"); return err }},
-			{"Sessions.DeleteNote", func(ctx context.Context) error { return ss.DeleteNote(ctx, "u", note.ID) }},
+			{"Notes.AddNote", func(ctx context.Context) error { _, err := nt.AddNote(ctx, "u", "x"); return err }},
+			{"Notes.Notes", func(ctx context.Context) error { _, err := nt.Notes(ctx, "u"); return err }},
+			{"Notes.DeleteNote", func(ctx context.Context) error { return nt.DeleteNote(ctx, "u", note.ID) }},
 			{"Outbox.Enqueue", func(ctx context.Context) error { _, _, err := ob.Enqueue(ctx, reply("c", "2")); return err }},
 			{"Outbox.Claim", func(ctx context.Context) error { _, err := ob.Claim(ctx, "d2", telegram, 1, ttl); return err }},
 			{"Outbox.Ack", func(ctx context.Context) error { return ob.Ack(ctx, claimed) }},

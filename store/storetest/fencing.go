@@ -8,6 +8,7 @@ import (
 
 	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/notes"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -85,8 +86,8 @@ func runFencing(t *testing.T, b Backend) {
 				EntryID:     stale.Entry.ID,
 				DropHistory: sessions.DropAllHistory,
 				Writes: []sessions.Write{
-					sessions.NoteAdd{User: "telegram:42", ID: "n_late", Text: "late"},
-					sessions.NoteRemove{User: "telegram:42", ID: kept.ID},
+					notes.Add{User: "telegram:42", ID: "n_late", Text: "late"},
+					notes.Remove{User: "telegram:42", ID: kept.ID},
 				},
 			})
 			wantCode(t, "stale Finish with notes and a clear", err, errs.LeaseLost)

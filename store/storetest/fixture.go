@@ -14,6 +14,7 @@ import (
 	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/notes"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/signals"
@@ -50,6 +51,7 @@ type fixture struct {
 	ss      sessions.Store
 	sg      signals.Store
 	tl      sessions.Timeline
+	nt      notes.Store
 	ob      outbox.Store
 }
 
@@ -65,7 +67,7 @@ func newFixture(t *testing.T, b Backend, lim sessions.Limits) *fixture {
 
 func (f *fixture) open() {
 	f.st, f.closeSt = openStore(f.t, f.place, f.clk, f.lim)
-	f.ss, f.sg, f.tl, f.ob = f.st.Sessions(), f.st.Signals(), f.st.Timeline(), f.st.Outbox()
+	f.ss, f.sg, f.tl, f.nt, f.ob = f.st.Sessions(), f.st.Signals(), f.st.Timeline(), f.st.Notes(), f.st.Outbox()
 }
 
 // openStore opens a store on p and returns a close function that closes it

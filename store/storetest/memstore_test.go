@@ -16,6 +16,7 @@ import (
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/lease"
+	"github.com/heraldgw/herald/notes"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/signals"
@@ -45,7 +46,7 @@ type memData struct {
 	idemKey  map[string]memSeen
 	timeline map[string][]sessions.TimelineItem
 	signals  []signals.Signal // kept whole: the suite never looks past an hour
-	notes    map[string][]sessions.Note
+	notes    map[string][]notes.Note
 	leases   map[string]memLease
 	workers  map[string]time.Time     // outbox workers' heartbeats
 	beats    map[string]time.Duration // how long each worker's beat holds
@@ -66,7 +67,7 @@ func newMemData() *memData {
 		leases:   map[string]memLease{},
 		workers:  map[string]time.Time{},
 		beats:    map[string]time.Duration{},
-		notes:    map[string][]sessions.Note{},
+		notes:    map[string][]notes.Note{},
 	}
 }
 
@@ -145,6 +146,7 @@ type memStore struct {
 func (s *memStore) Sessions() sessions.Store    { return memSessions{s} }
 func (s *memStore) Signals() signals.Store      { return memSignals{s} }
 func (s *memStore) Timeline() sessions.Timeline { return memTimeline{s} }
+func (s *memStore) Notes() notes.Store          { return memNotes{s} }
 func (s *memStore) Outbox() outbox.Store        { return memOutbox{s} }
 func (s *memStore) Leases() lease.Store         { return memLeases{s} }
 
@@ -484,7 +486,7 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 		return nil, err
 	}
 	var usage []sessions.Usage
-	var notes []sessions.Write
+	var noteWrites []sessions.Write
 	for _, w := range f.Writes {
 		// The in-memory store applies no other domain's writes: only
 		// the sessions' own.
@@ -494,16 +496,16 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 				return nil, err
 			}
 			usage = append(usage, w)
-		case sessions.NoteAdd:
-			if err := w.Check(op, m.s.lim); err != nil {
+		case notes.Add:
+			if err := w.Check(op, m.s.lim.MaxEntryBytes); err != nil {
 				return nil, err
 			}
-			notes = append(notes, w)
-		case sessions.NoteRemove:
+			noteWrites = append(noteWrites, w)
+		case notes.Remove:
 			if err := w.Check(op); err != nil {
 				return nil, err
 			}
-			notes = append(notes, w)
+			noteWrites = append(noteWrites, w)
 		default:
 			return nil, sessions.UnknownWrite(op, w)
 		}
@@ -545,7 +547,7 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 	for k, v := range f.Meta {
 		m.setMeta(l.Conv, k, v)
 	}
-	for _, w := range notes {
+	for _, w := range noteWrites {
 		m.applyNote(w)
 	}
 	for _, u := range usage {
@@ -1030,22 +1032,25 @@ func memUser(op, user string) error {
 	return nil
 }
 
-func (m memSessions) AddNote(ctx context.Context, user, text string) (sessions.Note, error) {
+// memNotes is the store's notes.
+type memNotes struct{ s *memStore }
+
+func (m memNotes) AddNote(ctx context.Context, user, text string) (notes.Note, error) {
 	const op = "mem.AddNote"
 	if err := memUser(op, user); err != nil {
-		return sessions.Note{}, err
+		return notes.Note{}, err
 	}
 	if strings.TrimSpace(text) == "" {
-		return sessions.Note{}, errs.E(op, errs.Invalid, "empty note")
+		return notes.Note{}, errs.E(op, errs.Invalid, "empty note")
 	}
 	if len(text) > m.s.lim.MaxEntryBytes {
-		return sessions.Note{}, errs.E(op, errs.TooLarge, "note over the limit")
+		return notes.Note{}, errs.E(op, errs.TooLarge, "note over the limit")
 	}
 	if err := m.s.lock(op); err != nil {
-		return sessions.Note{}, err
+		return notes.Note{}, err
 	}
 	defer m.s.data.mu.Unlock()
-	n := sessions.Note{ID: m.s.data.nextCursor(), Text: text, At: m.s.clk.Now()}
+	n := notes.Note{ID: m.s.data.nextCursor(), Text: text, At: m.s.clk.Now()}
 	m.s.data.notes[user] = append(m.s.data.notes[user], n)
 	return n, nil
 }
@@ -1054,17 +1059,17 @@ func (m memSessions) AddNote(ctx context.Context, user, text string) (sessions.N
 // lock.
 func (m memSessions) applyNote(w sessions.Write) {
 	switch w := w.(type) {
-	case sessions.NoteAdd:
+	case notes.Add:
 		ns := m.s.data.notes[w.User]
-		if !slices.ContainsFunc(ns, func(n sessions.Note) bool { return n.ID == w.ID }) {
-			m.s.data.notes[w.User] = append(ns, sessions.Note{ID: w.ID, Text: w.Text, At: m.s.clk.Now()})
+		if !slices.ContainsFunc(ns, func(n notes.Note) bool { return n.ID == w.ID }) {
+			m.s.data.notes[w.User] = append(ns, notes.Note{ID: w.ID, Text: w.Text, At: m.s.clk.Now()})
 		}
-	case sessions.NoteRemove:
-		m.s.data.notes[w.User] = slices.DeleteFunc(m.s.data.notes[w.User], func(n sessions.Note) bool { return n.ID == w.ID })
+	case notes.Remove:
+		m.s.data.notes[w.User] = slices.DeleteFunc(m.s.data.notes[w.User], func(n notes.Note) bool { return n.ID == w.ID })
 	}
 }
 
-func (m memSessions) Notes(ctx context.Context, user string) ([]sessions.Note, error) {
+func (m memNotes) Notes(ctx context.Context, user string) ([]notes.Note, error) {
 	const op = "mem.Notes"
 	if err := memUser(op, user); err != nil {
 		return nil, err
@@ -1076,7 +1081,7 @@ func (m memSessions) Notes(ctx context.Context, user string) ([]sessions.Note, e
 	return slices.Clone(m.s.data.notes[user]), nil
 }
 
-func (m memSessions) DeleteNote(ctx context.Context, user, id string) error {
+func (m memNotes) DeleteNote(ctx context.Context, user, id string) error {
 	const op = "mem.DeleteNote"
 	if err := memUser(op, user); err != nil {
 		return err
@@ -1086,7 +1091,7 @@ func (m memSessions) DeleteNote(ctx context.Context, user, id string) error {
 	}
 	defer m.s.data.mu.Unlock()
 	ns := m.s.data.notes[user]
-	i := slices.IndexFunc(ns, func(n sessions.Note) bool { return n.ID == id })
+	i := slices.IndexFunc(ns, func(n notes.Note) bool { return n.ID == id })
 	if i < 0 {
 		return errs.E(op, errs.NotFound, "no note %q", id)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/lease"
+	"github.com/heraldgw/herald/notes"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/signals"
@@ -22,6 +23,7 @@ type Store interface {
 	Sessions() sessions.Store
 	Signals() signals.Store
 	Timeline() sessions.Timeline
+	Notes() notes.Store
 	Outbox() outbox.Store
 	Leases() lease.Store
 	io.Closer
