@@ -151,9 +151,10 @@ type RouterOptions struct {
 	// BusyInputMode is the default for conversations that set none;
 	// empty means BusyInterrupt.
 	BusyInputMode BusyInputMode
-	// Turns is this process's turn worker, when it runs one: it is woken
-	// when a message is queued, and its running turns are known without
-	// a store read.
+	// Turns is this process's turn worker, when it runs one: messages
+	// are queued through it (TakeNow), so that one it has a turn free
+	// for runs at once; it is woken when a message waits, and its
+	// running turns are known without a store read.
 	Turns *TurnWorker
 	// Tailer is this process's signal tailer, poked after a signal so a
 	// turn running here hears it at once.
@@ -347,14 +348,8 @@ func (r *Router) appendEntry(ctx context.Context, in Inbound) (duplicate bool, e
 // store may start in's turn in the same call (AppendClaim), and started
 // says it did: the entry runs here at once, without a claim of its own.
 func (r *Router) append(ctx context.Context, in Inbound) (res AppendResult, started bool, err error) {
-	var turn *Turn
-	if r.turns != nil && r.turns.reserve() {
-		res, turn, err = r.store.AppendClaim(ctx, in, r.turns.name, r.turns.ttl)
-		if turn != nil {
-			r.turns.startReserved(turn)
-		} else {
-			r.turns.unreserve()
-		}
+	if r.turns != nil {
+		res, started, err = r.turns.TakeNow(ctx, r.store, in)
 	} else {
 		res, err = r.store.Append(ctx, in)
 	}
@@ -365,8 +360,8 @@ func (r *Router) append(ctx context.Context, in Inbound) (res AppendResult, star
 		r.countDuplicate(ctx, in)
 		return res, false, nil
 	}
-	r.appended(in, turn == nil)
-	return res, turn != nil, nil
+	r.appended(in, !started)
+	return res, started, nil
 }
 
 // appendControl queues a control entry for command name, answered by the

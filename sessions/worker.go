@@ -465,25 +465,35 @@ func (w *TurnWorker) claimLoop() {
 	}
 }
 
-// reserve takes a slot for a turn the router may start with an append
-// (AppendClaim). It fails when every slot is taken or the worker is not
-// running, so a message that cannot start here waits for a claim.
+// TakeNow appends in through q and, when this worker has a turn free,
+// lets the store start in's turn in the same call (Store.AppendClaim):
+// the turn then runs here at once, on that free turn, without a claim
+// of its own, and started says so. With every turn taken, or the worker
+// not running, it appends as q.Append does and the entry waits for a
+// claim. The router queues each message this way.
+func (w *TurnWorker) TakeNow(ctx context.Context, q Store, in Inbound) (res AppendResult, started bool, err error) {
+	if !w.reserve() {
+		res, err = q.Append(ctx, in)
+		return res, false, err
+	}
+	res, turn, err := q.AppendClaim(ctx, in, w.name, w.ttl)
+	if turn == nil {
+		<-w.slots // no turn started: the reserved slot is free again
+		return res, false, err
+	}
+	if !w.start(turn, "the worker stopped while the message was queued") {
+		<-w.slots
+	}
+	return res, err == nil, err
+}
+
+// reserve takes a slot for a turn TakeNow may start. It fails when
+// every slot is taken or the worker is not running.
 func (w *TurnWorker) reserve() bool {
 	w.mu.Lock()
 	running := w.started && !w.stopping
 	w.mu.Unlock()
 	return running && w.hard.Err() == nil && w.trySlot()
-}
-
-// unreserve gives back a slot reserve took when no turn started.
-func (w *TurnWorker) unreserve() { <-w.slots }
-
-// startReserved runs a turn the router's append leased, on the slot it
-// reserved. A worker that began stopping meanwhile hands it back.
-func (w *TurnWorker) startReserved(turn *Turn) {
-	if !w.start(turn, "the worker stopped while the message was queued") {
-		<-w.slots
-	}
 }
 
 // start runs turn on a slot already taken, unless the worker began
