@@ -90,16 +90,6 @@ func ParseBusyInputMode(s string) (BusyInputMode, error) {
 	return "", errs.E("sessions.ParseBusyInputMode", errs.Invalid, "busy-input mode %q is not interrupt, queue or steer", s)
 }
 
-func (m BusyInputMode) explain() string {
-	switch m {
-	case BusyQueue:
-		return "a new message waits until the running turn ends."
-	case BusySteer:
-		return "a new message is added to the running turn."
-	}
-	return "a new message stops the running turn and runs next."
-}
-
 // RunningTurn tells what a conversation's running turn answers.
 type RunningTurn struct {
 	EntryID string    `json:"entry"`

@@ -542,13 +542,10 @@ func (w *TurnWorker) staleSession(at *activeTurn, origin outbox.Target) bool {
 	}
 	at.settled.Store(true)
 	at.logger().Info("a synthetic entry for a session started anew since is shown, not run")
-	notice := outbox.Message{Target: origin, Text: staleSessionNotice + at.entry.Text, Kind: KindNotice}
+	notice := outbox.Message{Target: origin, Text: noticeStaleSession + at.entry.Text, Kind: KindNotice}
 	w.commit(at, Finish{EntryID: at.entry.ID, Outbox: w.outboxOf(at, []outbox.Message{notice}), Release: true})
 	return true
 }
-
-// staleSessionNotice heads a synthetic entry shown instead of run.
-const staleSessionNotice = "This arrived for a session that was started anew since, so it was not acted on:\n\n"
 
 // endNotice is the text of the notice a turn that a signal ended tells
 // its origin, or "" for none. /stop is always answered ("Stopped."). A
@@ -560,7 +557,7 @@ const staleSessionNotice = "This arrived for a session that was started anew sin
 func (w *TurnWorker) endNotice(origin outbox.Target, msgID string, cause error, stop *stopCause, msgs []outbox.Message) string {
 	switch {
 	case stop != nil && stop.reason != stopReasonNew:
-		return "Stopped."
+		return noticeStopped
 	case stop == nil && !errors.Is(cause, errInterrupted):
 		return ""
 	case msgID == "" || !w.awaitsEach(origin):
@@ -568,9 +565,9 @@ func (w *TurnWorker) endNotice(origin outbox.Target, msgID string, cause error, 
 	case slices.ContainsFunc(msgs, func(m outbox.Message) bool { return m.ReplyTo == msgID && m.Kind != KindNotice }):
 		return ""
 	case stop != nil:
-		return "Stopped: the conversation was started anew."
+		return noticeStoppedByNew
 	}
-	return "Interrupted by a newer message; the reply to it answers this one too."
+	return noticeInterrupted
 }
 
 // awaitsEach reports whether origin's clients wait for an answer to each
@@ -590,17 +587,14 @@ func (w *TurnWorker) steeredNotices(origin outbox.Target, steered []string, msgs
 	out := slices.Clip(msgs) // appending copies: msgs may be the runner's
 	for _, id := range steered {
 		if id != "" {
-			out = append(out, outbox.Message{Target: origin, Text: steeredNotice, ReplyTo: id, Kind: KindNotice})
+			out = append(out, outbox.Message{Target: origin, Text: noticeSteered, ReplyTo: id, Kind: KindNotice})
 		}
 	}
 	return out
 }
 
-// steeredNotice answers a message that was added to a running turn.
-const steeredNotice = "Added to the turn that was running; its reply answers this one too."
-
 // isSteeredNotice reports whether m is a notice steeredNotices added.
-func isSteeredNotice(m outbox.Message) bool { return m.Kind == KindNotice && m.Text == steeredNotice }
+func isSteeredNotice(m outbox.Message) bool { return m.Kind == KindNotice && m.Text == noticeSteered }
 
 // historyStarts returns, when the stored history is bounded and history
 // could reach the bound with a turn's messages, where a kept part of it
@@ -776,9 +770,9 @@ func (w *TurnWorker) finish(ctx context.Context, at *activeTurn, f Finish) error
 // dropped history, so they run on their own.
 func (w *TurnWorker) refusedFinish(at *activeTurn, f Finish, why error) Finish {
 	target, _ := ReplyTarget(at.entry.Inbound)
-	text := "I could not save this turn's result, so it was dropped."
+	text := noticeNotSaved
 	if errs.Is(why, errs.TooLarge) {
-		text = "This turn's result was too large to save, so it was dropped. Try asking for less at once."
+		text = noticeTooLarge
 	}
 	notice := outbox.Message{Target: target, Text: text, ReplyTo: at.entry.MessageID, Kind: KindNotice}
 	return Finish{
@@ -796,7 +790,7 @@ func (w *TurnWorker) drop(at *activeTurn) {
 	target, _ := ReplyTarget(at.entry.Inbound)
 	notice := outbox.Message{
 		Target: target, ReplyTo: at.entry.MessageID, Kind: KindNotice,
-		Text: fmt.Sprintf("I could not answer this message: it failed %d times, so I dropped it.", at.entry.Deliveries-1),
+		Text: noticeDropped(at.entry.Deliveries - 1),
 	}
 	if w.commit(at, Finish{EntryID: at.entry.ID, Outbox: w.outboxOf(at, []outbox.Message{notice}), Release: true}) {
 		w.countFailed("dropped")
@@ -815,7 +809,7 @@ func (w *TurnWorker) runControl(at *activeTurn) {
 		// Queued by a process that knows a command this one does not:
 		// answering beats leaving it to block the conversation.
 		at.logger().Warn("no command runs this control entry; acking it", "command", name)
-		ct.Reply(fmt.Sprintf("/%s is not available in this version of herald.", name))
+		ct.Reply(noticeUnknownCommand(name))
 	} else if err := w.runCommand(at, cmd, ct); err != nil {
 		at.settled.Store(true)
 		at.logger().Error("a queued command failed; the entry waits for another run", "command", name, "err", err)

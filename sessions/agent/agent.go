@@ -103,7 +103,7 @@ func (a *Agent) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOu
 			return r.interrupted(ctx)
 		}
 		if r.out.ModelCalls >= limit {
-			note := fmt.Sprintf("I stopped this turn after %d model calls, the limit per turn (model.max_iterations). Say \"continue\" and I will carry on from here.", limit)
+			note := sessions.TurnLimitNotice(limit)
 			r.add(chat.Message{Role: "assistant", Content: note, At: r.now()})
 			return r.reply(sessions.TurnBudget, note), nil
 		}
