@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/heraldgw/herald/internal/bgloop"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
@@ -190,12 +191,12 @@ type TurnWorker struct {
 	// loop's poll.
 	mayWait atomic.Bool
 
-	mu        sync.Mutex
-	running   map[string]*activeTurn // by conversation
-	started   bool
-	stopping  bool
-	stopClaim chan struct{} // closed by Shutdown: claim no more
-	loopDone  chan struct{} // closed when the claim loop returned
+	claims bgloop.Loop // the claim loop; stopped by Shutdown: claim no more
+
+	mu       sync.Mutex
+	running  map[string]*activeTurn // by conversation
+	started  bool
+	stopping bool
 
 	// base is Start's context without its cancellation, for the store
 	// writes that must happen even while stopping (commits, releases).
@@ -238,8 +239,6 @@ func NewTurnWorker(opts TurnWorkerOptions) (*TurnWorker, error) {
 		metrics:       opts.Metrics,
 		wake:          make(chan struct{}, 1),
 		running:       map[string]*activeTurn{},
-		stopClaim:     make(chan struct{}),
-		loopDone:      make(chan struct{}),
 	}
 	turns := opts.Turns
 	if turns <= 0 {
@@ -293,20 +292,20 @@ func (w *TurnWorker) Name() string { return w.name }
 // Shutdown to stop gracefully. Errors: Conflict (started before), Closed
 // (shut down before).
 func (w *TurnWorker) Start(ctx context.Context) error {
+	const op = "sessions.TurnWorker.Start"
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopping {
-		return errs.E("sessions.TurnWorker.Start", errs.Closed, "the turn worker was shut down")
+		return errs.E(op, errs.Closed, "the turn worker was shut down")
 	}
 	if w.started {
-		return errs.E("sessions.TurnWorker.Start", errs.Conflict, "the turn worker was started before")
+		return errs.E(op, errs.Conflict, "the turn worker was started before")
 	}
 	w.started = true
 	w.base = context.WithoutCancel(ctx)
 	w.hard, w.hardCancel = context.WithCancelCause(ctx)
 	w.runners = newRunners(w.hard, min(cap(w.slots), maxParkedRunners), w.runTurn)
-	go w.claimLoop()
-	return nil
+	return w.claims.Start(w.hard, op, w.claimLoop)
 }
 
 // errShutdown is the cause of a turn cancelled because its process stops.
@@ -325,10 +324,11 @@ func (w *TurnWorker) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	w.stopping = true
-	close(w.stopClaim)
 	w.mu.Unlock()
 
-	<-w.loopDone
+	// The claim loop ends at once: a claim under way is made with the
+	// worker's hard context, and what it leases runs or is handed back.
+	_ = w.claims.Stop(context.Background())
 	done := make(chan struct{})
 	go func() {
 		w.turns.Wait()
@@ -414,10 +414,10 @@ func (w *TurnWorker) HandleSignal(s signals.Signal) {
 // sees one claim per poll.
 const maxClaimBurst = 64
 
-// claimLoop is the one loop that claims conversations. It takes a slot
-// before each claim, so it never holds more leases than it can run.
-func (w *TurnWorker) claimLoop() {
-	defer close(w.loopDone)
+// claimLoop is the one loop that claims conversations, until stop ends
+// (Shutdown, or the worker's hard stop). It takes a slot before each
+// claim, so it never holds more leases than it can run.
+func (w *TurnWorker) claimLoop(stop context.Context) {
 	idle := time.NewTimer(time.Hour)
 	idle.Stop()
 	wait := time.Duration(0)
@@ -425,9 +425,7 @@ func (w *TurnWorker) claimLoop() {
 	for {
 		select {
 		case w.slots <- struct{}{}:
-		case <-w.stopClaim:
-			return
-		case <-w.hard.Done():
+		case <-stop.Done():
 			return
 		}
 		n := 1
@@ -454,10 +452,7 @@ func (w *TurnWorker) claimLoop() {
 		case <-w.wake:
 			wait = 0
 		case <-idle.C:
-		case <-w.stopClaim:
-			idle.Stop()
-			return
-		case <-w.hard.Done():
+		case <-stop.Done():
 			idle.Stop()
 			return
 		}
@@ -551,13 +546,13 @@ func (w *TurnWorker) claimSome(n int) (int, error) {
 	return found, err
 }
 
+// stoppingNow reports whether the worker claims no more: Shutdown began,
+// or it must stop now.
 func (w *TurnWorker) stoppingNow() bool {
-	select {
-	case <-w.stopClaim:
-		return true
-	default:
-		return w.hard.Err() != nil
-	}
+	w.mu.Lock()
+	stopping := w.stopping
+	w.mu.Unlock()
+	return stopping || w.hard.Err() != nil
 }
 
 // releaseTimeout bounds a store write made after a turn ended: a commit,

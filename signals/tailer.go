@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heraldgw/herald/internal/bgloop"
 	"github.com/heraldgw/herald/internal/errs"
 )
 
@@ -60,13 +61,14 @@ type Tailer struct {
 	read     func(n int)
 
 	poke chan struct{}
+	loop bgloop.Loop
 
-	mu      sync.Mutex
-	started bool
-	cancel  context.CancelFunc
-	done    chan struct{}
+	// mu makes Start and Shutdown one at a time: a Shutdown waits for a
+	// Start under way, and stops the loop it started.
+	mu sync.Mutex
 	// cursor is where the next read starts, once positioned: a read from
-	// "" only finds the log's end.
+	// "" only finds the log's end. Start sets it before the loop runs;
+	// then the loop alone reads and sets it.
 	cursor     string
 	positioned bool
 }
@@ -96,7 +98,6 @@ func NewTailer(opts TailerOptions) (*Tailer, error) {
 		log:      opts.Logger,
 		read:     opts.Read,
 		poke:     make(chan struct{}, 1),
-		done:     make(chan struct{}),
 	}
 	if t.interval <= 0 {
 		t.interval = DefaultInterval
@@ -115,39 +116,29 @@ func NewTailer(opts TailerOptions) (*Tailer, error) {
 // that cannot be reached now does not fail Start: the loop keeps trying.
 // Errors: Conflict (started before).
 func (t *Tailer) Start(ctx context.Context) error {
+	const op = "signals.Tailer.Start"
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.started {
-		return errs.E("signals.Tailer.Start", errs.Conflict, "the signal tailer was started before")
+	if t.loop.Started() {
+		return errs.E(op, errs.Conflict, "the signal tailer was started before")
 	}
-	t.started = true
-	ctx, t.cancel = context.WithCancel(ctx)
 	if _, cursor, err := t.store.SignalsAfter(ctx, "", t.batch); err != nil {
 		t.log.Warn("reading the signal log's end failed; retrying", "err", err)
 	} else {
 		t.cursor, t.positioned = cursor, true
 	}
-	go t.loop(ctx)
-	return nil
+	return t.loop.Start(ctx, op, t.tail)
 }
 
 // Shutdown stops reading and waits for the loop to end, or for ctx.
 // Shut the turn worker down first: its turns hear signals until they end.
 func (t *Tailer) Shutdown(ctx context.Context) error {
 	t.mu.Lock()
-	started := t.started
-	cancel := t.cancel
-	t.mu.Unlock()
-	if !started {
-		return nil
+	defer t.mu.Unlock()
+	if err := t.loop.Stop(ctx); err != nil {
+		return errs.Wrap("signals.Tailer.Shutdown", errs.Unavailable, err)
 	}
-	cancel()
-	select {
-	case <-t.done:
-		return nil
-	case <-ctx.Done():
-		return errs.Wrap("signals.Tailer.Shutdown", errs.Unavailable, ctx.Err())
-	}
+	return nil
 }
 
 // Poke makes the tailer read now: this process just sent a signal, and a
@@ -159,8 +150,8 @@ func (t *Tailer) Poke() {
 	}
 }
 
-func (t *Tailer) loop(ctx context.Context) {
-	defer close(t.done)
+// tail reads on every tick and poke until ctx ends.
+func (t *Tailer) tail(ctx context.Context) {
 	tick := time.NewTicker(t.interval)
 	defer tick.Stop()
 	for {
@@ -177,9 +168,7 @@ func (t *Tailer) loop(ctx context.Context) {
 // readAll reads until the log's end, in batches.
 func (t *Tailer) readAll(ctx context.Context) {
 	for ctx.Err() == nil {
-		t.mu.Lock()
 		after, positioned := t.cursor, t.positioned
-		t.mu.Unlock()
 		if !positioned {
 			after = ""
 		}
@@ -190,9 +179,7 @@ func (t *Tailer) readAll(ctx context.Context) {
 			}
 			return
 		}
-		t.mu.Lock()
 		t.cursor, t.positioned = next, true
-		t.mu.Unlock()
 		if !positioned {
 			return // that read only found the end to start from
 		}
