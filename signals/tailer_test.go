@@ -5,9 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,28 +18,12 @@ import (
 	"github.com/heraldgw/herald/signals"
 )
 
-// handled records the signals a tailer hands on.
-type handled struct {
-	mu   sync.Mutex
-	got  []string
-	seen chan struct{} // closed and replaced on every signal
-}
+// handled records the signals a tailer hands on, as "conv kind".
+type handled struct{ testkit.Recorder[string] }
 
-func newHandled() *handled { return &handled{seen: make(chan struct{})} }
+func newHandled() *handled { return &handled{} }
 
-func (h *handled) HandleSignal(s signals.Signal) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.got = append(h.got, s.Conv+" "+string(s.Kind))
-	close(h.seen)
-	h.seen = make(chan struct{})
-}
-
-func (h *handled) list() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.got)
-}
+func (h *handled) HandleSignal(s signals.Signal) { h.Add(s.Conv + " " + string(s.Kind)) }
 
 func TestTailer(t *testing.T) {
 	tests := []struct {
@@ -85,8 +67,8 @@ func TestTailer(t *testing.T) {
 			if tc.poke {
 				tl.Poke()
 			}
-			waitFor(t, "every signal handed on", func() bool { return len(h.list()) >= len(want) })
-			if diff := cmp.Diff(want, h.list()); diff != "" {
+			h.Wait(t, len(want))
+			if diff := cmp.Diff(want, h.All()); diff != "" {
 				t.Errorf("handed on (-want +got):\n%s", diff)
 			}
 			if err := tl.Shutdown(ctx); err != nil {
@@ -112,31 +94,17 @@ func TestTailerStartsTwice(t *testing.T) {
 	}
 }
 
-// ledger records, in one list, what each of several handlers was handed,
-// so a test sees the order across handlers too.
-type ledger struct {
-	mu  sync.Mutex
-	got []string
-}
-
-func (l *ledger) list() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.got)
-}
-
-// ledgerHandler writes what it is handed into a ledger under its name,
-// then panics when panics is set.
+// ledgerHandler writes what it is handed into a ledger, one list of
+// what each of several handlers was handed, so a test sees the order
+// across handlers too; then it panics when panics is set.
 type ledgerHandler struct {
 	name   string
-	l      *ledger
+	l      *testkit.Recorder[string]
 	panics bool
 }
 
 func (h ledgerHandler) HandleSignal(s signals.Signal) {
-	h.l.mu.Lock()
-	h.l.got = append(h.l.got, h.name+" "+s.Conv+" "+string(s.Kind)+" "+s.Target)
-	h.l.mu.Unlock()
+	h.l.Add(h.name + " " + s.Conv + " " + string(s.Kind) + " " + s.Target)
 	if h.panics {
 		panic("a bug in " + h.name)
 	}
@@ -160,7 +128,7 @@ func TestTailerFansOut(t *testing.T) {
 			noLeaks(t)
 			ctx := context.Background()
 			sig := testkit.NewSignalLog(clock.Real{})
-			l := &ledger{}
+			l := &testkit.Recorder[string]{}
 			opts := signals.TailerOptions{Store: sig, Interval: time.Hour}
 			var order []string
 			if tc.handler != "" {
@@ -198,9 +166,9 @@ func TestTailerFansOut(t *testing.T) {
 					}
 				}
 				tl.Poke()
-				waitFor(t, "every signal handed to every handler", func() bool { return len(l.list()) >= len(want) })
+				l.Wait(t, len(want))
 			}
-			if diff := cmp.Diff(want, l.list()); diff != "" {
+			if diff := cmp.Diff(want, l.All()); diff != "" {
 				t.Errorf("handed on (-want +got):\n%s", diff)
 			}
 			wantPanics := 0
@@ -278,16 +246,4 @@ func quietLog() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-// waitFor polls cond until it holds, failing the test after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
