@@ -7,13 +7,13 @@ package config
 import (
 	"net"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/tools"
 )
 
 // Config is the whole configuration. The yaml tags are the file's keys.
@@ -584,31 +584,6 @@ const (
 	MinOwnerTTL = 3 * time.Second
 )
 
-// Tools defaults.
-const (
-	DefaultTerminalTimeout = 120 * time.Second
-	DefaultOutputMaxChars  = 50_000
-)
-
-// defaultDangerous are the patterns of tools.dangerous_commands when the
-// config gives none: commands that destroy a machine or its data, or run
-// what they download, and that no task should run unseen.
-var defaultDangerous = []string{
-	`\brm\s+(-[a-zA-Z]*\s+)*(-[a-zA-Z]*[rR][a-zA-Z]*|--recursive)\s+(-\S+\s+)*("?(/|/\*|~|~/|~/\*|\$HOME|\$\{HOME\})"?)(\s|;|&|\||$)`,
-	`\brm\b.*--no-preserve-root`,
-	`\bmkfs(\.\w+)?\b`,
-	`(^|[;&|(]\s*|\bsudo\s+)(shutdown|reboot|poweroff|halt)\b`,
-	`:\s*\(\s*\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:`, // the fork bomb :(){ :|:& };:
-	`\bdd\b.*\bof=/dev/(sd|hd|vd|xvd|nvme|mmcblk|disk|rdisk)`,
-	`>\s*/dev/(sd|hd|vd|xvd|nvme|mmcblk|disk|rdisk)`,
-	`\b(curl|wget)\b[^|]*\|\s*(sudo\s+)?(ba|da|z|k)?sh\b`,
-	`\bchmod\s+(-[a-zA-Z]*\s+)*(-[a-zA-Z]*R[a-zA-Z]*|--recursive)\s+(-\S+\s+)*0?777\s+/(\s|;|&|\||$)`,
-}
-
-// DefaultDangerousCommands returns the default tools.dangerous_commands,
-// a copy the caller may change.
-func DefaultDangerousCommands() []string { return slices.Clone(defaultDangerous) }
-
 // Defaults that have no home in a domain package.
 const (
 	DefaultHome         = "~/.herald"
@@ -687,9 +662,9 @@ func Default() Config {
 			OwnerTTL:              DefaultOwnerTTL,
 		},
 		Tools: Tools{
-			TerminalTimeout:   DefaultTerminalTimeout,
-			OutputMaxChars:    DefaultOutputMaxChars,
-			DangerousCommands: DefaultDangerousCommands(),
+			TerminalTimeout:   tools.DefaultTerminalTimeout,
+			OutputMaxChars:    tools.DefaultOutputMaxChars,
+			DangerousCommands: tools.DefaultDangerousCommands(),
 		},
 		Cron:      Cron{Enabled: true, Timezone: "UTC", ScriptTimeout: DefaultScriptTimeout},
 		Goal:      Goal{MaxTurns: 20, JudgeTimeout: 30 * time.Second},

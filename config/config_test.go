@@ -13,6 +13,7 @@ import (
 
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/tools"
 )
 
 // envOf is a Lookup over a fixed environment.
@@ -82,7 +83,7 @@ func TestDefault(t *testing.T) {
 		Tools: config.Tools{
 			TerminalTimeout:   120 * time.Second,
 			OutputMaxChars:    50_000,
-			DangerousCommands: config.DefaultDangerousCommands(),
+			DangerousCommands: tools.DefaultDangerousCommands(),
 		},
 		Cron: config.Cron{Enabled: true, Timezone: "UTC", ScriptTimeout: time.Hour},
 		Kanban: config.Kanban{
@@ -114,7 +115,7 @@ func TestDefault(t *testing.T) {
 // must not wait for an approval.
 func TestDefaultDangerousCommands(t *testing.T) {
 	var patterns []*regexp.Regexp
-	for _, p := range config.DefaultDangerousCommands() {
+	for _, p := range tools.DefaultDangerousCommands() {
 		patterns = append(patterns, regexp.MustCompile(p))
 	}
 	tests := []struct {
@@ -155,8 +156,8 @@ func TestDefaultDangerousCommands(t *testing.T) {
 		})
 	}
 	// A copy, so a caller cannot change the default.
-	config.DefaultDangerousCommands()[0] = "x"
-	if config.DefaultDangerousCommands()[0] == "x" {
+	tools.DefaultDangerousCommands()[0] = "x"
+	if tools.DefaultDangerousCommands()[0] == "x" {
 		t.Error("DefaultDangerousCommands returned the defaults themselves")
 	}
 }

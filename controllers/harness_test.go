@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/testkit"
@@ -105,7 +106,7 @@ func (a *agent) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOu
 	}
 	now := a.clk.Now()
 	return sessions.TurnOutput{
-		History: []sessions.Message{{Role: "user", Content: text, At: now}, {Role: "assistant", Content: reply, At: now}},
+		History: []chat.Message{{Role: "user", Content: text, At: now}, {Role: "assistant", Content: reply, At: now}},
 		Outbox:  []outbox.Message{{Target: in.Origin, Text: reply, Kind: "reply", ReplyTo: in.Entry.MessageID}},
 		End:     sessions.TurnDone,
 	}, nil

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
@@ -301,7 +302,7 @@ func (r *Runner) current(ctx context.Context, k Key, tick int, version int64, in
 }
 
 // idleSince reports whether no message of history is later than at.
-func idleSince(history []sessions.Message, at time.Time) bool {
+func idleSince(history []chat.Message, at time.Time) bool {
 	return len(history) == 0 || !history[len(history)-1].At.After(at)
 }
 

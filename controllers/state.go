@@ -14,8 +14,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
-	"github.com/heraldgw/herald/sessions"
 )
 
 // Kind names a controller.
@@ -96,7 +96,7 @@ type Store interface {
 // loop without one, or Data that is not a JSON object; TooLarge for
 // Data over MaxData.
 func (s State) Check(op string) error {
-	if err := sessions.ValidateConv(op, s.Conv); err != nil {
+	if err := chat.ValidateConv(op, s.Conv); err != nil {
 		return err
 	}
 	switch s.Kind {

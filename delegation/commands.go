@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
@@ -19,7 +20,7 @@ type CommandOptions struct {
 	Runner *Runner // woken when /background dispatches
 	Meta   func(ctx context.Context, conv string) (map[string]string, error)
 	// History reads a conversation's history, for /review.
-	History func(ctx context.Context, conv string) ([]sessions.Message, error)
+	History func(ctx context.Context, conv string) ([]chat.Message, error)
 	// MaxChildren is delegation.max_concurrent_children: /background and
 	// /review start nothing while the conversation has that many running.
 	MaxChildren int
@@ -286,8 +287,8 @@ func (c commands) review(ctx context.Context, call *sessions.CommandCall) error 
 
 // ReviewContext is what a reviewer reads: the newest user and assistant
 // messages with text, oldest first, each cut to its bound.
-func ReviewContext(history []sessions.Message) string {
-	var picked []sessions.Message
+func ReviewContext(history []chat.Message) string {
+	var picked []chat.Message
 	for i := len(history) - 1; i >= 0 && len(picked) < reviewMessages; i-- {
 		m := history[i]
 		if (m.Role == "user" || m.Role == "assistant") && strings.TrimSpace(m.Content) != "" {

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/llm"
-	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/tools"
 )
 
@@ -27,7 +27,7 @@ func (m deafModel) Complete(_ context.Context, req llm.Request) (*llm.Response, 
 	if strings.Contains(goal, "hang") {
 		<-m.release
 	}
-	return &llm.Response{Message: sessions.Message{Role: "assistant", Content: "done"}}, nil
+	return &llm.Response{Message: chat.Message{Role: "assistant", Content: "done"}}, nil
 }
 
 // TestStalledChildKeepsItsPlaceUntilItsCallReturns is a child the stall
@@ -67,7 +67,7 @@ func TestStalledChildKeepsItsPlaceUntilItsCallReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = runner.Shutdown(context.Background()) })
-	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), Runner: runner, Clock: clk}
+	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Signals(), Runner: runner, Clock: clk}
 	hung, err := svc.Start(ctx, delegation.Request{Conv: "api:stall", Goal: "hang"})
 	if err != nil {
 		t.Fatal(err)

@@ -175,7 +175,7 @@ func TestTranscriptsExistFromDispatch(t *testing.T) {
 	model.Script(testkit.Reply("all done"))
 	runner, _, ended := newRunner(t, db.Delegations(), delegation.SpawnerOptions{Client: scriptedClient(t, model), Model: "m"}, nil,
 		delegation.RunnerOptions{Transcripts: &delegation.Transcripts{Dir: dir}})
-	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), Runner: runner}
+	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Signals(), Runner: runner}
 	d, err := svc.Start(ctx, delegation.Request{Conv: "api:tr", Tasks: []delegation.Task{{Goal: "first"}, {Goal: "second"}}})
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/lease"
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // Defaults for RunnerOptions.
@@ -59,7 +59,7 @@ type RunnerOptions struct {
 // claim that a lease.Renewer keeps alive. It also reaps: a child whose
 // owner stopped renewing (by the store's clock) ends unknown, by
 // whichever instance notices first. It takes the signals that stop or
-// steer its children (sessions.SignalHandler). It is a component: Start,
+// steer its children (signals.Handler). It is a component: Start,
 // Shutdown.
 type Runner struct {
 	opts    RunnerOptions
@@ -74,7 +74,7 @@ type Runner struct {
 	// claiming counts claims whose children are not registered yet;
 	// early keeps the signals that came meanwhile.
 	claiming int
-	early    []sessions.Signal
+	early    []signals.Signal
 	// lingering counts children whose end is recorded but whose agent
 	// loop the stall monitor left running: each keeps its place under
 	// Max until the loop returns.
@@ -502,9 +502,9 @@ func (r *Runner) lost(c lease.Claim) {
 // conversation's stop (/stop, /new) interrupts every child of it that
 // runs here; delegation.stop, delegation.cancel and delegation.steer
 // reach one child, only within the conversation the signal names.
-func (r *Runner) HandleSignal(s sessions.Signal) {
+func (r *Runner) HandleSignal(s signals.Signal) {
 	r.apply(s)
-	if s.Kind == sessions.SignalStop {
+	if s.Kind == signals.Stop {
 		// Children no instance has started yet are stopped in the
 		// store; every instance tries, and each child ends once.
 		go r.stopPending(s)
@@ -513,7 +513,7 @@ func (r *Runner) HandleSignal(s sessions.Signal) {
 
 // stopPending ends, as interrupted, the children of s's conversation
 // that no instance has claimed and that were dispatched before s.
-func (r *Runner) stopPending(s sessions.Signal) {
+func (r *Runner) stopPending(s signals.Signal) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.OwnerTTL/3)
 	defer cancel()
 	ds, err := r.opts.Store.List(ctx, Query{Conv: s.Conv, Active: true})
@@ -545,7 +545,7 @@ func (r *Runner) stopPending(s sessions.Signal) {
 
 // apply applies s to the children running here and reports whether one
 // of them took it.
-func (r *Runner) apply(s sessions.Signal) bool {
+func (r *Runner) apply(s signals.Signal) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.claiming > 0 {
@@ -558,7 +558,7 @@ func (r *Runner) apply(s sessions.Signal) bool {
 // keeping nothing for those being claimed: for a signal that also goes
 // through the signals log when no child here takes it, which the log
 // brings to a child claimed meanwhile once, not twice.
-func (r *Runner) applyRegistered(s sessions.Signal) bool {
+func (r *Runner) applyRegistered(s signals.Signal) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.applyLocked(s, nil)
@@ -566,7 +566,7 @@ func (r *Runner) applyRegistered(s sessions.Signal) bool {
 
 // applyLocked applies s to the children running here (only those in
 // only, when it is not nil). Called with r.mu held.
-func (r *Runner) applyLocked(s sessions.Signal, only map[string]bool) bool {
+func (r *Runner) applyLocked(s signals.Signal, only map[string]bool) bool {
 	took := false
 	for id, rc := range r.running {
 		if only != nil && !only[id] {
@@ -577,7 +577,7 @@ func (r *Runner) applyLocked(s sessions.Signal, only map[string]bool) bool {
 			continue
 		}
 		switch {
-		case s.Kind == sessions.SignalStop:
+		case s.Kind == signals.Stop:
 			cause := byConversation
 			rc.cancel(&cause)
 			took = true

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // Service is the lifecycle of delegations made outside a turn: start
@@ -18,8 +20,8 @@ import (
 // it. Everything it answers is read from the store, so a handle answers
 // on any instance and after a restart.
 type Service struct {
-	Store   Store            // required
-	Signals sessions.Signals // required by Cancel
+	Store   Store         // required
+	Signals signals.Store // required by Cancel
 	// Runner is this instance's runner, woken by Start and asked first
 	// by Cancel; nil where none runs (the CLI).
 	Runner *Runner
@@ -61,7 +63,7 @@ type Request struct {
 // Unavailable.
 func (s *Service) Start(ctx context.Context, req Request) (Delegation, error) {
 	const op = "delegation.Start"
-	if err := sessions.ValidateConv(op, req.Conv); err != nil {
+	if err := chat.ValidateConv(op, req.Conv); err != nil {
 		return Delegation{}, err
 	}
 	tasks, err := s.tasks(op, req)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/llm"
@@ -51,14 +52,14 @@ func TestServiceCancelHere(t *testing.T) {
 	ctx := context.Background()
 	model := blockingModel{started: make(chan struct{}, 1)}
 	runner, ended := startRunner(t, db.Delegations(), model)
-	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), Runner: runner, MaxChildren: 2, Cancelled: "cancelled from the API"}
+	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Signals(), Runner: runner, MaxChildren: 2, Cancelled: "cancelled from the API"}
 
 	d, err := svc.Start(ctx, delegation.Request{Conv: "api:demo", Origin: outbox.Target{Platform: "api", Chat: "demo"}, Goal: "wait"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-model.started // Start woke the runner: the child runs here
-	_, from, err := db.Sessions().SignalsAfter(ctx, "", 1)
+	_, from, err := db.Signals().SignalsAfter(ctx, "", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestServiceCancelHere(t *testing.T) {
 	if got.Status() != delegation.StatusCancelled {
 		t.Errorf("the delegation's status is %s, want cancelled", got.Status())
 	}
-	if sigs, _, _ := db.Sessions().SignalsAfter(ctx, from, 10); len(sigs) != 0 {
+	if sigs, _, _ := db.Signals().SignalsAfter(ctx, from, 10); len(sigs) != 0 {
 		t.Errorf("a stop applied here also sent %v", sigs)
 	}
 }
@@ -85,7 +86,7 @@ func TestServiceCancelHere(t *testing.T) {
 func TestServiceStart(t *testing.T) {
 	db := openStore(t)
 	ctx := context.Background()
-	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), MaxChildren: 2}
+	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Signals(), MaxChildren: 2}
 	req := delegation.Request{Conv: "api:demo", Key: "k1", Tasks: []delegation.Task{{Goal: "a"}, {Goal: "b"}}}
 	first, err := svc.Start(ctx, req)
 	if err != nil {
@@ -135,15 +136,19 @@ func TestDispatchRacingTheCap(t *testing.T) {
 		t.Fatalf("Claim = %v, %v", turn, err)
 	}
 	tt := &tools.Turn{Conv: conv}
-	res := set.Call(ctx, tt, sessions.ToolCall{ID: "1", Name: delegation.ToolName, Arguments: `{"tasks":[{"goal":"a"},{"goal":"b"}]}`})
+	res := set.Call(ctx, tt, chat.ToolCall{ID: "1", Name: delegation.ToolName, Arguments: `{"tasks":[{"goal":"a"},{"goal":"b"}]}`})
 	if res.IsError || !strings.Contains(res.Content, `"status":"dispatched"`) {
 		t.Fatalf("tool answered %s, want dispatched (nothing runs yet)", res.Content)
 	}
-	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), MaxChildren: 2}
+	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Signals(), MaxChildren: 2}
 	if _, err := svc.Start(ctx, delegation.Request{Conv: conv, Goal: "from outside"}); err != nil {
 		t.Fatalf("the out-of-turn dispatch: %v", err)
 	}
-	if err := db.Sessions().Finish(ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Writes: tt.Writes(), Release: true}); err != nil {
+	var writes []sessions.Write
+	for _, w := range tt.Writes() {
+		writes = append(writes, w)
+	}
+	if err := db.Sessions().Finish(ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Writes: writes, Release: true}); err != nil {
 		t.Fatalf("the turn's commit: %v", err)
 	}
 	if n, _ := db.Delegations().Active(ctx, conv); n != 1 {

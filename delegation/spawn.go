@@ -14,6 +14,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/sessions"
@@ -380,7 +381,7 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 			now := s.opts.Clock.Now()
 			live.update(func(pr *Progress) { pr.CurrentTool, pr.LastActivity = p.Tool, now })
 		},
-		Observe: func(m sessions.Message) {
+		Observe: func(m chat.Message) {
 			now := s.opts.Clock.Now()
 			if m.Role == "tool" {
 				live.update(func(pr *Progress) { pr.CurrentTool, pr.LastActivity = "", now })
@@ -641,7 +642,7 @@ func (s *Spawner) cap(text string) string {
 
 // lastAssistant is the newest assistant text of a child's run: its
 // final answer, or what it said last before it was stopped.
-func lastAssistant(h []sessions.Message) string {
+func lastAssistant(h []chat.Message) string {
 	for i := len(h) - 1; i >= 0; i-- {
 		if h[i].Role == "assistant" && strings.TrimSpace(h[i].Content) != "" {
 			return h[i].Content

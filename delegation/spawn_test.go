@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/llm"
-	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/tools"
 )
 
@@ -46,7 +46,7 @@ func (m *fakeModel) requests() []llm.Request {
 }
 
 func say(text string) *llm.Response {
-	return &llm.Response{Message: sessions.Message{Role: "assistant", Content: text}, Usage: llm.Usage{PromptTokens: 10, CompletionTokens: 5}}
+	return &llm.Response{Message: chat.Message{Role: "assistant", Content: text}, Usage: llm.Usage{PromptTokens: 10, CompletionTokens: 5}}
 }
 
 func reply(text string) func(context.Context, llm.Request) (*llm.Response, error) {
@@ -55,7 +55,7 @@ func reply(text string) func(context.Context, llm.Request) (*llm.Response, error
 
 func callTool(name, args string) func(context.Context, llm.Request) (*llm.Response, error) {
 	return func(context.Context, llm.Request) (*llm.Response, error) {
-		return &llm.Response{Message: sessions.Message{Role: "assistant", ToolCalls: []sessions.ToolCall{{ID: "c1", Name: name, Arguments: args}}}}, nil
+		return &llm.Response{Message: chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "c1", Name: name, Arguments: args}}}}, nil
 	}
 }
 

@@ -5,11 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/llm"
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 	"github.com/heraldgw/herald/store/redis"
 	"github.com/heraldgw/herald/tools"
 )
@@ -19,7 +20,7 @@ import (
 // claims.
 type stores struct {
 	dlg     delegation.Store
-	signals sessions.Signals
+	signals signals.Store
 	meta    delegation.StatusMeta
 	once    lease.OnceStore
 }
@@ -27,7 +28,7 @@ type stores struct {
 func eachStore(t *testing.T, run func(t *testing.T, s stores)) {
 	t.Run("sqlite", func(t *testing.T) {
 		db := openStore(t)
-		run(t, stores{db.Delegations(), db.Sessions(), db.Sessions(), db.Once()})
+		run(t, stores{db.Delegations(), db.Signals(), db.Sessions(), db.Once()})
 	})
 	t.Run("redis", func(t *testing.T) {
 		srv := testkit.StartRedis(t)
@@ -36,7 +37,7 @@ func eachStore(t *testing.T, run func(t *testing.T, s stores)) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		run(t, stores{db.Delegations(), db.Sessions(), db.Sessions(), db.Once()})
+		run(t, stores{db.Delegations(), db.Signals(), db.Sessions(), db.Once()})
 	})
 }
 
@@ -53,7 +54,7 @@ func (m gatedModel) Complete(ctx context.Context, _ llm.Request) (*llm.Response,
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return &llm.Response{Message: sessions.Message{Role: "assistant", Content: m.text}}, nil
+	return &llm.Response{Message: chat.Message{Role: "assistant", Content: m.text}}, nil
 }
 
 // TestSteerThatArrivesAfterTheLastToolResult is a steer sent from
@@ -83,7 +84,7 @@ func TestSteerThatArrivesAfterTheLastToolResult(t *testing.T) {
 			t.Fatal(err)
 		}
 		steer := func() string {
-			res := other.Call(ctx, &tools.Turn{Conv: "api:steer"}, sessions.ToolCall{ID: "1", Name: delegation.ToolName,
+			res := other.Call(ctx, &tools.Turn{Conv: "api:steer"}, chat.ToolCall{ID: "1", Name: delegation.ToolName,
 				Arguments: `{"action":"steer","subagent_id":"` + d.Children[0].ID + `","message":"check the roof too"}`})
 			return res.Content
 		}

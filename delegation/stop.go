@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/heraldgw/herald/internal/errs"
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // StopCause is why a child is stopped, and so how it ends: its parent
@@ -36,17 +36,17 @@ func Cancelled(why string) StopCause { return StopCause{Status: StatusCancelled,
 // signal is the delegation signal that brings cause to child id of
 // conv on the instance running it: delegation.cancel for a cancel,
 // delegation.stop for an interruption, with why as its text.
-func (c StopCause) signal(conv, id string) sessions.Signal {
+func (c StopCause) signal(conv, id string) signals.Signal {
 	kind := SignalStop
 	if c.Status == StatusCancelled {
 		kind = SignalCancel
 	}
-	return sessions.Signal{Conv: conv, Kind: kind, Target: id, Text: c.Why}
+	return signals.Signal{Conv: conv, Kind: kind, Target: id, Text: c.Why}
 }
 
 // causeOf is the cause a delegation.stop or delegation.cancel signal
 // carries (a stop from an instance that wrote no text is its parent's).
-func causeOf(s sessions.Signal) *StopCause {
+func causeOf(s signals.Signal) *StopCause {
 	c := byParent
 	if s.Kind == SignalCancel {
 		c = Cancelled("cancelled")
@@ -63,7 +63,7 @@ func causeOf(s sessions.Signal) *StopCause {
 // signals log.
 type Stopper struct {
 	Store   Store
-	Signals sessions.Signals
+	Signals signals.Store
 	Runner  *Runner // this instance's, nil where none runs (the CLI)
 }
 

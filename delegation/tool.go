@@ -13,6 +13,7 @@ import (
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 	"github.com/heraldgw/herald/tools"
 )
 
@@ -22,13 +23,13 @@ const ToolName = "delegate_task"
 // Toolset is the toolset delegate_task is registered in.
 const Toolset = "delegation"
 
-// Signal kinds of the delegation domain (sessions.Signal, Target the
+// Signal kinds of the delegation domain (signals.Signal, Target the
 // sub-agent's id, Conv its parent conversation).
 const (
-	SignalStop  sessions.SignalKind = "delegation.stop"
-	SignalSteer sessions.SignalKind = "delegation.steer"
+	SignalStop  signals.Kind = "delegation.stop"
+	SignalSteer signals.Kind = "delegation.steer"
 	// SignalCancel is an operator's cancel: the child ends cancelled.
-	SignalCancel sessions.SignalKind = "delegation.cancel"
+	SignalCancel signals.Kind = "delegation.cancel"
 )
 
 const toolSchema = `{
@@ -81,7 +82,7 @@ type ToolOptions struct {
 	Store   Store
 	Spawner *Spawner // runs an orchestrator's workers in its turn
 	Runner  *Runner  // this instance's running children, for control
-	Signals sessions.Signals
+	Signals signals.Store
 	// Meta reads the parent conversation's metadata (its session).
 	Meta func(ctx context.Context, conv string) (map[string]string, error)
 	// MaxChildren is delegation.max_concurrent_children: a batch and a
@@ -355,7 +356,7 @@ func (h *toolHandler) control(ctx context.Context, turn *tools.Turn, a toolArgs)
 			}
 			return tools.Result{}, errs.E(op, errs.Unavailable, "could not steer sub-agent %s (%v); try again", id, err)
 		}
-		sig := sessions.Signal{Conv: turn.Conv, Kind: SignalSteer, Target: id, Text: a.Message}
+		sig := signals.Signal{Conv: turn.Conv, Kind: SignalSteer, Target: id, Text: a.Message}
 		if h.opts.Runner == nil || (!h.opts.Runner.applyRegistered(sig) && !h.opts.Runner.runs(id)) {
 			// It runs on another instance.
 			if err := h.opts.Signals.Signal(ctx, sig); err != nil {

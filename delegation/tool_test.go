@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/tools"
 )
 
@@ -34,7 +34,7 @@ func TestToolRefusesBadDispatches(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			turn := &tools.Turn{Conv: "api:c"}
-			res := set.Call(context.Background(), turn, sessions.ToolCall{ID: "1", Name: ToolName, Arguments: tc.args})
+			res := set.Call(context.Background(), turn, chat.ToolCall{ID: "1", Name: ToolName, Arguments: tc.args})
 			if !res.IsError || !strings.Contains(res.Content, tc.want) {
 				t.Errorf("result %s: want an error saying %q", res.Content, tc.want)
 			}

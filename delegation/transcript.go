@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/chat"
 )
 
 // Transcripts keeps the live transcripts of the children this instance
@@ -176,7 +176,7 @@ func (tr *Transcript) worker(at time.Time, id, goal string) *Transcript {
 
 // Message writes what the child added to its history: its text, its
 // tool calls, their results (trimmed).
-func (tr *Transcript) Message(at time.Time, m sessions.Message) {
+func (tr *Transcript) Message(at time.Time, m chat.Message) {
 	if tr == nil {
 		return
 	}

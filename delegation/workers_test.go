@@ -30,7 +30,7 @@ func TestOrchestratorsWorkersCountUnderTheProcessCap(t *testing.T) {
 		testkit.Reply("orchestrated"),
 	)
 	runner, ended := orchestrating(t, db, model, delegation.RunnerOptions{Max: 2, Transcripts: &delegation.Transcripts{Dir: dir}}, 0)
-	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), Runner: runner}
+	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Signals(), Runner: runner}
 	d, err := svc.Start(ctx, delegation.Request{Conv: "api:orch", Goal: "lead", Role: delegation.RoleOrchestrator})
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestOrchestratorsWorkersAreStoredAndCounted(t *testing.T) {
 		testkit.Reply("orchestrated"),
 	)
 	runner, ended := orchestrating(t, db, model, delegation.RunnerOptions{Max: 4}, 3)
-	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), Runner: runner, MaxChildren: 3}
+	svc := &delegation.Service{Store: db.Delegations(), Signals: db.Signals(), Runner: runner, MaxChildren: 3}
 	d, err := svc.Start(ctx, delegation.Request{Conv: "api:orch", Goal: "lead", Role: delegation.RoleOrchestrator})
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func orchestrating(t *testing.T, db *sqlite.DB, model *testkit.ModelServer, ro d
 	}, nil, ro)
 	reg := tools.NewRegistry()
 	if err := reg.Register(delegation.Toolset, delegation.Tool(delegation.ToolOptions{
-		Store: db.Delegations(), Signals: db.Sessions(), Spawner: spawner, Runner: runner, MaxChildren: maxChildren,
+		Store: db.Delegations(), Signals: db.Signals(), Spawner: spawner, Runner: runner, MaxChildren: maxChildren,
 	})); err != nil {
 		t.Fatal(err)
 	}

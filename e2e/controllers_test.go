@@ -231,7 +231,7 @@ loop:
 	// too many.
 	for i := range loopConvs {
 		conv := loopConv(i)
-		items, err := db.Sessions().ReadTimeline(ctx, "api:"+conv, "", 1000)
+		items, err := db.Timeline().ReadTimeline(ctx, "api:"+conv, "", 1000)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/sessions/agent"
+	"github.com/heraldgw/herald/signals"
 	"github.com/heraldgw/herald/tools"
 )
 
@@ -51,7 +52,7 @@ type Capability struct {
 	Committed func(sessions.Committed)
 	// Signals handles the store's signals in this process, after the
 	// turn worker.
-	Signals sessions.SignalHandler
+	Signals signals.Handler
 	// Routed is told the router once it exists.
 	Routed func(*sessions.Router) error
 	// Components are its background loops, in start order. They start
@@ -159,8 +160,8 @@ func (cs assembled) committed(w sessions.Committed) {
 }
 
 // signals are the capabilities' signal handlers, in list order.
-func (cs assembled) signals() []sessions.SignalHandler {
-	var out []sessions.SignalHandler
+func (cs assembled) signals() []signals.Handler {
+	var out []signals.Handler
 	for _, c := range cs {
 		if c.Signals != nil {
 			out = append(out, c.Signals)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/heraldgw/herald/delivery"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // Component is one of the gateway's background loops. Each is registered
@@ -32,7 +33,7 @@ var (
 	_ Component = (*delivery.Streaming)(nil)
 	_ Component = (*StoreGauges)(nil)
 	_ Component = (*sessions.TurnWorker)(nil)
-	_ Component = (*sessions.SignalTailer)(nil)
+	_ Component = (*signals.Tailer)(nil)
 )
 
 // namedComponent is a component and the name its start and stop are

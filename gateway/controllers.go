@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/llm"
@@ -41,7 +42,7 @@ func newControllers(a *assembly) (*Capability, error) {
 	}
 	model := a.cfg.Auxiliary.Goal.Fallback(a.cfg.Model).Model
 	judge := func(ctx context.Context, system, user string) (string, error) {
-		resp, err := client.Complete(ctx, llm.Request{Model: model, Messages: []sessions.Message{
+		resp, err := client.Complete(ctx, llm.Request{Model: model, Messages: []chat.Message{
 			{Role: "system", Content: system}, {Role: "user", Content: user},
 		}})
 		if err != nil {

@@ -87,13 +87,13 @@ func newDelegation(a *assembly) (*Capability, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.stopper = delegation.Stopper{Store: store, Signals: a.db.Sessions(), Runner: p.runner}
+	p.stopper = delegation.Stopper{Store: store, Signals: a.db.Signals(), Runner: p.runner}
 	meta := a.db.Sessions().Meta
 	tool := delegation.Tool(delegation.ToolOptions{
 		Store:       store,
 		Spawner:     p.spawner,
 		Runner:      p.runner,
-		Signals:     a.db.Sessions(),
+		Signals:     a.db.Signals(),
 		Meta:        meta,
 		MaxChildren: cfg.MaxConcurrentChildren,
 		Independent: cfg.IndependentCompletions,
@@ -191,7 +191,7 @@ func (p *delegationParts) stopDispatch(d delegation.Delegation) {
 func (g *Gateway) delegationService(p *delegationParts) *delegation.Service {
 	return &delegation.Service{
 		Store:       g.db.Delegations(),
-		Signals:     g.db.Sessions(),
+		Signals:     g.db.Signals(),
 		Runner:      p.runner,
 		Meta:        g.db.Sessions().Meta,
 		MaxChildren: g.cfg.Delegation.MaxConcurrentChildren,

@@ -38,6 +38,7 @@ import (
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/sessions/agent"
+	"github.com/heraldgw/herald/signals"
 	"github.com/heraldgw/herald/store/sqlite"
 	"github.com/heraldgw/herald/tools"
 )
@@ -112,7 +113,7 @@ type Gateway struct {
 	lock     *os.File
 	router   *sessions.Router
 	turns    *sessions.TurnWorker
-	tailer   *sessions.SignalTailer
+	tailer   *signals.Tailer
 	delivery *delivery.Worker
 	gauges   *StoreGauges
 	// parts are the background loops, in start order (components.go).
@@ -274,7 +275,7 @@ func (g *Gateway) build() error {
 	// Whatever a tool read or a command printed, the model sees herald's
 	// secrets masked.
 	registry.RedactWith(g.redact.String)
-	if err := tools.RegisterCore(registry, tools.CoreOptions{Notes: store, AllowedTargets: cfg.SendMessage.AllowedTargets}); err != nil {
+	if err := tools.RegisterCore(registry, tools.CoreOptions{Notes: g.db.Notes(), AllowedTargets: cfg.SendMessage.AllowedTargets}); err != nil {
 		return err
 	}
 	workspace, err := tools.RegisterWorkspace(registry, tools.WorkspaceOptions{
@@ -298,7 +299,7 @@ func (g *Gateway) build() error {
 		MaxIterations: cfg.Model.MaxIterations,
 		HistoryBudget: cfg.Model.HistoryBudget,
 		SystemPrompt:  cfg.Model.SystemPrompt,
-		Notes:         store,
+		Notes:         g.db.Notes(),
 		Clock:         g.clock,
 		Logger:        log,
 	}
@@ -308,7 +309,7 @@ func (g *Gateway) build() error {
 		commands: commands,
 		agent:    runner,
 		model:    timed,
-		toolsets: tools.Toolsets(cfg),
+		toolsets: cfg.Toolsets(),
 		outbox:   delivery.NotifyingOutbox(g.db.Outbox(), func() { g.delivery.Notify() }),
 		runner:   runner,
 	}
@@ -404,8 +405,8 @@ func (g *Gateway) build() error {
 		return err
 	}
 	g.metrics.RunningTurns(g.turns.Running, cfg.Workers.Turns)
-	g.tailer, err = sessions.NewSignalTailer(sessions.SignalTailerOptions{
-		Signals:  store,
+	g.tailer, err = signals.NewTailer(signals.TailerOptions{
+		Store:    g.db.Signals(),
 		Handler:  g.turns,
 		Handlers: caps.signals(),
 		Logger:   log.With("part", "signals"),
@@ -416,7 +417,7 @@ func (g *Gateway) build() error {
 	g.router, err = sessions.NewRouter(sessions.RouterOptions{
 		Store:         store,
 		Outbox:        delivery.NotifyingOutbox(g.db.Outbox(), g.delivery.Notify),
-		Signals:       store,
+		Signals:       g.db.Signals(),
 		Commands:      commands,
 		BusyInputMode: sessions.BusyInputMode(cfg.Display.BusyInputMode),
 		Turns:         g.turns,
@@ -459,7 +460,7 @@ func (g *Gateway) build() error {
 	}
 	apiOpts := api.Options{
 		Inbox:        g.router,
-		Timeline:     store,
+		Timeline:     g.db.Timeline(),
 		APIKey:       cfg.HTTP.APIKey,
 		Models:       models,
 		Deltas:       deltas,

@@ -276,7 +276,7 @@ func TestGatewayKeepsSecretsOut(t *testing.T) {
 		b, _ := json.Marshal(m)
 		written = append(written, string(b))
 	}
-	timeline, err := store.Sessions().ReadTimeline(ctx, "api:s1", "", 100)
+	timeline, err := store.Timeline().ReadTimeline(ctx, "api:s1", "", 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +455,7 @@ func TestGatewayReadiness(t *testing.T) {
 	// The turn finished within the grace period and its reply was
 	// delivered before the store closed.
 	g2 := reopen(t, cfg)
-	items, err := g2.Store().Sessions().ReadTimeline(context.Background(), "api:r1", "", 10)
+	items, err := g2.Store().Timeline().ReadTimeline(context.Background(), "api:r1", "", 10)
 	if err != nil || len(items) != 1 || items[0].Text != "slow answer" {
 		t.Errorf("timeline after shutdown = %+v, %v", items, err)
 	}
@@ -611,7 +611,7 @@ func TestGatewayHandsBackTurnsPastTheGrace(t *testing.T) {
 	model.Script(testkit.Reply("answered after the restart"))
 	h2 := startGateway(t, cfg, Options{Logger: quietLogger()})
 	testkit.Eventually(t, "the reply after the restart", func() bool {
-		items, err := h2.g.Store().Sessions().ReadTimeline(context.Background(), "api:h1", "", 10)
+		items, err := h2.g.Store().Timeline().ReadTimeline(context.Background(), "api:h1", "", 10)
 		return err == nil && len(items) == 1 && items[0].Text == "answered after the restart"
 	})
 }

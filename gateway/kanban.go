@@ -78,7 +78,7 @@ func newKanban(a *assembly) (*Capability, error) {
 		Env: func(k kanban.Card, token int64) []string {
 			return []string{"HERALD_KANBAN_API_URL=http://" + a.Addr(), "HERALD_KANBAN_TOKEN=" + p.tokens.Mint(k.ID, token)}
 		},
-		Signals: a.db.Sessions(),
+		Signals: a.db.Signals(),
 		Clock:   a.clock,
 		Logger:  a.log.With("part", "kanban"),
 	})

@@ -5,6 +5,7 @@ import (
 
 	"github.com/heraldgw/herald/delivery"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // TurnHooks are the turn worker's metric hooks.
@@ -27,7 +28,7 @@ func (m *Metrics) RouterHooks() sessions.RouterMetrics {
 		Appended:  func(k sessions.Kind) { m.inboundQueued.WithLabelValues(string(k)).Inc() },
 		Duplicate: m.inboundDuplicates.Inc,
 		Command:   func(name string) { m.commands.WithLabelValues(name).Inc() },
-		Signaled:  func(k sessions.SignalKind) { m.signals.WithLabelValues(string(k)).Inc() },
+		Signaled:  func(k signals.Kind) { m.signals.WithLabelValues(string(k)).Inc() },
 	}
 }
 

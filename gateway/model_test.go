@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/llm"
@@ -101,7 +102,7 @@ func TestGatewayAuxModelsShareTheMainPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := child.Complete(context.Background(), llm.Request{Messages: []sessions.Message{{Role: "user", Content: "hi"}}})
+	resp, err := child.Complete(context.Background(), llm.Request{Messages: []chat.Message{{Role: "user", Content: "hi"}}})
 	if err != nil || resp.Message.Content != "from second as child-model" {
 		t.Fatalf("child: %v, %+v", err, resp)
 	}
@@ -131,7 +132,7 @@ func TestGatewayAuxModelsFallBackLikeTheMain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := c.Complete(context.Background(), llm.Request{Model: ep.Model, Messages: []sessions.Message{{Role: "user", Content: "hi"}}})
+		resp, err := c.Complete(context.Background(), llm.Request{Model: ep.Model, Messages: []chat.Message{{Role: "user", Content: "hi"}}})
 		if err != nil {
 			return "", err
 		}
@@ -232,7 +233,7 @@ func keyLabel(key string) string {
 type givenModel struct{}
 
 func (givenModel) Complete(_ context.Context, req llm.Request) (*llm.Response, error) {
-	return &llm.Response{Message: sessions.Message{Role: "assistant", Content: "given, as " + req.Model}, FinishReason: "stop"}, nil
+	return &llm.Response{Message: chat.Message{Role: "assistant", Content: "given, as " + req.Model}, FinishReason: "stop"}, nil
 }
 
 // A model client given in Options answers the turns and every setting
@@ -252,7 +253,7 @@ func TestGatewayGivenModelAnswersEverySetting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := child.Complete(context.Background(), llm.Request{Model: ep.Model, Messages: []sessions.Message{{Role: "user", Content: "hi"}}})
+		resp, err := child.Complete(context.Background(), llm.Request{Model: ep.Model, Messages: []chat.Message{{Role: "user", Content: "hi"}}})
 		if err != nil || resp.Message.Content != "given, as child-model" {
 			t.Errorf("%+v: %v, %+v; want the given client's answer", ep, err, resp)
 		}

@@ -49,7 +49,7 @@ func TestGatewayTakesOverWhatTheDeadHeld(t *testing.T) {
 		// Within testkit.Eventually's 20 s: long before the minute its lease or
 		// claim had left.
 		testkit.Eventually(t, conv+"'s "+want, func() bool {
-			items, err := h.g.Store().Sessions().ReadTimeline(ctx, conv, "", 10)
+			items, err := h.g.Store().Timeline().ReadTimeline(ctx, conv, "", 10)
 			return err == nil && len(items) == 1 && items[0].Text == want
 		})
 	}
@@ -74,7 +74,7 @@ func TestGatewayLeavesHoldingsWhileAnotherRuns(t *testing.T) {
 		t.Errorf("%d model requests: a lease with a minute left was taken over", n)
 	}
 	ctx := context.Background()
-	if items, err := h.g.Store().Sessions().ReadTimeline(ctx, "api:dead", "", 10); err != nil || len(items) != 0 {
+	if items, err := h.g.Store().Timeline().ReadTimeline(ctx, "api:dead", "", 10); err != nil || len(items) != 0 {
 		t.Errorf("api:dead's timeline %+v, %v; want nothing yet", items, err)
 	}
 	if c, err := h.g.Store().Outbox().Claim(ctx, "probe", []string{"elsewhere"}, 1, time.Minute); err != nil || len(c) != 0 {

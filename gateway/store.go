@@ -13,8 +13,10 @@ import (
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/notes"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 	"github.com/heraldgw/herald/store/redis"
 	"github.com/heraldgw/herald/store/sqlite"
 )
@@ -22,6 +24,9 @@ import (
 // Store is one opened backend serving every domain's store interface.
 type Store interface {
 	Sessions() sessions.Store
+	Signals() signals.Store      // the cluster's bus: stop, steer, a domain's own kinds
+	Timeline() sessions.Timeline // what the local API's conversations were sent
+	Notes() notes.Store          // what the agent remembers about each user
 	Outbox() outbox.Store
 	Leases() lease.Store       // ownership of the adapters that run in one process
 	Cursors() adapters.Cursors // where an adapter's receiving got to, per channel

@@ -16,7 +16,7 @@ import (
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/lease"
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // Defaults for DispatcherOptions.
@@ -76,7 +76,7 @@ type DispatcherOptions struct {
 	// Signals, when set, carries Wake to every instance's dispatcher
 	// (SignalReady), which hears it through its process's signal tailer
 	// (HandleSignal).
-	Signals sessions.Signals
+	Signals signals.Store
 	// Ended, when set, is told of each worker's end once it is recorded.
 	Ended  func(card string, e Exit)
 	Clock  clock.Clock
@@ -237,16 +237,16 @@ func (d *Dispatcher) poke() {
 
 // SignalReady tells every instance's dispatcher that a card became
 // ready elsewhere: its Text names the instance that says so.
-const SignalReady sessions.SignalKind = "kanban.ready"
+const SignalReady signals.Kind = "kanban.ready"
 
 // signalConv is the conversation key a board signal is filed under.
 const signalConv = "kanban:boards"
 
-// HandleSignal implements sessions.SignalHandler: another instance's
+// HandleSignal implements signals.Handler: another instance's
 // SignalReady makes this one look at the boards now; a SignalStop stops
 // the worker of the card it names, when it runs here and its claim asks
 // so.
-func (d *Dispatcher) HandleSignal(s sessions.Signal) {
+func (d *Dispatcher) HandleSignal(s signals.Signal) {
 	switch {
 	case s.Kind == SignalReady && s.Text != d.opts.Name:
 		d.poke()
@@ -258,8 +258,8 @@ func (d *Dispatcher) HandleSignal(s sessions.Signal) {
 // AnnounceReady tells every instance's dispatcher, from the instance
 // named from, that a card became ready: the CLI, which runs none, says
 // so after a create.
-func AnnounceReady(ctx context.Context, signals sessions.Signals, from string) error {
-	return signals.Signal(ctx, sessions.Signal{Conv: signalConv, Kind: SignalReady, Text: from})
+func AnnounceReady(ctx context.Context, log signals.Store, from string) error {
+	return log.Signal(ctx, signals.Signal{Conv: signalConv, Kind: SignalReady, Text: from})
 }
 
 // tellOthers writes SignalReady when a Wake asked for it.

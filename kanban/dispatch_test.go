@@ -13,7 +13,7 @@ import (
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/kanban"
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // scriptedLane starts in-process workers that do what their card's
@@ -492,21 +492,21 @@ func TestReviewWaitsForTheLastWorkerToExit(t *testing.T) {
 // signalLog records the signals a dispatcher writes.
 type signalLog struct {
 	mu  sync.Mutex
-	got []sessions.Signal
+	got []signals.Signal
 }
 
-func (l *signalLog) Signal(_ context.Context, s sessions.Signal) error {
+func (l *signalLog) Signal(_ context.Context, s signals.Signal) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.got = append(l.got, s)
 	return nil
 }
 
-func (l *signalLog) SignalsAfter(context.Context, string, int) ([]sessions.Signal, string, error) {
+func (l *signalLog) SignalsAfter(context.Context, string, int) ([]signals.Signal, string, error) {
 	return nil, "", nil
 }
 
-func (l *signalLog) signals() []sessions.Signal {
+func (l *signalLog) signals() []signals.Signal {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.got)

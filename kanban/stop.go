@@ -8,7 +8,7 @@ import (
 
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // EventStopAsked is a person's request to end a running card's worker
@@ -19,7 +19,7 @@ const EventStopAsked = "stop_requested"
 // to be stopped (its Target names the card, its Text the instance that
 // asks): the one that runs it reads the card's claim (Claim.Stop) now,
 // not at its next heartbeat.
-const SignalStop sessions.SignalKind = "kanban.stop"
+const SignalStop signals.Kind = "kanban.stop"
 
 // DefaultStopReason is why a card was stopped when the person gave no
 // reason.
@@ -38,7 +38,7 @@ type StopSpec struct {
 	Host string
 	// Signals, when set, asks the worker's owner elsewhere to stop it;
 	// Wait bounds how long the call waits for it, on Clock.
-	Signals sessions.Signals
+	Signals signals.Store
 	// From names the instance that asks, for the signal (the actor when
 	// empty).
 	From  string
@@ -147,8 +147,8 @@ func (s *Service) askStop(ctx context.Context, op, id string, req StopRequest) (
 
 // AnnounceStop tells every instance's dispatcher, from the instance
 // named from, that card's worker is to be stopped (its claim asks so).
-func AnnounceStop(ctx context.Context, signals sessions.Signals, card, from string) error {
-	return signals.Signal(ctx, sessions.Signal{Conv: signalConv, Kind: SignalStop, Target: card, Text: from})
+func AnnounceStop(ctx context.Context, log signals.Store, card, from string) error {
+	return log.Signal(ctx, signals.Signal{Conv: signalConv, Kind: SignalStop, Target: card, Text: from})
 }
 
 // awaitOwner asks the claim's owner to stop its worker, and waits up to

@@ -10,7 +10,7 @@ import (
 	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/kanban"
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // A stop request ends the running card's worker on the instance that
@@ -38,7 +38,7 @@ func TestStopEndsTheWorkerThenBlocks(t *testing.T) {
 		if err != nil || marked.Status != kanban.StatusRunning || marked.Claim.Stop == nil || marked.Claim.Stop.Reason != "wrong approach" {
 			t.Fatalf("RequestStop = %+v, %v; want it running, marked", marked, err)
 		}
-		d.HandleSignal(sessions.Signal{Kind: kanban.SignalStop, Target: k.ID, Text: "cli"})
+		d.HandleSignal(signals.Signal{Kind: kanban.SignalStop, Target: k.ID, Text: "cli"})
 		waitEnded(t, ended, 1)
 		got := h.wantStatus(k.ID, kanban.StatusBlocked)
 		if got.BlockReason != "wrong approach" || got.Failures != 0 || got.Claim != nil {

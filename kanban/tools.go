@@ -157,8 +157,8 @@ func (bt boardTools) create() tools.Tool {
 			spec := CreateSpec{Board: b, Title: a.Title, Body: a.Body, Assignee: a.Assignee, Parents: a.Parents, Priority: a.Priority, CreatedBy: "agent"}
 			// A turn run again after a crash makes the same card, not a
 			// second one.
-			if turn != nil && turn.Entry.ID != "" {
-				sum := sha256.Sum256([]byte(turn.Conv + "\x00" + turn.Entry.ID + "\x00" + a.Title))
+			if turn != nil && turn.EntryID != "" {
+				sum := sha256.Sum256([]byte(turn.Conv + "\x00" + turn.EntryID + "\x00" + a.Title))
 				spec.IdempotencyKey = "turn:" + hex.EncodeToString(sum[:8])
 				spec.CreatedBy = turn.User
 			}

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/kanban"
-	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/tools"
 )
 
@@ -25,13 +25,13 @@ func (h *harness) tools() *tools.Set {
 }
 
 func call(ctx context.Context, set *tools.Set, turn *tools.Turn, name, args string) tools.Result {
-	return set.Call(ctx, turn, sessions.ToolCall{ID: "c1", Name: name, Arguments: args})
+	return set.Call(ctx, turn, chat.ToolCall{ID: "c1", Name: name, Arguments: args})
 }
 
 func TestTools(t *testing.T) {
 	eachStore(t, func(t *testing.T, h *harness) {
 		set := h.tools()
-		turn := &tools.Turn{Conv: "telegram:1", User: "telegram:42", Entry: sessions.Entry{ID: "e-1"}}
+		turn := &tools.Turn{Conv: "telegram:1", User: "telegram:42", EntryID: "e-1"}
 		res := call(h.ctx, set, turn, "kanban_create", `{"title":"write the report","assignee":"Herald"}`)
 		if res.IsError || !strings.Contains(res.Content, `"created"`) {
 			t.Fatalf("kanban_create = %+v", res)

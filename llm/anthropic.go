@@ -14,8 +14,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
-
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/chat"
 )
 
 // DefaultMaxTokens bounds an Anthropic reply when OpenAIOptions.MaxTokens
@@ -243,7 +242,7 @@ func anthropicReply(m *anthropic.Message) (*Response, error) {
 	if m == nil {
 		return nil, errors.New("empty reply")
 	}
-	msg := sessions.Message{Role: "assistant"}
+	msg := chat.Message{Role: "assistant"}
 	var text []string
 	for _, b := range m.Content {
 		switch b.Type {
@@ -254,7 +253,7 @@ func anthropicReply(m *anthropic.Message) (*Response, error) {
 			if args == "" {
 				args = "{}"
 			}
-			msg.ToolCalls = append(msg.ToolCalls, sessions.ToolCall{ID: b.ID, Name: b.Name, Arguments: args})
+			msg.ToolCalls = append(msg.ToolCalls, chat.ToolCall{ID: b.ID, Name: b.Name, Arguments: args})
 		}
 	}
 	msg.Content = strings.Join(text, "")

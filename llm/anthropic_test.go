@@ -10,9 +10,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/llm"
-	"github.com/heraldgw/herald/sessions"
 )
 
 // newAnthropic returns an Anthropic client for ms's Messages API, with
@@ -95,7 +95,7 @@ func TestAnthropicToolUse(t *testing.T) {
 		t.Errorf("the tool's schema was not sent whole: %s", sent.Body)
 	}
 
-	req.Messages = append(req.Messages, resp.Message, sessions.Message{Role: "tool", ToolCallID: call.ID, Name: "lookup", Content: "sunny, 21°C"})
+	req.Messages = append(req.Messages, resp.Message, chat.Message{Role: "tool", ToolCallID: call.ID, Name: "lookup", Content: "sunny, 21°C"})
 	resp, err = c.Complete(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -181,8 +181,8 @@ func TestAnthropicSendsABadToolCallBack(t *testing.T) {
 	c, _ := newAnthropic(t, ms, func(o *llm.OpenAIOptions) { o.MaxTokens = 1024 })
 	req := ask("write it")
 	req.Messages = append(req.Messages,
-		sessions.Message{Role: "assistant", ToolCalls: []sessions.ToolCall{{ID: "toolu_1", Name: "write_file", Arguments: `{"path": "a.txt", "content": "cut`}}},
-		sessions.Message{Role: "tool", ToolCallID: "toolu_1", Content: "error: the arguments are not JSON; send a JSON object"},
+		chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "toolu_1", Name: "write_file", Arguments: `{"path": "a.txt", "content": "cut`}}},
+		chat.Message{Role: "tool", ToolCallID: "toolu_1", Content: "error: the arguments are not JSON; send a JSON object"},
 	)
 	if _, err := c.Complete(context.Background(), req); err != nil {
 		t.Fatal(err)

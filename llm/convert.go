@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/shared"
-
-	"github.com/heraldgw/herald/sessions"
 )
 
 // buildParams turns a Request into the SDK's parameters. Its errors are
@@ -37,7 +36,7 @@ func buildParams(model string, req Request) (openai.ChatCompletionNewParams, err
 	return p, nil
 }
 
-func messageParam(m sessions.Message) (openai.ChatCompletionMessageParamUnion, error) {
+func messageParam(m chat.Message) (openai.ChatCompletionMessageParamUnion, error) {
 	var name param.Opt[string]
 	if m.Name != "" {
 		name = param.NewOpt(m.Name)
@@ -110,12 +109,12 @@ func replyFrom(c *openai.ChatCompletion) (*Response, error) {
 		return nil, fmt.Errorf("the reply has no choices")
 	}
 	ch := c.Choices[0]
-	msg := sessions.Message{Role: "assistant", Content: ch.Message.Content}
+	msg := chat.Message{Role: "assistant", Content: ch.Message.Content}
 	if msg.Content == "" && ch.Message.Refusal != "" {
 		msg.Content = ch.Message.Refusal
 	}
 	for _, tc := range ch.Message.ToolCalls {
-		call := sessions.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}
+		call := chat.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}
 		if tc.Type == "custom" {
 			call.Name, call.Arguments = tc.Custom.Name, tc.Custom.Input
 		}
@@ -137,7 +136,7 @@ const maxStreamToolCalls = 128
 type streamAccumulator struct {
 	content  strings.Builder
 	refusal  strings.Builder
-	calls    []sessions.ToolCall
+	calls    []chat.ToolCall
 	finish   string
 	usage    Usage
 	streamed bool // a content delta went to the caller
@@ -162,7 +161,7 @@ func (a *streamAccumulator) add(ch openai.ChatCompletionChunk) (string, error) {
 				return "", fmt.Errorf("stream sent tool call index %d", tc.Index)
 			}
 			for len(a.calls) <= i {
-				a.calls = append(a.calls, sessions.ToolCall{})
+				a.calls = append(a.calls, chat.ToolCall{})
 			}
 			call := &a.calls[i]
 			if tc.ID != "" {
@@ -186,7 +185,7 @@ func (a *streamAccumulator) response() (*Response, error) {
 	if a.finish == "" {
 		return nil, fmt.Errorf("the stream ended before the reply finished")
 	}
-	msg := sessions.Message{Role: "assistant", Content: a.content.String()}
+	msg := chat.Message{Role: "assistant", Content: a.content.String()}
 	if msg.Content == "" {
 		msg.Content = a.refusal.String()
 	}

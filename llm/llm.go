@@ -7,7 +7,7 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/chat"
 )
 
 // Client makes model calls.
@@ -29,7 +29,7 @@ type Client interface {
 type Request struct {
 	// Model overrides the client's configured model when set.
 	Model    string
-	Messages []sessions.Message
+	Messages []chat.Message
 	Tools    []ToolSpec
 
 	// User, when set, is sent as the request's "user" field: an opaque
@@ -54,8 +54,8 @@ type ToolSpec struct {
 
 // Response is the model's reply.
 type Response struct {
-	Message      sessions.Message // role "assistant"
-	FinishReason string           // "stop", "tool_calls", "length", …
+	Message      chat.Message // role "assistant"
+	FinishReason string       // "stop", "tool_calls", "length", …
 	Usage        Usage
 	// Answered is which provider answered, when a Chain made the call;
 	// zero otherwise.

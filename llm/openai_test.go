@@ -16,11 +16,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/llm"
-	"github.com/heraldgw/herald/sessions"
 )
 
 // testKey looks like a real key so that a leak of it is easy to spot.
@@ -69,7 +69,7 @@ func newClient(t *testing.T, ms *testkit.ModelServer, edit func(*llm.OpenAIOptio
 }
 
 func ask(text string) llm.Request {
-	return llm.Request{Messages: []sessions.Message{
+	return llm.Request{Messages: []chat.Message{
 		{Role: "system", Content: "You are terse."},
 		{Role: "user", Content: text},
 	}}
@@ -84,7 +84,7 @@ func TestPlainReply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(sessions.Message{Role: "assistant", Content: "hello there"}, resp.Message); diff != "" {
+	if diff := cmp.Diff(chat.Message{Role: "assistant", Content: "hello there"}, resp.Message); diff != "" {
 		t.Errorf("message (-want +got):\n%s", diff)
 	}
 	if resp.FinishReason != "stop" {
@@ -169,7 +169,7 @@ func TestToolCallRoundTrip(t *testing.T) {
 				t.Errorf("deltas %q for a reply without content", deltas)
 			}
 
-			req.Messages = append(req.Messages, resp.Message, sessions.Message{
+			req.Messages = append(req.Messages, resp.Message, chat.Message{
 				Role: "tool", ToolCallID: call.ID, Name: "lookup", Content: `{"meaning":"messenger"}`,
 			})
 			resp, err = c.Complete(context.Background(), req)
@@ -717,10 +717,10 @@ func TestRequestsThatCannotBeBuilt(t *testing.T) {
 		desc string
 		req  llm.Request
 	}{
-		{desc: "unknown role", req: llm.Request{Messages: []sessions.Message{{Role: "robot", Content: "x"}}}},
-		{desc: "tool result without call id", req: llm.Request{Messages: []sessions.Message{{Role: "tool", Content: "x"}}}},
+		{desc: "unknown role", req: llm.Request{Messages: []chat.Message{{Role: "robot", Content: "x"}}}},
+		{desc: "tool result without call id", req: llm.Request{Messages: []chat.Message{{Role: "tool", Content: "x"}}}},
 		{desc: "schema not JSON", req: llm.Request{
-			Messages: []sessions.Message{{Role: "user", Content: "x"}},
+			Messages: []chat.Message{{Role: "user", Content: "x"}},
 			Tools:    []llm.ToolSpec{{Name: "t", Parameters: json.RawMessage(`{not json`)}},
 		}},
 	} {

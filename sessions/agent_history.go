@@ -1,10 +1,14 @@
 package sessions
 
-import "unicode/utf8"
+import (
+	"unicode/utf8"
+
+	"github.com/heraldgw/herald/chat"
+)
 
 // MessageChars is the size of m as the history budget counts it: its
 // text and its tool calls' names and arguments, in characters.
-func MessageChars(m Message) int {
+func MessageChars(m chat.Message) int {
 	n := utf8.RuneCountInString(m.Content)
 	for _, c := range m.ToolCalls {
 		n += utf8.RuneCountInString(c.Name) + utf8.RuneCountInString(c.Arguments)
@@ -19,7 +23,7 @@ func MessageChars(m Message) int {
 // server refuses a tool result without its call. A budget of 0 or less
 // keeps nothing. The result shares msgs' backing array; it is clipped so
 // appending to it never writes into msgs.
-func TrimHistory(msgs []Message, budget int) []Message {
+func TrimHistory(msgs []chat.Message, budget int) []chat.Message {
 	if budget <= 0 {
 		return msgs[len(msgs):len(msgs):len(msgs)]
 	}

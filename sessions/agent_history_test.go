@@ -6,28 +6,29 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/sessions"
 )
 
-func user(s string) sessions.Message { return sessions.Message{Role: "user", Content: s} }
-func said(s string) sessions.Message { return sessions.Message{Role: "assistant", Content: s} }
-func result(id, s string) sessions.Message {
-	return sessions.Message{Role: "tool", ToolCallID: id, Content: s}
+func user(s string) chat.Message { return chat.Message{Role: "user", Content: s} }
+func said(s string) chat.Message { return chat.Message{Role: "assistant", Content: s} }
+func result(id, s string) chat.Message {
+	return chat.Message{Role: "tool", ToolCallID: id, Content: s}
 }
 
 // calls is an assistant message calling tools; each call's name and
 // arguments count toward its size.
-func calls(ids ...string) sessions.Message {
-	m := sessions.Message{Role: "assistant"}
+func calls(ids ...string) chat.Message {
+	m := chat.Message{Role: "assistant"}
 	for _, id := range ids {
-		m.ToolCalls = append(m.ToolCalls, sessions.ToolCall{ID: id, Name: "t", Arguments: "{}"})
+		m.ToolCalls = append(m.ToolCalls, chat.ToolCall{ID: id, Name: "t", Arguments: "{}"})
 	}
 	return m
 }
 
 func TestTrimHistory(t *testing.T) {
 	// Sizes: user/said/result count their content; calls(a, b) is 6.
-	history := []sessions.Message{
+	history := []chat.Message{
 		user("0123456789"),      // 10
 		calls("a", "b"),         // 6
 		result("a", "aaaaa"),    // 5
@@ -40,9 +41,9 @@ func TestTrimHistory(t *testing.T) {
 	}
 	tests := []struct {
 		desc   string
-		msgs   []sessions.Message
+		msgs   []chat.Message
 		budget int
-		want   []sessions.Message
+		want   []chat.Message
 	}{
 		{desc: "everything fits", msgs: history, budget: 1000, want: history},
 		{desc: "exactly fits", msgs: history, budget: 50, want: history},
@@ -51,16 +52,16 @@ func TestTrimHistory(t *testing.T) {
 		{desc: "the walk stops at the first message that does not fit", msgs: history, budget: 23, want: history[5:]},
 		{desc: "a tool group kept whole", msgs: history, budget: 15, want: history[6:]},
 		{desc: "never a leading tool result", msgs: history, budget: 14, want: history[8:]},
-		{desc: "the newest group is too big alone", msgs: history[:8], budget: 10, want: []sessions.Message{}},
-		{desc: "zero budget", msgs: history, budget: 0, want: []sessions.Message{}},
-		{desc: "orphan results at the start are dropped", msgs: append([]sessions.Message{result("x", "x"), result("y", "y")}, history[4:]...), budget: 100, want: history[4:]},
-		{desc: "empty history", msgs: nil, budget: 10, want: []sessions.Message{}},
-		{desc: "characters, not bytes", msgs: []sessions.Message{user("ééééé"), said("ok")}, budget: 7, want: []sessions.Message{user("ééééé"), said("ok")}},
+		{desc: "the newest group is too big alone", msgs: history[:8], budget: 10, want: []chat.Message{}},
+		{desc: "zero budget", msgs: history, budget: 0, want: []chat.Message{}},
+		{desc: "orphan results at the start are dropped", msgs: append([]chat.Message{result("x", "x"), result("y", "y")}, history[4:]...), budget: 100, want: history[4:]},
+		{desc: "empty history", msgs: nil, budget: 10, want: []chat.Message{}},
+		{desc: "characters, not bytes", msgs: []chat.Message{user("ééééé"), said("ok")}, budget: 7, want: []chat.Message{user("ééééé"), said("ok")}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			got := sessions.TrimHistory(tc.msgs, tc.budget)
-			if diff := cmp.Diff(tc.want, got, cmp.Comparer(func(a, b []sessions.Message) bool { return cmp.Equal(a, b) || len(a)+len(b) == 0 })); diff != "" {
+			if diff := cmp.Diff(tc.want, got, cmp.Comparer(func(a, b []chat.Message) bool { return cmp.Equal(a, b) || len(a)+len(b) == 0 })); diff != "" {
 				t.Errorf("TrimHistory(budget %d) (-want +got):\n%s", tc.budget, diff)
 			}
 			if len(got) > 0 && got[0].Role == "tool" {
@@ -78,7 +79,7 @@ func TestTrimHistory(t *testing.T) {
 }
 
 func TestTrimHistoryNeverWritesIntoItsInput(t *testing.T) {
-	backing := make([]sessions.Message, 3, 10)
+	backing := make([]chat.Message, 3, 10)
 	backing[0], backing[1], backing[2] = user("a"), said("b"), user("c")
 	kept := sessions.TrimHistory(backing, 2)
 	_ = append(kept, said(strings.Repeat("x", 3)))
@@ -88,7 +89,7 @@ func TestTrimHistoryNeverWritesIntoItsInput(t *testing.T) {
 }
 
 func TestMessageChars(t *testing.T) {
-	m := sessions.Message{Role: "assistant", Content: "héllo", ToolCalls: []sessions.ToolCall{{ID: "x", Name: "memory", Arguments: `{"a":1}`}}}
+	m := chat.Message{Role: "assistant", Content: "héllo", ToolCalls: []chat.ToolCall{{ID: "x", Name: "memory", Arguments: `{"a":1}`}}}
 	if got, want := sessions.MessageChars(m), 5+6+7; got != want {
 		t.Errorf("MessageChars = %d, want %d", got, want)
 	}

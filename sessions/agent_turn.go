@@ -3,14 +3,15 @@ package sessions
 import (
 	"context"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/outbox"
 )
 
 // TurnInput is what one turn runs on.
 type TurnInput struct {
-	Conv    string    // the conversation key; empty means Entry.Conv
-	Entry   Entry     // the entry the turn answers; user and synthetic entries alike become a user message
-	History []Message // the conversation's history before this turn, oldest first
+	Conv    string         // the conversation key; empty means Entry.Conv
+	Entry   Entry          // the entry the turn answers; user and synthetic entries alike become a user message
+	History []chat.Message // the conversation's history before this turn, oldest first
 	Origin  outbox.Target
 	// User keys the user's notes (the memory tool). Empty means the
 	// entry's User, else its sender qualified by Origin's platform
@@ -27,7 +28,7 @@ type TurnInput struct {
 	// Observe, when set, is told of each message the turn adds to its
 	// history as it is added (a sub-agent's live transcript). It is
 	// called on the turn's goroutine and must return quickly.
-	Observe func(Message)
+	Observe func(chat.Message)
 	// Progress, when set, is told what the turn does as it goes (a tool
 	// is about to run), so the chat can show it. It is called on the
 	// turn's goroutine and must return quickly.
@@ -91,7 +92,7 @@ type TurnOutput struct {
 	// user message, the assistant's tool calls with every result, steered
 	// messages and the final reply. An assistant message with tool calls
 	// is always followed by a result for each call.
-	History []Message
+	History []chat.Message
 	// Outbox is what the turn sends: messages queued by tools, in order,
 	// then the reply to Origin (Kind "reply", ReplyTo the entry's platform
 	// message id), when there is one.

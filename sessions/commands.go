@@ -296,14 +296,3 @@ func (t *ControlTurn) SetMeta(key, value string) {
 	}
 	t.meta[key] = value
 }
-
-// CommandError is err in words for a chat: the reason of a refusal a
-// person can act on (Invalid, NotFound, Conflict, TooLarge), else a
-// plain "try again".
-func CommandError(err error) string {
-	switch errs.CodeOf(err) {
-	case errs.Invalid, errs.NotFound, errs.Conflict, errs.TooLarge:
-		return errs.Reason(err) + "."
-	}
-	return "That did not work just now; try again in a moment."
-}

@@ -2,9 +2,8 @@ package sessions
 
 import (
 	"context"
-	"fmt"
-	"strings"
-	"time"
+
+	"github.com/heraldgw/herald/signals"
 )
 
 // stopReasonNew, in a stop signal's Text, says the stop comes from /new:
@@ -54,24 +53,11 @@ func coreCommands() []Command {
 }
 
 func cmdNotYet(ctx context.Context, c *CommandCall) error {
-	return c.Reply(ctx, fmt.Sprintf("/%s is not available yet in this version of herald. /help lists what is.", c.Name))
+	return c.Reply(ctx, answerNotYet(c.Name))
 }
 
 func cmdHelp(ctx context.Context, c *CommandCall) error {
-	var b strings.Builder
-	b.WriteString("Commands:")
-	for _, cmd := range c.Router.commands.List() {
-		b.WriteString("\n/" + cmd.Name)
-		if cmd.Args != "" {
-			b.WriteString(" " + cmd.Args)
-		}
-		for _, a := range cmd.Aliases {
-			b.WriteString(" (/" + a + ")")
-		}
-		b.WriteString(" — " + cmd.Summary)
-	}
-	b.WriteString("\nAnything else is a message for the agent.")
-	return c.Reply(ctx, b.String())
+	return c.Reply(ctx, answerHelp(c.Router.commands.List()))
 }
 
 func cmdStop(ctx context.Context, c *CommandCall) error {
@@ -80,18 +66,7 @@ func cmdStop(ctx context.Context, c *CommandCall) error {
 	// The answer goes first so that it comes before the stopped turn's
 	// own "Stopped.". It names what the stop reaches: the turn, and
 	// what other parts run for the conversation (its sub-agents).
-	others := strings.Join(r.commands.stopParts(ctx, c.In.Conv), " and ")
-	var answer string
-	switch {
-	case running && others != "":
-		answer = "Stopping the running turn" + rt.describe(r.clock.Now()) + " and " + others + "."
-	case running:
-		answer = "Stopping the running turn" + rt.describe(r.clock.Now()) + "."
-	case others != "":
-		answer = "No turn is running; stopping " + others + "."
-	default:
-		answer = "Nothing is running."
-	}
+	answer := answerStop(running, rt.describe(r.clock.Now()), r.commands.stopParts(ctx, c.In.Conv))
 	if err := c.Reply(ctx, answer); err != nil || c.Redelivered() {
 		// A redelivered /stop was answered, and its stop sent, the first
 		// time: sent again, it would stop a turn that started since.
@@ -100,24 +75,14 @@ func cmdStop(ctx context.Context, c *CommandCall) error {
 	// The signal goes out even when no turn is known to run: a turn that
 	// started an instant ago in another process is not known yet, and a
 	// stop reaches only turns that started before it.
-	return r.signal(ctx, Signal{Conv: c.In.Conv, Kind: SignalStop})
+	return r.signal(ctx, signals.Signal{Conv: c.In.Conv, Kind: signals.Stop})
 }
 
 func cmdStatus(ctx context.Context, c *CommandCall) error {
 	r := c.Router
 	meta := r.meta(ctx, c.In.Conv)
-	var b strings.Builder
-	if rt, running := r.runningTurnIn(c.In.Conv, meta); running {
-		b.WriteString("Running a turn" + rt.describe(r.clock.Now()) + ".")
-	} else {
-		b.WriteString("Idle: no turn is running.")
-	}
-	mode := r.busyMode(meta)
-	fmt.Fprintf(&b, "\nBusy input mode: %s — %s", mode, mode.explain())
-	for _, line := range r.commands.statusLines(ctx, c.In.Conv) {
-		b.WriteString("\n" + line)
-	}
-	return c.Reply(ctx, b.String())
+	rt, running := r.runningTurnIn(c.In.Conv, meta)
+	return c.Reply(ctx, answerStatus(running, rt.describe(r.clock.Now()), r.busyMode(meta), r.commands.statusLines(ctx, c.In.Conv)))
 }
 
 func cmdNew(ctx context.Context, c *CommandCall) error {
@@ -133,7 +98,7 @@ func cmdNew(ctx context.Context, c *CommandCall) error {
 	}
 	// The reset is durable: a stop that does not go out only means the
 	// running turn ends before the reset runs.
-	if err := r.signal(ctx, Signal{Conv: c.In.Conv, Kind: SignalStop, Text: stopReasonNew}); err != nil {
+	if err := r.signal(ctx, signals.Signal{Conv: c.In.Conv, Kind: signals.Stop, Text: stopReasonNew}); err != nil {
 		r.log.WarnContext(ctx, "the stop for /new failed; the reset waits for the running turn",
 			"conv", c.In.Conv, "err", err)
 	}
@@ -147,7 +112,7 @@ func runNew(ctx context.Context, t *ControlTurn) error {
 	// The new session is named by the entry that started it, so a run
 	// again after a crash names it alike.
 	t.SetMeta(ConvMetaSession, "s"+t.Entry.ID)
-	t.Reply("Started a fresh session. What I remember about you is kept.")
+	t.Reply(answerNewSession)
 	return nil
 }
 
@@ -156,24 +121,10 @@ func runNew(ctx context.Context, t *ControlTurn) error {
 func cmdMode(mode BusyInputMode) func(ctx context.Context, c *CommandCall) error {
 	return func(ctx context.Context, c *CommandCall) error {
 		if c.Args == "" {
-			return c.Reply(ctx, fmt.Sprintf("Usage: /%s MESSAGE", c.Name))
+			return c.Reply(ctx, answerUsage(c.Name))
 		}
 		in := c.In
 		in.Text = c.Args
 		return c.route(ctx, in, mode)
 	}
-}
-
-// describe is " (12s): “what it answers”" for /stop and /status.
-func (rt RunningTurn) describe(now time.Time) string {
-	var parts []string
-	if !rt.Since.IsZero() {
-		if d := now.Sub(rt.Since); d >= 0 {
-			parts = append(parts, " ("+d.Round(time.Second).String()+")")
-		}
-	}
-	if rt.Text != "" {
-		parts = append(parts, ": “"+rt.Text+"”")
-	}
-	return strings.Join(parts, "")
 }

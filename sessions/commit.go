@@ -1,7 +1,9 @@
 package sessions
 
 import (
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/signals"
 )
 
 // Write is another domain's write that a turn's commit carries (a
@@ -19,14 +21,15 @@ type Write interface {
 }
 
 // CheckWrites refuses a Finish's writes a backend must not apply: a nil
-// write or a kind not of the form <domain>.<name>. A backend calls it
+// write or a kind not of the form <domain>.<name>, the form a domain's
+// signals take too (signals.KindDomain). A backend calls it
 // before its own check of the kinds it knows.
 func CheckWrites(op string, ws []Write) error {
 	for i, w := range ws {
 		if w == nil {
 			return errs.E(op, errs.Invalid, "write %d of the commit is nil", i)
 		}
-		if k := w.WriteKind(); kindDomain(k) == "" {
+		if k := w.WriteKind(); signals.KindDomain(k) == "" {
 			return errs.E(op, errs.Invalid, "write kind %q is not <domain>.<name>", k)
 		}
 	}
@@ -64,7 +67,7 @@ func UsageKeys(model string) (prompt, completion string) {
 // Check refuses a Usage a store must not apply: Invalid for a bad
 // conversation key or negative counts.
 func (u Usage) Check(op string) error {
-	if err := ValidateConv(op, u.Conv); err != nil {
+	if err := chat.ValidateConv(op, u.Conv); err != nil {
 		return err
 	}
 	if u.Prompt < 0 || u.Completion < 0 {

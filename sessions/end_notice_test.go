@@ -58,7 +58,7 @@ func TestSteeredNotices(t *testing.T) {
 	answerEach := func(o outbox.Target) bool { return o.Platform == "api" }
 	reply := outbox.Message{Target: api, Text: "done", ReplyTo: "m1", Kind: "reply"}
 	notice := func(id string) outbox.Message {
-		return outbox.Message{Target: api, Text: steeredNotice, ReplyTo: id, Kind: KindNotice}
+		return outbox.Message{Target: api, Text: noticeSteered, ReplyTo: id, Kind: KindNotice}
 	}
 	tests := []struct {
 		desc    string

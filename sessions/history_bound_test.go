@@ -1,11 +1,15 @@
 package sessions
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/heraldgw/herald/chat"
+)
 
 func TestHistoryDrop(t *testing.T) {
-	msg := func(role string) Message { return Message{Role: role} }
+	msg := func(role string) chat.Message { return chat.Message{Role: role} }
 	// user, assistant calling two tools, their results, assistant, user, assistant
-	history := []Message{msg("user"), msg("assistant"), msg("tool"), msg("tool"), msg("assistant"), msg("user"), msg("assistant")}
+	history := []chat.Message{msg("user"), msg("assistant"), msg("tool"), msg("tool"), msg("assistant"), msg("user"), msg("assistant")}
 	for _, tc := range []struct {
 		max, added, want int
 	}{

@@ -3,7 +3,6 @@ package sessions
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"time"
 )
@@ -38,15 +37,6 @@ type Latest struct {
 	Target string    `json:"target,omitempty"` // where its replies go, when not Conv
 	Text   string    `json:"text,omitempty"`   // the start of the first message seen in it
 	At     time.Time `json:"at"`               // when that message came
-}
-
-// actsOn says which conversation l is, for a command's answer.
-func (l Latest) actsOn() string {
-	s := "in the thread of " + l.At.UTC().Format("Jan 2 15:04 UTC")
-	if l.Text != "" {
-		s += fmt.Sprintf(", “%s”", l.Text)
-	}
-	return s
 }
 
 // noteLatest keeps in's conversation as its sender's latest in the
@@ -99,13 +89,4 @@ func (r *Router) toLatest(ctx context.Context, in Inbound) Inbound {
 	in.Meta[MetaActsOn] = l.actsOn()
 	in.Conv = l.Conv
 	return in
-}
-
-// withActsOn is text with what in's command acted on said first, when
-// the router pointed it at another conversation (MetaActsOn).
-func withActsOn(in Inbound, text string) string {
-	if on := in.Meta[MetaActsOn]; on != "" {
-		return "(" + on + ") " + text
-	}
-	return text
 }

@@ -7,10 +7,9 @@ import (
 	"context"
 	"encoding/json"
 	"math"
-	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 )
@@ -147,25 +146,8 @@ type Turn struct {
 	// set: the claim brings it, so the worker that runs the turn makes no
 	// read of its own. A backend that could not read it with the claim
 	// leaves HistoryRead false, and the worker reads it itself.
-	History     []Message
+	History     []chat.Message
 	HistoryRead bool
-}
-
-// ToolCall is one tool call the model made.
-type ToolCall struct {
-	ID        string `json:"id"`
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
-// Message is one item of a conversation's history.
-type Message struct {
-	Role       string     `json:"role"` // system, user, assistant, tool
-	Content    string     `json:"content,omitempty"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-	Name       string     `json:"name,omitempty"`
-	At         time.Time  `json:"at,omitzero"`
 }
 
 // Finish is what a turn commits in one atomic step.
@@ -175,7 +157,7 @@ type Finish struct {
 	// took in (steer); they are removed in the same step. An entry that is
 	// not queued any more makes Finish fail with NotFound.
 	Absorbed []string
-	History  []Message        // appended to the conversation's history
+	History  []chat.Message   // appended to the conversation's history
 	Outbox   []outbox.Message // enqueued for delivery
 	Release  bool             // give the lease back in the same step
 	// DropHistory removes that many of the oldest messages of the stored
@@ -259,10 +241,6 @@ func (h *Handoff) Give(cs []outbox.Claimed) {
 // taking a Lease return errs.LeaseLost when its token is no longer the
 // conversation's current one, and then have written nothing.
 type Store interface {
-	Timeline
-	Signals
-	Notes
-
 	// Append adds in to the end of its lane. An in.MessageID seen in the
 	// same conversation within the dedupe window adds nothing and returns
 	// Duplicate. A conversation that is not leased becomes ready.
@@ -326,10 +304,10 @@ type Store interface {
 	FinishAndClaim(ctx context.Context, l Lease, f Finish, worker string, ttl time.Duration) (*Turn, error)
 
 	// AppendHistory appends to the conversation's history under the lease.
-	AppendHistory(ctx context.Context, l Lease, msgs ...Message) error
+	AppendHistory(ctx context.Context, l Lease, msgs ...chat.Message) error
 
 	// History returns the conversation's whole history, oldest first.
-	History(ctx context.Context, conv string) ([]Message, error)
+	History(ctx context.Context, conv string) ([]chat.Message, error)
 
 	// ClearHistory drops the conversation's history at once, under no
 	// lease: for what runs outside a turn. A turn clears it in its commit
@@ -385,27 +363,11 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-// ValidateConv checks a conversation key: not empty, valid UTF-8, no
-// control characters.
-func ValidateConv(op, conv string) error { return validateKey(op, "conversation key", conv) }
-
-// validateKey checks a key a store files things under, named what in
-// its errors.
-func validateKey(op, what, key string) error {
-	if strings.TrimSpace(key) == "" {
-		return errs.E(op, errs.Invalid, "empty %s", what)
-	}
-	if !utf8.ValidString(key) || strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return errs.E(op, errs.Invalid, "%s %q has control characters or bad UTF-8", what, key)
-	}
-	return nil
-}
-
 // EncodeInbound validates in, fills its defaults and returns it encoded,
 // ready to store. Backends call it so that both accept exactly the same
 // input.
 func EncodeInbound(op string, in Inbound, lim Limits) (Inbound, []byte, error) {
-	if err := ValidateConv(op, in.Conv); err != nil {
+	if err := chat.ValidateConv(op, in.Conv); err != nil {
 		return in, nil, err
 	}
 	switch in.Kind {
@@ -442,7 +404,7 @@ func ValidateMeta(op string, meta map[string]string, lim Limits) error {
 }
 
 // EncodeMessages encodes history messages, each checked against the limit.
-func EncodeMessages(op string, msgs []Message, lim Limits) ([][]byte, error) {
+func EncodeMessages(op string, msgs []chat.Message, lim Limits) ([][]byte, error) {
 	out := make([][]byte, 0, len(msgs))
 	max := lim.WithDefaults().MaxEntryBytes
 	for _, m := range msgs {

@@ -8,9 +8,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/signals"
 )
 
 // Keys of Inbound.Meta that herald itself reads.
@@ -88,16 +90,6 @@ func ParseBusyInputMode(s string) (BusyInputMode, error) {
 	return "", errs.E("sessions.ParseBusyInputMode", errs.Invalid, "busy-input mode %q is not interrupt, queue or steer", s)
 }
 
-func (m BusyInputMode) explain() string {
-	switch m {
-	case BusyQueue:
-		return "a new message waits until the running turn ends."
-	case BusySteer:
-		return "a new message is added to the running turn."
-	}
-	return "a new message stops the running turn and runs next."
-}
-
 // RunningTurn tells what a conversation's running turn answers.
 type RunningTurn struct {
 	EntryID string    `json:"entry"`
@@ -129,10 +121,10 @@ func ReplyTarget(in Inbound) (outbox.Target, error) {
 // RouterMetrics are hooks the gateway hangs its counters on; nil fields
 // are skipped.
 type RouterMetrics struct {
-	Appended  func(kind Kind)       // an inbound was queued
-	Duplicate func()                // an inbound was a redelivery and added nothing
-	Command   func(name string)     // a command was handled
-	Signaled  func(kind SignalKind) // a signal was sent to the running turn
+	Appended  func(kind Kind)         // an inbound was queued
+	Duplicate func()                  // an inbound was a redelivery and added nothing
+	Command   func(name string)       // a command was handled
+	Signaled  func(kind signals.Kind) // a signal was sent to the running turn
 }
 
 // RouterOptions configure NewRouter.
@@ -142,20 +134,21 @@ type RouterOptions struct {
 	// Signals carries stop, interrupt and steer to the process running a
 	// conversation's turn. Nil reaches only the turns of Turns (one
 	// process, no shared store).
-	Signals Signals
+	Signals signals.Store
 	// Commands are the chat commands; nil means DefaultCommands(). Share
 	// one registry with the turn worker.
 	Commands *Commands
 	// BusyInputMode is the default for conversations that set none;
 	// empty means BusyInterrupt.
 	BusyInputMode BusyInputMode
-	// Turns is this process's turn worker, when it runs one: it is woken
-	// when a message is queued, and its running turns are known without
-	// a store read.
+	// Turns is this process's turn worker, when it runs one: messages
+	// are queued through it (TakeNow), so that one it has a turn free
+	// for runs at once; it is woken when a message waits, and its
+	// running turns are known without a store read.
 	Turns *TurnWorker
 	// Tailer is this process's signal tailer, poked after a signal so a
 	// turn running here hears it at once.
-	Tailer *SignalTailer
+	Tailer *signals.Tailer
 	Clock  clock.Clock  // nil means the wall clock
 	Logger *slog.Logger // nil means slog.Default()
 	// Metrics are optional counters.
@@ -168,11 +161,11 @@ type RouterOptions struct {
 type Router struct {
 	store    Store
 	outbox   outbox.Store
-	signals  Signals
+	signals  signals.Store
 	commands *Commands
 	mode     BusyInputMode
 	turns    *TurnWorker
-	tailer   *SignalTailer
+	tailer   *signals.Tailer
 	clock    clock.Clock
 	log      *slog.Logger
 	metrics  RouterMetrics
@@ -236,7 +229,7 @@ func (r *Router) Deliver(ctx context.Context, in Inbound) error {
 // local API uses it to find the answer it owes a retried completion.
 func (r *Router) DeliverReport(ctx context.Context, in Inbound) (duplicate bool, err error) {
 	const op = "sessions.Router.Deliver"
-	if err := ValidateConv(op, in.Conv); err != nil {
+	if err := chat.ValidateConv(op, in.Conv); err != nil {
 		return false, err
 	}
 	switch in.Kind {
@@ -317,14 +310,14 @@ func (r *Router) route(ctx context.Context, in Inbound, mode BusyInputMode) (dup
 	if running && rt.EntryID == res.EntryID || !running && !res.Held {
 		return false, nil
 	}
-	s := Signal{Conv: in.Conv, Kind: SignalInterrupt, EntryID: res.EntryID}
+	s := signals.Signal{Conv: in.Conv, Kind: signals.Interrupt, EntryID: res.EntryID}
 	if mode == BusySteer {
 		if len(in.Attachments) > 0 || in.Meta[MetaControl] != "" {
 			// A steer carries text only; a message with files, or a
 			// command, keeps its place in the queue whole instead.
 			return false, nil
 		}
-		s.Kind, s.Text, s.MessageID = SignalSteer, in.Text, in.MessageID
+		s.Kind, s.Text, s.MessageID = signals.Steer, in.Text, in.MessageID
 	}
 	// The message is durable already; a signal that does not go out only
 	// means the message waits for the running turn.
@@ -345,14 +338,8 @@ func (r *Router) appendEntry(ctx context.Context, in Inbound) (duplicate bool, e
 // store may start in's turn in the same call (AppendClaim), and started
 // says it did: the entry runs here at once, without a claim of its own.
 func (r *Router) append(ctx context.Context, in Inbound) (res AppendResult, started bool, err error) {
-	var turn *Turn
-	if r.turns != nil && r.turns.reserve() {
-		res, turn, err = r.store.AppendClaim(ctx, in, r.turns.name, r.turns.ttl)
-		if turn != nil {
-			r.turns.startReserved(turn)
-		} else {
-			r.turns.unreserve()
-		}
+	if r.turns != nil {
+		res, started, err = r.turns.TakeNow(ctx, r.store, in)
 	} else {
 		res, err = r.store.Append(ctx, in)
 	}
@@ -363,8 +350,8 @@ func (r *Router) append(ctx context.Context, in Inbound) (res AppendResult, star
 		r.countDuplicate(ctx, in)
 		return res, false, nil
 	}
-	r.appended(in, turn == nil)
-	return res, turn != nil, nil
+	r.appended(in, !started)
+	return res, started, nil
 }
 
 // appendControl queues a control entry for command name, answered by the
@@ -403,7 +390,7 @@ func (r *Router) countDuplicate(ctx context.Context, in Inbound) {
 
 // signal sends s to whoever runs s.Conv's turn: through the store when
 // there is one, else straight to this process's turns.
-func (r *Router) signal(ctx context.Context, s Signal) error {
+func (r *Router) signal(ctx context.Context, s signals.Signal) error {
 	if f := r.metrics.Signaled; f != nil {
 		f(s.Kind)
 	}

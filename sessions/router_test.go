@@ -15,6 +15,7 @@ import (
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 func TestParseCommand(t *testing.T) {
@@ -239,8 +240,8 @@ func TestQueuedCommand(t *testing.T) {
 				first.Release()
 			}
 			g.waitSent(conv, "noted: buy milk (held "+conv+")")
-			for _, s := range g.signals.sent() {
-				if s.Kind == sessions.SignalSteer {
+			for _, s := range g.signals.Sent() {
+				if s.Kind == signals.Steer {
 					t.Error("the queued command was steered into the running turn")
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/testkit"
 
@@ -28,7 +29,7 @@ func (r streamRunner) Run(_ context.Context, in sessions.TurnInput) (sessions.Tu
 		text += p
 	}
 	return sessions.TurnOutput{
-		History: []sessions.Message{{Role: "user", Content: in.Entry.Text}, {Role: "assistant", Content: text}},
+		History: []chat.Message{{Role: "user", Content: in.Entry.Text}, {Role: "assistant", Content: text}},
 		Outbox:  []outbox.Message{{Target: in.Origin, Conv: in.Conv, Text: text, ReplyTo: in.Entry.MessageID, Kind: "reply"}},
 		End:     sessions.TurnDone,
 	}, nil

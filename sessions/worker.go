@@ -11,9 +11,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/heraldgw/herald/internal/bgloop"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/signals"
 )
 
 // Defaults for TurnWorkerOptions.
@@ -189,12 +191,12 @@ type TurnWorker struct {
 	// loop's poll.
 	mayWait atomic.Bool
 
-	mu        sync.Mutex
-	running   map[string]*activeTurn // by conversation
-	started   bool
-	stopping  bool
-	stopClaim chan struct{} // closed by Shutdown: claim no more
-	loopDone  chan struct{} // closed when the claim loop returned
+	claims bgloop.Loop // the claim loop; stopped by Shutdown: claim no more
+
+	mu       sync.Mutex
+	running  map[string]*activeTurn // by conversation
+	started  bool
+	stopping bool
 
 	// base is Start's context without its cancellation, for the store
 	// writes that must happen even while stopping (commits, releases).
@@ -237,8 +239,6 @@ func NewTurnWorker(opts TurnWorkerOptions) (*TurnWorker, error) {
 		metrics:       opts.Metrics,
 		wake:          make(chan struct{}, 1),
 		running:       map[string]*activeTurn{},
-		stopClaim:     make(chan struct{}),
-		loopDone:      make(chan struct{}),
 	}
 	turns := opts.Turns
 	if turns <= 0 {
@@ -292,20 +292,20 @@ func (w *TurnWorker) Name() string { return w.name }
 // Shutdown to stop gracefully. Errors: Conflict (started before), Closed
 // (shut down before).
 func (w *TurnWorker) Start(ctx context.Context) error {
+	const op = "sessions.TurnWorker.Start"
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopping {
-		return errs.E("sessions.TurnWorker.Start", errs.Closed, "the turn worker was shut down")
+		return errs.E(op, errs.Closed, "the turn worker was shut down")
 	}
 	if w.started {
-		return errs.E("sessions.TurnWorker.Start", errs.Conflict, "the turn worker was started before")
+		return errs.E(op, errs.Conflict, "the turn worker was started before")
 	}
 	w.started = true
 	w.base = context.WithoutCancel(ctx)
 	w.hard, w.hardCancel = context.WithCancelCause(ctx)
 	w.runners = newRunners(w.hard, min(cap(w.slots), maxParkedRunners), w.runTurn)
-	go w.claimLoop()
-	return nil
+	return w.claims.Start(w.hard, op, w.claimLoop)
 }
 
 // errShutdown is the cause of a turn cancelled because its process stops.
@@ -324,10 +324,11 @@ func (w *TurnWorker) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	w.stopping = true
-	close(w.stopClaim)
 	w.mu.Unlock()
 
-	<-w.loopDone
+	// The claim loop ends at once: a claim under way is made with the
+	// worker's hard context, and what it leases runs or is handed back.
+	_ = w.claims.Stop(context.Background())
 	done := make(chan struct{})
 	go func() {
 		w.turns.Wait()
@@ -392,9 +393,9 @@ func (w *TurnWorker) RunningTurn(conv string) (RunningTurn, bool) {
 // A domain's kind (delegation.stop) is ignored too: the tailer hands it
 // to that domain's handler as well, and it names something inside the
 // conversation, not its turn, so it must not stop the turn.
-func (w *TurnWorker) HandleSignal(s Signal) {
+func (w *TurnWorker) HandleSignal(s signals.Signal) {
 	switch s.Kind {
-	case SignalStop, SignalInterrupt, SignalSteer:
+	case signals.Stop, signals.Interrupt, signals.Steer:
 	default:
 		return
 	}
@@ -413,10 +414,10 @@ func (w *TurnWorker) HandleSignal(s Signal) {
 // sees one claim per poll.
 const maxClaimBurst = 64
 
-// claimLoop is the one loop that claims conversations. It takes a slot
-// before each claim, so it never holds more leases than it can run.
-func (w *TurnWorker) claimLoop() {
-	defer close(w.loopDone)
+// claimLoop is the one loop that claims conversations, until stop ends
+// (Shutdown, or the worker's hard stop). It takes a slot before each
+// claim, so it never holds more leases than it can run.
+func (w *TurnWorker) claimLoop(stop context.Context) {
 	idle := time.NewTimer(time.Hour)
 	idle.Stop()
 	wait := time.Duration(0)
@@ -424,9 +425,7 @@ func (w *TurnWorker) claimLoop() {
 	for {
 		select {
 		case w.slots <- struct{}{}:
-		case <-w.stopClaim:
-			return
-		case <-w.hard.Done():
+		case <-stop.Done():
 			return
 		}
 		n := 1
@@ -453,10 +452,7 @@ func (w *TurnWorker) claimLoop() {
 		case <-w.wake:
 			wait = 0
 		case <-idle.C:
-		case <-w.stopClaim:
-			idle.Stop()
-			return
-		case <-w.hard.Done():
+		case <-stop.Done():
 			idle.Stop()
 			return
 		}
@@ -464,25 +460,35 @@ func (w *TurnWorker) claimLoop() {
 	}
 }
 
-// reserve takes a slot for a turn the router may start with an append
-// (AppendClaim). It fails when every slot is taken or the worker is not
-// running, so a message that cannot start here waits for a claim.
+// TakeNow appends in through q and, when this worker has a turn free,
+// lets the store start in's turn in the same call (Store.AppendClaim):
+// the turn then runs here at once, on that free turn, without a claim
+// of its own, and started says so. With every turn taken, or the worker
+// not running, it appends as q.Append does and the entry waits for a
+// claim. The router queues each message this way.
+func (w *TurnWorker) TakeNow(ctx context.Context, q Store, in Inbound) (res AppendResult, started bool, err error) {
+	if !w.reserve() {
+		res, err = q.Append(ctx, in)
+		return res, false, err
+	}
+	res, turn, err := q.AppendClaim(ctx, in, w.name, w.ttl)
+	if turn == nil {
+		<-w.slots // no turn started: the reserved slot is free again
+		return res, false, err
+	}
+	if !w.start(turn, "the worker stopped while the message was queued") {
+		<-w.slots
+	}
+	return res, err == nil, err
+}
+
+// reserve takes a slot for a turn TakeNow may start. It fails when
+// every slot is taken or the worker is not running.
 func (w *TurnWorker) reserve() bool {
 	w.mu.Lock()
 	running := w.started && !w.stopping
 	w.mu.Unlock()
 	return running && w.hard.Err() == nil && w.trySlot()
-}
-
-// unreserve gives back a slot reserve took when no turn started.
-func (w *TurnWorker) unreserve() { <-w.slots }
-
-// startReserved runs a turn the router's append leased, on the slot it
-// reserved. A worker that began stopping meanwhile hands it back.
-func (w *TurnWorker) startReserved(turn *Turn) {
-	if !w.start(turn, "the worker stopped while the message was queued") {
-		<-w.slots
-	}
 }
 
 // start runs turn on a slot already taken, unless the worker began
@@ -540,13 +546,13 @@ func (w *TurnWorker) claimSome(n int) (int, error) {
 	return found, err
 }
 
+// stoppingNow reports whether the worker claims no more: Shutdown began,
+// or it must stop now.
 func (w *TurnWorker) stoppingNow() bool {
-	select {
-	case <-w.stopClaim:
-		return true
-	default:
-		return w.hard.Err() != nil
-	}
+	w.mu.Lock()
+	stopping := w.stopping
+	w.mu.Unlock()
+	return stopping || w.hard.Err() != nil
 }
 
 // releaseTimeout bounds a store write made after a turn ended: a commit,

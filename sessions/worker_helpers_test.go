@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,67 +15,18 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
-	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 	"github.com/heraldgw/herald/store/sqlite"
 )
 
 const conv = "telegram:100"
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// fakeSignals is an in-memory signal log. Cursors are positions in it.
-type fakeSignals struct {
-	clock clock.Clock
-
-	mu   sync.Mutex
-	log  []sessions.Signal
-	err  error // returned by Signal when set
-	read int   // SignalsAfter calls
-}
-
-var _ sessions.Signals = (*fakeSignals)(nil)
-
-func newFakeSignals(clk clock.Clock) *fakeSignals { return &fakeSignals{clock: clk} }
-
-func (f *fakeSignals) Signal(_ context.Context, s sessions.Signal) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return f.err
-	}
-	if s.Conv == "" {
-		return errs.E("fakeSignals.Signal", errs.Invalid, "empty conversation")
-	}
-	s.Cursor = strconv.Itoa(len(f.log) + 1)
-	s.At = f.clock.Now()
-	f.log = append(f.log, s)
-	return nil
-}
-
-func (f *fakeSignals) SignalsAfter(_ context.Context, after string, limit int) ([]sessions.Signal, string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.read++
-	if after == "" {
-		return nil, strconv.Itoa(len(f.log)), nil
-	}
-	from, err := strconv.Atoi(after)
-	if err != nil || from < 0 || from > len(f.log) {
-		return nil, "", errs.E("fakeSignals.SignalsAfter", errs.Invalid, "bad cursor %q", after)
-	}
-	end := min(len(f.log), from+limit)
-	return slices.Clone(f.log[from:end]), strconv.Itoa(end), nil
-}
-
-func (f *fakeSignals) sent() []sessions.Signal {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.log)
-}
 
 // openDB opens a store on a fresh file; the test closes it at its end.
 func openDB(t *testing.T, clk clock.Clock) *sqlite.DB {
@@ -123,9 +73,9 @@ type gateway struct {
 	db      *sqlite.DB
 	store   sessions.Store
 	outbox  outbox.Store
-	signals *fakeSignals
+	signals *testkit.SignalLog
 	worker  *sessions.TurnWorker
-	tailer  *sessions.SignalTailer
+	tailer  *signals.Tailer
 	router  *sessions.Router
 	metrics *counters
 	stopped bool
@@ -133,7 +83,7 @@ type gateway struct {
 
 type gatewayOptions struct {
 	db       *sqlite.DB // nil opens a new one
-	signals  *fakeSignals
+	signals  *testkit.SignalLog
 	clock    clock.Clock
 	runner   sessions.TurnRunner
 	worker   sessions.TurnWorkerOptions // Store, Runner, Metrics are filled in
@@ -176,7 +126,7 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 		o.db = openDB(t, o.clock)
 	}
 	if o.signals == nil {
-		o.signals = newFakeSignals(o.clock)
+		o.signals = testkit.NewSignalLog(o.clock)
 	}
 	g := &gateway{t: t, db: o.db, store: o.db.Sessions(), outbox: o.db.Outbox(), signals: o.signals, metrics: &counters{}}
 	if o.wrap != nil {
@@ -195,7 +145,7 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 	if g.worker, err = sessions.NewTurnWorker(wo); err != nil {
 		t.Fatal(err)
 	}
-	if g.tailer, err = sessions.NewSignalTailer(sessions.SignalTailerOptions{Signals: g.signals, Handler: g.worker, Interval: 20 * time.Millisecond, Logger: quietLog()}); err != nil {
+	if g.tailer, err = signals.NewTailer(signals.TailerOptions{Store: g.signals, Handler: g.worker, Interval: 20 * time.Millisecond, Logger: quietLog()}); err != nil {
 		t.Fatal(err)
 	}
 	g.router, err = sessions.NewRouter(sessions.RouterOptions{
@@ -272,7 +222,7 @@ func (g *gateway) history(conv string) []string {
 	return contents(h)
 }
 
-func contents(h []sessions.Message) []string {
+func contents(h []chat.Message) []string {
 	out := make([]string, 0, len(h))
 	for _, m := range h {
 		out = append(out, m.Role+": "+m.Content)
@@ -347,23 +297,23 @@ func (r *gateRunner) Run(ctx context.Context, in sessions.TurnInput) (sessions.T
 	}
 
 	text := in.Entry.Text
-	hist := []sessions.Message{{Role: "user", Content: text}}
+	hist := []chat.Message{{Role: "user", Content: text}}
 	if strings.HasPrefix(text, "slow") {
 		select {
 		case <-c.release:
 		case <-ctx.Done():
-			hist = append(hist, sessions.Message{Role: "assistant", Content: "partial: " + text})
+			hist = append(hist, chat.Message{Role: "assistant", Content: "partial: " + text})
 			return sessions.TurnOutput{History: hist, End: sessions.TurnInterrupted}, context.Cause(ctx)
 		}
 		if !strings.HasPrefix(text, "slow-notool") {
 			hist = append(hist,
-				sessions.Message{Role: "assistant", ToolCalls: []sessions.ToolCall{{ID: "c1", Name: "probe", Arguments: "{}"}}},
-				sessions.Message{Role: "tool", ToolCallID: "c1", Name: "probe", Content: "ok"})
+				chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "c1", Name: "probe", Arguments: "{}"}}},
+				chat.Message{Role: "tool", ToolCallID: "c1", Name: "probe", Content: "ok"})
 		steer:
 			for {
 				select {
 				case s := <-in.Steer:
-					hist = append(hist, sessions.Message{Role: "user", Content: s})
+					hist = append(hist, chat.Message{Role: "user", Content: s})
 				default:
 					break steer
 				}
@@ -371,7 +321,7 @@ func (r *gateRunner) Run(ctx context.Context, in sessions.TurnInput) (sessions.T
 		}
 	}
 	reply := "re: " + text
-	hist = append(hist, sessions.Message{Role: "assistant", Content: reply})
+	hist = append(hist, chat.Message{Role: "assistant", Content: reply})
 	return sessions.TurnOutput{
 		History: hist,
 		Outbox:  []outbox.Message{{Target: in.Origin, Conv: in.Conv, Text: reply, ReplyTo: in.Entry.MessageID, Kind: "reply"}},

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -47,7 +48,7 @@ func (r *sleepRunner) Run(ctx context.Context, in sessions.TurnInput) (sessions.
 		}
 	}
 	return sessions.TurnOutput{
-		History: []sessions.Message{{Role: "user", Content: in.Entry.Text}, {Role: "assistant", Content: "ok"}},
+		History: []chat.Message{{Role: "user", Content: in.Entry.Text}, {Role: "assistant", Content: "ok"}},
 		Outbox:  []outbox.Message{{Target: in.Origin, Text: "ok", Kind: "reply"}},
 		End:     sessions.TurnDone,
 	}, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/testkit"
@@ -20,6 +21,7 @@ import (
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/sessions/agent"
+	"github.com/heraldgw/herald/signals"
 )
 
 func TestPlainTurnEndToEnd(t *testing.T) {
@@ -470,7 +472,7 @@ func TestSteerReachesTheAgent(t *testing.T) {
 	g.say("A")
 	testkit.Eventually(t, "the model call waiting", func() bool { return gate.Waiting() == 1 })
 	g.say("B")
-	testkit.Eventually(t, "the steer signal sent", func() bool { return len(g.signals.sent()) == 1 })
+	testkit.Eventually(t, "the steer signal sent", func() bool { return len(g.signals.Sent()) == 1 })
 	// The tailer hands the signal to the turn on its next read.
 	time.Sleep(60 * time.Millisecond)
 	gate.Release()
@@ -490,29 +492,29 @@ func TestSteerReachesTheAgent(t *testing.T) {
 func TestSignalsForOtherTurnsAreIgnored(t *testing.T) {
 	tests := []struct {
 		desc   string
-		signal func(entryID string) sessions.Signal
+		signal func(entryID string) signals.Signal
 		stops  bool
 	}{
-		{desc: "a stop sent before the turn started", signal: func(string) sessions.Signal {
-			return sessions.Signal{Conv: conv, Kind: sessions.SignalStop, At: t0}
+		{desc: "a stop sent before the turn started", signal: func(string) signals.Signal {
+			return signals.Signal{Conv: conv, Kind: signals.Stop, At: t0}
 		}},
-		{desc: "an interrupt about the turn's own entry", signal: func(id string) sessions.Signal {
-			return sessions.Signal{Conv: conv, Kind: sessions.SignalInterrupt, EntryID: id, At: time.Now().Add(time.Second)}
+		{desc: "an interrupt about the turn's own entry", signal: func(id string) signals.Signal {
+			return signals.Signal{Conv: conv, Kind: signals.Interrupt, EntryID: id, At: time.Now().Add(time.Second)}
 		}},
-		{desc: "a stop for another conversation", signal: func(string) sessions.Signal {
-			return sessions.Signal{Conv: "telegram:999", Kind: sessions.SignalStop, At: time.Now().Add(time.Second)}
+		{desc: "a stop for another conversation", signal: func(string) signals.Signal {
+			return signals.Signal{Conv: "telegram:999", Kind: signals.Stop, At: time.Now().Add(time.Second)}
 		}},
-		{desc: "a domain's stop for a sub-agent of the conversation", signal: func(string) sessions.Signal {
-			return sessions.Signal{Conv: conv, Kind: "delegation.stop", Target: "sub-1", At: time.Now().Add(time.Second)}
+		{desc: "a domain's stop for a sub-agent of the conversation", signal: func(string) signals.Signal {
+			return signals.Signal{Conv: conv, Kind: "delegation.stop", Target: "sub-1", At: time.Now().Add(time.Second)}
 		}},
-		{desc: "a domain's stop from this process", signal: func(string) sessions.Signal {
-			return sessions.Signal{Conv: conv, Kind: "delegation.stop", Target: "sub-1"}
+		{desc: "a domain's stop from this process", signal: func(string) signals.Signal {
+			return signals.Signal{Conv: conv, Kind: "delegation.stop", Target: "sub-1"}
 		}},
-		{desc: "a stop sent while the turn runs", stops: true, signal: func(string) sessions.Signal {
-			return sessions.Signal{Conv: conv, Kind: sessions.SignalStop, At: time.Now().Add(time.Second)}
+		{desc: "a stop sent while the turn runs", stops: true, signal: func(string) signals.Signal {
+			return signals.Signal{Conv: conv, Kind: signals.Stop, At: time.Now().Add(time.Second)}
 		}},
-		{desc: "a stop from this process", stops: true, signal: func(string) sessions.Signal {
-			return sessions.Signal{Conv: conv, Kind: sessions.SignalStop}
+		{desc: "a stop from this process", stops: true, signal: func(string) signals.Signal {
+			return signals.Signal{Conv: conv, Kind: signals.Stop}
 		}},
 	}
 	for _, tc := range tests {
@@ -588,7 +590,7 @@ func TestLeaseLostCommitsNothing(t *testing.T) {
 			}
 			// The new holder commits as usual.
 			err := g.store.Finish(ctx, stolen.Lease, sessions.Finish{
-				EntryID: stolen.Entry.ID, History: []sessions.Message{{Role: "assistant", Content: "thief"}}, Release: true,
+				EntryID: stolen.Entry.ID, History: []chat.Message{{Role: "assistant", Content: "thief"}}, Release: true,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -786,7 +788,7 @@ func withoutHistory(turn *sessions.Turn, err error) (*sessions.Turn, error) {
 	return turn, err
 }
 
-func (s *flakyStore) History(ctx context.Context, conv string) ([]sessions.Message, error) {
+func (s *flakyStore) History(ctx context.Context, conv string) ([]chat.Message, error) {
 	s.mu.Lock()
 	fail := s.failures > 0
 	s.failures--
@@ -827,7 +829,7 @@ type historyCounter struct {
 	reads atomic.Int32
 }
 
-func (s *historyCounter) History(ctx context.Context, conv string) ([]sessions.Message, error) {
+func (s *historyCounter) History(ctx context.Context, conv string) ([]chat.Message, error) {
 	s.reads.Add(1)
 	return s.Store.History(ctx, conv)
 }
@@ -1041,7 +1043,7 @@ func TestBusyInputReachesAnUnmarkedTurnInAnotherProcess(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			noLeaks(t)
 			db := openDB(t, clock.Real{})
-			signals := newFakeSignals(clock.Real{})
+			signals := testkit.NewSignalLog(clock.Real{})
 			r := newGateRunner()
 			opts := gatewayOptions{db: db, signals: signals, runner: r, mode: mode, worker: sessions.TurnWorkerOptions{MarkAfter: -1}}
 			a, b := startGateway(t, opts), startGateway(t, opts)
@@ -1088,7 +1090,7 @@ func TestQueuedMessageWithoutALeaseSignalsNothing(t *testing.T) {
 	busy := r.waitCalls(t, 1)[0]
 	g.say("queued")
 	settle()
-	if got := g.signals.sent(); len(got) != 0 {
+	if got := g.signals.Sent(); len(got) != 0 {
 		t.Errorf("signals after a message to a conversation no lease holds = %+v, want none", got)
 	}
 	busy.Release()

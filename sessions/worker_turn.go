@@ -13,8 +13,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/signals"
 )
 
 // Causes of a cancelled turn context. stopCause carries the stop's reason.
@@ -45,7 +47,7 @@ type activeTurn struct {
 	control   bool      // a control entry: no agent, no signals
 
 	// history came with the claim when historyRead is set.
-	history     []Message
+	history     []chat.Message
 	historyRead bool
 	// settled is set once the runner returned: the turn only commits
 	// now, and /stop or /status no longer see it running.
@@ -297,7 +299,7 @@ func (at *activeTurn) unmark() bool {
 // signal applies s to the turn, unless s was for an earlier turn or is
 // about the entry this turn runs. A zero s.At comes from this process
 // (no shared store) and is about what runs now.
-func (at *activeTurn) signal(s Signal) {
+func (at *activeTurn) signal(s signals.Signal) {
 	if at.control || (s.EntryID != "" && s.EntryID == at.entry.ID) {
 		return
 	}
@@ -305,13 +307,13 @@ func (at *activeTurn) signal(s Signal) {
 		return
 	}
 	switch s.Kind {
-	case SignalStop:
+	case signals.Stop:
 		at.logger().Info("stopping the turn", "reason", s.Text)
 		at.cancel(&stopCause{reason: s.Text})
-	case SignalInterrupt:
+	case signals.Interrupt:
 		at.logger().Info("interrupting the turn for a new message", "by", s.EntryID)
 		at.cancel(errInterrupted)
-	case SignalSteer:
+	case signals.Steer:
 		at.offerSteer(s.EntryID, s.MessageID, s.Text)
 	}
 }
@@ -540,13 +542,10 @@ func (w *TurnWorker) staleSession(at *activeTurn, origin outbox.Target) bool {
 	}
 	at.settled.Store(true)
 	at.logger().Info("a synthetic entry for a session started anew since is shown, not run")
-	notice := outbox.Message{Target: origin, Text: staleSessionNotice + at.entry.Text, Kind: KindNotice}
+	notice := outbox.Message{Target: origin, Text: noticeStaleSession + at.entry.Text, Kind: KindNotice}
 	w.commit(at, Finish{EntryID: at.entry.ID, Outbox: w.outboxOf(at, []outbox.Message{notice}), Release: true})
 	return true
 }
-
-// staleSessionNotice heads a synthetic entry shown instead of run.
-const staleSessionNotice = "This arrived for a session that was started anew since, so it was not acted on:\n\n"
 
 // endNotice is the text of the notice a turn that a signal ended tells
 // its origin, or "" for none. /stop is always answered ("Stopped."). A
@@ -558,7 +557,7 @@ const staleSessionNotice = "This arrived for a session that was started anew sin
 func (w *TurnWorker) endNotice(origin outbox.Target, msgID string, cause error, stop *stopCause, msgs []outbox.Message) string {
 	switch {
 	case stop != nil && stop.reason != stopReasonNew:
-		return "Stopped."
+		return noticeStopped
 	case stop == nil && !errors.Is(cause, errInterrupted):
 		return ""
 	case msgID == "" || !w.awaitsEach(origin):
@@ -566,9 +565,9 @@ func (w *TurnWorker) endNotice(origin outbox.Target, msgID string, cause error, 
 	case slices.ContainsFunc(msgs, func(m outbox.Message) bool { return m.ReplyTo == msgID && m.Kind != KindNotice }):
 		return ""
 	case stop != nil:
-		return "Stopped: the conversation was started anew."
+		return noticeStoppedByNew
 	}
-	return "Interrupted by a newer message; the reply to it answers this one too."
+	return noticeInterrupted
 }
 
 // awaitsEach reports whether origin's clients wait for an answer to each
@@ -588,23 +587,20 @@ func (w *TurnWorker) steeredNotices(origin outbox.Target, steered []string, msgs
 	out := slices.Clip(msgs) // appending copies: msgs may be the runner's
 	for _, id := range steered {
 		if id != "" {
-			out = append(out, outbox.Message{Target: origin, Text: steeredNotice, ReplyTo: id, Kind: KindNotice})
+			out = append(out, outbox.Message{Target: origin, Text: noticeSteered, ReplyTo: id, Kind: KindNotice})
 		}
 	}
 	return out
 }
 
-// steeredNotice answers a message that was added to a running turn.
-const steeredNotice = "Added to the turn that was running; its reply answers this one too."
-
 // isSteeredNotice reports whether m is a notice steeredNotices added.
-func isSteeredNotice(m outbox.Message) bool { return m.Kind == KindNotice && m.Text == steeredNotice }
+func isSteeredNotice(m outbox.Message) bool { return m.Kind == KindNotice && m.Text == noticeSteered }
 
 // historyStarts returns, when the stored history is bounded and history
 // could reach the bound with a turn's messages, where a kept part of it
 // may start: the index of each message that is not a tool result, then
 // len(history). Otherwise it returns nil and keeps everything.
-func (w *TurnWorker) historyStarts(history []Message) []int {
+func (w *TurnWorker) historyStarts(history []chat.Message) []int {
 	if w.historyMax <= 0 || len(history) == 0 || len(history) < w.historyMax/2 {
 		return nil
 	}
@@ -640,7 +636,7 @@ func (w *TurnWorker) historyDrop(starts []int, added int) int {
 
 // history is the conversation's history for the turn: the one its claim
 // brought, else read now.
-func (w *TurnWorker) history(at *activeTurn) ([]Message, error) {
+func (w *TurnWorker) history(at *activeTurn) ([]chat.Message, error) {
 	if at.historyRead {
 		h := at.history
 		at.history = nil // the runner owns it now
@@ -774,9 +770,9 @@ func (w *TurnWorker) finish(ctx context.Context, at *activeTurn, f Finish) error
 // dropped history, so they run on their own.
 func (w *TurnWorker) refusedFinish(at *activeTurn, f Finish, why error) Finish {
 	target, _ := ReplyTarget(at.entry.Inbound)
-	text := "I could not save this turn's result, so it was dropped."
+	text := noticeNotSaved
 	if errs.Is(why, errs.TooLarge) {
-		text = "This turn's result was too large to save, so it was dropped. Try asking for less at once."
+		text = noticeTooLarge
 	}
 	notice := outbox.Message{Target: target, Text: text, ReplyTo: at.entry.MessageID, Kind: KindNotice}
 	return Finish{
@@ -794,7 +790,7 @@ func (w *TurnWorker) drop(at *activeTurn) {
 	target, _ := ReplyTarget(at.entry.Inbound)
 	notice := outbox.Message{
 		Target: target, ReplyTo: at.entry.MessageID, Kind: KindNotice,
-		Text: fmt.Sprintf("I could not answer this message: it failed %d times, so I dropped it.", at.entry.Deliveries-1),
+		Text: noticeDropped(at.entry.Deliveries - 1),
 	}
 	if w.commit(at, Finish{EntryID: at.entry.ID, Outbox: w.outboxOf(at, []outbox.Message{notice}), Release: true}) {
 		w.countFailed("dropped")
@@ -813,7 +809,7 @@ func (w *TurnWorker) runControl(at *activeTurn) {
 		// Queued by a process that knows a command this one does not:
 		// answering beats leaving it to block the conversation.
 		at.logger().Warn("no command runs this control entry; acking it", "command", name)
-		ct.Reply(fmt.Sprintf("/%s is not available in this version of herald.", name))
+		ct.Reply(noticeUnknownCommand(name))
 	} else if err := w.runCommand(at, cmd, ct); err != nil {
 		at.settled.Store(true)
 		at.logger().Error("a queued command failed; the entry waits for another run", "command", name, "err", err)

@@ -1,8 +1,6 @@
 package tools
 
-import (
-	"github.com/heraldgw/herald/sessions"
-)
+import "github.com/heraldgw/herald/notes"
 
 // Core is the toolset every agent gets: clarify, memory, send_message.
 const Core = "core"
@@ -11,7 +9,7 @@ const Core = "core"
 type CoreOptions struct {
 	// Notes keeps the memory tool's notes. Without it the memory tool is
 	// left out rather than offered broken.
-	Notes  sessions.Notes
+	Notes  notes.Store
 	Memory MemoryLimits
 	// AllowedTargets is send_message.allowed_targets. Empty still
 	// registers send_message, which then refuses every target and says why.

@@ -7,9 +7,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
-	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/tools"
 )
 
@@ -50,7 +50,7 @@ func TestClarify(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			got := set.Call(context.Background(), &tools.Turn{}, sessions.ToolCall{Name: "clarify", Arguments: tc.args})
+			got := set.Call(context.Background(), &tools.Turn{}, chat.ToolCall{Name: "clarify", Arguments: tc.args})
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("result (-want +got):\n%s", diff)
 			}
@@ -89,7 +89,7 @@ func TestSendMessage(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			set := coreSet(t, tools.CoreOptions{AllowedTargets: tc.allowed})
 			turn := &tools.Turn{Conv: "api:c1"}
-			res := set.Call(context.Background(), turn, sessions.ToolCall{Name: "send_message", Arguments: tc.args})
+			res := set.Call(context.Background(), turn, chat.ToolCall{Name: "send_message", Arguments: tc.args})
 			if tc.errWant != nil {
 				msg := errorOf(t, res)
 				for _, w := range tc.errWant {

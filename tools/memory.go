@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/heraldgw/herald/internal/errs"
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/notes"
 )
 
 // MemoryLimits bound what the memory tool keeps per user. Notes are meant
@@ -61,11 +61,11 @@ type memoryNote struct {
 }
 
 // Memory is the memory tool: small notes about the user that outlive the
-// session (/new keeps them), kept in notes under the turn's user. A note
-// added or removed is written with the turn's commit (sessions.NoteAdd,
-// sessions.NoteRemove), so a turn that lost its lease writes none; until
+// session (/new keeps them), kept in store under the turn's user. A note
+// added or removed is written with the turn's commit (notes.Add,
+// notes.Remove), so a turn that lost its lease writes none; until
 // then the turn's own calls see it as written.
-func Memory(notes sessions.Notes, lim MemoryLimits) Tool {
+func Memory(store notes.Store, lim MemoryLimits) Tool {
 	lim = lim.WithDefaults()
 	return Tool{
 		Name: "memory",
@@ -80,9 +80,9 @@ func Memory(notes sessions.Notes, lim MemoryLimits) Tool {
 			}
 			switch a.Action {
 			case "add":
-				return memoryAdd(ctx, notes, lim, turn, a.Text)
+				return memoryAdd(ctx, store, lim, turn, a.Text)
 			case "list":
-				list, err := turnNotes(ctx, notes, turn)
+				list, err := turnNotes(ctx, store, turn)
 				if err != nil {
 					return Result{}, errs.Wrap(op, errs.Unavailable, err)
 				}
@@ -96,14 +96,14 @@ func Memory(notes sessions.Notes, lim MemoryLimits) Tool {
 				if id == "" {
 					return Result{}, errs.E(op, errs.Invalid, "id is required to remove a note; list the notes to see their ids")
 				}
-				list, err := turnNotes(ctx, notes, turn)
+				list, err := turnNotes(ctx, store, turn)
 				if err != nil {
 					return Result{}, errs.Wrap(op, errs.Unavailable, err)
 				}
-				if !slices.ContainsFunc(list, func(n sessions.Note) bool { return n.ID == id }) {
+				if !slices.ContainsFunc(list, func(n notes.Note) bool { return n.ID == id }) {
 					return Result{}, errs.E(op, errs.NotFound, "there is no note with id %q; list the notes to see their ids", id)
 				}
-				turn.Write(sessions.NoteRemove{User: turn.User, ID: id})
+				turn.Write(notes.Remove{User: turn.User, ID: id})
 				return JSON(map[string]string{"status": "removed", "id": id}), nil
 			}
 			return Result{}, errs.E(op, errs.Invalid, "unknown action %q: use add, list or remove", a.Action)
@@ -113,27 +113,27 @@ func Memory(notes sessions.Notes, lim MemoryLimits) Tool {
 
 // turnNotes are the user's notes as the turn sees them: those stored,
 // with the adds and removals the turn will commit applied in order.
-func turnNotes(ctx context.Context, notes sessions.Notes, turn *Turn) ([]sessions.Note, error) {
-	list, err := notes.Notes(ctx, turn.User)
+func turnNotes(ctx context.Context, store notes.Store, turn *Turn) ([]notes.Note, error) {
+	list, err := store.Notes(ctx, turn.User)
 	if err != nil {
 		return nil, err
 	}
 	for _, w := range turn.Writes() {
 		switch w := w.(type) {
-		case sessions.NoteAdd:
+		case notes.Add:
 			if w.User == turn.User {
-				list = append(list, sessions.Note{ID: w.ID, Text: w.Text})
+				list = append(list, notes.Note{ID: w.ID, Text: w.Text})
 			}
-		case sessions.NoteRemove:
+		case notes.Remove:
 			if w.User == turn.User {
-				list = slices.DeleteFunc(list, func(n sessions.Note) bool { return n.ID == w.ID })
+				list = slices.DeleteFunc(list, func(n notes.Note) bool { return n.ID == w.ID })
 			}
 		}
 	}
 	return list, nil
 }
 
-func memoryAdd(ctx context.Context, notes sessions.Notes, lim MemoryLimits, turn *Turn, text string) (Result, error) {
+func memoryAdd(ctx context.Context, store notes.Store, lim MemoryLimits, turn *Turn, text string) (Result, error) {
 	const op = "tools.memory"
 	text = strings.TrimSpace(text)
 	if text == "" {
@@ -144,7 +144,7 @@ func memoryAdd(ctx context.Context, notes sessions.Notes, lim MemoryLimits, turn
 	}
 	// Count first: the store's own limits are wider, and a full memory is
 	// something the model should resolve by choosing what to forget.
-	list, err := turnNotes(ctx, notes, turn)
+	list, err := turnNotes(ctx, store, turn)
 	if err != nil {
 		return Result{}, errs.Wrap(op, errs.Unavailable, err)
 	}
@@ -156,7 +156,7 @@ func memoryAdd(ctx context.Context, notes sessions.Notes, lim MemoryLimits, turn
 			return JSON(map[string]string{"status": "exists", "id": n.ID}), nil
 		}
 	}
-	id := sessions.NewNoteID()
-	turn.Write(sessions.NoteAdd{User: turn.User, ID: id, Text: text})
+	id := notes.NewID()
+	turn.Write(notes.Add{User: turn.User, ID: id, Text: text})
 	return JSON(map[string]string{"status": "added", "id": id}), nil
 }

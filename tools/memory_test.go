@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/store/sqlite"
 	"github.com/heraldgw/herald/tools"
@@ -25,17 +26,17 @@ func TestMemoryWritesWithTheTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	store := db.Sessions()
+	store, notes := db.Sessions(), db.Notes()
 	const user = "telegram:42"
-	old, err := store.AddNote(ctx, user, "lives in Oslo")
+	old, err := notes.AddNote(ctx, user, "lives in Oslo")
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := coreSet(t, tools.CoreOptions{Notes: store})
+	set := coreSet(t, tools.CoreOptions{Notes: notes})
 	turn := &tools.Turn{Conv: "telegram:42", User: user}
 	call := func(args string) map[string]any {
 		t.Helper()
-		r := set.Call(ctx, turn, sessions.ToolCall{Name: "memory", Arguments: args})
+		r := set.Call(ctx, turn, chat.ToolCall{Name: "memory", Arguments: args})
 		if r.IsError {
 			t.Fatalf("memory %s: %s", args, r.Content)
 		}
@@ -68,11 +69,11 @@ func TestMemoryWritesWithTheTurn(t *testing.T) {
 	if d := cmp.Diff([]string{"likes tea"}, listed()); d != "" {
 		t.Errorf("list after the remove (-want +got):\n%s", d)
 	}
-	if r := set.Call(ctx, turn, sessions.ToolCall{Name: "memory", Arguments: `{"action":"remove","id":"` + old.ID + `"}`}); !r.IsError {
+	if r := set.Call(ctx, turn, chat.ToolCall{Name: "memory", Arguments: `{"action":"remove","id":"` + old.ID + `"}`}); !r.IsError {
 		t.Errorf("removing a removed note = %s, want an error", r.Content)
 	}
 
-	if ns, _ := store.Notes(ctx, user); len(ns) != 1 || ns[0].ID != old.ID {
+	if ns, _ := notes.Notes(ctx, user); len(ns) != 1 || ns[0].ID != old.ID {
 		t.Errorf("stored notes before the commit = %+v, want only %q", ns, old.Text)
 	}
 	if _, err := store.Append(ctx, sessions.Inbound{Conv: turn.Conv, User: user, Text: "remember", MessageID: "1"}); err != nil {
@@ -82,10 +83,14 @@ func TestMemoryWritesWithTheTurn(t *testing.T) {
 	if err != nil || claimed == nil {
 		t.Fatalf("Claim = %v, %v", claimed, err)
 	}
-	if err := store.Finish(ctx, claimed.Lease, sessions.Finish{EntryID: claimed.Entry.ID, Writes: turn.Writes(), Release: true}); err != nil {
+	var writes []sessions.Write
+	for _, w := range turn.Writes() {
+		writes = append(writes, w)
+	}
+	if err := store.Finish(ctx, claimed.Lease, sessions.Finish{EntryID: claimed.Entry.ID, Writes: writes, Release: true}); err != nil {
 		t.Fatalf("Finish: %v", err)
 	}
-	ns, err := store.Notes(ctx, user)
+	ns, err := notes.Notes(ctx, user)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,9 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/llm"
-	"github.com/heraldgw/herald/sessions"
 )
 
 // validName is what the Chat Completions API accepts as a function name.
@@ -253,7 +253,7 @@ func (s *Set) Specs() []llm.ToolSpec {
 // (unknown tool, bad JSON, a schema violation, a handler error or panic)
 // is a Result with IsError set, which the model reads and can correct.
 // The result has passed through the registry's redactor (RedactWith).
-func (s *Set) Call(ctx context.Context, turn *Turn, call sessions.ToolCall) Result {
+func (s *Set) Call(ctx context.Context, turn *Turn, call chat.ToolCall) Result {
 	res := s.call(ctx, turn, call)
 	if s != nil && s.redact != nil {
 		res.Content, res.Reply = s.redact(res.Content), s.redact(res.Reply)
@@ -261,7 +261,7 @@ func (s *Set) Call(ctx context.Context, turn *Turn, call sessions.ToolCall) Resu
 	return res
 }
 
-func (s *Set) call(ctx context.Context, turn *Turn, call sessions.ToolCall) Result {
+func (s *Set) call(ctx context.Context, turn *Turn, call chat.ToolCall) Result {
 	var t *registered
 	if s != nil {
 		t = s.byName[call.Name]

@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
-	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/tools"
 )
 
@@ -191,22 +191,22 @@ func TestCallRefusesBadCalls(t *testing.T) {
 	}
 	tests := []struct {
 		desc string
-		call sessions.ToolCall
+		call chat.ToolCall
 		want []string // substrings of the error
 	}{
-		{desc: "unknown tool", call: sessions.ToolCall{Name: "greeet", Arguments: `{}`}, want: []string{`unknown tool "greeet"`, "greet, boom, fail, plain"}},
-		{desc: "bad JSON", call: sessions.ToolCall{Name: "greet", Arguments: `{"name": "ann"`}, want: []string{"not valid JSON", "greet"}},
-		{desc: "trailing garbage", call: sessions.ToolCall{Name: "greet", Arguments: `{"name": "ann"} x`}, want: []string{"not valid JSON"}},
-		{desc: "not an object", call: sessions.ToolCall{Name: "greet", Arguments: `["ann"]`}, want: []string{"invalid arguments for greet", "got array, want object"}},
-		{desc: "missing field", call: sessions.ToolCall{Name: "greet", Arguments: `{"times": 2}`}, want: []string{"missing property 'name'"}},
-		{desc: "wrong type names the field", call: sessions.ToolCall{Name: "greet", Arguments: `{"name": 5}`}, want: []string{"name: got number, want string"}},
-		{desc: "unknown field", call: sessions.ToolCall{Name: "greet", Arguments: `{"name": "ann", "nmae": "x"}`}, want: []string{"additional properties 'nmae' not allowed"}},
-		{desc: "nested field through a ref", call: sessions.ToolCall{Name: "greet", Arguments: `{"name": "ann", "tags": ["a", "c"]}`}, want: []string{"tags.1: value must be one of 'a', 'b'"}},
-		{desc: "several problems at once", call: sessions.ToolCall{Name: "greet", Arguments: `{"times": 0, "x": 1}`}, want: []string{"missing property 'name'", "times: ", "'x' not allowed"}},
-		{desc: "empty arguments are an empty object", call: sessions.ToolCall{Name: "greet", Arguments: ``}, want: []string{"missing property 'name'"}},
-		{desc: "handler panic", call: sessions.ToolCall{Name: "boom", Arguments: `{}`}, want: []string{"tool boom failed unexpectedly", "nil map"}},
-		{desc: "handler error keeps the reason, not the codes", call: sessions.ToolCall{Name: "fail", Arguments: `{}`}, want: []string{"note is 9000 bytes, over the limit"}},
-		{desc: "plain handler error", call: sessions.ToolCall{Name: "plain"}, want: []string{"disk on fire"}},
+		{desc: "unknown tool", call: chat.ToolCall{Name: "greeet", Arguments: `{}`}, want: []string{`unknown tool "greeet"`, "greet, boom, fail, plain"}},
+		{desc: "bad JSON", call: chat.ToolCall{Name: "greet", Arguments: `{"name": "ann"`}, want: []string{"not valid JSON", "greet"}},
+		{desc: "trailing garbage", call: chat.ToolCall{Name: "greet", Arguments: `{"name": "ann"} x`}, want: []string{"not valid JSON"}},
+		{desc: "not an object", call: chat.ToolCall{Name: "greet", Arguments: `["ann"]`}, want: []string{"invalid arguments for greet", "got array, want object"}},
+		{desc: "missing field", call: chat.ToolCall{Name: "greet", Arguments: `{"times": 2}`}, want: []string{"missing property 'name'"}},
+		{desc: "wrong type names the field", call: chat.ToolCall{Name: "greet", Arguments: `{"name": 5}`}, want: []string{"name: got number, want string"}},
+		{desc: "unknown field", call: chat.ToolCall{Name: "greet", Arguments: `{"name": "ann", "nmae": "x"}`}, want: []string{"additional properties 'nmae' not allowed"}},
+		{desc: "nested field through a ref", call: chat.ToolCall{Name: "greet", Arguments: `{"name": "ann", "tags": ["a", "c"]}`}, want: []string{"tags.1: value must be one of 'a', 'b'"}},
+		{desc: "several problems at once", call: chat.ToolCall{Name: "greet", Arguments: `{"times": 0, "x": 1}`}, want: []string{"missing property 'name'", "times: ", "'x' not allowed"}},
+		{desc: "empty arguments are an empty object", call: chat.ToolCall{Name: "greet", Arguments: ``}, want: []string{"missing property 'name'"}},
+		{desc: "handler panic", call: chat.ToolCall{Name: "boom", Arguments: `{}`}, want: []string{"tool boom failed unexpectedly", "nil map"}},
+		{desc: "handler error keeps the reason, not the codes", call: chat.ToolCall{Name: "fail", Arguments: `{}`}, want: []string{"note is 9000 bytes, over the limit"}},
+		{desc: "plain handler error", call: chat.ToolCall{Name: "plain"}, want: []string{"disk on fire"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -223,7 +223,7 @@ func TestCallRefusesBadCalls(t *testing.T) {
 	}
 
 	var nilSet *tools.Set
-	if msg := errorOf(t, nilSet.Call(context.Background(), nil, sessions.ToolCall{Name: "x"})); !strings.Contains(msg, "no tools are available") {
+	if msg := errorOf(t, nilSet.Call(context.Background(), nil, chat.ToolCall{Name: "x"})); !strings.Contains(msg, "no tools are available") {
 		t.Errorf("nil set: %q", msg)
 	}
 }
@@ -249,7 +249,7 @@ func TestCallPassesValidArguments(t *testing.T) {
 	}
 	set, _ := r.Set([]string{"t"})
 	turn := &tools.Turn{Conv: "api:c1", User: "api:u1"}
-	res := set.Call(context.Background(), turn, sessions.ToolCall{ID: "call_1", Name: "greet", Arguments: ` {"name": "ann", "times": 2, "tags": ["b"]} `})
+	res := set.Call(context.Background(), turn, chat.ToolCall{ID: "call_1", Name: "greet", Arguments: ` {"name": "ann", "times": 2, "tags": ["b"]} `})
 	if diff := cmp.Diff(tools.Result{Content: `{"greeting":"hi ann"}`}, res); diff != "" {
 		t.Errorf("result (-want +got):\n%s", diff)
 	}
@@ -259,7 +259,7 @@ func TestCallPassesValidArguments(t *testing.T) {
 	if gotTurn != turn {
 		t.Error("the handler did not get the turn")
 	}
-	if res := set.Call(context.Background(), turn, sessions.ToolCall{Name: "quiet"}); res.Content != `{"status":"ok"}` || res.IsError {
+	if res := set.Call(context.Background(), turn, chat.ToolCall{Name: "quiet"}); res.Content != `{"status":"ok"}` || res.IsError {
 		t.Errorf("empty result: got %+v, want a plain ok", res)
 	}
 	// Specs carry the schema as registered, compacted.

@@ -17,7 +17,6 @@ import (
 
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
-	"github.com/heraldgw/herald/sessions"
 )
 
 // Tool is one thing the model can call.
@@ -90,10 +89,10 @@ func errorText(err error) string { return errs.Reason(err) }
 // Turn is what a handler knows of the turn it runs in. One Turn lives for
 // one turn and is shared by its tool calls.
 type Turn struct {
-	Conv   string         // the conversation key
-	User   string         // whose turn it is: the key of the user's notes; may be empty
-	Origin outbox.Target  // where the turn's reply goes
-	Entry  sessions.Entry // the queued entry the turn runs
+	Conv    string        // the conversation key
+	User    string        // whose turn it is: the key of the user's notes; may be empty
+	Origin  outbox.Target // where the turn's reply goes
+	EntryID string        // the queued entry the turn runs
 	// Workspace, when set, is where the workspace tools work for this
 	// turn, in place of their configured directory: a sub-agent's own
 	// worktree.
@@ -101,7 +100,15 @@ type Turn struct {
 
 	mu     sync.Mutex
 	queued []outbox.Message
-	writes []sessions.Write
+	writes []Write
+}
+
+// Write is a durable decision a tool makes (a delegation's dispatch, a
+// note), written with the turn's commit or not at all: the agent hands
+// the turn's writes to the commit as its sessions.Write values.
+type Write interface {
+	// WriteKind names the write's kind, "<domain>.<name>".
+	WriteKind() string
 }
 
 // Queue adds m to the messages the turn commits with its reply. Tools
@@ -128,15 +135,15 @@ func (t *Turn) Queued() []outbox.Message {
 // Write adds w to the other domains' writes the turn commits with its
 // reply (sessions.Finish.Writes): a tool that decides something durable
 // (a delegation's dispatch) has it written with the turn or not at all.
-func (t *Turn) Write(w sessions.Write) {
+func (t *Turn) Write(w Write) {
 	t.mu.Lock()
 	t.writes = append(t.writes, w)
 	t.mu.Unlock()
 }
 
 // Writes returns the writes added so far, in order.
-func (t *Turn) Writes() []sessions.Write {
+func (t *Turn) Writes() []Write {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return append([]sessions.Write(nil), t.writes...)
+	return append([]Write(nil), t.writes...)
 }

@@ -15,7 +15,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/proc"
@@ -24,6 +23,32 @@ import (
 // Workspace is the toolset of the tools that work in a directory:
 // read_file, write_file, list_files, terminal and process_output.
 const Workspace = "workspace"
+
+// Defaults of WorkspaceOptions (tools.terminal_timeout,
+// tools.output_max_chars).
+const (
+	DefaultTerminalTimeout = 120 * time.Second
+	DefaultOutputMaxChars  = 50_000
+)
+
+// defaultDangerous are the patterns of tools.dangerous_commands when the
+// config gives none: commands that destroy a machine or its data, or run
+// what they download, and that no task should run unseen.
+var defaultDangerous = []string{
+	`\brm\s+(-[a-zA-Z]*\s+)*(-[a-zA-Z]*[rR][a-zA-Z]*|--recursive)\s+(-\S+\s+)*("?(/|/\*|~|~/|~/\*|\$HOME|\$\{HOME\})"?)(\s|;|&|\||$)`,
+	`\brm\b.*--no-preserve-root`,
+	`\bmkfs(\.\w+)?\b`,
+	`(^|[;&|(]\s*|\bsudo\s+)(shutdown|reboot|poweroff|halt)\b`,
+	`:\s*\(\s*\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:`, // the fork bomb :(){ :|:& };:
+	`\bdd\b.*\bof=/dev/(sd|hd|vd|xvd|nvme|mmcblk|disk|rdisk)`,
+	`>\s*/dev/(sd|hd|vd|xvd|nvme|mmcblk|disk|rdisk)`,
+	`\b(curl|wget)\b[^|]*\|\s*(sudo\s+)?(ba|da|z|k)?sh\b`,
+	`\bchmod\s+(-[a-zA-Z]*\s+)*(-[a-zA-Z]*R[a-zA-Z]*|--recursive)\s+(-\S+\s+)*0?777\s+/(\s|;|&|\||$)`,
+}
+
+// DefaultDangerousCommands returns the default tools.dangerous_commands,
+// a copy the caller may change.
+func DefaultDangerousCommands() []string { return slices.Clone(defaultDangerous) }
 
 // maxListEntries bounds one list_files answer.
 const maxListEntries = 500
@@ -35,14 +60,14 @@ type WorkspaceOptions struct {
 	// Workspace of its own. Empty turns the toolset off.
 	Root string
 	// TerminalTimeout bounds one foreground command unless the call
-	// gives its own; 0 means config.DefaultTerminalTimeout.
+	// gives its own; 0 means DefaultTerminalTimeout.
 	TerminalTimeout time.Duration
 	// OutputMaxChars bounds what of a file or of a command's output the
-	// model is given; 0 means config.DefaultOutputMaxChars.
+	// model is given; 0 means DefaultOutputMaxChars.
 	OutputMaxChars int
 	// Dangerous are RE2 patterns (tools.dangerous_commands); a command
 	// one matches anywhere is refused. nil means
-	// config.DefaultDangerousCommands(); an empty list refuses nothing.
+	// DefaultDangerousCommands(); an empty list refuses nothing.
 	Dangerous []string
 	// AutoApprove lets a sub-agent run a dangerous command
 	// (delegation.subagent_auto_approve): it has no user to ask.
@@ -80,13 +105,13 @@ func NewWorkspaceTools(opts WorkspaceOptions) (*WorkspaceTools, error) {
 		return nil, errs.E(op, errs.Invalid, "tools.workspace: %q cannot be the workspace: %s", opts.Root, why)
 	}
 	if opts.TerminalTimeout <= 0 {
-		opts.TerminalTimeout = config.DefaultTerminalTimeout
+		opts.TerminalTimeout = DefaultTerminalTimeout
 	}
 	if opts.OutputMaxChars <= 0 {
-		opts.OutputMaxChars = config.DefaultOutputMaxChars
+		opts.OutputMaxChars = DefaultOutputMaxChars
 	}
 	if opts.Dangerous == nil {
-		opts.Dangerous = config.DefaultDangerousCommands()
+		opts.Dangerous = DefaultDangerousCommands()
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
-	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/tools"
 )
 
@@ -48,7 +48,7 @@ func callToolCtx(t *testing.T, ctx context.Context, set *tools.Set, turn *tools.
 	if turn == nil {
 		turn = &tools.Turn{Conv: "c1"}
 	}
-	res := set.Call(ctx, turn, sessions.ToolCall{ID: "call_1", Name: name, Arguments: args})
+	res := set.Call(ctx, turn, chat.ToolCall{ID: "call_1", Name: name, Arguments: args})
 	var out map[string]any
 	if err := json.Unmarshal([]byte(res.Content), &out); err != nil {
 		t.Fatalf("%s: result is not a JSON object: %q", name, res.Content)

@@ -36,7 +36,7 @@ func newDelegationFixture(t *testing.T, edit func(*api.Options)) *delegationFixt
 	}
 	t.Cleanup(func() { db.Close() })
 	f := &delegationFixture{db: db, store: db.Delegations(), reads: make(chan string, 100)}
-	svc := &delegation.Service{Store: f.store, Signals: db.Sessions(), Meta: db.Sessions().Meta, MaxChildren: 3}
+	svc := &delegation.Service{Store: f.store, Signals: db.Signals(), Meta: db.Sessions().Meta, MaxChildren: 3}
 	f.fixture = newFixture(t, func(o *api.Options) {
 		o.Delegations = observed{Delegations: svc, reads: f.reads}
 		if edit != nil {
@@ -348,7 +348,7 @@ func TestDelegationCancel(t *testing.T) {
 	started := f.start(t, `{"conversation": "demo", "tasks": [{"goal": "a"}, {"goal": "b"}, {"goal": "c"}]}`)
 	claims := f.claim(t) // all three run elsewhere
 	f.end(t, claims[2], "early")
-	_, from, err := f.db.Sessions().SignalsAfter(ctx, "", 1)
+	_, from, err := f.db.Signals().SignalsAfter(ctx, "", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +362,7 @@ func TestDelegationCancel(t *testing.T) {
 	if got.ID != started.ID || !cmp.Equal(sorted(got.Stopping), sorted(want)) {
 		t.Errorf("cancel answered %s stopping %v, want %v", got.ID, got.Stopping, want)
 	}
-	sigs, _, err := f.db.Sessions().SignalsAfter(ctx, from, 100)
+	sigs, _, err := f.db.Signals().SignalsAfter(ctx, from, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,12 +380,12 @@ func TestDelegationCancel(t *testing.T) {
 	// Ended, it answers as it is and signals nothing.
 	f.end(t, claims[0], "stopped")
 	f.end(t, claims[1], "stopped")
-	_, from, _ = f.db.Sessions().SignalsAfter(ctx, "", 1)
+	_, from, _ = f.db.Signals().SignalsAfter(ctx, "", 1)
 	code, b = f.do(t, "POST", "/api/v1/delegations/"+started.ID+"/cancel", "")
 	if got := decodeDelegation(t, b); code != http.StatusOK || got.Status != delegation.StatusCompleted || len(got.Stopping) != 0 {
 		t.Errorf("cancel of an ended delegation: %d %s, want 200 as it is", code, b)
 	}
-	if sigs, _, _ := f.db.Sessions().SignalsAfter(ctx, from, 100); len(sigs) != 0 {
+	if sigs, _, _ := f.db.Signals().SignalsAfter(ctx, from, 100); len(sigs) != 0 {
 		t.Errorf("cancel of an ended delegation sent %v", sigs)
 	}
 

@@ -9,6 +9,7 @@ import (
 	slackapi "github.com/slack-go/slack"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/testkit/slackfake"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -28,7 +29,7 @@ func checkInbound(t *testing.T, got inbound) {
 	if !strings.HasPrefix(in.Conv, "slack:") || in.Sender == "" || in.Text == "" {
 		t.Fatalf("incomplete Inbound: %+v", in)
 	}
-	if err := sessions.ValidateConv("fuzz", in.Conv); err != nil {
+	if err := chat.ValidateConv("fuzz", in.Conv); err != nil {
 		t.Fatalf("conversation key %q: %v", in.Conv, err)
 	}
 	target, err := sessions.ReplyTarget(in)

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -171,7 +172,7 @@ func FuzzParseUpdate(f *testing.F) {
 			return
 		}
 		in := p.In
-		if !strings.HasPrefix(in.Conv, "telegram:") || sessions.ValidateConv("fuzz", in.Conv) != nil {
+		if !strings.HasPrefix(in.Conv, "telegram:") || chat.ValidateConv("fuzz", in.Conv) != nil {
 			t.Errorf("conversation key %q", in.Conv)
 		}
 		if in.Sender == "" || in.MessageID == "" || !strings.HasPrefix(in.MessageID, strings.Split(in.Conv, ":")[1]+":") {

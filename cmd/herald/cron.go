@@ -14,7 +14,6 @@ import (
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/internal/errs"
-	"github.com/heraldgw/herald/tools"
 )
 
 // cronTimeout bounds one cron command's store calls.
@@ -59,7 +58,7 @@ or a comma list.`,
 			Outputs:  cronjobs.OutputsFor(cfg),
 			Targets:  cronjobs.TargetsFor(cfg, gateway.ConfiguredPlatforms(cfg.Platforms)),
 			Timezone: cfg.Cron.Timezone,
-			Toolsets: tools.Toolsets(cfg),
+			Toolsets: cfg.Toolsets(),
 		})
 	}
 	oneID := func(cmd *cobra.Command, args []string) error {

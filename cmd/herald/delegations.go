@@ -58,7 +58,7 @@ running gateway may share it.`,
 		defer db.Close()
 		// No runner here: a stop goes to the instance running the child
 		// through the store's signals.
-		return f(ctx, &delegation.Service{Store: db.Delegations(), Signals: db.Sessions(), Cancelled: "cancelled by the operator"})
+		return f(ctx, &delegation.Service{Store: db.Delegations(), Signals: db.Signals(), Cancelled: "cancelled by the operator"})
 	}
 	oneID := func(cmd *cobra.Command, args []string) error {
 		if len(args) != 1 || strings.TrimSpace(args[0]) == "" {

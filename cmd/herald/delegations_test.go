@@ -13,7 +13,7 @@ import (
 	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/outbox"
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // seeded is what seedDelegations wrote.
@@ -218,7 +218,7 @@ func seedDelegations(t *testing.T, env map[string]string) seeded {
 	end(cs[0], strings.Join(lines, "\n"))
 	s.doneChild, s.runningChild, s.longSummaryStart = cs[0].Name, cs[1].Name, lines[0]
 
-	_, cur, err := db.Sessions().SignalsAfter(ctx, "", 1)
+	_, cur, err := db.Signals().SignalsAfter(ctx, "", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,9 +226,9 @@ func seedDelegations(t *testing.T, env map[string]string) seeded {
 	return s
 }
 
-func signalsAfter(t *testing.T, env map[string]string, cursor string) []sessions.Signal {
+func signalsAfter(t *testing.T, env map[string]string, cursor string) []signals.Signal {
 	t.Helper()
-	sigs, _, err := openTestStore(t, env).Sessions().SignalsAfter(context.Background(), cursor, 100)
+	sigs, _, err := openTestStore(t, env).Signals().SignalsAfter(context.Background(), cursor, 100)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/kanban"
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // kanbanTimeout bounds one kanban command's store calls; the commands
@@ -41,7 +41,7 @@ type board struct {
 	slug  string
 	// signals carry a card made ready here to the dispatchers of the
 	// gateways and daemons on the store.
-	signals sessions.Signals
+	signals signals.Store
 }
 
 func (m *Main) kanbanCommand() *cobra.Command {
@@ -101,7 +101,7 @@ command says so and exits 3: the worker should stop.`,
 				return err
 			}
 		}
-		b := &board{cfg: cfg, path: path, store: db.Kanban(), svc: kanban.ServiceFor(db.Kanban(), cfg), slug: slug, signals: db.Sessions()}
+		b := &board{cfg: cfg, path: path, store: db.Kanban(), svc: kanban.ServiceFor(db.Kanban(), cfg), slug: slug, signals: db.Signals()}
 		// A card this command makes ready runs at once, not at the
 		// dispatchers' next look.
 		b.svc.Ready = func() {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/kanban"
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // kanbanStopTimeout bounds a daemon's stop: its workers get their
@@ -105,7 +105,7 @@ on stderr.`,
 					log.Warn("kanban.lanes has no command lane: this daemon dispatches nothing")
 				}
 				// It hears of cards made ready elsewhere as a gateway does.
-				tailer, err := sessions.NewSignalTailer(sessions.SignalTailerOptions{Signals: b.signals, Handlers: []sessions.SignalHandler{d}, Logger: log})
+				tailer, err := signals.NewTailer(signals.TailerOptions{Store: b.signals, Handlers: []signals.Handler{d}, Logger: log})
 				if err != nil {
 					return err
 				}

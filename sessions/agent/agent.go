@@ -19,8 +19,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/notes"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/tools"
@@ -64,7 +66,7 @@ type Agent struct {
 	// Notes, when set, are read at the start of each turn and shown to
 	// the model after the system prompt, so what it keeps with the memory
 	// tool is known without a call.
-	Notes sessions.Notes
+	Notes notes.Store
 	// Clock stamps history messages; nil means the wall clock.
 	Clock clock.Clock
 	// Logger; nil means slog.Default().
@@ -101,8 +103,8 @@ func (a *Agent) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOu
 			return r.interrupted(ctx)
 		}
 		if r.out.ModelCalls >= limit {
-			note := fmt.Sprintf("I stopped this turn after %d model calls, the limit per turn (model.max_iterations). Say \"continue\" and I will carry on from here.", limit)
-			r.add(sessions.Message{Role: "assistant", Content: note, At: r.now()})
+			note := sessions.TurnLimitNotice(limit)
+			r.add(chat.Message{Role: "assistant", Content: note, At: r.now()})
 			return r.reply(sessions.TurnBudget, note), nil
 		}
 		resp, err := r.complete(ctx)
@@ -172,7 +174,7 @@ type run struct {
 	turn   *tools.Turn
 	log    *slog.Logger
 	clock  clock.Clock
-	system []sessions.Message // the system prompt and the user's notes
+	system []chat.Message // the system prompt and the user's notes
 	out    sessions.TurnOutput
 	// streamed says the turn's text has begun to stream (TurnInput.Delta).
 	streamed bool
@@ -199,7 +201,7 @@ func (a *Agent) start(ctx context.Context, in sessions.TurnInput) *run {
 	r := &run{
 		a:     a,
 		in:    in,
-		turn:  &tools.Turn{Conv: in.Conv, User: in.User, Origin: in.Origin, Entry: in.Entry, Workspace: in.Workspace},
+		turn:  &tools.Turn{Conv: in.Conv, User: in.User, Origin: in.Origin, EntryID: in.Entry.ID, Workspace: in.Workspace},
 		log:   a.Logger,
 		clock: a.Clock,
 	}
@@ -211,14 +213,14 @@ func (a *Agent) start(ctx context.Context, in sessions.TurnInput) *run {
 		r.clock = clock.Real{}
 	}
 	if a.SystemPrompt != "" {
-		r.system = append(r.system, sessions.Message{Role: "system", Content: a.SystemPrompt})
+		r.system = append(r.system, chat.Message{Role: "system", Content: a.SystemPrompt})
 	}
 	if notes := a.notesPrompt(ctx, in.User, r.log); notes != "" {
-		r.system = append(r.system, sessions.Message{Role: "system", Content: notes})
+		r.system = append(r.system, chat.Message{Role: "system", Content: notes})
 	}
 	if extra := in.Entry.Meta[sessions.MetaSystem]; extra != "" {
 		// The sender's own instructions for this turn, after herald's.
-		r.system = append(r.system, sessions.Message{Role: "system", Content: extra})
+		r.system = append(r.system, chat.Message{Role: "system", Content: extra})
 	}
 	return r
 }
@@ -247,7 +249,7 @@ func (a *Agent) notesPrompt(ctx context.Context, user string, log *slog.Logger) 
 
 func (r *run) now() time.Time { return r.clock.Now() }
 
-func (r *run) add(m sessions.Message) {
+func (r *run) add(m chat.Message) {
 	r.out.History = append(r.out.History, m)
 	if f := r.in.Observe; f != nil {
 		f(m)
@@ -281,7 +283,7 @@ func (r *run) complete(ctx context.Context) (*llm.Response, error) {
 	for _, m := range earlier {
 		r.sentEarlier += sessions.MessageChars(m)
 	}
-	msgs := make([]sessions.Message, 0, len(r.system)+len(earlier)+len(own))
+	msgs := make([]chat.Message, 0, len(r.system)+len(earlier)+len(own))
 	msgs = append(msgs, r.system...)
 	msgs = append(msgs, earlier...)
 	msgs = append(msgs, own...)
@@ -319,7 +321,7 @@ func ModelUser(conv string) string {
 // runTools runs calls in order and appends their results. It returns ""
 // when the turn goes on, TurnInterrupted, or TurnClarify with the
 // question that is the reply.
-func (r *run) runTools(ctx context.Context, calls []sessions.ToolCall) (end sessions.TurnEnd, question string) {
+func (r *run) runTools(ctx context.Context, calls []chat.ToolCall) (end sessions.TurnEnd, question string) {
 	for i, call := range calls {
 		if ctx.Err() != nil {
 			r.answer(calls[i:], resultInterrupted)
@@ -336,10 +338,10 @@ func (r *run) runTools(ctx context.Context, calls []sessions.ToolCall) (end sess
 		if res.IsError {
 			r.log.DebugContext(ctx, "tool call failed", "tool", call.Name, "result", res.Content)
 		}
-		r.add(sessions.Message{Role: "tool", ToolCallID: call.ID, Name: call.Name, Content: res.Content, At: r.now()})
+		r.add(chat.Message{Role: "tool", ToolCallID: call.ID, Name: call.Name, Content: res.Content, At: r.now()})
 		if res.EndTurn {
 			r.answer(calls[i+1:], resultSkipped)
-			r.add(sessions.Message{Role: "assistant", Content: res.Reply, At: r.now()})
+			r.add(chat.Message{Role: "assistant", Content: res.Reply, At: r.now()})
 			return sessions.TurnClarify, res.Reply
 		}
 	}
@@ -347,9 +349,9 @@ func (r *run) runTools(ctx context.Context, calls []sessions.ToolCall) (end sess
 }
 
 // answer gives each call a result saying it never ran.
-func (r *run) answer(calls []sessions.ToolCall, content string) {
+func (r *run) answer(calls []chat.ToolCall, content string) {
 	for _, c := range calls {
-		r.add(sessions.Message{Role: "tool", ToolCallID: c.ID, Name: c.Name, Content: content, At: r.now()})
+		r.add(chat.Message{Role: "tool", ToolCallID: c.ID, Name: c.Name, Content: content, At: r.now()})
 	}
 }
 
@@ -366,7 +368,7 @@ func (r *run) steer(ch <-chan string) {
 			if !ok {
 				return
 			}
-			r.add(sessions.Message{Role: "user", Content: text, At: r.now()})
+			r.add(chat.Message{Role: "user", Content: text, At: r.now()})
 		default:
 			return
 		}
@@ -397,7 +399,7 @@ func (r *run) reply(end sessions.TurnEnd, text string) sessions.TurnOutput {
 		Kind:    KindReply,
 		Meta:    meta,
 	})
-	r.out.Writes = r.turn.Writes()
+	r.out.Writes = r.writes()
 	return r.out
 }
 
@@ -432,13 +434,22 @@ func (r *run) convMeta() map[string]string {
 	return map[string]string{sessions.ConvMetaFallback: v}
 }
 
+// writes are what the turn's tools decided, for its commit.
+func (r *run) writes() []sessions.Write {
+	var out []sessions.Write
+	for _, w := range r.turn.Writes() {
+		out = append(out, w)
+	}
+	return out
+}
+
 // interrupted ends the turn without a reply. What tools queued is kept:
 // the history says it was sent, so it must be.
 func (r *run) interrupted(ctx context.Context) (sessions.TurnOutput, error) {
 	r.out.End, r.out.Model = sessions.TurnInterrupted, r.a.Model
 	r.out.Meta = r.convMeta()
 	r.out.Outbox = r.turn.Queued()
-	r.out.Writes = r.turn.Writes()
+	r.out.Writes = r.writes()
 	return r.out, context.Cause(ctx)
 }
 
@@ -447,7 +458,7 @@ func (r *run) interrupted(ctx context.Context) (sessions.TurnOutput, error) {
 // interrupted before one) and whose last user message is text: the
 // turn a message with that text, arriving next, repeats. 0 when the
 // history ends with a reply, or the unfinished turn's message differs.
-func unfinished(history []sessions.Message, text string) int {
+func unfinished(history []chat.Message, text string) int {
 	for i := len(history) - 1; i >= 0; i-- {
 		m := history[i]
 		switch {
@@ -467,7 +478,7 @@ func unfinished(history []sessions.Message, text string) int {
 // userMessage is the entry as the model reads it. Synthetic entries (a
 // sub-agent's result, a cron fire) are user messages too: the model sees
 // one kind of input.
-func userMessage(e sessions.Entry, at time.Time) sessions.Message {
+func userMessage(e sessions.Entry, at time.Time) chat.Message {
 	text := e.Text
 	for _, att := range e.Attachments {
 		line := "[attachment: " + att.Name
@@ -483,5 +494,5 @@ func userMessage(e sessions.Entry, at time.Time) sessions.Message {
 		}
 		text += line
 	}
-	return sessions.Message{Role: "user", Content: text, At: at}
+	return chat.Message{Role: "user", Content: text, At: at}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/llm"
@@ -105,19 +106,19 @@ func input(text string) sessions.TurnInput {
 }
 
 // History helpers; every message is stamped t0 by the fake clock.
-func user(s string) sessions.Message { return sessions.Message{Role: "user", Content: s, At: t0} }
-func said(s string) sessions.Message { return sessions.Message{Role: "assistant", Content: s, At: t0} }
-func result(id, name, content string) sessions.Message {
-	return sessions.Message{Role: "tool", ToolCallID: id, Name: name, Content: content, At: t0}
+func user(s string) chat.Message { return chat.Message{Role: "user", Content: s, At: t0} }
+func said(s string) chat.Message { return chat.Message{Role: "assistant", Content: s, At: t0} }
+func result(id, name, content string) chat.Message {
+	return chat.Message{Role: "tool", ToolCallID: id, Name: name, Content: content, At: t0}
 }
-func calls(cs ...sessions.ToolCall) sessions.Message {
-	return sessions.Message{Role: "assistant", ToolCalls: cs, At: t0}
+func calls(cs ...chat.ToolCall) chat.Message {
+	return chat.Message{Role: "assistant", ToolCalls: cs, At: t0}
 }
 
 // call is a tool call as the history records it. The model server names
 // its calls call_<request>_<index>.
-func call(id, name, args string) sessions.ToolCall {
-	return sessions.ToolCall{ID: id, Name: name, Arguments: args}
+func call(id, name, args string) chat.ToolCall {
+	return chat.ToolCall{ID: id, Name: name, Arguments: args}
 }
 
 func reply(text string) outbox.Message {
@@ -143,7 +144,7 @@ func TestRun(t *testing.T) {
 		in      func(in *sessions.TurnInput)
 		end     sessions.TurnEnd
 		calls   int
-		history []sessions.Message
+		history []chat.Message
 		outbox  []outbox.Message
 		check   func(t *testing.T, reqs []testkit.RecordedRequest)
 	}{
@@ -152,7 +153,7 @@ func TestRun(t *testing.T) {
 			script:  []testkit.Step{testkit.Reply("hello there")},
 			end:     sessions.TurnDone,
 			calls:   1,
-			history: []sessions.Message{user("hi"), said("hello there")},
+			history: []chat.Message{user("hi"), said("hello there")},
 			outbox:  []outbox.Message{reply("hello there")},
 			check: func(t *testing.T, reqs []testkit.RecordedRequest) {
 				want := []testkit.ModelMessage{{Role: "system", Content: system}, {Role: "user", Content: "hi"}}
@@ -179,7 +180,7 @@ func TestRun(t *testing.T) {
 			},
 			end:   sessions.TurnDone,
 			calls: 2,
-			history: []sessions.Message{
+			history: []chat.Message{
 				user("hi"),
 				calls(call("call_1_0", "send_message", sendArgs)),
 				result("call_1_0", "send_message", sendResult),
@@ -207,7 +208,7 @@ func TestRun(t *testing.T) {
 			},
 			end:   sessions.TurnDone,
 			calls: 3,
-			history: []sessions.Message{
+			history: []chat.Message{
 				user("hi"),
 				calls(call("call_1_0", "send_message", `{"target":555,"text":"build is green"}`)),
 				result("call_1_0", "send_message", `{"error":"invalid arguments for send_message: target: got number, want string"}`),
@@ -231,7 +232,7 @@ func TestRun(t *testing.T) {
 			},
 			end:   sessions.TurnDone,
 			calls: 2,
-			history: []sessions.Message{
+			history: []chat.Message{
 				user("hi"),
 				calls(call("call_1_0", "send_message", `{"target":`)),
 				result("call_1_0", "send_message", `{"error":"arguments of send_message are not valid JSON (unexpected EOF); send a JSON object"}`),
@@ -247,7 +248,7 @@ func TestRun(t *testing.T) {
 			},
 			end:   sessions.TurnDone,
 			calls: 2,
-			history: []sessions.Message{
+			history: []chat.Message{
 				user("hi"),
 				calls(call("call_1_0", "deploy", `{}`)),
 				result("call_1_0", "deploy", `{"error":"unknown tool \"deploy\"; the tools are: clarify, memory, send_message, probe"}`),
@@ -264,7 +265,7 @@ func TestRun(t *testing.T) {
 			},
 			end:   sessions.TurnDone,
 			calls: 2,
-			history: []sessions.Message{
+			history: []chat.Message{
 				user("hi"),
 				calls(call("call_1_0", "probe", `{}`)),
 				result("call_1_0", "probe", `{"error":"tool probe failed unexpectedly (probe broke); this is a fault in herald, not in your arguments"}`),
@@ -280,7 +281,7 @@ func TestRun(t *testing.T) {
 			)},
 			end:   sessions.TurnClarify,
 			calls: 1,
-			history: []sessions.Message{
+			history: []chat.Message{
 				user("hi"),
 				calls(
 					call("call_1_0", "clarify", `{"question":"Which environment?","choices":["staging","production"]}`),
@@ -297,7 +298,7 @@ func TestRun(t *testing.T) {
 			setup:   func(f *fixture) { f.ms.RequireAPIKey("sk-the-right-key-000") },
 			end:     sessions.TurnModelError,
 			calls:   1,
-			history: []sessions.Message{user("hi")},
+			history: []chat.Message{user("hi")},
 			outbox:  []outbox.Message{reply("the model API key was rejected (check HERALD_MODEL_API_KEY / model.api_key)")},
 		},
 		{
@@ -305,7 +306,7 @@ func TestRun(t *testing.T) {
 			setup:   func(f *fixture) { f.ms.Models("other-model") },
 			end:     sessions.TurnModelError,
 			calls:   1,
-			history: []sessions.Message{user("hi")},
+			history: []chat.Message{user("hi")},
 			outbox:  []outbox.Message{reply("model not found: test-model (check HERALD_MODEL / model.name)")},
 		},
 		{
@@ -316,7 +317,7 @@ func TestRun(t *testing.T) {
 			},
 			end:   sessions.TurnModelError,
 			calls: 2,
-			history: []sessions.Message{
+			history: []chat.Message{
 				user("hi"),
 				calls(call("call_1_0", "send_message", sendArgs)),
 				result("call_1_0", "send_message", sendResult),
@@ -328,7 +329,7 @@ func TestRun(t *testing.T) {
 			setup:   func(f *fixture) { f.agent.Client = nil },
 			end:     sessions.TurnModelError,
 			calls:   0,
-			history: []sessions.Message{user("hi")},
+			history: []chat.Message{user("hi")},
 			outbox:  []outbox.Message{reply(llm.UserMessage(&llm.Error{Class: llm.ClassNotConfigured}))},
 		},
 		{
@@ -340,7 +341,7 @@ func TestRun(t *testing.T) {
 			script:  []testkit.Step{testkit.Reply("The sub-agent is done: all tests pass.")},
 			end:     sessions.TurnDone,
 			calls:   1,
-			history: []sessions.Message{user("[sub-agent deleg_1 finished] all tests pass"), said("The sub-agent is done: all tests pass.")},
+			history: []chat.Message{user("[sub-agent deleg_1 finished] all tests pass"), said("The sub-agent is done: all tests pass.")},
 			outbox:  []outbox.Message{{Target: origin, Conv: conv, Text: "The sub-agent is done: all tests pass.", Kind: agent.KindReply}},
 			check: func(t *testing.T, reqs []testkit.RecordedRequest) {
 				if got := reqs[0].Messages[1]; got.Role != "user" || got.Content != "[sub-agent deleg_1 finished] all tests pass" {
@@ -356,7 +357,7 @@ func TestRun(t *testing.T) {
 			script: []testkit.Step{testkit.Reply("ok")},
 			end:    sessions.TurnDone,
 			calls:  1,
-			history: []sessions.Message{
+			history: []chat.Message{
 				user("hi\n[attachment: log.txt, text/plain, 120 bytes]"),
 				said("ok"),
 			},
@@ -367,7 +368,7 @@ func TestRun(t *testing.T) {
 			script:  []testkit.Step{testkit.Reply(" ")},
 			end:     sessions.TurnDone,
 			calls:   1,
-			history: []sessions.Message{user("hi"), said(" ")},
+			history: []chat.Message{user("hi"), said(" ")},
 			outbox:  []outbox.Message{reply("(the model returned an empty reply)")},
 		},
 	}
@@ -463,7 +464,7 @@ func TestSteer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []sessions.Message{
+		want := []chat.Message{
 			user("check the build"),
 			calls(call("call_1_0", "probe", `{}`), call("call_1_1", "probe", `{"x":1}`)),
 			result("call_1_0", "probe", `{"status":"ok"}`),
@@ -529,7 +530,7 @@ func TestCancel(t *testing.T) {
 		if !errors.Is(err, stop) {
 			t.Errorf("Run error %v, want the context's cause", err)
 		}
-		want := []sessions.Message{
+		want := []chat.Message{
 			user("hi"),
 			calls(call("call_1_0", "send_message", sendArgs), call("call_1_1", "probe", `{}`), call("call_1_2", "memory", `{"action":"list"}`)),
 			result("call_1_0", "send_message", sendResult),
@@ -565,7 +566,7 @@ func TestCancel(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("Run error %v, want context.Canceled", err)
 		}
-		want := []sessions.Message{
+		want := []chat.Message{
 			user("hi"),
 			calls(call("call_1_0", "probe", `{}`)),
 			result("call_1_0", "probe", `{"error":"interrupted: the turn was stopped before this tool ran"}`),
@@ -604,7 +605,7 @@ func TestCancel(t *testing.T) {
 		if !errors.Is(r.err, context.Canceled) || r.out.End != sessions.TurnInterrupted {
 			t.Errorf("end %q err %v, want interrupted with context.Canceled", r.out.End, r.err)
 		}
-		want := []sessions.Message{user("hi"), calls(call("call_1_0", "probe", `{}`)), result("call_1_0", "probe", `{"status":"ok"}`)}
+		want := []chat.Message{user("hi"), calls(call("call_1_0", "probe", `{}`)), result("call_1_0", "probe", `{"status":"ok"}`)}
 		if diff := cmp.Diff(want, r.out.History); diff != "" {
 			t.Errorf("history (-want +got):\n%s", diff)
 		}
@@ -621,7 +622,7 @@ func TestCancel(t *testing.T) {
 		if !errors.Is(err, context.Canceled) || out.End != sessions.TurnInterrupted || f.ms.Count() != 0 {
 			t.Errorf("end %q err %v after %d model calls", out.End, err, f.ms.Count())
 		}
-		if diff := cmp.Diff([]sessions.Message{user("hi")}, out.History); diff != "" {
+		if diff := cmp.Diff([]chat.Message{user("hi")}, out.History); diff != "" {
 			t.Errorf("history (-want +got):\n%s", diff)
 		}
 	})
@@ -632,7 +633,7 @@ func TestHistoryIsTrimmedForTheModel(t *testing.T) {
 	f.agent.HistoryBudget = 20
 	f.ms.Script(testkit.Reply("ok"))
 	in := input("hi") // 2 characters, leaving 18 for earlier history
-	in.History = []sessions.Message{
+	in.History = []chat.Message{
 		user("old old old old old"), // 19: dropped
 		calls(call("c1", "probe", `{}`)),
 		result("c1", "probe", "1234567"), // with its call, 14: dropped
@@ -715,40 +716,40 @@ func TestReplySaysHowTheTurnEnded(t *testing.T) {
 func TestRepeatOfAnUnfinishedTurnGoesOnWithIt(t *testing.T) {
 	tests := []struct {
 		desc    string
-		history []sessions.Message
+		history []chat.Message
 		text    string
 		seen    []testkit.ModelMessage // after the system prompt
-		added   []sessions.Message
+		added   []chat.Message
 	}{
 		{
 			desc:    "the model failed on the message",
-			history: []sessions.Message{user("before"), said("ok"), user("hi")},
+			history: []chat.Message{user("before"), said("ok"), user("hi")},
 			text:    "hi",
 			seen:    []testkit.ModelMessage{{Role: "user", Content: "before"}, {Role: "assistant", Content: "ok"}, {Role: "user", Content: "hi"}},
-			added:   []sessions.Message{said("echo: hi")},
+			added:   []chat.Message{said("echo: hi")},
 		},
 		{
 			desc:    "the model failed after a tool ran",
-			history: []sessions.Message{user("hi"), calls(call("c1", "probe", `{}`)), result("c1", "probe", "done")},
+			history: []chat.Message{user("hi"), calls(call("c1", "probe", `{}`)), result("c1", "probe", "done")},
 			text:    "hi",
 			seen: []testkit.ModelMessage{{Role: "user", Content: "hi"},
 				{Role: "assistant", ToolCalls: []testkit.ModelToolCall{{ID: "c1", Name: "probe", Arguments: `{}`}}},
 				{Role: "tool", Content: "done", ToolCallID: "c1"}},
-			added: []sessions.Message{said("echo: hi")},
+			added: []chat.Message{said("echo: hi")},
 		},
 		{
 			desc:    "a message after a reply",
-			history: []sessions.Message{user("hi"), said("hello")},
+			history: []chat.Message{user("hi"), said("hello")},
 			text:    "hi",
 			seen:    []testkit.ModelMessage{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "hello"}, {Role: "user", Content: "hi"}},
-			added:   []sessions.Message{user("hi"), said("echo: hi")},
+			added:   []chat.Message{user("hi"), said("echo: hi")},
 		},
 		{
 			desc:    "another message after a failed turn",
-			history: []sessions.Message{user("hi")},
+			history: []chat.Message{user("hi")},
 			text:    "something else",
 			seen:    []testkit.ModelMessage{{Role: "user", Content: "hi"}, {Role: "user", Content: "something else"}},
-			added:   []sessions.Message{user("something else"), said("echo: something else")},
+			added:   []chat.Message{user("something else"), said("echo: something else")},
 		},
 	}
 	for _, tt := range tests {
@@ -775,7 +776,7 @@ func TestRepeatOfAnUnfinishedTurnGoesOnWithIt(t *testing.T) {
 	f := newFixture(t)
 	f.ms.Script(testkit.Fail(http.StatusBadGateway, "down"))
 	in := input("hi")
-	in.History = []sessions.Message{user("hi")}
+	in.History = []chat.Message{user("hi")}
 	out, err := f.agent.Run(context.Background(), in)
 	if err != nil || out.End != sessions.TurnModelError || len(out.History) != 0 {
 		t.Errorf("a retry failing again: %s, %v, history added %+v; want a model error adding nothing", out.End, err, out.History)

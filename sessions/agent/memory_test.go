@@ -11,15 +11,16 @@ import (
 
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/notes"
 	"github.com/heraldgw/herald/sessions"
 )
 
 func TestMemory(t *testing.T) {
-	note := func(id, text string) sessions.Note { return sessions.Note{ID: id, Text: text, At: t0} }
-	two := []sessions.Note{note("n1", "prefers metric units"), note("n2", "works on herald")}
+	note := func(id, text string) notes.Note { return notes.Note{ID: id, Text: text, At: t0} }
+	two := []notes.Note{note("n1", "prefers metric units"), note("n2", "works on herald")}
 	tests := []struct {
 		desc   string
-		before []sessions.Note // the user's notes before the turn, numbered n1, n2, …
+		before []notes.Note // the user's notes before the turn, numbered n1, n2, …
 		in     func(in *sessions.TurnInput)
 		args   string
 		result string // what the model reads; <new> stands for a new note's id
@@ -28,14 +29,14 @@ func TestMemory(t *testing.T) {
 		writes []sessions.Write
 	}{
 		{desc: "add", args: `{"action":"add","text":" prefers metric units "}`,
-			result: `{"id":"<new>","status":"added"}`, writes: []sessions.Write{sessions.NoteAdd{User: userKey, ID: "<new>", Text: "prefers metric units"}}},
+			result: `{"id":"<new>","status":"added"}`, writes: []sessions.Write{notes.Add{User: userKey, ID: "<new>", Text: "prefers metric units"}}},
 		{desc: "add what is already there", before: two, args: `{"action":"add","text":"works on herald"}`,
 			result: `{"id":"n2","status":"exists"}`},
 		{desc: "list", before: two, args: `{"action":"list"}`,
 			result: `{"count":2,"limit":3,"notes":[{"id":"n1","text":"prefers metric units","at":"2026-03-01T12:00:00Z"},{"id":"n2","text":"works on herald","at":"2026-03-01T12:00:00Z"}]}`},
 		{desc: "list nothing", args: `{"action":"list"}`, result: `{"count":0,"limit":3,"notes":[]}`},
 		{desc: "remove", before: two, args: `{"action":"remove","id":"n1"}`,
-			result: `{"id":"n1","status":"removed"}`, writes: []sessions.Write{sessions.NoteRemove{User: userKey, ID: "n1"}}},
+			result: `{"id":"n1","status":"removed"}`, writes: []sessions.Write{notes.Remove{User: userKey, ID: "n1"}}},
 		{desc: "remove an unknown id", before: two, args: `{"action":"remove","id":"n9"}`,
 			result: `{"error":"there is no note with id \"n9\"; list the notes to see their ids"}`},
 		{desc: "remove without an id", before: two, args: `{"action":"remove"}`,
@@ -69,7 +70,7 @@ func TestMemory(t *testing.T) {
 			}
 			newID := "<new>"
 			for _, w := range out.Writes {
-				if a, ok := w.(sessions.NoteAdd); ok {
+				if a, ok := w.(notes.Add); ok {
 					newID = a.ID
 				}
 			}
@@ -79,7 +80,7 @@ func TestMemory(t *testing.T) {
 			}
 			wantWrites := slices.Clone(tc.writes)
 			for i, w := range wantWrites {
-				if a, ok := w.(sessions.NoteAdd); ok && a.ID == "<new>" {
+				if a, ok := w.(notes.Add); ok && a.ID == "<new>" {
 					a.ID = newID
 					wantWrites[i] = a
 				}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/notes"
 )
 
 // memNotes keeps notes in memory, numbering them n1, n2, … in the order
@@ -18,32 +18,32 @@ type memNotes struct {
 
 	mu    sync.Mutex
 	seq   int
-	notes map[string][]sessions.Note
+	notes map[string][]notes.Note
 	err   error // returned by every call when set
 }
 
-var _ sessions.Notes = (*memNotes)(nil)
+var _ notes.Store = (*memNotes)(nil)
 
 func newMemNotes(at time.Time) *memNotes {
-	return &memNotes{at: at, notes: map[string][]sessions.Note{}}
+	return &memNotes{at: at, notes: map[string][]notes.Note{}}
 }
 
-func (n *memNotes) AddNote(_ context.Context, user, text string) (sessions.Note, error) {
+func (n *memNotes) AddNote(_ context.Context, user, text string) (notes.Note, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.err != nil {
-		return sessions.Note{}, n.err
+		return notes.Note{}, n.err
 	}
 	if user == "" || text == "" {
-		return sessions.Note{}, errs.E("memNotes.AddNote", errs.Invalid, "empty user or text")
+		return notes.Note{}, errs.E("memNotes.AddNote", errs.Invalid, "empty user or text")
 	}
 	n.seq++
-	note := sessions.Note{ID: fmt.Sprintf("n%d", n.seq), Text: text, At: n.at}
+	note := notes.Note{ID: fmt.Sprintf("n%d", n.seq), Text: text, At: n.at}
 	n.notes[user] = append(n.notes[user], note)
 	return note, nil
 }
 
-func (n *memNotes) Notes(_ context.Context, user string) ([]sessions.Note, error) {
+func (n *memNotes) Notes(_ context.Context, user string) ([]notes.Note, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.err != nil {
@@ -58,7 +58,7 @@ func (n *memNotes) DeleteNote(_ context.Context, user, id string) error {
 	if n.err != nil {
 		return n.err
 	}
-	i := slices.IndexFunc(n.notes[user], func(x sessions.Note) bool { return x.ID == id })
+	i := slices.IndexFunc(n.notes[user], func(x notes.Note) bool { return x.ID == id })
 	if i < 0 {
 		return errs.E("memNotes.DeleteNote", errs.NotFound, "no note %s", id)
 	}

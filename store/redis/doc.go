@@ -61,7 +61,7 @@
 //	                                    "until" by the store's clock, and the
 //	                                    key's own TTL (the dedupe window)
 //	                                    collects it
-//	P{conv}:hist             list      history, one encoded sessions.Message
+//	P{conv}:hist             list      history, one encoded chat.Message
 //	                                    per item, oldest first
 //	P{conv}:meta             hash      metadata key → value
 //	P{conv}:tl               stream    the timeline: what was delivered to

@@ -11,6 +11,7 @@ import (
 
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // TestAbsorbedLaneCounts checks the state hash after a Finish that absorbs
@@ -74,14 +75,14 @@ func TestLibraryLoadedAgain(t *testing.T) {
 func TestSignalsTrimmed(t *testing.T) {
 	ctx := context.Background()
 	db, clk := newFake(t)
-	s := db.Sessions()
+	s := db.Signals()
 	for range 150 {
-		if err := s.Signal(ctx, sessions.Signal{Conv: "c", Kind: sessions.SignalStop}); err != nil {
+		if err := s.Signal(ctx, signals.Signal{Conv: "c", Kind: signals.Stop}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	clk.Advance(signalsKeep + time.Minute)
-	if err := s.Signal(ctx, sessions.Signal{Conv: "c", Kind: sessions.SignalInterrupt}); err != nil {
+	if err := s.Signal(ctx, signals.Signal{Conv: "c", Kind: signals.Interrupt}); err != nil {
 		t.Fatal(err)
 	}
 	if n := db.client.XLen(ctx, db.signalsKey()).Val(); n != 1 {
@@ -96,14 +97,14 @@ func TestSignalsTrimmed(t *testing.T) {
 func TestSignalIDsFollowTheStoreClock(t *testing.T) {
 	ctx := context.Background()
 	db, clk := newFake(t)
-	s := db.Sessions()
+	s := db.Signals()
 	_, from, err := s.SignalsAfter(ctx, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, step := range []time.Duration{0, 0, -time.Minute, time.Second} {
 		clk.Advance(step)
-		if err := s.Signal(ctx, sessions.Signal{Conv: "c", Kind: sessions.SignalStop}); err != nil {
+		if err := s.Signal(ctx, signals.Signal{Conv: "c", Kind: signals.Stop}); err != nil {
 			t.Fatalf("Signal after a step of %v: %v", step, err)
 		}
 	}

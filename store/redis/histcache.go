@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/chat"
 )
 
 // A conversation's turns mostly run in the process that received their
@@ -41,7 +41,7 @@ type histCache struct {
 // Its messages are never changed in place: a turn gets a copy.
 type histEntry struct {
 	token int64
-	msgs  []sessions.Message
+	msgs  []chat.Message
 	size  int // the encoded messages' length in bytes
 }
 
@@ -142,7 +142,7 @@ func (c *histCache) addLocked(conv string, e histEntry) {
 // ever extended: a write extends the entry it took out of the cache,
 // and an entry a get returned is put back unextended only when the
 // script found the history as long as it was, so no write extended it.
-func (e histEntry) extended(msgs []sessions.Message, size int) histEntry {
+func (e histEntry) extended(msgs []chat.Message, size int) histEntry {
 	return histEntry{token: e.token, msgs: append(e.msgs, msgs...), size: e.size + size}
 }
 
@@ -165,7 +165,7 @@ func (e histEntry) dropped(n int) histEntry {
 // copy returns the messages for a turn, which may append to its slice and
 // change its messages, their tool calls included, as it may a history it
 // read.
-func (e histEntry) copy() []sessions.Message {
+func (e histEntry) copy() []chat.Message {
 	out := slices.Clone(e.msgs)
 	for i := range out {
 		if out[i].ToolCalls != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/sessions"
@@ -30,12 +31,12 @@ func appendClaim(t *testing.T, s sessions.Store, conv, id string) *sessions.Turn
 }
 
 // exchange is a turn's two messages.
-func exchange(n int) []sessions.Message {
+func exchange(n int) []chat.Message {
 	s := strconv.Itoa(n)
-	return []sessions.Message{{Role: "user", Content: "q" + s}, {Role: "assistant", Content: "a" + s, At: epoch}}
+	return []chat.Message{{Role: "user", Content: "q" + s}, {Role: "assistant", Content: "a" + s, At: epoch}}
 }
 
-func commit(t *testing.T, s sessions.Store, turn *sessions.Turn, msgs []sessions.Message) {
+func commit(t *testing.T, s sessions.Store, turn *sessions.Turn, msgs []chat.Message) {
 	t.Helper()
 	f := sessions.Finish{EntryID: turn.Entry.ID, History: msgs, Release: true}
 	if err := s.Finish(context.Background(), turn.Lease, f); err != nil {
@@ -43,7 +44,7 @@ func commit(t *testing.T, s sessions.Store, turn *sessions.Turn, msgs []sessions
 	}
 }
 
-func wantHistory(t *testing.T, what string, want, got []sessions.Message) {
+func wantHistory(t *testing.T, what string, want, got []chat.Message) {
 	t.Helper()
 	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
 		t.Fatalf("%s: history (-want +got):\n%s", what, diff)
@@ -56,7 +57,7 @@ func TestKeptHistoryServesTheNextTurn(t *testing.T) {
 	ctx := context.Background()
 	db, _ := newFake(t)
 	s := db.Sessions()
-	var want []sessions.Message
+	var want []chat.Message
 	for i := range 5 {
 		stored, err := s.History(ctx, "c")
 		if err != nil {
@@ -72,7 +73,7 @@ func TestKeptHistoryServesTheNextTurn(t *testing.T) {
 				turn.History[j].ToolCalls[k].Name = "changed by the turn"
 			}
 		}
-		turn.History = append(turn.History, sessions.Message{Role: "user", Content: "appended by the turn"})
+		turn.History = append(turn.History, chat.Message{Role: "user", Content: "appended by the turn"})
 		msgs := exchange(i)
 		switch i {
 		case 1:
@@ -84,7 +85,7 @@ func TestKeptHistoryServesTheNextTurn(t *testing.T) {
 			// So does a time in a zone seconds off a whole minute, as
 			// its encoding keeps the offset to the minute.
 			msgs[1].At = time.Date(2030, 1, 2, 3, 4, 5, 0, time.FixedZone("odd", 3600+21))
-			msgs[1].ToolCalls = []sessions.ToolCall{{ID: "t1", Name: "memory", Arguments: "{}"}}
+			msgs[1].ToolCalls = []chat.ToolCall{{ID: "t1", Name: "memory", Arguments: "{}"}}
 		}
 		commit(t, s, turn, msgs)
 		want = append(want, msgs...)
@@ -178,12 +179,12 @@ func notServed(t *testing.T, db *DB, start func() *sessions.Turn) *sessions.Turn
 // Extending appends in place, where there is room, and leaves the copies
 // turns were given as they were.
 func TestHistoryEntryExtendsInPlace(t *testing.T) {
-	msg := func(s string) sessions.Message { return sessions.Message{Role: "user", Content: s} }
-	e := histEntry{token: 1, msgs: []sessions.Message{msg("a")}}
-	var turns [][]sessions.Message
+	msg := func(s string) chat.Message { return chat.Message{Role: "user", Content: s} }
+	e := histEntry{token: 1, msgs: []chat.Message{msg("a")}}
+	var turns [][]chat.Message
 	for _, s := range []string{"b", "c", "d", "e", "f"} {
 		turns = append(turns, e.copy())
-		e = e.extended([]sessions.Message{msg(s)}, 1)
+		e = e.extended([]chat.Message{msg(s)}, 1)
 	}
 	for i, got := range turns {
 		if len(got) != i+1 || got[i].Content != string(rune('a'+i)) {
@@ -202,7 +203,7 @@ func TestHistoryEntryExtendsInPlace(t *testing.T) {
 	// Room left in the array is used: one more message does not copy the
 	// history.
 	e.msgs = slices.Grow(e.msgs, 1)
-	if f := e.extended([]sessions.Message{msg("g")}, 1); &f.msgs[0] != &e.msgs[0] {
+	if f := e.extended([]chat.Message{msg("g")}, 1); &f.msgs[0] != &e.msgs[0] {
 		t.Error("extending with room to spare copied the history")
 	}
 }

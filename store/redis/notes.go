@@ -4,57 +4,66 @@ import (
 	"cmp"
 	"context"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/notes"
 )
 
 // notesKey is a user's notes stream. The user goes in a hash tag, escaped
 // like a conversation, so that no two users share a key.
 func (db *DB) notesKey(user string) string { return db.prefix + "notes:{" + convTag(user) + "}" }
 
-func (s *sessionStore) AddNote(ctx context.Context, user, text string) (sessions.Note, error) {
+// noteStore is the users' notes (notes.Store).
+type noteStore struct{ db *DB }
+
+var _ notes.Store = noteStore{}
+
+// Notes returns the users' notes.
+func (db *DB) Notes() notes.Store { return noteStore{db: db} }
+
+func (s noteStore) AddNote(ctx context.Context, user, text string) (notes.Note, error) {
 	const op = "redis.AddNote"
-	if err := sessions.CheckNote(op, user, text, s.db.lim); err != nil {
-		return sessions.Note{}, err
+	if err := notes.Check(op, user, text, s.db.lim.MaxEntryBytes); err != nil {
+		return notes.Note{}, err
 	}
-	id := sessions.NewNoteID()
+	id := notes.NewID()
 	v, err := s.db.run(ctx, op, scriptNoteAdd, []string{s.db.notesKey(user)}, id, text, s.db.nowArg())
 	if err != nil {
-		return sessions.Note{}, err
+		return notes.Note{}, err
 	}
 	if len(v) != 1 {
-		return sessions.Note{}, errs.E(op, errs.Internal, "unexpected script reply %v", v)
+		return notes.Note{}, errs.E(op, errs.Internal, "unexpected script reply %v", v)
 	}
-	return sessions.Note{ID: id, Text: text, At: msTime(v[0])}, nil
+	return notes.Note{ID: id, Text: text, At: msTime(v[0])}, nil
 }
 
-func (s *sessionStore) Notes(ctx context.Context, user string) ([]sessions.Note, error) {
+func (s noteStore) Notes(ctx context.Context, user string) ([]notes.Note, error) {
 	const op = "redis.Notes"
 	if err := s.db.check(op); err != nil {
 		return nil, err
 	}
-	if err := sessions.ValidateUser(op, user); err != nil {
+	if err := chat.ValidateUser(op, user); err != nil {
 		return nil, err
 	}
 	raw, err := xrange(ctx, s.db.client, s.db.notesKey(user), "-", 0)
 	if err != nil {
 		return nil, s.db.fail(op, err)
 	}
-	out := make([]sessions.Note, len(raw))
+	out := make([]notes.Note, len(raw))
 	for i, m := range raw {
 		// A note written before notes were named is named by its entry.
 		id := cmp.Or(field(m, "k"), m.ID)
-		out[i] = sessions.Note{ID: id, Text: field(m, "t"), At: msTime(field(m, "at"))}
+		out[i] = notes.Note{ID: id, Text: field(m, "t"), At: msTime(field(m, "at"))}
 	}
 	return out, nil
 }
 
-func (s *sessionStore) DeleteNote(ctx context.Context, user, id string) error {
+func (s noteStore) DeleteNote(ctx context.Context, user, id string) error {
 	const op = "redis.DeleteNote"
 	if err := s.db.check(op); err != nil {
 		return err
 	}
-	if err := sessions.ValidateUser(op, user); err != nil {
+	if err := chat.ValidateUser(op, user); err != nil {
 		return err
 	}
 	v, err := s.db.run(ctx, op, scriptNoteDel, []string{s.db.notesKey(user)}, id)

@@ -10,6 +10,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -144,7 +145,7 @@ func (s *sessionStore) claim(ctx context.Context, op, worker string, n int, ttl 
 
 func (s *sessionStore) Next(ctx context.Context, l sessions.Lease) (*sessions.Entry, error) {
 	const op = "redis.Next"
-	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+	if err := chat.ValidateConv(op, l.Conv); err != nil {
 		return nil, err
 	}
 	tag := convTag(l.Conv)
@@ -164,7 +165,7 @@ func (s *sessionStore) Next(ctx context.Context, l sessions.Lease) (*sessions.En
 
 func (s *sessionStore) Renew(ctx context.Context, l sessions.Lease, ttl time.Duration) (sessions.Lease, error) {
 	const op = "redis.Renew"
-	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+	if err := chat.ValidateConv(op, l.Conv); err != nil {
 		return l, err
 	}
 	if ttl <= 0 {
@@ -190,7 +191,7 @@ func (s *sessionStore) Renew(ctx context.Context, l sessions.Lease, ttl time.Dur
 
 func (s *sessionStore) Release(ctx context.Context, l sessions.Lease) error {
 	const op = "redis.Release"
-	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+	if err := chat.ValidateConv(op, l.Conv); err != nil {
 		return err
 	}
 	tag := convTag(l.Conv)
@@ -274,7 +275,7 @@ func handOff(op string, f sessions.Finish, v []any) error {
 // finish runs q_finish, which also claims the next turn for
 // worker when worker is not empty, and returns its reply.
 func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) ([]any, error) {
-	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+	if err := chat.ValidateConv(op, l.Conv); err != nil {
 		return nil, err
 	}
 	hist, err := sessions.EncodeMessages(op, f.History, s.db.lim)
@@ -333,9 +334,9 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 	return v, err
 }
 
-func (s *sessionStore) AppendHistory(ctx context.Context, l sessions.Lease, msgs ...sessions.Message) error {
+func (s *sessionStore) AppendHistory(ctx context.Context, l sessions.Lease, msgs ...chat.Message) error {
 	const op = "redis.AppendHistory"
-	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+	if err := chat.ValidateConv(op, l.Conv); err != nil {
 		return err
 	}
 	hist, err := sessions.EncodeMessages(op, msgs, s.db.lim)
@@ -361,12 +362,12 @@ func (s *sessionStore) AppendHistory(ctx context.Context, l sessions.Lease, msgs
 	return nil
 }
 
-func (s *sessionStore) History(ctx context.Context, conv string) ([]sessions.Message, error) {
+func (s *sessionStore) History(ctx context.Context, conv string) ([]chat.Message, error) {
 	const op = "redis.History"
 	if err := s.db.check(op); err != nil {
 		return nil, err
 	}
-	if err := sessions.ValidateConv(op, conv); err != nil {
+	if err := chat.ValidateConv(op, conv); err != nil {
 		return nil, err
 	}
 	cmd := goredis.NewSliceCmd(ctx, "lrange", s.db.convKey(convTag(conv), "hist"), 0, -1)
@@ -400,7 +401,7 @@ func (s *sessionStore) ClearHistory(ctx context.Context, conv string) error {
 	if err := s.db.check(op); err != nil {
 		return err
 	}
-	if err := sessions.ValidateConv(op, conv); err != nil {
+	if err := chat.ValidateConv(op, conv); err != nil {
 		return err
 	}
 	s.db.hist.drop(conv)
@@ -417,7 +418,7 @@ func (s *sessionStore) Meta(ctx context.Context, conv string) (map[string]string
 	if err := s.db.check(op); err != nil {
 		return nil, err
 	}
-	if err := sessions.ValidateConv(op, conv); err != nil {
+	if err := chat.ValidateConv(op, conv); err != nil {
 		return nil, err
 	}
 	cmd := goredis.NewMapStringStringCmd(ctx, "hgetall", s.db.convKey(convTag(conv), "meta"))
@@ -433,7 +434,7 @@ func (s *sessionStore) SetMeta(ctx context.Context, conv, key, value string) err
 	if err := s.db.check(op); err != nil {
 		return err
 	}
-	if err := sessions.ValidateConv(op, conv); err != nil {
+	if err := chat.ValidateConv(op, conv); err != nil {
 		return err
 	}
 	if err := sessions.ValidateMeta(op, map[string]string{key: value}, s.db.lim); err != nil {
@@ -493,7 +494,7 @@ func (db *DB) decodeTurn(op, worker string, v []any) (*sessions.Turn, error) {
 
 // readHistory decodes the history a grant of token read, keeps it for the
 // conversation's next turn and returns a copy for this one.
-func (db *DB) readHistory(op, conv string, token int64, v any) ([]sessions.Message, error) {
+func (db *DB) readHistory(op, conv string, token int64, v any) ([]chat.Message, error) {
 	msgs, size, err := decodeHistorySized(op, v)
 	if err != nil {
 		return nil, err
@@ -506,7 +507,7 @@ func (db *DB) readHistory(op, conv string, token int64, v any) ([]sessions.Messa
 // wroteHistory is called once a write under token appended hist (the
 // encoded messages) to conv's history: the entry taken before the write,
 // base when ok, goes back extended.
-func (db *DB) wroteHistory(op, conv string, base histEntry, ok bool, msgs []sessions.Message, hist [][]byte) {
+func (db *DB) wroteHistory(op, conv string, base histEntry, ok bool, msgs []chat.Message, hist [][]byte) {
 	if !ok {
 		return
 	}
@@ -536,7 +537,7 @@ func (db *DB) wroteHistory(op, conv string, base histEntry, ok bool, msgs []sess
 // is not valid UTF-8, or a time whose zone is not a whole number of
 // minutes off UTC, comes back from its encoding changed, which only
 // decoding it tells exactly.
-func asRead(msgs []sessions.Message) ([]sessions.Message, bool) {
+func asRead(msgs []chat.Message) ([]chat.Message, bool) {
 	out := slices.Clone(msgs)
 	for i := range out {
 		m := &out[i]
@@ -562,19 +563,19 @@ func asRead(msgs []sessions.Message) ([]sessions.Message, bool) {
 
 // decodeHistory decodes a history list as LRANGE answers it, read alone
 // or by a script with a claim.
-func decodeHistory(op string, v any) ([]sessions.Message, error) {
+func decodeHistory(op string, v any) ([]chat.Message, error) {
 	msgs, _, err := decodeHistorySized(op, v)
 	return msgs, err
 }
 
 // decodeHistorySized is decodeHistory that also returns about how much
 // memory the messages take.
-func decodeHistorySized(op string, v any) ([]sessions.Message, int, error) {
+func decodeHistorySized(op string, v any) ([]chat.Message, int, error) {
 	hist, ok := v.([]any)
 	if !ok {
 		return nil, 0, errs.E(op, errs.Internal, "unexpected history in the reply: %v", v)
 	}
-	msgs := make([]sessions.Message, len(hist))
+	msgs := make([]chat.Message, len(hist))
 	size := 0
 	for i, h := range hist {
 		b := str(h)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/testkit"
@@ -166,12 +167,12 @@ func TestFencingAfterTakeover(t *testing.T) {
 	stale := old.Lease
 	fin := sessions.Finish{
 		EntryID: old.Entry.ID,
-		History: []sessions.Message{{Role: "assistant", Content: "stale"}},
+		History: []chat.Message{{Role: "assistant", Content: "stale"}},
 		Outbox:  []outbox.Message{{Target: outbox.Target{Platform: "telegram", Chat: "1"}, Text: "stale"}},
 		Release: true,
 	}
 	wantCode(t, "stale Finish", s.Finish(ctx, stale, fin), errs.LeaseLost)
-	wantCode(t, "stale AppendHistory", s.AppendHistory(ctx, stale, sessions.Message{Role: "user"}), errs.LeaseLost)
+	wantCode(t, "stale AppendHistory", s.AppendHistory(ctx, stale, chat.Message{Role: "user"}), errs.LeaseLost)
 	_, err = s.Renew(ctx, stale, time.Minute)
 	wantCode(t, "stale Renew", err, errs.LeaseLost)
 	_, err = s.Next(ctx, stale)
@@ -224,7 +225,7 @@ func TestFinishNotFoundWritesNothing(t *testing.T) {
 	mustAppend(t, s, sessions.Inbound{Conv: "x", Text: "2"})
 	turn := mustClaim(t, s, "w1", time.Minute)
 	fin := sessions.Finish{
-		History: []sessions.Message{{Role: "assistant", Content: "r"}},
+		History: []chat.Message{{Role: "assistant", Content: "r"}},
 		Outbox:  []outbox.Message{{Target: outbox.Target{Platform: "telegram", Chat: "1"}, Text: "r"}},
 	}
 	for _, id := range []string{"", "nope", "99-1", "2-1" /* queued, not delivered */} {
@@ -352,9 +353,9 @@ func TestHistoryAndMeta(t *testing.T) {
 	s := db.Sessions()
 	mustAppend(t, s, sessions.Inbound{Conv: "x", Text: "1"})
 	turn := mustClaim(t, s, "w", time.Minute)
-	msgs := []sessions.Message{
+	msgs := []chat.Message{
 		{Role: "user", Content: "hi"},
-		{Role: "assistant", ToolCalls: []sessions.ToolCall{{ID: "t1", Name: "memory", Arguments: "{}"}}},
+		{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "t1", Name: "memory", Arguments: "{}"}}},
 		{Role: "tool", ToolCallID: "t1", Content: "ok", At: epoch},
 	}
 	if err := s.AppendHistory(ctx, turn.Lease, msgs[:2]...); err != nil {
@@ -482,7 +483,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 	turn := mustClaim(t, s, "w", time.Minute)
 	if err := s.Finish(ctx, turn.Lease, sessions.Finish{
 		EntryID: turn.Entry.ID,
-		History: []sessions.Message{{Role: "assistant", Content: "r1"}},
+		History: []chat.Message{{Role: "assistant", Content: "r1"}},
 		Outbox:  []outbox.Message{{Target: outbox.Target{Platform: "telegram", Chat: "1"}, Text: "r1"}},
 	}); err != nil {
 		t.Fatal(err)

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // signalsKeep is how long the signals log keeps a signal at least. A
@@ -14,11 +14,19 @@ import (
 // finds what was meant for it.
 const signalsKeep = time.Hour
 
+// signalStore is the signal log (signals.Store).
+type signalStore struct{ db *DB }
+
+var _ signals.Store = signalStore{}
+
+// Signals returns the cluster's signal log.
+func (db *DB) Signals() signals.Store { return signalStore{db: db} }
+
 func (db *DB) signalsKey() string { return db.prefix + "signals" }
 
-func (s *sessionStore) Signal(ctx context.Context, sig sessions.Signal) error {
+func (s signalStore) Signal(ctx context.Context, sig signals.Signal) error {
 	const op = "redis.Signal"
-	if err := sig.Check(op, s.db.lim); err != nil {
+	if err := sig.Check(op, s.db.lim.MaxEntryBytes); err != nil {
 		return err
 	}
 	v, err := s.db.run(ctx, op, scriptSigAppend, []string{s.db.signalsKey()},
@@ -32,7 +40,7 @@ func (s *sessionStore) Signal(ctx context.Context, sig sessions.Signal) error {
 	return nil
 }
 
-func (s *sessionStore) SignalsAfter(ctx context.Context, after string, count int) ([]sessions.Signal, string, error) {
+func (s signalStore) SignalsAfter(ctx context.Context, after string, count int) ([]signals.Signal, string, error) {
 	const op = "redis.SignalsAfter"
 	if err := s.db.check(op); err != nil {
 		return nil, "", err
@@ -56,13 +64,13 @@ func (s *sessionStore) SignalsAfter(ctx context.Context, after string, count int
 	if err != nil {
 		return nil, "", s.db.fail(op, err)
 	}
-	out := make([]sessions.Signal, len(raw))
+	out := make([]signals.Signal, len(raw))
 	next := after
 	for i, m := range raw {
-		out[i] = sessions.Signal{
+		out[i] = signals.Signal{
 			Cursor:    m.ID,
 			Conv:      field(m, "c"),
-			Kind:      sessions.SignalKind(field(m, "k")),
+			Kind:      signals.Kind(field(m, "k")),
 			EntryID:   field(m, "e"),
 			Text:      field(m, "t"),
 			MessageID: field(m, "m"),

@@ -7,11 +7,21 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
 )
 
-func (s *sessionStore) AppendTimeline(ctx context.Context, item sessions.TimelineItem) (string, error) {
+// timelineStore is what was delivered to the local API's conversations
+// (sessions.Timeline).
+type timelineStore struct{ db *DB }
+
+var _ sessions.Timeline = timelineStore{}
+
+// Timeline returns the local API's conversations' timelines.
+func (db *DB) Timeline() sessions.Timeline { return timelineStore{db: db} }
+
+func (s timelineStore) AppendTimeline(ctx context.Context, item sessions.TimelineItem) (string, error) {
 	const op = "redis.AppendTimeline"
 	if err := item.Check(op, s.db.lim); err != nil {
 		return "", err
@@ -29,12 +39,12 @@ func (s *sessionStore) AppendTimeline(ctx context.Context, item sessions.Timelin
 	return str(v[0]), nil
 }
 
-func (s *sessionStore) ReadTimeline(ctx context.Context, conv, after string, count int) ([]sessions.TimelineItem, error) {
+func (s timelineStore) ReadTimeline(ctx context.Context, conv, after string, count int) ([]sessions.TimelineItem, error) {
 	const op = "redis.ReadTimeline"
 	if err := s.db.check(op); err != nil {
 		return nil, err
 	}
-	if err := sessions.ValidateConv(op, conv); err != nil {
+	if err := chat.ValidateConv(op, conv); err != nil {
 		return nil, err
 	}
 	start := "-"
@@ -66,12 +76,12 @@ func (s *sessionStore) ReadTimeline(ctx context.Context, conv, after string, cou
 	return out, nil
 }
 
-func (s *sessionStore) TimelineEnd(ctx context.Context, conv string) (string, error) {
+func (s timelineStore) TimelineEnd(ctx context.Context, conv string) (string, error) {
 	const op = "redis.TimelineEnd"
 	if err := s.db.check(op); err != nil {
 		return "", err
 	}
-	if err := sessions.ValidateConv(op, conv); err != nil {
+	if err := chat.ValidateConv(op, conv); err != nil {
 		return "", err
 	}
 	last, err := s.db.client.XRevRangeN(ctx, s.db.convKey(convTag(conv), "tl"), "+", "-", 1).Result()

@@ -4,6 +4,7 @@ import (
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
+	"github.com/heraldgw/herald/notes"
 	"github.com/heraldgw/herald/sessions"
 )
 
@@ -57,12 +58,12 @@ func (db *DB) writeOps(op string, ws []sessions.Write) ([]writeOp, error) {
 			ops = append(ops,
 				writeOp{cmd: "HINCRBY", args: []any{meta, prompt, w.Prompt}},
 				writeOp{cmd: "HINCRBY", args: []any{meta, completion, w.Completion}})
-		case sessions.NoteAdd:
-			if err := w.Check(op, db.lim); err != nil {
+		case notes.Add:
+			if err := w.Check(op, db.lim.MaxEntryBytes); err != nil {
 				return nil, err
 			}
 			ops = append(ops, writeOp{cmd: "NOTEADD", args: []any{db.notesKey(w.User), w.ID, w.Text, 0}, now: 4})
-		case sessions.NoteRemove:
+		case notes.Remove:
 			if err := w.Check(op); err != nil {
 				return nil, err
 			}

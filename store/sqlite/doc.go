@@ -138,7 +138,7 @@
 // notes holds the agent's notes about each user (the memory tool), keyed
 // by user rather than conversation so that they outlive /new, listed
 // oldest first through the (user_key, id) index. A note is named by its
-// key, the id its writer chose (sessions.NoteAdd; a note from before
+// key, the id its writer chose (notes.Add; a note from before
 // schema version 16 by its row id), unique per user.
 //
 // outbox holds outbound messages: the encoded outbox.Message, the columns

@@ -7,20 +7,21 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // TestSignalsPruned checks that the signals table forgets what is older
 // than the keep window.
 func TestSignalsPruned(t *testing.T) {
 	d, clk, _ := testDB(t)
-	s, ctx := d.Sessions(), context.Background()
+	s, ctx := d.Signals(), context.Background()
 	for range 20 {
-		if err := s.Signal(ctx, sessions.Signal{Conv: "c", Kind: sessions.SignalStop}); err != nil {
+		if err := s.Signal(ctx, signals.Signal{Conv: "c", Kind: signals.Stop}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	clk.Advance(signalsKeep + time.Minute)
-	if err := s.Signal(ctx, sessions.Signal{Conv: "c", Kind: sessions.SignalInterrupt}); err != nil {
+	if err := s.Signal(ctx, signals.Signal{Conv: "c", Kind: signals.Interrupt}); err != nil {
 		t.Fatal(err)
 	}
 	var n int
@@ -38,7 +39,7 @@ func TestSignalsPruned(t *testing.T) {
 func TestVersion3FileGainsReplyTo(t *testing.T) {
 	ctx := context.Background()
 	path := oldFile(t, 3, `INSERT INTO timeline (conv, item_id, kind, text, at) VALUES ('api:c', 'o1', 'reply', 'before', 1)`)
-	s := openAt(t, path, nil, sessions.Limits{}).Sessions()
+	s := openAt(t, path, nil, sessions.Limits{}).Timeline()
 	if _, err := s.AppendTimeline(ctx, sessions.TimelineItem{Conv: "api:c", ID: "o2", Kind: "reply", Text: "after", ReplyTo: "m2"}); err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +59,8 @@ func TestVersion4FileGainsSignalMessageIDs(t *testing.T) {
 	ctx := context.Background()
 	at := time.Now().UnixNano()
 	path := oldFile(t, 4, fmt.Sprintf(`INSERT INTO signals (conv, kind, entry_id, text, at) VALUES ('api:c', 'steer', '1', 'before', %d)`, at))
-	s := openAt(t, path, nil, sessions.Limits{}).Sessions()
-	if err := s.Signal(ctx, sessions.Signal{Conv: "api:c", Kind: sessions.SignalSteer, EntryID: "2", Text: "after", MessageID: "m2"}); err != nil {
+	s := openAt(t, path, nil, sessions.Limits{}).Signals()
+	if err := s.Signal(ctx, signals.Signal{Conv: "api:c", Kind: signals.Steer, EntryID: "2", Text: "after", MessageID: "m2"}); err != nil {
 		t.Fatal(err)
 	}
 	sigs, _, err := s.SignalsAfter(ctx, "0", 10)
@@ -78,8 +79,8 @@ func TestVersion5FileGainsSignalTargets(t *testing.T) {
 	ctx := context.Background()
 	at := time.Now().UnixNano()
 	path := oldFile(t, 5, fmt.Sprintf(`INSERT INTO signals (conv, kind, entry_id, text, message_id, at) VALUES ('api:c', 'stop', '', 'before', '', %d)`, at))
-	s := openAt(t, path, nil, sessions.Limits{}).Sessions()
-	if err := s.Signal(ctx, sessions.Signal{Conv: "api:c", Kind: "delegation.stop", Target: "sub-1"}); err != nil {
+	s := openAt(t, path, nil, sessions.Limits{}).Signals()
+	if err := s.Signal(ctx, signals.Signal{Conv: "api:c", Kind: "delegation.stop", Target: "sub-1"}); err != nil {
 		t.Fatal(err)
 	}
 	sigs, _, err := s.SignalsAfter(ctx, "0", 10)

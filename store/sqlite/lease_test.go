@@ -17,7 +17,7 @@ func TestVersion2FileGainsLeases(t *testing.T) {
 	if err := d.rdb.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != len(migrations) {
 		t.Errorf("user_version = %d, %v; want %d", v, err, len(migrations))
 	}
-	notes, err := d.Sessions().Notes(ctx, "telegram:1")
+	notes, err := d.Notes().Notes(ctx, "telegram:1")
 	if err != nil || len(notes) != 1 || notes[0].Text != "likes tea" {
 		t.Errorf("Notes after the upgrade = %+v, %v; want the note written before it", notes, err)
 	}

@@ -3,8 +3,9 @@ package sqlite
 import (
 	"context"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/notes"
 )
 
 const (
@@ -15,23 +16,31 @@ const (
 	sqlNotesList  = `SELECT key, text, at FROM notes WHERE user_key = ?1 ORDER BY id`
 )
 
-func (s *sessionStore) AddNote(ctx context.Context, user, text string) (sessions.Note, error) {
+// noteStore is the users' notes (notes.Store).
+type noteStore struct{ d *DB }
+
+var _ notes.Store = noteStore{}
+
+// Notes returns the users' notes.
+func (d *DB) Notes() notes.Store { return noteStore{d: d} }
+
+func (s noteStore) AddNote(ctx context.Context, user, text string) (notes.Note, error) {
 	const op = "sqlite.AddNote"
 	d := s.d
 	if err := d.check(ctx, op); err != nil {
-		return sessions.Note{}, err
+		return notes.Note{}, err
 	}
-	if err := sessions.CheckNote(op, user, text, d.lim); err != nil {
-		return sessions.Note{}, err
+	if err := notes.Check(op, user, text, d.lim.MaxEntryBytes); err != nil {
+		return notes.Note{}, err
 	}
-	note := sessions.Note{ID: sessions.NewNoteID(), Text: text}
+	note := notes.Note{ID: notes.NewID(), Text: text}
 	err := d.w.do(ctx, op, durable, func(t *tx) error {
 		_, now := d.now()
 		note.At = fromNanos(now)
 		return addNote(t, user, note.ID, text, now)
 	})
 	if err != nil {
-		return sessions.Note{}, d.fail(op, err)
+		return notes.Note{}, d.fail(op, err)
 	}
 	return note, nil
 }
@@ -42,13 +51,13 @@ func addNote(t *tx, user, id, text string, now int64) error {
 	return err
 }
 
-func (s *sessionStore) Notes(ctx context.Context, user string) ([]sessions.Note, error) {
+func (s noteStore) Notes(ctx context.Context, user string) ([]notes.Note, error) {
 	const op = "sqlite.Notes"
 	d := s.d
 	if err := d.check(ctx, op); err != nil {
 		return nil, err
 	}
-	if err := sessions.ValidateUser(op, user); err != nil {
+	if err := chat.ValidateUser(op, user); err != nil {
 		return nil, err
 	}
 	rows, err := d.reads.notesList.QueryContext(ctx, user)
@@ -56,10 +65,10 @@ func (s *sessionStore) Notes(ctx context.Context, user string) ([]sessions.Note,
 		return nil, d.fail(op, err)
 	}
 	defer rows.Close()
-	var out []sessions.Note
+	var out []notes.Note
 	for rows.Next() {
 		var at int64
-		var n sessions.Note
+		var n notes.Note
 		if err := rows.Scan(&n.ID, &n.Text, &at); err != nil {
 			return nil, d.fail(op, err)
 		}
@@ -72,13 +81,13 @@ func (s *sessionStore) Notes(ctx context.Context, user string) ([]sessions.Note,
 	return out, nil
 }
 
-func (s *sessionStore) DeleteNote(ctx context.Context, user, id string) error {
+func (s noteStore) DeleteNote(ctx context.Context, user, id string) error {
 	const op = "sqlite.DeleteNote"
 	d := s.d
 	if err := d.check(ctx, op); err != nil {
 		return err
 	}
-	if err := sessions.ValidateUser(op, user); err != nil {
+	if err := chat.ValidateUser(op, user); err != nil {
 		return err
 	}
 	err := d.w.do(ctx, op, durable, func(t *tx) error {

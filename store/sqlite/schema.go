@@ -357,7 +357,7 @@ CREATE TABLE outbox_workers (
 ) WITHOUT ROWID;
 CREATE INDEX outbox_workers_expires ON outbox_workers (expires);
 `,
-	// 15 → 16: a note's id as its writer named it (sessions.NoteAdd), so
+	// 15 → 16: a note's id as its writer named it (notes.Add), so
 	// that a turn names a note before its commit writes it; a note from
 	// before keeps its row id as its name.
 	`

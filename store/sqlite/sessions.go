@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -368,7 +369,7 @@ func (s *sessionStore) Next(ctx context.Context, l sessions.Lease) (*sessions.En
 	if err := d.check(ctx, op); err != nil {
 		return nil, err
 	}
-	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+	if err := chat.ValidateConv(op, l.Conv); err != nil {
 		return nil, err
 	}
 	var entry *sessions.Entry
@@ -410,7 +411,7 @@ func (s *sessionStore) Renew(ctx context.Context, l sessions.Lease, ttl time.Dur
 	if err := d.check(ctx, op); err != nil {
 		return sessions.Lease{}, err
 	}
-	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+	if err := chat.ValidateConv(op, l.Conv); err != nil {
 		return sessions.Lease{}, err
 	}
 	if ttl <= 0 {
@@ -438,7 +439,7 @@ func (s *sessionStore) Release(ctx context.Context, l sessions.Lease) error {
 	if err := d.check(ctx, op); err != nil {
 		return err
 	}
-	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+	if err := chat.ValidateConv(op, l.Conv); err != nil {
 		return err
 	}
 	err := d.w.do(ctx, op, bookkeeping, func(t *tx) error {
@@ -519,7 +520,7 @@ type finishPlan struct {
 
 func prepareFinish(d *DB, op string, l sessions.Lease, f sessions.Finish) (finishPlan, error) {
 	var p finishPlan
-	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+	if err := chat.ValidateConv(op, l.Conv); err != nil {
 		return p, err
 	}
 	var err error
@@ -684,13 +685,13 @@ func notDelivered(t *tx, op string, l sessions.Lease, entryID string) error {
 	return errs.E(op, errs.NotFound, "entry %q is not the unacked entry of %q", entryID, l.Conv)
 }
 
-func (s *sessionStore) AppendHistory(ctx context.Context, l sessions.Lease, msgs ...sessions.Message) error {
+func (s *sessionStore) AppendHistory(ctx context.Context, l sessions.Lease, msgs ...chat.Message) error {
 	const op = "sqlite.AppendHistory"
 	d := s.d
 	if err := d.check(ctx, op); err != nil {
 		return err
 	}
-	if err := sessions.ValidateConv(op, l.Conv); err != nil {
+	if err := chat.ValidateConv(op, l.Conv); err != nil {
 		return err
 	}
 	history, err := sessions.EncodeMessages(op, msgs, d.lim)
@@ -731,32 +732,32 @@ func (s *sessionStore) QueueDepth(ctx context.Context, limit int) (int, error) {
 	return n, nil
 }
 
-func (s *sessionStore) History(ctx context.Context, conv string) ([]sessions.Message, error) {
+func (s *sessionStore) History(ctx context.Context, conv string) ([]chat.Message, error) {
 	const op = "sqlite.History"
 	d := s.d
 	if err := d.check(ctx, op); err != nil {
 		return nil, err
 	}
-	if err := sessions.ValidateConv(op, conv); err != nil {
+	if err := chat.ValidateConv(op, conv); err != nil {
 		return nil, err
 	}
 	return d.history(ctx, op, conv)
 }
 
 // history reads conv's history from the read pool.
-func (d *DB) history(ctx context.Context, op, conv string) ([]sessions.Message, error) {
+func (d *DB) history(ctx context.Context, op, conv string) ([]chat.Message, error) {
 	rows, err := d.reads.historyList.QueryContext(ctx, conv)
 	if err != nil {
 		return nil, d.fail(op, err)
 	}
 	defer rows.Close()
-	var out []sessions.Message
+	var out []chat.Message
 	for rows.Next() {
 		var b []byte
 		if err := rows.Scan(&b); err != nil {
 			return nil, d.fail(op, err)
 		}
-		var m sessions.Message
+		var m chat.Message
 		if err := json.Unmarshal(b, &m); err != nil {
 			return nil, errs.Wrap(op, errs.Internal, err)
 		}
@@ -774,7 +775,7 @@ func (s *sessionStore) ClearHistory(ctx context.Context, conv string) error {
 	if err := d.check(ctx, op); err != nil {
 		return err
 	}
-	if err := sessions.ValidateConv(op, conv); err != nil {
+	if err := chat.ValidateConv(op, conv); err != nil {
 		return err
 	}
 	err := d.w.do(ctx, op, durable, func(t *tx) error {
@@ -790,7 +791,7 @@ func (s *sessionStore) Meta(ctx context.Context, conv string) (map[string]string
 	if err := d.check(ctx, op); err != nil {
 		return nil, err
 	}
-	if err := sessions.ValidateConv(op, conv); err != nil {
+	if err := chat.ValidateConv(op, conv); err != nil {
 		return nil, err
 	}
 	rows, err := d.reads.metaList.QueryContext(ctx, conv)
@@ -818,7 +819,7 @@ func (s *sessionStore) SetMeta(ctx context.Context, conv, key, value string) err
 	if err := d.check(ctx, op); err != nil {
 		return err
 	}
-	if err := sessions.ValidateConv(op, conv); err != nil {
+	if err := chat.ValidateConv(op, conv); err != nil {
 		return err
 	}
 	if err := sessions.ValidateMeta(op, map[string]string{key: value}, d.lim); err != nil {

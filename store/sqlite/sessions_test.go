@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -47,7 +48,7 @@ func TestAppendClaimFinish(t *testing.T) {
 	}
 
 	reply := outbox.Message{Target: outbox.Target{Platform: "telegram", Chat: "1"}, Conv: "telegram:1", Text: "hi", Kind: "reply"}
-	hist := []sessions.Message{{Role: "user", Content: "hello"}, {Role: "assistant", Content: "hi"}}
+	hist := []chat.Message{{Role: "user", Content: "hello"}, {Role: "assistant", Content: "hi"}}
 	if err := s.Finish(ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, History: hist, Outbox: []outbox.Message{reply}, Release: true}); err != nil {
 		t.Fatalf("Finish: %v", err)
 	}
@@ -205,7 +206,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 		mustAppend(t, s, sessions.Inbound{Conv: "c1", MessageID: fmt.Sprint(i), Text: fmt.Sprint("m", i)})
 	}
 	turn := mustClaim(t, s, "w", time.Minute)
-	if err := s.AppendHistory(ctx, turn.Lease, sessions.Message{Role: "user", Content: "m0"}); err != nil {
+	if err := s.AppendHistory(ctx, turn.Lease, chat.Message{Role: "user", Content: "m0"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SetMeta(ctx, "c1", "busy_input", "queue"); err != nil {
@@ -279,8 +280,8 @@ func TestFencing(t *testing.T) {
 	wantCode(t, "Next", err, errs.LeaseLost)
 	_, err = s.Renew(ctx, l, time.Minute)
 	wantCode(t, "Renew", err, errs.LeaseLost)
-	wantCode(t, "AppendHistory", s.AppendHistory(ctx, l, sessions.Message{Role: "assistant", Content: "stale"}), errs.LeaseLost)
-	wantCode(t, "Finish", s.Finish(ctx, l, sessions.Finish{EntryID: stale.Entry.ID, Outbox: []outbox.Message{reply}, History: []sessions.Message{{Role: "assistant"}}}), errs.LeaseLost)
+	wantCode(t, "AppendHistory", s.AppendHistory(ctx, l, chat.Message{Role: "assistant", Content: "stale"}), errs.LeaseLost)
+	wantCode(t, "Finish", s.Finish(ctx, l, sessions.Finish{EntryID: stale.Entry.ID, Outbox: []outbox.Message{reply}, History: []chat.Message{{Role: "assistant"}}}), errs.LeaseLost)
 	wantCode(t, "Finish with bad id", s.Finish(ctx, l, sessions.Finish{EntryID: "nope"}), errs.LeaseLost)
 	wantCode(t, "Release", s.Release(ctx, l), errs.LeaseLost)
 
@@ -351,7 +352,7 @@ func TestReleaseThenWritesAreLost(t *testing.T) {
 	if err := s.Release(ctx, turn.Lease); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, "AppendHistory after Release", s.AppendHistory(ctx, turn.Lease, sessions.Message{Role: "user"}), errs.LeaseLost)
+	wantCode(t, "AppendHistory after Release", s.AppendHistory(ctx, turn.Lease, chat.Message{Role: "user"}), errs.LeaseLost)
 	wantCode(t, "Finish after Release", s.Finish(ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID}), errs.LeaseLost)
 	_, err := s.Renew(ctx, turn.Lease, time.Minute)
 	wantCode(t, "Renew after Release", err, errs.LeaseLost)
@@ -442,7 +443,7 @@ func TestFinishErrorsWriteNothing(t *testing.T) {
 		{"an id that is no id", sessions.Finish{EntryID: "", Outbox: []outbox.Message{good}}, errs.NotFound},
 		{"a bad target", sessions.Finish{EntryID: turn.Entry.ID, Outbox: []outbox.Message{good, {Text: "where?"}}}, errs.Invalid},
 		{"a reply too large", sessions.Finish{EntryID: turn.Entry.ID, Outbox: []outbox.Message{good, {Target: good.Target, Text: big}}}, errs.TooLarge},
-		{"history too large", sessions.Finish{EntryID: turn.Entry.ID, History: []sessions.Message{{Role: "user"}, {Role: "assistant", Content: big}}}, errs.TooLarge},
+		{"history too large", sessions.Finish{EntryID: turn.Entry.ID, History: []chat.Message{{Role: "user"}, {Role: "assistant", Content: big}}}, errs.TooLarge},
 	} {
 		wantCode(t, tc.desc, s.Finish(ctx, turn.Lease, tc.f), tc.code)
 	}
@@ -493,9 +494,9 @@ func TestHistoryAndMeta(t *testing.T) {
 	s, ctx := d.Sessions(), context.Background()
 	mustAppend(t, s, sessions.Inbound{Conv: "c", Text: "x"})
 	turn := mustClaim(t, s, "w", time.Minute)
-	msgs := []sessions.Message{
+	msgs := []chat.Message{
 		{Role: "user", Content: "weather?"},
-		{Role: "assistant", ToolCalls: []sessions.ToolCall{{ID: "t1", Name: "weather", Arguments: `{"city":"Oslo"}`}}},
+		{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "t1", Name: "weather", Arguments: `{"city":"Oslo"}`}}},
 		{Role: "tool", ToolCallID: "t1", Name: "weather", Content: "rain", At: t0},
 	}
 	if err := s.AppendHistory(ctx, turn.Lease, msgs[:2]...); err != nil {
@@ -679,7 +680,7 @@ func TestSlowHolderOfADrainedConversation(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Renew: %v", err)
 	}
-	if err := s.AppendHistory(ctx, l, sessions.Message{Role: "assistant", Content: "late"}); err != nil {
+	if err := s.AppendHistory(ctx, l, chat.Message{Role: "assistant", Content: "late"}); err != nil {
 		t.Errorf("AppendHistory: %v", err)
 	}
 	mustAppend(t, s, sessions.Inbound{Conv: "c", Text: "y"})

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // signalsKeep is how long the signals log keeps a signal at least. A
@@ -14,6 +14,14 @@ import (
 // longer than any poll interval, so a tailer that was briefly away still
 // finds what was meant for it.
 const signalsKeep = time.Hour
+
+// signalStore is the signal log (signals.Store).
+type signalStore struct{ d *DB }
+
+var _ signals.Store = signalStore{}
+
+// Signals returns the cluster's signal log.
+func (d *DB) Signals() signals.Store { return signalStore{d: d} }
 
 const (
 	sqlSignalInsert = `INSERT INTO signals (conv, kind, entry_id, text, message_id, target, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)`
@@ -26,13 +34,13 @@ const (
 		WHERE cursor > ?1 ORDER BY cursor LIMIT ?2`
 )
 
-func (s *sessionStore) Signal(ctx context.Context, sig sessions.Signal) error {
+func (s signalStore) Signal(ctx context.Context, sig signals.Signal) error {
 	const op = "sqlite.Signal"
 	d := s.d
 	if err := d.check(ctx, op); err != nil {
 		return err
 	}
-	if err := sig.Check(op, d.lim); err != nil {
+	if err := sig.Check(op, d.lim.MaxEntryBytes); err != nil {
 		return err
 	}
 	// Bookkeeping (see commitMode): a signal only matters to turns
@@ -52,7 +60,7 @@ func (s *sessionStore) Signal(ctx context.Context, sig sessions.Signal) error {
 	return d.fail(op, err)
 }
 
-func (s *sessionStore) SignalsAfter(ctx context.Context, after string, count int) ([]sessions.Signal, string, error) {
+func (s signalStore) SignalsAfter(ctx context.Context, after string, count int) ([]signals.Signal, string, error) {
 	const op = "sqlite.SignalsAfter"
 	d := s.d
 	if err := d.check(ctx, op); err != nil {
@@ -74,18 +82,18 @@ func (s *sessionStore) SignalsAfter(ctx context.Context, after string, count int
 		return nil, "", d.fail(op, err)
 	}
 	defer rows.Close()
-	var out []sessions.Signal
+	var out []signals.Signal
 	next := after
 	for rows.Next() {
 		var (
 			cursor, at int64
 			kind       string
-			sig        sessions.Signal
+			sig        signals.Signal
 		)
 		if err := rows.Scan(&cursor, &sig.Conv, &kind, &sig.EntryID, &sig.Text, &sig.MessageID, &sig.Target, &at); err != nil {
 			return nil, "", d.fail(op, err)
 		}
-		sig.Kind, sig.At = sessions.SignalKind(kind), fromNanos(at)
+		sig.Kind, sig.At = signals.Kind(kind), fromNanos(at)
 		sig.Cursor = formatID(cursor)
 		next = sig.Cursor
 		out = append(out, sig)

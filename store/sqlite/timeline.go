@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -27,7 +28,16 @@ const (
 	sqlTimelineEnd = `SELECT cursor FROM timeline WHERE conv = ?1 ORDER BY cursor DESC LIMIT 1`
 )
 
-func (s *sessionStore) AppendTimeline(ctx context.Context, item sessions.TimelineItem) (string, error) {
+// timelineStore is what was delivered to the local API's conversations
+// (sessions.Timeline).
+type timelineStore struct{ d *DB }
+
+var _ sessions.Timeline = timelineStore{}
+
+// Timeline returns the local API's conversations' timelines.
+func (d *DB) Timeline() sessions.Timeline { return timelineStore{d: d} }
+
+func (s timelineStore) AppendTimeline(ctx context.Context, item sessions.TimelineItem) (string, error) {
 	const op = "sqlite.AppendTimeline"
 	d := s.d
 	if err := d.check(ctx, op); err != nil {
@@ -63,13 +73,13 @@ func (s *sessionStore) AppendTimeline(ctx context.Context, item sessions.Timelin
 	return formatID(cursor), nil
 }
 
-func (s *sessionStore) ReadTimeline(ctx context.Context, conv, after string, count int) ([]sessions.TimelineItem, error) {
+func (s timelineStore) ReadTimeline(ctx context.Context, conv, after string, count int) ([]sessions.TimelineItem, error) {
 	const op = "sqlite.ReadTimeline"
 	d := s.d
 	if err := d.check(ctx, op); err != nil {
 		return nil, err
 	}
-	if err := sessions.ValidateConv(op, conv); err != nil {
+	if err := chat.ValidateConv(op, conv); err != nil {
 		return nil, err
 	}
 	var from int64
@@ -105,13 +115,13 @@ func (s *sessionStore) ReadTimeline(ctx context.Context, conv, after string, cou
 	return out, nil
 }
 
-func (s *sessionStore) TimelineEnd(ctx context.Context, conv string) (string, error) {
+func (s timelineStore) TimelineEnd(ctx context.Context, conv string) (string, error) {
 	const op = "sqlite.TimelineEnd"
 	d := s.d
 	if err := d.check(ctx, op); err != nil {
 		return "", err
 	}
-	if err := sessions.ValidateConv(op, conv); err != nil {
+	if err := chat.ValidateConv(op, conv); err != nil {
 		return "", err
 	}
 	var cursor int64

@@ -7,6 +7,7 @@ import (
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
+	"github.com/heraldgw/herald/notes"
 	"github.com/heraldgw/herald/sessions"
 )
 
@@ -40,9 +41,9 @@ func (d *DB) checkWrite(op string, w sessions.Write) error {
 		return w.State.Check(op)
 	case sessions.Usage:
 		return w.Check(op)
-	case sessions.NoteAdd:
-		return w.Check(op, d.lim)
-	case sessions.NoteRemove:
+	case notes.Add:
+		return w.Check(op, d.lim.MaxEntryBytes)
+	case notes.Remove:
 		return w.Check(op)
 	default:
 		return sessions.UnknownWrite(op, w)
@@ -70,9 +71,9 @@ func (d *DB) applyWrite(t *tx, op string, w sessions.Write, now time.Time) error
 		return putControllerIf(t, w.State, nanos(now))
 	case sessions.Usage:
 		return addUsage(t, w)
-	case sessions.NoteAdd:
+	case notes.Add:
 		return addNote(t, w.User, w.ID, w.Text, nanos(now))
-	case sessions.NoteRemove:
+	case notes.Remove:
 		_, err := deleteNote(t, w.User, w.ID)
 		return err
 	default:

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -49,7 +50,7 @@ func runAppendClaim(t *testing.T, b Backend) {
 		// An earlier turn leaves history and a token behind it.
 		f.appendAll(user("c", "0"))
 		earlier := f.mustClaim("w0")
-		hist := []sessions.Message{{Role: "user", Content: "0", At: f.clk.Now()}, {Role: "assistant", Content: "zero", At: f.clk.Now()}}
+		hist := []chat.Message{{Role: "user", Content: "0", At: f.clk.Now()}, {Role: "assistant", Content: "zero", At: f.clk.Now()}}
 		f.finish(earlier.Lease, sessions.Finish{EntryID: earlier.Entry.ID, History: hist, Release: true})
 		// Another conversation waiting does not stand before c's entry.
 		f.appendAll(user("other", "1"))
@@ -91,7 +92,7 @@ func runAppendClaim(t *testing.T, b Backend) {
 		f.noClaim("w3")
 
 		// The turn commits like a claimed one, and c is idle after it.
-		reply := []sessions.Message{{Role: "assistant", Content: "one", At: f.clk.Now()}}
+		reply := []chat.Message{{Role: "assistant", Content: "one", At: f.clk.Now()}}
 		f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, History: reply, Release: true})
 		f.noClaim("w3")
 		if d := cmp.Diff(append(hist, reply...), f.history("c"), timeOpts); d != "" {

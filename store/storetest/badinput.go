@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -30,7 +31,7 @@ func runBadInput(t *testing.T, b Backend) {
 		{
 			desc: "history message over the limit",
 			fin: sessions.Finish{
-				History: []sessions.Message{{Role: "user", Content: "fine"}, {Role: "assistant", Content: big(2 * smallLimit)}},
+				History: []chat.Message{{Role: "user", Content: "fine"}, {Role: "assistant", Content: big(2 * smallLimit)}},
 				Outbox:  []outbox.Message{reply("c", "fine")},
 			},
 			code: errs.TooLarge,
@@ -38,7 +39,7 @@ func runBadInput(t *testing.T, b Backend) {
 		{
 			desc: "outbox message over the limit",
 			fin: sessions.Finish{
-				History: []sessions.Message{{Role: "assistant", Content: "fine"}},
+				History: []chat.Message{{Role: "assistant", Content: "fine"}},
 				Outbox:  []outbox.Message{reply("c", "fine"), reply("c", big(2*smallLimit))},
 			},
 			code: errs.TooLarge,
@@ -46,7 +47,7 @@ func runBadInput(t *testing.T, b Backend) {
 		{
 			desc: "a write of a kind the store does not apply",
 			fin: sessions.Finish{
-				History: []sessions.Message{{Role: "assistant", Content: "fine"}},
+				History: []chat.Message{{Role: "assistant", Content: "fine"}},
 				Outbox:  []outbox.Message{reply("c", "fine")},
 				Writes:  []sessions.Write{unknownWrite{}},
 			},
@@ -55,7 +56,7 @@ func runBadInput(t *testing.T, b Backend) {
 		{
 			desc: "a write whose kind is not <domain>.<name>",
 			fin: sessions.Finish{
-				History: []sessions.Message{{Role: "assistant", Content: "fine"}},
+				History: []chat.Message{{Role: "assistant", Content: "fine"}},
 				Writes:  []sessions.Write{unknownWrite{kind: "no domain"}},
 			},
 			code: errs.Invalid,
@@ -63,7 +64,7 @@ func runBadInput(t *testing.T, b Backend) {
 		{
 			desc: "outbox message with a bad target",
 			fin: sessions.Finish{
-				History: []sessions.Message{{Role: "assistant", Content: "fine"}},
+				History: []chat.Message{{Role: "assistant", Content: "fine"}},
 				Outbox:  []outbox.Message{reply("c", "fine"), {Text: "nowhere"}},
 			},
 			code: errs.Invalid,
@@ -94,7 +95,7 @@ func runBadInput(t *testing.T, b Backend) {
 		f := newFixture(t, b, sessions.Limits{MaxEntryBytes: smallLimit})
 		f.appendAll(user("c", "1"))
 		turn := f.mustClaim("w1")
-		err := f.ss.AppendHistory(f.ctx, turn.Lease, sessions.Message{Role: "user", Content: "fine"}, sessions.Message{Role: "assistant", Content: big(2 * smallLimit)})
+		err := f.ss.AppendHistory(f.ctx, turn.Lease, chat.Message{Role: "user", Content: "fine"}, chat.Message{Role: "assistant", Content: big(2 * smallLimit)})
 		wantCode(t, "AppendHistory", err, errs.TooLarge)
 		if h := f.history("c"); len(h) != 0 {
 			t.Errorf("history = %+v, want none", h)
@@ -116,13 +117,13 @@ func runBadInput(t *testing.T, b Backend) {
 		turn := f.mustClaim("w1")
 		f.enqueueAll(reply("c", "1"))
 		claimed := f.claimOutbox("d1", telegram, 1)[0]
-		signalsFrom := f.signalsNow(f.ss)
+		signalsFrom := f.signalsNow(f.sg)
 		note := f.addNotes("u", "a note")[0]
 		if err := f.closeSt(); err != nil {
 			t.Fatalf("Close: %v", err)
 		}
 
-		ctx, ss, ob, l := f.ctx, f.ss, f.ob, turn.Lease
+		ctx, ss, sg, tl, nt, ob, l := f.ctx, f.ss, f.sg, f.tl, f.nt, f.ob, turn.Lease
 		calls := []struct {
 			desc string
 			call func(context.Context) error
@@ -136,24 +137,24 @@ func runBadInput(t *testing.T, b Backend) {
 				return ss.Finish(ctx, l, sessions.Finish{EntryID: turn.Entry.ID})
 			}},
 			{"Sessions.AppendHistory", func(ctx context.Context) error {
-				return ss.AppendHistory(ctx, l, sessions.Message{Role: "user", Content: "1"})
+				return ss.AppendHistory(ctx, l, chat.Message{Role: "user", Content: "1"})
 			}},
 			{"Sessions.History", func(ctx context.Context) error { _, err := ss.History(ctx, "c"); return err }},
 			{"Sessions.ClearHistory", func(ctx context.Context) error { return ss.ClearHistory(ctx, "c") }},
 			{"Sessions.Meta", func(ctx context.Context) error { _, err := ss.Meta(ctx, "c"); return err }},
 			{"Sessions.SetMeta", func(ctx context.Context) error { return ss.SetMeta(ctx, "c", "k", "v") }},
-			{"Sessions.AppendTimeline", func(ctx context.Context) error {
-				_, err := ss.AppendTimeline(ctx, item("c", "m1", "x"))
+			{"Timeline.AppendTimeline", func(ctx context.Context) error {
+				_, err := tl.AppendTimeline(ctx, item("c", "m1", "x"))
 				return err
 			}},
-			{"Sessions.ReadTimeline", func(ctx context.Context) error { _, err := ss.ReadTimeline(ctx, "c", "", 10); return err }},
-			{"Sessions.TimelineEnd", func(ctx context.Context) error { _, err := ss.TimelineEnd(ctx, "c"); return err }},
-			{"Sessions.Signal", func(ctx context.Context) error { return ss.Signal(ctx, stop("c")) }},
-			{"Sessions.SignalsAfter from now", func(ctx context.Context) error { _, _, err := ss.SignalsAfter(ctx, "", 10); return err }},
-			{"Sessions.SignalsAfter", func(ctx context.Context) error { _, _, err := ss.SignalsAfter(ctx, signalsFrom, 10); return err }},
-			{"Sessions.AddNote", func(ctx context.Context) error { _, err := ss.AddNote(ctx, "u", "x"); return err }},
-			{"Sessions.Notes", func(ctx context.Context) error { _, err := ss.Notes(ctx, "u"); return err }},
-			{"Sessions.DeleteNote", func(ctx context.Context) error { return ss.DeleteNote(ctx, "u", note.ID) }},
+			{"Timeline.ReadTimeline", func(ctx context.Context) error { _, err := tl.ReadTimeline(ctx, "c", "", 10); return err }},
+			{"Timeline.TimelineEnd", func(ctx context.Context) error { _, err := tl.TimelineEnd(ctx, "c"); return err }},
+			{"Signals.Signal", func(ctx context.Context) error { return sg.Signal(ctx, stop("c")) }},
+			{"Signals.SignalsAfter from now", func(ctx context.Context) error { _, _, err := sg.SignalsAfter(ctx, "", 10); return err }},
+			{"Signals.SignalsAfter", func(ctx context.Context) error { _, _, err := sg.SignalsAfter(ctx, signalsFrom, 10); return err }},
+			{"Notes.AddNote", func(ctx context.Context) error { _, err := nt.AddNote(ctx, "u", "x"); return err }},
+			{"Notes.Notes", func(ctx context.Context) error { _, err := nt.Notes(ctx, "u"); return err }},
+			{"Notes.DeleteNote", func(ctx context.Context) error { return nt.DeleteNote(ctx, "u", note.ID) }},
 			{"Outbox.Enqueue", func(ctx context.Context) error { _, _, err := ob.Enqueue(ctx, reply("c", "2")); return err }},
 			{"Outbox.Claim", func(ctx context.Context) error { _, err := ob.Claim(ctx, "d2", telegram, 1, ttl); return err }},
 			{"Outbox.Ack", func(ctx context.Context) error { return ob.Ack(ctx, claimed) }},

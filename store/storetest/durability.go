@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -23,9 +24,9 @@ func runDurability(t *testing.T, b Backend) {
 			synthetic("queued", "q2"),
 		)
 		at := f.clk.Now()
-		hist := []sessions.Message{
+		hist := []chat.Message{
 			{Role: "user", Content: "h1", At: at},
-			{Role: "assistant", ToolCalls: []sessions.ToolCall{{ID: "call_1", Name: "weather", Arguments: `{"city":"Oslo"}`}}, At: at},
+			{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "call_1", Name: "weather", Arguments: `{"city":"Oslo"}`}}, At: at},
 			{Role: "tool", ToolCallID: "call_1", Name: "weather", Content: "-3", At: at},
 		}
 		if err := f.ss.AppendHistory(f.ctx, held.Lease, hist...); err != nil {

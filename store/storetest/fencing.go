@@ -6,7 +6,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/notes"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -55,7 +57,7 @@ func runFencing(t *testing.T, b Backend) {
 			f := newFixture(t, b, sessions.Limits{})
 			f.appendAll(user("c", "1"), user("c", "2"))
 			stale := f.mustClaim("w1")
-			earlier := sessions.Message{Role: "user", Content: "1", At: f.clk.Now()}
+			earlier := chat.Message{Role: "user", Content: "1", At: f.clk.Now()}
 			if err := f.ss.AppendHistory(f.ctx, stale.Lease, earlier); err != nil {
 				t.Fatalf("AppendHistory: %v", err)
 			}
@@ -67,10 +69,10 @@ func runFencing(t *testing.T, b Backend) {
 			pendingBefore := f.pending()
 
 			l := stale.Lease
-			late := sessions.Message{Role: "assistant", Content: "late"}
+			late := chat.Message{Role: "assistant", Content: "late"}
 			err := f.ss.Finish(f.ctx, l, sessions.Finish{
 				EntryID: stale.Entry.ID,
-				History: []sessions.Message{late},
+				History: []chat.Message{late},
 				Outbox:  []outbox.Message{reply("c", "late")},
 				Release: true,
 			})
@@ -84,8 +86,8 @@ func runFencing(t *testing.T, b Backend) {
 				EntryID:     stale.Entry.ID,
 				DropHistory: sessions.DropAllHistory,
 				Writes: []sessions.Write{
-					sessions.NoteAdd{User: "telegram:42", ID: "n_late", Text: "late"},
-					sessions.NoteRemove{User: "telegram:42", ID: kept.ID},
+					notes.Add{User: "telegram:42", ID: "n_late", Text: "late"},
+					notes.Remove{User: "telegram:42", ID: kept.ID},
 				},
 			})
 			wantCode(t, "stale Finish with notes and a clear", err, errs.LeaseLost)
@@ -98,7 +100,7 @@ func runFencing(t *testing.T, b Backend) {
 			if d := cmp.Diff(historyBefore, f.history("c"), timeOpts); d != "" {
 				t.Errorf("history changed by the stale worker (-before +after):\n%s", d)
 			}
-			if d := cmp.Diff([]sessions.Message{earlier}, historyBefore, timeOpts); d != "" {
+			if d := cmp.Diff([]chat.Message{earlier}, historyBefore, timeOpts); d != "" {
 				t.Errorf("history (-want +got):\n%s", d)
 			}
 			wantMessages(t, "outbox pending after the stale writes", f.pending(), pendingBefore)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -18,7 +19,7 @@ func runFinish(t *testing.T, b Backend) {
 		f := newFixture(t, b, sessions.Limits{})
 		f.appendAll(user("c", "1"), user("c", "2"))
 		turn := f.mustClaim("w1")
-		hist := []sessions.Message{
+		hist := []chat.Message{
 			{Role: "user", Content: "1", At: f.clk.Now()},
 			{Role: "assistant", Content: "one", At: f.clk.Now()},
 		}
@@ -87,7 +88,7 @@ func runFinish(t *testing.T, b Backend) {
 		f := newFixture(t, b, sessions.Limits{})
 		f.appendAll(user("c", "1"), user("c", "2"))
 		turn := f.mustClaim("w1")
-		f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, History: []sessions.Message{{Role: "assistant", Content: "one"}}})
+		f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, History: []chat.Message{{Role: "assistant", Content: "one"}}})
 		f.noClaim("w2")
 		if e := f.next(turn.Lease); e == nil || e.Text != "2" {
 			t.Errorf("Next = %+v, want \"2\"", e)
@@ -162,7 +163,7 @@ func runFinish(t *testing.T, b Backend) {
 
 			err := f.ss.Finish(f.ctx, turn.Lease, sessions.Finish{
 				EntryID: id,
-				History: []sessions.Message{{Role: "assistant", Content: "reply"}},
+				History: []chat.Message{{Role: "assistant", Content: "reply"}},
 				Outbox:  []outbox.Message{reply("c", "reply")},
 				Release: true,
 			})
@@ -206,7 +207,7 @@ func runAbsorbed(t *testing.T, b Backend) {
 		if e == nil || e.Text != "1" {
 			t.Fatalf("Next = %+v, want \"1\"", e)
 		}
-		hist := []sessions.Message{{Role: "user", Content: "1"}, {Role: "user", Content: "steer a"}, {Role: "assistant", Content: "done"}}
+		hist := []chat.Message{{Role: "user", Content: "1"}, {Role: "user", Content: "steer a"}, {Role: "assistant", Content: "done"}}
 		// Absorbed entries from two lanes, named out of order.
 		f.finish(turn.Lease, sessions.Finish{
 			EntryID:  e.ID,
@@ -318,7 +319,7 @@ func runAbsorbed(t *testing.T, b Backend) {
 			err := f.ss.Finish(f.ctx, held.Lease, sessions.Finish{
 				EntryID:  held.Entry.ID,
 				Absorbed: []string{queued, bad},
-				History:  []sessions.Message{{Role: "assistant", Content: "reply"}},
+				History:  []chat.Message{{Role: "assistant", Content: "reply"}},
 				Outbox:   []outbox.Message{reply("c", "reply")},
 				Release:  true,
 			})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -31,7 +32,7 @@ func runFinishAndClaim(t *testing.T, b Backend) {
 		if turn.Lease.Conv != "held" {
 			t.Fatalf("Claim took %q, want \"held\"", turn.Lease.Conv)
 		}
-		hist := []sessions.Message{{Role: "assistant", Content: "one", At: f.clk.Now()}}
+		hist := []chat.Message{{Role: "assistant", Content: "one", At: f.clk.Now()}}
 		next := f.finishAndClaim(turn.Lease, sessions.Finish{
 			EntryID: turn.Entry.ID,
 			History: hist,
@@ -68,7 +69,7 @@ func runFinishAndClaim(t *testing.T, b Backend) {
 		f := newFixture(t, b, sessions.Limits{})
 		f.appendAll(user("c", "1"))
 		turn := f.mustClaim("w1")
-		next := f.finishAndClaim(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, History: []sessions.Message{{Role: "assistant", Content: "one"}}, Release: true}, "w1")
+		next := f.finishAndClaim(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, History: []chat.Message{{Role: "assistant", Content: "one"}}, Release: true}, "w1")
 		if next != nil {
 			t.Fatalf("FinishAndClaim = %+v, want nil", next)
 		}
@@ -120,7 +121,7 @@ func runFinishAndClaim(t *testing.T, b Backend) {
 		}
 		next := f.finishAndClaim(turn.Lease, sessions.Finish{
 			EntryID:     turn.Entry.ID,
-			History:     []sessions.Message{{Role: "assistant", Content: "one"}},
+			History:     []chat.Message{{Role: "assistant", Content: "one"}},
 			Release:     true,
 			ClaimIfLeft: true,
 		}, "w1")
@@ -160,7 +161,7 @@ func runFinishAndClaim(t *testing.T, b Backend) {
 			held := f.mustClaim("w1")
 			l, fin := tc.setup(f, held)
 			f.appendAll(user("waiting", "1"))
-			fin.History = append(fin.History, sessions.Message{Role: "assistant", Content: "late"})
+			fin.History = append(fin.History, chat.Message{Role: "assistant", Content: "late"})
 			next, err := f.ss.FinishAndClaim(f.ctx, l, fin, "w1", ttl)
 			wantCode(t, "FinishAndClaim", err, tc.code)
 			if next != nil {

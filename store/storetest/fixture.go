@@ -11,10 +11,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/notes"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // t0 is where every fake clock starts. It has no part below a millisecond,
@@ -46,6 +49,9 @@ type fixture struct {
 	st      Store
 	closeSt func() error
 	ss      sessions.Store
+	sg      signals.Store
+	tl      sessions.Timeline
+	nt      notes.Store
 	ob      outbox.Store
 }
 
@@ -61,7 +67,7 @@ func newFixture(t *testing.T, b Backend, lim sessions.Limits) *fixture {
 
 func (f *fixture) open() {
 	f.st, f.closeSt = openStore(f.t, f.place, f.clk, f.lim)
-	f.ss, f.ob = f.st.Sessions(), f.st.Outbox()
+	f.ss, f.sg, f.tl, f.nt, f.ob = f.st.Sessions(), f.st.Signals(), f.st.Timeline(), f.st.Notes(), f.st.Outbox()
 }
 
 // openStore opens a store on p and returns a close function that closes it
@@ -138,9 +144,9 @@ func reply(conv, text string) outbox.Message {
 	}
 }
 
-// chat sends m to another chat of its platform: another target, whose
+// toChat sends m to another chat of its platform: another target, whose
 // messages leave in an order of their own.
-func chat(id string, m outbox.Message) outbox.Message {
+func toChat(id string, m outbox.Message) outbox.Message {
 	m.Target.Chat = id
 	return m
 }
@@ -267,7 +273,7 @@ func (f *fixture) runOut(turn *sessions.Turn) []string {
 	return got
 }
 
-func (f *fixture) history(conv string) []sessions.Message {
+func (f *fixture) history(conv string) []chat.Message {
 	f.t.Helper()
 	h, err := f.ss.History(f.ctx, conv)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -257,8 +258,8 @@ func runHandoffWith(t *testing.T, b Backend, c handoffCommit) {
 
 	t.Run("a message behind an earlier one to its target waits its turn", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
-		f.enqueueAll(reply("c", "queued"), chat("200", reply("c", "elsewhere")))
-		h := f.commitHandoff(c, f.handoffTurn(), sessions.Finish{Outbox: []outbox.Message{reply("c", "one"), chat("300", reply("c", "free"))}})
+		f.enqueueAll(reply("c", "queued"), toChat("200", reply("c", "elsewhere")))
+		h := f.commitHandoff(c, f.handoffTurn(), sessions.Finish{Outbox: []outbox.Message{reply("c", "one"), toChat("300", reply("c", "free"))}})
 		if d := cmp.Diff([]string{"free"}, claimedTexts(h.claims)); d != "" {
 			t.Errorf("handed claims (-want +got):\n%s", d)
 		}
@@ -284,7 +285,7 @@ func runHandoffWith(t *testing.T, b Backend, c handoffCommit) {
 	t.Run("a message due later is enqueued, not handed", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		// To a target of its own: behind "one", it would wait for it.
-		later := chat("200", reply("c", "later"))
+		later := toChat("200", reply("c", "later"))
 		later.NextAttempt = f.clk.Now().Add(10 * time.Second)
 		h := f.commitHandoff(c, f.handoffTurn(), sessions.Finish{Outbox: []outbox.Message{reply("c", "one"), later, reply("c", "three")}})
 		if d := cmp.Diff([]string{"one", "three"}, claimedTexts(h.claims)); d != "" {
@@ -304,7 +305,7 @@ func runHandoffWith(t *testing.T, b Backend, c handoffCommit) {
 	t.Run("a message whose idempotency key was seen is neither handed nor enqueued again", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		// To a target of its own: the messages behind it would wait for it.
-		first := chat("200", reply("c", "first"))
+		first := toChat("200", reply("c", "first"))
 		first.IdempotencyKey = "k1"
 		f.enqueue(first)
 		dup := reply("c", "dup of first")
@@ -363,7 +364,7 @@ func runHandoffWith(t *testing.T, b Backend, c handoffCommit) {
 		f := newFixture(t, b, sessions.Limits{})
 		turn := f.handoffTurn()
 		h := &handed{}
-		fin := sessions.Finish{EntryID: turn.Entry.ID, History: []sessions.Message{{Role: "assistant", Content: "one"}}, Handoff: h.handoff("d1")}
+		fin := sessions.Finish{EntryID: turn.Entry.ID, History: []chat.Message{{Role: "assistant", Content: "one"}}, Handoff: h.handoff("d1")}
 		if _, err := c.commit(f, turn.Lease, fin); err != nil {
 			t.Fatalf("%s with a handoff: %v", c.name, err)
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -16,7 +17,7 @@ func runHistory(t *testing.T, b Backend) {
 		f.appendAll(user("c", "what is the weather?"), user("c", "thanks"))
 		turn := f.mustClaim("w1")
 		at := f.clk.Now()
-		first := []sessions.Message{
+		first := []chat.Message{
 			{Role: "system", Content: "You are herald.", At: at},
 			{Role: "user", Content: "what is the weather?", At: at},
 		}
@@ -25,8 +26,8 @@ func runHistory(t *testing.T, b Backend) {
 		}
 		f.clk.Advance(tick)
 		at = f.clk.Now()
-		second := []sessions.Message{
-			{Role: "assistant", At: at, ToolCalls: []sessions.ToolCall{
+		second := []chat.Message{
+			{Role: "assistant", At: at, ToolCalls: []chat.ToolCall{
 				{ID: "call_1", Name: "weather", Arguments: `{"city":"Oslo"}`},
 				{ID: "call_2", Name: "clock", Arguments: `{}`},
 			}},
@@ -36,10 +37,10 @@ func runHistory(t *testing.T, b Backend) {
 		}
 		f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, History: second})
 		e := f.next(turn.Lease)
-		third := []sessions.Message{{Role: "user", Content: "thanks", At: at}, {Role: "assistant", Content: "You're welcome.", At: at}}
+		third := []chat.Message{{Role: "user", Content: "thanks", At: at}, {Role: "assistant", Content: "You're welcome.", At: at}}
 		f.finish(turn.Lease, sessions.Finish{EntryID: e.ID, History: third, Release: true})
 
-		want := append(append(append([]sessions.Message{}, first...), second...), third...)
+		want := append(append(append([]chat.Message{}, first...), second...), third...)
 		if d := cmp.Diff(want, f.history("c"), timeOpts); d != "" {
 			t.Errorf("History (-want +got):\n%s", d)
 		}
@@ -56,7 +57,7 @@ func runHistory(t *testing.T, b Backend) {
 			t.Fatalf("first claim = %s, history read %v, %d messages; want c with its empty history read",
 				turn.Lease.Conv, turn.HistoryRead, len(turn.History))
 		}
-		first := []sessions.Message{{Role: "user", Content: "1", At: f.clk.Now()}, {Role: "assistant", Content: "one", At: f.clk.Now()}}
+		first := []chat.Message{{Role: "user", Content: "1", At: f.clk.Now()}, {Role: "assistant", Content: "one", At: f.clk.Now()}}
 		f.clk.Advance(tick)
 		// d has waited longest, then c with its next entry.
 		next := f.finishAndClaim(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, History: first, Release: true}, "w1")
@@ -73,7 +74,7 @@ func runHistory(t *testing.T, b Backend) {
 		// A FinishAndClaim that takes the same conversation again brings
 		// the history its own finish appended.
 		f.append(user("c", "3"))
-		second := []sessions.Message{{Role: "assistant", Content: "two", At: f.clk.Now()}}
+		second := []chat.Message{{Role: "assistant", Content: "two", At: f.clk.Now()}}
 		f.finish(next.Lease, sessions.Finish{EntryID: next.Entry.ID, Release: true})
 		third := f.finishAndClaim(again.Lease, sessions.Finish{EntryID: again.Entry.ID, History: second, Release: true}, "w2")
 		if third == nil || third.Lease.Conv != "c" || third.Entry.Text != "3" || !third.HistoryRead {
@@ -91,9 +92,9 @@ func runHistory(t *testing.T, b Backend) {
 		f := newFixture(t, b, sessions.Limits{})
 		f.appendAll(user("c", "1"))
 		turn := f.mustClaim("w1")
-		long := make([]sessions.Message, 2500)
+		long := make([]chat.Message, 2500)
 		for i := range long {
-			long[i] = sessions.Message{Role: "tool", ToolCallID: "call", Content: strconv.Itoa(i), At: t0}
+			long[i] = chat.Message{Role: "tool", ToolCallID: "call", Content: strconv.Itoa(i), At: t0}
 		}
 		if err := f.ss.AppendHistory(f.ctx, turn.Lease, long[:1200]...); err != nil {
 			t.Fatalf("AppendHistory: %v", err)
@@ -110,8 +111,8 @@ func runHistory(t *testing.T, b Backend) {
 
 	t.Run("finish drops the oldest messages before appending", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
-		msg := func(role, text string) sessions.Message {
-			return sessions.Message{Role: role, Content: text, At: f.clk.Now()}
+		msg := func(role, text string) chat.Message {
+			return chat.Message{Role: role, Content: text, At: f.clk.Now()}
 		}
 		// Turns that AppendClaim starts, as the router starts them: each
 		// finish commits, releases, and the next turn gets the history
@@ -121,13 +122,13 @@ func runHistory(t *testing.T, b Backend) {
 			return turn
 		}
 		t1 := turn("1")
-		f.finish(t1.Lease, sessions.Finish{EntryID: t1.Entry.ID, History: []sessions.Message{msg("user", "1"), msg("assistant", "one")}, Release: true})
+		f.finish(t1.Lease, sessions.Finish{EntryID: t1.Entry.ID, History: []chat.Message{msg("user", "1"), msg("assistant", "one")}, Release: true})
 		t2 := turn("2")
-		f.finish(t2.Lease, sessions.Finish{EntryID: t2.Entry.ID, History: []sessions.Message{msg("user", "2"), msg("assistant", "two")}, Release: true})
+		f.finish(t2.Lease, sessions.Finish{EntryID: t2.Entry.ID, History: []chat.Message{msg("user", "2"), msg("assistant", "two")}, Release: true})
 		t3 := turn("3")
-		third := []sessions.Message{msg("user", "3"), msg("assistant", "three")}
+		third := []chat.Message{msg("user", "3"), msg("assistant", "three")}
 		f.finish(t3.Lease, sessions.Finish{EntryID: t3.Entry.ID, History: third, DropHistory: 3, Release: true})
-		want := append([]sessions.Message{t3.History[3]}, third...)
+		want := append([]chat.Message{t3.History[3]}, third...)
 		if d := cmp.Diff(want, f.history("c"), timeOpts); d != "" {
 			t.Errorf("History after dropping 3 (-want +got):\n%s", d)
 		}
@@ -149,7 +150,7 @@ func runHistory(t *testing.T, b Backend) {
 		// /new's clear: all of it, then what the turn appends.
 		f.finish(t5.Lease, sessions.Finish{EntryID: t5.Entry.ID, History: third, Release: true})
 		t6 := turn("6")
-		fresh := []sessions.Message{msg("assistant", "fresh")}
+		fresh := []chat.Message{msg("assistant", "fresh")}
 		f.finish(t6.Lease, sessions.Finish{EntryID: t6.Entry.ID, History: fresh, DropHistory: sessions.DropAllHistory, Release: true})
 		if d := cmp.Diff(fresh, f.history("c"), timeOpts); d != "" {
 			t.Errorf("History after dropping all of it (-want +got):\n%s", d)
@@ -165,8 +166,8 @@ func runHistory(t *testing.T, b Backend) {
 		leases := map[string]sessions.Lease{}
 		for range 2 {
 			turn := f.mustClaim("w1")
-			msg := sessions.Message{Role: "user", Content: turn.Lease.Conv, At: f.clk.Now()}
-			f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, History: []sessions.Message{msg}})
+			msg := chat.Message{Role: "user", Content: turn.Lease.Conv, At: f.clk.Now()}
+			f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, History: []chat.Message{msg}})
 			leases[turn.Lease.Conv] = turn.Lease
 		}
 		if err := f.ss.ClearHistory(f.ctx, "c"); err != nil {
@@ -178,11 +179,11 @@ func runHistory(t *testing.T, b Backend) {
 		if h := f.history("d"); len(h) != 1 {
 			t.Errorf("another conversation's history = %+v, want its one message", h)
 		}
-		after := sessions.Message{Role: "user", Content: "after", At: f.clk.Now()}
+		after := chat.Message{Role: "user", Content: "after", At: f.clk.Now()}
 		if err := f.ss.AppendHistory(f.ctx, leases["c"], after); err != nil {
 			t.Fatalf("AppendHistory after ClearHistory: %v", err)
 		}
-		if d := cmp.Diff([]sessions.Message{after}, f.history("c"), timeOpts); d != "" {
+		if d := cmp.Diff([]chat.Message{after}, f.history("c"), timeOpts); d != "" {
 			t.Errorf("History after clearing and appending (-want +got):\n%s", d)
 		}
 		if err := f.ss.ClearHistory(f.ctx, "never-used"); err != nil {

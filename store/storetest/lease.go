@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -189,11 +190,11 @@ func runLease(t *testing.T, b Backend) {
 		wantCode(t, "Next after Finish with Release", err, errs.LeaseLost)
 		_, err = f.ss.Renew(f.ctx, l, ttl)
 		wantCode(t, "Renew after Finish with Release", err, errs.LeaseLost)
-		err = f.ss.AppendHistory(f.ctx, l, sessions.Message{Role: "assistant", Content: "late"})
+		err = f.ss.AppendHistory(f.ctx, l, chat.Message{Role: "assistant", Content: "late"})
 		wantCode(t, "AppendHistory after Finish with Release", err, errs.LeaseLost)
 		err = f.ss.Release(f.ctx, l)
 		wantCode(t, "Release after Finish with Release", err, errs.LeaseLost)
-		err = f.ss.Finish(f.ctx, l, sessions.Finish{EntryID: turn.Entry.ID, History: []sessions.Message{{Role: "assistant", Content: "late"}}})
+		err = f.ss.Finish(f.ctx, l, sessions.Finish{EntryID: turn.Entry.ID, History: []chat.Message{{Role: "assistant", Content: "late"}}})
 		wantCode(t, "Finish after Finish with Release", err, errs.LeaseLost)
 		if h := f.history("c"); len(h) != 0 {
 			t.Errorf("history = %+v, want none", h)
@@ -225,7 +226,7 @@ func runLease(t *testing.T, b Backend) {
 func checkStaleLease(f *fixture, stale, current *sessions.Turn) {
 	f.t.Helper()
 	t, ctx, l := f.t, f.ctx, stale.Lease
-	late := sessions.Message{Role: "assistant", Content: "late reply"}
+	late := chat.Message{Role: "assistant", Content: "late reply"}
 	calls := []struct {
 		desc string
 		call func() error
@@ -236,7 +237,7 @@ func checkStaleLease(f *fixture, stale, current *sessions.Turn) {
 		{"Finish", func() error {
 			return f.ss.Finish(ctx, l, sessions.Finish{
 				EntryID: stale.Entry.ID,
-				History: []sessions.Message{late},
+				History: []chat.Message{late},
 				Outbox:  []outbox.Message{reply(l.Conv, "late reply")},
 				Release: true,
 			})

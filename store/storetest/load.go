@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -127,7 +128,7 @@ func runLoadShape(t *testing.T, b Backend, s loadShape) {
 		inside[c].Add(-1)
 		return sessions.Finish{
 			EntryID: turn.Entry.ID,
-			History: []sessions.Message{{Role: "user", Content: turn.Entry.Text}},
+			History: []chat.Message{{Role: "user", Content: turn.Entry.Text}},
 			Release: true,
 		}, nil
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
@@ -21,8 +22,10 @@ import (
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/notes"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // The suite runs against a small in-memory store written from the
@@ -54,8 +57,8 @@ type memData struct {
 	msgs     map[string]*memMsg
 	idemKey  map[string]memSeen
 	timeline map[string][]sessions.TimelineItem
-	signals  []sessions.Signal // kept whole: the suite never looks past an hour
-	notes    map[string][]sessions.Note
+	signals  []signals.Signal // kept whole: the suite never looks past an hour
+	notes    map[string][]notes.Note
 	leases   map[string]memLease
 	workers  map[string]time.Time     // outbox workers' heartbeats
 	beats    map[string]time.Duration // how long each worker's beat holds
@@ -76,7 +79,7 @@ func newMemData() *memData {
 		leases:   map[string]memLease{},
 		workers:  map[string]time.Time{},
 		beats:    map[string]time.Duration{},
-		notes:    map[string][]sessions.Note{},
+		notes:    map[string][]notes.Note{},
 	}
 }
 
@@ -106,7 +109,7 @@ type memConv struct {
 	ready    bool
 	readyAt  time.Time
 	readySeq int64
-	history  []sessions.Message
+	history  []chat.Message
 	meta     map[string]string
 	seen     map[string]memSeen
 }
@@ -152,9 +155,12 @@ type memStore struct {
 	closed bool
 }
 
-func (s *memStore) Sessions() sessions.Store { return memSessions{s} }
-func (s *memStore) Outbox() outbox.Store     { return memOutbox{s} }
-func (s *memStore) Leases() lease.Store      { return memLeases{s} }
+func (s *memStore) Sessions() sessions.Store    { return memSessions{s} }
+func (s *memStore) Signals() signals.Store      { return memSignals{s} }
+func (s *memStore) Timeline() sessions.Timeline { return memTimeline{s} }
+func (s *memStore) Notes() notes.Store          { return memNotes{s} }
+func (s *memStore) Outbox() outbox.Store        { return memOutbox{s} }
+func (s *memStore) Leases() lease.Store         { return memLeases{s} }
 
 // The domains the memory store lacks (TestSuiteAgainstMemory's Lacks):
 // the suite never asks for them.
@@ -502,7 +508,7 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 		return nil, err
 	}
 	var usage []sessions.Usage
-	var notes []sessions.Write
+	var noteWrites []sessions.Write
 	for _, w := range f.Writes {
 		// The in-memory store applies no other domain's writes: only
 		// the sessions' own.
@@ -512,16 +518,16 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 				return nil, err
 			}
 			usage = append(usage, w)
-		case sessions.NoteAdd:
-			if err := w.Check(op, m.s.lim); err != nil {
+		case notes.Add:
+			if err := w.Check(op, m.s.lim.MaxEntryBytes); err != nil {
 				return nil, err
 			}
-			notes = append(notes, w)
-		case sessions.NoteRemove:
+			noteWrites = append(noteWrites, w)
+		case notes.Remove:
 			if err := w.Check(op); err != nil {
 				return nil, err
 			}
-			notes = append(notes, w)
+			noteWrites = append(noteWrites, w)
 		default:
 			return nil, sessions.UnknownWrite(op, w)
 		}
@@ -563,7 +569,7 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 	for k, v := range f.Meta {
 		m.setMeta(l.Conv, k, v)
 	}
-	for _, w := range notes {
+	for _, w := range noteWrites {
 		m.applyNote(w)
 	}
 	for _, u := range usage {
@@ -583,7 +589,7 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 	return handed, nil
 }
 
-func (m memSessions) AppendHistory(ctx context.Context, l sessions.Lease, msgs ...sessions.Message) error {
+func (m memSessions) AppendHistory(ctx context.Context, l sessions.Lease, msgs ...chat.Message) error {
 	const op = "mem.AppendHistory"
 	if _, err := sessions.EncodeMessages(op, msgs, m.s.lim); err != nil {
 		return err
@@ -600,7 +606,7 @@ func (m memSessions) AppendHistory(ctx context.Context, l sessions.Lease, msgs .
 	return nil
 }
 
-func (m memSessions) History(ctx context.Context, conv string) ([]sessions.Message, error) {
+func (m memSessions) History(ctx context.Context, conv string) ([]chat.Message, error) {
 	if err := m.s.lock("mem.History"); err != nil {
 		return nil, err
 	}
@@ -935,7 +941,10 @@ func (m memSessions) QueueDepth(ctx context.Context, limit int) (int, error) {
 	return min(n, limit), nil
 }
 
-func (m memSessions) AppendTimeline(ctx context.Context, item sessions.TimelineItem) (string, error) {
+// memTimeline is the store's timelines.
+type memTimeline struct{ s *memStore }
+
+func (m memTimeline) AppendTimeline(ctx context.Context, item sessions.TimelineItem) (string, error) {
 	const op = "mem.AppendTimeline"
 	if err := item.Check(op, m.s.lim); err != nil {
 		return "", err
@@ -957,9 +966,9 @@ func (m memSessions) AppendTimeline(ctx context.Context, item sessions.TimelineI
 	return item.Cursor, nil
 }
 
-func (m memSessions) ReadTimeline(ctx context.Context, conv, after string, limit int) ([]sessions.TimelineItem, error) {
+func (m memTimeline) ReadTimeline(ctx context.Context, conv, after string, limit int) ([]sessions.TimelineItem, error) {
 	const op = "mem.ReadTimeline"
-	if err := sessions.ValidateConv(op, conv); err != nil {
+	if err := chat.ValidateConv(op, conv); err != nil {
 		return nil, err
 	}
 	var from int64
@@ -982,9 +991,9 @@ func (m memSessions) ReadTimeline(ctx context.Context, conv, after string, limit
 	return out, nil
 }
 
-func (m memSessions) TimelineEnd(ctx context.Context, conv string) (string, error) {
+func (m memTimeline) TimelineEnd(ctx context.Context, conv string) (string, error) {
 	const op = "mem.TimelineEnd"
-	if err := sessions.ValidateConv(op, conv); err != nil {
+	if err := chat.ValidateConv(op, conv); err != nil {
 		return "", err
 	}
 	if err := m.s.lock(op); err != nil {
@@ -997,9 +1006,12 @@ func (m memSessions) TimelineEnd(ctx context.Context, conv string) (string, erro
 	return "", nil
 }
 
-func (m memSessions) Signal(ctx context.Context, sig sessions.Signal) error {
+// memSignals is the store's signal log.
+type memSignals struct{ s *memStore }
+
+func (m memSignals) Signal(ctx context.Context, sig signals.Signal) error {
 	const op = "mem.Signal"
-	if err := sig.Check(op, m.s.lim); err != nil {
+	if err := sig.Check(op, m.s.lim.MaxEntryBytes); err != nil {
 		return err
 	}
 	if err := m.s.lock(op); err != nil {
@@ -1011,7 +1023,7 @@ func (m memSessions) Signal(ctx context.Context, sig sessions.Signal) error {
 	return nil
 }
 
-func (m memSessions) SignalsAfter(ctx context.Context, after string, limit int) ([]sessions.Signal, string, error) {
+func (m memSignals) SignalsAfter(ctx context.Context, after string, limit int) ([]signals.Signal, string, error) {
 	const op = "mem.SignalsAfter"
 	if err := m.s.lock(op); err != nil {
 		return nil, "", err
@@ -1024,7 +1036,7 @@ func (m memSessions) SignalsAfter(ctx context.Context, after string, limit int) 
 	if !ok {
 		return nil, "", errs.E(op, errs.Invalid, "bad cursor %q", after)
 	}
-	var out []sessions.Signal
+	var out []signals.Signal
 	next := after
 	for _, sig := range m.s.data.signals {
 		if n, _ := memCursor(sig.Cursor); n > from && (limit <= 0 || len(out) < limit) {
@@ -1042,22 +1054,25 @@ func memUser(op, user string) error {
 	return nil
 }
 
-func (m memSessions) AddNote(ctx context.Context, user, text string) (sessions.Note, error) {
+// memNotes is the store's notes.
+type memNotes struct{ s *memStore }
+
+func (m memNotes) AddNote(ctx context.Context, user, text string) (notes.Note, error) {
 	const op = "mem.AddNote"
 	if err := memUser(op, user); err != nil {
-		return sessions.Note{}, err
+		return notes.Note{}, err
 	}
 	if strings.TrimSpace(text) == "" {
-		return sessions.Note{}, errs.E(op, errs.Invalid, "empty note")
+		return notes.Note{}, errs.E(op, errs.Invalid, "empty note")
 	}
 	if len(text) > m.s.lim.MaxEntryBytes {
-		return sessions.Note{}, errs.E(op, errs.TooLarge, "note over the limit")
+		return notes.Note{}, errs.E(op, errs.TooLarge, "note over the limit")
 	}
 	if err := m.s.lock(op); err != nil {
-		return sessions.Note{}, err
+		return notes.Note{}, err
 	}
 	defer m.s.data.mu.Unlock()
-	n := sessions.Note{ID: m.s.data.nextCursor(), Text: text, At: m.s.clk.Now()}
+	n := notes.Note{ID: m.s.data.nextCursor(), Text: text, At: m.s.clk.Now()}
 	m.s.data.notes[user] = append(m.s.data.notes[user], n)
 	return n, nil
 }
@@ -1066,17 +1081,17 @@ func (m memSessions) AddNote(ctx context.Context, user, text string) (sessions.N
 // lock.
 func (m memSessions) applyNote(w sessions.Write) {
 	switch w := w.(type) {
-	case sessions.NoteAdd:
+	case notes.Add:
 		ns := m.s.data.notes[w.User]
-		if !slices.ContainsFunc(ns, func(n sessions.Note) bool { return n.ID == w.ID }) {
-			m.s.data.notes[w.User] = append(ns, sessions.Note{ID: w.ID, Text: w.Text, At: m.s.clk.Now()})
+		if !slices.ContainsFunc(ns, func(n notes.Note) bool { return n.ID == w.ID }) {
+			m.s.data.notes[w.User] = append(ns, notes.Note{ID: w.ID, Text: w.Text, At: m.s.clk.Now()})
 		}
-	case sessions.NoteRemove:
-		m.s.data.notes[w.User] = slices.DeleteFunc(m.s.data.notes[w.User], func(n sessions.Note) bool { return n.ID == w.ID })
+	case notes.Remove:
+		m.s.data.notes[w.User] = slices.DeleteFunc(m.s.data.notes[w.User], func(n notes.Note) bool { return n.ID == w.ID })
 	}
 }
 
-func (m memSessions) Notes(ctx context.Context, user string) ([]sessions.Note, error) {
+func (m memNotes) Notes(ctx context.Context, user string) ([]notes.Note, error) {
 	const op = "mem.Notes"
 	if err := memUser(op, user); err != nil {
 		return nil, err
@@ -1088,7 +1103,7 @@ func (m memSessions) Notes(ctx context.Context, user string) ([]sessions.Note, e
 	return slices.Clone(m.s.data.notes[user]), nil
 }
 
-func (m memSessions) DeleteNote(ctx context.Context, user, id string) error {
+func (m memNotes) DeleteNote(ctx context.Context, user, id string) error {
 	const op = "mem.DeleteNote"
 	if err := memUser(op, user); err != nil {
 		return err
@@ -1098,7 +1113,7 @@ func (m memSessions) DeleteNote(ctx context.Context, user, id string) error {
 	}
 	defer m.s.data.mu.Unlock()
 	ns := m.s.data.notes[user]
-	i := slices.IndexFunc(ns, func(n sessions.Note) bool { return n.ID == id })
+	i := slices.IndexFunc(ns, func(n notes.Note) bool { return n.ID == id })
 	if i < 0 {
 		return errs.E(op, errs.NotFound, "no note %q", id)
 	}

@@ -116,7 +116,7 @@ func runOutbox(t *testing.T, b Backend) {
 
 	t.Run("claim takes at most max, oldest due first", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
-		f.enqueueAll(chat("1", reply("c", "1")), chat("2", reply("c", "2")), chat("3", reply("c", "3")))
+		f.enqueueAll(toChat("1", reply("c", "1")), toChat("2", reply("c", "2")), toChat("3", reply("c", "3")))
 		if d := cmp.Diff([]string{"1", "2"}, claimedTexts(f.claimOutbox("d1", telegram, 2))); d != "" {
 			t.Errorf("Claim(max 2) (-want +got):\n%s", d)
 		}
@@ -129,7 +129,7 @@ func runOutbox(t *testing.T, b Backend) {
 		f := newFixture(t, b, sessions.Limits{})
 		const messages, workers = 60, 8
 		for i := range messages {
-			f.enqueue(chat(convName("chat", i), reply("c", convName("m", i))))
+			f.enqueue(toChat(convName("chat", i), reply("c", convName("m", i))))
 		}
 		var mu sync.Mutex
 		claimedBy := map[string]string{}

@@ -24,7 +24,7 @@ func runOutboxFair(t *testing.T, b Backend) {
 		for i := range backlog {
 			ms = append(ms, reply("c", strconv.Itoa(i)))
 		}
-		f.enqueueAll(append(ms, chat("200", reply("d", "other")))...)
+		f.enqueueAll(append(ms, toChat("200", reply("d", "other")))...)
 		first := f.claimOutbox("d1", telegram, 1)
 		if d := cmp.Diff([]string{"0"}, claimedTexts(first)); d != "" {
 			t.Fatalf("d1's Claim(1) (-want +got):\n%s", d)
@@ -73,7 +73,7 @@ func runOutboxFair(t *testing.T, b Backend) {
 		for i := range backlog {
 			ms = append(ms, reply("c", strconv.Itoa(i)))
 		}
-		f.enqueueAll(append(ms, chat("200", reply("d", "other")))...)
+		f.enqueueAll(append(ms, toChat("200", reply("d", "other")))...)
 		if got := f.claimOutbox("d1", telegram, 1); len(got) != 1 {
 			t.Fatalf("d1's Claim(1) = %q, want one", claimedTexts(got))
 		}

@@ -17,7 +17,7 @@ import (
 func runOutboxOrder(t *testing.T, b Backend) {
 	t.Run("a target's messages wait for an earlier one another worker holds", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
-		f.enqueueAll(reply("c", "1"), reply("c", "2"), chat("200", reply("d", "other")), reply("c", "3"))
+		f.enqueueAll(reply("c", "1"), reply("c", "2"), toChat("200", reply("d", "other")), reply("c", "3"))
 		if d := cmp.Diff([]string{"1"}, claimedTexts(f.claimOutbox("d1", telegram, 1))); d != "" {
 			t.Fatalf("d1's Claim(1) (-want +got):\n%s", d)
 		}
@@ -74,7 +74,7 @@ func runOutboxOrder(t *testing.T, b Backend) {
 	t.Run("unsent: a target's pending and claimed messages, not its acked or dead ones", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		target := reply("c", "").Target
-		other := chat("300", reply("c", "")).Target // never sent to
+		other := toChat("300", reply("c", "")).Target // never sent to
 		threaded := target
 		threaded.Thread = "7"
 		unsent := func(want bool, when string) {
@@ -94,7 +94,7 @@ func runOutboxOrder(t *testing.T, b Backend) {
 		}
 		unsent(false, "with nothing enqueued")
 		// Another chat's message is its own.
-		f.enqueueAll(chat("200", reply("c", "elsewhere")))
+		f.enqueueAll(toChat("200", reply("c", "elsewhere")))
 		unsent(false, "with another chat's message pending")
 		f.enqueueAll(reply("c", "acked"))
 		unsent(true, "with a pending message")
@@ -156,7 +156,7 @@ func runOutboxOrder(t *testing.T, b Backend) {
 		f := newFixture(t, b, sessions.Limits{})
 		const beat = 5 * time.Second
 		beatAll(t, f, beat, "d1", "d2")
-		f.enqueueAll(reply("c", "1"), chat("200", reply("d", "alive")))
+		f.enqueueAll(reply("c", "1"), toChat("200", reply("d", "alive")))
 		stale := f.claimOutbox("d1", telegram, 1)
 		alive := f.claimOutbox("d2", telegram, 1)
 		if len(stale) != 1 || len(alive) != 1 {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/llm"
@@ -180,7 +181,7 @@ func runPoolShared(t *testing.T, b Backend) {
 		return c
 	}
 	a, b2 := client(f.st), client(other)
-	req := llm.Request{Messages: []sessions.Message{{Role: "user", Content: "hi"}}}
+	req := llm.Request{Messages: []chat.Message{{Role: "user", Content: "hi"}}}
 	ask := func(c llm.Client) string {
 		t.Helper()
 		resp, err := c.Complete(context.Background(), req)
@@ -227,7 +228,7 @@ func runPoolOfOneKey(t *testing.T, b Backend) {
 		return c
 	}
 	alone, withFallback := client(false), client(true)
-	req := llm.Request{Messages: []sessions.Message{{Role: "user", Content: "hi"}}}
+	req := llm.Request{Messages: []chat.Message{{Role: "user", Content: "hi"}}}
 	var got []string
 	for _, c := range []llm.Client{alone, alone, alone, withFallback, alone} {
 		resp, err := c.Complete(f.ctx, req)

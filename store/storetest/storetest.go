@@ -16,8 +16,10 @@ import (
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/notes"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // Store is what a backend provides: one opened database serving every
@@ -27,6 +29,9 @@ import (
 // here, a Domain and its group in RunAll.
 type Store interface {
 	Sessions() sessions.Store
+	Signals() signals.Store
+	Timeline() sessions.Timeline
+	Notes() notes.Store
 	Outbox() outbox.Store
 	Leases() lease.Store
 	Cursors() adapters.Cursors

@@ -17,7 +17,7 @@ func item(conv, id, text string) sessions.TimelineItem {
 
 func (f *fixture) appendTimeline(it sessions.TimelineItem) string {
 	f.t.Helper()
-	cursor, err := f.ss.AppendTimeline(f.ctx, it)
+	cursor, err := f.tl.AppendTimeline(f.ctx, it)
 	if err != nil {
 		f.t.Fatalf("AppendTimeline(%q, %q): %v", it.Conv, it.ID, err)
 	}
@@ -44,7 +44,7 @@ func (f *fixture) appendTimelineAll(its ...sessions.TimelineItem) []sessions.Tim
 
 func (f *fixture) readTimeline(conv, after string, limit int) []sessions.TimelineItem {
 	f.t.Helper()
-	its, err := f.ss.ReadTimeline(f.ctx, conv, after, limit)
+	its, err := f.tl.ReadTimeline(f.ctx, conv, after, limit)
 	if err != nil {
 		f.t.Fatalf("ReadTimeline(%q, %q, %d): %v", conv, after, limit, err)
 	}
@@ -54,7 +54,7 @@ func (f *fixture) readTimeline(conv, after string, limit int) []sessions.Timelin
 // timelineEnd returns conv's TimelineEnd, failing the test on an error.
 func (f *fixture) timelineEnd(conv string) string {
 	f.t.Helper()
-	cursor, err := f.ss.TimelineEnd(f.ctx, conv)
+	cursor, err := f.tl.TimelineEnd(f.ctx, conv)
 	if err != nil {
 		f.t.Fatalf("TimelineEnd(%q): %v", conv, err)
 	}
@@ -187,7 +187,7 @@ func runTimeline(t *testing.T, b Backend) {
 		t.Run("bad cursor "+cursor, func(t *testing.T) {
 			f := newFixture(t, b, sessions.Limits{})
 			f.appendTimelineAll(item("c", "m1", "one"))
-			_, err := f.ss.ReadTimeline(f.ctx, "c", cursor, 10)
+			_, err := f.tl.ReadTimeline(f.ctx, "c", cursor, 10)
 			wantCode(t, "ReadTimeline", err, errs.Invalid)
 		})
 	}
@@ -208,7 +208,7 @@ func runTimeline(t *testing.T, b Backend) {
 	for _, tc := range bad {
 		t.Run("bad item: "+tc.desc, func(t *testing.T) {
 			f := newFixture(t, b, sessions.Limits{MaxEntryBytes: smallLimit})
-			_, err := f.ss.AppendTimeline(f.ctx, tc.item)
+			_, err := f.tl.AppendTimeline(f.ctx, tc.item)
 			wantCode(t, "AppendTimeline", err, tc.code)
 			if got := f.readTimeline("c", "", 10); len(got) != 0 {
 				t.Errorf("ReadTimeline after a refused append = %+v, want none", got)
@@ -221,9 +221,9 @@ func runTimeline(t *testing.T, b Backend) {
 
 	t.Run("read of a bad conversation key", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
-		_, err := f.ss.ReadTimeline(f.ctx, "", "", 10)
+		_, err := f.tl.ReadTimeline(f.ctx, "", "", 10)
 		wantCode(t, "ReadTimeline", err, errs.Invalid)
-		_, err = f.ss.TimelineEnd(f.ctx, "c\n")
+		_, err = f.tl.TimelineEnd(f.ctx, "c\n")
 		wantCode(t, "TimelineEnd", err, errs.Invalid)
 	})
 

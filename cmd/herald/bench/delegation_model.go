@@ -5,9 +5,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/llm"
-	"github.com/heraldgw/herald/sessions"
 )
 
 // childModel is the model of delegation.model: the one the children's
@@ -52,12 +52,12 @@ func (m *delegationModel) Complete(ctx context.Context, req llm.Request) (*llm.R
 		m.rec.toolAnswered(conv, time.Now())
 	}
 	resp := &llm.Response{
-		Message:      sessions.Message{Role: "assistant", Content: "Noted: herald bench reply."},
+		Message:      chat.Message{Role: "assistant", Content: "Noted: herald bench reply."},
 		FinishReason: "stop",
 	}
 	if tool != "" {
 		resp = &llm.Response{
-			Message: sessions.Message{Role: "assistant", ToolCalls: []sessions.ToolCall{
+			Message: chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{
 				{ID: "call_bench", Name: tool, Arguments: m.args},
 			}},
 			FinishReason: "tool_calls",
@@ -84,7 +84,7 @@ func (m *delegationModel) child(ctx context.Context) (*llm.Response, error) {
 		}
 	}
 	return &llm.Response{
-		Message:      sessions.Message{Role: "assistant", Content: childSummary},
+		Message:      chat.Message{Role: "assistant", Content: childSummary},
 		FinishReason: "stop",
 	}, nil
 }

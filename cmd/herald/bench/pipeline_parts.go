@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/llm"
-	"github.com/heraldgw/herald/sessions"
 )
 
 // pipeline is the gateway a turn goes through, with what the bench
@@ -73,7 +73,7 @@ func (m *delayModel) Complete(ctx context.Context, _ llm.Request) (*llm.Response
 		}
 	}
 	return &llm.Response{
-		Message:      sessions.Message{Role: "assistant", Content: "Noted: herald bench reply."},
+		Message:      chat.Message{Role: "assistant", Content: "Noted: herald bench reply."},
 		FinishReason: "stop",
 		// As a model's server reports them: the turn commits its usage
 		// with it, as a real turn does.

@@ -15,9 +15,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/llm"
-	"github.com/heraldgw/herald/sessions"
 )
 
 // Defaults for StreamOptions.
@@ -129,7 +129,7 @@ func (m *streamModel) Complete(ctx context.Context, req llm.Request) (*llm.Respo
 	if err != nil {
 		return nil, err
 	}
-	return &llm.Response{Message: sessions.Message{Role: "assistant", Content: text}, FinishReason: "stop"}, nil
+	return &llm.Response{Message: chat.Message{Role: "assistant", Content: text}, FinishReason: "stop"}, nil
 }
 
 // rawStream is the ceiling: a server that writes each piece to the

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -53,7 +54,7 @@ func BenchmarkRedisTurnCalls(b *testing.B) {
 			now := time.Now()
 			f := sessions.Finish{
 				EntryID: t.Entry.ID, Release: true, ClaimIfLeft: true, Handoff: handoff,
-				History: []sessions.Message{{Role: "user", Content: payload, At: now}, {Role: "assistant", Content: "Noted.", At: now}},
+				History: []chat.Message{{Role: "user", Content: payload, At: now}, {Role: "assistant", Content: "Noted.", At: now}},
 				Outbox:  []outbox.Message{{Target: outbox.Target{Platform: "telegram", Chat: "100"}, Conv: conv, Text: "Noted.", Kind: "reply"}},
 			}
 			if claimed, err := s.FinishAndClaim(ctx, t.Lease, f, "w1", time.Minute); err != nil || claimed != nil {

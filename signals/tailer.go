@@ -1,4 +1,4 @@
-package sessions
+package signals
 
 import (
 	"context"
@@ -8,73 +8,76 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heraldgw/herald/internal/bgloop"
 	"github.com/heraldgw/herald/internal/errs"
 )
 
-// Defaults for SignalTailerOptions.
+// Defaults for TailerOptions.
 const (
-	DefaultSignalInterval = 100 * time.Millisecond
-	DefaultSignalBatch    = 256
+	DefaultInterval = 100 * time.Millisecond
+	DefaultBatch    = 256
 )
 
-// SignalHandler takes the signals a tailer reads. TurnWorker is one; a
-// domain with kinds of its own (delegation.stop) is another. It is given
+// Handler takes the signals a tailer reads. The turn worker
+// (sessions.TurnWorker) is one; a domain with kinds of its own
+// (delegation.stop) is another. It is given
 // every signal, and drops those that are not its own. It must not block:
 // the handlers after it, and the next read, wait for it.
-type SignalHandler interface {
+type Handler interface {
 	HandleSignal(s Signal)
 }
 
-// SignalTailerOptions configure NewSignalTailer. At least one of Handler
+// TailerOptions configure NewTailer. At least one of Handler
 // and Handlers is required.
-type SignalTailerOptions struct {
-	Signals Signals // required
+type TailerOptions struct {
+	Store Store // required
 	// Handler, when set, is the first handler: usually this process's
-	// TurnWorker.
-	Handler SignalHandler
+	// turn worker.
+	Handler Handler
 	// Handlers take every signal after Handler, in order.
-	Handlers []SignalHandler
-	// Interval is the wait between reads; 0 means DefaultSignalInterval.
+	Handlers []Handler
+	// Interval is the wait between reads; 0 means DefaultInterval.
 	// A Poke reads at once.
 	Interval time.Duration
 	// Batch is how many signals one read asks for; 0 means
-	// DefaultSignalBatch.
+	// DefaultBatch.
 	Batch  int
 	Logger *slog.Logger // nil means slog.Default()
 	// Read counts the signals read, when set; for a metric.
 	Read func(n int)
 }
 
-// SignalTailer is a process's one reader of the shared signal log. It
+// Tailer is a process's one reader of the shared signal log. It
 // reads whatever the number of turns the process runs, and hands each
 // signal to every handler in order; each drops those for what it does not
 // run. A handler that panics is logged and the others still get the
 // signal: one domain's bug does not deafen the process's turns.
-type SignalTailer struct {
-	signals  Signals
-	handlers []SignalHandler
+type Tailer struct {
+	store    Store
+	handlers []Handler
 	interval time.Duration
 	batch    int
 	log      *slog.Logger
 	read     func(n int)
 
 	poke chan struct{}
+	loop bgloop.Loop
 
-	mu      sync.Mutex
-	started bool
-	cancel  context.CancelFunc
-	done    chan struct{}
+	// mu makes Start and Shutdown one at a time: a Shutdown waits for a
+	// Start under way, and stops the loop it started.
+	mu sync.Mutex
 	// cursor is where the next read starts, once positioned: a read from
-	// "" only finds the log's end.
+	// "" only finds the log's end. Start sets it before the loop runs;
+	// then the loop alone reads and sets it.
 	cursor     string
 	positioned bool
 }
 
-// NewSignalTailer returns a tailer; Start runs it. Errors: Invalid (no
-// signals, no handler, or a nil one among Handlers).
-func NewSignalTailer(opts SignalTailerOptions) (*SignalTailer, error) {
-	const op = "sessions.NewSignalTailer"
-	var handlers []SignalHandler
+// NewTailer returns a tailer; Start runs it. Errors: Invalid (no
+// store, no handler, or a nil one among Handlers).
+func NewTailer(opts TailerOptions) (*Tailer, error) {
+	const op = "signals.NewTailer"
+	var handlers []Handler
 	if opts.Handler != nil {
 		handlers = append(handlers, opts.Handler)
 	}
@@ -84,24 +87,23 @@ func NewSignalTailer(opts SignalTailerOptions) (*SignalTailer, error) {
 		}
 		handlers = append(handlers, h)
 	}
-	if opts.Signals == nil || len(handlers) == 0 {
-		return nil, errs.E(op, errs.Invalid, "a signal tailer needs signals and a handler")
+	if opts.Store == nil || len(handlers) == 0 {
+		return nil, errs.E(op, errs.Invalid, "a signal tailer needs a store and a handler")
 	}
-	t := &SignalTailer{
-		signals:  opts.Signals,
+	t := &Tailer{
+		store:    opts.Store,
 		handlers: handlers,
 		interval: opts.Interval,
 		batch:    opts.Batch,
 		log:      opts.Logger,
 		read:     opts.Read,
 		poke:     make(chan struct{}, 1),
-		done:     make(chan struct{}),
 	}
 	if t.interval <= 0 {
-		t.interval = DefaultSignalInterval
+		t.interval = DefaultInterval
 	}
 	if t.batch <= 0 {
-		t.batch = DefaultSignalBatch
+		t.batch = DefaultBatch
 	}
 	if t.log == nil {
 		t.log = slog.Default()
@@ -113,53 +115,43 @@ func NewSignalTailer(opts SignalTailerOptions) (*SignalTailer, error) {
 // signal sent after Start returns is read, then starts reading. A store
 // that cannot be reached now does not fail Start: the loop keeps trying.
 // Errors: Conflict (started before).
-func (t *SignalTailer) Start(ctx context.Context) error {
+func (t *Tailer) Start(ctx context.Context) error {
+	const op = "signals.Tailer.Start"
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.started {
-		return errs.E("sessions.SignalTailer.Start", errs.Conflict, "the signal tailer was started before")
+	if t.loop.Started() {
+		return errs.E(op, errs.Conflict, "the signal tailer was started before")
 	}
-	t.started = true
-	ctx, t.cancel = context.WithCancel(ctx)
-	if _, cursor, err := t.signals.SignalsAfter(ctx, "", t.batch); err != nil {
+	if _, cursor, err := t.store.SignalsAfter(ctx, "", t.batch); err != nil {
 		t.log.Warn("reading the signal log's end failed; retrying", "err", err)
 	} else {
 		t.cursor, t.positioned = cursor, true
 	}
-	go t.loop(ctx)
-	return nil
+	return t.loop.Start(ctx, op, t.tail)
 }
 
 // Shutdown stops reading and waits for the loop to end, or for ctx.
 // Shut the turn worker down first: its turns hear signals until they end.
-func (t *SignalTailer) Shutdown(ctx context.Context) error {
+func (t *Tailer) Shutdown(ctx context.Context) error {
 	t.mu.Lock()
-	started := t.started
-	cancel := t.cancel
-	t.mu.Unlock()
-	if !started {
-		return nil
+	defer t.mu.Unlock()
+	if err := t.loop.Stop(ctx); err != nil {
+		return errs.Wrap("signals.Tailer.Shutdown", errs.Unavailable, err)
 	}
-	cancel()
-	select {
-	case <-t.done:
-		return nil
-	case <-ctx.Done():
-		return errs.Wrap("sessions.SignalTailer.Shutdown", errs.Unavailable, ctx.Err())
-	}
+	return nil
 }
 
 // Poke makes the tailer read now: this process just sent a signal, and a
 // turn it runs itself should not wait for the next read.
-func (t *SignalTailer) Poke() {
+func (t *Tailer) Poke() {
 	select {
 	case t.poke <- struct{}{}:
 	default:
 	}
 }
 
-func (t *SignalTailer) loop(ctx context.Context) {
-	defer close(t.done)
+// tail reads on every tick and poke until ctx ends.
+func (t *Tailer) tail(ctx context.Context) {
 	tick := time.NewTicker(t.interval)
 	defer tick.Stop()
 	for {
@@ -174,24 +166,20 @@ func (t *SignalTailer) loop(ctx context.Context) {
 }
 
 // readAll reads until the log's end, in batches.
-func (t *SignalTailer) readAll(ctx context.Context) {
+func (t *Tailer) readAll(ctx context.Context) {
 	for ctx.Err() == nil {
-		t.mu.Lock()
 		after, positioned := t.cursor, t.positioned
-		t.mu.Unlock()
 		if !positioned {
 			after = ""
 		}
-		sigs, next, err := t.signals.SignalsAfter(ctx, after, t.batch)
+		sigs, next, err := t.store.SignalsAfter(ctx, after, t.batch)
 		if err != nil {
 			if ctx.Err() == nil {
 				t.log.Warn("reading signals failed", "err", err)
 			}
 			return
 		}
-		t.mu.Lock()
 		t.cursor, t.positioned = next, true
-		t.mu.Unlock()
 		if !positioned {
 			return // that read only found the end to start from
 		}
@@ -211,7 +199,7 @@ func (t *SignalTailer) readAll(ctx context.Context) {
 
 // hand gives s to h, and logs a panic of h instead of letting it end the
 // loop: the other handlers and the reads that follow go on.
-func (t *SignalTailer) hand(h SignalHandler, s Signal) {
+func (t *Tailer) hand(h Handler, s Signal) {
 	defer func() {
 		if r := recover(); r != nil {
 			t.log.Error("a signal handler panicked", "handler", fmt.Sprintf("%T", h),

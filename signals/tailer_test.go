@@ -1,47 +1,31 @@
-package sessions_test
+package signals_test
 
 import (
-	"bytes"
 	"context"
+	"io"
 	"log/slog"
-	"slices"
+	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
 
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/testkit"
-	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
-// handled records the signals a tailer hands on.
-type handled struct {
-	mu   sync.Mutex
-	got  []string
-	seen chan struct{} // closed and replaced on every signal
-}
+// handled records the signals a tailer hands on, as "conv kind".
+type handled struct{ testkit.Recorder[string] }
 
-func newHandled() *handled { return &handled{seen: make(chan struct{})} }
+func newHandled() *handled { return &handled{} }
 
-func (h *handled) HandleSignal(s sessions.Signal) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.got = append(h.got, s.Conv+" "+string(s.Kind))
-	close(h.seen)
-	h.seen = make(chan struct{})
-}
+func (h *handled) HandleSignal(s signals.Signal) { h.Add(s.Conv + " " + string(s.Kind)) }
 
-func (h *handled) list() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.got)
-}
-
-func TestSignalTailer(t *testing.T) {
+func TestTailer(t *testing.T) {
 	tests := []struct {
 		desc     string
 		before   []string // conversations signalled before Start: never handed on
@@ -58,14 +42,14 @@ func TestSignalTailer(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			noLeaks(t)
 			ctx := context.Background()
-			sig := newFakeSignals(clock.Real{})
+			sig := testkit.NewSignalLog(clock.Real{})
 			for _, c := range tc.before {
-				if err := sig.Signal(ctx, sessions.Signal{Conv: c, Kind: sessions.SignalStop}); err != nil {
+				if err := sig.Signal(ctx, signals.Signal{Conv: c, Kind: signals.Stop}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			h := newHandled()
-			tl, err := sessions.NewSignalTailer(sessions.SignalTailerOptions{Signals: sig, Handler: h, Batch: tc.batch, Interval: tc.interval, Logger: quietLog()})
+			tl, err := signals.NewTailer(signals.TailerOptions{Store: sig, Handler: h, Batch: tc.batch, Interval: tc.interval, Logger: quietLog()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,7 +59,7 @@ func TestSignalTailer(t *testing.T) {
 			t.Cleanup(func() { _ = tl.Shutdown(ctx) })
 			var want []string
 			for _, c := range tc.after {
-				if err := sig.Signal(ctx, sessions.Signal{Conv: c, Kind: sessions.SignalStop}); err != nil {
+				if err := sig.Signal(ctx, signals.Signal{Conv: c, Kind: signals.Stop}); err != nil {
 					t.Fatal(err)
 				}
 				want = append(want, c+" stop")
@@ -83,8 +67,8 @@ func TestSignalTailer(t *testing.T) {
 			if tc.poke {
 				tl.Poke()
 			}
-			testkit.Eventually(t, "every signal handed on", func() bool { return len(h.list()) >= len(want) })
-			if diff := cmp.Diff(want, h.list()); diff != "" {
+			h.Wait(t, len(want))
+			if diff := cmp.Diff(want, h.All()); diff != "" {
 				t.Errorf("handed on (-want +got):\n%s", diff)
 			}
 			if err := tl.Shutdown(ctx); err != nil {
@@ -94,10 +78,10 @@ func TestSignalTailer(t *testing.T) {
 	}
 }
 
-func TestSignalTailerStartsTwice(t *testing.T) {
+func TestTailerStartsTwice(t *testing.T) {
 	noLeaks(t)
 	ctx := context.Background()
-	tl, err := sessions.NewSignalTailer(sessions.SignalTailerOptions{Signals: newFakeSignals(clock.Real{}), Handler: newHandled(), Logger: quietLog()})
+	tl, err := signals.NewTailer(signals.TailerOptions{Store: testkit.NewSignalLog(clock.Real{}), Handler: newHandled(), Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,55 +94,23 @@ func TestSignalTailerStartsTwice(t *testing.T) {
 	}
 }
 
-// ledger records, in one list, what each of several handlers was handed,
-// so a test sees the order across handlers too.
-type ledger struct {
-	mu  sync.Mutex
-	got []string
-}
-
-func (l *ledger) list() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.got)
-}
-
-// ledgerHandler writes what it is handed into a ledger under its name,
-// then panics when panics is set.
+// ledgerHandler writes what it is handed into a ledger, one list of
+// what each of several handlers was handed, so a test sees the order
+// across handlers too; then it panics when panics is set.
 type ledgerHandler struct {
 	name   string
-	l      *ledger
+	l      *testkit.Recorder[string]
 	panics bool
 }
 
-func (h ledgerHandler) HandleSignal(s sessions.Signal) {
-	h.l.mu.Lock()
-	h.l.got = append(h.l.got, h.name+" "+s.Conv+" "+string(s.Kind)+" "+s.Target)
-	h.l.mu.Unlock()
+func (h ledgerHandler) HandleSignal(s signals.Signal) {
+	h.l.Add(h.name + " " + s.Conv + " " + string(s.Kind) + " " + s.Target)
 	if h.panics {
 		panic("a bug in " + h.name)
 	}
 }
 
-// lockedBuffer is a log sink a test reads while the tailer writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-func TestSignalTailerFansOut(t *testing.T) {
+func TestTailerFansOut(t *testing.T) {
 	tests := []struct {
 		desc string
 		// handler, when set, is passed as Handler; handlers as Handlers.
@@ -175,9 +127,9 @@ func TestSignalTailerFansOut(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			noLeaks(t)
 			ctx := context.Background()
-			sig := newFakeSignals(clock.Real{})
-			l := &ledger{}
-			opts := sessions.SignalTailerOptions{Signals: sig, Interval: time.Hour}
+			sig := testkit.NewSignalLog(clock.Real{})
+			l := &testkit.Recorder[string]{}
+			opts := signals.TailerOptions{Store: sig, Interval: time.Hour}
 			var order []string
 			if tc.handler != "" {
 				opts.Handler = ledgerHandler{name: tc.handler, l: l, panics: tc.panics[tc.handler]}
@@ -187,9 +139,9 @@ func TestSignalTailerFansOut(t *testing.T) {
 				opts.Handlers = append(opts.Handlers, ledgerHandler{name: name, l: l, panics: tc.panics[name]})
 				order = append(order, name)
 			}
-			logs := &lockedBuffer{}
+			logs := &testkit.LogBuffer{}
 			opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
-			tl, err := sessions.NewSignalTailer(opts)
+			tl, err := signals.NewTailer(opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -199,8 +151,8 @@ func TestSignalTailerFansOut(t *testing.T) {
 			t.Cleanup(func() { _ = tl.Shutdown(ctx) })
 
 			// Two rounds: the loop still reads after a handler panicked.
-			rounds := [][]sessions.Signal{
-				{{Conv: "a:1", Kind: sessions.SignalStop}, {Conv: "a:1", Kind: "delegation.stop", Target: "sub-1"}},
+			rounds := [][]signals.Signal{
+				{{Conv: "a:1", Kind: signals.Stop}, {Conv: "a:1", Kind: "delegation.stop", Target: "sub-1"}},
 				{{Conv: "a:2", Kind: "delegation.steer", Target: "sub-2"}},
 			}
 			var want []string
@@ -214,9 +166,9 @@ func TestSignalTailerFansOut(t *testing.T) {
 					}
 				}
 				tl.Poke()
-				testkit.Eventually(t, "every signal handed to every handler", func() bool { return len(l.list()) >= len(want) })
+				l.Wait(t, len(want))
 			}
-			if diff := cmp.Diff(want, l.list()); diff != "" {
+			if diff := cmp.Diff(want, l.All()); diff != "" {
 				t.Errorf("handed on (-want +got):\n%s", diff)
 			}
 			wantPanics := 0
@@ -235,35 +187,35 @@ func TestSignalTailerFansOut(t *testing.T) {
 	}
 }
 
-func TestNewSignalTailerRefuses(t *testing.T) {
-	sig := newFakeSignals(clock.Real{})
+func TestNewTailerRefuses(t *testing.T) {
+	sig := testkit.NewSignalLog(clock.Real{})
 	tests := []struct {
 		desc string
-		opts sessions.SignalTailerOptions
+		opts signals.TailerOptions
 	}{
-		{desc: "no signals", opts: sessions.SignalTailerOptions{Handler: newHandled()}},
-		{desc: "no handler", opts: sessions.SignalTailerOptions{Signals: sig}},
-		{desc: "an empty list of handlers", opts: sessions.SignalTailerOptions{Signals: sig, Handlers: []sessions.SignalHandler{}}},
-		{desc: "a nil handler in the list", opts: sessions.SignalTailerOptions{Signals: sig, Handlers: []sessions.SignalHandler{newHandled(), nil}}},
+		{desc: "no store", opts: signals.TailerOptions{Handler: newHandled()}},
+		{desc: "no handler", opts: signals.TailerOptions{Store: sig}},
+		{desc: "an empty list of handlers", opts: signals.TailerOptions{Store: sig, Handlers: []signals.Handler{}}},
+		{desc: "a nil handler in the list", opts: signals.TailerOptions{Store: sig, Handlers: []signals.Handler{newHandled(), nil}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			if _, err := sessions.NewSignalTailer(tc.opts); !errs.Is(err, errs.Invalid) {
-				t.Errorf("NewSignalTailer: %v, want an Invalid error", err)
+			if _, err := signals.NewTailer(tc.opts); !errs.Is(err, errs.Invalid) {
+				t.Errorf("NewTailer: %v, want an Invalid error", err)
 			}
 		})
 	}
 }
 
-func TestSignalKindDomain(t *testing.T) {
+func TestKindDomain(t *testing.T) {
 	tests := []struct {
 		desc string
-		kind sessions.SignalKind
+		kind signals.Kind
 		want string
 	}{
 		{desc: "a domain's kind", kind: "delegation.stop", want: "delegation"},
 		{desc: "digits and underscores", kind: "kan_ban2.move_card", want: "kan_ban2"},
-		{desc: "the sessions' own kind", kind: sessions.SignalStop},
+		{desc: "the turn's own kind", kind: signals.Stop},
 		{desc: "upper case", kind: "Delegation.Stop"},
 		{desc: "no name", kind: "delegation."},
 		{desc: "no domain", kind: ".stop"},
@@ -275,8 +227,23 @@ func TestSignalKindDomain(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			if got := tc.kind.Domain(); got != tc.want {
-				t.Errorf("SignalKind(%q).Domain() = %q, want %q", tc.kind, got, tc.want)
+				t.Errorf("Kind(%q).Domain() = %q, want %q", tc.kind, got, tc.want)
 			}
 		})
 	}
+}
+
+// noLeaks checks, at the end of the test, after every cleanup registered
+// later, that the test left no goroutine behind.
+func noLeaks(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+}
+
+// quietLog keeps test output readable; set HERALD_TEST_LOG to see it.
+func quietLog() *slog.Logger {
+	if os.Getenv("HERALD_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
