@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/signals/signalstest"
+
 	"go.uber.org/goleak"
 
 	"github.com/heraldgw/herald/chat"
@@ -73,7 +75,7 @@ type gateway struct {
 	db      *sqlite.DB
 	store   sessions.Store
 	outbox  outbox.Store
-	signals *testkit.SignalLog
+	signals *signalstest.Log
 	worker  *sessions.TurnWorker
 	tailer  *signals.Tailer
 	router  *sessions.Router
@@ -83,7 +85,7 @@ type gateway struct {
 
 type gatewayOptions struct {
 	db       *sqlite.DB // nil opens a new one
-	signals  *testkit.SignalLog
+	signals  *signalstest.Log
 	clock    clock.Clock
 	runner   sessions.TurnRunner
 	worker   sessions.TurnWorkerOptions // Store, Runner, Metrics are filled in
@@ -126,7 +128,7 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 		o.db = openDB(t, o.clock)
 	}
 	if o.signals == nil {
-		o.signals = testkit.NewSignalLog(o.clock)
+		o.signals = signalstest.NewLog(o.clock)
 	}
 	g := &gateway{t: t, db: o.db, store: o.db.Sessions(), outbox: o.db.Outbox(), signals: o.signals, metrics: &counters{}}
 	if o.wrap != nil {

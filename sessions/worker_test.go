@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/signals/signalstest"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
@@ -1043,7 +1045,7 @@ func TestBusyInputReachesAnUnmarkedTurnInAnotherProcess(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			noLeaks(t)
 			db := openDB(t, clock.Real{})
-			signals := testkit.NewSignalLog(clock.Real{})
+			signals := signalstest.NewLog(clock.Real{})
 			r := newGateRunner()
 			opts := gatewayOptions{db: db, signals: signals, runner: r, mode: mode, worker: sessions.TurnWorkerOptions{MarkAfter: -1}}
 			a, b := startGateway(t, opts), startGateway(t, opts)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/signals/signalstest"
+
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
@@ -42,7 +44,7 @@ func TestTailer(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			noLeaks(t)
 			ctx := context.Background()
-			sig := testkit.NewSignalLog(clock.Real{})
+			sig := signalstest.NewLog(clock.Real{})
 			for _, c := range tc.before {
 				if err := sig.Signal(ctx, signals.Signal{Conv: c, Kind: signals.Stop}); err != nil {
 					t.Fatal(err)
@@ -81,7 +83,7 @@ func TestTailer(t *testing.T) {
 func TestTailerStartsTwice(t *testing.T) {
 	noLeaks(t)
 	ctx := context.Background()
-	tl, err := signals.NewTailer(signals.TailerOptions{Store: testkit.NewSignalLog(clock.Real{}), Handler: newHandled(), Logger: quietLog()})
+	tl, err := signals.NewTailer(signals.TailerOptions{Store: signalstest.NewLog(clock.Real{}), Handler: newHandled(), Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +129,7 @@ func TestTailerFansOut(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			noLeaks(t)
 			ctx := context.Background()
-			sig := testkit.NewSignalLog(clock.Real{})
+			sig := signalstest.NewLog(clock.Real{})
 			l := &testkit.Recorder[string]{}
 			opts := signals.TailerOptions{Store: sig, Interval: time.Hour}
 			var order []string
@@ -188,7 +190,7 @@ func TestTailerFansOut(t *testing.T) {
 }
 
 func TestNewTailerRefuses(t *testing.T) {
-	sig := testkit.NewSignalLog(clock.Real{})
+	sig := signalstest.NewLog(clock.Real{})
 	tests := []struct {
 		desc string
 		opts signals.TailerOptions

@@ -40,7 +40,7 @@ const (
 // domain rules by being named here.
 var domains = []string{
 	"sessions", "sessions/agent", "delegation", "cronjobs", "kanban",
-	"controllers", "outbox", "lease", "tools", "llm",
+	"controllers", "outbox", "lease", "tools", "llm", "chat", "notes",
 	"delivery", "signals", "approvals", "media", "mcp",
 }
 
@@ -58,9 +58,9 @@ func layerOf(pkg string) layer {
 		return wiring
 	case pkg == "adapters" || pkg == "adapters/chatfmt":
 		return shared
-	case pkg == "adapters/adaptertest":
-		// Test support, not an adapter: it runs the real adapters against
-		// the fake platforms for the gateway's and delivery's tests.
+	case pkg == "adapters/adaptertest" || pkg == "signals/signalstest":
+		// Test support: the real adapters against the fake platforms for
+		// the gateway's and delivery's tests, and an in-memory signal log.
 		return tests
 	case strings.HasPrefix(pkg, "adapters/"):
 		return adapter

@@ -1,6 +1,5 @@
 // Package testkit holds what herald's tests share: a scripted model
 // server, a real redis-server, the helpers every test of a background
-// loop needs (Run, LogBuffer), an in-memory signal log (SignalLog), and,
-// in its subpackages, fake chat platforms (telegramfake, slackfake,
-// discordfake).
+// loop needs (Run, LogBuffer), and, in its subpackages, fake chat
+// platforms (telegramfake, slackfake, discordfake).
 package testkit

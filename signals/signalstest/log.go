@@ -1,4 +1,6 @@
-package testkit
+// Package signalstest holds an in-memory signal log for the tests of
+// what sends and tails signals.
+package signalstest
 
 import (
 	"context"
@@ -11,26 +13,26 @@ import (
 	"github.com/heraldgw/herald/signals"
 )
 
-// SignalLog is an in-memory signal log (signals.Store) for the tests of
+// Log is an in-memory signal log (signals.Store) for the tests of
 // what sends and tails signals. Cursors are positions in it.
-type SignalLog struct {
+type Log struct {
 	clock clock.Clock
 
 	mu  sync.Mutex
 	log []signals.Signal
 }
 
-var _ signals.Store = (*SignalLog)(nil)
+var _ signals.Store = (*Log)(nil)
 
-// NewSignalLog returns an empty log that stamps signals with clk's time.
-func NewSignalLog(clk clock.Clock) *SignalLog { return &SignalLog{clock: clk} }
+// NewLog returns an empty log that stamps signals with clk's time.
+func NewLog(clk clock.Clock) *Log { return &Log{clock: clk} }
 
 // Signal appends s. Errors: Invalid (no conversation).
-func (l *SignalLog) Signal(_ context.Context, s signals.Signal) error {
+func (l *Log) Signal(_ context.Context, s signals.Signal) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if s.Conv == "" {
-		return errs.E("testkit.SignalLog.Signal", errs.Invalid, "empty conversation")
+		return errs.E("testkit.Log.Signal", errs.Invalid, "empty conversation")
 	}
 	s.Cursor = strconv.Itoa(len(l.log) + 1)
 	s.At = l.clock.Now()
@@ -40,7 +42,7 @@ func (l *SignalLog) Signal(_ context.Context, s signals.Signal) error {
 
 // SignalsAfter reads as signals.Store says. Errors: Invalid (a cursor
 // the log did not make).
-func (l *SignalLog) SignalsAfter(_ context.Context, after string, limit int) ([]signals.Signal, string, error) {
+func (l *Log) SignalsAfter(_ context.Context, after string, limit int) ([]signals.Signal, string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if after == "" {
@@ -48,14 +50,14 @@ func (l *SignalLog) SignalsAfter(_ context.Context, after string, limit int) ([]
 	}
 	from, err := strconv.Atoi(after)
 	if err != nil || from < 0 || from > len(l.log) {
-		return nil, "", errs.E("testkit.SignalLog.SignalsAfter", errs.Invalid, "bad cursor %q", after)
+		return nil, "", errs.E("testkit.Log.SignalsAfter", errs.Invalid, "bad cursor %q", after)
 	}
 	end := min(len(l.log), from+limit)
 	return slices.Clone(l.log[from:end]), strconv.Itoa(end), nil
 }
 
 // Sent returns every signal appended so far, oldest first.
-func (l *SignalLog) Sent() []signals.Signal {
+func (l *Log) Sent() []signals.Signal {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.log)
