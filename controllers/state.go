@@ -133,8 +133,11 @@ func (s State) Check(op string) error {
 // change wins over a decision made before it.
 type Put struct{ State State }
 
-// WriteKind is "controllers.put".
-func (Put) WriteKind() string { return "controllers.put" }
+// WritePut is Put's write kind.
+const WritePut = "controllers.put"
+
+// WriteKind is WritePut.
+func (Put) WriteKind() string { return WritePut }
 
 // remove deletes k's state from st over the version it reads, reading
 // again when another writer was first. Errors: NotFound.

@@ -48,8 +48,10 @@ type Capability struct {
 	// Settled is told how the delivery of an outbox message with a Ref
 	// ended (DeliveryOptions.Settled).
 	Settled func(m outbox.Message, accepted bool, reason string)
-	// Committed is told of each turn whose commit carried writes.
-	Committed func(sessions.Committed)
+	// Committed are its listeners of committed writes, by write kind
+	// (sessions.Write's WriteKind): each is told of every write of its
+	// kind a turn's commit carried, in the commit's order.
+	Committed map[string]func(sessions.Committed, sessions.Write)
 	// Signals handles the store's signals in this process, after the
 	// turn worker.
 	Signals signals.Handler
@@ -151,10 +153,12 @@ func (cs assembled) settled(m outbox.Message, accepted bool, reason string) {
 }
 
 // committed tells each capability of a turn's committed writes.
-func (cs assembled) committed(w sessions.Committed) {
-	for _, c := range cs {
-		if c.Committed != nil {
-			c.Committed(w)
+func (cs assembled) committed(done sessions.Committed) {
+	for _, w := range done.Writes {
+		for _, c := range cs {
+			if listen := c.Committed[w.WriteKind()]; listen != nil {
+				listen(done, w)
+			}
 		}
 	}
 }

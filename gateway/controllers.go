@@ -75,7 +75,10 @@ func newControllers(a *assembly) (*Capability, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Capability{Runner: p.runner, Committed: p.committed}
+	// A state a turn's commit wrote may owe a continuation at once.
+	c := &Capability{Runner: p.runner, Committed: map[string]func(sessions.Committed, sessions.Write){
+		controllers.WritePut: func(sessions.Committed, sessions.Write) { p.wake() },
+	}}
 	// Controllers queue their ticks through the router, as completions.
 	c.Routed = func(r *sessions.Router) error {
 		var err error
@@ -128,16 +131,5 @@ func (p *controllerParts) changed(conv string) {
 func (p *controllerParts) wake() {
 	if p.scheduler != nil {
 		p.scheduler.Wake()
-	}
-}
-
-// committed wakes the scheduler for the states a turn's commit wrote:
-// a continuation owed fires at once.
-func (p *controllerParts) committed(c sessions.Committed) {
-	for _, w := range c.Writes {
-		if _, ok := w.(controllers.Put); ok {
-			p.wake()
-			return
-		}
 	}
 }

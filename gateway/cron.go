@@ -41,9 +41,12 @@ func newCron(a *assembly) (*Capability, error) {
 		return nil, err
 	}
 	c := &Capability{
-		Settled:   p.settled,
-		Committed: p.committed,
-		API:       func(o *api.Options) { o.Cron = p.manager },
+		Settled: p.settled,
+		// A job a turn's commit created may be due before the next poll.
+		Committed: map[string]func(sessions.Committed, sessions.Write){
+			cronjobs.WriteCreate: func(sessions.Committed, sessions.Write) { p.wake() },
+		},
+		API: func(o *api.Options) { o.Cron = p.manager },
 	}
 	if !a.cfg.Cron.Enabled {
 		return c, nil
@@ -80,16 +83,6 @@ func newCron(a *assembly) (*Capability, error) {
 func (p *cronParts) wake() {
 	if p.scheduler != nil {
 		p.scheduler.Wake()
-	}
-}
-
-// committed wakes the scheduler for the jobs a turn's commit created.
-func (p *cronParts) committed(c sessions.Committed) {
-	for _, w := range c.Writes {
-		if _, ok := w.(cronjobs.Create); ok {
-			p.wake()
-			return
-		}
 	}
 }
 

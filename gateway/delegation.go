@@ -120,7 +120,7 @@ func newDelegation(a *assembly) (*Capability, error) {
 			p.spawner.SetTools(set)
 			return nil
 		},
-		Committed: p.committed,
+		Committed: map[string]func(sessions.Committed, sessions.Write){delegation.WriteDispatch: p.dispatched},
 		Signals:   p.runner,
 		API:       func(o *api.Options) { o.Delegations = a.delegationService(p) },
 	}
@@ -149,26 +149,21 @@ func newDelegation(a *assembly) (*Capability, error) {
 	return c, nil
 }
 
-// committed acts on a turn's committed dispatches: the runner starts
-// them at once, unless /stop or /new ended the turn, whose dispatches are
+// dispatched acts on a dispatch a turn committed: the runner starts it
+// at once, unless /stop or /new ended the turn, whose dispatches are
 // stopped before any instance runs them. The deliverer is woken too: a
 // dispatch the commit found no room for was written ended, its
 // completion due.
-func (p *delegationParts) committed(c sessions.Committed) {
-	for _, w := range c.Writes {
-		d, ok := w.(delegation.Dispatch)
-		if !ok {
-			continue
-		}
-		p.runner.Dispatched(d.Delegation)
-		if c.Stopped {
-			p.stopDispatch(d.Delegation)
-			continue
-		}
-		p.runner.Wake()
-		if p.deliverer != nil {
-			p.deliverer.Wake()
-		}
+func (p *delegationParts) dispatched(c sessions.Committed, w sessions.Write) {
+	d := w.(delegation.Dispatch)
+	p.runner.Dispatched(d.Delegation)
+	if c.Stopped {
+		p.stopDispatch(d.Delegation)
+		return
+	}
+	p.runner.Wake()
+	if p.deliverer != nil {
+		p.deliverer.Wake()
 	}
 }
 
