@@ -316,7 +316,7 @@ func TestAgentsAndControl(t *testing.T) {
 	testkit.EventuallyWithin(t, waitReply, func() (bool, string) { return held.Waiting() == 1, "the slow child never started" })
 	// /agents answers from the store: ask once the quick child's end is
 	// recorded.
-	gw.waitLog(`"msg":"sub-agent ended","part":"subagents","subagent":"` + ids[1] + `","status":"completed"`)
+	gw.waitLog(`"msg":"sub-agent ended","part":"delegation","subagent":"` + ids[1] + `","status":"completed"`)
 
 	api.mustPost(t, "ctl", "/agents")
 	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {

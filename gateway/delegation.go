@@ -44,7 +44,7 @@ func newDelegation(a *assembly) (*Capability, error) {
 	if a.cfg.Auxiliary.Review != (config.AuxModel{}) {
 		reviewModel = a.cfg.Auxiliary.Review.Fallback(a.cfg.Model).Model
 	}
-	p := &delegationParts{log: a.log.With("part", "subagents")}
+	p := &delegationParts{log: a.log.With("part", "delegation")}
 	transcripts := &delegation.Transcripts{
 		Dir:    filepath.Join(a.cfg.Home, "cache", "delegation", "live"),
 		Redact: a.redact.String,
@@ -126,8 +126,8 @@ func newDelegation(a *assembly) (*Capability, error) {
 	}
 	// Children run beside the turns; on a stop they end interrupted and
 	// their completions wait in the store for the next deliverer. The
-	// runner's part is named "subagents" in the logs.
-	c.Components = []namedComponent{{name: "subagents", c: p.runner}}
+	// runner's part is named "delegation" in the logs.
+	c.Components = []namedComponent{{name: "delegation", c: p.runner}}
 	c.Routed = func(r *sessions.Router) error {
 		var err error
 		p.deliverer, err = delegation.NewDeliverer(delegation.DelivererOptions{

@@ -238,12 +238,12 @@ func printStopped(w io.Writer, d delegation.Delegation, stopped []string) error 
 		_, err := fmt.Fprintf(w, "%s has ended (%s); nothing to stop\n", d.ID, d.Status())
 		return err
 	}
-	_, err := fmt.Fprintf(w, "sent the stop to %s of %s\n", subagents(len(stopped), "sub-agent"), d.ID)
+	_, err := fmt.Fprintf(w, "sent the stop to %s of %s\n", plural(len(stopped), "sub-agent"), d.ID)
 	return err
 }
 
-// subagents is n of what, counted: "1 sub-agent", "2 sub-agents".
-func subagents(n int, what string) string {
+// plural is n of what, counted: "1 sub-agent", "2 sub-agents".
+func plural(n int, what string) string {
 	if n == 1 {
 		return "1 " + what
 	}

@@ -220,7 +220,7 @@ store's signals to stop it, and this waits for it.`
 				if err != nil {
 					return err
 				}
-				_, err = fmt.Fprintf(m.Stdout, "archived %s done more than %s ago\n", subagents(n, "card"), olderThan)
+				_, err = fmt.Fprintf(m.Stdout, "archived %s done more than %s ago\n", plural(n, "card"), olderThan)
 				return err
 			})
 		},

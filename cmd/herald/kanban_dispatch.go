@@ -207,7 +207,7 @@ func (m *Main) dispatchOnce(ctx context.Context, b *board, asJSON bool) error {
 			return err
 		}
 		if n := once.Running(); n > 0 {
-			fmt.Fprintf(m.Stdout, "waiting for %s (Ctrl-C stops them and releases their claims)\n", subagents(n, "worker"))
+			fmt.Fprintf(m.Stdout, "waiting for %s (Ctrl-C stops them and releases their claims)\n", plural(n, "worker"))
 		}
 	}
 	ended, interrupted := once.Wait(ctx, r.Claimed)

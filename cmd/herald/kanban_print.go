@@ -183,7 +183,7 @@ func printKanbanRuns(w io.Writer, rs []kanban.Run) error {
 // printStats prints the counts by status, then by lane.
 func printStats(w io.Writer, st kanban.BoardStats) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "board %s: %s\n", st.Board, subagents(st.Total, "card"))
+	fmt.Fprintf(&b, "board %s: %s\n", st.Board, plural(st.Total, "card"))
 	for _, s := range kanban.Statuses {
 		fmt.Fprintf(&b, "  %-10s %d\n", s, st.Statuses[string(s)])
 	}
