@@ -4,11 +4,8 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/adapters/adaptertest"
@@ -51,49 +48,4 @@ func openSQLite(t *testing.T, clk clock.Clock) *sqlite.DB {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	return db
-}
-
-// metricValue reads one counter or gauge sample; labels are name=value
-// pairs. A metric with no sample yet reads 0.
-func metricValue(t *testing.T, m *Metrics, name string, labels ...string) float64 {
-	t.Helper()
-	families, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, s := range f.GetMetric() {
-			if !hasLabels(s, labels) {
-				continue
-			}
-			switch {
-			case s.Counter != nil:
-				return s.Counter.GetValue()
-			case s.Gauge != nil:
-				return s.Gauge.GetValue()
-			case s.Histogram != nil:
-				return float64(s.Histogram.GetSampleCount())
-			}
-		}
-	}
-	return 0
-}
-
-func hasLabels(s *dto.Metric, labels []string) bool {
-	for _, kv := range labels {
-		name, value, _ := strings.Cut(kv, "=")
-		found := false
-		for _, l := range s.GetLabel() {
-			if l.GetName() == name && l.GetValue() == value {
-				found = true
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
 }

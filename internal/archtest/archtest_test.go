@@ -41,7 +41,7 @@ const (
 var domains = []string{
 	"sessions", "sessions/agent", "delegation", "cronjobs", "kanban",
 	"controllers", "outbox", "lease", "tools", "llm",
-	"delivery", "signals", "approvals", "media", "mcp",
+	"delivery", "signals", "approvals", "media", "mcp", "metrics",
 }
 
 var backends = []string{"store/sqlite", "store/redis"}
