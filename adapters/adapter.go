@@ -149,10 +149,10 @@ type Streamer interface {
 
 // Exclusive is an adapter whose Run may run in one process only among
 // all those sharing a store: a Telegram long poll, a Discord gateway
-// shard. The gateway holds a lease named by Exclusive before it calls
-// Run, renews it while Run runs, and ends Run's context when the lease is
-// lost; another process takes over within the lease TTL when the owner
-// dies. An empty name means Run may run everywhere at once (webhooks).
+// shard. The gateway runs it under an Owner (ownership.go), which holds
+// a lease named by Exclusive before it calls Run, renews it while Run
+// runs, and ends Run's context when the lease is lost; another process
+// takes over within the lease TTL when the owner dies. An empty name means Run may run everywhere at once (webhooks).
 // Send never needs the lease. Before each platform call only the owner
 // makes (a poll, a gateway connection), Run calls CheckOwner on its
 // context, so an owner that stalled past its lease makes none once
@@ -164,10 +164,10 @@ type Exclusive interface {
 // ownerKey keys the ownership check in an exclusive adapter's context.
 type ownerKey struct{}
 
-// WithOwner returns ctx carrying check, which CheckOwner calls: the
-// gateway gives an exclusive adapter's Run a context that checks the
-// lease's fencing token in the store.
-func WithOwner(ctx context.Context, check func(context.Context) error) context.Context {
+// withOwner returns ctx carrying check, which CheckOwner calls: an Owner
+// gives an exclusive adapter's Run a context that checks the lease's
+// fencing token in the store.
+func withOwner(ctx context.Context, check func(context.Context) error) context.Context {
 	return context.WithValue(ctx, ownerKey{}, check)
 }
 

@@ -68,7 +68,7 @@ func newControllers(a *assembly) (*Capability, error) {
 		JudgeTimeout: a.cfg.Goal.JudgeTimeout,
 		LoopMaxTicks: a.cfg.Loop.MaxTicks,
 		Ended:        ended,
-		Dropped:      func(k controllers.Kind) { a.metrics.controllerStale.WithLabelValues(string(k)).Inc() },
+		Dropped:      func(k controllers.Kind) { a.metrics.ControllerDropped(string(k)) },
 		Clock:        a.clock,
 		Logger:       a.log.With("part", "controllers"),
 	})
@@ -90,7 +90,7 @@ func newControllers(a *assembly) (*Capability, error) {
 			Busy:   a.convBusy,
 			Ended:  ended,
 			Fired: func(k controllers.Kind, outcome string) {
-				a.metrics.controllerFires.WithLabelValues(string(k), outcome).Inc()
+				a.metrics.ControllerFired(string(k), outcome)
 			},
 			Name: a.opts.Name,
 			// A fire's claim follows the conversations' lease, as cron's.

@@ -50,7 +50,7 @@ func TestGatewayGoal(t *testing.T) {
 			if n := len(h.waitItem("g", "worked on: Continue working")); n != 1 {
 				t.Errorf("continuation turns = %d, want 1", n)
 			}
-			if n := metricValue(t, h.g.metrics, "herald_controller_fires_total", "kind=goal", "outcome=queued"); n != 2 {
+			if n := testkit.MetricValue(t, h.g.metrics.Registry(), "herald_controller_fires_total", "kind=goal", "outcome=queued"); n != 2 {
 				t.Errorf("goal fires queued = %v, want 2 (its start and one continuation)", n)
 			}
 		})

@@ -23,8 +23,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/adapters/api"
 	"github.com/heraldgw/herald/config"
@@ -35,6 +33,7 @@ import (
 	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/metrics"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/sessions/agent"
@@ -105,7 +104,7 @@ type Gateway struct {
 	log     *slog.Logger
 	clock   clock.Clock
 	redact  *redact.Redactor
-	metrics *Metrics
+	metrics *metrics.Metrics
 
 	db Store
 	// lock is held shared beside a SQLite store while the gateway runs
@@ -115,7 +114,7 @@ type Gateway struct {
 	turns    *sessions.TurnWorker
 	tailer   *signals.Tailer
 	delivery *delivery.Worker
-	gauges   *StoreGauges
+	gauges   *metrics.StoreGauges
 	// parts are the background loops, in start order (components.go).
 	parts    components
 	api      *api.Server
@@ -128,7 +127,6 @@ type Gateway struct {
 	// change the boards with.
 	boards   *kanbanParts
 	adapters []adapters.Adapter
-	owned    *prometheus.GaugeVec // herald_adapter_owned
 	routes   *delivery.Routes
 	mux      *http.ServeMux
 	server   *http.Server
@@ -165,7 +163,7 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 	if err := api.RequireKey(cfg.HTTP.Addr, cfg.HTTP.APIKey); err != nil {
 		return nil, errs.Wrap(op, errs.Invalid, err)
 	}
-	g := &Gateway{cfg: cfg, opts: opts, clock: opts.Clock, metrics: NewMetrics(), routes: delivery.NewRoutes()}
+	g := &Gateway{cfg: cfg, opts: opts, clock: opts.Clock, metrics: metrics.NewMetrics(), routes: delivery.NewRoutes()}
 	if g.clock == nil {
 		g.clock = clock.Real{}
 	}
@@ -378,8 +376,6 @@ func (g *Gateway) build() error {
 	if g.presence.Drives() {
 		watch = g.presence.Watch
 	}
-	g.owned = ownedGauge(g.metrics)
-
 	// What a turn's model streams reaches the local API's streamed
 	// completions waiting on it in this process.
 	deltas := &sessions.Deltas{Redact: g.redact.String}
@@ -432,7 +428,7 @@ func (g *Gateway) build() error {
 	if err := caps.routed(g.router); err != nil {
 		return err
 	}
-	g.gauges = NewStoreGauges(g.db.Outbox(), store, g.metrics, 0, 0, log)
+	g.gauges = metrics.NewStoreGauges(g.db.Outbox(), store, g.metrics, 0, 0, log)
 
 	// The background loops (components.go), in dependency order: each
 	// starts after the ones above it and stops before them. The turns
@@ -640,6 +636,25 @@ func (g *Gateway) runAdapter(ctx context.Context, a adapters.Adapter) {
 	}
 }
 
+// adapterRun is how runAdapter runs a once: Run, behind the adapter's
+// lease when it is exclusive.
+func (g *Gateway) adapterRun(a adapters.Adapter) func(context.Context) error {
+	run := func(ctx context.Context) error { return g.runOnce(ctx, a) }
+	name := adapters.ExclusiveName(a)
+	if name == "" {
+		return run
+	}
+	o := adapters.NewOwner(adapters.OwnerOptions{
+		Leases: g.db.Leases(),
+		Name:   name,
+		Holder: g.opts.Name,
+		TTL:    g.cfg.Store.LeaseTTL,
+		Owned:  g.metrics.AdapterOwned(a.Platform()),
+		Logger: g.log.With("platform", a.Platform()),
+	})
+	return func(ctx context.Context) error { return o.Run(ctx, run) }
+}
+
 // runOnce runs a once, turning a panic into an error so that one adapter
 // cannot take the gateway down.
 func (g *Gateway) runOnce(ctx context.Context, a adapters.Adapter) (err error) {
@@ -756,7 +771,7 @@ func (g *Gateway) Handler() http.Handler { return g.mux }
 func (g *Gateway) StopTimeout() time.Duration { return g.opts.Grace + g.opts.Drain }
 
 // Metrics are the gateway's metrics.
-func (g *Gateway) Metrics() *Metrics { return g.metrics }
+func (g *Gateway) Metrics() *metrics.Metrics { return g.metrics }
 
 // Store is the opened store, for tests and tools that inspect it.
 func (g *Gateway) Store() Store { return g.db }

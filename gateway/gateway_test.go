@@ -198,9 +198,19 @@ func TestGatewayRunsTurnsThroughTheAPI(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	if h.g.gauges.queue == nil {
-		t.Error("the gateway's gauges count no turn queue: herald_queue_depth would stay 0")
+	// The gauges count the turn queues: a turn held at the model is one
+	// entry being run.
+	gate := testkit.NewGate()
+	model.Script(testkit.Reply("held").Until(gate))
+	asked := model.Count()
+	h.post("c2", "wait")
+	model.WaitRequests(asked + 1)
+	h.g.gauges.Refresh(context.Background())
+	if d := testkit.MetricValue(t, h.g.metrics.Registry(), "herald_queue_depth"); d != 1 {
+		t.Errorf("herald_queue_depth %v with a turn running, want 1: the gateway's gauges count no turn queue", d)
 	}
+	gate.Release()
+	h.waitItem("c2", "held")
 	if !strings.Contains(h.logs.String(), `"conv":"api:c1"`) {
 		t.Errorf("no log line names the conversation: %s", h.logs)
 	}

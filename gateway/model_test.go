@@ -53,7 +53,7 @@ func TestGatewayModelKeysAndFallback(t *testing.T) {
 		{"herald_model_key_rotations_total", "payment", 1},
 		{"herald_model_key_rotations_total", "rate_limited", 0},
 	} {
-		if got := metricValue(t, h.g.metrics, c.name, pool, "reason="+c.reason); got != c.want {
+		if got := testkit.MetricValue(t, h.g.metrics.Registry(), c.name, pool, "reason="+c.reason); got != c.want {
 			t.Errorf("%s{%s} = %v, want %v", c.name, c.reason, got, c.want)
 		}
 	}
@@ -76,7 +76,7 @@ func TestGatewayModelKeysAndFallback(t *testing.T) {
 		t.Error("the switch to the fallback was not logged")
 	}
 	from, to := "from="+providerName("test-model", model.URL()), "to="+providerName("fb-model", fallback.URL())
-	if got := metricValue(t, h.g.metrics, "herald_model_fallbacks_total", from, to, "reason=rate_limited"); got != 1 {
+	if got := testkit.MetricValue(t, h.g.metrics.Registry(), "herald_model_fallbacks_total", from, to, "reason=rate_limited"); got != 1 {
 		t.Errorf("herald_model_fallbacks_total = %v, want 1 switch for the exhausted pool", got)
 	}
 }
@@ -145,7 +145,7 @@ func TestGatewayAuxModelsFallBackLikeTheMain(t *testing.T) {
 		t.Errorf("the main server had %d requests, want the child's one", n)
 	}
 	from, to := "from="+providerName("child-model", model.URL()), "to="+providerName("fb-model", fallback.URL())
-	if got := metricValue(t, h.g.metrics, "herald_model_fallbacks_total", from, to); got != 1 {
+	if got := testkit.MetricValue(t, h.g.metrics.Registry(), "herald_model_fallbacks_total", from, to); got != 1 {
 		t.Errorf("the child's switch counted %v times, want 1", got)
 	}
 	n := fallback.Count()
@@ -204,7 +204,7 @@ func TestGatewayStatusFallbackIsTheConversations(t *testing.T) {
 	if meta[fbPrompt] == "" || meta[mainPrompt] != "" {
 		t.Errorf("f's usage: fb-model %q, test-model %q; want the fallback's alone", meta[fbPrompt], meta[mainPrompt])
 	}
-	if n := metricValue(t, h.g.metrics, "herald_model_tokens_total", "model=fb-model", "kind=prompt"); n == 0 {
+	if n := testkit.MetricValue(t, h.g.metrics.Registry(), "herald_model_tokens_total", "model=fb-model", "kind=prompt"); n == 0 {
 		t.Error("herald_model_tokens_total counts no prompt tokens of fb-model")
 	}
 	// The line is the conversation's, read on any instance: /status says it.

@@ -230,7 +230,7 @@ func TestGatewayKeepsTheConversationsUsage(t *testing.T) {
 	})
 	h.post("use", "/status")
 	h.waitItem("use", want)
-	if n := metricValue(t, h.g.metrics, "herald_model_tokens_total", "model=test-model", "kind=completion"); n != float64(completion) {
+	if n := testkit.MetricValue(t, h.g.metrics.Registry(), "herald_model_tokens_total", "model=test-model", "kind=completion"); n != float64(completion) {
 		t.Errorf("completion tokens counted = %v, want %d", n, completion)
 	}
 }

@@ -48,7 +48,7 @@ func TestGatewayStreamsRepliesOnEachPlatform(t *testing.T) {
 					if got[0].ID != first.ID {
 						t.Errorf("the reply is message %s, want the one in progress, %s", got[0].ID, first.ID)
 					}
-					if n := metricValue(t, h.g.metrics, "herald_stream_calls_total", "platform="+p.Name, "call=post", "result=ok"); n != 1 {
+					if n := testkit.MetricValue(t, h.g.metrics.Registry(), "herald_stream_calls_total", "platform="+p.Name, "call=post", "result=ok"); n != 1 {
 						t.Errorf("herald_stream_calls_total of posts = %v, want 1", n)
 					}
 					return

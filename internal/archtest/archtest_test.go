@@ -41,7 +41,7 @@ const (
 var domains = []string{
 	"sessions", "sessions/agent", "delegation", "cronjobs", "kanban",
 	"controllers", "outbox", "lease", "tools", "llm", "chat", "notes",
-	"delivery", "signals", "approvals", "media", "mcp",
+	"delivery", "signals", "metrics", "approvals", "media", "mcp",
 }
 
 var backends = []string{"store/sqlite", "store/redis"}

@@ -1,7 +1,9 @@
-package gateway
+package metrics
 
 import (
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heraldgw/herald/delivery"
 	"github.com/heraldgw/herald/sessions"
@@ -41,4 +43,22 @@ func (m *Metrics) DeliveryHooks() delivery.Metrics {
 		Acked:      m.acked,
 		StreamCall: m.streamCall,
 	}
+}
+
+// ControllerFired counts a fire of a session controller of kind run by
+// this process (controllers.SchedulerOptions.Fired).
+func (m *Metrics) ControllerFired(kind, outcome string) {
+	m.controllerFires.WithLabelValues(kind, outcome).Inc()
+}
+
+// ControllerDropped counts an entry of a controller of kind dropped
+// unrun (controllers.RunnerOptions.Dropped).
+func (m *Metrics) ControllerDropped(kind string) {
+	m.controllerStale.WithLabelValues(kind).Inc()
+}
+
+// AdapterOwned is herald_adapter_owned of platform: 1 while this process
+// holds an exclusive adapter's lease and runs it, else 0.
+func (m *Metrics) AdapterOwned(platform string) prometheus.Gauge {
+	return m.adapterOwned.WithLabelValues(platform)
 }

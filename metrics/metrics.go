@@ -1,4 +1,7 @@
-package gateway
+// Package metrics holds herald's Prometheus metrics: the registry, the
+// hooks the turn worker, the router and the delivery worker count on,
+// the model calls' timing, and the gauges refreshed from the store.
+package metrics
 
 import (
 	"cmp"
@@ -52,6 +55,8 @@ type Metrics struct {
 
 	controllerFires *prometheus.CounterVec
 	controllerStale *prometheus.CounterVec
+
+	adapterOwned *prometheus.GaugeVec
 }
 
 // NewMetrics returns the metrics on a fresh registry that also carries
@@ -108,6 +113,8 @@ func NewMetrics() *Metrics {
 		"Model requests of this process that left a key for another of its pool, by pool and the failure's class.", "pool", "reason")
 	m.modelFallbacks = counterVec(reg, "herald_model_fallbacks_total",
 		"Model requests of this process that went on to a fallback (model.fallbacks), by the model left (from), the one asked next (to), both model@host, and the failure's class.", "from", "to", "reason")
+	m.adapterOwned = gaugeVec(reg, "herald_adapter_owned",
+		"Exclusive adapters (a long poll, a gateway shard) this process holds the lease of and runs, by platform.", "platform")
 	return m
 }
 
@@ -127,6 +134,12 @@ func counterVec(reg *prometheus.Registry, name, help string, labels ...string) *
 
 func gauge(reg *prometheus.Registry, name, help string) prometheus.Gauge {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	reg.MustRegister(g)
+	return g
+}
+
+func gaugeVec(reg *prometheus.Registry, name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
 	reg.MustRegister(g)
 	return g
 }

@@ -1,15 +1,13 @@
-package gateway
+package adapters
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/lease"
 )
@@ -21,76 +19,72 @@ const leaseCallTimeout = 5 * time.Second
 // errLeaseLost ends an exclusive adapter's Run when its lease is gone.
 var errLeaseLost = errors.New("the adapter's ownership lease was lost")
 
-// exclusiveName is the lease name a's Run needs, or "" when a may run in
+// ExclusiveName is the lease name a's Run needs, or "" when a may run in
 // every process at once.
-func exclusiveName(a adapters.Adapter) string {
-	if ex, ok := a.(adapters.Exclusive); ok {
+func ExclusiveName(a Adapter) string {
+	if ex, ok := a.(Exclusive); ok {
 		return ex.Exclusive()
 	}
 	return ""
 }
 
-// ownedGauge is herald_adapter_owned: 1 while this process holds an
-// exclusive adapter's lease and runs it, else 0.
-func ownedGauge(m *Metrics) *prometheus.GaugeVec {
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "herald_adapter_owned",
-		Help: "Exclusive adapters (a long poll, a gateway shard) this process holds the lease of and runs, by platform.",
-	}, []string{"platform"})
-	m.Registry().MustRegister(g)
-	return g
+// OwnerOptions configure an Owner.
+type OwnerOptions struct {
+	Leases lease.Store
+	Name   string // the adapter's exclusive name; its lease is "adapter:" + Name
+	Holder string // this process
+	TTL    time.Duration
+	// Renew is the pause between renewals; zero: a third of TTL.
+	Renew time.Duration
+	// Poll is the pause between a waiting process's tries; zero: a tenth
+	// of TTL. The lease lapses at most TTL after its owner dies (it
+	// renewed at most a third before), and the waiter takes it within a
+	// tenth more.
+	Poll time.Duration
+	// Owned is set to 1 while Run runs here, else 0
+	// (herald_adapter_owned); a prometheus.Gauge is one. Nil: none.
+	Owned interface{ Set(float64) }
+	// Logger logs waiting, taking over and losing the lease; nil: the
+	// default.
+	Logger *slog.Logger
 }
 
-// adapterRun is how runAdapter runs a once: Run, behind the adapter's
-// lease when it is exclusive.
-func (g *Gateway) adapterRun(a adapters.Adapter) func(context.Context) error {
-	run := func(ctx context.Context) error { return g.runOnce(ctx, a) }
-	name := exclusiveName(a)
-	if name == "" {
-		return run
-	}
-	o := g.newOwner(a, name)
-	return func(ctx context.Context) error { return o.run(ctx, run) }
-}
-
-// owner runs an exclusive adapter in this process only while the process
+// Owner runs an exclusive adapter in this process only while the process
 // holds its lease: it waits for the lease, renews it every third of its
 // TTL while Run runs, ends Run when a renewal fails, finds another holder
 // or a new token (the lease lapsed in between), then waits again, and
 // releases the lease when Run returns. Run's context checks the grant's
-// fencing token in the store (adapters.CheckOwner) before each call only
-// the owner makes.
-type owner struct {
+// fencing token in the store (CheckOwner) before each call only the owner
+// makes.
+type Owner struct {
 	leases lease.Store
 	name   string // the lease: "adapter:" + the adapter's exclusive name
 	holder string // this process
 	ttl    time.Duration
-	every  time.Duration // a third of ttl: the pause between renewals
-	// poll is the pause between a waiting process's tries, a tenth of
-	// ttl: the lease lapses at most ttl after its owner dies (it renewed
-	// at most a third before), and the waiter takes it within a tenth
-	// more.
-	poll  time.Duration
-	log   *slog.Logger
-	owned prometheus.Gauge
+	every  time.Duration // the pause between renewals
+	poll   time.Duration // the pause between a waiting process's tries
+	log    *slog.Logger
+	owned  interface{ Set(float64) }
 }
 
-func (g *Gateway) newOwner(a adapters.Adapter, name string) *owner {
-	return &owner{
-		leases: g.db.Leases(),
-		name:   "adapter:" + name,
-		holder: g.opts.Name,
-		ttl:    g.cfg.Store.LeaseTTL,
-		every:  max(g.cfg.Store.LeaseTTL/3, time.Millisecond),
-		poll:   max(g.cfg.Store.LeaseTTL/10, time.Millisecond),
-		log:    g.log.With("platform", a.Platform(), "lease", "adapter:"+name),
-		owned:  g.owned.WithLabelValues(a.Platform()),
+// NewOwner returns the owner of the adapter opts.Name; Run runs it.
+func NewOwner(opts OwnerOptions) *Owner {
+	name := "adapter:" + opts.Name
+	return &Owner{
+		leases: opts.Leases,
+		name:   name,
+		holder: opts.Holder,
+		ttl:    opts.TTL,
+		every:  cmp.Or(opts.Renew, max(opts.TTL/3, time.Millisecond)),
+		poll:   cmp.Or(opts.Poll, max(opts.TTL/10, time.Millisecond)),
+		log:    cmp.Or(opts.Logger, slog.Default()).With("lease", name),
+		owned:  opts.Owned,
 	}
 }
 
-// run calls run each time this process takes the lease, until ctx ends
+// Run calls run each time this process takes the lease, until ctx ends
 // (nil) or run returns by itself (run's error).
-func (o *owner) run(ctx context.Context, run func(context.Context) error) error {
+func (o *Owner) Run(ctx context.Context, run func(context.Context) error) error {
 	for {
 		token := o.wait(ctx)
 		if token == 0 {
@@ -108,7 +102,7 @@ func (o *owner) run(ctx context.Context, run func(context.Context) error) error 
 // process holds it or the store does not answer, and returns the grant's
 // token, or 0 when ctx ended first. It logs once that it waits, and when
 // it takes over.
-func (o *owner) wait(ctx context.Context) int64 {
+func (o *Owner) wait(ctx context.Context) int64 {
 	waited, failing := false, false
 	for {
 		actx, cancel := context.WithTimeout(ctx, o.every)
@@ -142,15 +136,15 @@ func (o *owner) wait(ctx context.Context) int64 {
 // hold runs run, under the grant token, while renewing the lease. lost
 // reports that run ended because the lease was lost while ctx still runs;
 // otherwise the lease is released.
-func (o *owner) hold(ctx context.Context, token int64, run func(context.Context) error) (lost bool, err error) {
+func (o *Owner) hold(ctx context.Context, token int64, run func(context.Context) error) (lost bool, err error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { o.renew(runCtx, cancel, token, stop) })
-	o.owned.Set(1)
-	err = run(adapters.WithOwner(runCtx, o.checker(cancel, token)))
-	o.owned.Set(0)
+	o.setOwned(1)
+	err = run(withOwner(runCtx, o.checker(cancel, token)))
+	o.setOwned(0)
 	close(stop)
 	wg.Wait()
 	if ctx.Err() == nil && errors.Is(context.Cause(runCtx), errLeaseLost) {
@@ -166,13 +160,19 @@ func (o *owner) hold(ctx context.Context, token int64, run func(context.Context)
 	return false, err
 }
 
-// checker is what adapters.CheckOwner calls in Run: it checks in the
+func (o *Owner) setOwned(v float64) {
+	if o.owned != nil {
+		o.owned.Set(v)
+	}
+}
+
+// checker is what CheckOwner calls in Run: it checks in the
 // store that this process holds the lease under token, unexpired, and
 // when it does not, cancels Run's context with errLeaseLost and returns
 // that. A store that does not answer (within a third of the TTL) is an
 // error too, without ending Run: the adapter waits and checks again, and
 // the renewals decide.
-func (o *owner) checker(cancel context.CancelCauseFunc, token int64) func(context.Context) error {
+func (o *Owner) checker(cancel context.CancelCauseFunc, token int64) func(context.Context) error {
 	return func(ctx context.Context) error {
 		cctx, ccancel := context.WithTimeout(ctx, o.every)
 		held, err := o.leases.Check(cctx, o.name, o.holder, token)
@@ -195,7 +195,7 @@ func (o *owner) checker(cancel context.CancelCauseFunc, token int64) func(contex
 // lapsed in between, and another process may have run the adapter). Each
 // renewal is bounded by a third of the TTL, so a hung store is noticed
 // before the lease runs out.
-func (o *owner) renew(ctx context.Context, cancel context.CancelCauseFunc, token int64, stop <-chan struct{}) {
+func (o *Owner) renew(ctx context.Context, cancel context.CancelCauseFunc, token int64, stop <-chan struct{}) {
 	t := time.NewTicker(o.every)
 	defer t.Stop()
 	for {

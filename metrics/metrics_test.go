@@ -1,18 +1,36 @@
-package gateway
+package metrics_test
 
 import (
 	"context"
+	"log/slog"
+	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/heraldgw/herald/internal/testkit"
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/metrics"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/store/sqlite"
 )
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// openSQLite opens a store on a fresh file with clk.
+func openSQLite(t *testing.T, clk clock.Clock) *sqlite.DB {
+	t.Helper()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "herald.db"), sqlite.Options{Clock: clk})
+	if err != nil {
+		t.Fatalf("sqlite.Open: %v", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
 
 func TestStoreGaugesCountPendingAndDead(t *testing.T) {
 	ctx := context.Background()
@@ -31,19 +49,19 @@ func TestStoreGaugesCountPendingAndDead(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m := NewMetrics()
-	g := NewStoreGauges(ob, nil, m, time.Hour, 0, quietLogger())
+	m := metrics.NewMetrics()
+	g := metrics.NewStoreGauges(ob, nil, m, time.Hour, 0, quietLogger())
 	g.Refresh(ctx)
-	if p, d := metricValue(t, m, "herald_outbox_pending"), metricValue(t, m, "herald_outbox_dead"); p != 2 || d != 1 {
+	if p, d := testkit.MetricValue(t, m.Registry(), "herald_outbox_pending"), testkit.MetricValue(t, m.Registry(), "herald_outbox_dead"); p != 2 || d != 1 {
 		t.Errorf("pending %v, dead %v; want 2, 1", p, d)
 	}
 
 	// The listing is capped.
-	capped := NewStoreGauges(ob, nil, m, time.Hour, 1, quietLogger())
+	capped := metrics.NewStoreGauges(ob, nil, m, time.Hour, 1, quietLogger())
 	if err := capped.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, "the capped refresh", func() bool { return metricValue(t, m, "herald_outbox_pending") == 1 })
+	testkit.Eventually(t, "the capped refresh", func() bool { return testkit.MetricValue(t, m.Registry(), "herald_outbox_pending") == 1 })
 	if err := capped.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -58,13 +76,13 @@ func TestQueueDepthGauge(t *testing.T) {
 		}
 	}
 	q := db.Sessions()
-	m := NewMetrics()
-	NewStoreGauges(db.Outbox(), q, m, time.Hour, 0, quietLogger()).Refresh(ctx)
-	if d := metricValue(t, m, "herald_queue_depth"); d != 3 {
+	m := metrics.NewMetrics()
+	metrics.NewStoreGauges(db.Outbox(), q, m, time.Hour, 0, quietLogger()).Refresh(ctx)
+	if d := testkit.MetricValue(t, m.Registry(), "herald_queue_depth"); d != 3 {
 		t.Errorf("herald_queue_depth %v, want 3", d)
 	}
-	NewStoreGauges(db.Outbox(), q, m, time.Hour, 2, quietLogger()).Refresh(ctx)
-	if d := metricValue(t, m, "herald_queue_depth"); d != 2 {
+	metrics.NewStoreGauges(db.Outbox(), q, m, time.Hour, 2, quietLogger()).Refresh(ctx)
+	if d := testkit.MetricValue(t, m.Registry(), "herald_queue_depth"); d != 2 {
 		t.Errorf("herald_queue_depth %v with a cap of 2, want 2", d)
 	}
 }
@@ -72,7 +90,7 @@ func TestQueueDepthGauge(t *testing.T) {
 // The delivery worker's and the streaming driver's hooks count on the
 // gateway's metrics, under the names and labels the dashboards read.
 func TestDeliveryHooksCount(t *testing.T) {
-	m := NewMetrics()
+	m := metrics.NewMetrics()
 	h := m.DeliveryHooks()
 	h.Attempt("telegram", adapters.RateLimited)
 	h.Resent("telegram")
@@ -87,7 +105,7 @@ func TestDeliveryHooksCount(t *testing.T) {
 		{"herald_delivery_ack_seconds", nil},
 		{"herald_stream_calls_total", []string{"platform=slack", "call=edit", "result=refused"}},
 	} {
-		if got := metricValue(t, m, c.name, c.labels...); got != 1 {
+		if got := testkit.MetricValue(t, m.Registry(), c.name, c.labels...); got != 1 {
 			t.Errorf("%s%v = %v, want 1", c.name, c.labels, got)
 		}
 	}

@@ -1,4 +1,4 @@
-package gateway
+package metrics
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func (g *StoreGauges) Start(ctx context.Context) error {
 	if g.loop.Started() {
 		return nil
 	}
-	return g.loop.Start(ctx, "gateway.StoreGauges.Start", func(ctx context.Context) {
+	return g.loop.Start(ctx, "metrics.StoreGauges.Start", func(ctx context.Context) {
 		tick := time.NewTicker(g.interval)
 		defer tick.Stop()
 		for {
