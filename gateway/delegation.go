@@ -156,7 +156,7 @@ func newDelegation(a *assembly) (*Capability, error) {
 // completion due.
 func (p *delegationParts) dispatched(c sessions.Committed, w sessions.Write) {
 	d := w.(delegation.Dispatch)
-	p.runner.Dispatched(d.Delegation)
+	p.runner.Committed(d.Delegation)
 	if c.Stopped {
 		p.stopDispatch(d.Delegation)
 		return
