@@ -29,3 +29,17 @@ func TargetsFor(cfg config.Config, platforms []string) Targets {
 func OutputsFor(cfg config.Config) Outputs {
 	return Outputs{Dir: filepath.Join(cfg.Home, "cron", "output")}
 }
+
+// ManagerFor is the manager of the jobs on store of a gateway with cfg
+// and the platforms named (TargetsFor): the one the gateway and the CLI
+// both build, which sets Changed and Clock where it needs them.
+func ManagerFor(cfg config.Config, store Store, platforms []string) Manager {
+	return Manager{
+		Store:      store,
+		Outputs:    OutputsFor(cfg),
+		Targets:    TargetsFor(cfg, platforms),
+		Timezone:   cfg.Cron.Timezone,
+		Toolsets:   cfg.Toolsets(),
+		ScriptsDir: cfg.CronScriptsDir(),
+	}
+}

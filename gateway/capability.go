@@ -91,11 +91,17 @@ type assembly struct {
 
 // targets are where cron's reports and the boards' notifications can go.
 func (a *assembly) targets() cronjobs.Targets {
-	var platforms []string
+	return cronjobs.TargetsFor(a.cfg, a.served())
+}
+
+// served are the chat platforms this gateway serves beside the local
+// API.
+func (a *assembly) served() []string {
+	var out []string
 	for _, ad := range a.opts.Adapters {
-		platforms = append(platforms, ad.Platform())
+		out = append(out, ad.Platform())
 	}
-	return cronjobs.TargetsFor(a.cfg, platforms)
+	return out
 }
 
 // assembled are the capabilities made, in list order.

@@ -24,16 +24,9 @@ type cronParts struct {
 func newCron(a *assembly) (*Capability, error) {
 	p := &cronParts{}
 	targets := a.targets()
-	p.manager = cronjobs.Manager{
-		Store:      a.db.Cron(),
-		Outputs:    cronjobs.OutputsFor(a.cfg),
-		Targets:    targets,
-		Timezone:   a.cfg.Cron.Timezone,
-		Toolsets:   a.toolsets,
-		ScriptsDir: a.cfg.CronScriptsDir(),
-		Changed:    func() { p.wake() },
-		Clock:      a.clock,
-	}
+	p.manager = cronjobs.ManagerFor(a.cfg, a.db.Cron(), a.served())
+	p.manager.Changed = func() { p.wake() }
+	p.manager.Clock = a.clock
 	if err := a.registry.Register(cronjobs.Toolset, cronjobs.Tool(p.manager)); err != nil {
 		return nil, err
 	}

@@ -53,13 +53,7 @@ or a comma list.`,
 			return fmt.Errorf("opening the store: %w", err)
 		}
 		defer db.Close()
-		return f(ctx, cronjobs.Manager{
-			Store:    db.Cron(),
-			Outputs:  cronjobs.OutputsFor(cfg),
-			Targets:  cronjobs.TargetsFor(cfg, gateway.ConfiguredPlatforms(cfg.Platforms)),
-			Timezone: cfg.Cron.Timezone,
-			Toolsets: cfg.Toolsets(),
-		})
+		return f(ctx, cronjobs.ManagerFor(cfg, db.Cron(), gateway.ConfiguredPlatforms(cfg.Platforms)))
 	}
 	oneID := func(cmd *cobra.Command, args []string) error {
 		if len(args) != 1 || strings.TrimSpace(args[0]) == "" {
