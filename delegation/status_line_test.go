@@ -2,15 +2,14 @@ package delegation_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/adapters/adaptertest"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/outbox"
 )
@@ -46,81 +45,20 @@ func statusBatch(t *testing.T, s stores) (end func() delegation.Delegation) {
 	}
 }
 
-// presenceCall is one status call a presenceAdapter got: post (a new
-// status line), edit or clear.
-type presenceCall struct {
-	kind string
-	id   string // the status line's
-	text string
-}
-
-// presenceAdapter is an adapter that shows presence and records its
-// status calls; a posted line gets the id "s1", "s2", …, after status,
-// when set, answered.
-type presenceAdapter struct {
-	status func(ctx context.Context, id, text string) error
-
-	mu    sync.Mutex
-	calls []presenceCall
-	posts int
-}
-
-var (
-	_ adapters.Adapter  = (*presenceAdapter)(nil)
-	_ adapters.Presence = (*presenceAdapter)(nil)
-)
-
-func (p *presenceAdapter) Platform() string { return "slack" }
-
-func (p *presenceAdapter) Run(ctx context.Context, _ adapters.Inbox) error {
-	<-ctx.Done()
-	return nil
-}
-
-func (p *presenceAdapter) Send(context.Context, outbox.Message) adapters.SendResult {
-	return adapters.SendResult{Outcome: adapters.Accepted}
-}
-
-func (p *presenceAdapter) Typing(context.Context, outbox.Target) error { return nil }
-
-func (p *presenceAdapter) Status(ctx context.Context, _ outbox.Target, id, text string) (string, error) {
-	kind := "edit"
-	if id == "" {
-		kind = "post"
-	}
-	p.record(presenceCall{kind: kind, id: id, text: text})
-	if p.status != nil {
-		if err := p.status(ctx, id, text); err != nil {
-			return "", err
+// presenceCalls are pa's status calls (post, edit, clear) with the
+// fields these tests compare.
+func presenceCalls(pa *adaptertest.Presence) []adaptertest.PresenceCall {
+	var got []adaptertest.PresenceCall
+	for _, c := range pa.Calls() {
+		if c.Kind == "typing" {
+			continue
 		}
+		got = append(got, adaptertest.PresenceCall{Kind: c.Kind, ID: c.ID, Text: c.Text})
 	}
-	if id != "" {
-		return id, nil
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.posts++
-	return fmt.Sprintf("s%d", p.posts), nil
+	return got
 }
 
-func (p *presenceAdapter) ClearStatus(_ context.Context, _ outbox.Target, id string) error {
-	p.record(presenceCall{kind: "clear", id: id})
-	return nil
-}
-
-func (p *presenceAdapter) record(c presenceCall) {
-	p.mu.Lock()
-	p.calls = append(p.calls, c)
-	p.mu.Unlock()
-}
-
-func presenceCalls(pa *presenceAdapter) []presenceCall {
-	pa.mu.Lock()
-	defer pa.mu.Unlock()
-	return append([]presenceCall(nil), pa.calls...)
-}
-
-func statusLine(s stores, pa *presenceAdapter, owner string) func(context.Context, delegation.Delegation) {
+func statusLine(s stores, pa *adaptertest.Presence, owner string) func(context.Context, delegation.Delegation) {
 	return delegation.StatusLines(delegation.StatusLinesOptions{
 		Adapters: []adapters.Adapter{pa}, Meta: s.meta, Once: s.once, Read: s.dlg.Delegation, Owner: owner, Logger: slog.Default(),
 	})
@@ -129,18 +67,18 @@ func statusLine(s stores, pa *presenceAdapter, owner string) func(context.Contex
 func TestStatusLine(t *testing.T) {
 	eachStore(t, func(t *testing.T, s stores) {
 		ctx := context.Background()
-		pa := &presenceAdapter{}
+		pa := &adaptertest.Presence{Adapter: adaptertest.Adapter{Name: "slack"}}
 		end := statusBatch(t, s)
 		// Two instances end children in turn: the line is one, edited.
 		for i := range 3 {
 			statusLine(s, pa, []string{"a", "b"}[i%2])(ctx, end())
 		}
-		want := []presenceCall{
-			{kind: "post", text: "Background: 1 of 3 sub-agents done"},
-			{kind: "edit", id: "s1", text: "Background: 2 of 3 sub-agents done"},
-			{kind: "clear", id: "s1"},
+		want := []adaptertest.PresenceCall{
+			{Kind: "post", Text: "Background: 1 of 3 sub-agents done"},
+			{Kind: "edit", ID: "s1", Text: "Background: 2 of 3 sub-agents done"},
+			{Kind: "clear", ID: "s1"},
 		}
-		if diff := cmp.Diff(want, presenceCalls(pa), cmp.AllowUnexported(presenceCall{})); diff != "" {
+		if diff := cmp.Diff(want, presenceCalls(pa)); diff != "" {
 			t.Errorf("presence calls (-want +got):\n%s", diff)
 		}
 		meta, err := s.meta.Meta(ctx, "slack:C1")
@@ -158,7 +96,7 @@ func TestStatusLinePostedOnce(t *testing.T) {
 	eachStore(t, func(t *testing.T, s stores) {
 		ctx := context.Background()
 		posting, release := make(chan struct{}), make(chan struct{})
-		pa := &presenceAdapter{status: func(_ context.Context, id, _ string) error {
+		pa := &adaptertest.Presence{Adapter: adaptertest.Adapter{Name: "slack"}, OnStatus: func(_ context.Context, id, _ string) error {
 			if id == "" {
 				close(posting)
 				<-release
@@ -176,15 +114,15 @@ func TestStatusLinePostedOnce(t *testing.T) {
 		statusLine(s, pa, "b")(ctx, end()) // finds the post claimed and no line
 		close(release)
 		<-posted
-		want := []presenceCall{
-			{kind: "post", text: "Background: 1 of 3 sub-agents done"},
-			{kind: "edit", id: "s1", text: "Background: 2 of 3 sub-agents done"},
+		want := []adaptertest.PresenceCall{
+			{Kind: "post", Text: "Background: 1 of 3 sub-agents done"},
+			{Kind: "edit", ID: "s1", Text: "Background: 2 of 3 sub-agents done"},
 		}
-		if diff := cmp.Diff(want, presenceCalls(pa), cmp.AllowUnexported(presenceCall{})); diff != "" {
+		if diff := cmp.Diff(want, presenceCalls(pa)); diff != "" {
 			t.Errorf("presence calls (-want +got):\n%s", diff)
 		}
 		statusLine(s, pa, "b")(ctx, end())
-		if got := presenceCalls(pa); len(got) != 3 || got[2].kind != "clear" || got[2].id != "s1" {
+		if got := presenceCalls(pa); len(got) != 3 || got[2].Kind != "clear" || got[2].ID != "s1" {
 			t.Errorf("after the last end: %+v, want the line cleared", got)
 		}
 	})
