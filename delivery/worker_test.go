@@ -48,7 +48,9 @@ func newWrappedDeliveryRig(t *testing.T, wrap func(outbox.Store) outbox.Store, o
 		opts.Outbox = wrap(opts.Outbox)
 	}
 	opts.Routes, opts.Clock, opts.Metrics = r.routes, clk, r.metrics.hooks()
-	opts.PollMin, opts.PollMax = time.Millisecond, 5*time.Millisecond
+	if opts.PollMin == 0 {
+		opts.PollMin, opts.PollMax = time.Millisecond, 5*time.Millisecond
+	}
 	if opts.Logger == nil {
 		opts.Logger = quietLogger()
 	}
