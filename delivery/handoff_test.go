@@ -90,23 +90,7 @@ func TestCommitsHandRepliesToDelivery(t *testing.T) {
 				offerTaken(t, d, reply, "once the first claim ended")
 			}
 
-			s := Sessions(db.Sessions(), d)
-			if _, err := s.Append(ctx, sessions.Inbound{Conv: "telegram:1", Text: "hello"}); err != nil {
-				t.Fatal(err)
-			}
-			turn, err := s.Claim(ctx, "w", 0)
-			if err != nil || turn == nil {
-				t.Fatalf("Claim = %v, %v; want a turn", turn, err)
-			}
-			f := sessions.Finish{EntryID: turn.Entry.ID, Outbox: tc.outbox, Release: true}
-			if tc.claim {
-				_, err = s.FinishAndClaim(ctx, turn.Lease, f, "w", 0)
-			} else {
-				err = s.Finish(ctx, turn.Lease, f)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			commitTurn(t, Sessions(db.Sessions(), d), tc.outbox, tc.claim)
 
 			if tc.handed {
 				select {
@@ -341,39 +325,36 @@ func (o heldAfterClaim) Claim(ctx context.Context, worker string, platforms []st
 // reaching the lanes, where the store, seeing the earlier message held by
 // the worker, would hand the reply over.
 func TestHandedRepliesDoNotPassAClaimOnItsWay(t *testing.T) {
-	ctx := context.Background()
-	db := openSQLite(t, clock.Real{})
-	gate := heldAfterClaim{Store: db.Outbox(), taken: make(chan struct{}), release: make(chan struct{}), once: &sync.Once{}}
+	taken, release := make(chan struct{}), make(chan struct{})
+	held := func(s outbox.Store) outbox.Store {
+		return heldAfterClaim{Store: s, taken: taken, release: release, once: &sync.Once{}}
+	}
 	sent := &scripted{}
-	routes := NewRoutes()
-	routes.Up(&adaptertest.Adapter{Name: "telegram", OnSend: sent.send})
-	d, err := New(Options{Outbox: gate, Routes: routes, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if err := d.Shutdown(sctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
+	r := newWrappedDeliveryRig(t, held, Options{}, &adaptertest.Adapter{Name: "telegram", OnSend: sent.send})
 	var open sync.Once
-	letGo := func() { open.Do(func() { close(gate.release) }) }
-	t.Cleanup(letGo) // runs before Shutdown, which claims once more
+	letGo := func() { open.Do(func() { close(release) }) }
+	t.Cleanup(letGo) // runs before the rig's Shutdown, which claims once more
 
 	// Enqueued by another process, which wakes no one here: the loop's
 	// poll claims it.
 	tg := outbox.Target{Platform: "telegram", Chat: "1"}
-	if _, _, err := db.Outbox().Enqueue(ctx, outbox.Message{Target: tg, Conv: "telegram:1", Text: "first"}); err != nil {
+	if _, _, err := r.store.Enqueue(context.Background(), outbox.Message{Target: tg, Conv: "telegram:1", Text: "first"}); err != nil {
 		t.Fatal(err)
 	}
-	<-gate.taken
+	<-taken
+	commitTurn(t, Sessions(r.sessions, r.d), []outbox.Message{{Target: tg, Conv: "telegram:1", Text: "second"}}, false)
+	letGo()
+	testkit.Eventually(t, "both messages sent", func() bool { return sent.count() == 2 })
+	if got, want := sent.texts(), []string{"first", "second"}; !slices.Equal(got, want) {
+		t.Errorf("sent %q, want %q: the reply after the message claimed before it", got, want)
+	}
+}
 
-	s := Sessions(db.Sessions(), d)
+// commitTurn runs a turn of conversation telegram:1 on s and commits it
+// with out, by FinishAndClaim when andClaim, else by Finish.
+func commitTurn(t *testing.T, s sessions.Store, out []outbox.Message, andClaim bool) {
+	t.Helper()
+	ctx := context.Background()
 	if _, err := s.Append(ctx, sessions.Inbound{Conv: "telegram:1", Text: "hello"}); err != nil {
 		t.Fatal(err)
 	}
@@ -381,13 +362,13 @@ func TestHandedRepliesDoNotPassAClaimOnItsWay(t *testing.T) {
 	if err != nil || turn == nil {
 		t.Fatalf("Claim = %v, %v; want a turn", turn, err)
 	}
-	reply := []outbox.Message{{Target: tg, Conv: "telegram:1", Text: "second"}}
-	if err := s.Finish(ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Outbox: reply, Release: true}); err != nil {
-		t.Fatal(err)
+	f := sessions.Finish{EntryID: turn.Entry.ID, Outbox: out, Release: true}
+	if andClaim {
+		_, err = s.FinishAndClaim(ctx, turn.Lease, f, "w", 0)
+	} else {
+		err = s.Finish(ctx, turn.Lease, f)
 	}
-	letGo()
-	testkit.Eventually(t, "both messages sent", func() bool { return sent.count() == 2 })
-	if got, want := sent.texts(), []string{"first", "second"}; !slices.Equal(got, want) {
-		t.Errorf("sent %q, want %q: the reply after the message claimed before it", got, want)
+	if err != nil {
+		t.Fatal(err)
 	}
 }
