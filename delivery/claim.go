@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/heraldgw/herald/internal/bgloop"
@@ -30,6 +31,7 @@ type claimLoop struct {
 	lanes            *lanes
 	beat             *heartbeat    // nil without a heartbeat
 	stop             chan struct{} // closed by Shutdown: claim no more
+	claiming         *sync.RWMutex // Worker.handoffs, held alone from a claim until its dispatch
 
 	warned time.Time // the last claim failure logged
 	loop   bgloop.Loop
@@ -57,8 +59,10 @@ func (cl *claimLoop) run(ctx context.Context) {
 			}
 		}
 		mark, since := cl.notices.mark(), cl.order.mark()
+		cl.claiming.Lock()
 		claimed, all := cl.claim(ctx, min(n, cl.batch))
 		cl.lanes.dispatch(claimed, since)
+		cl.claiming.Unlock()
 		if all {
 			// Every message due when the claim began is claimed now.
 			cl.notices.claimedAll(mark)

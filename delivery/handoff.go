@@ -31,7 +31,18 @@ func (w *Worker) Handoff(msgs []outbox.Message) (h *sessions.Handoff, done func(
 	// enqueued here earlier that the loop has not claimed yet (a command's
 	// answer beside the turn's own notice): until it has, commits enqueue
 	// theirs due, behind it.
-	if !w.running() || !w.lanes.open() || !w.notices.caughtUp() || !w.room.reserve(n) {
+	if !w.running() || !w.lanes.open() || !w.notices.caughtUp() {
+		return nil, done
+	}
+	// Nor may they pass a message a claim of the loop's took and has not
+	// put in its lanes yet, which the store, seeing it held here, would
+	// hand them over behind: while a claim is on its way, commits enqueue
+	// theirs due, and a claim waits for the commits offered here to return.
+	if !w.handoffs.TryRLock() {
+		return nil, done
+	}
+	if !w.room.reserve(n) {
+		w.handoffs.RUnlock()
 		return nil, done
 	}
 	handed := 0 // set by Claimed, on the committing goroutine, before done
@@ -41,6 +52,7 @@ func (w *Worker) Handoff(msgs []outbox.Message) (h *sessions.Handoff, done func(
 		w.handed(cs, since)
 	}}
 	done = func(committed bool) {
+		w.handoffs.RUnlock()
 		w.room.release(n)
 		if committed && handed < n {
 			w.Notify()
@@ -95,18 +107,18 @@ type handingSessions struct {
 	worker *Worker
 }
 
-func (s handingSessions) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
+// Finish and FinishAndClaim call done deferred: until it is called, the
+// delivery worker's claim loop waits (Worker.handoffs).
+func (s handingSessions) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) (err error) {
 	f, done := s.offer(f)
-	err := s.Store.Finish(ctx, l, f)
-	done(err == nil)
-	return err
+	defer func() { done(err == nil) }()
+	return s.Store.Finish(ctx, l, f)
 }
 
-func (s handingSessions) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
+func (s handingSessions) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (_ *sessions.Turn, err error) {
 	f, done := s.offer(f)
-	turn, err := s.Store.FinishAndClaim(ctx, l, f, worker, ttl)
-	done(err == nil)
-	return turn, err
+	defer func() { done(err == nil) }()
+	return s.Store.FinishAndClaim(ctx, l, f, worker, ttl)
 }
 
 // offer asks the delivery worker to take f's messages as they are

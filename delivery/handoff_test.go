@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -85,25 +86,11 @@ func TestCommitsHandRepliesToDelivery(t *testing.T) {
 					}
 				})
 				testkit.Eventually(t, "the worker's first claim", func() bool { return claims.Load() == 1 })
+				// A claim on its way refuses offers: this one has ended.
+				offerTaken(t, d, reply, "once the first claim ended")
 			}
 
-			s := Sessions(db.Sessions(), d)
-			if _, err := s.Append(ctx, sessions.Inbound{Conv: "telegram:1", Text: "hello"}); err != nil {
-				t.Fatal(err)
-			}
-			turn, err := s.Claim(ctx, "w", 0)
-			if err != nil || turn == nil {
-				t.Fatalf("Claim = %v, %v; want a turn", turn, err)
-			}
-			f := sessions.Finish{EntryID: turn.Entry.ID, Outbox: tc.outbox, Release: true}
-			if tc.claim {
-				_, err = s.FinishAndClaim(ctx, turn.Lease, f, "w", 0)
-			} else {
-				err = s.Finish(ctx, turn.Lease, f)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			commitTurn(t, Sessions(db.Sessions(), d), tc.outbox, tc.claim)
 
 			if tc.handed {
 				select {
@@ -186,8 +173,14 @@ func TestHandoffToAStoppedWorkerGoesBack(t *testing.T) {
 // running: the worker promises no more than it may hold, and takes more
 // once a commit returned.
 func TestHandoffKeepsRoomForCommitsInFlight(t *testing.T) {
-	r := newDeliveryRig(t, Options{Senders: 2}, &adaptertest.Adapter{Name: "telegram"})
+	// The loop claims once as it starts, then not for an hour: a claim
+	// on its way would refuse the offers too, and wait for the commits.
+	claims := &atomic.Int32{}
+	counted := func(s outbox.Store) outbox.Store { return countingOutbox{Store: s, claims: claims} }
+	r := newWrappedDeliveryRig(t, counted, Options{Senders: 2, PollMin: time.Hour, PollMax: time.Hour}, &adaptertest.Adapter{Name: "telegram"})
 	msg := []outbox.Message{{Target: outbox.Target{Platform: "telegram", Chat: "1"}, Text: "hi"}}
+	testkit.Eventually(t, "the loop's first claim", func() bool { return claims.Load() == 1 })
+	offerTaken(t, r.d, msg, "once the loop's first claim ended")
 	var dones []func(committed bool)
 	for i := range 2 {
 		h, done := r.d.Handoff(msg)
@@ -230,20 +223,20 @@ func (o gatedOutbox) Claim(ctx context.Context, worker string, platforms []strin
 // replies: until a claim that began after it ends, commits enqueue their
 // replies due, behind it.
 func TestHandoffWaitsForAnEarlierMessagesClaim(t *testing.T) {
-	gate := gatedOutbox{release: make(chan struct{})}
+	gate := gatedOutbox{started: make(chan struct{}, 1000), release: make(chan struct{})}
 	gate.Store = openSQLite(t, clock.NewFake(t0)).Outbox()
 	var open sync.Once
 	letGo := func() { open.Do(func() { close(gate.release) }) }
-	r := newDeliveryRig(t, Options{Senders: 2, Outbox: gate}, &adaptertest.Adapter{Name: "telegram"})
+	// The loop claims as it starts, then only when woken.
+	r := newDeliveryRig(t, Options{Senders: 2, Outbox: gate, PollMin: time.Hour, PollMax: time.Hour}, &adaptertest.Adapter{Name: "telegram"})
 	t.Cleanup(letGo) // runs before the rig's Shutdown, which claims once more
 	msg := []outbox.Message{{Target: outbox.Target{Platform: "telegram", Chat: "1"}, Text: "hi"}}
 
-	// Nothing was enqueued here: an offer is taken, whatever the loop does.
-	h, done := r.d.Handoff(msg)
-	if h == nil {
-		t.Fatal("an offer was refused with nothing waiting unclaimed")
-	}
-	done(false)
+	// Nothing was enqueued here: once the first claim is in the lanes (a
+	// claim on its way refuses offers too), an offer is taken.
+	<-gate.started
+	gate.release <- struct{}{}
+	offerTaken(t, r.d, msg, "with nothing waiting unclaimed")
 
 	// A message is enqueued; every claim is held, so none ends after it.
 	r.d.Notify()
@@ -302,4 +295,80 @@ func offerTaken(t *testing.T, d *Worker, msgs []outbox.Message, when string) {
 		}
 		return h != nil
 	})
+}
+
+// heldAfterClaim makes the first Claim that takes messages in the store
+// wait before it returns them, until release is closed, and says on taken
+// that it took them: the store has given them to the worker, and they
+// are not in its lanes yet.
+type heldAfterClaim struct {
+	outbox.Store
+	taken   chan struct{}
+	release chan struct{}
+	once    *sync.Once
+}
+
+func (o heldAfterClaim) Claim(ctx context.Context, worker string, platforms []string, max int, ttl time.Duration) ([]outbox.Claimed, error) {
+	cs, err := o.Store.Claim(ctx, worker, platforms, max, ttl)
+	if len(cs) > 0 {
+		o.once.Do(func() {
+			close(o.taken)
+			<-o.release
+		})
+	}
+	return cs, err
+}
+
+// TestHandedRepliesDoNotPassAClaimOnItsWay: a commit's reply behind a
+// message the worker's claim took is not sent before that message, even
+// when the commit ends between the claim's store call and its messages
+// reaching the lanes, where the store, seeing the earlier message held by
+// the worker, would hand the reply over.
+func TestHandedRepliesDoNotPassAClaimOnItsWay(t *testing.T) {
+	taken, release := make(chan struct{}), make(chan struct{})
+	held := func(s outbox.Store) outbox.Store {
+		return heldAfterClaim{Store: s, taken: taken, release: release, once: &sync.Once{}}
+	}
+	sent := &scripted{}
+	r := newWrappedDeliveryRig(t, held, Options{}, &adaptertest.Adapter{Name: "telegram", OnSend: sent.send})
+	var open sync.Once
+	letGo := func() { open.Do(func() { close(release) }) }
+	t.Cleanup(letGo) // runs before the rig's Shutdown, which claims once more
+
+	// Enqueued by another process, which wakes no one here: the loop's
+	// poll claims it.
+	tg := outbox.Target{Platform: "telegram", Chat: "1"}
+	if _, _, err := r.store.Enqueue(context.Background(), outbox.Message{Target: tg, Conv: "telegram:1", Text: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	<-taken
+	commitTurn(t, Sessions(r.sessions, r.d), []outbox.Message{{Target: tg, Conv: "telegram:1", Text: "second"}}, false)
+	letGo()
+	testkit.Eventually(t, "both messages sent", func() bool { return sent.count() == 2 })
+	if got, want := sent.texts(), []string{"first", "second"}; !slices.Equal(got, want) {
+		t.Errorf("sent %q, want %q: the reply after the message claimed before it", got, want)
+	}
+}
+
+// commitTurn runs a turn of conversation telegram:1 on s and commits it
+// with out, by FinishAndClaim when andClaim, else by Finish.
+func commitTurn(t *testing.T, s sessions.Store, out []outbox.Message, andClaim bool) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.Append(ctx, sessions.Inbound{Conv: "telegram:1", Text: "hello"}); err != nil {
+		t.Fatal(err)
+	}
+	turn, err := s.Claim(ctx, "w", 0)
+	if err != nil || turn == nil {
+		t.Fatalf("Claim = %v, %v; want a turn", turn, err)
+	}
+	f := sessions.Finish{EntryID: turn.Entry.ID, Outbox: out, Release: true}
+	if andClaim {
+		_, err = s.FinishAndClaim(ctx, turn.Lease, f, "w", 0)
+	} else {
+		err = s.Finish(ctx, turn.Lease, f)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }

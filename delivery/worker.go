@@ -134,6 +134,13 @@ type Worker struct {
 	acks    *acker
 	settled *settlements
 	claims  *claimLoop
+	// handoffs keeps the claim loop's claims and the commits handing
+	// replies here apart: the store gives a claim the messages behind
+	// those a commit handed here, and a commit the ones behind a claim's,
+	// so each must be in the lanes before the other's store call begins.
+	// A commit holds it shared from its offer until it returns (Handoff),
+	// the loop alone from its claim until its messages are in the lanes.
+	handoffs sync.RWMutex
 
 	mu       sync.Mutex
 	started  bool
@@ -239,21 +246,22 @@ func New(opts Options) (*Worker, error) {
 	}
 	w.lanes.sender = w.sender
 	w.claims = &claimLoop{
-		outbox:  opts.Outbox,
-		routes:  opts.Routes,
-		name:    name,
-		batch:   batch,
-		ttl:     claimTTL,
-		pollMin: pollMin,
-		pollMax: max(orDefault(opts.PollMax, DefaultPollMax), pollMin),
-		clock:   clk,
-		log:     log,
-		notices: w.notices,
-		room:    w.room,
-		order:   w.order,
-		lanes:   w.lanes,
-		beat:    w.beat,
-		stop:    w.stop,
+		outbox:   opts.Outbox,
+		routes:   opts.Routes,
+		name:     name,
+		batch:    batch,
+		ttl:      claimTTL,
+		pollMin:  pollMin,
+		pollMax:  max(orDefault(opts.PollMax, DefaultPollMax), pollMin),
+		clock:    clk,
+		log:      log,
+		notices:  w.notices,
+		room:     w.room,
+		order:    w.order,
+		lanes:    w.lanes,
+		beat:     w.beat,
+		stop:     w.stop,
+		claiming: &w.handoffs,
 	}
 	return w, nil
 }

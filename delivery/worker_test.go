@@ -13,17 +13,19 @@ import (
 	"github.com/heraldgw/herald/adapters/adaptertest"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
 )
 
 // deliveryRig is a delivery worker on a real SQLite outbox and a fake
 // clock, with one adapter per platform given.
 type deliveryRig struct {
-	t       *testing.T
-	clk     *clock.Fake
-	store   outbox.Store // the real outbox
-	routes  *Routes
-	metrics *counts
-	d       *Worker
+	t        *testing.T
+	clk      *clock.Fake
+	store    outbox.Store   // the real outbox
+	sessions sessions.Store // the real sessions, on the outbox's database
+	routes   *Routes
+	metrics  *counts
+	d        *Worker
 }
 
 func newDeliveryRig(t *testing.T, opts Options, as ...adapters.Adapter) *deliveryRig {
@@ -37,7 +39,7 @@ func newWrappedDeliveryRig(t *testing.T, wrap func(outbox.Store) outbox.Store, o
 	t.Helper()
 	clk := clock.NewFake(t0)
 	db := openSQLite(t, clk)
-	r := &deliveryRig{t: t, clk: clk, store: db.Outbox(), routes: NewRoutes(), metrics: newCounts()}
+	r := &deliveryRig{t: t, clk: clk, store: db.Outbox(), sessions: db.Sessions(), routes: NewRoutes(), metrics: newCounts()}
 	for _, a := range as {
 		r.routes.Up(a)
 	}
@@ -48,7 +50,9 @@ func newWrappedDeliveryRig(t *testing.T, wrap func(outbox.Store) outbox.Store, o
 		opts.Outbox = wrap(opts.Outbox)
 	}
 	opts.Routes, opts.Clock, opts.Metrics = r.routes, clk, r.metrics.hooks()
-	opts.PollMin, opts.PollMax = time.Millisecond, 5*time.Millisecond
+	if opts.PollMin == 0 {
+		opts.PollMin, opts.PollMax = time.Millisecond, 5*time.Millisecond
+	}
 	if opts.Logger == nil {
 		opts.Logger = quietLogger()
 	}
