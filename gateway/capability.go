@@ -37,7 +37,7 @@ var capabilities = []func(*assembly) (*Capability, error){
 // after it is made. A hook may make what needs its argument and set the
 // fields build reads after it: build reads Runner as each capability is
 // made, Settled, Committed and Signals after ToolsReady, and Components
-// and API after Routed.
+// and Routes after Routed.
 type Capability struct {
 	// Runner, when set, is what the turns run: the assembly's runner,
 	// decorated. The capabilities made after it decorate this one.
@@ -61,8 +61,9 @@ type Capability struct {
 	// after the gateway's own (the turns last) and the components of the
 	// capabilities above it, and stop before them.
 	Components []namedComponent
-	// API sets its part of the local API's options.
-	API func(*api.Options)
+	// Routes are the routes it adds to the gateway's HTTP server, under
+	// the API's key.
+	Routes []api.Routes
 }
 
 // assembly is what a capability is made with: the gateway and the parts
@@ -189,11 +190,11 @@ func (cs assembled) components() components {
 	return out
 }
 
-// api sets the capabilities' parts of o.
-func (cs assembled) api(o *api.Options) {
+// routes are the capabilities' HTTP routes, in list order.
+func (cs assembled) routes() []api.Routes {
+	var out []api.Routes
 	for _, c := range cs {
-		if c.API != nil {
-			c.API(o)
-		}
+		out = append(out, c.Routes...)
 	}
+	return out
 }

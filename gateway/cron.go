@@ -39,7 +39,7 @@ func newCron(a *assembly) (*Capability, error) {
 		Committed: map[string]func(sessions.Committed, sessions.Write){
 			cronjobs.WriteCreate: func(sessions.Committed, sessions.Write) { p.wake() },
 		},
-		API: func(o *api.Options) { o.Cron = p.manager },
+		Routes: []api.Routes{api.CronRoutes(p.manager)},
 	}
 	if !a.cfg.Cron.Enabled {
 		return c, nil

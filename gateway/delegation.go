@@ -122,7 +122,7 @@ func newDelegation(a *assembly) (*Capability, error) {
 		},
 		Committed: map[string]func(sessions.Committed, sessions.Write){delegation.WriteDispatch: p.dispatched},
 		Signals:   p.runner,
-		API:       func(o *api.Options) { o.Delegations = a.delegationService(p) },
+		Routes:    []api.Routes{api.DelegationRoutes(a.delegationService(p))},
 	}
 	// Children run beside the turns; on a stop they end interrupted and
 	// their completions wait in the store for the next deliverer. The

@@ -463,8 +463,8 @@ func (g *Gateway) build() error {
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Clock:        g.clock,
 		Logger:       log,
+		Routes:       caps.routes(),
 	}
-	caps.api(&apiOpts)
 	g.api = api.New(apiOpts)
 	g.adapters = append([]adapters.Adapter{g.api}, g.opts.Adapters...)
 

@@ -49,9 +49,7 @@ func newKanban(a *assembly) (*Capability, error) {
 		return nil, err
 	}
 	c := &Capability{
-		API: func(o *api.Options) {
-			o.Kanban, o.KanbanTokens, o.KanbanClaimTTL = p.service, p.tokens, cfg.ClaimTTL()
-		},
+		Routes: []api.Routes{api.KanbanRoutes(p.service, p.tokens, cfg.ClaimTTL())},
 		// The boards' notifications go through the outbox; workers
 		// report through the store.
 		Components: []namedComponent{{name: "kanban-notify", c: p.notifier}},
