@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"github.com/heraldgw/herald/adapters/api"
+	"github.com/heraldgw/herald/capability"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/llm"
@@ -12,58 +13,15 @@ import (
 	"github.com/heraldgw/herald/tools"
 )
 
-// capabilities are what herald does beside running turns, made in this
-// order by build; their components start in it too.
-var capabilities = []func(*assembly) (*Capability, error){
+// capabilities are what herald does beside running turns
+// (capability.Capability), made in this order by build; their components
+// start in it too. A capability is its constructor and one line here.
+var capabilities = []func(*assembly) (*capability.Capability, error){
 	newDelegation, // first: the ones below run its child agents
 	newControllers,
 	newCron,
 	newKanban,
 	newStatusLines,
-}
-
-// A Capability is one thing herald does beside running turns
-// (delegation, session controllers, cron, the kanban boards, /status
-// lines) as the gateway runs it: what it adds to the parts they share.
-//
-// How a capability plugs in: a file of this package holds its
-// constructor, a func(*assembly) (*Capability, error) that registers its
-// tools in the assembly's registry and its commands in its commands and
-// returns the rest, and one line in capabilities lists it.
-//
-// build makes the capabilities in list order; then, once every one
-// registered its tools, it calls each ToolsReady, and once the router
-// exists, each Routed. Those two are the only things a capability learns
-// after it is made. A hook may make what needs its argument and set the
-// fields build reads after it: build reads Runner as each capability is
-// made, Settled, Committed and Signals after ToolsReady, and Components
-// and Routes after Routed.
-type Capability struct {
-	// Runner, when set, is what the turns run: the assembly's runner,
-	// decorated. The capabilities made after it decorate this one.
-	Runner sessions.TurnRunner
-	// ToolsReady is told the conversations' tool set once every
-	// capability registered its tools.
-	ToolsReady func(conversations *tools.Set) error
-	// Settled is told how the delivery of an outbox message with a Ref
-	// ended (DeliveryOptions.Settled).
-	Settled func(m outbox.Message, accepted bool, reason string)
-	// Committed are its listeners of committed writes, by write kind
-	// (sessions.Write's WriteKind): each is told of every write of its
-	// kind a turn's commit carried, in the commit's order.
-	Committed map[string]func(sessions.Committed, sessions.Write)
-	// Signals handles the store's signals in this process, after the
-	// turn worker.
-	Signals signals.Handler
-	// Routed is told the router once it exists.
-	Routed func(*sessions.Router) error
-	// Components are its background loops, in start order. They start
-	// after the gateway's own (the turns last) and the components of the
-	// capabilities above it, and stop before them.
-	Components []namedComponent
-	// Routes are the routes it adds to the gateway's HTTP server, under
-	// the API's key.
-	Routes []api.Routes
 }
 
 // assembly is what a capability is made with: the gateway and the parts
@@ -88,7 +46,13 @@ type assembly struct {
 	// children is delegation's spawner of child agents, for the
 	// capabilities made after it (kanban's herald lane).
 	children *delegation.Spawner
+	// routes are the HTTP routes the capabilities add to the local API,
+	// under its key.
+	routes []api.Routes
 }
+
+// serve adds r to the local API's routes.
+func (a *assembly) serve(r api.Routes) { a.routes = append(a.routes, r) }
 
 // targets are where cron's reports and the boards' notifications can go.
 func (a *assembly) targets() cronjobs.Targets {
@@ -106,7 +70,7 @@ func (a *assembly) served() []string {
 }
 
 // assembled are the capabilities made, in list order.
-type assembled []*Capability
+type assembled []*capability.Capability
 
 // make makes the capabilities of the list, in order.
 func (a *assembly) make() (assembled, error) {
@@ -185,16 +149,9 @@ func (cs assembled) signals() []signals.Handler {
 func (cs assembled) components() components {
 	var out components
 	for _, c := range cs {
-		out = append(out, c.Components...)
-	}
-	return out
-}
-
-// routes are the capabilities' HTTP routes, in list order.
-func (cs assembled) routes() []api.Routes {
-	var out []api.Routes
-	for _, c := range cs {
-		out = append(out, c.Routes...)
+		for _, nc := range c.Components {
+			out = append(out, namedComponent{name: nc.Name, c: nc.Loop})
+		}
 	}
 	return out
 }

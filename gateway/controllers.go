@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"github.com/heraldgw/herald/capability"
 
 	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/controllers"
@@ -24,7 +25,7 @@ type controllerParts struct {
 // controllers' runner, whose goal judge runs on auxiliary.goal's model,
 // else on the main one, and, once the router exists, fires what is due
 // through it.
-func newControllers(a *assembly) (*Capability, error) {
+func newControllers(a *assembly) (*capability.Capability, error) {
 	store := a.db.Controllers()
 	p := &controllerParts{}
 	p.set = controllers.Set{
@@ -76,7 +77,7 @@ func newControllers(a *assembly) (*Capability, error) {
 		return nil, err
 	}
 	// A state a turn's commit wrote may owe a continuation at once.
-	c := &Capability{Runner: p.runner, Committed: map[string]func(sessions.Committed, sessions.Write){
+	c := &capability.Capability{Runner: p.runner, Committed: map[string]func(sessions.Committed, sessions.Write){
 		controllers.WritePut: func(sessions.Committed, sessions.Write) { p.wake() },
 	}}
 	// Controllers queue their ticks through the router, as completions.
@@ -101,7 +102,7 @@ func newControllers(a *assembly) (*Capability, error) {
 		if err != nil {
 			return err
 		}
-		c.Components = []namedComponent{{name: "controllers", c: p.scheduler}}
+		c.Components = []capability.Component{{Name: "controllers", Loop: p.scheduler}}
 		return nil
 	}
 	return c, nil

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"github.com/heraldgw/herald/capability"
 	"time"
 
 	"github.com/heraldgw/herald/adapters/api"
@@ -21,7 +22,7 @@ type cronParts struct {
 // with cron.enabled, fires the jobs here. Fires run on the agent's model
 // and settings, with the tools of the conversations' tool sets (or those
 // a job names) but those a fire runs without.
-func newCron(a *assembly) (*Capability, error) {
+func newCron(a *assembly) (*capability.Capability, error) {
 	p := &cronParts{}
 	targets := a.targets()
 	p.manager = cronjobs.ManagerFor(a.cfg, a.db.Cron(), a.served())
@@ -33,14 +34,14 @@ func newCron(a *assembly) (*Capability, error) {
 	if err := cronjobs.RegisterCommands(a.commands, p.manager); err != nil {
 		return nil, err
 	}
-	c := &Capability{
+	c := &capability.Capability{
 		Settled: p.settled,
 		// A job a turn's commit created may be due before the next poll.
 		Committed: map[string]func(sessions.Committed, sessions.Write){
 			cronjobs.WriteCreate: func(sessions.Committed, sessions.Write) { p.wake() },
 		},
-		Routes: []api.Routes{api.CronRoutes(p.manager)},
 	}
+	a.serve(api.CronRoutes(p.manager))
 	if !a.cfg.Cron.Enabled {
 		return c, nil
 	}
@@ -68,7 +69,7 @@ func newCron(a *assembly) (*Capability, error) {
 	}
 	// Fires queue their reports for the delivery worker, which stops
 	// after them.
-	c.Components = []namedComponent{{name: "cron", c: p.scheduler}}
+	c.Components = []capability.Component{{Name: "cron", Loop: p.scheduler}}
 	return c, nil
 }
 

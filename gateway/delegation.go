@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"github.com/heraldgw/herald/capability"
 	"log/slog"
 	"path/filepath"
 	"time"
@@ -29,7 +30,7 @@ type delegationParts struct {
 // /background, /review and the rest. Parents are the conversations on
 // the main model; children use delegation.model, base_url and api_key
 // when set.
-func newDelegation(a *assembly) (*Capability, error) {
+func newDelegation(a *assembly) (*capability.Capability, error) {
 	cfg := a.cfg.Delegation
 	store := a.db.Delegations()
 	client, err := a.auxClient(cfg.Endpoint(), "DELEGATION_API_KEY / delegation.api_key", cfg.RequestOverrides, a.model)
@@ -114,7 +115,7 @@ func newDelegation(a *assembly) (*Capability, error) {
 	}); err != nil {
 		return nil, err
 	}
-	c := &Capability{
+	c := &capability.Capability{
 		// The children run with the conversations' tools.
 		ToolsReady: func(set *tools.Set) error {
 			p.spawner.SetTools(set)
@@ -122,12 +123,12 @@ func newDelegation(a *assembly) (*Capability, error) {
 		},
 		Committed: map[string]func(sessions.Committed, sessions.Write){delegation.WriteDispatch: p.dispatched},
 		Signals:   p.runner,
-		Routes:    []api.Routes{api.DelegationRoutes(a.delegationService(p))},
 	}
 	// Children run beside the turns; on a stop they end interrupted and
 	// their completions wait in the store for the next deliverer. The
 	// runner's part is named "delegation" in the logs.
-	c.Components = []namedComponent{{name: "delegation", c: p.runner}}
+	a.serve(api.DelegationRoutes(a.delegationService(p)))
+	c.Components = []capability.Component{{Name: "delegation", Loop: p.runner}}
 	c.Routed = func(r *sessions.Router) error {
 		var err error
 		p.deliverer, err = delegation.NewDeliverer(delegation.DelivererOptions{
@@ -143,7 +144,7 @@ func newDelegation(a *assembly) (*Capability, error) {
 		if err != nil {
 			return err
 		}
-		c.Components = append(c.Components, namedComponent{name: "completions", c: p.deliverer})
+		c.Components = append(c.Components, capability.Component{Name: "completions", Loop: p.deliverer})
 		return nil
 	}
 	return c, nil

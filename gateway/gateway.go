@@ -463,7 +463,7 @@ func (g *Gateway) build() error {
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Clock:        g.clock,
 		Logger:       log,
-		Routes:       caps.routes(),
+		Routes:       a.routes,
 	}
 	g.api = api.New(apiOpts)
 	g.adapters = append([]adapters.Adapter{g.api}, g.opts.Adapters...)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"github.com/heraldgw/herald/capability"
 	"slices"
 
 	"github.com/heraldgw/herald/adapters/api"
@@ -25,7 +26,7 @@ type kanbanParts struct {
 // newKanban is the boards: it registers the board tools and /kanban,
 // makes the notifier and, with kanban.enabled, the dispatcher, whose
 // herald lane runs delegation's child agent on a card.
-func newKanban(a *assembly) (*Capability, error) {
+func newKanban(a *assembly) (*capability.Capability, error) {
 	cfg := a.cfg.Kanban
 	p := &kanbanParts{service: kanban.ServiceFor(a.db.Kanban(), a.cfg), tokens: kanban.TokensFor(a.cfg)}
 	a.boards = p
@@ -48,12 +49,12 @@ func newKanban(a *assembly) (*Capability, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Capability{
-		Routes: []api.Routes{api.KanbanRoutes(p.service, p.tokens, cfg.ClaimTTL())},
+	c := &capability.Capability{
 		// The boards' notifications go through the outbox; workers
 		// report through the store.
-		Components: []namedComponent{{name: "kanban-notify", c: p.notifier}},
+		Components: []capability.Component{{Name: "kanban-notify", Loop: p.notifier}},
 	}
+	a.serve(api.KanbanRoutes(p.service, p.tokens, cfg.ClaimTTL()))
 	if !cfg.Enabled {
 		return c, nil
 	}
@@ -88,7 +89,7 @@ func newKanban(a *assembly) (*Capability, error) {
 		p.notifier.Wake()
 	}
 	c.Signals = p.dispatcher
-	c.Components = append(c.Components, namedComponent{name: "kanban", c: p.dispatcher})
+	c.Components = append(c.Components, capability.Component{Name: "kanban", Loop: p.dispatcher})
 	c.ToolsReady = func(*tools.Set) error {
 		workerTools, err := a.registry.Set(append(slices.Clone(a.toolsets), kanban.WorkerToolset))
 		if err != nil {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"github.com/heraldgw/herald/capability"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/sessions/agent"
 )
@@ -8,11 +9,11 @@ import (
 // newStatusLines adds to /status a conversation's token totals, with
 // their cost where model.prices names the model, and the fallback model
 // that answered its latest model call, when one did.
-func newStatusLines(a *assembly) (*Capability, error) {
+func newStatusLines(a *assembly) (*capability.Capability, error) {
 	meta := a.db.Sessions().Meta
 	a.commands.AddStatus(sessions.MetaStatus(meta, func(m map[string]string) string {
 		return sessions.UsageStatus(m, a.cfg.Model.Price)
 	}))
 	a.commands.AddStatus(sessions.MetaStatus(meta, agent.ModelStatus))
-	return &Capability{}, nil
+	return &capability.Capability{}, nil
 }
