@@ -31,6 +31,11 @@ import (
 // set the fields the gateway reads after it: Runner is read as each
 // capability is made, Settled, Committed and Signals after ToolsReady,
 // and Components after Routed.
+//
+// Its HTTP routes a capability adds through its domain's interface
+// (delegation.Assembly's ServeDelegations, say): the local API that
+// makes them (adapters/api) imports the domains, so neither this package
+// nor they can name its routes.
 type Capability struct {
 	// Runner, when set, is what the turns run: the assembly's runner,
 	// decorated. The capabilities made after it decorate this one.
@@ -118,12 +123,8 @@ type Assembly struct {
 	Metrics Metrics
 }
 
-// Assembly returns a, so that a domain's interface of what its
-// capability is made with can ask for it.
-func (a *Assembly) Assembly() *Assembly { return a }
-
-// Assembled is what a constructor is given beside its domain's own
-// parts: the Assembly.
+// Assembled is the part every domain's interface of what its
+// capability is made with holds: the Assembly.
 type Assembled interface {
 	Assembly() *Assembly
 }

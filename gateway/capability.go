@@ -1,72 +1,79 @@
 package gateway
 
 import (
+	"context"
+	"time"
+
 	"github.com/heraldgw/herald/adapters/api"
 	"github.com/heraldgw/herald/capability"
+	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
-	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
-	"github.com/heraldgw/herald/sessions/agent"
 	"github.com/heraldgw/herald/signals"
 	"github.com/heraldgw/herald/tools"
 )
 
 // capabilities are what herald does beside running turns
 // (capability.Capability), made in this order by build; their components
-// start in it too. A capability is its constructor and one line here.
+// start in it too. A capability is its constructor, in its package, and
+// one line here.
 var capabilities = []func(*assembly) (*capability.Capability, error){
-	newDelegation, // first: the ones below run its child agents
-	newControllers,
-	newCron,
-	newKanban,
+	// First: the ones below run its child agents.
+	func(a *assembly) (*capability.Capability, error) { return delegation.Capability(a) },
+	func(a *assembly) (*capability.Capability, error) { return controllers.Capability(a) },
+	func(a *assembly) (*capability.Capability, error) { return cronjobs.Capability(a) },
+	func(a *assembly) (*capability.Capability, error) { return kanban.Capability(a) },
 	newStatusLines,
 }
 
-// assembly is what a capability is made with: the gateway and the parts
-// build made before the capabilities.
+// assembly is what a capability is made with: the parts build made
+// before the capabilities, and each domain's own (delegation.Assembly,
+// controllers.Assembly, cronjobs.Assembly, kanban.Assembly).
 type assembly struct {
-	*Gateway
-	registry *tools.Registry
-	commands *sessions.Commands
-	// agent is the conversations' agent, on model. Its Tools are set
-	// once every capability registered its tools.
-	agent *agent.Agent
-	model llm.Client // the main model's client, timed
-	// toolsets are the conversations' tool sets (tools.Toolsets).
-	toolsets []string
-	// outbox wakes the delivery worker after each Enqueue. That worker
-	// is made after the capabilities, whose Settled it is told, so a
-	// wake finds it when it is called.
-	outbox outbox.Store
-	// runner is what the turns run: agent, decorated by the
-	// capabilities made so far (Capability.Runner).
-	runner sessions.TurnRunner
+	base *capability.Assembly
+	db   Store
 	// children is delegation's spawner of child agents, for the
 	// capabilities made after it (kanban's herald lane).
 	children *delegation.Spawner
 	// routes are the HTTP routes the capabilities add to the local API,
 	// under its key.
 	routes []api.Routes
+	// boards is the kanban service, which tests change the boards with.
+	boards *kanban.Service
 }
 
-// serve adds r to the local API's routes.
-func (a *assembly) serve(r api.Routes) { a.routes = append(a.routes, r) }
+func (a *assembly) Assembly() *capability.Assembly { return a.base }
 
-// targets are where cron's reports and the boards' notifications can go.
-func (a *assembly) targets() cronjobs.Targets {
-	return cronjobs.TargetsFor(a.cfg, a.served())
+func (a *assembly) Delegations() delegation.Store  { return a.db.Delegations() }
+func (a *assembly) Controllers() controllers.Store { return a.db.Controllers() }
+func (a *assembly) Cron() cronjobs.Store           { return a.db.Cron() }
+func (a *assembly) Kanban() kanban.Store           { return a.db.Kanban() }
+
+func (a *assembly) SetChildren(s *delegation.Spawner) { a.children = s }
+func (a *assembly) Children() *delegation.Spawner     { return a.children }
+
+func (a *assembly) ServeDelegations(svc *delegation.Service) {
+	a.routes = append(a.routes, api.DelegationRoutes(svc))
 }
 
-// served are the chat platforms this gateway serves beside the local
-// API.
-func (a *assembly) served() []string {
-	var out []string
-	for _, ad := range a.opts.Adapters {
-		out = append(out, ad.Platform())
-	}
-	return out
+func (a *assembly) ServeCron(jobs cronjobs.Manager) {
+	a.routes = append(a.routes, api.CronRoutes(jobs))
+}
+
+func (a *assembly) ServeKanban(svc *kanban.Service, tokens kanban.Tokens, claimTTL time.Duration) {
+	a.boards = svc
+	a.routes = append(a.routes, api.KanbanRoutes(svc, tokens, claimTTL))
+}
+
+// DelegationEnded is the controllers' wait on a delegation: one that is
+// not there will not end, so the wait is over.
+func (a *assembly) DelegationEnded(ctx context.Context, id string) bool {
+	d, err := a.db.Delegations().Delegation(ctx, id)
+	return errs.Is(err, errs.NotFound) || (err == nil && d.Status().Terminal())
 }
 
 // assembled are the capabilities made, in list order.
@@ -81,7 +88,7 @@ func (a *assembly) make() (assembled, error) {
 			return nil, err
 		}
 		if c.Runner != nil {
-			a.runner = c.Runner
+			a.base.Runner = c.Runner
 		}
 		out = append(out, c)
 	}
@@ -154,4 +161,16 @@ func (cs assembled) components() components {
 		}
 	}
 	return out
+}
+
+// convBusy is the scheduler's idle check: whether a turn of conv runs,
+// in this process or, by the mark its worker leaves in the metadata, in
+// another. Unread, the metadata says idle: the tick's turn looks again
+// when it starts.
+func (g *Gateway) convBusy(ctx context.Context, conv string) bool {
+	if _, ok := g.turns.RunningTurn(conv); ok {
+		return true
+	}
+	meta, err := g.db.Sessions().Meta(ctx, conv)
+	return err == nil && meta[sessions.ConvMetaTurn] != ""
 }

@@ -11,9 +11,9 @@ import (
 // that answered its latest model call, when one did.
 func newStatusLines(a *assembly) (*capability.Capability, error) {
 	meta := a.db.Sessions().Meta
-	a.commands.AddStatus(sessions.MetaStatus(meta, func(m map[string]string) string {
-		return sessions.UsageStatus(m, a.cfg.Model.Price)
+	a.base.Commands.AddStatus(sessions.MetaStatus(meta, func(m map[string]string) string {
+		return sessions.UsageStatus(m, a.base.Config.Model.Price)
 	}))
-	a.commands.AddStatus(sessions.MetaStatus(meta, agent.ModelStatus))
+	a.base.Commands.AddStatus(sessions.MetaStatus(meta, agent.ModelStatus))
 	return &capability.Capability{}, nil
 }
