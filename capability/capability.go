@@ -1,8 +1,9 @@
 // Package capability is the seam through which what herald does beside
 // running turns (delegation, the session controllers, cron, the kanban
-// boards) plugs into a gateway: the Capability a constructor returns and
-// the Assembly it is made with. The constructors live in their domains'
-// packages; the gateway lists them and runs what they return.
+// boards, the /status lines) plugs into a gateway: the Capability a
+// constructor returns and the Assembly it is made with. The constructors
+// live in their domains' packages; the gateway lists them and runs what
+// they return.
 package capability
 
 import (
@@ -16,7 +17,6 @@ import (
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
-	"github.com/heraldgw/herald/sessions/agent"
 	"github.com/heraldgw/herald/signals"
 	"github.com/heraldgw/herald/tools"
 )
@@ -93,18 +93,15 @@ type Assembly struct {
 	Adapters []adapters.Adapter
 	Registry *tools.Registry
 	Commands *sessions.Commands
-	// Agent is the conversations' agent, on Model. Its Tools are set
-	// once every capability registered its tools.
-	Agent *agent.Agent
-	Model llm.Client // the main model's client, timed
+	Model    llm.Client // the main model's client, timed
 	// Toolsets are the conversations' tool sets (tools.Toolsets).
 	Toolsets []string
 	// Outbox wakes the delivery worker after each Enqueue. That worker
 	// is made after the capabilities, whose Settled it is told, so a
 	// wake finds it when it is called.
 	Outbox outbox.Store
-	// Runner is what the turns run: Agent, decorated by the
-	// capabilities made so far (Capability.Runner).
+	// Runner is what the turns run: the conversations' agent,
+	// decorated by the capabilities made so far (Capability.Runner).
 	Runner sessions.TurnRunner
 	// Workspace is the workspace tools; nil when tools.workspace is
 	// unset (its methods then do nothing).
@@ -119,7 +116,8 @@ type Assembly struct {
 	Addr func() string
 	// Busy reports whether a turn of conv runs, here or in another
 	// process.
-	Busy    func(ctx context.Context, conv string) bool
+	Busy func(ctx context.Context, conv string) bool
+	// Metrics are the counters the capabilities move.
 	Metrics Metrics
 }
 

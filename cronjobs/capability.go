@@ -7,6 +7,7 @@ import (
 	"github.com/heraldgw/herald/capability"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/sessions/agent"
 )
 
 // Assembly is what cron's capability is made with: what every
@@ -14,6 +15,9 @@ import (
 type Assembly interface {
 	capability.Assembled
 	Cron() Store
+	// Agent is the conversations' agent, whose model and settings
+	// fires run on.
+	Agent() *agent.Agent
 	// ServeCron adds the local API's cron routes, served by jobs.
 	ServeCron(jobs Manager)
 }
@@ -59,7 +63,7 @@ func Capability(as Assembly) (*capability.Capability, error) {
 		Store:         as.Cron(),
 		Once:          a.Store.Once(),
 		Outbox:        a.Outbox,
-		Agent:         TurnAgent(a.Agent, a.Registry, a.Toolsets),
+		Agent:         TurnAgent(as.Agent(), a.Registry, a.Toolsets),
 		Targets:       targets,
 		Outputs:       OutputsFor(a.Config),
 		Name:          a.Name,

@@ -13,6 +13,7 @@ import (
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/sessions/agent"
 	"github.com/heraldgw/herald/signals"
 	"github.com/heraldgw/herald/tools"
 )
@@ -27,7 +28,7 @@ var capabilities = []func(*assembly) (*capability.Capability, error){
 	func(a *assembly) (*capability.Capability, error) { return controllers.Capability(a) },
 	func(a *assembly) (*capability.Capability, error) { return cronjobs.Capability(a) },
 	func(a *assembly) (*capability.Capability, error) { return kanban.Capability(a) },
-	newStatusLines,
+	func(a *assembly) (*capability.Capability, error) { return agent.StatusLines(a) },
 }
 
 // assembly is what a capability is made with: the parts build made
@@ -36,6 +37,9 @@ var capabilities = []func(*assembly) (*capability.Capability, error){
 type assembly struct {
 	base *capability.Assembly
 	db   Store
+	// agent is the conversations' agent, on the main model. Its Tools
+	// are set once every capability registered its tools.
+	agent *agent.Agent
 	// children is delegation's spawner of child agents, for the
 	// capabilities made after it (kanban's herald lane).
 	children *delegation.Spawner
@@ -52,6 +56,8 @@ func (a *assembly) Delegations() delegation.Store  { return a.db.Delegations() }
 func (a *assembly) Controllers() controllers.Store { return a.db.Controllers() }
 func (a *assembly) Cron() cronjobs.Store           { return a.db.Cron() }
 func (a *assembly) Kanban() kanban.Store           { return a.db.Kanban() }
+
+func (a *assembly) Agent() *agent.Agent { return a.agent }
 
 func (a *assembly) SetChildren(s *delegation.Spawner) { a.children = s }
 func (a *assembly) Children() *delegation.Spawner     { return a.children }

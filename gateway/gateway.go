@@ -303,7 +303,7 @@ func (g *Gateway) build() error {
 		Clock:         g.clock,
 		Logger:        log,
 	}
-	a := &assembly{db: g.db, base: &capability.Assembly{
+	a := &assembly{db: g.db, agent: runner, base: &capability.Assembly{
 		Config:    cfg,
 		Name:      g.opts.Name,
 		Clock:     g.clock,
@@ -313,7 +313,6 @@ func (g *Gateway) build() error {
 		Adapters:  g.opts.Adapters,
 		Registry:  registry,
 		Commands:  commands,
-		Agent:     runner,
 		Model:     timed,
 		Toolsets:  cfg.Toolsets(),
 		Outbox:    delivery.NotifyingOutbox(g.db.Outbox(), func() { g.delivery.Notify() }),
