@@ -1,10 +1,16 @@
 package gateway
 
 import (
+	"context"
+	"time"
+
 	"github.com/heraldgw/herald/adapters/api"
+	"github.com/heraldgw/herald/capability"
+	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
-	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/sessions/agent"
@@ -12,100 +18,72 @@ import (
 	"github.com/heraldgw/herald/tools"
 )
 
-// capabilities are what herald does beside running turns, made in this
-// order by build; their components start in it too.
-var capabilities = []func(*assembly) (*Capability, error){
-	newDelegation, // first: the ones below run its child agents
-	newControllers,
-	newCron,
-	newKanban,
-	newStatusLines,
+// capabilities are what herald does beside running turns
+// (capability.Capability), made in this order by build; their components
+// start in it too. A capability is its constructor, in its package, and
+// one line here.
+var capabilities = []func(*assembly) (*capability.Capability, error){
+	// First: the ones below run its child agents.
+	func(a *assembly) (*capability.Capability, error) { return delegation.Capability(a) },
+	func(a *assembly) (*capability.Capability, error) { return controllers.Capability(a) },
+	func(a *assembly) (*capability.Capability, error) { return cronjobs.Capability(a) },
+	func(a *assembly) (*capability.Capability, error) { return kanban.Capability(a) },
+	func(a *assembly) (*capability.Capability, error) { return agent.StatusLines(a) },
 }
 
-// A Capability is one thing herald does beside running turns
-// (delegation, session controllers, cron, the kanban boards, /status
-// lines) as the gateway runs it: what it adds to the parts they share.
-//
-// How a capability plugs in: a file of this package holds its
-// constructor, a func(*assembly) (*Capability, error) that registers its
-// tools in the assembly's registry and its commands in its commands and
-// returns the rest, and one line in capabilities lists it.
-//
-// build makes the capabilities in list order; then, once every one
-// registered its tools, it calls each ToolsReady, and once the router
-// exists, each Routed. Those two are the only things a capability learns
-// after it is made. A hook may make what needs its argument and set the
-// fields build reads after it: build reads Runner as each capability is
-// made, Settled, Committed and Signals after ToolsReady, and Components
-// and API after Routed.
-type Capability struct {
-	// Runner, when set, is what the turns run: the assembly's runner,
-	// decorated. The capabilities made after it decorate this one.
-	Runner sessions.TurnRunner
-	// ToolsReady is told the conversations' tool set once every
-	// capability registered its tools.
-	ToolsReady func(conversations *tools.Set) error
-	// Settled is told how the delivery of an outbox message with a Ref
-	// ended (DeliveryOptions.Settled).
-	Settled func(m outbox.Message, accepted bool, reason string)
-	// Committed are its listeners of committed writes, by write kind
-	// (sessions.Write's WriteKind): each is told of every write of its
-	// kind a turn's commit carried, in the commit's order.
-	Committed map[string]func(sessions.Committed, sessions.Write)
-	// Signals handles the store's signals in this process, after the
-	// turn worker.
-	Signals signals.Handler
-	// Routed is told the router once it exists.
-	Routed func(*sessions.Router) error
-	// Components are its background loops, in start order. They start
-	// after the gateway's own (the turns last) and the components of the
-	// capabilities above it, and stop before them.
-	Components []namedComponent
-	// API sets its part of the local API's options.
-	API func(*api.Options)
-}
-
-// assembly is what a capability is made with: the gateway and the parts
-// build made before the capabilities.
+// assembly is what a capability is made with: the parts build made
+// before the capabilities, and each domain's own (delegation.Assembly,
+// controllers.Assembly, cronjobs.Assembly, kanban.Assembly).
 type assembly struct {
-	*Gateway
-	registry *tools.Registry
-	commands *sessions.Commands
-	// agent is the conversations' agent, on model. Its Tools are set
-	// once every capability registered its tools.
+	base *capability.Assembly
+	db   Store
+	// agent is the conversations' agent, on the main model. Its Tools
+	// are set once every capability registered its tools.
 	agent *agent.Agent
-	model llm.Client // the main model's client, timed
-	// toolsets are the conversations' tool sets (tools.Toolsets).
-	toolsets []string
-	// outbox wakes the delivery worker after each Enqueue. That worker
-	// is made after the capabilities, whose Settled it is told, so a
-	// wake finds it when it is called.
-	outbox outbox.Store
-	// runner is what the turns run: agent, decorated by the
-	// capabilities made so far (Capability.Runner).
-	runner sessions.TurnRunner
 	// children is delegation's spawner of child agents, for the
 	// capabilities made after it (kanban's herald lane).
 	children *delegation.Spawner
+	// routes are the HTTP routes the capabilities add to the local API,
+	// under its key.
+	routes []api.Routes
+	// boards is the kanban service, which tests change the boards with.
+	boards *kanban.Service
 }
 
-// targets are where cron's reports and the boards' notifications can go.
-func (a *assembly) targets() cronjobs.Targets {
-	return cronjobs.TargetsFor(a.cfg, a.served())
+func (a *assembly) Assembly() *capability.Assembly { return a.base }
+
+func (a *assembly) Delegations() delegation.Store  { return a.db.Delegations() }
+func (a *assembly) Controllers() controllers.Store { return a.db.Controllers() }
+func (a *assembly) Cron() cronjobs.Store           { return a.db.Cron() }
+func (a *assembly) Kanban() kanban.Store           { return a.db.Kanban() }
+
+func (a *assembly) Agent() *agent.Agent { return a.agent }
+
+func (a *assembly) SetChildren(s *delegation.Spawner) { a.children = s }
+func (a *assembly) Children() *delegation.Spawner     { return a.children }
+
+func (a *assembly) ServeDelegations(svc *delegation.Service) {
+	a.routes = append(a.routes, api.DelegationRoutes(svc))
 }
 
-// served are the chat platforms this gateway serves beside the local
-// API.
-func (a *assembly) served() []string {
-	var out []string
-	for _, ad := range a.opts.Adapters {
-		out = append(out, ad.Platform())
-	}
-	return out
+func (a *assembly) ServeCron(jobs cronjobs.Manager) {
+	a.routes = append(a.routes, api.CronRoutes(jobs))
+}
+
+func (a *assembly) ServeKanban(svc *kanban.Service, tokens kanban.Tokens, claimTTL time.Duration) {
+	a.boards = svc
+	a.routes = append(a.routes, api.KanbanRoutes(svc, tokens, claimTTL))
+}
+
+// DelegationEnded is the controllers' wait on a delegation: one that is
+// not there will not end, so the wait is over.
+func (a *assembly) DelegationEnded(ctx context.Context, id string) bool {
+	d, err := a.db.Delegations().Delegation(ctx, id)
+	return errs.Is(err, errs.NotFound) || (err == nil && d.Status().Terminal())
 }
 
 // assembled are the capabilities made, in list order.
-type assembled []*Capability
+type assembled []*capability.Capability
 
 // make makes the capabilities of the list, in order.
 func (a *assembly) make() (assembled, error) {
@@ -116,7 +94,7 @@ func (a *assembly) make() (assembled, error) {
 			return nil, err
 		}
 		if c.Runner != nil {
-			a.runner = c.Runner
+			a.base.Runner = c.Runner
 		}
 		out = append(out, c)
 	}
@@ -184,16 +162,21 @@ func (cs assembled) signals() []signals.Handler {
 func (cs assembled) components() components {
 	var out components
 	for _, c := range cs {
-		out = append(out, c.Components...)
+		for _, nc := range c.Components {
+			out = append(out, namedComponent{name: nc.Name, c: nc.Loop})
+		}
 	}
 	return out
 }
 
-// api sets the capabilities' parts of o.
-func (cs assembled) api(o *api.Options) {
-	for _, c := range cs {
-		if c.API != nil {
-			c.API(o)
-		}
+// convBusy is the scheduler's idle check: whether a turn of conv runs,
+// in this process or, by the mark its worker leaves in the metadata, in
+// another. Unread, the metadata says idle: the tick's turn looks again
+// when it starts.
+func (g *Gateway) convBusy(ctx context.Context, conv string) bool {
+	if _, ok := g.turns.RunningTurn(conv); ok {
+		return true
 	}
+	meta, err := g.db.Sessions().Meta(ctx, conv)
+	return err == nil && meta[sessions.ConvMetaTurn] != ""
 }

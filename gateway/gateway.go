@@ -2,7 +2,7 @@
 // model client, the tools and the agent, and runs the router, the turn
 // worker, the signal tailer, the delivery worker, the presence driver, the
 // capabilities (delegation, controllers, cron, the boards; each plugs in
-// by one type, see Capability), the adapters (an exclusive one only
+// by one type, capability.Capability), the adapters (an exclusive one only
 // while this process holds its lease) and the HTTP server (the local
 // API, the adapters' webhooks, /healthz, /readyz, /metrics) as one unit
 // with one Start and one graceful Shutdown.
@@ -25,6 +25,7 @@ import (
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/adapters/api"
+	"github.com/heraldgw/herald/capability"
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/delivery"
@@ -32,6 +33,7 @@ import (
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/internal/redact"
+	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/metrics"
 	"github.com/heraldgw/herald/outbox"
@@ -123,9 +125,9 @@ type Gateway struct {
 	workspace *tools.WorkspaceTools
 	// models are the model clients and the main model's key pool.
 	models *modelParts
-	// boards are the kanban capability's parts, whose service tests
-	// change the boards with.
-	boards   *kanbanParts
+	// boards are the kanban capability's service, which tests change
+	// the boards with.
+	boards   *kanban.Service
 	adapters []adapters.Adapter
 	routes   *delivery.Routes
 	mux      *http.ServeMux
@@ -301,21 +303,35 @@ func (g *Gateway) build() error {
 		Clock:         g.clock,
 		Logger:        log,
 	}
-	a := &assembly{
-		Gateway:  g,
-		registry: registry,
-		commands: commands,
-		agent:    runner,
-		model:    timed,
-		toolsets: cfg.Toolsets(),
-		outbox:   delivery.NotifyingOutbox(g.db.Outbox(), func() { g.delivery.Notify() }),
-		runner:   runner,
-	}
+	a := &assembly{db: g.db, agent: runner, base: &capability.Assembly{
+		Config:    cfg,
+		Name:      g.opts.Name,
+		Clock:     g.clock,
+		Logger:    log,
+		Redact:    g.redact.String,
+		Store:     g.db,
+		Adapters:  g.opts.Adapters,
+		Registry:  registry,
+		Commands:  commands,
+		Model:     timed,
+		Toolsets:  cfg.Toolsets(),
+		Outbox:    delivery.NotifyingOutbox(g.db.Outbox(), func() { g.delivery.Notify() }),
+		Runner:    runner,
+		Workspace: workspace,
+		AuxClient: g.auxClient,
+		Addr:      g.Addr,
+		Busy:      g.convBusy,
+		Metrics: capability.Metrics{
+			ControllerFired:   g.metrics.ControllerFired,
+			ControllerDropped: g.metrics.ControllerDropped,
+		},
+	}}
 	caps, err := a.make()
 	if err != nil {
 		return err
 	}
-	toolset, err := registry.Set(a.toolsets)
+	g.boards = a.boards
+	toolset, err := registry.Set(a.base.Toolsets)
 	if err != nil {
 		return err
 	}
@@ -381,7 +397,7 @@ func (g *Gateway) build() error {
 	deltas := &sessions.Deltas{Redact: g.redact.String}
 	g.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
 		Store:      delivery.Sessions(store, g.delivery),
-		Runner:     a.runner,
+		Runner:     a.base.Runner,
 		Commands:   commands,
 		Name:       g.opts.Name,
 		Turns:      cfg.Workers.Turns,
@@ -463,8 +479,8 @@ func (g *Gateway) build() error {
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Clock:        g.clock,
 		Logger:       log,
+		Routes:       a.routes,
 	}
-	caps.api(&apiOpts)
 	g.api = api.New(apiOpts)
 	g.adapters = append([]adapters.Adapter{g.api}, g.opts.Adapters...)
 

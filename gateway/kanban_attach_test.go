@@ -33,7 +33,7 @@ func TestGatewayWorkerAgentIsToldItsAttachments(t *testing.T) {
 	})
 	cfg := testConfig(t, model)
 	h := startGateway(t, cfg, Options{})
-	svc := h.g.boards.service
+	svc := h.g.boards
 	ctx := context.Background()
 	// In triage, the card waits for a person: no dispatch takes it
 	// before its attachment is there.

@@ -41,7 +41,7 @@ func TestGatewayDispatchesCards(t *testing.T) {
 	}
 	cfg.Kanban.Lanes = map[string]config.KanbanLane{"shell": {Command: script, ExitZeroCompletes: true}, "writer": {Model: "writer-model"}}
 	h := startGateway(t, cfg, Options{})
-	svc := h.g.boards.service
+	svc := h.g.boards
 	ctx := context.Background()
 	shell, _, err := svc.Create(ctx, kanban.CreateSpec{Title: "run the script", Assignee: "shell"})
 	if err != nil {
@@ -125,7 +125,7 @@ func TestGatewayHeraldLaneFollowsTheContract(t *testing.T) {
 	})
 	cfg := testConfig(t, model)
 	h := startGateway(t, cfg, Options{})
-	svc := h.g.boards.service
+	svc := h.g.boards
 	ctx := context.Background()
 	reminded, _, err := svc.Create(ctx, kanban.CreateSpec{Title: "write the notes", Assignee: "herald"})
 	if err != nil {
@@ -194,7 +194,7 @@ func TestGatewayKanbanCommandAndNotifications(t *testing.T) {
 	h.waitItem("kb", "is writer's now")
 	h.post("kb", "/kanban show t_nothere")
 	h.waitItem("kb", "no card t_nothere")
-	svc := h.g.boards.service
+	svc := h.g.boards
 	subs, err := svc.Store.Subscriptions(ctx, kanban.DefaultBoard)
 	if err != nil || len(subs) != 2 {
 		t.Fatalf("subscriptions = %+v, %v; want one a chat", subs, err)
@@ -247,7 +247,7 @@ func TestGatewayWorkerReportsOverTheAPI(t *testing.T) {
 	}
 	cfg.Kanban.Lanes = map[string]config.KanbanLane{"remote": {Command: script}}
 	h := startGateway(t, cfg, Options{})
-	svc := h.g.boards.service
+	svc := h.g.boards
 	ctx := context.Background()
 	k, _, err := svc.Create(ctx, kanban.CreateSpec{Title: "report over http", Assignee: "remote"})
 	if err != nil {
@@ -304,7 +304,7 @@ func TestGatewayKanbanAgentRateLimited(t *testing.T) {
 	cfg := testConfig(t, model)
 	cfg.Model.MaxRetries = 0
 	h := startGateway(t, cfg, Options{})
-	svc := h.g.boards.service
+	svc := h.g.boards
 	ctx := context.Background()
 	before := time.Now()
 	k, _, err := svc.Create(ctx, kanban.CreateSpec{Title: "write the notes", Assignee: "herald"})

@@ -171,3 +171,54 @@ func poolName(baseURL string) string {
 func providerName(model, baseURL string) string {
 	return cmp.Or(model, "(no model)") + "@" + poolName(baseURL)
 }
+
+// auxClient is the model client of settings other than the main model's
+// (delegation.*, auxiliary.review.*): fallback when they set nothing or
+// Options gave the model client, else a client of their own, with what they leave empty taken from the
+// main model (the main key goes only to the main endpoint) and overrides
+// set in every request's body. One on the main endpoint with its keys
+// (settings that name only a model, say) shares the main pool and falls
+// back like the main model, to model.fallbacks in order; one on an
+// endpoint of its own has neither: its failure is its own. setting names
+// where ep's key is configured, for what a person is told of a refused key.
+func (g *Gateway) auxClient(ep config.AuxModel, setting string, overrides map[string]any, fallback llm.Client) (llm.Client, error) {
+	if g.opts.Model != nil || ep == (config.AuxModel{}) && len(overrides) == 0 {
+		return fallback, nil
+	}
+	ep = ep.Fallback(g.cfg.Model)
+	// The main model's endpoint with its keys is the main pool: children
+	// and workers share its keys' state with the turns.
+	pool := g.models.pool
+	if ep.BaseURL != g.cfg.Model.BaseURL || ep.APIKey != g.cfg.Model.APIKey {
+		var err error
+		if pool, err = g.newPool(ep.BaseURL, config.Model{APIKey: ep.APIKey}.Keys(), setting); err != nil {
+			return nil, err
+		}
+	}
+	c, err := newModelClient(ep.APIMode, g.modelOptions(ep.BaseURL, ep.Model, pool, overrides))
+	if err != nil {
+		return nil, err
+	}
+	if pool == g.models.pool && len(g.models.fallbacks) > 0 {
+		first := llm.Provider{Name: providerName(ep.Model, ep.BaseURL), Model: ep.Model, Client: c}
+		c = llm.NewChain(g.clock, g.log.With("part", "model"), append([]llm.Provider{first}, g.models.fallbacks...)...).Observe(g.metrics)
+	}
+	return g.metrics.TimeModel(c, ep.Model), nil
+}
+
+// newModelClient is the client of the API the model's server at
+// opts.BaseURL speaks (config.ResolveAPIMode of mode).
+func newModelClient(mode string, opts llm.OpenAIOptions) (llm.Client, error) {
+	if config.ResolveAPIMode(mode, opts.BaseURL) == config.APIAnthropicMessages {
+		c, err := llm.NewAnthropic(opts)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	c, err := llm.NewOpenAI(opts)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}

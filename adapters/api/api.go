@@ -23,7 +23,6 @@ import (
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
-	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -74,24 +73,10 @@ type Options struct {
 	// KeepAlive is the interval of SSE comments that keep idle streams
 	// open through proxies; default 15 s.
 	KeepAlive time.Duration
-	// Delegations, when set, serves the background work routes under
-	// /api/v1/delegations (delegations.go).
-	Delegations Delegations
-	// Cron, when set, serves the scheduled jobs' routes under
-	// /api/v1/cron (cron.go).
-	Cron Cron
-	// Kanban, when set, serves the boards' routes under /api/v1/kanban
-	// (kanban.go): every change goes through it, every read through its
-	// Store.
-	Kanban *kanban.Service
-	// KanbanTokens checks the worker tokens (HERALD_KANBAN_TOKEN) with
-	// which a card's worker calls that card's worker routes instead of
-	// with the API key. With no Key, no token is good: workers need the
-	// API key like everyone else.
-	KanbanTokens kanban.Tokens
-	// KanbanClaimTTL is how far a worker's heartbeat extends its claim
-	// (kanban.claim_ttl_seconds); default 15 minutes.
-	KanbanClaimTTL time.Duration
+	// Routes are the domains' routes the API serves beside its own,
+	// under its key: DelegationRoutes, CronRoutes, KanbanRoutes. A
+	// domain's paths not mounted answer 404 like any unknown route.
+	Routes []Routes
 }
 
 func (o Options) withDefaults() Options {
@@ -113,9 +98,6 @@ func (o Options) withDefaults() Options {
 	if o.KeepAlive <= 0 {
 		o.KeepAlive = DefaultKeepAlive
 	}
-	if o.KanbanClaimTTL <= 0 {
-		o.KanbanClaimTTL = DefaultKanbanClaimTTL
-	}
 	return o
 }
 
@@ -125,6 +107,12 @@ type Server struct {
 	log   *slog.Logger
 	inbox atomic.Pointer[adapters.Inbox]
 	mux   *http.ServeMux
+
+	// The domains' services whose routes are mounted (Options.Routes);
+	// nil when not.
+	delegations Delegations
+	cron        Cron
+	kanban      *kanbanRoutes
 
 	wake  wakeups // local sends wake the requests waiting on their conversation
 	close sync.Once
@@ -151,16 +139,16 @@ func New(opts Options) *Server {
 		s.inbox.Store(&opts.Inbox)
 	}
 	s.routes()
-	if opts.Delegations != nil {
-		s.delegationRoutes()
-	}
-	if opts.Cron != nil {
-		s.cronRoutes()
-	}
-	if opts.Kanban != nil {
-		s.kanbanRoutes()
+	for _, r := range opts.Routes {
+		r.mount(s)
 	}
 	return s
+}
+
+// Routes are a domain's routes of the API. Its handlers answer as the
+// API's own do, so only this package makes them.
+type Routes interface {
+	mount(s *Server)
 }
 
 // Platform returns "api".

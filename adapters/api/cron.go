@@ -28,14 +28,21 @@ type cronJob struct {
 	Runs []cronjobs.Run `json:"runs,omitempty"`
 }
 
-func (s *Server) cronRoutes() {
+// CronRoutes are the scheduled jobs' routes under /api/v1/cron, served
+// by jobs.
+func CronRoutes(jobs Cron) Routes { return cronRoutes{jobs} }
+
+type cronRoutes struct{ jobs Cron }
+
+func (c cronRoutes) mount(s *Server) {
+	s.cron = c.jobs
 	s.route("GET", "/api/v1/cron/jobs", s.listCronJobs)
 	s.route("GET", "/api/v1/cron/jobs/{id}", s.getCronJob)
 	s.route("POST", "/api/v1/cron/jobs/{id}/run", s.runCronJob)
 }
 
 func (s *Server) listCronJobs(w http.ResponseWriter, r *http.Request) {
-	jobs, err := s.opts.Cron.List(r.Context())
+	jobs, err := s.cron.List(r.Context())
 	if err != nil {
 		s.failCron(w, r, err)
 		return
@@ -47,7 +54,7 @@ func (s *Server) listCronJobs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getCronJob(w http.ResponseWriter, r *http.Request) {
-	j, runs, err := s.opts.Cron.Show(r.Context(), r.PathValue("id"))
+	j, runs, err := s.cron.Show(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.failCron(w, r, err)
 		return
@@ -61,7 +68,7 @@ func (s *Server) getCronJob(w http.ResponseWriter, r *http.Request) {
 // runCronJob fires a job now, through the same once-only claim as its
 // scheduled fires; it answers 202 with the job, its run requested.
 func (s *Server) runCronJob(w http.ResponseWriter, r *http.Request) {
-	j, err := s.opts.Cron.RunNow(r.Context(), r.PathValue("id"))
+	j, err := s.cron.RunNow(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.failCron(w, r, err)
 		return

@@ -52,7 +52,14 @@ type delegationResponse struct {
 	Stopping []string `json:"stopping,omitempty"`
 }
 
-func (s *Server) delegationRoutes() {
+// DelegationRoutes are the background work routes under
+// /api/v1/delegations, served by svc.
+func DelegationRoutes(svc Delegations) Routes { return delegationRoutes{svc} }
+
+type delegationRoutes struct{ svc Delegations }
+
+func (d delegationRoutes) mount(s *Server) {
+	s.delegations = d.svc
 	s.route("POST", "/api/v1/delegations", s.startDelegation)
 	s.route("GET", "/api/v1/delegations/{id}", s.getDelegation)
 	s.route("POST", "/api/v1/delegations/{id}/cancel", s.cancelDelegation)
@@ -73,7 +80,7 @@ func (s *Server) startDelegation(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errs.E("api.startDelegation", errs.Invalid, "conversation: %s", reason(err)))
 		return
 	}
-	d, err := s.opts.Delegations.Start(r.Context(), delegation.Request{
+	d, err := s.delegations.Start(r.Context(), delegation.Request{
 		Conv:   conv,
 		Origin: outbox.Target{Platform: Platform, Chat: req.Conversation},
 		// Whom a message posted here is from, as the agent names it.
@@ -106,7 +113,7 @@ func (s *Server) getDelegation(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = min(wait, maxDelegationWait)
 	}
-	d, err := s.opts.Delegations.Get(r.Context(), id)
+	d, err := s.delegations.Get(r.Context(), id)
 	if err == nil {
 		err = scope(r, d)
 	}
@@ -144,7 +151,7 @@ func (s *Server) awaitDelegation(ctx context.Context, d delegation.Delegation, w
 			return d, true
 		case <-poll.C:
 		}
-		cur, err := s.opts.Delegations.Get(ctx, d.ID)
+		cur, err := s.delegations.Get(ctx, d.ID)
 		switch {
 		case err == nil:
 			d, failing = cur, false
@@ -165,7 +172,7 @@ func (s *Server) awaitDelegation(ctx context.Context, d delegation.Delegation, w
 func (s *Server) cancelDelegation(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Has("conversation") {
 		// Scoped: another conversation's delegation is not touched.
-		d, err := s.opts.Delegations.Get(r.Context(), r.PathValue("id"))
+		d, err := s.delegations.Get(r.Context(), r.PathValue("id"))
 		if err == nil {
 			err = scope(r, d)
 		}
@@ -174,7 +181,7 @@ func (s *Server) cancelDelegation(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	d, stopping, err := s.opts.Delegations.Cancel(r.Context(), r.PathValue("id"))
+	d, stopping, err := s.delegations.Cancel(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.failDelegation(w, r, err)
 		return

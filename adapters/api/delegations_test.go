@@ -38,7 +38,7 @@ func newDelegationFixture(t *testing.T, edit func(*api.Options)) *delegationFixt
 	f := &delegationFixture{db: db, store: db.Delegations(), reads: make(chan string, 100)}
 	svc := &delegation.Service{Store: f.store, Signals: db.Signals(), Meta: db.Sessions().Meta, MaxChildren: 3}
 	f.fixture = newFixture(t, func(o *api.Options) {
-		o.Delegations = observed{Delegations: svc, reads: f.reads}
+		o.Routes = append(o.Routes, api.DelegationRoutes(observed{Delegations: svc, reads: f.reads}))
 		if edit != nil {
 			edit(o)
 		}

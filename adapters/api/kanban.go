@@ -48,7 +48,28 @@ const kanbanCardsPrefix = "/api/v1/kanban/cards/"
 // worker may call with its worker token instead of the API key.
 var workerActions = []string{"complete", "block", "heartbeat", "comments"}
 
-func (s *Server) kanbanRoutes() {
+// KanbanRoutes are the boards' routes under /api/v1/kanban: every
+// change goes through svc, every read through its Store. tokens checks
+// the worker tokens (HERALD_KANBAN_TOKEN) with which a card's worker
+// calls that card's worker routes instead of with the API key; with no
+// Key, no token is good and workers need the API key like everyone
+// else. claimTTL is how far a worker's heartbeat extends its claim
+// (kanban.claim_ttl_seconds); zero means DefaultKanbanClaimTTL.
+func KanbanRoutes(svc *kanban.Service, tokens kanban.Tokens, claimTTL time.Duration) Routes {
+	if claimTTL <= 0 {
+		claimTTL = DefaultKanbanClaimTTL
+	}
+	return &kanbanRoutes{svc: svc, tokens: tokens, claimTTL: claimTTL}
+}
+
+type kanbanRoutes struct {
+	svc      *kanban.Service
+	tokens   kanban.Tokens
+	claimTTL time.Duration
+}
+
+func (k *kanbanRoutes) mount(s *Server) {
+	s.kanban = k
 	s.route("GET", "/api/v1/kanban/boards", s.listKanbanBoards)
 	s.routeMethods("/api/v1/kanban/boards/{board}/cards", map[string]http.HandlerFunc{
 		"GET":  s.listKanbanCards,
@@ -89,7 +110,7 @@ type cardDetail struct {
 // listKanbanBoards answers every board; the default board is listed
 // whether or not it was ever written, as it exists from the start.
 func (s *Server) listKanbanBoards(w http.ResponseWriter, r *http.Request) {
-	bs, err := s.opts.Kanban.Store.Boards(r.Context())
+	bs, err := s.kanban.svc.Store.Boards(r.Context())
 	if err != nil {
 		s.failKanban(w, r, err)
 		return
@@ -138,7 +159,7 @@ func (s *Server) listKanbanCards(w http.ResponseWriter, r *http.Request) {
 		}
 		q.Limit = n
 	}
-	cards, err := s.opts.Kanban.Store.Cards(r.Context(), q)
+	cards, err := s.kanban.svc.Store.Cards(r.Context(), q)
 	if err != nil {
 		s.failKanban(w, r, err)
 		return
@@ -188,7 +209,7 @@ func (s *Server) createKanbanCard(w http.ResponseWriter, r *http.Request) {
 	if key == "" {
 		key = strings.TrimSpace(r.Header.Get("Idempotency-Key"))
 	}
-	k, created, err := s.opts.Kanban.Create(r.Context(), kanban.CreateSpec{
+	k, created, err := s.kanban.svc.Create(r.Context(), kanban.CreateSpec{
 		Board:           r.PathValue("board"),
 		Title:           req.Title,
 		Body:            req.Body,
@@ -221,7 +242,7 @@ func (s *Server) createKanbanCard(w http.ResponseWriter, r *http.Request) {
 // events.
 func (s *Server) getKanbanCard(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	st := s.opts.Kanban.Store
+	st := s.kanban.svc.Store
 	k, err := st.Card(ctx, r.PathValue("id"))
 	if err != nil {
 		s.failKanban(w, r, err)
@@ -234,7 +255,7 @@ func (s *Server) getKanbanCard(w http.ResponseWriter, r *http.Request) {
 	} else if cs != nil {
 		d.Comments = cs
 	}
-	if as, err := s.opts.Kanban.Attachments(ctx, k.ID); err != nil {
+	if as, err := s.kanban.svc.Attachments(ctx, k.ID); err != nil {
 		s.failKanban(w, r, err)
 		return
 	} else if as != nil {
@@ -310,7 +331,7 @@ const patchMoves = "blocked, ready, todo, review, done, scheduled and archived"
 func (s *Server) patchKanbanCard(w http.ResponseWriter, r *http.Request) {
 	const op = "api.patchKanbanCard"
 	ctx := r.Context()
-	svc := s.opts.Kanban
+	svc := s.kanban.svc
 	var raw json.RawMessage
 	if err := s.decodeBody(w, r, &raw); err != nil {
 		s.fail(w, r, err)
@@ -371,7 +392,7 @@ func (s *Server) patchKanbanCard(w http.ResponseWriter, r *http.Request) {
 // patchKanbanCard).
 func (s *Server) moveCard(ctx context.Context, k kanban.Card, to kanban.Status, p cardPatch) (kanban.Card, error) {
 	const op = "api.moveCard"
-	svc := s.opts.Kanban
+	svc := s.kanban.svc
 	if to == k.Status && to != kanban.StatusBlocked && to != kanban.StatusScheduled {
 		return k, nil
 	}
@@ -420,7 +441,7 @@ func (s *Server) commentKanbanCard(w http.ResponseWriter, r *http.Request) {
 	if c.token == 0 && strings.TrimSpace(req.Author) != "" {
 		author = strings.TrimSpace(req.Author)
 	}
-	cm, err := s.opts.Kanban.Comment(r.Context(), r.PathValue("id"), author, req.Text)
+	cm, err := s.kanban.svc.Comment(r.Context(), r.PathValue("id"), author, req.Text)
 	if err != nil {
 		s.failKanban(w, r, err)
 		return
@@ -431,7 +452,7 @@ func (s *Server) commentKanbanCard(w http.ResponseWriter, r *http.Request) {
 // listKanbanAttachments answers a card's attachments, oldest first,
 // with their paths on this instance.
 func (s *Server) listKanbanAttachments(w http.ResponseWriter, r *http.Request) {
-	as, err := s.opts.Kanban.Attachments(r.Context(), r.PathValue("id"))
+	as, err := s.kanban.svc.Attachments(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.failKanban(w, r, err)
 		return
@@ -447,7 +468,7 @@ func (s *Server) listKanbanAttachments(w http.ResponseWriter, r *http.Request) {
 // further) when it is over kanban.attachment_max_bytes.
 func (s *Server) attachKanbanCard(w http.ResponseWriter, r *http.Request) {
 	const op = "api.attachKanbanCard"
-	svc := s.opts.Kanban
+	svc := s.kanban.svc
 	limit := svc.AttachmentLimit()
 	if r.ContentLength > limit {
 		s.fail(w, r, errs.E(op, errs.TooLarge, "the attachment is %d bytes, over the limit of %d bytes (kanban.attachment_max_bytes)", r.ContentLength, limit))
@@ -468,7 +489,7 @@ func (s *Server) attachKanbanCard(w http.ResponseWriter, r *http.Request) {
 // an instance has the files attached through it, and 404 for others.
 func (s *Server) kanbanAttachment(w http.ResponseWriter, r *http.Request) {
 	const op = "api.kanbanAttachment"
-	a, err := s.opts.Kanban.Attachment(r.Context(), r.PathValue("id"), r.PathValue("name"))
+	a, err := s.kanban.svc.Attachment(r.Context(), r.PathValue("id"), r.PathValue("name"))
 	if err != nil {
 		s.failKanban(w, r, err)
 		return
@@ -500,7 +521,7 @@ func (s *Server) completeKanbanCard(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	k, err := s.opts.Kanban.Complete(r.Context(), r.PathValue("id"), c.token, res, c.actor)
+	k, err := s.kanban.svc.Complete(r.Context(), r.PathValue("id"), c.token, res, c.actor)
 	if err != nil {
 		s.failKanban(w, r, err)
 		return
@@ -525,7 +546,7 @@ func (s *Server) blockKanbanCard(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	k, err := s.opts.Kanban.Block(r.Context(), r.PathValue("id"), c.token, req.Kind, req.Reason, c.actor)
+	k, err := s.kanban.svc.Block(r.Context(), r.PathValue("id"), c.token, req.Kind, req.Reason, c.actor)
 	if err != nil {
 		s.failKanban(w, r, err)
 		return
@@ -552,7 +573,7 @@ func (s *Server) heartbeatKanbanCard(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	k, err := s.opts.Kanban.Heartbeat(r.Context(), r.PathValue("id"), c.token, s.opts.KanbanClaimTTL, req.Note)
+	k, err := s.kanban.svc.Heartbeat(r.Context(), r.PathValue("id"), c.token, s.kanban.claimTTL, req.Note)
 	if err != nil {
 		s.failKanban(w, r, err)
 		return
@@ -573,7 +594,7 @@ type caller struct {
 // there. That the token is for that card, and its claim still held, is
 // the route's to check (cardCaller), on the id the mux parsed.
 func (s *Server) kanbanWorker(r *http.Request) bool {
-	if s.opts.Kanban == nil || r.Method != http.MethodPost {
+	if s.kanban == nil || r.Method != http.MethodPost {
 		return false
 	}
 	rest, ok := strings.CutPrefix(r.URL.Path, kanbanCardsPrefix)
@@ -585,7 +606,7 @@ func (s *Server) kanbanWorker(r *http.Request) bool {
 	if !ok {
 		return false
 	}
-	_, _, err := s.opts.KanbanTokens.Check(token)
+	_, _, err := s.kanban.tokens.Check(token)
 	return err == nil
 }
 
@@ -596,16 +617,16 @@ func (s *Server) kanbanWorker(r *http.Request) bool {
 func (s *Server) cardCaller(w http.ResponseWriter, r *http.Request) (caller, bool) {
 	const op = "api.cardCaller"
 	token, _ := bearer(r)
-	if _, _, err := s.opts.KanbanTokens.Check(token); err != nil {
+	if _, _, err := s.kanban.tokens.Check(token); err != nil {
 		return caller{actor: kanbanActor}, true
 	}
 	id := r.PathValue("id")
-	n, err := s.opts.KanbanTokens.ForCard(token, id)
+	n, err := s.kanban.tokens.ForCard(token, id)
 	if err != nil {
 		writeError(w, http.StatusForbidden, typeForbidden, reason(err))
 		return caller{}, false
 	}
-	k, err := s.opts.Kanban.Store.Card(r.Context(), id)
+	k, err := s.kanban.svc.Store.Card(r.Context(), id)
 	if err == nil && (k.Claim == nil || k.Claim.Token != n) {
 		err = errs.E(op, errs.LeaseLost, "%s is not held by claim %d any more", id, n)
 	}
@@ -637,7 +658,7 @@ func (s *Server) kanbanEvents(w http.ResponseWriter, r *http.Request) {
 		q.After = id
 	}
 	// A bad cursor is refused with a status while one can still be sent.
-	evs, err := s.opts.Kanban.Store.Events(r.Context(), q)
+	evs, err := s.kanban.svc.Store.Events(r.Context(), q)
 	if err != nil {
 		s.failKanban(w, r, err)
 		return
@@ -687,7 +708,7 @@ func (s *Server) followBoard(ctx context.Context, q kanban.EventQuery, evs []kan
 			}
 		}
 		var err error
-		evs, err = s.opts.Kanban.Store.Events(ctx, q)
+		evs, err = s.kanban.svc.Store.Events(ctx, q)
 		switch {
 		case err == nil:
 			failing = false

@@ -40,9 +40,7 @@ func newKanbanFixture(t *testing.T, edit func(*api.Options)) *kanbanFixture {
 	f := &kanbanFixture{clk: clk, svc: &kanban.Service{Store: db.Kanban()}, tokens: kanban.Tokens{Key: []byte("test-signing-key")}}
 	f.fixture = newFixture(t, func(o *api.Options) {
 		o.Clock = clk
-		o.Kanban = f.svc
-		o.KanbanTokens = f.tokens
-		o.KanbanClaimTTL = kanbanTTL
+		o.Routes = append(o.Routes, api.KanbanRoutes(f.svc, f.tokens, kanbanTTL))
 		if edit != nil {
 			edit(o)
 		}
