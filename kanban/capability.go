@@ -77,26 +77,17 @@ func Capability(as Assembly) (*capability.Capability, error) {
 	run := func(ctx context.Context, spec WorkerSpec, model string) error {
 		return RunCardAgent(ctx, p.service, p.workers.WithWork(spec.Workspace, model), spec)
 	}
-	p.dispatcher, err = NewDispatcher(DispatcherOptions{
-		Service:         p.service,
-		Lanes:           LanesFor(a.Config, run, a.Clock),
-		Name:            a.Name,
-		Interval:        cfg.DispatchInterval(),
-		ClaimTTL:        cfg.ClaimTTL(),
-		MaxSpawn:        cfg.MaxSpawn,
-		DefaultAssignee: cfg.DefaultAssignee,
-		ReviewDispatch:  cfg.ReviewDispatch,
-		ReviewLane:      cfg.ReviewLane,
-		RateLimitWait:   cfg.RateLimitWait(),
-		// A worker may report over the API, from any machine, with a
-		// token good for its card's claim only.
-		Env: func(k Card, token int64) []string {
-			return []string{"HERALD_KANBAN_API_URL=http://" + a.Addr(), "HERALD_KANBAN_TOKEN=" + p.tokens.Mint(k.ID, token)}
-		},
-		Signals: a.Store.Signals(),
-		Clock:   a.Clock,
-		Logger:  a.Logger.With("part", "kanban"),
-	})
+	opts := DispatcherOptionsFor(cfg, p.service, LanesFor(a.Config, run, a.Clock))
+	opts.Name = a.Name
+	// A worker may report over the API, from any machine, with a token
+	// good for its card's claim only.
+	opts.Env = func(k Card, token int64) []string {
+		return []string{"HERALD_KANBAN_API_URL=http://" + a.Addr(), "HERALD_KANBAN_TOKEN=" + p.tokens.Mint(k.ID, token)}
+	}
+	opts.Signals = a.Store.Signals()
+	opts.Clock = a.Clock
+	opts.Logger = a.Logger.With("part", "kanban")
+	p.dispatcher, err = NewDispatcher(opts)
 	if err != nil {
 		return nil, err
 	}

@@ -99,3 +99,21 @@ func TokensFor(cfg config.Config) Tokens {
 	_, _ = rand.Read(key)
 	return Tokens{Key: key}
 }
+
+// DispatcherOptionsFor are the options of a dispatcher of svc running
+// lanes, set from kanban.*: the gateway's and `herald kanban daemon`'s
+// alike. The caller names the process (Name, Host) and sets what its
+// workers are told (Env), the signals it hears, its clock and logger.
+func DispatcherOptionsFor(cfg config.Kanban, svc *Service, lanes map[string]LaneConfig) DispatcherOptions {
+	return DispatcherOptions{
+		Service:         svc,
+		Lanes:           lanes,
+		Interval:        cfg.DispatchInterval(),
+		ClaimTTL:        cfg.ClaimTTL(),
+		MaxSpawn:        cfg.MaxSpawn,
+		DefaultAssignee: cfg.DefaultAssignee,
+		ReviewDispatch:  cfg.ReviewDispatch,
+		ReviewLane:      cfg.ReviewLane,
+		RateLimitWait:   cfg.RateLimitWait(),
+	}
+}

@@ -142,24 +142,14 @@ func (b *board) dispatcher(lanes map[string]kanban.LaneConfig, log *slog.Logger)
 // dispatcherOptions are those of a dispatcher of b's store with lanes,
 // named for this process, set up from kanban.*.
 func (b *board) dispatcherOptions(lanes map[string]kanban.LaneConfig, log *slog.Logger) kanban.DispatcherOptions {
-	cfg := b.cfg.Kanban
 	host, _ := os.Hostname()
-	return kanban.DispatcherOptions{
-		Service:         b.svc,
-		Lanes:           lanes,
-		Name:            "kanban-cli-" + host + "-" + strconv.Itoa(os.Getpid()),
-		Host:            host,
-		Interval:        cfg.DispatchInterval(),
-		ClaimTTL:        cfg.ClaimTTL(),
-		MaxSpawn:        cfg.MaxSpawn,
-		DefaultAssignee: cfg.DefaultAssignee,
-		ReviewDispatch:  cfg.ReviewDispatch,
-		ReviewLane:      cfg.ReviewLane,
-		RateLimitWait:   cfg.RateLimitWait(),
-		Env:             b.workerEnv,
-		Signals:         b.signals,
-		Logger:          log,
-	}
+	opts := kanban.DispatcherOptionsFor(b.cfg.Kanban, b.svc, lanes)
+	opts.Name = "kanban-cli-" + host + "-" + strconv.Itoa(os.Getpid())
+	opts.Host = host
+	opts.Env = b.workerEnv
+	opts.Signals = b.signals
+	opts.Logger = log
+	return opts
 }
 
 // workerEnv is what a worker this process starts is told beside its
