@@ -35,9 +35,9 @@ func TestSuiteAgainstMemory(t *testing.T) {
 	RunAll(t, Backend{
 		Name: "memory",
 		New:  func(t *testing.T) Place { return &memPlace{data: newMemData()} },
-		// Written for the turn queue, the outbox and leases; the other
+		// Written for the turn queue, the outbox, leases and cursors; the other
 		// domains are checked against the real backends alone.
-		Features: Features{Lacks: []Domain{Cursors, Delegations, Cron, Once, Kanban, Controllers, Pools}},
+		Features: Features{Lacks: []Domain{Delegations, Cron, Once, Kanban, Controllers, Pools}},
 	})
 }
 
@@ -60,8 +60,15 @@ type memData struct {
 	signals  []signals.Signal // kept whole: the suite never looks past an hour
 	notes    map[string][]notes.Note
 	leases   map[string]memLease
-	workers  map[string]time.Time     // outbox workers' heartbeats
-	beats    map[string]time.Duration // how long each worker's beat holds
+	workers  map[string]time.Time                   // outbox workers' heartbeats
+	beats    map[string]time.Duration               // how long each worker's beat holds
+	cursors  map[string]map[string]memReceiveCursor // by platform, then channel
+}
+
+// memReceiveCursor is a channel's receive cursor and when it was put.
+type memReceiveCursor struct {
+	value string
+	at    time.Time
 }
 
 type memLease struct {
@@ -80,6 +87,7 @@ func newMemData() *memData {
 		workers:  map[string]time.Time{},
 		beats:    map[string]time.Duration{},
 		notes:    map[string][]notes.Note{},
+		cursors:  map[string]map[string]memReceiveCursor{},
 	}
 }
 
@@ -161,10 +169,10 @@ func (s *memStore) Timeline() sessions.Timeline { return memTimeline{s} }
 func (s *memStore) Notes() notes.Store          { return memNotes{s} }
 func (s *memStore) Outbox() outbox.Store        { return memOutbox{s} }
 func (s *memStore) Leases() lease.Store         { return memLeases{s} }
+func (s *memStore) Cursors() adapters.Cursors   { return memCursors{s} }
 
 // The domains the memory store lacks (TestSuiteAgainstMemory's Lacks):
 // the suite never asks for them.
-func (s *memStore) Cursors() adapters.Cursors      { return nil }
 func (s *memStore) Delegations() delegation.Store  { return nil }
 func (s *memStore) Cron() cronjobs.Store           { return nil }
 func (s *memStore) Once() lease.OnceStore          { return nil }
@@ -1119,4 +1127,43 @@ func (m memNotes) DeleteNote(ctx context.Context, user, id string) error {
 	}
 	m.s.data.notes[user] = slices.Delete(ns, i, i+1)
 	return nil
+}
+
+type memCursors struct{ s *memStore }
+
+func (c memCursors) PutCursor(_ context.Context, platform, channel, value string) error {
+	const op = "mem.PutCursor"
+	if err := adapters.CheckCursor(op, platform, channel, value); err != nil {
+		return err
+	}
+	if err := c.s.lock(op); err != nil {
+		return err
+	}
+	defer c.s.data.mu.Unlock()
+	byChannel := c.s.data.cursors[platform]
+	if byChannel == nil {
+		byChannel = map[string]memReceiveCursor{}
+		c.s.data.cursors[platform] = byChannel
+	}
+	byChannel[channel] = memReceiveCursor{value: value, at: c.s.clk.Now()}
+	return nil
+}
+
+func (c memCursors) Cursors(_ context.Context, platform string, within time.Duration) (map[string]string, error) {
+	const op = "mem.Cursors"
+	if err := adapters.CheckCursors(op, platform, within); err != nil {
+		return nil, err
+	}
+	if err := c.s.lock(op); err != nil {
+		return nil, err
+	}
+	defer c.s.data.mu.Unlock()
+	since := c.s.clk.Now().Add(-within)
+	out := map[string]string{}
+	for channel, cur := range c.s.data.cursors[platform] {
+		if cur.at.After(since) {
+			out[channel] = cur.value
+		}
+	}
+	return out, nil
 }
