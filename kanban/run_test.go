@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -242,7 +241,8 @@ type process struct {
 func startProcess(t *testing.T) *process {
 	t.Helper()
 	cmd := exec.Command("sleep", "300")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = []string{} // a stand-in needs nothing of the test's environment
+	proc.OwnGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

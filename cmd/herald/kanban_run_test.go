@@ -21,10 +21,15 @@ func TestKanbanDiagnosticsNamesGoneWorkers(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			env := kanbanEnv(t, backend)
 			k := kbJSON[kanban.Card](t, env, "create", "Orphaned", "--assignee", "herald")
+			// A stand-in for the worker's gateway: nothing of the test's
+			// environment, a group of its own, ended however the test ends.
 			gw := exec.Command("sleep", "300")
+			gw.Env = []string{}
+			proc.OwnGroup(gw)
 			if err := gw.Start(); err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { _ = gw.Process.Kill(); _ = gw.Wait() })
 			start := proc.StartTime(gw.Process.Pid)
 			host, _ := os.Hostname()
 			cfg, err := config.Load("", func(k string) (string, bool) { v, ok := env[k]; return v, ok })

@@ -295,6 +295,9 @@ var loaded = sync.OnceValues(func() (*graph, error) {
 	if err := watch(dir); err != nil {
 		return nil, err
 	}
+	// The go command runs with the test's own environment: it needs the
+	// toolchain's settings (GOCACHE, GOFLAGS, GOPROXY…), and it is the
+	// developer's tool reading the module, not a process herald starts.
 	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,TestImports,XTestImports", "./...")
 	cmd.Dir = dir
 	var stderr bytes.Buffer
