@@ -3,17 +3,14 @@ package sessions
 import (
 	"context"
 	"log/slog"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/heraldgw/herald/internal/bgloop"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/signals"
 )
@@ -249,8 +246,7 @@ func NewTurnWorker(opts TurnWorkerOptions) (*TurnWorker, error) {
 		w.commands = DefaultCommands()
 	}
 	if w.name == "" {
-		host, _ := os.Hostname()
-		w.name = host + "-" + strconv.Itoa(os.Getpid()) + "-" + uuid.NewString()[:8]
+		w.name = proc.InstanceName()
 	}
 	if w.ttl <= 0 {
 		w.ttl = DefaultLeaseTTL
