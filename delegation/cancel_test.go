@@ -25,6 +25,10 @@ func TestCancelElsewhereIsSaidAsSuch(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-model.started
+		// The loop's pass at its start and the one Start woke it for are
+		// both over: none runs after the pending delegation is made, which
+		// must stay pending.
+		waitPasses(t, runner, 2)
 		_, from, err := st.signals.SignalsAfter(ctx, "", 1)
 		if err != nil {
 			t.Fatal(err)

@@ -2,6 +2,7 @@ package delegation_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/tools"
 )
@@ -119,11 +121,5 @@ func TestStalledChildKeepsItsPlaceUntilItsCallReturns(t *testing.T) {
 // waitPasses waits until the runner's claim loop has made n passes.
 func waitPasses(t *testing.T, r *delegation.Runner, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for r.ClaimPasses() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the claim loop made %d passes, want %d", r.ClaimPasses(), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, fmt.Sprintf("the claim loop's pass %d", n), func() bool { return r.ClaimPasses() >= n })
 }
