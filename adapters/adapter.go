@@ -212,3 +212,15 @@ type CommandInfo struct {
 	Args    string // how the arguments read, e.g. "MESSAGE"; empty for none
 	Summary string // one line
 }
+
+// Fetcher is an adapter that downloads the files its platform's messages
+// carry, by the reference it put in the attachment (PlatformID or URL):
+// Telegram's getFile, Slack's url_private with the bot's token, Discord's
+// attachment URL. The token is the adapter's to add; the model and the
+// store never see it. max bounds the download: a larger file is a
+// TooLarge error, and nothing of it is kept. Errors: TooLarge, NotFound
+// (the platform no longer has the file), Unavailable (a try later may
+// work), Invalid (an attachment this adapter did not make).
+type Fetcher interface {
+	Fetch(ctx context.Context, att sessions.Attachment, max int64) ([]byte, error)
+}

@@ -27,7 +27,20 @@ type Message struct {
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 	Name       string     `json:"name,omitempty"`
-	At         time.Time  `json:"at,omitzero"`
+	// Images are pictures the message shows the model beside its
+	// Content (a user's photo; a tool's image result).
+	Images []Image   `json:"images,omitempty"`
+	At     time.Time `json:"at,omitzero"`
+}
+
+// Image is a picture a message shows the model. The history keeps where
+// the picture is (Path, a file herald keeps), never its bytes: Data is
+// filled, scaled and encoded, for each model request, and not stored.
+type Image struct {
+	Name string `json:"name,omitempty"` // the file's name, as the person sent it
+	MIME string `json:"mime,omitempty"` // Data's type: image/jpeg, image/png, image/gif or image/webp
+	Path string `json:"path,omitempty"`
+	Data []byte `json:"-"`
 }
 
 // ValidateConv checks a conversation key: not empty, valid UTF-8, no

@@ -41,6 +41,9 @@ type Config struct {
 	Goal        Goal        `yaml:"goal"`
 	Loop        Loop        `yaml:"loop"`
 	Heartbeat   Heartbeat   `yaml:"heartbeat"`
+	Agent       Agent       `yaml:"agent"`
+	Attachments Attachments `yaml:"attachments"`
+	STT         STT         `yaml:"stt"`
 
 	// File is the config file that was read, empty when none was. It is
 	// not a key: it tells `herald config check` where the values came from.
@@ -512,7 +515,49 @@ type Tools struct {
 type Auxiliary struct {
 	Review AuxModel `yaml:"review"` // what /review runs on
 	Goal   AuxModel `yaml:"goal"`   // what the /goal judge runs on
+	// Vision describes images for a model that cannot see them
+	// (agent.image_input_mode text, or auto on such a model).
+	Vision AuxModel `yaml:"vision"`
 }
+
+// Agent tunes how the conversations' agent takes what it is sent.
+type Agent struct {
+	// ImageInputMode is how an image reaches the model: ImagesNative,
+	// ImagesText or ImagesAuto.
+	ImageInputMode string `yaml:"image_input_mode"`
+}
+
+// The ways an image reaches the model (agent.image_input_mode).
+const (
+	ImagesAuto   = "auto"   // native when the model takes images, else described
+	ImagesNative = "native" // the image itself
+	ImagesText   = "text"   // described by auxiliary.vision
+)
+
+// Attachments bounds the files people send.
+type Attachments struct {
+	// MaxBytes is the largest file herald downloads or takes; a larger
+	// one is refused with a reply saying so.
+	MaxBytes int64 `yaml:"max_bytes"`
+}
+
+// DefaultAttachmentMaxBytes is attachments.max_bytes unset: Telegram's
+// cap on what a bot downloads.
+const DefaultAttachmentMaxBytes = 20 << 20
+
+// STT is the speech-to-text endpoint voice notes and audio are
+// transcribed with: OpenAI's /audio/transcriptions API or a server that
+// speaks it (Groq, a local whisper server). Unset BaseURL and APIKey: no
+// transcription.
+type STT struct {
+	BaseURL string `yaml:"base_url" secret:"url"`
+	Model   string `yaml:"model"`
+	APIKey  string `yaml:"api_key" secret:"true"`
+}
+
+// Configured reports whether voice notes can be transcribed: an endpoint
+// or a key is set.
+func (s STT) Configured() bool { return s.BaseURL != "" || s.APIKey != "" }
 
 // AuxModel is a model other than the main one, each field empty for the
 // main model's.
@@ -666,10 +711,13 @@ func Default() Config {
 			OutputMaxChars:    tools.DefaultOutputMaxChars,
 			DangerousCommands: tools.DefaultDangerousCommands(),
 		},
-		Cron:      Cron{Enabled: true, Timezone: "UTC", ScriptTimeout: DefaultScriptTimeout},
-		Goal:      Goal{MaxTurns: 20, JudgeTimeout: 30 * time.Second},
-		Loop:      Loop{MinInterval: 30 * time.Second, MaxTicks: 100},
-		Heartbeat: Heartbeat{MinInterval: 60 * time.Second},
+		Cron:        Cron{Enabled: true, Timezone: "UTC", ScriptTimeout: DefaultScriptTimeout},
+		Goal:        Goal{MaxTurns: 20, JudgeTimeout: 30 * time.Second},
+		Loop:        Loop{MinInterval: 30 * time.Second, MaxTicks: 100},
+		Heartbeat:   Heartbeat{MinInterval: 60 * time.Second},
+		Agent:       Agent{ImageInputMode: ImagesAuto},
+		Attachments: Attachments{MaxBytes: DefaultAttachmentMaxBytes},
+		STT:         STT{Model: "whisper-1"},
 		Kanban: Kanban{
 			Enabled: true, DispatchIntervalSeconds: 60, ClaimTTLSeconds: 900, FailureLimit: 2,
 			MaxSpawn: 8, ReviewDispatch: true, AttachmentMaxBytes: 25 << 20,

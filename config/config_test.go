@@ -91,9 +91,12 @@ func TestDefault(t *testing.T) {
 			MaxSpawn: 8, ReviewDispatch: true, AttachmentMaxBytes: 25 << 20,
 			CrashGraceSeconds: 30, RateLimitWaitSeconds: 300,
 		},
-		Goal:      config.Goal{MaxTurns: 20, JudgeTimeout: 30 * time.Second},
-		Loop:      config.Loop{MinInterval: 30 * time.Second, MaxTicks: 100},
-		Heartbeat: config.Heartbeat{MinInterval: time.Minute},
+		Goal:        config.Goal{MaxTurns: 20, JudgeTimeout: 30 * time.Second},
+		Loop:        config.Loop{MinInterval: 30 * time.Second, MaxTicks: 100},
+		Heartbeat:   config.Heartbeat{MinInterval: time.Minute},
+		Agent:       config.Agent{ImageInputMode: config.ImagesAuto},
+		Attachments: config.Attachments{MaxBytes: 20 << 20},
+		STT:         config.STT{Model: "whisper-1"},
 	}
 	got := config.Default()
 	if diff := cmp.Diff(want, got); diff != "" {

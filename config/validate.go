@@ -109,6 +109,21 @@ func (c Config) problems() Problems {
 	v.optionalHTTPURL("auxiliary.goal.base_url", c.Auxiliary.Goal.BaseURL)
 	v.apiMode("auxiliary.review.api_mode", c.Auxiliary.Review.APIMode)
 	v.apiMode("auxiliary.goal.api_mode", c.Auxiliary.Goal.APIMode)
+	v.optionalHTTPURL("auxiliary.vision.base_url", c.Auxiliary.Vision.BaseURL)
+	v.apiMode("auxiliary.vision.api_mode", c.Auxiliary.Vision.APIMode)
+	switch c.Agent.ImageInputMode {
+	case ImagesAuto, ImagesNative, ImagesText:
+	default:
+		v.add("agent.image_input_mode", "want %s, %s or %s, got %q", ImagesAuto, ImagesNative, ImagesText, c.Agent.ImageInputMode)
+	}
+	v.positive("attachments.max_bytes", c.Attachments.MaxBytes)
+	if c.Attachments.MaxBytes > maxAttachmentBytes {
+		v.add("attachments.max_bytes", "at most %d (64 MiB), got %d", int64(maxAttachmentBytes), c.Attachments.MaxBytes)
+	}
+	v.optionalHTTPURL("stt.base_url", c.STT.BaseURL)
+	if c.STT.Configured() && strings.TrimSpace(c.STT.Model) == "" {
+		v.add("stt.model", "empty: name the transcription model (whisper-1 on OpenAI)")
+	}
 	v.apiMode("delegation.api_mode", c.Delegation.APIMode)
 	v.positive("goal.max_turns", int64(c.Goal.MaxTurns))
 	v.positiveDuration("goal.judge_timeout", c.Goal.JudgeTimeout)
@@ -480,6 +495,10 @@ func checkHTTPURL(raw string) string {
 type validator struct {
 	problems Problems
 }
+
+// maxAttachmentBytes bounds attachments.max_bytes: what the store keeps
+// of one file (media.MaxFileBytes).
+const maxAttachmentBytes = 64 << 20
 
 func (v *validator) add(key, format string, args ...any) {
 	v.problems = append(v.problems, Problem{Key: key, Msg: fmt.Sprintf(format, args...)})

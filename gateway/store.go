@@ -13,6 +13,7 @@ import (
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/media"
 	"github.com/heraldgw/herald/notes"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -36,6 +37,7 @@ type Store interface {
 	Kanban() kanban.Store
 	Controllers() controllers.Store
 	Pools() llm.PoolStore // the model's credential pools
+	Files() media.Store   // file bytes no platform can give again
 	Close() error
 }
 

@@ -75,10 +75,27 @@ type Message struct {
 	// local API reads a reply's turn end and token usage from it); the
 	// platforms ignore them. Counted in the message's size.
 	Meta map[string]string `json:",omitempty"`
+	// Files are what the message sends besides its Text, which is then
+	// their caption: each goes as a photo when Photo is set, else as a
+	// document.
+	Files []File `json:",omitempty"`
 	// Parts is how far an earlier attempt at a message sent in parts got,
 	// kept by the store (KeepParts) and set when it reads the message back:
 	// the adapter sends only the parts after them.
 	Parts Parts `json:",omitzero"`
+}
+
+// File is a file a message sends. Its bytes are kept in the store
+// (media.Store) under Blob until the message was accepted; the delivery
+// worker reads them into Data for the adapter's Send. Data is never
+// encoded with the message.
+type File struct {
+	Name  string
+	MIME  string `json:",omitempty"`
+	Size  int64
+	Blob  string
+	Photo bool   `json:",omitempty"` // an image sent as a picture, not as a document
+	Data  []byte `json:"-"`
 }
 
 // Parts is how far a message sent in parts got: the parts its platform

@@ -41,14 +41,36 @@ const (
 // non-empty lane.
 const Lanes = 6
 
-// Attachment is metadata of a file that came with a message. The file
-// itself stays on the platform; the adapter fetches it when needed.
+// AttachmentKind is what a file is to the agent: an image it can see, a
+// voice note or other audio it hears through a transcript, or any other
+// document it reads from the disk.
+type AttachmentKind string
+
+const (
+	AttachImage    AttachmentKind = "image"
+	AttachVoice    AttachmentKind = "voice" // a voice note
+	AttachAudio    AttachmentKind = "audio"
+	AttachDocument AttachmentKind = "document"
+)
+
+// Attachment is a file that came with a message: its metadata and where
+// to get it again. The bytes are not in the entry: the turn that runs it
+// finds them under $HERALD_HOME/files/<conversation>/, or fetches them
+// again by the platform's reference (adapters.Fetcher), or, for an upload
+// through the local API, which no platform can give again, reads them
+// from the store (Blob) until the turn has committed. No reference holds
+// a secret: a URL that needs the bot's token gets it from the adapter at
+// fetch time.
 type Attachment struct {
-	Name       string `json:"name,omitempty"`
-	MIME       string `json:"mime,omitempty"`
-	Size       int64  `json:"size,omitempty"`
-	URL        string `json:"url,omitempty"`
-	PlatformID string `json:"platform_id,omitempty"`
+	Name       string         `json:"name,omitempty"`
+	MIME       string         `json:"mime,omitempty"`
+	Size       int64          `json:"size,omitempty"` // as the platform told it; 0 when it did not
+	Kind       AttachmentKind `json:"kind,omitempty"` // empty reads as AttachDocument
+	URL        string         `json:"url,omitempty"`
+	PlatformID string         `json:"platform_id,omitempty"`
+	// Blob is the id of the bytes kept in the store (media.Store), for a
+	// file no platform can give again.
+	Blob string `json:"blob,omitempty"`
 }
 
 // Inbound is what an adapter (or a synthetic source) hands to the queue.

@@ -421,6 +421,16 @@ DROP INDEX outbox_due;
 CREATE INDEX outbox_due ON outbox (platform, next_attempt) WHERE state <> 'dead' AND waits_for = '';
 CREATE INDEX outbox_waiting ON outbox (waits_for, id) WHERE waits_for <> '';
 `,
+	// 22 → 23: file bytes no platform can give again (media.Store): an
+	// upload through the local API, a file a message sends; at is Unix
+	// nanoseconds by the store's clock.
+	`
+CREATE TABLE files (
+	id   TEXT PRIMARY KEY,
+	data BLOB NOT NULL,
+	at   INTEGER NOT NULL
+) WITHOUT ROWID;
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

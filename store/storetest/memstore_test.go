@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/media"
 	"github.com/heraldgw/herald/notes"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -63,6 +65,7 @@ type memData struct {
 	workers  map[string]time.Time                   // outbox workers' heartbeats
 	beats    map[string]time.Duration               // how long each worker's beat holds
 	cursors  map[string]map[string]memReceiveCursor // by platform, then channel
+	files    map[string][]byte
 }
 
 // memReceiveCursor is a channel's receive cursor and when it was put.
@@ -88,6 +91,7 @@ func newMemData() *memData {
 		beats:    map[string]time.Duration{},
 		notes:    map[string][]notes.Note{},
 		cursors:  map[string]map[string]memReceiveCursor{},
+		files:    map[string][]byte{},
 	}
 }
 
@@ -170,6 +174,7 @@ func (s *memStore) Notes() notes.Store          { return memNotes{s} }
 func (s *memStore) Outbox() outbox.Store        { return memOutbox{s} }
 func (s *memStore) Leases() lease.Store         { return memLeases{s} }
 func (s *memStore) Cursors() adapters.Cursors   { return memCursors{s} }
+func (s *memStore) Files() media.Store          { return memFiles{s} }
 
 // The domains the memory store lacks (TestSuiteAgainstMemory's Lacks):
 // the suite never asks for them.
@@ -1166,4 +1171,48 @@ func (c memCursors) Cursors(_ context.Context, platform string, within time.Dura
 		}
 	}
 	return out, nil
+}
+
+type memFiles struct{ s *memStore }
+
+func (f memFiles) PutFile(_ context.Context, id string, data []byte) error {
+	const op = "mem.PutFile"
+	if err := media.CheckFile(op, id, data); err != nil {
+		return err
+	}
+	if err := f.s.lock(op); err != nil {
+		return err
+	}
+	defer f.s.data.mu.Unlock()
+	f.s.data.files[id] = bytes.Clone(data)
+	return nil
+}
+
+func (f memFiles) File(_ context.Context, id string) ([]byte, error) {
+	const op = "mem.File"
+	if err := media.CheckFileID(op, id); err != nil {
+		return nil, err
+	}
+	if err := f.s.lock(op); err != nil {
+		return nil, err
+	}
+	defer f.s.data.mu.Unlock()
+	data, ok := f.s.data.files[id]
+	if !ok {
+		return nil, errs.E(op, errs.NotFound, "no file %q", id)
+	}
+	return bytes.Clone(data), nil
+}
+
+func (f memFiles) DeleteFile(_ context.Context, id string) error {
+	const op = "mem.DeleteFile"
+	if err := media.CheckFileID(op, id); err != nil {
+		return err
+	}
+	if err := f.s.lock(op); err != nil {
+		return err
+	}
+	defer f.s.data.mu.Unlock()
+	delete(f.s.data.files, id)
+	return nil
 }

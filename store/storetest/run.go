@@ -49,4 +49,5 @@ func RunAll(t *testing.T, b Backend) {
 	group("Kanban", Kanban, runKanban)
 	group("Controllers", Controllers, runControllers)
 	group("Cursors", Cursors, runCursors)
+	group("Files", Files, runFiles)
 }

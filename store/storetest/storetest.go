@@ -16,6 +16,7 @@ import (
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/media"
 	"github.com/heraldgw/herald/notes"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -41,6 +42,7 @@ type Store interface {
 	Kanban() kanban.Store
 	Controllers() controllers.Store
 	Pools() llm.PoolStore
+	Files() media.Store
 	io.Closer
 }
 
@@ -58,6 +60,7 @@ const (
 	Kanban      Domain = "Kanban"
 	Controllers Domain = "Controllers"
 	Pools       Domain = "Pools"
+	Files       Domain = "Files"
 )
 
 // Place is one isolated place to keep data: a SQLite file, or a
