@@ -46,6 +46,25 @@ func noHTTPURL(t *testing.T, body []byte) {
 	}
 }
 
+// sent is req as the fake model server received it over api, checked
+// to name no http(s) URL.
+func sent(t *testing.T, api string, req llm.Request) testkit.RecordedRequest {
+	t.Helper()
+	ms := testkit.NewModelServer(t)
+	var c llm.Client
+	if api == testkit.APIOpenAI {
+		c, _ = newClient(t, ms, nil)
+	} else {
+		c, _ = newAnthropic(t, ms, nil)
+	}
+	if _, err := c.Complete(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	rec := ms.Requests()[0]
+	noHTTPURL(t, rec.Body)
+	return rec
+}
+
 // rawMessages are the raw request's messages, each as its JSON.
 func rawMessages(t *testing.T, body []byte) []map[string]json.RawMessage {
 	t.Helper()
@@ -80,13 +99,7 @@ const unshownLines = "\n[image gone.png could not be shown: it was not loaded]" 
 // bytes is a line of that text, and no URL of an image is ever sent.
 func TestOpenAIUserImagesAreDataURLParts(t *testing.T) {
 	pngData, jpegData := testImages(t)
-	ms := testkit.NewModelServer(t)
-	c, _ := newClient(t, ms, nil)
-	if _, err := c.Complete(context.Background(), photoRequest(pngData, jpegData)); err != nil {
-		t.Fatal(err)
-	}
-	rec := ms.Requests()[0]
-	noHTTPURL(t, rec.Body)
+	rec := sent(t, testkit.APIOpenAI, photoRequest(pngData, jpegData))
 	var parts []struct {
 		Type     string `json:"type"`
 		Text     string `json:"text"`
@@ -117,13 +130,7 @@ func TestOpenAIUserImagesAreDataURLParts(t *testing.T) {
 // blocks with base64 sources.
 func TestAnthropicUserImagesAreBase64Blocks(t *testing.T) {
 	pngData, jpegData := testImages(t)
-	ms := testkit.NewModelServer(t)
-	c, _ := newAnthropic(t, ms, nil)
-	if _, err := c.Complete(context.Background(), photoRequest(pngData, jpegData)); err != nil {
-		t.Fatal(err)
-	}
-	rec := ms.Requests()[0]
-	noHTTPURL(t, rec.Body)
+	rec := sent(t, testkit.APIAnthropic, photoRequest(pngData, jpegData))
 	var blocks []struct {
 		Type   string `json:"type"`
 		Text   string `json:"text"`
@@ -160,21 +167,9 @@ func TestImagesWithoutTextAndOfOtherTypes(t *testing.T) {
 	pngData, _ := testImages(t)
 	for _, api := range []string{testkit.APIOpenAI, testkit.APIAnthropic} {
 		t.Run(api, func(t *testing.T) {
-			ms := testkit.NewModelServer(t)
-			var c llm.Client
-			if api == testkit.APIOpenAI {
-				c, _ = newClient(t, ms, nil)
-			} else {
-				c, _ = newAnthropic(t, ms, nil)
-			}
 			only := llm.Request{Messages: []chat.Message{{Role: "user", Images: []chat.Image{{Name: "a.png", Data: pngData}}}}}
 			odd := llm.Request{Messages: []chat.Message{{Role: "user", Content: "look", Images: []chat.Image{{Name: "x.heic", MIME: "image/heic", Data: []byte("heic")}}}}}
-			for _, req := range []llm.Request{only, odd} {
-				if _, err := c.Complete(context.Background(), req); err != nil {
-					t.Fatal(err)
-				}
-			}
-			got := ms.Requests()
+			got := []testkit.RecordedRequest{sent(t, api, only), sent(t, api, odd)}
 			want := testkit.ModelMessage{Role: "user", Images: []string{dataURL("image/png", pngData)}}
 			if d := cmp.Diff(want, got[0].Messages[0]); d != "" {
 				t.Errorf("images alone (-want +got):\n%s", d)
@@ -206,13 +201,7 @@ func toolImagesRequest(pngData []byte) llm.Request {
 // says which tool they came from.
 func TestOpenAIToolImagesFollowTheResults(t *testing.T) {
 	pngData, _ := testImages(t)
-	ms := testkit.NewModelServer(t)
-	c, _ := newClient(t, ms, nil)
-	if _, err := c.Complete(context.Background(), toolImagesRequest(pngData)); err != nil {
-		t.Fatal(err)
-	}
-	rec := ms.Requests()[0]
-	noHTTPURL(t, rec.Body)
+	rec := sent(t, testkit.APIOpenAI, toolImagesRequest(pngData))
 	want := []testkit.ModelMessage{
 		{Role: "user", Content: "take a screenshot"},
 		{Role: "assistant", ToolCalls: []testkit.ModelToolCall{{ID: "call_1", Name: "screenshot", Arguments: "{}"}, {ID: "call_2", Name: "clock", Arguments: "{}"}}},
@@ -229,13 +218,7 @@ func TestOpenAIToolImagesFollowTheResults(t *testing.T) {
 // its text.
 func TestAnthropicToolImagesInTheResult(t *testing.T) {
 	pngData, _ := testImages(t)
-	ms := testkit.NewModelServer(t)
-	c, _ := newAnthropic(t, ms, nil)
-	if _, err := c.Complete(context.Background(), toolImagesRequest(pngData)); err != nil {
-		t.Fatal(err)
-	}
-	rec := ms.Requests()[0]
-	noHTTPURL(t, rec.Body)
+	rec := sent(t, testkit.APIAnthropic, toolImagesRequest(pngData))
 	want := []testkit.ModelMessage{
 		{Role: "user", Content: "take a screenshot"},
 		{Role: "assistant", ToolCalls: []testkit.ModelToolCall{{ID: "call_1", Name: "screenshot", Arguments: "{}"}, {ID: "call_2", Name: "clock", Arguments: "{}"}}},
