@@ -11,6 +11,7 @@ import (
 	"log/slog"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/lease"
@@ -94,6 +95,10 @@ type Assembly struct {
 	Registry *tools.Registry
 	Commands *sessions.Commands
 	Model    llm.Client // the main model's client, timed
+	// Images loads the bytes of a picture a model request shows (the
+	// conversations' agent's Agent.Images); nil when images are not
+	// loaded. Sub-agents load theirs with it.
+	Images func(ctx context.Context, img chat.Image) (chat.Image, error)
 	// Toolsets are the conversations' tool sets (tools.Toolsets).
 	Toolsets []string
 	// Outbox wakes the delivery worker after each Enqueue. That worker

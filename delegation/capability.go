@@ -80,6 +80,7 @@ func Capability(as Assembly) (*capability.Capability, error) {
 		StallTool:           time.Duration(cfg.StallToolSeconds) * time.Second,
 		StallGrace:          time.Duration(cfg.StallGraceSeconds) * time.Second,
 		EndProcesses:        a.Workspace.EndProcesses,
+		Images:              a.Images,
 		Clock:               a.Clock,
 		Logger:              p.log,
 	})

@@ -83,6 +83,11 @@ type SpawnerOptions struct {
 	// worker that ended without reporting on its card is told to).
 	Nudge func(ctx context.Context) string
 
+	// Images loads the pictures a child's model requests show, as the
+	// conversations' agent does (agent.Agent.Images); nil shows them as
+	// lines.
+	Images func(ctx context.Context, img chat.Image) (chat.Image, error)
+
 	// EndProcesses ends the background processes a child's terminal
 	// started, when it ends (keyed by the child's conversation key).
 	EndProcesses func(conv string)
@@ -364,6 +369,7 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 		MaxIterations: s.opts.MaxIterations,
 		HistoryBudget: -1,
 		SystemPrompt:  childPrompt,
+		Images:        s.opts.Images,
 		Clock:         s.opts.Clock,
 		Logger:        s.log.With("subagent", child.ID),
 	}

@@ -314,6 +314,7 @@ func (g *Gateway) build() error {
 		Registry:  registry,
 		Commands:  commands,
 		Model:     timed,
+		Images:    runner.Images,
 		Toolsets:  cfg.Toolsets(),
 		Outbox:    delivery.NotifyingOutbox(g.db.Outbox(), func() { g.delivery.Notify() }),
 		Runner:    runner,

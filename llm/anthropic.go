@@ -158,7 +158,8 @@ func (c *Anthropic) stream(ctx context.Context, params anthropic.MessageNewParam
 // anthropicParams is req as a Messages API request: system messages go
 // to its system field; an assistant message's tool calls become tool_use
 // blocks; each tool result a tool_result block of a user message, those
-// in a row in one message, as the API wants them.
+// in a row in one message, as the API wants them. A user message's
+// images are image blocks after its text, a tool result's inside it.
 func anthropicParams(model string, maxTokens int, req Request) (anthropic.MessageNewParams, error) {
 	p := anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: int64(cmp.Or(maxTokens, DefaultMaxTokens))}
 	var results []anthropic.ContentBlockParamUnion
@@ -169,14 +170,17 @@ func anthropicParams(model string, maxTokens int, req Request) (anthropic.Messag
 		}
 	}
 	for i, m := range req.Messages {
+		if m.Role != "user" && m.Role != "tool" {
+			m.Content = withLines(m.Content, unshownLines(m.Role, m.Images))
+		}
 		switch m.Role {
 		case "system":
 			p.System = append(p.System, anthropic.TextBlockParam{Text: m.Content})
 		case "tool":
-			results = append(results, anthropic.NewToolResultBlock(m.ToolCallID, m.Content, false))
+			results = append(results, anthropicToolResult(m))
 		case "user":
 			flush()
-			p.Messages = append(p.Messages, anthropic.NewUserMessage(anthropic.NewTextBlock(m.Content)))
+			p.Messages = append(p.Messages, anthropic.NewUserMessage(anthropicUserBlocks(m)...))
 		case "assistant":
 			flush()
 			var blocks []anthropic.ContentBlockParamUnion
@@ -233,6 +237,46 @@ func anthropicParams(model string, maxTokens int, req Request) (anthropic.Messag
 		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: &tool})
 	}
 	return p, nil
+}
+
+// anthropicUserBlocks are a user message's text, then its images.
+func anthropicUserBlocks(m chat.Message) []anthropic.ContentBlockParamUnion {
+	shown, lines := splitImages(m.Images)
+	text := withLines(m.Content, lines)
+	if len(shown) == 0 {
+		return []anthropic.ContentBlockParamUnion{anthropic.NewTextBlock(text)}
+	}
+	var blocks []anthropic.ContentBlockParamUnion
+	if text != "" {
+		// The API refuses an empty text block.
+		blocks = append(blocks, anthropic.NewTextBlock(text))
+	}
+	for _, img := range shown {
+		blocks = append(blocks, anthropic.NewImageBlockBase64(img.mime, img.base64))
+	}
+	return blocks
+}
+
+// anthropicToolResult is a tool's result: its text, then its images,
+// inside the tool_result block.
+func anthropicToolResult(m chat.Message) anthropic.ContentBlockParamUnion {
+	shown, lines := splitImages(m.Images)
+	text := withLines(m.Content, lines)
+	if len(shown) == 0 {
+		return anthropic.NewToolResultBlock(m.ToolCallID, text, false)
+	}
+	var content []anthropic.ToolResultBlockParamContentUnion
+	if text != "" {
+		content = append(content, anthropic.ToolResultBlockParamContentUnion{OfText: &anthropic.TextBlockParam{Text: text}})
+	}
+	for _, img := range shown {
+		content = append(content, anthropic.ToolResultBlockParamContentUnion{OfImage: &anthropic.ImageBlockParam{
+			Source: anthropic.ImageBlockParamSourceUnion{OfBase64: &anthropic.Base64ImageSourceParam{
+				Data: img.base64, MediaType: anthropic.Base64ImageSourceMediaType(img.mime),
+			}},
+		}})
+	}
+	return anthropic.ContentBlockParamUnion{OfToolResult: &anthropic.ToolResultBlockParam{ToolUseID: m.ToolCallID, Content: content}}
 }
 
 // anthropicReply is a Messages API reply as herald's: its text blocks

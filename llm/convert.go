@@ -16,12 +16,31 @@ import (
 // is sent for them.
 func buildParams(model string, req Request) (openai.ChatCompletionNewParams, error) {
 	p := openai.ChatCompletionNewParams{Model: shared.ChatModel(model)}
+	// Chat Completions takes no images in a tool message: a run of tool
+	// results is followed by one user message that shows their images,
+	// each tool's after a line naming it.
+	var toolImages []openai.ChatCompletionContentPartUnionParam
 	for i, m := range req.Messages {
+		if m.Role != "tool" && len(toolImages) > 0 {
+			p.Messages = append(p.Messages, openai.UserMessage(toolImages))
+			toolImages = nil
+		}
+		if m.Role == "tool" && len(m.Images) > 0 {
+			shown, lines := splitImages(m.Images)
+			m.Content, m.Images = withLines(m.Content, lines), nil
+			if len(shown) > 0 {
+				toolImages = append(toolImages, openai.TextContentPart(toolImagesIntro(m)))
+				toolImages = append(toolImages, imageParts(shown)...)
+			}
+		}
 		msg, err := messageParam(m)
 		if err != nil {
 			return p, fmt.Errorf("message %d: %w", i, err)
 		}
 		p.Messages = append(p.Messages, msg)
+	}
+	if len(toolImages) > 0 {
+		p.Messages = append(p.Messages, openai.UserMessage(toolImages))
 	}
 	for _, t := range req.Tools {
 		tool, err := toolParam(t)
@@ -41,6 +60,9 @@ func messageParam(m chat.Message) (openai.ChatCompletionMessageParamUnion, error
 	if m.Name != "" {
 		name = param.NewOpt(m.Name)
 	}
+	if m.Role != "user" {
+		m.Content = withLines(m.Content, unshownLines(m.Role, m.Images))
+	}
 	content := param.NewOpt(m.Content)
 	switch m.Role {
 	case "system":
@@ -52,9 +74,20 @@ func messageParam(m chat.Message) (openai.ChatCompletionMessageParamUnion, error
 			Content: openai.ChatCompletionDeveloperMessageParamContentUnion{OfString: content}, Name: name,
 		}}, nil
 	case "user":
-		return openai.ChatCompletionMessageParamUnion{OfUser: &openai.ChatCompletionUserMessageParam{
-			Content: openai.ChatCompletionUserMessageParamContentUnion{OfString: content}, Name: name,
-		}}, nil
+		u := &openai.ChatCompletionUserMessageParam{Name: name}
+		shown, lines := splitImages(m.Images)
+		text := withLines(m.Content, lines)
+		if len(shown) == 0 {
+			u.Content.OfString = param.NewOpt(text)
+			return openai.ChatCompletionMessageParamUnion{OfUser: u}, nil
+		}
+		// Text first, then the images, as a person's message reads.
+		var parts []openai.ChatCompletionContentPartUnionParam
+		if text != "" {
+			parts = append(parts, openai.TextContentPart(text))
+		}
+		u.Content.OfArrayOfContentParts = append(parts, imageParts(shown)...)
+		return openai.ChatCompletionMessageParamUnion{OfUser: u}, nil
 	case "assistant":
 		a := &openai.ChatCompletionAssistantMessageParam{Name: name}
 		// An assistant turn that only called tools has no content; sending
@@ -83,6 +116,15 @@ func messageParam(m chat.Message) (openai.ChatCompletionMessageParamUnion, error
 		}}, nil
 	}
 	return openai.ChatCompletionMessageParamUnion{}, fmt.Errorf("unknown role %q", m.Role)
+}
+
+// imageParts are the images as image_url parts with data URLs.
+func imageParts(shown []shownImage) []openai.ChatCompletionContentPartUnionParam {
+	parts := make([]openai.ChatCompletionContentPartUnionParam, 0, len(shown))
+	for _, s := range shown {
+		parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: s.dataURL()}))
+	}
+	return parts
 }
 
 func toolParam(t ToolSpec) (openai.ChatCompletionToolUnionParam, error) {

@@ -37,14 +37,23 @@ type (
 	}
 	// anthropicBlock is any content block; each type reads its own fields.
 	anthropicBlock struct {
-		Type      string          `json:"type"`
-		Text      string          `json:"text"`        // text
-		ID        string          `json:"id"`          // tool_use
-		Name      string          `json:"name"`        // tool_use
-		Input     json.RawMessage `json:"input"`       // tool_use
-		ToolUseID string          `json:"tool_use_id"` // tool_result
-		Content   json.RawMessage `json:"content"`     // tool_result: a string or text blocks
-		IsError   bool            `json:"is_error"`    // tool_result
+		Type      string               `json:"type"`
+		Text      string               `json:"text"`        // text
+		ID        string               `json:"id"`          // tool_use
+		Name      string               `json:"name"`        // tool_use
+		Input     json.RawMessage      `json:"input"`       // tool_use
+		ToolUseID string               `json:"tool_use_id"` // tool_result
+		Content   json.RawMessage      `json:"content"`     // tool_result: a string or blocks
+		IsError   bool                 `json:"is_error"`    // tool_result
+		Source    anthropicImageSource `json:"source"`      // image
+	}
+	// anthropicImageSource is an image block's source: base64 data or
+	// a URL.
+	anthropicImageSource struct {
+		Type      string `json:"type"`
+		MediaType string `json:"media_type"`
+		Data      string `json:"data"`
+		URL       string `json:"url"`
 	}
 	anthropicTool struct {
 		Name        string          `json:"name"`
@@ -54,11 +63,11 @@ type (
 )
 
 // parse records a Messages request in the Chat Completions shape: the
-// system prompt as a leading system message; a user message's text blocks
-// as one user message and each tool_result as a tool message, in block
-// order; an assistant message's text and tool_use blocks as one assistant
-// message with tool calls. Blocks of other types (images, thinking) are
-// not recorded, as the Chat Completions side records only text parts.
+// system prompt as a leading system message; a user message's text and
+// image blocks as one user message and each tool_result as a tool
+// message, in block order; an assistant message's text and tool_use
+// blocks as one assistant message with tool calls. Blocks of other types
+// (thinking) are not recorded.
 func (anthropicAPI) parse(body []byte) (RecordedRequest, error) {
 	var ar anthropicRequest
 	if err := json.Unmarshal(body, &ar); err != nil {
@@ -121,28 +130,40 @@ func anthropicBlocks(raw json.RawMessage) ([]anthropicBlock, error) {
 }
 
 // anthropicUserMessages turns a user message into a user message per run
-// of text blocks and a tool message per tool_result.
+// of text and image blocks and a tool message per tool_result.
 func anthropicUserMessages(blocks []anthropicBlock) ([]ModelMessage, error) {
 	var out []ModelMessage
 	var text *ModelMessage
 	for _, b := range blocks {
 		switch b.Type {
-		case "text":
+		case "text", "image":
 			if text == nil {
 				out = append(out, ModelMessage{Role: "user"})
 				text = &out[len(out)-1]
 			}
 			text.Content += b.Text
+			if b.Type == "image" {
+				text.Images = append(text.Images, b.Source.url())
+			}
 		case "tool_result":
-			content, err := messageText(b.Content)
+			content, images, err := messageContent(b.Content)
 			if err != nil {
 				return nil, fmt.Errorf("tool_result %s: %w", b.ToolUseID, err)
 			}
-			out = append(out, ModelMessage{Role: "tool", ToolCallID: b.ToolUseID, Content: content, IsError: b.IsError})
+			out = append(out, ModelMessage{Role: "tool", ToolCallID: b.ToolUseID, Content: content, Images: images, IsError: b.IsError})
 			text = nil
 		}
 	}
 	return out, nil
+}
+
+// url is the image as a recorded request names it: a base64 source as
+// its data URL, a url source as its URL.
+func (s anthropicImageSource) url() string {
+	if s.Type == "base64" {
+		return "data:" + s.MediaType + ";base64," + s.Data
+	}
+	return s.URL
 }
 
 // anthropicAssistantMessage turns an assistant message into one message

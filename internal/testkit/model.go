@@ -81,8 +81,12 @@ type RecordedRequest struct {
 
 // ModelMessage is one message of a recorded request.
 type ModelMessage struct {
-	Role       string
-	Content    string // text parts joined when the content was an array
+	Role    string
+	Content string // text parts joined when the content was an array
+	// Images are the message's images as sent, in order: an image_url
+	// part's URL; an Anthropic image block as the data URL of its
+	// base64 source, or its url source's URL.
+	Images     []string
 	Name       string
 	ToolCallID string
 	ToolCalls  []ModelToolCall
@@ -566,11 +570,11 @@ func parseModelRequest(body []byte) (RecordedRequest, error) {
 	}
 	rec := RecordedRequest{API: APIOpenAI, Model: wr.Model, Stream: wr.Stream, User: wr.User}
 	for _, wm := range wr.Messages {
-		content, err := messageText(wm.Content)
+		content, images, err := messageContent(wm.Content)
 		if err != nil {
 			return rec, fmt.Errorf("message %d: %w", len(rec.Messages), err)
 		}
-		msg := ModelMessage{Role: wm.Role, Content: content, Name: wm.Name, ToolCallID: wm.ToolCallID}
+		msg := ModelMessage{Role: wm.Role, Content: content, Images: images, Name: wm.Name, ToolCallID: wm.ToolCallID}
 		for _, tc := range wm.ToolCalls {
 			msg.ToolCalls = append(msg.ToolCalls, ModelToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}
@@ -585,25 +589,46 @@ func parseModelRequest(body []byte) (RecordedRequest, error) {
 // messageText reads a message's content: a string, null, or an array of
 // parts whose text parts are joined.
 func messageText(raw json.RawMessage) (string, error) {
+	text, _, err := messageContent(raw)
+	return text, err
+}
+
+// messageContent reads a message's content as messageText does, and the
+// images among its parts: Chat Completions' image_url parts and the
+// Messages API's image blocks (a tool_result's content holds those).
+func messageContent(raw json.RawMessage) (string, []string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
+		return "", nil, nil
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
+		return s, nil, nil
 	}
 	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		ImageURL struct {
+			URL string `json:"url"`
+		} `json:"image_url"`
+		Source anthropicImageSource `json:"source"`
 	}
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", fmt.Errorf("content is neither a string nor an array of parts")
+		return "", nil, fmt.Errorf("content is neither a string nor an array of parts")
 	}
-	var b strings.Builder
+	var (
+		b      strings.Builder
+		images []string
+	)
 	for _, p := range parts {
 		b.WriteString(p.Text)
+		switch p.Type {
+		case "image_url":
+			images = append(images, p.ImageURL.URL)
+		case "image":
+			images = append(images, p.Source.url())
+		}
 	}
-	return b.String(), nil
+	return b.String(), images, nil
 }
 
 func streamWantsUsage(body []byte) bool {

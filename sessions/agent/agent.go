@@ -67,6 +67,15 @@ type Agent struct {
 	// the model after the system prompt, so what it keeps with the memory
 	// tool is known without a call.
 	Notes notes.Store
+	// Images loads a picture a request shows: given a message's image
+	// as the history keeps it (Name, MIME, Path; no Data), it returns
+	// it with Data filled, in a type the model takes that MIME names.
+	// Before each model call the request's MaxImages most recent images
+	// are loaded, each once a turn; one whose load fails is a line of
+	// its message instead, and the turn goes on. Nil shows every image
+	// as a line. The bytes are only ever in the request: the history a
+	// turn returns keeps each image's Path.
+	Images func(ctx context.Context, img chat.Image) (chat.Image, error)
 	// Clock stamps history messages; nil means the wall clock.
 	Clock clock.Clock
 	// Logger; nil means slog.Default().
@@ -81,8 +90,8 @@ var _ sessions.TurnRunner = (*Agent)(nil)
 // error: the turn ends with TurnModelError and a one-line reply.
 func (a *Agent) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
 	r := a.start(ctx, in)
-	msg := userMessage(in.Entry, r.now())
-	if r.resumed = unfinished(in.History, msg.Content); r.resumed > 0 {
+	msg := userMessage(in.Entry, in.Images, r.now())
+	if r.resumed = unfinished(in.History, msg); r.resumed > 0 {
 		// The same message again after a turn that ended without a
 		// reply (a client's retry of a request that failed on the
 		// model): that turn goes on, its message in the history once.
@@ -189,6 +198,8 @@ type run struct {
 	// resumed is how many of the history's last messages are the turn
 	// this one goes on with (unfinished); 0 for a turn of its own.
 	resumed int
+	// images are the turn's loads of images, by Path (showImages).
+	images map[string]loaded
 }
 
 func (a *Agent) start(ctx context.Context, in sessions.TurnInput) *run {
@@ -287,6 +298,7 @@ func (r *run) complete(ctx context.Context) (*llm.Response, error) {
 	msgs = append(msgs, r.system...)
 	msgs = append(msgs, earlier...)
 	msgs = append(msgs, own...)
+	r.showImages(ctx, msgs)
 	req := llm.Request{
 		Model:    r.a.Model,
 		Messages: msgs,
@@ -455,15 +467,15 @@ func (r *run) interrupted(ctx context.Context) (sessions.TurnOutput, error) {
 
 // unfinished is how many of history's last messages are a turn that
 // ended without a reply (a model call failed, or it was stopped or
-// interrupted before one) and whose last user message is text: the
-// turn a message with that text, arriving next, repeats. 0 when the
-// history ends with a reply, or the unfinished turn's message differs.
-func unfinished(history []chat.Message, text string) int {
+// interrupted before one) and whose last user message is msg (its text
+// and images): the turn msg, arriving next, repeats. 0 when the history
+// ends with a reply, or the unfinished turn's message differs.
+func unfinished(history []chat.Message, msg chat.Message) int {
 	for i := len(history) - 1; i >= 0; i-- {
 		m := history[i]
 		switch {
 		case m.Role == "user":
-			if m.Content == text {
+			if m.Content == msg.Content && sameImages(m.Images, msg.Images) {
 				return len(history) - i
 			}
 			return 0
@@ -475,13 +487,20 @@ func unfinished(history []chat.Message, text string) int {
 	return 0
 }
 
-// userMessage is the entry as the model reads it. Synthetic entries (a
+// sameImages says a and b show the same files.
+func sameImages(a, b []chat.Image) bool {
+	return slices.EqualFunc(a, b, func(x, y chat.Image) bool { return x.Path == y.Path })
+}
+
+// userMessage is the entry as the model reads it: its text, a line for
+// each attachment left in it, and the images the turn shows (where they
+// are; their bytes are loaded for each request). Synthetic entries (a
 // sub-agent's result, a cron fire) are user messages too: the model sees
 // one kind of input.
-func userMessage(e sessions.Entry, at time.Time) chat.Message {
+func userMessage(e sessions.Entry, images []chat.Image, at time.Time) chat.Message {
 	text := e.Text
 	for _, att := range e.Attachments {
-		line := "[attachment: " + att.Name
+		line := "[" + cmp.Or(string(att.Kind), "attachment") + ": " + att.Name
 		if att.MIME != "" {
 			line += ", " + att.MIME
 		}
@@ -494,5 +513,5 @@ func userMessage(e sessions.Entry, at time.Time) chat.Message {
 		}
 		text += line
 	}
-	return chat.Message{Role: "user", Content: text, At: at}
+	return chat.Message{Role: "user", Content: text, Images: storedImages(images), At: at}
 }

@@ -364,6 +364,17 @@ func TestRun(t *testing.T) {
 			outbox: []outbox.Message{reply("ok")},
 		},
 		{
+			desc: "an attachment with a kind is named by it",
+			in: func(in *sessions.TurnInput) {
+				in.Entry.Attachments = []sessions.Attachment{{Name: "note.ogg", MIME: "audio/ogg", Size: 900, Kind: sessions.AttachVoice}}
+			},
+			script:  []testkit.Step{testkit.Reply("ok")},
+			end:     sessions.TurnDone,
+			calls:   1,
+			history: []chat.Message{user("hi\n[voice: note.ogg, audio/ogg, 900 bytes]"), said("ok")},
+			outbox:  []outbox.Message{reply("ok")},
+		},
+		{
 			desc:    "a blank reply is not sent blank",
 			script:  []testkit.Step{testkit.Reply(" ")},
 			end:     sessions.TurnDone,
