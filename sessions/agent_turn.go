@@ -9,13 +9,13 @@ import (
 
 // TurnInput is what one turn runs on.
 type TurnInput struct {
-	Conv    string         // the conversation key; empty means Entry.Conv
-	Entry   Entry          // the entry the turn answers; user and synthetic entries alike become a user message
+	Conv  string // the conversation key; empty means Entry.Conv
+	Entry Entry  // the entry the turn answers; user and synthetic entries alike become a user message
 	// Images are the pictures the entry's user message shows the model,
 	// made from its attachments by the media capability, which then
 	// leaves in Entry.Attachments only what it did not take (the agent
 	// names those in a line each).
-	Images []chat.Image
+	Images  []chat.Image
 	History []chat.Message // the conversation's history before this turn, oldest first
 	Origin  outbox.Target
 	// User keys the user's notes (the memory tool). Empty means the
