@@ -262,3 +262,25 @@ func TestSendFileRefusals(t *testing.T) {
 		})
 	}
 }
+
+// A reply shown in progress whose first part is a file is not edited
+// into the file: the file is posted and the message in progress deleted.
+func TestAStreamedReplyWithAPhotoReplacesTheMessageShown(t *testing.T) {
+	fake, a := sender(t)
+	m := fileMessage("Here it is", outbox.File{Name: "chart.png", Photo: true, Data: []byte("png")})
+	shown, err := a.StreamText(context.Background(), m.Target, m.ReplyTo, "", "Here it")
+	if err != nil {
+		t.Fatalf("StreamText: %v", err)
+	}
+	res := a.SendStreamed(context.Background(), m, shown)
+	if res.Outcome != adapters.Accepted {
+		t.Fatalf("SendStreamed = %+v", res)
+	}
+	sent := fake.Sent(-100200)
+	if len(sent) != 1 || sent[0].Media != "photo" || sent[0].Text != "Here it is" || strconv.Itoa(sent[0].ID) == shown {
+		t.Errorf("standing now %+v, want only the photo with its caption", sent)
+	}
+	if n := len(fake.Calls("editMessageText")); n != 0 {
+		t.Errorf("%d edits, want none", n)
+	}
+}
