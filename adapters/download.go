@@ -181,3 +181,24 @@ func Size(n int64) string {
 }
 
 func trimZero(s string) string { return strings.TrimSuffix(s, ".0") }
+
+// Hosted reports whether a fetch may go to rawURL: an https URL on one of
+// hosts ("slack.com"; ".slack.com" is that domain and its subdomains),
+// or a URL with the scheme and host of base, the adapter's configured API
+// URL (a self-hosted server, a test's fake), which its calls reach
+// already.
+func Hosted(rawURL, base string, hosts ...string) bool {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	host := strings.ToLower(u.Hostname())
+	for _, h := range hosts {
+		domain, sub := strings.CutPrefix(h, ".")
+		if u.Scheme == "https" && (host == domain || sub && strings.HasSuffix(host, "."+domain)) {
+			return true
+		}
+	}
+	b, err := url.Parse(base)
+	return base != "" && err == nil && u.Scheme == b.Scheme && strings.EqualFold(u.Host, b.Host)
+}

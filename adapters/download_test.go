@@ -148,3 +148,28 @@ func TestSize(t *testing.T) {
 		}
 	}
 }
+
+func TestHosted(t *testing.T) {
+	const api = "http://127.0.0.1:8080/api"
+	tests := []struct {
+		url  string
+		want bool
+	}{
+		{"https://files.slack.com/files-pri/T1-F1/a.png", true},
+		{"https://slack.com/x", true},
+		{"http://files.slack.com/files-pri/T1-F1/a.png", false}, // the token goes over https only
+		{"https://slack.com.evil.example/x", false},
+		{"https://notslack.com/x", false},
+		{"http://127.0.0.1:8080/files-pri/T1-F1/a.png", true}, // the configured API's host
+		{"http://127.0.0.1:9090/x", false},
+		{"://bad", false},
+	}
+	for _, tc := range tests {
+		if got := adapters.Hosted(tc.url, api, ".slack.com"); got != tc.want {
+			t.Errorf("Hosted(%q) = %v, want %v", tc.url, got, tc.want)
+		}
+	}
+	if adapters.Hosted("https://media.cdn.discordapp.com/x", "", "cdn.discordapp.com") {
+		t.Error("a subdomain of a host given without a dot is taken")
+	}
+}

@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"context"
 	"net/http"
-	"net/url"
-	"strings"
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/internal/errs"
@@ -13,9 +11,6 @@ import (
 )
 
 var _ adapters.Fetcher = (*Adapter)(nil)
-
-// cdnHosts serve Discord's attachments.
-var cdnHosts = []string{"cdn.discordapp.com", "media.discordapp.net"}
 
 // Fetch downloads a file a message carried from its attachment URL
 // (Attachment.URL): Discord's CDN serves it without the bot token, which
@@ -28,7 +23,7 @@ func (a *Adapter) Fetch(ctx context.Context, att sessions.Attachment, max int64)
 	if att.URL == "" {
 		return nil, errs.E(op, errs.Invalid, "%s has no Discord attachment URL", name)
 	}
-	if !a.onCDN(att.URL) {
+	if !adapters.Hosted(att.URL, a.opts.Config.APIURL, "cdn.discordapp.com", "media.discordapp.net") {
 		return nil, errs.E(op, errs.Invalid, "%s is not on Discord's CDN", name)
 	}
 	if err := adapters.CheckSize(op, name, att.Size, max); err != nil {
@@ -39,20 +34,4 @@ func (a *Adapter) Fetch(ctx context.Context, att sessions.Attachment, max int64)
 		return nil, errs.Wrap(op, errs.Invalid, err)
 	}
 	return adapters.Download{Op: op, Platform: "Discord", Client: a.client}.Get(req, name, max)
-}
-
-// onCDN reports whether rawURL is an attachment URL herald fetches.
-func (a *Adapter) onCDN(rawURL string) bool {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return false
-	}
-	host := strings.ToLower(u.Hostname())
-	for _, h := range cdnHosts {
-		if u.Scheme == "https" && host == h {
-			return true
-		}
-	}
-	api, err := url.Parse(a.opts.Config.APIURL)
-	return a.opts.Config.APIURL != "" && err == nil && u.Scheme == api.Scheme && strings.EqualFold(u.Host, api.Host)
 }

@@ -18,22 +18,13 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// bytesOf is n bytes of a pattern that shows a cut or a shift.
-func bytesOf(n int, seed byte) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = seed + byte(i%251)
-	}
-	return b
-}
-
 func TestFilesArriveAsAttachmentsAndFetch(t *testing.T) {
 	t.Parallel()
 	h := start(t, setup{})
 	ann := discordfake.User{ID: ada, Username: "ada"}
-	photo := h.fake.PutAttachment(dmChannel, discordfake.Attachment{Filename: "cat.png", ContentType: "image/png", Data: bytesOf(4000, 1)})
-	voice := h.fake.PutAttachment(dmChannel, discordfake.Attachment{Filename: "voice-message.ogg", ContentType: "audio/ogg", Voice: true, Data: bytesOf(7000, 2)})
-	doc := h.fake.PutAttachment(dmChannel, discordfake.Attachment{Filename: "spec.pdf", ContentType: "application/pdf", Data: bytesOf(80_000, 3)})
+	photo := h.fake.PutAttachment(dmChannel, discordfake.Attachment{Filename: "cat.png", ContentType: "image/png", Data: testkit.Bytes(4000, 1)})
+	voice := h.fake.PutAttachment(dmChannel, discordfake.Attachment{Filename: "voice-message.ogg", ContentType: "audio/ogg", Voice: true, Data: testkit.Bytes(7000, 2)})
+	doc := h.fake.PutAttachment(dmChannel, discordfake.Attachment{Filename: "spec.pdf", ContentType: "application/pdf", Data: testkit.Bytes(80_000, 3)})
 	h.fake.SendMessage(discordfake.MessageEvent{ChannelID: dmChannel, Author: ann, Content: "look", Attachments: []discordfake.Attachment{photo}})
 	h.fake.SendMessage(discordfake.MessageEvent{ChannelID: dmChannel, Author: ann, Flags: discordfake.MessageFlagVoice, Attachments: []discordfake.Attachment{voice}})
 	h.fake.SendMessage(discordfake.MessageEvent{ChannelID: dmChannel, Author: ann, Attachments: []discordfake.Attachment{doc}})
@@ -60,7 +51,7 @@ func TestFetchRefusals(t *testing.T) {
 	t.Parallel()
 	counter := &testkit.ReadCounter{Prefix: "/attachments/"}
 	h := start(t, setup{noRun: true, opts: func(o *Options) { o.HTTPClient = counter.Client() }})
-	file := h.fake.PutAttachment(channel, discordfake.Attachment{Filename: "big.bin", ContentType: "application/octet-stream", Data: bytesOf(64<<10, 4)})
+	file := h.fake.PutAttachment(channel, discordfake.Attachment{Filename: "big.bin", ContentType: "application/octet-stream", Data: testkit.Bytes(64<<10, 4)})
 	att := sessions.Attachment{Name: file.Filename, URL: file.URL, PlatformID: file.ID}
 	const max = 16 << 10
 	tests := []struct {
@@ -107,7 +98,7 @@ func TestSendPhotoAndDocument(t *testing.T) {
 	t.Parallel()
 	h := start(t, setup{noRun: true})
 	tg, _ := outbox.ParseTarget("discord:" + guild + ":" + channel + ":" + thread)
-	chart := outbox.File{Name: "chart.png", MIME: "image/png", Photo: true, Data: bytesOf(5000, 5)}
+	chart := outbox.File{Name: "chart.png", MIME: "image/png", Photo: true, Data: testkit.Bytes(5000, 5)}
 	csv := outbox.File{Name: "data.csv", MIME: "text/csv", Data: []byte("a,b\n1,2\n")}
 	const asked = "170000000000000001"
 	res := h.a.Send(context.Background(), outbox.Message{ID: "o1", Target: tg, Text: "The **chart**", ReplyTo: asked, Files: []outbox.File{chart, csv}})

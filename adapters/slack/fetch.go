@@ -5,8 +5,6 @@ import (
 	"context"
 	"mime"
 	"net/http"
-	"net/url"
-	"strings"
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/internal/errs"
@@ -30,7 +28,7 @@ func (a *Adapter) Fetch(ctx context.Context, att sessions.Attachment, max int64)
 		return nil, errs.E(op, errs.NotFound, "Slack gave no download address for %s (a file shared from another workspace, or hidden by the workspace's plan)", name)
 	case att.URL == "":
 		return nil, errs.E(op, errs.Invalid, "%s has no Slack download address", name)
-	case !a.takesToken(att.URL):
+	case !adapters.Hosted(att.URL, a.opts.Config.APIURL, ".slack.com", ".slack-gov.com"):
 		return nil, errs.E(op, errs.Invalid, "%s is not on Slack: the bot token is sent to Slack only", name)
 	}
 	if err := adapters.CheckSize(op, name, att.Size, max); err != nil {
@@ -49,24 +47,4 @@ func (a *Adapter) Fetch(ctx context.Context, att sessions.Attachment, max int64)
 		return nil
 	}}
 	return d.Get(req, name, max)
-}
-
-// takesToken reports whether the bot token may go to rawURL: an https
-// URL on Slack's domains, or one on the host of the configured API URL
-// (every Web API call goes there with the token already).
-func (a *Adapter) takesToken(rawURL string) bool {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return false
-	}
-	host := strings.ToLower(u.Hostname())
-	if u.Scheme == "https" {
-		for _, domain := range []string{"slack.com", "slack-gov.com"} {
-			if host == domain || strings.HasSuffix(host, "."+domain) {
-				return true
-			}
-		}
-	}
-	api, err := url.Parse(a.opts.Config.APIURL)
-	return err == nil && api.Host != "" && u.Scheme == api.Scheme && strings.EqualFold(u.Host, api.Host)
 }

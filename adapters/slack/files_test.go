@@ -17,15 +17,6 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// bytesOf is n bytes of a pattern that shows a cut or a shift.
-func bytesOf(n int, seed byte) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = seed + byte(i%251)
-	}
-	return b
-}
-
 // withFiles is ev carrying files, as Slack sends a message with files.
 func withFiles(ev map[string]any, files ...slackfake.File) map[string]any {
 	objs := make([]map[string]any, len(files))
@@ -42,9 +33,9 @@ func withFiles(ev map[string]any, files ...slackfake.File) map[string]any {
 func TestFilesArriveAsAttachmentsAndFetch(t *testing.T) {
 	f := newFixture(t, false)
 	srv := f.events(t)
-	photo := f.fake.PutFile(slackfake.File{Name: "whiteboard.jpg", MIME: "image/jpeg", Data: bytesOf(4000, 1)})
-	clip := f.fake.PutFile(slackfake.File{Name: "audio_message.webm", MIME: "audio/webm", Subtype: "slack_audio", Data: bytesOf(6000, 2)})
-	doc := f.fake.PutFile(slackfake.File{Name: "notes.pdf", MIME: "application/pdf", Data: bytesOf(90_000, 3)})
+	photo := f.fake.PutFile(slackfake.File{Name: "whiteboard.jpg", MIME: "image/jpeg", Data: testkit.Bytes(4000, 1)})
+	clip := f.fake.PutFile(slackfake.File{Name: "audio_message.webm", MIME: "audio/webm", Subtype: "slack_audio", Data: testkit.Bytes(6000, 2)})
+	doc := f.fake.PutFile(slackfake.File{Name: "notes.pdf", MIME: "application/pdf", Data: testkit.Bytes(90_000, 3)})
 
 	for i, ev := range []map[string]any{
 		withFiles(dm(alice, "D1", "1700000100.000100", "", "what is on it?"), photo),
@@ -86,7 +77,7 @@ func TestFilesArriveAsAttachmentsAndFetch(t *testing.T) {
 func TestFetchRefusals(t *testing.T) {
 	counter := &testkit.ReadCounter{Prefix: "/files-pri/"}
 	f := newFixture(t, false, func(o *Options) { o.HTTPClient = counter.Client() })
-	file := f.fake.PutFile(slackfake.File{Name: "big.bin", MIME: "application/octet-stream", Data: bytesOf(64<<10, 4)})
+	file := f.fake.PutFile(slackfake.File{Name: "big.bin", MIME: "application/octet-stream", Data: testkit.Bytes(64<<10, 4)})
 	att := sessions.Attachment{Name: file.Name, URL: file.URLPrivate, PlatformID: file.ID}
 	const max = 16 << 10
 	tests := []struct {
@@ -146,7 +137,7 @@ func TestFetchOfAFileTheBotMayNotRead(t *testing.T) {
 
 func TestSendFilesToTheThread(t *testing.T) {
 	f := newFixture(t, false)
-	chart := outbox.File{Name: "chart.png", MIME: "image/png", Photo: true, Data: bytesOf(5000, 5)}
+	chart := outbox.File{Name: "chart.png", MIME: "image/png", Photo: true, Data: testkit.Bytes(5000, 5)}
 	csv := outbox.File{Name: "data.csv", MIME: "text/csv", Data: []byte("a,b\n1,2\n")}
 	res := f.a.Send(context.Background(), outbox.Message{ID: "m1", Target: thread, Text: "The **chart** & the data", Files: []outbox.File{chart, csv}})
 	if res.Outcome != adapters.Accepted {

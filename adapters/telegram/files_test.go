@@ -19,20 +19,11 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// bytesOf is n bytes of a pattern that shows a cut or a shift.
-func bytesOf(n int, seed byte) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = seed + byte(i%251)
-	}
-	return b
-}
-
 func TestFilesArriveAsAttachmentsAndFetch(t *testing.T) {
 	fake, a, in := polling(t, nil)
-	photo := fake.PutFile(telegramfake.File{Data: bytesOf(3000, 1)})
-	voice := fake.PutFile(telegramfake.File{MIME: "audio/ogg", Data: bytesOf(5000, 2)})
-	doc := fake.PutFile(telegramfake.File{Name: "report.pdf", MIME: "application/pdf", Data: bytesOf(70_000, 3)})
+	photo := fake.PutFile(telegramfake.File{Data: testkit.Bytes(3000, 1)})
+	voice := fake.PutFile(telegramfake.File{MIME: "audio/ogg", Data: testkit.Bytes(5000, 2)})
+	doc := fake.PutFile(telegramfake.File{Name: "report.pdf", MIME: "application/pdf", Data: testkit.Bytes(70_000, 3)})
 	u1 := fake.Queue(telegramfake.Incoming{Text: "what is this?", Photo: photo.ID})
 	u2 := fake.Queue(telegramfake.Incoming{Voice: voice.ID})
 	fake.Queue(telegramfake.Incoming{Document: doc.ID})
@@ -75,9 +66,9 @@ func TestFetchRefusesWhatIsTooLarge(t *testing.T) {
 	opts.HTTPClient = counter.Client()
 	a := newAdapter(t, opts)
 	const max = 16 << 10
-	told := fake.PutFile(telegramfake.File{Data: bytesOf(max+1, 4)})
-	untold := fake.PutFile(telegramfake.File{Data: bytesOf(256<<10, 5), Size: -1})
-	huge := fake.PutFile(telegramfake.File{Data: bytesOf(100, 6), Size: 30 << 20})
+	told := fake.PutFile(telegramfake.File{Data: testkit.Bytes(max+1, 4)})
+	untold := fake.PutFile(telegramfake.File{Data: testkit.Bytes(256<<10, 5), Size: -1})
+	huge := fake.PutFile(telegramfake.File{Data: testkit.Bytes(100, 6), Size: 30 << 20})
 
 	tests := []struct {
 		desc      string
@@ -164,7 +155,7 @@ func fileMessage(text string, files ...outbox.File) outbox.Message {
 
 func TestSendPhotoAndDocument(t *testing.T) {
 	fake, a := sender(t)
-	photo := outbox.File{Name: "chart.png", MIME: "image/png", Photo: true, Data: bytesOf(4000, 7)}
+	photo := outbox.File{Name: "chart.png", MIME: "image/png", Photo: true, Data: testkit.Bytes(4000, 7)}
 	doc := outbox.File{Name: "data.csv", MIME: "text/csv", Data: []byte("a,b\n1,2\n")}
 	res := a.Send(context.Background(), fileMessage("Here is **the chart** & the data", photo, doc))
 	if res.Outcome != adapters.Accepted {

@@ -51,3 +51,13 @@ func (b *countedBody) Read(p []byte) (int, error) {
 	b.n.Add(int64(n))
 	return n, err
 }
+
+// Bytes is n bytes of a pattern that shows a cut or a shift: a file's
+// content for a test that checks it arrived whole.
+func Bytes(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = seed + byte(i%251)
+	}
+	return b
+}
