@@ -3,6 +3,7 @@ package discord
 import (
 	"encoding/json"
 	"fmt"
+	"mime"
 	"strconv"
 	"strings"
 
@@ -79,14 +80,7 @@ func parseMessage(raw []byte, e env) (event, skip) {
 	if m.GuildID != "" && !mentioned && e.trigger != config.TriggerAll {
 		return event{}, skipNotAddressed
 	}
-	var files []sessions.Attachment
-	for _, at := range m.Attachments {
-		if at != nil {
-			files = append(files, sessions.Attachment{
-				Name: at.Filename, MIME: at.ContentType, Size: int64(at.Size), URL: at.URL, PlatformID: at.ID,
-			})
-		}
-	}
+	files := attachments(&m)
 	if text == "" && len(files) == 0 {
 		return event{}, skipEmpty
 	}
@@ -101,6 +95,31 @@ func parseMessage(raw []byte, e env) (event, skip) {
 	in.Text = text
 	in.Attachments = files
 	return event{in: in, userName: m.Author.Username, channelID: m.ChannelID, guildID: m.GuildID}, ""
+}
+
+// attachments lists the files of m, each with what it is to the agent
+// and where Fetch gets it: the attachment's URL (Discord's CDN, signed
+// for a while; it holds no token) and its id. The recording of a voice
+// message (the message's IS_VOICE_MESSAGE flag, or an attachment with a
+// waveform) is a voice note.
+func attachments(m *discordgo.Message) []sessions.Attachment {
+	var out []sessions.Attachment
+	for _, at := range m.Attachments {
+		if at == nil || at.ID == "" {
+			continue
+		}
+		mt, _, err := mime.ParseMediaType(at.ContentType)
+		if err != nil {
+			mt = adapters.MIMEOf(at.Filename)
+		}
+		kind := adapters.KindOf(mt)
+		if kind == sessions.AttachAudio && (m.Flags&discordgo.MessageFlagsIsVoiceMessage != 0 || at.Waveform != "") {
+			kind = sessions.AttachVoice
+		}
+		out = append(out, sessions.Attachment{Name: adapters.FileName(at.Filename, "file", at.ID, mt), MIME: mt,
+			Size: int64(at.Size), Kind: kind, URL: at.URL, PlatformID: at.ID})
+	}
+	return out
 }
 
 // interactionPayload is what parseInteraction reads besides discordgo's

@@ -184,7 +184,24 @@ func TestParseMessage(t *testing.T) {
 			}}},
 			want: sessions.Inbound{
 				Conv: "discord:dm:" + testChannel, Sender: testUser, MessageID: testMsg,
-				Attachments: []sessions.Attachment{{Name: "a.png", MIME: "image/png", Size: 12, URL: "https://cdn/a.png", PlatformID: "600000000000000001"}},
+				Attachments: []sessions.Attachment{{Name: "a.png", MIME: "image/png", Size: 12, Kind: sessions.AttachImage,
+					URL: "https://cdn/a.png", PlatformID: "600000000000000001"}},
+			},
+		},
+		{
+			desc: "a voice message's recording is a voice note; a file without a type gets one from its name",
+			raw:  dmMessage,
+			over: map[string]any{"content": "", "flags": 8192, "attachments": []any{
+				map[string]any{"id": "600000000000000002", "filename": "voice-message.ogg", "content_type": "audio/ogg",
+					"size": 9000, "url": "https://cdn/v.ogg", "duration_secs": 2.5, "waveform": "AAAA"},
+				map[string]any{"id": "600000000000000003", "filename": "notes.txt", "size": 5, "url": "https://cdn/n.txt"},
+			}},
+			want: sessions.Inbound{
+				Conv: "discord:dm:" + testChannel, Sender: testUser, MessageID: testMsg,
+				Attachments: []sessions.Attachment{
+					{Name: "voice-message.ogg", MIME: "audio/ogg", Size: 9000, Kind: sessions.AttachVoice, URL: "https://cdn/v.ogg", PlatformID: "600000000000000002"},
+					{Name: "notes.txt", MIME: "text/plain", Size: 5, Kind: sessions.AttachDocument, URL: "https://cdn/n.txt", PlatformID: "600000000000000003"},
+				},
 			},
 		},
 		{

@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,9 +24,11 @@ var noPings = &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentio
 // Send renders m in Discord's markdown, splits it under 2,000 characters
 // and posts the parts in order: the first as a reply to m.ReplyTo when
 // that is a message id, every part as a follow-up when m answers an
-// application command whose token is still good. Parts Discord accepted
-// are not posted again when the outbox retries m (m.Parts, recorded as
-// each is accepted through adapters.KeepParts).
+// application command whose token is still good. m's files follow, one
+// message each, the first with the text as its content when the text is
+// one part. Parts Discord accepted are not posted again when the outbox
+// retries m (m.Parts, recorded as each is accepted through
+// adapters.KeepParts).
 func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResult {
 	return a.send(ctx, m, "")
 }
@@ -42,18 +45,26 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 	if err != nil {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: err.Error()}
 	}
-	parts := chatfmt.RenderParts(m.Text, chatfmt.DiscordMarkdown, chatfmt.DiscordLimit)
-	if len(parts) == 0 {
+	render := func(limit int) []string { return chatfmt.RenderParts(m.Text, chatfmt.DiscordMarkdown, limit) }
+	l := adapters.LayOut(m, render, chatfmt.DiscordLimit, chatfmt.DiscordLimit)
+	if l.Len() == 0 {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "discord: the message is empty"}
 	}
-	p := sendState{done: adapters.ResumeAt(m, len(parts)), first: m.Parts.First, channelOnly: m.Parts.Mode == modeChannel,
+	p := sendState{done: adapters.ResumeAt(m, l.Len()), first: m.Parts.First, channelOnly: m.Parts.Mode == modeChannel,
 		unstreamed: m.Parts.Unstreamed}
+	if why := l.Missing(p.done); why != "" {
+		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "discord: " + why}
+	}
+	// A first part that is a file is not edited into the reply in
+	// progress: it is posted, and the message in progress deleted.
+	p.unstreamed = p.unstreamed || (over != "" && len(l.Text) == 0)
 	ref, viaFollowup := parseInteractionRef(m.ReplyTo)
 	viaFollowup = viaFollowup && !p.channelOnly && a.clock.Now().Before(ref.expires())
-	for i := p.done; i < len(parts); i++ {
+	for i := p.done; i < l.Len(); i++ {
+		text, files := part(l, i)
 		var id string
 		if viaFollowup {
-			id, err = a.followup(ctx, ref, parts[i])
+			id, err = a.followup(ctx, ref, text, files)
 			if gone(err) {
 				// The deferral failed or the token lapsed: the rest of the
 				// answer goes to the channel.
@@ -63,7 +74,7 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 		}
 		edited := false
 		if !viaFollowup && i == 0 && over != "" && !p.unstreamed {
-			id, err = a.edit(ctx, r, over, parts[0])
+			id, err = a.edit(ctx, r, over, text)
 			edited = err == nil || classify(err).Outcome != adapters.Permanent
 			if !edited {
 				a.log.Warn("Discord refused to edit the reply in progress; posting the reply anew", "channel", r.dest(), "err", err)
@@ -75,7 +86,7 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 			if i == 0 && isSnowflake(m.ReplyTo) {
 				replyTo = m.ReplyTo
 			}
-			id, err = a.post(ctx, r, parts[i], replyTo)
+			id, err = a.post(ctx, r, text, replyTo, files)
 		}
 		if err != nil {
 			return classify(err)
@@ -84,7 +95,7 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 			p.first = id
 		}
 		p.done++
-		if p.done < len(parts) {
+		if p.done < l.Len() {
 			if err := adapters.KeepParts(ctx, p.record()); err != nil {
 				return adapters.PartsNotKept("discord", err)
 			}
@@ -98,9 +109,29 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 	return adapters.SendResult{Outcome: adapters.Accepted, MessageID: p.first}
 }
 
-// post sends one channel message, a reply to replyTo when set.
-func (a *Adapter) post(ctx context.Context, r route, text, replyTo string) (string, error) {
-	msg := &discordgo.MessageSend{Content: text, AllowedMentions: noPings}
+// part is part i of l: its text (a file's caption) and its files.
+func part(l adapters.Layout, i int) (string, []outbox.File) {
+	if f, caption, ok := l.File(i); ok {
+		return caption, []outbox.File{f}
+	}
+	return l.Text[i], nil
+}
+
+// uploads are files as discordgo sends them, each reading its bytes
+// afresh: a part posted again (a follow-up refused, then posted to the
+// channel) sends them whole.
+func uploads(files []outbox.File) []*discordgo.File {
+	out := make([]*discordgo.File, len(files))
+	for i, f := range files {
+		out[i] = &discordgo.File{Name: f.Name, ContentType: f.MIME, Reader: bytes.NewReader(f.Data)}
+	}
+	return out
+}
+
+// post sends one channel message, with files (a multipart body), a
+// reply to replyTo when set.
+func (a *Adapter) post(ctx context.Context, r route, text, replyTo string, files []outbox.File) (string, error) {
+	msg := &discordgo.MessageSend{Content: text, AllowedMentions: noPings, Files: uploads(files)}
 	if replyTo != "" {
 		keep := false // a deleted original must not fail the answer
 		msg.Reference = &discordgo.MessageReference{MessageID: replyTo, ChannelID: r.dest(), GuildID: r.guild, FailIfNotExists: &keep}
@@ -126,9 +157,9 @@ func (a *Adapter) edit(ctx context.Context, r route, id, text string) (string, e
 // followup posts one part as a follow-up message of an interaction
 // (POST /webhooks/<app>/<token>); the first one fills the deferred
 // "thinking" response.
-func (a *Adapter) followup(ctx context.Context, ref interactionRef, text string) (string, error) {
-	sent, err := a.rest.WebhookExecute(ref.app, ref.token, true, &discordgo.WebhookParams{Content: text, AllowedMentions: noPings},
-		discordgo.WithContext(ctx))
+func (a *Adapter) followup(ctx context.Context, ref interactionRef, text string, files []outbox.File) (string, error) {
+	params := &discordgo.WebhookParams{Content: text, AllowedMentions: noPings, Files: uploads(files)}
+	sent, err := a.rest.WebhookExecute(ref.app, ref.token, true, params, discordgo.WithContext(ctx))
 	if err != nil {
 		return "", err
 	}

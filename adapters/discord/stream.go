@@ -34,7 +34,7 @@ func (a *Adapter) StreamText(ctx context.Context, t outbox.Target, replyTo, id, 
 		if isSnowflake(replyTo) {
 			ref = replyTo
 		}
-		id, err = a.post(ctx, r, parts[0], ref)
+		id, err = a.post(ctx, r, parts[0], ref, nil)
 	} else {
 		id, err = a.edit(ctx, r, id, parts[0])
 	}

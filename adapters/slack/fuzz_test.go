@@ -26,8 +26,13 @@ func checkInbound(t *testing.T, got inbound) {
 		return
 	}
 	in := got.In
-	if !strings.HasPrefix(in.Conv, "slack:") || in.Sender == "" || in.Text == "" {
+	if !strings.HasPrefix(in.Conv, "slack:") || in.Sender == "" || in.Text == "" && len(in.Attachments) == 0 {
 		t.Fatalf("incomplete Inbound: %+v", in)
+	}
+	for _, a := range in.Attachments {
+		if a.Name == "" || a.PlatformID == "" || a.Kind == "" {
+			t.Fatalf("incomplete attachment: %+v", a)
+		}
 	}
 	if err := chat.ValidateConv("fuzz", in.Conv); err != nil {
 		t.Fatalf("conversation key %q: %v", in.Conv, err)

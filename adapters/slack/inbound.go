@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"cmp"
 	"encoding/json"
 	"strings"
 
@@ -35,6 +36,7 @@ type message struct {
 	SubType     string
 	BotID       string
 	Edited      bool
+	Files       []sessions.Attachment
 }
 
 // parseEvent reads one Events API payload (an HTTP body, or a Socket Mode
@@ -73,7 +75,51 @@ func parseEvent(body []byte, self identity, scope string) (inbound, error) {
 	default:
 		return inbound{Skip: "inner event " + ev.InnerEvent.Type}, nil
 	}
+	m.Files = files(body)
 	return messageInbound(ev.TeamID, m, self, scope), nil
+}
+
+// wireFile is a file of a message event, as far as herald reads it.
+// The event is read again for its files rather than through the SDK's
+// slack.File, which leaves out subtype, what tells a voice clip.
+type wireFile struct {
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	MIME       string `json:"mimetype"`
+	Size       int64  `json:"size"`
+	URLPrivate string `json:"url_private"`
+	Subtype    string `json:"subtype"`
+	Mode       string `json:"mode"`
+}
+
+// files lists the files of the event in body, each with what it is to
+// the agent and where Fetch gets it: url_private, which needs the bot
+// token at fetch time but holds none, and the file's id. A voice clip
+// (subtype slack_audio) is a voice note; a deleted file (mode
+// tombstone) is left out.
+func files(body []byte) []sessions.Attachment {
+	var ev struct {
+		Event struct {
+			Files []wireFile `json:"files"`
+		} `json:"event"`
+	}
+	if json.Unmarshal(body, &ev) != nil {
+		return nil
+	}
+	var out []sessions.Attachment
+	for _, f := range ev.Event.Files {
+		if f.ID == "" || f.Mode == "tombstone" {
+			continue
+		}
+		mt := cmp.Or(f.MIME, adapters.MIMEOf(f.Name))
+		kind := adapters.KindOf(mt)
+		if f.Subtype == "slack_audio" {
+			kind = sessions.AttachVoice
+		}
+		out = append(out, sessions.Attachment{Name: adapters.FileName(f.Name, "file", f.ID, mt), MIME: mt, Size: f.Size,
+			Kind: kind, URL: f.URLPrivate, PlatformID: f.ID})
+	}
+	return out
 }
 
 // messageInbound turns a message or app_mention into an Inbound, or skips
@@ -97,10 +143,10 @@ func messageInbound(team string, m message, self identity, scope string) inbound
 		return inbound{Skip: "a channel message without a mention"}
 	}
 	text := messageText(m.Text, self.UserID, m.Type == "app_mention")
-	if text == "" {
-		return inbound{Skip: "no text"}
+	if text == "" && len(m.Files) == 0 {
+		return inbound{Skip: "no text or file"}
 	}
-	in := sessions.Inbound{Sender: m.User, MessageID: m.Channel + ":" + m.TS, Text: text}
+	in := sessions.Inbound{Sender: m.User, MessageID: m.Channel + ":" + m.TS, Text: text, Attachments: m.Files}
 	if dm {
 		// One session per DM, answered in the DM; in a thread only
 		// when the user wrote in one.

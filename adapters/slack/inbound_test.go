@@ -117,7 +117,7 @@ func TestParseEvent(t *testing.T) {
 		desc: "a mention with nothing said",
 		body: slackfake.EventCallback(team, "Ev13", mention(alice, "C1", "1.7", "", "<@U0HERALDBOT>  ")),
 		self: self,
-		want: inbound{Skip: "no text"},
+		want: inbound{Skip: "no text or file"},
 	}, {
 		desc: "an event herald does not handle",
 		body: slackfake.EventCallback(team, "Ev14", map[string]any{"type": "reaction_added", "user": alice,

@@ -1,15 +1,18 @@
 package slack
 
-import "github.com/heraldgw/herald/outbox"
+import (
+	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/outbox"
+)
 
 // progress is how far a message split into parts got: its retry resumes
-// at parts[sent] instead of posting the first parts again. Between
+// at part sent instead of posting the first parts again. Between
 // attempts it is kept with the outbox message (outbox.Parts).
 type progress struct {
-	parts []string
-	plain bool   // Slack refused the formatting; parts go with markup off
-	sent  int    // parts Slack accepted
-	first string // the ts of the first part
+	l     adapters.Layout // the text's parts, then the files
+	plain bool            // Slack refused the formatting; the text's parts go with markup off
+	sent  int             // parts Slack accepted
+	first string          // the ts of the first part
 	// unstreamed: Slack refused to update the reply in progress with the
 	// first part, which is posted anew (SendStreamed); kept with the parts
 	// once one went, so the attempt that sends the last deletes it.

@@ -1,9 +1,9 @@
 package slack
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -18,8 +18,10 @@ import (
 
 // Send posts m to its channel (and thread) with chat.postMessage: the
 // text rendered as mrkdwn and split under chatfmt.SlackLimit, one post per
-// part, in order. A retry of a message goes on from the first part not yet
-// accepted. m.ReplyTo is not needed: the target names the thread.
+// part, in order. m's files follow, one upload each (upload), the first
+// with the text as its comment when the text is one part. A retry of a
+// message goes on from the first part not yet accepted. m.ReplyTo is not
+// needed: the target names the thread.
 func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResult {
 	return a.send(ctx, m, "")
 }
@@ -38,22 +40,32 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: err.Error()}
 	}
 	p := resume(m)
-	if len(p.parts) == 0 {
+	if p.l.Len() == 0 {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "the message is empty"}
 	}
-	for p.sent < len(p.parts) {
+	if why := p.l.Missing(p.sent); why != "" {
+		return adapters.SendResult{Outcome: adapters.Permanent, Reason: why}
+	}
+	// A first part that is a file is not put into the reply in progress:
+	// the file is posted, and the message in progress deleted.
+	p.unstreamed = p.unstreamed || (over != "" && len(p.l.Text) == 0)
+	for p.sent < p.l.Len() {
 		var ts string
-		if p.sent == 0 && over != "" && !p.unstreamed {
-			ts, err = a.update(ctx, channel, over, p.parts[0], p.plain)
+		f, comment, isFile := p.l.File(p.sent)
+		switch {
+		case isFile:
+			ts, err = a.upload(ctx, channel, thread, f, comment)
+		case p.sent == 0 && over != "" && !p.unstreamed:
+			ts, err = a.update(ctx, channel, over, p.l.Text[0], p.plain)
 			if err != nil && !formattingRejected(err) && classify(err).Outcome == adapters.Permanent {
 				a.log.Warn("Slack refused to update the reply in progress; posting the reply anew", "target", m.Target.String(), "err", err)
 				p.unstreamed = true
 				continue
 			}
-		} else {
-			ts, err = a.post(ctx, channel, thread, p.parts[p.sent], p.plain)
+		default:
+			ts, err = a.post(ctx, channel, thread, p.l.Text[p.sent], p.plain)
 		}
-		if err != nil && !p.plain && formattingRejected(err) {
+		if err != nil && !isFile && !p.plain && formattingRejected(err) {
 			a.log.Warn("Slack refused the formatting; resending as plain text", "target", m.Target.String(), "err", err)
 			p.toPlain(m.Text)
 			continue
@@ -65,7 +77,7 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 			p.first = ts
 		}
 		p.sent++
-		if p.sent < len(p.parts) {
+		if p.sent < p.l.Len() {
 			if err := adapters.KeepParts(ctx, p.record()); err != nil {
 				return adapters.PartsNotKept("slack", err)
 			}
@@ -80,15 +92,31 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 }
 
 // resume is m's progress: where an earlier attempt stopped (m.Parts), or
-// a fresh rendering.
+// a fresh rendering. The text's parts go first, then the files.
 func resume(m outbox.Message) *progress {
-	p := &progress{parts: chatfmt.RenderParts(m.Text, chatfmt.SlackMrkdwn, chatfmt.SlackLimit)}
-	p.sent, p.first = adapters.ResumeAt(m, len(p.parts)), m.Parts.First
+	render := func(limit int) []string { return chatfmt.RenderParts(m.Text, chatfmt.SlackMrkdwn, limit) }
+	p := &progress{l: adapters.LayOut(m, render, chatfmt.SlackLimit, chatfmt.SlackLimit)}
+	p.sent, p.first = adapters.ResumeAt(m, p.l.Len()), m.Parts.First
 	p.unstreamed = m.Parts.Unstreamed
 	if m.Parts.Mode == modePlain {
 		p.toPlain(m.Text)
 	}
 	return p
+}
+
+// upload shares one file to the channel (and thread) with files upload
+// v2: files.getUploadURLExternal, the bytes to the URL it gives, then
+// files.completeUploadExternal with comment as the initial comment. It
+// returns the file's id: Slack names no message for it.
+func (a *Adapter) upload(ctx context.Context, channel, thread string, f outbox.File, comment string) (string, error) {
+	sum, err := a.api.UploadFileContext(ctx, slackapi.UploadFileParameters{
+		Reader: bytes.NewReader(f.Data), FileSize: len(f.Data), Filename: f.Name, Title: f.Name,
+		Channel: channel, ThreadTimestamp: thread, InitialComment: comment,
+	})
+	if err != nil {
+		return "", err
+	}
+	return sum.ID, nil
 }
 
 // post sends one part; plain turns Slack's markup off.
@@ -123,13 +151,13 @@ func (a *Adapter) update(ctx context.Context, channel, ts, text string, plain bo
 // markup off, since their cuts must stay where the sent ones end.
 func (p *progress) toPlain(text string) {
 	p.plain = true
-	if p.sent > 0 {
+	if p.sent > 0 || len(p.l.Text) == 0 {
 		return
 	}
-	p.parts = chatfmt.RenderParts(text, chatfmt.PlainText, chatfmt.SlackLimit, chatfmt.Runes)
-	for i, s := range p.parts {
+	p.l.Text = chatfmt.RenderParts(text, chatfmt.PlainText, chatfmt.SlackLimit, chatfmt.Runes)
+	for i, s := range p.l.Text {
 		// &, < and > are Slack's control characters, markup or not.
-		p.parts[i] = slackutilsx.EscapeMessage(s)
+		p.l.Text[i] = slackutilsx.EscapeMessage(s)
 	}
 }
 
@@ -178,7 +206,7 @@ func classify(err error) adapters.SendResult {
 		if sc.Code >= 500 || sc.Code == http.StatusTooManyRequests || sc.Code == http.StatusRequestTimeout {
 			return adapters.SendResult{Outcome: adapters.Transient, Reason: sc.Error()}
 		}
-		return adapters.SendResult{Outcome: adapters.Permanent, Reason: fmt.Sprintf("Slack answered HTTP %d", sc.Code)}
+		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "Slack answered HTTP " + sc.Status}
 	case errors.As(err, &se):
 		switch se.Err {
 		case "ratelimited":

@@ -1,6 +1,7 @@
 package telegram
 
 import (
+	"cmp"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -246,29 +247,36 @@ func entityText(units []uint16, e wireEntity) string {
 	return string(utf16.Decode(units[e.Offset : e.Offset+e.Length]))
 }
 
-// attachments lists the files that came with m. The model sees their
-// names; the file id lets a tool fetch them.
+// attachments lists the files that came with m, each with what it is
+// to the agent and the file id getFile downloads it by (Fetch). The
+// file's URL is never kept: it holds the bot token. Telegram names
+// documents and some audio; a photo or a voice note gets a name made of
+// its message id.
 func attachments(m *wireMessage) []sessions.Attachment {
+	id := strconv.FormatInt(m.ID, 10)
 	var out []sessions.Attachment
-	add := func(f *wireFile, name, mime string) {
+	add := func(f *wireFile, kind sessions.AttachmentKind, what, mimeType string) {
 		if f == nil || f.FileID == "" {
 			return
 		}
-		a := sessions.Attachment{Name: f.FileName, MIME: f.MIME, Size: f.Size, PlatformID: f.FileID}
-		if a.Name == "" {
-			a.Name = name
-		}
-		if a.MIME == "" {
-			a.MIME = mime
-		}
-		out = append(out, a)
+		mt := cmp.Or(f.MIME, adapters.MIMEOf(f.FileName), mimeType)
+		out = append(out, sessions.Attachment{
+			Name:       adapters.FileName(f.FileName, what, id, mt),
+			MIME:       mt,
+			Size:       f.Size,
+			Kind:       cmp.Or(kind, adapters.KindOf(mt)),
+			PlatformID: f.FileID,
+		})
 	}
-	add(m.Document, "document", "")
 	if n := len(m.Photo); n > 0 {
-		add(&m.Photo[n-1], "photo", "image/jpeg") // the largest size comes last
+		add(&m.Photo[n-1], sessions.AttachImage, "photo", "image/jpeg") // the largest size comes last
 	}
-	add(m.Audio, "audio", "")
-	add(m.Voice, "voice message", "audio/ogg")
-	add(m.Video, "video", "")
+	add(m.Voice, sessions.AttachVoice, "voice", "audio/ogg")
+	add(m.Audio, sessions.AttachAudio, "audio", "audio/mpeg")
+	// A document's kind is its type's: an image sent as a file is still
+	// an image to the agent. A video is a document: no model here
+	// watches one.
+	add(m.Document, "", "document", "application/octet-stream")
+	add(m.Video, sessions.AttachDocument, "video", "video/mp4")
 	return out
 }

@@ -75,7 +75,7 @@ func TestParseUpdate(t *testing.T) {
 				`"photo":[{"file_id":"small"},{"file_id":"big","file_size":2048}]}}`,
 			rd: mention(adapters.ScopeAuto),
 			want: sessions.Inbound{Conv: "telegram:-100:3", Sender: "42", MessageID: "-100:9", Text: "/review this",
-				Attachments: []sessions.Attachment{{Name: "photo", MIME: "image/jpeg", Size: 2048, PlatformID: "big"}},
+				Attachments: []sessions.Attachment{{Name: "photo-9.jpg", MIME: "image/jpeg", Size: 2048, Kind: sessions.AttachImage, PlatformID: "big"}},
 				Meta:        map[string]string{MetaMessageID: "9", MetaChatType: "supergroup"}},
 		},
 		{
@@ -91,8 +91,29 @@ func TestParseUpdate(t *testing.T) {
 				`"document":{"file_id":"doc1","file_name":"notes.txt","mime_type":"text/plain","file_size":12}}}`,
 			rd: mention(adapters.ScopeAuto),
 			want: sessions.Inbound{Conv: "telegram:42", Sender: "42", MessageID: "42:11",
-				Attachments: []sessions.Attachment{{Name: "notes.txt", MIME: "text/plain", Size: 12, PlatformID: "doc1"}},
+				Attachments: []sessions.Attachment{{Name: "notes.txt", MIME: "text/plain", Size: 12, Kind: sessions.AttachDocument, PlatformID: "doc1"}},
 				Meta:        map[string]string{MetaMessageID: "11", MetaChatType: "private"}},
+		},
+		{
+			desc: "a voice note has a name of its own",
+			raw: `{"update_id":7,"message":{"message_id":12,"from":{"id":42},"chat":{"id":42,"type":"private"},` +
+				`"voice":{"file_id":"v1","file_unique_id":"uv1","duration":3,"mime_type":"audio/ogg","file_size":5000}}}`,
+			rd: mention(adapters.ScopeAuto),
+			want: sessions.Inbound{Conv: "telegram:42", Sender: "42", MessageID: "42:12",
+				Attachments: []sessions.Attachment{{Name: "voice-12.ogg", MIME: "audio/ogg", Size: 5000, Kind: sessions.AttachVoice, PlatformID: "v1"}},
+				Meta:        map[string]string{MetaMessageID: "12", MetaChatType: "private"}},
+		},
+		{
+			desc: "an image sent as a file is an image; audio without a name or type gets both",
+			raw: `{"update_id":7,"message":{"message_id":13,"from":{"id":42},"chat":{"id":42,"type":"private"},"caption":"look",` +
+				`"document":{"file_id":"d2","file_name":"Scan.PNG","file_size":900},"audio":{"file_id":"a1","duration":60}}}`,
+			rd: mention(adapters.ScopeAuto),
+			want: sessions.Inbound{Conv: "telegram:42", Sender: "42", MessageID: "42:13", Text: "look",
+				Attachments: []sessions.Attachment{
+					{Name: "audio-13.mp3", MIME: "audio/mpeg", Kind: sessions.AttachAudio, PlatformID: "a1"},
+					{Name: "Scan.PNG", MIME: "image/png", Size: 900, Kind: sessions.AttachImage, PlatformID: "d2"},
+				},
+				Meta: map[string]string{MetaMessageID: "13", MetaChatType: "private"}},
 		},
 		{
 			desc: "an unknown forward origin does not hide the text",

@@ -25,9 +25,11 @@ const dialect = chatfmt.TelegramHTML
 
 // Send sends m as one sendMessage per part, in order: the first replies
 // to m.ReplyTo, all go to the topic when the target has a thread. A part
-// Telegram refuses to parse is resent as plain text. A retry goes on
-// after the parts an earlier attempt got through (m.Parts), recorded as
-// each is accepted (adapters.KeepParts).
+// Telegram refuses to parse is resent as plain text. m's files follow,
+// one sendPhoto or sendDocument each (sendFile), the first with the text
+// as its caption when the text fits one. A retry goes on after the parts
+// an earlier attempt got through (m.Parts), recorded as each is
+// accepted (adapters.KeepParts).
 func (a *Adapter) Send(ctx context.Context, m outbox.Message) adapters.SendResult {
 	return a.send(ctx, m, "")
 }
@@ -39,40 +41,58 @@ func (a *Adapter) SendStreamed(ctx context.Context, m outbox.Message, over strin
 	return a.send(ctx, m, over)
 }
 
+// captionLimit is a photo's or a document's caption limit, in UTF-16
+// code units. Telegram counts the text without its markup; the rendered
+// HTML is measured here, which keeps within it.
+const captionLimit = 1024
+
+// layOut is how m goes out in parts: its text rendered in Telegram HTML,
+// then its files.
+func layOut(m outbox.Message) adapters.Layout {
+	render := func(limit int) []string { return chatfmt.RenderParts(m.Text, dialect, limit) }
+	return adapters.LayOut(m, render, chatfmt.TelegramLimit, captionLimit)
+}
+
 func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapters.SendResult {
 	chat, thread, err := chatAndThread(m.Target)
 	if err != nil {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: err.Error()}
 	}
-	parts := chatfmt.RenderParts(m.Text, dialect, chatfmt.TelegramLimit)
-	if len(parts) == 0 {
+	l := layOut(m)
+	if l.Len() == 0 {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "the message is empty"}
 	}
-	sent, firstID := adapters.ResumeAt(m, len(parts)), m.Parts.First
+	sent, firstID := adapters.ResumeAt(m, l.Len()), m.Parts.First
+	if why := l.Missing(sent); why != "" {
+		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "telegram: " + why}
+	}
 	// unstreamed: Telegram refused to edit the reply in progress into the
-	// first part, which is posted anew; kept with the parts once one went,
+	// first part, which is posted anew, or that part is a file, which no
+	// edit makes of a text message; kept with the parts once one went,
 	// so the attempt that sends the last deletes it.
-	unstreamed := m.Parts.Unstreamed
-	for sent < len(parts) {
+	unstreamed := m.Parts.Unstreamed || (over != "" && len(l.Text) == 0)
+	for sent < l.Len() {
 		reply := 0
 		if sent == 0 {
 			reply = replyID(m.ReplyTo, m.Target.Chat)
 		}
 		var id string
 		var res adapters.SendResult
-		if sent == 0 && over != "" && !unstreamed {
-			id, res = a.editPart(ctx, chat, over, parts[0])
+		if f, caption, ok := l.File(sent); ok {
+			id, res = a.sendFile(ctx, chat, thread, reply, f, caption)
+		} else if sent == 0 && over != "" && !unstreamed {
+			id, res = a.editPart(ctx, chat, over, l.Text[0])
 			if res.Outcome == adapters.Permanent {
 				a.log.Warn("Telegram refused to edit the reply in progress; sending the reply anew", "chat", chat, "reason", res.Reason)
 				unstreamed = true
 				continue
 			}
 		} else {
-			id, res = a.sendPart(ctx, chat, thread, reply, parts[sent])
+			id, res = a.sendPart(ctx, chat, thread, reply, l.Text[sent])
 		}
 		if res.Outcome != adapters.Accepted {
-			if len(parts) > 1 {
-				res.Reason = fmt.Sprintf("part %d of %d: %s", sent+1, len(parts), res.Reason)
+			if l.Len() > 1 {
+				res.Reason = fmt.Sprintf("part %d of %d: %s", sent+1, l.Len(), res.Reason)
 			}
 			return res
 		}
@@ -80,7 +100,7 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 			firstID = id
 		}
 		sent++
-		if sent < len(parts) {
+		if sent < l.Len() {
 			if err := adapters.KeepParts(ctx, outbox.Parts{Done: sent, First: firstID, Unstreamed: unstreamed}); err != nil {
 				return adapters.PartsNotKept("telegram", err)
 			}
@@ -135,9 +155,9 @@ func (a *Adapter) editPart(ctx context.Context, chat any, id, part string) (stri
 }
 
 // classify turns a Bot API error into a send outcome: 429 waits the
-// retry_after Telegram gives; 403 (blocked, kicked) and 400 (chat not
-// found, message too long, …) are final, with Telegram's words; the
-// rest (5xx, an answer that is not the Bot API's, network errors, and a
+// retry_after Telegram gives; 403 (blocked, kicked), 400 (chat not
+// found, message too long, …) and 413 (a file too large) are final,
+// with Telegram's words; the rest (5xx, an answer that is not the Bot API's, network errors, and a
 // 401 or 404 that says the token is wrong) may pass, and are retried.
 func (a *Adapter) classify(err error) adapters.SendResult {
 	var tooMany *bot.TooManyRequestsError
@@ -153,13 +173,21 @@ func (a *Adapter) classify(err error) adapters.SendResult {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: description(err, bot.ErrorForbidden)}
 	case errors.Is(err, bot.ErrorBadRequest):
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: description(err, bot.ErrorBadRequest)}
+	case entityTooLarge(err):
+		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "telegram: " + a.redact(err).Error()}
 	}
 	return adapters.SendResult{Outcome: adapters.Transient, Reason: "telegram: " + a.redact(err).Error()}
 }
 
-// description is Telegram's own words in an SDK error "<kind>, <words>".
+// description is Telegram's own words in an SDK error "<kind>, <words>",
+// as a send's reason.
 func description(err, kind error) string {
-	return "telegram: " + strings.TrimPrefix(err.Error(), kind.Error()+", ")
+	return "telegram: " + words(err, kind)
+}
+
+// words is Telegram's own words in an SDK error "<kind>, <words>".
+func words(err, kind error) string {
+	return strings.TrimPrefix(err.Error(), kind.Error()+", ")
 }
 
 // chatAndThread reads an outbox target: the chat as sendMessage's

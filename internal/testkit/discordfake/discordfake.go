@@ -1,6 +1,7 @@
 // Package discordfake is a fake Discord for tests: the REST API a bot
-// uses (gateway discovery, channel messages, typing, application
-// commands, interaction callbacks and follow-up webhooks) and the gateway
+// uses (gateway discovery, channel messages with their files, typing,
+// application commands, interaction callbacks and follow-up webhooks), a
+// CDN path serving the attachments of the messages a test sends, and the gateway
 // websocket (HELLO, heartbeat ACKs, IDENTIFY and READY, RESUME and
 // RESUMED, dispatches with sequence numbers). The real discordgo client
 // talks to it when its requests for discord.com are sent to URL().
@@ -90,6 +91,7 @@ type Message struct {
 	Token     string // the interaction token of a follow-up
 	// AllowedMentions is the request's allowed_mentions, raw.
 	AllowedMentions json.RawMessage
+	Files           []File // the files it carried, in order
 	At              time.Time
 }
 
@@ -180,21 +182,22 @@ type Server struct {
 	opts Options
 	srv  *httptest.Server
 
-	mu        sync.Mutex
-	changed   chan struct{} // closed and replaced on every change, for Wait
-	seq       int64         // snowflake counter
-	calls     []Call
-	messages  []Message
-	edits     []Edit
-	deletes   []string
-	typing    []string
-	callbacks []Callback
-	commands  []CommandSet
-	channels  map[string]Channel
-	history   map[string][]histMessage // by channel, oldest first
-	inters    map[string]*interaction  // by token
-	failures  map[Route][]*Failure     // nil entries let a call through
-	gw        gateway
+	mu          sync.Mutex
+	changed     chan struct{} // closed and replaced on every change, for Wait
+	seq         int64         // snowflake counter
+	calls       []Call
+	messages    []Message
+	edits       []Edit
+	deletes     []string
+	typing      []string
+	callbacks   []Callback
+	commands    []CommandSet
+	channels    map[string]Channel
+	history     map[string][]histMessage // by channel, oldest first
+	inters      map[string]*interaction  // by token
+	attachments map[string]Attachment    // PutAttachment's, by id
+	failures    map[Route][]*Failure     // nil entries let a call through
+	gw          gateway
 }
 
 // New starts a fake Discord; it stops when the test ends.
@@ -217,11 +220,12 @@ func New(t testing.TB, opts Options) *Server {
 	}
 	s := &Server{
 		t: t, opts: opts,
-		changed:  make(chan struct{}),
-		channels: map[string]Channel{},
-		history:  map[string][]histMessage{},
-		inters:   map[string]*interaction{},
-		failures: map[Route][]*Failure{},
+		changed:     make(chan struct{}),
+		channels:    map[string]Channel{},
+		history:     map[string][]histMessage{},
+		inters:      map[string]*interaction{},
+		attachments: map[string]Attachment{},
+		failures:    map[Route][]*Failure{},
 	}
 	s.srv = httptest.NewServer(s.routes())
 	t.Cleanup(s.close)
@@ -434,6 +438,7 @@ func (s *Server) routes() http.Handler {
 	api("POST /interactions/{id}/{token}/callback", RouteCallback, false, s.callback)
 	api("POST /webhooks/{app}/{token}", RouteFollowup, false, s.followup)
 	mux.HandleFunc("GET /ws/", s.serveGateway)
+	mux.HandleFunc("GET /attachments/{channel}/{id}/{name}", s.serveAttachment)
 	return mux
 }
 
@@ -514,10 +519,11 @@ type messageBody struct {
 	} `json:"message_reference"`
 }
 
-// checkContent answers as Discord does for empty or too long content.
-func checkContent(content string) (int, any, bool) {
+// checkContent answers as Discord does for empty (without files) or too
+// long content.
+func checkContent(content string, files int) (int, any, bool) {
 	switch {
-	case content == "":
+	case content == "" && files == 0:
 		return http.StatusBadRequest, apiError{Message: "Cannot send an empty message", Code: 50006}, false
 	case utf8.RuneCountInString(content) > contentLimit:
 		return http.StatusBadRequest, apiError{Message: "Invalid Form Body", Code: 50035}, false
@@ -525,10 +531,11 @@ func checkContent(content string) (int, any, bool) {
 	return 0, nil, true
 }
 
-func (s *Server) record(m Message, body messageBody) (int, any) {
-	if status, v, ok := checkContent(body.Content); !ok {
+func (s *Server) record(m Message, body messageBody, files []File) (int, any) {
+	if status, v, ok := checkContent(body.Content, len(files)); !ok {
 		return status, v
 	}
+	m.Files = files
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m.ID = s.snowflake(time.Now())
@@ -542,6 +549,13 @@ func (s *Server) record(m Message, body messageBody) (int, any) {
 	answer := map[string]any{
 		"id": m.ID, "channel_id": m.ChannelID, "content": m.Content, "type": 0, "author": s.botUser(),
 	}
+	if len(files) > 0 {
+		atts := make([]map[string]any, len(files))
+		for i, f := range files {
+			atts[i] = map[string]any{"id": s.snowflake(time.Now()), "filename": f.Name, "size": len(f.Data), "content_type": f.ContentType}
+		}
+		answer["attachments"] = atts
+	}
 	if !m.Followup {
 		s.keepLocked(m.ChannelID, m.ID, answer)
 	}
@@ -549,11 +563,11 @@ func (s *Server) record(m Message, body messageBody) (int, any) {
 }
 
 func (s *Server) createMessage(r *http.Request, b []byte) (int, any) {
-	var body messageBody
-	if err := json.Unmarshal(b, &body); err != nil {
+	body, files, err := readMessageBody(r, b)
+	if err != nil {
 		return http.StatusBadRequest, apiError{Message: "400: Bad Request", Code: 50109}
 	}
-	return s.record(Message{ChannelID: r.PathValue("id")}, body)
+	return s.record(Message{ChannelID: r.PathValue("id")}, body, files)
 }
 
 func (s *Server) editMessage(r *http.Request, b []byte) (int, any) {
@@ -561,7 +575,7 @@ func (s *Server) editMessage(r *http.Request, b []byte) (int, any) {
 	if err := json.Unmarshal(b, &body); err != nil {
 		return http.StatusBadRequest, apiError{Message: "400: Bad Request", Code: 50109}
 	}
-	if status, v, ok := checkContent(body.Content); !ok {
+	if status, v, ok := checkContent(body.Content, 0); !ok {
 		return status, v
 	}
 	e := Edit{ChannelID: r.PathValue("id"), MessageID: r.PathValue("mid"), Content: body.Content}
@@ -632,8 +646,8 @@ func (s *Server) callback(r *http.Request, b []byte) (int, any) {
 // followup is POST /webhooks/{app}/{token}: it works only for an
 // interaction of this application that was responded to, as on Discord.
 func (s *Server) followup(r *http.Request, b []byte) (int, any) {
-	var body messageBody
-	if err := json.Unmarshal(b, &body); err != nil {
+	body, files, err := readMessageBody(r, b)
+	if err != nil {
 		return http.StatusBadRequest, apiError{Message: "400: Bad Request", Code: 50109}
 	}
 	token := r.PathValue("token")
@@ -644,7 +658,7 @@ func (s *Server) followup(r *http.Request, b []byte) (int, any) {
 	if !ok {
 		return http.StatusNotFound, apiError{Message: "Unknown Webhook", Code: 10015}
 	}
-	return s.record(Message{ChannelID: in.channelID, Followup: true, Token: token}, body)
+	return s.record(Message{ChannelID: in.channelID, Followup: true, Token: token}, body, files)
 }
 
 // histMessage is a message of a channel's history as GET

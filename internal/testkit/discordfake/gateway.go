@@ -83,6 +83,10 @@ type MessageEvent struct {
 	Mentions  []User
 	Type      int
 	WebhookID string
+	// Attachments are files put on the fake (PutAttachment); Flags are
+	// the message's (MessageFlagVoice for a voice message).
+	Attachments []Attachment
+	Flags       int
 }
 
 // Option is one application command option in an InteractionEvent.
@@ -119,10 +123,14 @@ func (s *Server) SendMessage(m MessageEvent) string {
 	if mentions == nil {
 		mentions = []User{}
 	}
+	atts := make([]map[string]any, len(m.Attachments))
+	for i, a := range m.Attachments {
+		atts[i] = a.object()
+	}
 	d := map[string]any{
 		"id": m.ID, "channel_id": m.ChannelID, "author": m.Author, "content": m.Content,
 		"timestamp": time.Now().UTC().Format(time.RFC3339), "type": m.Type, "mentions": mentions,
-		"attachments": []any{}, "embeds": []any{},
+		"attachments": atts, "embeds": []any{}, "flags": m.Flags,
 	}
 	if m.GuildID != "" {
 		d["guild_id"] = m.GuildID

@@ -1,8 +1,10 @@
 // Package slackfake is a fake Slack for tests that drive the real Slack
 // SDK: the Web API methods herald calls (auth.test, chat.postMessage,
-// chat.update, chat.delete, apps.connections.open) and a Socket Mode
-// websocket that says hello, sends the envelopes a test queues and
-// records the acks. Every Web API call is recorded, and a test can script
+// chat.update, chat.delete, apps.connections.open, and files upload v2:
+// files.getUploadURLExternal, the upload URL, files.completeUploadExternal),
+// the url_private of the files a test puts on it, served to the bot
+// token only, and a Socket Mode websocket that says hello, sends the
+// envelopes a test queues and records the acks. Every Web API call is recorded, and a test can script
 // the next answers of a method: a rate limit with Retry-After, a 5xx, or
 // one of Slack's error strings.
 package slackfake
@@ -73,9 +75,12 @@ type Server struct {
 	mu       sync.Mutex
 	calls    []Call
 	failures map[string][]Failure
-	seq      int           // the last ts handed out
+	seq      int           // the last ts (or file id) handed out
 	changed  chan struct{} // closed and replaced whenever something is recorded
 	socket   socketState
+	files    map[string]File    // PutFile's, by id
+	uploads  map[string]*upload // upload URLs handed out, by file id
+	uploaded []Uploaded
 }
 
 // New starts a fake Slack; it stops when the test ends.
@@ -90,11 +95,16 @@ func New(t testing.TB) *Server {
 		t:         t,
 		failures:  map[string][]Failure{},
 		changed:   make(chan struct{}),
+		files:     map[string]File{},
+		uploads:   map[string]*upload{},
 	}
 	s.socket.init()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/{method}", s.serveAPI)
 	mux.HandleFunc("/socket", s.serveSocket)
+	mux.HandleFunc("GET /files-pri/{file}/{name}", s.serveFile)
+	mux.HandleFunc("GET /signin", s.serveSignIn)
+	mux.HandleFunc("POST /upload/v1/{id}", s.serveUpload)
 	s.srv = httptest.NewServer(mux)
 	t.Cleanup(func() {
 		s.socket.close()
@@ -225,6 +235,10 @@ func (s *Server) answerLocked(method string, call *Call) map[string]any {
 	case "chat.delete":
 		call.TS = p.Get("ts")
 		return map[string]any{"ok": true, "channel": p.Get("channel"), "ts": call.TS}
+	case "files.getUploadURLExternal":
+		return s.getUploadURLLocked(p)
+	case "files.completeUploadExternal":
+		return s.completeUploadLocked(p)
 	case "apps.connections.open":
 		return map[string]any{"ok": true, "url": "ws" + strings.TrimPrefix(s.srv.URL, "http") + "/socket"}
 	}

@@ -3,7 +3,9 @@
 // or urlencoded parameters; {"ok":…,"result":…} answers with error_code,
 // description and parameters.retry_after), keeps the updates a test
 // queues until a getUpdates offset confirms them, remembers the messages
-// the bot sent, edited and deleted, and records every call.
+// the bot sent, edited and deleted (photos and documents with their
+// bytes), serves the files a test puts on it (getFile and
+// /file/bot<token>/<file_path>), and records every call.
 //
 // A test scripts failures per method (Fail), holds a method's calls
 // unanswered (Hold), rejects formatted text (RejectFormatted), and reads
@@ -63,6 +65,8 @@ type Server struct {
 	served    map[int64]int
 	nextMsg   map[int64]int
 	messages  map[int64]map[int]*Sent // chat → message id → a message the bot sent
+	files     map[string]File         // by file_id (PutFile)
+	nextFile  int
 	commands  []Command
 	webhook   Webhook
 	poll      *poll // the getUpdates waiting now, if any
@@ -119,10 +123,15 @@ type Sent struct {
 	ID        int
 	Thread    int    // message_thread_id, or 0
 	ReplyTo   int    // reply_parameters.message_id, or 0
-	Text      string // as sent (the markup included)
+	Text      string // as sent (the markup included); a file's caption
 	ParseMode string // "", "HTML", "MarkdownV2", …
-	Edits     int
-	Deleted   bool
+	// Media is "photo" or "document" for a file the bot sent (sendPhoto,
+	// sendDocument), "" for text; FileName and Data are the upload's.
+	Media    string
+	FileName string
+	Data     []byte
+	Edits    int
+	Deleted  bool
 }
 
 // Command is one entry of the bot's command menu.
@@ -163,6 +172,7 @@ func New(t testing.TB, token string) *Server {
 		served:    map[int64]int{},
 		nextMsg:   map[int64]int{},
 		messages:  map[int64]map[int]*Sent{},
+		files:     map[string]File{},
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(func() {

@@ -24,22 +24,31 @@ func (s *Server) sendMessageLocked(p map[string]string) answer {
 		return a
 	}
 	m := &Sent{Chat: chat, Text: p["text"], ParseMode: p["parse_mode"]}
+	if a, bad := s.fillSentLocked(m, p); bad {
+		return a
+	}
+	return ok(s.messageJSON(m))
+}
+
+// fillSentLocked reads the thread and the reply of a message the bot
+// sends, numbers it and keeps it.
+func (s *Server) fillSentLocked(m *Sent, p map[string]string) (answer, bool) {
 	m.Thread, _ = strconv.Atoi(p["message_thread_id"])
 	if rp := p["reply_parameters"]; rp != "" {
 		var v struct {
 			MessageID int `json:"message_id"`
 		}
 		if json.Unmarshal([]byte(rp), &v) != nil {
-			return fail(http.StatusBadRequest, "Bad Request: can't parse reply parameters JSON object")
+			return fail(http.StatusBadRequest, "Bad Request: can't parse reply parameters JSON object"), true
 		}
 		m.ReplyTo = v.MessageID
 	}
-	m.ID = s.newMessageIDLocked(chat)
-	if s.messages[chat] == nil {
-		s.messages[chat] = map[int]*Sent{}
+	m.ID = s.newMessageIDLocked(m.Chat)
+	if s.messages[m.Chat] == nil {
+		s.messages[m.Chat] = map[int]*Sent{}
 	}
-	s.messages[chat][m.ID] = m
-	return ok(s.messageJSON(m))
+	s.messages[m.Chat][m.ID] = m
+	return answer{}, false
 }
 
 func (s *Server) editMessageTextLocked(p map[string]string) answer {
@@ -127,7 +136,19 @@ func (s *Server) messageJSON(m *Sent) map[string]any {
 		"date":       time.Now().Unix(),
 		"chat":       map[string]any{"id": m.Chat, "type": chatType(m.Chat)},
 		"from":       map[string]any{"id": s.botID, "is_bot": true, "first_name": "Herald", "username": s.botName},
-		"text":       m.Text,
+	}
+	switch m.Media {
+	case "":
+		out["text"] = m.Text
+	case "photo":
+		out["photo"] = []map[string]any{{"file_id": "sent-photo-" + strconv.Itoa(m.ID), "file_unique_id": "sp" + strconv.Itoa(m.ID),
+			"width": 800, "height": 600, "file_size": len(m.Data)}}
+	default:
+		out["document"] = map[string]any{"file_id": "sent-doc-" + strconv.Itoa(m.ID), "file_unique_id": "sd" + strconv.Itoa(m.ID),
+			"file_name": m.FileName, "file_size": len(m.Data)}
+	}
+	if m.Media != "" && m.Text != "" {
+		out["caption"] = m.Text
 	}
 	if m.Thread != 0 {
 		out["message_thread_id"] = m.Thread

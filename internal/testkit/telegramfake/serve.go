@@ -36,12 +36,16 @@ func (f Failure) answer() answer {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/file/bot") {
+		s.serveFile(w, r)
+		return
+	}
 	token, method, found := strings.Cut(strings.TrimPrefix(r.URL.Path, "/bot"), "/")
 	if !strings.HasPrefix(r.URL.Path, "/bot") || !found || method == "" {
 		write(w, fail(http.StatusNotFound, "Not Found"))
 		return
 	}
-	params, err := readParams(r)
+	params, files, err := readParams(r)
 	if err != nil {
 		write(w, fail(http.StatusBadRequest, "Bad Request: "+err.Error()))
 		return
@@ -62,7 +66,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		if !s.waitHeld(r.Context(), method) {
 			return
 		}
-		a = s.call(method, params)
+		a = s.call(method, params, files)
 	}
 	s.record(method, params, r.RemoteAddr, a)
 	write(w, a)
@@ -122,7 +126,7 @@ func (s *Server) waitHeld(ctx context.Context, method string) bool {
 
 // call answers a method other than getUpdates: a scripted failure first,
 // else the method's behaviour.
-func (s *Server) call(method string, p map[string]string) answer {
+func (s *Server) call(method string, p map[string]string, files map[string]upload) answer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if f, ok := s.nextFailureLocked(method); ok {
@@ -134,6 +138,12 @@ func (s *Server) call(method string, p map[string]string) answer {
 			"can_join_groups": true, "can_read_all_group_messages": false, "supports_inline_queries": false})
 	case "sendMessage":
 		return s.sendMessageLocked(p)
+	case "sendPhoto":
+		return s.sendFileLocked(p, files, "photo")
+	case "sendDocument":
+		return s.sendFileLocked(p, files, "document")
+	case "getFile":
+		return s.getFileLocked(p)
 	case "editMessageText":
 		return s.editMessageTextLocked(p)
 	case "deleteMessage":
@@ -182,9 +192,11 @@ func (s *Server) record(method string, params map[string]string, remote string, 
 }
 
 // readParams reads a request's parameters from its query and its body,
-// which may be multipart, JSON or urlencoded, as the Bot API accepts.
-func readParams(r *http.Request) (map[string]string, error) {
+// which may be multipart, JSON or urlencoded, as the Bot API accepts,
+// and the files a multipart body uploads, by field.
+func readParams(r *http.Request) (map[string]string, map[string]upload, error) {
 	p := map[string]string{}
+	files := map[string]upload{}
 	for k, v := range r.URL.Query() {
 		p[k] = v[0]
 	}
@@ -193,22 +205,34 @@ func readParams(r *http.Request) (map[string]string, error) {
 	case "multipart/form-data":
 		// A method without parameters comes as a body with no parts.
 		if err := r.ParseMultipartForm(32 << 20); errors.Is(err, io.EOF) {
-			return p, nil
+			return p, files, nil
 		} else if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for k, v := range r.MultipartForm.Value {
 			p[k] = v[0]
+		}
+		for k, v := range r.MultipartForm.File {
+			f, err := v[0].Open()
+			if err != nil {
+				return nil, nil, err
+			}
+			data, err := io.ReadAll(f)
+			_ = f.Close()
+			if err != nil {
+				return nil, nil, err
+			}
+			files[k] = upload{name: v[0].Filename, data: data}
 		}
 	case "application/json":
 		var body map[string]json.RawMessage
 		b, err := io.ReadAll(r.Body)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if len(strings.TrimSpace(string(b))) > 0 {
 			if err := json.Unmarshal(b, &body); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		for k, v := range body {
@@ -222,17 +246,17 @@ func readParams(r *http.Request) (map[string]string, error) {
 	default:
 		b, err := io.ReadAll(r.Body)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		vals, err := url.ParseQuery(string(b))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for k, v := range vals {
 			p[k] = v[0]
 		}
 	}
-	return p, nil
+	return p, files, nil
 }
 
 // write sends a's Bot API answer.

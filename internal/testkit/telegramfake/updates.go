@@ -25,6 +25,12 @@ type Incoming struct {
 	Text       string
 	ReplyTo    int  // the message id replied to; 0 for none
 	ReplyToBot bool // the message replied to is the bot's
+	// Photo, Voice, Audio and Document attach the file put on the fake
+	// with that id (PutFile; any other id is a file Telegram no longer
+	// has); Text is then the caption. A photo comes in
+	// two sizes, as on Telegram: a thumbnail (an id the fake does not
+	// serve) and the file itself, the largest, last.
+	Photo, Voice, Audio, Document string
 }
 
 // Update is an update the fake built.
@@ -98,9 +104,16 @@ func (s *Server) buildLocked(in Incoming) Update {
 		chat["title"] = "Group " + strconv.FormatInt(in.Chat, 10)
 		chat["is_forum"] = in.Thread != 0
 	}
-	msg := map[string]any{"message_id": id, "date": time.Now().Unix(), "chat": chat, "from": from, "text": in.Text}
+	msg := map[string]any{"message_id": id, "date": time.Now().Unix(), "chat": chat, "from": from}
+	textKey, entKey := "text", "entities"
+	if s.mediaLocked(in, msg) {
+		textKey, entKey = "caption", "caption_entities"
+	}
+	if in.Text != "" || textKey == "text" {
+		msg[textKey] = in.Text
+	}
 	if ents := entities(in.Text); len(ents) > 0 {
-		msg["entities"] = ents
+		msg[entKey] = ents
 	}
 	if in.Thread != 0 {
 		msg["message_thread_id"] = in.Thread
@@ -115,6 +128,50 @@ func (s *Server) buildLocked(in Incoming) Update {
 	}
 	raw, _ := json.Marshal(map[string]any{"update_id": s.nextUpd, "message": msg})
 	return Update{ID: s.nextUpd, MessageID: id, Raw: raw}
+}
+
+// mediaLocked adds to msg the files in names, as Telegram describes
+// them, and reports whether there was one.
+func (s *Server) mediaLocked(in Incoming, msg map[string]any) bool {
+	describe := func(id string, name bool) map[string]any {
+		// An id not put on the fake is a file Telegram no longer has.
+		f, found := s.files[id]
+		if !found {
+			f = File{ID: id, Size: -1}
+		}
+		d := map[string]any{"file_id": f.ID, "file_unique_id": "u" + f.ID}
+		if n := f.reported(); n >= 0 {
+			d["file_size"] = n
+		}
+		if f.MIME != "" {
+			d["mime_type"] = f.MIME
+		}
+		if name && f.Name != "" {
+			d["file_name"] = f.Name
+		}
+		return d
+	}
+	if in.Photo != "" {
+		thumb := map[string]any{"file_id": in.Photo + "-thumb", "file_unique_id": "t" + in.Photo, "width": 90, "height": 90, "file_size": 1200}
+		full := describe(in.Photo, false)
+		delete(full, "mime_type")
+		full["width"], full["height"] = 1280, 960
+		msg["photo"] = []map[string]any{thumb, full}
+	}
+	if in.Voice != "" {
+		v := describe(in.Voice, false)
+		v["duration"] = 3
+		msg["voice"] = v
+	}
+	if in.Audio != "" {
+		a := describe(in.Audio, true)
+		a["duration"] = 180
+		msg["audio"] = a
+	}
+	if in.Document != "" {
+		msg["document"] = describe(in.Document, true)
+	}
+	return in.Photo != "" || in.Voice != "" || in.Audio != "" || in.Document != ""
 }
 
 // entities finds the bot_command and mention entities Telegram marks in text.
