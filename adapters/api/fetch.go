@@ -96,7 +96,7 @@ func (s *Server) fetchImage(ctx context.Context, where string, index int, u *url
 	} else if path.Ext(name) == "" {
 		name += extensions[mimeType]
 	}
-	return upload{where: where, index: index, name: fileName(name, "image", index, mimeType), mime: mimeType, kind: sessions.AttachImage, data: data}, nil
+	return upload{index: index, name: fileName(name, "image", index, mimeType), mime: mimeType, kind: sessions.AttachImage, data: data}, nil
 }
 
 // download GETs u and returns its body, its Content-Type and the URL it

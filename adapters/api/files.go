@@ -20,11 +20,9 @@ import (
 const maxMessageFiles = 10
 
 // upload is a file a request carried, read whole and checked, not yet
-// kept: where names it in errors ("messages[1].content[2]", a form's
-// file "notes.pdf"), index is its place in the request, which its id in
-// the store is made from.
+// kept. index is its place in the request, which its id in the store is
+// made from.
 type upload struct {
-	where string
 	index int
 	name  string
 	mime  string

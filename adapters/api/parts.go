@@ -165,7 +165,7 @@ func (s *Server) imagePart(at string, index int, img *imageURL) (filePart, error
 		if err := s.checkFile(op, where, int64(len(data))); err != nil {
 			return filePart{}, err
 		}
-		f.up = upload{where: where, index: index, name: fileName("", "image", index, mimeType), mime: mimeType, kind: sessions.AttachImage, data: data}
+		f.up = upload{index: index, name: fileName("", "image", index, mimeType), mime: mimeType, kind: sessions.AttachImage, data: data}
 		return f, nil
 	}
 	u, err := fetchURL(img.URL)
@@ -201,7 +201,7 @@ func (s *Server) audioPart(at string, index int, a *inputAudio) (filePart, error
 	if err := s.checkFile(op, where, int64(len(data))); err != nil {
 		return filePart{}, err
 	}
-	up := upload{where: where, index: index, name: "audio-" + fmt.Sprint(index) + "." + format, mime: mimeType, kind: sessions.AttachVoice, data: data}
+	up := upload{index: index, name: "audio-" + fmt.Sprint(index) + "." + format, mime: mimeType, kind: sessions.AttachVoice, data: data}
 	return filePart{where: where, index: index, up: up}, nil
 }
 
