@@ -478,6 +478,8 @@ func (g *Gateway) build() error {
 		Models:       models,
 		Deltas:       deltas,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
+		Files:        g.db.Files(),
+		MaxFileBytes: cfg.Attachments.MaxBytes,
 		Clock:        g.clock,
 		Logger:       log,
 		Routes:       a.routes,

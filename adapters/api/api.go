@@ -23,6 +23,7 @@ import (
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/media"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -73,6 +74,18 @@ type Options struct {
 	// KeepAlive is the interval of SSE comments that keep idle streams
 	// open through proxies; default 15 s.
 	KeepAlive time.Duration
+	// Files keeps the bytes of the files a message carries (a
+	// completion's image and audio parts, a form's file parts) until its
+	// turn has committed (media.ReleaseFiles). Without it, a request
+	// with files is refused.
+	Files media.Store
+	// MaxFileBytes bounds one file a message carries
+	// (attachments.max_bytes); default config.DefaultAttachmentMaxBytes,
+	// at most media.MaxFileBytes.
+	MaxFileBytes int64
+	// FetchTimeout bounds the download of an image a completion names by
+	// an http(s) URL, on Clock; default 20 s.
+	FetchTimeout time.Duration
 	// Routes are the domains' routes the API serves beside its own,
 	// under its key: DelegationRoutes, CronRoutes, KanbanRoutes. A
 	// domain's paths not mounted answer 404 like any unknown route.
@@ -98,6 +111,13 @@ func (o Options) withDefaults() Options {
 	if o.KeepAlive <= 0 {
 		o.KeepAlive = DefaultKeepAlive
 	}
+	if o.MaxFileBytes <= 0 {
+		o.MaxFileBytes = config.DefaultAttachmentMaxBytes
+	}
+	o.MaxFileBytes = min(o.MaxFileBytes, media.MaxFileBytes)
+	if o.FetchTimeout <= 0 {
+		o.FetchTimeout = DefaultFetchTimeout
+	}
 	return o
 }
 
@@ -107,6 +127,7 @@ type Server struct {
 	log   *slog.Logger
 	inbox atomic.Pointer[adapters.Inbox]
 	mux   *http.ServeMux
+	fetch *http.Client // downloads the images completions name by URL
 
 	// The domains' services whose routes are mounted (Options.Routes);
 	// nil when not.
@@ -131,9 +152,10 @@ func New(opts Options) *Server {
 	}
 	opts = opts.withDefaults()
 	s := &Server{
-		opts: opts,
-		log:  opts.Logger.With("platform", Platform),
-		done: make(chan struct{}),
+		opts:  opts,
+		log:   opts.Logger.With("platform", Platform),
+		fetch: newFetchClient(),
+		done:  make(chan struct{}),
 	}
 	if opts.Inbox != nil {
 		s.inbox.Store(&opts.Inbox)

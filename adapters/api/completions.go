@@ -47,35 +47,6 @@ type chatMessage struct {
 	Content json.RawMessage `json:"content"`
 }
 
-// contentPart is one part of an array content; only text parts are taken.
-type contentPart struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
-}
-
-// lastUserText returns the text of the last user message: the new turn.
-// Earlier messages are the client's copy of a history the gateway keeps.
-func lastUserText(msgs []chatMessage) (string, error) {
-	const op = "api.chatCompletions"
-	if len(msgs) == 0 {
-		return "", errs.E(op, errs.Invalid, "messages is missing or empty")
-	}
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role != "user" {
-			continue
-		}
-		text, err := contentText(msgs[i].Content)
-		if err != nil {
-			return "", errs.E(op, errs.Invalid, "messages[%d].content: %v", i, err)
-		}
-		if strings.TrimSpace(text) == "" {
-			return "", errs.E(op, errs.Invalid, "messages[%d] (the last user message) has no text", i)
-		}
-		return text, nil
-	}
-	return "", errs.E(op, errs.Invalid, "messages has no user message")
-}
-
 // systemText is the request's system (and developer) messages' text,
 // joined: the sender's instructions for this turn, which the agent sends
 // after herald's own system prompt (sessions.MetaSystem).
@@ -167,11 +138,11 @@ type (
 // conversation and answers with the turn's reply.
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	var req completionRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
+	if err := s.decodeBodyUpTo(w, r, &req, s.opts.MaxBodyBytes+s.inlineFileBytes()); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	text, err := lastUserText(req.Messages)
+	msg, err := s.lastUserMessage(req.Messages)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -201,12 +172,23 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		Conv:      conv,
 		Sender:    sender,
 		MessageID: messageID(r),
-		Text:      text,
+		Text:      msg.text,
 		Kind:      sessions.KindUser,
 		Meta:      map[string]string{"target": conv},
 	}
 	if system != "" {
 		in.Meta[sessions.MetaSystem] = system
+	}
+	// The files are read (fetched, for images by URL) and kept before
+	// the turn is queued: it may start within the delivery.
+	ups, err := s.readFiles(r.Context(), msg)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if in.Attachments, err = s.keepFiles(r.Context(), conv, in.MessageID, ups); err != nil {
+		s.fail(w, r, err)
+		return
 	}
 
 	// The timeline's end is read before the turn is queued, so the reply
@@ -237,9 +219,15 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	if dup {
 		// A retry of a message already taken: its answer may be in the
 		// timeline already, before the end read above.
-		if after, err = s.answerStart(r.Context(), conv, in.MessageID, after); err != nil {
+		var answered bool
+		if after, answered, err = s.answerStart(r.Context(), conv, in.MessageID, after); err != nil {
 			s.fail(w, r, err)
 			return
+		}
+		if answered {
+			// Its turn has committed and released its files: those
+			// put again above are read by no one.
+			s.dropFiles(r.Context(), in.Attachments)
 		}
 	}
 	w.Header().Set("X-Herald-Conversation", id)
@@ -406,12 +394,6 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, modelOf(id))
 }
 
-// deliver hands in to the inbox.
-func (s *Server) deliver(ctx context.Context, in sessions.Inbound) error {
-	_, err := s.deliverReport(ctx, in)
-	return err
-}
-
 // reportingInbox is an inbox that says whether a message was a
 // redelivery (sessions.Router is one).
 type reportingInbox interface {
@@ -419,38 +401,49 @@ type reportingInbox interface {
 }
 
 // deliverReport hands in to the inbox and says whether it was a
-// redelivery, when the inbox can tell (else it says not).
+// redelivery, when the inbox can tell (else it says not). The files kept
+// for in are forgotten when it was surely not queued: there is no inbox
+// yet, or the inbox refused it as it is.
 func (s *Server) deliverReport(ctx context.Context, in sessions.Inbound) (bool, error) {
 	inbox := s.inboxOrNil()
 	if inbox == nil {
+		s.dropFiles(ctx, in.Attachments)
 		return false, errs.E("api.deliver", errs.Unavailable, "no inbox yet: the gateway is starting")
 	}
+	var dup bool
+	var err error
 	if r, ok := inbox.(reportingInbox); ok {
-		return r.DeliverReport(ctx, in)
+		dup, err = r.DeliverReport(ctx, in)
+	} else {
+		err = inbox.Deliver(ctx, in)
 	}
-	return false, inbox.Deliver(ctx, in)
+	if refused(err) {
+		s.dropFiles(ctx, in.Attachments)
+	}
+	return dup, err
 }
 
 // answerStart returns where the wait for the answer to a redelivered
 // message msgID starts: just before the last item up to the cursor end
 // that answers it by name, or end when none does yet (its turn still
-// runs). Only an item naming the message counts here: one that names
+// runs); answered says whether one does. An empty end reads the whole
+// timeline. Only an item naming the message counts here: one that names
 // none is older than items that name theirs, and answers another message.
 // The last, not the first: a client that used the same key once more
 // after the dedupe window is owed the answer to the newer message.
-func (s *Server) answerStart(ctx context.Context, conv, msgID, end string) (string, error) {
+func (s *Server) answerStart(ctx context.Context, conv, msgID, end string) (start string, answered bool, err error) {
 	start, prev := end, ""
-	err := s.scan(ctx, conv, "", func(it sessions.TimelineItem) bool {
+	err = s.scan(ctx, conv, "", func(it sessions.TimelineItem) bool {
 		if it.ReplyTo == msgID && answers(it, msgID) {
-			start = prev
+			start, answered = prev, true
 		}
 		prev = it.Cursor
 		return it.Cursor == end
 	})
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	return start, nil
+	return start, answered, nil
 }
 
 // answers reports whether it answers message msgID: a reply or command

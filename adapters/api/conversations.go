@@ -32,20 +32,29 @@ type timelinePage struct {
 }
 
 // postMessage queues a message as a turn of the conversation and answers
-// 202 at once; the reply shows in the timeline.
+// 202 at once; the reply shows in the timeline. The body is JSON, or a
+// multipart form whose text field is the text and whose file parts are
+// the message's files.
 func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
+	const op = "api.postMessage"
 	conv, err := conversation(r.PathValue("id"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	var req messageRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
+	var ups []upload
+	if mediaType(r.Header.Get("Content-Type")) == "multipart/form-data" {
+		req, ups, err = s.readForm(w, r)
+	} else {
+		err = s.decodeBody(w, r, &req)
+	}
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if strings.TrimSpace(req.Text) == "" {
-		s.fail(w, r, errs.E("api.postMessage", errs.Invalid, "text is missing or empty"))
+	if strings.TrimSpace(req.Text) == "" && len(ups) == 0 {
+		s.fail(w, r, errs.E(op, errs.Invalid, "text is missing or empty"))
 		return
 	}
 	in := sessions.Inbound{
@@ -56,9 +65,25 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		Kind:      sessions.KindUser,
 		Meta:      map[string]string{"target": conv},
 	}
-	if err := s.deliver(r.Context(), in); err != nil {
+	if in.Attachments, err = s.keepFiles(r.Context(), conv, in.MessageID, ups); err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	dup, err := s.deliverReport(r.Context(), in)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if dup && len(in.Attachments) > 0 {
+		// A retry: when its turn has answered, it has committed and
+		// released its files, and those put again above are read by
+		// no one.
+		_, answered, err := s.answerStart(r.Context(), conv, in.MessageID, "")
+		if err != nil {
+			s.log.Warn("could not tell whether a retried message was answered", "conv", conv, "message_id", in.MessageID, "err", err)
+		} else if answered {
+			s.dropFiles(r.Context(), in.Attachments)
+		}
 	}
 	writeJSON(w, http.StatusAccepted, messageResponse{MessageID: in.MessageID})
 }

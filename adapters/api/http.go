@@ -144,8 +144,13 @@ func reason(err error) string {
 
 // decodeBody reads r's JSON body into v within the size limit.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	return s.decodeBodyUpTo(w, r, v, s.opts.MaxBodyBytes)
+}
+
+// decodeBodyUpTo reads r's JSON body into v within limit bytes.
+func (s *Server) decodeBodyUpTo(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
 	const op = "api.decode"
-	body := http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+	body := http.MaxBytesReader(w, r.Body, limit)
 	b, err := io.ReadAll(body)
 	if err != nil {
 		if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {

@@ -12,7 +12,8 @@ import (
 
 // A file's bytes (media.Store) are one string, P file:<id>. Files are put
 // once a file a person uploads or the agent sends, and read once a turn
-// or a send, so they are plain commands.
+// or a send, so they are plain commands. A turn's media.ReleaseFiles is a
+// DEL of them that q_finish runs (writes.go).
 
 // Files returns the store of file bytes.
 func (db *DB) Files() media.Store { return fileStore{db: db} }

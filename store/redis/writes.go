@@ -4,6 +4,7 @@ import (
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
+	"github.com/heraldgw/herald/media"
 	"github.com/heraldgw/herald/notes"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -68,6 +69,18 @@ func (db *DB) writeOps(op string, ws []sessions.Write) ([]writeOp, error) {
 				return nil, err
 			}
 			ops = append(ops, writeOp{cmd: "NOTEDEL", args: []any{db.notesKey(w.User), w.ID}})
+		case media.ReleaseFiles:
+			if err := w.Check(op); err != nil {
+				return nil, err
+			}
+			if len(w.IDs) == 0 {
+				continue // DEL takes at least one key
+			}
+			keys := make([]any, len(w.IDs))
+			for i, id := range w.IDs {
+				keys[i] = db.fileKey(id)
+			}
+			ops = append(ops, writeOp{cmd: "DEL", args: keys})
 		default:
 			return nil, sessions.UnknownWrite(op, w)
 		}

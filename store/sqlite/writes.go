@@ -7,6 +7,7 @@ import (
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
+	"github.com/heraldgw/herald/media"
 	"github.com/heraldgw/herald/notes"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -45,6 +46,8 @@ func (d *DB) checkWrite(op string, w sessions.Write) error {
 		return w.Check(op, d.lim.MaxEntryBytes)
 	case notes.Remove:
 		return w.Check(op)
+	case media.ReleaseFiles:
+		return w.Check(op)
 	default:
 		return sessions.UnknownWrite(op, w)
 	}
@@ -76,6 +79,13 @@ func (d *DB) applyWrite(t *tx, op string, w sessions.Write, now time.Time) error
 	case notes.Remove:
 		_, err := deleteNote(t, w.User, w.ID)
 		return err
+	case media.ReleaseFiles:
+		for _, id := range w.IDs {
+			if _, err := t.exec(sqlFileDelete, id); err != nil {
+				return err
+			}
+		}
+		return nil
 	default:
 		return sessions.UnknownWrite(op, w)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/media"
@@ -11,7 +12,9 @@ import (
 )
 
 // runFiles checks media.Store: bytes kept by id across a reopen, replaced
-// by a second put, forgotten by a delete, and bad input refused.
+// by a second put, forgotten by a delete, and bad input refused; and the
+// write media.ReleaseFiles, which forgets files in a turn's commit and
+// only there.
 func runFiles(t *testing.T, b Backend) {
 	t.Run("put, read, replace, delete, across a reopen", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
@@ -73,4 +76,83 @@ func runFiles(t *testing.T, b Backend) {
 			t.Errorf("a refused file was kept: %v", err)
 		}
 	})
+	t.Run("a turn's commit releases files", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		f.putFiles("up-1", "up-2", "up-3")
+		// A file not there (released before) is no error.
+		if err := f.commitWrites("c", media.ReleaseFiles{IDs: []string{"up-1", "up-2", "up-gone"}}); err != nil {
+			t.Fatalf("commit with a release: %v", err)
+		}
+		f.wantFiles("after the commit", map[string]bool{"up-1": false, "up-2": false, "up-3": true})
+		// A release of nothing commits too.
+		if err := f.commitWrites("c", media.ReleaseFiles{}); err != nil {
+			t.Fatalf("commit with an empty release: %v", err)
+		}
+		f.wantFiles("after an empty release", map[string]bool{"up-3": true})
+	})
+	t.Run("a commit that lost its lease releases nothing", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		f.putFiles("up-1", "up-2")
+		f.append(user("c", "look at this"))
+		stale := f.mustClaim("w1")
+		f.clk.Advance(ttl + time.Second)
+		rival := f.mustClaim("w2")
+		err := f.ss.Finish(f.ctx, stale.Lease, sessions.Finish{
+			EntryID: stale.Entry.ID,
+			Writes:  []sessions.Write{media.ReleaseFiles{IDs: []string{"up-1", "up-2"}}},
+			Release: true,
+		})
+		wantCode(t, "stale Finish with a release", err, errs.LeaseLost)
+		f.wantFiles("after the stale commit", map[string]bool{"up-1": true, "up-2": true})
+		// The turn that runs the message again reads them and releases
+		// them with its own commit.
+		f.finish(rival.Lease, sessions.Finish{
+			EntryID: rival.Entry.ID,
+			Writes:  []sessions.Write{media.ReleaseFiles{IDs: []string{"up-1", "up-2"}}},
+			Release: true,
+		})
+		f.wantFiles("after the rival's commit", map[string]bool{"up-1": false, "up-2": false})
+	})
+	t.Run("a bad release refuses the whole commit", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		f.putFiles("up-1")
+		f.append(user("c", "look at this"))
+		turn := f.mustClaim("w1")
+		many := make([]string, 1001)
+		for i := range many {
+			many[i] = "up-1"
+		}
+		for _, bad := range []media.ReleaseFiles{{IDs: []string{"up-1", "a\nb"}}, {IDs: []string{""}}, {IDs: many}} {
+			err := f.ss.Finish(f.ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Writes: []sessions.Write{bad}})
+			wantCode(t, "Finish with a bad release", err, errs.Invalid)
+		}
+		f.wantFiles("after the refused commits", map[string]bool{"up-1": true})
+		// The entry is still there to ack.
+		f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID})
+	})
+}
+
+// putFiles keeps a few bytes under each id.
+func (f *fixture) putFiles(ids ...string) {
+	f.t.Helper()
+	for _, id := range ids {
+		if err := f.st.Files().PutFile(f.ctx, id, []byte("bytes of "+id)); err != nil {
+			f.t.Fatalf("PutFile(%s): %v", id, err)
+		}
+	}
+}
+
+// wantFiles checks which of the ids the store keeps (true) and which it
+// has forgotten (false).
+func (f *fixture) wantFiles(when string, want map[string]bool) {
+	f.t.Helper()
+	for id, kept := range want {
+		data, err := f.st.Files().File(f.ctx, id)
+		switch {
+		case kept && (err != nil || string(data) != "bytes of "+id):
+			f.t.Errorf("%s: File(%s) = %q (%v), want it kept", when, id, data, err)
+		case !kept && !errs.Is(err, errs.NotFound):
+			f.t.Errorf("%s: File(%s) = %q (%v), want NotFound", when, id, data, err)
+		}
+	}
 }

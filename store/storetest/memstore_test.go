@@ -522,9 +522,10 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 	}
 	var usage []sessions.Usage
 	var noteWrites []sessions.Write
+	var released []string
 	for _, w := range f.Writes {
 		// The in-memory store applies no other domain's writes: only
-		// the sessions' own.
+		// the sessions', the notes' and the files' own.
 		switch w := w.(type) {
 		case sessions.Usage:
 			if err := w.Check(op); err != nil {
@@ -541,6 +542,11 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 				return nil, err
 			}
 			noteWrites = append(noteWrites, w)
+		case media.ReleaseFiles:
+			if err := w.Check(op); err != nil {
+				return nil, err
+			}
+			released = append(released, w.IDs...)
 		default:
 			return nil, sessions.UnknownWrite(op, w)
 		}
@@ -584,6 +590,9 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 	}
 	for _, w := range noteWrites {
 		m.applyNote(w)
+	}
+	for _, id := range released {
+		delete(m.s.data.files, id)
 	}
 	for _, u := range usage {
 		prompt, completion := sessions.UsageKeys(u.Model)
