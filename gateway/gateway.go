@@ -375,6 +375,7 @@ func (g *Gateway) build() error {
 		Redact:    g.redact.String,
 		Settled:   caps.settled,
 		Streamed:  streamed,
+		Files:     g.db.Files(),
 		Clock:     g.clock,
 		Logger:    log.With("part", "delivery"),
 		Metrics:   g.metrics.DeliveryHooks(),
