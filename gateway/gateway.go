@@ -474,6 +474,7 @@ func (g *Gateway) build() error {
 	apiOpts := api.Options{
 		Inbox:        g.router,
 		Timeline:     g.db.Timeline(),
+		Files:        g.db.Files(),
 		APIKey:       cfg.HTTP.APIKey,
 		Models:       models,
 		Deltas:       deltas,

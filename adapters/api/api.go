@@ -47,6 +47,9 @@ type Options struct {
 	Inbox adapters.Inbox
 	// Timeline keeps what was sent to API conversations. Required.
 	Timeline sessions.Timeline
+	// Files keeps the bytes of the files sent to API conversations,
+	// served at their timeline items' urls; nil serves none.
+	Files Files
 	// APIKey, when set, is required as "Authorization: Bearer <key>" on
 	// every route.
 	APIKey string
@@ -169,12 +172,14 @@ func (s *Server) Run(ctx context.Context, inbox adapters.Inbox) error {
 // Send appends m to its conversation's timeline and wakes the requests
 // waiting on it. A store that cannot be reached makes the send Transient;
 // a message the store refuses as it is (no id, too large) is Permanent.
+// m's files are listed in the item with the path each is served at: their
+// bytes stay in the store (Options.Files) once m was accepted.
 func (s *Server) Send(ctx context.Context, m outbox.Message) adapters.SendResult {
 	conv, ok := targetConv(m)
 	if !ok {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "target " + m.Target.String() + " is not an api conversation"}
 	}
-	item := sessions.TimelineItem{ID: m.ID, Conv: conv, Kind: m.Kind, Text: m.Text, ReplyTo: m.ReplyTo, Meta: m.Meta}
+	item := sessions.TimelineItem{ID: m.ID, Conv: conv, Kind: m.Kind, Text: m.Text, ReplyTo: m.ReplyTo, Meta: m.Meta, Files: timelineFiles(conv, m.Files)}
 	_, err := s.opts.Timeline.AppendTimeline(ctx, item)
 	if err != nil {
 		s.log.Warn("timeline append failed", "conv", conv, "outbox_id", m.ID, "err", err)
