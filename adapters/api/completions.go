@@ -285,7 +285,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		Created: c.Created,
 		Model:   c.Model,
 		Choices: []completionChoice{{
-			Message:      assistantOutput{Role: "assistant", Content: reply.Text + filesNote(files)},
+			Message:      assistantOutput{Role: "assistant", Content: reply.Text + filesNote(reply.Text, files)},
 			FinishReason: finishReason(reply),
 		}},
 		Usage: usageOf(reply),
@@ -552,10 +552,11 @@ func (s *Server) streamReply(ctx context.Context, w http.ResponseWriter, r *http
 	// The reply whole, unless it is what streamed (its end: the calls
 	// before it may have streamed text too); a reply of herald's own (a
 	// turn out of model calls) comes after what streamed.
-	if rest, ok := unstreamed(streamed.String(), reply.Text); ok && send(chunkChoice{Delta: delta{Content: &rest}}) != nil {
+	rest, ok := unstreamed(streamed.String(), reply.Text)
+	if ok && send(chunkChoice{Delta: delta{Content: &rest}}) != nil {
 		return
 	}
-	if note := filesNote(files); note != "" && send(chunkChoice{Delta: delta{Content: &note}}) != nil {
+	if note := filesNote(streamed.String()+rest, files); note != "" && send(chunkChoice{Delta: delta{Content: &note}}) != nil {
 		return
 	}
 	if send(chunkChoice{Delta: delta{}, FinishReason: &finish}) != nil {

@@ -80,14 +80,18 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
 }
 
-// filesNote is what a completion's answer says of the files its turn
-// sent: a line each, with the path to fetch it from; "" for none.
-func filesNote(files []sessions.TimelineFile) string {
+// filesNote is what a completion's answer says, after text, of the
+// files its turn sent: a line each, with the path to fetch it from,
+// apart from text by a blank line; "" for none.
+func filesNote(text string, files []sessions.TimelineFile) string {
 	if len(files) == 0 {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("\n\nFiles sent:")
+	if text != "" {
+		b.WriteString("\n\n")
+	}
+	b.WriteString("Files sent:")
 	for _, f := range files {
 		typ := f.MIME
 		if typ == "" {

@@ -117,7 +117,12 @@ func TestCompletionMentionsTheFilesItsTurnSent(t *testing.T) {
 			sent.Files[0].MIME = "application/pdf"
 			reply := replyTo(in, "reply", "here it is")
 			reply.Files = []outbox.File{fs.sentFile("m", "chart.png", pngHead)}
-			for _, m := range []outbox.Message{sent, reply} {
+			msgs := []outbox.Message{sent, reply}
+			if in.Text == "only the picture" {
+				reply.Text = ""
+				msgs = []outbox.Message{reply}
+			}
+			for _, m := range msgs {
 				if r := f.api.Send(context.Background(), m); r.Outcome != adapters.Accepted {
 					panic(r.Reason)
 				}
@@ -147,5 +152,14 @@ func TestCompletionMentionsTheFilesItsTurnSent(t *testing.T) {
 	}
 	if s := acc.Choices[0].Message.Content; !strings.HasPrefix(s, "here it is\n\nFiles sent:\n- report.pdf") || strings.Count(s, "\n- ") != 2 {
 		t.Errorf("streamed answer %q, want the reply and its turn's two files", s)
+	}
+
+	// A reply that is its picture alone is the list alone.
+	got, err = c.Chat.Completions.New(context.Background(), chat(openai.UserMessage("only the picture")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got.Choices[0].Message.Content; !strings.HasPrefix(s, "Files sent:\n- chart.png") || strings.Count(s, "\n- ") != 1 {
+		t.Errorf("answer %q, want the one picture listed", s)
 	}
 }
