@@ -45,7 +45,7 @@ type Capability struct {
 	// capability registered its tools.
 	ToolsReady func(conversations *tools.Set) error
 	// Settled is told how the delivery of an outbox message with a Ref
-	// ended (delivery's Settled).
+	// or with files ended (delivery's Settled).
 	Settled func(m outbox.Message, accepted bool, reason string)
 	// Committed are its listeners of committed writes, by write kind
 	// (sessions.Write's WriteKind): each is told of every write of its

@@ -13,8 +13,9 @@ import (
 // excluded are the tools a job's fire runs without: it has no user to
 // ask, no conversation of its own to take results back or to schedule
 // from, its reply is its report, and it has no turn's commit to write
-// notes with (memory).
-var excluded = []string{ToolName, "clarify", "send_message", delegation.ToolName, "memory"}
+// notes with (memory) or to queue messages and files on (send_message,
+// send_file).
+var excluded = []string{ToolName, "clarify", "send_message", "send_file", delegation.ToolName, "memory"}
 
 // TurnAgent runs a job's prompt as one turn of a session of its own:
 // no history, base's model and settings (the job's model when it names

@@ -24,9 +24,9 @@ import (
 
 // Blocked are the tools a child never has: it cannot ask the user
 // (clarify), write the user's notes (memory), speak to chats
-// (send_message) or schedule (cronjob); delegate_task is kept only for an
-// orchestrator the depth allows.
-var Blocked = []string{ToolName, "clarify", "memory", "send_message", "cronjob"}
+// (send_message, send_file) or schedule (cronjob); delegate_task is kept
+// only for an orchestrator the depth allows.
+var Blocked = []string{ToolName, "clarify", "memory", "send_message", "cronjob", "send_file"}
 
 // Defaults for SpawnerOptions.
 const (

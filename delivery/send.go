@@ -33,6 +33,7 @@ type sender struct {
 	room        *room      // times the sends
 	acks        *acker
 	settled     *settlements
+	files       Files // nil: a message with files cannot be sent
 }
 
 // handle sends c unless it must go back unsent: the process stops, an
@@ -168,6 +169,10 @@ func (s *sender) send(ctx context.Context, a adapters.Adapter, m outbox.Message)
 		}
 	}()
 	m.Text = s.redact(m.Text)
+	m, res, ok := s.withFiles(ctx, m)
+	if !ok {
+		return res
+	}
 	if s.streamed != nil {
 		if res, ok := s.streamed(ctx, a, m); ok {
 			return res

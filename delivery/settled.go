@@ -13,9 +13,10 @@ type settlements struct {
 	running sync.WaitGroup
 }
 
-// tell passes how m's delivery ended to fn, for a message with a Ref.
+// tell passes how m's delivery ended to fn, for a message with a Ref
+// or with files (whose bytes are forgotten once it was accepted).
 func (s *settlements) tell(m outbox.Message, accepted bool, reason string) {
-	if s.fn != nil && m.Ref != "" {
+	if s.fn != nil && (m.Ref != "" || len(m.Files) > 0) {
 		s.running.Go(func() { s.fn(m, accepted, reason) })
 	}
 }

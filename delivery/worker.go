@@ -99,18 +99,24 @@ type Options struct {
 	// or logged; nil keeps them as they are.
 	Redact func(string) string
 	// Settled is told, on a goroutine of its own, how the delivery of
-	// each message with a Ref ended: accepted by its platform, or
-	// dead-lettered with reason. The domain that sent it (a cron run)
-	// records it.
+	// each message with a Ref or with files ended: accepted by its
+	// platform, or dead-lettered with reason. The domain that sent it
+	// records it (a cron run), or forgets the files' bytes.
 	Settled func(m outbox.Message, accepted bool, reason string)
 	// Streamed, when set, is offered each message before the adapter's
 	// Send: a turn's reply this process showed in progress is made the
 	// reply in that message (Streaming.Send). It reports false when the
 	// adapter's Send is to send the message.
 	Streamed func(ctx context.Context, a adapters.Adapter, m outbox.Message) (adapters.SendResult, bool)
-	Clock    clock.Clock  // nil means the wall clock
-	Logger   *slog.Logger // nil means slog.Default()
-	Metrics  Metrics      // Attempt, Resent and Acked count; nil fields count nothing
+	// Files keeps the bytes of the messages' files (media.Store): each
+	// is read into its File's Data before the adapter's Send. A file
+	// whose bytes are gone dead-letters its message; one that cannot be
+	// read now spends an attempt. Nil: a message with files is
+	// dead-lettered.
+	Files   Files
+	Clock   clock.Clock  // nil means the wall clock
+	Logger  *slog.Logger // nil means slog.Default()
+	Metrics Metrics      // Attempt, Resent and Acked count; nil fields count nothing
 }
 
 // Worker drains the outbox through the adapters: one claim loop takes
@@ -236,6 +242,7 @@ func New(opts Options) (*Worker, error) {
 		routeRetry:  orDefault(opts.RouteRetry, DefaultRouteRetry),
 		redact:      redact,
 		streamed:    opts.Streamed,
+		files:       opts.Files,
 		clock:       clk,
 		log:         log,
 		metrics:     opts.Metrics,

@@ -78,19 +78,8 @@ workers:
 	restarted.stop()
 
 	// With the gateway stopped, the store itself says nothing is left.
-	db, err := sqlite.Open(filepath.Join(home, "herald.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatalf("opening the gateway's SQLite file: %v", err)
-	}
-	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if pending, err := db.Outbox().Pending(ctx, 10); err != nil || len(pending) != 0 {
-		t.Errorf("outbox pending: %d messages (%v), want none", len(pending), err)
-	}
-	if dead, err := db.Outbox().DeadLetters(ctx, 10); err != nil || len(dead) != 0 {
-		t.Errorf("outbox dead letters: %v (%v), want none", dead, err)
-	}
+	ctx, db := openStopped(t, home)
+	wantOutboxEmpty(t, ctx, db)
 	if turn, err := db.Sessions().Claim(ctx, "inspector", time.Second); err != nil || turn != nil {
 		t.Errorf("the turn queue still holds work: %+v (%v)", turn, err)
 	}
@@ -104,6 +93,32 @@ workers:
 	}
 	if len(history) != 2 || history[0].Content != "survive the crash" || history[1].Content != "echo: survive the crash" {
 		t.Errorf("history %q: want the message and its reply, once each", roles)
+	}
+}
+
+// openStopped opens the SQLite file of the stopped gateway on home, for
+// the test to read, and a context bounding the reads.
+func openStopped(t *testing.T, home string) (context.Context, *sqlite.DB) {
+	t.Helper()
+	db, err := sqlite.Open(filepath.Join(home, "herald.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatalf("opening the gateway's SQLite file: %v", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx, db
+}
+
+// wantOutboxEmpty checks that db's outbox has nothing pending and no dead
+// letter: every message was delivered.
+func wantOutboxEmpty(t *testing.T, ctx context.Context, db *sqlite.DB) {
+	t.Helper()
+	if pending, err := db.Outbox().Pending(ctx, 10); err != nil || len(pending) != 0 {
+		t.Errorf("outbox pending: %d messages (%v), want none", len(pending), err)
+	}
+	if dead, err := db.Outbox().DeadLetters(ctx, 10); err != nil || len(dead) != 0 {
+		t.Errorf("outbox dead letters: %v (%v), want none", dead, err)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/kanban"
+	"github.com/heraldgw/herald/media"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/sessions/agent"
@@ -28,12 +29,14 @@ var capabilities = []func(*assembly) (*capability.Capability, error){
 	func(a *assembly) (*capability.Capability, error) { return controllers.Capability(a) },
 	func(a *assembly) (*capability.Capability, error) { return cronjobs.Capability(a) },
 	func(a *assembly) (*capability.Capability, error) { return kanban.Capability(a) },
+	func(a *assembly) (*capability.Capability, error) { return media.Outbound(a) },
 	func(a *assembly) (*capability.Capability, error) { return agent.StatusLines(a) },
 }
 
 // assembly is what a capability is made with: the parts build made
 // before the capabilities, and each domain's own (delegation.Assembly,
-// controllers.Assembly, cronjobs.Assembly, kanban.Assembly).
+// controllers.Assembly, cronjobs.Assembly, kanban.Assembly,
+// media.OutboundAssembly).
 type assembly struct {
 	base *capability.Assembly
 	db   Store
@@ -56,6 +59,7 @@ func (a *assembly) Delegations() delegation.Store  { return a.db.Delegations() }
 func (a *assembly) Controllers() controllers.Store { return a.db.Controllers() }
 func (a *assembly) Cron() cronjobs.Store           { return a.db.Cron() }
 func (a *assembly) Kanban() kanban.Store           { return a.db.Kanban() }
+func (a *assembly) Files() media.Store             { return a.db.Files() }
 
 func (a *assembly) Agent() *agent.Agent { return a.agent }
 

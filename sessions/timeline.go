@@ -26,6 +26,37 @@ type TimelineItem struct {
 	// Meta is the outbox message's (outbox.Message.Meta): what the turn
 	// that sent a reply says of it (how it ended, its token usage).
 	Meta map[string]string `json:"meta,omitempty"`
+	// Files are the files the message sent (outbox.Message.Files), its
+	// Text their caption.
+	Files []TimelineFile `json:"files,omitempty"`
+}
+
+// TimelineFile is a file a timeline item sent: its name, type and size,
+// and the path the local API serves its bytes at.
+type TimelineFile struct {
+	Name string `json:"name"`
+	MIME string `json:"mime,omitempty"`
+	Size int64  `json:"size"`
+	URL  string `json:"url"`
+}
+
+// EncodeFiles is files as the stores keep them: JSON, "" when empty.
+func EncodeFiles(files []TimelineFile) string {
+	if len(files) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(files) // strings and numbers always encode
+	return string(b)
+}
+
+// DecodeFiles reads what EncodeFiles wrote.
+func DecodeFiles(s string) ([]TimelineFile, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var files []TimelineFile
+	err := json.Unmarshal([]byte(s), &files)
+	return files, err
 }
 
 // EncodeMeta is meta as the stores keep it: JSON, "" when empty.
@@ -49,7 +80,7 @@ func DecodeMeta(s string) (map[string]string, error) {
 
 // Check refuses an item a Timeline must not keep: Invalid for a bad
 // conversation key or an empty ID, TooLarge when what is stored of it
-// (its id, kind, text, reply_to and meta) is over lim.MaxEntryBytes.
+// (its id, kind, text, reply_to, meta and files) is over lim.MaxEntryBytes.
 func (it TimelineItem) Check(op string, lim Limits) error {
 	if err := chat.ValidateConv(op, it.Conv); err != nil {
 		return err
@@ -57,7 +88,7 @@ func (it TimelineItem) Check(op string, lim Limits) error {
 	if it.ID == "" {
 		return errs.E(op, errs.Invalid, "empty timeline item id")
 	}
-	if n := len(it.ID) + len(it.Kind) + len(it.Text) + len(it.ReplyTo) + len(EncodeMeta(it.Meta)); n > lim.MaxEntryBytes {
+	if n := len(it.ID) + len(it.Kind) + len(it.Text) + len(it.ReplyTo) + len(EncodeMeta(it.Meta)) + len(EncodeFiles(it.Files)); n > lim.MaxEntryBytes {
 		return errs.E(op, errs.TooLarge, "timeline item is %d bytes, over the limit of %d", n, lim.MaxEntryBytes)
 	}
 	return nil

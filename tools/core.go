@@ -2,7 +2,8 @@ package tools
 
 import "github.com/heraldgw/herald/notes"
 
-// Core is the toolset every agent gets: clarify, memory, send_message.
+// Core is the toolset every agent gets: clarify, memory, send_message,
+// and what capabilities add to it (media's send_file).
 const Core = "core"
 
 // CoreOptions are what the core tools need from the gateway.

@@ -284,7 +284,7 @@ func (s *Set) call(ctx context.Context, turn *Turn, call chat.ToolCall) Result {
 	if err := t.schema.Validate(inst); err != nil {
 		return errorResult(fmt.Sprintf("invalid arguments for %s: %s", t.Name, schemaProblems(err)))
 	}
-	return t.run(ctx, turn, json.RawMessage(args))
+	return t.run(withCallID(ctx, call.ID), turn, json.RawMessage(args))
 }
 
 // run calls the handler, turning an error or a panic into a result.

@@ -237,9 +237,10 @@ func TestCallPassesValidArguments(t *testing.T) {
 	}
 	var got greetArgs
 	var gotTurn *tools.Turn
+	var gotCall string
 	greet := tool("greet", greetSchema)
-	greet.Handler = tools.Func(func(_ context.Context, turn *tools.Turn, a greetArgs) (tools.Result, error) {
-		got, gotTurn = a, turn
+	greet.Handler = tools.Func(func(ctx context.Context, turn *tools.Turn, a greetArgs) (tools.Result, error) {
+		got, gotTurn, gotCall = a, turn, tools.CallID(ctx)
 		return tools.JSON(map[string]string{"greeting": "hi " + a.Name}), nil
 	})
 	quiet := tool("quiet", "")
@@ -258,6 +259,9 @@ func TestCallPassesValidArguments(t *testing.T) {
 	}
 	if gotTurn != turn {
 		t.Error("the handler did not get the turn")
+	}
+	if gotCall != "call_1" {
+		t.Errorf("CallID in the handler = %q, want the call's id call_1", gotCall)
 	}
 	if res := set.Call(context.Background(), turn, chat.ToolCall{Name: "quiet"}); res.Content != `{"status":"ok"}` || res.IsError {
 		t.Errorf("empty result: got %+v, want a plain ok", res)

@@ -86,6 +86,22 @@ func errorResult(msg string) Result {
 // errorText is the message of err for the model (errs.Reason).
 func errorText(err error) string { return errs.Reason(err) }
 
+// callIDKey keys the id of the tool call a handler runs (CallID).
+type callIDKey struct{}
+
+func withCallID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, callIDKey{}, id)
+}
+
+// CallID is the id the model gave the tool call a handler runs under
+// ctx; empty outside a call. A turn run again after a crash repeats the
+// calls its model repeats, so a handler that names what it makes after
+// the turn's entry and its call names it the same on both runs.
+func CallID(ctx context.Context) string {
+	id, _ := ctx.Value(callIDKey{}).(string)
+	return id
+}
+
 // Turn is what a handler knows of the turn it runs in. One Turn lives for
 // one turn and is shared by its tool calls.
 type Turn struct {

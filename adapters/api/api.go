@@ -76,8 +76,9 @@ type Options struct {
 	KeepAlive time.Duration
 	// Files keeps the bytes of the files a message carries (a
 	// completion's image and audio parts, a form's file parts) until its
-	// turn has committed (media.ReleaseFiles). Without it, a request
-	// with files is refused.
+	// turn has committed (media.ReleaseFiles), and those of the files
+	// sent to API conversations, served at their timeline items' urls.
+	// Without it, a request with files is refused and none is served.
 	Files media.Store
 	// MaxFileBytes bounds one file a message carries
 	// (attachments.max_bytes); default config.DefaultAttachmentMaxBytes,
@@ -191,12 +192,14 @@ func (s *Server) Run(ctx context.Context, inbox adapters.Inbox) error {
 // Send appends m to its conversation's timeline and wakes the requests
 // waiting on it. A store that cannot be reached makes the send Transient;
 // a message the store refuses as it is (no id, too large) is Permanent.
+// m's files are listed in the item with the path each is served at: their
+// bytes stay in the store (Options.Files) once m was accepted.
 func (s *Server) Send(ctx context.Context, m outbox.Message) adapters.SendResult {
 	conv, ok := targetConv(m)
 	if !ok {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "target " + m.Target.String() + " is not an api conversation"}
 	}
-	item := sessions.TimelineItem{ID: m.ID, Conv: conv, Kind: m.Kind, Text: m.Text, ReplyTo: m.ReplyTo, Meta: m.Meta}
+	item := sessions.TimelineItem{ID: m.ID, Conv: conv, Kind: m.Kind, Text: m.Text, ReplyTo: m.ReplyTo, Meta: m.Meta, Files: timelineFiles(conv, m.Files)}
 	_, err := s.opts.Timeline.AppendTimeline(ctx, item)
 	if err != nil {
 		s.log.Warn("timeline append failed", "conv", conv, "outbox_id", m.ID, "err", err)

@@ -247,7 +247,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		s.streamReply(ctx, w, r, conv, in.MessageID, after, c, req.StreamOptions != nil && req.StreamOptions.IncludeUsage, pieces)
 		return
 	}
-	reply, err := s.awaitReply(ctx, conv, in.MessageID, after, followHooks{})
+	reply, files, err := s.awaitReply(ctx, conv, in.MessageID, after, followHooks{})
 	if err != nil {
 		if status, detail, ok := s.waitError(ctx, r, err); ok {
 			if status == http.StatusGatewayTimeout && strings.TrimSpace(r.Header.Get("Idempotency-Key")) == "" {
@@ -273,7 +273,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		Created: c.Created,
 		Model:   c.Model,
 		Choices: []completionChoice{{
-			Message:      assistantOutput{Role: "assistant", Content: reply.Text},
+			Message:      assistantOutput{Role: "assistant", Content: reply.Text + filesNote(reply.Text, files)},
 			FinishReason: finishReason(reply),
 		}},
 		Usage: usageOf(reply),
@@ -461,17 +461,23 @@ func answers(it sessions.TimelineItem, msgID string) bool {
 }
 
 // awaitReply waits for the answer to message msgID after the cursor
-// after (see answers), whichever process sent it.
-func (s *Server) awaitReply(ctx context.Context, conv, msgID, after string, hooks followHooks) (sessions.TimelineItem, error) {
-	var reply sessions.TimelineItem
+// after (see answers), whichever process sent it, and returns it with the
+// files sent to the conversation up to it, its own last: those its turn
+// sent with send_file come before it.
+func (s *Server) awaitReply(ctx context.Context, conv, msgID, after string, hooks followHooks) (sessions.TimelineItem, []sessions.TimelineFile, error) {
+	var (
+		reply sessions.TimelineItem
+		files []sessions.TimelineFile
+	)
 	err := s.follow(ctx, conv, after, func(it sessions.TimelineItem) (bool, error) {
+		files = append(files, it.Files...)
 		if !answers(it, msgID) {
 			return false, nil
 		}
 		reply = it
 		return true, nil
 	}, hooks)
-	return reply, err
+	return reply, files, err
 }
 
 // waitError says how to answer a wait that ended without a reply, or
@@ -520,7 +526,7 @@ func (s *Server) streamReply(ctx context.Context, w http.ResponseWriter, r *http
 			return nil
 		}
 	}
-	reply, err := s.awaitReply(ctx, conv, msgID, after, hooks)
+	reply, files, err := s.awaitReply(ctx, conv, msgID, after, hooks)
 	if err == nil && hooks.side != nil {
 		// Pieces that came in just before the reply was read.
 		err = hooks.side()
@@ -539,7 +545,11 @@ func (s *Server) streamReply(ctx context.Context, w http.ResponseWriter, r *http
 	// The reply whole, unless it is what streamed (its end: the calls
 	// before it may have streamed text too); a reply of herald's own (a
 	// turn out of model calls) comes after what streamed.
-	if rest, ok := unstreamed(streamed.String(), reply.Text); ok && send(chunkChoice{Delta: delta{Content: &rest}}) != nil {
+	rest, ok := unstreamed(streamed.String(), reply.Text)
+	if ok && send(chunkChoice{Delta: delta{Content: &rest}}) != nil {
+		return
+	}
+	if note := filesNote(streamed.String()+rest, files); note != "" && send(chunkChoice{Delta: delta{Content: &note}}) != nil {
 		return
 	}
 	if send(chunkChoice{Delta: delta{}, FinishReason: &finish}) != nil {

@@ -42,6 +42,7 @@ func (s *Server) routes() {
 	s.route("POST", "/api/v1/conversations/{id}/messages", s.postMessage)
 	s.route("GET", "/api/v1/conversations/{id}/timeline", s.timeline)
 	s.route("GET", "/api/v1/conversations/{id}/events", s.events)
+	s.route("GET", "/api/v1/conversations/{id}/files/{file}", s.file)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, typeNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 	})

@@ -128,6 +128,19 @@ type outboxRow struct {
 	NextAttempt time.Time `json:"next_attempt,omitzero"`
 	CreatedAt   time.Time `json:"created_at,omitzero"`
 	LastError   string    `json:"last_error,omitempty"`
+	// Files are what the message sends besides its text, its caption.
+	Files []outboxFile `json:"files,omitempty"`
+}
+
+// outboxFile is a file of a listed message: its name, type, size, the id
+// its bytes are kept under in the store, and whether it goes as a
+// picture.
+type outboxFile struct {
+	Name  string `json:"name"`
+	MIME  string `json:"mime,omitempty"`
+	Size  int64  `json:"size"`
+	Blob  string `json:"blob"`
+	Photo bool   `json:"photo,omitempty"`
 }
 
 func (m *Main) printOutboxJSON(msgs []outbox.Message) error {
@@ -138,6 +151,9 @@ func (m *Main) printOutboxJSON(msgs []outbox.Message) error {
 			ReplyTo: msg.ReplyTo, Attempts: msg.Attempts, NextAttempt: msg.NextAttempt.UTC(),
 			CreatedAt: msg.CreatedAt.UTC(), LastError: msg.LastError,
 		}
+		for _, f := range msg.Files {
+			rows[i].Files = append(rows[i].Files, outboxFile{Name: f.Name, MIME: f.MIME, Size: f.Size, Blob: f.Blob, Photo: f.Photo})
+		}
 	}
 	enc := json.NewEncoder(m.Stdout)
 	enc.SetIndent("", "  ")
@@ -145,7 +161,8 @@ func (m *Main) printOutboxJSON(msgs []outbox.Message) error {
 }
 
 // printOutbox prints one line a message: its id, attempts, next attempt,
-// target, the start of its text and the last error.
+// target, the start of its text (its files' names first) and the last
+// error.
 func (m *Main) printOutbox(msgs []outbox.Message, none string) error {
 	if len(msgs) == 0 {
 		_, err := fmt.Fprintln(m.Stdout, none)
@@ -158,8 +175,16 @@ func (m *Main) printOutbox(msgs []outbox.Message, none string) error {
 		if !msg.NextAttempt.IsZero() {
 			next = msg.NextAttempt.UTC().Format(time.RFC3339)
 		}
+		text := msg.Text
+		if len(msg.Files) > 0 {
+			names := make([]string, len(msg.Files))
+			for i, f := range msg.Files {
+				names[i] = f.Name
+			}
+			text = "[" + strings.Join(names, ", ") + "] " + text
+		}
 		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", msg.ID, msg.Attempts, next, msg.Target,
-			oneLine(msg.Text, 48), oneLine(msg.LastError, 60))
+			oneLine(text, 48), oneLine(msg.LastError, 60))
 	}
 	return w.Flush()
 }

@@ -40,8 +40,9 @@ func TestOutboxCommands(t *testing.T) {
 			if code := h.run(ctx, "outbox", "dead"); code != 0 {
 				t.Fatalf("outbox dead: exit %d, stderr %q", code, h.stderr)
 			}
-			if out := h.stdout.String(); !strings.Contains(out, deadID) || !strings.Contains(out, "400 chat not found") || !strings.Contains(out, "LAST ERROR") {
-				t.Errorf("outbox dead printed %q, want %s with its reason under a header", out, deadID)
+			if out := h.stdout.String(); !strings.Contains(out, deadID) || !strings.Contains(out, "400 chat not found") || !strings.Contains(out, "LAST ERROR") ||
+				!strings.Contains(out, "[report.pdf] given up on") {
+				t.Errorf("outbox dead printed %q, want %s with its file and its reason under a header", out, deadID)
 			}
 
 			h = newHerald(env)
@@ -55,6 +56,8 @@ func TestOutboxCommands(t *testing.T) {
 			pending = outboxRows(t, h.stdout.String())
 			if len(pending) != 2 || pending[1].ID != deadID || pending[1].Attempts != 0 {
 				t.Errorf("pending after the retry = %+v, want %s back with no attempts", pending, deadID)
+			} else if f := pending[1].Files; len(f) != 1 || f[0] != (outboxFile{Name: "report.pdf", MIME: "application/pdf", Size: 9, Blob: "out-1"}) {
+				t.Errorf("the retried message's files = %+v, want report.pdf with its blob", f)
 			}
 			h = newHerald(env)
 			if code := h.run(ctx, "outbox", "dead"); code != 0 || !strings.Contains(h.stdout.String(), "no dead letters") {
@@ -103,7 +106,9 @@ func seedOutbox(t *testing.T, env map[string]string) (pendingID, deadID string) 
 	if pendingID, _, err = o.Enqueue(ctx, outbox.Message{Target: to, Text: "still to go", Kind: "reply"}); err != nil {
 		t.Fatal(err)
 	}
-	if deadID, _, err = o.Enqueue(ctx, outbox.Message{Target: outbox.Target{Platform: "slack", Chat: "C1"}, Text: "given up on", Kind: "reply"}); err != nil {
+	dead := outbox.Message{Target: outbox.Target{Platform: "slack", Chat: "C1"}, Text: "given up on", Kind: "file",
+		Files: []outbox.File{{Name: "report.pdf", MIME: "application/pdf", Size: 9, Blob: "out-1"}}}
+	if deadID, _, err = o.Enqueue(ctx, dead); err != nil {
 		t.Fatal(err)
 	}
 	cs, err := o.Claim(ctx, "d1", []string{"slack"}, 10, time.Minute)

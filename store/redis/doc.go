@@ -67,8 +67,10 @@
 //	P{conv}:tl               stream    the timeline: what was delivered to
 //	                                    the conversation, one entry per item
 //	                                    with fields id (the item id), k
-//	                                    (kind), t (text) and at (appended,
-//	                                    ms); the entry id is the cursor,
+//	                                    (kind), t (text), at (appended,
+//	                                    ms), r (what it replies to), m
+//	                                    (meta, JSON) and f (the files it
+//	                                    sent, JSON); the entry id is the cursor,
 //	                                    made by the stream ('*') so it only
 //	                                    grows
 //	P{conv}:tlid             hash      item id → cursor, so appending an

@@ -29,7 +29,8 @@ func (s timelineStore) AppendTimeline(ctx context.Context, item sessions.Timelin
 	tag := convTag(item.Conv)
 	v, err := s.db.run(ctx, op, scriptTlAppend,
 		[]string{s.db.convKey(tag, "tl"), s.db.convKey(tag, "tlid")},
-		item.ID, item.Kind, item.Text, s.db.nowArg(), item.ReplyTo, s.db.lim.TimelineMax, sessions.EncodeMeta(item.Meta))
+		item.ID, item.Kind, item.Text, s.db.nowArg(), item.ReplyTo, s.db.lim.TimelineMax, sessions.EncodeMeta(item.Meta),
+		sessions.EncodeFiles(item.Files))
 	if err != nil {
 		return "", err
 	}
@@ -60,8 +61,10 @@ func (s timelineStore) ReadTimeline(ctx context.Context, conv, after string, cou
 	}
 	out := make([]sessions.TimelineItem, len(raw))
 	for i, m := range raw {
-		// Meta that cannot be read is left out: the item still shows.
+		// Meta or files that cannot be read are left out: the item
+		// still shows.
 		meta, _ := sessions.DecodeMeta(field(m, "m"))
+		files, _ := sessions.DecodeFiles(field(m, "f"))
 		out[i] = sessions.TimelineItem{
 			Cursor:  m.ID,
 			ID:      field(m, "id"),
@@ -71,6 +74,7 @@ func (s timelineStore) ReadTimeline(ctx context.Context, conv, after string, cou
 			At:      msTime(field(m, "at")),
 			ReplyTo: field(m, "r"),
 			Meta:    meta,
+			Files:   files,
 		}
 	}
 	return out, nil

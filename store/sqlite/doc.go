@@ -116,7 +116,8 @@
 // order. meta is a key/value table per conversation.
 //
 // timeline is what was delivered to each conversation, as the local API
-// shows it: one row per item, the cursor an AUTOINCREMENT id (so cursors
+// shows it: one row per item (its meta and the files it sent as JSON,
+// empty for none), the cursor an AUTOINCREMENT id (so cursors
 // grow and are never reused), read in pages through the (conv, cursor)
 // index. The unique index (conv, item_id) makes a repeated append a no-op
 // that returns the first cursor. The timeline grows with what herald

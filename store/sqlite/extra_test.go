@@ -52,6 +52,26 @@ func TestVersion3FileGainsReplyTo(t *testing.T) {
 	}
 }
 
+// A file written before timeline items kept the files they sent (schema
+// version 23) opens with its items, which sent none, and keeps files from
+// then on.
+func TestVersion23FileGainsTimelineFiles(t *testing.T) {
+	ctx := context.Background()
+	path := oldFile(t, 23, `INSERT INTO timeline (conv, item_id, kind, text, at, reply_to, meta) VALUES ('api:c', 'o1', 'reply', 'before', 1, '', '')`)
+	s := openAt(t, path, nil, sessions.Limits{}).Timeline()
+	file := sessions.TimelineFile{Name: "a.png", MIME: "image/png", Size: 3, URL: "/x"}
+	if _, err := s.AppendTimeline(ctx, sessions.TimelineItem{Conv: "api:c", ID: "o2", Kind: "file", Files: []sessions.TimelineFile{file}}); err != nil {
+		t.Fatal(err)
+	}
+	items, err := s.ReadTimeline(ctx, "api:c", "", 10)
+	if err != nil || len(items) != 2 {
+		t.Fatalf("ReadTimeline = %+v, %v; want both items", items, err)
+	}
+	if items[0].Text != "before" || items[0].Files != nil || len(items[1].Files) != 1 || items[1].Files[0] != file {
+		t.Errorf("items after the upgrade = %+v; want the old one with no files, the new one with its file", items)
+	}
+}
+
 // A file written before signals kept a steered entry's message id
 // (schema version 4) opens with its signals, which name no message, and
 // keeps the message id from then on.

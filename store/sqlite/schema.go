@@ -431,6 +431,11 @@ CREATE TABLE files (
 	at   INTEGER NOT NULL
 ) WITHOUT ROWID;
 `,
+	// 23 → 24: the files a timeline item sent (sessions.TimelineItem.Files),
+	// as JSON; '' for items from before, and for those with none.
+	`
+ALTER TABLE timeline ADD COLUMN files TEXT NOT NULL DEFAULT '';
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

@@ -13,7 +13,7 @@ import (
 const (
 	// The item id is unique per conversation: a conflict is the resend
 	// of an item already there, which adds nothing.
-	sqlTimelineInsert = `INSERT INTO timeline (conv, item_id, kind, text, at, reply_to, meta) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+	sqlTimelineInsert = `INSERT INTO timeline (conv, item_id, kind, text, at, reply_to, meta, files) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
 		ON CONFLICT (conv, item_id) DO NOTHING`
 	sqlTimelineCursor = `SELECT cursor FROM timeline WHERE conv = ?1 AND item_id = ?2`
 	// The oldest items from the (keep+1)th newest back, found through
@@ -23,7 +23,7 @@ const (
 	sqlTimelineTrim = `DELETE FROM timeline WHERE cursor IN (SELECT cursor FROM timeline
 		WHERE conv = ?1 AND cursor <= (SELECT cursor FROM timeline WHERE conv = ?1 ORDER BY cursor DESC LIMIT 1 OFFSET ?2)
 		ORDER BY cursor LIMIT 1000)`
-	sqlTimelineRead = `SELECT cursor, item_id, kind, text, at, reply_to, meta FROM timeline
+	sqlTimelineRead = `SELECT cursor, item_id, kind, text, at, reply_to, meta, files FROM timeline
 		WHERE conv = ?1 AND cursor > ?2 ORDER BY cursor LIMIT ?3`
 	sqlTimelineEnd = `SELECT cursor FROM timeline WHERE conv = ?1 ORDER BY cursor DESC LIMIT 1`
 )
@@ -47,10 +47,10 @@ func (s timelineStore) AppendTimeline(ctx context.Context, item sessions.Timelin
 		return "", err
 	}
 	var cursor int64
-	meta := sessions.EncodeMeta(item.Meta)
+	meta, files := sessions.EncodeMeta(item.Meta), sessions.EncodeFiles(item.Files)
 	err := d.w.do(ctx, op, durable, func(t *tx) error {
 		_, now := d.now()
-		r, err := t.st.timelineInsert.Exec(item.Conv, item.ID, item.Kind, item.Text, now, item.ReplyTo, meta)
+		r, err := t.st.timelineInsert.Exec(item.Conv, item.ID, item.Kind, item.Text, now, item.ReplyTo, meta, files)
 		if err != nil {
 			return err
 		}
@@ -97,15 +97,17 @@ func (s timelineStore) ReadTimeline(ctx context.Context, conv, after string, cou
 	var out []sessions.TimelineItem
 	for rows.Next() {
 		var (
-			cursor, at int64
-			meta       string
-			it         = sessions.TimelineItem{Conv: conv}
+			cursor, at  int64
+			meta, files string
+			it          = sessions.TimelineItem{Conv: conv}
 		)
-		if err := rows.Scan(&cursor, &it.ID, &it.Kind, &it.Text, &at, &it.ReplyTo, &meta); err != nil {
+		if err := rows.Scan(&cursor, &it.ID, &it.Kind, &it.Text, &at, &it.ReplyTo, &meta, &files); err != nil {
 			return nil, d.fail(op, err)
 		}
-		// Meta that cannot be read is left out: the item still shows.
+		// Meta or files that cannot be read are left out: the item
+		// still shows.
 		it.Meta, _ = sessions.DecodeMeta(meta)
+		it.Files, _ = sessions.DecodeFiles(files)
 		it.Cursor, it.At = formatID(cursor), fromNanos(at)
 		out = append(out, it)
 	}

@@ -980,6 +980,7 @@ func (m memTimeline) AppendTimeline(ctx context.Context, item sessions.TimelineI
 		return tl[i].Cursor, nil
 	}
 	item.Cursor, item.At = m.s.data.nextCursor(), m.s.clk.Now()
+	item.Meta, item.Files = maps.Clone(item.Meta), slices.Clone(item.Files)
 	tl = append(tl, item)
 	if keep := m.s.lim.TimelineMax; keep > 0 && len(tl) > keep {
 		tl = slices.Clone(tl[len(tl)-keep:])

@@ -95,7 +95,7 @@ func runTimeline(t *testing.T, b Backend) {
 		}
 	})
 
-	t.Run("items in order with their cursors, the store's time and every field", func(t *testing.T) {
+	t.Run("items in order with their cursors, the store's time and every field, files too", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		notice := item("c", "m3", "Working on it…\n\n— with a blank line")
 		notice.Kind = "notice"
@@ -105,7 +105,13 @@ func runTimeline(t *testing.T, b Backend) {
 		early.Cursor, early.At = "999", t0.Add(-time.Hour)
 		early.ReplyTo = "in-7"
 		early.Meta = map[string]string{"herald.end": "done", "herald.prompt_tokens": "12", "quote": `"a}b'`}
-		want := f.appendTimelineAll(early, item("d", "m2", "elsewhere"), notice, item("c", "m4", ""))
+		sent := item("c", "m4", "")
+		sent.Kind = "file"
+		sent.Files = []sessions.TimelineFile{
+			{Name: "chart \"final\".png", MIME: "image/png", Size: 2048, URL: "/api/v1/conversations/c/files/out-1"},
+			{Name: "notes", Size: 1, URL: "/f/2"},
+		}
+		want := f.appendTimelineAll(early, item("d", "m2", "elsewhere"), notice, sent)
 		c := []sessions.TimelineItem{want[0], want[2], want[3]}
 
 		wantTimeline(t, "ReadTimeline(c)", f.readTimeline("c", "", 10), c)
@@ -204,6 +210,7 @@ func runTimeline(t *testing.T, b Backend) {
 		{"text over the size limit", item("c", "m1", big(2*smallLimit)), errs.TooLarge},
 		{"reply_to over the size limit", sessions.TimelineItem{ID: "m1", Conv: "c", Kind: "reply", Text: "x", ReplyTo: big(2 * smallLimit)}, errs.TooLarge},
 		{"meta over the size limit", sessions.TimelineItem{ID: "m1", Conv: "c", Kind: "reply", Text: "x", Meta: map[string]string{"k": big(2 * smallLimit)}}, errs.TooLarge},
+		{"files over the size limit", sessions.TimelineItem{ID: "m1", Conv: "c", Kind: "file", Files: []sessions.TimelineFile{{Name: big(2 * smallLimit)}}}, errs.TooLarge},
 	}
 	for _, tc := range bad {
 		t.Run("bad item: "+tc.desc, func(t *testing.T) {

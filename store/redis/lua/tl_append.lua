@@ -13,16 +13,17 @@
 -- ARGV[5] the inbound message id the item replies to, or ''
 -- ARGV[6] how many items the timeline keeps, or '0' for all
 -- ARGV[7] the item's meta as JSON, or '' for none
+-- ARGV[8] the files the item sent as JSON, or '' for none
 -- Returns {cursor}.
 local first = redis.call('HGET', KEYS[2], ARGV[1])
 if first then
   return {first}
 end
 -- The stream makes the cursor ('*'): its ids only ever grow, whatever
--- the clocks do. r is '' for an item that replies to nothing, and m for
--- one with no meta; both are missing from items written before they
--- existed, and read as ''.
-local cursor = redis.call('XADD', KEYS[1], '*', 'id', ARGV[1], 'k', ARGV[2], 't', ARGV[3], 'at', int(now_ms(ARGV[4])), 'r', ARGV[5], 'm', ARGV[7])
+-- the clocks do. r is '' for an item that replies to nothing, m for one
+-- with no meta and f for one that sent no files; each is missing from
+-- items written before it existed, and read as ''.
+local cursor = redis.call('XADD', KEYS[1], '*', 'id', ARGV[1], 'k', ARGV[2], 't', ARGV[3], 'at', int(now_ms(ARGV[4])), 'r', ARGV[5], 'm', ARGV[7], 'f', ARGV[8])
 redis.call('HSET', KEYS[2], ARGV[1], cursor)
 local keep = small(ARGV[6])
 if keep > 0 then
