@@ -114,6 +114,15 @@ platforms:
 	if got, want := arrivals(tg, 42), []string{"r1", "the report", "r2"}; !slices.Equal(got, want) {
 		t.Errorf("the chat got %q, want %q: each once, the file between the replies", got, want)
 	}
+	var docs []telegramfake.Sent
+	for _, m := range tg.Sent(42) {
+		if m.Media != "" {
+			docs = append(docs, m)
+		}
+	}
+	if len(docs) != 1 || docs[0].Media != "document" || docs[0].FileName != "report.csv" || !bytes.Equal(docs[0].Data, report) {
+		t.Errorf("the chat got the files %+v, want report.csv once as a document with its bytes", docs)
+	}
 	if n := model.Count(); n != 3 {
 		t.Errorf("the model got %d requests, want 3: the turns committed before the kill ran once", n)
 	}
