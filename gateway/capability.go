@@ -31,12 +31,15 @@ var capabilities = []func(*assembly) (*capability.Capability, error){
 	func(a *assembly) (*capability.Capability, error) { return kanban.Capability(a) },
 	func(a *assembly) (*capability.Capability, error) { return media.Outbound(a) },
 	func(a *assembly) (*capability.Capability, error) { return agent.StatusLines(a) },
+	// Last: its runner is the outermost, so every decorator above sees
+	// an entry whose files are ready.
+	func(a *assembly) (*capability.Capability, error) { return media.Capability(a) },
 }
 
 // assembly is what a capability is made with: the parts build made
 // before the capabilities, and each domain's own (delegation.Assembly,
 // controllers.Assembly, cronjobs.Assembly, kanban.Assembly,
-// media.OutboundAssembly).
+// media.Assembly).
 type assembly struct {
 	base *capability.Assembly
 	db   Store
