@@ -66,6 +66,17 @@ func (a *assembly) Files() media.Store             { return a.db.Files() }
 
 func (a *assembly) Agent() *agent.Agent { return a.agent }
 
+// HandedFiles are media's checks of the files a task hands a child.
+func (a *assembly) HandedFiles() delegation.HandedFiles {
+	home := a.base.Config.Home
+	return delegation.HandedFiles{
+		Resolve: func(path, workspace, conv string) (string, error) {
+			return media.ResolveFile(path, workspace, home, conv)
+		},
+		Peek: media.Peek,
+	}
+}
+
 func (a *assembly) SetChildren(s *delegation.Spawner) { a.children = s }
 func (a *assembly) Children() *delegation.Spawner     { return a.children }
 

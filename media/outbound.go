@@ -11,7 +11,6 @@ import (
 	"github.com/heraldgw/herald/tools"
 )
 
-
 // localAPI is the local API's platform (adapters/api.Platform, which
 // imports this package). It serves the files sent to its conversations
 // from the store, so their bytes stay there once their message went.
