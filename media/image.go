@@ -261,7 +261,18 @@ func shrink(src []byte, stride, sw, sh int, dst []byte, dstride, w, h, n int) {
 		y0, y1 := y*sh/h, (y+1)*sh/h
 		clear(sums)
 		for sy := y0; sy < y1; sy++ {
-			row := src[sy*stride:]
+			row := src[sy*stride : sy*stride+n*sw]
+			if n == 1 {
+				// The planes of a JPEG: one byte a pixel, the common case.
+				for x := range w {
+					var sum uint32
+					for _, v := range row[xs[x]:xs[x+1]] {
+						sum += uint32(v)
+					}
+					sums[x] += sum
+				}
+				continue
+			}
 			for x := range w {
 				for i := n * xs[x]; i < n*xs[x+1]; i += n {
 					for c := range n {
