@@ -54,6 +54,7 @@ func Capability(as Assembly) (*capability.Capability, error) {
 		Fetcher:   func(platform string) adapters.Fetcher { return fetchers[platform] },
 		Commands:  a.Commands,
 		Redact:    a.Redact,
+		Clock:     a.Clock,
 		Logger:    a.Logger.With("part", "media"),
 	})
 	return &capability.Capability{

@@ -12,6 +12,7 @@ import (
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/outbox"
@@ -50,6 +51,7 @@ type Options struct {
 	// Redact hides herald's secrets in a failure's words before the
 	// model reads them; nil leaves them as they are.
 	Redact func(string) string
+	Clock  clock.Clock  // times the readying, for the log; nil means the wall clock
 	Logger *slog.Logger // nil means slog.Default()
 }
 
@@ -78,6 +80,9 @@ func NewRunner(next sessions.TurnRunner, opts Options) *Runner {
 	if opts.Redact == nil {
 		opts.Redact = func(s string) string { return s }
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
 	r := &Runner{next: next, opts: opts, log: opts.Logger}
 	if r.log == nil {
 		r.log = slog.Default()
@@ -100,7 +105,10 @@ func (r *Runner) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnO
 	if len(in.Entry.Attachments) == 0 {
 		return r.next.Run(ctx, in)
 	}
+	started := r.opts.Clock.Now()
 	t := r.prepare(ctx, in)
+	r.log.Info("the message's files are ready", "conv", in.Entry.Conv, "entry", in.Entry.ID, "files", len(in.Entry.Attachments),
+		"images", len(t.images), "transcripts", len(t.words), "lines", len(t.lines), "took_ms", r.opts.Clock.Now().Sub(started).Milliseconds())
 	if t.command != "" && r.handOn(ctx, in, t) {
 		return sessions.TurnOutput{End: sessions.TurnDone, Writes: t.release()}, nil
 	}
