@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"image"
 	"image/jpeg"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/adapters/telegram"
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/media"
 	"github.com/heraldgw/herald/outbox"
@@ -57,12 +60,12 @@ type MediaResult struct {
 
 // Media measures the time a photo adds to a turn before its model call:
 // the media runner (media.NewRunner, as the gateway's media capability
-// makes it, pictures shown to the model) downloads it through a
-// platform's fetcher, keeps it on the disk, checks it, scales and
-// encodes it (media.LoadImage), and the turn's run then loads it for
-// its request as the agent does. Beside it, the raw ceiling: the bare
-// download of the same bytes from the same server. The download is a
-// plain HTTP GET from a server on loopback. The two take turns, photo by
+// makes it, pictures shown to the model) downloads it through the
+// Telegram adapter's Fetch (getFile, then the file) from a Bot API on
+// loopback, keeps it on the disk, checks it, scales and encodes it
+// (media.LoadImage), and the turn's run then loads it for its request
+// as the agent does. Beside it, the raw ceiling: the bare download of
+// the same bytes from the same server. The two take turns, photo by
 // photo, each photo under a message id of its own so nothing is found
 // made already.
 func Media(ctx context.Context, opt MediaOptions) (res MediaResult, err error) {
@@ -82,25 +85,30 @@ func Media(ctx context.Context, opt MediaOptions) (res MediaResult, err error) {
 	}
 	defer os.RemoveAll(home)
 
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "image/jpeg")
-		w.Write(photo)
-	}))
-	defer srv.Close()
-	client := srv.Client()
-	fetch := &httpFetcher{client: client}
+	api := newBotAPI(photo)
+	defer api.srv.Close()
+	client := api.srv.Client()
+	tg, err := telegram.New(telegram.Options{
+		Config:     config.Telegram{Token: benchBotToken, APIURL: api.srv.URL},
+		HTTPClient: client,
+		Logger:     slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		return res, err
+	}
 	model := &modelCall{}
 	r := media.NewRunner(model, media.Options{
 		Home:      home,
 		ImageMode: config.ImagesNative,
-		Fetcher:   func(string) adapters.Fetcher { return fetch },
+		Fetcher:   func(string) adapters.Fetcher { return tg },
+		Logger:    slog.New(slog.DiscardHandler),
 	})
 
 	var herald, raw []time.Duration
 	var cpu, rawCPU time.Duration
 	for i := -3; i < opt.Photos; i++ { // three to warm up
 		cpu0, start := processCPU(), time.Now()
-		if _, err := download(ctx, client, srv.URL); err != nil {
+		if _, err := download(ctx, client, api.fileURL()); err != nil {
 			return res, fmt.Errorf("raw download: %w", err)
 		}
 		took := time.Since(start)
@@ -109,7 +117,7 @@ func Media(ctx context.Context, opt MediaOptions) (res MediaResult, err error) {
 			rawCPU += processCPU() - cpu0
 		}
 
-		in := photoTurn(strconv.Itoa(i+10), srv.URL)
+		in := photoTurn(strconv.Itoa(i + 10))
 		cpu0, start = processCPU(), time.Now()
 		if _, err := r.Run(ctx, in); err != nil {
 			return res, err
@@ -137,29 +145,55 @@ func Media(ctx context.Context, opt MediaOptions) (res MediaResult, err error) {
 	return res, nil
 }
 
-// photoTurn is a person's message with the photo at url.
-func photoTurn(msgID, url string) sessions.TurnInput {
-	const conv = "bench:1"
+// photoTurn is a person's Telegram message with the photo.
+func photoTurn(msgID string) sessions.TurnInput {
+	const conv = "telegram:1"
 	return sessions.TurnInput{
 		Conv:   conv,
-		Origin: outbox.Target{Platform: "bench", Chat: "1"},
+		Origin: outbox.Target{Platform: "telegram", Chat: "1"},
 		Entry: sessions.Entry{ID: "e" + msgID, Inbound: sessions.Inbound{
 			Conv: conv, Sender: "1", MessageID: msgID, Kind: sessions.KindUser,
-			Attachments: []sessions.Attachment{{Name: "photo.jpg", MIME: "image/jpeg", Kind: sessions.AttachImage, URL: url}},
+			Attachments: []sessions.Attachment{{Name: "photo.jpg", MIME: "image/jpeg", Kind: sessions.AttachImage, PlatformID: benchFileID}},
 		}},
 	}
 }
 
-// httpFetcher downloads an attachment's URL, as a platform's adapter
-// does once it has the URL.
-type httpFetcher struct{ client *http.Client }
+// The bot and the file the bench's Bot API knows.
+const (
+	benchBotToken = "1000:bench-token"
+	benchFileID   = "AgACAgIAAxkBAAIBench"
+	benchFilePath = "photos/file_1.jpg"
+)
 
-func (f *httpFetcher) Fetch(ctx context.Context, att sessions.Attachment, max int64) ([]byte, error) {
-	data, err := download(ctx, f.client, att.URL)
-	if err == nil && int64(len(data)) > max {
-		return nil, fmt.Errorf("%d bytes, over %d", len(data), max)
-	}
-	return data, err
+// botAPI is as much of Telegram's Bot API as a photo's download takes:
+// getFile, which tells the file's path, and the file route, which
+// serves its bytes.
+type botAPI struct {
+	srv   *httptest.Server
+	photo []byte
+}
+
+func newBotAPI(photo []byte) *botAPI {
+	a := &botAPI{photo: photo}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/bot"+benchBotToken+"/getFile", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"ok": true, "result": map[string]any{
+			"file_id": benchFileID, "file_unique_id": "bench", "file_size": len(photo), "file_path": benchFilePath,
+		}})
+	})
+	mux.HandleFunc("/file/bot"+benchBotToken+"/"+benchFilePath, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "image/jpeg")
+		w.Header().Set("Content-Length", strconv.Itoa(len(photo)))
+		w.Write(photo)
+	})
+	a.srv = httptest.NewServer(mux)
+	return a
+}
+
+// fileURL is where the photo's bytes are served.
+func (a *botAPI) fileURL() string {
+	return a.srv.URL + "/file/bot" + benchBotToken + "/" + benchFilePath
 }
 
 func download(ctx context.Context, client *http.Client, url string) ([]byte, error) {
