@@ -23,6 +23,8 @@ type Assembly interface {
 	// SetChildren hands the capabilities made after delegation its
 	// spawner of child agents (kanban's herald lane runs them).
 	SetChildren(*Spawner)
+	// HandedFiles checks and tells the files a task hands its child.
+	HandedFiles() HandedFiles
 }
 
 // parts are the pieces of delegation: the spawner that runs
@@ -81,6 +83,7 @@ func Capability(as Assembly) (*capability.Capability, error) {
 		StallGrace:          time.Duration(cfg.StallGraceSeconds) * time.Second,
 		EndProcesses:        a.Workspace.EndProcesses,
 		Images:              a.Images,
+		Files:               as.HandedFiles(),
 		Clock:               a.Clock,
 		Logger:              p.log,
 	})
@@ -113,6 +116,8 @@ func Capability(as Assembly) (*capability.Capability, error) {
 		MaxChildren: cfg.MaxConcurrentChildren,
 		Independent: cfg.IndependentCompletions,
 		Transcripts: transcripts.Path,
+		Files:       as.HandedFiles(),
+		Workspace:   a.Config.Tools.Workspace,
 		Clock:       a.Clock,
 	})
 	if err := a.Registry.Register(Toolset, tool); err != nil {
@@ -141,7 +146,7 @@ func Capability(as Assembly) (*capability.Capability, error) {
 	// Children run beside the turns; on a stop they end interrupted and
 	// their completions wait in the store for the next deliverer. The
 	// runner's part is named "delegation" in the logs.
-	as.ServeDelegations(p.service(a))
+	as.ServeDelegations(p.service(a, as.HandedFiles()))
 	c.Components = []capability.Component{{Name: "delegation", Loop: p.runner}}
 	c.Routed = func(r *sessions.Router) error {
 		var err error
@@ -198,7 +203,7 @@ func (p *parts) stopDispatch(d Delegation) {
 // delegate_task does, on the same limits, wakes this instance's runner,
 // and stops a child here at once or, through the store's signals,
 // wherever it runs.
-func (p *parts) service(a *capability.Assembly) *Service {
+func (p *parts) service(a *capability.Assembly, files HandedFiles) *Service {
 	return &Service{
 		Store:       p.store,
 		Signals:     a.Store.Signals(),
@@ -207,6 +212,8 @@ func (p *parts) service(a *capability.Assembly) *Service {
 		MaxChildren: a.Config.Delegation.MaxConcurrentChildren,
 		Independent: a.Config.Delegation.IndependentCompletions,
 		Cancelled:   "cancelled from the API",
+		Files:       files,
+		Workspace:   a.Config.Tools.Workspace,
 		Clock:       a.Clock,
 	}
 }

@@ -78,6 +78,10 @@ type Task struct {
 	// Role is RoleLeaf or RoleOrchestrator, as the child runs it (an
 	// orchestrator the depth does not allow runs as a leaf).
 	Role string `json:"role,omitempty"`
+	// Files are the files the child is handed, as absolute paths (in
+	// the workspace, or kept by herald): its first message names them,
+	// and it is shown the pictures among them.
+	Files []string `json:"files,omitempty"`
 }
 
 // Progress is what a running child last reported, for /agents and the

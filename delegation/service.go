@@ -35,6 +35,11 @@ type Service struct {
 	// child's result, naming who cancelled: "cancelled from the API",
 	// "cancelled by the operator"; "" says "cancelled".
 	Cancelled string
+	// Files and Workspace check the files a task hands its child, as
+	// delegate_task's ToolOptions do; without Files.Resolve they are
+	// refused.
+	Files     HandedFiles
+	Workspace string
 	Clock     clock.Clock
 }
 
@@ -58,7 +63,8 @@ type Request struct {
 // (Source "api"), its children pending, when they fit beside the
 // conversation's pending and running ones, counted in the same write.
 // Errors: Invalid (nothing to delegate, goal and tasks both, too many
-// tasks, a task without a goal, a bad output_schema), Conflict (the
+// tasks, a task without a goal, a bad output_schema, a file outside the
+// workspace and herald's files; NotFound for one not there), Conflict (the
 // conversation has no place for that many children: a *Full, FullOf),
 // Unavailable.
 func (s *Service) Start(ctx context.Context, req Request) (Delegation, error) {
@@ -108,7 +114,11 @@ func (s *Service) tasks(op string, req Request) ([]taskArgs, error) {
 	for _, t := range req.Tasks {
 		tasks = append(tasks, taskArgs(t))
 	}
-	return checkTasks(op, taskArgs{Goal: req.Goal, Context: req.Context, OutputSchema: req.OutputSchema, Role: req.Role}, tasks, s.maxChildren())
+	tasks, err := checkTasks(op, taskArgs{Goal: req.Goal, Context: req.Context, OutputSchema: req.OutputSchema, Role: req.Role}, tasks, s.maxChildren())
+	if err != nil {
+		return nil, err
+	}
+	return s.Files.resolve(op, tasks, s.Workspace, req.Conv)
 }
 
 // Get returns the delegation with its children as the store has them.

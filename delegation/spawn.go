@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -87,6 +88,9 @@ type SpawnerOptions struct {
 	// conversations' agent does (agent.Agent.Images); nil shows them as
 	// lines.
 	Images func(ctx context.Context, img chat.Image) (chat.Image, error)
+	// Files tells a child of the files its task hands it (their Peek);
+	// without it they are named by their paths alone.
+	Files HandedFiles
 
 	// EndProcesses ends the background processes a child's terminal
 	// started, when it ends (keyed by the child's conversation key).
@@ -377,23 +381,19 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 		a.Client = nil
 	}
 	live.update(func(p *Progress) { p.Model = model })
-	conv := "subagent:" + child.ID
-	in := sessions.TurnInput{
-		Conv:      conv,
-		Entry:     sessions.Entry{Inbound: sessions.Inbound{Conv: conv, Kind: sessions.KindSynthetic, Text: s.taskText(child, workspace)}, ID: child.ID},
-		Steer:     live.steer,
-		Workspace: workspace,
-		Progress: func(p sessions.Progress) {
-			now := s.opts.Clock.Now()
-			live.update(func(pr *Progress) { pr.CurrentTool, pr.LastActivity = p.Tool, now })
-		},
-		Observe: func(m chat.Message) {
-			now := s.opts.Clock.Now()
-			if m.Role == "tool" {
-				live.update(func(pr *Progress) { pr.CurrentTool, pr.LastActivity = "", now })
-			}
-			live.transcript.Message(now, m)
-		},
+	in := s.turnInput(child, workspace)
+	conv := in.Conv
+	in.Steer = live.steer
+	in.Progress = func(p sessions.Progress) {
+		now := s.opts.Clock.Now()
+		live.update(func(pr *Progress) { pr.CurrentTool, pr.LastActivity = p.Tool, now })
+	}
+	in.Observe = func(m chat.Message) {
+		now := s.opts.Clock.Now()
+		if m.Role == "tool" {
+			live.update(func(pr *Progress) { pr.CurrentTool, pr.LastActivity = "", now })
+		}
+		live.transcript.Message(now, m)
 	}
 	out, stall, runErr := s.watch(ctx, cancel, live, func(ctx context.Context) (sessions.TurnOutput, error) { return a.Run(ctx, in) })
 	if runErr == nil && stall == nil && out.End == sessions.TurnDone && schema != nil {
@@ -585,7 +585,8 @@ func (s *Spawner) conform(ctx context.Context, cancel context.CancelCauseFunc, l
 func (s *Spawner) again(ctx context.Context, cancel context.CancelCauseFunc, live *Live, a *agent.Agent, in sessions.TurnInput,
 	out sessions.TurnOutput, text string) (sessions.TurnOutput, *stallInfo, error) {
 	in.History = append(slices.Clone(in.History), out.History...)
-	in.Entry.Text = text
+	// The pictures came with the first message, which the history holds.
+	in.Entry.Text, in.Images = text, nil
 	next, stall, err := s.watch(ctx, cancel, live, func(ctx context.Context) (sessions.TurnOutput, error) { return a.Run(ctx, in) })
 	merged := out
 	merged.History = append(slices.Clone(out.History), next.History...)
@@ -623,13 +624,52 @@ func causeText(err error) string {
 	return err.Error()
 }
 
-// taskText is the child's one message: its goal, its context and the
-// workspace's AGENTS.md.
-func (s *Spawner) taskText(c Child, workspace string) string {
+// turnInput is the child's turn: its task as its first message, in
+// workspace, shown the pictures among its files.
+func (s *Spawner) turnInput(child Child, workspace string) sessions.TurnInput {
+	conv := "subagent:" + child.ID
+	files, images := handedFiles(child.Files, s.opts.Files.Peek)
+	return sessions.TurnInput{
+		Conv:      conv,
+		Entry:     sessions.Entry{Inbound: sessions.Inbound{Conv: conv, Kind: sessions.KindSynthetic, Text: s.taskText(child, workspace, files)}, ID: child.ID},
+		Images:    images,
+		Workspace: workspace,
+	}
+}
+
+// handedFiles are the lines naming the files a child is handed, told by
+// peek, and the pictures among them as it is shown them.
+func handedFiles(paths []string, peek func(string) (int64, string, bool, error)) (lines []string, images []chat.Image) {
+	for _, p := range paths {
+		if peek == nil {
+			lines = append(lines, "- "+p)
+			continue
+		}
+		size, mime, image, err := peek(p)
+		if err != nil {
+			lines = append(lines, fmt.Sprintf("- %s (it cannot be read now: %v)", p, err))
+			continue
+		}
+		line := fmt.Sprintf("- %s (%s, %d bytes)", p, mime, size)
+		if image {
+			line += ", shown to you"
+			images = append(images, chat.Image{Name: filepath.Base(p), MIME: mime, Path: p})
+		}
+		lines = append(lines, line)
+	}
+	return lines, images
+}
+
+// taskText is the child's one message: its goal, its context, the lines
+// naming its files and the workspace's AGENTS.md.
+func (s *Spawner) taskText(c Child, workspace string, files []string) string {
 	var b strings.Builder
 	b.WriteString("Goal: " + c.Goal)
 	if c.Context != "" {
 		b.WriteString("\n\nContext:\n" + c.Context)
+	}
+	if len(files) > 0 {
+		b.WriteString("\n\nFiles handed to you:\n" + strings.Join(files, "\n"))
 	}
 	if agents := readAgentsFile(workspace); agents != "" {
 		b.WriteString("\n\nThe workspace's AGENTS.md:\n" + agents)

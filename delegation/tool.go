@@ -48,12 +48,14 @@ const toolSchema = `{
           "context": {"type": "string"},
           "output_schema": {"type": "object", "description": "A JSON Schema the sub-agent's final answer must meet."},
           "group": {"type": "string", "description": "Tasks of one group complete together when completions are independent."},
-          "role": {"type": "string"}
+          "role": {"type": "string"},
+          "files": {"type": "array", "items": {"type": "string"}}
         },
         "required": ["goal"]
       }
     },
     "output_schema": {"type": "object", "description": "For goal: a JSON Schema the final answer must meet."},
+    "files": {"type": "array", "items": {"type": "string"}, "description": "For goal (each task has its own): paths of files in the workspace, or kept by herald (a person's upload), that the sub-agent is handed; it is shown the pictures among them."},
     "action": {"type": "string", "enum": ["list", "steer", "stop"], "description": "Control instead of dispatch: list this conversation's sub-agents, steer one with a message, or stop one."},
     "subagent_id": {"type": "string", "description": "For steer and stop: the sub-agent, as dispatch or list gave it."},
     "message": {"type": "string", "description": "For steer: what to tell the sub-agent; it lands after its next tool result."}
@@ -67,6 +69,7 @@ type taskArgs struct {
 	OutputSchema json.RawMessage `json:"output_schema"`
 	Group        string          `json:"group"`
 	Role         string          `json:"role"`
+	Files        []string        `json:"files"`
 }
 
 type toolArgs struct {
@@ -91,7 +94,13 @@ type ToolOptions struct {
 	Independent bool // delegation.independent_completions
 	// Transcripts names a child's live transcript, "" for none.
 	Transcripts func(delegation string, index int) string
-	Clock       clock.Clock
+	// Files checks the files a task hands its child; without its
+	// Resolve, tasks with files are refused.
+	Files HandedFiles
+	// Workspace is tools.workspace, where a conversation's relative
+	// paths are taken from (a child's own turn works in its own).
+	Workspace string
+	Clock     clock.Clock
 }
 
 // Tool is delegate_task.
@@ -126,6 +135,13 @@ func (h *toolHandler) handle(ctx context.Context, turn *tools.Turn, a toolArgs) 
 	if err != nil {
 		return tools.Result{}, err
 	}
+	workspace := turn.Workspace
+	if workspace == "" {
+		workspace = h.opts.Workspace
+	}
+	if tasks, err = h.opts.Files.resolve(op, tasks, workspace, keptConv(ctx, turn)); err != nil {
+		return tools.Result{}, err
+	}
 	if depth := DepthOf(ctx); depth > 0 {
 		return h.orchestrate(ctx, depth, tasks)
 	}
@@ -146,9 +162,9 @@ func checkTasks(op string, goal taskArgs, tasks []taskArgs, max int) ([]taskArgs
 		tasks = []taskArgs{goal}
 	case len(tasks) == 0:
 		return nil, errs.E(op, errs.Invalid, "nothing to delegate: give goal (one task) or tasks (several)")
-	case strings.TrimSpace(goal.Context) != "" || !noSchema(goal.OutputSchema):
+	case strings.TrimSpace(goal.Context) != "" || !noSchema(goal.OutputSchema) || len(goal.Files) > 0:
 		// Said rather than dropped: with tasks, each carries its own.
-		return nil, errs.E(op, errs.Invalid, "context and output_schema go with goal; with tasks, give each task its own")
+		return nil, errs.E(op, errs.Invalid, "context, output_schema and files go with goal; with tasks, give each task its own")
 	}
 	if len(tasks) > max {
 		return nil, errs.E(op, errs.Invalid,
@@ -230,7 +246,7 @@ func childrenOf(id string, tasks []taskArgs) []Child {
 		}
 		out[i] = Child{
 			ID: NewID("sub_"), Delegation: id, Index: i, Status: StatusPending,
-			Task: Task{Goal: t.Goal, Context: t.Context, OutputSchema: t.OutputSchema, Group: t.Group, Role: role},
+			Task: Task{Goal: t.Goal, Context: t.Context, OutputSchema: t.OutputSchema, Group: t.Group, Role: role, Files: t.Files},
 		}
 	}
 	return out

@@ -31,12 +31,15 @@ var capabilities = []func(*assembly) (*capability.Capability, error){
 	func(a *assembly) (*capability.Capability, error) { return kanban.Capability(a) },
 	func(a *assembly) (*capability.Capability, error) { return media.Outbound(a) },
 	func(a *assembly) (*capability.Capability, error) { return agent.StatusLines(a) },
+	// Last: its runner is the outermost, so every decorator above sees
+	// an entry whose files are ready.
+	func(a *assembly) (*capability.Capability, error) { return media.Capability(a) },
 }
 
 // assembly is what a capability is made with: the parts build made
 // before the capabilities, and each domain's own (delegation.Assembly,
 // controllers.Assembly, cronjobs.Assembly, kanban.Assembly,
-// media.OutboundAssembly).
+// media.Assembly).
 type assembly struct {
 	base *capability.Assembly
 	db   Store
@@ -62,6 +65,17 @@ func (a *assembly) Kanban() kanban.Store           { return a.db.Kanban() }
 func (a *assembly) Files() media.Store             { return a.db.Files() }
 
 func (a *assembly) Agent() *agent.Agent { return a.agent }
+
+// HandedFiles are media's checks of the files a task hands a child.
+func (a *assembly) HandedFiles() delegation.HandedFiles {
+	home := a.base.Config.Home
+	return delegation.HandedFiles{
+		Resolve: func(path, workspace, conv string) (string, error) {
+			return media.ResolveFile(path, workspace, home, conv)
+		},
+		Peek: media.Peek,
+	}
+}
 
 func (a *assembly) SetChildren(s *delegation.Spawner) { a.children = s }
 func (a *assembly) Children() *delegation.Spawner     { return a.children }

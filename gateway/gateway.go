@@ -35,6 +35,7 @@ import (
 	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/media"
 	"github.com/heraldgw/herald/metrics"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -300,6 +301,7 @@ func (g *Gateway) build() error {
 		HistoryBudget: cfg.Model.HistoryBudget,
 		SystemPrompt:  cfg.Model.SystemPrompt,
 		Notes:         g.db.Notes(),
+		Images:        media.LoadImage,
 		Clock:         g.clock,
 		Logger:        log,
 	}

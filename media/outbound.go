@@ -11,13 +11,6 @@ import (
 	"github.com/heraldgw/herald/tools"
 )
 
-// OutboundAssembly is what the capability of files sent out is made
-// with: what every capability is, and the store of file bytes.
-type OutboundAssembly interface {
-	capability.Assembled
-	Files() Store
-}
-
 // localAPI is the local API's platform (adapters/api.Platform, which
 // imports this package). It serves the files sent to its conversations
 // from the store, so their bytes stay there once their message went.
@@ -50,7 +43,7 @@ type outbound struct {
 // a message's file bytes once its platform accepted it (except on the
 // local API, which serves them from the store). The delivery worker
 // reads the bytes into each file before the adapter's Send.
-func Outbound(as OutboundAssembly) (*capability.Capability, error) {
+func Outbound(as Assembly) (*capability.Capability, error) {
 	a := as.Assembly()
 	allowed, err := tools.ParseTargets(a.Config.SendMessage.AllowedTargets)
 	if err != nil {

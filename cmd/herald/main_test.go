@@ -75,6 +75,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{desc: "bad store", args: []string{"bench", "queue", "--store", "mysql"}, want: "want sqlite or redis"},
 		{desc: "bad number", args: []string{"bench", "queue", "--entries", "many"}, want: "invalid argument"},
 		{desc: "zero entries", args: []string{"bench", "queue", "--entries", "0"}, want: "at least 1"},
+		{desc: "no photos", args: []string{"bench", "media", "--photos", "0"}, want: "--photos and --bytes must be positive"},
 		{desc: "unknown config verb", args: []string{"config", "chek"}, want: `did you mean "check"`},
 		{desc: "bad log level", args: []string{"gateway", "--log-level", "loud"}, want: "--log-level"},
 	}
