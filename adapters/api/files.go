@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"path"
 	"strconv"
-	"strings"
 
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
@@ -106,17 +105,6 @@ func (s *Server) dropFiles(ctx context.Context, atts []sessions.Attachment) {
 func refused(err error) bool {
 	c := errs.CodeOf(err)
 	return c == errs.Invalid || c == errs.TooLarge
-}
-
-// kindOf is the attachment kind of a file of type mimeType.
-func kindOf(mimeType string) sessions.AttachmentKind {
-	switch {
-	case strings.HasPrefix(mimeType, "image/"):
-		return sessions.AttachImage
-	case strings.HasPrefix(mimeType, "audio/"):
-		return sessions.AttachAudio
-	}
-	return sessions.AttachDocument
 }
 
 // mediaType is the type a Content-Type names, lower case and without its

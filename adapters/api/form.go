@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"unicode/utf8"
 
+	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/internal/errs"
 )
 
@@ -88,7 +89,7 @@ func (s *Server) readFormFile(op string, p *multipart.Part, index int) (upload, 
 		return upload{}, err
 	}
 	mimeType := fileType(p.Header.Get("Content-Type"), name, data)
-	return upload{index: index, name: fileName(name, "file", index, mimeType), mime: mimeType, kind: kindOf(mimeType), data: data}, nil
+	return upload{index: index, name: fileName(name, "file", index, mimeType), mime: mimeType, kind: adapters.KindOf(mimeType), data: data}, nil
 }
 
 // formError is the error of a form that could not be read: TooLarge when
