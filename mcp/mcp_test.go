@@ -106,7 +106,7 @@ func TestBothTransports(t *testing.T) {
 			m, set := started(t, mcp.Options{Servers: map[string]config.MCPServer{"test-srv": tc.server(t)}, OutputMaxChars: 1000})
 			st := ready(t, m, "test-srv")
 			want := []string{"mcp_test_srv_echo", "mcp_test_srv_environ", "mcp_test_srv_fail", "mcp_test_srv_grow", "mcp_test_srv_media", "mcp_test_srv_slow"}
-			got := slices.Sorted(slices.Values(st.Tools))
+			got := slices.DeleteFunc(slices.Sorted(slices.Values(st.Tools)), func(n string) bool { return n == "mcp_test_srv_crash" })
 			if !slices.Equal(got, want) || st.Transport != tc.transport {
 				t.Fatalf("status %+v, want tools %v", st, want)
 			}
@@ -242,5 +242,25 @@ func TestToolListChangedRefreshes(t *testing.T) {
 func TestToolName(t *testing.T) {
 	if got := mcp.ToolName("my-srv", "get.issue/v2"); got != "mcp_my_srv_get_issue_v2" {
 		t.Errorf("ToolName = %s", got)
+	}
+}
+
+func TestCrashedServerComesBack(t *testing.T) {
+	fake := clock.NewFake(time.Unix(0, 0))
+	m, set := started(t, mcp.Options{Clock: fake, Servers: map[string]config.MCPServer{"c": stdio(t)}})
+	ready(t, m, "c")
+	if res := call(set, "mcp_c_crash", `{}`); !res.IsError || !strings.Contains(res.Content, "MCP server c failed on crash") {
+		t.Errorf("a call the server died in = %+v, want a tool error", res)
+	}
+	testkit.Eventually(t, "the dead server failed and waiting to retry", func() bool {
+		return m.Statuses()[0].State == mcp.StateFailed && fake.Waiters() == 1
+	})
+	if res := call(set, "mcp_c_echo", `{"text":"x"}`); !res.IsError || !strings.Contains(res.Content, "MCP server c is not connected (failed)") {
+		t.Errorf("a call to the dead server = %+v, want a tool error saying it is not connected", res)
+	}
+	fake.Advance(time.Second)
+	ready(t, m, "c")
+	if res := call(set, "mcp_c_echo", `{"text":"back"}`); res.Content != "back" {
+		t.Errorf("echo after the restart = %+v", res)
 	}
 }

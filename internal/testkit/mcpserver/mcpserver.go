@@ -32,7 +32,9 @@ type (
 
 // New returns the server: echo (says text back), environ (its process's
 // environment, one variable a line), slow (waits seconds or until the
-// call is cancelled), media (an image and a resource link) and grow
+// call is cancelled), media (an image and a resource link), fail (a
+// result marked as an error), crash (over stdio: the process exits
+// mid-call) and grow
 // (adds the tool extra, which the server announces with
 // tools/list_changed).
 func New() *sdk.Server {
@@ -65,6 +67,14 @@ func New() *sdk.Server {
 		r.IsError = true
 		return r, None{}, nil
 	})
+	if os.Getenv(RoleVariable) == "server" {
+		// Only in a server process of its own: over HTTP it would end
+		// the test.
+		sdk.AddTool(s, &sdk.Tool{Name: "crash", Description: "ends the server's process mid-call"}, func(context.Context, *sdk.CallToolRequest, None) (*sdk.CallToolResult, None, error) {
+			os.Exit(3)
+			return nil, None{}, nil
+		})
+	}
 	sdk.AddTool(s, &sdk.Tool{Name: "grow", Description: "adds the tool extra"}, func(context.Context, *sdk.CallToolRequest, None) (*sdk.CallToolResult, None, error) {
 		sdk.AddTool(s, &sdk.Tool{Name: "extra", Description: "added later"}, func(context.Context, *sdk.CallToolRequest, None) (*sdk.CallToolResult, None, error) {
 			return text("extra"), None{}, nil
