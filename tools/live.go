@@ -48,18 +48,9 @@ func (r *Registry) RegisterLive(toolset string) (*Live, error) {
 // Conflict.
 func (l *Live) Replace(tools ...Tool) error {
 	const op = "tools.Replace"
-	compiled := make([]*registered, 0, len(tools))
-	seen := map[string]bool{}
-	for _, t := range tools {
-		reg, err := compile(op, l.toolset, t)
-		if err != nil {
-			return err
-		}
-		if seen[t.Name] {
-			return errs.E(op, errs.Conflict, "tool %s is given twice", t.Name)
-		}
-		seen[t.Name] = true
-		compiled = append(compiled, reg)
+	compiled, err := compileAll(op, l.toolset, tools)
+	if err != nil {
+		return err
 	}
 	l.mu.Lock()
 	l.tools = compiled

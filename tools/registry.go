@@ -72,18 +72,9 @@ func (r *Registry) Register(toolset string, tools ...Tool) error {
 	if strings.TrimSpace(toolset) == "" {
 		return errs.E(op, errs.Invalid, "empty toolset name")
 	}
-	compiled := make([]*registered, 0, len(tools))
-	seen := map[string]bool{}
-	for _, t := range tools {
-		reg, err := compile(op, toolset, t)
-		if err != nil {
-			return err
-		}
-		if seen[t.Name] {
-			return errs.E(op, errs.Conflict, "tool %s is given twice", t.Name)
-		}
-		seen[t.Name] = true
-		compiled = append(compiled, reg)
+	compiled, err := compileAll(op, toolset, tools)
+	if err != nil {
+		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -100,6 +91,24 @@ func (r *Registry) Register(toolset string, tools ...Tool) error {
 		r.toolsets[toolset] = append(r.toolsets[toolset], reg.Name)
 	}
 	return nil
+}
+
+// compileAll compiles tools, refusing a name given twice.
+func compileAll(op, toolset string, tools []Tool) ([]*registered, error) {
+	compiled := make([]*registered, 0, len(tools))
+	seen := map[string]bool{}
+	for _, t := range tools {
+		reg, err := compile(op, toolset, t)
+		if err != nil {
+			return nil, err
+		}
+		if seen[t.Name] {
+			return nil, errs.E(op, errs.Conflict, "tool %s is given twice", t.Name)
+		}
+		seen[t.Name] = true
+		compiled = append(compiled, reg)
+	}
+	return compiled, nil
 }
 
 func compile(op, toolset string, t Tool) (*registered, error) {
