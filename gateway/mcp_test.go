@@ -47,4 +47,7 @@ func TestGatewayOffersMCPTools(t *testing.T) {
 	if body := string(reqs[1].Body); !strings.Contains(body, `"role":"tool"`) || !strings.Contains(body, "from the MCP server") {
 		t.Errorf("the MCP tool's result did not reach the model: %s", body)
 	}
+	if _, metrics := h.do("GET", "/metrics", ""); !strings.Contains(metrics, `herald_mcp_call_duration_seconds_count{result="ok",server="test",tool="echo"} 1`) {
+		t.Errorf("/metrics does not count the MCP call")
+	}
 }

@@ -35,6 +35,7 @@ func Capability(a Assembly) (*capability.Capability, error) {
 		Logger:         base.Logger,
 		Live:           live,
 		OutputMaxChars: base.Config.Tools.OutputMaxChars,
+		Observe:        base.Metrics.MCPCall,
 	})
 	err = base.Commands.Register(sessions.Command{
 		Name: "mcp", Summary: "list the MCP servers, their state and their tools", OutOfBand: true,

@@ -44,6 +44,10 @@ type Options struct {
 	OutputMaxChars int
 	// Lookup reads the variables ${VAR} names; nil: herald's environment.
 	Lookup func(string) (string, bool)
+	// Observe, when set, is told how long each call took and how it
+	// ended: ok, error (the server's or the transport's), timeout or
+	// not_ready.
+	Observe func(server, tool, result string, d time.Duration)
 }
 
 // Status is what is known of one server.

@@ -70,9 +70,16 @@ func (m *Manager) tool(s *server, t *sdk.Tool) tools.Tool {
 
 // call runs one call of tool on s within its timeout. Every failure is
 // an error the model reads: the turn goes on.
-func (m *Manager) call(ctx context.Context, s *server, tool string, args json.RawMessage) (tools.Result, error) {
+func (m *Manager) call(ctx context.Context, s *server, tool string, args json.RawMessage) (res tools.Result, err error) {
+	start, result := m.opts.Clock.Now(), "ok"
+	defer func() {
+		if m.opts.Observe != nil {
+			m.opts.Observe(s.name, tool, result, m.opts.Clock.Now().Sub(start))
+		}
+	}()
 	sess, err := s.current()
 	if err != nil {
+		result = "not_ready"
 		return tools.Result{}, err
 	}
 	var arguments map[string]any
@@ -82,15 +89,18 @@ func (m *Manager) call(ctx context.Context, s *server, tool string, args json.Ra
 	timeout := s.cfg.CallTimeout()
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	res, err := sess.cs.CallTool(cctx, &sdk.CallToolParams{Name: tool, Arguments: arguments})
+	out, err := sess.cs.CallTool(cctx, &sdk.CallToolParams{Name: tool, Arguments: arguments})
 	switch {
 	case err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+		result = "timeout"
 		return tools.Result{}, fmt.Errorf("MCP server %s did not answer %s within its timeout of %s", s.name, tool, timeout)
 	case err != nil:
+		result = "error"
 		return tools.Result{}, fmt.Errorf("MCP server %s failed on %s: %v", s.name, tool, err)
 	}
-	text := capped(render(res), m.opts.OutputMaxChars)
-	if res.IsError {
+	text := capped(render(out), m.opts.OutputMaxChars)
+	if out.IsError {
+		result = "error"
 		return tools.Result{}, errors.New(text)
 	}
 	return tools.Result{Content: text}, nil
