@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -61,10 +62,13 @@ type Status struct {
 
 // Manager keeps a session to each enabled server, in the background.
 type Manager struct {
-	opts    Options
-	dial    dialer
+	opts Options
+	dial dialer
+
+	mu      sync.Mutex
 	names   []string
 	servers map[string]*server
+	ctx     context.Context // Start's, which each server's run is under; nil before
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -82,6 +86,17 @@ type server struct {
 	sess    *session
 	tools   []tools.Tool
 	refresh chan struct{} // a tools/list_changed to act on
+
+	stop context.CancelFunc // ends its run; nil when it has none
+	done chan struct{}      // closed when its run returned
+}
+
+func newServer(name string, cfg config.MCPServer) *server {
+	s := &server{name: name, cfg: cfg, state: StateConnecting, refresh: make(chan struct{}, 1)}
+	if !cfg.On() {
+		s.state = StateDisabled
+	}
+	return s
 }
 
 // New returns a Manager of o's servers; nothing connects before Start.
@@ -97,12 +112,8 @@ func New(o Options) *Manager {
 	}
 	m := &Manager{opts: o, dial: dialer{env: o.Env, lookup: o.Lookup}, servers: map[string]*server{}}
 	for _, name := range slices.Sorted(maps.Keys(o.Servers)) {
-		s := &server{name: name, cfg: o.Servers[name], state: StateConnecting, refresh: make(chan struct{}, 1)}
-		if !s.cfg.On() {
-			s.state = StateDisabled
-		}
 		m.names = append(m.names, name)
-		m.servers[name] = s
+		m.servers[name] = newServer(name, o.Servers[name])
 	}
 	return m
 }
@@ -110,19 +121,86 @@ func New(o Options) *Manager {
 // Start connects every enabled server in parallel, in the background:
 // it returns at once, whatever the servers do.
 func (m *Manager) Start(ctx context.Context) error {
-	ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	for _, name := range m.names {
-		s := m.servers[name]
-		if !s.cfg.On() {
-			continue
-		}
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			m.run(ctx, s)
-		}()
+		m.launch(m.servers[name])
 	}
 	return nil
+}
+
+// launch runs s in the background when it is enabled. m.mu is held.
+func (m *Manager) launch(s *server) {
+	if !s.cfg.On() {
+		return
+	}
+	ctx, stop := context.WithCancel(m.ctx)
+	s.stop, s.done = stop, make(chan struct{})
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer close(s.done)
+		m.run(ctx, s)
+	}()
+}
+
+// Reload makes servers the configured ones and returns the names of
+// those it closed or connected anew: a server whose config did not
+// change keeps its session, a changed one is closed and connected
+// again, a removed one closed, a new one connected.
+func (m *Manager) Reload(servers map[string]config.MCPServer) []string {
+	m.mu.Lock()
+	var changed, stopping []*server
+	names := slices.Sorted(maps.Keys(servers))
+	next := map[string]*server{}
+	for _, name := range names {
+		old := m.servers[name]
+		if old != nil && reflect.DeepEqual(old.cfg, servers[name]) {
+			next[name] = old
+			continue
+		}
+		next[name] = newServer(name, servers[name])
+		changed = append(changed, next[name])
+		if old != nil {
+			stopping = append(stopping, old)
+		}
+	}
+	var out []string
+	for _, name := range m.names {
+		if _, ok := servers[name]; !ok {
+			stopping = append(stopping, m.servers[name])
+			out = append(out, name)
+		}
+	}
+	m.names, m.servers = names, next
+	for _, s := range changed {
+		out = append(out, s.name)
+		if m.ctx != nil {
+			m.launch(s)
+		}
+	}
+	m.mu.Unlock()
+	for _, s := range stopping {
+		if s.stop != nil {
+			s.stop()
+			<-s.done
+		}
+	}
+	m.publish()
+	slices.Sort(out)
+	return out
+}
+
+// snapshot is the servers, by name.
+func (m *Manager) snapshot() []*server {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*server, len(m.names))
+	for i, name := range m.names {
+		out[i] = m.servers[name]
+	}
+	return out
 }
 
 // Shutdown closes each session, then ends its server's process group,
@@ -131,7 +209,9 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	if m.cancel == nil {
 		return nil
 	}
+	m.mu.Lock()
 	m.cancel()
+	m.mu.Unlock()
 	done := make(chan struct{})
 	go func() { m.wg.Wait(); close(done) }()
 	select {
@@ -277,8 +357,7 @@ func (m *Manager) publish() {
 // listed last), by server name then the server's order.
 func (m *Manager) Tools() []tools.Tool {
 	var out []tools.Tool
-	for _, name := range m.names {
-		s := m.servers[name]
+	for _, s := range m.snapshot() {
 		s.mu.Lock()
 		out = append(out, s.tools...)
 		s.mu.Unlock()
@@ -288,11 +367,10 @@ func (m *Manager) Tools() []tools.Tool {
 
 // Statuses are the servers' states, by name.
 func (m *Manager) Statuses() []Status {
-	out := make([]Status, 0, len(m.names))
-	for _, name := range m.names {
-		s := m.servers[name]
+	var out []Status
+	for _, s := range m.snapshot() {
 		s.mu.Lock()
-		st := Status{Name: name, Transport: TransportOf(s.cfg), State: s.state, LastError: s.lastErr, Tools: []string{}}
+		st := Status{Name: s.name, Transport: TransportOf(s.cfg), State: s.state, LastError: s.lastErr, Tools: []string{}}
 		for _, t := range s.tools {
 			st.Tools = append(st.Tools, t.Name)
 		}

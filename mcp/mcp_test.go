@@ -264,3 +264,33 @@ func TestCrashedServerComesBack(t *testing.T) {
 		t.Errorf("echo after the restart = %+v", res)
 	}
 }
+
+func TestReloadKeepsUnchangedServers(t *testing.T) {
+	// Every server is made before the Manager, whose shutdown must come
+	// first: an httptest server's Close waits for open streams.
+	keep, chg, gone, added := stdio(t), httpServer(t), httpServer(t), httpServer(t)
+	m, set := started(t, mcp.Options{Servers: map[string]config.MCPServer{"keep": keep, "chg": chg, "gone": gone}})
+	for _, name := range []string{"keep", "chg", "gone"} {
+		ready(t, m, name)
+	}
+	before := call(set, "mcp_keep_environ", `{}`)
+	chg2 := chg
+	chg2.Tools.Include = []string{"echo"}
+	got := m.Reload(map[string]config.MCPServer{"keep": keep, "chg": chg2, "new": added})
+	if !slices.Equal(got, []string{"chg", "gone", "new"}) {
+		t.Errorf("Reload = %v, want chg, gone and new", got)
+	}
+	if st := m.Statuses(); len(st) != 3 || st[1].Name != "keep" || st[1].State != mcp.StateReady {
+		t.Errorf("statuses right after Reload = %+v, want keep still ready", st)
+	}
+	if after := call(set, "mcp_keep_environ", `{}`); after.Content != before.Content {
+		t.Error("the unchanged stdio server was restarted")
+	}
+	if got := ready(t, m, "chg").Tools; !slices.Equal(got, []string{"mcp_chg_echo"}) {
+		t.Errorf("the changed server's tools = %v", got)
+	}
+	ready(t, m, "new")
+	testkit.Eventually(t, "the removed server's tools gone", func() bool {
+		return !set.Has("mcp_gone_echo") && set.Has("mcp_new_echo") && set.Has("mcp_keep_echo")
+	})
+}
