@@ -9,6 +9,7 @@ package capability
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/chat"
@@ -147,6 +148,8 @@ type Metrics struct {
 	ControllerFired func(kind, outcome string)
 	// ControllerDropped counts a controller of kind dropped.
 	ControllerDropped func(kind string)
+	// MCPCall times an MCP server's tool call and its result.
+	MCPCall func(server, tool, result string, d time.Duration)
 }
 
 // Platforms are the chat platforms a serves beside the local API.

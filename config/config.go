@@ -44,6 +44,9 @@ type Config struct {
 	Agent       Agent       `yaml:"agent"`
 	Attachments Attachments `yaml:"attachments"`
 	STT         STT         `yaml:"stt"`
+	// MCPServers are the Model Context Protocol servers whose tools the
+	// agent is offered, by name (docs/mcp.md).
+	MCPServers map[string]MCPServer `yaml:"mcp_servers"`
 
 	// File is the config file that was read, empty when none was. It is
 	// not a key: it tells `herald config check` where the values came from.
@@ -770,4 +773,58 @@ func (c Config) IsLoopback() bool {
 // Limits are the store limits the sessions and outbox stores take.
 func (s Store) Limits() sessions.Limits {
 	return sessions.Limits{MaxEntryBytes: s.MaxEntryBytes, DedupeWindow: s.DedupeWindow, TimelineMax: s.TimelineMaxItems}
+}
+
+// MCPServer is one Model Context Protocol server: a command herald
+// starts (stdio) or a URL it connects to (streamable HTTP), exactly one
+// of the two. Values of env and headers may name environment variables
+// as ${VAR}, expanded when herald connects.
+type MCPServer struct {
+	Command string            `yaml:"command"`
+	Args    []string          `yaml:"args"`
+	Env     map[string]string `yaml:"env" secret:"values"`
+	Cwd     string            `yaml:"cwd"`
+	URL     string            `yaml:"url" secret:"url"`
+	Headers map[string]string `yaml:"headers" secret:"values"`
+	// Enabled false never connects; unset is true.
+	Enabled *bool `yaml:"enabled"`
+	// Timeout bounds one tool call; 0: DefaultMCPTimeout.
+	Timeout time.Duration `yaml:"timeout"`
+	// ConnectTimeout bounds connecting and listing the tools; 0:
+	// DefaultMCPConnectTimeout.
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	Tools          MCPTools      `yaml:"tools"`
+}
+
+// MCPTools filters a server's tools by name (path.Match globs): with
+// Include, only the tools it matches; then without those Exclude
+// matches, unless Include names them too (include wins).
+type MCPTools struct {
+	Include []string `yaml:"include"`
+	Exclude []string `yaml:"exclude"`
+}
+
+// The MCP servers' defaults.
+const (
+	DefaultMCPTimeout        = 120 * time.Second
+	DefaultMCPConnectTimeout = 30 * time.Second
+)
+
+// On reports whether herald connects to the server.
+func (s MCPServer) On() bool { return s.Enabled == nil || *s.Enabled }
+
+// CallTimeout is timeout, or its default.
+func (s MCPServer) CallTimeout() time.Duration {
+	if s.Timeout > 0 {
+		return s.Timeout
+	}
+	return DefaultMCPTimeout
+}
+
+// DialTimeout is connect_timeout, or its default.
+func (s MCPServer) DialTimeout() time.Duration {
+	if s.ConnectTimeout > 0 {
+		return s.ConnectTimeout
+	}
+	return DefaultMCPConnectTimeout
 }

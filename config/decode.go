@@ -59,6 +59,12 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, key string) {
 		return
 	}
 	switch {
+	case v.Kind() == reflect.Pointer:
+		// An optional value (mcp_servers.<name>.enabled): set means given.
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		d.value(n, v.Elem(), key)
 	case v.Kind() == reflect.Struct:
 		d.mapping(n, v, key)
 	case v.Type() == durationType:

@@ -42,6 +42,28 @@ func maskStruct(v reflect.Value) {
 				}
 				f.Set(c)
 			}
+		case f.Kind() == reflect.Map && f.Type().Elem().Kind() == reflect.Struct:
+			if !f.IsNil() {
+				// mcp_servers: a new map of masked copies.
+				c := reflect.MakeMapWithSize(f.Type(), f.Len())
+				for it := f.MapRange(); it.Next(); {
+					e := reflect.New(f.Type().Elem()).Elem()
+					e.Set(it.Value())
+					maskStruct(e)
+					c.SetMapIndex(it.Key(), e)
+				}
+				f.Set(c)
+			}
+		case f.Kind() == reflect.Map && t.Field(i).Tag.Get("secret") == "values":
+			if !f.IsNil() {
+				// An MCP server's env and headers: every value may be a
+				// credential, so every one is masked.
+				c := reflect.MakeMapWithSize(f.Type(), f.Len())
+				for it := f.MapRange(); it.Next(); {
+					c.SetMapIndex(it.Key(), reflect.ValueOf(Mask))
+				}
+				f.Set(c)
+			}
 		case f.Type() == freeMapType && t.Field(i).Tag.Get("secret") == "keys":
 			if !f.IsNil() {
 				// A new map: the copy Masked returns shares the old one.

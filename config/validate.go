@@ -105,6 +105,7 @@ func (c Config) problems() Problems {
 	}
 	c.Delegation.check(&v)
 	c.Tools.check(&v)
+	c.checkMCP(&v)
 	v.optionalHTTPURL("auxiliary.review.base_url", c.Auxiliary.Review.BaseURL)
 	v.optionalHTTPURL("auxiliary.goal.base_url", c.Auxiliary.Goal.BaseURL)
 	v.apiMode("auxiliary.review.api_mode", c.Auxiliary.Review.APIMode)

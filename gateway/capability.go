@@ -11,6 +11,7 @@ import (
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/kanban"
+	"github.com/heraldgw/herald/mcp"
 	"github.com/heraldgw/herald/media"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
@@ -31,6 +32,7 @@ var capabilities = []func(*assembly) (*capability.Capability, error){
 	func(a *assembly) (*capability.Capability, error) { return kanban.Capability(a) },
 	func(a *assembly) (*capability.Capability, error) { return media.Outbound(a) },
 	func(a *assembly) (*capability.Capability, error) { return agent.StatusLines(a) },
+	func(a *assembly) (*capability.Capability, error) { return mcp.Capability(a) },
 	// Last: its runner is the outermost, so every decorator above sees
 	// an entry whose files are ready.
 	func(a *assembly) (*capability.Capability, error) { return media.Capability(a) },

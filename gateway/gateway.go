@@ -327,6 +327,7 @@ func (g *Gateway) build() error {
 		Metrics: capability.Metrics{
 			ControllerFired:   g.metrics.ControllerFired,
 			ControllerDropped: g.metrics.ControllerDropped,
+			MCPCall:           g.metrics.MCPCall,
 		},
 	}}
 	caps, err := a.make()

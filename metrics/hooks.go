@@ -51,6 +51,12 @@ func (m *Metrics) ControllerFired(kind, outcome string) {
 	m.controllerFires.WithLabelValues(kind, outcome).Inc()
 }
 
+// MCPCall times one MCP tool call of server's tool that ended in
+// result (mcp.Options.Observe).
+func (m *Metrics) MCPCall(server, tool, result string, d time.Duration) {
+	m.mcpSeconds.WithLabelValues(server, tool, result).Observe(d.Seconds())
+}
+
 // ControllerDropped counts an entry of a controller of kind dropped
 // unrun (controllers.RunnerOptions.Dropped).
 func (m *Metrics) ControllerDropped(kind string) {

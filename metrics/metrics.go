@@ -56,6 +56,8 @@ type Metrics struct {
 	controllerFires *prometheus.CounterVec
 	controllerStale *prometheus.CounterVec
 
+	mcpSeconds *prometheus.HistogramVec
+
 	adapterOwned *prometheus.GaugeVec
 }
 
@@ -113,6 +115,8 @@ func NewMetrics() *Metrics {
 		"Model requests of this process that left a key for another of its pool, by pool and the failure's class.", "pool", "reason")
 	m.modelFallbacks = counterVec(reg, "herald_model_fallbacks_total",
 		"Model requests of this process that went on to a fallback (model.fallbacks), by the model left (from), the one asked next (to), both model@host, and the failure's class.", "from", "to", "reason")
+	m.mcpSeconds = histogramVec(reg, "herald_mcp_call_duration_seconds",
+		"MCP tool calls of this process, by server, tool (the server's name for it, of the configured servers') and result (ok, error, timeout, not_ready).", prometheus.ExponentialBuckets(0.005, 2.5, 10), "server", "tool", "result") // 5 ms … ~19 s
 	m.adapterOwned = gaugeVec(reg, "herald_adapter_owned",
 		"Exclusive adapters (a long poll, a gateway shard) this process holds the lease of and runs, by platform.", "platform")
 	return m

@@ -43,6 +43,7 @@ type Registry struct {
 	toolsets map[string][]string // toolset → tool names, in registration order
 	order    []string            // toolset names, in registration order
 	redact   func(string) string // RedactWith's; nil keeps results as they are
+	live     map[string]*Live    // the live toolsets (RegisterLive), by name
 }
 
 // NewRegistry returns an empty registry.
@@ -71,18 +72,9 @@ func (r *Registry) Register(toolset string, tools ...Tool) error {
 	if strings.TrimSpace(toolset) == "" {
 		return errs.E(op, errs.Invalid, "empty toolset name")
 	}
-	compiled := make([]*registered, 0, len(tools))
-	seen := map[string]bool{}
-	for _, t := range tools {
-		reg, err := compile(op, toolset, t)
-		if err != nil {
-			return err
-		}
-		if seen[t.Name] {
-			return errs.E(op, errs.Conflict, "tool %s is given twice", t.Name)
-		}
-		seen[t.Name] = true
-		compiled = append(compiled, reg)
+	compiled, err := compileAll(op, toolset, tools)
+	if err != nil {
+		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -99,6 +91,24 @@ func (r *Registry) Register(toolset string, tools ...Tool) error {
 		r.toolsets[toolset] = append(r.toolsets[toolset], reg.Name)
 	}
 	return nil
+}
+
+// compileAll compiles tools, refusing a name given twice.
+func compileAll(op, toolset string, tools []Tool) ([]*registered, error) {
+	compiled := make([]*registered, 0, len(tools))
+	seen := map[string]bool{}
+	for _, t := range tools {
+		reg, err := compile(op, toolset, t)
+		if err != nil {
+			return nil, err
+		}
+		if seen[t.Name] {
+			return nil, errs.E(op, errs.Conflict, "tool %s is given twice", t.Name)
+		}
+		seen[t.Name] = true
+		compiled = append(compiled, reg)
+	}
+	return compiled, nil
 }
 
 func compile(op, toolset string, t Tool) (*registered, error) {
@@ -168,6 +178,10 @@ func (r *Registry) Set(toolsets []string, exclude ...string) (*Set, error) {
 			continue
 		}
 		s.toolsets = append(s.toolsets, ts)
+		if l := r.live[ts]; l != nil {
+			s.live = append(s.live, l)
+			s.excluded = slices.Clone(exclude)
+		}
 		for _, n := range names {
 			if slices.Contains(exclude, n) {
 				continue
@@ -178,13 +192,16 @@ func (r *Registry) Set(toolsets []string, exclude ...string) (*Set, error) {
 	return s, nil
 }
 
-// Set is the tools one agent may call. It does not change once built, so
-// one Set can serve many turns at once. The nil Set has no tools.
+// Set is the tools one agent may call. Its fixed tools do not change once
+// built, so one Set can serve many turns at once; the tools of its live
+// toolsets (RegisterLive) are read at each use. The nil Set has no tools.
 type Set struct {
 	toolsets []string
 	tools    []*registered
 	byName   map[string]*registered
 	redact   func(string) string // the registry's RedactWith, nil for none
+	live     []*Live             // its live toolsets
+	excluded []string            // names of live tools it leaves out
 }
 
 func (s *Set) add(t *registered) {
@@ -200,6 +217,7 @@ func (s *Set) Without(names ...string) *Set {
 		return out
 	}
 	out.toolsets, out.redact = slices.Clone(s.toolsets), s.redact
+	out.live, out.excluded = s.live, append(slices.Clone(s.excluded), names...)
 	for _, t := range s.tools {
 		if !slices.Contains(names, t.Name) {
 			out.add(t)
@@ -218,32 +236,28 @@ func (s *Set) Toolsets() []string {
 
 // Names returns the tool names, in order.
 func (s *Set) Names() []string {
-	if s == nil || len(s.tools) == 0 {
+	all := s.all()
+	if len(all) == 0 {
 		return nil
 	}
-	out := make([]string, len(s.tools))
-	for i, t := range s.tools {
+	out := make([]string, len(all))
+	for i, t := range all {
 		out[i] = t.Name
 	}
 	return out
 }
 
 // Has reports whether the set holds the named tool.
-func (s *Set) Has(name string) bool {
-	if s == nil {
-		return false
-	}
-	_, ok := s.byName[name]
-	return ok
-}
+func (s *Set) Has(name string) bool { return s.lookup(name) != nil }
 
 // Specs returns the tools as the model is offered them.
 func (s *Set) Specs() []llm.ToolSpec {
-	if s == nil || len(s.tools) == 0 {
+	all := s.all()
+	if len(all) == 0 {
 		return nil
 	}
-	out := make([]llm.ToolSpec, len(s.tools))
-	for i, t := range s.tools {
+	out := make([]llm.ToolSpec, len(all))
+	for i, t := range all {
 		out[i] = t.spec
 	}
 	return out
@@ -262,10 +276,7 @@ func (s *Set) Call(ctx context.Context, turn *Turn, call chat.ToolCall) Result {
 }
 
 func (s *Set) call(ctx context.Context, turn *Turn, call chat.ToolCall) Result {
-	var t *registered
-	if s != nil {
-		t = s.byName[call.Name]
-	}
+	t := s.lookup(call.Name)
 	if t == nil {
 		if len(s.Names()) == 0 {
 			return errorResult(fmt.Sprintf("unknown tool %q: no tools are available", call.Name))

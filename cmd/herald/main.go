@@ -94,6 +94,7 @@ func (m *Main) rootCommand() *cobra.Command {
 		m.cronCommand(),
 		m.kanbanCommand(),
 		m.modelCommand(),
+		m.mcpCommand(),
 	)
 	return root
 }
