@@ -41,7 +41,7 @@ func ProbeServer(ctx context.Context, name string, s config.MCPServer, env *proc
 		return p
 	}
 	start = time.Now()
-	list, err := m.toolsOf(ctx, srv, sess, m.opts.Logger)
+	list, err := m.toolsOf(ctx, srv, sess, m.opts.Logger.With("mcp_server", name))
 	p.List = time.Since(start)
 	start = time.Now()
 	sess.close()
