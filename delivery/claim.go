@@ -73,6 +73,14 @@ func (cl *claimLoop) run(ctx context.Context) {
 		}
 		select {
 		case <-cl.stop:
+			select {
+			case <-cl.notices.wake:
+				// A commit queued messages while that claim ran (it
+				// found the claim on its way and queued them due):
+				// one more claim takes them before the loop ends.
+				continue
+			default:
+			}
 			return
 		default:
 		}
