@@ -44,7 +44,9 @@ func (p *pictures) Run(ctx context.Context, in sessions.TurnInput) (sessions.Tur
 func (o *outbound) attachPictures(ctx context.Context, in sessions.TurnInput, m *outbox.Message) {
 	const op = "media.pictures"
 	workspace := cmp.Or(in.Workspace, o.workspace)
-	if workspace == "" {
+	if workspace == "" || !strings.Contains(m.Text, "![") {
+		// Most replies show no picture: they cost one search, not a
+		// reading line by line.
 		return
 	}
 	refs := imageRefs(m.Text)
