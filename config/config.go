@@ -5,8 +5,10 @@
 package config
 
 import (
+	"fmt"
 	"net"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -51,6 +53,11 @@ type Config struct {
 	// File is the config file that was read, empty when none was. It is
 	// not a key: it tells `herald config check` where the values came from.
 	File string `yaml:"-"`
+
+	// Referenced are the values of the variables mcp_servers' env and
+	// headers name (${VAR}) but the base set's, as Load found
+	// them: secrets like the values written out (Secrets). Not a key.
+	Referenced []string `yaml:"-" json:"-"`
 }
 
 // Store selects and tunes the storage backend.
@@ -809,6 +816,29 @@ const (
 	DefaultMCPTimeout        = 120 * time.Second
 	DefaultMCPConnectTimeout = 30 * time.Second
 )
+
+// mcpVariable is a ${VAR} reference in an MCP server's env or header
+// value.
+var mcpVariable = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// ExpandVars replaces each ${VAR} in s with lookup(VAR); an unset
+// variable is an error naming it, not an empty value a server would
+// reject obscurely.
+func ExpandVars(s string, lookup Lookup) (string, error) {
+	var missing []string
+	out := mcpVariable.ReplaceAllStringFunc(s, func(ref string) string {
+		name := mcpVariable.FindStringSubmatch(ref)[1]
+		v, ok := lookup(name)
+		if !ok {
+			missing = append(missing, name)
+		}
+		return v
+	})
+	if len(missing) > 0 {
+		return "", fmt.Errorf("environment variable %s is not set", strings.Join(missing, ", "))
+	}
+	return out, nil
+}
 
 // On reports whether herald connects to the server.
 func (s MCPServer) On() bool { return s.Enabled == nil || *s.Enabled }

@@ -10,9 +10,12 @@ import (
 )
 
 // Secrets lists the secret values in c: every field tagged
-// `secret:"true"`, and the credentials inside fields tagged `secret:"url"`
+// `secret:"true"`, the credentials inside fields tagged `secret:"url"`
 // (password, a lone user part, credential-like query values), both as
-// written and unescaped, since either form may turn up in an error. The
+// written and unescaped, since either form may turn up in an error, and
+// the values of maps tagged `secret:"values"` (an MCP server's env and
+// headers) under a credential's name (proc.Sensitive: API_TOKEN,
+// Authorization), and those of the variables they name. The
 // redactor replaces them in what leaves herald, and no process herald
 // starts is given a variable that holds one.
 func (c Config) Secrets() []string {
@@ -33,6 +36,17 @@ func (c Config) Secrets() []string {
 				for j := range f.Len() {
 					walk(f.Index(j))
 				}
+			case f.Kind() == reflect.Map && f.Type().Elem().Kind() == reflect.Struct:
+				// mcp_servers
+				for it := f.MapRange(); it.Next(); {
+					walk(it.Value())
+				}
+			case f.Kind() == reflect.Map && t.Field(i).Tag.Get("secret") == "values":
+				for it := f.MapRange(); it.Next(); {
+					if v := it.Value().String(); proc.Sensitive(it.Key().String()) && !mcpVariable.MatchString(v) {
+						out = append(out, v)
+					}
+				}
 			case f.Kind() != reflect.String || f.String() == "":
 			case t.Field(i).Tag.Get("secret") == "true":
 				out = append(out, f.String())
@@ -42,7 +56,7 @@ func (c Config) Secrets() []string {
 		}
 	}
 	walk(reflect.ValueOf(c))
-	return out
+	return append(out, c.Referenced...)
 }
 
 // urlSecrets returns the credentials in a URL. One that does not parse is

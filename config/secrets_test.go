@@ -52,3 +52,37 @@ func TestSecretVariables(t *testing.T) {
 		}
 	}
 }
+
+func TestSecretsOfMCPServers(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "herald.yaml", `
+mcp_servers:
+  github:
+    command: gh-mcp
+    env:
+      GITHUB_TOKEN: ghp-literal-1111
+      LOG_LEVEL: debug
+      WORK: ${HOME}
+      PAT: ${GH_PAT}
+  search:
+    url: https://search.example/mcp
+    headers:
+      Authorization: Bearer ${SEARCH_KEY}
+      X-Region: europe
+`)
+	cfg, err := config.Load(path, envOf(map[string]string{"HOME": dir, "GH_PAT": "pat-2222", "SEARCH_KEY": "sk-3333"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.Secrets()
+	for _, want := range []string{"ghp-literal-1111", "pat-2222", "sk-3333"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("Secrets lacks %q; got %q", want, got)
+		}
+	}
+	for _, notSecret := range []string{"debug", dir, "europe", "Bearer ${SEARCH_KEY}"} {
+		if slices.Contains(got, notSecret) {
+			t.Errorf("Secrets has %q, which is not a secret", notSecret)
+		}
+	}
+}

@@ -35,6 +35,7 @@ func Capability(a Assembly) (*capability.Capability, error) {
 		Logger:         base.Logger,
 		Live:           live,
 		OutputMaxChars: base.Config.Tools.OutputMaxChars,
+		Home:           base.Config.Home,
 		Observe:        base.Metrics.MCPCall,
 	})
 	err = base.Commands.Register(sessions.Command{

@@ -13,9 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"regexp"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -37,27 +35,6 @@ func TransportOf(s config.MCPServer) string {
 		return TransportHTTP
 	}
 	return TransportStdio
-}
-
-// variable is a ${VAR} reference in an env or header value.
-var variable = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-
-// expand replaces each ${VAR} in s with lookup(VAR); an unset variable is
-// an error naming it, not an empty value a server would reject obscurely.
-func expand(s string, lookup func(string) (string, bool)) (string, error) {
-	var missing []string
-	out := variable.ReplaceAllStringFunc(s, func(ref string) string {
-		name := variable.FindStringSubmatch(ref)[1]
-		v, ok := lookup(name)
-		if !ok {
-			missing = append(missing, name)
-		}
-		return v
-	})
-	if len(missing) > 0 {
-		return "", fmt.Errorf("environment variable %s is not set", strings.Join(missing, ", "))
-	}
-	return out, nil
 }
 
 // session is one live connection to a server.
@@ -87,7 +64,7 @@ func (d dialer) transport(s config.MCPServer) (sdk.Transport, *exec.Cmd, error) 
 	if s.URL != "" {
 		headers := http.Header{}
 		for k, v := range s.Headers {
-			val, err := expand(v, d.lookup)
+			val, err := config.ExpandVars(v, d.lookup)
 			if err != nil {
 				return nil, nil, fmt.Errorf("header %s: %w", k, err)
 			}
@@ -98,7 +75,7 @@ func (d dialer) transport(s config.MCPServer) (sdk.Transport, *exec.Cmd, error) 
 	}
 	var given []string
 	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
-		val, err := expand(s.Env[k], d.lookup)
+		val, err := config.ExpandVars(s.Env[k], d.lookup)
 		if err != nil {
 			return nil, nil, fmt.Errorf("env %s: %w", k, err)
 		}

@@ -43,6 +43,9 @@ type Options struct {
 	Live *tools.Live
 	// OutputMaxChars caps a call's result (tools.output_max_chars); 0: no cap.
 	OutputMaxChars int
+	// Home is where the images of results are kept to be shown to the
+	// model (media.FilePath); empty: each is a line of the result.
+	Home string
 	// Lookup reads the variables ${VAR} names; nil: herald's environment.
 	Lookup func(string) (string, bool)
 	// Observe, when set, is told how long each call took and how it

@@ -294,3 +294,19 @@ func TestReloadKeepsUnchangedServers(t *testing.T) {
 		return !set.Has("mcp_gone_echo") && set.Has("mcp_new_echo") && set.Has("mcp_keep_echo")
 	})
 }
+
+func TestResultImagesAreKeptToBeShown(t *testing.T) {
+	home := t.TempDir()
+	m, set := started(t, mcp.Options{Home: home, Servers: map[string]config.MCPServer{"pics": httpServer(t)}})
+	ready(t, m, "pics")
+	res := set.Call(context.Background(), &tools.Turn{Conv: "telegram:42", EntryID: "e1"}, chat.ToolCall{ID: "call9", Name: "mcp_pics_media", Arguments: `{}`})
+	if res.IsError || res.Content != "here\n[resource file:///tmp/report.txt report]" {
+		t.Errorf("content = %q, want the text and the link, the image shown apart", res.Content)
+	}
+	if len(res.Images) != 1 || res.Images[0].MIME != "image/png" || !strings.HasPrefix(res.Images[0].Path, home+"/files/telegram:42/e1-call9-") {
+		t.Fatalf("images = %+v", res.Images)
+	}
+	if b, err := os.ReadFile(res.Images[0].Path); err != nil || string(b) != "png!" {
+		t.Errorf("the kept image = %q, %v", b, err)
+	}
+}

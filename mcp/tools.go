@@ -62,15 +62,15 @@ func (m *Manager) tool(s *server, t *sdk.Tool) tools.Tool {
 		Name:        ToolName(s.name, t.Name),
 		Description: strings.TrimSpace(fmt.Sprintf("%s (MCP server %s)", desc, s.name)),
 		Schema:      schema,
-		Handler: func(ctx context.Context, _ *tools.Turn, args json.RawMessage) (tools.Result, error) {
-			return m.call(ctx, s, t.Name, args)
+		Handler: func(ctx context.Context, turn *tools.Turn, args json.RawMessage) (tools.Result, error) {
+			return m.call(ctx, turn, s, t.Name, args)
 		},
 	}
 }
 
 // call runs one call of tool on s within its timeout. Every failure is
 // an error the model reads: the turn goes on.
-func (m *Manager) call(ctx context.Context, s *server, tool string, args json.RawMessage) (res tools.Result, err error) {
+func (m *Manager) call(ctx context.Context, turn *tools.Turn, s *server, tool string, args json.RawMessage) (res tools.Result, err error) {
 	start, result := m.opts.Clock.Now(), "ok"
 	defer func() {
 		if m.opts.Observe != nil {
@@ -98,24 +98,28 @@ func (m *Manager) call(ctx context.Context, s *server, tool string, args json.Ra
 		result = "error"
 		return tools.Result{}, fmt.Errorf("MCP server %s failed on %s: %v", s.name, tool, err)
 	}
-	text := capped(render(out), m.opts.OutputMaxChars)
+	images := m.keepImages(ctx, turn, s.name, tool, out)
+	text := capped(render(out, len(images) > 0), m.opts.OutputMaxChars)
 	if out.IsError {
 		result = "error"
 		return tools.Result{}, errors.New(text)
 	}
-	return tools.Result{Content: text}, nil
+	return tools.Result{Content: text, Images: images}, nil
 }
 
-// render is a result's content as text: texts as they are, an image, an
-// audio clip and a resource link a line each, one part a line.
-func render(res *sdk.CallToolResult) string {
+// render is a result's content as text: texts as they are, an audio
+// clip and a resource link a line each, one part a line; an image is a
+// line too unless shown is set (keepImages kept it to be shown).
+func render(res *sdk.CallToolResult, shown bool) string {
 	var parts []string
 	for _, c := range res.Content {
 		switch c := c.(type) {
 		case *sdk.TextContent:
 			parts = append(parts, c.Text)
 		case *sdk.ImageContent:
-			parts = append(parts, fmt.Sprintf("[image %s, %d bytes, not shown]", c.MIMEType, len(c.Data)))
+			if !shown {
+				parts = append(parts, fmt.Sprintf("[image %s, %d bytes, not shown]", c.MIMEType, len(c.Data)))
+			}
 		case *sdk.AudioContent:
 			parts = append(parts, fmt.Sprintf("[audio %s, %d bytes, not played]", c.MIMEType, len(c.Data)))
 		case *sdk.ResourceLink:

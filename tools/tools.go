@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"sync"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 )
@@ -59,6 +60,11 @@ type Result struct {
 	Content string
 	// IsError marks Content as an error the model should correct.
 	IsError bool
+	// Images are pictures the result shows the model beside Content,
+	// each a file herald keeps (chat.Image.Path): the history keeps
+	// where they are, and each model request loads them as a person's
+	// pictures are.
+	Images []chat.Image
 	// EndTurn ends the turn after this call (as sessions.TurnClarify): no
 	// further model call is made, later calls of the same batch are
 	// skipped, and Reply is the turn's reply. clarify asks its question so.

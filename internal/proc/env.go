@@ -78,10 +78,10 @@ func (e *Env) Build(given ...string) []string {
 func (e *Env) inherits(name, value string) bool {
 	passed := slices.Contains(e.Passthrough, name)
 	switch {
-	case !passed && !base(name):
+	case !passed && !Base(name):
 	case slices.Contains(e.Withheld, name):
 	case e.holdsSecret(value):
-	case !passed && sensitive(name):
+	case !passed && Sensitive(name):
 	default:
 		return true
 	}
@@ -97,8 +97,8 @@ func (e *Env) holdsSecret(value string) bool {
 	return false
 }
 
-// base reports whether name is one of BaseEnv.
-func base(name string) bool {
+// Base reports whether name is one of BaseEnv.
+func Base(name string) bool {
 	for _, b := range BaseEnv {
 		if prefix, ok := strings.CutSuffix(b, "*"); ok && strings.HasPrefix(name, prefix) || b == name {
 			return true
@@ -107,8 +107,9 @@ func base(name string) bool {
 	return false
 }
 
-// sensitive reports whether name looks like a credential's.
-func sensitive(name string) bool {
+// Sensitive reports whether name (a variable's, a header's) looks like
+// a credential's.
+func Sensitive(name string) bool {
 	upper := strings.ToUpper(name)
 	for _, w := range sensitiveWords {
 		if strings.Contains(upper, w) {

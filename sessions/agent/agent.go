@@ -350,7 +350,7 @@ func (r *run) runTools(ctx context.Context, calls []chat.ToolCall) (end sessions
 		if res.IsError {
 			r.log.DebugContext(ctx, "tool call failed", "tool", call.Name, "result", res.Content)
 		}
-		r.add(chat.Message{Role: "tool", ToolCallID: call.ID, Name: call.Name, Content: res.Content, At: r.now()})
+		r.add(chat.Message{Role: "tool", ToolCallID: call.ID, Name: call.Name, Content: res.Content, Images: res.Images, At: r.now()})
 		if res.EndTurn {
 			r.answer(calls[i+1:], resultSkipped)
 			r.add(chat.Message{Role: "assistant", Content: res.Reply, At: r.now()})
