@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/tools"
@@ -838,6 +839,43 @@ func ExpandVars(s string, lookup Lookup) (string, error) {
 		return "", fmt.Errorf("environment variable %s is not set", strings.Join(missing, ", "))
 	}
 	return out, nil
+}
+
+// Secrets are the server's credentials: the values of its env and
+// headers under a credential's name (proc.Sensitive: API_TOKEN,
+// Authorization), and those of the variables they name as lookup has
+// them (but the base set every process gets, proc.BaseEnv: a variable
+// is named to keep its value out of the file, so ${GH_PAT} is a secret,
+// ${HOME} is not).
+func (s MCPServer) Secrets(lookup Lookup) []string {
+	var out []string
+	for _, m := range []map[string]string{s.Env, s.Headers} {
+		for key, v := range m {
+			if proc.Sensitive(key) && !mcpVariable.MatchString(v) {
+				out = append(out, v)
+			}
+		}
+	}
+	return append(out, s.referenced(lookup)...)
+}
+
+// referenced are the values of the variables s's env and headers name,
+// as Secrets takes them.
+func (s MCPServer) referenced(lookup Lookup) []string {
+	var out []string
+	for _, m := range []map[string]string{s.Env, s.Headers} {
+		for _, v := range m {
+			for _, ref := range mcpVariable.FindAllStringSubmatch(v, -1) {
+				if proc.Base(ref[1]) {
+					continue
+				}
+				if val, ok := lookup(ref[1]); ok && val != "" {
+					out = append(out, val)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // On reports whether herald connects to the server.

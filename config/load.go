@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
-	"github.com/heraldgw/herald/internal/proc"
 )
 
 // Lookup reads one environment variable; os.LookupEnv is one. Load takes
@@ -58,7 +57,9 @@ func Load(path string, lookup Lookup) (Config, error) {
 	applyFloors(&cfg)
 	problems = append(problems, resolvePaths(&cfg, lookup)...)
 	problems = append(problems, cfg.problems()...)
-	cfg.Referenced = referencedValues(cfg.MCPServers, lookup)
+	for _, srv := range cfg.MCPServers {
+		cfg.Referenced = append(cfg.Referenced, srv.referenced(lookup)...)
+	}
 	if len(problems) > 0 {
 		return cfg, errs.Wrap(op, errs.Invalid, problems)
 	}
@@ -287,27 +288,4 @@ func expandHome(p string, env Lookup) (string, error) {
 		}
 	}
 	return filepath.Join(dir, strings.TrimPrefix(p, "~")), nil
-}
-
-// referencedValues are the values of the variables servers' env and
-// headers name as ${VAR}, but those of the base set every process gets
-// (proc.BaseEnv): a variable is named to keep its value out of the file,
-// so ${GH_PAT} is a secret, ${HOME} is not.
-func referencedValues(servers map[string]MCPServer, lookup Lookup) []string {
-	var out []string
-	for _, s := range servers {
-		for _, m := range []map[string]string{s.Env, s.Headers} {
-			for _, v := range m {
-				for _, ref := range mcpVariable.FindAllStringSubmatch(v, -1) {
-					if proc.Base(ref[1]) {
-						continue
-					}
-					if val, ok := lookup(ref[1]); ok && val != "" {
-						out = append(out, val)
-					}
-				}
-			}
-		}
-	}
-	return out
 }

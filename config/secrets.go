@@ -13,9 +13,8 @@ import (
 // `secret:"true"`, the credentials inside fields tagged `secret:"url"`
 // (password, a lone user part, credential-like query values), both as
 // written and unescaped, since either form may turn up in an error, and
-// the values of maps tagged `secret:"values"` (an MCP server's env and
-// headers) under a credential's name (proc.Sensitive: API_TOKEN,
-// Authorization), and those of the variables they name. The
+// and an MCP server's Secrets (the variables its env and headers name as
+// Load found them, Referenced). The
 // redactor replaces them in what leaves herald, and no process herald
 // starts is given a variable that holds one.
 func (c Config) Secrets() []string {
@@ -36,17 +35,6 @@ func (c Config) Secrets() []string {
 				for j := range f.Len() {
 					walk(f.Index(j))
 				}
-			case f.Kind() == reflect.Map && f.Type().Elem().Kind() == reflect.Struct:
-				// mcp_servers
-				for it := f.MapRange(); it.Next(); {
-					walk(it.Value())
-				}
-			case f.Kind() == reflect.Map && t.Field(i).Tag.Get("secret") == "values":
-				for it := f.MapRange(); it.Next(); {
-					if v := it.Value().String(); proc.Sensitive(it.Key().String()) && !mcpVariable.MatchString(v) {
-						out = append(out, v)
-					}
-				}
 			case f.Kind() != reflect.String || f.String() == "":
 			case t.Field(i).Tag.Get("secret") == "true":
 				out = append(out, f.String())
@@ -56,6 +44,9 @@ func (c Config) Secrets() []string {
 		}
 	}
 	walk(reflect.ValueOf(c))
+	for _, srv := range c.MCPServers {
+		out = append(out, srv.Secrets(func(string) (string, bool) { return "", false })...)
+	}
 	return append(out, c.Referenced...)
 }
 

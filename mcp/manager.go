@@ -14,6 +14,7 @@ import (
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/proc"
+	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/tools"
 )
 
@@ -92,10 +93,15 @@ type server struct {
 
 	stop context.CancelFunc // ends its run; nil when it has none
 	done chan struct{}      // closed when its run returned
+
+	// redact hides its own credentials (config.MCPServer.Secrets) in
+	// its results: a server added by a reload has secrets herald's
+	// redactor was not made with.
+	redact *redact.Redactor
 }
 
-func newServer(name string, cfg config.MCPServer) *server {
-	s := &server{name: name, cfg: cfg, state: StateConnecting, refresh: make(chan struct{}, 1)}
+func (m *Manager) newServer(name string, cfg config.MCPServer) *server {
+	s := &server{name: name, cfg: cfg, state: StateConnecting, refresh: make(chan struct{}, 1), redact: redact.New(cfg.Secrets(m.opts.Lookup))}
 	if !cfg.On() {
 		s.state = StateDisabled
 	}
@@ -116,7 +122,7 @@ func New(o Options) *Manager {
 	m := &Manager{opts: o, dial: dialer{env: o.Env, lookup: o.Lookup}, servers: map[string]*server{}}
 	for _, name := range slices.Sorted(maps.Keys(o.Servers)) {
 		m.names = append(m.names, name)
-		m.servers[name] = newServer(name, o.Servers[name])
+		m.servers[name] = m.newServer(name, o.Servers[name])
 	}
 	return m
 }
@@ -163,7 +169,7 @@ func (m *Manager) Reload(servers map[string]config.MCPServer) []string {
 			next[name] = old
 			continue
 		}
-		next[name] = newServer(name, servers[name])
+		next[name] = m.newServer(name, servers[name])
 		changed = append(changed, next[name])
 		if old != nil {
 			stopping = append(stopping, old)

@@ -213,14 +213,20 @@ func TestStdioServerEnvironmentHasNoSecret(t *testing.T) {
 	cfg.Model.APIKey = secret
 	srv := stdio(t)
 	srv.Env["SERVER_TOKEN"] = "${MY_TOKEN_FOR_SERVER}"
+	srv.Env["SERVER_MODE"] = "plain-${MY_TOKEN_FOR_SERVER}"
 	m, set := started(t, mcp.Options{Env: cfg.SubprocessEnv(), Servers: map[string]config.MCPServer{"env": srv}})
 	ready(t, m, "env")
 	res := call(set, "mcp_env_environ", `{}`)
 	if res.IsError || strings.Contains(res.Content, secret) {
 		t.Fatalf("the server's environment holds herald's secret:\n%s", res.Content)
 	}
-	if !strings.Contains(res.Content, "SERVER_TOKEN=given-on-purpose") || !strings.Contains(res.Content, "PATH=") {
-		t.Errorf("the server's environment lacks its own env or the base set:\n%s", res.Content)
+	// The server has its own credential, and its results never show it:
+	// the variable its env names is its secret.
+	if !strings.Contains(res.Content, "SERVER_TOKEN=****") || !strings.Contains(res.Content, "SERVER_MODE=plain-****") || !strings.Contains(res.Content, "PATH=") {
+		t.Errorf("the server's environment lacks its own env or the base set, or a result shows its credential:\n%s", res.Content)
+	}
+	if strings.Contains(res.Content, "given-on-purpose") {
+		t.Errorf("a result shows the server's credential:\n%s", res.Content)
 	}
 }
 

@@ -99,7 +99,7 @@ func (m *Manager) call(ctx context.Context, turn *tools.Turn, s *server, tool st
 		return tools.Result{}, fmt.Errorf("MCP server %s failed on %s: %v", s.name, tool, err)
 	}
 	images := m.keepImages(ctx, turn, s.name, tool, out)
-	text := capped(render(out, len(images) > 0), m.opts.OutputMaxChars)
+	text := capped(s.redact.String(render(out, len(images) > 0)), m.opts.OutputMaxChars)
 	if out.IsError {
 		result = "error"
 		return tools.Result{}, errors.New(text)
