@@ -208,9 +208,10 @@ type Masker interface {
 // The adapter only routes a command to the shared handler, as the text
 // "/name args"; it never answers one itself.
 type CommandInfo struct {
-	Name    string // lower case, without the slash
-	Args    string // how the arguments read, e.g. "MESSAGE"; empty for none
-	Summary string // one line
+	Name    string   // lower case, without the slash
+	Aliases []string // other names; a platform whose menu refuses Name's characters offers one
+	Args    string   // how the arguments read, e.g. "MESSAGE"; empty for none
+	Summary string   // one line
 }
 
 // Fetcher is an adapter that downloads the files its platform's messages

@@ -4,7 +4,9 @@ import "github.com/heraldgw/herald/tools"
 
 // Toolsets are the tool sets herald's agent runs with under c: Core,
 // delegation, cron, the kanban board, Workspace when tools.workspace is
-// set, and the MCP servers' (mcp) when mcp_servers names one. The
+// set, and the MCP servers' live toolset (mcp), empty while no server
+// is configured, so that a server the config file gains while herald
+// runs (/reload-mcp) is offered at once. The
 // packages of delegation, cron, kanban and mcp import tools and config,
 // so their names are written out here; Registry.Set refuses a name no
 // package registered, which a gateway's start would report.
@@ -13,8 +15,5 @@ func (c Config) Toolsets() []string {
 	if c.Tools.Workspace != "" {
 		sets = append(sets, tools.Workspace)
 	}
-	if len(c.MCPServers) > 0 {
-		sets = append(sets, "mcp") // the MCP servers' live toolset
-	}
-	return sets
+	return append(sets, "mcp") // the MCP servers' live toolset
 }

@@ -21,7 +21,7 @@ import (
 func platformAdapters(cfg config.Platforms, given map[string]bool, cmds *sessions.Commands, cursors adapters.Cursors, log *slog.Logger) ([]adapters.Adapter, error) {
 	var infos []adapters.CommandInfo
 	for _, c := range cmds.List() {
-		infos = append(infos, adapters.CommandInfo{Name: c.Name, Args: c.Args, Summary: c.Summary})
+		infos = append(infos, adapters.CommandInfo{Name: c.Name, Aliases: c.Aliases, Args: c.Args, Summary: c.Summary})
 	}
 	access := func(platform string, allowed []string) *adapters.Access {
 		return adapters.NewAccess(platform, allowed, cfg.AllowAllUsers)

@@ -3,10 +3,13 @@ package mcp
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/heraldgw/herald/capability"
+	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/signals"
 )
 
 // Toolset is the live toolset the MCP servers' tools are in; the main
@@ -38,6 +41,14 @@ func Capability(a Assembly) (*capability.Capability, error) {
 		Home:           base.Config.Home,
 		Observe:        base.Metrics.MCPCall,
 	})
+	file := base.Config.File
+	r := NewReloader(ReloaderOptions{
+		Manager: m, File: file, Clock: base.Clock, Logger: base.Logger, Name: base.Name,
+		Load: func() (map[string]config.MCPServer, error) {
+			cfg, err := config.Load(file, os.LookupEnv)
+			return cfg.MCPServers, err
+		},
+	})
 	err = base.Commands.Register(sessions.Command{
 		Name: "mcp", Summary: "list the MCP servers, their state and their tools", OutOfBand: true,
 		Handle: func(ctx context.Context, call *sessions.CommandCall) error {
@@ -47,9 +58,28 @@ func Capability(a Assembly) (*capability.Capability, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &capability.Capability{}
-	if len(base.Config.MCPServers) > 0 {
-		c.Components = []capability.Component{{Name: "mcp", Loop: m}}
+	err = base.Commands.Register(sessions.Command{
+		Name: "reload-mcp", Aliases: []string{"reload_mcp"}, OutOfBand: true,
+		Summary: "read the MCP servers from the config file again: changed ones reconnect, unchanged ones go on",
+		Handle: func(ctx context.Context, call *sessions.CommandCall) error {
+			reloaded, err := r.Reload()
+			text := ReloadedText(file, reloaded)
+			if err != nil {
+				text = "The MCP servers were not reloaded: " + err.Error()
+			}
+			if err := call.Reply(ctx, text); err != nil || call.Redelivered() || file == "" {
+				return err
+			}
+			// Every other gateway reads its own file again too.
+			return base.Store.Signals().Signal(ctx, signals.Signal{Conv: call.In.Conv, Kind: SignalReload, Text: base.Name})
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	c := &capability.Capability{Signals: r}
+	if len(base.Config.MCPServers) > 0 || file != "" {
+		c.Components = []capability.Component{{Name: "mcp", Loop: m}, {Name: "mcp-reload", Loop: r}}
 	}
 	return c, nil
 }

@@ -154,11 +154,21 @@ func (m *Manager) launch(s *server) {
 	}()
 }
 
-// Reload makes servers the configured ones and returns the names of
-// those it closed or connected anew: a server whose config did not
-// change keeps its session, a changed one is closed and connected
+// Reloaded says what a Reload did, each list by name.
+type Reloaded struct {
+	Connected []string `json:"connected"` // new or changed: (re)connecting
+	Closed    []string `json:"closed"`    // removed from the config
+	Kept      []string `json:"kept"`      // unchanged: their sessions go on
+}
+
+// Changed reports whether the reload touched any server.
+func (r Reloaded) Changed() bool { return len(r.Connected)+len(r.Closed) > 0 }
+
+// Reload makes servers the configured ones: a server whose config did
+// not change keeps its session, a changed one is closed and connected
 // again, a removed one closed, a new one connected.
-func (m *Manager) Reload(servers map[string]config.MCPServer) []string {
+func (m *Manager) Reload(servers map[string]config.MCPServer) Reloaded {
+	var r Reloaded
 	m.mu.Lock()
 	var changed, stopping []*server
 	names := slices.Sorted(maps.Keys(servers))
@@ -167,24 +177,24 @@ func (m *Manager) Reload(servers map[string]config.MCPServer) []string {
 		old := m.servers[name]
 		if old != nil && reflect.DeepEqual(old.cfg, servers[name]) {
 			next[name] = old
+			r.Kept = append(r.Kept, name)
 			continue
 		}
 		next[name] = m.newServer(name, servers[name])
 		changed = append(changed, next[name])
+		r.Connected = append(r.Connected, name)
 		if old != nil {
 			stopping = append(stopping, old)
 		}
 	}
-	var out []string
 	for _, name := range m.names {
 		if _, ok := servers[name]; !ok {
 			stopping = append(stopping, m.servers[name])
-			out = append(out, name)
+			r.Closed = append(r.Closed, name)
 		}
 	}
 	m.names, m.servers = names, next
 	for _, s := range changed {
-		out = append(out, s.name)
 		if m.ctx != nil {
 			m.launch(s)
 		}
@@ -197,8 +207,10 @@ func (m *Manager) Reload(servers map[string]config.MCPServer) []string {
 		}
 	}
 	m.publish()
-	slices.Sort(out)
-	return out
+	if r.Changed() {
+		m.opts.Logger.Info("mcp servers reloaded", "connected", r.Connected, "closed", r.Closed, "kept", r.Kept)
+	}
+	return r
 }
 
 // snapshot is the servers, by name.

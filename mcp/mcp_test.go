@@ -3,9 +3,11 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -283,8 +285,8 @@ func TestReloadKeepsUnchangedServers(t *testing.T) {
 	chg2 := chg
 	chg2.Tools.Include = []string{"echo"}
 	got := m.Reload(map[string]config.MCPServer{"keep": keep, "chg": chg2, "new": added})
-	if !slices.Equal(got, []string{"chg", "gone", "new"}) {
-		t.Errorf("Reload = %v, want chg, gone and new", got)
+	if !slices.Equal(got.Connected, []string{"chg", "new"}) || !slices.Equal(got.Closed, []string{"gone"}) || !slices.Equal(got.Kept, []string{"keep"}) {
+		t.Errorf("Reload = %+v, want chg and new connected, gone closed, keep kept", got)
 	}
 	if st := m.Statuses(); len(st) != 3 || st[1].Name != "keep" || st[1].State != mcp.StateReady {
 		t.Errorf("statuses right after Reload = %+v, want keep still ready", st)
@@ -314,5 +316,71 @@ func TestResultImagesAreKeptToBeShown(t *testing.T) {
 	}
 	if b, err := os.ReadFile(res.Images[0].Path); err != nil || string(b) != "png!" {
 		t.Errorf("the kept image = %q, %v", b, err)
+	}
+}
+
+// writeConfig writes a config file naming servers, each a URL.
+func writeConfig(t *testing.T, file string, urls map[string]string) {
+	t.Helper()
+	body := "mcp_servers:\n"
+	for _, name := range slices.Sorted(maps.Keys(urls)) {
+		body += "  " + name + ":\n    url: " + urls[name] + "\n"
+	}
+	if urls == nil {
+		body = "mcp_servers:\n  broken:\n    command: a\n    url: http://both.example\n"
+	}
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConfigFileChangeReloads(t *testing.T) {
+	a, b := httpServer(t), httpServer(t)
+	file := filepath.Join(t.TempDir(), "herald.yaml")
+	writeConfig(t, file, map[string]string{"a": a.URL})
+	fake := clock.NewFake(time.Unix(0, 0))
+	m, set := started(t, mcp.Options{Clock: fake, Servers: map[string]config.MCPServer{"a": a}})
+	ready(t, m, "a")
+	r := mcp.NewReloader(mcp.ReloaderOptions{Manager: m, File: file, Clock: fake, Load: func() (map[string]config.MCPServer, error) {
+		cfg, err := config.Load(file, func(string) (string, bool) { return "", false })
+		return cfg.MCPServers, err
+	}})
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Shutdown(context.Background()) })
+
+	writeConfig(t, file, map[string]string{"a": a.URL, "b": b.URL})
+	testkit.Eventually(t, "the file's new server connected", func() bool {
+		fake.Advance(mcp.WatchInterval)
+		return set.Has("mcp_b_echo")
+	})
+	if res := call(set, "mcp_b_echo", `{"text":"from b"}`); res.Content != "from b" {
+		t.Errorf("b's echo = %+v", res)
+	}
+
+	writeConfig(t, file, nil)
+	if _, err := r.Reload(); err == nil || !strings.Contains(err.Error(), "left as they are") {
+		t.Errorf("a reload of a file with problems = %v, want an error saying nothing changed", err)
+	}
+	if !set.Has("mcp_a_echo") || !set.Has("mcp_b_echo") {
+		t.Errorf("a file with problems changed the tools: %v", set.Names())
+	}
+
+	writeConfig(t, file, map[string]string{"b": b.URL})
+	got, err := r.Reload()
+	if err != nil || !slices.Equal(got.Closed, []string{"a"}) || !slices.Equal(got.Kept, []string{"b"}) {
+		t.Errorf("Reload = %+v, %v; want a closed, b kept", got, err)
+	}
+	if text := mcp.ReloadedText(file, got); !strings.Contains(text, "closed a; unchanged b") {
+		t.Errorf("/reload-mcp says %q", text)
+	}
+}
+
+func TestReloadWithoutAConfigFileSaysSo(t *testing.T) {
+	m, _ := started(t, mcp.Options{})
+	r := mcp.NewReloader(mcp.ReloaderOptions{Manager: m})
+	if _, err := r.Reload(); err == nil || !strings.Contains(err.Error(), "without a config file") {
+		t.Errorf("Reload = %v", err)
 	}
 }

@@ -128,7 +128,7 @@ func (c *Commands) Register(cmd Command) error {
 	names := append([]string{cmd.Name}, cmd.Aliases...)
 	for _, n := range names {
 		if !validCommandName(n) {
-			return errs.E(op, errs.Invalid, "command name %q must be lower-case letters, digits or '_'", n)
+			return errs.E(op, errs.Invalid, "command name %q must be lower-case letters, digits, '_' or '-' (not first)", n)
 		}
 	}
 	if cmd.OutOfBand && cmd.Handle == nil {
@@ -185,12 +185,14 @@ func (c *Commands) List() []Command {
 	return out
 }
 
+// validCommandName reports a name of lower-case letters, digits, '_'
+// and '-', not starting with '-', of at most 32 bytes (/reload-mcp).
 func validCommandName(n string) bool {
-	if n == "" || len(n) > 32 {
+	if n == "" || len(n) > 32 || n[0] == '-' {
 		return false
 	}
 	for _, r := range n {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
 			return false
 		}
 	}

@@ -34,6 +34,8 @@ func TestParseCommand(t *testing.T) {
 		{desc: "a path", text: "/etc/passwd is odd"},
 		{desc: "a lone slash", text: "/"},
 		{desc: "slash and space", text: "/ stop"},
+		{desc: "a dash inside", text: "/reload-mcp now", name: "reload-mcp", args: "now", ok: true},
+		{desc: "a dash first", text: "/-x"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {

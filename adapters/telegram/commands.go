@@ -2,6 +2,7 @@ package telegram
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/go-telegram/bot"
@@ -32,13 +33,17 @@ func (a *Adapter) registerCommands(ctx context.Context) {
 }
 
 // botCommands is the menu for cmds: names Telegram accepts (1 to 32 of
-// a-z, 0-9 and _), each described by its summary and its arguments.
+// a-z, 0-9 and _; a command whose name has '-' is offered by an alias
+// it accepts), each described by its summary and its arguments.
 func botCommands(cmds []adapters.CommandInfo) []models.BotCommand {
 	var out []models.BotCommand
 	for _, c := range cmds {
-		if !validCommand(c.Name) {
+		names := append([]string{c.Name}, c.Aliases...)
+		i := slices.IndexFunc(names, validCommand)
+		if i < 0 {
 			continue
 		}
+		name := names[i]
 		desc := strings.TrimSpace(c.Summary)
 		if desc == "" {
 			desc = c.Name
@@ -49,14 +54,14 @@ func botCommands(cmds []adapters.CommandInfo) []models.BotCommand {
 		if r := []rune(desc); len(r) > maxCommandDescription {
 			desc = string(r[:maxCommandDescription-1]) + "…"
 		}
-		out = append(out, models.BotCommand{Command: c.Name, Description: desc})
+		out = append(out, models.BotCommand{Command: name, Description: desc})
 	}
 	return out
 }
 
 // validCommand reports a name Telegram accepts as a command: the same
-// names the router reads as commands, in lower case.
+// names the router reads as commands, in lower case, without '-'.
 func validCommand(name string) bool {
 	n, _, ok := sessions.ParseCommand("/" + name)
-	return ok && n == name
+	return ok && n == name && !strings.Contains(name, "-")
 }

@@ -132,12 +132,15 @@ func TestCommandsAreRegistered(t *testing.T) {
 			{Name: "new", Summary: "Start a fresh session"},
 			{Name: "queue", Args: "MESSAGE", Summary: "Queue a message for after this turn"},
 			{Name: "Not-Valid", Summary: "dropped: Telegram refuses the name"},
+			{Name: "reload-mcp", Aliases: []string{"reload_mcp"}, Summary: "offered by its alias"},
+			{Name: "no-alias", Summary: "dropped: no name Telegram takes"},
 		}
 	})
 	fake.WaitCalls("setMyCommands", 1)
 	want := []telegramfake.Command{
 		{Command: "new", Description: "Start a fresh session"},
 		{Command: "queue", Description: "Queue a message for after this turn (MESSAGE)"},
+		{Command: "reload_mcp", Description: "offered by its alias"},
 	}
 	if diff := cmp.Diff(want, fake.Commands()); diff != "" {
 		t.Errorf("commands (-want +got):\n%s", diff)
