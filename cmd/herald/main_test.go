@@ -61,6 +61,19 @@ func TestHelpExitsZero(t *testing.T) {
 	}
 }
 
+// herald bench lists the MCP bench, not the server it starts, which is
+// no command for a person.
+func TestBenchHelpHidesTheMCPServer(t *testing.T) {
+	h := newHerald(nil)
+	if code := h.run(context.Background(), "bench", "--help"); code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, h.stderr)
+	}
+	out := h.stdout.String()
+	if !strings.Contains(out, "\n  mcp ") || strings.Contains(out, "mcp-server") {
+		t.Errorf("herald bench --help: %q", out)
+	}
+}
+
 func TestUsageErrorsExitTwo(t *testing.T) {
 	tests := []struct {
 		desc string
@@ -76,6 +89,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{desc: "bad number", args: []string{"bench", "queue", "--entries", "many"}, want: "invalid argument"},
 		{desc: "zero entries", args: []string{"bench", "queue", "--entries", "0"}, want: "at least 1"},
 		{desc: "no photos", args: []string{"bench", "media", "--photos", "0"}, want: "--photos and --bytes must be positive"},
+		{desc: "no MCP calls", args: []string{"bench", "mcp", "--calls", "0"}, want: "--calls must be positive"},
 		{desc: "unknown config verb", args: []string{"config", "chek"}, want: `did you mean "check"`},
 		{desc: "bad log level", args: []string{"gateway", "--log-level", "loud"}, want: "--log-level"},
 	}
