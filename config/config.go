@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/approvals"
 	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/sessions"
@@ -47,6 +48,7 @@ type Config struct {
 	Agent       Agent       `yaml:"agent"`
 	Attachments Attachments `yaml:"attachments"`
 	STT         STT         `yaml:"stt"`
+	Approvals   Approvals   `yaml:"approvals"`
 	// MCPServers are the Model Context Protocol servers whose tools the
 	// agent is offered, by name (docs/mcp.md).
 	MCPServers map[string]MCPServer `yaml:"mcp_servers"`
@@ -451,8 +453,12 @@ type Delegation struct {
 	// ChildTimeout, which does the same for a config built in code.
 	ChildTimeoutSeconds int `yaml:"child_timeout_seconds"`
 	// SubagentAutoApprove lets a child run what would otherwise wait for
-	// a person's approval (a dangerous command): a child has no user to ask.
+	// a person's approval (a dangerous command) without asking.
 	SubagentAutoApprove bool `yaml:"subagent_auto_approve"`
+	// SubagentApprovals is what a child's approval does otherwise:
+	// approvals.SubagentDeny (approvals.unattended decides) or
+	// approvals.SubagentAsk (its parent conversation's person is asked).
+	SubagentApprovals string `yaml:"subagent_approvals"`
 	// WorktreeIsolation gives each child its own git worktree of
 	// tools.workspace.
 	WorktreeIsolation bool `yaml:"worktree_isolation"`
@@ -705,7 +711,13 @@ func Default() Config {
 			DeliveryDrain: DefaultDeliveryDrain,
 		},
 		Display: Display{BusyInputMode: BusyInputInterrupt, Streaming: true, StreamEditInterval: DefaultStreamEditInterval},
+		Approvals: Approvals{
+			Mode:       approvals.ModeManual,
+			Timeout:    approvals.DefaultTimeout,
+			Unattended: approvals.UnattendedDeny,
+		},
 		Delegation: Delegation{
+			SubagentApprovals:     approvals.SubagentDeny,
 			MaxConcurrentChildren: DefaultMaxConcurrentChildren,
 			MaxSpawnDepth:         DefaultMaxSpawnDepth,
 			OrchestratorEnabled:   true,

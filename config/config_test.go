@@ -79,7 +79,9 @@ func TestDefault(t *testing.T) {
 			SummaryMaxChars:       24_000,
 			ProcessMaxChildren:    64,
 			OwnerTTL:              30 * time.Second,
+			SubagentApprovals:     "deny",
 		},
+		Approvals: config.Approvals{Mode: "manual", Timeout: 300 * time.Second, Unattended: "deny"},
 		Tools: config.Tools{
 			TerminalTimeout:   120 * time.Second,
 			OutputMaxChars:    50_000,

@@ -124,6 +124,7 @@ auxiliary:
 					MaxIterations:          20,
 					ChildTimeoutSeconds:    600,
 					SubagentAutoApprove:    true,
+					SubagentApprovals:      "deny",
 					WorktreeIsolation:      true,
 					IndependentCompletions: true,
 					Model:                  "small",

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heraldgw/herald/approvals"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/outbox"
@@ -94,6 +95,12 @@ func (c Config) problems() Problems {
 	}
 	v.trigger("platforms.telegram.group_trigger", c.Platforms.Telegram.GroupTrigger)
 	v.trigger("platforms.discord.group_trigger", c.Platforms.Discord.GroupTrigger)
+	c.Approvals.check(&v)
+	switch c.Delegation.SubagentApprovals {
+	case approvals.SubagentDeny, approvals.SubagentAsk:
+	default:
+		v.add("delegation.subagent_approvals", "unknown rule %s (deny or ask)", quote(c.Delegation.SubagentApprovals))
+	}
 	c.Platforms.Telegram.check(&v)
 	c.Platforms.Slack.check(&v)
 	c.Platforms.Discord.check(&v)

@@ -83,6 +83,26 @@ type Message struct {
 	// kept by the store (KeepParts) and set when it reads the message back:
 	// the adapter sends only the parts after them.
 	Parts Parts `json:",omitzero"`
+	// Buttons are choices shown under the message, in order (an
+	// approval's four): Telegram's inline keyboard, Slack's Block Kit
+	// buttons, Discord's components. A press comes back as an inbound
+	// message from the person who pressed, whose text is the button's
+	// Data and whose sessions.MetaPressed is this message's platform id;
+	// the adapter acknowledges the press once it was delivered.
+	Buttons []Button `json:",omitempty"`
+	// Edits, when set, is the platform's id of a message in Target that
+	// this one replaces: its text becomes Text and its buttons go (an
+	// answered approval). A platform that cannot edit it sends Text as
+	// a new message.
+	Edits string `json:",omitempty"`
+}
+
+// Button is one choice under a message. Data is at most 64 bytes
+// (Telegram's limit on a callback's data), and is what a press delivers
+// as the text of an inbound message.
+type Button struct {
+	Text string
+	Data string
 }
 
 // File is a file a message sends. Its bytes are kept in the store

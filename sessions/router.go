@@ -36,6 +36,11 @@ const (
 	// the chat as a notice instead of run in a session that never asked
 	// for it. The router drops it from user entries.
 	MetaSession = "herald.session"
+	// MetaPressed marks a press of a message's button (outbox.Button):
+	// the entry's text is the button's Data, its sender the person who
+	// pressed, and this key's value the platform's id of the message
+	// whose button it was. Only adapters set it.
+	MetaPressed = "herald.pressed"
 )
 
 // Keys of a conversation's metadata (Store.Meta) that the router and the

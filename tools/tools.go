@@ -169,3 +169,30 @@ func (t *Turn) Writes() []Write {
 	defer t.mu.Unlock()
 	return append([]Write(nil), t.writes...)
 }
+
+// Gate decides whether an action that may need a person's approval
+// runs: a terminal command (each one, so that approvals.deny holds for
+// every command), or a call of a tool the gate names (Registry.GateWith).
+// The approvals capability is the gate.
+type Gate interface {
+	// Ask returns nil to run the action, or an error the model reads
+	// (denied, refused, no answer in time). It may wait for a person,
+	// holding the turn.
+	Ask(ctx context.Context, turn *Turn, req ApprovalRequest) error
+}
+
+// ApprovalRequest is an action a Gate is asked about.
+type ApprovalRequest struct {
+	// Tool is the tool that would run: "terminal" for a command.
+	Tool string
+	// Action is what would run, as a person is shown it: the command, or
+	// the tool's arguments.
+	Action string
+	// Reason says why it asks ("matches the dangerous-command pattern
+	// …", "approvals.tools names it"); empty for a command that matched
+	// nothing, which the gate only checks against approvals.deny.
+	Reason string
+	// Pattern is what a session or always grant of it allows: the
+	// matched dangerous pattern, or the tool's name.
+	Pattern string
+}
