@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -90,6 +91,7 @@ type WorkspaceTools struct {
 	opts      WorkspaceOptions
 	dangerous []*regexp.Regexp
 	procs     *processes
+	gate      atomic.Pointer[Gate] // SetGate's; nil refuses dangerous commands
 }
 
 // NewWorkspaceTools checks opts and returns the tools.
