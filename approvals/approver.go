@@ -143,21 +143,29 @@ func (ap *Approver) Ask(ctx context.Context, turn *tools.Turn, req tools.Approva
 	return ap.wait(ctx, a)
 }
 
-// session is conv's current session ("" for its first, or when its
-// metadata cannot be read).
+// FirstSession names a conversation's session before its first /new
+// (sessions.ConvMetaSession unset) in approvals and grants: a session
+// grant names a session.
+const FirstSession = "first"
+
+// session is conv's current session: sessions.ConvMetaSession, else
+// FirstSession (also when its metadata cannot be read).
 func (ap *Approver) session(ctx context.Context, conv string) string {
 	if ap.opts.Meta == nil || conv == "" {
-		return ""
+		return FirstSession
 	}
 	meta, err := ap.opts.Meta(ctx, conv)
-	if err != nil {
-		return ""
+	if err != nil || meta[sessions.ConvMetaSession] == "" {
+		return FirstSession
 	}
 	return meta[sessions.ConvMetaSession]
 }
 
 // granted reports a grant of pattern: always, or for conv's session.
 func (ap *Approver) granted(ctx context.Context, conv, session, pattern string) (bool, error) {
+	if conv == "" {
+		session = ""
+	}
 	gs, err := ap.opts.Store.Grants(ctx, conv, session)
 	if err != nil {
 		return false, err

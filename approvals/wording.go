@@ -125,7 +125,7 @@ func decidedBeforeText(a Approval) string {
 	case Expired:
 		return expiredText
 	case Timeout:
-		return "This approval was not answered in time: it was denied."
+		return expiredText + " Nobody answered in time, so it was denied."
 	}
 	return fmt.Sprintf("Already decided by %s (%s).", a.DecidedBy, a.Decision)
 }
