@@ -21,18 +21,29 @@ import (
 // dangerous is a harmless command on the default dangerous list.
 const dangerous = "echo mkfs.ext4"
 
-// commandModel runs "run CMD" in the terminal and answers a tool's
-// result with "result: " and what it said.
+// commandModel runs "run CMD" in the terminal, as a conversation's
+// message, a scheduled job's prompt or a sub-agent's goal, and
+// "delegate GOAL" as a sub-agent's; it answers a tool's result with
+// "result: " and what it said, and anything else with "echo: " and it.
 func commandModel(req testkit.RecordedRequest) testkit.Step {
 	last := req.Messages[len(req.Messages)-1]
 	if last.Role == "tool" {
 		return testkit.Reply("result: " + last.Content)
 	}
-	if cmd, ok := strings.CutPrefix(req.LastUser(), "run "); ok {
+	text := req.LastUser()
+	if strings.HasPrefix(text, "This is a run of the scheduled job") {
+		text = text[strings.LastIndex(text, "\n\n")+2:]
+	}
+	text = strings.TrimPrefix(text, "Goal: ")
+	if cmd, ok := strings.CutPrefix(text, "run "); ok {
 		args, _ := json.Marshal(map[string]string{"command": cmd})
 		return testkit.CallTools(testkit.ToolCall("terminal", string(args)))
 	}
-	return testkit.Reply("ok")
+	if goal, ok := strings.CutPrefix(text, "delegate "); ok {
+		args, _ := json.Marshal(map[string]string{"goal": goal})
+		return testkit.CallTools(testkit.ToolCall("delegate_task", string(args)))
+	}
+	return testkit.Reply("echo: " + text)
 }
 
 // approvalsGateway is a gateway on a store of gatewayStores with a
@@ -72,13 +83,13 @@ func (h *gw) say(conv, sender, text string, meta ...string) {
 }
 
 // waitSent waits for the platform to have been sent a message to conv
-// whose text holds want and returns the latest such one.
+// (or its chat) whose text holds want and returns the latest such one.
 func waitSent(t *testing.T, chat *fileChat, conv, want string) outbox.Message {
 	t.Helper()
 	var got outbox.Message
 	testkit.Eventually(t, fmt.Sprintf("%q sent to %s", want, conv), func() bool {
 		for _, m := range chat.messages() {
-			if m.Conv == conv && strings.Contains(m.Text, want) {
+			if (m.Conv == conv || m.Target.String() == conv) && strings.Contains(m.Text, want) {
 				got = m
 			}
 		}
@@ -291,4 +302,54 @@ func TestGatewayApprovalDenyListAndOff(t *testing.T) {
 	}
 	h2.say(conv, "u1", "run "+dangerous)
 	waitSent(t, chat2, conv, "refused: the command matches approvals.deny (pattern ext4)")
+}
+
+// With nobody to ask (a scheduled job's fire, a sub-agent) a dangerous
+// command is refused by approvals.unattended: deny, saying why.
+func TestGatewayApprovalUnattended(t *testing.T) {
+	h, chat := approvalsGateway(t, gatewayStores[0].set, nil)
+	const conv = "chatfake:42"
+	h.say(conv, "u1", "/cron add every 1h run "+dangerous)
+	waitSent(t, chat, conv, "Scheduled")
+	jobs := h.cronJobs()
+	if len(jobs) != 1 {
+		t.Fatalf("jobs %+v, want one", jobs)
+	}
+	h.say(conv, "u1", "/cron run "+jobs[0].ID)
+	waitSent(t, chat, conv, "this is a scheduled job's run, with nobody to ask")
+
+	h.say(conv, "u1", "delegate run "+dangerous)
+	waitSent(t, chat, conv, "this is a sub-agent, with nobody to ask")
+	if n := len(questions(chat, conv)); n != 0 {
+		t.Errorf("%d questions asked with nobody to ask, want none", n)
+	}
+}
+
+// A turn waiting on one gateway runs when the person answers on
+// another that shares its store: the decision's signal wakes it.
+func TestGatewayApprovalAcrossGateways(t *testing.T) {
+	for _, store := range sharedStores {
+		t.Run(store.backend, func(t *testing.T) {
+			point := store.point(t)
+			model := testkit.NewModelServer(t)
+			model.Respond(commandModel)
+			chat := newFileChat(nil)
+			start := func(name string) *gw {
+				cfg := testConfig(t, model)
+				cfg.Tools.Workspace = t.TempDir()
+				point(&cfg)
+				return startGateway(t, cfg, Options{Name: name, Adapters: []adapters.Adapter{chat}})
+			}
+			a, b := start("a"), start("b")
+			const conv = "chatfake:42"
+			a.say(conv, "u1", "run "+dangerous)
+			_, id := waitQuestion(t, chat, conv, 1)
+			if running, ok := a.g.turns.RunningTurn(conv); !ok {
+				t.Fatalf("the turn does not run on gateway a (%+v)", running)
+			}
+			b.say(conv, "u1", "/approve once "+id)
+			waitSent(t, chat, conv, `result: {"exit_code":0,"output":"mkfs.ext4\n"`)
+			waitSent(t, chat, conv, "Allowed once by chatfake:u1")
+		})
+	}
 }
