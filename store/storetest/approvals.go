@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -94,6 +95,69 @@ func runApprovals(t *testing.T, b Backend) {
 		_, err = f.st.Approvals().Decide(f.ctx, "appr_none", approvals.Once, "u-1", at, "")
 		wantCode(t, "Decide of an unknown id", err, errs.NotFound)
 		f.wantPending("after both were decided", "")
+	})
+	t.Run("of presses at once one decides", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		// A conversation key with the characters a backend's own syntax
+		// may use.
+		const conv = "slack:{C1}%7D:x"
+		f.ask("appr_1", conv, "e1:call-1")
+		const presses = 8
+		type press struct {
+			a   approvals.Approval
+			err error
+		}
+		got := make(chan press, presses)
+		for i := range presses {
+			go func() {
+				a, err := f.st.Approvals().Decide(f.ctx, "appr_1", approvals.Once, fmt.Sprintf("u-%d", i), f.clk.Now(), "")
+				got <- press{a, err}
+			}()
+		}
+		var won []string
+		var losers []press
+		for range presses {
+			p := <-got
+			switch {
+			case p.err == nil:
+				won = append(won, p.a.DecidedBy)
+			case errs.Is(p.err, errs.Conflict):
+				losers = append(losers, p)
+			default:
+				t.Errorf("a press: %v, want nil or Conflict", p.err)
+			}
+		}
+		if len(won) != 1 {
+			t.Fatalf("%d presses decided (%v), want 1", len(won), won)
+		}
+		for _, p := range losers {
+			if p.a.DecidedBy != won[0] || p.a.Decision != approvals.Once {
+				t.Errorf("a late press was told %s by %q, want once by %q", p.a.Decision, p.a.DecidedBy, won[0])
+			}
+		}
+		f.wantPending("after the presses", conv)
+		f.wantDecided("after the presses", conv, 0, "appr_1")
+
+		// Questions asked at once under one key leave one pending.
+		errc := make(chan error, presses)
+		for i := range presses {
+			go func() {
+				a := approvals.Approval{ID: fmt.Sprintf("appr_again_%d", i), Conv: conv, Key: "e1:call-2", CreatedAt: f.clk.Now()}
+				errc <- f.st.Approvals().CreateApproval(f.ctx, a)
+			}()
+		}
+		for range presses {
+			if err := <-errc; err != nil {
+				t.Errorf("CreateApproval at once: %v", err)
+			}
+		}
+		pending, err := f.st.Approvals().PendingApprovals(f.ctx, conv)
+		if err != nil || len(pending) != 1 {
+			t.Errorf("PendingApprovals after questions at once under one key = %v (%v), want one", approvalIDs(pending), err)
+		}
+		if decided, err := f.st.Approvals().Decided(f.ctx, "", 0); err != nil || len(decided) != presses {
+			t.Errorf("Decided after questions at once = %v (%v), want the first and %d expired", approvalIDs(decided), err, presses-1)
+		}
 	})
 	t.Run("pending oldest first, decided newest first", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
