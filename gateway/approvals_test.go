@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/heraldgw/herald/approvals"
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/internal/testkit/mcpserver"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -22,8 +24,8 @@ import (
 const dangerous = "echo mkfs.ext4"
 
 // commandModel runs "run CMD" in the terminal, as a conversation's
-// message, a scheduled job's prompt or a sub-agent's goal, and
-// "delegate GOAL" as a sub-agent's; it answers a tool's result with
+// message, a scheduled job's prompt or a sub-agent's goal, "mcp TEXT"
+// as the MCP test server's echo, and "delegate GOAL" as a sub-agent's; it answers a tool's result with
 // "result: " and what it said, and anything else with "echo: " and it.
 func commandModel(req testkit.RecordedRequest) testkit.Step {
 	last := req.Messages[len(req.Messages)-1]
@@ -38,6 +40,10 @@ func commandModel(req testkit.RecordedRequest) testkit.Step {
 	if cmd, ok := strings.CutPrefix(text, "run "); ok {
 		args, _ := json.Marshal(map[string]string{"command": cmd})
 		return testkit.CallTools(testkit.ToolCall("terminal", string(args)))
+	}
+	if echo, ok := strings.CutPrefix(text, "mcp "); ok {
+		args, _ := json.Marshal(map[string]string{"text": echo})
+		return testkit.CallTools(testkit.ToolCall("mcp_test_echo", string(args)))
 	}
 	if goal, ok := strings.CutPrefix(text, "delegate "); ok {
 		args, _ := json.Marshal(map[string]string{"goal": goal})
@@ -352,4 +358,43 @@ func TestGatewayApprovalAcrossGateways(t *testing.T) {
 			waitSent(t, chat, conv, "Allowed once by chatfake:u1")
 		})
 	}
+}
+
+// A tool approvals.tools names asks before each call, MCP tools
+// included, showing its arguments with herald's secrets masked; the
+// call runs once allowed.
+func TestGatewayApprovalOfATool(t *testing.T) {
+	srv := httptest.NewServer(mcpserver.Handler())
+	t.Cleanup(srv.Close)
+	h, chat := approvalsGateway(t, gatewayStores[0].set, func(cfg *config.Config) {
+		cfg.MCPServers = map[string]config.MCPServer{"test": {URL: srv.URL}}
+		cfg.Approvals.Tools = []string{"mcp_test_*"}
+		cfg.Model.APIKey = "sk-approval-secret-1234"
+	})
+	const conv = "chatfake:42"
+	asked := 0
+	testkit.Eventually(t, "the MCP server ready", func() bool {
+		var answers []string
+		for _, m := range chat.messages() {
+			if strings.HasPrefix(m.Text, "test (http)") {
+				answers = append(answers, m.Text)
+			}
+		}
+		if len(answers) > 0 && strings.HasPrefix(answers[len(answers)-1], "test (http): ready") {
+			return true
+		}
+		if len(answers) == asked {
+			asked++
+			h.say(conv, "u1", "/mcp")
+		}
+		return false
+	})
+	h.say(conv, "u1", "mcp hello sk-approval-secret-1234")
+	testkit.Eventually(t, "the question", func() bool { return len(questions(chat, conv)) == 1 })
+	q := questions(chat, conv)[0]
+	if !strings.Contains(q.Text, "call the tool mcp_test_echo") || !strings.Contains(q.Text, "approvals.tools names mcp_test_echo") || strings.Contains(q.Text, "sk-approval-secret-1234") {
+		t.Errorf("question %q: want the tool, why, and no secret", q.Text)
+	}
+	h.say(conv, "u1", "/approve")
+	waitSent(t, chat, conv, "result: hello")
 }
