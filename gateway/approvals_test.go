@@ -398,3 +398,18 @@ func TestGatewayApprovalOfATool(t *testing.T) {
 	h.say(conv, "u1", "/approve")
 	waitSent(t, chat, conv, "result: hello")
 }
+
+// In a conversation of the local API the question and its decision are
+// timeline items, marked with the approval and the decision.
+func TestGatewayApprovalInTheTimeline(t *testing.T) {
+	h, _ := approvalsGateway(t, gatewayStores[0].set, nil)
+	h.post("t1", "run "+dangerous)
+	q := h.waitItem("t1", "Approval needed: run this command?")[0]
+	h.post("t1", "/approve")
+	d := h.waitItem("t1", "Allowed once by api:")[0]
+	if q.Meta[approvals.MetaApproval] == "" || d.Meta[approvals.MetaApproval] != q.Meta[approvals.MetaApproval] ||
+		d.Meta[approvals.MetaDecision] != "once" || !strings.HasPrefix(d.Meta[approvals.MetaDecider], "api:") {
+		t.Errorf("question meta %v, decision meta %v", q.Meta, d.Meta)
+	}
+	h.waitItem("t1", `result: {"exit_code":0`)
+}
