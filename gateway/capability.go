@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/adapters/api"
+	"github.com/heraldgw/herald/approvals"
 	"github.com/heraldgw/herald/capability"
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/cronjobs"
@@ -65,6 +66,7 @@ func (a *assembly) Controllers() controllers.Store { return a.db.Controllers() }
 func (a *assembly) Cron() cronjobs.Store           { return a.db.Cron() }
 func (a *assembly) Kanban() kanban.Store           { return a.db.Kanban() }
 func (a *assembly) Files() media.Store             { return a.db.Files() }
+func (a *assembly) Approvals() approvals.Store     { return a.db.Approvals() }
 
 func (a *assembly) Agent() *agent.Agent { return a.agent }
 

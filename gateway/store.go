@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/approvals"
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/cronjobs"
@@ -36,8 +37,9 @@ type Store interface {
 	Once() lease.OnceStore // once-only claims on fires (cron jobs', controllers' ticks)
 	Kanban() kanban.Store
 	Controllers() controllers.Store
-	Pools() llm.PoolStore // the model's credential pools
-	Files() media.Store   // file bytes no platform can give again
+	Pools() llm.PoolStore       // the model's credential pools
+	Files() media.Store         // file bytes no platform can give again
+	Approvals() approvals.Store // what dangerous actions asked, and the grants left
 	Close() error
 }
 

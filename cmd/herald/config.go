@@ -1,15 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
 	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/internal/errs"
 )
 
@@ -138,6 +141,24 @@ func (m *Main) loadConfig(path string) (config.Config, error) {
 		return cfg, fmt.Errorf("config: %s (see 'herald config check')", problems)
 	}
 	return cfg, loadError(err)
+}
+
+// withStore loads the config at path, opens the store it names (a
+// running gateway may share it), runs f on both within timeout, and
+// closes the store.
+func (m *Main) withStore(cmd *cobra.Command, path string, timeout time.Duration, f func(context.Context, config.Config, gateway.Store) error) error {
+	cfg, err := m.loadConfig(path)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+	defer cancel()
+	db, err := gateway.OpenStore(ctx, cfg.Store, cfg.SQLitePath(), nil)
+	if err != nil {
+		return fmt.Errorf("opening the store: %w", err)
+	}
+	defer db.Close()
+	return f(ctx, cfg, db)
 }
 
 // loadError words a config that could not be read at all.

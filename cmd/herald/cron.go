@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/internal/errs"
@@ -42,18 +43,9 @@ or a comma list.`,
 	}
 	configFlag(cmd.PersistentFlags(), &path)
 	withManager := func(cmd *cobra.Command, f func(context.Context, cronjobs.Manager) error) error {
-		cfg, err := m.loadConfig(path)
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(cmd.Context(), cronTimeout)
-		defer cancel()
-		db, err := gateway.OpenStore(ctx, cfg.Store, cfg.SQLitePath(), nil)
-		if err != nil {
-			return fmt.Errorf("opening the store: %w", err)
-		}
-		defer db.Close()
-		return f(ctx, cronjobs.ManagerFor(cfg, db.Cron(), gateway.ConfiguredPlatforms(cfg.Platforms)))
+		return m.withStore(cmd, path, cronTimeout, func(ctx context.Context, cfg config.Config, db gateway.Store) error {
+			return f(ctx, cronjobs.ManagerFor(cfg, db.Cron(), gateway.ConfiguredPlatforms(cfg.Platforms)))
+		})
 	}
 	oneID := func(cmd *cobra.Command, args []string) error {
 		if len(args) != 1 || strings.TrimSpace(args[0]) == "" {

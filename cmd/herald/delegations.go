@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/internal/errs"
@@ -45,20 +46,11 @@ running gateway may share it.`,
 	}
 	configFlag(cmd.PersistentFlags(), &path)
 	withService := func(cmd *cobra.Command, f func(context.Context, *delegation.Service) error) error {
-		cfg, err := m.loadConfig(path)
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(cmd.Context(), delegationsTimeout)
-		defer cancel()
-		db, err := gateway.OpenStore(ctx, cfg.Store, cfg.SQLitePath(), nil)
-		if err != nil {
-			return fmt.Errorf("opening the store: %w", err)
-		}
-		defer db.Close()
-		// No runner here: a stop goes to the instance running the child
-		// through the store's signals.
-		return f(ctx, &delegation.Service{Store: db.Delegations(), Signals: db.Signals(), Cancelled: "cancelled by the operator"})
+		return m.withStore(cmd, path, delegationsTimeout, func(ctx context.Context, _ config.Config, db gateway.Store) error {
+			// No runner here: a stop goes to the instance running the
+			// child through the store's signals.
+			return f(ctx, &delegation.Service{Store: db.Delegations(), Signals: db.Signals(), Cancelled: "cancelled by the operator"})
+		})
 	}
 	oneID := func(cmd *cobra.Command, args []string) error {
 		if len(args) != 1 || strings.TrimSpace(args[0]) == "" {

@@ -95,6 +95,7 @@ func (m *Main) rootCommand() *cobra.Command {
 		m.kanbanCommand(),
 		m.modelCommand(),
 		m.mcpCommand(),
+		m.approvalsCommand(),
 	)
 	return root
 }

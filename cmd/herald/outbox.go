@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
@@ -37,18 +38,9 @@ running gateway may share it.`,
 	}
 	configFlag(cmd.PersistentFlags(), &path)
 	withStore := func(cmd *cobra.Command, f func(context.Context, outbox.Store) error) error {
-		cfg, err := m.loadConfig(path)
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(cmd.Context(), outboxTimeout)
-		defer cancel()
-		db, err := gateway.OpenStore(ctx, cfg.Store, cfg.SQLitePath(), nil)
-		if err != nil {
-			return fmt.Errorf("opening the store: %w", err)
-		}
-		defer db.Close()
-		return f(ctx, db.Outbox())
+		return m.withStore(cmd, path, outboxTimeout, func(ctx context.Context, _ config.Config, db gateway.Store) error {
+			return f(ctx, db.Outbox())
+		})
 	}
 	list := func(use, short, none string, read func(context.Context, outbox.Store, int) ([]outbox.Message, error)) *cobra.Command {
 		var (

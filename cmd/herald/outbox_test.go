@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldgw/herald/config"
-	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/outbox"
 )
@@ -91,17 +89,9 @@ func TestOutboxUsageErrors(t *testing.T) {
 // dead-letters the second, as a delivery worker would.
 func seedOutbox(t *testing.T, env map[string]string) (pendingID, deadID string) {
 	t.Helper()
-	cfg, err := config.Load("", func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	db, err := gateway.OpenStore(ctx, cfg.Store, cfg.SQLitePath(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	o := db.Outbox()
+	o := openTestStore(t, env).Outbox()
+	var err error
 	to := outbox.Target{Platform: "telegram", Chat: "100"}
 	if pendingID, _, err = o.Enqueue(ctx, outbox.Message{Target: to, Text: "still to go", Kind: "reply"}); err != nil {
 		t.Fatal(err)

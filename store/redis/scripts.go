@@ -91,6 +91,10 @@ var (
 	scriptPoolRead = newScript("pool_read")
 	scriptPoolUse  = newScript("pool_use")
 	scriptPoolMark = newScript("pool_mark")
+
+	scriptApprCreate = newScript("appr_create")
+	scriptApprDecide = newScript("appr_decide")
+	scriptApprRead   = newScript("appr_read")
 )
 
 // helperFiles are put in this order at the head of the library: a helper
@@ -110,6 +114,7 @@ var scriptFiles = []string{
 	"kb_apply", "kb_read", "kb_events", "kb_sub_put", "kb_sub_read", "kb_lane_read",
 	"ctl_put", "ctl_delete", "ctl_read",
 	"pool_read", "pool_use", "pool_mark",
+	"appr_create", "appr_decide", "appr_read",
 }
 
 // script names one function of the library.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/approvals"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/signals"
 )
@@ -109,5 +110,26 @@ func TestVersion5FileGainsSignalTargets(t *testing.T) {
 	}
 	if sigs[0].Text != "before" || sigs[0].Target != "" || sigs[1].Kind != "delegation.stop" || sigs[1].Target != "sub-1" {
 		t.Errorf("signals after the upgrade = %+v; want the old one naming no target, the new one sub-1", sigs)
+	}
+}
+
+// A file written before approvals (schema version 24) opens and keeps
+// them from then on.
+func TestVersion24FileGainsApprovals(t *testing.T) {
+	ctx := context.Background()
+	path := oldFile(t, 24)
+	s := openAt(t, path, nil, sessions.Limits{}).Approvals()
+	if err := s.CreateApproval(ctx, approvals.Approval{ID: "appr_1", Conv: "api:c", Key: "e1:call-1", Pattern: "sudo"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddGrant(ctx, approvals.Grant{Pattern: "sudo", GrantedBy: "u-1"}); err != nil {
+		t.Fatal(err)
+	}
+	pending, err := s.PendingApprovals(ctx, "")
+	if err != nil || len(pending) != 1 || pending[0].ID != "appr_1" {
+		t.Errorf("PendingApprovals after the upgrade = %+v, %v; want appr_1", pending, err)
+	}
+	if gone, err := s.Revoke(ctx, "sudo"); err != nil || !gone {
+		t.Errorf("Revoke(sudo) after the upgrade = %v, %v; want true", gone, err)
 	}
 }

@@ -436,6 +436,35 @@ CREATE TABLE files (
 	`
 ALTER TABLE timeline ADD COLUMN files TEXT NOT NULL DEFAULT '';
 `,
+	// 24 → 25: approvals and the grants they leave (package approvals).
+	// An approval is kept whole, encoded, beside the columns it is looked
+	// up and ordered by: decision is '' while it is pending, decided_at
+	// (Unix nanoseconds) 0; seq is the order of creation. A grant is one
+	// row a scope and pattern: conv and session are both '' for an
+	// always grant.
+	`
+CREATE TABLE approvals (
+	seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+	id         TEXT NOT NULL UNIQUE,
+	conv       TEXT NOT NULL,
+	key        TEXT NOT NULL,
+	decision   TEXT NOT NULL DEFAULT '',
+	decided_at INTEGER NOT NULL DEFAULT 0,
+	body       BLOB NOT NULL
+);
+CREATE INDEX approvals_pending ON approvals (conv, key, seq) WHERE decision = '';
+CREATE INDEX approvals_pending_all ON approvals (seq) WHERE decision = '';
+CREATE INDEX approvals_decided ON approvals (conv, decided_at, seq) WHERE decision <> '';
+CREATE INDEX approvals_decided_all ON approvals (decided_at, seq) WHERE decision <> '';
+
+CREATE TABLE approval_grants (
+	conv    TEXT NOT NULL,
+	session TEXT NOT NULL,
+	pattern TEXT NOT NULL,
+	body    BLOB NOT NULL,
+	PRIMARY KEY (conv, session, pattern)
+) WITHOUT ROWID;
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

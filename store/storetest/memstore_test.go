@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/approvals"
 	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/cronjobs"
@@ -66,7 +67,12 @@ type memData struct {
 	beats    map[string]time.Duration               // how long each worker's beat holds
 	cursors  map[string]map[string]memReceiveCursor // by platform, then channel
 	files    map[string][]byte
+	appr     []*approvals.Approval // in the order of creation
+	grants   map[memGrantKey]approvals.Grant
 }
+
+// memGrantKey is a grant's scope and pattern.
+type memGrantKey struct{ conv, session, pattern string }
 
 // memReceiveCursor is a channel's receive cursor and when it was put.
 type memReceiveCursor struct {
@@ -92,6 +98,7 @@ func newMemData() *memData {
 		notes:    map[string][]notes.Note{},
 		cursors:  map[string]map[string]memReceiveCursor{},
 		files:    map[string][]byte{},
+		grants:   map[memGrantKey]approvals.Grant{},
 	}
 }
 
@@ -175,6 +182,7 @@ func (s *memStore) Outbox() outbox.Store        { return memOutbox{s} }
 func (s *memStore) Leases() lease.Store         { return memLeases{s} }
 func (s *memStore) Cursors() adapters.Cursors   { return memCursors{s} }
 func (s *memStore) Files() media.Store          { return memFiles{s} }
+func (s *memStore) Approvals() approvals.Store  { return memApprovals{s} }
 
 // The domains the memory store lacks (TestSuiteAgainstMemory's Lacks):
 // the suite never asks for them.
@@ -1225,4 +1233,158 @@ func (f memFiles) DeleteFile(_ context.Context, id string) error {
 	defer f.s.data.mu.Unlock()
 	delete(f.s.data.files, id)
 	return nil
+}
+
+type memApprovals struct{ s *memStore }
+
+// find is the approval of id, or nil. The caller holds the lock.
+func (m memApprovals) find(id string) *approvals.Approval {
+	for _, a := range m.s.data.appr {
+		if a.ID == id {
+			return a
+		}
+	}
+	return nil
+}
+
+func (m memApprovals) CreateApproval(_ context.Context, a approvals.Approval) error {
+	const op = "mem.CreateApproval"
+	if err := approvals.CheckApproval(op, a); err != nil {
+		return err
+	}
+	if err := m.s.lock(op); err != nil {
+		return err
+	}
+	defer m.s.data.mu.Unlock()
+	if m.find(a.ID) != nil {
+		return errs.E(op, errs.Conflict, "approval %q exists", a.ID)
+	}
+	for _, e := range m.s.data.appr {
+		if e.Conv == a.Conv && e.Key == a.Key && e.Pending() {
+			e.Decision, e.DecidedAt = approvals.Expired, a.CreatedAt
+		}
+	}
+	m.s.data.appr = append(m.s.data.appr, &a)
+	return nil
+}
+
+func (m memApprovals) Approval(_ context.Context, id string) (approvals.Approval, error) {
+	const op = "mem.Approval"
+	if err := m.s.lock(op); err != nil {
+		return approvals.Approval{}, err
+	}
+	defer m.s.data.mu.Unlock()
+	a := m.find(id)
+	if a == nil {
+		return approvals.Approval{}, errs.E(op, errs.NotFound, "no approval %q", id)
+	}
+	return *a, nil
+}
+
+func (m memApprovals) Decide(_ context.Context, id string, d approvals.Decision, by string, at time.Time, message string) (approvals.Approval, error) {
+	const op = "mem.Decide"
+	if err := approvals.CheckDecide(op, id, d); err != nil {
+		return approvals.Approval{}, err
+	}
+	if err := m.s.lock(op); err != nil {
+		return approvals.Approval{}, err
+	}
+	defer m.s.data.mu.Unlock()
+	a := m.find(id)
+	switch {
+	case a == nil:
+		return approvals.Approval{}, errs.E(op, errs.NotFound, "no approval %q", id)
+	case !a.Pending():
+		return *a, errs.E(op, errs.Conflict, "approval %q was decided already", id)
+	}
+	a.Decision, a.DecidedBy, a.DecidedAt = d, by, at
+	if message != "" {
+		a.MessageID = message
+	}
+	return *a, nil
+}
+
+func (m memApprovals) PendingApprovals(_ context.Context, conv string) ([]approvals.Approval, error) {
+	const op = "mem.PendingApprovals"
+	if err := m.s.lock(op); err != nil {
+		return nil, err
+	}
+	defer m.s.data.mu.Unlock()
+	var out []approvals.Approval
+	for _, a := range m.s.data.appr {
+		if a.Pending() && (conv == "" || a.Conv == conv) {
+			out = append(out, *a)
+		}
+	}
+	return out, nil
+}
+
+func (m memApprovals) Decided(_ context.Context, conv string, n int) ([]approvals.Approval, error) {
+	const op = "mem.Decided"
+	if err := m.s.lock(op); err != nil {
+		return nil, err
+	}
+	defer m.s.data.mu.Unlock()
+	var out []approvals.Approval
+	for _, a := range slices.Backward(m.s.data.appr) {
+		if !a.Pending() && (conv == "" || a.Conv == conv) {
+			out = append(out, *a)
+		}
+	}
+	// Newest decision first; of two at once, the later created.
+	slices.SortStableFunc(out, func(a, b approvals.Approval) int { return b.DecidedAt.Compare(a.DecidedAt) })
+	if n > 0 && len(out) > n {
+		out = out[:n]
+	}
+	return out, nil
+}
+
+func (m memApprovals) AddGrant(_ context.Context, g approvals.Grant) error {
+	const op = "mem.AddGrant"
+	if err := approvals.CheckGrant(op, g); err != nil {
+		return err
+	}
+	if err := m.s.lock(op); err != nil {
+		return err
+	}
+	defer m.s.data.mu.Unlock()
+	m.s.data.grants[memGrantKey{g.Conv, g.Session, g.Pattern}] = g
+	return nil
+}
+
+func (m memApprovals) Grants(_ context.Context, conv, session string) ([]approvals.Grant, error) {
+	const op = "mem.Grants"
+	if err := approvals.CheckScope(op, conv, session); err != nil {
+		return nil, err
+	}
+	if err := m.s.lock(op); err != nil {
+		return nil, err
+	}
+	defer m.s.data.mu.Unlock()
+	var out []approvals.Grant
+	for k, g := range m.s.data.grants {
+		if (k.conv == conv && k.session == session) || k.conv == "" {
+			out = append(out, g)
+		}
+	}
+	// The session's first, then the always grants, each by pattern.
+	slices.SortFunc(out, func(a, b approvals.Grant) int {
+		return cmp.Or(strings.Compare(b.Conv, a.Conv), strings.Compare(a.Pattern, b.Pattern))
+	})
+	return out, nil
+}
+
+func (m memApprovals) Revoke(_ context.Context, pattern string) (bool, error) {
+	const op = "mem.Revoke"
+	if err := approvals.CheckPattern(op, pattern); err != nil {
+		return false, err
+	}
+	if err := m.s.lock(op); err != nil {
+		return false, err
+	}
+	defer m.s.data.mu.Unlock()
+	k := memGrantKey{pattern: pattern}
+	_, ok := m.s.data.grants[k]
+	delete(m.s.data.grants, k)
+	return ok, nil
 }

@@ -50,4 +50,5 @@ func RunAll(t *testing.T, b Backend) {
 	group("Controllers", Controllers, runControllers)
 	group("Cursors", Cursors, runCursors)
 	group("Files", Files, runFiles)
+	group("Approvals", Approvals, runApprovals)
 }

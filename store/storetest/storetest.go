@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/approvals"
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
@@ -43,6 +44,7 @@ type Store interface {
 	Controllers() controllers.Store
 	Pools() llm.PoolStore
 	Files() media.Store
+	Approvals() approvals.Store
 	io.Closer
 }
 
@@ -61,6 +63,7 @@ const (
 	Controllers Domain = "Controllers"
 	Pools       Domain = "Pools"
 	Files       Domain = "Files"
+	Approvals   Domain = "Approvals"
 )
 
 // Place is one isolated place to keep data: a SQLite file, or a

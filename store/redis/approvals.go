@@ -1,0 +1,267 @@
+package redis
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/heraldgw/herald/approvals"
+	"github.com/heraldgw/herald/internal/errs"
+)
+
+// approvalStore is the DB seen as an approvals.Store. Its keys:
+//
+//	Pappr:a:<id>              hash: b the approval as asked (encoded,
+//	                          pending), ct its conversation's tag, k its
+//	                          key, and once decided d the decision, by who
+//	                          decided, at when (Unix ns), m the question's
+//	                          message id ('' to keep b's)
+//	P{<conv>}:apprp           sorted set of the conversation's pending
+//	                          approvals, by sequence
+//	P{<conv>}:apprd           sorted set of its decided approvals, by
+//	                          decision ms
+//	Pappr:pending             sorted set of every pending approval, by
+//	                          sequence
+//	Pappr:decided             sorted set of every decided approval, by
+//	                          decision ms
+//	Pappr:seq                 the sequence counter (the order of asking)
+//	P{<conv>}:grants:<session> hash: pattern → the session's grant, encoded
+//	Pappr:always              hash: pattern → an always grant, encoded
+//
+// A question and its expiry of the earlier ones under its key is one
+// appr_create call, a decision one appr_decide, which decides only a
+// pending approval; a list is one appr_read. A grant is one HSET, a
+// revoke one HDEL.
+type approvalStore struct{ db *DB }
+
+var _ approvals.Store = approvalStore{}
+
+// Approvals returns the store of approvals and grants.
+func (db *DB) Approvals() approvals.Store { return approvalStore{db: db} }
+
+// apprKey is one of the approvals' shared keys: Pappr:<suffix>.
+func (db *DB) apprKey(suffix string) string { return db.prefix + "appr:" + suffix }
+
+// grantsKey is the hash of a scope's grants: a session's, or (both
+// empty) the always grants.
+func (db *DB) grantsKey(conv, session string) string {
+	if conv == "" {
+		return db.apprKey("always")
+	}
+	return db.convKey(convTag(conv), "grants:"+session)
+}
+
+func (s approvalStore) CreateApproval(ctx context.Context, a approvals.Approval) error {
+	const op = "redis.approvals.CreateApproval"
+	db := s.db
+	if err := approvals.CheckApproval(op, a); err != nil {
+		return err
+	}
+	body, err := json.Marshal(a)
+	if err != nil {
+		return errs.Wrap(op, errs.Invalid, err)
+	}
+	tag := convTag(a.Conv)
+	v, err := db.run(ctx, op, scriptApprCreate,
+		[]string{db.apprKey("a:" + a.ID), db.convKey(tag, "apprp"), db.apprKey("pending"),
+			db.convKey(tag, "apprd"), db.apprKey("decided"), db.apprKey("seq")},
+		db.prefix, a.ID, tag, a.Key, body, string(approvals.Expired), nsArg(a.CreatedAt), a.CreatedAt.UnixMilli())
+	if err != nil {
+		return err
+	}
+	if len(v) > 0 && str(v[0]) == "CONFLICT" {
+		return errs.E(op, errs.Conflict, "approval %q exists", a.ID)
+	}
+	return status(op, v)
+}
+
+func (s approvalStore) Approval(ctx context.Context, id string) (approvals.Approval, error) {
+	const op = "redis.approvals.Approval"
+	db := s.db
+	if err := db.check(op); err != nil {
+		return approvals.Approval{}, err
+	}
+	v, err := db.client.HMGet(ctx, db.apprKey("a:"+id), "b", "d", "by", "at", "m").Result()
+	if err != nil {
+		return approvals.Approval{}, db.fail(op, err)
+	}
+	if len(v) != 5 || v[0] == nil {
+		return approvals.Approval{}, errs.E(op, errs.NotFound, "no approval %q", id)
+	}
+	return decodeApproval(op, v)
+}
+
+func (s approvalStore) Decide(ctx context.Context, id string, d approvals.Decision, by string, at time.Time, message string) (approvals.Approval, error) {
+	const op = "redis.approvals.Decide"
+	db := s.db
+	if err := approvals.CheckDecide(op, id, d); err != nil {
+		return approvals.Approval{}, err
+	}
+	v, err := db.run(ctx, op, scriptApprDecide,
+		[]string{db.apprKey("a:" + id), db.apprKey("pending"), db.apprKey("decided")},
+		db.prefix, id, string(d), by, nsArg(at), at.UnixMilli(), message)
+	if err != nil {
+		return approvals.Approval{}, err
+	}
+	switch {
+	case len(v) == 6 && str(v[0]) == "OK":
+		return decodeApproval(op, v[1:])
+	case len(v) == 6 && str(v[0]) == "CONFLICT":
+		a, err := decodeApproval(op, v[1:])
+		if err != nil {
+			return a, err
+		}
+		return a, errs.E(op, errs.Conflict, "approval %q was decided already (%s)", id, a.Decision)
+	case len(v) > 0 && str(v[0]) == "NOTFOUND":
+		return approvals.Approval{}, errs.E(op, errs.NotFound, "no approval %q", id)
+	}
+	return approvals.Approval{}, status(op, v)
+}
+
+func (s approvalStore) PendingApprovals(ctx context.Context, conv string) ([]approvals.Approval, error) {
+	const op = "redis.approvals.PendingApprovals"
+	index := s.db.apprKey("pending")
+	if conv != "" {
+		index = s.db.convKey(convTag(conv), "apprp")
+	}
+	return s.read(ctx, op, index, false, 0)
+}
+
+func (s approvalStore) Decided(ctx context.Context, conv string, n int) ([]approvals.Approval, error) {
+	const op = "redis.approvals.Decided"
+	index := s.db.apprKey("decided")
+	if conv != "" {
+		index = s.db.convKey(convTag(conv), "apprd")
+	}
+	return s.read(ctx, op, index, true, n)
+}
+
+// read runs appr_read on index, from its highest score down when
+// newest, at most n approvals (0 or less: all).
+func (s approvalStore) read(ctx context.Context, op, index string, newest bool, n int) ([]approvals.Approval, error) {
+	db := s.db
+	rev, last := "0", int64(-1)
+	if newest {
+		rev = "1"
+	}
+	if n > 0 {
+		last = int64(n) - 1
+	}
+	v, err := db.run(ctx, op, scriptApprRead, []string{index}, db.prefix, rev, last)
+	if err != nil {
+		return nil, err
+	}
+	if len(v)%5 != 0 {
+		return nil, errs.E(op, errs.Internal, "unexpected script reply of %d items", len(v))
+	}
+	out := make([]approvals.Approval, 0, len(v)/5)
+	for i := 0; i < len(v); i += 5 {
+		a, err := decodeApproval(op, v[i:i+5])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// decodeApproval reads an approval from its hash's b, d, by, at and m.
+func decodeApproval(op string, v []any) (approvals.Approval, error) {
+	var a approvals.Approval
+	if err := json.Unmarshal([]byte(str(v[0])), &a); err != nil {
+		return a, errs.Wrap(op, errs.Internal, err)
+	}
+	a.Decision, a.DecidedBy = approvals.Decision(str(v[1])), str(v[2])
+	if ns := num(v[3]); ns != 0 {
+		a.DecidedAt = time.Unix(0, ns).UTC()
+	}
+	if m := str(v[4]); m != "" {
+		a.MessageID = m
+	}
+	return a, nil
+}
+
+// nsArg is a time as the approvals' hashes keep it: Unix ns, 0 for none.
+func nsArg(t time.Time) string {
+	if t.IsZero() {
+		return "0"
+	}
+	return strconv.FormatInt(t.UnixNano(), 10)
+}
+
+func (s approvalStore) AddGrant(ctx context.Context, g approvals.Grant) error {
+	const op = "redis.approvals.AddGrant"
+	db := s.db
+	if err := db.check(op); err != nil {
+		return err
+	}
+	if err := approvals.CheckGrant(op, g); err != nil {
+		return err
+	}
+	body, err := json.Marshal(g)
+	if err != nil {
+		return errs.Wrap(op, errs.Invalid, err)
+	}
+	return db.fail(op, db.client.HSet(ctx, db.grantsKey(g.Conv, g.Session), g.Pattern, body).Err())
+}
+
+func (s approvalStore) Grants(ctx context.Context, conv, session string) ([]approvals.Grant, error) {
+	const op = "redis.approvals.Grants"
+	db := s.db
+	if err := db.check(op); err != nil {
+		return nil, err
+	}
+	if err := approvals.CheckScope(op, conv, session); err != nil {
+		return nil, err
+	}
+	// The session's hash is in the conversation's slot, the always
+	// grants' in their own: two reads, sent together.
+	keys := []string{db.grantsKey("", "")}
+	if conv != "" {
+		keys = append([]string{db.grantsKey(conv, session)}, keys...)
+	}
+	pipe := db.client.Pipeline()
+	reads := make([]*goredis.StringSliceCmd, len(keys))
+	for i, k := range keys {
+		reads[i] = pipe.HVals(ctx, k)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, db.fail(op, err)
+	}
+	var out []approvals.Grant
+	for _, r := range reads {
+		scope := make([]approvals.Grant, 0, len(r.Val()))
+		for _, b := range r.Val() {
+			var g approvals.Grant
+			if err := json.Unmarshal([]byte(b), &g); err != nil {
+				return nil, errs.Wrap(op, errs.Internal, err)
+			}
+			scope = append(scope, g)
+		}
+		// The session's first, then the always grants, each by pattern.
+		slices.SortFunc(scope, func(a, b approvals.Grant) int { return cmp.Compare(a.Pattern, b.Pattern) })
+		out = append(out, scope...)
+	}
+	return out, nil
+}
+
+func (s approvalStore) Revoke(ctx context.Context, pattern string) (bool, error) {
+	const op = "redis.approvals.Revoke"
+	db := s.db
+	if err := db.check(op); err != nil {
+		return false, err
+	}
+	if err := approvals.CheckPattern(op, pattern); err != nil {
+		return false, err
+	}
+	n, err := db.client.HDel(ctx, db.grantsKey("", ""), pattern).Result()
+	if err != nil {
+		return false, db.fail(op, err)
+	}
+	return n > 0, nil
+}
