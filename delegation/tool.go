@@ -427,11 +427,13 @@ func (h *toolHandler) list(ctx context.Context, turn *tools.Turn) (tools.Result,
 		RunningSeconds int    `json:"running_seconds,omitempty"`
 		AcceptingSteer bool   `json:"accepting_steer"`
 		Transcript     string `json:"transcript,omitempty"`
+		// Toolsets are those its task limited it to; none: all its parent's.
+		Toolsets []string `json:"toolsets,omitempty"`
 	}
 	rows := []row{}
 	for _, d := range ds {
 		for _, c := range d.Children {
-			r := row{SubagentID: c.ID, DelegationID: d.ID, Goal: excerpt(c.Goal, 200), Status: c.Status, AcceptingSteer: c.Status == StatusRunning}
+			r := row{SubagentID: c.ID, DelegationID: d.ID, Goal: excerpt(c.Goal, 200), Status: c.Status, AcceptingSteer: c.Status == StatusRunning, Toolsets: c.Toolsets}
 			if c.Status == StatusRunning && !c.StartedAt.IsZero() {
 				r.RunningSeconds = int(now.Sub(c.StartedAt).Seconds())
 			}

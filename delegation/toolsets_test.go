@@ -113,6 +113,10 @@ func TestChildToolsets(t *testing.T) {
 	if got := d.Children[0].Toolsets; !slices.Equal(got, []string{"mcp"}) {
 		t.Errorf("the stored child's toolsets = %v, want [mcp]", got)
 	}
+	list := parent.Call(ctx, &tools.Turn{Conv: "api:c"}, chat.ToolCall{ID: "3", Name: delegation.ToolName, Arguments: `{"action":"list"}`})
+	if !strings.Contains(list.Content, `"goal":"mcp only","status":"completed","accepting_steer":false,"toolsets":["mcp"]`) {
+		t.Errorf("list does not show the child's toolsets: %s", list.Content)
+	}
 	reqs := model.Requests()
 	for goal, want := range map[string][]string{
 		"mcp only":    {"mcp_lookup"},
