@@ -211,7 +211,7 @@ func parsePress(raw []byte, e env) (event, skip) {
 	data, ok := i.Data.(discordgo.MessageComponentInteractionData)
 	user := interactionUser(&i)
 	ref := interactionRef{id: i.ID, app: i.AppID, token: i.Token}
-	if !ok || data.ComponentType != discordgo.ButtonComponent || data.CustomID == "" || i.Message == nil ||
+	if !ok || data.ComponentType != discordgo.ButtonComponent || strings.TrimSpace(data.CustomID) == "" || i.Message == nil ||
 		!isSnowflake(i.Message.ID) || user == nil || !isSnowflake(user.ID) || !isSnowflake(i.ChannelID) || !ref.valid() ||
 		(i.GuildID != "" && !isSnowflake(i.GuildID)) {
 		return event{}, skipMalformed

@@ -134,7 +134,7 @@ func pressInbound(cb slackapi.InteractionCallback, scope string) inbound {
 		return inbound{Skip: "interaction " + string(cb.Type) + " on a " + cb.Container.Type}
 	}
 	acts := cb.ActionCallback.BlockActions
-	if len(acts) == 0 || acts[0].Value == "" {
+	if len(acts) == 0 || strings.TrimSpace(acts[0].Value) == "" {
 		return inbound{Skip: "a press without a value"}
 	}
 	team := cmp.Or(cb.Team.ID, cb.User.TeamID)

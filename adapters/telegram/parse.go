@@ -230,7 +230,7 @@ func readPress(cb *wireCallback, rd reader, p *parsed) string {
 		return "a callback query without an id"
 	case m == nil:
 		return "a press of an inline message's button"
-	case cb.Data == "":
+	case strings.TrimSpace(cb.Data) == "":
 		return "a press without data (a game's button)"
 	case cb.From.IsBot:
 		return "pressed by a bot"
@@ -250,7 +250,7 @@ func readPress(cb *wireCallback, rd reader, p *parsed) string {
 		Sender: sender,
 		// A callback query's id is unique, and the same on every
 		// redelivery of its update.
-		MessageID: "press:" + cb.ID,
+		MessageID: adapters.PressPrefix + cb.ID,
 		Text:      cb.Data,
 		Meta:      meta,
 	}
