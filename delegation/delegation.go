@@ -82,6 +82,9 @@ type Task struct {
 	// the workspace, or kept by herald): its first message names them,
 	// and it is shown the pictures among them.
 	Files []string `json:"files,omitempty"`
+	// Toolsets, when set, are the toolsets the child runs with: its
+	// parent's tools restricted to them. None: all its parent's.
+	Toolsets []string `json:"toolsets,omitempty"`
 }
 
 // Progress is what a running child last reported, for /agents and the

@@ -98,7 +98,7 @@ func TestToolHandsFilesToChildren(t *testing.T) {
 	tests := []struct{ desc, args, says string }{
 		{"outside", `{"goal":"a","files":["/outside/x"]}`, "task 0: /outside/x is outside the workspace; nothing was started"},
 		{"not there", `{"tasks":[{"goal":"a"},{"goal":"b","files":["gone.txt"]}]}`, "task 1: no file at gone.txt; nothing was started"},
-		{"files beside tasks", `{"files":["notes.txt"],"tasks":[{"goal":"a"}]}`, "context, output_schema and files go with goal"},
+		{"files beside tasks", `{"files":["notes.txt"],"tasks":[{"goal":"a"}]}`, "context, output_schema, files and toolsets go with goal"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {

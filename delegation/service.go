@@ -63,7 +63,8 @@ type Request struct {
 // (Source "api"), its children pending, when they fit beside the
 // conversation's pending and running ones, counted in the same write.
 // Errors: Invalid (nothing to delegate, goal and tasks both, too many
-// tasks, a task without a goal, a bad output_schema, a file outside the
+// tasks, a task without a goal, a bad output_schema, a toolset the
+// parent lacks (when a Runner runs here), a file outside the
 // workspace and herald's files; NotFound for one not there), Conflict (the
 // conversation has no place for that many children: a *Full, FullOf),
 // Unavailable.
@@ -72,7 +73,7 @@ func (s *Service) Start(ctx context.Context, req Request) (Delegation, error) {
 	if err := chat.ValidateConv(op, req.Conv); err != nil {
 		return Delegation{}, err
 	}
-	tasks, err := s.tasks(op, req)
+	tasks, err := s.tasks(ctx, op, req)
 	if err != nil {
 		return Delegation{}, err
 	}
@@ -109,7 +110,7 @@ func (s *Service) Start(ctx context.Context, req Request) (Delegation, error) {
 }
 
 // tasks are req's tasks, checked as delegate_task checks its own.
-func (s *Service) tasks(op string, req Request) ([]taskArgs, error) {
+func (s *Service) tasks(ctx context.Context, op string, req Request) ([]taskArgs, error) {
 	var tasks []taskArgs
 	for _, t := range req.Tasks {
 		tasks = append(tasks, taskArgs(t))
@@ -117,6 +118,11 @@ func (s *Service) tasks(op string, req Request) ([]taskArgs, error) {
 	tasks, err := checkTasks(op, taskArgs{Goal: req.Goal, Context: req.Context, OutputSchema: req.OutputSchema, Role: req.Role}, tasks, s.maxChildren())
 	if err != nil {
 		return nil, err
+	}
+	if s.Runner != nil {
+		if err := checkToolsets(op, tasks, s.Runner.opts.Spawner.Toolsets(ctx)); err != nil {
+			return nil, err
+		}
 	}
 	return s.Files.resolve(op, tasks, s.Workspace, req.Conv)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/sessions/agent"
@@ -271,6 +272,50 @@ type liveKey struct{}
 // the workers an orchestrator starts work in it.
 type workspaceKey struct{}
 
+// toolsetsKey carries the toolsets of the running child in its context:
+// the workers an orchestrator starts have no more than it has.
+type toolsetsKey struct{}
+
+// Toolsets are the toolsets a child dispatched from ctx may run with:
+// those of the child ctx runs in, or else all the parent's.
+func (s *Spawner) Toolsets(ctx context.Context) []string {
+	if ts, ok := ctx.Value(toolsetsKey{}).([]string); ok {
+		return ts
+	}
+	return s.opts.Tools.Toolsets()
+}
+
+// toolsFor is base, a child's tools, limited to the toolsets of the
+// child ctx runs in, if any, and then to asked, the toolsets its task
+// names, when it names some. Errors: NotFound (asked names a toolset
+// the parent does not have).
+func toolsFor(ctx context.Context, base *tools.Set, asked []string) (*tools.Set, error) {
+	if outer, ok := ctx.Value(toolsetsKey{}).([]string); ok {
+		// A worker's spawner may hold toolsets its orchestrator was not
+		// given, and the orchestrator toolsets its spawner lacks.
+		keep := slices.DeleteFunc(base.Toolsets(), func(ts string) bool { return !slices.Contains(outer, ts) })
+		var err error
+		if base, err = base.Only(keep...); err != nil {
+			return nil, err
+		}
+	}
+	if len(asked) == 0 {
+		return base, nil
+	}
+	for _, ts := range asked {
+		if !slices.Contains(base.Toolsets(), ts) {
+			return nil, errs.E("delegation.toolsFor", errs.NotFound, "%s", unknownToolset(ts, base.Toolsets()))
+		}
+	}
+	return base.Only(asked...)
+}
+
+// unknownToolset says a task named ts, a toolset its parent, whose
+// toolsets are have, lacks.
+func unknownToolset(ts string, have []string) string {
+	return fmt.Sprintf("toolset %q is not one the parent has (it has %s); a sub-agent gets some of its parent's toolsets, never more", ts, strings.Join(have, ", "))
+}
+
 // worker is the Live of a worker an orchestrator's call starts in ctx,
 // listed among its orchestrator's workers.
 func worker(ctx context.Context, c Child, now time.Time) *Live {
@@ -337,6 +382,11 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 			res.RoleNote = fmt.Sprintf("ran as a leaf: orchestration needs delegation.orchestrator_enabled and a depth below delegation.max_spawn_depth (%d)", s.opts.MaxDepth)
 		}
 	}
+	set, err := toolsFor(ctx, set, child.Toolsets)
+	if err != nil {
+		res.Status, res.ExitReason, res.Error = StatusFailed, "unknown_toolset", errs.Reason(err)
+		return res
+	}
 	schema, err := compileSchema(child.OutputSchema)
 	if err != nil {
 		res.Status, res.ExitReason = StatusFailed, "invalid_output_schema"
@@ -355,6 +405,7 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 		workspace = wt.dir
 	}
 	ctx = context.WithValue(context.WithValue(context.WithValue(ctx, depthKey{}, depth), liveKey{}, live), workspaceKey{}, workspace)
+	ctx = context.WithValue(ctx, toolsetsKey{}, set.Toolsets())
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if s.opts.Timeout > 0 {

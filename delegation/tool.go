@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -49,13 +50,15 @@ const toolSchema = `{
           "output_schema": {"type": "object", "description": "A JSON Schema the sub-agent's final answer must meet."},
           "group": {"type": "string", "description": "Tasks of one group complete together when completions are independent."},
           "role": {"type": "string"},
-          "files": {"type": "array", "items": {"type": "string"}}
+          "files": {"type": "array", "items": {"type": "string"}},
+          "toolsets": {"type": "array", "items": {"type": "string"}}
         },
         "required": ["goal"]
       }
     },
     "output_schema": {"type": "object", "description": "For goal: a JSON Schema the final answer must meet."},
     "files": {"type": "array", "items": {"type": "string"}, "description": "For goal (each task has its own): paths of files in the workspace, or kept by herald (a person's upload), that the sub-agent is handed; it is shown the pictures among them."},
+    "toolsets": {"type": "array", "items": {"type": "string"}, "description": "For goal (each task has its own): the toolsets the sub-agent runs with, some of yours (core, mcp, …); omitted, it has all of yours."},
     "action": {"type": "string", "enum": ["list", "steer", "stop"], "description": "Control instead of dispatch: list this conversation's sub-agents, steer one with a message, or stop one."},
     "subagent_id": {"type": "string", "description": "For steer and stop: the sub-agent, as dispatch or list gave it."},
     "message": {"type": "string", "description": "For steer: what to tell the sub-agent; it lands after its next tool result."}
@@ -70,6 +73,7 @@ type taskArgs struct {
 	Group        string          `json:"group"`
 	Role         string          `json:"role"`
 	Files        []string        `json:"files"`
+	Toolsets     []string        `json:"toolsets"`
 }
 
 type toolArgs struct {
@@ -135,6 +139,11 @@ func (h *toolHandler) handle(ctx context.Context, turn *tools.Turn, a toolArgs) 
 	if err != nil {
 		return tools.Result{}, err
 	}
+	if h.opts.Spawner != nil {
+		if err := checkToolsets(op, tasks, h.opts.Spawner.Toolsets(ctx)); err != nil {
+			return tools.Result{}, err
+		}
+	}
 	workspace := turn.Workspace
 	if workspace == "" {
 		workspace = h.opts.Workspace
@@ -162,9 +171,9 @@ func checkTasks(op string, goal taskArgs, tasks []taskArgs, max int) ([]taskArgs
 		tasks = []taskArgs{goal}
 	case len(tasks) == 0:
 		return nil, errs.E(op, errs.Invalid, "nothing to delegate: give goal (one task) or tasks (several)")
-	case strings.TrimSpace(goal.Context) != "" || !noSchema(goal.OutputSchema) || len(goal.Files) > 0:
+	case strings.TrimSpace(goal.Context) != "" || !noSchema(goal.OutputSchema) || len(goal.Files) > 0 || len(goal.Toolsets) > 0:
 		// Said rather than dropped: with tasks, each carries its own.
-		return nil, errs.E(op, errs.Invalid, "context, output_schema and files go with goal; with tasks, give each task its own")
+		return nil, errs.E(op, errs.Invalid, "context, output_schema, files and toolsets go with goal; with tasks, give each task its own")
 	}
 	if len(tasks) > max {
 		return nil, errs.E(op, errs.Invalid,
@@ -180,6 +189,19 @@ func checkTasks(op string, goal taskArgs, tasks []taskArgs, max int) ([]taskArgs
 		}
 	}
 	return tasks, nil
+}
+
+// checkToolsets refuses tasks that name a toolset outside have, the
+// parent's. Errors: Invalid.
+func checkToolsets(op string, tasks []taskArgs, have []string) error {
+	for i, t := range tasks {
+		for _, ts := range t.Toolsets {
+			if !slices.Contains(have, ts) {
+				return errs.E(op, errs.Invalid, "task %d: %s; nothing was started", i, unknownToolset(ts, have))
+			}
+		}
+	}
+	return nil
 }
 
 // dispatch writes the delegation with the turn (a sessions.Write): its
@@ -246,7 +268,7 @@ func childrenOf(id string, tasks []taskArgs) []Child {
 		}
 		out[i] = Child{
 			ID: NewID("sub_"), Delegation: id, Index: i, Status: StatusPending,
-			Task: Task{Goal: t.Goal, Context: t.Context, OutputSchema: t.OutputSchema, Group: t.Group, Role: role, Files: t.Files},
+			Task: Task{Goal: t.Goal, Context: t.Context, OutputSchema: t.OutputSchema, Group: t.Group, Role: role, Files: t.Files, Toolsets: t.Toolsets},
 		}
 	}
 	return out
@@ -405,11 +427,13 @@ func (h *toolHandler) list(ctx context.Context, turn *tools.Turn) (tools.Result,
 		RunningSeconds int    `json:"running_seconds,omitempty"`
 		AcceptingSteer bool   `json:"accepting_steer"`
 		Transcript     string `json:"transcript,omitempty"`
+		// Toolsets are those its task limited it to; none: all its parent's.
+		Toolsets []string `json:"toolsets,omitempty"`
 	}
 	rows := []row{}
 	for _, d := range ds {
 		for _, c := range d.Children {
-			r := row{SubagentID: c.ID, DelegationID: d.ID, Goal: excerpt(c.Goal, 200), Status: c.Status, AcceptingSteer: c.Status == StatusRunning}
+			r := row{SubagentID: c.ID, DelegationID: d.ID, Goal: excerpt(c.Goal, 200), Status: c.Status, AcceptingSteer: c.Status == StatusRunning, Toolsets: c.Toolsets}
 			if c.Status == StatusRunning && !c.StartedAt.IsZero() {
 				r.RunningSeconds = int(now.Sub(c.StartedAt).Seconds())
 			}

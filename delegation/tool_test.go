@@ -27,6 +27,7 @@ func TestToolRefusesBadDispatches(t *testing.T) {
 		{"goal and tasks both", `{"goal":"a","tasks":[{"goal":"b"}]}`, "either goal or tasks"},
 		{"a batch over the cap", `{"tasks":[{"goal":"a"},{"goal":"b"},{"goal":"c"}]}`, "more than delegation.max_concurrent_children (2); nothing was started"},
 		{"a task without a goal", `{"tasks":[{"goal":"a"},{"goal":" "}]}`, "task 1 has no goal"},
+		{"toolsets beside tasks", `{"toolsets":["mcp"],"tasks":[{"goal":"a"}]}`, "files and toolsets go with goal"},
 		{"an invalid output schema", `{"goal":"a","output_schema":{"type":"no-such-type"}}`, "output_schema is not a valid JSON Schema"},
 		{"steer without an id", `{"action":"steer","message":"x"}`, "needs subagent_id"},
 		{"an unknown action", `{"action":"explode"}`, "invalid arguments"},

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -46,6 +47,10 @@ func Capability(a Assembly) (*capability.Capability, error) {
 		Manager: m, File: file, Clock: base.Clock, Logger: base.Logger, Name: base.Name,
 		Load: func() (map[string]config.MCPServer, error) {
 			cfg, err := config.Load(file, os.LookupEnv)
+			var problems config.Problems
+			if errors.As(err, &problems) {
+				return nil, problems // each names its key; no wrapping
+			}
 			return cfg.MCPServers, err
 		},
 	})

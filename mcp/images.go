@@ -28,7 +28,7 @@ func (m *Manager) keepImages(ctx context.Context, turn *tools.Turn, server, tool
 		return nil
 	}
 	var out []chat.Image
-	for i, c := range res.Content {
+	for _, c := range res.Content {
 		img, ok := c.(*sdk.ImageContent)
 		if !ok {
 			continue
@@ -38,7 +38,7 @@ func (m *Manager) keepImages(ctx context.Context, turn *tools.Turn, server, tool
 		if !shown || len(img.Data) == 0 {
 			return nil
 		}
-		name := fmt.Sprintf("%s-%s-%d%s", server, tool, i+1, ext)
+		name := fmt.Sprintf("%s-%s-%d%s", server, tool, len(out)+1, ext)
 		path := media.FilePath(m.opts.Home, turn.Conv, turn.EntryID+"-"+tools.CallID(ctx), name)
 		if err := writeFile(path, img.Data); err != nil {
 			m.opts.Logger.Warn("an MCP result's image could not be kept; the model reads a line instead", "mcp_server", server, "tool", tool, "err", err)

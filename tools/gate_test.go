@@ -66,7 +66,8 @@ func TestTerminalAsksTheGate(t *testing.T) {
 }
 
 // GateWith asks about the tools it names, with their arguments masked,
-// in the sets made after it and the sets made from them; a refusal is
+// in the sets made after it and the sets made from them (Without,
+// Only); a refusal is
 // the call's result and the handler does not run.
 func TestRegistryGateWith(t *testing.T) {
 	r := tools.NewRegistry()
@@ -92,8 +93,11 @@ func TestRegistryGateWith(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	child := set.Without("nothing")
-	for _, s := range []*tools.Set{set, child} {
+	only, err := set.Only("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*tools.Set{set, set.Without("nothing"), only} {
 		res := s.Call(context.Background(), &tools.Turn{Conv: "c"}, chat.ToolCall{ID: "c1", Name: "mcp_gh_push", Arguments: `{"token":"s3cret"}`})
 		if !res.IsError || !strings.Contains(res.Content, "denied by the test") {
 			t.Errorf("a refused call: got %s", res.Content)
@@ -103,10 +107,10 @@ func TestRegistryGateWith(t *testing.T) {
 		}
 	}
 	want := tools.ApprovalRequest{Tool: "mcp_gh_push", Action: `{"token":"***"}`, Reason: "approvals.tools names mcp_gh_push", Pattern: "mcp_gh_push"}
-	if d := cmp.Diff([]tools.ApprovalRequest{want, want}, gate.asked); d != "" {
+	if d := cmp.Diff([]tools.ApprovalRequest{want, want, want}, gate.asked); d != "" {
 		t.Errorf("asked (-want +got):\n%s", d)
 	}
-	if ran["push"] != 0 || ran["read"] != 2 {
-		t.Errorf("ran %v, want read twice and push never", ran)
+	if ran["push"] != 0 || ran["read"] != 3 {
+		t.Errorf("ran %v, want read thrice and push never", ran)
 	}
 }

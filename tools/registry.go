@@ -245,6 +245,41 @@ func (s *Set) Without(names ...string) *Set {
 	return out
 }
 
+// Only returns the set restricted to the named toolsets, fixed and
+// live, keeping what the set leaves out: a child that asks for some of
+// its parent's toolsets gets those, and never more than its parent has.
+// Errors: NotFound (a toolset the set was not built from; the error
+// names those it has).
+func (s *Set) Only(toolsets ...string) (*Set, error) {
+	have := s.Toolsets()
+	for _, ts := range toolsets {
+		if !slices.Contains(have, ts) {
+			return nil, errs.E("tools.Only", errs.NotFound, "toolset %q is not among these tools' toolsets (%s)", ts, strings.Join(have, ", "))
+		}
+	}
+	out := &Set{byName: map[string]*registered{}}
+	if s == nil {
+		return out, nil
+	}
+	out.redact, out.gate, out.excluded = s.redact, s.gate, slices.Clone(s.excluded)
+	for _, ts := range have {
+		if slices.Contains(toolsets, ts) {
+			out.toolsets = append(out.toolsets, ts)
+		}
+	}
+	for _, t := range s.tools {
+		if slices.Contains(toolsets, t.toolset) {
+			out.add(t)
+		}
+	}
+	for _, l := range s.live {
+		if slices.Contains(toolsets, l.toolset) {
+			out.live = append(out.live, l)
+		}
+	}
+	return out, nil
+}
+
 // Toolsets returns the toolsets the set was built from.
 func (s *Set) Toolsets() []string {
 	if s == nil {

@@ -92,3 +92,34 @@ func FuzzParseInteraction(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParsePress(f *testing.F) {
+	press := func(guild bool, customID string) map[string]any {
+		m := commandPayload(guild, "x", nil)
+		m["type"] = 3
+		m["data"] = map[string]any{"custom_id": customID, "component_type": 2}
+		m["message"] = map[string]any{"id": testMsg, "channel_id": testChannel, "content": "Run it?"}
+		return m
+	}
+	f.Add(payload(f, press(true, "/approve once ap_1"), nil))
+	f.Add(payload(f, press(false, "/deny ap_1"), nil))
+	f.Add(payload(f, press(true, " "), nil))
+	f.Add(payload(f, press(true, "/deny ap_1"), map[string]any{
+		"channel_id": testThread, "channel": map[string]any{"id": testThread, "type": 11, "parent_id": testChannel},
+	}))
+	f.Add(payload(f, press(true, "/deny ap_1"), map[string]any{"message": nil}))
+	f.Add([]byte(`{"type":3,"data":null}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		for _, e := range fuzzEnvs() {
+			ev, why := parsePress(raw, e)
+			if why != "" {
+				continue
+			}
+			checkDelivered(t, ev)
+			if ev.reply == nil || strings.TrimSpace(ev.in.Text) == "" || !strings.HasPrefix(ev.in.MessageID, adapters.PressPrefix) ||
+				ev.in.Meta[sessions.MetaPressed] == "" {
+				t.Fatalf("a press delivered as %+v", ev.in)
+			}
+		}
+	})
+}

@@ -24,9 +24,13 @@ import (
 const intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages |
 	discordgo.IntentsDirectMessages | discordgo.IntentsMessageContent
 
-// deferWithin bounds the deferral of an application command: Discord
-// drops an interaction not answered within 3 s.
-const deferWithin = 2500 * time.Millisecond
+// deferWithin bounds the deferral of an application command, and the
+// delivery and answer of a press: Discord drops an interaction not
+// answered within 3 s. deliverPressWithin is the delivery's share.
+const (
+	deferWithin        = 2500 * time.Millisecond
+	deliverPressWithin = 2 * time.Second
+)
 
 // deliverTimeout bounds one Deliver. Discord does not send a gateway
 // event again, so a failed one is tried again, spaced by deliverRetry,
@@ -244,8 +248,14 @@ func (l *listener) message(raw []byte) {
 // deferral comes first: an answer the router gives at once (/status)
 // could otherwise reach Discord before the deferral, and a follow-up to
 // an interaction not yet answered is refused.
+//
+// A press of a button (parsePress) goes its own way (press).
 func (l *listener) interaction(raw []byte) {
-	ev, why := parseInteraction(raw, l.env())
+	ev, why := parsePress(raw, l.env())
+	pressed := why != skipNotPress
+	if !pressed {
+		ev, why = parseInteraction(raw, l.env())
+	}
 	if why != "" {
 		l.a.log.Debug("interaction not for herald", "reason", string(why))
 		return
@@ -254,15 +264,11 @@ func (l *listener) interaction(raw []byte) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), deferWithin)
 	defer cancel()
 	if !l.a.opts.Access.Allows(ev.in.Sender, ev.userName) {
-		l.a.opts.Access.LogRefused(l.a.log, ev.in.Sender, ev.userName)
-		// Answered, so the user sees why rather than "did not respond".
-		err := l.a.rest.InteractionRespond(it, &discordgo.InteractionResponse{
-			Type: discordgo.InteractionResponseChannelMessageWithSource,
-			Data: &discordgo.InteractionResponseData{Content: "You are not on this bot's allow-list.", Flags: discordgo.MessageFlagsEphemeral},
-		}, discordgo.WithContext(ctx))
-		if err != nil {
-			l.a.log.Warn("could not answer a refused command", "interaction", it.ID, "err", err)
-		}
+		l.refuse(ctx, it, ev)
+		return
+	}
+	if pressed {
+		l.press(ctx, it, ev)
 		return
 	}
 	err := l.a.rest.InteractionRespond(it, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredChannelMessageWithSource},
@@ -271,6 +277,46 @@ func (l *listener) interaction(raw []byte) {
 		l.a.log.Warn("could not defer a command; its answer will go to the channel", "interaction", it.ID, "err", err)
 	}
 	l.deliver(ev.in, "", "")
+}
+
+// refuse answers the interaction it of a sender the allow-list does not
+// serve, so they see why rather than "did not respond".
+func (l *listener) refuse(ctx context.Context, it *discordgo.Interaction, ev event) {
+	l.a.opts.Access.LogRefused(l.a.log, ev.in.Sender, ev.userName)
+	err := l.a.rest.InteractionRespond(it, &discordgo.InteractionResponse{
+		Type: discordgo.InteractionResponseChannelMessageWithSource,
+		Data: &discordgo.InteractionResponseData{Content: notAllowed, Flags: discordgo.MessageFlagsEphemeral},
+	}, discordgo.WithContext(ctx))
+	if err != nil {
+		l.a.log.Warn("could not answer a refused interaction", "interaction", it.ID, "err", err)
+	}
+}
+
+// notAllowed is what a sender the allow-list does not serve is told.
+const notAllowed = "You are not on this bot's allow-list."
+
+// press delivers a press of a button, then answers its interaction it
+// with a deferred update (the message stays as it is until herald edits it),
+// all within Discord's 3 s. The answer goes whether or not the press was
+// queued, so Discord shows the person no error: a press not queued is
+// logged, and the person may press again. Presses are not tried again,
+// as messages are: a late one would answer an interaction Discord has
+// given up on.
+func (l *listener) press(ctx context.Context, it *discordgo.Interaction, ev event) {
+	dctx, dcancel := context.WithTimeout(ctx, deliverPressWithin)
+	err := l.inbox.Deliver(dctx, ev.in)
+	dcancel()
+	switch {
+	case adapters.Refused(err):
+		l.a.log.Error("the router refused a press; it is dropped", "conv", ev.in.Conv, "sender", ev.in.Sender, "err", err)
+	case err != nil:
+		l.a.log.Warn("could not queue a press; it is dropped, and may be pressed again", "conv", ev.in.Conv, "sender", ev.in.Sender, "err", err)
+	}
+	err = l.a.rest.InteractionRespond(it, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate},
+		discordgo.WithContext(ctx))
+	if err != nil {
+		l.a.log.Warn("could not answer a press", "interaction", it.ID, "err", err)
+	}
 }
 
 // deliver hands in, a message of channel (in guild, "" for a DM), to the

@@ -24,6 +24,7 @@ const (
 	skipNotAddressed skip = "not addressed to herald"
 	skipEmpty        skip = "empty"
 	skipNotCommand   skip = "not an application command"
+	skipNotPress     skip = "not a press of a button"
 )
 
 // env is what parsing needs besides the payload.
@@ -144,10 +145,7 @@ func parseInteraction(raw []byte, e env) (event, skip) {
 	if !ok || data.CommandType != discordgo.ChatApplicationCommand {
 		return event{}, skipNotCommand
 	}
-	user := i.User
-	if i.Member != nil && i.Member.User != nil {
-		user = i.Member.User
-	}
+	user := interactionUser(&i)
 	ref := interactionRef{id: i.ID, app: i.AppID, token: i.Token}
 	if user == nil || !isSnowflake(user.ID) || !isSnowflake(i.ChannelID) || !ref.valid() ||
 		(i.GuildID != "" && !isSnowflake(i.GuildID)) || !commandName(data.Name) {
@@ -156,17 +154,7 @@ func parseInteraction(raw []byte, e env) (event, skip) {
 	if user.Bot {
 		return event{}, skipBot
 	}
-	channel, thread := i.ChannelID, ""
-	if i.GuildID != "" {
-		switch {
-		case extra.Channel != nil && extra.Channel.IsThread() && isSnowflake(extra.Channel.ParentID):
-			channel, thread = extra.Channel.ParentID, i.ChannelID
-		case extra.Channel == nil && e.threadParent != nil:
-			if parent, ok := e.threadParent(i.ChannelID); ok && isSnowflake(parent) {
-				channel, thread = parent, i.ChannelID
-			}
-		}
-	}
+	channel, thread := e.place(&i, extra)
 	in := e.inbound(i.GuildID, channel, thread, user.ID)
 	if i.GuildID != "" && thread == "" {
 		// Typed in the channel: it acts on the user's latest
@@ -175,6 +163,67 @@ func parseInteraction(raw []byte, e env) (event, skip) {
 	}
 	in.MessageID = ref.String()
 	in.Text = commandText(data.Name, data.Options)
+	return event{in: in, userName: user.Username, reply: &ref}, ""
+}
+
+// place is the channel an interaction happened in and, in a thread,
+// the thread: from the partial channel it carries, else from what
+// threadParent knows.
+func (e env) place(i *discordgo.Interaction, extra interactionPayload) (channel, thread string) {
+	channel = i.ChannelID
+	if i.GuildID == "" {
+		return channel, ""
+	}
+	switch {
+	case extra.Channel != nil && extra.Channel.IsThread() && isSnowflake(extra.Channel.ParentID):
+		return extra.Channel.ParentID, i.ChannelID
+	case extra.Channel == nil && e.threadParent != nil:
+		if parent, ok := e.threadParent(i.ChannelID); ok && isSnowflake(parent) {
+			return parent, i.ChannelID
+		}
+	}
+	return channel, ""
+}
+
+// interactionUser is who made an interaction: the member's user in a
+// guild, else the user.
+func interactionUser(i *discordgo.Interaction) *discordgo.User {
+	if i.Member != nil && i.Member.User != nil {
+		return i.Member.User
+	}
+	return i.User
+}
+
+// parsePress reads an INTERACTION_CREATE of a press of a button
+// (a message component) of herald's message: skipNotPress for any
+// other interaction. The press is the presser's message in the
+// conversation a message of theirs in that channel or thread would be
+// in, whose text is the button's custom_id.
+func parsePress(raw []byte, e env) (event, skip) {
+	var i discordgo.Interaction
+	var extra interactionPayload
+	if json.Unmarshal(raw, &i) != nil || json.Unmarshal(raw, &extra) != nil {
+		return event{}, skipMalformed
+	}
+	if i.Type != discordgo.InteractionMessageComponent {
+		return event{}, skipNotPress
+	}
+	data, ok := i.Data.(discordgo.MessageComponentInteractionData)
+	user := interactionUser(&i)
+	ref := interactionRef{id: i.ID, app: i.AppID, token: i.Token}
+	if !ok || data.ComponentType != discordgo.ButtonComponent || strings.TrimSpace(data.CustomID) == "" || i.Message == nil ||
+		!isSnowflake(i.Message.ID) || user == nil || !isSnowflake(user.ID) || !isSnowflake(i.ChannelID) || !ref.valid() ||
+		(i.GuildID != "" && !isSnowflake(i.GuildID)) {
+		return event{}, skipMalformed
+	}
+	if user.Bot {
+		return event{}, skipBot
+	}
+	channel, thread := e.place(&i, extra)
+	in := e.inbound(i.GuildID, channel, thread, user.ID)
+	in.MessageID = adapters.PressPrefix + i.ID
+	in.Text = data.CustomID
+	adapters.Pressed(&in, i.Message.ID)
 	return event{in: in, userName: user.Username, reply: &ref}, ""
 }
 

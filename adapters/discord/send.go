@@ -45,6 +45,9 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 	if err != nil {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: err.Error()}
 	}
+	if m.Edits != "" {
+		return a.replace(ctx, m, r)
+	}
 	render := func(limit int) []string { return chatfmt.RenderParts(m.Text, chatfmt.DiscordMarkdown, limit) }
 	l := adapters.LayOut(m, render, chatfmt.DiscordLimit, chatfmt.DiscordLimit)
 	if l.Len() == 0 {
@@ -62,9 +65,13 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 	viaFollowup = viaFollowup && !p.channelOnly && a.clock.Now().Before(ref.expires())
 	for i := p.done; i < l.Len(); i++ {
 		text, files := part(l, i)
+		var comps []discordgo.MessageComponent // the buttons go under the last part
+		if i == l.Len()-1 {
+			comps = components(m.Buttons)
+		}
 		var id string
 		if viaFollowup {
-			id, err = a.followup(ctx, ref, text, files)
+			id, err = a.followup(ctx, ref, text, files, comps)
 			if gone(err) {
 				// The deferral failed or the token lapsed: the rest of the
 				// answer goes to the channel.
@@ -74,7 +81,7 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 		}
 		edited := false
 		if !viaFollowup && i == 0 && over != "" && !p.unstreamed {
-			id, err = a.edit(ctx, r, over, text)
+			id, err = a.edit(ctx, r, over, text, comps)
 			edited = err == nil || classify(err).Outcome != adapters.Permanent
 			if !edited {
 				a.log.Warn("Discord refused to edit the reply in progress; posting the reply anew", "channel", r.dest(), "err", err)
@@ -86,7 +93,7 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 			if i == 0 && isSnowflake(m.ReplyTo) {
 				replyTo = m.ReplyTo
 			}
-			id, err = a.post(ctx, r, text, replyTo, files)
+			id, err = a.post(ctx, r, text, replyTo, files, comps)
 		}
 		if err != nil {
 			return classify(err)
@@ -128,10 +135,10 @@ func uploads(files []outbox.File) []*discordgo.File {
 	return out
 }
 
-// post sends one channel message, with files (a multipart body), a
-// reply to replyTo when set.
-func (a *Adapter) post(ctx context.Context, r route, text, replyTo string, files []outbox.File) (string, error) {
-	msg := &discordgo.MessageSend{Content: text, AllowedMentions: noPings, Files: uploads(files)}
+// post sends one channel message, with files (a multipart body) and
+// components, a reply to replyTo when set.
+func (a *Adapter) post(ctx context.Context, r route, text, replyTo string, files []outbox.File, comps []discordgo.MessageComponent) (string, error) {
+	msg := &discordgo.MessageSend{Content: text, AllowedMentions: noPings, Files: uploads(files), Components: comps}
 	if replyTo != "" {
 		keep := false // a deleted original must not fail the answer
 		msg.Reference = &discordgo.MessageReference{MessageID: replyTo, ChannelID: r.dest(), GuildID: r.guild, FailIfNotExists: &keep}
@@ -144,10 +151,19 @@ func (a *Adapter) post(ctx context.Context, r route, text, replyTo string, files
 }
 
 // edit replaces the text of message id with one part, pinging nobody,
-// and returns id.
-func (a *Adapter) edit(ctx context.Context, r route, id, text string) (string, error) {
+// and its components with comps when there are any; it returns id.
+func (a *Adapter) edit(ctx context.Context, r route, id, text string, comps []discordgo.MessageComponent) (string, error) {
 	e := discordgo.NewMessageEdit(r.dest(), id).SetContent(text)
 	e.AllowedMentions = noPings
+	if len(comps) > 0 {
+		e.Components = &comps
+	}
+	return a.editMessage(ctx, e)
+}
+
+// editMessage makes the edit e and returns its message's id.
+func (a *Adapter) editMessage(ctx context.Context, e *discordgo.MessageEdit) (string, error) {
+	id := e.ID
 	if _, err := a.rest.ChannelMessageEditComplex(e, discordgo.WithContext(ctx)); err != nil {
 		return "", err
 	}
@@ -157,8 +173,8 @@ func (a *Adapter) edit(ctx context.Context, r route, id, text string) (string, e
 // followup posts one part as a follow-up message of an interaction
 // (POST /webhooks/<app>/<token>); the first one fills the deferred
 // "thinking" response.
-func (a *Adapter) followup(ctx context.Context, ref interactionRef, text string, files []outbox.File) (string, error) {
-	params := &discordgo.WebhookParams{Content: text, AllowedMentions: noPings, Files: uploads(files)}
+func (a *Adapter) followup(ctx context.Context, ref interactionRef, text string, files []outbox.File, comps []discordgo.MessageComponent) (string, error) {
+	params := &discordgo.WebhookParams{Content: text, AllowedMentions: noPings, Files: uploads(files), Components: comps}
 	sent, err := a.rest.WebhookExecute(ref.app, ref.token, true, params, discordgo.WithContext(ctx))
 	if err != nil {
 		return "", err
@@ -167,6 +183,51 @@ func (a *Adapter) followup(ctx context.Context, ref interactionRef, text string,
 		return "", nil
 	}
 	return sent.ID, nil
+}
+
+// components are buttons as Discord shows them: action rows of up to
+// five, in order, each button's custom_id its Data; the /deny one red,
+// the first one primary, the others grey. nil for none.
+func components(buttons []outbox.Button) []discordgo.MessageComponent {
+	var rows []discordgo.MessageComponent
+	for start := 0; start < len(buttons); start += 5 {
+		var row discordgo.ActionsRow
+		for i, b := range buttons[start:min(start+5, len(buttons))] {
+			style := discordgo.SecondaryButton
+			switch {
+			case adapters.Danger(b):
+				style = discordgo.DangerButton
+			case start+i == 0:
+				style = discordgo.PrimaryButton
+			}
+			row.Components = append(row.Components, discordgo.Button{Label: b.Text, Style: style, CustomID: b.Data})
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// replace edits message m.Edits into m's text and removes its
+// components (an answered approval's buttons). A text of more than one
+// part, or a message Discord will not edit (deleted, not the bot's),
+// goes as a new message instead.
+func (a *Adapter) replace(ctx context.Context, m outbox.Message, r route) adapters.SendResult {
+	parts := chatfmt.RenderParts(m.Text, chatfmt.DiscordMarkdown, chatfmt.DiscordLimit)
+	if len(parts) == 1 && len(m.Files) == 0 {
+		e := discordgo.NewMessageEdit(r.dest(), m.Edits).SetContent(parts[0])
+		e.AllowedMentions = noPings
+		e.Components = &[]discordgo.MessageComponent{}
+		_, err := a.editMessage(ctx, e)
+		if err == nil {
+			return adapters.SendResult{Outcome: adapters.Accepted, MessageID: m.Edits}
+		}
+		if res := classify(err); res.Outcome != adapters.Permanent {
+			return res
+		}
+		a.log.Warn("Discord refused to edit a message; sending its new text as a new message", "channel", r.dest(), "err", err)
+	}
+	m.Edits = ""
+	return a.send(ctx, m, "")
 }
 
 // gone reports whether err says an interaction's webhook cannot be used.

@@ -34,9 +34,9 @@ func (a *Adapter) StreamText(ctx context.Context, t outbox.Target, replyTo, id, 
 		if isSnowflake(replyTo) {
 			ref = replyTo
 		}
-		id, err = a.post(ctx, r, parts[0], ref, nil)
+		id, err = a.post(ctx, r, parts[0], ref, nil, nil)
 	} else {
-		id, err = a.edit(ctx, r, id, parts[0])
+		id, err = a.edit(ctx, r, id, parts[0], nil)
 	}
 	if err != nil {
 		return "", adapters.StreamError(op, classify(err))

@@ -14,7 +14,7 @@ import (
 )
 
 // Paths of the Events API routes on herald's HTTP server, to set as the
-// app's Request URLs.
+// app's Request URLs (and InteractivityPath).
 const (
 	EventsPath   = "/slack/events"
 	CommandsPath = "/slack/commands"
@@ -32,6 +32,7 @@ func (a *Adapter) Mount(mux *http.ServeMux, inbox adapters.Inbox) {
 	}
 	mux.HandleFunc("POST "+EventsPath, func(w http.ResponseWriter, r *http.Request) { a.serveEvent(w, r, inbox) })
 	mux.HandleFunc("POST "+CommandsPath, func(w http.ResponseWriter, r *http.Request) { a.serveCommand(w, r, inbox) })
+	mux.HandleFunc("POST "+InteractivityPath, func(w http.ResponseWriter, r *http.Request) { a.serveInteraction(w, r, inbox) })
 }
 
 // serveEvent answers one Events API request: 200 once the event is

@@ -114,3 +114,40 @@ func FuzzParseSlashCommand(f *testing.F) {
 		}
 	})
 }
+
+func FuzzPressInbound(f *testing.F) {
+	press := func(channel, thread, value string) []byte {
+		b := `{"type":"block_actions","team":{"id":"` + team + `"},"user":{"id":"` + alice + `","username":"alice"},` +
+			`"container":{"type":"message","message_ts":"1.9","channel_id":"` + channel + `"`
+		if thread != "" {
+			b += `,"thread_ts":"` + thread + `"`
+		}
+		return []byte(b + `},"trigger_id":"t1","actions":[{"type":"button","action_id":"a0","value":"` + value + `"}]}`)
+	}
+	seeds := [][]byte{
+		press("C1", "1.1", "/approve once ap_1"),
+		press("D1", "", "/deny ap_1"),
+		press("D1", "1.1", " "),
+		press("C:1", "", "x"),
+		[]byte(`{"type":"view_submission"}`),
+		[]byte(`{"type":"block_actions","container":{"type":"view"},"actions":[{"value":"x"}]}`),
+	}
+	for _, s := range seeds {
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, payload []byte, perUser bool) {
+		scope := adapters.ScopeAuto
+		if perUser {
+			scope = adapters.ScopePerUser
+		}
+		var cb slackapi.InteractionCallback
+		if err := cb.UnmarshalJSON(payload); err != nil {
+			return
+		}
+		got := pressInbound(cb, scope)
+		checkInbound(t, got)
+		if got.Skip == "" && (!strings.HasPrefix(got.In.MessageID, adapters.PressPrefix) || got.In.Meta[sessions.MetaPressed] == "") {
+			t.Fatalf("a press delivered as %+v", got.In)
+		}
+	})
+}

@@ -147,28 +147,41 @@ func messageInbound(team string, m message, self identity, scope string) inbound
 		return inbound{Skip: "no text or file"}
 	}
 	in := sessions.Inbound{Sender: m.User, MessageID: m.Channel + ":" + m.TS, Text: text, Attachments: m.Files}
-	if dm {
-		// One session per DM, answered in the DM; in a thread only
-		// when the user wrote in one.
-		in.Conv = key(team, m.Channel, "")
-		if m.ThreadTS != "" {
-			setTarget(&in, key(team, m.Channel, m.ThreadTS))
-		}
-		return inbound{In: in}
-	}
-	// In a channel the reply goes to the thread of the message that
-	// started it: a top-level message starts its own.
-	thread := m.ThreadTS
-	if thread == "" {
-		thread = m.TS
-	}
-	base := key(team, m.Channel, thread)
-	in.Conv = adapters.GroupConv(scope, base, true, m.User)
-	if in.Conv != base {
-		setTarget(&in, base)
-	}
-	adapters.SetChannelUser(&in, key(team, m.Channel, ""), m.User, false)
+	place(&in, position{team: team, channel: m.Channel, ts: m.TS, thread: m.ThreadTS, dm: dm}, m.User, scope)
 	return inbound{In: in}
+}
+
+// position is where a message stands: its team, channel and ts, the thread
+// it is in ("" for a top-level message), and whether the channel is a
+// DM with the bot.
+type position struct {
+	team, channel, ts, thread string
+	dm                        bool
+}
+
+// place sets the conversation of in, from user, at p, and where its
+// replies go. A DM is one session, answered in the DM, in a thread only
+// when the user wrote in one. In a channel the conversation is the
+// thread of the message (a top-level message starts its own), scoped to
+// user as the group session scope says.
+func place(in *sessions.Inbound, p position, user, scope string) {
+	if p.dm {
+		in.Conv = key(p.team, p.channel, "")
+		if p.thread != "" {
+			setTarget(in, key(p.team, p.channel, p.thread))
+		}
+		return
+	}
+	thread := p.thread
+	if thread == "" {
+		thread = p.ts
+	}
+	base := key(p.team, p.channel, thread)
+	in.Conv = adapters.GroupConv(scope, base, true, user)
+	if in.Conv != base {
+		setTarget(in, base)
+	}
+	adapters.SetChannelUser(in, key(p.team, p.channel, ""), user, false)
 }
 
 // parseSlashCommand turns a slash command into an Inbound "/name args"

@@ -39,6 +39,9 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 	if err != nil {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: err.Error()}
 	}
+	if m.Edits != "" {
+		return a.replace(ctx, m, channel)
+	}
 	p := resume(m)
 	if p.l.Len() == 0 {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "the message is empty"}
@@ -52,18 +55,24 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 	for p.sent < p.l.Len() {
 		var ts string
 		f, comment, isFile := p.l.File(p.sent)
+		// The buttons go under the last text part: a file's post takes
+		// none, and resume gives the text parts of its own.
+		var extra []slackapi.MsgOption
+		if !isFile && p.sent == len(p.l.Text)-1 && len(m.Buttons) > 0 {
+			extra = append(extra, slackapi.MsgOptionBlocks(blocks(p.l.Text[p.sent], p.plain, m.Buttons)...))
+		}
 		switch {
 		case isFile:
 			ts, err = a.upload(ctx, channel, thread, f, comment)
 		case p.sent == 0 && over != "" && !p.unstreamed:
-			ts, err = a.update(ctx, channel, over, p.l.Text[0], p.plain)
+			ts, err = a.update(ctx, channel, over, p.l.Text[0], p.plain, extra...)
 			if err != nil && !formattingRejected(err) && classify(err).Outcome == adapters.Permanent {
 				a.log.Warn("Slack refused to update the reply in progress; posting the reply anew", "target", m.Target.String(), "err", err)
 				p.unstreamed = true
 				continue
 			}
 		default:
-			ts, err = a.post(ctx, channel, thread, p.l.Text[p.sent], p.plain)
+			ts, err = a.post(ctx, channel, thread, p.l.Text[p.sent], p.plain, extra...)
 		}
 		if err != nil && !isFile && !p.plain && formattingRejected(err) {
 			a.log.Warn("Slack refused the formatting; resending as plain text", "target", m.Target.String(), "err", err)
@@ -95,7 +104,13 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 // a fresh rendering. The text's parts go first, then the files.
 func resume(m outbox.Message) *progress {
 	render := func(limit int) []string { return chatfmt.RenderParts(m.Text, chatfmt.SlackMrkdwn, limit) }
-	p := &progress{l: adapters.LayOut(m, render, chatfmt.SlackLimit, chatfmt.SlackLimit)}
+	// A message with buttons keeps its text out of a file's comment:
+	// the buttons go under the text.
+	captionLimit := chatfmt.SlackLimit
+	if len(m.Buttons) > 0 {
+		captionLimit = 0
+	}
+	p := &progress{l: adapters.LayOut(m, render, chatfmt.SlackLimit, captionLimit)}
 	p.sent, p.first = adapters.ResumeAt(m, p.l.Len()), m.Parts.First
 	p.unstreamed = m.Parts.Unstreamed
 	if m.Parts.Mode == modePlain {
@@ -119,9 +134,10 @@ func (a *Adapter) upload(ctx context.Context, channel, thread string, f outbox.F
 	return sum.ID, nil
 }
 
-// post sends one part; plain turns Slack's markup off.
-func (a *Adapter) post(ctx context.Context, channel, thread, text string, plain bool) (string, error) {
-	opts := []slackapi.MsgOption{slackapi.MsgOptionText(text, false)}
+// post sends one part; plain turns Slack's markup off, and extra are
+// further options (the blocks of buttons).
+func (a *Adapter) post(ctx context.Context, channel, thread, text string, plain bool, extra ...slackapi.MsgOption) (string, error) {
+	opts := append([]slackapi.MsgOption{slackapi.MsgOptionText(text, false)}, extra...)
 	if plain {
 		opts = append(opts, slackapi.MsgOptionDisableMarkdown())
 	}
@@ -134,8 +150,8 @@ func (a *Adapter) post(ctx context.Context, channel, thread, text string, plain 
 
 // update replaces the text of message ts with one part, as post sends
 // one, and returns ts.
-func (a *Adapter) update(ctx context.Context, channel, ts, text string, plain bool) (string, error) {
-	opts := []slackapi.MsgOption{slackapi.MsgOptionText(text, false)}
+func (a *Adapter) update(ctx context.Context, channel, ts, text string, plain bool, extra ...slackapi.MsgOption) (string, error) {
+	opts := append([]slackapi.MsgOption{slackapi.MsgOptionText(text, false)}, extra...)
 	if plain {
 		opts = append(opts, slackapi.MsgOptionDisableMarkdown())
 	}

@@ -94,11 +94,19 @@ func (a *Adapter) handleSocketEvent(ctx context.Context, sm *socketmode.Client, 
 		}
 		a.ack(ctx, sm, ev.Request.EnvelopeID, payload)
 	case socketmode.EventTypeInteractive:
-		// herald offers no buttons or views; an ack keeps Slack from
-		// showing the user an error.
-		if ev.Request != nil {
-			a.ack(ctx, sm, ev.Request.EnvelopeID, nil)
+		if ev.Request == nil {
+			return
 		}
+		// A press is acked once delivered; any other interaction (herald
+		// offers no views) at once, which keeps Slack from showing the
+		// user an error. A press whose delivery failed stays unacked:
+		// Slack shows the failure, and the person presses again.
+		if cb, ok := ev.Data.(slackapi.InteractionCallback); ok {
+			if _, err := a.deliver(ctx, inbox, pressInbound(cb, a.opts.GroupSessions)); err != nil {
+				return
+			}
+		}
+		a.ack(ctx, sm, ev.Request.EnvelopeID, nil)
 	}
 }
 

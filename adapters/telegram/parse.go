@@ -29,8 +29,18 @@ const (
 // make a plain text message unreadable.
 type (
 	wireUpdate struct {
-		ID      *int64          `json:"update_id"`
-		Message json.RawMessage `json:"message"`
+		ID       *int64          `json:"update_id"`
+		Message  json.RawMessage `json:"message"`
+		Callback json.RawMessage `json:"callback_query"`
+	}
+	// wireCallback is a press of a button of the bot's message. Its
+	// message is the one pressed, as far as Telegram still shows it (an
+	// old one comes as an inaccessible message: chat and id alone).
+	wireCallback struct {
+		ID      string       `json:"id"`
+		From    wireUser     `json:"from"`
+		Message *wireMessage `json:"message"`
+		Data    string       `json:"data"`
 	}
 	wireMessage struct {
 		ID              int64        `json:"message_id"`
@@ -85,6 +95,9 @@ type parsed struct {
 	In       sessions.Inbound // when Skip is ""
 	UserName string           // the sender's username, for the allow-list
 	Skip     string           // why the update is not for herald, or ""
+	// Callback is the id of the callback query a press came in, which
+	// is answered once the press was delivered; "" for a message.
+	Callback string
 }
 
 // parseUpdate reads one update. It has no side effects, so a fuzz
@@ -102,7 +115,16 @@ func parseUpdate(raw []byte, rd reader) (parsed, error) {
 		return parsed{}, errs.E(op, errs.Invalid, "the update has no update_id")
 	}
 	p := parsed{UpdateID: *u.ID}
-	if len(u.Message) == 0 || string(u.Message) == "null" {
+	if present(u.Callback) {
+		var cb wireCallback
+		if err := json.Unmarshal(u.Callback, &cb); err != nil {
+			p.Skip = "unreadable callback query: " + err.Error()
+			return p, nil
+		}
+		p.Skip = readPress(&cb, rd, &p)
+		return p, nil
+	}
+	if !present(u.Message) {
 		p.Skip = "not a new message"
 		return p, nil
 	}
@@ -149,20 +171,9 @@ func readMessage(m *wireMessage, rd reader, p *parsed) string {
 
 	sender := strconv.FormatInt(m.From.ID, 10)
 	chat := strconv.FormatInt(m.Chat.ID, 10)
-	base := Platform + ":" + chat
-	inThread := m.IsTopic && m.ThreadID != 0
-	if inThread {
-		base += ":" + strconv.FormatInt(m.ThreadID, 10)
-	}
-	conv := base
-	if group {
-		conv = adapters.GroupConv(rd.scope, base, inThread, sender)
-	}
+	conv, meta := place(m, sender, rd.scope)
 	id := strconv.FormatInt(m.ID, 10)
-	meta := map[string]string{MetaMessageID: id, MetaChatType: m.Chat.Type}
-	if conv != base {
-		meta[sessions.MetaTarget] = base
-	}
+	meta[MetaMessageID] = id
 	p.UserName = m.From.Username
 	p.In = sessions.Inbound{
 		Conv:   conv,
@@ -177,6 +188,71 @@ func readMessage(m *wireMessage, rd reader, p *parsed) string {
 		Text:        withoutLeadingMention(text, units, ents, rd.bot),
 		Attachments: atts,
 		Meta:        meta,
+	}
+	return ""
+}
+
+// present reports whether an update field came with a value.
+func present(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(raw) != "null"
+}
+
+// place is the conversation a message of sender in m's chat belongs
+// to, and the meta that says where its replies go: the chat's key, its
+// topic's in a forum topic, scoped to sender in a group as the group
+// session scope says.
+func place(m *wireMessage, sender, scope string) (conv string, meta map[string]string) {
+	base := Platform + ":" + strconv.FormatInt(m.Chat.ID, 10)
+	inThread := m.IsTopic && m.ThreadID != 0
+	if inThread {
+		base += ":" + strconv.FormatInt(m.ThreadID, 10)
+	}
+	conv = base
+	if m.Chat.Type != "private" {
+		conv = adapters.GroupConv(scope, base, inThread, sender)
+	}
+	meta = map[string]string{MetaChatType: m.Chat.Type}
+	if conv != base {
+		meta[sessions.MetaTarget] = base
+	}
+	return conv, meta
+}
+
+// readPress fills p from a press of a button and returns why it is not
+// for herald, or "". A press needs no mention in a group: the button is
+// herald's own. Its text is the button's data, its sender the person
+// who pressed, and it belongs to the conversation a message of theirs
+// in that chat would.
+func readPress(cb *wireCallback, rd reader, p *parsed) string {
+	m := cb.Message
+	switch {
+	case cb.ID == "":
+		return "a callback query without an id"
+	case m == nil:
+		return "a press of an inline message's button"
+	case strings.TrimSpace(cb.Data) == "":
+		return "a press without data (a game's button)"
+	case cb.From.IsBot:
+		return "pressed by a bot"
+	}
+	switch m.Chat.Type {
+	case "private", "group", "supergroup":
+	default:
+		return "a press in a " + strconv.Quote(m.Chat.Type) + " chat"
+	}
+	sender := strconv.FormatInt(cb.From.ID, 10)
+	conv, meta := place(m, sender, rd.scope)
+	meta[sessions.MetaPressed] = strconv.FormatInt(m.ID, 10)
+	p.UserName = cb.From.Username
+	p.Callback = cb.ID
+	p.In = sessions.Inbound{
+		Conv:   conv,
+		Sender: sender,
+		// A callback query's id is unique, and the same on every
+		// redelivery of its update.
+		MessageID: adapters.PressPrefix + cb.ID,
+		Text:      cb.Data,
+		Meta:      meta,
 	}
 	return ""
 }

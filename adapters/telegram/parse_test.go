@@ -131,6 +131,18 @@ func TestParseUpdate(t *testing.T) {
 		{desc: "command for another bot in a dm", raw: `{"update_id":14,"message":{"message_id":1,"from":{"id":9},"chat":{"id":9,"type":"private"},"text":"/new@other_bot"}}`, rd: mention(""), skip: "another bot"},
 		{desc: "mention with offsets past the text", raw: `{"update_id":15,"message":{"message_id":1,"from":{"id":9},"chat":{"id":-9,"type":"group"},"text":"hi","entities":[{"type":"mention","offset":1,"length":99}]}}`, rd: mention(""), skip: "not addressed"},
 		{desc: "message of the wrong type", raw: `{"update_id":16,"message":"text"}`, rd: mention(""), skip: "unreadable"},
+		{
+			desc: "press of an old message, per user in a group",
+			raw: `{"update_id":17,"callback_query":{"id":"cb9","from":{"id":42,"username":"ann"},` +
+				`"message":{"message_id":5,"date":0,"chat":{"id":-100,"type":"supergroup"}},"data":"/deny ap_1"}}`,
+			rd: mention(adapters.ScopePerUser),
+			want: sessions.Inbound{Conv: "telegram:-100:user:42", Sender: "42", MessageID: "press:cb9", Text: "/deny ap_1",
+				Meta: map[string]string{MetaChatType: "supergroup", sessions.MetaTarget: "telegram:-100", sessions.MetaPressed: "5"}},
+			user: "ann",
+		},
+		{desc: "press of an inline message", raw: `{"update_id":18,"callback_query":{"id":"cb1","from":{"id":42},"inline_message_id":"x","data":"d"}}`, rd: mention(""), skip: "inline message"},
+		{desc: "press without data", raw: `{"update_id":19,"callback_query":{"id":"cb1","from":{"id":42},"message":{"message_id":5,"chat":{"id":42,"type":"private"}},"game_short_name":"g"}}`, rd: mention(""), skip: "without data"},
+		{desc: "press in a channel", raw: `{"update_id":20,"callback_query":{"id":"cb1","from":{"id":42},"message":{"message_id":5,"chat":{"id":-5,"type":"channel"}},"data":"d"}}`, rd: mention(""), skip: "channel"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -179,6 +191,7 @@ func FuzzParseUpdate(f *testing.F) {
 		`{"update_id":8,"message":null}`,
 		`{"update_id":9}`,
 		`{}`,
+		`{"update_id":10,"callback_query":{"id":"cb1","from":{"id":42},"message":{"message_id":5,"message_thread_id":3,"is_topic_message":true,"chat":{"id":-100,"type":"supergroup"}},"data":"/approve once ap_1"}}`,
 	}
 	for i, s := range seeds {
 		f.Add([]byte(s), i%2 == 0)
@@ -196,7 +209,11 @@ func FuzzParseUpdate(f *testing.F) {
 		if !strings.HasPrefix(in.Conv, "telegram:") || chat.ValidateConv("fuzz", in.Conv) != nil {
 			t.Errorf("conversation key %q", in.Conv)
 		}
-		if in.Sender == "" || in.MessageID == "" || !strings.HasPrefix(in.MessageID, strings.Split(in.Conv, ":")[1]+":") {
+		idPrefix := strings.Split(in.Conv, ":")[1] + ":"
+		if _, pressed := in.Meta[sessions.MetaPressed]; pressed {
+			idPrefix = adapters.PressPrefix
+		}
+		if in.Sender == "" || in.MessageID == "" || !strings.HasPrefix(in.MessageID, idPrefix) {
 			t.Errorf("sender %q, message id %q in %q", in.Sender, in.MessageID, in.Conv)
 		}
 		if !utf8.ValidString(in.Text) {

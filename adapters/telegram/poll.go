@@ -27,9 +27,10 @@ import (
 // herald. The SDK has no public getUpdates, so this file makes that one
 // call itself; every other method goes through the SDK.
 
-// allowedUpdates are the update kinds herald asks for: new messages.
-// Edits would make second turns of a message already answered.
-var allowedUpdates = []string{"message"}
+// allowedUpdates are the update kinds herald asks for: new messages and
+// presses of its buttons. Edits would make second turns of a message
+// already answered.
+var allowedUpdates = []string{"message", "callback_query"}
 
 // apiError is a Bot API error answer.
 type apiError struct {
@@ -216,11 +217,30 @@ func (a *Adapter) handle(ctx context.Context, inbox adapters.Inbox, raw []byte) 
 	}
 	switch err := inbox.Deliver(ctx, p.In); {
 	case err == nil:
+		a.answerPress(ctx, p.Callback, pressTaken)
 		return p.UpdateID, nil
 	case adapters.Refused(err):
 		log.Error("the router refused a message; it is dropped", "conv", p.In.Conv, "err", err)
+		a.answerPress(ctx, p.Callback, "")
 		return p.UpdateID, nil
 	default:
 		return p.UpdateID, errs.Wrap(op, errs.Unavailable, err)
+	}
+}
+
+// pressTaken is what the person who pressed a button sees once herald
+// took the press.
+const pressTaken = "Got it"
+
+// answerPress answers the callback query id (none for "") with text, a
+// notice at the top of the chat, which ends the button's spinner. It is
+// called once the press was delivered: a failed answer is logged, and
+// the press stands.
+func (a *Adapter) answerPress(ctx context.Context, id, text string) {
+	if id == "" {
+		return
+	}
+	if _, err := a.bot.AnswerCallbackQuery(ctx, &bot.AnswerCallbackQueryParams{CallbackQueryID: id, Text: text}); err != nil {
+		a.log.Warn("answering a button press failed; its spinner runs until Telegram gives up", "err", a.redact(err))
 	}
 }

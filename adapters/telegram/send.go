@@ -58,6 +58,9 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 	if err != nil {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: err.Error()}
 	}
+	if m.Edits != "" {
+		return a.replace(ctx, m, chat)
+	}
 	l := layOut(m)
 	if l.Len() == 0 {
 		return adapters.SendResult{Outcome: adapters.Permanent, Reason: "the message is empty"}
@@ -76,19 +79,24 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 		if sent == 0 {
 			reply = replyID(m.ReplyTo, m.Target.Chat)
 		}
+		// The buttons go under the last part.
+		var markup models.ReplyMarkup
+		if sent == l.Len()-1 {
+			markup = keyboard(m.Buttons)
+		}
 		var id string
 		var res adapters.SendResult
 		if f, caption, ok := l.File(sent); ok {
-			id, res = a.sendFile(ctx, chat, thread, reply, f, caption)
+			id, res = a.sendFile(ctx, filePost{chat: chat, thread: thread, reply: reply, file: f, caption: caption, markup: markup})
 		} else if sent == 0 && over != "" && !unstreamed {
-			id, res = a.editPart(ctx, chat, over, l.Text[0])
+			id, res = a.editPart(ctx, chat, over, l.Text[0], markup)
 			if res.Outcome == adapters.Permanent {
 				a.log.Warn("Telegram refused to edit the reply in progress; sending the reply anew", "chat", chat, "reason", res.Reason)
 				unstreamed = true
 				continue
 			}
 		} else {
-			id, res = a.sendPart(ctx, chat, thread, reply, l.Text[sent])
+			id, res = a.sendPart(ctx, chat, thread, reply, l.Text[sent], markup)
 		}
 		if res.Outcome != adapters.Accepted {
 			if l.Len() > 1 {
@@ -115,8 +123,8 @@ func (a *Adapter) send(ctx context.Context, m outbox.Message, over string) adapt
 }
 
 // sendPart sends one rendered part and returns Telegram's id for it.
-func (a *Adapter) sendPart(ctx context.Context, chat any, thread, reply int, part string) (string, adapters.SendResult) {
-	params := &bot.SendMessageParams{ChatID: chat, MessageThreadID: thread, Text: part, ParseMode: models.ParseModeHTML}
+func (a *Adapter) sendPart(ctx context.Context, chat any, thread, reply int, part string, markup models.ReplyMarkup) (string, adapters.SendResult) {
+	params := &bot.SendMessageParams{ChatID: chat, MessageThreadID: thread, Text: part, ParseMode: models.ParseModeHTML, ReplyMarkup: markup}
 	if reply != 0 {
 		// Without a reply when the message replied to is gone: the answer
 		// matters more than the thread line.
@@ -134,15 +142,16 @@ func (a *Adapter) sendPart(ctx context.Context, chat any, thread, reply int, par
 	return strconv.Itoa(msg.ID), adapters.SendResult{Outcome: adapters.Accepted}
 }
 
-// editPart edits message id of chat to one rendered part, as sendPart
-// sends one: a part Telegram refuses to parse goes as plain text, and an
-// edit to the text the message already has is done.
-func (a *Adapter) editPart(ctx context.Context, chat any, id, part string) (string, adapters.SendResult) {
+// editPart edits message id of chat to one rendered part with markup
+// under it (none when nil), as sendPart sends one: a part Telegram
+// refuses to parse goes as plain text, and an edit to the text the
+// message already has is done.
+func (a *Adapter) editPart(ctx context.Context, chat any, id, part string, markup models.ReplyMarkup) (string, adapters.SendResult) {
 	mid, err := strconv.Atoi(id)
 	if err != nil {
 		return "", adapters.SendResult{Outcome: adapters.Permanent, Reason: fmt.Sprintf("telegram: %q is not a message id", id)}
 	}
-	params := &bot.EditMessageTextParams{ChatID: chat, MessageID: mid, Text: part, ParseMode: models.ParseModeHTML}
+	params := &bot.EditMessageTextParams{ChatID: chat, MessageID: mid, Text: part, ParseMode: models.ParseModeHTML, ReplyMarkup: markup}
 	_, err = a.bot.EditMessageText(ctx, params)
 	if err != nil && badRequest(err, "can't parse entities") {
 		params.Text, params.ParseMode = plainText(part), ""
@@ -152,6 +161,40 @@ func (a *Adapter) editPart(ctx context.Context, chat any, id, part string) (stri
 		return "", a.classify(err)
 	}
 	return id, adapters.SendResult{Outcome: adapters.Accepted}
+}
+
+// keyboard is the inline keyboard of buttons, one row each so that no
+// label is cut short, in order; nil for none.
+func keyboard(buttons []outbox.Button) models.ReplyMarkup {
+	if len(buttons) == 0 {
+		return nil
+	}
+	rows := make([][]models.InlineKeyboardButton, len(buttons))
+	for i, b := range buttons {
+		rows[i] = []models.InlineKeyboardButton{{Text: b.Text, CallbackData: b.Data}}
+	}
+	return &models.InlineKeyboardMarkup{InlineKeyboard: rows}
+}
+
+// noKeyboard is an empty inline keyboard: an edit that carries it
+// removes the message's buttons.
+var noKeyboard = &models.InlineKeyboardMarkup{InlineKeyboard: [][]models.InlineKeyboardButton{}}
+
+// replace edits message m.Edits into m's text, without buttons. A text
+// that does not fit one message, or a message Telegram refuses to edit
+// (deleted, too old, not the bot's), goes as a new message instead.
+func (a *Adapter) replace(ctx context.Context, m outbox.Message, chat any) adapters.SendResult {
+	l := layOut(m)
+	if len(l.Text) == 1 && len(l.Files) == 0 {
+		id, res := a.editPart(ctx, chat, m.Edits, l.Text[0], noKeyboard)
+		if res.Outcome != adapters.Permanent {
+			res.MessageID = id
+			return res
+		}
+		a.log.Warn("Telegram refused to edit a message; sending its new text as a new message", "chat", chat, "reason", res.Reason)
+	}
+	m.Edits = ""
+	return a.send(ctx, m, "")
 }
 
 // classify turns a Bot API error into a send outcome: 429 waits the

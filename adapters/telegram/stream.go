@@ -26,9 +26,9 @@ func (a *Adapter) StreamText(ctx context.Context, t outbox.Target, replyTo, id, 
 	}
 	var res adapters.SendResult
 	if id == "" {
-		id, res = a.sendPart(ctx, chat, thread, replyID(replyTo, t.Chat), parts[0])
+		id, res = a.sendPart(ctx, chat, thread, replyID(replyTo, t.Chat), parts[0], nil)
 	} else {
-		id, res = a.editPart(ctx, chat, id, parts[0])
+		id, res = a.editPart(ctx, chat, id, parts[0], nil)
 	}
 	return id, adapters.StreamError(op, res)
 }

@@ -29,19 +29,22 @@ type filePost struct {
 	caption       string
 	mode          models.ParseMode
 	photo         bool
+	markup        models.ReplyMarkup // buttons under the file, or nil
 }
 
-// sendFile sends f as a photo when it is one (outbox.File.Photo) and
-// within Telegram's photo limit, else as a document, with caption, the
-// rendered text, replying to reply. A caption Telegram refuses to parse
+// sendFile sends p's file as a photo when it is one (outbox.File.Photo)
+// and within Telegram's photo limit, else as a document, with its
+// caption, the rendered text, replying to its reply. A caption Telegram refuses to parse
 // goes again as plain text, and a photo it refuses to process as a photo
 // (its dimensions) goes again as a document.
-func (a *Adapter) sendFile(ctx context.Context, chat any, thread, reply int, f outbox.File, caption string) (string, adapters.SendResult) {
+func (a *Adapter) sendFile(ctx context.Context, p filePost) (string, adapters.SendResult) {
+	f, chat := p.file, p.chat
 	if len(f.Data) > uploadLimit {
 		return "", adapters.SendResult{Outcome: adapters.Permanent,
 			Reason: fmt.Sprintf("telegram: %s is %s, over the 50 MB Telegram takes from a bot", f.Name, adapters.Size(int64(len(f.Data))))}
 	}
-	p := filePost{chat: chat, thread: thread, reply: reply, file: f, caption: caption, photo: f.Photo && len(f.Data) <= photoLimit}
+	caption := p.caption
+	p.photo = f.Photo && len(f.Data) <= photoLimit
 	if caption != "" {
 		p.mode = models.ParseModeHTML
 	}
@@ -71,10 +74,10 @@ func (a *Adapter) postFile(ctx context.Context, p filePost) (*models.Message, er
 	}
 	if p.photo {
 		return a.bot.SendPhoto(ctx, &bot.SendPhotoParams{ChatID: p.chat, MessageThreadID: p.thread, Photo: upload,
-			Caption: p.caption, ParseMode: p.mode, ReplyParameters: rp})
+			Caption: p.caption, ParseMode: p.mode, ReplyParameters: rp, ReplyMarkup: p.markup})
 	}
 	return a.bot.SendDocument(ctx, &bot.SendDocumentParams{ChatID: p.chat, MessageThreadID: p.thread, Document: upload,
-		Caption: p.caption, ParseMode: p.mode, ReplyParameters: rp})
+		Caption: p.caption, ParseMode: p.mode, ReplyParameters: rp, ReplyMarkup: p.markup})
 }
 
 // photoRefused reports whether Telegram refused an image as a photo, for

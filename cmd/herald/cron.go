@@ -99,7 +99,7 @@ or a comma list.`,
 	add.Flags().IntVar(&spec.Repeat, "repeat", 0, "run this many times, then stop (0: forever)")
 	add.Flags().StringVar(&spec.Timezone, "timezone", "", "the schedule's IANA zone (default cron.timezone)")
 	add.Flags().StringVar(&spec.Model, "model", "", "the model to run it with (default the gateway's)")
-	add.Flags().StringSliceVar(&spec.Toolsets, "toolsets", nil, "the tool sets its agent runs with, comma-separated (default the gateway's: core, delegation, cron, and workspace when set)")
+	add.Flags().StringSliceVar(&spec.Toolsets, "toolsets", nil, "the tool sets its agent runs with, comma-separated (default the gateway's: core, delegation, cron, kanban, workspace when set, mcp when mcp_servers names a server)")
 	add.Flags().StringVar(&spec.Workdir, "workdir", "", "where its script runs (default the script's directory)")
 	jsonFlag(add, &addJSON)
 

@@ -274,6 +274,7 @@ func runDispatchReadable(t *testing.T, b Backend) {
 			g.Children[2].Context = "the diff is in the PR"
 			g.Children[2].Role = delegation.RoleLeaf
 			g.Children[2].OutputSchema = []byte(`{"type":"object"}`)
+			g.Children[2].Toolsets = []string{"core", "mcp"}
 			g.CreatedAt = tc.at
 			at := f.clk.Now()
 			if err := tc.write(f, g); err != nil {
@@ -447,7 +448,10 @@ func runChildClaim(t *testing.T, b Backend) {
 		if cs, _ := f.claimChildren("w1", 5); len(cs) != 0 {
 			t.Errorf("Claim with nothing dispatched = %v, want none", childIDs(cs))
 		}
-		g1 := f.dispatch(newDelegation("deleg_1", "c", "a", "b", "c"))
+		// A child claimed again after a crash runs with its toolsets.
+		d1 := newDelegation("deleg_1", "c", "a", "b", "c")
+		d1.Children[1].Toolsets = []string{"mcp"}
+		g1 := f.dispatch(d1)
 		g2 := f.dispatch(newDelegation("deleg_2", "d", "e", "f"))
 
 		at := f.clk.Now()

@@ -6,6 +6,11 @@
 // RESUMED, dispatches with sequence numbers). The real discordgo client
 // talks to it when its requests for discord.com are sent to URL().
 //
+// The bot's channel messages are kept as they stand (Message), their
+// buttons (components) included, which a test presses (SendPress); an
+// edit of a message the bot did not create, or deleted, is refused as
+// Discord refuses it (404, Unknown Message).
+//
 // Every REST call is recorded; the next sends can be scripted to fail
 // (429 with retry_after, 5xx, 403 with Discord's code and message), and
 // the websocket can be dropped to exercise a resume.
@@ -92,12 +97,39 @@ type Message struct {
 	// AllowedMentions is the request's allowed_mentions, raw.
 	AllowedMentions json.RawMessage
 	Files           []File // the files it carried, in order
-	At              time.Time
+	// Components are its action rows of buttons, as they stand
+	// (Message), or as it was created (Messages).
+	Components []Row
+	At         time.Time
 }
+
+// Row is an action row of message components.
+type Row struct {
+	Type       int      `json:"type"` // 1
+	Components []Button `json:"components"`
+}
+
+// Button is a button component.
+type Button struct {
+	Type     int    `json:"type"`  // 2
+	Style    int    `json:"style"` // 1 primary, 2 secondary, 3 success, 4 danger
+	Label    string `json:"label"`
+	CustomID string `json:"custom_id"`
+}
+
+// Button styles.
+const (
+	StylePrimary   = 1
+	StyleSecondary = 2
+	StyleDanger    = 4
+)
 
 // Edit is a PATCH of a message's content.
 type Edit struct {
 	ChannelID, MessageID, Content string
+	// Components are the edit's components: nil when it left them as
+	// they were, empty when it removed them.
+	Components *[]Row
 }
 
 // Callback is an interaction response.
@@ -195,6 +227,7 @@ type Server struct {
 	channels    map[string]Channel
 	history     map[string][]histMessage // by channel, oldest first
 	inters      map[string]*interaction  // by token
+	current     map[string]*Message      // the bot's channel messages as they stand, by id
 	attachments map[string]Attachment    // PutAttachment's, by id
 	failures    map[Route][]*Failure     // nil entries let a call through
 	gw          gateway
@@ -224,6 +257,7 @@ func New(t testing.TB, opts Options) *Server {
 		channels:    map[string]Channel{},
 		history:     map[string][]histMessage{},
 		inters:      map[string]*interaction{},
+		current:     map[string]*Message{},
 		attachments: map[string]Attachment{},
 		failures:    map[Route][]*Failure{},
 	}
@@ -517,6 +551,47 @@ type messageBody struct {
 	Reference       *struct {
 		MessageID string `json:"message_id"`
 	} `json:"message_reference"`
+	Components *[]Row `json:"components"`
+}
+
+// checkComponents answers as Discord does for components it refuses: at
+// most 5 rows of at most 5 buttons, each with a label and a custom_id
+// of at most 100 characters, unique in the message.
+func checkComponents(rows *[]Row) (int, any, bool) {
+	if rows == nil {
+		return 0, nil, true
+	}
+	bad := func() (int, any, bool) {
+		return http.StatusBadRequest, apiError{Message: "Invalid Form Body", Code: 50035}, false
+	}
+	if len(*rows) > 5 {
+		return bad()
+	}
+	ids := map[string]bool{}
+	for _, r := range *rows {
+		if r.Type != 1 || len(r.Components) == 0 || len(r.Components) > 5 {
+			return bad()
+		}
+		for _, b := range r.Components {
+			if b.Type != 2 || b.Label == "" || b.CustomID == "" || len(b.CustomID) > 100 || ids[b.CustomID] || b.Style < 1 || b.Style > 4 {
+				return bad()
+			}
+			ids[b.CustomID] = true
+		}
+	}
+	return 0, nil, true
+}
+
+// Message returns the bot's channel message id as it stands now; ok is
+// false for one it did not create, or deleted.
+func (s *Server) Message(id string) (Message, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.current[id]
+	if !ok {
+		return Message{}, false
+	}
+	return *m, true
 }
 
 // checkContent answers as Discord does for empty (without files) or too
@@ -534,6 +609,12 @@ func checkContent(content string, files int) (int, any, bool) {
 func (s *Server) record(m Message, body messageBody, files []File) (int, any) {
 	if status, v, ok := checkContent(body.Content, len(files)); !ok {
 		return status, v
+	}
+	if status, v, ok := checkComponents(body.Components); !ok {
+		return status, v
+	}
+	if body.Components != nil {
+		m.Components = *body.Components
 	}
 	m.Files = files
 	s.mu.Lock()
@@ -558,6 +639,8 @@ func (s *Server) record(m Message, body messageBody, files []File) (int, any) {
 	}
 	if !m.Followup {
 		s.keepLocked(m.ChannelID, m.ID, answer)
+		kept := m
+		s.current[m.ID] = &kept
 	}
 	return http.StatusOK, answer
 }
@@ -578,16 +661,28 @@ func (s *Server) editMessage(r *http.Request, b []byte) (int, any) {
 	if status, v, ok := checkContent(body.Content, 0); !ok {
 		return status, v
 	}
-	e := Edit{ChannelID: r.PathValue("id"), MessageID: r.PathValue("mid"), Content: body.Content}
+	if status, v, ok := checkComponents(body.Components); !ok {
+		return status, v
+	}
+	e := Edit{ChannelID: r.PathValue("id"), MessageID: r.PathValue("mid"), Content: body.Content, Components: body.Components}
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m, ok := s.current[e.MessageID]; ok {
+		m.Content = body.Content
+		if body.Components != nil {
+			m.Components = *body.Components
+		}
+	} else {
+		return http.StatusNotFound, apiError{Message: "Unknown Message", Code: 10008}
+	}
 	s.edits = append(s.edits, e)
-	s.mu.Unlock()
 	return http.StatusOK, map[string]any{"id": e.MessageID, "channel_id": e.ChannelID, "content": e.Content, "type": 0}
 }
 
 func (s *Server) deleteMessage(r *http.Request, _ []byte) (int, any) {
 	s.mu.Lock()
 	s.deletes = append(s.deletes, r.PathValue("mid"))
+	delete(s.current, r.PathValue("mid"))
 	s.mu.Unlock()
 	return http.StatusNoContent, nil
 }

@@ -370,3 +370,55 @@ func (s *Server) flushLocked(c *gwConn) {
 	}
 	s.gw.pending = nil
 }
+
+// PressEvent is a person pressing a button of a message the bot
+// created: an INTERACTION_CREATE of type 3 (message component).
+type PressEvent struct {
+	MessageID   string // the bot's message
+	CustomID    string // the button's
+	GuildID     string // empty in a DM
+	ChannelType int    // ChannelText, ChannelDM or ChannelPublicThread
+	ParentID    string // the thread's parent channel
+	User        User
+}
+
+// SendPress dispatches the press p; its token is accepted by the
+// callback and follow-up routes from then on. It fails the test when the
+// bot has no such message or button.
+func (s *Server) SendPress(p PressEvent) Interaction {
+	s.t.Helper()
+	m, ok := s.Message(p.MessageID)
+	found := false
+	for _, r := range m.Components {
+		for _, b := range r.Components {
+			found = found || b.CustomID == p.CustomID
+		}
+	}
+	if !ok || !found {
+		s.t.Fatalf("discordfake: no button %q on message %s", p.CustomID, p.MessageID)
+	}
+	id := s.Snowflake(time.Now())
+	in := Interaction{ID: id, Token: "itoken-" + id}
+	s.mu.Lock()
+	s.inters[in.Token] = &interaction{id: in.ID, token: in.Token, channelID: m.ChannelID}
+	s.mu.Unlock()
+	ch := map[string]any{"id": m.ChannelID, "type": p.ChannelType}
+	if p.ParentID != "" {
+		ch["parent_id"] = p.ParentID
+	}
+	msg := map[string]any{"id": m.ID, "channel_id": m.ChannelID, "content": m.Content, "type": 0,
+		"author": s.botUser(), "components": m.Components}
+	d := map[string]any{
+		"id": in.ID, "application_id": s.opts.AppID, "type": 3, "token": in.Token, "version": 1,
+		"channel_id": m.ChannelID, "channel": ch, "message": msg,
+		"data": map[string]any{"custom_id": p.CustomID, "component_type": 2},
+	}
+	if p.GuildID != "" {
+		d["guild_id"] = p.GuildID
+		d["member"] = map[string]any{"user": p.User, "roles": []string{}}
+	} else {
+		d["user"] = p.User
+	}
+	s.Dispatch("INTERACTION_CREATE", d)
+	return in
+}

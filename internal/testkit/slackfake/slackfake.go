@@ -2,7 +2,8 @@
 // SDK: the Web API methods herald calls (auth.test, chat.postMessage,
 // chat.update, chat.delete, apps.connections.open, and files upload v2:
 // files.getUploadURLExternal, the upload URL, files.completeUploadExternal),
-// the url_private of the files a test puts on it, served to the bot
+// the messages the bot posted as they stand (their blocks and buttons
+// included, which a test presses: Press), the url_private of the files a test puts on it, served to the bot
 // token only, and a Socket Mode websocket that says hello, sends the
 // envelopes a test queues and records the acks. Every Web API call is recorded, and a test can script
 // the next answers of a method: a rate limit with Retry-After, a 5xx, or
@@ -81,6 +82,7 @@ type Server struct {
 	files    map[string]File    // PutFile's, by id
 	uploads  map[string]*upload // upload URLs handed out, by file id
 	uploaded []Uploaded
+	messages map[string]*Message // the bot's, by "<channel>/<ts>"
 }
 
 // New starts a fake Slack; it stops when the test ends.
@@ -97,6 +99,7 @@ func New(t testing.TB) *Server {
 		changed:   make(chan struct{}),
 		files:     map[string]File{},
 		uploads:   map[string]*upload{},
+		messages:  map[string]*Message{},
 	}
 	s.socket.init()
 	mux := http.NewServeMux()
@@ -226,13 +229,23 @@ func (s *Server) answerLocked(method string, call *Call) map[string]any {
 			"user": "herald", "team_id": s.TeamID, "user_id": s.BotUserID, "bot_id": s.BotID}
 	case "chat.postMessage":
 		s.seq++
-		call.TS = fmt.Sprintf("1700000000.%06d", s.seq)
+		ts := fmt.Sprintf("1700000000.%06d", s.seq)
+		if why := s.postLocked(p, ts); why != "" {
+			return map[string]any{"ok": false, "error": why}
+		}
+		call.TS = ts
 		return map[string]any{"ok": true, "channel": p.Get("channel"), "ts": call.TS,
 			"message": map[string]any{"text": p.Get("text"), "ts": call.TS, "thread_ts": p.Get("thread_ts"), "bot_id": s.BotID}}
 	case "chat.update":
+		if why := s.updateLocked(p); why != "" {
+			return map[string]any{"ok": false, "error": why}
+		}
 		call.TS = p.Get("ts")
 		return map[string]any{"ok": true, "channel": p.Get("channel"), "ts": call.TS, "text": p.Get("text")}
 	case "chat.delete":
+		if m, ok := s.messages[p.Get("channel")+"/"+p.Get("ts")]; ok {
+			m.Deleted = true
+		}
 		call.TS = p.Get("ts")
 		return map[string]any{"ok": true, "channel": p.Get("channel"), "ts": call.TS}
 	case "files.getUploadURLExternal":

@@ -7,6 +7,10 @@
 // bytes), serves the files a test puts on it (getFile and
 // /file/bot<token>/<file_path>), and records every call.
 //
+// A test presses a button of a message the bot sent (Press), which
+// queues a callback_query update; answerCallbackQuery is recorded as
+// any call is.
+//
 // A test scripts failures per method (Fail), holds a method's calls
 // unanswered (Hold), rejects formatted text (RejectFormatted), and reads
 // what happened through Calls, Sent and the poll counters. The server is
@@ -132,6 +136,15 @@ type Sent struct {
 	Data     []byte
 	Edits    int
 	Deleted  bool
+	// Buttons are the message's inline keyboard, row by row, as it
+	// stands: an edit without a reply_markup removes it, as on Telegram.
+	Buttons [][]Button
+}
+
+// Button is one button of an inline keyboard.
+type Button struct {
+	Text string `json:"text"`
+	Data string `json:"callback_data"`
 }
 
 // Command is one entry of the bot's command menu.

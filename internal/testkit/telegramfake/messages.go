@@ -43,6 +43,9 @@ func (s *Server) fillSentLocked(m *Sent, p map[string]string) (answer, bool) {
 		}
 		m.ReplyTo = v.MessageID
 	}
+	if a, bad := readButtons(m, p); bad {
+		return a, true
+	}
 	m.ID = s.newMessageIDLocked(m.Chat)
 	if s.messages[m.Chat] == nil {
 		s.messages[m.Chat] = map[int]*Sent{}
@@ -59,12 +62,44 @@ func (s *Server) editMessageTextLocked(p map[string]string) answer {
 	if a, bad := s.checkTextLocked(p); bad {
 		return a
 	}
-	if m.Text == p["text"] && m.ParseMode == p["parse_mode"] {
+	was := m.Buttons
+	if a, bad := readButtons(m, p); bad {
+		m.Buttons = was
+		return a
+	}
+	if m.Text == p["text"] && m.ParseMode == p["parse_mode"] && slices.EqualFunc(was, m.Buttons, slices.Equal) {
 		return fail(http.StatusBadRequest, "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message")
 	}
 	m.Text, m.ParseMode = p["text"], p["parse_mode"]
 	m.Edits++
 	return ok(s.messageJSON(m))
+}
+
+// readButtons sets m's inline keyboard from p's reply_markup: none when
+// p has none.
+func readButtons(m *Sent, p map[string]string) (answer, bool) {
+	m.Buttons = nil
+	raw := p["reply_markup"]
+	if raw == "" {
+		return answer{}, false
+	}
+	var v struct {
+		InlineKeyboard [][]Button `json:"inline_keyboard"`
+	}
+	if json.Unmarshal([]byte(raw), &v) != nil {
+		return fail(http.StatusBadRequest, "Bad Request: can't parse reply keyboard markup JSON object"), true
+	}
+	for _, row := range v.InlineKeyboard {
+		for _, b := range row {
+			if b.Text == "" || len(b.Data) > 64 {
+				return fail(http.StatusBadRequest, "Bad Request: BUTTON_DATA_INVALID"), true
+			}
+		}
+	}
+	if len(v.InlineKeyboard) > 0 {
+		m.Buttons = v.InlineKeyboard
+	}
+	return answer{}, false
 }
 
 func (s *Server) deleteMessageLocked(p map[string]string) answer {

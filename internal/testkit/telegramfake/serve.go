@@ -150,6 +150,11 @@ func (s *Server) call(method string, p map[string]string, files map[string]uploa
 		return s.deleteMessageLocked(p)
 	case "sendChatAction":
 		return s.sendChatActionLocked(p)
+	case "answerCallbackQuery":
+		if p["callback_query_id"] == "" {
+			return fail(http.StatusBadRequest, "Bad Request: query is too old and response timeout expired or query ID is invalid")
+		}
+		return ok(true)
 	case "setMyCommands":
 		var cmds []Command
 		if err := json.Unmarshal([]byte(p["commands"]), &cmds); err != nil {

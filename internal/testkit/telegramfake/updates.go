@@ -379,3 +379,41 @@ func (s *Server) PushWebhook(ctx context.Context, u Update) (int, error) {
 	_ = resp.Body.Close()
 	return resp.StatusCode, nil
 }
+
+// Pressing is a user pressing a button of a message the bot sent, for
+// Press.
+type Pressing struct {
+	Chat     int64 // the message's chat
+	Message  int   // the message's id
+	From     int64 // who pressed; 0 means 42
+	Username string
+	Data     string // the button's callback_data
+}
+
+// Press queues the callback_query update Telegram sends when a user
+// presses a button: its id is "cb<update_id>", and its message is the
+// bot's message as it stands (with its topic). It fails the test when
+// the bot sent no such message.
+func (s *Server) Press(p Pressing) Update {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, found := s.messages[p.Chat][p.Message]
+	if !found || m.Deleted {
+		s.t.Fatalf("telegramfake: no message %d in chat %d to press", p.Message, p.Chat)
+	}
+	if p.From == 0 {
+		p.From = 42
+	}
+	from := map[string]any{"id": p.From, "is_bot": false, "first_name": "User" + strconv.FormatInt(p.From, 10)}
+	if p.Username != "" {
+		from["username"] = p.Username
+	}
+	s.nextUpd++
+	cb := map[string]any{"id": "cb" + strconv.FormatInt(s.nextUpd, 10), "from": from, "message": s.messageJSON(m),
+		"chat_instance": strconv.FormatInt(p.Chat, 10), "data": p.Data}
+	raw, _ := json.Marshal(map[string]any{"update_id": s.nextUpd, "callback_query": cb})
+	s.queue = append(s.queue, queued{id: s.nextUpd, raw: raw})
+	s.changedLocked()
+	return Update{ID: s.nextUpd, MessageID: p.Message, Raw: raw}
+}
