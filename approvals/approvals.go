@@ -13,6 +13,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/signals"
 )
@@ -148,16 +149,16 @@ const SignalDecided signals.Kind = "approvals.decided"
 
 // Config is approvals.* as the approver reads it.
 const (
-	ModeManual = "manual"
-	ModeOff    = "off"
+	ModeManual = config.ApprovalsManual
+	ModeOff    = config.ApprovalsOff
 	// UnattendedDeny refuses what would ask when nobody can be asked.
-	UnattendedDeny = "deny"
+	UnattendedDeny = config.ApprovalsUnattendedDeny
 	// UnattendedAllow runs it.
-	UnattendedAllow = "allow"
+	UnattendedAllow = config.ApprovalsUnattendedAllow
 	// SubagentDeny and SubagentAsk are delegation.subagent_approvals.
-	SubagentDeny = "deny"
-	SubagentAsk  = "ask"
+	SubagentDeny = config.SubagentApprovalsDeny
+	SubagentAsk  = config.SubagentApprovalsAsk
 )
 
 // DefaultTimeout is approvals.timeout's default.
-const DefaultTimeout = 300 * time.Second
+const DefaultTimeout = config.DefaultApprovalTimeout

@@ -5,14 +5,26 @@ import (
 	"regexp"
 	"strings"
 	"time"
+)
 
-	"github.com/heraldgw/herald/approvals"
+// The values of approvals.* and delegation.subagent_approvals, and
+// approvals.timeout's default. Package approvals names them too
+// (approvals.ModeManual, …): it makes its capability from a Config, so
+// the config cannot import it.
+const (
+	ApprovalsManual          = "manual"
+	ApprovalsOff             = "off"
+	ApprovalsUnattendedDeny  = "deny"
+	ApprovalsUnattendedAllow = "allow"
+	SubagentApprovalsDeny    = "deny"
+	SubagentApprovalsAsk     = "ask"
+	DefaultApprovalTimeout   = 300 * time.Second
 )
 
 // Approvals is approvals.*: what a dangerous action does when it would
 // run (docs/approvals.md).
 type Approvals struct {
-	// Mode is approvals.ModeManual (ask the person) or approvals.ModeOff
+	// Mode is ApprovalsManual (ask the person) or ApprovalsOff
 	// (run without asking).
 	Mode string `yaml:"mode"`
 	// Timeout is how long a turn waits for an answer; none is a deny.
@@ -24,8 +36,8 @@ type Approvals struct {
 	// MCP tools included.
 	Tools []string `yaml:"tools"`
 	// Unattended is what happens with nobody to ask (a cron fire, a
-	// kanban worker, a sub-agent): approvals.UnattendedDeny or
-	// UnattendedAllow.
+	// kanban worker, a sub-agent): ApprovalsUnattendedDeny or
+	// ApprovalsUnattendedAllow.
 	Unattended string `yaml:"unattended"`
 	// Admins are users (platform:id, as /whoami shows) who may answer
 	// any approval of a group, beside the person whose message started
@@ -35,7 +47,7 @@ type Approvals struct {
 
 func (a Approvals) check(v *validator) {
 	switch a.Mode {
-	case approvals.ModeManual, approvals.ModeOff:
+	case ApprovalsManual, ApprovalsOff:
 	default:
 		v.add("approvals.mode", "unknown mode %s (manual or off)", quote(a.Mode))
 	}
@@ -50,7 +62,7 @@ func (a Approvals) check(v *validator) {
 	}
 	v.globs("approvals.tools", a.Tools)
 	switch a.Unattended {
-	case approvals.UnattendedDeny, approvals.UnattendedAllow:
+	case ApprovalsUnattendedDeny, ApprovalsUnattendedAllow:
 	default:
 		v.add("approvals.unattended", "unknown rule %s (deny or allow)", quote(a.Unattended))
 	}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/adapters"
-	"github.com/heraldgw/herald/approvals"
 	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/sessions"
@@ -456,8 +455,8 @@ type Delegation struct {
 	// a person's approval (a dangerous command) without asking.
 	SubagentAutoApprove bool `yaml:"subagent_auto_approve"`
 	// SubagentApprovals is what a child's approval does otherwise:
-	// approvals.SubagentDeny (approvals.unattended decides) or
-	// approvals.SubagentAsk (its parent conversation's person is asked).
+	// SubagentApprovalsDeny (approvals.unattended decides) or
+	// SubagentApprovalsAsk (its parent conversation's person is asked).
 	SubagentApprovals string `yaml:"subagent_approvals"`
 	// WorktreeIsolation gives each child its own git worktree of
 	// tools.workspace.
@@ -712,12 +711,12 @@ func Default() Config {
 		},
 		Display: Display{BusyInputMode: BusyInputInterrupt, Streaming: true, StreamEditInterval: DefaultStreamEditInterval},
 		Approvals: Approvals{
-			Mode:       approvals.ModeManual,
-			Timeout:    approvals.DefaultTimeout,
-			Unattended: approvals.UnattendedDeny,
+			Mode:       ApprovalsManual,
+			Timeout:    DefaultApprovalTimeout,
+			Unattended: ApprovalsUnattendedDeny,
 		},
 		Delegation: Delegation{
-			SubagentApprovals:     approvals.SubagentDeny,
+			SubagentApprovals:     SubagentApprovalsDeny,
 			MaxConcurrentChildren: DefaultMaxConcurrentChildren,
 			MaxSpawnDepth:         DefaultMaxSpawnDepth,
 			OrchestratorEnabled:   true,

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/heraldgw/herald/approvals"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/outbox"
@@ -97,7 +96,7 @@ func (c Config) problems() Problems {
 	v.trigger("platforms.discord.group_trigger", c.Platforms.Discord.GroupTrigger)
 	c.Approvals.check(&v)
 	switch c.Delegation.SubagentApprovals {
-	case approvals.SubagentDeny, approvals.SubagentAsk:
+	case SubagentApprovalsDeny, SubagentApprovalsAsk:
 	default:
 		v.add("delegation.subagent_approvals", "unknown rule %s (deny or ask)", quote(c.Delegation.SubagentApprovals))
 	}

@@ -26,6 +26,8 @@ import (
 // start in it too. A capability is its constructor, in its package, and
 // one line here.
 var capabilities = []func(*assembly) (*capability.Capability, error){
+	// Before any tool set is made: every set asks its gate.
+	func(a *assembly) (*capability.Capability, error) { return approvals.Capability(a) },
 	// First: the ones below run its child agents.
 	func(a *assembly) (*capability.Capability, error) { return delegation.Capability(a) },
 	func(a *assembly) (*capability.Capability, error) { return controllers.Capability(a) },
@@ -42,7 +44,7 @@ var capabilities = []func(*assembly) (*capability.Capability, error){
 // assembly is what a capability is made with: the parts build made
 // before the capabilities, and each domain's own (delegation.Assembly,
 // controllers.Assembly, cronjobs.Assembly, kanban.Assembly,
-// media.Assembly).
+// media.Assembly, approvals.Assembly).
 type assembly struct {
 	base *capability.Assembly
 	db   Store
@@ -86,6 +88,10 @@ func (a *assembly) Children() *delegation.Spawner     { return a.children }
 
 func (a *assembly) ServeDelegations(svc *delegation.Service) {
 	a.routes = append(a.routes, api.DelegationRoutes(svc))
+}
+
+func (a *assembly) ServeApprovals(ap *approvals.Approver) {
+	a.routes = append(a.routes, api.ApprovalRoutes(ap))
 }
 
 func (a *assembly) ServeCron(jobs cronjobs.Manager) {

@@ -43,7 +43,14 @@ type Registry struct {
 	toolsets map[string][]string // toolset → tool names, in registration order
 	order    []string            // toolset names, in registration order
 	redact   func(string) string // RedactWith's; nil keeps results as they are
+	gate     gating              // GateWith's
 	live     map[string]*Live    // the live toolsets (RegisterLive), by name
+}
+
+// gating is a gate and the tools it is asked about.
+type gating struct {
+	gate  Gate
+	match func(tool string) bool
 }
 
 // NewRegistry returns an empty registry.
@@ -59,6 +66,17 @@ func (r *Registry) RedactWith(redact func(string) string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.redact = redact
+}
+
+// GateWith has the sets made from then on ask gate before each call of
+// a tool match names (approvals.tools, MCP tools included): the call
+// runs only when the gate says so, and the model reads the gate's
+// refusal otherwise. The gateway's approvals capability sets it before
+// any set is made.
+func (r *Registry) GateWith(gate Gate, match func(tool string) bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gate = gating{gate: gate, match: match}
 }
 
 // Register adds tools to toolset. Each schema is compiled here, once, so a
@@ -168,7 +186,7 @@ func (r *Registry) Toolsets() []string {
 func (r *Registry) Set(toolsets []string, exclude ...string) (*Set, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := &Set{byName: map[string]*registered{}, redact: r.redact}
+	s := &Set{byName: map[string]*registered{}, redact: r.redact, gate: r.gate}
 	for _, ts := range toolsets {
 		names, ok := r.toolsets[ts]
 		if !ok {
@@ -200,6 +218,7 @@ type Set struct {
 	tools    []*registered
 	byName   map[string]*registered
 	redact   func(string) string // the registry's RedactWith, nil for none
+	gate     gating              // the registry's GateWith
 	live     []*Live             // its live toolsets
 	excluded []string            // names of live tools it leaves out
 }
@@ -216,7 +235,7 @@ func (s *Set) Without(names ...string) *Set {
 	if s == nil {
 		return out
 	}
-	out.toolsets, out.redact = slices.Clone(s.toolsets), s.redact
+	out.toolsets, out.redact, out.gate = slices.Clone(s.toolsets), s.redact, s.gate
 	out.live, out.excluded = s.live, append(slices.Clone(s.excluded), names...)
 	for _, t := range s.tools {
 		if !slices.Contains(names, t.Name) {
@@ -242,7 +261,7 @@ func (s *Set) Only(toolsets ...string) (*Set, error) {
 	if s == nil {
 		return out, nil
 	}
-	out.redact, out.excluded = s.redact, slices.Clone(s.excluded)
+	out.redact, out.gate, out.excluded = s.redact, s.gate, slices.Clone(s.excluded)
 	for _, ts := range have {
 		if slices.Contains(toolsets, ts) {
 			out.toolsets = append(out.toolsets, ts)
@@ -330,7 +349,24 @@ func (s *Set) call(ctx context.Context, turn *Turn, call chat.ToolCall) Result {
 	if err := t.schema.Validate(inst); err != nil {
 		return errorResult(fmt.Sprintf("invalid arguments for %s: %s", t.Name, schemaProblems(err)))
 	}
-	return t.run(withCallID(ctx, call.ID), turn, json.RawMessage(args))
+	ctx = withCallID(ctx, call.ID)
+	if err := s.ask(ctx, turn, t.Name, args); err != nil {
+		return errorResult(errorText(err))
+	}
+	return t.run(ctx, turn, json.RawMessage(args))
+}
+
+// ask asks the set's gate (GateWith) whether a call of the tool named
+// name with args runs; nil when the gate does not name the tool.
+func (s *Set) ask(ctx context.Context, turn *Turn, name, args string) error {
+	if s.gate.gate == nil || s.gate.match == nil || !s.gate.match(name) {
+		return nil
+	}
+	shown := args
+	if s.redact != nil {
+		shown = s.redact(shown)
+	}
+	return s.gate.gate.Ask(ctx, turn, ApprovalRequest{Tool: name, Action: shown, Reason: "approvals.tools names " + name, Pattern: name})
 }
 
 // run calls the handler, turning an error or a panic into a result.

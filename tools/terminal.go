@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -59,7 +60,7 @@ func (w *WorkspaceTools) terminal() Tool {
 			"its last %d characters when longer) and timed_out. The command and every process it started are killed when it ends, "+
 			"after timeout_seconds (default %d), or when the turn is stopped. For a server or a watcher give background: true: "+
 			"it returns an id at once and runs until its shell exits (a sub-agent's end when the sub-agent does); read its output with process_output. "+
-			"Commands on the dangerous-command list are refused.",
+			"A command on the dangerous-command list runs only once the user approved it: the call waits for their answer, and a refusal says why.",
 			w.opts.OutputMaxChars, int(w.opts.TerminalTimeout/time.Second)),
 		Schema:  []byte(terminalSchema),
 		Handler: Func(w.runTerminal),
@@ -71,7 +72,7 @@ func (w *WorkspaceTools) runTerminal(ctx context.Context, turn *Turn, a terminal
 	if strings.TrimSpace(a.Command) == "" {
 		return Result{}, errs.E(op, errs.Invalid, "command is empty: give the command to run")
 	}
-	if err := w.allowed(ctx, a.Command); err != nil {
+	if err := w.allowed(ctx, turn, a.Command); err != nil {
 		return Result{}, err
 	}
 	dir := w.dir(turn)
@@ -88,26 +89,49 @@ func (w *WorkspaceTools) runTerminal(ctx context.Context, turn *Turn, a terminal
 	return w.runForeground(ctx, op, dir, a.Command, timeout)
 }
 
-// allowed refuses a command the dangerous-command list matches, unless a
-// sub-agent runs it with auto-approve.
-func (w *WorkspaceTools) allowed(ctx context.Context, command string) error {
+// allowed asks the gate (SetGate) about every command, naming the
+// dangerous-command pattern it matches; without a gate it refuses a
+// command the list matches, unless a sub-agent runs it with
+// auto-approve.
+func (w *WorkspaceTools) allowed(ctx context.Context, turn *Turn, command string) error {
+	var matched *regexp.Regexp
 	for _, re := range w.dangerous {
-		if !re.MatchString(command) {
-			continue
+		if re.MatchString(command) {
+			matched = re
+			break
 		}
-		sub := w.opts.Subagent != nil && w.opts.Subagent(ctx)
-		if sub && w.opts.AutoApprove {
-			return nil
-		}
-		msg := "refused: matches the dangerous-command list (tools.dangerous_commands); a sub-agent may run it only with delegation.subagent_auto_approve: true"
-		if sub {
-			msg += ". This sub-agent runs without it: reach the goal another way, or say in your summary which command a person should run"
-		} else {
-			msg += ". There is no way yet to ask the user's approval in a conversation, so it cannot run here: do it another way, or tell the user the command to run themselves"
-		}
-		return errs.E("tools.terminal", errs.Invalid, "%s (pattern %s)", msg, re)
 	}
-	return nil
+	if gate := w.gate.Load(); gate != nil {
+		req := ApprovalRequest{Tool: "terminal", Action: command}
+		if matched != nil {
+			req.Reason = "matches the dangerous-command pattern " + matched.String()
+			req.Pattern = matched.String()
+		}
+		return (*gate).Ask(ctx, turn, req)
+	}
+	if matched == nil {
+		return nil
+	}
+	sub := w.opts.Subagent != nil && w.opts.Subagent(ctx)
+	if sub && w.opts.AutoApprove {
+		return nil
+	}
+	msg := "refused: matches the dangerous-command list (tools.dangerous_commands); a sub-agent may run it only with delegation.subagent_auto_approve: true"
+	if sub {
+		msg += ". This sub-agent runs without it: reach the goal another way, or say in your summary which command a person should run"
+	} else {
+		msg += ". Nobody can approve it here, so it cannot run: do it another way, or tell the user the command to run themselves"
+	}
+	return errs.E("tools.terminal", errs.Invalid, "%s (pattern %s)", msg, matched)
+}
+
+// SetGate has every command of the terminal asked of gate (approvals)
+// before it runs, in place of the refusal of a dangerous one. A nil
+// WorkspaceTools has no terminal.
+func (w *WorkspaceTools) SetGate(gate Gate) {
+	if w != nil {
+		w.gate.Store(&gate)
+	}
 }
 
 // runForeground runs command to its end, its timeout, or ctx's end.

@@ -189,7 +189,7 @@ func TestTerminalDangerous(t *testing.T) {
 	}{
 		{desc: "refused in a conversation", opts: tools.WorkspaceOptions{Dangerous: []string{`\brm\s+-rf\b`}, AutoApprove: true, Subagent: subagent},
 			ctx: context.Background(), command: "rm -rf gone",
-			wantErr: "refused: matches the dangerous-command list (tools.dangerous_commands); a sub-agent may run it only with delegation.subagent_auto_approve: true. There is no way yet to ask the user's approval"},
+			wantErr: "refused: matches the dangerous-command list (tools.dangerous_commands); a sub-agent may run it only with delegation.subagent_auto_approve: true. Nobody can approve it here, so it cannot run"},
 		{desc: "refused in a sub-agent without auto-approve", opts: tools.WorkspaceOptions{Dangerous: []string{`\brm\s+-rf\b`}, Subagent: subagent},
 			ctx: inSub, command: "rm -rf gone",
 			wantErr: "a sub-agent may run it only with delegation.subagent_auto_approve: true. This sub-agent runs without it"},

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -70,7 +71,8 @@ type WorkspaceOptions struct {
 	// DefaultDangerousCommands(); an empty list refuses nothing.
 	Dangerous []string
 	// AutoApprove lets a sub-agent run a dangerous command
-	// (delegation.subagent_auto_approve): it has no user to ask.
+	// (delegation.subagent_auto_approve): it has no user to ask. With a
+	// gate (SetGate) the gate decides instead.
 	AutoApprove bool
 	// Subagent reports whether ctx is a sub-agent's run (the gateway
 	// gives delegation.DepthOf(ctx) > 0; tools cannot import delegation).
@@ -90,6 +92,7 @@ type WorkspaceTools struct {
 	opts      WorkspaceOptions
 	dangerous []*regexp.Regexp
 	procs     *processes
+	gate      atomic.Pointer[Gate] // SetGate's; nil refuses dangerous commands
 }
 
 // NewWorkspaceTools checks opts and returns the tools.

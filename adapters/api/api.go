@@ -88,7 +88,8 @@ type Options struct {
 	// an http(s) URL, on Clock; default 20 s.
 	FetchTimeout time.Duration
 	// Routes are the domains' routes the API serves beside its own,
-	// under its key: DelegationRoutes, CronRoutes, KanbanRoutes. A
+	// under its key: DelegationRoutes, CronRoutes, KanbanRoutes,
+	// ApprovalRoutes. A
 	// domain's paths not mounted answer 404 like any unknown route.
 	Routes []Routes
 }
@@ -135,6 +136,7 @@ type Server struct {
 	delegations Delegations
 	cron        Cron
 	kanban      *kanbanRoutes
+	approvals   Approvals
 
 	wake  wakeups // local sends wake the requests waiting on their conversation
 	close sync.Once
