@@ -6,6 +6,7 @@ import (
 
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/signals"
 )
 
@@ -21,6 +22,13 @@ const Herald = "herald"
 // Errors: NotFound; Conflict with the approval as it was decided (or
 // expired), so the caller can say by whom; the store's.
 func (ap *Approver) Answer(ctx context.Context, id string, d Decision, by, message string) (Approval, error) {
+	return ap.answer(ctx, id, d, by, message, "")
+}
+
+// answer is Answer; with replyTo set, the line saying who decided what
+// is the answer to that message of the question's chat (a typed
+// /approve), which the local API waits for.
+func (ap *Approver) answer(ctx context.Context, id string, d Decision, by, message, replyTo string) (Approval, error) {
 	a, err := ap.opts.Store.Decide(ctx, id, d, by, ap.opts.Clock.Now(), message)
 	if err != nil {
 		return a, err
@@ -30,16 +38,16 @@ func (ap *Approver) Answer(ctx context.Context, id string, d Decision, by, messa
 		ap.opts.Logger.Warn("telling the other gateways of a decision failed", "approval", a.ID, "err", err)
 	}
 	ap.wake(a.ID)
-	ap.settle(ctx, a)
+	ap.settle(ctx, a, replyTo)
 	return a, nil
 }
 
 // settle does what a decision leaves: the grant of a session or always
 // decision, and the line in the question's chat saying who decided
 // what, which takes the place of the question where the platform can
-// edit it. That line carries the decision in its Meta, so the local
-// API's timeline records it.
-func (ap *Approver) settle(ctx context.Context, a Approval) {
+// edit it, or answers replyTo, a message of that chat. That line carries
+// the decision in its Meta, so the local API's timeline records it.
+func (ap *Approver) settle(ctx context.Context, a Approval, replyTo string) {
 	g := Grant{Pattern: a.Pattern, GrantedBy: a.DecidedBy, Approval: a.ID, At: a.DecidedAt}
 	switch a.Decision {
 	case Session:
@@ -53,6 +61,7 @@ func (ap *Approver) settle(ctx context.Context, a Approval) {
 			ap.opts.Logger.Error("adding a grant failed", "approval", a.ID, "pattern", a.Pattern, "err", err)
 		}
 	}
+	ap.opts.Logger.Info("approval decided", "approval", a.ID, "conv", a.Conv, "decision", a.Decision, "by", a.DecidedBy)
 	if a.Target.Validate() != nil {
 		return
 	}
@@ -61,10 +70,12 @@ func (ap *Approver) settle(ctx context.Context, a Approval) {
 		IdempotencyKey: "approval-decided:" + a.ID,
 		Meta:           map[string]string{MetaApproval: a.ID, MetaDecision: string(a.Decision), MetaDecider: a.DecidedBy},
 	}
+	if replyTo != "" {
+		m.Kind, m.ReplyTo = sessions.KindCommand, replyTo
+	}
 	if _, _, err := ap.opts.Outbox.Enqueue(ctx, m); err != nil {
 		ap.opts.Logger.Error("saying how an approval was decided failed", "approval", a.ID, "err", err)
 	}
-	ap.opts.Logger.Info("approval decided", "approval", a.ID, "conv", a.Conv, "decision", a.Decision, "by", a.DecidedBy)
 }
 
 // MayAnswer reports whether user (a user key) may answer a, asked from

@@ -84,14 +84,21 @@ func (ap *Approver) command(ctx context.Context, call *sessions.CommandCall, d D
 	if !a.Pending() {
 		return call.Reply(ctx, decidedBeforeText(a))
 	}
-	a, err = ap.Answer(ctx, id, d, by, call.In.Meta[sessions.MetaPressed])
+	// A press has the question say who decided what, in its place; a
+	// typed answer in the question's chat is answered with that line
+	// (every command is answered: the local API waits for it), and one
+	// from another chat is answered there as the question's chat is told.
+	pressed, replyTo := call.In.Meta[sessions.MetaPressed], ""
+	if pressed == "" && call.In.Conv == a.Conv {
+		replyTo = call.In.MessageID
+	}
+	a, err = ap.answer(ctx, id, d, by, pressed, replyTo)
 	switch {
 	case IsDecided(err):
 		return call.Reply(ctx, decidedBeforeText(a))
 	case err != nil:
 		return err
-	case call.In.Conv != a.Conv:
-		// The question's chat is told (settle); so is the one answered from.
+	case pressed == "" && replyTo == "":
 		return call.Reply(ctx, decidedText(a))
 	}
 	return nil

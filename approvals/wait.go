@@ -106,7 +106,7 @@ func (ap *Approver) end(ctx context.Context, id string, d Decision) Approval {
 		a.ID, a.Decision = id, d
 		return a
 	}
-	ap.settle(ctx, a)
+	ap.settle(ctx, a, "")
 	return a
 }
 
