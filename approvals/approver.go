@@ -206,7 +206,7 @@ func (ap *Approver) create(ctx context.Context, turn *tools.Turn, session string
 	a := Approval{
 		ID:        newID(),
 		Conv:      turn.Conv,
-		Key:       turn.EntryID + ":" + tools.CallID(ctx),
+		Key:       turn.EntryID,
 		Session:   session,
 		Target:    turn.Origin,
 		Tool:      req.Tool,
@@ -216,6 +216,10 @@ func (ap *Approver) create(ctx context.Context, turn *tools.Turn, session string
 		Asker:     turn.User,
 		CreatedAt: now,
 		Deadline:  now.Add(ap.opts.Timeout),
+	}
+	if a.Key == "" {
+		// A turn with no entry is never run again: nothing to expire.
+		a.Key = a.ID
 	}
 	if err := ap.opts.Store.CreateApproval(ctx, a); err != nil {
 		return Approval{}, err

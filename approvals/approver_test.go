@@ -90,7 +90,7 @@ func outcome(t *testing.T, done chan error) error {
 func TestAskTimesOut(t *testing.T) {
 	r := newRig(t, nil)
 	done, a := r.ask(t, context.Background())
-	if a.Key != "e1:" || a.Asker != "telegram:7" || a.Target != chatTurn.Origin || !a.Deadline.Equal(r.clk.Now().Add(approvals.DefaultTimeout)) || a.Session != approvals.FirstSession {
+	if a.Key != "e1" || a.Asker != "telegram:7" || a.Target != chatTurn.Origin || !a.Deadline.Equal(r.clk.Now().Add(approvals.DefaultTimeout)) || a.Session != approvals.FirstSession {
 		t.Errorf("approval %+v", a)
 	}
 	r.clk.Advance(approvals.DefaultTimeout)
