@@ -8,6 +8,7 @@ import (
 
 	"github.com/heraldgw/herald/approvals"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/sessions"
 )
 
 // Approvals are the questions the API lists and answers
@@ -84,4 +85,23 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, a)
 	}
+}
+
+// approvalNote is what a stream shows of it, a timeline item of the
+// conversation the stream waits on: an approval's question, with how
+// to answer it here besides the commands, or the line saying how a
+// question of asked (the ids the stream showed, which it adds to) was
+// answered. Anything else is not shown (false).
+func approvalNote(it sessions.TimelineItem, asked map[string]bool) (string, bool) {
+	id := it.Meta[approvals.MetaApproval]
+	switch {
+	case id == "":
+		return "", false
+	case it.Kind == approvals.KindQuestion:
+		asked[id] = true
+		return fmt.Sprintf("%s\nOr POST /api/v1/approvals/%s with {\"decision\": \"once\"} (or session, always, deny).", it.Text, id), true
+	case it.Kind == approvals.KindDecided && asked[id]:
+		return it.Text, true
+	}
+	return "", false
 }

@@ -472,6 +472,9 @@ func (s *Server) awaitReply(ctx context.Context, conv, msgID, after string, hook
 	err := s.follow(ctx, conv, after, func(it sessions.TimelineItem) (bool, error) {
 		files = append(files, it.Files...)
 		if !answers(it, msgID) {
+			if hooks.passing != nil {
+				return false, hooks.passing(it)
+			}
 			return false, nil
 		}
 		reply = it
@@ -499,9 +502,11 @@ func (s *Server) waitError(ctx context.Context, r *http.Request, err error) (int
 // streamReply streams the reply as chat.completion.chunk events: the role
 // at once, so the client knows the turn is queued, keep-alive comments
 // while the turn runs, each piece of text the model streams as its own
-// chunk when the turn runs in this process (pieces, nil for none), then
-// the reply whole when none streamed, the finish and [DONE]. Errors after
-// the first byte are sent as an error event, as OpenAI does.
+// chunk when the turn runs in this process (pieces, nil for none), a
+// question the conversation waits on for an approval and how it was
+// answered (approvalNote) as they reach its timeline, then the reply
+// whole when none streamed, the finish and [DONE]. Errors after the
+// first byte are sent as an error event, as OpenAI does.
 func (s *Server) streamReply(ctx context.Context, w http.ResponseWriter, r *http.Request, conv, msgID, after string, c chunk, withUsage bool, pieces *sessions.DeltaSub) {
 	sse := newSSE(w)
 	send := func(choice chunkChoice) error {
@@ -514,10 +519,16 @@ func (s *Server) streamReply(ctx context.Context, w http.ResponseWriter, r *http
 	}
 	hooks := followHooks{keepAlive: sse.comment}
 	var streamed strings.Builder
+	// brk says the next piece starts a paragraph: it follows an
+	// approval's note.
+	brk := false
 	if pieces != nil {
 		hooks.sideReady = pieces.Ready()
 		hooks.side = func() error {
 			for _, text := range pieces.Take() {
+				if brk && text != "" {
+					text, brk = "\n\n"+text, false
+				}
 				streamed.WriteString(text)
 				if err := send(chunkChoice{Delta: delta{Content: &text}}); err != nil {
 					return err
@@ -525,6 +536,19 @@ func (s *Server) streamReply(ctx context.Context, w http.ResponseWriter, r *http
 			}
 			return nil
 		}
+	}
+	asked := map[string]bool{}
+	hooks.passing = func(it sessions.TimelineItem) error {
+		note, ok := approvalNote(it, asked)
+		if !ok {
+			return nil
+		}
+		if streamed.Len() > 0 {
+			note = "\n\n" + note
+		}
+		streamed.WriteString(note)
+		brk = true
+		return send(chunkChoice{Delta: delta{Content: &note}})
 	}
 	reply, files, err := s.awaitReply(ctx, conv, msgID, after, hooks)
 	if err == nil && hooks.side != nil {

@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -41,13 +43,8 @@ func approvalAfterRestart(t *testing.T, store string) {
 	workspace := t.TempDir()
 	marks := filepath.Join(workspace, "marks")
 	model := testkit.NewModelServer(t)
-	model.Respond(func(r testkit.RecordedRequest) testkit.Step {
-		if last := r.Messages[len(r.Messages)-1]; last.Role == "tool" {
-			return testkit.Reply("result: " + last.Content)
-		}
-		// The dangerous pattern (mkfs) asks; what runs appends a line.
-		return testkit.CallTools(testkit.ToolCall("terminal", `{"command":"echo mkfs.ext4 >> marks"}`))
-	})
+	// The dangerous pattern (mkfs) asks; what runs appends a line.
+	model.Respond(commandModel("echo mkfs.ext4 >> marks"))
 	home := t.TempDir()
 	writeConfig(t, home, fmt.Sprintf(`
 store:
@@ -164,4 +161,85 @@ func postDecision(t *testing.T, base, id, decision string) (int, string) {
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	return res.StatusCode, string(b)
+}
+
+// A streamed completion whose turn waits for an approval shows the
+// question as a chunk, its id and how to answer it, while it is
+// pending; answered through the API, the stream goes on with the
+// command's result.
+func TestApprovalInAStreamedCompletion(t *testing.T) {
+	t.Parallel()
+	model := testkit.NewModelServer(t)
+	model.Respond(commandModel("echo mkfs.ext4 >> marks"))
+	cfg := baseConfig(t, model)
+	cfg.Tools.Workspace = t.TempDir()
+	gw := startInProcess(t, cfg)
+	base := "http://" + gw.g.Addr()
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitReply)
+	defer cancel()
+	client := openAIClient(base, "st")
+	stream := client.Chat.Completions.NewStreaming(ctx, userTurn("format the disk"))
+	defer stream.Close()
+	var text strings.Builder
+	id := ""
+	for stream.Next() {
+		for _, c := range stream.Current().Choices {
+			text.WriteString(c.Delta.Content)
+		}
+		if id != "" {
+			continue
+		}
+		id = approvalID.FindString(text.String())
+		if id == "" {
+			continue
+		}
+		// The question came while the turn waits on it.
+		if got := pendingIDs(t, base, "st"); len(got) != 1 || got[0] != id {
+			t.Fatalf("pending approvals %v when the stream showed %s, want it alone", got, id)
+		}
+		if _, err := os.Stat(filepath.Join(cfg.Tools.Workspace, "marks")); err == nil {
+			t.Fatal("the command ran before it was allowed")
+		}
+		for _, want := range []string{"echo mkfs.ext4 >> marks", "/approve [once|session|always] " + id, "POST /api/v1/approvals/" + id} {
+			if !strings.Contains(text.String(), want) {
+				t.Errorf("the streamed question %q does not say %q", text.String(), want)
+			}
+		}
+		if status, body := postDecision(t, base, id, "once"); status != http.StatusOK {
+			t.Fatalf("POST once on %s: %d %s", id, status, body)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("the stream ended with %v after %q", err, text.String())
+	}
+	got := text.String()
+	if id == "" {
+		t.Fatalf("the stream %q showed no approval", got)
+	}
+	question := strings.Index(got, id)
+	allowed := strings.Index(got, "Allowed once by api")
+	result := strings.Index(got, `result: {`)
+	if question < 0 || allowed < question || result < allowed || !strings.Contains(got[result:], `"exit_code":0`) {
+		t.Errorf("the stream %q: want the question, its decision, then the command's result", got)
+	}
+	b, err := os.ReadFile(filepath.Join(cfg.Tools.Workspace, "marks"))
+	if err != nil || string(b) != "mkfs.ext4\n" {
+		t.Errorf("the command's file holds %q (%v), want one line", b, err)
+	}
+}
+
+// approvalID finds an approval's id in a text.
+var approvalID = regexp.MustCompile(`ap_[0-9a-f]{16}`)
+
+// commandModel answers every message with a terminal call of command,
+// and a tool's result with "result: " and the result.
+func commandModel(command string) func(testkit.RecordedRequest) testkit.Step {
+	args, _ := json.Marshal(map[string]string{"command": command})
+	return func(r testkit.RecordedRequest) testkit.Step {
+		if last := r.Messages[len(r.Messages)-1]; last.Role == "tool" {
+			return testkit.Reply("result: " + last.Content)
+		}
+		return testkit.CallTools(testkit.ToolCall("terminal", string(args)))
+	}
 }
