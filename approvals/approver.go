@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"regexp"
 	"slices"
@@ -52,6 +53,10 @@ type Options struct {
 	// Depth is how deep in sub-agents ctx runs (delegation.DepthOf): 0
 	// for a conversation's own turn. nil: always 0.
 	Depth func(ctx context.Context) int
+	// Parent is, for a sub-agent, the conversation it works for and its
+	// person (delegation.ParentOf): with SubagentApprovals SubagentAsk,
+	// that person is asked in that conversation. nil or false: nobody.
+	Parent func(ctx context.Context) (Parent, bool)
 	// Redact masks herald's secrets in what a question shows.
 	Redact func(string) string
 	Clock  clock.Clock
@@ -122,6 +127,15 @@ func (ap *Approver) Ask(ctx context.Context, turn *tools.Turn, req tools.Approva
 	if turn == nil {
 		turn = &tools.Turn{}
 	}
+	who, unattended := ap.unattended(ctx, turn)
+	if unattended && who == whoSubagent && !ap.opts.SubagentAutoApprove {
+		if parent, ok := ap.parent(ctx, turn); ok {
+			// The sub-agent's question goes to its parent conversation's
+			// person, and grants are that conversation's.
+			req.Reason = fmt.Sprintf("a sub-agent of this conversation (%s) asks; %s", strings.TrimPrefix(turn.Conv, "subagent:"), req.Reason)
+			turn, unattended = parent, false
+		}
+	}
 	session := ap.session(ctx, turn.Conv)
 	granted, err := ap.granted(ctx, turn.Conv, session, req.Pattern)
 	if err != nil {
@@ -130,7 +144,7 @@ func (ap *Approver) Ask(ctx context.Context, turn *tools.Turn, req tools.Approva
 	if granted {
 		return nil
 	}
-	if who, unattended := ap.unattended(ctx, turn); unattended {
+	if unattended {
 		if who == whoSubagent && ap.opts.SubagentAutoApprove || ap.opts.Unattended == UnattendedAllow {
 			return nil
 		}
@@ -186,9 +200,6 @@ const (
 func (ap *Approver) unattended(ctx context.Context, turn *tools.Turn) (string, bool) {
 	switch {
 	case ap.opts.Depth != nil && ap.opts.Depth(ctx) > 0:
-		// delegation.subagent_approvals: ask, which would ask the parent
-		// conversation's person, is not done yet: a sub-agent is
-		// unattended either way.
 		return whoSubagent, true
 	case strings.HasPrefix(turn.Conv, "cron:"):
 		return whoCron, true
@@ -196,6 +207,30 @@ func (ap *Approver) unattended(ctx context.Context, turn *tools.Turn) (string, b
 		return whoNoChat, true
 	}
 	return "", false
+}
+
+// Parent is the conversation a sub-agent works for, as its delegation
+// records it.
+type Parent struct {
+	Conv   string
+	User   string
+	Origin outbox.Target
+}
+
+// parent is the turn a sub-agent's question is asked in under
+// delegation.subagent_approvals: ask: its parent conversation's, to
+// its person, keyed by the sub-agent's own entry and call. false when
+// the rule is deny or the sub-agent has no parent with a chat (a kanban
+// worker's, a scheduled job's).
+func (ap *Approver) parent(ctx context.Context, child *tools.Turn) (*tools.Turn, bool) {
+	if ap.opts.SubagentApprovals != SubagentAsk || ap.opts.Parent == nil {
+		return nil, false
+	}
+	p, ok := ap.opts.Parent(ctx)
+	if !ok || p.Conv == "" || strings.HasPrefix(p.Conv, "cron:") || p.Origin.Validate() != nil {
+		return nil, false
+	}
+	return &tools.Turn{Conv: p.Conv, User: p.User, Origin: p.Origin, EntryID: child.EntryID}, true
 }
 
 // create stores a new pending approval for the turn's action and sends

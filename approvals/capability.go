@@ -1,6 +1,7 @@
 package approvals
 
 import (
+	"context"
 	"path"
 
 	"github.com/heraldgw/herald/capability"
@@ -36,9 +37,13 @@ func Capability(as Assembly) (*capability.Capability, error) {
 		SubagentAutoApprove: cfg.Delegation.SubagentAutoApprove,
 		SubagentApprovals:   cfg.Delegation.SubagentApprovals,
 		Depth:               delegation.DepthOf,
-		Redact:              base.Redact,
-		Clock:               base.Clock,
-		Logger:              base.Logger.With("part", "approvals"),
+		Parent: func(ctx context.Context) (Parent, bool) {
+			p, ok := delegation.ParentOf(ctx)
+			return Parent(p), ok
+		},
+		Redact: base.Redact,
+		Clock:  base.Clock,
+		Logger: base.Logger.With("part", "approvals"),
 	})
 	if err != nil {
 		return nil, err

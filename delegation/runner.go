@@ -351,6 +351,9 @@ func (r *Runner) start(read delegationRead, child Child, claim Claim) {
 		r.log.Warn("reading a sub-agent's delegation failed; it runs all the same", "subagent", child.ID, "err", err)
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
+	if err == nil {
+		ctx = WithParent(ctx, Parent{Conv: d.Conv, User: d.User, Origin: d.Origin})
+	}
 	rc := &running{live: newLive(child, conv, r.opts.Clock.Now()), claim: claim, cancel: cancel}
 	r.mu.Lock()
 	r.running[child.ID] = rc

@@ -19,6 +19,7 @@ import (
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/llm"
+	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/sessions/agent"
 	"github.com/heraldgw/herald/tools"
@@ -178,6 +179,32 @@ type depthKey struct{}
 func DepthOf(ctx context.Context) int {
 	d, _ := ctx.Value(depthKey{}).(int)
 	return d
+}
+
+// parentKey carries, in a child's context, the conversation its
+// delegation came from (Parent).
+type parentKey struct{}
+
+// Parent is the conversation a child works for: where its delegation's
+// results go, and whose person dispatched it.
+type Parent struct {
+	Conv   string
+	User   string
+	Origin outbox.Target
+}
+
+// WithParent returns ctx carrying p as its child's parent (ParentOf).
+func WithParent(ctx context.Context, p Parent) context.Context {
+	return context.WithValue(ctx, parentKey{}, p)
+}
+
+// ParentOf is the conversation the child ctx runs for, as its
+// delegation records it; false outside a child, or for one whose
+// delegation could not be read. An orchestrator's workers have its
+// parent.
+func ParentOf(ctx context.Context) (Parent, bool) {
+	p, ok := ctx.Value(parentKey{}).(Parent)
+	return p, ok
 }
 
 // Live is a running child as the instance running it sees it: its

@@ -331,6 +331,27 @@ func TestGatewayApprovalUnattended(t *testing.T) {
 	}
 }
 
+// With delegation.subagent_approvals: ask, a sub-agent's dangerous
+// command is asked of its parent conversation's person, there; once
+// allowed it runs in the sub-agent, whose result comes back.
+func TestGatewayApprovalSubagentAsksItsParent(t *testing.T) {
+	h, chat := approvalsGateway(t, gatewayStores[0].set, func(c *config.Config) { c.Delegation.SubagentApprovals = "ask" })
+	const conv = "chatfake:42"
+	h.say(conv, "u1", "delegate run "+dangerous)
+	q, id := waitQuestion(t, chat, conv, 1)
+	if !strings.Contains(q.Text, "a sub-agent of this conversation (sub_") {
+		t.Errorf("question %q does not say a sub-agent asks", q.Text)
+	}
+	h.say(conv, "stranger", "/approve once "+id)
+	waitSent(t, chat, conv, "Only the person whose message asked for this")
+	h.say(conv, "u1", "/approve once "+id, sessions.MetaPressed, "p-"+q.ID)
+	waitSent(t, chat, conv, "Allowed once by chatfake:u1")
+	waitSent(t, chat, conv, "mkfs.ext4")
+	if n := len(questions(chat, conv)); n != 1 {
+		t.Errorf("%d questions, want one", n)
+	}
+}
+
 // A turn waiting on one gateway runs when the person answers on
 // another that shares its store: the decision's signal wakes it.
 func TestGatewayApprovalAcrossGateways(t *testing.T) {

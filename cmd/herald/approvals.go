@@ -119,12 +119,12 @@ running gateway may share it.`,
 					return err
 				}
 				if !gone {
-					return fmt.Errorf("%q is not on the allowlist (see 'herald approvals allowlist')", pattern)
+					return fmt.Errorf("%s is not on the allowlist (see 'herald approvals allowlist')", pattern)
 				}
 				if revokeJSON {
 					return m.printJSON(map[string]any{"pattern": pattern, "revoked": true})
 				}
-				_, err = fmt.Fprintf(m.Stdout, "%q is off the allowlist: it asks again\n", pattern)
+				_, err = fmt.Fprintf(m.Stdout, "%s is off the allowlist: it asks again\n", pattern)
 				return err
 			})
 		},

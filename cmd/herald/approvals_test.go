@@ -91,7 +91,7 @@ func TestApprovalsCommands(t *testing.T) {
 		t.Errorf("approvals allowlist after the revoke: exit %d, printed %q", code, h.stdout)
 	}
 	h = newHerald(env)
-	if code := h.run(ctx, "approvals", "revoke", "sudo"); code != 1 || !strings.Contains(h.stderr.String(), `"sudo" is not on the allowlist`) {
+	if code := h.run(ctx, "approvals", "revoke", "sudo"); code != 1 || !strings.Contains(h.stderr.String(), `sudo is not on the allowlist`) {
 		t.Errorf("a second revoke: exit %d, stderr %q; want 1 saying sudo is not on the allowlist", code, h.stderr)
 	}
 	// A session's grant is not the allowlist's to revoke.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -189,6 +190,9 @@ func oneLine(s string, n int) string {
 	}
 	if s == "" {
 		return "-"
+	}
+	if !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return s // as it is: a pattern's backslashes are its own
 	}
 	q := strconv.Quote(s) // control characters escaped, as in a log line
 	return q[1 : len(q)-1]
