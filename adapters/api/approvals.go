@@ -87,21 +87,15 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// approvalNote is what a stream shows of it, a timeline item of the
-// conversation the stream waits on: an approval's question, with how
-// to answer it here besides the commands, or the line saying how a
-// question of asked (the ids the stream showed, which it adds to) was
-// answered. Anything else is not shown (false).
-func approvalNote(it sessions.TimelineItem, asked map[string]bool) (string, bool) {
+// approvalQuestion is what a stream shows of it, a timeline item of
+// the conversation the stream waits on, when it is an approval's
+// question: the question, with how to answer it here besides the
+// commands. How it was answered is not shown: the turn's text may
+// stream before that line reaches the timeline.
+func approvalQuestion(it sessions.TimelineItem) (string, bool) {
 	id := it.Meta[approvals.MetaApproval]
-	switch {
-	case id == "":
+	if id == "" || it.Kind != approvals.KindQuestion {
 		return "", false
-	case it.Kind == approvals.KindQuestion:
-		asked[id] = true
-		return fmt.Sprintf("%s\nOr POST /api/v1/approvals/%s with {\"decision\": \"once\"} (or session, always, deny).", it.Text, id), true
-	case it.Kind == approvals.KindDecided && asked[id]:
-		return it.Text, true
 	}
-	return "", false
+	return fmt.Sprintf("%s\nOr POST /api/v1/approvals/%s with {\"decision\": \"once\"} (or session, always, deny).", it.Text, id), true
 }

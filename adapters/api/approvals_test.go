@@ -14,8 +14,8 @@ import (
 )
 
 // A stream shows the question its turn waits on, with how to answer
-// it through the API, and how it was answered, each a paragraph of the
-// reply's text; the end of an approval it did not show is not shown.
+// it through the API, a paragraph before the reply's text; how an
+// approval was answered is not shown.
 func TestCompletionStreamShowsAnApproval(t *testing.T) {
 	f := newFixture(t, nil)
 	f.inbox.OnDeliver(func(_ context.Context, in sessions.Inbound) error {
@@ -50,7 +50,7 @@ func TestCompletionStreamShowsAnApproval(t *testing.T) {
 	}
 	want := "Approval needed: run this command?\n" +
 		`Or POST /api/v1/approvals/ap_1 with {"decision": "once"} (or session, always, deny).` +
-		"\n\nAllowed once by api: the command `x`.\n\ndone"
+		"\n\ndone"
 	if len(acc.Choices) != 1 || acc.Choices[0].Message.Content != want {
 		t.Errorf("streamed %+v, want the content %q", acc.Choices, want)
 	}
