@@ -64,9 +64,12 @@ var Buttons = []struct {
 type Approval struct {
 	ID   string `json:"id"`
 	Conv string `json:"conv"`
-	// Key names what asked within its conversation (the turn's entry and
-	// the tool call): a turn run again asks under the same key, which
-	// expires the earlier question.
+	// Key names what asked within its conversation: the asking turn's
+	// conversation and entry (a sub-agent's own, asking its parent
+	// conversation's person). A turn runs its tools one at a time, so
+	// it waits on one approval at most; run again (a restart), it asks
+	// under the same key, which expires the earlier question. Not the
+	// tool call's id: a model names the calls it makes again anew.
 	Key string `json:"key"`
 	// Session is the conversation's session it was asked in (a session
 	// grant holds within it).

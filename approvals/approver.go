@@ -127,6 +127,7 @@ func (ap *Approver) Ask(ctx context.Context, turn *tools.Turn, req tools.Approva
 	if turn == nil {
 		turn = &tools.Turn{}
 	}
+	key := askKey(turn)
 	who, unattended := ap.unattended(ctx, turn)
 	if unattended && who == whoSubagent && !ap.opts.SubagentAutoApprove {
 		if parent, ok := ap.parent(ctx, turn); ok {
@@ -150,7 +151,7 @@ func (ap *Approver) Ask(ctx context.Context, turn *tools.Turn, req tools.Approva
 		}
 		return errs.E(op, errs.Invalid, "%s", unattendedText(who, req))
 	}
-	a, err := ap.create(ctx, turn, session, req)
+	a, err := ap.create(ctx, turn, key, session, req)
 	if err != nil {
 		return errs.Wrap(op, errs.Unavailable, err)
 	}
@@ -219,7 +220,7 @@ type Parent struct {
 
 // parent is the turn a sub-agent's question is asked in under
 // delegation.subagent_approvals: ask: its parent conversation's, to
-// its person, keyed by the sub-agent's own entry and call. false when
+// its person, keyed by the sub-agent's own turn (askKey). false when
 // the rule is deny or the sub-agent has no parent with a chat (a kanban
 // worker's, a scheduled job's).
 func (ap *Approver) parent(ctx context.Context, child *tools.Turn) (*tools.Turn, bool) {
@@ -233,15 +234,25 @@ func (ap *Approver) parent(ctx context.Context, child *tools.Turn) (*tools.Turn,
 	return &tools.Turn{Conv: p.Conv, User: p.User, Origin: p.Origin, EntryID: child.EntryID}, true
 }
 
+// askKey is an approval's Key: the asking turn's conversation and
+// entry (a sub-agent's own, when its parent's person is asked). A turn
+// with no entry is never run again: its key is its own, "".
+func askKey(turn *tools.Turn) string {
+	if turn.EntryID == "" {
+		return ""
+	}
+	return turn.Conv + "/" + turn.EntryID
+}
+
 // create stores a new pending approval for the turn's action and sends
 // its question with the four buttons, at once: the turn waits for it,
 // so it cannot go with the turn's commit.
-func (ap *Approver) create(ctx context.Context, turn *tools.Turn, session string, req tools.ApprovalRequest) (Approval, error) {
+func (ap *Approver) create(ctx context.Context, turn *tools.Turn, key, session string, req tools.ApprovalRequest) (Approval, error) {
 	now := ap.opts.Clock.Now()
 	a := Approval{
 		ID:        newID(),
 		Conv:      turn.Conv,
-		Key:       turn.EntryID + ":" + tools.CallID(ctx),
+		Key:       key,
 		Session:   session,
 		Target:    turn.Origin,
 		Tool:      req.Tool,
@@ -251,6 +262,9 @@ func (ap *Approver) create(ctx context.Context, turn *tools.Turn, session string
 		Asker:     turn.User,
 		CreatedAt: now,
 		Deadline:  now.Add(ap.opts.Timeout),
+	}
+	if a.Key == "" {
+		a.Key = a.ID
 	}
 	if err := ap.opts.Store.CreateApproval(ctx, a); err != nil {
 		return Approval{}, err

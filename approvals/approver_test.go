@@ -3,6 +3,7 @@ package approvals_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,7 +91,7 @@ func outcome(t *testing.T, done chan error) error {
 func TestAskTimesOut(t *testing.T) {
 	r := newRig(t, nil)
 	done, a := r.ask(t, context.Background())
-	if a.Key != "e1:" || a.Asker != "telegram:7" || a.Target != chatTurn.Origin || !a.Deadline.Equal(r.clk.Now().Add(approvals.DefaultTimeout)) || a.Session != approvals.FirstSession {
+	if a.Key != "telegram:42/e1" || a.Asker != "telegram:7" || a.Target != chatTurn.Origin || !a.Deadline.Equal(r.clk.Now().Add(approvals.DefaultTimeout)) || a.Session != approvals.FirstSession {
 		t.Errorf("approval %+v", a)
 	}
 	r.clk.Advance(approvals.DefaultTimeout)
@@ -254,5 +255,49 @@ func TestMayAnswer(t *testing.T) {
 		if got := r.ap.MayAnswer(tc.a, tc.user, tc.conv); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.desc, got, tc.want)
 		}
+	}
+}
+
+// An approval is keyed by the asking turn: the same turn asking again
+// (run again after a restart, its model naming the call anew) expires
+// its earlier question; sub-agents asking their parent conversation's
+// person do not expire each other's, nor the conversation's own, though
+// their entries share an id.
+func TestAskAgainExpiresTheEarlier(t *testing.T) {
+	parent := approvals.Parent{Conv: chatTurn.Conv, User: chatTurn.User, Origin: chatTurn.Origin}
+	r := newRig(t, func(o *approvals.Options) {
+		o.SubagentApprovals = approvals.SubagentAsk
+		o.Parent = func(context.Context) (approvals.Parent, bool) { return parent, true }
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sub := context.WithValue(ctx, depthKey{}, 1)
+	var dones []chan error
+	ask := func(ctx context.Context, turn *tools.Turn) []approvals.Approval {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- r.ap.Ask(ctx, turn, rmReq) }()
+		dones = append(dones, done)
+		if err := r.clk.BlockUntil(ctx, 2*len(dones)); err != nil { // each one's deadline and poll
+			t.Fatal(err)
+		}
+		pending, _ := r.store.PendingApprovals(ctx, chatTurn.Conv)
+		return pending
+	}
+	first := ask(ctx, chatTurn)
+	ask(sub, &tools.Turn{Conv: "subagent:a", EntryID: chatTurn.EntryID})
+	if got := ask(sub, &tools.Turn{Conv: "subagent:b", EntryID: chatTurn.EntryID}); len(got) != 3 {
+		t.Fatalf("pending %+v, want the three questions", got)
+	}
+	again := ask(ctx, chatTurn)
+	if len(again) != 3 || slices.ContainsFunc(again, func(a approvals.Approval) bool { return a.ID == first[0].ID }) {
+		t.Errorf("pending after the turn asked again: %+v, want three, %s not among them", again, first[0].ID)
+	}
+	if got, _ := r.store.Approval(ctx, first[0].ID); got.Decision != approvals.Expired {
+		t.Errorf("the earlier question: %+v, want it expired", got)
+	}
+	cancel()
+	for _, done := range dones {
+		outcome(t, done)
 	}
 }

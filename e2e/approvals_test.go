@@ -17,12 +17,7 @@ import (
 func TestApprovalAnsweredOnAnotherGateway(t *testing.T) {
 	redis := testkit.StartRedis(t)
 	model := testkit.NewModelServer(t)
-	model.Respond(func(r testkit.RecordedRequest) testkit.Step {
-		if last := r.Messages[len(r.Messages)-1]; last.Role == "tool" {
-			return testkit.Reply("result: " + last.Content)
-		}
-		return testkit.CallTools(testkit.ToolCall("terminal", `{"command":"echo mkfs.ext4"}`))
-	})
+	model.Respond(commandModel("echo mkfs.ext4"))
 	homes := []string{t.TempDir(), t.TempDir()}
 	workspace := t.TempDir()
 	for _, h := range homes {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/heraldgw/herald/approvals"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/sessions"
 )
 
 // Approvals are the questions the API lists and answers
@@ -84,4 +85,17 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, a)
 	}
+}
+
+// approvalQuestion is what a stream shows of it, a timeline item of
+// the conversation the stream waits on, when it is an approval's
+// question: the question, with how to answer it here besides the
+// commands. How it was answered is not shown: the turn's text may
+// stream before that line reaches the timeline.
+func approvalQuestion(it sessions.TimelineItem) (string, bool) {
+	id := it.Meta[approvals.MetaApproval]
+	if id == "" || it.Kind != approvals.KindQuestion {
+		return "", false
+	}
+	return fmt.Sprintf("%s\nOr POST /api/v1/approvals/%s with {\"decision\": \"once\"} (or session, always, deny).", it.Text, id), true
 }

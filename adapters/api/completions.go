@@ -472,6 +472,9 @@ func (s *Server) awaitReply(ctx context.Context, conv, msgID, after string, hook
 	err := s.follow(ctx, conv, after, func(it sessions.TimelineItem) (bool, error) {
 		files = append(files, it.Files...)
 		if !answers(it, msgID) {
+			if hooks.passing != nil {
+				return false, hooks.passing(it)
+			}
 			return false, nil
 		}
 		reply = it
@@ -499,9 +502,11 @@ func (s *Server) waitError(ctx context.Context, r *http.Request, err error) (int
 // streamReply streams the reply as chat.completion.chunk events: the role
 // at once, so the client knows the turn is queued, keep-alive comments
 // while the turn runs, each piece of text the model streams as its own
-// chunk when the turn runs in this process (pieces, nil for none), then
-// the reply whole when none streamed, the finish and [DONE]. Errors after
-// the first byte are sent as an error event, as OpenAI does.
+// chunk when the turn runs in this process (pieces, nil for none), a
+// question the conversation waits on for an approval as it reaches its
+// timeline (approvalQuestion), then the reply whole when none streamed,
+// the finish and [DONE]. Errors after the first byte are sent as an
+// error event, as OpenAI does.
 func (s *Server) streamReply(ctx context.Context, w http.ResponseWriter, r *http.Request, conv, msgID, after string, c chunk, withUsage bool, pieces *sessions.DeltaSub) {
 	sse := newSSE(w)
 	send := func(choice chunkChoice) error {
@@ -513,18 +518,39 @@ func (s *Server) streamReply(ctx context.Context, w http.ResponseWriter, r *http
 		return
 	}
 	hooks := followHooks{keepAlive: sse.comment}
-	var streamed strings.Builder
+	// streamed is the model's pieces, shown all that was sent; brk says
+	// what is sent next starts a paragraph: it follows an approval's
+	// question.
+	var streamed, shown strings.Builder
+	brk := false
+	write := func(text string) error {
+		if brk && text != "" {
+			text, brk = "\n\n"+strings.TrimLeft(text, "\n"), false
+		}
+		shown.WriteString(text)
+		return send(chunkChoice{Delta: delta{Content: &text}})
+	}
 	if pieces != nil {
 		hooks.sideReady = pieces.Ready()
 		hooks.side = func() error {
 			for _, text := range pieces.Take() {
 				streamed.WriteString(text)
-				if err := send(chunkChoice{Delta: delta{Content: &text}}); err != nil {
+				if err := write(text); err != nil {
 					return err
 				}
 			}
 			return nil
 		}
+	}
+	hooks.passing = func(it sessions.TimelineItem) error {
+		question, ok := approvalQuestion(it)
+		if !ok {
+			return nil
+		}
+		brk = shown.Len() > 0
+		err := write(question)
+		brk = true
+		return err
 	}
 	reply, files, err := s.awaitReply(ctx, conv, msgID, after, hooks)
 	if err == nil && hooks.side != nil {
@@ -545,11 +571,10 @@ func (s *Server) streamReply(ctx context.Context, w http.ResponseWriter, r *http
 	// The reply whole, unless it is what streamed (its end: the calls
 	// before it may have streamed text too); a reply of herald's own (a
 	// turn out of model calls) comes after what streamed.
-	rest, ok := unstreamed(streamed.String(), reply.Text)
-	if ok && send(chunkChoice{Delta: delta{Content: &rest}}) != nil {
+	if rest, ok := unstreamed(streamed.String(), reply.Text); ok && write(rest) != nil {
 		return
 	}
-	if note := filesNote(streamed.String()+rest, files); note != "" && send(chunkChoice{Delta: delta{Content: &note}}) != nil {
+	if note := filesNote(shown.String(), files); note != "" && send(chunkChoice{Delta: delta{Content: &note}}) != nil {
 		return
 	}
 	if send(chunkChoice{Delta: delta{}, FinishReason: &finish}) != nil {

@@ -17,11 +17,14 @@ var errShutdown = errs.E("api.follow", errs.Closed, "the gateway is shutting dow
 
 // followHooks are what a follow does besides reading the timeline:
 // keepAlive, when set, runs every KeepAlive; side, when set, runs
-// whenever sideReady is signalled (streamed pieces of a reply to send).
+// whenever sideReady is signalled (streamed pieces of a reply to send);
+// passing, when set, is given each item awaitReply reads that is not
+// the answer it waits for.
 type followHooks struct {
 	keepAlive func() error
 	sideReady <-chan struct{}
 	side      func() error
+	passing   func(sessions.TimelineItem) error
 }
 
 // follow calls each with every item of conv's timeline after the cursor
