@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"fmt"
 	"html"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -10,9 +12,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldgw/herald/adapters/slack"
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/internal/testkit/slackfake"
 	"github.com/heraldgw/herald/internal/testkit/telegramfake"
 	"github.com/heraldgw/herald/outbox"
 )
@@ -203,4 +207,184 @@ func TestTelegramApprovalTimeoutThenAPress(t *testing.T) {
 
 	telegramPress(t, fake, q, "/approve once "+id)
 	telegramShown(t, fake, "This approval has expired")
+}
+
+// slackChat is a Slack workspace served by a gateway, against its fake:
+// people mention herald in a channel, and herald answers in the
+// mention's thread.
+type slackChat struct {
+	t    *testing.T
+	fake *slackfake.Server
+	base string // the gateway's address
+}
+
+const slackChannel, slackAlice, slackMallory = "C0WORK", "U0ALICE", "U0MALLORY"
+
+func slackApprovals(t *testing.T) *slackChat {
+	t.Helper()
+	fake := slackfake.New(t)
+	h, _ := platformApprovals(t, time.Hour, func(cfg *config.Config) {
+		cfg.Platforms.Slack = config.Slack{BotToken: fake.BotToken, SigningSecret: "secret", APIURL: fake.URL()}
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, c := range fake.Calls("") {
+				t.Logf("slack %s %s: %q", c.Method, c.TS, c.Params.Get("text"))
+			}
+		}
+	})
+	return &slackChat{t: t, fake: fake, base: "http://" + h.g.Addr()}
+}
+
+// post posts a signed request of Slack's to the gateway and returns the
+// status it answered.
+func (s *slackChat) post(path, contentType string, body []byte) int {
+	s.t.Helper()
+	res, err := http.DefaultClient.Do(slackfake.SignedRequest(s.base+path, "secret", time.Now(), contentType, body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// mention has alice mention herald with text in the channel, starting
+// the thread ts.
+func (s *slackChat) mention(ts, text string) {
+	s.t.Helper()
+	status := s.post(slack.EventsPath, "application/json", slackfake.EventCallback(s.fake.TeamID, "Ev"+ts, map[string]any{
+		"type": "app_mention", "user": slackAlice, "text": "<@" + s.fake.BotUserID + "> " + text,
+		"ts": ts, "channel": slackChannel, "event_ts": ts,
+	}))
+	if status != http.StatusOK {
+		s.t.Fatalf("the mention answered %d", status)
+	}
+}
+
+// thread is the bot's messages in thread ts, as they stand.
+func (s *slackChat) thread(ts string) []slackfake.Message {
+	var out []slackfake.Message
+	for _, c := range s.fake.Calls("chat.postMessage") {
+		if m, ok := s.fake.Message(slackChannel, c.TS); ok && m.Thread == ts && !m.Deleted {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// question waits for the question in thread ts, checks it is one
+// message with an approval's four buttons, in order, and returns it and
+// its approval's id.
+func (s *slackChat) question(ts string) (slackfake.Message, string) {
+	s.t.Helper()
+	var asked []slackfake.Message
+	testkit.Eventually(s.t, "a question in "+ts, func() bool {
+		asked = asked[:0]
+		for _, m := range s.thread(ts) {
+			if len(m.Buttons()) > 0 || strings.Contains(m.Text, "Approval needed") {
+				asked = append(asked, m)
+			}
+		}
+		return len(asked) > 0
+	})
+	if len(asked) > 1 {
+		s.t.Fatalf("%d questions in %s, want one", len(asked), ts)
+	}
+	q := asked[0]
+	var got []outbox.Button
+	for _, e := range q.Buttons() {
+		got = append(got, outbox.Button{Text: e.Text.Text, Data: e.Value})
+	}
+	if len(got) == 0 {
+		s.t.Fatalf("question %q has no buttons", q.Text)
+	}
+	id := approvalID(s.t, got[0].Data)
+	if diff := cmp.Diff(approvalButtons(id), got); diff != "" {
+		s.t.Errorf("the question's buttons (-want +got):\n%s", diff)
+	}
+	return q, id
+}
+
+// press has user press button i of q and checks Slack's request was
+// answered 200.
+func (s *slackChat) press(q slackfake.Message, i int, user string) {
+	s.t.Helper()
+	payload := s.fake.Press(slackfake.Press{Channel: slackChannel, TS: q.TS, ActionID: q.Buttons()[i].ActionID, User: user})
+	if status := s.post(slack.InteractivityPath, "application/x-www-form-urlencoded", slackfake.Form(payload)); status != http.StatusOK {
+		s.t.Fatalf("the press answered %d, want 200", status)
+	}
+}
+
+// shown waits for a message in thread ts holding want.
+func (s *slackChat) shown(ts, want string) {
+	s.t.Helper()
+	testkit.Eventually(s.t, fmt.Sprintf("%q in thread %s", want, ts), func() bool {
+		for _, m := range s.thread(ts) {
+			if strings.Contains(m.Text, want) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// decided waits for q to be updated into the decision (holding want)
+// and checks its buttons are gone.
+func (s *slackChat) decided(q slackfake.Message, want string) {
+	s.t.Helper()
+	var got slackfake.Message
+	testkit.Eventually(s.t, "the question updated to "+strconv.Quote(want), func() bool {
+		got, _ = s.fake.Message(slackChannel, q.TS)
+		return strings.Contains(got.Text, want)
+	})
+	if got.Blocks != nil || got.Updates == 0 {
+		s.t.Errorf("the decided question stands as %+v, want it updated without buttons", got)
+	}
+}
+
+// On Slack, in a channel's thread: Allow once runs the command, Deny
+// makes the model read a denial.
+func TestSlackApprovalOnceAndDeny(t *testing.T) {
+	s := slackApprovals(t)
+	const thread = "1700000100.000100"
+	s.mention(thread, "run "+dangerous)
+	q, _ := s.question(thread)
+	s.press(q, 0, slackAlice)
+	s.decided(q, "Allowed once by slack:"+slackAlice)
+	s.shown(thread, `result: {"exit_code":0,"output":"mkfs.ext4\n"`)
+
+	const another = "1700000200.000100"
+	s.mention(another, "run "+dangerous)
+	q, _ = s.question(another)
+	s.press(q, 3, slackAlice)
+	s.decided(q, "Denied by slack:"+slackAlice)
+	s.shown(another, `result: {"error":"denied by slack:`+slackAlice)
+}
+
+// On Slack, in a channel: a stranger's press is refused, and nothing is
+// decided; the asker's Always allow then runs it, and the command runs
+// in another thread without asking.
+func TestSlackApprovalStrangerThenAlways(t *testing.T) {
+	s := slackApprovals(t)
+	const thread = "1700000100.000100"
+	s.mention(thread, "run "+dangerous)
+	q, _ := s.question(thread)
+	s.press(q, 2, slackMallory)
+	s.shown(thread, "Only the person whose message asked for this, or an approvals admin, may answer it.")
+	if m, _ := s.fake.Message(slackChannel, q.TS); len(m.Buttons()) != 4 || m.Updates != 0 {
+		t.Fatalf("after a stranger's press the question stands as %+v, want it asking still", m)
+	}
+
+	s.press(q, 2, slackAlice)
+	s.decided(q, "Always allowed by slack:"+slackAlice)
+	s.shown(thread, `result: {"exit_code":0`)
+
+	const another = "1700000200.000100"
+	s.mention(another, "run "+dangerous+" elsewhere")
+	s.shown(another, `mkfs.ext4 elsewhere\n`)
+	for _, m := range s.thread(another) {
+		if len(m.Buttons()) > 0 || strings.Contains(m.Text, "Approval needed") {
+			t.Errorf("asked %q after an always grant", m.Text)
+		}
+	}
 }
