@@ -5,6 +5,7 @@ import (
 	"html"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/internal/testkit/discordfake"
 	"github.com/heraldgw/herald/internal/testkit/slackfake"
 	"github.com/heraldgw/herald/internal/testkit/telegramfake"
 	"github.com/heraldgw/herald/outbox"
@@ -387,4 +389,154 @@ func TestSlackApprovalStrangerThenAlways(t *testing.T) {
 			t.Errorf("asked %q after an always grant", m.Text)
 		}
 	}
+}
+
+// discordChat is a DM with herald on Discord, served by a gateway,
+// against its fake.
+type discordChat struct {
+	t    *testing.T
+	fake *discordfake.Server
+}
+
+const discordDM, discordAda = "140000000000000001", "150000000000000001"
+
+func discordApprovals(t *testing.T) *discordChat {
+	t.Helper()
+	fake := discordfake.New(t, discordfake.Options{})
+	platformApprovals(t, time.Hour, func(cfg *config.Config) {
+		cfg.Platforms.Discord.Token, cfg.Platforms.Discord.APIURL = fake.Token(), fake.URL()
+	})
+	d := &discordChat{t: t, fake: fake}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, m := range d.shown() {
+				t.Logf("discord shows %s: %q %+v", m.ID, m.Content, m.Components)
+			}
+		}
+	})
+	return d
+}
+
+// say has ada send text in the DM.
+func (d *discordChat) say(text string) {
+	d.fake.SendMessage(discordfake.MessageEvent{ChannelID: discordDM, Author: discordfake.User{ID: discordAda, Username: "ada"}, Content: text})
+}
+
+// shown is the bot's messages in the DM, as they stand.
+func (d *discordChat) shown() []discordfake.Message {
+	var out []discordfake.Message
+	for _, m := range d.fake.Messages() {
+		if now, ok := d.fake.Message(m.ID); ok && m.ChannelID == discordDM && !slices.Contains(d.fake.Deletes(), m.ID) {
+			out = append(out, now)
+		}
+	}
+	return out
+}
+
+// question waits for the question sent after message after ("": any),
+// checks it is one message with an approval's four buttons, in order,
+// and returns it and its approval's id.
+func (d *discordChat) question(after string) (discordfake.Message, string) {
+	d.t.Helper()
+	var asked []discordfake.Message
+	testkit.Eventually(d.t, "a question", func() bool {
+		asked = asked[:0]
+		for _, m := range d.shown() {
+			if m.ID > after && (len(m.Components) > 0 || strings.Contains(m.Content, "Approval needed")) {
+				asked = append(asked, m)
+			}
+		}
+		return len(asked) > 0
+	})
+	if len(asked) > 1 {
+		d.t.Fatalf("%d questions, want one", len(asked))
+	}
+	q := asked[0]
+	var got []outbox.Button
+	for _, r := range q.Components {
+		for _, b := range r.Components {
+			got = append(got, outbox.Button{Text: b.Label, Data: b.CustomID})
+		}
+	}
+	if len(got) == 0 {
+		d.t.Fatalf("question %q has no buttons", q.Content)
+	}
+	id := approvalID(d.t, got[0].Data)
+	if diff := cmp.Diff(approvalButtons(id), got); diff != "" {
+		d.t.Errorf("the question's buttons (-want +got):\n%s", diff)
+	}
+	return q, id
+}
+
+// press has ada press button data of q and waits for the press to be
+// answered.
+func (d *discordChat) press(q discordfake.Message, data string) {
+	d.t.Helper()
+	it := d.fake.SendPress(discordfake.PressEvent{MessageID: q.ID, CustomID: data, ChannelType: discordfake.ChannelDM,
+		User: discordfake.User{ID: discordAda, Username: "ada"}})
+	var answer discordfake.Callback
+	d.fake.Wait("the press answered", func() bool {
+		i := slices.IndexFunc(d.fake.Callbacks(), func(c discordfake.Callback) bool { return c.InteractionID == it.ID })
+		if i >= 0 {
+			answer = d.fake.Callbacks()[i]
+		}
+		return i >= 0
+	})
+	if answer.Type != 6 {
+		d.t.Errorf("the press answered %+v, want a deferred update (6)", answer)
+	}
+}
+
+// discordReads is Discord's markdown as the person reads it.
+func discordReads(text string) string { return markdownEscape.ReplaceAllString(text, "$1") }
+
+var markdownEscape = regexp.MustCompile(`\\([[:punct:]])`)
+
+// sees waits for a message in the DM holding want.
+func (d *discordChat) sees(want string) {
+	d.t.Helper()
+	testkit.Eventually(d.t, strconv.Quote(want)+" in the DM", func() bool {
+		return slices.ContainsFunc(d.shown(), func(m discordfake.Message) bool { return strings.Contains(discordReads(m.Content), want) })
+	})
+}
+
+// decided waits for q to be edited into the decision (holding want)
+// and checks its buttons are gone.
+func (d *discordChat) decided(q discordfake.Message, want string) {
+	d.t.Helper()
+	var got discordfake.Message
+	testkit.Eventually(d.t, "the question edited to "+strconv.Quote(want), func() bool {
+		got, _ = d.fake.Message(q.ID)
+		return strings.Contains(discordReads(got.Content), want)
+	})
+	if len(got.Components) != 0 {
+		d.t.Errorf("the decided question stands as %+v, want it without buttons", got)
+	}
+}
+
+// On Discord, in a DM: Allow this session runs the command and the same
+// command again without asking; Allow once and Deny ask each time.
+func TestDiscordApprovalSessionOnceAndDeny(t *testing.T) {
+	d := discordApprovals(t)
+	d.say("run " + dangerous)
+	q, id := d.question("")
+	d.press(q, "/approve session "+id)
+	d.decided(q, "Allowed for this session by discord:"+discordAda)
+	d.sees(`result: {"exit_code":0,"output":"mkfs.ext4\n"`)
+	d.say("run " + dangerous + " again")
+	d.sees(`mkfs.ext4 again\n`)
+
+	d.say("/new")
+	d.sees("fresh")
+	d.say("run " + dangerous + " anew")
+	q, id = d.question(q.ID)
+	d.press(q, "/approve once "+id)
+	d.decided(q, "Allowed once by discord:"+discordAda)
+	d.sees(`mkfs.ext4 anew\n`)
+
+	d.say("run " + dangerous + " once more")
+	q, id = d.question(q.ID)
+	d.press(q, "/deny "+id)
+	d.decided(q, "Denied by discord:"+discordAda)
+	d.sees(`result: {"error":"denied by discord:` + discordAda)
 }
