@@ -37,26 +37,33 @@ func approvalButtons(id string) []outbox.Button {
 	}
 }
 
-// approvalID is the id the question's buttons carry.
-func approvalID(t *testing.T, data string) string {
+// wantQuestion checks a question shows the dangerous command and an
+// approval's four buttons, in order, and returns the approval's id.
+func wantQuestion(t *testing.T, question string, got []outbox.Button) string {
 	t.Helper()
-	f := strings.Fields(data)
-	if len(f) == 0 || !strings.HasPrefix(f[len(f)-1], "ap_") {
-		t.Fatalf("button data %q names no approval", data)
+	if !strings.Contains(question, dangerous) {
+		t.Errorf("question %q does not show the command", question)
 	}
-	return f[len(f)-1]
+	if len(got) == 0 {
+		t.Fatalf("question %q has no buttons", question)
+	}
+	f := strings.Fields(got[0].Data)
+	id := f[len(f)-1]
+	if diff := cmp.Diff(approvalButtons(id), got); diff != "" {
+		t.Errorf("the question's buttons (-want +got):\n%s", diff)
+	}
+	return id
 }
 
-// platformApprovals starts a gateway on SQLite, on a fake clock, with
-// commandModel, approvals.timeout of timeout, and every user served;
-// platform sets the platform's config.
-func platformApprovals(t *testing.T, timeout time.Duration, platform func(*config.Config)) (*gw, *clock.Fake) {
+// platformApprovals starts a gateway on a store of gatewayStores (set),
+// on a fake clock, with commandModel, approvals.timeout of timeout, and
+// every user served; platform sets the platform's config.
+func platformApprovals(t *testing.T, set func(*testing.T, *config.Config), timeout time.Duration, platform func(*config.Config)) (*gw, *clock.Fake) {
 	t.Helper()
-	model := testkit.NewModelServer(t)
+	cfg, model := filesConfig(t, set, nil)
 	model.Respond(commandModel)
-	cfg := testConfig(t, model)
-	cfg.Tools.Workspace = t.TempDir()
 	cfg.Platforms.AllowAllUsers = true
+	// A reply is one message, sent once its turn committed.
 	cfg.Display.Streaming = false
 	cfg.Approvals.Timeout = timeout
 	platform(&cfg)
@@ -66,10 +73,10 @@ func platformApprovals(t *testing.T, timeout time.Duration, platform func(*confi
 
 // telegramApprovals is a gateway serving Telegram against fake, and the
 // fake.
-func telegramApprovals(t *testing.T, timeout time.Duration) (*telegramfake.Server, *clock.Fake) {
+func telegramApprovals(t *testing.T, set func(*testing.T, *config.Config), timeout time.Duration) (*telegramfake.Server, *clock.Fake) {
 	t.Helper()
 	fake := telegramfake.New(t, "")
-	_, clk := platformApprovals(t, timeout, func(cfg *config.Config) {
+	_, clk := platformApprovals(t, set, timeout, func(cfg *config.Config) {
 		cfg.Platforms.Telegram = config.Telegram{Token: fake.Token(), APIURL: fake.URL(), Mode: config.TelegramPolling,
 			GroupTrigger: config.TriggerMention}
 	})
@@ -105,21 +112,16 @@ func telegramQuestion(t *testing.T, fake *telegramfake.Server, after int) (teleg
 		t.Fatalf("%d questions, want one", len(asked))
 	}
 	q := asked[0]
-	if len(q.Buttons) == 0 || len(q.Buttons[0]) == 0 {
-		t.Fatalf("question %q has no buttons", q.Text)
+	var got []outbox.Button
+	for _, row := range q.Buttons {
+		if len(row) != 1 {
+			t.Errorf("a row of the keyboard holds %v, want one button", row)
+		}
+		for _, b := range row {
+			got = append(got, outbox.Button{Text: b.Text, Data: b.Data})
+		}
 	}
-	id := approvalID(t, q.Buttons[0][0].Data)
-	var want [][]telegramfake.Button
-	for _, b := range approvalButtons(id) {
-		want = append(want, []telegramfake.Button{{Text: b.Text, Data: b.Data}})
-	}
-	if diff := cmp.Diff(want, q.Buttons); diff != "" {
-		t.Errorf("the question's keyboard (-want +got):\n%s", diff)
-	}
-	if !strings.Contains(q.Text, dangerous) {
-		t.Errorf("question %q does not show the command", q.Text)
-	}
-	return q, id
+	return q, wantQuestion(t, q.Text, got)
 }
 
 // telegramReads is Telegram's HTML text as the person reads it.
@@ -176,31 +178,36 @@ func telegramDecided(t *testing.T, fake *telegramfake.Server, q telegramfake.Sen
 	}
 }
 
-// On Telegram, in a DM: Allow once runs the command, Deny makes the
-// model read a denial; each press is answered and its question edited
-// into who decided what.
+// On Telegram, in a DM, on each store: Allow once runs the command,
+// Deny makes the model read a denial; each press is answered and its
+// question edited into who decided what.
 func TestTelegramApprovalOnceAndDeny(t *testing.T) {
-	fake, _ := telegramApprovals(t, time.Hour)
-	fake.Queue(telegramfake.Incoming{Text: "run " + dangerous})
-	q, id := telegramQuestion(t, fake, 0)
-	telegramPress(t, fake, q, "/approve once "+id)
-	telegramDecided(t, fake, q, "Allowed once by telegram:42")
-	telegramShown(t, fake, `result: {"exit_code":0,"output":"mkfs.ext4\n"`)
+	for _, store := range gatewayStores {
+		t.Run(store.name, func(t *testing.T) {
+			fake, _ := telegramApprovals(t, store.set, time.Hour)
+			fake.Queue(telegramfake.Incoming{Text: "run " + dangerous})
+			q, id := telegramQuestion(t, fake, 0)
+			telegramPress(t, fake, q, "/approve once "+id)
+			telegramDecided(t, fake, q, "Allowed once by telegram:42")
+			telegramShown(t, fake, `result: {"exit_code":0,"output":"mkfs.ext4\n"`)
 
-	fake.Queue(telegramfake.Incoming{Text: "run " + dangerous + " twice"})
-	q, id = telegramQuestion(t, fake, q.ID)
-	telegramPress(t, fake, q, "/deny "+id)
-	telegramDecided(t, fake, q, "Denied by telegram:42")
-	telegramShown(t, fake, `result: {"error":"denied by telegram:42`)
+			fake.Queue(telegramfake.Incoming{Text: "run " + dangerous + " twice"})
+			q, id = telegramQuestion(t, fake, q.ID)
+			telegramPress(t, fake, q, "/deny "+id)
+			telegramDecided(t, fake, q, "Denied by telegram:42")
+			telegramShown(t, fake, `result: {"error":"denied by telegram:42`)
+		})
+	}
 }
 
 // On Telegram: no answer within approvals.timeout, on the gateway's
 // clock, denies; a press on the expired question is answered, and told
 // so.
 func TestTelegramApprovalTimeoutThenAPress(t *testing.T) {
-	// Under the turn's lease, which the clock moving past would end.
+	// The clock steps past the deadline at once: a step past the turn's
+	// lease (store.lease_ttl), renewed on the wall clock, would end it.
 	const timeout = 10 * time.Second
-	fake, clk := telegramApprovals(t, timeout)
+	fake, clk := telegramApprovals(t, gatewayStores[0].set, timeout)
 	fake.Queue(telegramfake.Incoming{Text: "run " + dangerous})
 	q, id := telegramQuestion(t, fake, 0)
 	clk.Advance(timeout)
@@ -225,7 +232,7 @@ const slackChannel, slackAlice, slackMallory = "C0WORK", "U0ALICE", "U0MALLORY"
 func slackApprovals(t *testing.T) *slackChat {
 	t.Helper()
 	fake := slackfake.New(t)
-	h, _ := platformApprovals(t, time.Hour, func(cfg *config.Config) {
+	h, _ := platformApprovals(t, gatewayStores[0].set, time.Hour, func(cfg *config.Config) {
 		cfg.Platforms.Slack = config.Slack{BotToken: fake.BotToken, SigningSecret: "secret", APIURL: fake.URL()}
 	})
 	t.Cleanup(func() {
@@ -275,9 +282,8 @@ func (s *slackChat) thread(ts string) []slackfake.Message {
 }
 
 // question waits for the question in thread ts, checks it is one
-// message with an approval's four buttons, in order, and returns it and
-// its approval's id.
-func (s *slackChat) question(ts string) (slackfake.Message, string) {
+// message with an approval's four buttons, in order, and returns it.
+func (s *slackChat) question(ts string) slackfake.Message {
 	s.t.Helper()
 	var asked []slackfake.Message
 	testkit.Eventually(s.t, "a question in "+ts, func() bool {
@@ -297,14 +303,16 @@ func (s *slackChat) question(ts string) (slackfake.Message, string) {
 	for _, e := range q.Buttons() {
 		got = append(got, outbox.Button{Text: e.Text.Text, Data: e.Value})
 	}
-	if len(got) == 0 {
-		s.t.Fatalf("question %q has no buttons", q.Text)
-	}
-	id := approvalID(s.t, got[0].Data)
-	if diff := cmp.Diff(approvalButtons(id), got); diff != "" {
-		s.t.Errorf("the question's buttons (-want +got):\n%s", diff)
-	}
-	return q, id
+	wantQuestion(s.t, q.Text, got)
+	return q
+}
+
+// ask has alice ask herald to run the dangerous command, starting the
+// thread ts, and returns the question.
+func (s *slackChat) ask(ts string) slackfake.Message {
+	s.t.Helper()
+	s.mention(ts, "run "+dangerous)
+	return s.question(ts)
 }
 
 // press has user press button i of q and checks Slack's request was
@@ -349,15 +357,13 @@ func (s *slackChat) decided(q slackfake.Message, want string) {
 func TestSlackApprovalOnceAndDeny(t *testing.T) {
 	s := slackApprovals(t)
 	const thread = "1700000100.000100"
-	s.mention(thread, "run "+dangerous)
-	q, _ := s.question(thread)
+	q := s.ask(thread)
 	s.press(q, 0, slackAlice)
 	s.decided(q, "Allowed once by slack:"+slackAlice)
 	s.shown(thread, `result: {"exit_code":0,"output":"mkfs.ext4\n"`)
 
 	const another = "1700000200.000100"
-	s.mention(another, "run "+dangerous)
-	q, _ = s.question(another)
+	q = s.ask(another)
 	s.press(q, 3, slackAlice)
 	s.decided(q, "Denied by slack:"+slackAlice)
 	s.shown(another, `result: {"error":"denied by slack:`+slackAlice)
@@ -369,8 +375,7 @@ func TestSlackApprovalOnceAndDeny(t *testing.T) {
 func TestSlackApprovalStrangerThenAlways(t *testing.T) {
 	s := slackApprovals(t)
 	const thread = "1700000100.000100"
-	s.mention(thread, "run "+dangerous)
-	q, _ := s.question(thread)
+	q := s.ask(thread)
 	s.press(q, 2, slackMallory)
 	s.shown(thread, "Only the person whose message asked for this, or an approvals admin, may answer it.")
 	if m, _ := s.fake.Message(slackChannel, q.TS); len(m.Buttons()) != 4 || m.Updates != 0 {
@@ -403,7 +408,7 @@ const discordDM, discordAda = "140000000000000001", "150000000000000001"
 func discordApprovals(t *testing.T) *discordChat {
 	t.Helper()
 	fake := discordfake.New(t, discordfake.Options{})
-	platformApprovals(t, time.Hour, func(cfg *config.Config) {
+	platformApprovals(t, gatewayStores[0].set, time.Hour, func(cfg *config.Config) {
 		cfg.Platforms.Discord.Token, cfg.Platforms.Discord.APIURL = fake.Token(), fake.URL()
 	})
 	d := &discordChat{t: t, fake: fake}
@@ -458,14 +463,7 @@ func (d *discordChat) question(after string) (discordfake.Message, string) {
 			got = append(got, outbox.Button{Text: b.Label, Data: b.CustomID})
 		}
 	}
-	if len(got) == 0 {
-		d.t.Fatalf("question %q has no buttons", q.Content)
-	}
-	id := approvalID(d.t, got[0].Data)
-	if diff := cmp.Diff(approvalButtons(id), got); diff != "" {
-		d.t.Errorf("the question's buttons (-want +got):\n%s", diff)
-	}
-	return q, id
+	return q, wantQuestion(d.t, q.Content, got)
 }
 
 // press has ada press button data of q and waits for the press to be
