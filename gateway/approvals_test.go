@@ -122,13 +122,7 @@ func waitQuestion(t *testing.T, chat *fileChat, conv string, n int) (outbox.Mess
 	testkit.Eventually(t, fmt.Sprintf("question %d in %s", n, conv), func() bool { return len(questions(chat, conv)) >= n })
 	q := questions(chat, conv)[n-1]
 	id := q.Meta[approvals.MetaApproval]
-	want := []outbox.Button{
-		{Text: "Allow once", Data: "/approve once " + id},
-		{Text: "Allow this session", Data: "/approve session " + id},
-		{Text: "Always allow", Data: "/approve always " + id},
-		{Text: "Deny", Data: "/deny " + id},
-	}
-	if !slices.Equal(q.Buttons, want) {
+	if want := approvalButtons(id); !slices.Equal(q.Buttons, want) {
 		t.Fatalf("buttons %+v, want %+v", q.Buttons, want)
 	}
 	for _, b := range q.Buttons {
