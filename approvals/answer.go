@@ -3,6 +3,7 @@ package approvals
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
@@ -77,6 +78,25 @@ func (ap *Approver) settle(ctx context.Context, a Approval, replyTo string) {
 		ap.opts.Logger.Error("saying how an approval was decided failed", "approval", a.ID, "err", err)
 	}
 }
+
+// Settled is told how a question's delivery ended (delivery's Settled):
+// once accepted, the platform's id of its message is recorded, so an
+// answer given by any means (a typed /approve, the API, the timeout)
+// edits it in place and its buttons go, as a press's does.
+func (ap *Approver) Settled(m outbox.Message, accepted bool, _ string) {
+	id := m.Meta[outbox.MetaSentID]
+	if m.Kind != KindQuestion || !accepted || m.Ref == "" || id == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	if err := ap.opts.Store.SetMessage(ctx, m.Ref, id); err != nil {
+		ap.opts.Logger.Warn("recording a question's message failed; its answer will not edit it", "approval", m.Ref, "err", err)
+	}
+}
+
+// settleTimeout bounds Settled's store write.
+const settleTimeout = 10 * time.Second
 
 // MayAnswer reports whether user (a user key) may answer a, asked from
 // conv: its Asker or an admin (approvals.admins); anyone in its own

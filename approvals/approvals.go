@@ -128,6 +128,11 @@ type Store interface {
 	// as it is with a Conflict error, so the caller can say who decided
 	// it. Errors: NotFound, Conflict.
 	Decide(ctx context.Context, id string, d Decision, by string, at time.Time, message string) (Approval, error)
+	// SetMessage records message, the platform's id of the question's
+	// message once it was sent, so the question can be edited when it is
+	// answered, however it is. Errors: Invalid (an empty id or message),
+	// NotFound.
+	SetMessage(ctx context.Context, id, message string) error
 	// PendingApprovals lists the pending approvals of conv (all
 	// conversations' when conv is empty), oldest first.
 	PendingApprovals(ctx context.Context, conv string) ([]Approval, error)

@@ -273,7 +273,7 @@ func (ap *Approver) create(ctx context.Context, turn *tools.Turn, key, session s
 	// before it is registered.
 	ap.register(a.ID)
 	m := outbox.Message{
-		Target: a.Target, Conv: a.Conv, Kind: KindQuestion, Text: questionText(a, ap.opts.Timeout),
+		Target: a.Target, Conv: a.Conv, Kind: KindQuestion, Text: questionText(a, ap.opts.Timeout), Ref: a.ID,
 		IdempotencyKey: "approval:" + a.ID, Meta: map[string]string{MetaApproval: a.ID},
 	}
 	for _, b := range Buttons {

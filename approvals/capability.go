@@ -68,5 +68,5 @@ func Capability(as Assembly) (*capability.Capability, error) {
 		})
 	}
 	as.ServeApprovals(ap)
-	return &capability.Capability{Signals: ap}, nil
+	return &capability.Capability{Signals: ap, Settled: ap.Settled}, nil
 }

@@ -58,3 +58,12 @@ func CheckPattern(op, pattern string) error {
 	}
 	return nil
 }
+
+// CheckMessage refuses, with Invalid, what no store may record as a
+// question's message (Store.SetMessage): no id or no message id.
+func CheckMessage(op, id, message string) error {
+	if id == "" || message == "" {
+		return errs.E(op, errs.Invalid, "an approval id and a message id are both needed")
+	}
+	return nil
+}

@@ -72,6 +72,18 @@ func (s *memStore) Decide(_ context.Context, id string, d approvals.Decision, by
 	return a, nil
 }
 
+func (s *memStore) SetMessage(_ context.Context, id, message string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.byID[id]
+	if !ok {
+		return errs.E("mem.SetMessage", errs.NotFound, "no approval %s", id)
+	}
+	a.MessageID = message
+	s.byID[id] = a
+	return nil
+}
+
 func (s *memStore) PendingApprovals(_ context.Context, conv string) ([]approvals.Approval, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -73,10 +73,10 @@ func platformApprovals(t *testing.T, set func(*testing.T, *config.Config), timeo
 
 // telegramApprovals is a gateway serving Telegram against fake, and the
 // fake.
-func telegramApprovals(t *testing.T, set func(*testing.T, *config.Config), timeout time.Duration) (*telegramfake.Server, *clock.Fake) {
+func telegramApprovals(t *testing.T, set func(*testing.T, *config.Config), timeout time.Duration) (*telegramfake.Server, *clock.Fake, *gw) {
 	t.Helper()
 	fake := telegramfake.New(t, "")
-	_, clk := platformApprovals(t, set, timeout, func(cfg *config.Config) {
+	h, clk := platformApprovals(t, set, timeout, func(cfg *config.Config) {
 		cfg.Platforms.Telegram = config.Telegram{Token: fake.Token(), APIURL: fake.URL(), Mode: config.TelegramPolling,
 			GroupTrigger: config.TriggerMention}
 	})
@@ -87,7 +87,7 @@ func telegramApprovals(t *testing.T, set func(*testing.T, *config.Config), timeo
 			}
 		}
 	})
-	return fake, clk
+	return fake, clk, h
 }
 
 // telegramUser is the person in the DM, and so the DM's chat.
@@ -184,7 +184,7 @@ func telegramDecided(t *testing.T, fake *telegramfake.Server, q telegramfake.Sen
 func TestTelegramApprovalOnceAndDeny(t *testing.T) {
 	for _, store := range gatewayStores {
 		t.Run(store.name, func(t *testing.T) {
-			fake, _ := telegramApprovals(t, store.set, time.Hour)
+			fake, _, _ := telegramApprovals(t, store.set, time.Hour)
 			fake.Queue(telegramfake.Incoming{Text: "run " + dangerous})
 			q, id := telegramQuestion(t, fake, 0)
 			telegramPress(t, fake, q, "/approve once "+id)
@@ -207,11 +207,18 @@ func TestTelegramApprovalTimeoutThenAPress(t *testing.T) {
 	// The clock steps past the deadline at once: a step past the turn's
 	// lease (store.lease_ttl), renewed on the wall clock, would end it.
 	const timeout = 10 * time.Second
-	fake, clk := telegramApprovals(t, gatewayStores[0].set, timeout)
+	fake, clk, h := telegramApprovals(t, gatewayStores[0].set, timeout)
 	fake.Queue(telegramfake.Incoming{Text: "run " + dangerous})
 	q, id := telegramQuestion(t, fake, 0)
+	// Once Telegram accepted the question, herald knows its message.
+	testkit.Eventually(t, "the question's message recorded", func() bool {
+		p := h.pendingApprovals(fmt.Sprintf("telegram:%d", telegramUser))
+		return len(p) == 1 && p[0].MessageID == strconv.Itoa(q.ID)
+	})
 	clk.Advance(timeout)
-	telegramShown(t, fake, "No answer in time: the command echo mkfs.ext4 was denied.")
+	// The question itself says how it ended, its buttons gone: herald
+	// learned its message's id when it was sent.
+	telegramDecided(t, fake, q, "No answer in time: the command echo mkfs.ext4 was denied.")
 	telegramShown(t, fake, "no answer within 10s: treated as a deny")
 
 	telegramPress(t, fake, q, "/approve once "+id)

@@ -97,6 +97,11 @@ type Message struct {
 	Edits string `json:",omitempty"`
 }
 
+// MetaSentID is the Meta key under which a message a domain is told
+// was accepted (delivery's Settled) carries the platform's id of its
+// (first) message: an approval's question learns what to edit so.
+const MetaSentID = "herald.sent_id"
+
 // Button is one choice under a message. Data is at most 64 bytes
 // (Telegram's limit on a callback's data), and is what a press delivers
 // as the text of an inbound message.

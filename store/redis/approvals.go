@@ -123,6 +123,28 @@ func (s approvalStore) Decide(ctx context.Context, id string, d approvals.Decisi
 	return approvals.Approval{}, status(op, v)
 }
 
+func (s approvalStore) SetMessage(ctx context.Context, id, message string) error {
+	const op = "redis.approvals.SetMessage"
+	db := s.db
+	if err := db.check(op); err != nil {
+		return err
+	}
+	if err := approvals.CheckMessage(op, id, message); err != nil {
+		return err
+	}
+	// An approval is never removed, so one that exists now still does
+	// when m is set: no script is needed to keep a stray hash out.
+	key := db.apprKey("a:" + id)
+	n, err := db.client.Exists(ctx, key).Result()
+	if err != nil {
+		return db.fail(op, err)
+	}
+	if n == 0 {
+		return errs.E(op, errs.NotFound, "no approval %q", id)
+	}
+	return db.fail(op, db.client.HSet(ctx, key, "m", message).Err())
+}
+
 func (s approvalStore) PendingApprovals(ctx context.Context, conv string) ([]approvals.Approval, error) {
 	const op = "redis.approvals.PendingApprovals"
 	index := s.db.apprKey("pending")

@@ -122,6 +122,29 @@ func (s approvalStore) Decide(ctx context.Context, id string, dec approvals.Deci
 	return out, d.fail(op, err)
 }
 
+func (s approvalStore) SetMessage(ctx context.Context, id, message string) error {
+	const op = "sqlite.approvals.SetMessage"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return err
+	}
+	if err := approvals.CheckMessage(op, id, message); err != nil {
+		return err
+	}
+	err := d.w.do(ctx, op, durable, func(t *tx) error {
+		a, err := scanApproval(t.queryRow(sqlApprGet, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return errs.E(op, errs.NotFound, "no approval %q", id)
+		}
+		if err != nil {
+			return err
+		}
+		a.MessageID = message
+		return decide(t, a)
+	})
+	return d.fail(op, err)
+}
+
 func (s approvalStore) PendingApprovals(ctx context.Context, conv string) ([]approvals.Approval, error) {
 	const op = "sqlite.approvals.PendingApprovals"
 	if conv == "" {

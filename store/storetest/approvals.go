@@ -96,6 +96,24 @@ func runApprovals(t *testing.T, b Backend) {
 		wantCode(t, "Decide of an unknown id", err, errs.NotFound)
 		f.wantPending("after both were decided", "")
 	})
+	t.Run("the question's message, recorded once sent, is kept by its decision", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		f.ask("appr_1", "c1", "e1:call-1")
+		if err := f.st.Approvals().SetMessage(f.ctx, "appr_1", "m-5"); err != nil {
+			t.Fatal(err)
+		}
+		f.reopen(false)
+		got, err := f.st.Approvals().Approval(f.ctx, "appr_1")
+		if err != nil || got.MessageID != "m-5" || !got.Pending() {
+			t.Errorf("Approval after SetMessage = message %q, pending %v (%v); want m-5, pending", got.MessageID, got.Pending(), err)
+		}
+		got, err = f.st.Approvals().Decide(f.ctx, "appr_1", approvals.Timeout, approvals.Herald, f.clk.Now(), "")
+		if err != nil || got.MessageID != "m-5" {
+			t.Errorf("Decide without a message = message %q (%v), want m-5 kept", got.MessageID, err)
+		}
+		wantCode(t, "SetMessage of an unknown id", f.st.Approvals().SetMessage(f.ctx, "appr_none", "m-6"), errs.NotFound)
+		wantCode(t, "SetMessage without a message", f.st.Approvals().SetMessage(f.ctx, "appr_1", ""), errs.Invalid)
+	})
 	t.Run("of presses at once one decides", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		// A conversation key with the characters a backend's own syntax

@@ -1304,6 +1304,23 @@ func (m memApprovals) Decide(_ context.Context, id string, d approvals.Decision,
 	return *a, nil
 }
 
+func (m memApprovals) SetMessage(_ context.Context, id, message string) error {
+	const op = "mem.SetMessage"
+	if err := approvals.CheckMessage(op, id, message); err != nil {
+		return err
+	}
+	if err := m.s.lock(op); err != nil {
+		return err
+	}
+	defer m.s.data.mu.Unlock()
+	a := m.find(id)
+	if a == nil {
+		return errs.E(op, errs.NotFound, "no approval %q", id)
+	}
+	a.MessageID = message
+	return nil
+}
+
 func (m memApprovals) PendingApprovals(_ context.Context, conv string) ([]approvals.Approval, error) {
 	const op = "mem.PendingApprovals"
 	if err := m.s.lock(op); err != nil {
