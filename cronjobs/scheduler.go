@@ -10,10 +10,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/heraldgw/herald/internal/bgloop"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/proc"
+	"github.com/heraldgw/herald/internal/tracing"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/outbox"
 )
@@ -501,7 +504,11 @@ func (s *Scheduler) run(ctx context.Context, st step, f fire) error {
 		if err := s.store.PutRun(ctx, r); err != nil {
 			return err
 		}
-		out := s.execute(ctx, j, r)
+		runCtx, span := tracing.Start(ctx, tracing.SpanCronFire,
+			attribute.String("herald.cron.job", j.ID), attribute.String("herald.cron.run", r.ID))
+		out := s.execute(runCtx, j, r)
+		span.SetAttributes(attribute.String("herald.cron.status", string(out.status)))
+		tracing.EndWith(span, out.status == StatusError, string(out.status))
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
