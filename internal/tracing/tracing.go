@@ -15,6 +15,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"go.opentelemetry.io/otel"
@@ -62,10 +63,11 @@ const (
 	MetaTracestate  = "herald.tracestate"
 )
 
-// Setup sends traces, with lookup reading the environment (as
-// os.LookupEnv does), to the OTLP/HTTP endpoint the environment names,
-// as the service OTEL_SERVICE_NAME names, and returns what flushes and
-// stops them. With neither endpoint variable set it changes nothing and
+// Setup sends traces to the OTLP/HTTP endpoint the environment names,
+// as lookup (os.LookupEnv, say) reads it: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+// as it is, else OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces added; as
+// the service OTEL_SERVICE_NAME names (DefaultServiceName when unset).
+// It returns what flushes and stops them. With neither endpoint variable set it changes nothing and
 // the returned function does nothing: every span is otel's no-op. The
 // exporter reads its other settings (headers, timeout, compression)
 // from the process's environment, as the OpenTelemetry SDK documents.
@@ -74,18 +76,22 @@ func Setup(lookup func(name string) (string, bool)) (shutdown func(context.Conte
 		v, _ := lookup(name)
 		return strings.TrimSpace(v)
 	}
-	var endpoint string
-	if v := get(EnvTracesEndpoint); v != "" {
-		endpoint = v
-	} else if v := get(EnvEndpoint); v != "" {
-		endpoint = strings.TrimRight(v, "/") + "/v1/traces"
+	name, endpoint := EnvTracesEndpoint, get(EnvTracesEndpoint)
+	if endpoint == "" {
+		if base := get(EnvEndpoint); base != "" {
+			name, endpoint = EnvEndpoint, strings.TrimRight(base, "/")+"/v1/traces"
+		}
 	}
 	if endpoint == "" {
 		return func(context.Context) error { return nil }, nil
 	}
+	// The exporter would log a bad URL and send to its default instead.
+	if u, err := url.Parse(endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%s is %q: want an http:// or https:// URL of an OTLP/HTTP collector", name, get(name))
+	}
 	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(endpoint))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cmp.Or(get(EnvTracesEndpoint), EnvEndpoint), err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	res := resource.NewSchemaless(semconv.ServiceName(cmp.Or(get(EnvServiceName), DefaultServiceName)))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
@@ -182,4 +188,3 @@ func (c carrier) Keys() []string {
 	}
 	return out
 }
-
