@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 
+	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/internal/tracing"
 )
@@ -150,4 +151,46 @@ func spanTree(spans []testkit.Span) string {
 		fmt.Fprintf(&b, "%s %s parent=%s trace=%s %v\n", s.Name, s.ID, s.Parent, s.Trace, s.Attrs)
 	}
 	return b.String()
+}
+
+// A cron fire is a trace of its own: its model call under it, and the
+// send of its report continuing it from the outbox.
+func TestGatewayTracesACronFire(t *testing.T) {
+	rcv := testkit.NewTraceReceiver(t)
+	t.Setenv(tracing.EnvEndpoint, rcv.URL)
+	t.Setenv(tracing.EnvTracesEndpoint, "")
+	model := testkit.NewModelServer(t)
+	model.Respond(cronModel(func(testkit.RecordedRequest) (testkit.Step, bool) { return testkit.Step{}, false }))
+	cfg := testConfig(t, model)
+	cfg.HTTP.APIKey = "k-cron"
+	h := startGateway(t, cfg, Options{})
+	h.post("cr", "/cron add every 1h summarize the news")
+	h.waitItem("cr", "Scheduled")
+	j := h.cronJobs()[0]
+	h.post("cr", "/cron run "+j.ID)
+	h.waitItem("cr", "report: summarize the news")
+	testkit.Eventually(t, "the run's delivery recorded", func() bool {
+		_, runs := h.cronJob(j.ID)
+		return len(runs) == 1 && runs[0].Delivery == cronjobs.DeliveryDelivered
+	})
+	h.stop()
+
+	spans := rcv.Spans()
+	var fire testkit.Span
+	for _, s := range spans {
+		if s.Name == tracing.SpanCronFire {
+			fire = s
+		}
+	}
+	if fire.ID == "" || fire.Parent != "" || fire.Attrs["herald.cron.job"] != j.ID || fire.Attrs["herald.cron.status"] != string(cronjobs.StatusOK) {
+		t.Fatalf("no root cron fire of %s with its status; spans:\n%s", j.ID, spanTree(spans))
+	}
+	var called, send bool
+	for _, s := range spans {
+		called = called || s.Name == tracing.SpanModel && s.Trace == fire.Trace
+		send = send || s.Name == tracing.SpanDeliverySend && s.Parent == fire.ID
+	}
+	if !called || !send {
+		t.Errorf("model call in the fire's trace: %v, report's send under it: %v; spans:\n%s", called, send, spanTree(spans))
+	}
 }
