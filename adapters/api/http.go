@@ -68,7 +68,8 @@ func (s *Server) routeMethods(path string, hs map[string]http.HandlerFunc) {
 	})
 }
 
-// authorized checks the bearer key. Both sides are hashed first so the
+// authorized checks the bearer key, or else the dashboard's session
+// cookie (sessionAuthorized). Both sides are hashed first so the
 // comparison takes the same time whatever the lengths.
 func (s *Server) authorized(r *http.Request) bool {
 	if s.opts.APIKey == "" {
@@ -76,7 +77,7 @@ func (s *Server) authorized(r *http.Request) bool {
 	}
 	token, ok := bearer(r)
 	if !ok {
-		return false
+		return s.sessionAuthorized(r)
 	}
 	got := sha256.Sum256([]byte(token))
 	want := sha256.Sum256([]byte(s.opts.APIKey))
