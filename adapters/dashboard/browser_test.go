@@ -240,7 +240,7 @@ func (h *gw) do(method, path, body string) (int, string) {
 	return res.StatusCode, string(b)
 }
 
-func startGateway(t *testing.T, model *testkit.ModelServer, key string, adapter adapters.Adapter) *gw {
+func startGateway(t *testing.T, model *testkit.ModelServer, key string, adapter adapters.Adapter, edit func(*config.Config)) *gw {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Home = t.TempDir()
@@ -249,6 +249,9 @@ func startGateway(t *testing.T, model *testkit.ModelServer, key string, adapter 
 	cfg.Model.BaseURL = model.URL()
 	cfg.Model.Name = "test-model"
 	cfg.Tools.Workspace = t.TempDir()
+	if edit != nil {
+		edit(&cfg)
+	}
 	g, err := gateway.New(cfg, gateway.Options{Adapters: []adapters.Adapter{adapter}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -297,7 +300,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		sent.Add(1)
 		return adapters.SendResult{Outcome: adapters.Accepted, MessageID: "m-" + m.ID}
 	}}
-	h := startGateway(t, model, key, chat)
+	h := startGateway(t, model, key, chat, nil)
 	ctx := context.Background()
 	ob := h.g.Store().Outbox()
 

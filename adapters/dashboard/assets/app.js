@@ -5,12 +5,13 @@
 const REFRESH_MS = 10000; // the slowest a page may poll is every 5 s
 const STATUSES = ['triage', 'todo', 'scheduled', 'ready', 'running', 'blocked', 'review', 'done'];
 
-// The kinds of a board's events (kanban's Event* names): the stream
-// names each, so each needs its listener.
+// The kinds of a board's events (kanban's Event* constants; a test
+// checks the list): the stream names each, so each needs its listener.
 const KANBAN_EVENTS = ['created', 'moved', 'claimed', 'spawned', 'completed', 'blocked', 'unblocked',
   'gave_up', 'crashed', 'timed_out', 'reclaimed', 'rate_limited', 'review_requested', 'approved',
   'changes_requested', 'commented', 'attached', 'linked', 'unlinked', 'assigned', 'prioritized',
-  'promoted', 'archived', 'check_failed', 'skipped_unassigned', 'skipped_nonspawnable', 'stranded_in_ready'];
+  'promoted', 'archived', 'check_failed', 'skipped_unassigned', 'skipped_nonspawnable', 'stranded_in_ready',
+  'edited', 'stop_requested'];
 
 let stopPage = () => {}; // ends the current page's timers and streams
 
