@@ -10,6 +10,7 @@ import (
 
 	"github.com/heraldgw/herald/adapters/api"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/websession"
 	"github.com/heraldgw/herald/outbox"
 )
 
@@ -96,12 +97,12 @@ func TestOutboxRoutes(t *testing.T) {
 // expired, was made with another key or was altered is refused.
 func TestSessionCookie(t *testing.T) {
 	f, requeued := outboxFixture(t)
-	valid := api.NewSession(testKey, epoch.Add(time.Hour))
+	valid := websession.New(testKey, epoch.Add(time.Hour))
 	exp, mac, _ := strings.Cut(valid, ".")
 	cookies := func(session, csrf string) string {
-		c := api.SessionCookie + "=" + session
+		c := websession.Cookie + "=" + session
 		if csrf != "" {
-			c += "; " + api.CSRFCookie + "=" + csrf
+			c += "; " + websession.CSRFCookie + "=" + csrf
 		}
 		return c
 	}
@@ -113,13 +114,13 @@ func TestSessionCookie(t *testing.T) {
 		{"no cookie", "GET", "/api/v1/outbox/dead", nil, http.StatusUnauthorized},
 		{"a read", "GET", "/api/v1/outbox/dead", []string{"Cookie", cookies(valid, "")}, http.StatusOK},
 		{"a change without the CSRF header", "POST", "/api/v1/outbox/dead/d1/retry", []string{"Cookie", cookies(valid, "tok")}, http.StatusUnauthorized},
-		{"a change with another CSRF value", "POST", "/api/v1/outbox/dead/d1/retry", []string{"Cookie", cookies(valid, "tok"), api.CSRFHeader, "other"}, http.StatusUnauthorized},
-		{"a change with an empty CSRF pair", "POST", "/api/v1/outbox/dead/d1/retry", []string{"Cookie", cookies(valid, ""), api.CSRFHeader, ""}, http.StatusUnauthorized},
-		{"expired", "GET", "/api/v1/outbox/dead", []string{"Cookie", cookies(api.NewSession(testKey, epoch), "")}, http.StatusUnauthorized},
-		{"another key", "GET", "/api/v1/outbox/dead", []string{"Cookie", cookies(api.NewSession("another-key", epoch.Add(time.Hour)), "")}, http.StatusUnauthorized},
+		{"a change with another CSRF value", "POST", "/api/v1/outbox/dead/d1/retry", []string{"Cookie", cookies(valid, "tok"), websession.CSRFHeader, "other"}, http.StatusUnauthorized},
+		{"a change with an empty CSRF pair", "POST", "/api/v1/outbox/dead/d1/retry", []string{"Cookie", cookies(valid, ""), websession.CSRFHeader, ""}, http.StatusUnauthorized},
+		{"expired", "GET", "/api/v1/outbox/dead", []string{"Cookie", cookies(websession.New(testKey, epoch), "")}, http.StatusUnauthorized},
+		{"another key", "GET", "/api/v1/outbox/dead", []string{"Cookie", cookies(websession.New("another-key", epoch.Add(time.Hour)), "")}, http.StatusUnauthorized},
 		{"a later expiry", "GET", "/api/v1/outbox/dead", []string{"Cookie", cookies("9"+exp+"."+mac, "")}, http.StatusUnauthorized},
 		{"no MAC", "GET", "/api/v1/outbox/dead", []string{"Cookie", cookies(exp, "")}, http.StatusUnauthorized},
-		{"a change with the CSRF header", "POST", "/api/v1/outbox/dead/d1/retry", []string{"Cookie", cookies(valid, "tok"), api.CSRFHeader, "tok"}, http.StatusOK},
+		{"a change with the CSRF header", "POST", "/api/v1/outbox/dead/d1/retry", []string{"Cookie", cookies(valid, "tok"), websession.CSRFHeader, "tok"}, http.StatusOK},
 	} {
 		if code, body := f.do(t, tc.method, tc.path, "", tc.header...); code != tc.want {
 			t.Errorf("%s: %d %s, want %d", tc.desc, code, body, tc.want)

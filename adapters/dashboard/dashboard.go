@@ -3,8 +3,8 @@
 // serves under /api/v1, in the browser of whoever holds the API key.
 //
 // With an API key the pages first ask for it: POST /ui/login checks it and
-// sets the API's session cookie (api.NewSession), HttpOnly and
-// SameSite=Strict, and a CSRF cookie the pages echo in api.CSRFHeader on
+// sets the session cookie the API accepts (websession), HttpOnly and
+// SameSite=Strict, and a CSRF cookie the pages echo in websession.CSRFHeader on
 // every request that changes something. The key itself is never sent
 // back nor kept by the browser. Without a key (loopback only) the pages
 // open directly, as the API does.
@@ -22,8 +22,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/heraldgw/herald/adapters/api"
 	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/websession"
 )
 
 //go:embed assets
@@ -100,8 +100,8 @@ type sessionState struct {
 
 func (d *Dashboard) session(w http.ResponseWriter, r *http.Request) {
 	st := sessionState{LoginRequired: d.opts.APIKey != "", SignedIn: d.opts.APIKey == ""}
-	if c, err := r.Cookie(api.SessionCookie); err == nil && st.LoginRequired {
-		st.SignedIn = api.ValidSession(d.opts.APIKey, c.Value, d.opts.Clock.Now())
+	if c, err := r.Cookie(websession.Cookie); err == nil && st.LoginRequired {
+		st.SignedIn = websession.Valid(d.opts.APIKey, c.Value, d.opts.Clock.Now())
 	}
 	writeJSON(w, http.StatusOK, st)
 }
@@ -130,15 +130,15 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "that is not the API key"})
 		return
 	}
-	expires := d.opts.Clock.Now().Add(api.SessionTTL)
+	expires := d.opts.Clock.Now().Add(websession.TTL)
 	secure := r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
 	http.SetCookie(w, &http.Cookie{
-		Name: api.SessionCookie, Value: api.NewSession(d.opts.APIKey, expires), Path: "/",
+		Name: websession.Cookie, Value: websession.New(d.opts.APIKey, expires), Path: "/",
 		Expires: expires, HttpOnly: true, Secure: secure, SameSite: http.SameSiteStrictMode,
 	})
-	// Read by the pages to echo it in api.CSRFHeader, so not HttpOnly.
+	// Read by the pages to echo it in websession.CSRFHeader, so not HttpOnly.
 	http.SetCookie(w, &http.Cookie{
-		Name: api.CSRFCookie, Value: rand.Text(), Path: "/",
+		Name: websession.CSRFCookie, Value: rand.Text(), Path: "/",
 		Expires: expires, Secure: secure, SameSite: http.SameSiteStrictMode,
 	})
 	writeJSON(w, http.StatusOK, sessionState{LoginRequired: true, SignedIn: true})
@@ -147,7 +147,7 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 // logout clears the cookies. The session's value stays valid until it
 // expires, in a browser that kept a copy: a new API key ends it sooner.
 func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) {
-	for _, name := range []string{api.SessionCookie, api.CSRFCookie} {
+	for _, name := range []string{websession.Cookie, websession.CSRFCookie} {
 		http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: "/", Expires: time.Unix(0, 0), MaxAge: -1, SameSite: http.SameSiteStrictMode})
 	}
 	writeJSON(w, http.StatusOK, sessionState{LoginRequired: d.opts.APIKey != ""})

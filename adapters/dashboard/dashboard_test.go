@@ -15,12 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldgw/herald/adapters/adaptertest"
-	"github.com/heraldgw/herald/adapters/api"
 	"github.com/heraldgw/herald/adapters/dashboard"
-	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
-	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/internal/websession"
 )
 
 var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -68,11 +65,11 @@ func TestLogin(t *testing.T) {
 			t.Errorf("cookie %s holds the key", c.Name)
 		}
 	}
-	s, csrf := byName[api.SessionCookie], byName[api.CSRFCookie]
+	s, csrf := byName[websession.Cookie], byName[websession.CSRFCookie]
 	if s == nil || !s.HttpOnly || s.SameSite != http.SameSiteStrictMode || s.Path != "/" {
 		t.Fatalf("session cookie %+v", s)
 	}
-	if !api.ValidSession(key, s.Value, epoch) || api.ValidSession(key, s.Value, epoch.Add(api.SessionTTL)) {
+	if !websession.Valid(key, s.Value, epoch) || websession.Valid(key, s.Value, epoch.Add(websession.TTL)) {
 		t.Errorf("the session is not valid for SessionTTL from the login")
 	}
 	if csrf == nil || csrf.HttpOnly || csrf.Value == "" || csrf.SameSite != http.SameSiteStrictMode {
@@ -115,22 +112,6 @@ func TestNoKeyNoLogin(t *testing.T) {
 	b, _ = io.ReadAll(res.Body)
 	if res.StatusCode != http.StatusOK || !strings.Contains(string(b), `<nav id="nav"`) || res.Header.Get("Content-Security-Policy") == "" {
 		t.Errorf("GET /ui/: %d %v", res.StatusCode, res.Header)
-	}
-}
-
-// With dashboard.enabled false the gateway serves no /ui/.
-func TestDashboardOff(t *testing.T) {
-	model := testkit.NewModelServer(t)
-	for _, on := range []bool{true, false} {
-		h := startGateway(t, model, "", &adaptertest.Adapter{Name: "chatfake"}, func(c *config.Config) { c.Dashboard.Enabled = on })
-		res, err := http.Get(h.base + "/ui/")
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		if want := map[bool]int{true: http.StatusOK, false: http.StatusNotFound}[on]; res.StatusCode != want {
-			t.Errorf("dashboard.enabled %v: GET /ui/ %d, want %d", on, res.StatusCode, want)
-		}
 	}
 }
 

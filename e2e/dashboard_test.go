@@ -1,8 +1,7 @@
-package dashboard_test
+package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -41,13 +40,11 @@ var browser struct {
 	err    error
 }
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	code := m.Run()
+// stopBrowser ends the shared browser, if a test started it.
+func stopBrowser() {
 	if browser.cancel != nil {
 		browser.cancel()
 	}
-	os.Exit(code)
 }
 
 // chromiumFlags are what the browser runs with: headless, and nothing
@@ -96,23 +93,33 @@ func startBrowser() {
 	browser.err = chromedp.Do(ctx)
 }
 
-// page is a tab of the shared browser, in a browser context of its own,
+// browserPage is a tab of the shared browser, in a browser context of its own,
 // and the console errors and exceptions it has seen.
-type page struct {
+type browserPage struct {
 	t   *testing.T
 	ctx context.Context
+	log *consoleLog
+}
+
+// consoleLog is what a tab's console showed of errors and exceptions.
+type consoleLog struct {
 	mu  sync.Mutex
 	bad []string
 }
 
-func openPage(t *testing.T) *page {
+// in is p for the subtest t.
+func (p *browserPage) in(t *testing.T) *browserPage {
+	return &browserPage{t: t, ctx: p.ctx, log: p.log}
+}
+
+func openPage(t *testing.T) *browserPage {
 	t.Helper()
 	browser.once.Do(startBrowser)
 	if browser.err != nil {
 		t.Fatalf("starting the browser: %v", browser.err)
 	}
 	ctx, cancel := chromedp.NewContext(browser.ctx, chromedp.WithNewBrowserContext())
-	p := &page{t: t, ctx: ctx}
+	p := &browserPage{t: t, ctx: ctx, log: &consoleLog{}}
 	// The first run opens the tab, which lives as long as its context:
 	// without a timeout.
 	if err := chromedp.Do(ctx); err != nil {
@@ -139,25 +146,25 @@ func openPage(t *testing.T) *page {
 	return p
 }
 
-func (p *page) record(s string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.bad = append(p.bad, s)
+func (p *browserPage) record(s string) {
+	p.log.mu.Lock()
+	defer p.log.mu.Unlock()
+	p.log.bad = append(p.log.bad, s)
 }
 
 // clean fails the test when the page logged an error or threw.
-func (p *page) clean(what string) {
+func (p *browserPage) clean(what string) {
 	p.t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.bad) > 0 {
-		p.t.Errorf("%s: the page logged errors:\n%s", what, strings.Join(p.bad, "\n"))
-		p.bad = nil
+	p.log.mu.Lock()
+	defer p.log.mu.Unlock()
+	if len(p.log.bad) > 0 {
+		p.t.Errorf("%s: the page logged errors:\n%s", what, strings.Join(p.log.bad, "\n"))
+		p.log.bad = nil
 	}
 }
 
 // run runs actions, each wait bounded.
-func (p *page) run(actions ...chromedp.Action[chromedp.Void]) {
+func (p *browserPage) run(actions ...chromedp.Action[chromedp.Void]) {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 	defer cancel()
@@ -167,7 +174,7 @@ func (p *page) run(actions ...chromedp.Action[chromedp.Void]) {
 }
 
 // text returns the text of the element sel selects.
-func (p *page) text(sel string) string {
+func (p *browserPage) text(sel string) string {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 	defer cancel()
@@ -179,7 +186,7 @@ func (p *page) text(sel string) string {
 }
 
 // eval returns what the JavaScript expression evaluates to.
-func (p *page) eval(expr string) string {
+func (p *browserPage) eval(expr string) string {
 	p.t.Helper()
 	s, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](expr))
 	if err != nil {
@@ -189,19 +196,19 @@ func (p *page) eval(expr string) string {
 }
 
 // until waits for the JavaScript expression to be true.
-func (p *page) until(expr string) {
+func (p *browserPage) until(expr string) {
 	p.t.Helper()
 	p.run(chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(25*time.Second)))
 }
 
 // show opens the dashboard's page name, as its navigation does.
-func (p *page) show(name string) {
+func (p *browserPage) show(name string) {
 	p.t.Helper()
 	p.eval(fmt.Sprintf("location.hash = %q", "#/"+name))
 }
 
 // shot writes the page's screenshot as name.png to -screenshots.
-func (p *page) shot(name string) {
+func (p *browserPage) shot(name string) {
 	p.t.Helper()
 	if *screenshots == "" {
 		return
@@ -215,15 +222,15 @@ func (p *page) shot(name string) {
 	}
 }
 
-// gw is a gateway under test and a client of its API.
-type gw struct {
+// uiGateway is a gateway under test and a client of its API.
+type uiGateway struct {
 	t    *testing.T
 	g    *gateway.Gateway
 	base string
 	key  string
 }
 
-func (h *gw) do(method, path, body string) (int, string) {
+func (h *uiGateway) do(method, path, body string) (int, string) {
 	h.t.Helper()
 	req, err := http.NewRequest(method, h.base+path, strings.NewReader(body))
 	if err != nil {
@@ -240,7 +247,7 @@ func (h *gw) do(method, path, body string) (int, string) {
 	return res.StatusCode, string(b)
 }
 
-func startGateway(t *testing.T, model *testkit.ModelServer, key string, adapter adapters.Adapter, edit func(*config.Config)) *gw {
+func startUIGateway(t *testing.T, model *testkit.ModelServer, key string, adapter adapters.Adapter, edit func(*config.Config)) *uiGateway {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Home = t.TempDir()
@@ -267,19 +274,7 @@ func startGateway(t *testing.T, model *testkit.ModelServer, key string, adapter 
 			t.Errorf("Shutdown: %v", err)
 		}
 	})
-	return &gw{t: t, g: g, base: "http://" + g.Addr(), key: key}
-}
-
-// commandModel runs command with the terminal tool, then replies with
-// its result.
-func commandModel(command string) testkit.Responder {
-	args, _ := json.Marshal(map[string]string{"command": command})
-	return func(r testkit.RecordedRequest) testkit.Step {
-		if last := r.Messages[len(r.Messages)-1]; last.Role == "tool" {
-			return testkit.Reply("result: " + last.Content)
-		}
-		return testkit.CallTools(testkit.ToolCall("terminal", string(args)))
-	}
+	return &uiGateway{t: t, g: g, base: "http://" + g.Addr(), key: key}
 }
 
 // Through a real gateway with an API key and a real browser: sign in,
@@ -300,7 +295,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		sent.Add(1)
 		return adapters.SendResult{Outcome: adapters.Accepted, MessageID: "m-" + m.ID}
 	}}
-	h := startGateway(t, model, key, chat, nil)
+	h := startUIGateway(t, model, key, chat, nil)
 	ctx := context.Background()
 	ob := h.g.Store().Outbox()
 
@@ -320,7 +315,8 @@ func TestDashboardInABrowser(t *testing.T) {
 		return strings.Contains(body, "mkfs")
 	})
 
-	p := openPage(t)
+	tab := openPage(t)
+	p := tab
 	p.run(chromedp.Navigate(h.base + "/ui/"))
 	p.run(chromedp.WaitVisible(chromedp.CSS("#login")))
 	p.shot("login")
@@ -334,6 +330,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 
 	t.Run("session cookie", func(t *testing.T) {
+		p := tab.in(t)
 		res, err := chromedp.Call(p.ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{h.base}})
 		if err != nil {
 			t.Fatal(err)
@@ -358,6 +355,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	})
 
 	t.Run("overview", func(t *testing.T) {
+		p := tab.in(t)
 		p.until(`document.querySelectorAll('#stats .stat').length === 5`)
 		text := p.text("#stats")
 		if !strings.Contains(text, "Dead letters") || !strings.Contains(text, "Approvals pending") {
@@ -368,6 +366,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	})
 
 	t.Run("outbox", func(t *testing.T) {
+		p := tab.in(t)
 		p.show("outbox")
 		p.run(chromedp.WaitVisible(chromedp.CSS("button.retry")))
 		dead := p.text("#page")
@@ -386,6 +385,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	})
 
 	t.Run("approvals", func(t *testing.T) {
+		p := tab.in(t)
 		p.show("approvals")
 		p.run(chromedp.WaitVisible(chromedp.CSS(`button[data-decision="once"]`)))
 		buttons := p.text("#page table")
@@ -405,6 +405,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	})
 
 	t.Run("kanban", func(t *testing.T) {
+		p := tab.in(t)
 		p.show("kanban")
 		p.until(`document.getElementById('live') && document.getElementById('live').textContent === 'live' && document.querySelectorAll('.column').length > 0`)
 		p.eval(`window.notReloaded = 'yes'`) // gone if the page loads again
@@ -427,10 +428,27 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	for _, name := range []string{"cron", "conversations", "delegations", "keys"} {
 		t.Run(name, func(t *testing.T) {
+			p := tab.in(t)
 			p.show(name)
 			p.until(fmt.Sprintf(`document.getElementById('page').dataset.page === %q && !!document.querySelector('#page h1')`, name))
 			p.shot(name)
 			p.clean(name)
 		})
+	}
+}
+
+// With dashboard.enabled false the gateway serves no /ui/.
+func TestDashboardOff(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	for _, on := range []bool{true, false} {
+		h := startUIGateway(t, model, "", &adaptertest.Adapter{Name: "chatfake"}, func(c *config.Config) { c.Dashboard.Enabled = on })
+		res, err := http.Get(h.base + "/ui/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if want := map[bool]int{true: http.StatusOK, false: http.StatusNotFound}[on]; res.StatusCode != want {
+			t.Errorf("dashboard.enabled %v: GET /ui/ %d, want %d", on, res.StatusCode, want)
+		}
 	}
 }
