@@ -48,6 +48,7 @@ type Config struct {
 	Attachments Attachments `yaml:"attachments"`
 	STT         STT         `yaml:"stt"`
 	Approvals   Approvals   `yaml:"approvals"`
+	Dashboard   Dashboard   `yaml:"dashboard"`
 	// MCPServers are the Model Context Protocol servers whose tools the
 	// agent is offered, by name (docs/mcp.md).
 	MCPServers map[string]MCPServer `yaml:"mcp_servers"`
@@ -321,6 +322,12 @@ type Discord struct {
 // DefaultDiscordBackfillWindow is platforms.discord.backfill_window's
 // default.
 const DefaultDiscordBackfillWindow = time.Hour
+
+// Dashboard configures the web dashboard at /ui/ on http.addr.
+type Dashboard struct {
+	// Enabled serves the dashboard; behind http.api_key when one is set.
+	Enabled bool `yaml:"enabled"`
+}
 
 // Cron configures scheduled jobs.
 type Cron struct {
@@ -734,6 +741,7 @@ func Default() Config {
 			DangerousCommands: tools.DefaultDangerousCommands(),
 		},
 		Cron:        Cron{Enabled: true, Timezone: "UTC", ScriptTimeout: DefaultScriptTimeout},
+		Dashboard:   Dashboard{Enabled: true},
 		Goal:        Goal{MaxTurns: 20, JudgeTimeout: 30 * time.Second},
 		Loop:        Loop{MinInterval: 30 * time.Second, MaxTicks: 100},
 		Heartbeat:   Heartbeat{MinInterval: 60 * time.Second},

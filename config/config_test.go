@@ -87,7 +87,8 @@ func TestDefault(t *testing.T) {
 			OutputMaxChars:    50_000,
 			DangerousCommands: tools.DefaultDangerousCommands(),
 		},
-		Cron: config.Cron{Enabled: true, Timezone: "UTC", ScriptTimeout: time.Hour},
+		Cron:      config.Cron{Enabled: true, Timezone: "UTC", ScriptTimeout: time.Hour},
+		Dashboard: config.Dashboard{Enabled: true},
 		Kanban: config.Kanban{
 			Enabled: true, DispatchIntervalSeconds: 60, ClaimTTLSeconds: 900, FailureLimit: 2,
 			MaxSpawn: 8, ReviewDispatch: true, AttachmentMaxBytes: 25 << 20,

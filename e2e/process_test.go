@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -36,7 +37,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
 	code := m.Run()
+	stopBrowser()
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/adapters/api"
+	"github.com/heraldgw/herald/adapters/dashboard"
 	"github.com/heraldgw/herald/capability"
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/delegation"
@@ -493,7 +494,7 @@ func (g *Gateway) build() error {
 		MaxFileBytes: cfg.Attachments.MaxBytes,
 		Clock:        g.clock,
 		Logger:       log,
-		Routes:       a.routes,
+		Routes:       append(a.routes, api.OutboxRoutes(g.db.Outbox())),
 	}
 	g.api = api.New(apiOpts)
 	g.adapters = append([]adapters.Adapter{g.api}, g.opts.Adapters...)
@@ -505,6 +506,9 @@ func (g *Gateway) build() error {
 	// it reads them on http.metrics_addr.
 	g.mux.Handle("GET /metrics", g.api.Guard(g.metrics.Handler()))
 	g.api.Mount(g.mux)
+	if cfg.Dashboard.Enabled {
+		dashboard.New(dashboard.Options{APIKey: cfg.HTTP.APIKey, Clock: g.clock, Logger: log}).Mount(g.mux)
+	}
 	if err := g.mount(); err != nil {
 		return err
 	}

@@ -89,8 +89,8 @@ type Options struct {
 	FetchTimeout time.Duration
 	// Routes are the domains' routes the API serves beside its own,
 	// under its key: DelegationRoutes, CronRoutes, KanbanRoutes,
-	// ApprovalRoutes. A
-	// domain's paths not mounted answer 404 like any unknown route.
+	// ApprovalRoutes, OutboxRoutes. A domain's paths not mounted answer
+	// 404 like any unknown route.
 	Routes []Routes
 }
 

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/websession"
 )
 
 // Error types in the JSON error body, after OpenAI's where it has one.
@@ -68,7 +69,8 @@ func (s *Server) routeMethods(path string, hs map[string]http.HandlerFunc) {
 	})
 }
 
-// authorized checks the bearer key. Both sides are hashed first so the
+// authorized checks the bearer key, or else the dashboard's session
+// cookie (websession). Both sides are hashed first so the
 // comparison takes the same time whatever the lengths.
 func (s *Server) authorized(r *http.Request) bool {
 	if s.opts.APIKey == "" {
@@ -76,7 +78,7 @@ func (s *Server) authorized(r *http.Request) bool {
 	}
 	token, ok := bearer(r)
 	if !ok {
-		return false
+		return websession.Authorized(r, s.opts.APIKey, s.opts.Clock.Now())
 	}
 	got := sha256.Sum256([]byte(token))
 	want := sha256.Sum256([]byte(s.opts.APIKey))

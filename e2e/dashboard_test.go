@@ -1,0 +1,454 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/adapters/adaptertest"
+	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/gateway"
+	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/outbox"
+)
+
+// screenshots, when set, is where the pages' screenshots are written
+// (docs/dashboard when they are made for the docs).
+var screenshots = flag.String("screenshots", "", "write each page's screenshot to this directory")
+
+// One browser serves every test of the package; each test gets its own
+// browser context (its own cookies) in it.
+var browser struct {
+	once   sync.Once
+	ctx    context.Context
+	cancel func()
+	err    error
+}
+
+// stopBrowser ends the shared browser, if a test started it.
+func stopBrowser() {
+	if browser.cancel != nil {
+		browser.cancel()
+	}
+}
+
+// chromiumFlags are what the browser runs with: headless, and nothing
+// that reaches the network on its own.
+func chromiumFlags(path, dir string) []chromedp.ExecAllocatorOption {
+	return []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(dir),
+		chromedp.WindowSize(1280, 860),
+	}
+}
+
+func startBrowser() {
+	var path string
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			path = p
+			break
+		}
+	}
+	if path == "" {
+		browser.err = fmt.Errorf("no chromium on PATH: scripts/test installs it (apt-get install chromium)")
+		return
+	}
+	dir, err := os.MkdirTemp("", "herald-chromium-")
+	if err != nil {
+		browser.err = err
+		return
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromiumFlags(path, dir)...)
+	ctx, cancelCtx := chromedp.NewContext(alloc)
+	browser.ctx = ctx
+	browser.cancel = func() {
+		cancelCtx()
+		cancelAlloc()
+		_ = os.RemoveAll(dir)
+	}
+	browser.err = chromedp.Do(ctx)
+}
+
+// browserPage is a tab of the shared browser, in a browser context of its own,
+// and the console errors and exceptions it has seen.
+type browserPage struct {
+	t   *testing.T
+	ctx context.Context
+	log *consoleLog
+}
+
+// consoleLog is what a tab's console showed of errors and exceptions.
+type consoleLog struct {
+	mu  sync.Mutex
+	bad []string
+}
+
+// in is p for the subtest t.
+func (p *browserPage) in(t *testing.T) *browserPage {
+	return &browserPage{t: t, ctx: p.ctx, log: p.log}
+}
+
+func openPage(t *testing.T) *browserPage {
+	t.Helper()
+	browser.once.Do(startBrowser)
+	if browser.err != nil {
+		t.Fatalf("starting the browser: %v", browser.err)
+	}
+	ctx, cancel := chromedp.NewContext(browser.ctx, chromedp.WithNewBrowserContext())
+	p := &browserPage{t: t, ctx: ctx, log: &consoleLog{}}
+	// The first run opens the tab, which lives as long as its context:
+	// without a timeout.
+	if err := chromedp.Do(ctx); err != nil {
+		cancel()
+		t.Fatalf("opening a tab: %v", err)
+	}
+	console := chromedp.Console(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m, err := range console {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() {
+				p.record(m.String() + " " + m.URL)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return p
+}
+
+func (p *browserPage) record(s string) {
+	p.log.mu.Lock()
+	defer p.log.mu.Unlock()
+	p.log.bad = append(p.log.bad, s)
+}
+
+// clean fails the test when the page logged an error or threw.
+func (p *browserPage) clean(what string) {
+	p.t.Helper()
+	p.log.mu.Lock()
+	defer p.log.mu.Unlock()
+	if len(p.log.bad) > 0 {
+		p.t.Errorf("%s: the page logged errors:\n%s", what, strings.Join(p.log.bad, "\n"))
+		p.log.bad = nil
+	}
+}
+
+// run runs actions, each wait bounded.
+func (p *browserPage) run(actions ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		p.t.Fatalf("browser: %v", err)
+	}
+}
+
+// text returns the text of the element sel selects.
+func (p *browserPage) text(sel string) string {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		p.t.Fatalf("browser: text of %s: %v", sel, err)
+	}
+	return s
+}
+
+// eval returns what the JavaScript expression evaluates to.
+func (p *browserPage) eval(expr string) string {
+	p.t.Helper()
+	s, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](expr))
+	if err != nil {
+		p.t.Fatalf("browser: %s: %v", expr, err)
+	}
+	return s
+}
+
+// until waits for the JavaScript expression to be true.
+func (p *browserPage) until(expr string) {
+	p.t.Helper()
+	p.run(chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(25*time.Second)))
+}
+
+// show opens the dashboard's page name, as its navigation does.
+func (p *browserPage) show(name string) {
+	p.t.Helper()
+	p.eval(fmt.Sprintf("location.hash = %q", "#/"+name))
+}
+
+// shot writes the page's screenshot as name.png to -screenshots.
+func (p *browserPage) shot(name string) {
+	p.t.Helper()
+	if *screenshots == "" {
+		return
+	}
+	png, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if err = os.WriteFile(filepath.Join(*screenshots, name+".png"), png, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// uiGateway is a gateway under test and a client of its API.
+type uiGateway struct {
+	t    *testing.T
+	g    *gateway.Gateway
+	base string
+	key  string
+}
+
+func (h *uiGateway) do(method, path, body string) (int, string) {
+	h.t.Helper()
+	req, err := http.NewRequest(method, h.base+path, strings.NewReader(body))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+h.key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+func startUIGateway(t *testing.T, model *testkit.ModelServer, key string, adapter adapters.Adapter, edit func(*config.Config)) *uiGateway {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Home = t.TempDir()
+	cfg.HTTP.Addr = "127.0.0.1:0"
+	cfg.HTTP.APIKey = key
+	cfg.Model.BaseURL = model.URL()
+	cfg.Model.Name = "test-model"
+	cfg.Tools.Workspace = t.TempDir()
+	if edit != nil {
+		edit(&cfg)
+	}
+	g, err := gateway.New(cfg, gateway.Options{Adapters: []adapters.Adapter{adapter}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(context.Background()); err != nil {
+		_ = g.Shutdown(context.Background())
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := g.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return &uiGateway{t: t, g: g, base: "http://" + g.Addr(), key: key}
+}
+
+// Through a real gateway with an API key and a real browser: sign in,
+// every page renders without an error, a dead letter is retried, an
+// approval answered, and a card made through the API shows on an open
+// board without a reload.
+func TestDashboardInABrowser(t *testing.T) {
+	const key = "dash-key-0123456789"
+	model := testkit.NewModelServer(t)
+	model.Respond(commandModel("echo mkfs.ext4"))
+	var refuse atomic.Bool
+	refuse.Store(true)
+	var sent atomic.Int32
+	chat := &adaptertest.Adapter{Name: "chatfake", OnSend: func(_ context.Context, m outbox.Message) adapters.SendResult {
+		if refuse.Load() {
+			return adapters.SendResult{Outcome: adapters.Permanent, Reason: "chat not found"}
+		}
+		sent.Add(1)
+		return adapters.SendResult{Outcome: adapters.Accepted, MessageID: "m-" + m.ID}
+	}}
+	h := startUIGateway(t, model, key, chat, nil)
+	ctx := context.Background()
+	ob := h.g.Store().Outbox()
+
+	// A dead letter, and an approval a turn waits on.
+	if _, _, err := ob.Enqueue(ctx, outbox.Message{Target: outbox.Target{Platform: "chatfake", Chat: "42"}, Conv: "chatfake:42", Text: "the weekly report"}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "a dead letter", func() bool {
+		dead, err := ob.DeadLetters(ctx, 10)
+		return err == nil && len(dead) == 1
+	})
+	if code, body := h.do("POST", "/api/v1/conversations/ap/messages", `{"text":"format the disk"}`); code != http.StatusAccepted {
+		t.Fatalf("post a message: %d %s", code, body)
+	}
+	testkit.Eventually(t, "a pending approval", func() bool {
+		_, body := h.do("GET", "/api/v1/approvals", "")
+		return strings.Contains(body, "mkfs")
+	})
+
+	tab := openPage(t)
+	p := tab
+	p.run(chromedp.Navigate(h.base + "/ui/"))
+	p.run(chromedp.WaitVisible(chromedp.CSS("#login")))
+	p.shot("login")
+	p.run(chromedp.SendKeys(chromedp.CSS("#key"), key), chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)))
+	p.run(chromedp.WaitVisible(chromedp.CSS("#nav")))
+	nav := p.text("#nav")
+	for _, word := range []string{"Conversations", "Delegations", "Cron", "Kanban", "Outbox", "Keys", "Approvals"} {
+		if !strings.Contains(nav, word) {
+			t.Errorf("the navigation %q has no %s", nav, word)
+		}
+	}
+
+	t.Run("session cookie", func(t *testing.T) {
+		p := tab.in(t)
+		res, err := chromedp.Call(p.ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{h.base}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cookies := res.Cookies
+		var session *network.Cookie
+		for _, c := range cookies {
+			if c.Name == "herald_session" {
+				session = c
+			}
+			if strings.Contains(c.Value, key) {
+				t.Errorf("cookie %s holds the key", c.Name)
+			}
+		}
+		if session == nil || !session.HTTPOnly || session.SameSite != network.CookieSameSiteStrict {
+			t.Errorf("session cookie %+v, want HttpOnly and SameSite=Strict", session)
+		}
+		visible := p.eval("document.cookie + document.body.innerText")
+		if strings.Contains(visible, "herald_session") || strings.Contains(visible, key) {
+			t.Errorf("the page can read the session or the key: %q", visible)
+		}
+	})
+
+	t.Run("overview", func(t *testing.T) {
+		p := tab.in(t)
+		p.until(`document.querySelectorAll('#stats .stat').length === 5`)
+		text := p.text("#stats")
+		if !strings.Contains(text, "Dead letters") || !strings.Contains(text, "Approvals pending") {
+			t.Errorf("overview %q", text)
+		}
+		p.shot("overview")
+		p.clean("overview")
+	})
+
+	t.Run("outbox", func(t *testing.T) {
+		p := tab.in(t)
+		p.show("outbox")
+		p.run(chromedp.WaitVisible(chromedp.CSS("button.retry")))
+		dead := p.text("#page")
+		if !strings.Contains(dead, "chat not found") || !strings.Contains(dead, "the weekly report") {
+			t.Errorf("the outbox page shows no dead letter with its reason: %q", dead)
+		}
+		p.shot("outbox")
+		refuse.Store(false)
+		p.run(chromedp.Click(chromedp.CSS("button.retry")))
+		p.until(`document.body.innerText.includes('No dead letters.')`)
+		testkit.Eventually(t, "the retried message sent", func() bool { return sent.Load() == 1 })
+		if dead, err := ob.DeadLetters(ctx, 10); err != nil || len(dead) != 0 {
+			t.Errorf("dead letters after the retry: %v %v", dead, err)
+		}
+		p.clean("outbox")
+	})
+
+	t.Run("approvals", func(t *testing.T) {
+		p := tab.in(t)
+		p.show("approvals")
+		p.run(chromedp.WaitVisible(chromedp.CSS(`button[data-decision="once"]`)))
+		buttons := p.text("#page table")
+		for _, label := range []string{"Allow once", "Allow this session", "Always allow", "Deny"} {
+			if !strings.Contains(buttons, label) {
+				t.Errorf("no %q on the approvals page: %q", label, buttons)
+			}
+		}
+		p.shot("approvals")
+		p.run(chromedp.Click(chromedp.CSS(`button[data-decision="once"]`)))
+		p.until(`document.body.innerText.includes('No approval is waiting.')`)
+		testkit.Eventually(t, "the turn ran the command", func() bool {
+			_, body := h.do("GET", "/api/v1/conversations/ap/timeline", "")
+			return strings.Contains(body, "result: ")
+		})
+		p.clean("approvals")
+	})
+
+	t.Run("kanban", func(t *testing.T) {
+		p := tab.in(t)
+		p.show("kanban")
+		p.until(`document.getElementById('live') && document.getElementById('live').textContent === 'live' && document.querySelectorAll('.column').length > 0`)
+		p.eval(`window.notReloaded = 'yes'`) // gone if the page loads again
+		if code, body := h.do("POST", "/api/v1/kanban/boards/default/cards", `{"title":"made by the API"}`); code != http.StatusCreated {
+			t.Fatalf("create a card: %d %s", code, body)
+		}
+		p.until(`[...document.querySelectorAll('.column .card')].some(c => c.textContent.includes('made by the API'))`)
+		if got := p.eval(`String(window.notReloaded)`); got != "yes" {
+			t.Errorf("the board was loaded again to show the card")
+		}
+		p.run(chromedp.SendKeys(chromedp.CSS("#card-title"), "made on the page"), chromedp.Click(chromedp.CSS(`#new-card button[type="submit"]`)))
+		p.until(`[...document.querySelectorAll('.column .card')].some(c => c.textContent.includes('made on the page'))`)
+		_, body := h.do("GET", "/api/v1/kanban/boards/default/cards", "")
+		if !strings.Contains(body, "made on the page") {
+			t.Errorf("the card made on the page is not on the board: %s", body)
+		}
+		p.shot("kanban")
+		p.clean("kanban")
+	})
+
+	for _, name := range []string{"cron", "conversations", "delegations", "keys"} {
+		t.Run(name, func(t *testing.T) {
+			p := tab.in(t)
+			p.show(name)
+			p.until(fmt.Sprintf(`document.getElementById('page').dataset.page === %q && !!document.querySelector('#page h1')`, name))
+			p.shot(name)
+			p.clean(name)
+		})
+	}
+}
+
+// With dashboard.enabled false the gateway serves no /ui/.
+func TestDashboardOff(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	for _, on := range []bool{true, false} {
+		h := startUIGateway(t, model, "", &adaptertest.Adapter{Name: "chatfake"}, func(c *config.Config) { c.Dashboard.Enabled = on })
+		res, err := http.Get(h.base + "/ui/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if want := map[bool]int{true: http.StatusOK, false: http.StatusNotFound}[on]; res.StatusCode != want {
+			t.Errorf("dashboard.enabled %v: GET /ui/ %d, want %d", on, res.StatusCode, want)
+		}
+	}
+}
