@@ -67,10 +67,11 @@ const (
 // as lookup (os.LookupEnv, say) reads it: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
 // as it is, else OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces added; as
 // the service OTEL_SERVICE_NAME names (DefaultServiceName when unset).
-// It returns what flushes and stops them. With neither endpoint variable set it changes nothing and
-// the returned function does nothing: every span is otel's no-op. The
-// exporter reads its other settings (headers, timeout, compression)
-// from the process's environment, as the OpenTelemetry SDK documents.
+// It returns what flushes and stops them. With neither endpoint set it
+// changes nothing and the returned function does nothing: every span is
+// otel's no-op. The exporter reads its other settings (headers, timeout,
+// compression) from the process's environment, as the OpenTelemetry SDK
+// documents.
 func Setup(lookup func(name string) (string, bool)) (shutdown func(context.Context) error, err error) {
 	get := func(name string) string {
 		v, _ := lookup(name)
@@ -116,8 +117,8 @@ func Start(ctx context.Context, name string, attrs ...attribute.KeyValue) (conte
 	return otel.Tracer(instrumentation).Start(ctx, name, trace.WithAttributes(attrs...))
 }
 
-// End ends span, marking it failed with err's class when err is not nil
-// (never with its text, which may quote a message).
+// End ends span, marked failed when err is not nil (never with err's
+// text, which may quote a message).
 func End(span trace.Span, err error) {
 	if err != nil {
 		span.SetStatus(codes.Error, "")
