@@ -10,10 +10,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/heraldgw/herald/internal/bgloop"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/proc"
+	"github.com/heraldgw/herald/internal/tracing"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/outbox"
 )
@@ -492,6 +495,14 @@ func (s *Scheduler) run(ctx context.Context, st step, f fire) error {
 		ID: f.runID(), Job: j.ID, Fire: f.id(), ScheduledAt: f.at, Manual: f.manual,
 		Owner: s.opts.Name, StartedAt: s.clock.Now(), Status: StatusRunning,
 	}
+	// The fire's span holds its run and the queueing of its reports,
+	// whose sends continue it.
+	ctx, span := tracing.Start(ctx, tracing.SpanCronFire,
+		attribute.String("herald.cron.job", j.ID), attribute.String("herald.cron.run", r.ID))
+	defer func() {
+		span.SetAttributes(attribute.String("herald.cron.status", string(r.Status)))
+		tracing.EndWith(span, r.Status == StatusError, string(r.Status))
+	}()
 	var text, body string
 	if st.missed {
 		r.Status = StatusMissed
@@ -556,6 +567,7 @@ func (s *Scheduler) queue(ctx context.Context, j Job, r *Run, text string) error
 		return nil
 	}
 	for _, m := range reports(j, *r, targets, text) {
+		m.Meta = tracing.Inject(ctx, m.Meta)
 		if _, _, err := s.opts.Outbox.Enqueue(ctx, m); err != nil {
 			return err
 		}

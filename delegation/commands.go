@@ -11,6 +11,7 @@ import (
 	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/tracing"
 	"github.com/heraldgw/herald/sessions"
 )
 
@@ -309,6 +310,7 @@ func (c commands) dispatch(ctx context.Context, call *sessions.CommandCall, sour
 	d := Delegation{
 		ID: commandID(call.In), Conv: call.In.Conv, User: call.In.UserKey(call.Target.Platform),
 		Origin: call.Target, Source: source, CreatedAt: c.opts.Clock.Now(),
+		Trace: tracing.Inject(ctx, nil),
 	}
 	if c.opts.Meta != nil {
 		if meta, err := c.opts.Meta(ctx, call.In.Conv); err == nil {

@@ -159,6 +159,10 @@ type Delegation struct {
 	Orchestrator string    `json:"orchestrator,omitempty"`
 	CreatedAt    time.Time `json:"created_at"`
 	Children     []Child   `json:"children"`
+	// Trace is the span context of the turn that dispatched
+	// (internal/tracing.Inject): its children and its completion's turn
+	// continue that turn's trace.
+	Trace map[string]string `json:"trace,omitempty"`
 }
 
 // Status is the delegation's own: running while a child is not
@@ -237,7 +241,7 @@ func CompletionFor(d Delegation, child Child) *Completion {
 	}
 	return &Completion{
 		ID: id, Delegation: d.ID, Conv: d.Conv, User: d.User, Origin: d.Origin,
-		Session: d.Session, Unit: unit, Results: results, Total: len(d.Children),
+		Session: d.Session, Unit: unit, Results: results, Total: len(d.Children), Trace: d.Trace,
 	}
 }
 
@@ -260,6 +264,8 @@ type Completion struct {
 	// Attempts counts deliveries that failed; it never gives up on one.
 	Attempts  int    `json:"attempts,omitempty"`
 	LastError string `json:"last_error,omitempty"`
+	// Trace is its delegation's (Delegation.Trace).
+	Trace map[string]string `json:"trace,omitempty"`
 }
 
 // Worktree is what a child's git worktree came to.

@@ -12,6 +12,7 @@ import (
 	"github.com/heraldgw/herald/internal/bgloop"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/tracing"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -180,7 +181,9 @@ func (d *Deliverer) hand(ctx context.Context, comp Completion) error {
 		Text: CompletionText(comp),
 		// Bound to the session that dispatched: a /new between now and
 		// its turn shows it instead of running it.
-		Meta: map[string]string{sessions.MetaTarget: comp.Origin.String(), sessions.MetaSession: comp.Session},
+		// Its turn continues the trace of the turn that dispatched.
+		Meta: tracing.Inject(tracing.Extract(ctx, comp.Trace),
+			map[string]string{sessions.MetaTarget: comp.Origin.String(), sessions.MetaSession: comp.Session}),
 	}
 	return d.opts.Inbox.Deliver(ctx, in)
 }

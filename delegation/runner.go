@@ -8,9 +8,12 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/heraldgw/herald/internal/bgloop"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/tracing"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/signals"
 )
@@ -350,7 +353,11 @@ func (r *Runner) start(read delegationRead, child Child, claim Claim) {
 	if err != nil {
 		r.log.Warn("reading a sub-agent's delegation failed; it runs all the same", "subagent", child.ID, "err", err)
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
+	// The child continues the trace of the turn that dispatched it.
+	ctx, span := tracing.Start(tracing.Extract(context.Background(), d.Trace), tracing.SpanDelegationChild,
+		attribute.String("herald.delegation", child.Delegation), attribute.String("herald.subagent", child.ID),
+		attribute.String("herald.conversation", conv))
+	ctx, cancel := context.WithCancelCause(ctx)
 	if err == nil {
 		ctx = WithParent(ctx, Parent{Conv: d.Conv, User: d.User, Origin: d.Origin})
 	}
@@ -373,6 +380,8 @@ func (r *Runner) start(read delegationRead, child Child, claim Claim) {
 			rc.live.transcript = r.opts.Transcripts.Open(d, child, r.opts.Clock.Now())
 		}
 		res := r.run(ctx, child, rc)
+		span.SetAttributes(attribute.String("herald.delegation.status", string(res.Status)))
+		tracing.EndWith(span, res.Status != StatusCompleted, string(res.Status))
 		cancel(nil)
 		rc.live.transcript.End(r.opts.Clock.Now(), res)
 		if rc.live.leftBehind() {

@@ -10,6 +10,7 @@ import (
 	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/tracing"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/signals"
@@ -88,6 +89,7 @@ func (s *Service) Start(ctx context.Context, req Request) (Delegation, error) {
 	d := Delegation{
 		ID: id, Conv: req.Conv, User: req.User, Origin: req.Origin,
 		Source: "api", Independent: s.Independent, CreatedAt: s.now(),
+		Trace: tracing.Inject(ctx, nil),
 	}
 	if s.Meta != nil {
 		if meta, err := s.Meta(ctx, req.Conv); err == nil {

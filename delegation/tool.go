@@ -13,6 +13,7 @@ import (
 
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/tracing"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/signals"
 	"github.com/heraldgw/herald/tools"
@@ -228,6 +229,7 @@ func (h *toolHandler) dispatch(ctx context.Context, turn *tools.Turn, tasks []ta
 	d := Delegation{
 		ID: NewID("deleg_"), Conv: turn.Conv, User: turn.User, Origin: turn.Origin,
 		Source: "tool", Independent: h.opts.Independent, CreatedAt: h.opts.Clock.Now(),
+		Trace: tracing.Inject(ctx, nil),
 	}
 	if h.opts.Meta != nil {
 		if meta, err := h.opts.Meta(ctx, turn.Conv); err == nil {

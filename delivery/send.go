@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/tracing"
 	"github.com/heraldgw/herald/outbox"
 )
 
@@ -92,6 +95,9 @@ func (s *sender) deliver(hard context.Context, c outbox.Claimed) time.Time {
 	timeout := min(s.sendTimeout, c.Expires.Sub(now)-s.margin, s.beatLeft(now)-s.beatMargin())
 	ctx, cancel := context.WithTimeout(hard, timeout)
 	ctx = adapters.WithParts(ctx, func(p outbox.Parts) error { return s.keepParts(hard, c, p) })
+	// The send continues the trace of the turn that wrote the message.
+	ctx, span := tracing.Start(tracing.Extract(ctx, c.Meta), tracing.SpanDeliverySend,
+		attribute.String("herald.platform", platform), attribute.String("herald.outbox.kind", c.Kind))
 	if c.Resend {
 		// Its earlier claim ended unsettled: that holder may have sent it.
 		s.metrics.resent(platform)
@@ -100,6 +106,8 @@ func (s *sender) deliver(hard context.Context, c outbox.Claimed) time.Time {
 	start := time.Now()
 	res := s.send(ctx, a, c.Message)
 	s.room.timed(time.Since(start))
+	span.SetAttributes(attribute.String("herald.delivery.outcome", res.Outcome.String()))
+	tracing.EndWith(span, res.Outcome != adapters.Accepted, res.Outcome.String())
 	cancel()
 	now = s.clock.Now()
 	if res.Outcome != adapters.Accepted && hard.Err() != nil {

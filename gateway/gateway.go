@@ -34,6 +34,7 @@ import (
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/internal/redact"
+	"github.com/heraldgw/herald/internal/tracing"
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/media"
@@ -99,6 +100,10 @@ type Options struct {
 	// gateway on a model double this way. Nil means the config's
 	// clients.
 	Model llm.Client
+	// Lookup reads the environment the traces' settings come from
+	// (OTEL_EXPORTER_OTLP_ENDPOINT, …: internal/tracing). Nil means the
+	// process's.
+	Lookup config.Lookup
 }
 
 // Gateway is one herald process.
@@ -148,6 +153,8 @@ type Gateway struct {
 	served    chan struct{} // closed when Serve returned
 	// metricsServed is closed when the metrics server's Serve returned.
 	metricsServed chan struct{}
+	// stopTraces flushes and stops the traces Start turned on.
+	stopTraces func(context.Context) error
 
 	ready     atomic.Bool // started and not stopping
 	checkMu   sync.Mutex
@@ -294,7 +301,7 @@ func (g *Gateway) build() error {
 		return err
 	}
 	g.workspace = workspace
-	timed := g.metrics.TimeModel(model, cfg.Model.Name)
+	timed := traceModel(g.metrics.TimeModel(model, cfg.Model.Name), cfg.Model.Name)
 	runner := &agent.Agent{
 		Client:        timed,
 		Model:         cfg.Model.Name,
@@ -579,6 +586,17 @@ func (g *Gateway) Start(ctx context.Context) error {
 			return errs.Wrap(op, errs.Unavailable, fmt.Errorf("http.metrics_addr: %w", err))
 		}
 	}
+	lookup := g.opts.Lookup
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	if g.stopTraces, err = tracing.Setup(lookup); err != nil {
+		ln.Close()
+		if mln != nil {
+			mln.Close()
+		}
+		return errs.Wrap(op, errs.Invalid, err)
+	}
 	g.started, g.ln, g.metricsLn = true, ln, mln
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -758,6 +776,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 			problems = append(problems, err)
 		}
 		<-g.metricsServed
+	}
+	if err := g.stopTraces(ctx); err != nil {
+		problems = append(problems, err)
 	}
 	if err := g.closeStore(); err != nil {
 		problems = append(problems, err)

@@ -203,7 +203,7 @@ func (g *Gateway) auxClient(ep config.AuxModel, setting string, overrides map[st
 		first := llm.Provider{Name: providerName(ep.Model, ep.BaseURL), Model: ep.Model, Client: c}
 		c = llm.NewChain(g.clock, g.log.With("part", "model"), append([]llm.Provider{first}, g.models.fallbacks...)...).Observe(g.metrics)
 	}
-	return g.metrics.TimeModel(c, ep.Model), nil
+	return traceModel(g.metrics.TimeModel(c, ep.Model), ep.Model), nil
 }
 
 // newModelClient is the client of the API the model's server at

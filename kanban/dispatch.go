@@ -11,10 +11,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/heraldgw/herald/internal/bgloop"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/proc"
+	"github.com/heraldgw/herald/internal/tracing"
 	"github.com/heraldgw/herald/lease"
 	"github.com/heraldgw/herald/signals"
 )
@@ -117,6 +121,7 @@ type running struct {
 	review  bool
 	worker  Worker
 	ws      workspaceRun
+	span    trace.Span // its herald.kanban.run, ended with it
 
 	mu      sync.Mutex
 	stopped string       // why it was stopped here, when it was
@@ -605,6 +610,8 @@ func sameReason(mark, why string) bool {
 // failure.
 func (d *Dispatcher) spawn(ctx context.Context, k Card, lane string, review bool) bool {
 	cfg := d.opts.Lanes[lane]
+	ctx, span := tracing.Start(ctx, tracing.SpanKanbanRun, attribute.String("herald.kanban.board", k.Board),
+		attribute.String("herald.kanban.card", k.ID), attribute.String("herald.kanban.lane", lane), attribute.Bool("herald.kanban.review", review))
 	ws, err := d.svc.openWorkspace(ctx, k)
 	// A workspace that cannot be had is the card's trouble, not its
 	// lane's: it counts on the card only.
@@ -627,9 +634,10 @@ func (d *Dispatcher) spawn(ctx context.Context, k Card, lane string, review bool
 		if _, rerr := d.svc.Release(ctx, k.ID, k.Claim.Token, Ending{Outcome: OutcomeCrashed, Reason: "the worker could not start: " + err.Error()}); rerr != nil {
 			d.log.Warn("releasing a kanban card whose worker did not start failed", "card", k.ID, "err", rerr)
 		}
+		tracing.EndWith(span, true, "not_started")
 		return false
 	}
-	r := &running{card: k.ID, board: k.Board, lane: lane, token: k.Claim.Token, started: d.clk.Now(), max: k.MaxRuntime.Duration(), review: review, worker: w, ws: ws}
+	r := &running{card: k.ID, board: k.Board, lane: lane, token: k.Claim.Token, started: d.clk.Now(), max: k.MaxRuntime.Duration(), review: review, worker: w, ws: ws, span: span}
 	d.mu.Lock()
 	d.running[k.ID] = r
 	d.mu.Unlock()
@@ -653,7 +661,12 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 	// final is the card as this worker's end left it, as read or
 	// written below: a done card's workspace is settled.
 	var final Card
+	var end Ending
 	defer func() {
+		if end.Outcome != "" {
+			r.span.SetAttributes(attribute.String("herald.kanban.outcome", string(end.Outcome)))
+		}
+		tracing.EndWith(r.span, end.Outcome == OutcomeCrashed || end.Outcome == OutcomeTimedOut, string(end.Outcome))
 		if err := d.svc.settleWorkspace(context.Background(), final, r.ws); err != nil {
 			d.log.Warn("settling a done kanban card's workspace failed; it is kept", "card", r.card, "dir", r.ws.dir, "err", err)
 		}
@@ -693,7 +706,6 @@ func (d *Dispatcher) watch(r *running, cfg LaneConfig) {
 		}
 		return
 	}
-	var end Ending
 	switch stopped := r.why(); {
 	case stopped == stopShutdown:
 		end = Ending{Outcome: OutcomeReclaimed, Reason: stopped, Uncounted: true}

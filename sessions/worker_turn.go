@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,8 +14,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/tracing"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/signals"
 )
@@ -65,6 +70,9 @@ type activeTurn struct {
 
 	logOnce sync.Once
 	log     *slog.Logger // made by logger, on first use
+
+	// span is the turn's herald.turn span, ended with the turn.
+	span trace.Span
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -142,7 +150,16 @@ func (w *TurnWorker) begin(t *Turn) *activeTurn {
 		control:     t.Entry.Meta[MetaControl] != "",
 		steer:       make(chan string, steerBuffer),
 	}
-	at.ctx, at.cancel = context.WithCancelCause(w.hard)
+	// The turn continues the trace its entry carries (a completion's
+	// turn, its delegation's), if any.
+	kind := cmp.Or(t.Entry.Kind, KindUser)
+	if at.control {
+		kind = "control"
+	}
+	ctx, span := tracing.Start(tracing.Extract(w.hard, t.Entry.Meta), tracing.SpanTurn,
+		attribute.String("herald.conversation", t.Lease.Conv), attribute.String("herald.entry.kind", string(kind)))
+	at.span = span
+	at.ctx, at.cancel = context.WithCancelCause(ctx)
 	w.mu.Lock()
 	// A turn of the same conversation that is still cleaning up is
 	// replaced: it no longer holds the lease.
@@ -171,6 +188,7 @@ func (w *TurnWorker) end(at *activeTurn) {
 	at.mu.Unlock()
 	at.timers.Wait()
 	at.cancel(context.Canceled)
+	at.span.End()
 
 	// A lost lease means another worker runs the entry now; the mark is
 	// its as much as ours. A commit that went through cleared it.
@@ -447,6 +465,9 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	}
 	f := Finish{EntryID: e.ID, Absorbed: absorbed, History: out.History, Outbox: w.outboxOf(at, msgs), Release: true,
 		DropHistory: w.historyDrop(starts, len(out.History)), Writes: writes, Meta: out.Meta}
+	if out.End != "" {
+		at.span.SetAttributes(attribute.String("herald.turn.end", string(out.End)))
+	}
 	if w.commit(at, f) {
 		if len(at.wrote) > 0 && w.committed != nil {
 			w.committed(Committed{Conv: conv, Writes: at.wrote, Stopped: stop != nil})
@@ -671,6 +692,8 @@ func (w *TurnWorker) outboxOf(at *activeTurn, msgs []outbox.Message) []outbox.Me
 		if m.Conv == "" {
 			m.Conv = at.lease.Conv
 		}
+		// Its delivery continues the turn's trace.
+		m.Meta = tracing.Inject(at.ctx, m.Meta)
 		if err := m.Target.Validate(); err != nil {
 			at.logger().Warn("dropping a message without a valid target", "kind", m.Kind, "err", err)
 			continue

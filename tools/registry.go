@@ -13,11 +13,13 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.opentelemetry.io/otel/attribute"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
 	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/tracing"
 	"github.com/heraldgw/herald/llm"
 )
 
@@ -322,7 +324,15 @@ func (s *Set) Specs() []llm.ToolSpec {
 // is a Result with IsError set, which the model reads and can correct.
 // The result has passed through the registry's redactor (RedactWith).
 func (s *Set) Call(ctx context.Context, turn *Turn, call chat.ToolCall) Result {
+	// The span names the tool only when the set has it: a name the model
+	// made up is not told.
+	name := "unknown"
+	if s.Has(call.Name) {
+		name = call.Name
+	}
+	ctx, span := tracing.Start(ctx, tracing.SpanTool, attribute.String("herald.tool", name))
 	res := s.call(ctx, turn, call)
+	tracing.EndWith(span, res.IsError, "tool_error")
 	if s != nil && s.redact != nil {
 		res.Content, res.Reply = s.redact(res.Content), s.redact(res.Reply)
 	}

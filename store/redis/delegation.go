@@ -661,7 +661,7 @@ func decodeCompletion(op, id, dlg, unit, results string, total, created, body an
 	}
 	c := delegation.Completion{
 		ID: id, Delegation: dlg, Conv: g.Conv, User: g.User, Origin: g.Origin, Session: g.Session,
-		Unit: unit, Total: int(num(total)), CreatedAt: msTime(created),
+		Unit: unit, Total: int(num(total)), CreatedAt: msTime(created), Trace: g.Trace,
 	}
 	if err := json.Unmarshal([]byte(results), &c.Results); err != nil {
 		return delegation.Completion{}, errs.Wrap(op, errs.Internal, err)
