@@ -423,6 +423,38 @@ func TestDashboardInABrowser(t *testing.T) {
 			t.Errorf("the card made on the page is not on the board: %s", body)
 		}
 		p.shot("kanban")
+
+		// A drag of a card onto another column moves it there, as the
+		// browser's drag and drop dispatches it.
+		id := p.eval(`[...document.querySelectorAll('.column .card')].find(c => c.textContent.includes('made by the API')).dataset.id`)
+		if code, body := h.do("POST", "/api/v1/kanban/cards/"+id+"/comments", `{"text":"looked at it"}`); code != http.StatusCreated {
+			t.Fatalf("comment on %s: %d %s", id, code, body)
+		}
+		p.eval(fmt.Sprintf(`(() => {
+			window.prompt = () => 'waiting on the vendor';
+			const dt = new DataTransfer();
+			const card = document.querySelector('.card[data-id=%q]');
+			card.dispatchEvent(new DragEvent('dragstart', { bubbles: true, dataTransfer: dt }));
+			const to = document.querySelector('.column[data-status="blocked"]');
+			to.dispatchEvent(new DragEvent('dragover', { bubbles: true, cancelable: true, dataTransfer: dt }));
+			to.dispatchEvent(new DragEvent('drop', { bubbles: true, cancelable: true, dataTransfer: dt }));
+			return 'dropped';
+		})()`, id))
+		p.until(fmt.Sprintf(`!!document.querySelector('.column[data-status="blocked"] .card[data-id=%q]')`, id))
+		if _, body := h.do("GET", "/api/v1/kanban/cards/"+id, ""); !strings.Contains(body, `"status":"blocked"`) {
+			t.Errorf("the dragged card is not blocked on the board: %s", body)
+		}
+
+		// A click opens the card's drawer: its comments, runs and log.
+		p.run(chromedp.Click(chromedp.CSS(fmt.Sprintf(`.card[data-id=%q]`, id))))
+		p.until(`!document.getElementById('drawer').hidden && document.getElementById('drawer').textContent.includes('looked at it')`)
+		drawer := p.text("#drawer")
+		for _, want := range []string{"Comments", "Runs", "Log", "blocked", "waiting on the vendor"} {
+			if !strings.Contains(drawer, want) {
+				t.Errorf("the card's drawer has no %q: %q", want, drawer)
+			}
+		}
+		p.shot("kanban-card")
 		p.clean("kanban")
 	})
 

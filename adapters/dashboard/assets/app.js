@@ -200,16 +200,78 @@ function kanban(root) {
     picker.replaceChildren(...d.boards.map(b => h('option', { value: b.slug, selected: b.slug === board }, b.slug)));
   }).catch(e => { if (!(e instanceof NotSignedIn)) msg.textContent = e.message; });
 
+  const drawer = h('aside', { class: 'drawer', id: 'drawer', hidden: true });
+  root.append(drawer);
+
   const path = '/api/v1/kanban/boards/' + encodeURIComponent(board);
+  // A card dropped on another column is moved there with the API's PATCH;
+  // the board refuses a move its state does not allow, and says why.
+  // A block needs a reason, which the page asks for.
+  const move = async (id, to) => {
+    const patch = { status: to };
+    if (to === 'blocked') {
+      const reason = window.prompt('Why is ' + id + ' blocked?');
+      if (!reason) return;
+      patch.reason = reason;
+    }
+    try {
+      const c = await call('PATCH', '/api/v1/kanban/cards/' + encodeURIComponent(id), patch);
+      msg.textContent = 'Moved ' + c.id + ' to ' + c.status;
+    } catch (e) {
+      if (!(e instanceof NotSignedIn)) msg.textContent = 'Not moved: ' + e.message;
+    }
+    await load();
+  };
+  const column = st => h('div', {
+    class: 'column', 'data-status': st,
+    ondragover: e => { e.preventDefault(); e.currentTarget.classList.add('over'); },
+    ondragleave: e => e.currentTarget.classList.remove('over'),
+    ondrop: e => {
+      e.preventDefault();
+      e.currentTarget.classList.remove('over');
+      const id = e.dataTransfer.getData('text/plain');
+      if (id) move(id, st);
+    },
+  }, h('h2', {}, st));
+  const card = c => h('div', {
+    class: 'card', 'data-id': c.id, draggable: 'true', tabindex: '0',
+    ondragstart: e => { e.dataTransfer.setData('text/plain', c.id); e.dataTransfer.effectAllowed = 'move'; },
+    onclick: () => open(c.id),
+    onkeydown: e => { if (e.key === 'Enter') open(c.id); },
+  }, c.title, h('small', {}, c.id + (c.assignee ? ' · ' + c.assignee : '')));
   const load = async () => {
     try {
       const cards = (await call('GET', path + '/cards')).cards;
-      columns.replaceChildren(...STATUSES.map(st => h('div', { class: 'column', 'data-status': st },
-        h('h2', {}, st),
-        cards.filter(c => c.status === st).map(c => h('div', { class: 'card', 'data-id': c.id },
-          c.title, h('small', {}, c.id + (c.assignee ? ' · ' + c.assignee : '')))))));
+      columns.replaceChildren(...STATUSES.map(st => {
+        const col = column(st);
+        col.append(...cards.filter(c => c.status === st).map(card));
+        return col;
+      }));
     } catch (e) {
       if (!(e instanceof NotSignedIn)) columns.replaceChildren(failure(e));
+    }
+  };
+  // open shows a card in the drawer: what was said on it, its runs and
+  // the tail of its log.
+  const open = async id => {
+    drawer.hidden = false;
+    drawer.replaceChildren(h('p', { class: 'muted' }, 'Loading ' + id + '…'));
+    try {
+      const c = await call('GET', '/api/v1/kanban/cards/' + encodeURIComponent(id));
+      drawer.replaceChildren(
+        h('button', { type: 'button', class: 'close', onclick: () => { drawer.hidden = true; } }, 'Close'),
+        h('h2', {}, c.title), h('p', { class: 'muted' }, c.id + ' · ' + c.status + (c.assignee ? ' · ' + c.assignee : '')),
+        c.body ? h('p', { class: 'text' }, c.body) : null,
+        h('h3', {}, 'Comments'),
+        table([['At', m => when(m.at)], ['Author', m => m.author || '-'], ['Text', m => m.text, 'text']], c.comments || [], 'No comments.'),
+        h('h3', {}, 'Runs'),
+        table([['Run', r => r.id], ['Lane', r => r.lane || '-'], ['Started', r => when(r.started_at)], ['Ended', r => when(r.ended_at)],
+          ['Outcome', r => r.outcome || '-'], ['Summary', r => r.error || r.summary || '-', 'text']], c.runs || [], 'No runs.'),
+        h('h3', {}, 'Log'),
+        table([['At', ev => when(ev.at)], ['Event', ev => ev.kind + (ev.to ? ' → ' + ev.to : '')], ['By', ev => ev.actor || '-'],
+          ['Text', ev => ev.text || '', 'text']], (c.events || []).slice(-20).reverse(), 'Nothing logged.'));
+    } catch (e) {
+      if (!(e instanceof NotSignedIn)) drawer.replaceChildren(failure(e));
     }
   };
   form.addEventListener('submit', async e => {
