@@ -22,6 +22,7 @@ import (
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/adapters/adaptertest"
 	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/outbox"
@@ -458,7 +459,48 @@ func TestDashboardInABrowser(t *testing.T) {
 		p.clean("kanban")
 	})
 
-	for _, name := range []string{"cron", "conversations", "delegations", "keys"} {
+	t.Run("cron", func(t *testing.T) {
+		p := tab.in(t)
+		script := filepath.Join(t.TempDir(), "report.sh")
+		if err := os.WriteFile(script, []byte("echo hello from the script\n"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		jobs := cronjobs.Manager{Store: h.g.Store().Cron()}
+		j, err := jobs.Create(ctx, cronjobs.Spec{Name: "nightly report", Schedule: "every 1h", Script: script, NoAgent: true, Deliver: "local", CreatedBy: "cli"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.show("cron")
+		p.run(chromedp.WaitVisible(chromedp.CSS(`button[data-action="run"]`)))
+
+		// Run now: the run happens, and its output shows on the page.
+		p.run(chromedp.Click(chromedp.CSS(`button[data-action="run"]`)))
+		p.until(`document.getElementById('cron-msg').textContent.startsWith('Run requested')`)
+		testkit.Eventually(t, "the run asked for ended", func() bool {
+			_, runs, err := jobs.Show(ctx, j.ID)
+			return err == nil && len(runs) == 1 && runs[0].Ended() && runs[0].Output != ""
+		})
+		p.run(chromedp.Click(chromedp.CSS(`button[data-action="runs"]`)))
+		p.run(chromedp.WaitVisible(chromedp.CSS(`#cron-runs button.output`)))
+		p.run(chromedp.Click(chromedp.CSS(`#cron-runs button.output`)))
+		p.until(`!!document.querySelector('#cron-output pre') && document.querySelector('#cron-output pre').textContent.includes('hello from the script')`)
+		p.shot("cron")
+
+		// Pause, then resume.
+		p.run(chromedp.Click(chromedp.CSS(`button[data-action="pause"]`)))
+		p.run(chromedp.WaitVisible(chromedp.CSS(`button[data-action="resume"]`)))
+		if got, _, err := jobs.Show(ctx, j.ID); err != nil || got.Enabled || got.State != cronjobs.StatePaused {
+			t.Errorf("job after Pause: %+v %v", got, err)
+		}
+		p.run(chromedp.Click(chromedp.CSS(`button[data-action="resume"]`)))
+		p.run(chromedp.WaitVisible(chromedp.CSS(`button[data-action="pause"]`)))
+		if got, _, err := jobs.Show(ctx, j.ID); err != nil || !got.Enabled || got.State != cronjobs.StateScheduled {
+			t.Errorf("job after Resume: %+v %v", got, err)
+		}
+		p.clean("cron")
+	})
+
+	for _, name := range []string{"conversations", "delegations", "keys"} {
 		t.Run(name, func(t *testing.T) {
 			p := tab.in(t)
 			p.show(name)

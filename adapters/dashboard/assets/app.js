@@ -302,11 +302,62 @@ function kanban(root) {
 
 function cron(root) {
   root.append(h('h1', {}, 'Cron'));
+  const msg = h('p', { role: 'status', id: 'cron-msg' });
+  root.append(msg);
   const list = section(root, 'Jobs');
-  return every(() => list.fill(async () => table([
-    ['ID', j => j.id], ['Name', j => j.name], ['State', j => j.state], ['Enabled', j => j.enabled ? 'yes' : 'no'],
-    ['Next run', j => when(j.next_run_at)], ['Prompt', j => j.prompt || j.script || '-', 'text'],
-  ], (await call('GET', '/api/v1/cron/jobs')).jobs, 'No scheduled jobs.')));
+  const detail = h('div', { id: 'cron-runs' });
+  root.append(detail);
+  const jobPath = id => '/api/v1/cron/jobs/' + encodeURIComponent(id);
+  let shown = null; // the job whose runs are shown
+  const act = async (j, action, done) => {
+    try {
+      await call('POST', jobPath(j.id) + '/' + action);
+      msg.textContent = done + ': ' + j.name + ' (' + j.id + ')';
+    } catch (e) {
+      if (!(e instanceof NotSignedIn)) msg.textContent = 'Not done: ' + e.message;
+    }
+    await load();
+  };
+  const output = async (j, r, into) => {
+    try {
+      into.replaceChildren(h('pre', { class: 'output' }, (await call('GET', jobPath(j.id) + '/runs/' + encodeURIComponent(r.id) + '/output')).output));
+    } catch (e) {
+      if (!(e instanceof NotSignedIn)) into.replaceChildren(failure(e));
+    }
+  };
+  const runs = async j => {
+    const d = await call('GET', jobPath(j.id));
+    const out = h('div', { id: 'cron-output' });
+    return [h('h2', {}, 'Runs of ' + d.name), table([
+      ['Run', r => r.id], ['Started', r => when(r.started_at)], ['Ended', r => when(r.ended_at)],
+      ['Status', r => r.status + (r.manual ? ' (run now)' : '')], ['Delivery', r => r.delivery || '-'],
+      ['Error', r => r.error || r.delivery_error || '-', 'text'],
+      ['', r => r.output ? h('button', { type: 'button', class: 'output', onclick: () => output(j, r, out) }, 'Output') : '-'],
+    ], d.runs || [], 'No runs yet.'), out];
+  };
+  const load = () => list.fill(async () => {
+    const jobs = (await call('GET', '/api/v1/cron/jobs')).jobs;
+    if (shown && !jobs.some(j => j.id === shown.id)) {
+      shown = null;
+      detail.replaceChildren();
+    }
+    return table([
+      ['ID', j => j.id], ['Name', j => j.name], ['State', j => j.state], ['Enabled', j => j.enabled ? 'yes' : 'no'],
+      ['Next run', j => when(j.next_run_at)], ['Prompt', j => j.prompt || j.script || '-', 'text'],
+      ['', j => h('span', {},
+        h('button', { type: 'button', 'data-action': 'run', onclick: () => act(j, 'run', 'Run requested') }, 'Run now'),
+        j.enabled
+          ? h('button', { type: 'button', 'data-action': 'pause', onclick: () => act(j, 'pause', 'Paused') }, 'Pause')
+          : h('button', { type: 'button', 'data-action': 'resume', onclick: () => act(j, 'resume', 'Resumed') }, 'Resume'),
+        h('button', { type: 'button', 'data-action': 'runs', onclick: () => { shown = j; showRuns(); } }, 'Runs'))],
+    ], jobs, 'No scheduled jobs.');
+  });
+  const showRuns = async () => {
+    try { detail.replaceChildren(...await runs(shown)); } catch (e) {
+      if (!(e instanceof NotSignedIn)) detail.replaceChildren(failure(e));
+    }
+  };
+  return every(load);
 }
 
 // lookup is a page that shows one thing the API finds by id.
