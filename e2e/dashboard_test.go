@@ -296,7 +296,8 @@ func TestDashboardInABrowser(t *testing.T) {
 		sent.Add(1)
 		return adapters.SendResult{Outcome: adapters.Accepted, MessageID: "m-" + m.ID}
 	}}
-	h := startUIGateway(t, model, key, chat, nil)
+	const modelKey = "sk-model-secret-0123456789"
+	h := startUIGateway(t, model, key, chat, func(c *config.Config) { c.Model.APIKey = modelKey })
 	ctx := context.Background()
 	ob := h.g.Store().Outbox()
 
@@ -500,7 +501,26 @@ func TestDashboardInABrowser(t *testing.T) {
 		p.clean("cron")
 	})
 
-	for _, name := range []string{"conversations", "delegations", "keys"} {
+	t.Run("keys", func(t *testing.T) {
+		p := tab.in(t)
+		p.show("keys")
+		p.until(`!!document.querySelector('#page table tbody tr')`)
+		keys := p.text("#page table")
+		if !strings.Contains(keys, "test-model@") || !strings.Contains(keys, "ok") {
+			t.Errorf("the keys page shows no key of the model: %q", keys)
+		}
+		if strings.Contains(p.eval(`document.body.innerHTML`), modelKey) {
+			t.Errorf("the keys page shows the key itself: %q", keys)
+		}
+		_, body := h.do("GET", "/api/v1/model/keys", "")
+		if strings.Contains(body, modelKey) || !strings.Contains(body, `"status":"ok"`) {
+			t.Errorf("GET /api/v1/model/keys: %s, want the key masked", body)
+		}
+		p.shot("keys")
+		p.clean("keys")
+	})
+
+	for _, name := range []string{"conversations", "delegations"} {
 		t.Run(name, func(t *testing.T) {
 			p := tab.in(t)
 			p.show(name)

@@ -392,8 +392,13 @@ function delegations(root) {
 
 function keys(root) {
   root.append(h('h1', {}, 'Keys'),
-    h('p', { class: 'muted' }, 'The model keys and their cool-downs are not served over the API yet: see herald model keys on the command line.'));
-  return () => {};
+    h('p', { class: 'muted' }, 'The API keys of the model and its fallbacks, masked, as every gateway on the store sees them. herald model keys --revive ID clears a mark.'));
+  const list = section(root, 'Model keys');
+  return every(() => list.fill(async () => table([
+    ['Model', k => k.model], ['ID', k => k.id], ['Key', k => k.key], ['Label', k => k.label || '-'],
+    ['Priority', k => k.priority], ['Status', k => k.status, 'status'], ['Cooling until', k => when(k.cooling_until)],
+    ['Reason', k => k.reason || '-'], ['Uses', k => k.uses],
+  ], (await call('GET', '/api/v1/model/keys')).keys, 'The model has no keys.')));
 }
 
 function route() {
