@@ -456,6 +456,9 @@ func TestDashboardInABrowser(t *testing.T) {
 				t.Errorf("the card's drawer has no %q: %q", want, drawer)
 			}
 		}
+		if strings.Contains(drawer, "null") || strings.Contains(drawer, "undefined") {
+			t.Errorf("the card's drawer shows a missing value: %q", drawer)
+		}
 		p.shot("kanban-card")
 		p.clean("kanban")
 	})

@@ -261,14 +261,14 @@ function kanban(root) {
       drawer.replaceChildren(
         h('button', { type: 'button', class: 'close', onclick: () => { drawer.hidden = true; } }, 'Close'),
         h('h2', {}, c.title), h('p', { class: 'muted' }, c.id + ' · ' + c.status + (c.assignee ? ' · ' + c.assignee : '')),
-        c.body ? h('p', { class: 'text' }, c.body) : null,
+        ...(c.body ? [h('p', { class: 'text' }, c.body)] : []),
         h('h3', {}, 'Comments'),
         table([['At', m => when(m.at)], ['Author', m => m.author || '-'], ['Text', m => m.text, 'text']], c.comments || [], 'No comments.'),
         h('h3', {}, 'Runs'),
         table([['Run', r => r.id], ['Lane', r => r.lane || '-'], ['Started', r => when(r.started_at)], ['Ended', r => when(r.ended_at)],
           ['Outcome', r => r.outcome || '-'], ['Summary', r => r.error || r.summary || '-', 'text']], c.runs || [], 'No runs.'),
         h('h3', {}, 'Log'),
-        table([['At', ev => when(ev.at)], ['Event', ev => ev.kind + (ev.to ? ' → ' + ev.to : '')], ['By', ev => ev.actor || '-'],
+        table([['At', ev => when(ev.at)], ['Event', ev => ev.kind + (ev.to && ev.to !== ev.kind ? ' → ' + ev.to : '')], ['By', ev => ev.actor || '-'],
           ['Text', ev => ev.text || '', 'text']], (c.events || []).slice(-20).reverse(), 'Nothing logged.'));
     } catch (e) {
       if (!(e instanceof NotSignedIn)) drawer.replaceChildren(failure(e));
