@@ -5,6 +5,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -428,6 +431,44 @@ func (m Manager) Runs(ctx context.Context, id string) ([]Run, error) {
 		return nil, err
 	}
 	return m.Store.Runs(ctx, j.ID, KeepRuns)
+}
+
+// MaxOutputBytes bounds the part of a run's output Output returns.
+const MaxOutputBytes = 1 << 20
+
+// Output returns the output saved of run runID of job id (or of the one
+// a short prefix names), its first MaxOutputBytes. The output is a file
+// of the instance that ran it (Run.Owner), read here when this instance
+// keeps it too (the same Outputs.Dir). Errors: NotFound (no such run,
+// or its output is not kept here), Invalid (as Find).
+func (m Manager) Output(ctx context.Context, id, runID string) (string, error) {
+	const op = "cronjobs.Output"
+	runs, err := m.Runs(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	i := slices.IndexFunc(runs, func(r Run) bool { return r.ID == runID })
+	if i < 0 {
+		return "", errs.E(op, errs.NotFound, "job %s has no run %q among its last %d", id, runID, KeepRuns)
+	}
+	r := runs[i]
+	rel, err := filepath.Rel(m.Outputs.Dir, r.Output)
+	if r.Output == "" || m.Outputs.Dir == "" || err != nil || !filepath.IsLocal(rel) {
+		return "", errs.E(op, errs.NotFound, "run %s has no output kept on this instance", r.ID)
+	}
+	f, err := os.Open(r.Output)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", errs.E(op, errs.NotFound, "the output of run %s is not on this instance (it ran on %s)", r.ID, r.Owner)
+	}
+	if err != nil {
+		return "", errs.Wrap(op, errs.Internal, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxOutputBytes))
+	if err != nil {
+		return "", errs.Wrap(op, errs.Internal, err)
+	}
+	return string(b), nil
 }
 
 // List returns every job, ordered by id.

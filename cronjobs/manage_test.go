@@ -108,6 +108,36 @@ func TestRemoveTakesTheJobsOutputs(t *testing.T) {
 	})
 }
 
+// A run's output is read where it was saved; a run that is not the
+// job's, or an output outside this instance's Outputs.Dir, is not
+// found.
+func TestOutputOfARun(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		h.mgr.Outputs = cronjobs.Outputs{Dir: filepath.Join(h.home, "cron", "output")}
+		j := h.create(cronjobs.Spec{Name: "out", Schedule: "@daily", Prompt: "p"})
+		if _, err := h.mgr.RunNow(ctx, j.ID); err != nil {
+			t.Fatalf("RunNow: %v", err)
+		}
+		h.start("a", h.targets)
+		h.clk.Advance(time.Second)
+		ran := h.next()
+		h.quiet()
+		out, err := h.mgr.Output(ctx, j.ID, ran.ID)
+		if err != nil || !strings.Contains(out, "- run: "+ran.ID) {
+			t.Errorf("Output = %q, %v; want the saved output of %s", out, err, ran.ID)
+		}
+		if _, err := h.mgr.Output(ctx, j.ID, "run_none"); !errs.Is(err, errs.NotFound) {
+			t.Errorf("Output of no run = %v, want not found", err)
+		}
+		elsewhere := h.mgr
+		elsewhere.Outputs = cronjobs.Outputs{Dir: t.TempDir()}
+		if _, err := elsewhere.Output(ctx, j.ID, ran.ID); !errs.Is(err, errs.NotFound) {
+			t.Errorf("Output kept outside Outputs.Dir = %v, want not found", err)
+		}
+	})
+}
+
 // Through the scheduler on the fake clock, in New York: a daily 02:30,
 // which March 8's spring-forward skips, fires once that day, at 03:30
 // EDT; a daily 01:30, which November 1's fall-back repeats, fires once

@@ -22,6 +22,7 @@ import (
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/adapters/adaptertest"
 	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/outbox"
@@ -295,7 +296,8 @@ func TestDashboardInABrowser(t *testing.T) {
 		sent.Add(1)
 		return adapters.SendResult{Outcome: adapters.Accepted, MessageID: "m-" + m.ID}
 	}}
-	h := startUIGateway(t, model, key, chat, nil)
+	const modelKey = "sk-model-secret-0123456789"
+	h := startUIGateway(t, model, key, chat, func(c *config.Config) { c.Model.APIKey = modelKey })
 	ctx := context.Background()
 	ob := h.g.Store().Outbox()
 
@@ -423,10 +425,105 @@ func TestDashboardInABrowser(t *testing.T) {
 			t.Errorf("the card made on the page is not on the board: %s", body)
 		}
 		p.shot("kanban")
+
+		// A drag of a card onto another column moves it there, as the
+		// browser's drag and drop dispatches it.
+		id := p.eval(`[...document.querySelectorAll('.column .card')].find(c => c.textContent.includes('made by the API')).dataset.id`)
+		if code, body := h.do("POST", "/api/v1/kanban/cards/"+id+"/comments", `{"text":"looked at it"}`); code != http.StatusCreated {
+			t.Fatalf("comment on %s: %d %s", id, code, body)
+		}
+		p.eval(fmt.Sprintf(`(() => {
+			window.prompt = () => 'waiting on the vendor';
+			const dt = new DataTransfer();
+			const card = document.querySelector('.card[data-id=%q]');
+			card.dispatchEvent(new DragEvent('dragstart', { bubbles: true, dataTransfer: dt }));
+			const to = document.querySelector('.column[data-status="blocked"]');
+			to.dispatchEvent(new DragEvent('dragover', { bubbles: true, cancelable: true, dataTransfer: dt }));
+			to.dispatchEvent(new DragEvent('drop', { bubbles: true, cancelable: true, dataTransfer: dt }));
+			return 'dropped';
+		})()`, id))
+		p.until(fmt.Sprintf(`!!document.querySelector('.column[data-status="blocked"] .card[data-id=%q]')`, id))
+		if _, body := h.do("GET", "/api/v1/kanban/cards/"+id, ""); !strings.Contains(body, `"status":"blocked"`) {
+			t.Errorf("the dragged card is not blocked on the board: %s", body)
+		}
+
+		// A click opens the card's drawer: its comments, runs and log.
+		p.run(chromedp.Click(chromedp.CSS(fmt.Sprintf(`.card[data-id=%q]`, id))))
+		p.until(`!document.getElementById('drawer').hidden && document.getElementById('drawer').textContent.includes('looked at it')`)
+		drawer := p.text("#drawer")
+		for _, want := range []string{"Comments", "Runs", "Log", "blocked", "waiting on the vendor"} {
+			if !strings.Contains(drawer, want) {
+				t.Errorf("the card's drawer has no %q: %q", want, drawer)
+			}
+		}
+		if strings.Contains(drawer, "null") || strings.Contains(drawer, "undefined") {
+			t.Errorf("the card's drawer shows a missing value: %q", drawer)
+		}
+		p.shot("kanban-card")
 		p.clean("kanban")
 	})
 
-	for _, name := range []string{"cron", "conversations", "delegations", "keys"} {
+	t.Run("cron", func(t *testing.T) {
+		p := tab.in(t)
+		script := filepath.Join(t.TempDir(), "report.sh")
+		if err := os.WriteFile(script, []byte("echo hello from the script\n"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		jobs := cronjobs.Manager{Store: h.g.Store().Cron()}
+		j, err := jobs.Create(ctx, cronjobs.Spec{Name: "nightly report", Schedule: "every 1h", Script: script, NoAgent: true, Deliver: "local", CreatedBy: "cli"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.show("cron")
+		p.run(chromedp.WaitVisible(chromedp.CSS(`button[data-action="run"]`)))
+
+		// Run now: the run happens, and its output shows on the page.
+		p.run(chromedp.Click(chromedp.CSS(`button[data-action="run"]`)))
+		p.until(`document.getElementById('cron-msg').textContent.startsWith('Run requested')`)
+		testkit.Eventually(t, "the run asked for ended", func() bool {
+			_, runs, err := jobs.Show(ctx, j.ID)
+			return err == nil && len(runs) == 1 && runs[0].Ended() && runs[0].Output != ""
+		})
+		p.run(chromedp.Click(chromedp.CSS(`button[data-action="runs"]`)))
+		p.run(chromedp.WaitVisible(chromedp.CSS(`#cron-runs button.output`)))
+		p.run(chromedp.Click(chromedp.CSS(`#cron-runs button.output`)))
+		p.until(`!!document.querySelector('#cron-output pre') && document.querySelector('#cron-output pre').textContent.includes('hello from the script')`)
+		p.shot("cron")
+
+		// Pause, then resume.
+		p.run(chromedp.Click(chromedp.CSS(`button[data-action="pause"]`)))
+		p.run(chromedp.WaitVisible(chromedp.CSS(`button[data-action="resume"]`)))
+		if got, _, err := jobs.Show(ctx, j.ID); err != nil || got.Enabled || got.State != cronjobs.StatePaused {
+			t.Errorf("job after Pause: %+v %v", got, err)
+		}
+		p.run(chromedp.Click(chromedp.CSS(`button[data-action="resume"]`)))
+		p.run(chromedp.WaitVisible(chromedp.CSS(`button[data-action="pause"]`)))
+		if got, _, err := jobs.Show(ctx, j.ID); err != nil || !got.Enabled || got.State != cronjobs.StateScheduled {
+			t.Errorf("job after Resume: %+v %v", got, err)
+		}
+		p.clean("cron")
+	})
+
+	t.Run("keys", func(t *testing.T) {
+		p := tab.in(t)
+		p.show("keys")
+		p.until(`!!document.querySelector('#page table tbody tr')`)
+		keys := p.text("#page table")
+		if !strings.Contains(keys, "test-model@") || !strings.Contains(keys, "ok") {
+			t.Errorf("the keys page shows no key of the model: %q", keys)
+		}
+		if strings.Contains(p.eval(`document.body.innerHTML`), modelKey) {
+			t.Errorf("the keys page shows the key itself: %q", keys)
+		}
+		_, body := h.do("GET", "/api/v1/model/keys", "")
+		if strings.Contains(body, modelKey) || !strings.Contains(body, `"status":"ok"`) {
+			t.Errorf("GET /api/v1/model/keys: %s, want the key masked", body)
+		}
+		p.shot("keys")
+		p.clean("keys")
+	})
+
+	for _, name := range []string{"conversations", "delegations"} {
 		t.Run(name, func(t *testing.T) {
 			p := tab.in(t)
 			p.show(name)

@@ -148,9 +148,44 @@ func TestGatewayCronCommandAndAPI(t *testing.T) {
 			if code, _ := h.do("POST", "/api/v1/cron/jobs/job_none/run", ""); code != http.StatusNotFound {
 				t.Errorf("POST run of an unknown job: %d, want 404", code)
 			}
+			// A run's output, as it was saved; one of no run is 404.
+			code, body := h.do("GET", "/api/v1/cron/jobs/"+j.ID+"/runs/"+runs[0].ID+"/output", "")
+			var out struct {
+				Output string `json:"output"`
+			}
+			if code != http.StatusOK || json.Unmarshal([]byte(body), &out) != nil || !strings.Contains(out.Output, "report: summarize the news") || !strings.Contains(out.Output, runs[0].ID) {
+				t.Errorf("GET a run's output: %d %s", code, body)
+			}
+			if code, body := h.do("GET", "/api/v1/cron/jobs/"+j.ID+"/runs/run_none/output", ""); code != http.StatusNotFound || !strings.Contains(body, "run_none") {
+				t.Errorf("GET the output of no run: %d %s, want 404 naming it", code, body)
+			}
+
+			// Paused and resumed through the API.
+			if code, body := h.do("POST", "/api/v1/cron/jobs/"+j.ID+"/pause", ""); code != http.StatusOK || !strings.Contains(body, `"state":"paused"`) {
+				t.Errorf("POST pause: %d %s", code, body)
+			}
+			if got, _ := h.cronJob(j.ID); got.Enabled || got.State != cronjobs.StatePaused {
+				t.Errorf("job after the API's pause = %+v", got)
+			}
+			if code, body := h.do("POST", "/api/v1/cron/jobs/"+j.ID+"/resume", ""); code != http.StatusOK {
+				t.Errorf("POST resume: %d %s", code, body)
+			}
+			if got, _ := h.cronJob(j.ID); !got.Enabled || got.State != cronjobs.StateScheduled {
+				t.Errorf("job after the API's resume = %+v", got)
+			}
+			if code, _ := h.do("POST", "/api/v1/cron/jobs/job_none/pause", ""); code != http.StatusNotFound {
+				t.Errorf("POST pause of an unknown job: %d, want 404", code)
+			}
 			h.key = ""
-			if code, _ := h.do("GET", "/api/v1/cron/jobs", ""); code != http.StatusUnauthorized {
-				t.Errorf("GET jobs without the key: %d, want 401", code)
+			for _, call := range []struct{ method, path string }{
+				{"GET", "/api/v1/cron/jobs"},
+				{"POST", "/api/v1/cron/jobs/" + j.ID + "/pause"},
+				{"POST", "/api/v1/cron/jobs/" + j.ID + "/resume"},
+				{"GET", "/api/v1/cron/jobs/" + j.ID + "/runs/" + runs[0].ID + "/output"},
+			} {
+				if code, _ := h.do(call.method, call.path, ""); code != http.StatusUnauthorized {
+					t.Errorf("%s %s without the key: %d, want 401", call.method, call.path, code)
+				}
 			}
 			h.key = cfg.HTTP.APIKey
 

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -16,6 +17,7 @@ import (
 // or Options.Model, with no pool and no fallbacks.
 type modelParts struct {
 	pool      *llm.Pool
+	pools     []ModelPool // the main model's and the fallbacks', in order
 	client    llm.Client
 	fallbacks []llm.Provider // the chain's after the main model
 }
@@ -48,7 +50,7 @@ func (g *Gateway) buildModel() (*modelParts, error) {
 		providers[i] = llm.Provider{Name: pools[i].Model, Model: e.model, Client: c}
 	}
 	chain := llm.NewChain(g.clock, g.log.With("part", "model"), providers...).Observe(g.metrics)
-	return &modelParts{pool: pools[0].Pool, client: chain, fallbacks: providers[1:]}, nil
+	return &modelParts{pool: pools[0].Pool, pools: pools, client: chain, fallbacks: providers[1:]}, nil
 }
 
 // modelOptions are the client options of a model at baseURL whose keys
@@ -155,6 +157,29 @@ func modelPools(cfg config.Model, store llm.PoolStore, clk clock.Clock, log *slo
 		out = append(out, ModelPool{Model: providerName(fb.Model, fb.BaseURL), Pool: p})
 	}
 	return out, nil
+}
+
+// modelKeys are the keys of the model this gateway runs on; none with
+// Options.Model.
+func (g *Gateway) modelKeys(ctx context.Context) ([]llm.ModelKey, error) {
+	return ModelKeys(ctx, g.models.pools)
+}
+
+// ModelKeys reads the state of every key of pools, as every gateway on
+// the store sees it: the model's keys, then each fallback's, each
+// masked.
+func ModelKeys(ctx context.Context, pools []ModelPool) ([]llm.ModelKey, error) {
+	keys := []llm.ModelKey{}
+	for _, p := range pools {
+		st, err := p.Pool.Status(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reading the keys of %s: %w", p.Model, err)
+		}
+		for _, s := range st {
+			keys = append(keys, llm.ModelKey{Model: p.Model, Pool: p.Pool.Name(), KeyStatus: s})
+		}
+	}
+	return keys, nil
 }
 
 // poolName is the store's name of the pool of a server: its host, or

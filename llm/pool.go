@@ -333,6 +333,14 @@ type KeyStatus struct {
 	Uses         int64     `json:"uses"`
 }
 
+// ModelKey is a key of a model's pool, as `herald model keys --json`
+// and GET /api/v1/model/keys show it: masked, never the key itself.
+type ModelKey struct {
+	Model string `json:"model"` // model@host
+	Pool  string `json:"pool"`
+	KeyStatus
+}
+
 // Status reads the state of each of the pool's keys, in the pool's order.
 func (p *Pool) Status(ctx context.Context) ([]KeyStatus, error) {
 	now, states, _, err := p.read(ctx, "")

@@ -19,6 +19,15 @@ type Cron interface {
 	// RunNow asks for the job to fire now, by whichever instance claims
 	// it. Errors: NotFound, Unavailable.
 	RunNow(ctx context.Context, id string) (cronjobs.Job, error)
+	// Pause stops the job firing until Resume. Errors: NotFound,
+	// Unavailable.
+	Pause(ctx context.Context, id string) (cronjobs.Job, error)
+	// Resume lets the job fire again, from now. Errors: NotFound,
+	// Invalid, Unavailable.
+	Resume(ctx context.Context, id string) (cronjobs.Job, error)
+	// Output returns the saved output of one of the job's runs.
+	// Errors: NotFound, Unavailable.
+	Output(ctx context.Context, id, run string) (string, error)
 }
 
 // cronJob is a job as the API answers it, with its recent runs when
@@ -39,6 +48,9 @@ func (c cronRoutes) mount(s *Server) {
 	s.route("GET", "/api/v1/cron/jobs", s.listCronJobs)
 	s.route("GET", "/api/v1/cron/jobs/{id}", s.getCronJob)
 	s.route("POST", "/api/v1/cron/jobs/{id}/run", s.runCronJob)
+	s.route("POST", "/api/v1/cron/jobs/{id}/pause", s.changeCronJob(c.jobs.Pause))
+	s.route("POST", "/api/v1/cron/jobs/{id}/resume", s.changeCronJob(c.jobs.Resume))
+	s.route("GET", "/api/v1/cron/jobs/{id}/runs/{run}/output", s.cronRunOutput)
 }
 
 func (s *Server) listCronJobs(w http.ResponseWriter, r *http.Request) {
@@ -76,10 +88,38 @@ func (s *Server) runCronJob(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, cronJob{Job: j})
 }
 
-func (s *Server) failCron(w http.ResponseWriter, r *http.Request, err error) {
-	if errs.Is(err, errs.NotFound) {
-		writeError(w, http.StatusNotFound, typeNotFound, fmt.Sprintf("no cron job %q", r.PathValue("id")))
+// changeCronJob answers a change of a job made by change: 200 with the
+// job as it is now.
+func (s *Server) changeCronJob(change func(context.Context, string) (cronjobs.Job, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		j, err := change(r.Context(), r.PathValue("id"))
+		if err != nil {
+			s.failCron(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, cronJob{Job: j})
+	}
+}
+
+// cronRunOutput answers what a run of a job wrote, as {"output": text}.
+func (s *Server) cronRunOutput(w http.ResponseWriter, r *http.Request) {
+	out, err := s.cron.Output(r.Context(), r.PathValue("id"), r.PathValue("run"))
+	if err != nil {
+		s.failCron(w, r, err)
 		return
 	}
-	s.fail(w, r, err)
+	writeJSON(w, http.StatusOK, map[string]string{"output": out})
+}
+
+func (s *Server) failCron(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errs.Is(err, errs.NotFound) && r.PathValue("run") != "":
+		writeError(w, http.StatusNotFound, typeNotFound, reason(err))
+	case errs.Is(err, errs.NotFound):
+		writeError(w, http.StatusNotFound, typeNotFound, fmt.Sprintf("no cron job %q", r.PathValue("id")))
+	case errs.Is(err, errs.Conflict):
+		writeError(w, http.StatusConflict, typeConflict, reason(err))
+	default:
+		s.fail(w, r, err)
+	}
 }

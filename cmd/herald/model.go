@@ -64,15 +64,9 @@ a new key is a new ID.`,
 			if revive != "" {
 				return m.reviveKey(ctx, pools, revive)
 			}
-			var rows []keyRow
-			for _, p := range pools {
-				st, err := p.Pool.Status(ctx)
-				if err != nil {
-					return fmt.Errorf("reading the keys of %s: %w", p.Model, err)
-				}
-				for _, s := range st {
-					rows = append(rows, keyRow{Model: p.Model, Pool: p.Pool.Name(), KeyStatus: s})
-				}
+			rows, err := gateway.ModelKeys(ctx, pools)
+			if err != nil {
+				return err
 			}
 			if asJSON {
 				return m.printJSON(rows)
@@ -107,14 +101,7 @@ func (m *Main) reviveKey(ctx context.Context, pools []gateway.ModelPool, id stri
 	return nil
 }
 
-// keyRow is one key of `herald model keys`.
-type keyRow struct {
-	Model string `json:"model"` // model@host
-	Pool  string `json:"pool"`
-	llm.KeyStatus
-}
-
-func (m *Main) printKeys(rows []keyRow) error {
+func (m *Main) printKeys(rows []llm.ModelKey) error {
 	w := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "MODEL\tID\tKEY\tLABEL\tPRIORITY\tSTATUS\tUNTIL\tREASON\tUSES")
 	for _, r := range rows {

@@ -200,16 +200,78 @@ function kanban(root) {
     picker.replaceChildren(...d.boards.map(b => h('option', { value: b.slug, selected: b.slug === board }, b.slug)));
   }).catch(e => { if (!(e instanceof NotSignedIn)) msg.textContent = e.message; });
 
+  const drawer = h('aside', { class: 'drawer', id: 'drawer', hidden: true });
+  root.append(drawer);
+
   const path = '/api/v1/kanban/boards/' + encodeURIComponent(board);
+  // A card dropped on another column is moved there with the API's PATCH;
+  // the board refuses a move its state does not allow, and says why.
+  // A block needs a reason, which the page asks for.
+  const move = async (id, to) => {
+    const patch = { status: to };
+    if (to === 'blocked') {
+      const reason = window.prompt('Why is ' + id + ' blocked?');
+      if (!reason) return;
+      patch.reason = reason;
+    }
+    try {
+      const c = await call('PATCH', '/api/v1/kanban/cards/' + encodeURIComponent(id), patch);
+      msg.textContent = 'Moved ' + c.id + ' to ' + c.status;
+    } catch (e) {
+      if (!(e instanceof NotSignedIn)) msg.textContent = 'Not moved: ' + e.message;
+    }
+    await load();
+  };
+  const column = st => h('div', {
+    class: 'column', 'data-status': st,
+    ondragover: e => { e.preventDefault(); e.currentTarget.classList.add('over'); },
+    ondragleave: e => e.currentTarget.classList.remove('over'),
+    ondrop: e => {
+      e.preventDefault();
+      e.currentTarget.classList.remove('over');
+      const id = e.dataTransfer.getData('text/plain');
+      if (id) move(id, st);
+    },
+  }, h('h2', {}, st));
+  const card = c => h('div', {
+    class: 'card', 'data-id': c.id, draggable: 'true', tabindex: '0',
+    ondragstart: e => { e.dataTransfer.setData('text/plain', c.id); e.dataTransfer.effectAllowed = 'move'; },
+    onclick: () => open(c.id),
+    onkeydown: e => { if (e.key === 'Enter') open(c.id); },
+  }, c.title, h('small', {}, c.id + (c.assignee ? ' · ' + c.assignee : '')));
   const load = async () => {
     try {
       const cards = (await call('GET', path + '/cards')).cards;
-      columns.replaceChildren(...STATUSES.map(st => h('div', { class: 'column', 'data-status': st },
-        h('h2', {}, st),
-        cards.filter(c => c.status === st).map(c => h('div', { class: 'card', 'data-id': c.id },
-          c.title, h('small', {}, c.id + (c.assignee ? ' · ' + c.assignee : '')))))));
+      columns.replaceChildren(...STATUSES.map(st => {
+        const col = column(st);
+        col.append(...cards.filter(c => c.status === st).map(card));
+        return col;
+      }));
     } catch (e) {
       if (!(e instanceof NotSignedIn)) columns.replaceChildren(failure(e));
+    }
+  };
+  // open shows a card in the drawer: what was said on it, its runs and
+  // the tail of its log.
+  const open = async id => {
+    drawer.hidden = false;
+    drawer.replaceChildren(h('p', { class: 'muted' }, 'Loading ' + id + '…'));
+    try {
+      const c = await call('GET', '/api/v1/kanban/cards/' + encodeURIComponent(id));
+      drawer.replaceChildren(
+        h('button', { type: 'button', class: 'close', onclick: () => { drawer.hidden = true; } }, 'Close'),
+        h('h2', {}, c.title), h('p', { class: 'muted' }, c.id + ' · ' + c.status + (c.assignee ? ' · ' + c.assignee : '')),
+        ...(c.body ? [h('p', { class: 'text' }, c.body)] : []),
+        h('h3', {}, 'Comments'),
+        table([['At', m => when(m.at)], ['Author', m => m.author || '-'], ['Text', m => m.text, 'text']], c.comments || [], 'No comments.'),
+        h('h3', {}, 'Runs'),
+        table([['Run', r => r.id], ['Lane', r => r.lane || '-'], ['Started', r => when(r.started_at)], ['Ended', r => when(r.ended_at)],
+          ['Outcome', r => r.outcome || '-'], ['Summary', r => r.error || r.summary || '-', 'text']], c.runs || [], 'No runs.'),
+        h('h3', {}, 'Log'),
+        table([['At', ev => when(ev.at)], ['Event', ev => ev.kind + (ev.to && ev.to !== ev.kind ? ' → ' + ev.to : '')], ['By', ev => ev.actor || '-'],
+          ['Text', ev => ev.text || '', 'text']], (c.events || []).slice(-20).reverse(), 'Nothing logged.'));
+    } catch (e) {
+      if (!(e instanceof NotSignedIn)) drawer.replaceChildren(failure(e));
     }
   };
   form.addEventListener('submit', async e => {
@@ -240,11 +302,62 @@ function kanban(root) {
 
 function cron(root) {
   root.append(h('h1', {}, 'Cron'));
+  const msg = h('p', { role: 'status', id: 'cron-msg' });
+  root.append(msg);
   const list = section(root, 'Jobs');
-  return every(() => list.fill(async () => table([
-    ['ID', j => j.id], ['Name', j => j.name], ['State', j => j.state], ['Enabled', j => j.enabled ? 'yes' : 'no'],
-    ['Next run', j => when(j.next_run_at)], ['Prompt', j => j.prompt || j.script || '-', 'text'],
-  ], (await call('GET', '/api/v1/cron/jobs')).jobs, 'No scheduled jobs.')));
+  const detail = h('div', { id: 'cron-runs' });
+  root.append(detail);
+  const jobPath = id => '/api/v1/cron/jobs/' + encodeURIComponent(id);
+  let shown = null; // the job whose runs are shown
+  const act = async (j, action, done) => {
+    try {
+      await call('POST', jobPath(j.id) + '/' + action);
+      msg.textContent = done + ': ' + j.name + ' (' + j.id + ')';
+    } catch (e) {
+      if (!(e instanceof NotSignedIn)) msg.textContent = 'Not done: ' + e.message;
+    }
+    await load();
+  };
+  const output = async (j, r, into) => {
+    try {
+      into.replaceChildren(h('pre', { class: 'output' }, (await call('GET', jobPath(j.id) + '/runs/' + encodeURIComponent(r.id) + '/output')).output));
+    } catch (e) {
+      if (!(e instanceof NotSignedIn)) into.replaceChildren(failure(e));
+    }
+  };
+  const runs = async j => {
+    const d = await call('GET', jobPath(j.id));
+    const out = h('div', { id: 'cron-output' });
+    return [h('h2', {}, 'Runs of ' + d.name), table([
+      ['Run', r => r.id], ['Started', r => when(r.started_at)], ['Ended', r => when(r.ended_at)],
+      ['Status', r => r.status + (r.manual ? ' (run now)' : '')], ['Delivery', r => r.delivery || '-'],
+      ['Error', r => r.error || r.delivery_error || '-', 'text'],
+      ['', r => r.output ? h('button', { type: 'button', class: 'output', onclick: () => output(j, r, out) }, 'Output') : '-'],
+    ], d.runs || [], 'No runs yet.'), out];
+  };
+  const load = () => list.fill(async () => {
+    const jobs = (await call('GET', '/api/v1/cron/jobs')).jobs;
+    if (shown && !jobs.some(j => j.id === shown.id)) {
+      shown = null;
+      detail.replaceChildren();
+    }
+    return table([
+      ['ID', j => j.id], ['Name', j => j.name], ['State', j => j.state], ['Enabled', j => j.enabled ? 'yes' : 'no'],
+      ['Next run', j => when(j.next_run_at)], ['Prompt', j => j.prompt || j.script || '-', 'text'],
+      ['', j => h('span', {},
+        h('button', { type: 'button', 'data-action': 'run', onclick: () => act(j, 'run', 'Run requested') }, 'Run now'),
+        j.enabled
+          ? h('button', { type: 'button', 'data-action': 'pause', onclick: () => act(j, 'pause', 'Paused') }, 'Pause')
+          : h('button', { type: 'button', 'data-action': 'resume', onclick: () => act(j, 'resume', 'Resumed') }, 'Resume'),
+        h('button', { type: 'button', 'data-action': 'runs', onclick: () => { shown = j; showRuns(); } }, 'Runs'))],
+    ], jobs, 'No scheduled jobs.');
+  });
+  const showRuns = async () => {
+    try { detail.replaceChildren(...await runs(shown)); } catch (e) {
+      if (!(e instanceof NotSignedIn)) detail.replaceChildren(failure(e));
+    }
+  };
+  return every(load);
 }
 
 // lookup is a page that shows one thing the API finds by id.
@@ -279,8 +392,13 @@ function delegations(root) {
 
 function keys(root) {
   root.append(h('h1', {}, 'Keys'),
-    h('p', { class: 'muted' }, 'The model keys and their cool-downs are not served over the API yet: see herald model keys on the command line.'));
-  return () => {};
+    h('p', { class: 'muted' }, 'The API keys of the model and its fallbacks, masked, as every gateway on the store sees them. herald model keys --revive ID clears a mark.'));
+  const list = section(root, 'Model keys');
+  return every(() => list.fill(async () => table([
+    ['Model', k => k.model], ['ID', k => k.id], ['Key', k => k.key], ['Label', k => k.label || '-'],
+    ['Priority', k => k.priority], ['Status', k => k.status, 'status'], ['Cooling until', k => when(k.cooling_until)],
+    ['Reason', k => k.reason || '-'], ['Uses', k => k.uses],
+  ], (await call('GET', '/api/v1/model/keys')).keys, 'The model has no keys.')));
 }
 
 function route() {
