@@ -107,6 +107,8 @@ func changeFigures(d []time.Duration) DashboardChange {
 // of 5 reads, the one that took least, against its midpoint.
 func clockOffset(ctx context.Context) (float64, error) {
 	best, offset := time.Duration(-1), 0.0
+	ctx, cancel := context.WithTimeout(ctx, browserWait)
+	defer cancel()
 	for range 5 {
 		before := time.Now()
 		v, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`performance.timeOrigin + performance.now()`))
