@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,6 +23,8 @@ import (
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/gateway"
+	"github.com/heraldgw/herald/internal/headless"
+	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/outbox"
 )
@@ -48,50 +49,19 @@ func stopBrowser() {
 	}
 }
 
-// chromiumFlags are what the browser runs with: headless, and nothing
-// that reaches the network on its own.
-func chromiumFlags(path, dir string) []chromedp.ExecAllocatorOption {
-	return []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(path),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(dir),
-		chromedp.WindowSize(1280, 860),
-	}
-}
-
 func startBrowser() {
-	var path string
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			path = p
-			break
-		}
-	}
-	if path == "" {
-		browser.err = fmt.Errorf("no chromium on PATH: scripts/test installs it (apt-get install chromium)")
-		return
-	}
-	dir, err := os.MkdirTemp("", "herald-chromium-")
+	path, err := headless.Find("")
 	if err != nil {
 		browser.err = err
 		return
 	}
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromiumFlags(path, dir)...)
-	ctx, cancelCtx := chromedp.NewContext(alloc)
-	browser.ctx = ctx
-	browser.cancel = func() {
-		cancelCtx()
-		cancelAlloc()
-		_ = os.RemoveAll(dir)
+	// The base environment, as every process herald starts gets it.
+	b, err := headless.Start(context.Background(), path, "", (&proc.Env{}).Build())
+	if err != nil {
+		browser.err = err
+		return
 	}
-	browser.err = chromedp.Do(ctx)
+	browser.ctx, browser.cancel = b.Ctx, b.Stop
 }
 
 // browserPage is a tab of the shared browser, in a browser context of its own,

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -101,7 +100,9 @@ func Dashboard(ctx context.Context, opt DashboardOptions) (DashboardResult, erro
 	}
 	res := DashboardResult{Store: opt.Store, Loads: opt.Loads}
 	// The browser first: a missing one fails before a store is made.
-	br, err := startBrowser(ctx, opt.Chromium, opt.TempDir)
+	// Started as every process herald starts: the base environment, none
+	// of herald's secrets.
+	br, err := startBrowser(ctx, opt.Chromium, opt.TempDir, config.Default().SubprocessEnv().Build())
 	if err != nil {
 		return res, err
 	}
@@ -245,6 +246,3 @@ func medianMax(d []time.Duration) (p50, most float64) {
 	}
 	return ms(percentile(s, 50)), ms(s[len(s)-1])
 }
-
-// errNoChromium is the error when no browser is found.
-var errNoChromium = errors.New("no chromium on PATH (apt-get install chromium, or --chromium PATH)")

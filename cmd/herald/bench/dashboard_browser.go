@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/heraldgw/herald/internal/headless"
 )
 
 // browserWait bounds each wait on the browser.
@@ -28,46 +27,20 @@ type browser struct {
 	version string
 }
 
-// startBrowser starts Chromium at path, or the one on PATH, headless and
-// with nothing that reaches the network on its own.
-func startBrowser(ctx context.Context, path, tempDir string) (*browser, error) {
-	if path == "" {
-		for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-			if p, err := exec.LookPath(name); err == nil {
-				path = p
-				break
-			}
-		}
-		if path == "" {
-			return nil, errNoChromium
-		}
-	} else if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("chromium: %w", err)
-	}
-	dir, err := os.MkdirTemp(tempDir, "herald-bench-chromium-")
+// startBrowser starts Chromium at path, or the one on PATH
+// (headless.Start), with the environment every process herald starts
+// gets (env), and reads its version.
+func startBrowser(ctx context.Context, path, tempDir string, env []string) (*browser, error) {
+	path, err := headless.Find(path)
 	if err != nil {
 		return nil, err
 	}
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.WithoutCancel(ctx),
-		chromedp.ExecPath(path),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(dir),
-		chromedp.WindowSize(1280, 860),
-	)
-	bctx, cancelCtx := chromedp.NewContext(alloc)
-	b := &browser{ctx: bctx, cancel: func() {
-		cancelCtx()
-		cancelAlloc()
-		_ = os.RemoveAll(dir)
-	}}
-	v, err := chromedp.CallBrowser(bctx, cdpbrowser.GetVersion, cdp.Empty{})
+	hb, err := headless.Start(ctx, path, tempDir, env)
+	if err != nil {
+		return nil, err
+	}
+	b := &browser{ctx: hb.Ctx, cancel: hb.Stop}
+	v, err := chromedp.CallBrowser(hb.Ctx, cdpbrowser.GetVersion, cdp.Empty{})
 	if err != nil {
 		b.stop()
 		return nil, fmt.Errorf("starting %s: %w", path, err)
