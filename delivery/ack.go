@@ -3,7 +3,6 @@ package delivery
 import (
 	"context"
 	"log/slog"
-	"maps"
 	"sync"
 	"time"
 
@@ -151,24 +150,8 @@ func (a *acker) ackAll(ctx context.Context, batch []acceptedMsg) {
 		a.metrics.acked(now.Sub(m.at))
 		logOutcome(a.log, m.c, "ack", e)
 		if e == nil {
-			a.settled.tell(sent(m.c.Message, m.platformID), true, "")
+			a.settled.accepted(m.c.Message, m.platformID)
 			a.log.Debug("message delivered", "conv", m.c.Conv, "outbox_id", m.c.ID, "platform", m.c.Target.Platform, "platform_message_id", m.platformID)
 		}
 	}
-}
-
-// sent is msg as its domain is told it was accepted: with the platform's
-// id of its message in Meta (outbox.MetaSentID), when the platform gave
-// one.
-func sent(msg outbox.Message, platformID string) outbox.Message {
-	if platformID == "" {
-		return msg
-	}
-	meta := maps.Clone(msg.Meta)
-	if meta == nil {
-		meta = map[string]string{}
-	}
-	meta[outbox.MetaSentID] = platformID
-	msg.Meta = meta
-	return msg
 }

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"maps"
 	"sync"
 
 	"github.com/heraldgw/herald/outbox"
@@ -19,6 +20,24 @@ func (s *settlements) tell(m outbox.Message, accepted bool, reason string) {
 	if s.fn != nil && (m.Ref != "" || len(m.Files) > 0) {
 		s.running.Go(func() { s.fn(m, accepted, reason) })
 	}
+}
+
+// accepted tells that m was accepted, as platformID (the platform's id
+// of its message, "" when it gave none), carried in Meta as
+// outbox.MetaSentID: the copy is made only for a message fn is told of.
+func (s *settlements) accepted(m outbox.Message, platformID string) {
+	if s.fn == nil || (m.Ref == "" && len(m.Files) == 0) {
+		return
+	}
+	if platformID != "" {
+		meta := maps.Clone(m.Meta)
+		if meta == nil {
+			meta = map[string]string{}
+		}
+		meta[outbox.MetaSentID] = platformID
+		m.Meta = meta
+	}
+	s.tell(m, true, "")
 }
 
 // wait returns when every call of fn has returned.

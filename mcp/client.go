@@ -73,20 +73,33 @@ func (d dialer) transport(s config.MCPServer) (sdk.Transport, *exec.Cmd, error) 
 		client := &http.Client{Transport: headerTransport{headers: headers, next: http.DefaultTransport}}
 		return &sdk.StreamableClientTransport{Endpoint: s.URL, HTTPClient: client, MaxRetries: -1}, nil, nil
 	}
+	cmd, err := StdioCommand(s, d.env, d.lookup)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &sdk.CommandTransport{Command: cmd, TerminateDuration: time.Second}, cmd, nil
+}
+
+// StdioCommand is the process of the stdio server s, not started: its
+// command and args in its cwd, in a process group of its own, with the
+// environment every process herald starts gets (env.Build: the base set
+// and tools.env_passthrough, none of herald's secrets) and its own env,
+// each ${VAR} read from lookup.
+func StdioCommand(s config.MCPServer, env *proc.Env, lookup func(string) (string, bool)) (*exec.Cmd, error) {
 	var given []string
 	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
-		val, err := config.ExpandVars(s.Env[k], d.lookup)
+		val, err := config.ExpandVars(s.Env[k], lookup)
 		if err != nil {
-			return nil, nil, fmt.Errorf("env %s: %w", k, err)
+			return nil, fmt.Errorf("env %s: %w", k, err)
 		}
 		given = append(given, k+"="+val)
 	}
 	cmd := exec.Command(s.Command, s.Args...)
-	cmd.Env = d.env.Build(given...)
+	cmd.Env = env.Build(given...)
 	cmd.Dir = s.Cwd
 	cmd.Stderr = nil // a server's log on stderr is not herald's to keep
 	proc.OwnGroup(cmd)
-	return &sdk.CommandTransport{Command: cmd, TerminateDuration: time.Second}, cmd, nil
+	return cmd, nil
 }
 
 // connect opens a session to s within its connect_timeout. onChange is

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -231,13 +231,10 @@ type bareSession struct {
 }
 
 func dialBare(ctx context.Context, s config.MCPServer, env *proc.Env, timeout time.Duration) (*bareSession, error) {
-	var given []string
-	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
-		given = append(given, k+"="+s.Env[k])
+	cmd, err := mcp.StdioCommand(s, env, os.LookupEnv)
+	if err != nil {
+		return nil, err
 	}
-	cmd := exec.Command(s.Command, s.Args...)
-	cmd.Env = env.Build(given...)
-	proc.OwnGroup(cmd)
 	client := sdk.NewClient(&sdk.Implementation{Name: "herald-bench", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
