@@ -30,7 +30,7 @@ type approvalRoutes struct{ ap Approvals }
 
 func (a approvalRoutes) mount(s *Server) {
 	s.approvals = a.ap
-	s.route("GET", "/api/v1/approvals", s.listApprovals)
+	s.route("GET", "/api/v1/approvals", s.live(s.listApprovals))
 	s.route("POST", "/api/v1/approvals/{id}", s.decideApproval)
 }
 

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -633,6 +634,22 @@ func (s *sse) data(v any) error {
 		return err
 	}
 	return s.raw("data: " + string(b) + "\n\n")
+}
+
+// event sends data as one event named name ("" for a plain "data:"
+// event), a "data:" line per line of it.
+func (s *sse) event(name string, data []byte) error {
+	var b strings.Builder
+	if name != "" {
+		b.WriteString("event: " + name + "\n")
+	}
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		b.WriteString("data: ")
+		b.Write(line)
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+	return s.raw(b.String())
 }
 
 // comment keeps an idle stream open through proxies.

@@ -45,8 +45,8 @@ type cronRoutes struct{ jobs Cron }
 
 func (c cronRoutes) mount(s *Server) {
 	s.cron = c.jobs
-	s.route("GET", "/api/v1/cron/jobs", s.listCronJobs)
-	s.route("GET", "/api/v1/cron/jobs/{id}", s.getCronJob)
+	s.route("GET", "/api/v1/cron/jobs", s.live(s.listCronJobs))
+	s.route("GET", "/api/v1/cron/jobs/{id}", s.live(s.getCronJob))
 	s.route("POST", "/api/v1/cron/jobs/{id}/run", s.runCronJob)
 	s.route("POST", "/api/v1/cron/jobs/{id}/pause", s.changeCronJob(c.jobs.Pause))
 	s.route("POST", "/api/v1/cron/jobs/{id}/resume", s.changeCronJob(c.jobs.Resume))
@@ -59,10 +59,18 @@ func (s *Server) listCronJobs(w http.ResponseWriter, r *http.Request) {
 		s.failCron(w, r, err)
 		return
 	}
-	if jobs == nil {
-		jobs = []cronjobs.Job{}
+	views := make([]cronJobView, len(jobs))
+	for i, j := range jobs {
+		views[i] = cronJobView{Job: j, ScheduleText: j.Schedule.String()}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"jobs": jobs})
+	writeJSON(w, http.StatusOK, map[string]any{"jobs": views})
+}
+
+// cronJobView is a job as the list shows it: with its schedule said in
+// words ("every 30m", "cron 0 9 * * 1-5 (UTC)") beside the fields.
+type cronJobView struct {
+	cronjobs.Job
+	ScheduleText string `json:"schedule_text"`
 }
 
 func (s *Server) getCronJob(w http.ResponseWriter, r *http.Request) {

@@ -61,7 +61,7 @@ type delegationRoutes struct{ svc Delegations }
 func (d delegationRoutes) mount(s *Server) {
 	s.delegations = d.svc
 	s.route("POST", "/api/v1/delegations", s.startDelegation)
-	s.route("GET", "/api/v1/delegations/{id}", s.getDelegation)
+	s.route("GET", "/api/v1/delegations/{id}", s.live(s.getDelegation))
 	s.route("POST", "/api/v1/delegations/{id}/cancel", s.cancelDelegation)
 }
 

@@ -70,7 +70,7 @@ type kanbanRoutes struct {
 
 func (k *kanbanRoutes) mount(s *Server) {
 	s.kanban = k
-	s.route("GET", "/api/v1/kanban/boards", s.listKanbanBoards)
+	s.route("GET", "/api/v1/kanban/boards", s.live(s.listKanbanBoards))
 	s.routeMethods("/api/v1/kanban/boards/{board}/cards", map[string]http.HandlerFunc{
 		"GET":  s.listKanbanCards,
 		"POST": s.createKanbanCard,

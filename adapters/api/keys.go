@@ -19,7 +19,7 @@ func ModelKeyRoutes(keys ModelKeys) Routes { return keyRoutes{keys} }
 type keyRoutes struct{ keys ModelKeys }
 
 func (k keyRoutes) mount(s *Server) {
-	s.route("GET", "/api/v1/model/keys", func(w http.ResponseWriter, r *http.Request) {
+	s.route("GET", "/api/v1/model/keys", s.live(func(w http.ResponseWriter, r *http.Request) {
 		keys, err := k.keys(r.Context())
 		if err != nil {
 			s.fail(w, r, err)
@@ -29,5 +29,5 @@ func (k keyRoutes) mount(s *Server) {
 			keys = []llm.ModelKey{}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"keys": keys})
-	})
+	}))
 }

@@ -35,7 +35,7 @@ type outboxRoutes struct{ o Outbox }
 
 func (o outboxRoutes) mount(s *Server) {
 	list := func(read func(context.Context, int) ([]outbox.Message, error)) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) { s.listOutbox(w, r, read) }
+		return s.live(func(w http.ResponseWriter, r *http.Request) { s.listOutbox(w, r, read) })
 	}
 	s.route("GET", "/api/v1/outbox/pending", list(o.o.Pending))
 	s.route("GET", "/api/v1/outbox/dead", list(o.o.DeadLetters))

@@ -11,6 +11,7 @@
 package dashboard
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -47,6 +48,7 @@ type Dashboard struct {
 	opts   Options
 	log    *slog.Logger
 	static http.Handler
+	script []byte // app.js: the core, then every page's script
 }
 
 // New returns a Dashboard.
@@ -65,7 +67,29 @@ func New(opts Options) *Dashboard {
 		opts:   opts,
 		log:    opts.Logger.With("component", "dashboard"),
 		static: http.StripPrefix("/ui/", http.FileServerFS(sub)),
+		script: bundle(sub),
 	}
+}
+
+// bundle joins app.js and pages/*.js, in name order, into the one
+// script the pages load: each page is a file of its own to read and
+// change, and the browser still makes one request for them all.
+func bundle(fsys fs.FS) []byte {
+	names, err := fs.Glob(fsys, "pages/*.js")
+	if err != nil {
+		panic(err)
+	}
+	var b bytes.Buffer
+	for _, name := range append([]string{"app.js"}, names...) {
+		src, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			panic(err) // the embedded tree is fixed at build time
+		}
+		b.WriteString("// " + name + "\n")
+		b.Write(src)
+		b.WriteString("\n")
+	}
+	return b.Bytes()
 }
 
 // Mount registers the dashboard's routes on mux, all under /ui/.
@@ -74,6 +98,10 @@ func (d *Dashboard) Mount(mux *http.ServeMux) {
 		http.Redirect(w, r, "/ui/", http.StatusMovedPermanently)
 	})
 	mux.Handle("GET /ui/", d.headers(d.static))
+	mux.Handle("GET /ui/app.js", d.headers(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+		http.ServeContent(w, r, "app.js", time.Time{}, bytes.NewReader(d.script))
+	})))
 	mux.HandleFunc("GET /ui/session", d.session)
 	mux.HandleFunc("POST /ui/login", d.login)
 	mux.HandleFunc("POST /ui/logout", d.logout)

@@ -116,9 +116,9 @@ func TestNoKeyNoLogin(t *testing.T) {
 }
 
 // The board page listens for every kind of kanban event the stream
-// names: each constant Event* of the kanban package is in app.js.
+// names: each constant Event* of the kanban package is in its script.
 func TestBoardHearsEveryEventKind(t *testing.T) {
-	js, err := os.ReadFile("assets/app.js")
+	js, err := os.ReadFile("assets/pages/kanban.js")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestBoardHearsEveryEventKind(t *testing.T) {
 				kind, _ := strconv.Unquote(lit.Value)
 				kinds++
 				if !strings.Contains(string(js), "'"+kind+"'") {
-					t.Errorf("app.js does not listen for kanban.%s (%q)", id.Name, kind)
+					t.Errorf("the board does not listen for kanban.%s (%q)", id.Name, kind)
 				}
 			}
 			return true
