@@ -412,6 +412,9 @@ func TestDelegationRoutesNeedTheKey(t *testing.T) {
 		{"POST", "/api/v1/delegations", `{"conversation": "demo", "goal": "a"}`},
 		{"GET", "/api/v1/delegations/deleg_x", ""},
 		{"POST", "/api/v1/delegations/deleg_x/cancel", ""},
+		{"GET", "/api/v1/delegations", ""},
+		{"GET", "/api/v1/delegations/deleg_x/children/sub_x/transcript", ""},
+		{"POST", "/api/v1/delegations/deleg_x/children/sub_x/stop", ""},
 	} {
 		if code, b := f.do(t, r.method, r.path, r.body); code != http.StatusUnauthorized || !strings.Contains(string(b), "authentication_error") {
 			t.Errorf("%s %s without the key: %d %s, want 401", r.method, r.path, code, b)
