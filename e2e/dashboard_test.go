@@ -197,6 +197,7 @@ func (p *browserPage) shot(name string) {
 type uiGateway struct {
 	t    *testing.T
 	g    *gateway.Gateway
+	home string // the gateway's HERALD_HOME, for the CLI beside it
 	base string
 	key  string
 }
@@ -245,12 +246,12 @@ func startUIGateway(t *testing.T, model *testkit.ModelServer, key string, adapte
 			t.Errorf("Shutdown: %v", err)
 		}
 	})
-	return &uiGateway{t: t, g: g, base: "http://" + g.Addr(), key: key}
+	return &uiGateway{t: t, g: g, home: cfg.Home, base: "http://" + g.Addr(), key: key}
 }
 
 // Through a real gateway with an API key and a real browser: sign in,
 // every page renders without an error, a dead letter is retried, an
-// approval answered, and a card made through the API shows on an open
+// approval answered, and a card made with the CLI shows on an open
 // board without a reload.
 func TestDashboardInABrowser(t *testing.T) {
 	const key = "dash-key-0123456789"
@@ -381,10 +382,16 @@ func TestDashboardInABrowser(t *testing.T) {
 		p.show("kanban")
 		p.until(`document.getElementById('live') && document.getElementById('live').textContent === 'live' && document.querySelectorAll('.column').length > 0`)
 		p.eval(`window.notReloaded = 'yes'`) // gone if the page loads again
-		if code, body := h.do("POST", "/api/v1/kanban/boards/default/cards", `{"title":"made by the API"}`); code != http.StatusCreated {
-			t.Fatalf("create a card: %d %s", code, body)
+		// A card made with the CLI, a process of its own on the same
+		// store, with a file attached.
+		notes := filepath.Join(t.TempDir(), "notes.txt")
+		if err := os.WriteFile(notes, []byte("the vendor's answer"), 0o600); err != nil {
+			t.Fatal(err)
 		}
-		p.until(`[...document.querySelectorAll('.column .card')].some(c => c.textContent.includes('made by the API'))`)
+		if res := runCLI(t, h.home, "kanban", "create", "made by the CLI", "--attach", notes); res.code != 0 {
+			t.Fatalf("herald kanban create: %d %s %s", res.code, res.stdout, res.stderr)
+		}
+		p.until(`[...document.querySelectorAll('.column .card')].some(c => c.textContent.includes('made by the CLI'))`)
 		if got := p.eval(`String(window.notReloaded)`); got != "yes" {
 			t.Errorf("the board was loaded again to show the card")
 		}
@@ -398,7 +405,7 @@ func TestDashboardInABrowser(t *testing.T) {
 
 		// A drag of a card onto another column moves it there, as the
 		// browser's drag and drop dispatches it.
-		id := p.eval(`[...document.querySelectorAll('.column .card')].find(c => c.textContent.includes('made by the API')).dataset.id`)
+		id := p.eval(`[...document.querySelectorAll('.column .card')].find(c => c.textContent.includes('made by the CLI')).dataset.id`)
 		if code, body := h.do("POST", "/api/v1/kanban/cards/"+id+"/comments", `{"text":"looked at it"}`); code != http.StatusCreated {
 			t.Fatalf("comment on %s: %d %s", id, code, body)
 		}
@@ -417,11 +424,12 @@ func TestDashboardInABrowser(t *testing.T) {
 			t.Errorf("the dragged card is not blocked on the board: %s", body)
 		}
 
-		// A click opens the card's drawer: its comments, runs and log.
+		// A click opens the card's drawer: its comments, attachments, runs
+		// and log.
 		p.run(chromedp.Click(chromedp.CSS(fmt.Sprintf(`.card[data-id=%q]`, id))))
 		p.until(`!document.getElementById('drawer').hidden && document.getElementById('drawer').textContent.includes('looked at it')`)
 		drawer := p.text("#drawer")
-		for _, want := range []string{"Comments", "Runs", "Log", "blocked", "waiting on the vendor"} {
+		for _, want := range []string{"Comments", "Attachments", "notes.txt", "Runs", "Log", "blocked", "waiting on the vendor"} {
 			if !strings.Contains(drawer, want) {
 				t.Errorf("the card's drawer has no %q: %q", want, drawer)
 			}

@@ -132,6 +132,9 @@ type Gateway struct {
 	workspace *tools.WorkspaceTools
 	// models are the model clients and the main model's key pool.
 	models *modelParts
+	// keyPools are every key pool the gateway made (the models', the
+	// children's and workers' of their own endpoints).
+	keyPools keyPools
 	// boards are the kanban capability's service, which tests change
 	// the boards with.
 	boards   *kanban.Service
@@ -275,6 +278,7 @@ func (g *Gateway) build() error {
 	g.opts.Adapters = append(slices.Clone(g.opts.Adapters), platforms...)
 	useMaskers(g.redact, g.opts.Adapters)
 
+	g.keyPools.signals, g.keyPools.log = g.db.Signals(), g.log.With("part", "model")
 	g.models, err = g.buildModel()
 	if err != nil {
 		return err
@@ -433,7 +437,7 @@ func (g *Gateway) build() error {
 	g.tailer, err = signals.NewTailer(signals.TailerOptions{
 		Store:    g.db.Signals(),
 		Handler:  g.turns,
-		Handlers: caps.signals(),
+		Handlers: append(caps.signals(), &g.keyPools),
 		Logger:   log.With("part", "signals"),
 	})
 	if err != nil {
@@ -780,6 +784,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	if err := g.stopTraces(ctx); err != nil {
 		problems = append(problems, err)
 	}
+	// The uses the key pools counted since their last write.
+	g.keyPools.flush(ctx)
 	if err := g.closeStore(); err != nil {
 		problems = append(problems, err)
 	}

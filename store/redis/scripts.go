@@ -88,9 +88,10 @@ var (
 	scriptCtlDelete = newScript("ctl_delete")
 	scriptCtlRead   = newScript("ctl_read")
 
-	scriptPoolRead = newScript("pool_read")
-	scriptPoolUse  = newScript("pool_use")
-	scriptPoolMark = newScript("pool_mark")
+	scriptPoolRead  = newScript("pool_read")
+	scriptPoolUse   = newScript("pool_use")
+	scriptPoolCount = newScript("pool_count")
+	scriptPoolMark  = newScript("pool_mark")
 
 	scriptApprCreate = newScript("appr_create")
 	scriptApprDecide = newScript("appr_decide")
@@ -113,7 +114,7 @@ var scriptFiles = []string{
 	"once_claim", "once_renew", "once_done", "once_stale",
 	"kb_apply", "kb_read", "kb_events", "kb_sub_put", "kb_sub_read", "kb_lane_read",
 	"ctl_put", "ctl_delete", "ctl_read",
-	"pool_read", "pool_use", "pool_mark",
+	"pool_read", "pool_use", "pool_count", "pool_mark",
 	"appr_create", "appr_decide", "appr_read",
 }
 
