@@ -15,28 +15,39 @@ import (
 	"github.com/heraldgw/herald/internal/testkit"
 )
 
-// Through a real gateway and a real browser: a delegation started
-// through the API shows on the open Delegations page without a reload,
-// its sub-agent running in its tool; a click shows the sub-agent's
-// transcript, live; Stop on the page stops it, and it shows cancelled.
+// Through a real gateway and a real browser: delegations started
+// through the API show on the open Delegations page without a reload,
+// a sub-agent running in its tool with its cost, an orchestrator's
+// worker under it; a click shows a sub-agent's transcript, live; Stop
+// on the page stops one, and it shows cancelled; Stop all ends an
+// orchestrator and its worker.
 func TestDashboardDelegations(t *testing.T) {
-	const key = "dash-key-0123456789"
+	const (
+		key         = "dash-key-0123456789"
+		orchestrate = "orchestrate the digging"
+	)
 	model := testkit.NewModelServer(t)
-	// The sub-agent runs a command that lasts until it is stopped; the
-	// parent takes the results as they come.
+	// A sub-agent runs a command that lasts until it is stopped; an
+	// orchestrator has a worker do so; the parent takes the results as
+	// they come.
 	sleep, _ := json.Marshal(map[string]string{"command": "sleep 300"})
 	model.Respond(func(r testkit.RecordedRequest) testkit.Step {
 		if !isChild(r) {
 			return testkit.Reply("noted")
 		}
-		if last := r.Messages[len(r.Messages)-1]; last.Role == "tool" {
-			return testkit.Reply("slept")
+		goal := strings.TrimPrefix(strings.SplitN(r.LastUser(), "\n", 2)[0], "Goal: ")
+		switch {
+		case r.Messages[len(r.Messages)-1].Role == "tool":
+			return testkit.Reply("done: " + goal)
+		case goal == orchestrate:
+			return testkit.CallTools(testkit.ToolCall("delegate_task", `{"tasks":[{"goal":"dig deeper"}]}`))
 		}
 		return testkit.CallTools(testkit.ToolCall("terminal", string(sleep)))
 	})
 	h := startUIGateway(t, model, key, &adaptertest.Adapter{Name: "chatfake"}, func(c *config.Config) {
 		c.Delegation.OwnerTTL = config.MinOwnerTTL // its progress recorded every second
 		c.Model.Prices = map[string]config.Price{"test-model": {Input: 3, Output: 15}}
+		c.Delegation.MaxSpawnDepth = 2 // an orchestrator's workers
 	})
 
 	p := openPage(t)
@@ -48,21 +59,11 @@ func TestDashboardDelegations(t *testing.T) {
 	p.until(`document.getElementById('page').dataset.page === 'delegations' && document.body.innerText.includes('No delegations.')`)
 	p.eval(`window.notReloaded = 'yes'`) // gone if the page loads again
 
-	code, body := h.do("POST", "/api/v1/delegations", `{"conversation": "dl", "goal": "sleep on it"}`)
-	if code != http.StatusCreated {
-		t.Fatalf("start a delegation: %d %s", code, body)
-	}
-	var d struct {
-		ID       string `json:"id"`
-		Children []struct {
-			ID string `json:"id"`
-		} `json:"children"`
-	}
-	if err := json.Unmarshal([]byte(body), &d); err != nil || len(d.Children) != 1 {
-		t.Fatalf("start answered %s (%v)", body, err)
-	}
+	d := startDelegation(t, h, `{"conversation": "dl", "goal": "sleep on it"}`)
 	child := d.Children[0].ID
 	row := fmt.Sprintf(`document.querySelector('#deleg-list tr.child[data-id=%q]')`, child)
+	orch := startDelegation(t, h, `{"conversation": "orch", "goal": "`+orchestrate+`", "role": "orchestrator"}`)
+	worker := fmt.Sprintf(`document.querySelector('.deleg[data-id=%q] tr.child td.depth1')`, orch.ID)
 
 	// Its sub-agent shows running in its tool, without a reload.
 	p.until(fmt.Sprintf(`!!%[1]s && %[1]s.querySelector('.status').textContent === 'running' && %[1]s.querySelector('td.tool').textContent === 'terminal'`, row))
@@ -71,6 +72,11 @@ func TestDashboardDelegations(t *testing.T) {
 	}
 	text := p.text(fmt.Sprintf(`.deleg[data-id=%q]`, d.ID))
 	p.until(fmt.Sprintf(`%s.textContent.includes('$0.')`, row)) // its cost so far, priced
+	// The orchestrator's worker under it, in its own tool.
+	p.until(fmt.Sprintf(`!!%[1]s && %[1]s.parentElement.querySelector('.status').textContent === 'running' && %[1]s.parentElement.querySelector('td.tool').textContent === 'terminal'`, worker))
+	if got := p.text(fmt.Sprintf(`.deleg[data-id=%q]`, orch.ID)); !strings.Contains(got, orchestrate) || !strings.Contains(got, "dig deeper") {
+		t.Errorf("the orchestrator's delegation on the page %q, want it and its worker", got)
+	}
 	for _, want := range []string{d.ID, "api:dl", "sleep on it", "0 of 1 done", "Stop all"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the delegation on the page %q has no %q", text, want)
@@ -97,7 +103,7 @@ func TestDashboardDelegations(t *testing.T) {
 	if p.eval(fmt.Sprintf(`String(!!document.querySelector('button[data-action="stop"][data-id=%q]'))`, child)) != "false" {
 		t.Errorf("the stopped sub-agent still has a Stop button")
 	}
-	code, body = h.do("GET", "/api/v1/delegations/"+d.ID, "")
+	code, body := h.do("GET", "/api/v1/delegations/"+d.ID, "")
 	if code != http.StatusOK || !strings.Contains(body, `"status":"cancelled"`) || !strings.Contains(body, "cancelled from the API") {
 		t.Errorf("the delegation after the stop: %d %s, want it cancelled from the API", code, body)
 	}
@@ -105,5 +111,32 @@ func TestDashboardDelegations(t *testing.T) {
 		_, body := h.do("GET", "/api/v1/conversations/dl/timeline", "")
 		return strings.Contains(body, "noted"), "the cancelled result never came back to the conversation: " + body
 	})
+
+	// Stop all: the orchestrator ends, and its worker with it.
+	p.run(chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-action="stop-all"][data-id=%q]`, orch.ID))))
+	p.until(fmt.Sprintf(`!document.querySelector('button[data-action="stop-all"][data-id=%q]')`, orch.ID))
+	p.until(fmt.Sprintf(`%s.parentElement.querySelector('.status').textContent !== 'running'`, worker))
+	if got := p.text(fmt.Sprintf(`.deleg[data-id=%q] h3`, orch.ID)); !strings.Contains(got, "cancelled") {
+		t.Errorf("the orchestrator's delegation after Stop all: %q, want cancelled", got)
+	}
 	p.clean("delegations")
+}
+
+// startedDelegation is what a start of a delegation answers, in part.
+type startedDelegation struct {
+	ID       string `json:"id"`
+	Children []struct {
+		ID string `json:"id"`
+	} `json:"children"`
+}
+
+// startDelegation starts a delegation of one task through the API.
+func startDelegation(t *testing.T, h *uiGateway, body string) startedDelegation {
+	t.Helper()
+	code, answer := h.do("POST", "/api/v1/delegations", body)
+	var d startedDelegation
+	if err := json.Unmarshal([]byte(answer), &d); code != http.StatusCreated || err != nil || len(d.Children) != 1 {
+		t.Fatalf("start a delegation: %d %s (%v)", code, answer, err)
+	}
+	return d
 }
