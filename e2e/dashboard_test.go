@@ -501,7 +501,8 @@ func TestDashboardInABrowser(t *testing.T) {
 		p.clean("keys")
 	})
 
-	for _, name := range []string{"conversations", "delegations"} {
+	// The Delegations page has its own test (TestDashboardDelegations).
+	for _, name := range []string{"conversations"} {
 		t.Run(name, func(t *testing.T) {
 			p := tab.in(t)
 			p.show(name)
