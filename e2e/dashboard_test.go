@@ -328,10 +328,13 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	t.Run("overview", func(t *testing.T) {
 		p := tab.in(t)
-		p.until(`document.querySelectorAll('#stats .stat').length === 5`)
-		text := p.text("#stats")
+		p.until(`document.querySelectorAll('#queues .stat').length === 6 && !!document.querySelector('#page table tbody tr')`)
+		text := p.text("#queues")
 		if !strings.Contains(text, "Dead letters") || !strings.Contains(text, "Approvals pending") {
 			t.Errorf("overview %q", text)
+		}
+		if self := selfInstance(t, h); !strings.Contains(p.text("#page table"), self) {
+			t.Errorf("the overview's instances %q, want this gateway's %s", p.text("#page table"), self)
 		}
 		p.shot("overview")
 		p.clean("overview")
@@ -518,4 +521,35 @@ func TestDashboardOff(t *testing.T) {
 			t.Errorf("dashboard.enabled %v: GET /ui/ %d, want %d", on, res.StatusCode, want)
 		}
 	}
+}
+
+// selfInstance is the id under which h's gateway recorded itself among
+// the instances, the only one.
+func selfInstance(t *testing.T, h *uiGateway) string {
+	t.Helper()
+	ins, err := h.g.Store().Instances().Instances(context.Background())
+	if err != nil || len(ins) != 1 {
+		t.Fatalf("instances %+v, %v; want this gateway alone", ins, err)
+	}
+	return ins[0].ID
+}
+
+// The overview shows this gateway among the instances, and its turns
+// per minute rise, without a reload, once a message was answered.
+func TestDashboardOverviewTurns(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	h := startUIGateway(t, model, "", &adaptertest.Adapter{Name: "chatfake"}, nil)
+	p := openPage(t)
+	p.run(chromedp.Navigate(h.base + "/ui/"))
+	self := selfInstance(t, h)
+	row := fmt.Sprintf(`document.querySelector('#page tr[data-id=%q]')`, self)
+	p.until(row + ` && document.querySelector('[data-stat=turns] b').textContent === '0'`)
+	if code, body := h.do("POST", "/api/v1/conversations/ov/messages", `{"text":"hello"}`); code != http.StatusAccepted {
+		t.Fatalf("post a message: %d %s", code, body)
+	}
+	p.until(`document.querySelector('[data-stat=turns] b').textContent === '1'`)
+	if got := p.eval(row + `.querySelector('td.turns').textContent`); got != "1" {
+		t.Errorf("this gateway's turns per minute %q, want 1", got)
+	}
+	p.clean("overview")
 }

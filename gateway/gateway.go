@@ -505,7 +505,7 @@ func (g *Gateway) build() error {
 		MaxFileBytes: cfg.Attachments.MaxBytes,
 		Clock:        g.clock,
 		Logger:       log,
-		Routes:       append(a.routes, api.OutboxRoutes(g.db.Outbox()), api.ModelKeyRoutes(g.modelKeys)),
+		Routes:       append(a.routes, api.OutboxRoutes(g.db.Outbox()), api.ModelKeyRoutes(g.modelKeys), g.overview()),
 	}
 	g.api = api.New(apiOpts)
 	g.adapters = append([]adapters.Adapter{g.api}, g.opts.Adapters...)
@@ -557,6 +557,19 @@ func (g *Gateway) heartbeat() (*instances.Heartbeat, error) {
 		Tally:  g.metrics.Tally(),
 		Clock:  g.clock,
 		Logger: g.log.With("part", "instances"),
+	})
+}
+
+// overview is the overview's route: the instances and what waits in
+// each queue of the store.
+func (g *Gateway) overview() api.Routes {
+	return api.OverviewRoutes(api.Overview{
+		Instances:   g.db.Instances(),
+		Queue:       g.db.Sessions(),
+		Outbox:      g.db.Outbox(),
+		Approvals:   g.db.Approvals(),
+		Delegations: g.db.Delegations(),
+		Boards:      g.db.Kanban(),
 	})
 }
 

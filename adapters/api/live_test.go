@@ -56,29 +56,7 @@ func TestLiveRouteStreamsChanges(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", f.srv.URL+"/api/v1/outbox/pending", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	res, err = http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if ct := res.Header.Get("Content-Type"); res.StatusCode != http.StatusOK || ct != "text/event-stream" {
-		t.Fatalf("stream: %d %q", res.StatusCode, ct)
-	}
-	events := make(chan string, 10)
-	go func() {
-		sc := bufio.NewScanner(res.Body)
-		for sc.Scan() {
-			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				events <- data
-			}
-		}
-		close(events)
-	}()
+	events := streamData(t, ctx, f.srv.URL+"/api/v1/outbox/pending")
 	next := func() string {
 		t.Helper()
 		select {
@@ -107,6 +85,39 @@ func TestLiveRouteStreamsChanges(t *testing.T) {
 	if ev := next(); !strings.Contains(ev, `"id":"m2"`) || !strings.Contains(ev, `"id":"m1"`) {
 		t.Fatalf("after the second change: %s", ev)
 	}
+}
+
+// streamData opens url as server-sent events, with header's pairs set,
+// and returns the data of its events until ctx ends.
+func streamData(t *testing.T, ctx context.Context, url string, header ...string) <-chan string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	if ct := res.Header.Get("Content-Type"); res.StatusCode != http.StatusOK || ct != "text/event-stream" {
+		t.Fatalf("stream: %d %q", res.StatusCode, ct)
+	}
+	events := make(chan string, 10)
+	go func() {
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				events <- data
+			}
+		}
+		close(events)
+	}()
+	return events
 }
 
 // waitArmed waits until n timers or tickers of clk are armed.
