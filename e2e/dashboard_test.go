@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 	"github.com/heraldgw/herald/internal/headless"
 	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/outbox"
 )
 
@@ -552,4 +554,37 @@ func TestDashboardOverviewTurns(t *testing.T) {
 		t.Errorf("this gateway's turns per minute %q, want 1", got)
 	}
 	p.clean("overview")
+}
+
+// A key marked dead shows a Revive button on the Keys page; a press
+// clears the mark for every gateway, and the page shows the key ok.
+func TestDashboardKeyRevive(t *testing.T) {
+	const modelKey = "sk-model-secret-0123456789"
+	model := testkit.NewModelServer(t)
+	h := startUIGateway(t, model, "", &adaptertest.Adapter{Name: "chatfake"}, func(c *config.Config) { c.Model.APIKey = modelKey })
+	_, body := h.do("GET", "/api/v1/model/keys", "")
+	var keys struct {
+		Keys []llm.ModelKey `json:"keys"`
+	}
+	if err := json.Unmarshal([]byte(body), &keys); err != nil || len(keys.Keys) != 1 {
+		t.Fatalf("GET /api/v1/model/keys: %s", body)
+	}
+	k := keys.Keys[0]
+	if err := h.g.Store().Pools().MarkKey(context.Background(), k.Pool, llm.KeyState{ID: k.ID, Reason: llm.ClassAuth, DeadFor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	p := openPage(t)
+	p.run(chromedp.Navigate(h.base + "/ui/#/keys"))
+	row := fmt.Sprintf(`document.querySelector('#page tr[data-id=%q]')`, k.ID)
+	p.until(row + ` && ` + row + `.querySelector('td.status').textContent === 'dead'`)
+	p.shot("keys")
+	p.run(chromedp.Click(chromedp.CSS("button.revive")))
+	p.until(row + `.querySelector('td.status').textContent === 'ok' && !document.querySelector('button.revive')`)
+	if strings.Contains(p.eval(`document.body.innerHTML`), modelKey) {
+		t.Error("the keys page shows the key itself")
+	}
+	if _, body := h.do("GET", "/api/v1/model/keys", ""); !strings.Contains(body, `"status":"ok"`) {
+		t.Errorf("after the revive: %s", body)
+	}
+	p.clean("keys")
 }
