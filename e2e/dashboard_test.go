@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 	"github.com/heraldgw/herald/internal/headless"
 	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/outbox"
 )
 
@@ -329,10 +331,13 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	t.Run("overview", func(t *testing.T) {
 		p := tab.in(t)
-		p.until(`document.querySelectorAll('#stats .stat').length === 5`)
-		text := p.text("#stats")
+		p.until(`document.querySelectorAll('#queues .stat').length === 6 && !!document.querySelector('#page table tbody tr')`)
+		text := p.text("#queues")
 		if !strings.Contains(text, "Dead letters") || !strings.Contains(text, "Approvals pending") {
 			t.Errorf("overview %q", text)
+		}
+		if self := selfInstance(t, h); !strings.Contains(p.text("#page table"), self) {
+			t.Errorf("the overview's instances %q, want this gateway's %s", p.text("#page table"), self)
 		}
 		p.shot("overview")
 		p.clean("overview")
@@ -527,4 +532,68 @@ func TestDashboardOff(t *testing.T) {
 			t.Errorf("dashboard.enabled %v: GET /ui/ %d, want %d", on, res.StatusCode, want)
 		}
 	}
+}
+
+// selfInstance is the id under which h's gateway recorded itself among
+// the instances, the only one.
+func selfInstance(t *testing.T, h *uiGateway) string {
+	t.Helper()
+	ins, err := h.g.Store().Instances().Instances(context.Background())
+	if err != nil || len(ins) != 1 {
+		t.Fatalf("instances %+v, %v; want this gateway alone", ins, err)
+	}
+	return ins[0].ID
+}
+
+// The overview shows this gateway among the instances, and its turns
+// per minute rise, without a reload, once a message was answered.
+func TestDashboardOverviewTurns(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	h := startUIGateway(t, model, "", &adaptertest.Adapter{Name: "chatfake"}, nil)
+	p := openPage(t)
+	p.run(chromedp.Navigate(h.base + "/ui/"))
+	self := selfInstance(t, h)
+	row := fmt.Sprintf(`document.querySelector('#page tr[data-id=%q]')`, self)
+	p.until(row + ` && document.querySelector('[data-stat=turns] b').textContent === '0'`)
+	if code, body := h.do("POST", "/api/v1/conversations/ov/messages", `{"text":"hello"}`); code != http.StatusAccepted {
+		t.Fatalf("post a message: %d %s", code, body)
+	}
+	p.until(`document.querySelector('[data-stat=turns] b').textContent === '1'`)
+	if got := p.eval(row + `.querySelector('td.turns').textContent`); got != "1" {
+		t.Errorf("this gateway's turns per minute %q, want 1", got)
+	}
+	p.clean("overview")
+}
+
+// A key marked dead shows a Revive button on the Keys page; a press
+// clears the mark for every gateway, and the page shows the key ok.
+func TestDashboardKeyRevive(t *testing.T) {
+	const modelKey = "sk-model-secret-0123456789"
+	model := testkit.NewModelServer(t)
+	h := startUIGateway(t, model, "", &adaptertest.Adapter{Name: "chatfake"}, func(c *config.Config) { c.Model.APIKey = modelKey })
+	_, body := h.do("GET", "/api/v1/model/keys", "")
+	var keys struct {
+		Keys []llm.ModelKey `json:"keys"`
+	}
+	if err := json.Unmarshal([]byte(body), &keys); err != nil || len(keys.Keys) != 1 {
+		t.Fatalf("GET /api/v1/model/keys: %s", body)
+	}
+	k := keys.Keys[0]
+	if err := h.g.Store().Pools().MarkKey(context.Background(), k.Pool, llm.KeyState{ID: k.ID, Reason: llm.ClassAuth, DeadFor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	p := openPage(t)
+	p.run(chromedp.Navigate(h.base + "/ui/#/keys"))
+	row := fmt.Sprintf(`document.querySelector('#page tr[data-id=%q]')`, k.ID)
+	p.until(row + ` && ` + row + `.querySelector('td.status').textContent === 'dead'`)
+	p.shot("keys")
+	p.run(chromedp.Click(chromedp.CSS("button.revive")))
+	p.until(row + `.querySelector('td.status').textContent === 'ok' && !document.querySelector('button.revive')`)
+	if strings.Contains(p.eval(`document.body.innerHTML`), modelKey) {
+		t.Error("the keys page shows the key itself")
+	}
+	if _, body := h.do("GET", "/api/v1/model/keys", ""); !strings.Contains(body, `"status":"ok"`) {
+		t.Errorf("after the revive: %s", body)
+	}
+	p.clean("keys")
 }

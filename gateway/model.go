@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
@@ -188,6 +189,31 @@ func ModelKeys(ctx context.Context, pools []ModelPool) ([]llm.ModelKey, error) {
 		}
 	}
 	return keys, nil
+}
+
+// reviveKey clears the marks of key id of this gateway's model; none
+// with Options.Model.
+func (g *Gateway) reviveKey(ctx context.Context, id string) ([]string, error) {
+	return ReviveKey(ctx, g.models.pools, id)
+}
+
+// ReviveKey clears the dead or cooling mark of key id (an llm.KeyID) in
+// each of pools that holds it, for every gateway on the store, and
+// returns the models whose pool it cleared it in, those cleared before
+// a failure included. Errors: NotFound when none holds it; the store's.
+func ReviveKey(ctx context.Context, pools []ModelPool, id string) ([]string, error) {
+	ps := make([]*llm.Pool, len(pools))
+	for i, p := range pools {
+		ps[i] = p.Pool
+	}
+	revived, err := llm.Revive(ctx, ps, id)
+	var models []string
+	for _, p := range pools {
+		if slices.Contains(revived, p.Pool) {
+			models = append(models, p.Model)
+		}
+	}
+	return models, err
 }
 
 // poolName is the store's name of the pool of a server: its host, or

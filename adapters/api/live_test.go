@@ -76,9 +76,10 @@ func TestLiveRouteStreamsChanges(t *testing.T) {
 }
 
 // stream opens path as server-sent events, as a dashboard's page does,
-// and returns what reads its next "data:" event (failing the test when
-// none comes within 10 s). The stream ends with the test.
-func (f *fixture) stream(t *testing.T, path string) func() string {
+// with header's pairs set, and returns what reads its next "data:"
+// event (failing the test when none comes within 10 s). The stream ends
+// with the test.
+func (f *fixture) stream(t *testing.T, path string, header ...string) func() string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -87,6 +88,9 @@ func (f *fixture) stream(t *testing.T, path string) func() string {
 		t.Fatal(err)
 	}
 	req.Header.Set("Accept", "text/event-stream")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

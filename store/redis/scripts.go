@@ -96,6 +96,9 @@ var (
 	scriptApprCreate = newScript("appr_create")
 	scriptApprDecide = newScript("appr_decide")
 	scriptApprRead   = newScript("appr_read")
+
+	scriptInstBeat = newScript("inst_beat")
+	scriptInstList = newScript("inst_list")
 )
 
 // helperFiles are put in this order at the head of the library: a helper
@@ -116,6 +119,7 @@ var scriptFiles = []string{
 	"ctl_put", "ctl_delete", "ctl_read",
 	"pool_read", "pool_use", "pool_count", "pool_mark",
 	"appr_create", "appr_decide", "appr_read",
+	"inst_beat", "inst_list",
 }
 
 // script names one function of the library.

@@ -465,6 +465,16 @@ CREATE TABLE approval_grants (
 	PRIMARY KEY (conv, session, pattern)
 ) WITHOUT ROWID;
 `,
+	// 25 → 26: the roll of gateway processes (package instances), one row
+	// an instance, kept whole, encoded, with last_seen set; expires is
+	// Unix nanoseconds by the store's clock.
+	`
+CREATE TABLE instances (
+	id      TEXT PRIMARY KEY,
+	expires INTEGER NOT NULL,
+	body    BLOB NOT NULL
+) WITHOUT ROWID;
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs
