@@ -28,6 +28,7 @@ import (
 var capabilities = []func(*assembly) (*capability.Capability, error){
 	// Before any tool set is made: every set asks its gate.
 	func(a *assembly) (*capability.Capability, error) { return approvals.Capability(a) },
+	func(a *assembly) (*capability.Capability, error) { return agent.RememberNotes(a) },
 	// First: the ones below run its child agents.
 	func(a *assembly) (*capability.Capability, error) { return delegation.Capability(a) },
 	func(a *assembly) (*capability.Capability, error) { return controllers.Capability(a) },
