@@ -84,6 +84,14 @@ type Streaming struct {
 
 	mu      sync.Mutex
 	replies map[string]*replyStream // by streamKey
+	chats   map[string]*chatPace    // by target: the calls of every reply to it
+}
+
+// chatPace is when a chat may next be called by the driver: Every after
+// the last call any of its replies made (next), or later when the
+// platform asked it to wait (held).
+type chatPace struct {
+	next, held time.Time
 }
 
 // NewStreaming returns a driver; Start runs it.
@@ -98,6 +106,7 @@ func NewStreaming(opts StreamingOptions) *Streaming {
 		outbox:  opts.Outbox,
 		redact:  opts.Redact,
 		replies: map[string]*replyStream{},
+		chats:   map[string]*chatPace{},
 
 		turnFollower: turnFollower{op: "delivery.Streaming"},
 	}
@@ -174,7 +183,47 @@ func (s *Streaming) pruneLocked() {
 			delete(s.replies, k)
 		}
 	}
+	for k, c := range s.chats {
+		if now.After(c.next) && now.After(c.held) {
+			delete(s.chats, k)
+		}
+	}
 }
+
+// reserve takes the chat target's next call for a reply at now, when the
+// chat is free: no call of any of its replies within Every, no rate
+// limit holding it. Otherwise it reports when the chat is free.
+func (s *Streaming) reserve(target outbox.Target, now time.Time) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := target.String()
+	c := s.chats[key]
+	if c == nil {
+		c = &chatPace{}
+		s.chats[key] = c
+	}
+	if at := later(c.next, c.held); now.Before(at) {
+		return at, false
+	}
+	c.next = now.Add(s.every)
+	return time.Time{}, true
+}
+
+// paced notes a call to target that returned at: the chat's next call
+// waits Every from it, and until held when the platform asked for that.
+func (s *Streaming) paced(target outbox.Target, at, held time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.chats[target.String()]
+	if c == nil {
+		c = &chatPace{}
+		s.chats[target.String()] = c
+	}
+	c.next = later(c.next, at.Add(s.every))
+	c.held = later(c.held, held)
+}
+
+
 
 // Send delivers m through a when m is a turn's reply that this process
 // showed in progress on a's platform, or that names the message that
@@ -433,7 +482,8 @@ func (r *replyStream) run() {
 			r.drop()
 			return
 		}
-		if now := s.clock.Now(); !last.IsZero() && now.Before(last.Add(wait)) {
+		now := s.clock.Now()
+		if !last.IsZero() && now.Before(last.Add(wait)) {
 			if _, _, ok := r.pending(false); ok {
 				timer.Reset(last.Add(wait).Sub(now))
 			}
@@ -446,6 +496,14 @@ func (r *replyStream) run() {
 					return
 				}
 			}
+		}
+		if _, _, ok := r.pending(false); !ok {
+			continue
+		}
+		// The chat's other replies in progress share its pace.
+		if at, free := s.reserve(r.target, now); !free {
+			timer.Reset(at.Sub(now))
+			continue
 		}
 		text, shown, ok := r.pending(true)
 		if !ok {
@@ -461,6 +519,11 @@ func (r *replyStream) run() {
 		s.metrics.streamCall(r.target.Platform, shown != "", err)
 		w := (*adapters.WaitError)(nil)
 		limited := errors.As(err, &w)
+		var held time.Time
+		if limited {
+			held = last.Add(w.After)
+		}
+		s.paced(r.target, last, held)
 		switch {
 		case errs.Is(err, errs.Invalid):
 			r.log.Info("the platform refused the reply in progress; the reply goes when it is done", "err", err, "edit", shown != "")

@@ -265,6 +265,12 @@ func TestStreamedReplyOfARerunGoesOnInTheSameMessage(t *testing.T) {
 				sessions.Entry{ID: "e1", Inbound: sessions.Inbound{MessageID: p.ReplyTo}}, p.Target)
 			defer again.End(true)
 			again.Delta("Hello again")
+			// The chat was called for the first run's post an instant ago:
+			// the rerun's edit waits the interval.
+			if err := h.clk.BlockUntil(context.Background(), 1); err != nil {
+				t.Fatal(err)
+			}
+			h.clk.Advance(1500 * time.Millisecond)
 			got := adaptertest.WaitShown(t, p, "the rerun's text in the same message", p.Render("Hello again")...)
 			if got[0].ID != h.first.ID {
 				t.Errorf("the rerun shows message %s, want %s", got[0].ID, h.first.ID)
@@ -480,6 +486,34 @@ func TestStreamedReplyIsRedacted(t *testing.T) {
 			}
 			waitPosted(t, ts)
 			ts.End(false)
+		})
+	}
+}
+
+// Two replies in progress in one chat share its pace: the second's post
+// waits until the interval since the first's has passed, by the
+// driver's clock, so the chat gets no more than one call an interval.
+func TestStreamedRepliesInOneChatShareItsPace(t *testing.T) {
+	for _, p := range adaptertest.StreamingChats(t) {
+		t.Run(p.Name, func(t *testing.T) {
+			ctx := context.Background()
+			h := streamHello(t, p)
+			defer h.ts.End(true)
+			other := h.s.Stream(ctx, p.Target.String(), sessions.Entry{ID: "e2", Inbound: sessions.Inbound{MessageID: p.ReplyTo + "0"}}, p.Target)
+			if other == nil {
+				t.Fatal("Stream = nil, want the second turn streamed")
+			}
+			defer other.End(true)
+			other.Delta("Other")
+			if err := h.clk.BlockUntil(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			h.clk.Advance(1400 * time.Millisecond)
+			if got := p.Shown(); len(got) != 1 {
+				t.Fatalf("the chat shows %q within the interval of the first post, want the first alone", got)
+			}
+			h.clk.Advance(100 * time.Millisecond)
+			adaptertest.WaitShown(t, p, "the second reply posted after the interval", append(p.Render("Hello"), p.Render("Other")...)...)
 		})
 	}
 }
