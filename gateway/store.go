@@ -28,6 +28,8 @@ type Store interface {
 	Sessions() sessions.Store
 	Signals() signals.Store      // the cluster's bus: stop, steer, a domain's own kinds
 	Timeline() sessions.Timeline // what the local API's conversations were sent
+	// Conversations lists conversations by their last activity.
+	Conversations() sessions.Conversations
 	Notes() notes.Store          // what the agent remembers about each user
 	Outbox() outbox.Store
 	Leases() lease.Store       // ownership of the adapters that run in one process

@@ -465,6 +465,14 @@ CREATE TABLE approval_grants (
 	PRIMARY KEY (conv, session, pattern)
 ) WITHOUT ROWID;
 `,
+	// 25 → 26: when each conversation was last active (active_at, Unix
+	// nanoseconds): its last append or commit, written by the statements
+	// those already run; 0 for a conversation not active since, which
+	// sessions.Conversations does not list until it is.
+	`
+ALTER TABLE conversations ADD COLUMN active_at INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX conversations_active ON conversations (active_at, conv) WHERE active_at > 0;
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

@@ -186,6 +186,8 @@ type readStatements struct {
 	kbCardGet                    *sql.Stmt
 	kbParents, kbChildren        *sql.Stmt
 	ctlGet                       *sql.Stmt
+	convList, convListBefore     *sql.Stmt
+	convOne                      *sql.Stmt
 }
 
 func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
@@ -213,6 +215,9 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
 		{&rs.kbParents, sqlKbParents},
 		{&rs.kbChildren, sqlKbChildren},
 		{&rs.ctlGet, sqlCtlGet},
+		{&rs.convList, sqlConvList},
+		{&rs.convListBefore, sqlConvListBefore},
+		{&rs.convOne, sqlConvOne},
 	}
 	for _, s := range list {
 		stmt, err := db.PrepareContext(ctx, s.query)
