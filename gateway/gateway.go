@@ -494,7 +494,10 @@ func (g *Gateway) build() error {
 		MaxFileBytes: cfg.Attachments.MaxBytes,
 		Clock:        g.clock,
 		Logger:       log,
-		Routes:       append(a.routes, api.OutboxRoutes(g.db.Outbox()), api.ModelKeyRoutes(g.modelKeys)),
+		Routes: append(a.routes, api.OutboxRoutes(g.db.Outbox()), api.ModelKeyRoutes(g.modelKeys),
+			api.ConversationRoutes(api.ConversationSources{
+				List: g.db.Conversations(), History: g.db.Sessions(), Controllers: g.db.Controllers(), Price: cfg.Model.Price,
+			})),
 	}
 	g.api = api.New(apiOpts)
 	g.adapters = append([]adapters.Adapter{g.api}, g.opts.Adapters...)
