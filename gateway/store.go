@@ -28,8 +28,6 @@ type Store interface {
 	Sessions() sessions.Store
 	Signals() signals.Store      // the cluster's bus: stop, steer, a domain's own kinds
 	Timeline() sessions.Timeline // what the local API's conversations were sent
-	// Conversations lists conversations by their last activity.
-	Conversations() sessions.Conversations
 	Notes() notes.Store          // what the agent remembers about each user
 	Outbox() outbox.Store
 	Leases() lease.Store       // ownership of the adapters that run in one process
@@ -42,6 +40,8 @@ type Store interface {
 	Pools() llm.PoolStore       // the model's credential pools
 	Files() media.Store         // file bytes no platform can give again
 	Approvals() approvals.Store // what dangerous actions asked, and the grants left
+	// Conversations lists conversations by their last activity.
+	Conversations() sessions.Conversations
 	Close() error
 }
 

@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -198,44 +197,20 @@ func TestConversationRoutes(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d", tc.desc, status, body, tc.status)
 		}
 	}
+	// A key with a slash, escaped, is one conversation's.
+	if _, err := ss.Append(ctx, sessions.Inbound{Conv: "slack:T1/C2", Text: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	if status := f.get(t, "/api/v1/conversations/slack:T1%2FC2", &detail); status != http.StatusOK || detail.Conversation.Key != "slack:T1/C2" {
+		t.Errorf("GET of an escaped key: %d %+v", status, detail.Conversation)
+	}
 }
 
 // The list streamed to a dashboard shows a conversation that becomes
 // active, at the next read on the API's clock.
 func TestConversationListIsLive(t *testing.T) {
 	f := newConvFixture(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", f.srv.URL+"/api/v1/conversations", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	events := make(chan string, 10)
-	go func() {
-		sc := bufio.NewScanner(res.Body)
-		for sc.Scan() {
-			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				events <- data
-			}
-		}
-		close(events)
-	}()
-	next := func() string {
-		t.Helper()
-		select {
-		case ev := <-events:
-			return ev
-		case <-time.After(10 * time.Second):
-			t.Fatal("no event")
-			return ""
-		}
-	}
+	next := followStream(t, f.srv.URL+"/api/v1/conversations")
 	if ev := next(); ev != `{"conversations":[]}` {
 		t.Fatalf("first event %s", ev)
 	}

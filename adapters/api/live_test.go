@@ -54,41 +54,7 @@ func TestLiveRouteStreamsChanges(t *testing.T) {
 		t.Fatalf("a bad limit streamed: %d", res.StatusCode)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", f.srv.URL+"/api/v1/outbox/pending", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	res, err = http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if ct := res.Header.Get("Content-Type"); res.StatusCode != http.StatusOK || ct != "text/event-stream" {
-		t.Fatalf("stream: %d %q", res.StatusCode, ct)
-	}
-	events := make(chan string, 10)
-	go func() {
-		sc := bufio.NewScanner(res.Body)
-		for sc.Scan() {
-			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				events <- data
-			}
-		}
-		close(events)
-	}()
-	next := func() string {
-		t.Helper()
-		select {
-		case ev := <-events:
-			return ev
-		case <-time.After(10 * time.Second):
-			t.Fatal("no event")
-			return ""
-		}
-	}
+	next := followStream(t, f.srv.URL+"/api/v1/outbox/pending")
 	if ev := next(); ev != `{"messages":[]}` {
 		t.Fatalf("first event %s", ev)
 	}
@@ -106,6 +72,50 @@ func TestLiveRouteStreamsChanges(t *testing.T) {
 	clk.Advance(500 * time.Millisecond)
 	if ev := next(); !strings.Contains(ev, `"id":"m2"`) || !strings.Contains(ev, `"id":"m1"`) {
 		t.Fatalf("after the second change: %s", ev)
+	}
+}
+
+// followStream opens url as server-sent events, which must start, and
+// returns what reads the data of its next event (failing the test when
+// none comes within 10 s). The stream ends with the test.
+func followStream(t *testing.T, url string) (next func() string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		res.Body.Close()
+	})
+	if ct := res.Header.Get("Content-Type"); res.StatusCode != http.StatusOK || ct != "text/event-stream" {
+		t.Fatalf("stream: %d %q", res.StatusCode, ct)
+	}
+	events := make(chan string, 10)
+	go func() {
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				events <- data
+			}
+		}
+		close(events)
+	}()
+	return func() string {
+		t.Helper()
+		select {
+		case ev := <-events:
+			return ev
+		case <-time.After(10 * time.Second):
+			t.Fatal("no event")
+			return ""
+		}
 	}
 }
 
