@@ -414,7 +414,8 @@
 // evicted key would leave them disagreeing.
 //
 // Cluster: a conversation's own keys share a slot, but Append, Claim,
-// Renew, Release and Finish also touch the shared ready index, Finish the
+// Renew, Release and Finish also touch the shared ready index (Append
+// and Finish the activity index too), Finish the
 // outbox and FinishAndClaim another conversation; the claim scripts build
 // the keys of the conversations they claim inside the script, as the
 // outbox scripts build theirs. These need a single Redis primary (with

@@ -11,6 +11,18 @@
 -- Returns groups of six per conversation: tag, activity ms, queued entries
 -- (the lane counts), lease holder and expiry ms ('' and 0 when no live
 -- lease holds it), {metadata as a flat field/value list}.
+-- below reports whether a sorts before b byte by byte, as a sorted set
+-- orders members of one score (Lua's < follows the server's locale).
+local function below(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return #a < #b
+end
+
 local prefix, limit = ARGV[1], tonumber(ARGV[2])
 local now = now_ms(ARGV[3])
 local page = {}
@@ -29,7 +41,7 @@ else
     if #page >= 2 * limit then
       break
     end
-    if ties[i] < ARGV[5] then
+    if below(ties[i], ARGV[5]) then
       page[#page + 1] = ties[i]
       page[#page + 1] = ties[i + 1]
     end
