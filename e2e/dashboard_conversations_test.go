@@ -36,6 +36,10 @@ func TestDashboardConversationsLive(t *testing.T) {
 	if _, err := h.g.Store().Sessions().Append(ctx, sessions.Inbound{Conv: "chatfake:42", Sender: "7", Text: "good morning"}); err != nil {
 		t.Fatal(err)
 	}
+	testkit.Eventually(t, "the chat's turn's commit", func() bool {
+		_, body := h.do("GET", "/api/v1/conversations/chatfake:42", "")
+		return strings.Contains(body, "Noted: good morning")
+	})
 	post := func(text string) {
 		t.Helper()
 		if code, body := h.do("POST", "/api/v1/conversations/web/messages", fmt.Sprintf(`{"text":%q}`, text)); code != http.StatusAccepted {

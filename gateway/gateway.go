@@ -496,7 +496,7 @@ func (g *Gateway) build() error {
 		Logger:       log,
 		Routes: append(a.routes, api.OutboxRoutes(g.db.Outbox()), api.ModelKeyRoutes(g.modelKeys),
 			api.ConversationRoutes(api.ConversationSources{
-				List: g.db.Conversations(), History: g.db.Sessions(), Controllers: g.db.Controllers(), Price: cfg.Model.Price,
+				List: g.db.Conversations(), Controllers: g.db.Controllers(), Price: cfg.Model.Price,
 			})),
 	}
 	g.api = api.New(apiOpts)

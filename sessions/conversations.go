@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 )
 
@@ -62,4 +63,22 @@ type Conversations interface {
 	// Conversation returns one conversation's summary. Errors: Invalid
 	// (a bad key), NotFound (the store lists no such conversation).
 	Conversation(ctx context.Context, conv string) (ConvSummary, error)
+
+	// RecentHistory returns the last n (1 or more) messages of the
+	// conversation's history, oldest first, and how many it holds in
+	// all: a page shows the end of a long history without reading the
+	// whole. Errors: Invalid (a bad key, n below 1).
+	RecentHistory(ctx context.Context, conv string, n int) (msgs []chat.Message, total int, err error)
+}
+
+// CheckRecent refuses what RecentHistory must not read: Invalid for a
+// bad conversation key or n below 1.
+func CheckRecent(op, conv string, n int) error {
+	if err := chat.ValidateConv(op, conv); err != nil {
+		return err
+	}
+	if n < 1 {
+		return errs.E(op, errs.Invalid, "n %d; want 1 or more", n)
+	}
+	return nil
 }

@@ -9,17 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
 )
-
-// Histories reads a conversation's history (sessions.Store is one).
-type Histories interface {
-	// History returns the conversation's whole history, oldest first.
-	History(ctx context.Context, conv string) ([]chat.Message, error)
-}
 
 // ControllerStates reads a conversation's controllers (controllers.Store
 // is one).
@@ -31,8 +24,7 @@ type ControllerStates interface {
 // ConversationSources are what the conversation list and a
 // conversation's page read.
 type ConversationSources struct {
-	List    sessions.Conversations
-	History Histories
+	List sessions.Conversations
 	// Controllers, when set, gives each conversation's goal, loops and
 	// heartbeat.
 	Controllers ControllerStates
@@ -171,13 +163,13 @@ func (c conversationRoutes) show(s *Server, w http.ResponseWriter, r *http.Reque
 		return
 	}
 	out := convDetail{Conversation: c.summary(sum), History: []historyItem{}, Controllers: []controllerView{}}
-	hist, err := c.src.History.History(ctx, conv)
+	hist, total, err := c.src.List.RecentHistory(ctx, conv, convHistoryShown)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	out.HistoryTotal = len(hist)
-	for _, m := range hist[max(0, len(hist)-convHistoryShown):] {
+	out.HistoryTotal = total
+	for _, m := range hist {
 		it := historyItem{Role: m.Role, Text: m.Content, Name: m.Name, At: m.At.UTC()}
 		for _, tc := range m.ToolCalls {
 			it.Tools = append(it.Tools, tc.Name)

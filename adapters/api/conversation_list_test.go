@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -76,7 +77,7 @@ func newConvFixture(t *testing.T) *convFixture {
 	f := newFixture(t, func(o *api.Options) {
 		o.Clock = clk
 		o.Routes = []api.Routes{api.ConversationRoutes(api.ConversationSources{
-			List: db.Conversations(), History: db.Sessions(), Controllers: db.Controllers(), Price: price,
+			List: db.Conversations(), Controllers: db.Controllers(), Price: price,
 		})}
 	})
 	return &convFixture{fixture: f, clk: clk, db: db}
@@ -180,6 +181,23 @@ func TestConversationRoutes(t *testing.T) {
 	}
 	if len(detail.Controllers) != 1 || detail.Controllers[0].Kind != "goal" || !strings.Contains(string(detail.Controllers[0].Data), "tell the time") {
 		t.Errorf("controllers = %+v, want the goal", detail.Controllers)
+	}
+
+	// A long history shows its last 100 messages.
+	tgTurn, err := ss.Claim(ctx, "w2", time.Minute)
+	if err != nil || tgTurn == nil || tgTurn.Lease.Conv != "telegram:42" {
+		t.Fatalf("Claim: %+v, %v", tgTurn, err)
+	}
+	var long []hchat.Message
+	for i := range 150 {
+		long = append(long, hchat.Message{Role: "user", Content: fmt.Sprint("h", i)})
+	}
+	if err := ss.AppendHistory(ctx, tgTurn.Lease, long...); err != nil {
+		t.Fatal(err)
+	}
+	f.get(t, "/api/v1/conversations/telegram:42", &detail)
+	if len(detail.History) != 100 || detail.HistoryTotal != 150 || detail.History[0].Text != "h50" || detail.History[99].Text != "h149" {
+		t.Errorf("a history of 150 shows %d of %d, from %+v", len(detail.History), detail.HistoryTotal, detail.History[0])
 	}
 
 	for _, tc := range []struct {

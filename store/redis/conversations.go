@@ -2,8 +2,11 @@ package redis
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
@@ -86,4 +89,35 @@ func (s convStore) read(ctx context.Context, op string, limit int, at, tag, one 
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+func (s convStore) RecentHistory(ctx context.Context, conv string, n int) ([]chat.Message, int, error) {
+	const op = "redis.RecentHistory"
+	if err := s.db.check(op); err != nil {
+		return nil, 0, err
+	}
+	if err := sessions.CheckRecent(op, conv, n); err != nil {
+		return nil, 0, err
+	}
+	key := s.db.convKey(convTag(conv), "hist")
+	var tail *goredis.StringSliceCmd
+	var total *goredis.IntCmd
+	// MULTI, so the count and the messages agree.
+	_, err := s.db.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		tail = p.LRange(ctx, key, int64(-n), -1)
+		total = p.LLen(ctx, key)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, s.db.fail(op, err)
+	}
+	out := make([]chat.Message, 0, len(tail.Val()))
+	for _, b := range tail.Val() {
+		var m chat.Message
+		if err := json.Unmarshal([]byte(b), &m); err != nil {
+			return nil, 0, errs.Wrap(op, errs.Internal, err)
+		}
+		out = append(out, m)
+	}
+	return out, int(total.Val()), nil
 }

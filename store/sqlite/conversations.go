@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -33,6 +34,11 @@ const (
 	ORDER BY c.active_at DESC, c.conv DESC LIMIT ?2`
 	sqlConvOne = sqlConvSummary + `
 	WHERE c.conv = ?2 AND c.active_at > 0`
+
+	// The last ?2 messages of a history, newest first, through the
+	// (conv, id) index, and how many it holds.
+	sqlHistoryTail  = `SELECT body FROM history WHERE conv = ?1 ORDER BY id DESC LIMIT ?2`
+	sqlHistoryCount = `SELECT count(*) FROM history WHERE conv = ?1`
 )
 
 // convStore is the DB seen as sessions.Conversations.
@@ -130,4 +136,35 @@ func parseConvCursor(s string) (int64, string, bool) {
 	n, conv, ok := strings.Cut(s, ":")
 	at, err := strconv.ParseInt(n, 10, 64)
 	return at, conv, ok && err == nil && at > 0 && conv != ""
+}
+
+func (s convStore) RecentHistory(ctx context.Context, conv string, n int) ([]chat.Message, int, error) {
+	const op = "sqlite.RecentHistory"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return nil, 0, err
+	}
+	if err := sessions.CheckRecent(op, conv, n); err != nil {
+		return nil, 0, err
+	}
+	// One read transaction, so the count and the messages agree.
+	tx, err := d.rdb.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, 0, d.fail(op, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var total int
+	if err := tx.StmtContext(ctx, d.reads.historyCount).QueryRowContext(ctx, conv).Scan(&total); err != nil {
+		return nil, 0, d.fail(op, err)
+	}
+	rows, err := tx.StmtContext(ctx, d.reads.historyTail).QueryContext(ctx, conv, n)
+	if err != nil {
+		return nil, 0, d.fail(op, err)
+	}
+	out, err := d.readMessages(op, rows)
+	if err != nil {
+		return nil, 0, err
+	}
+	slices.Reverse(out)
+	return out, total, nil
 }

@@ -33,6 +33,8 @@ func TestQueryPlans(t *testing.T) {
 		{"conversations", sqlConvList, []any{1, 10}},
 		{"conversations before", sqlConvListBefore, []any{1, 10, 5, "c"}},
 		{"conversation", sqlConvOne, []any{1, "c"}},
+		{"history tail", sqlHistoryTail, []any{"c", 100}},
+		{"history count", sqlHistoryCount, []any{"c"}},
 		{"dedupe get", sqlDedupeGet, []any{"c", "m", 1}},
 		{"dedupe prune", sqlDedupePrune, []any{1, 10}},
 		{"outbox due", sqlOutboxDue, []any{"telegram", 1, 10, 0, 0}},

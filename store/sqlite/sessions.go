@@ -753,6 +753,12 @@ func (d *DB) history(ctx context.Context, op, conv string) ([]chat.Message, erro
 	if err != nil {
 		return nil, d.fail(op, err)
 	}
+	return d.readMessages(op, rows)
+}
+
+// readMessages decodes the history messages rows hold, one encoded
+// message a row, and closes rows.
+func (d *DB) readMessages(op string, rows *sql.Rows) ([]chat.Message, error) {
 	defer rows.Close()
 	var out []chat.Message
 	for rows.Next() {

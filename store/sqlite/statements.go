@@ -188,6 +188,7 @@ type readStatements struct {
 	ctlGet                       *sql.Stmt
 	convList, convListBefore     *sql.Stmt
 	convOne                      *sql.Stmt
+	historyTail, historyCount    *sql.Stmt
 }
 
 func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
@@ -218,6 +219,8 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
 		{&rs.convList, sqlConvList},
 		{&rs.convListBefore, sqlConvListBefore},
 		{&rs.convOne, sqlConvOne},
+		{&rs.historyTail, sqlHistoryTail},
+		{&rs.historyCount, sqlHistoryCount},
 	}
 	for _, s := range list {
 		stmt, err := db.PrepareContext(ctx, s.query)

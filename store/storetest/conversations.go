@@ -1,11 +1,13 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -150,6 +152,40 @@ func runConversations(t *testing.T, b Backend) {
 				t.Errorf("order past the ties (-want +got):\n%s", diff)
 			}
 		}
+	})
+
+	t.Run("the end of a history, and its length", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		_, turn := f.mustAppendClaim(user("h", "1"), "w1")
+		var history []chat.Message
+		for i := range 5 {
+			history = append(history, chat.Message{Role: "user", Content: fmt.Sprint("m", i)})
+		}
+		f.finish(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Release: true, History: history})
+		cs := f.st.Conversations()
+		for _, tc := range []struct {
+			desc string
+			conv string
+			n    int
+			want []chat.Message
+			all  int
+		}{
+			{"the last two", "h", 2, history[3:], 5},
+			{"more than it holds", "h", 50, history, 5},
+			{"a conversation without one", "none", 3, nil, 0},
+		} {
+			got, total, err := cs.RecentHistory(f.ctx, tc.conv, tc.n)
+			if err != nil {
+				t.Fatalf("%s: RecentHistory: %v", tc.desc, err)
+			}
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" || total != tc.all {
+				t.Errorf("%s: %d in all, want %d; messages (-want +got):\n%s", tc.desc, total, tc.all, diff)
+			}
+		}
+		_, _, err := cs.RecentHistory(f.ctx, "h", 0)
+		wantCode(t, "RecentHistory(0)", err, errs.Invalid)
+		_, _, err = cs.RecentHistory(f.ctx, "", 1)
+		wantCode(t, "RecentHistory(\"\")", err, errs.Invalid)
 	})
 
 	t.Run("bad input", func(t *testing.T) {

@@ -1490,3 +1490,19 @@ func (m memConversations) Conversation(ctx context.Context, conv string) (sessio
 	}
 	return m.summary(conv, c, m.s.clk.Now()), nil
 }
+
+func (m memConversations) RecentHistory(ctx context.Context, conv string, n int) ([]chat.Message, int, error) {
+	const op = "mem.RecentHistory"
+	if err := sessions.CheckRecent(op, conv, n); err != nil {
+		return nil, 0, err
+	}
+	if err := m.s.lock(op); err != nil {
+		return nil, 0, err
+	}
+	defer m.s.data.mu.Unlock()
+	var h []chat.Message
+	if c := m.s.data.convs[conv]; c != nil {
+		h = c.history
+	}
+	return slices.Clone(h[max(0, len(h)-n):]), len(h), nil
+}
