@@ -146,7 +146,7 @@ func Capability(as Assembly) (*capability.Capability, error) {
 	// Children run beside the turns; on a stop they end interrupted and
 	// their completions wait in the store for the next deliverer. The
 	// runner's part is named "delegation" in the logs.
-	as.ServeDelegations(p.service(a, as.HandedFiles()))
+	as.ServeDelegations(p.service(a, as.HandedFiles(), transcripts))
 	c.Components = []capability.Component{{Name: "delegation", Loop: p.runner}}
 	c.Routed = func(r *sessions.Router) error {
 		var err error
@@ -201,9 +201,9 @@ func (p *parts) stopDispatch(d Delegation) {
 // service is the lifecycle of delegations the HTTP API
 // serves (POST /api/v1/delegations and the rest): it dispatches as
 // delegate_task does, on the same limits, wakes this instance's runner,
-// and stops a child here at once or, through the store's signals,
-// wherever it runs.
-func (p *parts) service(a *capability.Assembly, files HandedFiles) *Service {
+// stops a child here at once or, through the store's signals,
+// wherever it runs, and reads the transcripts of the children run here.
+func (p *parts) service(a *capability.Assembly, files HandedFiles, transcripts *Transcripts) *Service {
 	return &Service{
 		Store:       p.store,
 		Signals:     a.Store.Signals(),
@@ -214,6 +214,8 @@ func (p *parts) service(a *capability.Assembly, files HandedFiles) *Service {
 		Cancelled:   "cancelled from the API",
 		Files:       files,
 		Workspace:   a.Config.Tools.Workspace,
+		Prices:      a.Config.Model.Price,
+		Transcripts: transcripts,
 		Clock:       a.Clock,
 	}
 }

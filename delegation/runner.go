@@ -30,6 +30,12 @@ const (
 	defaultShutdownReason = "the gateway stopped before the sub-agent finished"
 )
 
+// ProgressEvery is how often a runner renews its children's claims, and
+// with them writes where each stands (Progress): the tool it runs, its
+// calls and tokens, as every instance's dashboard shows them. One call
+// of the store a second while children run here, for all of them.
+const ProgressEvery = time.Second
+
 // RunnerOptions configure NewRunner.
 type RunnerOptions struct {
 	Store   Store    // required
@@ -128,8 +134,11 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 	}
 	var err error
 	r.renewer, err = lease.NewRenewer(lease.RenewerOptions{
-		Renew:  r.renew,
-		TTL:    opts.OwnerTTL,
+		Renew: r.renew,
+		TTL:   opts.OwnerTTL,
+		// The renewals carry the children's progress (the tool each
+		// runs, its tokens), which the dashboard shows live.
+		Every:  ProgressEvery,
 		Lost:   r.lost,
 		Clock:  opts.Clock,
 		Logger: r.log,

@@ -41,7 +41,13 @@ type Service struct {
 	// refused.
 	Files     HandedFiles
 	Workspace string
-	Clock     clock.Clock
+	// Prices price a running child's tokens in List; nil shows only
+	// the costs results carry.
+	Prices Prices
+	// Transcripts are this instance's children's logs, which Transcript
+	// reads; nil has none.
+	Transcripts *Transcripts
+	Clock       clock.Clock
 }
 
 // Request is a dispatch asked for outside a turn: Goal (with Context,
@@ -162,6 +168,86 @@ func (s *Service) Cancel(ctx context.Context, id string) (Delegation, []string, 
 		}
 	}
 	return d, stopped, nil
+}
+
+// List returns the delegations q selects, newest first, as trees: each
+// child with its progress or result and its cost, an orchestrator's
+// workers under it (Forest). Errors: Unavailable.
+func (s *Service) List(ctx context.Context, q Query) ([]Tree, error) {
+	ds, err := s.Store.List(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return Forest(ds, s.Prices), nil
+}
+
+// StopChild stops child id of d (Stopper), as Cancel stops each of d's
+// children, and reports whether it was not terminal. Errors: NotFound
+// (d has no such child), Unavailable.
+func (s *Service) StopChild(ctx context.Context, d Delegation, id string) (bool, error) {
+	const op = "delegation.StopChild"
+	c, ok := childOf(d, id)
+	if !ok {
+		return false, errs.E(op, errs.NotFound, "%s has no sub-agent %q", d.ID, id)
+	}
+	stop := Stopper{Store: s.Store, Signals: s.Signals, Runner: s.Runner}
+	return stop.Stop(ctx, d, c, Cancelled(cmp.Or(s.Cancelled, "cancelled")))
+}
+
+// ChildLog is a child's transcript as this instance keeps it.
+type ChildLog struct {
+	Delegation string `json:"delegation_id"`
+	Child      string `json:"subagent_id"`
+	Text       string `json:"transcript"`
+	// Truncated says the log's start is left out: Text is its end.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// Transcript reads the transcript of child id of d from Transcripts:
+// an orchestrator's worker's are the lines its orchestrator's log holds
+// of it. Errors: NotFound (d has no such child, or this instance keeps
+// no transcript of it: transcripts are kept where a child runs),
+// Unavailable.
+func (s *Service) Transcript(ctx context.Context, d Delegation, id string) (ChildLog, error) {
+	const op = "delegation.Transcript"
+	c, ok := childOf(d, id)
+	if !ok {
+		return ChildLog{}, errs.E(op, errs.NotFound, "%s has no sub-agent %q", d.ID, id)
+	}
+	// A worker's lines are in the log of the child at the top of its
+	// orchestrators.
+	top := c
+	for depth := 0; d.Orchestrator != "" && depth < maxTreeDepth; depth++ {
+		o, err := s.Store.Child(ctx, d.Orchestrator)
+		if err != nil {
+			return ChildLog{}, err
+		}
+		if d, err = s.Store.Delegation(ctx, o.Delegation); err != nil {
+			return ChildLog{}, err
+		}
+		top = o
+	}
+	text, cut, err := s.Transcripts.Read(top.Delegation, top.Index)
+	if err != nil {
+		if errs.Is(err, errs.NotFound) {
+			return ChildLog{}, errs.E(op, errs.NotFound, "no transcript of %s on this instance: transcripts are kept where a sub-agent runs", id)
+		}
+		return ChildLog{}, err
+	}
+	if top.ID != c.ID {
+		text = workerLines(text, c.ID)
+	}
+	return ChildLog{Delegation: c.Delegation, Child: c.ID, Text: text, Truncated: cut}, nil
+}
+
+// childOf is child id of d.
+func childOf(d Delegation, id string) (Child, bool) {
+	for _, c := range d.Children {
+		if c.ID == id {
+			return c, true
+		}
+	}
+	return Child{}, false
 }
 
 // View is a delegation as the lifecycle's edges show it: its own

@@ -53,10 +53,9 @@ Keep it factual and complete: that agent sees nothing of your work but this summ
 type SpawnerOptions struct {
 	Client llm.Client // nil: every child fails saying no model is configured
 	Model  string
-	// Price, when set, is what model's tokens cost, per million in and
-	// out (model.prices); ok false for a model it does not price. A
+	// Price, when set, is what model's tokens cost (model.prices). A
 	// child's result then carries its cost.
-	Price func(model string) (in, out float64, ok bool)
+	Price Prices
 	// Review and ReviewModel run /review's reviewer (RoleReviewer); nil
 	// uses Client and Model.
 	Review      llm.Client
@@ -488,12 +487,7 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 	p := live.Progress()
 	res.APICalls = p.APICalls
 	res.InputTokens, res.OutputTokens, res.Model = p.InputTokens, p.OutputTokens, model
-	if s.opts.Price != nil {
-		if in, out, ok := s.opts.Price(model); ok {
-			cost := (float64(p.InputTokens)*in + float64(p.OutputTokens)*out) / 1e6
-			res.CostUSD = &cost
-		}
-	}
+	res.CostUSD = s.opts.Price.Cost(model, p.InputTokens, p.OutputTokens)
 	res.DurationSeconds = s.opts.Clock.Now().Sub(started).Seconds()
 	res.Summary = s.cap(lastAssistant(out.History))
 	switch {

@@ -1,8 +1,12 @@
 package delegation
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +14,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/chat"
+	"github.com/heraldgw/herald/internal/errs"
 )
 
 // Transcripts keeps the live transcripts of the children this instance
@@ -226,4 +231,71 @@ func (tr *Transcript) line(at time.Time, format string, args ...any) {
 	mu.Lock()
 	defer mu.Unlock()
 	_, _ = fmt.Fprintf(tr.f, "%s %s%s\n", at.UTC().Format(time.RFC3339), tr.prefix, text)
+}
+
+// transcriptMax bounds what Read answers of a log: its end.
+const transcriptMax = 256 << 10
+
+// Read returns the log of delegation's task at index as this instance
+// keeps it, its last transcriptMax bytes when it is longer (cut then
+// true). Errors: NotFound (transcripts are off, or this instance has
+// none of that task), Unavailable.
+func (t *Transcripts) Read(delegation string, index int) (text string, cut bool, err error) {
+	const op = "delegation.Transcripts.Read"
+	path := t.Path(delegation, index)
+	if path == "" {
+		return "", false, errs.E(op, errs.NotFound, "transcripts are not kept")
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, errs.E(op, errs.NotFound, "no transcript of task %d of %s on this instance", index, delegation)
+	}
+	if err != nil {
+		return "", false, errs.Wrap(op, errs.Unavailable, err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return "", false, errs.Wrap(op, errs.Unavailable, err)
+	}
+	if info.Size() > transcriptMax {
+		if _, err := f.Seek(info.Size()-transcriptMax, io.SeekStart); err != nil {
+			return "", false, errs.Wrap(op, errs.Unavailable, err)
+		}
+		cut = true
+	}
+	b, err := io.ReadAll(io.LimitReader(f, transcriptMax))
+	if err != nil {
+		return "", false, errs.Wrap(op, errs.Unavailable, err)
+	}
+	if cut {
+		// From the first whole line.
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	return string(b), cut, nil
+}
+
+// workerLines are the lines of an orchestrator's log that worker id
+// wrote (Transcript.worker marks them), each with the lines it ran
+// on to.
+func workerLines(log, id string) string {
+	mark := " [worker " + id + "] "
+	var b strings.Builder
+	keep := false
+	for _, line := range strings.SplitAfter(log, "\n") {
+		if strings.HasPrefix(line, "    ") {
+			if keep {
+				b.WriteString(line)
+			}
+			continue
+		}
+		_, rest, _ := strings.Cut(line, " ")
+		keep = strings.HasPrefix(" "+rest, mark)
+		if keep {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 	"github.com/heraldgw/herald/internal/headless"
 	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/llm"
 	"github.com/heraldgw/herald/outbox"
 )
 
@@ -197,6 +199,7 @@ func (p *browserPage) shot(name string) {
 type uiGateway struct {
 	t    *testing.T
 	g    *gateway.Gateway
+	home string // the gateway's HERALD_HOME, for the CLI beside it
 	base string
 	key  string
 }
@@ -245,12 +248,12 @@ func startUIGateway(t *testing.T, model *testkit.ModelServer, key string, adapte
 			t.Errorf("Shutdown: %v", err)
 		}
 	})
-	return &uiGateway{t: t, g: g, base: "http://" + g.Addr(), key: key}
+	return &uiGateway{t: t, g: g, home: cfg.Home, base: "http://" + g.Addr(), key: key}
 }
 
 // Through a real gateway with an API key and a real browser: sign in,
 // every page renders without an error, a dead letter is retried, an
-// approval answered, and a card made through the API shows on an open
+// approval answered, and a card made with the CLI shows on an open
 // board without a reload.
 func TestDashboardInABrowser(t *testing.T) {
 	const key = "dash-key-0123456789"
@@ -328,10 +331,13 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	t.Run("overview", func(t *testing.T) {
 		p := tab.in(t)
-		p.until(`document.querySelectorAll('#stats .stat').length === 5`)
-		text := p.text("#stats")
+		p.until(`document.querySelectorAll('#queues .stat').length === 6 && !!document.querySelector('#page table tbody tr')`)
+		text := p.text("#queues")
 		if !strings.Contains(text, "Dead letters") || !strings.Contains(text, "Approvals pending") {
 			t.Errorf("overview %q", text)
+		}
+		if self := selfInstance(t, h); !strings.Contains(p.text("#page table"), self) {
+			t.Errorf("the overview's instances %q, want this gateway's %s", p.text("#page table"), self)
 		}
 		p.shot("overview")
 		p.clean("overview")
@@ -381,10 +387,16 @@ func TestDashboardInABrowser(t *testing.T) {
 		p.show("kanban")
 		p.until(`document.getElementById('live') && document.getElementById('live').textContent === 'live' && document.querySelectorAll('.column').length > 0`)
 		p.eval(`window.notReloaded = 'yes'`) // gone if the page loads again
-		if code, body := h.do("POST", "/api/v1/kanban/boards/default/cards", `{"title":"made by the API"}`); code != http.StatusCreated {
-			t.Fatalf("create a card: %d %s", code, body)
+		// A card made with the CLI, a process of its own on the same
+		// store, with a file attached.
+		notes := filepath.Join(t.TempDir(), "notes.txt")
+		if err := os.WriteFile(notes, []byte("the vendor's answer"), 0o600); err != nil {
+			t.Fatal(err)
 		}
-		p.until(`[...document.querySelectorAll('.column .card')].some(c => c.textContent.includes('made by the API'))`)
+		if res := runCLI(t, h.home, "kanban", "create", "made by the CLI", "--attach", notes); res.code != 0 {
+			t.Fatalf("herald kanban create: %d %s %s", res.code, res.stdout, res.stderr)
+		}
+		p.until(`[...document.querySelectorAll('.column .card')].some(c => c.textContent.includes('made by the CLI'))`)
 		if got := p.eval(`String(window.notReloaded)`); got != "yes" {
 			t.Errorf("the board was loaded again to show the card")
 		}
@@ -398,7 +410,7 @@ func TestDashboardInABrowser(t *testing.T) {
 
 		// A drag of a card onto another column moves it there, as the
 		// browser's drag and drop dispatches it.
-		id := p.eval(`[...document.querySelectorAll('.column .card')].find(c => c.textContent.includes('made by the API')).dataset.id`)
+		id := p.eval(`[...document.querySelectorAll('.column .card')].find(c => c.textContent.includes('made by the CLI')).dataset.id`)
 		if code, body := h.do("POST", "/api/v1/kanban/cards/"+id+"/comments", `{"text":"looked at it"}`); code != http.StatusCreated {
 			t.Fatalf("comment on %s: %d %s", id, code, body)
 		}
@@ -417,11 +429,12 @@ func TestDashboardInABrowser(t *testing.T) {
 			t.Errorf("the dragged card is not blocked on the board: %s", body)
 		}
 
-		// A click opens the card's drawer: its comments, runs and log.
+		// A click opens the card's drawer: its comments, attachments, runs
+		// and log.
 		p.run(chromedp.Click(chromedp.CSS(fmt.Sprintf(`.card[data-id=%q]`, id))))
 		p.until(`!document.getElementById('drawer').hidden && document.getElementById('drawer').textContent.includes('looked at it')`)
 		drawer := p.text("#drawer")
-		for _, want := range []string{"Comments", "Runs", "Log", "blocked", "waiting on the vendor"} {
+		for _, want := range []string{"Comments", "Attachments", "notes.txt", "Runs", "Log", "blocked", "waiting on the vendor"} {
 			if !strings.Contains(drawer, want) {
 				t.Errorf("the card's drawer has no %q: %q", want, drawer)
 			}
@@ -493,7 +506,8 @@ func TestDashboardInABrowser(t *testing.T) {
 		p.clean("keys")
 	})
 
-	for _, name := range []string{"conversations", "delegations"} {
+	// The Delegations page has its own test (TestDashboardDelegations).
+	for _, name := range []string{"conversations"} {
 		t.Run(name, func(t *testing.T) {
 			p := tab.in(t)
 			p.show(name)
@@ -518,4 +532,68 @@ func TestDashboardOff(t *testing.T) {
 			t.Errorf("dashboard.enabled %v: GET /ui/ %d, want %d", on, res.StatusCode, want)
 		}
 	}
+}
+
+// selfInstance is the id under which h's gateway recorded itself among
+// the instances, the only one.
+func selfInstance(t *testing.T, h *uiGateway) string {
+	t.Helper()
+	ins, err := h.g.Store().Instances().Instances(context.Background())
+	if err != nil || len(ins) != 1 {
+		t.Fatalf("instances %+v, %v; want this gateway alone", ins, err)
+	}
+	return ins[0].ID
+}
+
+// The overview shows this gateway among the instances, and its turns
+// per minute rise, without a reload, once a message was answered.
+func TestDashboardOverviewTurns(t *testing.T) {
+	model := testkit.NewModelServer(t)
+	h := startUIGateway(t, model, "", &adaptertest.Adapter{Name: "chatfake"}, nil)
+	p := openPage(t)
+	p.run(chromedp.Navigate(h.base + "/ui/"))
+	self := selfInstance(t, h)
+	row := fmt.Sprintf(`document.querySelector('#page tr[data-id=%q]')`, self)
+	p.until(row + ` && document.querySelector('[data-stat=turns] b').textContent === '0'`)
+	if code, body := h.do("POST", "/api/v1/conversations/ov/messages", `{"text":"hello"}`); code != http.StatusAccepted {
+		t.Fatalf("post a message: %d %s", code, body)
+	}
+	p.until(`document.querySelector('[data-stat=turns] b').textContent === '1'`)
+	if got := p.eval(row + `.querySelector('td.turns').textContent`); got != "1" {
+		t.Errorf("this gateway's turns per minute %q, want 1", got)
+	}
+	p.clean("overview")
+}
+
+// A key marked dead shows a Revive button on the Keys page; a press
+// clears the mark for every gateway, and the page shows the key ok.
+func TestDashboardKeyRevive(t *testing.T) {
+	const modelKey = "sk-model-secret-0123456789"
+	model := testkit.NewModelServer(t)
+	h := startUIGateway(t, model, "", &adaptertest.Adapter{Name: "chatfake"}, func(c *config.Config) { c.Model.APIKey = modelKey })
+	_, body := h.do("GET", "/api/v1/model/keys", "")
+	var keys struct {
+		Keys []llm.ModelKey `json:"keys"`
+	}
+	if err := json.Unmarshal([]byte(body), &keys); err != nil || len(keys.Keys) != 1 {
+		t.Fatalf("GET /api/v1/model/keys: %s", body)
+	}
+	k := keys.Keys[0]
+	if err := h.g.Store().Pools().MarkKey(context.Background(), k.Pool, llm.KeyState{ID: k.ID, Reason: llm.ClassAuth, DeadFor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	p := openPage(t)
+	p.run(chromedp.Navigate(h.base + "/ui/#/keys"))
+	row := fmt.Sprintf(`document.querySelector('#page tr[data-id=%q]')`, k.ID)
+	p.until(row + ` && ` + row + `.querySelector('td.status').textContent === 'dead'`)
+	p.shot("keys")
+	p.run(chromedp.Click(chromedp.CSS("button.revive")))
+	p.until(row + `.querySelector('td.status').textContent === 'ok' && !document.querySelector('button.revive')`)
+	if strings.Contains(p.eval(`document.body.innerHTML`), modelKey) {
+		t.Error("the keys page shows the key itself")
+	}
+	if _, body := h.do("GET", "/api/v1/model/keys", ""); !strings.Contains(body, `"status":"ok"`) {
+		t.Errorf("after the revive: %s", body)
+	}
+	p.clean("keys")
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/delivery"
+	"github.com/heraldgw/herald/instances"
 	"github.com/heraldgw/herald/metrics"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/signals"
@@ -31,6 +32,7 @@ type Component interface {
 var (
 	_ Component = (*delivery.Worker)(nil)
 	_ Component = (*delivery.Presence)(nil)
+	_ Component = (*instances.Heartbeat)(nil)
 	_ Component = (*delivery.Streaming)(nil)
 	_ Component = (*metrics.StoreGauges)(nil)
 	_ Component = (*sessions.TurnWorker)(nil)

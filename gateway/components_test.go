@@ -210,7 +210,7 @@ func TestGatewayStopsItsPartsInReverseOrder(t *testing.T) {
 			stopped = append(stopped, rec.Part)
 		}
 	}
-	want := []string{"kanban", "kanban-notify", "cron", "controllers", "completions", "delegation", "turns", "presence", "signals", "delivery", "gauges"}
+	want := []string{"kanban", "kanban-notify", "cron", "controllers", "completions", "delegation", "turns", "presence", "signals", "delivery", "gauges", "instances"}
 	if diff := cmp.Diff(want, stopped); diff != "" {
 		t.Errorf("stopped (-want +got):\n%s", diff)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/delivery"
+	"github.com/heraldgw/herald/instances"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/proc"
@@ -87,9 +88,12 @@ type Options struct {
 	// Drain bounds how long deliveries go on after the turns ended; 0
 	// means the config's workers.delivery_drain, else DefaultDrain.
 	Drain time.Duration
-	// Name identifies this process in leases and claims; empty means
-	// host-pid-random.
+	// Name identifies this process in leases and claims, and among the
+	// instances; empty means host-pid-random.
 	Name string
+	// Version is what this process says it runs among the instances;
+	// empty means "dev".
+	Version string
 	// Model, when set, answers every model request in place of the
 	// clients the config's model, model.fallbacks, delegation.* and
 	// auxiliary.* endpoints would make: the turns', the sub-agents',
@@ -132,6 +136,9 @@ type Gateway struct {
 	workspace *tools.WorkspaceTools
 	// models are the model clients and the main model's key pool.
 	models *modelParts
+	// keyPools are every key pool the gateway made (the models', the
+	// children's and workers' of their own endpoints).
+	keyPools keyPools
 	// boards are the kanban capability's service, which tests change
 	// the boards with.
 	boards   *kanban.Service
@@ -275,6 +282,7 @@ func (g *Gateway) build() error {
 	g.opts.Adapters = append(slices.Clone(g.opts.Adapters), platforms...)
 	useMaskers(g.redact, g.opts.Adapters)
 
+	g.keyPools.signals, g.keyPools.log = g.db.Signals(), g.log.With("part", "model")
 	g.models, err = g.buildModel()
 	if err != nil {
 		return err
@@ -433,7 +441,7 @@ func (g *Gateway) build() error {
 	g.tailer, err = signals.NewTailer(signals.TailerOptions{
 		Store:    g.db.Signals(),
 		Handler:  g.turns,
-		Handlers: caps.signals(),
+		Handlers: append(caps.signals(), &g.keyPools),
 		Logger:   log.With("part", "signals"),
 	})
 	if err != nil {
@@ -458,12 +466,19 @@ func (g *Gateway) build() error {
 		return err
 	}
 	g.gauges = metrics.NewStoreGauges(g.db.Outbox(), store, g.metrics, 0, 0, log)
+	heartbeat, err := g.heartbeat()
+	if err != nil {
+		return err
+	}
 
 	// The background loops (components.go), in dependency order: each
 	// starts after the ones above it and stops before them. The turns
 	// stop first: they hear signals until they end, their status lines go
 	// when they ended, and the delivery worker sends the replies they
 	// committed, draining within its own budget. The gauges only read.
+	// This process is among the instances from before its first turn
+	// until after its last send.
+	g.add("instances", heartbeat)
 	g.add("gauges", g.gauges)
 	g.add("delivery", bounded(g.delivery, g.opts.Drain))
 	g.add("signals", g.tailer)
@@ -494,10 +509,7 @@ func (g *Gateway) build() error {
 		MaxFileBytes: cfg.Attachments.MaxBytes,
 		Clock:        g.clock,
 		Logger:       log,
-		Routes: append(a.routes, api.OutboxRoutes(g.db.Outbox()), api.ModelKeyRoutes(g.modelKeys),
-			api.ConversationRoutes(api.ConversationSources{
-				List: g.db.Conversations(), Controllers: g.db.Controllers(), Price: cfg.Model.Price,
-			})),
+		Routes:       append(a.routes, api.OutboxRoutes(g.db.Outbox()), api.ModelKeyRoutes(g.modelKeys, g.reviveKey), g.overview(), g.conversations()),
 	}
 	g.api = api.New(apiOpts)
 	g.adapters = append([]adapters.Adapter{g.api}, g.opts.Adapters...)
@@ -531,6 +543,46 @@ func (g *Gateway) build() error {
 		}
 	}
 	return nil
+}
+
+// heartbeat is the component that keeps this process among the
+// instances, with what its metrics counted over the last minute.
+func (g *Gateway) heartbeat() (*instances.Heartbeat, error) {
+	host, _ := os.Hostname()
+	return instances.NewHeartbeat(instances.HeartbeatOptions{
+		Store: g.db.Instances(),
+		Self: instances.Instance{
+			ID:        g.opts.Name,
+			Host:      host,
+			PID:       os.Getpid(),
+			Version:   cmp.Or(g.opts.Version, "dev"),
+			StartedAt: g.clock.Now(),
+		},
+		Tally:  g.metrics.Tally(),
+		Clock:  g.clock,
+		Logger: g.log.With("part", "instances"),
+	})
+}
+
+// overview is the overview's route: the instances and what waits in
+// each queue of the store.
+func (g *Gateway) overview() api.Routes {
+	return api.OverviewRoutes(api.Overview{
+		Instances:   g.db.Instances(),
+		Queue:       g.db.Sessions(),
+		Outbox:      g.db.Outbox(),
+		Approvals:   g.db.Approvals(),
+		Delegations: g.db.Delegations(),
+		Boards:      g.db.Kanban(),
+	})
+}
+
+// conversations are the routes of every conversation by its last
+// activity, with its history, controllers and tokens' cost.
+func (g *Gateway) conversations() api.Routes {
+	return api.ConversationRoutes(api.ConversationSources{
+		List: g.db.Conversations(), Controllers: g.db.Controllers(), Price: g.cfg.Model.Price,
+	})
 }
 
 // mount adds the routes of the adapters that receive over the HTTP
@@ -783,6 +835,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	if err := g.stopTraces(ctx); err != nil {
 		problems = append(problems, err)
 	}
+	// The uses the key pools counted since their last write.
+	g.keyPools.flush(ctx)
 	if err := g.closeStore(); err != nil {
 		problems = append(problems, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
@@ -29,9 +30,12 @@ func (g *Gateway) buildModel() (*modelParts, error) {
 		return &modelParts{client: g.opts.Model}, nil
 	}
 	cfg := g.cfg.Model
-	pools, err := modelPools(cfg, g.db.Pools(), g.clock, g.log.With("part", "model"), g.metrics)
+	pools, err := modelPools(cfg, g.db.Pools(), g.clock, g.log.With("part", "model"), g.metrics, g.keyPools.marked)
 	if err != nil {
 		return nil, err
+	}
+	for _, p := range pools {
+		g.keyPools.add(p.Pool)
 	}
 	type endpoint struct {
 		mode, baseURL, model string
@@ -75,7 +79,11 @@ func (g *Gateway) modelOptions(baseURL, model string, pool *llm.Pool, overrides 
 // gateway's store, for a model with no fallback after it; setting names
 // where its key is configured.
 func (g *Gateway) newPool(baseURL string, keys []config.Credential, setting string) (*llm.Pool, error) {
-	return newPool(g.cfg.Model, poolKeys{baseURL: baseURL, keys: keys, setting: setting}, g.db.Pools(), g.clock, g.log.With("part", "model"), g.metrics)
+	p, err := newPool(g.cfg.Model, poolKeys{baseURL: baseURL, keys: keys, setting: setting}, g.db.Pools(), g.clock, g.log.With("part", "model"), g.metrics, g.keyPools.marked)
+	if err != nil {
+		return nil, err
+	}
+	return g.keyPools.add(p), nil
 }
 
 // poolKeys are the keys of one model's server: where they are
@@ -91,7 +99,7 @@ type poolKeys struct {
 // newPool is the pool of keys of the model server at baseURL, named by
 // its host in the store: clients of one server share its keys' states,
 // whichever model they ask for.
-func newPool(cfg config.Model, pk poolKeys, store llm.PoolStore, clk clock.Clock, log *slog.Logger, obs llm.Observer) (*llm.Pool, error) {
+func newPool(cfg config.Model, pk poolKeys, store llm.PoolStore, clk clock.Clock, log *slog.Logger, obs llm.Observer, marked func(context.Context, string)) (*llm.Pool, error) {
 	creds := make([]llm.Credential, len(pk.keys))
 	for i, k := range pk.keys {
 		creds[i] = llm.Credential{Key: k.Key, Priority: k.Priority, Label: k.Label}
@@ -107,6 +115,7 @@ func newPool(cfg config.Model, pk poolKeys, store llm.PoolStore, clk clock.Clock
 		Observer:    obs,
 		Fallback:    pk.fallback,
 		Setting:     pk.setting,
+		Marked:      marked,
 	})
 }
 
@@ -134,23 +143,23 @@ type ModelPool struct {
 // ModelPools are the key pools of cfg's model and of its fallbacks, in
 // that order, over store, as the gateway makes them.
 func ModelPools(cfg config.Model, store llm.PoolStore) ([]ModelPool, error) {
-	return modelPools(cfg, store, nil, nil, nil)
+	return modelPools(cfg, store, nil, nil, nil, nil)
 }
 
-func modelPools(cfg config.Model, store llm.PoolStore, clk clock.Clock, log *slog.Logger, obs llm.Observer) ([]ModelPool, error) {
+func modelPools(cfg config.Model, store llm.PoolStore, clk clock.Clock, log *slog.Logger, obs llm.Observer, marked func(context.Context, string)) ([]ModelPool, error) {
 	env := "HERALD_MODEL_API_KEY"
 	if len(cfg.Credentials) > 0 {
 		env = "HERALD_MODEL_API_KEYS"
 	}
 	main, err := newPool(cfg, poolKeys{baseURL: cfg.BaseURL, keys: cfg.Keys(), setting: keySetting("model", cfg.Credentials, env), fallback: len(cfg.Fallbacks) > 0},
-		store, clk, log, obs)
+		store, clk, log, obs, marked)
 	if err != nil {
 		return nil, err
 	}
 	out := []ModelPool{{Model: providerName(cfg.Name, cfg.BaseURL), Pool: main}}
 	for i, fb := range cfg.Fallbacks {
 		pk := poolKeys{baseURL: fb.BaseURL, keys: fb.Keys(), setting: keySetting(fmt.Sprintf("model.fallbacks[%d]", i), fb.Credentials, ""), fallback: i < len(cfg.Fallbacks)-1}
-		p, err := newPool(cfg, pk, store, clk, log, obs)
+		p, err := newPool(cfg, pk, store, clk, log, obs, marked)
 		if err != nil {
 			return nil, fmt.Errorf("model.fallbacks[%d]: %w", i, err)
 		}
@@ -180,6 +189,31 @@ func ModelKeys(ctx context.Context, pools []ModelPool) ([]llm.ModelKey, error) {
 		}
 	}
 	return keys, nil
+}
+
+// reviveKey clears the marks of key id of this gateway's model; none
+// with Options.Model.
+func (g *Gateway) reviveKey(ctx context.Context, id string) ([]string, error) {
+	return ReviveKey(ctx, g.models.pools, id)
+}
+
+// ReviveKey clears the dead or cooling mark of key id (an llm.KeyID) in
+// each of pools that holds it, for every gateway on the store, and
+// returns the models whose pool it cleared it in, those cleared before
+// a failure included. Errors: NotFound when none holds it; the store's.
+func ReviveKey(ctx context.Context, pools []ModelPool, id string) ([]string, error) {
+	ps := make([]*llm.Pool, len(pools))
+	for i, p := range pools {
+		ps[i] = p.Pool
+	}
+	revived, err := llm.Revive(ctx, ps, id)
+	var models []string
+	for _, p := range pools {
+		if slices.Contains(revived, p.Pool) {
+			models = append(models, p.Model)
+		}
+	}
+	return models, err
 }
 
 // poolName is the store's name of the pool of a server: its host, or

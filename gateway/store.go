@@ -9,6 +9,7 @@ import (
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
+	"github.com/heraldgw/herald/instances"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/kanban"
@@ -40,6 +41,7 @@ type Store interface {
 	Pools() llm.PoolStore       // the model's credential pools
 	Files() media.Store         // file bytes no platform can give again
 	Approvals() approvals.Store // what dangerous actions asked, and the grants left
+	Instances() instances.Store // the roll of gateway processes
 	// Conversations lists conversations by their last activity.
 	Conversations() sessions.Conversations
 	Close() error

@@ -23,7 +23,11 @@ type RenewerOptions struct {
 	TTL   time.Duration // how long each renewal holds; required
 	// Lost is told of each claim a renewal found lost, once; the holder
 	// stops what it runs under it. Called on the renewer's goroutine.
-	Lost   func(Claim)
+	Lost func(Claim)
+	// Every is how often the claims are renewed; 0, or more than a
+	// third of TTL, means a third of TTL. A holder whose renewals carry
+	// what it is doing (a sub-agent's progress) renews more often.
+	Every  time.Duration
 	Clock  clock.Clock  // nil means the wall clock
 	Logger *slog.Logger // nil means slog.Default()
 }
@@ -35,6 +39,7 @@ type RenewerOptions struct {
 type Renewer struct {
 	renew RenewFunc
 	ttl   time.Duration
+	every time.Duration
 	lost  func(Claim)
 	clock clock.Clock
 	log   *slog.Logger
@@ -54,7 +59,10 @@ func NewRenewer(opts RenewerOptions) (*Renewer, error) {
 	if opts.TTL <= 0 {
 		return nil, errs.E(op, errs.Invalid, "claim ttl %s is not positive", opts.TTL)
 	}
-	r := &Renewer{renew: opts.Renew, ttl: opts.TTL, lost: opts.Lost, clock: opts.Clock, log: opts.Logger, held: map[string]Claim{}}
+	r := &Renewer{renew: opts.Renew, ttl: opts.TTL, every: opts.TTL / 3, lost: opts.Lost, clock: opts.Clock, log: opts.Logger, held: map[string]Claim{}}
+	if opts.Every > 0 && opts.Every < r.every {
+		r.every = opts.Every
+	}
 	if r.clock == nil {
 		r.clock = clock.Real{}
 	}
@@ -100,7 +108,7 @@ func (r *Renewer) Start(ctx context.Context) error {
 func (r *Renewer) Shutdown(ctx context.Context) error { return r.loop.Stop(ctx) }
 
 func (r *Renewer) run(ctx context.Context) {
-	every := r.ttl / 3
+	every := r.every
 	wait := every
 	for {
 		if !clock.SleepOn(ctx, r.clock, wait) {

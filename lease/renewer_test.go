@@ -133,3 +133,43 @@ func TestRenewerDropStopsRenewing(t *testing.T) {
 		t.Errorf("renewed %v, want [b]", got)
 	}
 }
+
+// Every renews more often than a third of the TTL, each renewal still
+// for the whole TTL; one longer than a third of the TTL is not taken.
+func TestRenewerEvery(t *testing.T) {
+	const ttl = 30 * time.Second
+	for _, tc := range []struct {
+		every, want time.Duration
+	}{{time.Second, time.Second}, {time.Minute, ttl / 3}} {
+		clk := clock.NewFake(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
+		store := &fakeClaims{keep: map[string]bool{"a": true}, renewed: make(chan []string, 4)}
+		r, err := lease.NewRenewer(lease.RenewerOptions{Renew: store.renew, TTL: ttl, Every: tc.every, Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Hold(lease.Claim{Name: "a", Owner: "me", Token: 1, Expires: clk.Now().Add(ttl)})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := r.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if err := clk.BlockUntil(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(tc.want - time.Millisecond)
+			select {
+			case <-store.renewed:
+				t.Fatalf("every %s: renewed before %s", tc.every, tc.want)
+			default:
+			}
+			clk.Advance(time.Millisecond)
+			select {
+			case <-store.renewed:
+			case <-ctx.Done():
+				t.Fatalf("every %s: no renewal at %s", tc.every, tc.want)
+			}
+		}
+		_ = r.Shutdown(ctx)
+		cancel()
+	}
+}

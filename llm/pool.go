@@ -117,6 +117,34 @@ type PoolStore interface {
 	// past their StickyTTL may be forgotten. Errors: Invalid for an
 	// empty pool or id.
 	UseKey(ctx context.Context, pool, id, conv string) error
+	// CountUses counts, in one step, uses[i].N more uses of each key
+	// uses[i].ID of pool, in order: each key's last use number is the
+	// pool's after its own, so the last in uses is the pool's most
+	// recently used. What a pool counted in memory since it last wrote
+	// comes in one call. Errors: Invalid for an empty pool or id, or a
+	// count below 1.
+	CountUses(ctx context.Context, pool string, uses []KeyUses) error
+}
+
+// KeyUses is how many uses of one key a pool counted since it last
+// wrote them (PoolStore.CountUses).
+type KeyUses struct {
+	ID string
+	N  int64
+}
+
+// CheckUses refuses a CountUses a store must not take; op names the
+// store's operation.
+func CheckUses(op, pool string, uses []KeyUses) error {
+	if pool == "" {
+		return errs.E(op, errs.Invalid, "a pool key needs a pool name")
+	}
+	for _, u := range uses {
+		if u.ID == "" || u.N < 1 {
+			return errs.E(op, errs.Invalid, "a count of %d uses of key %q: want an id and 1 or more", u.N, u.ID)
+		}
+	}
+	return nil
 }
 
 // KeyID is the name a key is kept and shown under: a digest, from which
@@ -181,6 +209,11 @@ type PoolOptions struct {
 	// is told to check them ("HERALD_MODEL_API_KEY / model.api_key");
 	// "" is the main model's.
 	Setting string
+	// Marked, when set, is called after the pool marked or revived one
+	// of its keys in the store: the gateway tells the other processes
+	// on the store (a signal), whose pools then read the store again
+	// (Pool.Forget) rather than go on with the view they hold.
+	Marked func(ctx context.Context, pool string)
 }
 
 // Pool is the API keys of one model provider and the state of each: a
@@ -205,7 +238,10 @@ type Pool struct {
 	// alone: one key and no fallback, so nothing to move to. Its key is
 	// neither cooled nor killed for a refusal (auth, billing), and a
 	// mark another pool left on it does not keep it from the requests.
-	alone bool
+	alone  bool
+	marked func(ctx context.Context, pool string)
+	clock  clock.Clock
+	view   poolView
 }
 
 // poolKey is one key of a pool.
@@ -238,6 +274,11 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		rand:      opts.Rand,
 		observer:  opts.Observer,
 		setting:   opts.Setting,
+		marked:    opts.Marked,
+		clock:     opts.Clock,
+	}
+	if p.clock == nil {
+		p.clock = clock.Real{}
 	}
 	if p.store == nil {
 		p.store = NewMemoryPoolStore(opts.Clock)
@@ -278,7 +319,14 @@ func (p *Pool) Revive(ctx context.Context, id string) error {
 	if !slices.ContainsFunc(p.keys, func(k poolKey) bool { return k.id == id }) {
 		return errs.E("llm.Pool.Revive", errs.NotFound, "pool %s has no key %s", p.name, id)
 	}
-	return p.store.ReviveKey(ctx, p.name, id)
+	if err := p.store.ReviveKey(ctx, p.name, id); err != nil {
+		return err
+	}
+	p.Forget()
+	if p.marked != nil {
+		p.marked(ctx, p.name)
+	}
+	return nil
 }
 
 // Revive clears the marks of key id in each of pools that holds it, and
@@ -343,6 +391,7 @@ type ModelKey struct {
 
 // Status reads the state of each of the pool's keys, in the pool's order.
 func (p *Pool) Status(ctx context.Context) ([]KeyStatus, error) {
+	p.Flush(ctx)
 	now, states, _, err := p.read(ctx, "")
 	if err != nil {
 		return nil, err
@@ -385,7 +434,7 @@ func (p *Pool) dead(st KeyState) bool { return st.DeadFor != "" }
 // saying until when every key cools, or that all are dead; lastErr,
 // the failure that made the request leave its last key, is its cause.
 func (p *Pool) pick(ctx context.Context, conv string, tried map[string]bool, lastErr *Error) (*poolKey, *Error) {
-	now, states, sticky, err := p.read(ctx, conv)
+	now, states, sticky, err := p.snapshot(ctx, conv)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, &Error{Class: ClassCanceled, Err: ctx.Err()}
@@ -403,12 +452,7 @@ func (p *Pool) pick(ctx context.Context, conv string, tried map[string]bool, las
 	)
 	for i := range p.keys {
 		k := &p.keys[i]
-		st := states[k.id]
-		if p.alone && refusal(st.Reason) {
-			// The only key, with nowhere to go: tried again, whatever
-			// mark a refusal left (another pool's, or an older herald's).
-			st = KeyState{}
-		}
+		st := p.effective(states[k.id])
 		switch {
 		case p.dead(st):
 			dead++
@@ -447,10 +491,18 @@ func (p *Pool) pick(ctx context.Context, conv string, tried map[string]bool, las
 	if lastErr != nil && p.observer != nil {
 		p.observer.KeyRotated(p.name, lastErr.Class)
 	}
-	if err := p.store.UseKey(ctx, p.name, k.id, conv); err != nil && ctx.Err() == nil {
-		p.log.Warn("counting a use of a key failed", "pool", p.name, "key", k.id, "err", err)
-	}
+	p.used(ctx, k, conv)
 	return k, nil
+}
+
+// effective is st as the pool acts on it: the only key, with nowhere to
+// go, is tried again whatever mark a refusal left (another pool's, or
+// an older herald's).
+func (p *Pool) effective(st KeyState) KeyState {
+	if p.alone && refusal(st.Reason) {
+		return KeyState{}
+	}
+	return st
 }
 
 // refusal reports whether a key set aside for reason was refused (its
@@ -584,6 +636,11 @@ func (p *Pool) mark(ctx context.Context, k *poolKey, s KeyState, reason string) 
 	}
 	if err := p.store.MarkKey(ctx, p.name, s); err != nil {
 		p.log.Warn("marking a key failed; it is left for this request only", "pool", p.name, "key", k.id, "err", err)
+		return
+	}
+	p.Forget()
+	if p.marked != nil {
+		p.marked(ctx, p.name)
 	}
 }
 
@@ -692,6 +749,22 @@ func (m *MemoryPoolStore) UseKey(_ context.Context, pool, id, conv string) error
 		}
 	}
 	convs[conv] = stickyUse{id: id, at: now}
+	return nil
+}
+
+func (m *MemoryPoolStore) CountUses(_ context.Context, pool string, uses []KeyUses) error {
+	if err := CheckUses("llm.MemoryPoolStore.CountUses", pool, uses); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	keys := m.pool(pool)
+	for _, u := range uses {
+		s := keys[u.ID]
+		m.seq[pool] += u.N
+		s.ID, s.Uses, s.LastUse = u.ID, s.Uses+u.N, m.seq[pool]
+		keys[u.ID] = s
+	}
 	return nil
 }
 

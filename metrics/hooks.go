@@ -17,8 +17,15 @@ func (m *Metrics) TurnHooks() sessions.TurnMetrics {
 		Finished: func(end sessions.TurnEnd, took time.Duration) {
 			m.turnsFinished.WithLabelValues(string(end)).Inc()
 			m.turnSeconds.Observe(took.Seconds())
+			m.tally.Turn()
+			if end == sessions.TurnModelError {
+				m.tally.TurnError()
+			}
 		},
-		Failed:    func(reason string) { m.turnsFailed.WithLabelValues(reason).Inc() },
+		Failed: func(reason string) {
+			m.turnsFailed.WithLabelValues(reason).Inc()
+			m.tally.TurnError()
+		},
 		Takeover:  m.leaseTakeovers.Inc,
 		LeaseLost: m.leasesLost.Inc,
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/heraldgw/herald/adapters"
+	"github.com/heraldgw/herald/instances"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/llm"
 )
@@ -58,6 +59,10 @@ type Metrics struct {
 
 	mcpSeconds *prometheus.HistogramVec
 
+	// tally counts the same events for this process's record among
+	// the instances, which shows what it did over the last minute.
+	tally *instances.Tally
+
 	adapterOwned *prometheus.GaugeVec
 }
 
@@ -66,7 +71,7 @@ type Metrics struct {
 func NewMetrics() *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := &Metrics{reg: reg}
+	m := &Metrics{reg: reg, tally: instances.NewTally()}
 
 	m.turnsStarted = counter(reg, "herald_turns_started_total", "Agent turns started by this process.")
 	m.turnsFinished = counterVec(reg, "herald_turns_finished_total",
@@ -184,9 +189,26 @@ func (m *Metrics) RunningTurns(running func() int, slots int) {
 }
 
 func (m *Metrics) attempt(platform string, o adapters.Outcome) {
-	if m != nil {
-		m.deliveryAttempts.WithLabelValues(platform, o.String()).Inc()
+	if m == nil {
+		return
 	}
+	m.deliveryAttempts.WithLabelValues(platform, o.String()).Inc()
+	switch o {
+	case adapters.Accepted:
+		m.tally.Sent()
+	case adapters.RateLimited, adapters.Transient, adapters.Permanent:
+		m.tally.SendFailed()
+	}
+}
+
+// Tally is what this process did, counted as the metrics count it: turns
+// run and failed, failed model calls, messages sent and sends failed
+// (instances.Heartbeat records it). Nil for a nil *Metrics.
+func (m *Metrics) Tally() *instances.Tally {
+	if m == nil {
+		return nil
+	}
+	return m.tally
 }
 
 // streamCall counts one call of the streaming driver: a post (no message
@@ -283,6 +305,9 @@ func (t timedModel) Complete(ctx context.Context, req llm.Request) (*llm.Respons
 		}
 	}
 	t.m.modelSeconds.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	if err != nil && ctx.Err() == nil {
+		t.m.tally.ModelError()
+	}
 	if resp != nil {
 		model := cmp.Or(resp.Answered.Model, req.Model, t.model)
 		t.m.modelTokens.WithLabelValues(model, "prompt").Add(float64(resp.Usage.PromptTokens))

@@ -8,10 +8,6 @@ import (
 	"strings"
 )
 
-// PriceFunc is what a model's tokens cost, per million, in dollars, as
-// model.prices says; ok is false for a model it does not price.
-type PriceFunc func(model string) (input, output float64, ok bool)
-
 // TokenCounts are the tokens a conversation's turns used on one model.
 type TokenCounts struct{ Prompt, Completion int }
 
@@ -48,26 +44,11 @@ func UsageByModel(meta map[string]string) map[string]TokenCounts {
 	return byModel
 }
 
-// UsageTotal is a conversation's token totals over every model, read
-// from its metadata meta, and what they cost where price knows the
-// model: priced says it knew at least one.
-func UsageTotal(meta map[string]string, price PriceFunc) (total TokenCounts, cost float64, priced bool) {
-	for model, c := range UsageByModel(meta) {
-		total.Prompt += c.Prompt
-		total.Completion += c.Completion
-		if input, output, ok := price(model); ok {
-			cost += c.cost(input, output)
-			priced = true
-		}
-	}
-	return total, cost, priced
-}
-
 // UsageStatus is the /status line of a conversation's token totals, read
 // from its metadata meta, by model, with what they cost where price knows
 // the model (per million tokens, in dollars, as model.prices says); ""
 // when its turns have used none.
-func UsageStatus(meta map[string]string, price PriceFunc) string {
+func UsageStatus(meta map[string]string, price func(model string) (input, output float64, ok bool)) string {
 	byModel := UsageByModel(meta)
 	if len(byModel) == 0 {
 		return ""

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/heraldgw/herald/approvals"
 	"github.com/heraldgw/herald/internal/errs"
@@ -38,13 +37,10 @@ func (a approvalRoutes) mount(s *Server) {
 // conversation key ("telegram:42") or an API conversation's id, else
 // of every conversation.
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
-	conv := r.URL.Query().Get("conversation")
-	if conv != "" && !strings.Contains(conv, ":") {
-		var err error
-		if conv, err = conversation(conv); err != nil {
-			s.fail(w, r, err)
-			return
-		}
+	conv, err := conversationFilter(r.URL.Query().Get("conversation"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	list, err := s.approvals.Pending(r.Context(), conv)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/controllers"
+	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -29,7 +30,7 @@ type ConversationSources struct {
 	// heartbeat.
 	Controllers ControllerStates
 	// Price, when set, prices the tokens (model.prices).
-	Price sessions.PriceFunc
+	Price delegation.Prices
 }
 
 // Conversation list sizes: a page without ?limit=, and how much of a
@@ -76,14 +77,14 @@ func (c conversationRoutes) summary(sum sessions.ConvSummary) convSummary {
 		Key: sum.Conv, Platform: platform, LastActive: sum.LastActive.UTC(), Queued: sum.Queued,
 		Running: sum.Worker != "", Worker: sum.Worker, Expires: sum.Expires.UTC(), Cursor: sum.Cursor,
 	}
-	price := c.src.Price
-	if price == nil {
-		price = func(string) (float64, float64, bool) { return 0, 0, false }
-	}
-	total, cost, priced := sessions.UsageTotal(sum.Meta, price)
-	out.TokensIn, out.TokensOut = total.Prompt, total.Completion
-	if priced {
-		out.Cost = &cost
+	var cost float64
+	for model, n := range sessions.UsageByModel(sum.Meta) {
+		out.TokensIn += n.Prompt
+		out.TokensOut += n.Completion
+		if c := c.src.Price.Cost(model, n.Prompt, n.Completion); c != nil {
+			cost += *c
+			out.Cost = &cost
+		}
 	}
 	return out
 }

@@ -228,7 +228,7 @@ func TestConversationRoutes(t *testing.T) {
 // active, at the next read on the API's clock.
 func TestConversationListIsLive(t *testing.T) {
 	f := newConvFixture(t)
-	next := followStream(t, f.srv.URL+"/api/v1/conversations")
+	next := f.stream(t, "/api/v1/conversations")
 	if ev := next(); ev != `{"conversations":[]}` {
 		t.Fatalf("first event %s", ev)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,12 +25,28 @@ type Delegations interface {
 	// Cancel stops a delegation's running children and returns it with
 	// the ones the stop went to. Errors: NotFound, Unavailable.
 	Cancel(ctx context.Context, id string) (delegation.Delegation, []string, error)
+	// List returns the delegations q selects, newest first, as trees.
+	// Errors: Unavailable.
+	List(ctx context.Context, q delegation.Query) ([]delegation.Tree, error)
+	// StopChild stops one child of d and reports whether it was not
+	// terminal. Errors: NotFound (no such child), Unavailable.
+	StopChild(ctx context.Context, d delegation.Delegation, child string) (bool, error)
+	// Transcript reads one child's transcript as this instance keeps
+	// it. Errors: NotFound (no such child, or no transcript of it
+	// here), Unavailable.
+	Transcript(ctx context.Context, d delegation.Delegation, child string) (delegation.ChildLog, error)
 }
 
 // Long-polling a delegation (GET …?wait=).
 const (
 	maxDelegationWait = 5 * time.Minute
 	delegationPoll    = 250 * time.Millisecond
+)
+
+// How many delegations GET /api/v1/delegations lists.
+const (
+	defaultDelegations = 50
+	maxDelegations     = 200
 )
 
 // typeConflict is the error type of a request the state refuses: a
@@ -60,9 +77,112 @@ type delegationRoutes struct{ svc Delegations }
 
 func (d delegationRoutes) mount(s *Server) {
 	s.delegations = d.svc
-	s.route("POST", "/api/v1/delegations", s.startDelegation)
+	s.routeMethods("/api/v1/delegations", map[string]http.HandlerFunc{
+		"GET":  s.live(s.listDelegations),
+		"POST": s.startDelegation,
+	})
 	s.route("GET", "/api/v1/delegations/{id}", s.live(s.getDelegation))
 	s.route("POST", "/api/v1/delegations/{id}/cancel", s.cancelDelegation)
+	s.route("GET", "/api/v1/delegations/{id}/children/{child}/transcript", s.live(s.childTranscript))
+	s.route("POST", "/api/v1/delegations/{id}/children/{child}/stop", s.stopChild)
+}
+
+// listDelegations lists delegations newest first, each as a tree of
+// its children (an orchestrator's workers under it) with their status,
+// current tool, tokens and cost: of ?conversation= (a conversation key,
+// "telegram:42", or an API conversation's id) or of every conversation,
+// only those with a child not ended with ?active=1, at most ?limit=
+// (50, at most 200).
+func (s *Server) listDelegations(w http.ResponseWriter, r *http.Request) {
+	const op = "api.listDelegations"
+	v := r.URL.Query()
+	q := delegation.Query{Limit: defaultDelegations}
+	var err error
+	if q.Conv, err = conversationFilter(v.Get("conversation")); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if a := v.Get("active"); a != "" {
+		if q.Active, err = strconv.ParseBool(a); err != nil {
+			s.fail(w, r, errs.E(op, errs.Invalid, "active %q is not 1, 0, true or false", a))
+			return
+		}
+	}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 {
+			s.fail(w, r, errs.E(op, errs.Invalid, "limit %q is not a positive number", l))
+			return
+		}
+		q.Limit = min(n, maxDelegations)
+	}
+	trees, err := s.delegations.List(r.Context(), q)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"delegations": trees})
+}
+
+// childTranscript answers one child's transcript as this instance keeps
+// it (transcripts are written where a child runs): 404 when it keeps
+// none.
+func (s *Server) childTranscript(w http.ResponseWriter, r *http.Request) {
+	d, ok := s.scopedDelegation(w, r)
+	if !ok {
+		return
+	}
+	log, err := s.delegations.Transcript(r.Context(), d, r.PathValue("child"))
+	if err != nil {
+		s.failChild(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, log)
+}
+
+// stopChild stops one child of a delegation, wherever it runs, as a
+// cancel stops each: it ends cancelled. The answer is the delegation
+// as it stood, with the child in stopping when the stop went to it.
+func (s *Server) stopChild(w http.ResponseWriter, r *http.Request) {
+	d, ok := s.scopedDelegation(w, r)
+	if !ok {
+		return
+	}
+	child := r.PathValue("child")
+	stopped, err := s.delegations.StopChild(r.Context(), d, child)
+	if err != nil {
+		s.failChild(w, r, err)
+		return
+	}
+	res := delegationResponse{View: delegation.ViewOf(d), Stopping: []string{}}
+	if stopped {
+		res.Stopping = append(res.Stopping, child)
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// scopedDelegation reads the delegation the path names, within the
+// request's conversation (scope), or answers why not.
+func (s *Server) scopedDelegation(w http.ResponseWriter, r *http.Request) (delegation.Delegation, bool) {
+	d, err := s.delegations.Get(r.Context(), r.PathValue("id"))
+	if err == nil {
+		err = scope(r, d)
+	}
+	if err != nil {
+		s.failDelegation(w, r, err)
+		return delegation.Delegation{}, false
+	}
+	return d, true
+}
+
+// failChild answers the errors of a route about one child: a missing
+// child or transcript is a 404 that says which.
+func (s *Server) failChild(w http.ResponseWriter, r *http.Request, err error) {
+	if errs.CodeOf(err) == errs.NotFound {
+		writeError(w, http.StatusNotFound, typeNotFound, reason(err))
+		return
+	}
+	s.fail(w, r, err)
 }
 
 // startDelegation dispatches background work for a conversation of

@@ -26,6 +26,8 @@ type delegationFixture struct {
 	db    *sqlite.DB
 	store delegation.Store
 	reads chan string
+	// transcripts are the service's, in a directory of the test's.
+	transcripts *delegation.Transcripts
 }
 
 func newDelegationFixture(t *testing.T, edit func(*api.Options)) *delegationFixture {
@@ -35,8 +37,10 @@ func newDelegationFixture(t *testing.T, edit func(*api.Options)) *delegationFixt
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	f := &delegationFixture{db: db, store: db.Delegations(), reads: make(chan string, 100)}
-	svc := &delegation.Service{Store: f.store, Signals: db.Signals(), Meta: db.Sessions().Meta, MaxChildren: 3}
+	f := &delegationFixture{db: db, store: db.Delegations(), reads: make(chan string, 100),
+		transcripts: &delegation.Transcripts{Dir: t.TempDir()}}
+	svc := &delegation.Service{Store: f.store, Signals: db.Signals(), Meta: db.Sessions().Meta, MaxChildren: 3,
+		Prices: testPrices, Transcripts: f.transcripts}
 	f.fixture = newFixture(t, func(o *api.Options) {
 		o.Routes = append(o.Routes, api.DelegationRoutes(observed{Delegations: svc, reads: f.reads}))
 		if edit != nil {
@@ -45,6 +49,9 @@ func newDelegationFixture(t *testing.T, edit func(*api.Options)) *delegationFixt
 	})
 	return f
 }
+
+// testPrices price the model "priced": $2 a million tokens in, $10 out.
+func testPrices(model string) (in, out float64, ok bool) { return 2, 10, model == "priced" }
 
 // observed tells of each Get.
 type observed struct {
@@ -405,6 +412,9 @@ func TestDelegationRoutesNeedTheKey(t *testing.T) {
 		{"POST", "/api/v1/delegations", `{"conversation": "demo", "goal": "a"}`},
 		{"GET", "/api/v1/delegations/deleg_x", ""},
 		{"POST", "/api/v1/delegations/deleg_x/cancel", ""},
+		{"GET", "/api/v1/delegations", ""},
+		{"GET", "/api/v1/delegations/deleg_x/children/sub_x/transcript", ""},
+		{"POST", "/api/v1/delegations/deleg_x/children/sub_x/stop", ""},
 	} {
 		if code, b := f.do(t, r.method, r.path, r.body); code != http.StatusUnauthorized || !strings.Contains(string(b), "authentication_error") {
 			t.Errorf("%s %s without the key: %d %s, want 401", r.method, r.path, code, b)

@@ -185,6 +185,16 @@ func conversation(id string) (string, error) {
 	return Platform + ":" + id, nil
 }
 
+// conversationFilter is the conversation a list's ?conversation= names:
+// a conversation key ("telegram:42") as it is, an API conversation's id
+// as its key, "" for every conversation.
+func conversationFilter(v string) (string, error) {
+	if v == "" || strings.Contains(v, ":") {
+		return v, nil
+	}
+	return conversation(v)
+}
+
 // newID returns a random id with prefix.
 func newID(prefix string) string { return prefix + strings.ToLower(rand.Text()) }
 

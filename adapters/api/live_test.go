@@ -54,7 +54,7 @@ func TestLiveRouteStreamsChanges(t *testing.T) {
 		t.Fatalf("a bad limit streamed: %d", res.StatusCode)
 	}
 
-	next := followStream(t, f.srv.URL+"/api/v1/outbox/pending")
+	next := f.stream(t, "/api/v1/outbox/pending")
 	if ev := next(); ev != `{"messages":[]}` {
 		t.Fatalf("first event %s", ev)
 	}
@@ -75,27 +75,29 @@ func TestLiveRouteStreamsChanges(t *testing.T) {
 	}
 }
 
-// followStream opens url as server-sent events, which must start, and
-// returns what reads the data of its next event (failing the test when
-// none comes within 10 s). The stream ends with the test.
-func followStream(t *testing.T, url string) (next func() string) {
+// stream opens path as server-sent events, as a dashboard's page does,
+// with header's pairs set, and returns what reads its next "data:"
+// event (failing the test when none comes within 10 s). The stream ends
+// with the test.
+func (f *fixture) stream(t *testing.T, path string, header ...string) func() string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, "GET", f.srv.URL+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Accept", "text/event-stream")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cancel()
-		res.Body.Close()
-	})
+	t.Cleanup(func() { res.Body.Close() })
 	if ct := res.Header.Get("Content-Type"); res.StatusCode != http.StatusOK || ct != "text/event-stream" {
-		t.Fatalf("stream: %d %q", res.StatusCode, ct)
+		t.Fatalf("stream %s: %d %q", path, res.StatusCode, ct)
 	}
 	events := make(chan string, 10)
 	go func() {

@@ -17,10 +17,12 @@ import (
 	"crypto/subtle"
 	"embed"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/heraldgw/herald/internal/clock"
@@ -49,6 +51,7 @@ type Dashboard struct {
 	log    *slog.Logger
 	static http.Handler
 	script []byte // app.js: the core, then every page's script
+	limit  *loginLimit
 }
 
 // New returns a Dashboard.
@@ -68,6 +71,7 @@ func New(opts Options) *Dashboard {
 		log:    opts.Logger.With("component", "dashboard"),
 		static: http.StripPrefix("/ui/", http.FileServerFS(sub)),
 		script: bundle(sub),
+		limit:  newLoginLimit(),
 	}
 }
 
@@ -135,10 +139,20 @@ func (d *Dashboard) session(w http.ResponseWriter, r *http.Request) {
 }
 
 // login takes {"key": "..."} and, when it is the API key, sets the
-// session and CSRF cookies.
+// session and CSRF cookies. An address that failed too often is
+// refused for a while (loginLimit), before its key is looked at.
 func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	if d.opts.APIKey == "" {
 		writeJSON(w, http.StatusOK, sessionState{SignedIn: true})
+		return
+	}
+	addr := clientAddr(r.RemoteAddr)
+	if wait := d.limit.wait(addr, d.opts.Clock.Now()); wait > 0 {
+		secs := int64((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		writeJSON(w, http.StatusTooManyRequests, map[string]string{
+			"error": fmt.Sprintf("Too many failed sign-ins from this address: try again in %s.", (time.Duration(secs) * time.Second).String()),
+		})
 		return
 	}
 	var req struct {
@@ -155,9 +169,11 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	got, want := sha256.Sum256([]byte(req.Key)), sha256.Sum256([]byte(d.opts.APIKey))
 	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 		d.log.Warn("dashboard login refused", "remote", r.RemoteAddr)
+		d.limit.failed(addr, d.opts.Clock.Now())
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "that is not the API key"})
 		return
 	}
+	d.limit.succeeded(addr)
 	expires := d.opts.Clock.Now().Add(websession.TTL)
 	secure := r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
 	http.SetCookie(w, &http.Cookie{

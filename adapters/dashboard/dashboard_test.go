@@ -162,3 +162,60 @@ func TestBoardHearsEveryEventKind(t *testing.T) {
 		t.Errorf("found %d kanban event kinds; the kanban package's layout changed", kinds)
 	}
 }
+
+// After LoginFailures wrong keys from one address within LoginWindow,
+// that address is refused with 429 and Retry-After, even with the right
+// key, until the first failure is a window old; another address signs
+// in meanwhile, and a success forgets the failures. On the fake clock.
+func TestLoginRateLimited(t *testing.T) {
+	const key = "dash-key-0123456789"
+	clk := clock.NewFake(epoch)
+	mux := http.NewServeMux()
+	dashboard.New(dashboard.Options{APIKey: key, Clock: clk}).Mount(mux)
+	login := func(from, k string) *httptest.ResponseRecorder {
+		t.Helper()
+		req := httptest.NewRequest("POST", "/ui/login", strings.NewReader(`{"key":"`+k+`"}`))
+		req.RemoteAddr = from
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		return rec
+	}
+	const attacker, other = "192.0.2.1:40000", "198.51.100.7:50000"
+	for i := range dashboard.LoginFailures {
+		if rec := login(attacker, "wrong"); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("wrong key %d: %d, want 401", i+1, rec.Code)
+		}
+		clk.Advance(time.Second)
+	}
+	// From another port of the same address: refused, key unread.
+	rec := login("192.0.2.1:40001", key)
+	wantWait := dashboard.LoginWindow - dashboard.LoginFailures*time.Second
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != strconv.Itoa(int(wantWait.Seconds())) ||
+		!strings.Contains(rec.Body.String(), "Too many failed sign-ins from this address: try again in "+wantWait.String()) {
+		t.Fatalf("after %d failures: %d Retry-After %q %s", dashboard.LoginFailures, rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+	if len(rec.Result().Cookies()) != 0 {
+		t.Errorf("a refused sign-in set cookies")
+	}
+	if rec := login(other, key); rec.Code != http.StatusOK {
+		t.Errorf("another address with the key: %d %s, want 200", rec.Code, rec.Body)
+	}
+	// One second before the first failure leaves the window: still refused.
+	clk.Advance(wantWait - time.Second)
+	if rec := login(attacker, key); rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "1" {
+		t.Errorf("a second before the window: %d Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	clk.Advance(time.Second)
+	if rec := login(attacker, key); rec.Code != http.StatusOK {
+		t.Fatalf("once the first failure left the window: %d %s, want 200", rec.Code, rec.Body)
+	}
+	// The success forgot the failures: a full count again before a refusal.
+	for range dashboard.LoginFailures {
+		if rec := login(attacker, "wrong"); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("a wrong key after a success: %d, want 401", rec.Code)
+		}
+	}
+	if rec := login(attacker, "wrong"); rec.Code != http.StatusTooManyRequests {
+		t.Errorf("after a full count again: %d, want 429", rec.Code)
+	}
+}

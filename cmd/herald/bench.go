@@ -48,7 +48,7 @@ func (m *Main) benchCommand() *cobra.Command {
 		},
 	}
 	cmd.PersistentFlags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run to this file")
-	cmd.AddCommand(m.benchQueueCommand(), m.benchPipelineCommand(), m.benchDelegationCommand(), m.benchCronCommand(), m.benchKanbanCommand(), m.benchStreamCommand(), m.benchPoolCommand(), m.benchMediaCommand(), m.benchMCPCommand(), m.benchApprovalsCommand(), m.benchDashboardCommand(), benchMCPServerCommand())
+	cmd.AddCommand(m.benchQueueCommand(), m.benchPipelineCommand(), m.benchDelegationCommand(), m.benchCronCommand(), m.benchKanbanCommand(), m.benchStreamCommand(), m.benchPoolCommand(), m.benchOutboxCommand(), m.benchMediaCommand(), m.benchMCPCommand(), m.benchApprovalsCommand(), m.benchDashboardCommand(), benchMCPServerCommand())
 	return cmd
 }
 

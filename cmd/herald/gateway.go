@@ -49,7 +49,7 @@ once.`,
 			}
 			log := redact.NewLogger(m.Stderr, level, redact.New(cfg.Secrets()))
 			gateway.LogRedisClient(log)
-			g, err := gateway.New(cfg, gateway.Options{Logger: log, Lookup: m.lookupEnv})
+			g, err := gateway.New(cfg, gateway.Options{Logger: log, Lookup: m.lookupEnv, Version: buildVersion().Version})
 			if err != nil {
 				return err
 			}

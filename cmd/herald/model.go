@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -82,15 +81,9 @@ a new key is a new ID.`,
 
 // reviveKey clears the marks of key id in each pool holding it.
 func (m *Main) reviveKey(ctx context.Context, pools []gateway.ModelPool, id string) error {
-	ps := make([]*llm.Pool, len(pools))
-	for i, p := range pools {
-		ps[i] = p.Pool
-	}
-	revived, err := llm.Revive(ctx, ps, id)
-	for _, p := range pools {
-		if slices.Contains(revived, p.Pool) {
-			fmt.Fprintf(m.Stdout, "revived key %s of %s\n", id, p.Model)
-		}
+	models, err := gateway.ReviveKey(ctx, pools, id)
+	for _, model := range models {
+		fmt.Fprintf(m.Stdout, "revived key %s of %s\n", id, model)
 	}
 	switch {
 	case errs.CodeOf(err) == errs.NotFound:

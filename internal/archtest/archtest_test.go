@@ -42,7 +42,7 @@ var domains = []string{
 	"sessions", "sessions/agent", "delegation", "cronjobs", "kanban",
 	"controllers", "outbox", "lease", "tools", "llm", "chat", "notes",
 	"delivery", "signals", "metrics", "approvals", "media", "mcp",
-	"capability",
+	"capability", "instances",
 }
 
 var backends = []string{"store/sqlite", "store/redis"}

@@ -137,6 +137,12 @@
 //	                                    that instant (PX); on an injected
 //	                                    clock it has no TTL, and a takeover
 //	                                    or Release replaces it (lease.go)
+//	Pinstances               hash      the roll of gateway processes
+//	                                    (package instances), a field an
+//	                                    instance id: "<expiry ms>|<last seen
+//	                                    ms>|<the encoded instance>" by the
+//	                                    store's clock; inst_list drops the
+//	                                    fields that ran out (instances.go)
 //
 // Per user:
 //

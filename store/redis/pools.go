@@ -24,7 +24,8 @@ import (
 //	                             llm.StickyTTL after it
 //
 // read whole with the conversation's key and the store's clock by
-// pool_read; a use, with the conversation's key, is one pool_use call, a
+// pool_read; a use, with the conversation's key, is one pool_use call,
+// the uses a pool counted since its last write one pool_count call, a
 // mark one pool_mark call (which only lengthens), a revival one HSET of
 // the three mark fields.
 type poolStore struct{ db *DB }
@@ -136,6 +137,26 @@ func (s poolStore) UseKey(ctx context.Context, pool, id, conv string) error {
 		return err
 	}
 	v, err := db.run(ctx, op, scriptPoolUse, db.poolKeys(pool, conv), id, db.nowArg(), stickyTTLArg)
+	if err != nil {
+		return err
+	}
+	return status(op, v)
+}
+
+func (s poolStore) CountUses(ctx context.Context, pool string, uses []llm.KeyUses) error {
+	const op = "redis.pools.CountUses"
+	db := s.db
+	if err := llm.CheckUses(op, pool, uses); err != nil {
+		return err
+	}
+	args := make([]any, 0, 2*len(uses))
+	for _, u := range uses {
+		if err := checkPoolKey(op, pool, u.ID); err != nil {
+			return err
+		}
+		args = append(args, u.ID, strconv.FormatInt(u.N, 10))
+	}
+	v, err := db.run(ctx, op, scriptPoolCount, []string{db.poolKey(pool)}, args...)
 	if err != nil {
 		return err
 	}

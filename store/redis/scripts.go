@@ -89,13 +89,17 @@ var (
 	scriptCtlDelete = newScript("ctl_delete")
 	scriptCtlRead   = newScript("ctl_read")
 
-	scriptPoolRead = newScript("pool_read")
-	scriptPoolUse  = newScript("pool_use")
-	scriptPoolMark = newScript("pool_mark")
+	scriptPoolRead  = newScript("pool_read")
+	scriptPoolUse   = newScript("pool_use")
+	scriptPoolCount = newScript("pool_count")
+	scriptPoolMark  = newScript("pool_mark")
 
 	scriptApprCreate = newScript("appr_create")
 	scriptApprDecide = newScript("appr_decide")
 	scriptApprRead   = newScript("appr_read")
+
+	scriptInstBeat = newScript("inst_beat")
+	scriptInstList = newScript("inst_list")
 )
 
 // helperFiles are put in this order at the head of the library: a helper
@@ -114,8 +118,9 @@ var scriptFiles = []string{
 	"once_claim", "once_renew", "once_done", "once_stale",
 	"kb_apply", "kb_read", "kb_events", "kb_sub_put", "kb_sub_read", "kb_lane_read",
 	"ctl_put", "ctl_delete", "ctl_read",
-	"pool_read", "pool_use", "pool_mark",
+	"pool_read", "pool_use", "pool_count", "pool_mark",
 	"appr_create", "appr_decide", "appr_read",
+	"inst_beat", "inst_list",
 }
 
 // script names one function of the library.

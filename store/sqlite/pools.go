@@ -35,6 +35,10 @@ const (
 	sqlPoolUse = `INSERT INTO pool_keys (pool, id, uses, last_use)
 		VALUES (?1, ?2, 1, (SELECT coalesce(max(last_use), 0) + 1 FROM pool_keys WHERE pool = ?1))
 		ON CONFLICT (pool, id) DO UPDATE SET uses = uses + 1, last_use = excluded.last_use`
+	// A count of ?3 uses moves the pool's use number on by as many.
+	sqlPoolCount = `INSERT INTO pool_keys (pool, id, uses, last_use)
+		VALUES (?1, ?2, ?3, (SELECT coalesce(max(last_use), 0) + ?3 FROM pool_keys WHERE pool = ?1))
+		ON CONFLICT (pool, id) DO UPDATE SET uses = uses + excluded.uses, last_use = excluded.last_use`
 	// A mark only lengthens: the later of the two coolings, the dead mark
 	// kept unless the new one sets it, the reason the new one's when it
 	// kills the key or cools a live one longer. (Every right-hand side
@@ -145,6 +149,25 @@ func (s poolStore) UseKey(ctx context.Context, pool, id, conv string) error {
 		if d.pruneDue() {
 			_, err := t.st.poolPrune.Exec(now-int64(llm.StickyTTL), pruneBatch)
 			return err
+		}
+		return nil
+	}))
+}
+
+func (s poolStore) CountUses(ctx context.Context, pool string, uses []llm.KeyUses) error {
+	const op = "sqlite.pools.CountUses"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return err
+	}
+	if err := llm.CheckUses(op, pool, uses); err != nil {
+		return err
+	}
+	return d.fail(op, d.w.do(ctx, op, bookkeeping, func(t *tx) error {
+		for _, u := range uses {
+			if _, err := t.st.poolCount.Exec(pool, u.ID, u.N); err != nil {
+				return err
+			}
 		}
 		return nil
 	}))

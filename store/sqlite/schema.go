@@ -465,7 +465,17 @@ CREATE TABLE approval_grants (
 	PRIMARY KEY (conv, session, pattern)
 ) WITHOUT ROWID;
 `,
-	// 25 → 26: when each conversation was last active (active_at, Unix
+	// 25 → 26: the roll of gateway processes (package instances), one row
+	// an instance, kept whole, encoded, with last_seen set; expires is
+	// Unix nanoseconds by the store's clock.
+	`
+CREATE TABLE instances (
+	id      TEXT PRIMARY KEY,
+	expires INTEGER NOT NULL,
+	body    BLOB NOT NULL
+) WITHOUT ROWID;
+`,
+	// 26 → 27: when each conversation was last active (active_at, Unix
 	// nanoseconds): its last append or commit, written by the statements
 	// those already run; 0 for a conversation not active since, which
 	// sessions.Conversations does not list until it is.

@@ -10,48 +10,48 @@ import (
 // statements are the write connection's prepared statements. Preparing
 // once at Open keeps SQL parsing off every operation.
 type statements struct {
-	begin, commit, rollback           *sql.Stmt
-	spOpen, spUndo, spDone            *sql.Stmt
-	all                               []*sql.Stmt
-	dedupeGet, dedupePut, dedupePrune *sql.Stmt
-	entryInsert, entryDelete          *sql.Stmt
-	entryAbsorb                       *sql.Stmt
-	convReady, convHeld               *sql.Stmt
-	claimPick, claimGrant, claimSkip  *sql.Stmt
-	appendGrant                       *sql.Stmt
-	nextPick, nextMark                *sql.Stmt
-	renew, leaseRelease               *sql.Stmt
-	finishRelease, finishKeep         *sql.Stmt
-	leaseHeld                         *sql.Stmt
-	historyInsert, historyClear       *sql.Stmt
-	historyDrop                       *sql.Stmt
-	metaSet, metaDelete               *sql.Stmt
-	outboxKeyGet, outboxKeyPut        *sql.Stmt
-	outboxKeyPrune                    *sql.Stmt
-	outboxInsert, outboxDue           *sql.Stmt
-	outboxInsertClaimed               *sql.Stmt
-	outboxClaim, outboxAck            *sql.Stmt
-	outboxRelease, outboxPostpone     *sql.Stmt
-	outboxDead, outboxRequeue         *sql.Stmt
-	outboxExists                      *sql.Stmt
-	outboxBlocker, outboxWait         *sql.Stmt
-	outboxHeld, outboxParts           *sql.Stmt
-	outboxStale, outboxEndClaims      *sql.Stmt
-	outboxForget, outboxBeat          *sql.Stmt
-	outboxRebeat                      *sql.Stmt
-	outboxWaiting, outboxAfter        *sql.Stmt
-	outboxPark, outboxUnpark          *sql.Stmt
-	timelineInsert, timelineCursor    *sql.Stmt
-	timelineTrim                      *sql.Stmt
-	signalInsert, signalPrune         *sql.Stmt
-	noteInsert, noteDelete            *sql.Stmt
-	expireLeases, expireClaims        *sql.Stmt
-	expireOwnership                   *sql.Stmt
-	kbCardInsert, kbCardUpdate        *sql.Stmt
-	kbCardVersion, kbRunPut, kbEvent  *sql.Stmt
-	ctlInsert, ctlUpdate              *sql.Stmt
-	usageAdd                          *sql.Stmt
-	poolUse, poolStick, poolPrune     *sql.Stmt
+	begin, commit, rollback                  *sql.Stmt
+	spOpen, spUndo, spDone                   *sql.Stmt
+	all                                      []*sql.Stmt
+	dedupeGet, dedupePut, dedupePrune        *sql.Stmt
+	entryInsert, entryDelete                 *sql.Stmt
+	entryAbsorb                              *sql.Stmt
+	convReady, convHeld                      *sql.Stmt
+	claimPick, claimGrant, claimSkip         *sql.Stmt
+	appendGrant                              *sql.Stmt
+	nextPick, nextMark                       *sql.Stmt
+	renew, leaseRelease                      *sql.Stmt
+	finishRelease, finishKeep                *sql.Stmt
+	leaseHeld                                *sql.Stmt
+	historyInsert, historyClear              *sql.Stmt
+	historyDrop                              *sql.Stmt
+	metaSet, metaDelete                      *sql.Stmt
+	outboxKeyGet, outboxKeyPut               *sql.Stmt
+	outboxKeyPrune                           *sql.Stmt
+	outboxInsert, outboxDue                  *sql.Stmt
+	outboxInsertClaimed                      *sql.Stmt
+	outboxClaim, outboxAck                   *sql.Stmt
+	outboxRelease, outboxPostpone            *sql.Stmt
+	outboxDead, outboxRequeue                *sql.Stmt
+	outboxExists                             *sql.Stmt
+	outboxBlocker, outboxWait                *sql.Stmt
+	outboxHeld, outboxParts                  *sql.Stmt
+	outboxStale, outboxEndClaims             *sql.Stmt
+	outboxForget, outboxBeat                 *sql.Stmt
+	outboxRebeat                             *sql.Stmt
+	outboxWaiting, outboxAfter               *sql.Stmt
+	outboxPark, outboxUnpark                 *sql.Stmt
+	timelineInsert, timelineCursor           *sql.Stmt
+	timelineTrim                             *sql.Stmt
+	signalInsert, signalPrune                *sql.Stmt
+	noteInsert, noteDelete                   *sql.Stmt
+	expireLeases, expireClaims               *sql.Stmt
+	expireOwnership                          *sql.Stmt
+	kbCardInsert, kbCardUpdate               *sql.Stmt
+	kbCardVersion, kbRunPut, kbEvent         *sql.Stmt
+	ctlInsert, ctlUpdate                     *sql.Stmt
+	usageAdd                                 *sql.Stmt
+	poolUse, poolCount, poolStick, poolPrune *sql.Stmt
 }
 
 func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error) {
@@ -146,6 +146,7 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 
 		// Every model request counts a use of the key it chose.
 		{&st.poolUse, sqlPoolUse},
+		{&st.poolCount, sqlPoolCount},
 		{&st.poolStick, sqlPoolStick},
 		{&st.poolPrune, sqlPoolPrune},
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
+	"github.com/heraldgw/herald/instances"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/kanban"
@@ -69,6 +70,7 @@ type memData struct {
 	files    map[string][]byte
 	appr     []*approvals.Approval // in the order of creation
 	grants   map[memGrantKey]approvals.Grant
+	insts    map[string]memInstance // by id
 }
 
 // memGrantKey is a grant's scope and pattern.
@@ -99,6 +101,7 @@ func newMemData() *memData {
 		cursors:  map[string]map[string]memReceiveCursor{},
 		files:    map[string][]byte{},
 		grants:   map[memGrantKey]approvals.Grant{},
+		insts:    map[string]memInstance{},
 	}
 }
 
@@ -186,6 +189,7 @@ func (s *memStore) Leases() lease.Store                   { return memLeases{s} 
 func (s *memStore) Cursors() adapters.Cursors             { return memCursors{s} }
 func (s *memStore) Files() media.Store                    { return memFiles{s} }
 func (s *memStore) Approvals() approvals.Store            { return memApprovals{s} }
+func (s *memStore) Instances() instances.Store            { return memInstances{s} }
 
 // The domains the memory store lacks (TestSuiteAgainstMemory's Lacks):
 // the suite never asks for them.
@@ -1409,6 +1413,58 @@ func (m memApprovals) Revoke(_ context.Context, pattern string) (bool, error) {
 	_, ok := m.s.data.grants[k]
 	delete(m.s.data.grants, k)
 	return ok, nil
+}
+
+// memInstance is an instance's record and when it runs out.
+type memInstance struct {
+	in      instances.Instance
+	expires time.Time
+}
+
+type memInstances struct{ s *memStore }
+
+func (m memInstances) Beat(_ context.Context, in instances.Instance, ttl time.Duration) error {
+	const op = "mem.Beat"
+	if err := instances.CheckBeat(op, in, ttl); err != nil {
+		return err
+	}
+	if err := m.s.lock(op); err != nil {
+		return err
+	}
+	defer m.s.data.mu.Unlock()
+	now := m.s.clk.Now()
+	in.LastSeen = now
+	m.s.data.insts[in.ID] = memInstance{in: in, expires: now.Add(ttl)}
+	return nil
+}
+
+func (m memInstances) Leave(_ context.Context, id string) error {
+	const op = "mem.Leave"
+	if err := instances.CheckID(op, id); err != nil {
+		return err
+	}
+	if err := m.s.lock(op); err != nil {
+		return err
+	}
+	defer m.s.data.mu.Unlock()
+	delete(m.s.data.insts, id)
+	return nil
+}
+
+func (m memInstances) Instances(context.Context) ([]instances.Instance, error) {
+	if err := m.s.lock("mem.Instances"); err != nil {
+		return nil, err
+	}
+	defer m.s.data.mu.Unlock()
+	now := m.s.clk.Now()
+	var out []instances.Instance
+	for _, r := range m.s.data.insts {
+		if now.Before(r.expires) {
+			out = append(out, r.in)
+		}
+	}
+	slices.SortFunc(out, func(a, b instances.Instance) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
 }
 
 type memConversations struct{ s *memStore }

@@ -25,6 +25,7 @@ func runPools(t *testing.T, b Backend) {
 	t.Run("two processes keep a conversation on one key", func(t *testing.T) { runPoolStickyShared(t, b) })
 	t.Run("one key with nowhere to go is tried again", func(t *testing.T) { runPoolOfOneKey(t, b) })
 	t.Run("durability", func(t *testing.T) { runPoolDurability(t, b) })
+	t.Run("a count of uses", func(t *testing.T) { runPoolCountUses(t, b) })
 	t.Run("invalid arguments", func(t *testing.T) { runPoolInvalid(t, b) })
 }
 
@@ -346,4 +347,34 @@ func runPoolInvalid(t *testing.T, b Backend) {
 	wantCode(t, "UseKey without a pool", f.pools().UseKey(f.ctx, "", "k", "x"), errs.Invalid)
 	wantCode(t, "MarkKey without an id", f.pools().MarkKey(f.ctx, "p", llm.KeyState{}), errs.Invalid)
 	wantCode(t, "ReviveKey without an id", f.pools().ReviveKey(f.ctx, "p", ""), errs.Invalid)
+	wantCode(t, "CountUses without a pool", f.pools().CountUses(f.ctx, "", []llm.KeyUses{{ID: "k", N: 1}}), errs.Invalid)
+	wantCode(t, "CountUses without an id", f.pools().CountUses(f.ctx, "p", []llm.KeyUses{{N: 1}}), errs.Invalid)
+	wantCode(t, "CountUses of no use", f.pools().CountUses(f.ctx, "p", []llm.KeyUses{{ID: "k", N: 0}}), errs.Invalid)
+	if got := f.keyStates("p"); len(got) != 0 {
+		t.Errorf("refused calls left %v", got)
+	}
+}
+
+// runPoolCountUses: the uses a pool counted come in one call, in order:
+// each key's count added, the pool's use number moved on by each count,
+// the last key of the call the pool's most recently used, beside the
+// uses counted one by one.
+func runPoolCountUses(t *testing.T, b Backend) {
+	f := newFixture(t, b, sessions.Limits{})
+	f.useKey("p", "k_a")
+	if err := f.pools().CountUses(f.ctx, "p", []llm.KeyUses{{ID: "k_b", N: 3}, {ID: "k_a", N: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	got := f.keyStates("p")
+	a, b2 := got["k_a"], got["k_b"]
+	if a.Uses != 3 || b2.Uses != 3 || a.LastUse != 6 || b2.LastUse != 4 {
+		t.Errorf("after one use of a and a count of b 3, a 2: a %+v, b %+v; want 3 uses each, last uses 6 and 4", a, b2)
+	}
+	f.useKey("p", "k_b")
+	if got := f.keyStates("p")["k_b"]; got.Uses != 4 || got.LastUse != 7 {
+		t.Errorf("b after one more use = %+v, want 4 uses, last use 7", got)
+	}
+	if err := f.pools().CountUses(f.ctx, "p", nil); err != nil {
+		t.Errorf("an empty count: %v", err)
+	}
 }

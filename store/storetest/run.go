@@ -52,4 +52,5 @@ func RunAll(t *testing.T, b Backend) {
 	group("Cursors", Cursors, runCursors)
 	group("Files", Files, runFiles)
 	group("Approvals", Approvals, runApprovals)
+	group("Instances", Instances, runInstances)
 }

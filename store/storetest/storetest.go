@@ -13,6 +13,7 @@ import (
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
+	"github.com/heraldgw/herald/instances"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/lease"
@@ -46,6 +47,7 @@ type Store interface {
 	Pools() llm.PoolStore
 	Files() media.Store
 	Approvals() approvals.Store
+	Instances() instances.Store
 	io.Closer
 }
 
@@ -65,6 +67,7 @@ const (
 	Pools       Domain = "Pools"
 	Files       Domain = "Files"
 	Approvals   Domain = "Approvals"
+	Instances   Domain = "Instances"
 )
 
 // Place is one isolated place to keep data: a SQLite file, or a

@@ -76,8 +76,8 @@ pages.kanban = function kanban(root) {
       if (!(e instanceof NotSignedIn)) columns.replaceChildren(failure(e));
     }
   };
-  // open shows a card in the drawer: what was said on it, its runs and
-  // the tail of its log.
+  // open shows a card in the drawer: what was said on it, its
+  // attachments, its runs and the tail of its log.
   const open = async id => {
     drawer.hidden = false;
     drawer.replaceChildren(h('p', { class: 'muted' }, 'Loading ' + id + '…'));
@@ -89,6 +89,9 @@ pages.kanban = function kanban(root) {
         ...(c.body ? [h('p', { class: 'text' }, c.body)] : []),
         h('h3', {}, 'Comments'),
         table([['At', m => when(m.at)], ['Author', m => m.author || '-'], ['Text', m => m.text, 'text']], c.comments || [], 'No comments.'),
+        h('h3', {}, 'Attachments'),
+        table([['Name', a => h('a', { href: '/api/v1/kanban/cards/' + encodeURIComponent(c.id) + '/attachments/' + encodeURIComponent(a.name), download: a.name }, a.name)],
+          ['Size', a => a.size + ' B'], ['Added', a => when(a.created_at)], ['By', a => a.created_by || '-']], c.attachments || [], 'No attachments.'),
         h('h3', {}, 'Runs'),
         table([['Run', r => r.id], ['Lane', r => r.lane || '-'], ['Started', r => when(r.started_at)], ['Ended', r => when(r.ended_at)],
           ['Outcome', r => r.outcome || '-'], ['Summary', r => r.error || r.summary || '-', 'text']], c.runs || [], 'No runs.'),

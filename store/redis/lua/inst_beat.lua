@@ -1,0 +1,11 @@
+-- inst_beat records a gateway process in the roll of instances, alive
+-- until ttl from now, last seen now.
+-- KEYS[1] the roll's hash
+-- ARGV[1] the instance id
+-- ARGV[2] the encoded instance
+-- ARGV[3] its ttl in ms
+-- ARGV[4] now in ms, or '' for the server's time
+-- Returns {now in ms}.
+local now = now_ms(ARGV[4])
+redis.call('HSET', KEYS[1], ARGV[1], int(now + tonumber(ARGV[3])) .. '|' .. int(now) .. '|' .. ARGV[2])
+return {now}
