@@ -509,7 +509,7 @@ func (g *Gateway) build() error {
 		MaxFileBytes: cfg.Attachments.MaxBytes,
 		Clock:        g.clock,
 		Logger:       log,
-		Routes:       append(a.routes, api.OutboxRoutes(g.db.Outbox()), api.ModelKeyRoutes(g.modelKeys, g.reviveKey), g.overview()),
+		Routes:       append(a.routes, api.OutboxRoutes(g.db.Outbox()), api.ModelKeyRoutes(g.modelKeys, g.reviveKey), g.overview(), g.conversations()),
 	}
 	g.api = api.New(apiOpts)
 	g.adapters = append([]adapters.Adapter{g.api}, g.opts.Adapters...)
@@ -574,6 +574,14 @@ func (g *Gateway) overview() api.Routes {
 		Approvals:   g.db.Approvals(),
 		Delegations: g.db.Delegations(),
 		Boards:      g.db.Kanban(),
+	})
+}
+
+// conversations are the routes of every conversation by its last
+// activity, with its history, controllers and tokens' cost.
+func (g *Gateway) conversations() api.Routes {
+	return api.ConversationRoutes(api.ConversationSources{
+		List: g.db.Conversations(), Controllers: g.db.Controllers(), Price: g.cfg.Model.Price,
 	})
 }
 

@@ -42,6 +42,8 @@ type Store interface {
 	Files() media.Store         // file bytes no platform can give again
 	Approvals() approvals.Store // what dangerous actions asked, and the grants left
 	Instances() instances.Store // the roll of gateway processes
+	// Conversations lists conversations by their last activity.
+	Conversations() sessions.Conversations
 	Close() error
 }
 

@@ -8,13 +8,18 @@ import (
 	"strings"
 )
 
-// UsageStatus is the /status line of a conversation's token totals, read
-// from its metadata meta, by model, with what they cost where price knows
-// the model (per million tokens, in dollars, as model.prices says); ""
-// when its turns have used none.
-func UsageStatus(meta map[string]string, price func(model string) (input, output float64, ok bool)) string {
-	type counts struct{ prompt, completion int }
-	byModel := map[string]*counts{}
+// TokenCounts are the tokens a conversation's turns used on one model.
+type TokenCounts struct{ Prompt, Completion int }
+
+// cost is what c costs at input and output dollars per million tokens.
+func (c TokenCounts) cost(input, output float64) float64 {
+	return (float64(c.Prompt)*input + float64(c.Completion)*output) / 1e6
+}
+
+// UsageByModel reads a conversation's token totals from its metadata
+// meta, by model ("" for turns that ran on none configured).
+func UsageByModel(meta map[string]string) map[string]TokenCounts {
+	byModel := map[string]TokenCounts{}
 	for k, v := range meta {
 		rest, ok := strings.CutPrefix(k, UsagePrefix)
 		if !ok {
@@ -26,17 +31,25 @@ func UsageStatus(meta map[string]string, price func(model string) (input, output
 			continue
 		}
 		c := byModel[model]
-		if c == nil {
-			c = &counts{}
-			byModel[model] = c
-		}
 		switch kind {
 		case "prompt_tokens":
-			c.prompt += n
+			c.Prompt += n
 		case "completion_tokens":
-			c.completion += n
+			c.Completion += n
+		default:
+			continue
 		}
+		byModel[model] = c
 	}
+	return byModel
+}
+
+// UsageStatus is the /status line of a conversation's token totals, read
+// from its metadata meta, by model, with what they cost where price knows
+// the model (per million tokens, in dollars, as model.prices says); ""
+// when its turns have used none.
+func UsageStatus(meta map[string]string, price func(model string) (input, output float64, ok bool)) string {
+	byModel := UsageByModel(meta)
 	if len(byModel) == 0 {
 		return ""
 	}
@@ -44,9 +57,9 @@ func UsageStatus(meta map[string]string, price func(model string) (input, output
 	total, priced := 0.0, false
 	for _, model := range slices.Sorted(maps.Keys(byModel)) {
 		c := byModel[model]
-		part := fmt.Sprintf("%s %d in, %d out", modelLabel(model), c.prompt, c.completion)
+		part := fmt.Sprintf("%s %d in, %d out", modelLabel(model), c.Prompt, c.Completion)
 		if input, output, ok := price(model); ok {
-			cost := (float64(c.prompt)*input + float64(c.completion)*output) / 1e6
+			cost := c.cost(input, output)
 			part += fmt.Sprintf(" ($%.4f)", cost)
 			total, priced = total+cost, true
 		}

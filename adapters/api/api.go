@@ -89,7 +89,7 @@ type Options struct {
 	FetchTimeout time.Duration
 	// Routes are the domains' routes the API serves beside its own,
 	// under its key: DelegationRoutes, CronRoutes, KanbanRoutes,
-	// ApprovalRoutes, OutboxRoutes, ModelKeyRoutes. A domain's paths not mounted answer
+	// ApprovalRoutes, OutboxRoutes, ModelKeyRoutes, ConversationRoutes. A domain's paths not mounted answer
 	// 404 like any unknown route.
 	Routes []Routes
 }

@@ -98,6 +98,19 @@
 //	                                    lease is live, in which case none is
 //	                                    ready.
 //
+//	Pactive                  zset      the activity index: every
+//	                                    conversation with its last
+//	                                    activity (ms), the time of its last
+//	                                    append (q_append) or commit
+//	                                    (q_finish), each written by the
+//	                                    script that makes it; member the
+//	                                    conversation tag. conv_list reads a
+//	                                    page of it newest first, with each
+//	                                    conversation's lane counts and
+//	                                    lease (HMGET of its state) and
+//	                                    metadata (HGETALL), in one call
+//	                                    (sessions.Conversations).
+//
 //	Psignals                 stream    the signals log every process tails:
 //	                                    fields c (conversation), k (kind), e
 //	                                    (entry id), t (text), m (message id
@@ -407,7 +420,8 @@
 // evicted key would leave them disagreeing.
 //
 // Cluster: a conversation's own keys share a slot, but Append, Claim,
-// Renew, Release and Finish also touch the shared ready index, Finish the
+// Renew, Release and Finish also touch the shared ready index (Append
+// and Finish the activity index too), Finish the
 // outbox and FinishAndClaim another conversation; the claim scripts build
 // the keys of the conversations they claim inside the script, as the
 // outbox scripts build theirs. These need a single Redis primary (with

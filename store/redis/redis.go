@@ -249,6 +249,7 @@ func convFromTag(tag string) string {
 
 func (db *DB) convKey(tag, suffix string) string { return db.prefix + "{" + tag + "}:" + suffix }
 func (db *DB) readyKey() string                  { return db.prefix + "ready" }
+func (db *DB) activeKey() string                 { return db.prefix + "active" }
 
 func str(v any) string {
 	switch x := v.(type) {

@@ -49,7 +49,8 @@ var (
 	scriptObParts   = newScript("ob_parts")
 	scriptObBeat    = newScript("ob_beat")
 
-	scriptQDepth = newScript("q_depth")
+	scriptQDepth   = newScript("q_depth")
+	scriptConvList = newScript("conv_list")
 
 	scriptDlgCreate      = newScript("dlg_create")
 	scriptDlgStart       = newScript("dlg_start")
@@ -110,7 +111,7 @@ var scriptFiles = []string{
 	"q_append", "q_claim", "q_next", "q_renew", "q_release", "q_finish", "q_history", "q_clear_history",
 	"tl_append", "sig_append", "note_add", "note_del",
 	"ob_enqueue", "ob_claim", "ob_ack", "ob_release", "ob_dead", "ob_requeue", "ob_list", "ob_parts", "ob_beat",
-	"q_depth",
+	"q_depth", "conv_list",
 	"dlg_create", "dlg_start", "dlg_claim", "dlg_renew", "dlg_end", "dlg_stop", "dlg_steer", "dlg_expired",
 	"dlg_cmp_claim", "dlg_cmp_ack", "dlg_cmp_retry", "dlg_read", "dlg_completions",
 	"cron_put", "cron_remove", "cron_read", "cron_run_put", "cron_runs",

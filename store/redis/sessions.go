@@ -49,6 +49,7 @@ func (s *sessionStore) appendEntry(ctx context.Context, op string, in sessions.I
 		s.db.convKey(tag, "q"+strconv.Itoa(lane)),
 		s.db.convKey(tag, "meta"),
 		s.db.convKey(tag, "hist"),
+		s.db.activeKey(),
 	}
 	if in.MessageID != "" {
 		keys = append(keys, s.db.convKey(tag, "dd:"+in.MessageID))
@@ -326,7 +327,7 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 	args = appendOps(args, ops)
 	base, known := s.db.hist.take(l.Conv, l.Token)
 	v, err := s.db.run(ctx, op, scriptQFinish,
-		[]string{s.db.convKey(tag, "state"), s.db.readyKey(), s.db.convKey(tag, "hist"), s.db.convKey(tag, "meta")},
+		[]string{s.db.convKey(tag, "state"), s.db.readyKey(), s.db.convKey(tag, "hist"), s.db.convKey(tag, "meta"), s.db.activeKey()},
 		args...)
 	if err == nil && len(v) > 0 && str(v[0]) == "OK" {
 		s.db.wroteHistory(op, l.Conv, base.dropped(f.DropHistory), known, f.History, hist)

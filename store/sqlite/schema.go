@@ -475,6 +475,14 @@ CREATE TABLE instances (
 	body    BLOB NOT NULL
 ) WITHOUT ROWID;
 `,
+	// 26 → 27: when each conversation was last active (active_at, Unix
+	// nanoseconds): its last append or commit, written by the statements
+	// those already run; 0 for a conversation not active since, which
+	// sessions.Conversations does not list until it is.
+	`
+ALTER TABLE conversations ADD COLUMN active_at INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX conversations_active ON conversations (active_at, conv) WHERE active_at > 0;
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

@@ -60,9 +60,11 @@ var (
 	// A conversation nobody holds and that was not ready becomes ready
 	// now. A held one keeps due = its lease expiry, so it is found again
 	// if its holder dies.
-	sqlConvReady = `INSERT INTO conversations (conv, due, due_seq) VALUES (?1, ?2, ` + nextSeq("?2") + `)
-		ON CONFLICT (conv) DO UPDATE SET due = excluded.due, due_seq = excluded.due_seq
-		WHERE due IS NULL`
+	// Either way the append is its activity (active_at).
+	sqlConvReady = `INSERT INTO conversations (conv, due, due_seq, active_at) VALUES (?1, ?2, ` + nextSeq("?2") + `, ?2)
+		ON CONFLICT (conv) DO UPDATE SET due = COALESCE(due, excluded.due),
+			due_seq = CASE WHEN due IS NULL THEN excluded.due_seq ELSE due_seq END,
+			active_at = excluded.active_at`
 
 	sqlReadyAny = `SELECT 1 FROM conversations WHERE due <= ?1 LIMIT 1`
 
@@ -82,9 +84,9 @@ var (
 	// yet and gets the first token. When the grant does not apply, no
 	// row comes back and nothing is written.
 	sqlAppendGrant = `INSERT INTO conversations
-			(conv, lease_worker, lease_token, lease_expires, due, due_seq, delivered, deliveries)
-		VALUES (?1, ?2, 1, ?3, ?3, ` + nextSeq("?3") + `, ?4, ?5)
-		ON CONFLICT (conv) DO UPDATE SET ` + sqlGrant + `
+			(conv, lease_worker, lease_token, lease_expires, due, due_seq, delivered, deliveries, active_at)
+		VALUES (?1, ?2, 1, ?3, ?3, ` + nextSeq("?3") + `, ?4, ?5, ?6)
+		ON CONFLICT (conv) DO UPDATE SET ` + sqlGrant + `, active_at = ?6
 		WHERE (lease_expires IS NULL OR lease_expires <= ?6)
 			AND NOT EXISTS (SELECT 1 FROM entries WHERE conv = ?1 AND id <> ?4)
 		RETURNING lease_token`
@@ -114,14 +116,15 @@ var (
 	// sqlEntriesLeft: the conversation ?1 has entries besides ?3, the one
 	// a finish acks. A released conversation with some is due again, and
 	// both finishes return it, for FinishAndClaim's ClaimIfLeft.
-	sqlEntriesLeft   = `EXISTS (SELECT 1 FROM entries WHERE conv = ?1 AND id <> ?3)`
-	sqlFinishRelease = `UPDATE conversations SET delivered = NULL, deliveries = 0,
+	sqlEntriesLeft = `EXISTS (SELECT 1 FROM entries WHERE conv = ?1 AND id <> ?3)`
+	// A commit is the conversation's activity (active_at).
+	sqlFinishRelease = `UPDATE conversations SET delivered = NULL, deliveries = 0, active_at = ?4,
 			lease_worker = '', lease_expires = NULL,
 			due = CASE WHEN ` + sqlEntriesLeft + ` THEN ?4 END,
 			due_seq = ` + nextSeq("?4") + `
 		WHERE conv = ?1 AND lease_token = ?2 AND lease_expires IS NOT NULL AND delivered = ?3
 		RETURNING due IS NOT NULL`
-	sqlFinishKeep = `UPDATE conversations SET delivered = NULL, deliveries = 0
+	sqlFinishKeep = `UPDATE conversations SET delivered = NULL, deliveries = 0, active_at = ?4
 		WHERE conv = ?1 AND lease_token = ?2 AND lease_expires IS NOT NULL AND delivered = ?3
 		RETURNING ` + sqlEntriesLeft
 
@@ -566,7 +569,7 @@ func finishIn(t *tx, d *DB, op string, l sessions.Lease, f sessions.Finish, p fi
 	case f.Release:
 		err = t.st.finishRelease.QueryRow(l.Conv, l.Token, p.entryID, now).Scan(&left)
 	default:
-		err = t.st.finishKeep.QueryRow(l.Conv, l.Token, p.entryID).Scan(&left)
+		err = t.st.finishKeep.QueryRow(l.Conv, l.Token, p.entryID, now).Scan(&left)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, notDelivered(t, op, l, f.EntryID)
@@ -750,6 +753,12 @@ func (d *DB) history(ctx context.Context, op, conv string) ([]chat.Message, erro
 	if err != nil {
 		return nil, d.fail(op, err)
 	}
+	return d.readMessages(op, rows)
+}
+
+// readMessages decodes the history messages rows hold, one encoded
+// message a row, and closes rows.
+func (d *DB) readMessages(op string, rows *sql.Rows) ([]chat.Message, error) {
 	defer rows.Close()
 	var out []chat.Message
 	for rows.Next() {

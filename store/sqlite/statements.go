@@ -187,6 +187,9 @@ type readStatements struct {
 	kbCardGet                    *sql.Stmt
 	kbParents, kbChildren        *sql.Stmt
 	ctlGet                       *sql.Stmt
+	convList, convListBefore     *sql.Stmt
+	convOne                      *sql.Stmt
+	historyTail, historyCount    *sql.Stmt
 }
 
 func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
@@ -214,6 +217,11 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
 		{&rs.kbParents, sqlKbParents},
 		{&rs.kbChildren, sqlKbChildren},
 		{&rs.ctlGet, sqlCtlGet},
+		{&rs.convList, sqlConvList},
+		{&rs.convListBefore, sqlConvListBefore},
+		{&rs.convOne, sqlConvOne},
+		{&rs.historyTail, sqlHistoryTail},
+		{&rs.historyCount, sqlHistoryCount},
 	}
 	for _, s := range list {
 		stmt, err := db.PrepareContext(ctx, s.query)

@@ -134,6 +134,8 @@ type memConv struct {
 	history  []chat.Message
 	meta     map[string]string
 	seen     map[string]memSeen
+	active   time.Time // the last append or commit
+	worker   string    // the lease's holder, while held
 }
 
 func (c *memConv) hasWork() bool {
@@ -177,16 +179,17 @@ type memStore struct {
 	closed bool
 }
 
-func (s *memStore) Sessions() sessions.Store    { return memSessions{s} }
-func (s *memStore) Signals() signals.Store      { return memSignals{s} }
-func (s *memStore) Timeline() sessions.Timeline { return memTimeline{s} }
-func (s *memStore) Notes() notes.Store          { return memNotes{s} }
-func (s *memStore) Outbox() outbox.Store        { return memOutbox{s} }
-func (s *memStore) Leases() lease.Store         { return memLeases{s} }
-func (s *memStore) Cursors() adapters.Cursors   { return memCursors{s} }
-func (s *memStore) Files() media.Store          { return memFiles{s} }
-func (s *memStore) Approvals() approvals.Store  { return memApprovals{s} }
-func (s *memStore) Instances() instances.Store  { return memInstances{s} }
+func (s *memStore) Sessions() sessions.Store              { return memSessions{s} }
+func (s *memStore) Signals() signals.Store                { return memSignals{s} }
+func (s *memStore) Timeline() sessions.Timeline           { return memTimeline{s} }
+func (s *memStore) Conversations() sessions.Conversations { return memConversations{s} }
+func (s *memStore) Notes() notes.Store                    { return memNotes{s} }
+func (s *memStore) Outbox() outbox.Store                  { return memOutbox{s} }
+func (s *memStore) Leases() lease.Store                   { return memLeases{s} }
+func (s *memStore) Cursors() adapters.Cursors             { return memCursors{s} }
+func (s *memStore) Files() media.Store                    { return memFiles{s} }
+func (s *memStore) Approvals() approvals.Store            { return memApprovals{s} }
+func (s *memStore) Instances() instances.Store            { return memInstances{s} }
 
 // The domains the memory store lacks (TestSuiteAgainstMemory's Lacks):
 // the suite never asks for them.
@@ -317,6 +320,7 @@ func (m memSessions) appendEntry(op string, in sessions.Inbound, worker string, 
 	m.s.data.seq++
 	e := &sessions.Entry{Inbound: in, ID: fmt.Sprintf("e%d", m.s.data.seq), EnqueuedAt: now}
 	c.lanes[in.Lane()] = append(c.lanes[in.Lane()], e)
+	c.active = now
 	if in.MessageID != "" {
 		c.seen[in.MessageID] = memSeen{id: e.ID, at: now}
 	}
@@ -387,7 +391,7 @@ func (m memSessions) claim(worker string, ttl time.Duration) *sessions.Turn {
 func (m memSessions) grant(conv, worker string, ttl time.Duration) *sessions.Turn {
 	c := m.s.data.convs[conv]
 	c.token++
-	c.held, c.ready, c.expires = true, false, m.s.clk.Now().Add(ttl)
+	c.held, c.ready, c.expires, c.worker = true, false, m.s.clk.Now().Add(ttl), worker
 	e := c.take()
 	e.Deliveries++
 	return &sessions.Turn{
@@ -588,6 +592,7 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 	}
 	c.lanes = lanes
 	c.inflight = nil
+	c.active = m.s.clk.Now()
 	c.history = append(slices.Clone(c.history[min(f.DropHistory, len(c.history)):]), f.History...)
 	now := m.s.clk.Now()
 	var handed []outbox.Claimed
@@ -1460,4 +1465,100 @@ func (m memInstances) Instances(context.Context) ([]instances.Instance, error) {
 	}
 	slices.SortFunc(out, func(a, b instances.Instance) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
+}
+
+type memConversations struct{ s *memStore }
+
+func (m memConversations) summary(conv string, c *memConv, now time.Time) sessions.ConvSummary {
+	sum := sessions.ConvSummary{Conv: conv, LastActive: c.active, Meta: maps.Clone(c.meta)}
+	for _, l := range c.lanes {
+		sum.Queued += len(l)
+	}
+	if c.inflight != nil {
+		sum.Queued++
+	}
+	if c.held && now.Before(c.expires) {
+		sum.Worker, sum.Expires = c.worker, c.expires
+	}
+	sum.Cursor = strconv.FormatInt(c.active.UnixNano(), 10) + ":" + conv
+	return sum
+}
+
+func (m memConversations) Conversations(ctx context.Context, q sessions.ConvQuery) ([]sessions.ConvSummary, error) {
+	const op = "mem.Conversations"
+	if err := q.Check(op); err != nil {
+		return nil, err
+	}
+	var before sessions.ConvSummary
+	if q.Before != "" {
+		n, conv, ok := strings.Cut(q.Before, ":")
+		at, err := strconv.ParseInt(n, 10, 64)
+		if !ok || err != nil || conv == "" {
+			return nil, errs.E(op, errs.Invalid, "%q is not a conversations cursor", q.Before)
+		}
+		before = sessions.ConvSummary{Conv: conv, LastActive: time.Unix(0, at)}
+	}
+	if err := m.s.lock(op); err != nil {
+		return nil, err
+	}
+	defer m.s.data.mu.Unlock()
+	now := m.s.clk.Now()
+	out := []sessions.ConvSummary{}
+	for conv, c := range m.s.data.convs {
+		if c.active.IsZero() {
+			continue
+		}
+		sum := m.summary(conv, c, now)
+		if q.Before == "" || memNewer(before, sum) {
+			out = append(out, sum)
+		}
+	}
+	slices.SortFunc(out, func(a, b sessions.ConvSummary) int {
+		if memNewer(a, b) {
+			return -1
+		}
+		return 1
+	})
+	return out[:min(q.Limit, len(out))], nil
+}
+
+// memNewer reports whether a comes before b in the list: active later,
+// or at the same time with the greater key.
+func memNewer(a, b sessions.ConvSummary) bool {
+	if !a.LastActive.Equal(b.LastActive) {
+		return a.LastActive.After(b.LastActive)
+	}
+	return a.Conv > b.Conv
+}
+
+func (m memConversations) Conversation(ctx context.Context, conv string) (sessions.ConvSummary, error) {
+	const op = "mem.Conversation"
+	if err := chat.ValidateConv(op, conv); err != nil {
+		return sessions.ConvSummary{}, err
+	}
+	if err := m.s.lock(op); err != nil {
+		return sessions.ConvSummary{}, err
+	}
+	defer m.s.data.mu.Unlock()
+	c := m.s.data.convs[conv]
+	if c == nil || c.active.IsZero() {
+		return sessions.ConvSummary{}, errs.E(op, errs.NotFound, "no conversation %q", conv)
+	}
+	return m.summary(conv, c, m.s.clk.Now()), nil
+}
+
+func (m memConversations) RecentHistory(ctx context.Context, conv string, n int) ([]chat.Message, int, error) {
+	const op = "mem.RecentHistory"
+	if err := sessions.CheckRecent(op, conv, n); err != nil {
+		return nil, 0, err
+	}
+	if err := m.s.lock(op); err != nil {
+		return nil, 0, err
+	}
+	defer m.s.data.mu.Unlock()
+	var h []chat.Message
+	if c := m.s.data.convs[conv]; c != nil {
+		h = c.history
+	}
+	return slices.Clone(h[max(0, len(h)-n):]), len(h), nil
 }

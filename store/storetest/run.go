@@ -33,6 +33,7 @@ func RunAll(t *testing.T, b Backend) {
 	group("History", Sessions, runHistory)
 	group("QueueDepth", Sessions, runQueueDepth)
 	group("Timeline", Sessions, runTimeline)
+	group("Conversations", Sessions, runConversations)
 	group("Signals", Sessions, runSignals)
 	group("Notes", Sessions, runNotes)
 	group("Outbox", Outbox, runOutbox)

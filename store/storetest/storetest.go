@@ -34,6 +34,7 @@ type Store interface {
 	Sessions() sessions.Store
 	Signals() signals.Store
 	Timeline() sessions.Timeline
+	Conversations() sessions.Conversations
 	Notes() notes.Store
 	Outbox() outbox.Store
 	Leases() lease.Store

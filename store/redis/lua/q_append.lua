@@ -8,7 +8,8 @@
 -- KEYS[3] the inbound's lane stream
 -- KEYS[4] conversation metadata hash
 -- KEYS[5] conversation history list
--- KEYS[6] dedupe key of the message id; absent when the inbound has none
+-- KEYS[6] the conversations' activity index (sorted set)
+-- KEYS[7] dedupe key of the message id; absent when the inbound has none
 -- ARGV[1] conversation tag
 -- ARGV[2] lane, 0..5
 -- ARGV[3] encoded inbound
@@ -40,8 +41,8 @@ local lanes = v[5] or ''
 local seq = int((tonumber(v[3]) or 0) + 1)
 local id = seq .. '-' .. lane
 
-if KEYS[6] then
-  local first = remember_once(KEYS[6], id, now, ARGV[5])
+if KEYS[7] then
+  local first = remember_once(KEYS[7], id, now, ARGV[5])
   if first then
     -- A redelivered update is also a chance to repair an index that lost
     -- the conversation.
@@ -55,6 +56,8 @@ end
 local was = small(v[4])
 local n = int(was + 1)
 local at = int(now)
+-- A new entry is the conversation's activity.
+redis.call('ZADD', KEYS[6], at, ARGV[1])
 local held = live(v[1], v[2], now)
 -- With no entry before this one (lanes counts the delivered-unacked entry
 -- too) and no live lease, the new entry is what a claim would take next.

@@ -7,6 +7,7 @@
 -- KEYS[2] ready sorted set
 -- KEYS[3] history list
 -- KEYS[4] metadata hash
+-- KEYS[5] the conversations' activity index (sorted set)
 -- ARGV[1] key prefix
 -- ARGV[2] conversation tag
 -- ARGV[3] lease token
@@ -160,12 +161,11 @@ if absorbed then
   end
 end
 
--- The time is needed only to enqueue outbox messages, to make the
--- conversation ready again or to claim, so it is read then, at most once.
+-- The time is read at most once: the commit is the conversation's
+-- activity.
 local window = ARGV[7]
-if o > 0 then
-  now = now or now_ms(ARGV[6])
-end
+now = now or now_ms(ARGV[6])
+redis.call('ZADD', KEYS[5], int(now), tag)
 
 -- The oldest messages go first, so that the history's length (hl, which
 -- the state keeps; see q_append) counts what is left and what is added.
@@ -230,7 +230,6 @@ if ARGV[5] == '1' then
   fields[#fields + 1] = ''
   redis.call('HSET', state, unpack(fields))
   if work then
-    now = now or now_ms(ARGV[6])
     redis.call('ZADD', ready, int(now), tag)
   else
     redis.call('ZREM', ready, tag)
@@ -248,7 +247,7 @@ if ARGV[8] == '' or (ARGV[hk + 2] == '1' and not work) then
   return {'OK', handed}
 end
 local ntag, token, exp, nid, data, enq, deliveries, hist =
-  claim_next(prefix, ready, ARGV[8], tonumber(ARGV[9]), now or now_ms(ARGV[6]))
+  claim_next(prefix, ready, ARGV[8], tonumber(ARGV[9]), now)
 if not ntag then
   return {'OK', handed}
 end
