@@ -136,10 +136,18 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 	if err := kanban.CheckChange(op, c); err != nil {
 		return nil, err
 	}
+	// A stamped change is stamped by the script with the server's TIME
+	// (or here, with the clock the store was given).
+	stamp := ""
+	if c.Stamp && db.clk != nil {
+		c = c.Stamped(db.clk.Now())
+	} else if c.Stamp {
+		stamp = "1"
+	}
 	if err := s.fillTimes(ctx, &c); err != nil {
 		return nil, err
 	}
-	args := []any{db.prefix, len(c.Cards)}
+	args := []any{db.prefix, stamp, len(c.Cards)}
 	for _, w := range c.Cards {
 		k := w.Card
 		body, err := encodeKbCard(op, k)
@@ -202,8 +210,16 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 	if len(v) == 2 && str(v[0]) == "INVALID" {
 		return nil, errs.E(op, errs.Invalid, "%s", str(v[1]))
 	}
-	if len(v) != 1+len(c.Events) || str(v[0]) != "OK" {
+	want := 1 + len(c.Events)
+	if stamp != "" {
+		want += 2 // the server's TIME the script stamped with
+	}
+	if len(v) != want || str(v[0]) != "OK" {
 		return nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
+	}
+	if stamp != "" {
+		now := time.Unix(num(v[want-2]), num(v[want-1])*int64(time.Microsecond)).UTC()
+		c.Events = c.Stamped(now).Events
 	}
 	events := make([]kanban.Event, len(c.Events))
 	for i, e := range c.Events {
@@ -214,9 +230,12 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 }
 
 // fillTimes gives the comments, attachments and events of c that have
-// no time the store's now.
+// no time the store's now: for a change the script stamps, StampBase.
 func (s kanbanStore) fillTimes(ctx context.Context, c *kanban.Change) error {
 	var now time.Time
+	if c.Stamp {
+		now = kanban.StampBase
+	}
 	stamp := func(t *time.Time) error {
 		if !t.IsZero() {
 			return nil

@@ -130,6 +130,18 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 	if err := kanban.CheckChange(op, c); err != nil {
 		return nil, err
 	}
+	if c.Stamp {
+		// The store's clock is the process's: read as the write is
+		// handed to the writer, before the encoding that carries it.
+		t, _ := d.now()
+		c = c.Stamped(t)
+	}
+	// A claim commits without waiting for the disk; the next durable
+	// commit carries it (see bookkeeping).
+	mode := durable
+	if c.Bookkeeping {
+		mode = bookkeeping
+	}
 	bodies := make([][]byte, len(c.Cards))
 	for i, w := range c.Cards {
 		b, err := encodeCard(op, w.Card)
@@ -139,7 +151,7 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 		bodies[i] = b
 	}
 	var events []kanban.Event
-	err := d.w.do(ctx, op, durable, func(t *tx) error {
+	err := d.w.do(ctx, op, mode, func(t *tx) error {
 		events = nil
 		nowT, now := d.now()
 		for i, w := range c.Cards {
