@@ -64,7 +64,7 @@ type KanbanOptions struct {
 	// the same disk beside this run (scripts/reference-kanban);
 	// DefaultKanbanReferencePerS when 0.
 	ReferencePerS float64
-	TempDir  string // where the SQLite files and the workspaces are made (and removed); the system's when empty
+	TempDir       string // where the SQLite files and the workspaces are made (and removed); the system's when empty
 }
 
 // KanbanResult is one run's figures. The JSON names are what
