@@ -2,7 +2,9 @@
 -- nothing when a card it read moved on: it checks everything first and
 -- writes only then.
 -- ARGV[1] key prefix
--- ARGV[2] '1': stamp the change with the server's TIME (kanban.Change.Stamp)
+-- ARGV[2] '1': stamp the change with the server's TIME (kanban.Change.Stamp):
+--   its encodings' instants are marked (kb_stamp), its runs' start ms
+--   are offsets
 -- ARGV[3 ..] sections, each its count then its items:
 --   cards: id, board, status, idempotency key, version read (0: new), encoding
 --   checks: id, version
@@ -90,7 +92,8 @@ local stamp = function(body) return body end
 if stamping then
   local t = redis.call('TIME')
   now_s, now_us = tonumber(t[1]), tonumber(t[2])
-  stamp = function(body) return kb_stamp(body, now_s, now_us) end
+  local cache = {}
+  stamp = function(body) return kb_stamp(body, now_s, now_us, cache) end
 end
 -- A run's score, its start in ms, is stamped as its start is.
 local function stamp_ms(ms)

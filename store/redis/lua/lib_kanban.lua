@@ -25,16 +25,6 @@ local function kb_card_reply(out, prefix, id)
   end
 end
 
--- The names of the members of a card, its claim and stop request, a
--- run, an event, a comment and an attachment that are instants.
-local KB_INSTANTS = {
-  created_at = true, updated_at = true, ready_at = true, completed_at = true, retry_at = true, scheduled_at = true,
-  expires = true, heartbeat = true, started = true, at = true, started_at = true, ended_at = true,
-}
-
--- The days before each month of 1970.
-local KB_MONTH_DAYS = {0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334}
-
 -- kb_civil is the year, month and day of days since 1970-01-01.
 local function kb_civil(days)
   days = days + 719468
@@ -52,28 +42,46 @@ local function kb_civil(days)
   return y, m, d
 end
 
--- kb_stamp is an encoding stamped at the server's TIME (now_s seconds,
--- now_us microseconds), as kanban.Change.Stamped stamps: each instant of
--- 1970 (a member named as an instant is) becomes that time plus its
--- offset from 1970-01-01T00:00:00Z (kanban.StampBase).
-local function kb_stamp(body, now_s, now_us)
-  return (string.gsub(body, '"([%a_]+)":"1970%-(%d%d)%-(%d%d)T(%d%d):(%d%d):(%d%d)(%.?%d*)Z"',
-    function(name, mo, d, h, mi, s, frac)
-      if not KB_INSTANTS[name] then
-        return nil
-      end
-      local ns = now_us * 1000
-      if frac ~= '' then
-        ns = ns + tonumber(string.sub(string.sub(frac, 2) .. '000000000', 1, 9))
-      end
-      local secs = now_s + (KB_MONTH_DAYS[tonumber(mo)] + tonumber(d) - 1) * 86400
-        + tonumber(h) * 3600 + tonumber(mi) * 60 + tonumber(s)
-      secs = secs + math.floor(ns / 1000000000)
-      ns = ns % 1000000000
-      local days = math.floor(secs / 86400)
-      local rest = secs - days * 86400
-      local y, m, dd = kb_civil(days)
-      return string.format('"%s":"%04d-%02d-%02dT%02d:%02d:%02d.%09dZ"', name, y, m, dd,
-        math.floor(rest / 3600), math.floor(rest % 3600 / 60), rest % 60, ns)
-    end))
+-- kb_instant is the RFC 3339 text of the server's TIME (now_s seconds,
+-- now_us microseconds) plus an offset of off_s seconds and off_ns
+-- nanoseconds.
+local function kb_instant(now_s, now_us, off_s, off_ns)
+  local ns = now_us * 1000 + off_ns
+  local secs = now_s + off_s + math.floor(ns / 1000000000)
+  ns = ns % 1000000000
+  local days = math.floor(secs / 86400)
+  local rest = secs - days * 86400
+  local y, m, d = kb_civil(days)
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%09dZ', y, m, d,
+    math.floor(rest / 3600), math.floor(rest % 3600 / 60), rest % 60, ns)
+end
+
+-- kb_stamp is an encoding stamped at the server's TIME, as
+-- kanban.Change.Stamped stamps: the store's Go side marked each instant
+-- to stamp \1<seconds>.<nanoseconds>\1, its offset from
+-- kanban.StampBase (the byte is one JSON never
+-- carries bare), and each mark becomes the TIME plus its offset. cache
+-- keeps the texts made, by offset, for the call's other encodings.
+local function kb_stamp(body, now_s, now_us, cache)
+  local from = string.find(body, '\1', 1, true)
+  if not from then
+    return body
+  end
+  local parts, at = {}, 1
+  while from do
+    local to = string.find(body, '\1', from + 1, true)
+    local mark = string.sub(body, from + 1, to - 1)
+    local text = cache[mark]
+    if not text then
+      local dot = string.find(mark, '.', 1, true)
+      text = kb_instant(now_s, now_us, tonumber(string.sub(mark, 1, dot - 1)), tonumber(string.sub(mark, dot + 1)))
+      cache[mark] = text
+    end
+    parts[#parts + 1] = string.sub(body, at, from - 1)
+    parts[#parts + 1] = text
+    at = to + 1
+    from = string.find(body, '\1', at, true)
+  end
+  parts[#parts + 1] = string.sub(body, at)
+  return table.concat(parts)
 end
