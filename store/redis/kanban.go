@@ -219,13 +219,16 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 	if len(v) != want || str(v[0]) != "OK" {
 		return nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
 	}
+	var now time.Time // the server's TIME the script stamped with
 	if stamp != "" {
-		now := time.Unix(num(v[want-2]), num(v[want-1])*int64(time.Microsecond)).UTC()
-		c.Events = c.Stamped(now).Events
+		now = time.Unix(num(v[want-2]), num(v[want-1])*int64(time.Microsecond)).UTC()
 	}
 	events := make([]kanban.Event, len(c.Events))
 	for i, e := range c.Events {
 		e.Cursor = str(v[1+i])
+		if stamp != "" {
+			e.At = kanban.StampTime(e.At, now)
+		}
 		events[i] = e
 	}
 	return events, nil
