@@ -124,7 +124,7 @@ func reviewing(k Card) bool { return k.Claim != nil && k.Claim.Review }
 // in-process worker). Errors: NotFound, LeaseLost.
 func (s *Service) Spawned(ctx context.Context, id string, token int64, host string, pid int, procStart string) (Card, error) {
 	const op = "kanban.Spawned"
-	return s.apply(ctx, op, func(now time.Time) (change, error) {
+	return s.applyStamped(ctx, op, func(now time.Time) (change, error) {
 		k, err := s.held(ctx, op, id, token)
 		if err != nil {
 			return change{}, err

@@ -470,9 +470,6 @@ func (r *startRecord) counts() (started, double int) {
 // trips herald's service makes, each of the simplest kind that does the
 // same writes (rawCycle, rawDispatch).
 type kanbanRaw interface {
-	// now reads the store's time: Redis's TIME; nothing on SQLite,
-	// whose clock is the process's.
-	now(ctx context.Context) error
 	// read reads card's version and encoding.
 	read(ctx context.Context, card string) error
 	// write applies step to card in one atomic write: a claim (rawClaim)
@@ -487,8 +484,7 @@ type kanbanRaw interface {
 type rawKanbanStep int
 
 const (
-	rawNow      rawKanbanStep = iota // not a write: a read of the time
-	rawRead                          // not a write: a read of the card
+	rawRead     rawKanbanStep = iota // not a write: a read of the card
 	rawCreate                        // a new ready card and its event
 	rawClaim                         // to running, with a new run and its event
 	rawSpawned                       // the running card rewritten, with an event
@@ -516,10 +512,10 @@ func (s rawKanbanStep) from() (string, int64) {
 // applies; Claim reads the card and applies; Complete reads the card and
 // applies (the store stamps each write with its clock inside it). A
 // dispatched card: the claim, then the record of its worker's start (the
-// time, the card, the write).
+// card, the write).
 var (
 	rawCycle    = []rawKanbanStep{rawCreate, rawRead, rawClaim, rawRead, rawComplete}
-	rawDispatch = []rawKanbanStep{rawRead, rawClaim, rawNow, rawRead, rawSpawned}
+	rawDispatch = []rawKanbanStep{rawRead, rawClaim, rawRead, rawSpawned}
 )
 
 // rawSteps makes steps' round trips on card, one after another.
@@ -527,8 +523,6 @@ func rawSteps(ctx context.Context, raw kanbanRaw, card string, steps []rawKanban
 	for _, s := range steps {
 		var err error
 		switch s {
-		case rawNow:
-			err = raw.now(ctx)
 		case rawRead:
 			err = raw.read(ctx, card)
 		default:
@@ -629,8 +623,6 @@ type sqliteKanbanRaw struct {
 // as herald's store reads with.
 const kanbanRawReaders = 4
 
-func (r *sqliteKanbanRaw) now(context.Context) error { return nil }
-
 func (r *sqliteKanbanRaw) read(ctx context.Context, card string) error {
 	var version int64
 	var body []byte
@@ -707,8 +699,6 @@ type redisKanbanRaw struct {
 	prefix string
 	bodies rawBodies
 }
-
-func (r *redisKanbanRaw) now(ctx context.Context) error { return r.c.Time(ctx).Err() }
 
 func (r *redisKanbanRaw) read(ctx context.Context, card string) error {
 	return r.c.HMGet(ctx, r.prefix+"c:"+card, "v", "j").Err()
