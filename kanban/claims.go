@@ -46,9 +46,13 @@ func (s *Service) Claim(ctx context.Context, id string, spec ClaimSpec) (Card, e
 	if err != nil {
 		return Card{}, err
 	}
-	now, err := s.Store.Now(ctx)
-	if err != nil {
-		return Card{}, err
+	// The store stamps the claim's times inside its write; only a card
+	// held back until a time needs the clock read to decide.
+	now, stamp := StampBase, k.RetryAt.IsZero()
+	if !stamp {
+		if now, err = s.Store.Now(ctx); err != nil {
+			return Card{}, err
+		}
 	}
 	switch {
 	case k.Status != want:
@@ -63,7 +67,7 @@ func (s *Service) Claim(ctx context.Context, id string, spec ClaimSpec) (Card, e
 	}
 	if !done && !spec.Review {
 		nk, ev := move(k, StatusTodo, now, Event{Kind: EventMoved, Text: "a parent is not done"})
-		if _, err := s.Store.Apply(ctx, Change{Cards: []CardWrite{{Card: nk, From: from}}, Check: checks, Events: []Event{ev}}); err != nil && !errs.Is(err, errs.Conflict) {
+		if _, err := s.Store.Apply(ctx, Change{Cards: []CardWrite{{Card: nk, From: from}}, Check: checks, Events: []Event{ev}, Stamp: stamp}); err != nil && !errs.Is(err, errs.Conflict) {
 			return Card{}, err
 		}
 		return Card{}, errs.E(op, errs.Invalid, "%s has parents that are not done; it is back in todo", k.ID)
@@ -80,11 +84,17 @@ func (s *Service) Claim(ctx context.Context, id string, spec ClaimSpec) (Card, e
 	if spec.Review {
 		ev.Data = map[string]any{"review": true}
 	}
-	_, err = s.Store.Apply(ctx, Change{Cards: []CardWrite{{Card: k, From: from}}, Check: checks, Runs: []Run{r}, Events: []Event{ev}})
+	// A claim is bookkeeping: the complete or release that ends it is
+	// durable, and makes it durable too.
+	c := Change{Cards: []CardWrite{{Card: k, From: from}}, Check: checks, Runs: []Run{r}, Events: []Event{ev}, Stamp: stamp, Bookkeeping: true}
+	evs, err := s.Store.Apply(ctx, c)
 	if err != nil {
 		return Card{}, err
 	}
 	k.Version = from + 1
+	if stamp {
+		return s.stamped(ctx, k, c, evs)
+	}
 	return k, nil
 }
 
@@ -114,7 +124,7 @@ func reviewing(k Card) bool { return k.Claim != nil && k.Claim.Review }
 // in-process worker). Errors: NotFound, LeaseLost.
 func (s *Service) Spawned(ctx context.Context, id string, token int64, host string, pid int, procStart string) (Card, error) {
 	const op = "kanban.Spawned"
-	return s.apply(ctx, op, func(now time.Time) (change, error) {
+	return s.applyStamped(ctx, op, func(now time.Time) (change, error) {
 		k, err := s.held(ctx, op, id, token)
 		if err != nil {
 			return change{}, err
@@ -202,8 +212,11 @@ func (s *Service) Complete(ctx context.Context, id string, token int64, res Resu
 	if err != nil {
 		return Card{}, err
 	}
-	return s.apply(ctx, op, func(now time.Time) (change, error) {
-		k, err := s.held(ctx, op, id, token)
+	// The first decision is on the card read above; after a conflict,
+	// on the card read again.
+	read := &k
+	return s.applyStamped(ctx, op, func(now time.Time) (change, error) {
+		k, err := s.reread(ctx, op, id, token, &read)
 		if err != nil {
 			return change{}, err
 		}
@@ -252,6 +265,16 @@ func (s *Service) Complete(ctx context.Context, id string, token int64, res Resu
 		c.card = k
 		return c, nil
 	})
+}
+
+// reread is the card *first when it is set, which it then clears, else
+// the card held by token read again.
+func (s *Service) reread(ctx context.Context, op, id string, token int64, first **Card) (Card, error) {
+	if k := *first; k != nil {
+		*first = nil
+		return *k, nil
+	}
+	return s.held(ctx, op, id, token)
 }
 
 // checkRun is how a card's completion check went.

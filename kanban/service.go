@@ -86,16 +86,32 @@ type change struct {
 // apply runs decide until its change applies without a conflict, and
 // returns the card decide named, as written.
 func (s *Service) apply(ctx context.Context, op string, decide func(now time.Time) (change, error)) (Card, error) {
+	return s.applyAt(ctx, op, false, decide)
+}
+
+// applyStamped is apply with the store stamping the change with its
+// clock inside the write (Change.Stamp): decide sees StampBase, and no
+// call reads the clock first.
+func (s *Service) applyStamped(ctx context.Context, op string, decide func(now time.Time) (change, error)) (Card, error) {
+	return s.applyAt(ctx, op, true, decide)
+}
+
+func (s *Service) applyAt(ctx context.Context, op string, stamp bool, decide func(now time.Time) (change, error)) (Card, error) {
 	for range maxAttempts {
-		now, err := s.Store.Now(ctx)
-		if err != nil {
-			return Card{}, err
+		now := StampBase
+		if !stamp {
+			var err error
+			if now, err = s.Store.Now(ctx); err != nil {
+				return Card{}, err
+			}
 		}
 		c, err := decide(now)
 		if err != nil {
 			return Card{}, err
 		}
-		if _, err := s.Store.Apply(ctx, c.Change); errs.Is(err, errs.Conflict) {
+		c.Stamp = stamp
+		evs, err := s.Store.Apply(ctx, c.Change)
+		if errs.Is(err, errs.Conflict) {
 			continue
 		} else if err != nil {
 			return Card{}, err
@@ -106,9 +122,26 @@ func (s *Service) apply(ctx context.Context, op string, decide func(now time.Tim
 				c.card.Version = w.From + 1
 			}
 		}
+		if stamp {
+			return s.stamped(ctx, c.card, c.Change, evs)
+		}
 		return c.card, nil
 	}
 	return Card{}, errs.E(op, errs.Conflict, "the board kept changing under this change; try again")
+}
+
+// stamped is k, decided for the stamped change sent, with the instants
+// the store wrote: the stamp its events returned (got) carry, else the
+// store's clock now.
+func (s *Service) stamped(ctx context.Context, k Card, sent Change, got []Event) (Card, error) {
+	now, ok := stampOf(sent, got)
+	if !ok {
+		var err error
+		if now, err = s.Store.Now(ctx); err != nil {
+			return Card{}, err
+		}
+	}
+	return StampCard(k, now), nil
 }
 
 // Create makes a card, or returns the one its idempotency key names
@@ -159,11 +192,9 @@ func (s *Service) Create(ctx context.Context, spec CreateSpec) (k Card, created 
 				return Card{}, false, err
 			}
 		}
-		now, err := s.Store.Now(ctx)
-		if err != nil {
-			return Card{}, false, err
-		}
-		c := Change{}
+		// The store stamps the card's times inside its write.
+		now := StampBase
+		c := Change{Stamp: true}
 		allDone := true
 		for _, pid := range dedupe(spec.Parents) {
 			p, err := s.Store.Card(ctx, pid)
@@ -194,7 +225,7 @@ func (s *Service) Create(ctx context.Context, spec CreateSpec) (k Card, created 
 		}
 		c.Cards = []CardWrite{{Card: k}}
 		c.Events = []Event{{Board: k.Board, Card: k.ID, Kind: EventCreated, To: k.Status, Actor: spec.CreatedBy, Text: k.Title, At: now}}
-		_, err = s.Store.Apply(ctx, c)
+		evs, err := s.Store.Apply(ctx, c)
 		if errs.Is(err, errs.Conflict) {
 			continue // a parent moved on, or another made the key's card first
 		}
@@ -202,6 +233,9 @@ func (s *Service) Create(ctx context.Context, spec CreateSpec) (k Card, created 
 			return Card{}, false, err
 		}
 		s.readied(c)
+		if k, err = s.stamped(ctx, k, c, evs); err != nil {
+			return Card{}, false, err
+		}
 		k.Version = 1
 		for _, l := range c.Link {
 			k.Parents = append(k.Parents, l.Parent)

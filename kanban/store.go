@@ -30,7 +30,9 @@ type Store interface {
 	// version it was read at (0 for a new card, whose id and idempotency
 	// key must be new), c.Check unchanged, the links, comments,
 	// attachments, runs and events (each event given its cursor, in
-	// order). Errors: Conflict (a card moved on, a new card's id or key
+	// order), stamped with the store's clock inside the write when
+	// c.Stamp says so, and returns the events as written. Errors:
+	// Conflict (a card moved on, a new card's id or key
 	// exists, a card has an attachment of a new one's name: read again
 	// and decide again; nothing was written), Invalid (as CheckChange
 	// says, and an attachment of a card that is not there or is
@@ -87,6 +89,18 @@ type Change struct {
 	Attachments []Attachment
 	Runs        []Run // new or updated, by id
 	Events      []Event
+	// Stamp has the store stamp the change with its clock, read inside
+	// the write: every instant of it in 1970 is written as the store's
+	// now plus its offset from StampBase (see Change.Stamped). The
+	// service then decides with no call of its own to the clock.
+	Stamp bool
+	// Bookkeeping says the change only takes a claim: a store may commit
+	// it without waiting for it to reach the disk, the next durable
+	// write (the claim's complete, its release) making it durable with
+	// everything before it. A power cut that loses the claim also ended
+	// the worker that held it, on the store's machine; the card is ready
+	// again, as it was.
+	Bookkeeping bool
 }
 
 // CardWrite is a card to write over the version it was read at.

@@ -1,8 +1,10 @@
 package redis
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -136,17 +138,25 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 	if err := kanban.CheckChange(op, c); err != nil {
 		return nil, err
 	}
+	// A stamped change is stamped by the script with the server's TIME
+	// (or here, with the clock the store was given).
+	stamp := ""
+	if c.Stamp && db.clk != nil {
+		c = c.Stamped(db.clk.Now())
+	} else if c.Stamp {
+		stamp = "1"
+	}
 	if err := s.fillTimes(ctx, &c); err != nil {
 		return nil, err
 	}
-	args := []any{db.prefix, len(c.Cards)}
+	args := []any{db.prefix, stamp, len(c.Cards)}
 	for _, w := range c.Cards {
 		k := w.Card
 		body, err := encodeKbCard(op, k)
 		if err != nil {
 			return nil, err
 		}
-		args = append(args, k.ID, k.Board, string(k.Status), k.IdempotencyKey, w.From, body)
+		args = append(args, k.ID, k.Board, string(k.Status), k.IdempotencyKey, w.From, marked(stamp, body))
 	}
 	args = append(args, len(c.Check))
 	for _, v := range c.Check {
@@ -164,7 +174,7 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 		if err != nil {
 			return nil, errs.Wrap(op, errs.Invalid, err)
 		}
-		args = append(args, cm.Card, b)
+		args = append(args, cm.Card, marked(stamp, b))
 	}
 	args = append(args, len(c.Attachments))
 	for _, a := range c.Attachments {
@@ -173,7 +183,7 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 		if err != nil {
 			return nil, errs.Wrap(op, errs.Invalid, err)
 		}
-		args = append(args, a.Card, a.Name, b)
+		args = append(args, a.Card, a.Name, marked(stamp, b))
 	}
 	args = append(args, len(c.Runs))
 	for _, r := range c.Runs {
@@ -181,7 +191,7 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 		if err != nil {
 			return nil, errs.Wrap(op, errs.Invalid, err)
 		}
-		args = append(args, r.ID, r.Card, r.Started.UnixMilli(), b)
+		args = append(args, r.ID, r.Card, r.Started.UnixMilli(), marked(stamp, b))
 	}
 	args = append(args, len(c.Events))
 	for _, e := range c.Events {
@@ -190,7 +200,7 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 		if err != nil {
 			return nil, errs.Wrap(op, errs.Invalid, err)
 		}
-		args = append(args, e.Board, e.Card, b)
+		args = append(args, e.Board, e.Card, marked(stamp, b))
 	}
 	v, err := db.run(ctx, op, scriptKbApply, nil, args...)
 	if err != nil {
@@ -202,21 +212,35 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 	if len(v) == 2 && str(v[0]) == "INVALID" {
 		return nil, errs.E(op, errs.Invalid, "%s", str(v[1]))
 	}
-	if len(v) != 1+len(c.Events) || str(v[0]) != "OK" {
+	want := 1 + len(c.Events)
+	if stamp != "" {
+		want += 2 // the server's TIME the script stamped with
+	}
+	if len(v) != want || str(v[0]) != "OK" {
 		return nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
+	}
+	var now time.Time // the server's TIME the script stamped with
+	if stamp != "" {
+		now = time.Unix(num(v[want-2]), num(v[want-1])*int64(time.Microsecond)).UTC()
 	}
 	events := make([]kanban.Event, len(c.Events))
 	for i, e := range c.Events {
 		e.Cursor = str(v[1+i])
+		if stamp != "" {
+			e.At = kanban.StampTime(e.At, now)
+		}
 		events[i] = e
 	}
 	return events, nil
 }
 
 // fillTimes gives the comments, attachments and events of c that have
-// no time the store's now.
+// no time the store's now: for a change the script stamps, StampBase.
 func (s kanbanStore) fillTimes(ctx context.Context, c *kanban.Change) error {
 	var now time.Time
+	if c.Stamp {
+		now = kanban.StampBase
+	}
 	stamp := func(t *time.Time) error {
 		if !t.IsZero() {
 			return nil
@@ -247,6 +271,50 @@ func (s kanbanStore) fillTimes(ctx context.Context, c *kanban.Change) error {
 		}
 	}
 	return nil
+}
+
+// kbInstants are the names of the members of a card, its claim and stop
+// request, a run, an event, a comment and an attachment that are
+// instants.
+var kbInstants = map[string]bool{
+	"created_at": true, "updated_at": true, "ready_at": true, "completed_at": true, "retry_at": true, "scheduled_at": true,
+	"expires": true, "heartbeat": true, "started": true, "at": true, "started_at": true, "ended_at": true,
+}
+
+// marked is body, an encoding of a change kb_apply stamps (stamp "1"),
+// with each instant to stamp (one of 1970, kanban.StampBase's year)
+// marked as kb_stamp finds it: its text replaced by
+// \x01<seconds>.<nanoseconds>\x01, its offset from StampBase. JSON
+// never carries the byte bare, so the script finds the marks with a
+// plain search and writes the server's time in their place.
+func marked(stamp string, body []byte) []byte {
+	if stamp == "" || !bytes.Contains(body, []byte(`":"1970-`)) {
+		return body
+	}
+	var out []byte
+	rest := body
+	for {
+		i := bytes.Index(rest, []byte(`":"1970-`))
+		if i < 0 {
+			return append(out, rest...)
+		}
+		name := rest[bytes.LastIndexByte(rest[:i], '"')+1 : i]
+		end := bytes.IndexByte(rest[i+3:], '"')
+		if end < 0 {
+			return append(out, rest...)
+		}
+		value := rest[i+3 : i+3+end]
+		t, err := time.Parse(time.RFC3339Nano, string(value))
+		if !kbInstants[string(name)] || err != nil {
+			out = append(out, rest[:i+3+end]...)
+			rest = rest[i+3+end:]
+			continue
+		}
+		off := t.Sub(kanban.StampBase)
+		out = append(out, rest[:i+3]...)
+		out = fmt.Appendf(out, "\x01%d.%09d\x01", off/time.Second, off%time.Second)
+		rest = rest[i+3+end:]
+	}
 }
 
 // encodeKbCard encodes k as stored: without its links and version.

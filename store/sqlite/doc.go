@@ -21,7 +21,8 @@
 //
 // Lease and claim bookkeeping (Claim, ClaimMany, Next, Renew, Release,
 // outbox Claim and Postpone, ownership leases, a child's Claim and Renew,
-// ClaimCompletions) and signals commit with
+// ClaimCompletions, a kanban card's claim: Change.Bookkeeping) and
+// signals commit with
 // synchronous=NORMAL: a power cut may lose such a commit, never corrupt
 // the file, and what it loses is harmless — see commitMode. Everything a person sent or is owed (entries,
 // acks, replies, history, metadata, dead letters, the timeline, notes)

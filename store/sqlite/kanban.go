@@ -35,9 +35,14 @@ const (
 	sqlKbCardUpdate = `UPDATE kanban_cards SET board = ?2, status = ?3, priority = ?4, created_at = ?5, idem_key = ?6,
 		version = ?7, card = ?8 WHERE id = ?1 AND version = ?9`
 	sqlKbCardVersion = `SELECT version FROM kanban_cards WHERE id = ?1`
-	sqlKbCardGet     = `SELECT version, card FROM kanban_cards WHERE id = ?1`
-	sqlKbCardByKey   = `SELECT version, card FROM kanban_cards WHERE board = ?1 AND idem_key = ?2 AND idem_key != ''`
-	sqlKbCardsOrder  = ` ORDER BY priority DESC, created_at, id`
+	// A card read by its id is one statement, so one read transaction:
+	// its row and its links, as JSON arrays.
+	sqlKbCardGet = `SELECT version, card,
+		(SELECT json_group_array(parent) FROM (SELECT parent FROM kanban_links WHERE child = ?1 ORDER BY parent)),
+		(SELECT json_group_array(child) FROM (SELECT child FROM kanban_links WHERE parent = ?1 ORDER BY child))
+		FROM kanban_cards WHERE id = ?1`
+	sqlKbCardByKey  = `SELECT version, card FROM kanban_cards WHERE board = ?1 AND idem_key = ?2 AND idem_key != ''`
+	sqlKbCardsOrder = ` ORDER BY priority DESC, created_at, id`
 
 	sqlKbLink     = `INSERT OR IGNORE INTO kanban_links (parent, child) VALUES (?1, ?2)`
 	sqlKbUnlink   = `DELETE FROM kanban_links WHERE parent = ?1 AND child = ?2`
@@ -130,6 +135,18 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 	if err := kanban.CheckChange(op, c); err != nil {
 		return nil, err
 	}
+	if c.Stamp {
+		// The store's clock is the process's: read as the write is
+		// handed to the writer, before the encoding that carries it.
+		t, _ := d.now()
+		c = c.Stamped(t)
+	}
+	// A claim commits without waiting for the disk; the next durable
+	// commit carries it (see bookkeeping).
+	mode := durable
+	if c.Bookkeeping {
+		mode = bookkeeping
+	}
 	bodies := make([][]byte, len(c.Cards))
 	for i, w := range c.Cards {
 		b, err := encodeCard(op, w.Card)
@@ -139,7 +156,7 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 		bodies[i] = b
 	}
 	var events []kanban.Event
-	err := d.w.do(ctx, op, durable, func(t *tx) error {
+	err := d.w.do(ctx, op, mode, func(t *tx) error {
 		events = nil
 		nowT, now := d.now()
 		for i, w := range c.Cards {
@@ -263,18 +280,47 @@ func attachable(t *tx, op string, a kanban.Attachment) error {
 
 func (s kanbanStore) Card(ctx context.Context, id string) (kanban.Card, error) {
 	const op = "sqlite.kanban.Card"
-	return s.oneCard(ctx, op, "no card "+id, s.d.reads.kbCardGet, sqlKbCardGet, id)
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return kanban.Card{}, err
+	}
+	var k kanban.Card
+	var version int64
+	var body, parents, children []byte
+	err := d.reads.kbCardGet.QueryRowContext(ctx, id).Scan(&version, &body, &parents, &children)
+	if errors.Is(err, sql.ErrNoRows) {
+		return k, errs.E(op, errs.NotFound, "no card %s", id)
+	}
+	if err != nil {
+		return k, d.fail(op, err)
+	}
+	if err := json.Unmarshal(body, &k); err != nil {
+		return k, errs.Wrap(op, errs.Internal, err)
+	}
+	k.Version = version
+	if k.Parents, err = linkIDs(parents); err == nil {
+		k.Children, err = linkIDs(children)
+	}
+	if err != nil {
+		return k, errs.Wrap(op, errs.Internal, err)
+	}
+	return k, nil
+}
+
+// linkIDs decodes a JSON array of card ids: nil for none.
+func linkIDs(b []byte) ([]string, error) {
+	if string(b) == "[]" {
+		return nil, nil
+	}
+	var ids []string
+	return ids, json.Unmarshal(b, &ids)
 }
 
 func (s kanbanStore) CardByKey(ctx context.Context, board, key string) (kanban.Card, error) {
 	const op = "sqlite.kanban.CardByKey"
-	return s.oneCard(ctx, op, "no card of board "+board+" with key "+key, nil, sqlKbCardByKey, board, key)
-}
-
-func (s kanbanStore) oneCard(ctx context.Context, op, missing string, stmt *sql.Stmt, query string, args ...any) (kanban.Card, error) {
-	cards, err := s.cards(ctx, op, stmt, query, args...)
+	cards, err := s.cards(ctx, op, sqlKbCardByKey, board, key)
 	if err == nil && len(cards) == 0 {
-		err = errs.E(op, errs.NotFound, "%s", missing)
+		err = errs.E(op, errs.NotFound, "no card of board %s with key %s", board, key)
 	}
 	if err != nil {
 		return kanban.Card{}, err
@@ -293,18 +339,18 @@ func (s kanbanStore) Cards(ctx context.Context, q kanban.Query) ([]kanban.Card, 
 	for _, st := range statuses {
 		args = append(args, string(st))
 	}
-	all, err := s.cards(ctx, op, nil, query+sqlKbCardsOrder, args...)
+	all, err := s.cards(ctx, op, query+sqlKbCardsOrder, args...)
 	if err != nil {
 		return nil, err
 	}
 	return q.Trim(all), nil
 }
 
-// cards reads the cards query (or, when set, its prepared stmt)
-// selects, and their links, as they stood at one instant (one read
-// transaction). A card's own reads and writes are prepared once: parsing
-// them was a third of a card's cost in herald's CPU.
-func (s kanbanStore) cards(ctx context.Context, op string, stmt *sql.Stmt, query string, args ...any) ([]kanban.Card, error) {
+// cards reads the cards query selects, and their links, as they stood
+// at one instant (one read transaction). A card's own reads and writes
+// are prepared once: parsing them was a third of a card's cost in
+// herald's CPU.
+func (s kanbanStore) cards(ctx context.Context, op string, query string, args ...any) ([]kanban.Card, error) {
 	d := s.d
 	if err := d.check(ctx, op); err != nil {
 		return nil, err
@@ -314,12 +360,7 @@ func (s kanbanStore) cards(ctx context.Context, op string, stmt *sql.Stmt, query
 		return nil, d.fail(op, err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	var rows *sql.Rows
-	if stmt != nil {
-		rows, err = tx.StmtContext(ctx, stmt).QueryContext(ctx, args...)
-	} else {
-		rows, err = tx.QueryContext(ctx, query, args...)
-	}
+	rows, err := tx.QueryContext(ctx, query, args...)
 	cards, err := scanRows(scanCard)(rows, err)
 	if err != nil {
 		return nil, d.fail(op, err)

@@ -29,6 +29,7 @@ func runKanban(t *testing.T, b Backend) {
 	t.Run("invalid changes", func(t *testing.T) { runKbInvalid(t, b) })
 	t.Run("one winner of concurrent claims", func(t *testing.T) { runKbRace(t, b) })
 	t.Run("durability", func(t *testing.T) { runKbDurability(t, b) })
+	t.Run("a stamped change takes the store's clock", func(t *testing.T) { runKbStamp(t, b) })
 }
 
 func (f *fixture) kb() kanban.Store { return f.st.Kanban() }
@@ -601,4 +602,79 @@ func runKbDurability(t *testing.T, b Backend) {
 			t.Errorf("events after reopening = %+v, want only the new one", after)
 		}
 	})
+}
+
+// runKbStamp: a stamped change's instants of 1970 are written as the
+// store's clock at the write plus their offset from StampBase, in the
+// card, its claim, its run, its event and its comment, and Apply
+// returns the events so stamped; its other instants are kept. A claim
+// written as bookkeeping reads back as any change does, and the
+// durable change after it keeps it.
+func runKbStamp(t *testing.T, b Backend) {
+	f := newFixture(t, b, sessions.Limits{})
+	base := kanban.StampBase
+	f.clk.Advance(90 * time.Second)
+	created := f.clk.Now()
+	k := newCard("t_00000001", "ops", 0, 0)
+	k.CreatedAt, k.UpdatedAt, k.ReadyAt = base, base, base
+	k.ScheduledAt = t0.Add(time.Hour)
+	evs := f.apply(kanban.Change{Stamp: true, Cards: []kanban.CardWrite{{Card: k}},
+		Events: []kanban.Event{{Board: "ops", Card: k.ID, Kind: kanban.EventCreated, To: k.Status, At: base}}})
+	if len(evs) != 1 || !evs[0].At.Equal(created) {
+		t.Errorf("the stamped create's events = %+v, want one at %v", evs, created)
+	}
+	got := f.card(k.ID)
+	if !got.CreatedAt.Equal(created) || !got.UpdatedAt.Equal(created) || !got.ReadyAt.Equal(created) || !got.ScheduledAt.Equal(t0.Add(time.Hour)) {
+		t.Errorf("stamped card = created %v, updated %v, ready %v, scheduled %v; want %v thrice, then %v",
+			got.CreatedAt, got.UpdatedAt, got.ReadyAt, got.ScheduledAt, created, t0.Add(time.Hour))
+	}
+
+	f.clk.Advance(time.Second)
+	claimed := f.clk.Now()
+	k = got
+	k.Status, k.UpdatedAt = kanban.StatusRunning, base
+	k.Claim = &kanban.Claim{Owner: "gw-a", Token: 2, Expires: base.Add(15 * time.Minute), Run: "run_1", Lane: "herald", Heartbeat: base, Started: base}
+	run := kanban.Run{ID: "run_1", Card: k.ID, Board: "ops", Lane: "herald", Owner: "gw-a", Started: base}
+	evs = f.apply(kanban.Change{Stamp: true, Bookkeeping: true, Cards: []kanban.CardWrite{{Card: k, From: 1}}, Runs: []kanban.Run{run},
+		Events: []kanban.Event{{Board: "ops", Card: k.ID, Kind: kanban.EventClaimed, From: kanban.StatusReady, To: kanban.StatusRunning, Run: "run_1", At: base}}})
+	if len(evs) != 1 || !evs[0].At.Equal(claimed) {
+		t.Errorf("the stamped claim's events = %+v, want one at %v", evs, claimed)
+	}
+	got = f.card(k.ID)
+	if got.Version != 2 || got.Claim == nil || !got.Claim.Expires.Equal(claimed.Add(15*time.Minute)) ||
+		!got.Claim.Started.Equal(claimed) || !got.Claim.Heartbeat.Equal(claimed) || !got.UpdatedAt.Equal(claimed) || !got.CreatedAt.Equal(created) {
+		t.Errorf("claimed card = %+v (claim %+v), want version 2, claimed at %v for 15 minutes, created at %v", got, got.Claim, claimed, created)
+	}
+	if rs, err := f.kb().Runs(f.ctx, k.ID); err != nil || len(rs) != 1 || !rs[0].Started.Equal(claimed) {
+		t.Errorf("Runs = %+v, %v; want run_1 started at %v", rs, err, claimed)
+	}
+
+	f.clk.Advance(time.Second)
+	done := f.clk.Now()
+	k = got
+	k.Status, k.Claim, k.UpdatedAt, k.CompletedAt = kanban.StatusDone, nil, base, base
+	run.Started, run.Ended, run.Outcome = claimed, base, kanban.OutcomeCompleted
+	f.apply(kanban.Change{Stamp: true, Cards: []kanban.CardWrite{{Card: k, From: 2}}, Runs: []kanban.Run{run},
+		Comments: []kanban.Comment{{ID: "cm_1", Card: k.ID, Text: "done", At: base}},
+		Events:   []kanban.Event{{Board: "ops", Card: k.ID, Kind: kanban.EventCompleted, To: kanban.StatusDone, Run: "run_1", At: base}}})
+	got = f.card(k.ID)
+	if got.Version != 3 || !got.CompletedAt.Equal(done) {
+		t.Errorf("completed card = version %d, completed at %v; want 3, %v", got.Version, got.CompletedAt, done)
+	}
+	if rs, err := f.kb().Runs(f.ctx, k.ID); err != nil || len(rs) != 1 || !rs[0].Started.Equal(claimed) || !rs[0].Ended.Equal(done) {
+		t.Errorf("Runs = %+v, %v; want run_1 from %v to %v", rs, err, claimed, done)
+	}
+	if cs, err := f.kb().Comments(f.ctx, k.ID); err != nil || len(cs) != 1 || !cs[0].At.Equal(done) {
+		t.Errorf("Comments = %+v, %v; want one at %v", cs, err, done)
+	}
+	want := []time.Time{created, claimed, done}
+	all := f.events(kanban.EventQuery{Board: "ops", Card: k.ID})
+	if len(all) != len(want) {
+		t.Fatalf("events = %+v, want 3", all)
+	}
+	for i, e := range all {
+		if !e.At.Equal(want[i]) {
+			t.Errorf("event %d (%s) at %v, want %v", i, e.Kind, e.At, want[i])
+		}
+	}
 }

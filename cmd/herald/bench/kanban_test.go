@@ -33,7 +33,7 @@ func TestKanban(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
 			opt := tt.opt(t)
-			opt.Cycles, opt.Clients, opt.Cards = 20, []int{1, 4, 32}, 20
+			opt.Cycles, opt.Clients, opt.Cards, opt.ReferencePerS = 20, []int{1, 4, 32}, 20, 100
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			res, err := Kanban(ctx, opt)
@@ -43,7 +43,9 @@ func TestKanban(t *testing.T) {
 			if res.Store != opt.Store || len(res.Cycles) != 3 || res.Dispatch == nil {
 				t.Fatalf("store %q, %d cycle phases, dispatch %v; want %q, 3 and one", res.Store, len(res.Cycles), res.Dispatch, opt.Store)
 			}
-			targets := []float64{TargetKanbanSequentialPerS, 0, TargetKanbanConcurrentPerS}
+			// Twice the reference at 1 client on SQLite, five times on
+			// Redis; ten times at 32.
+			targets := map[string][]float64{"sqlite": {200, 0, 1000}, "redis": {500, 0, 1000}}[opt.Store]
 			for i, c := range res.Cycles {
 				if c.Clients != opt.Clients[i] || c.Cycles != 20 || c.Done != 20 || c.TargetPerS != targets[i] {
 					t.Errorf("phase %d: clients %d, cycles %d, done %d, target %g; want %d, 20, 20, %g",
@@ -77,6 +79,7 @@ func TestKanbanRejectsBadOptions(t *testing.T) {
 		{desc: "unknown store", opt: KanbanOptions{Store: "mysql"}},
 		{desc: "negative cycles", opt: KanbanOptions{Store: "sqlite", Cycles: -1}},
 		{desc: "no clients", opt: KanbanOptions{Store: "sqlite", Clients: []int{1, 0}}},
+		{desc: "negative reference", opt: KanbanOptions{Store: "sqlite", ReferencePerS: -1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {

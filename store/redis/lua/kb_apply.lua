@@ -2,7 +2,10 @@
 -- nothing when a card it read moved on: it checks everything first and
 -- writes only then.
 -- ARGV[1] key prefix
--- ARGV[2 ..] sections, each its count then its items:
+-- ARGV[2] '1': stamp the change with the server's TIME (kanban.Change.Stamp):
+--   its encodings' instants are marked (kb_stamp), its runs' start ms
+--   are offsets
+-- ARGV[3 ..] sections, each its count then its items:
 --   cards: id, board, status, idempotency key, version read (0: new), encoding
 --   checks: id, version
 --   links, unlinks: parent, child
@@ -10,11 +13,13 @@
 --   attachments: card, name, encoding
 --   runs: id, card, start ms, encoding
 --   events: board, card, encoding
--- Returns {'OK', the events' cursors…}, {'CONFLICT', why} or
+-- Returns {'OK', the events' cursors…} (stamped: then the TIME's seconds
+-- and microseconds), {'CONFLICT', why} or
 -- {'INVALID', why} (an attachment of a card that is not there, or is
 -- archived, as the change leaves it).
 local prefix = ARGV[1]
-local at = 2
+local stamping = ARGV[2] == '1'
+local at = 3
 
 local function section(width)
   local n = small(ARGV[at])
@@ -81,12 +86,30 @@ for i = 0, nattachments - 1 do
   end
 end
 
+-- Write, stamped first when asked (kb_stamp).
+local now_s, now_us
+local stamp = function(body) return body end
+if stamping then
+  local t = redis.call('TIME')
+  now_s, now_us = tonumber(t[1]), tonumber(t[2])
+  local cache = {}
+  stamp = function(body) return kb_stamp(body, now_s, now_us, cache) end
+end
+-- A run's score, its start in ms, is stamped as its start is.
+local function stamp_ms(ms)
+  local n = tonumber(ms)
+  if stamping and n >= 0 and n < 31536000000 then
+    return string.format('%d', now_s * 1000 + math.floor(now_us / 1000) + n)
+  end
+  return ms
+end
+
 -- Write.
 for i = 0, ncards - 1 do
   local a = cards + i * 6
   local id, board, status, key, from = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
   local v = old[i]
-  redis.call('HSET', kb_key(prefix, 'c:' .. id), 'v', int(tonumber(from) + 1), 'j', ARGV[a + 5], 'b', board, 's', status, 'k', key)
+  redis.call('HSET', kb_key(prefix, 'c:' .. id), 'v', int(tonumber(from) + 1), 'j', stamp(ARGV[a + 5]), 'b', board, 's', status, 'k', key)
   if v[1] then
     redis.call('SREM', kb_key(prefix, 'st:' .. v[2] .. ':' .. v[3]), id)
     if v[4] ~= '' and v[4] ~= key then
@@ -110,26 +133,30 @@ for i = 0, nunlinks - 1 do
 end
 for i = 0, ncomments - 1 do
   local a = comments + i * 2
-  redis.call('RPUSH', kb_key(prefix, 'cm:' .. ARGV[a]), ARGV[a + 1])
+  redis.call('RPUSH', kb_key(prefix, 'cm:' .. ARGV[a]), stamp(ARGV[a + 1]))
 end
 for i = 0, nattachments - 1 do
   local a = attachments + i * 3
-  redis.call('HSET', kb_key(prefix, 'att:' .. ARGV[a]), ARGV[a + 1], ARGV[a + 2])
+  redis.call('HSET', kb_key(prefix, 'att:' .. ARGV[a]), ARGV[a + 1], stamp(ARGV[a + 2]))
 end
 for i = 0, nruns - 1 do
   local a = runs + i * 4
-  redis.call('SET', kb_key(prefix, 'r:' .. ARGV[a]), ARGV[a + 3])
-  redis.call('ZADD', kb_key(prefix, 'runs:' .. ARGV[a + 1]), ARGV[a + 2], ARGV[a])
+  redis.call('SET', kb_key(prefix, 'r:' .. ARGV[a]), stamp(ARGV[a + 3]))
+  redis.call('ZADD', kb_key(prefix, 'runs:' .. ARGV[a + 1]), stamp_ms(ARGV[a + 2]), ARGV[a])
 end
 local out = {'OK'}
 for i = 0, nevents - 1 do
   local a = events + i * 3
   -- The stream ids are the cursors: the server makes them, never going
   -- back (an event's own time is in its encoding).
-  local sid = redis.call('XADD', kb_key(prefix, 'ev:' .. ARGV[a]), '*', 'e', ARGV[a + 2])
+  local sid = redis.call('XADD', kb_key(prefix, 'ev:' .. ARGV[a]), '*', 'e', stamp(ARGV[a + 2]))
   if ARGV[a + 1] ~= '' then
     redis.call('RPUSH', kb_key(prefix, 'evc:' .. ARGV[a + 1]), sid)
   end
   out[#out + 1] = sid
+end
+if stamping then
+  out[#out + 1] = now_s
+  out[#out + 1] = now_us
 end
 return out

@@ -24,3 +24,64 @@ local function kb_card_reply(out, prefix, id)
     end
   end
 end
+
+-- kb_civil is the year, month and day of days since 1970-01-01.
+local function kb_civil(days)
+  days = days + 719468
+  local era = math.floor(days / 146097)
+  local doe = days - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m = mp < 10 and mp + 3 or mp - 9
+  local y = yoe + era * 400
+  if m <= 2 then
+    y = y + 1
+  end
+  return y, m, d
+end
+
+-- kb_instant is the RFC 3339 text of the server's TIME (now_s seconds,
+-- now_us microseconds) plus an offset of off_s seconds and off_ns
+-- nanoseconds.
+local function kb_instant(now_s, now_us, off_s, off_ns)
+  local ns = now_us * 1000 + off_ns
+  local secs = now_s + off_s + math.floor(ns / 1000000000)
+  ns = ns % 1000000000
+  local days = math.floor(secs / 86400)
+  local rest = secs - days * 86400
+  local y, m, d = kb_civil(days)
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%09dZ', y, m, d,
+    math.floor(rest / 3600), math.floor(rest % 3600 / 60), rest % 60, ns)
+end
+
+-- kb_stamp is an encoding stamped at the server's TIME, as
+-- kanban.Change.Stamped stamps: the store's Go side marked each instant
+-- to stamp \1<seconds>.<nanoseconds>\1, its offset from
+-- kanban.StampBase (the byte is one JSON never
+-- carries bare), and each mark becomes the TIME plus its offset. cache
+-- keeps the texts made, by offset, for the call's other encodings.
+local function kb_stamp(body, now_s, now_us, cache)
+  local from = string.find(body, '\1', 1, true)
+  if not from then
+    return body
+  end
+  local parts, at = {}, 1
+  while from do
+    local to = string.find(body, '\1', from + 1, true)
+    local mark = string.sub(body, from + 1, to - 1)
+    local text = cache[mark]
+    if not text then
+      local dot = string.find(mark, '.', 1, true)
+      text = kb_instant(now_s, now_us, tonumber(string.sub(mark, 1, dot - 1)), tonumber(string.sub(mark, dot + 1)))
+      cache[mark] = text
+    end
+    parts[#parts + 1] = string.sub(body, at, from - 1)
+    parts[#parts + 1] = text
+    at = to + 1
+    from = string.find(body, '\1', at, true)
+  end
+  parts[#parts + 1] = string.sub(body, at)
+  return table.concat(parts)
+end
