@@ -194,27 +194,25 @@ func TestGoalSurvivesARestart(t *testing.T) {
 	})
 }
 
-// A conversation found with no goal is not read again after each of its
-// turns for a while; a goal set meanwhile elsewhere is judged after its
-// turns once that while has passed, and at once when set here.
-func TestGoallessConversationsAreNotReadEachTurn(t *testing.T) {
+// A turn's claim says whether its conversation has a controller's
+// state: a conversation with none has no goal read after its turns, and
+// a goal set meanwhile elsewhere (this runner not told) is judged after
+// the very next turn, whose claim finds it.
+func TestGoalSetElsewhereIsJudgedAfterTheNextTurn(t *testing.T) {
 	eachPlace(t, func(t *testing.T, open place) {
 		clk := clock.NewFake(t0)
 		h := newHarness(t, open, clk, harnessOpts{})
 		h.say("hello")
 		h.waitTurns(1)
+		if n := h.judge.count(); n != 0 {
+			t.Fatalf("judge calls with no goal = %d, want 0", n)
+		}
 		// Set as another instance would: this runner is not told.
 		if _, err := (&controllers.Goals{Store: h.db.Controllers()}).Set(h.ctx, hconv, controllers.GoalSpec{Objective: "elsewhere"}); err != nil {
 			t.Fatal(err)
 		}
 		h.say("still there?")
 		h.waitTurns(2)
-		if n := h.judge.count(); n != 0 {
-			t.Fatalf("judge calls within the no-goal while = %d, want 0", n)
-		}
-		clk.Advance(controllers.DefaultNoGoalFor)
-		h.say("and now?")
-		h.waitTurns(3)
 		testkit.Eventually(t, "the judge after the turn", func() bool { return h.judge.count() == 1 })
 	})
 }

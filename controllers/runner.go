@@ -195,7 +195,7 @@ func (r *Runner) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnO
 			out.Outbox = r.tell(out.Outbox, conv, origin, tell)
 		}
 	}
-	if s, tell, ok := r.judged(ctx, conv, tick, reply); ok {
+	if s, tell, ok := r.judged(ctx, conv, tick, in.Controls, reply); ok {
 		out.Writes = append(out.Writes, Put{State: s})
 		out.Outbox = r.tell(out.Outbox, conv, origin, tell)
 	}
@@ -412,13 +412,16 @@ func (r *Runner) Forget(conv string) {
 // judged is the goal's state after a turn, and what to tell the chat;
 // ok is false when the goal is not to change (none, not active, waiting
 // on what has not ended). tick is the turn's controller's state when the
-// turn was a controller's tick.
-func (r *Runner) judged(ctx context.Context, conv string, tick *State, reply string) (State, string, bool) {
+// turn was a controller's tick; controls is what the turn's claim found
+// of the conversation's controllers' states: none means no goal to read,
+// some that the goal is read whatever this runner remembers, unknown
+// that it is read unless the conversation was found without one lately.
+func (r *Runner) judged(ctx context.Context, conv string, tick *State, controls sessions.Controls, reply string) (State, string, bool) {
 	st := State{}
 	if tick != nil && tick.Kind == KindGoal {
 		st = *tick
 	} else {
-		if r.knownGoalless(conv) {
+		if controls == sessions.ControlsNone || controls == sessions.ControlsUnknown && r.knownGoalless(conv) {
 			return State{}, "", false
 		}
 		var err error

@@ -27,6 +27,11 @@ type TurnInput struct {
 	// Messages still in the channel when Run returns were not seen by the
 	// model; the caller queues them as the next turn.
 	Steer <-chan string
+	// Controls is what the turn's claim found of the conversation's
+	// session controllers' states (Turn.Uncontrolled): none, so the
+	// controllers' runner reads none after it; some; or, when the claim
+	// did not look, unknown.
+	Controls Controls
 	// Workspace, when set, is the directory the turn's workspace tools
 	// work in, in place of the configured one (a sub-agent's worktree).
 	Workspace string
@@ -45,6 +50,16 @@ type TurnInput struct {
 	// must return quickly.
 	Delta func(text string)
 }
+
+// Controls is what a turn's claim found of its conversation's session
+// controllers' states (package controllers).
+type Controls int8
+
+const (
+	ControlsUnknown Controls = iota // the claim did not look
+	ControlsNone                    // the conversation has none
+	ControlsSome                    // it has at least one
+)
 
 // Progress is one step of a running turn, as shown to the chat.
 type Progress struct {

@@ -170,6 +170,11 @@ type Turn struct {
 	// leaves HistoryRead false, and the worker reads it itself.
 	History     []chat.Message
 	HistoryRead bool
+	// Uncontrolled is set when the claim found, with the history, that
+	// the conversation has no session controller's state (a goal, a
+	// loop, a heartbeat; package controllers): its turn's controllers
+	// read none. A backend that did not look leaves it unset.
+	Uncontrolled bool
 }
 
 // Finish is what a turn commits in one atomic step.

@@ -54,6 +54,7 @@ type activeTurn struct {
 	// history came with the claim when historyRead is set.
 	history     []chat.Message
 	historyRead bool
+	controls    Controls // what the claim found of the controllers' states
 	// settled is set once the runner returned: the turn only commits
 	// now, and /stop or /status no longer see it running.
 	settled atomic.Bool
@@ -137,6 +138,17 @@ func (w *TurnWorker) runOne(t *Turn) *activeTurn {
 	return at
 }
 
+// controlsOf is what t's claim found of its controllers' states.
+func controlsOf(t *Turn) Controls {
+	switch {
+	case !t.HistoryRead:
+		return ControlsUnknown
+	case t.Uncontrolled:
+		return ControlsNone
+	}
+	return ControlsSome
+}
+
 // begin registers the turn, so signals reach it, and starts its timers.
 func (w *TurnWorker) begin(t *Turn) *activeTurn {
 	at := &activeTurn{
@@ -145,6 +157,7 @@ func (w *TurnWorker) begin(t *Turn) *activeTurn {
 		entry:       t.Entry,
 		history:     t.History,
 		historyRead: t.HistoryRead,
+		controls:    controlsOf(t),
 		claimedAt:   t.Lease.Expires.Add(-w.ttl),
 		started:     w.clock.Now(),
 		control:     t.Entry.Meta[MetaControl] != "",
@@ -395,7 +408,7 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	// Where the stored history may start is known before the runner, which
 	// may change its copy, has it.
 	starts := w.historyStarts(history)
-	in := TurnInput{Conv: conv, Entry: e, History: history, Origin: origin, Steer: at.steer}
+	in := TurnInput{Conv: conv, Entry: e, History: history, Origin: origin, Steer: at.steer, Controls: at.controls}
 	var stream TurnStream
 	if w.stream != nil && err == nil {
 		stream = w.stream(at.ctx, conv, e, origin)

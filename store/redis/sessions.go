@@ -50,6 +50,7 @@ func (s *sessionStore) appendEntry(ctx context.Context, op string, in sessions.I
 		s.db.convKey(tag, "meta"),
 		s.db.convKey(tag, "hist"),
 		s.db.activeKey(),
+		s.db.convKey(tag, "ctl"),
 	}
 	if in.MessageID != "" {
 		keys = append(keys, s.db.convKey(tag, "dd:"+in.MessageID))
@@ -69,8 +70,8 @@ func (s *sessionStore) appendEntry(ctx context.Context, op string, in sessions.I
 		return sessions.AppendResult{}, nil, err
 	}
 	// 3: a duplicate; 4: queued, with the metadata and whether a lease
-	// held the conversation; 7: queued and leased, the turn following.
-	if len(v) != 3 && len(v) != 4 && len(v) != 7 {
+	// held the conversation; 8: queued and leased, the turn following.
+	if len(v) != 3 && len(v) != 4 && len(v) != 8 {
 		return sessions.AppendResult{}, nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
 	}
 	res := sessions.AppendResult{EntryID: str(v[0]), Duplicate: num(v[1]) == 1}
@@ -88,9 +89,10 @@ func (s *sessionStore) appendEntry(ctx context.Context, op string, in sessions.I
 		return res, nil, nil
 	}
 	turn := &sessions.Turn{
-		Lease:       sessions.Lease{Conv: in.Conv, Worker: worker, Token: num(v[3]), Expires: msTime(v[4])},
-		Entry:       sessions.Entry{Inbound: in, ID: res.EntryID, EnqueuedAt: msTime(v[5]), Deliveries: 1},
-		HistoryRead: true,
+		Lease:        sessions.Lease{Conv: in.Conv, Worker: worker, Token: num(v[3]), Expires: msTime(v[4])},
+		Entry:        sessions.Entry{Inbound: in, ID: res.EntryID, EnqueuedAt: msTime(v[5]), Deliveries: 1},
+		HistoryRead:  true,
+		Uncontrolled: num(v[7]) == 0,
 	}
 	if same, ok := v[6].(int64); ok && same == 1 && knownToken != "" {
 		known.token = turn.Lease.Token
@@ -470,18 +472,19 @@ func absorbedIDs(op string, f sessions.Finish) ([]string, error) {
 }
 
 // turnItems is how many items of a script's reply make one claimed turn.
-const turnItems = 8
+const turnItems = 9
 
 // decodeTurn reads a claim's reply: {conversation tag, lease token,
 // expires ms, entry id, data, enqueued ms, deliveries, {encoded history
-// message, …}}.
+// message, …}, 1 when it has a session controller's state else 0}.
 func (db *DB) decodeTurn(op, worker string, v []any) (*sessions.Turn, error) {
 	if len(v) != turnItems {
 		return nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
 	}
 	turn := &sessions.Turn{
-		Lease:       sessions.Lease{Conv: convFromTag(str(v[0])), Worker: worker, Token: num(v[1]), Expires: msTime(v[2])},
-		HistoryRead: true,
+		Lease:        sessions.Lease{Conv: convFromTag(str(v[0])), Worker: worker, Token: num(v[1]), Expires: msTime(v[2])},
+		HistoryRead:  true,
+		Uncontrolled: num(v[8]) == 0,
 	}
 	if err := decodeEntryInto(op, v[3:7], &turn.Entry); err != nil {
 		return nil, err

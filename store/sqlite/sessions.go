@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -133,6 +134,14 @@ var (
 	sqlHistoryDrop   = `DELETE FROM history WHERE id IN
 		(SELECT id FROM history WHERE conv = ?1 ORDER BY id LIMIT ?2)`
 	sqlHistoryList = `SELECT body FROM history WHERE conv = ?1 ORDER BY id`
+	// A claimed turn's read: whether the conversation has no session
+	// controller's state, on every row, with the history's rows (their
+	// ids in order, as the index gives them) or, for none, one row of
+	// NULLs; a LEFT JOIN that keeps the index's order where an ORDER BY
+	// would sort.
+	sqlTurnHistory = `SELECT c.none, h.id, h.body
+		FROM (SELECT NOT EXISTS (SELECT 1 FROM controllers WHERE conv = ?1) AS none) AS c
+		LEFT JOIN history AS h ON h.conv = ?1`
 
 	sqlMetaSet = `INSERT INTO meta (conv, key, value) VALUES (?1, ?2, ?3)
 		ON CONFLICT (conv, key) DO UPDATE SET value = excluded.value`
@@ -317,17 +326,56 @@ func (s *sessionStore) claim(ctx context.Context, op, worker string, n int, ttl 
 
 // withHistory reads the claimed conversation's history into turn from
 // the read pool, after the claim committed, so the read keeps no other
-// writer waiting. A failed read leaves turn.HistoryRead unset: the claim
-// stands, and the worker reads the history itself.
+// writer waiting, and in the same statement whether it has a session
+// controller's state (Turn.Uncontrolled). A failed read leaves
+// turn.HistoryRead unset: the claim stands, and the worker reads the
+// history itself.
 func (d *DB) withHistory(ctx context.Context, turn *sessions.Turn) {
 	if turn == nil {
 		return
 	}
-	h, err := d.history(ctx, "sqlite.Claim", turn.Lease.Conv)
+	rows, err := d.reads.turnHistory.QueryContext(ctx, turn.Lease.Conv)
 	if err != nil {
 		return
 	}
-	turn.History, turn.HistoryRead = h, true
+	defer rows.Close()
+	type row struct {
+		id   int64
+		body []byte
+	}
+	var (
+		read []row
+		none bool
+	)
+	for rows.Next() {
+		var (
+			id   sql.NullInt64
+			body []byte
+		)
+		if err := rows.Scan(&none, &id, &body); err != nil {
+			return
+		}
+		if id.Valid {
+			read = append(read, row{id.Int64, body})
+		}
+	}
+	if rows.Err() != nil {
+		return
+	}
+	// The join gives the rows in the index's order; were a plan to give
+	// them otherwise, they are put in order here.
+	if !slices.IsSortedFunc(read, func(a, b row) int { return cmp.Compare(a.id, b.id) }) {
+		slices.SortFunc(read, func(a, b row) int { return cmp.Compare(a.id, b.id) })
+	}
+	h := make([]chat.Message, 0, len(read))
+	for _, r := range read {
+		var m chat.Message
+		if json.Unmarshal(r.body, &m) != nil {
+			return // the worker reads it itself, and says what is wrong
+		}
+		h = append(h, m)
+	}
+	turn.History, turn.HistoryRead, turn.Uncontrolled = h, true, none
 }
 
 // claimIn is Claim inside the write transaction t.

@@ -176,6 +176,7 @@ type readStatements struct {
 	all                          []*sql.Stmt
 	readyAny                     *sql.Stmt
 	historyList, metaList        *sql.Stmt
+	turnHistory                  *sql.Stmt
 	outboxDueAny, outboxStaleAny *sql.Stmt
 	outboxPending, outboxDeadAll *sql.Stmt
 	outboxUnsent                 *sql.Stmt
@@ -200,6 +201,7 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
 	}{
 		{&rs.readyAny, sqlReadyAny},
 		{&rs.historyList, sqlHistoryList},
+		{&rs.turnHistory, sqlTurnHistory},
 		{&rs.metaList, sqlMetaList},
 		{&rs.outboxDueAny, sqlOutboxDueAny},
 		{&rs.outboxStaleAny, sqlOutboxStaleAny},

@@ -27,6 +27,7 @@ func runControllers(t *testing.T, b Backend) {
 	t.Run("one winner of concurrent puts", func(t *testing.T) { runCtlRace(t, b) })
 	t.Run("durability", func(t *testing.T) { runCtlDurability(t, b) })
 	t.Run("a put in a turn's commit", func(t *testing.T) { runCtlCommit(t, b) })
+	t.Run("a claim says whether a conversation has any", func(t *testing.T) { runCtlClaimed(t, b) })
 }
 
 func (f *fixture) ctl() controllers.Store { return f.st.Controllers() }
@@ -440,4 +441,38 @@ func runCtlCommit(t *testing.T, b Backend) {
 	if g := f.ctlState(goal.Key()); g.Version != 3 || string(g.Data) != `{"turns":2}` {
 		t.Errorf("goal after an overtaken put = version %d %s; want version 3 as the other writer left it", g.Version, g.Data)
 	}
+}
+
+// runCtlClaimed: a turn claimed with its history (HistoryRead) says
+// whether its conversation has a controller's state (Turn.Uncontrolled),
+// whichever way it was claimed: Claim, AppendClaim, FinishAndClaim. A
+// backend that claims without the history says nothing.
+func runCtlClaimed(t *testing.T, b Backend) {
+	f := newFixture(t, b, sessions.Limits{})
+	f.putCtl(goalState(ctlConv, `{"status":"active"}`))
+	uncontrolled := func(how string, turn *sessions.Turn, want bool) {
+		t.Helper()
+		switch {
+		case turn == nil:
+			t.Fatalf("%s claimed no turn", how)
+		case !turn.HistoryRead:
+			if turn.Uncontrolled {
+				t.Errorf("%s: a turn without its history says it is uncontrolled", how)
+			}
+		case turn.Uncontrolled != want:
+			t.Errorf("%s of %s: uncontrolled %v, want %v", how, turn.Lease.Conv, turn.Uncontrolled, want)
+		}
+	}
+	f.appendAll(user(ctlConv, "1"), user("plain:1", "1"), user(ctlConv, "2"))
+	turn := f.claim("w")
+	uncontrolled("Claim", turn, false)
+	next := f.finishAndClaim(turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Release: true}, "w")
+	uncontrolled("FinishAndClaim", next, true)
+	_, fresh := f.mustAppendClaim(user("plain:2", "1"), "w2")
+	uncontrolled("AppendClaim", fresh, true)
+	_, held := f.mustAppendClaim(user(ctlConv+"-2", "1"), "w3")
+	uncontrolled("AppendClaim", held, true)
+	f.putCtl(goalState(ctlConv+"-3", `{"status":"active"}`))
+	_, ctl := f.mustAppendClaim(user(ctlConv+"-3", "1"), "w4")
+	uncontrolled("AppendClaim", ctl, false)
 }

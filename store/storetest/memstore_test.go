@@ -399,6 +399,9 @@ func (m memSessions) grant(conv, worker string, ttl time.Duration) *sessions.Tur
 		Entry:       *e,
 		History:     slices.Clone(c.history),
 		HistoryRead: true,
+		// It keeps no controllers' states (Controllers is nil): none
+		// has any.
+		Uncontrolled: true,
 	}
 }
 

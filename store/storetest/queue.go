@@ -144,8 +144,10 @@ func runQueue(t *testing.T, b Backend) {
 		want := sessions.Turn{
 			Lease: sessions.Lease{Conv: in.Conv, Worker: "w1", Token: turn.Lease.Token, Expires: claimedAt.Add(ttl)},
 			Entry: sessions.Entry{Inbound: in, ID: r.EntryID, EnqueuedAt: enqueued, Deliveries: 1},
-			// A new conversation's history is empty, and the claim read it.
-			HistoryRead: true,
+			// A new conversation's history is empty, and the claim read
+			// it, and found no controller's state.
+			HistoryRead:  true,
+			Uncontrolled: true,
 		}
 		if d := cmp.Diff(want, *turn, timeOpts); d != "" {
 			t.Errorf("Claim (-want +got):\n%s", d)

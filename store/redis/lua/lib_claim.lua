@@ -10,9 +10,11 @@ local CLAIM_TRIES = 16
 -- ready since its expiry. It returns the conversation's tag, the lease
 -- token and expiry (ms), then the entry's id, data, enqueue time (ms) and
 -- deliveries, then the conversation's history (a list of encoded
--- messages, oldest first); nil when nothing is ready. The history comes
--- with the claim because the turn reads it first thing: in the same call
--- it costs one command here rather than a round trip of its own.
+-- messages, oldest first), then 1 when the conversation has a session
+-- controller's state, else 0; nil when nothing is ready. The history
+-- and the controllers' presence come with the claim because the turn
+-- reads them first thing: in the same call they cost a command each
+-- here rather than a round trip each of their own.
 local function claim_next(prefix, ready, worker, ttl, now)
   for _ = 1, CLAIM_TRIES do
     local head = redis.call('ZRANGE', ready, '0', '0', 'WITHSCORES')
@@ -49,7 +51,8 @@ local function claim_next(prefix, ready, worker, ttl, now)
         -- again if the holder dies, passed over while it lives.
         redis.call('ZADD', ready, exp, tag)
         local hist = redis.call('LRANGE', conv_key(prefix, tag, 'hist'), '0', '-1')
-        return tag, token, exp, id, data, at, deliveries, hist
+        local ctl = redis.call('EXISTS', conv_key(prefix, tag, 'ctl'))
+        return tag, token, exp, id, data, at, deliveries, hist, ctl
       end
     end
     -- No work, or lanes that promise work the streams do not have: only

@@ -9,7 +9,8 @@
 -- KEYS[4] conversation metadata hash
 -- KEYS[5] conversation history list
 -- KEYS[6] the conversations' activity index (sorted set)
--- KEYS[7] dedupe key of the message id; absent when the inbound has none
+-- KEYS[7] the conversation's index of session controllers' states
+-- KEYS[8] dedupe key of the message id; absent when the inbound has none
 -- ARGV[1] conversation tag
 -- ARGV[2] lane, 0..5
 -- ARGV[3] encoded inbound
@@ -28,7 +29,8 @@
 -- place of the history when it is the one the caller knows: the fence is
 -- still the token it was known at, so no lease was granted since and only
 -- that lease's holder appended to it, and its length (the state's hl) is
--- the same.
+-- the same; then 1 when the conversation has a session controller's
+-- state, else 0.
 local now = now_ms(ARGV[4])
 local lane = ARGV[2]
 local count = 'n' .. lane
@@ -41,8 +43,8 @@ local lanes = v[5] or ''
 local seq = int((tonumber(v[3]) or 0) + 1)
 local id = seq .. '-' .. lane
 
-if KEYS[7] then
-  local first = remember_once(KEYS[7], id, now, ARGV[5])
+if KEYS[8] then
+  local first = remember_once(KEYS[8], id, now, ARGV[5])
   if first then
     -- A redelivered update is also a chance to repair an index that lost
     -- the conversation.
@@ -77,10 +79,11 @@ if ARGV[6] ~= '' and lanes == '' and not held then
   -- hl is the history's length, as the writes under a lease (q_finish,
   -- q_history) and q_clear_history leave it; absent, as in a state of an
   -- earlier layout, the history is read.
+  local ctl = redis.call('EXISTS', KEYS[7])
   if ARGV[8] ~= '' and v[6] == ARGV[8] and v[7] == ARGV[9] then
-    return {id, 0, {}, token, exp, at, 1}
+    return {id, 0, {}, token, exp, at, 1, ctl}
   end
-  return {id, 0, {}, token, exp, at, redis.call('LRANGE', KEYS[5], '0', '-1')}
+  return {id, 0, {}, token, exp, at, redis.call('LRANGE', KEYS[5], '0', '-1'), ctl}
 end
 redis.call('XADD', KEYS[3], id, 'd', ARGV[3], 'at', at)
 local listed = lanes

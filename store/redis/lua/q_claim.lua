@@ -8,19 +8,20 @@
 -- ARGV[4] now in ms, or '' for the server's time
 -- ARGV[5] max, how many conversations to claim at most
 -- Returns {} when no conversation is ready, else for each conversation
--- claimed, ready longest first, the eight items {tag, token, expires ms,
+-- claimed, ready longest first, the nine items {tag, token, expires ms,
 -- entry id, entry data, enqueued ms, deliveries, {encoded history message,
--- …}}, one after another.
+-- …}, 1 when it has a session controller's state else 0}, one after
+-- another.
 local prefix, ready, worker, ttl = ARGV[1], KEYS[1], ARGV[2], tonumber(ARGV[3])
 local now = now_ms(ARGV[4])
 local out = {}
 for _ = 1, tonumber(ARGV[5]) do
-  local tag, token, exp, id, data, at, deliveries, hist = claim_next(prefix, ready, worker, ttl, now)
+  local tag, token, exp, id, data, at, deliveries, hist, ctl = claim_next(prefix, ready, worker, ttl, now)
   if not tag then
     break
   end
   local n = #out
   out[n + 1], out[n + 2], out[n + 3], out[n + 4] = tag, token, exp, id
-  out[n + 5], out[n + 6], out[n + 7], out[n + 8] = data, at, deliveries, hist
+  out[n + 5], out[n + 6], out[n + 7], out[n + 8], out[n + 9] = data, at, deliveries, hist, ctl
 end
 return out

@@ -246,9 +246,9 @@ end
 if ARGV[8] == '' or (ARGV[hk + 2] == '1' and not work) then
   return {'OK', handed}
 end
-local ntag, token, exp, nid, data, enq, deliveries, hist =
+local ntag, token, exp, nid, data, enq, deliveries, hist, ctl =
   claim_next(prefix, ready, ARGV[8], tonumber(ARGV[9]), now)
 if not ntag then
   return {'OK', handed}
 end
-return {'OK', handed, ntag, token, exp, nid, data, enq, deliveries, hist}
+return {'OK', handed, ntag, token, exp, nid, data, enq, deliveries, hist, ctl}
