@@ -21,7 +21,9 @@ an adapter delivers them, queued in the store, run by the turn worker,
 their replies written to the outbox and sent by the delivery worker to an
 adapter that records when each arrived. The model is simulated in
 process and answers after --model-delay (none by default), so what a turn
-takes beyond that is herald's.
+takes beyond that is herald's; with --http-model it is a server on
+loopback that the gateway asks through its own client and key pool, as
+a deployment asks a model's server.
 
 By default it reports turns/s with --conversations in flight beside the
 raw ceiling of the store measured in the same run at the same
@@ -58,6 +60,7 @@ key prefix of its own. Both remove what they made.`,
 	f.IntVar(&opt.Turns, "turns", bench.DefaultPipelineTurns, "turns to send through the pipeline")
 	f.IntVar(&opt.Conversations, "conversations", bench.DefaultConversations, "conversations with a turn in flight at once")
 	f.DurationVar(&opt.ModelDelay, "model-delay", 0, "how long the simulated model takes per turn")
+	f.BoolVar(&opt.HTTPModel, "http-model", false, "serve the model on loopback over HTTP and ask it through the gateway's own client and key pool")
 	f.IntVar(&opt.InFlight, "inflight", 0, "deliver this many turns to as many conversations at once instead")
 	f.IntVar(&opt.TurnWorkers, "turn-workers", 0, "workers.turns (default the config's, raised to --conversations and --inflight)")
 	f.IntVar(&opt.Deliveries, "deliveries", 0, "workers.deliveries (default the config's)")
@@ -65,8 +68,12 @@ key prefix of its own. Both remove what they made.`,
 }
 
 func printPipeline(m *Main, res bench.PipelineResult) error {
-	_, err := fmt.Fprintf(m.Stdout, "store %s, %d turns, %d conversations, model delay %g ms, %d turn workers, %d delivery workers\n",
-		res.Store, res.Turns, res.Conversations, res.ModelDelayMs, res.TurnWorkers, res.Deliveries)
+	model := "in process"
+	if res.HTTPModel {
+		model = "over HTTP"
+	}
+	_, err := fmt.Fprintf(m.Stdout, "store %s, %d turns, %d conversations, model %s, delay %g ms, %d turn workers, %d delivery workers\n",
+		res.Store, res.Turns, res.Conversations, model, res.ModelDelayMs, res.TurnWorkers, res.Deliveries)
 	if err != nil {
 		return err
 	}

@@ -51,8 +51,13 @@ type PipelineOptions struct {
 	TurnWorkers int
 	// Deliveries is workers.deliveries; 0 means the config's default.
 	Deliveries int
-	RedisURL   string // the Redis to measure; DefaultRedisURL when empty
-	TempDir    string // where the SQLite files are made (and removed); the system's when empty
+	// HTTPModel makes the model a server on loopback speaking the Chat
+	// Completions API, which the gateway asks through its own client
+	// and key pool (model.base_url, model.api_key), as a deployment
+	// does, instead of a double handed to the gateway in process.
+	HTTPModel bool
+	RedisURL  string // the Redis to measure; DefaultRedisURL when empty
+	TempDir   string // where the SQLite files are made (and removed); the system's when empty
 }
 
 // PipelineResult is one run's figures. The JSON names are what
@@ -63,6 +68,7 @@ type PipelineResult struct {
 	Turns         int     `json:"turns"`
 	Conversations int     `json:"conversations"`
 	ModelDelayMs  float64 `json:"model_delay_ms"`
+	HTTPModel     bool    `json:"http_model,omitempty"`
 	TurnWorkers   int     `json:"turn_workers"`
 	Deliveries    int     `json:"delivery_workers"`
 
@@ -163,6 +169,7 @@ func measurePipeline(ctx context.Context, b backend, opt PipelineOptions) (res P
 		Turns:         opt.Turns,
 		Conversations: opt.Conversations,
 		ModelDelayMs:  ms(opt.ModelDelay),
+		HTTPModel:     opt.HTTPModel,
 		TurnWorkers:   opt.TurnWorkers,
 		Deliveries:    opt.Deliveries,
 	}

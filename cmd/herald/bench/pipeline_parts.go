@@ -2,6 +2,9 @@ package bench
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +24,9 @@ type pipeline struct {
 	*heraldGateway
 	model   *delayModel
 	replies *replies
+	// server is the model's server on loopback (HTTPModel), nil for the
+	// double in process.
+	server *httptest.Server
 	// lastCommit is when a turn last committed its reply (the gateway
 	// logs each turn's end once it has): in a burst, when the last one
 	// had, which tells the turn worker's share of the time from the
@@ -33,20 +39,43 @@ type pipeline struct {
 // until its delay is set.
 func startPipeline(ctx context.Context, b backend, opt PipelineOptions) (*pipeline, error) {
 	p := &pipeline{model: &delayModel{}, replies: &replies{}, lastCommit: &latest{}}
+	var (
+		model   llm.Client = p.model
+		baseURL string
+	)
+	if opt.HTTPModel {
+		p.server = httptest.NewServer(http.HandlerFunc(p.model.serve))
+		model, baseURL = nil, p.server.URL+"/v1"
+	}
 	var err error
 	p.heraldGateway, err = startGateway(ctx, b, gatewaySetup{
-		model:    p.model,
+		model:    model,
 		adapters: []adapters.Adapter{&captureAdapter{arrived: p.replies.arrived}},
 		logger:   watchLog(map[string]func(logged){"turn finished": func(l logged) { p.lastCommit.note(l.at) }}),
 		tempDir:  opt.TempDir,
 		configure: func(cfg *config.Config) {
 			cfg.Workers.Turns, cfg.Workers.Deliveries = opt.TurnWorkers, opt.Deliveries
+			if baseURL != "" {
+				cfg.Model.BaseURL, cfg.Model.APIKey = baseURL, "sk-bench-model-key-0001"
+			}
 		},
 	})
 	if err != nil {
+		if p.server != nil {
+			p.server.Close()
+		}
 		return nil, err
 	}
 	return p, nil
+}
+
+// stop stops the gateway, then the model's server, if any.
+func (p *pipeline) stop(ctx context.Context) error {
+	err := p.heraldGateway.stop(ctx)
+	if p.server != nil {
+		p.server.Close()
+	}
+	return err
 }
 
 // delayModel stands in for the model: every call is answered after the
@@ -60,6 +89,26 @@ type delayModel struct {
 }
 
 var _ llm.Client = (*delayModel)(nil)
+
+// serve is the model as a server of the Chat Completions API: each
+// request answered after the delay with the same reply and usage.
+func (m *delayModel) serve(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	m.lastCall.note(time.Now())
+	if d := time.Duration(m.delay.Load()); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"id":"c","object":"chat.completion","created":1,"model":"bench",`+
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"Noted: herald bench reply."},"finish_reason":"stop"}],`+
+		`"usage":{"prompt_tokens":120,"completion_tokens":8,"total_tokens":128}}`)
+}
 
 func (m *delayModel) Complete(ctx context.Context, _ llm.Request) (*llm.Response, error) {
 	m.lastCall.note(time.Now())

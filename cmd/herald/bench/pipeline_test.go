@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,6 +46,18 @@ func TestPipeline(t *testing.T) {
 			},
 		},
 		{
+			// The model a server on loopback, asked through the
+			// gateway's client and key pool.
+			desc: "inflight over HTTP",
+			set: func(o *PipelineOptions) {
+				o.InFlight, o.ModelDelay, o.HTTPModel = 20, 20*time.Millisecond, true
+			},
+			fields: []string{
+				"turns", "conversations", "inflight", "model_delay_ms", "turn_workers",
+				"delivered_s", "all_started_s", "all_committed_s", "all_done_s", "burst_added_p50_s", "burst_added_p99_s", "peak_rss_mb",
+			},
+		},
+		{
 			desc: "inflight",
 			set:  func(o *PipelineOptions) { o.InFlight, o.ModelDelay = 50, 20*time.Millisecond },
 			fields: []string{
@@ -81,8 +94,8 @@ func TestPipeline(t *testing.T) {
 						t.Errorf("%s = %v, want a positive number (all: %s)", k, fields[k], b)
 					}
 				}
-				if fields["store"] != opt.Store || fields["mode"] != m.desc {
-					t.Errorf("store, mode = %v, %v; want %q, %q", fields["store"], fields["mode"], opt.Store, m.desc)
+				if mode, _, _ := strings.Cut(m.desc, " "); fields["store"] != opt.Store || fields["mode"] != mode {
+					t.Errorf("store, mode = %v, %v; want %q, %q", fields["store"], fields["mode"], opt.Store, mode)
 				}
 				assertCleanedUp(t, QueueOptions{Store: opt.Store, RedisURL: opt.RedisURL, TempDir: opt.TempDir})
 			})
