@@ -40,6 +40,7 @@ type Redis struct {
 	bin  string
 	dir  string
 	port int
+	args []string // more of redis-server's options (a cluster node's)
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
 }
@@ -134,7 +135,7 @@ func (r *Redis) Restart(t testing.TB) {
 
 func (r *Redis) start() error {
 	logPath := filepath.Join(r.dir, "redis.log")
-	cmd := exec.Command(r.bin,
+	cmd := exec.Command(r.bin, append([]string{
 		"--port", strconv.Itoa(r.port),
 		"--bind", "127.0.0.1",
 		"--dir", r.dir,
@@ -143,7 +144,7 @@ func (r *Redis) start() error {
 		"--save", "",
 		"--daemonize", "no",
 		"--logfile", logPath,
-	)
+	}, r.args...)...)
 	cmd.Dir = r.dir
 	if err := cmd.Start(); err != nil {
 		return err
