@@ -52,6 +52,10 @@ type statements struct {
 	ctlInsert, ctlUpdate                     *sql.Stmt
 	usageAdd                                 *sql.Stmt
 	poolUse, poolCount, poolStick, poolPrune *sql.Stmt
+	cronUpdate, cronExists, cronRunGet       *sql.Stmt
+	cronRunPut, cronRunTrim                  *sql.Stmt
+	onceGet, onceToken, onceClaim            *sql.Stmt
+	onceRenew, onceDone, oncePrune           *sql.Stmt
 }
 
 func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error) {
@@ -149,6 +153,19 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 		{&st.poolCount, sqlPoolCount},
 		{&st.poolStick, sqlPoolStick},
 		{&st.poolPrune, sqlPoolPrune},
+
+		// Every cron fire claims, writes its job and run, and marks done.
+		{&st.cronUpdate, sqlCronUpdate},
+		{&st.cronExists, sqlCronExists},
+		{&st.cronRunGet, sqlCronRunGet},
+		{&st.cronRunPut, sqlCronRunPut},
+		{&st.cronRunTrim, sqlCronRunTrim},
+		{&st.onceGet, sqlOnceGet},
+		{&st.onceToken, sqlOnceToken},
+		{&st.onceClaim, sqlOnceClaim},
+		{&st.onceRenew, sqlOnceRenew},
+		{&st.onceDone, sqlOnceDone},
+		{&st.oncePrune, sqlOncePrune},
 	}
 	for _, s := range list {
 		stmt, err := conn.PrepareContext(ctx, s.query)
@@ -187,6 +204,9 @@ type readStatements struct {
 	kbCardGet                    *sql.Stmt
 	kbParents, kbChildren        *sql.Stmt
 	ctlGet                       *sql.Stmt
+	cronGet, cronDue, cronNext   *sql.Stmt
+	cronRunGet, onceGet          *sql.Stmt
+	onceStale                    *sql.Stmt
 }
 
 func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
@@ -214,6 +234,12 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
 		{&rs.kbParents, sqlKbParents},
 		{&rs.kbChildren, sqlKbChildren},
 		{&rs.ctlGet, sqlCtlGet},
+		{&rs.cronGet, sqlCronGet},
+		{&rs.cronDue, sqlCronDue},
+		{&rs.cronNext, sqlCronNext},
+		{&rs.cronRunGet, sqlCronRunGet},
+		{&rs.onceGet, sqlOnceGet},
+		{&rs.onceStale, sqlOnceStale},
 	}
 	for _, s := range list {
 		stmt, err := db.PrepareContext(ctx, s.query)
