@@ -40,7 +40,7 @@ func TestSuiteAgainstMemory(t *testing.T) {
 		New:  func(t *testing.T) Place { return &memPlace{data: newMemData()} },
 		// Written for the turn queue, the outbox, leases and cursors; the other
 		// domains are checked against the real backends alone.
-		Features: Features{Lacks: []Domain{Delegations, Cron, Once, Kanban, Controllers, Pools}},
+		Features: Features{Lacks: []Domain{Delegations, Kanban, Controllers, Pools}},
 	})
 }
 
@@ -69,6 +69,7 @@ type memData struct {
 	files    map[string][]byte
 	appr     []*approvals.Approval // in the order of creation
 	grants   map[memGrantKey]approvals.Grant
+	cron     *memCronData
 }
 
 // memGrantKey is a grant's scope and pattern.
@@ -99,6 +100,7 @@ func newMemData() *memData {
 		cursors:  map[string]map[string]memReceiveCursor{},
 		files:    map[string][]byte{},
 		grants:   map[memGrantKey]approvals.Grant{},
+		cron:     newMemCronData(),
 	}
 }
 
@@ -183,12 +185,12 @@ func (s *memStore) Leases() lease.Store         { return memLeases{s} }
 func (s *memStore) Cursors() adapters.Cursors   { return memCursors{s} }
 func (s *memStore) Files() media.Store          { return memFiles{s} }
 func (s *memStore) Approvals() approvals.Store  { return memApprovals{s} }
+func (s *memStore) Cron() cronjobs.Store        { return memCron{s} }
+func (s *memStore) Once() lease.OnceStore       { return memOnce{s} }
 
 // The domains the memory store lacks (TestSuiteAgainstMemory's Lacks):
 // the suite never asks for them.
 func (s *memStore) Delegations() delegation.Store  { return nil }
-func (s *memStore) Cron() cronjobs.Store           { return nil }
-func (s *memStore) Once() lease.OnceStore          { return nil }
 func (s *memStore) Kanban() kanban.Store           { return nil }
 func (s *memStore) Controllers() controllers.Store { return nil }
 func (s *memStore) Pools() llm.PoolStore           { return nil }
@@ -531,9 +533,10 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 	var usage []sessions.Usage
 	var noteWrites []sessions.Write
 	var released []string
+	var created []cronjobs.Job
 	for _, w := range f.Writes {
 		// The in-memory store applies no other domain's writes: only
-		// the sessions', the notes' and the files' own.
+		// the sessions', the notes', the files' and the cron jobs' own.
 		switch w := w.(type) {
 		case sessions.Usage:
 			if err := w.Check(op); err != nil {
@@ -555,6 +558,11 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 				return nil, err
 			}
 			released = append(released, w.IDs...)
+		case cronjobs.Create:
+			if err := cronjobs.CheckJob(op, w.Job); err != nil {
+				return nil, err
+			}
+			created = append(created, w.Job)
 		default:
 			return nil, sessions.UnknownWrite(op, w)
 		}
@@ -601,6 +609,10 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 	}
 	for _, id := range released {
 		delete(m.s.data.files, id)
+	}
+	for _, j := range created {
+		j.Version = 1
+		m.s.data.cron.jobs[j.ID] = j
 	}
 	for _, u := range usage {
 		prompt, completion := sessions.UsageKeys(u.Model)
