@@ -25,3 +25,16 @@ func CheckRun(op string, r Run) error {
 	}
 	return nil
 }
+
+// CheckFireRun validates a fire's run and the job written with it for a
+// backend's StartFire or EndFire: the run has an id and a job, and j,
+// when given, is that job.
+func CheckFireRun(op string, r Run, j *Job) error {
+	if err := CheckRun(op, r); err != nil {
+		return err
+	}
+	if j != nil && j.ID != r.Job {
+		return errs.E(op, errs.Invalid, "run %q of job %q written with job %q", r.ID, r.Job, j.ID)
+	}
+	return nil
+}

@@ -1,7 +1,9 @@
 package cronjobs
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,18 +13,22 @@ import (
 
 // Outputs keeps every run's output under Dir ($HERALD_HOME/cron/output),
 // one file per run in a directory per job: <job>/<timestamp>.md, the
-// KeepRuns newest of each job kept.
+// KeepRuns newest of each job kept. The oldest are pruned every
+// pruneEvery scheduled runs of a job and on each requested run, so that
+// a save is not also a listing of the job's directory: a job has at
+// most KeepRuns+pruneEvery-1 outputs between prunes.
 type Outputs struct {
 	Dir string
 }
 
-// Save writes a run's output and prunes the job's oldest. It returns the
-// file's path.
+// pruneEvery is how many of a job's scheduled runs go between two
+// prunes of its outputs.
+const pruneEvery = 10
+
+// Save writes a run's output and, now and then, prunes the job's oldest.
+// It returns the file's path.
 func (o Outputs) Save(j Job, r Run, body string) (string, error) {
 	dir := filepath.Join(o.Dir, j.ID)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
 	// The scheduled time names the file, so a fire run again after a
 	// crash overwrites its own output rather than adding a second.
 	name := r.ScheduledAt.UTC().Format("2006-01-02T15-04-05Z") + ".md"
@@ -43,13 +49,24 @@ func (o Outputs) Save(j Job, r Run, body string) (string, error) {
 		b.WriteString("\n")
 	}
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+	err := os.WriteFile(tmp, []byte(b.String()), 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The job's first output: its directory is made then, not
+		// looked for on every save.
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return "", err
+		}
+		err = os.WriteFile(tmp, []byte(b.String()), 0o600)
+	}
+	if err != nil {
 		return "", err
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return "", err
 	}
-	o.prune(dir)
+	if r.Manual || j.Repeat.Completed%pruneEvery == 0 {
+		o.prune(dir)
+	}
 	return path, nil
 }
 

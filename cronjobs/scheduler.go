@@ -417,10 +417,28 @@ func (s *Scheduler) refire(ctx context.Context, f fire) {
 	s.fire(ctx, j, f)
 }
 
-// fire claims f and, when this instance got it, runs it.
+// fire claims f and, when this instance got it, runs it. The claim, the
+// job moved past f and the run's start are one store call
+// (Store.StartFire); the run's end, the job's last run and the claim
+// marked done another (Store.EndFire). When the job changed since it was
+// read, or the end does not fit the one call, the fire goes the longer
+// way, one store call a step.
 func (s *Scheduler) fire(ctx context.Context, j Job, f fire) {
 	log := s.log.With("job", j.ID, "fire", f.id())
-	c, state, err := s.opts.Once.ClaimOnce(ctx, f.id(), s.opts.Name, s.opts.ClaimTTL)
+	now := s.clock.Now()
+	st, changed := s.decide(j, f, now)
+	r := Run{
+		ID: f.runID(), Job: j.ID, Fire: f.id(), ScheduledAt: f.at, Manual: f.manual,
+		Owner: s.opts.Name, StartedAt: now, Status: StatusRunning,
+	}
+	in := FireStart{Fire: f.id(), Owner: s.opts.Name, TTL: s.opts.ClaimTTL, Run: r,
+		Start: st.broken == "" && !st.missed}
+	if changed {
+		next := st.job
+		next.UpdatedAt = now
+		in.Job = &next
+	}
+	res, err := s.store.StartFire(ctx, in)
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn("claiming a cron fire failed; it is tried again", "err", err)
@@ -428,33 +446,53 @@ func (s *Scheduler) fire(ctx context.Context, j Job, f fire) {
 		s.hold(f, s.clock.Now().Add(storeRetry))
 		return
 	}
-	switch state {
+	c := res.Claim
+	moved := in.Job == nil || res.Moved
+	switch res.State {
 	case lease.OnceHeld:
 		s.hold(f, c.Expires)
 		return
 	case lease.OnceDone:
 		// It ran; only moving its job on may be left undone.
-		if _, err := s.advance(ctx, j, f); err != nil && ctx.Err() == nil {
-			log.Warn("moving a cron job past a done fire failed", "err", err)
+		if !moved {
+			if _, err := s.advance(ctx, j, f); err != nil && ctx.Err() == nil {
+				log.Warn("moving a cron job past a done fire failed", "err", err)
+			}
 		}
 		return
 	}
 	s.renewer.Hold(c)
 	defer s.renewer.Drop(c.Name)
-	st, err := s.advance(ctx, j, f)
-	if err != nil {
-		// The claim runs out and the fire is run again.
-		if ctx.Err() == nil {
-			log.Warn("moving a cron job to its next run failed; the fire is tried again", "err", err)
+	begun := runStart{known: moved, prior: res.Prior, hasPrior: res.HasPrior, started: res.Started, run: r}
+	if moved {
+		if res.Moved {
+			st.job = res.Job
 		}
-		return
+	} else {
+		// The job changed since it was read: decided again from it as it
+		// stands, and nothing of the run written yet.
+		if st, err = s.advance(ctx, j, f); err != nil {
+			// The claim runs out and the fire is run again.
+			if ctx.Err() == nil {
+				log.Warn("moving a cron job to its next run failed; the fire is tried again", "err", err)
+			}
+			return
+		}
 	}
-	if err := s.run(ctx, st, f); err != nil {
+	marked, err := s.run(ctx, st, f, c, begun)
+	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn("recording a cron fire failed; it is run again when its claim runs out", "err", err)
 		}
 		return
 	}
+	if !marked {
+		s.done(ctx, log, c)
+	}
+}
+
+// done marks c's fire done.
+func (s *Scheduler) done(ctx context.Context, log *slog.Logger, c lease.Claim) {
 	if cur, ok := s.renewer.Current(c.Name); ok {
 		c = cur
 	}
@@ -474,26 +512,42 @@ func (s *Scheduler) hold(f fire, until time.Time) {
 	s.mu.Unlock()
 }
 
-// run runs the fire st decided on and records it: its run, its output,
-// its reports queued, the job's last status. An error leaves the fire
+// runStart is what a fire's start call found of its run: when known, the
+// record an earlier attempt left (prior, when hasPrior) and whether run,
+// the run as it starts, was written (started).
+type runStart struct {
+	known, hasPrior, started bool
+	prior, run               Run
+}
+
+// run runs the fire st decided on, under claim c, and records it: its
+// run, its output, its reports queued, the job's last status. It
+// reports whether it marked the claim done too. An error leaves the fire
 // to be run again (its reports are keyed by the fire: none goes twice).
-func (s *Scheduler) run(ctx context.Context, st step, f fire) error {
+func (s *Scheduler) run(ctx context.Context, st step, f fire, c lease.Claim, begun runStart) (bool, error) {
 	j := st.job
 	if st.broken != "" {
 		s.log.Warn("a cron job cannot be scheduled; it is kept with the error and not run", "job", j.ID, "err", st.broken)
-		return nil
+		return false, nil
 	}
-	prior, err := s.store.Run(ctx, f.runID())
-	switch {
-	case err == nil && prior.Ended():
+	prior, hasPrior := begun.prior, begun.hasPrior
+	if !begun.known {
+		var err error
+		prior, err = s.store.Run(ctx, f.runID())
+		switch {
+		case err == nil:
+			hasPrior = true
+		case !errs.Is(err, errs.NotFound):
+			return false, err
+		}
+	}
+	if hasPrior && prior.Ended() {
 		// An earlier attempt at this fire ran it and recorded it.
-		return s.finish(ctx, st, prior)
-	case err != nil && !errs.Is(err, errs.NotFound):
-		return err
+		return false, s.finish(ctx, st, prior)
 	}
-	r := Run{
-		ID: f.runID(), Job: j.ID, Fire: f.id(), ScheduledAt: f.at, Manual: f.manual,
-		Owner: s.opts.Name, StartedAt: s.clock.Now(), Status: StatusRunning,
+	r := begun.run
+	if !begun.known || hasPrior {
+		r.StartedAt = s.clock.Now()
 	}
 	// The fire's span holds its run and the queueing of its reports,
 	// whose sends continue it.
@@ -509,12 +563,14 @@ func (s *Scheduler) run(ctx context.Context, st step, f fire) error {
 		text = missedNotice(j, f.at)
 		body = text
 	} else {
-		if err := s.store.PutRun(ctx, r); err != nil {
-			return err
+		if !begun.started {
+			if err := s.store.PutRun(ctx, r); err != nil {
+				return false, err
+			}
 		}
 		out := s.execute(ctx, j, r)
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 		out.err, out.text, out.body = s.redact(out.err), s.redact(out.text), s.redact(out.body)
 		r.Status, r.Error, body = out.status, out.err, out.body
@@ -531,19 +587,51 @@ func (s *Scheduler) run(ctx context.Context, st step, f fire) error {
 		r.Output = path
 	}
 	if err := s.queue(ctx, j, &r, text); err != nil {
-		return err
+		return false, err
 	}
 	r.EndedAt = s.clock.Now()
-	if err := s.store.PutRun(ctx, r); err != nil {
-		return err
-	}
-	if err := s.finish(ctx, st, r); err != nil {
-		return err
+	marked, err := s.end(ctx, st, r, c)
+	if err != nil {
+		return false, err
 	}
 	if s.opts.Ran != nil {
 		s.opts.Ran(r)
 	}
-	return nil
+	return marked, nil
+}
+
+// end records r, ended, on its job and marks c's fire done, in one store
+// call (Store.EndFire) when it can: not for a job's last run, which
+// removes the job before the fire is marked done, nor when the job
+// changed or the claim moved on since the fire began, whose records are
+// then written one by one as the longer way writes them. It reports
+// whether it marked the fire done.
+func (s *Scheduler) end(ctx context.Context, st step, r Run, c lease.Claim) (bool, error) {
+	if !st.last {
+		if cur, ok := s.renewer.Current(c.Name); ok {
+			c = cur
+		}
+		in := FireEnd{Claim: c, Run: r}
+		if next := st.job; s.record(&next, r) {
+			next.UpdatedAt = s.clock.Now()
+			in.Job = &next
+		}
+		// Dropped before it is marked done, as in done.
+		s.renewer.Drop(c.Name)
+		_, err := s.store.EndFire(ctx, in)
+		if err == nil {
+			return true, nil
+		}
+		if code := errs.CodeOf(err); ctx.Err() != nil || code != errs.Conflict && code != errs.NotFound && code != errs.LeaseLost {
+			return false, err
+		}
+		// Held again for the longer way.
+		s.renewer.Hold(c)
+	}
+	if err := s.store.PutRun(ctx, r); err != nil {
+		return false, err
+	}
+	return false, s.finish(ctx, st, r)
 }
 
 // queue resolves j's targets and queues text to each; a target that
@@ -579,16 +667,7 @@ func (s *Scheduler) queue(ctx context.Context, j Job, r *Run, text string) error
 // finish records r on its job (last run, status, errors) and removes a
 // job whose last run this was.
 func (s *Scheduler) finish(ctx context.Context, st step, r Run) error {
-	j, err := s.modify(ctx, st.job, func(j *Job) bool {
-		if j.LastRunAt.After(r.StartedAt) {
-			return false
-		}
-		j.LastRunAt, j.LastStatus, j.LastError = r.StartedAt, r.Status, r.Error
-		if r.Delivery == DeliveryFailed {
-			j.LastDeliveryError = r.DeliveryError
-		}
-		return true
-	})
+	j, err := s.modify(ctx, st.job, func(j *Job) bool { return s.record(j, r) })
 	if errs.Is(err, errs.NotFound) {
 		return nil
 	}
@@ -602,6 +681,19 @@ func (s *Scheduler) finish(ctx context.Context, st step, r Run) error {
 		s.log.Info("a cron job ran its last time and was removed", "job", j.ID)
 	}
 	return nil
+}
+
+// record sets r on j as its last run, and reports whether that changed
+// j: a later run recorded already is kept.
+func (s *Scheduler) record(j *Job, r Run) bool {
+	if j.LastRunAt.After(r.StartedAt) {
+		return false
+	}
+	j.LastRunAt, j.LastStatus, j.LastError = r.StartedAt, r.Status, r.Error
+	if r.Delivery == DeliveryFailed {
+		j.LastDeliveryError = r.DeliveryError
+	}
+	return true
 }
 
 // modify applies fn to j and writes it, reading it again when another

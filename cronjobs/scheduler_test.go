@@ -712,3 +712,49 @@ func TestShutdownGivesARunningFireUntilItsDeadline(t *testing.T) {
 		})
 	}
 }
+
+// A job changed while its fire runs makes the fire's one-call end
+// refuse (the job's version moved on); the fire is then recorded the
+// longer way, keeping the change, and marked done all the same.
+func TestJobChangedDuringItsFireIsRecordedKeepingTheChange(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		j := h.create(cronjobs.Spec{Name: "digest", Schedule: "every 1h", Prompt: "summarise", Deliver: "telegram"})
+		h.mu.Lock()
+		h.hold = func(context.Context) {
+			edited := h.job(j.ID)
+			edited.Prompt = "summarise briefly"
+			if _, err := h.db.Cron().UpdateJob(ctx, edited); err != nil {
+				t.Errorf("UpdateJob during the fire: %v", err)
+			}
+		}
+		h.mu.Unlock()
+		h.start("a", h.targets)
+		h.clk.Advance(time.Hour)
+		r := h.next()
+		if r.Status != cronjobs.StatusOK || r.EndedAt.IsZero() {
+			t.Fatalf("run = %+v, want ok and ended", r)
+		}
+		got := h.job(j.ID)
+		if got.Prompt != "summarise briefly" || got.LastStatus != cronjobs.StatusOK || !got.LastRunAt.Equal(r.StartedAt) ||
+			!got.NextRunAt.Equal(t0.Add(2*time.Hour)) {
+			t.Fatalf("job after the fire = %+v, want the edit kept, the run recorded, next at %s", got, t0.Add(2*time.Hour))
+		}
+		stored, err := h.db.Cron().Run(ctx, r.ID)
+		if err != nil || !stored.Ended() {
+			t.Fatalf("stored run = %+v, %v; want it ended", stored, err)
+		}
+		// Done: not run again once its claim would have run out.
+		h.mu.Lock()
+		h.hold = nil
+		h.mu.Unlock()
+		h.clk.Advance(31 * time.Second)
+		h.quiet()
+		if _, state, err := h.db.Once().ClaimOnce(ctx, r.Fire, "b", time.Minute); err != nil || state != lease.OnceDone {
+			t.Fatalf("ClaimOnce of the fire = %s, %v; want done", state, err)
+		}
+		if n := h.calls.Load(); n != 1 {
+			t.Fatalf("the agent ran %d times, want 1", n)
+		}
+	})
+}

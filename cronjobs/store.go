@@ -3,6 +3,8 @@ package cronjobs
 import (
 	"context"
 	"time"
+
+	"github.com/heraldgw/herald/lease"
 )
 
 // KeepRuns is how many runs a store keeps per job, newest first; the
@@ -53,4 +55,78 @@ type Store interface {
 
 	// Runs returns up to limit runs of job, newest first.
 	Runs(ctx context.Context, job string, limit int) ([]Run, error)
+
+	FireStore
+}
+
+// FireStart is what Store.StartFire is asked to do at a fire's start.
+type FireStart struct {
+	Fire  string        // the fire's identity in the once-only claims
+	Owner string        // the claimer: this instance
+	TTL   time.Duration // how long the claim holds between renewals
+	// Job, when set, is the job moved past the fire, at the Version it
+	// was read at: written as UpdateJob writes it when the call claims
+	// the fire or finds it done.
+	Job *Job
+	// Run is the fire's run record as it starts (its ID the fire's run
+	// id): when the call claims the fire it returns the record stored
+	// under that id, and writes Run when there is none and Start is set.
+	Run   Run
+	Start bool
+}
+
+// FireStarted is what Store.StartFire did.
+type FireStarted struct {
+	// Claim and State are what lease.OnceStore.ClaimOnce would return.
+	Claim lease.Claim
+	State lease.OnceState
+	// Job is FireStart.Job as written, at its next Version; Moved says it
+	// was. A Job not written while the fire was claimed or done (its
+	// stored Version moved on, or it was removed) leaves the run
+	// unwritten too, for the caller to decide again from the job as it
+	// stands.
+	Job   Job
+	Moved bool
+	// Prior is the fire's run record from an earlier attempt, when the
+	// call claimed the fire and there was one (HasPrior); then Run was
+	// not written.
+	Prior    Run
+	HasPrior bool
+	// Started says FireStart.Run was written.
+	Started bool
+}
+
+// FireEnd is what Store.EndFire writes at a fire's end.
+type FireEnd struct {
+	Claim lease.Claim // the fire's claim, marked done
+	Run   Run         // the run as it ended
+	// Job, when set, is the job with the run recorded (its last run and
+	// status), at the Version it was read at.
+	Job *Job
+}
+
+// FireStore records a cron fire's start and its end in one call each,
+// the once-only claim (lease.OnceStore, on the same store) included: a
+// fire is then two store calls rather than seven. Both backends
+// implement it; the scheduler falls back to the separate calls when the
+// one call does not fit the case.
+type FireStore interface {
+	// StartFire claims s.Fire once-only (as lease.OnceStore.ClaimOnce)
+	// and, in the same step, when it claimed the fire or found it done,
+	// writes s.Job over its stored version; when it claimed it and the
+	// job (if given) was written, it reads the fire's run record and
+	// writes s.Run as it starts when there is none and s.Start is set.
+	// A job whose version moved on or that was removed is not an error:
+	// Moved is false, and nothing but the claim is written. Errors:
+	// Invalid (ClaimOnce's, a run without id or job).
+	StartFire(ctx context.Context, s FireStart) (FireStarted, error)
+
+	// EndFire records a fire's end in one step: e.Run written (as
+	// PutRun), e.Job written over its version (as UpdateJob) when
+	// given, and e.Claim's fire marked done (as OnceStore.DoneOnce).
+	// All or nothing. Errors: Invalid (a run without id or job),
+	// Conflict (the job's version moved on), NotFound (no such job, or
+	// no such fire), LeaseLost (e.Claim is not the fire's current
+	// claim).
+	EndFire(ctx context.Context, e FireEnd) (Job, error)
 }

@@ -22,6 +22,8 @@ import (
 //
 // Every change that touches more than one is one of the cron_*.lua
 // functions, or, for a job a turn made, the commands createJobOps makes.
+// A fire's start and end (cronfire.go) touch the fire's once-only keys
+// (once.go) in the same function.
 type cronStore struct{ db *DB }
 
 var _ cronjobs.Store = cronStore{}

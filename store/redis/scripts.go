@@ -72,6 +72,9 @@ var (
 	scriptCronRunPut = newScript("cron_run_put")
 	scriptCronRuns   = newScript("cron_runs")
 
+	scriptCronFireStart = newScript("cron_fire_start")
+	scriptCronFireEnd   = newScript("cron_fire_end")
+
 	scriptOnceClaim = newScript("once_claim")
 	scriptOnceRenew = newScript("once_renew")
 	scriptOnceDone  = newScript("once_done")
@@ -104,7 +107,7 @@ var (
 
 // helperFiles are put in this order at the head of the library: a helper
 // calls only those defined before it.
-var helperFiles = []string{"lib", "lib_queue", "lib_claim", "lib_outbox", "lib_delegation", "lib_cron", "lib_kanban", "lib_controllers", "lib_notes"}
+var helperFiles = []string{"lib", "lib_queue", "lib_claim", "lib_outbox", "lib_delegation", "lib_cron", "lib_once", "lib_kanban", "lib_controllers", "lib_notes"}
 
 // scriptFiles are the library's functions.
 var scriptFiles = []string{
@@ -114,7 +117,7 @@ var scriptFiles = []string{
 	"q_depth", "conv_list",
 	"dlg_create", "dlg_start", "dlg_claim", "dlg_renew", "dlg_end", "dlg_stop", "dlg_steer", "dlg_expired",
 	"dlg_cmp_claim", "dlg_cmp_ack", "dlg_cmp_retry", "dlg_read", "dlg_completions",
-	"cron_put", "cron_remove", "cron_read", "cron_run_put", "cron_runs",
+	"cron_put", "cron_remove", "cron_read", "cron_run_put", "cron_runs", "cron_fire_start", "cron_fire_end",
 	"once_claim", "once_renew", "once_done", "once_stale",
 	"kb_apply", "kb_read", "kb_events", "kb_sub_put", "kb_sub_read", "kb_lane_read",
 	"ctl_put", "ctl_delete", "ctl_read",

@@ -97,23 +97,29 @@ func (s cronStore) UpdateJob(ctx context.Context, j cronjobs.Job) (cronjobs.Job,
 		return cronjobs.Job{}, err
 	}
 	err = d.w.do(ctx, op, durable, func(t *tx) error {
-		n, err := rowsOf(t.exec(sqlCronUpdate, j.ID, j.Version, next, due, body))
-		if err != nil || n == 1 {
-			return err
-		}
-		var one int
-		if err := t.queryRow(sqlCronExists, j.ID).Scan(&one); errors.Is(err, sql.ErrNoRows) {
-			return errs.E(op, errs.NotFound, "no job %q", j.ID)
-		} else if err != nil {
-			return err
-		}
-		return errs.E(op, errs.Conflict, "job %q moved on from version %d: read it again", j.ID, j.Version)
+		return updateJob(t, op, j, next, due, body)
 	})
 	if err != nil {
 		return cronjobs.Job{}, d.fail(op, err)
 	}
 	j.Version = next
 	return j, nil
+}
+
+// updateJob writes j, encoded as body at version next with its due
+// time, over the stored job while its version is still j.Version.
+func updateJob(t *tx, op string, j cronjobs.Job, next int64, due sql.NullInt64, body []byte) error {
+	n, err := rowsOf(t.st.cronUpdate.Exec(j.ID, j.Version, next, due, body))
+	if err != nil || n == 1 {
+		return err
+	}
+	var one int
+	if err := t.st.cronExists.QueryRow(j.ID).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+		return errs.E(op, errs.NotFound, "no job %q", j.ID)
+	} else if err != nil {
+		return err
+	}
+	return errs.E(op, errs.Conflict, "job %q moved on from version %d: read it again", j.ID, j.Version)
 }
 
 func (s cronStore) RemoveJob(ctx context.Context, id string) error {
@@ -142,7 +148,7 @@ func (s cronStore) Job(ctx context.Context, id string) (cronjobs.Job, error) {
 	if err := d.check(ctx, op); err != nil {
 		return cronjobs.Job{}, err
 	}
-	j, err := scanJob(d.rdb.QueryRowContext(ctx, sqlCronGet, id))
+	j, err := scanJob(d.reads.cronGet.QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return cronjobs.Job{}, errs.E(op, errs.NotFound, "no job %q", id)
 	}
@@ -154,25 +160,31 @@ func (s cronStore) Job(ctx context.Context, id string) (cronjobs.Job, error) {
 
 func (s cronStore) Jobs(ctx context.Context) ([]cronjobs.Job, error) {
 	const op = "sqlite.cron.Jobs"
-	return s.jobs(ctx, op, sqlCronAll)
-}
-
-func (s cronStore) DueJobs(ctx context.Context, now time.Time, n int) ([]cronjobs.Job, error) {
-	const op = "sqlite.cron.DueJobs"
-	return s.jobs(ctx, op, sqlCronDue, nanos(now), limit(n))
-}
-
-// jobs reads the jobs query finds on the read pool.
-func (s cronStore) jobs(ctx context.Context, op, query string, args ...any) ([]cronjobs.Job, error) {
 	d := s.d
 	if err := d.check(ctx, op); err != nil {
 		return nil, err
 	}
-	out, err := scanRows(scanJob)(d.rdb.QueryContext(ctx, query, args...))
-	if err != nil {
-		return nil, d.fail(op, err)
+	return s.jobs(op)(d.rdb.QueryContext(ctx, sqlCronAll))
+}
+
+func (s cronStore) DueJobs(ctx context.Context, now time.Time, n int) ([]cronjobs.Job, error) {
+	const op = "sqlite.cron.DueJobs"
+	d := s.d
+	if err := d.check(ctx, op); err != nil {
+		return nil, err
 	}
-	return out, nil
+	return s.jobs(op)(d.reads.cronDue.QueryContext(ctx, nanos(now), limit(n)))
+}
+
+// jobs makes a reader of the jobs a query on the read pool found.
+func (s cronStore) jobs(op string) func(*sql.Rows, error) ([]cronjobs.Job, error) {
+	return func(rows *sql.Rows, err error) ([]cronjobs.Job, error) {
+		out, err := scanRows(scanJob)(rows, err)
+		if err != nil {
+			return nil, s.d.fail(op, err)
+		}
+		return out, nil
+	}
 }
 
 func (s cronStore) NextDue(ctx context.Context) (time.Time, bool, error) {
@@ -182,7 +194,7 @@ func (s cronStore) NextDue(ctx context.Context) (time.Time, bool, error) {
 		return time.Time{}, false, err
 	}
 	var at int64
-	err := d.rdb.QueryRowContext(ctx, sqlCronNext).Scan(&at)
+	err := d.reads.cronNext.QueryRowContext(ctx).Scan(&at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return time.Time{}, false, nil
 	}
@@ -205,14 +217,17 @@ func (s cronStore) PutRun(ctx context.Context, r cronjobs.Run) error {
 	if err != nil {
 		return errs.Wrap(op, errs.Invalid, err)
 	}
-	err = d.w.do(ctx, op, durable, func(t *tx) error {
-		if _, err := t.exec(sqlCronRunPut, r.ID, r.Job, nanos(r.StartedAt), body); err != nil {
-			return err
-		}
-		_, err := t.exec(sqlCronRunTrim, r.Job, cronjobs.KeepRuns)
-		return err
-	})
+	err = d.w.do(ctx, op, durable, func(t *tx) error { return putRun(t, r, body) })
 	return d.fail(op, err)
+}
+
+// putRun writes r, encoded as body, and keeps its job's KeepRuns newest.
+func putRun(t *tx, r cronjobs.Run, body []byte) error {
+	if _, err := t.st.cronRunPut.Exec(r.ID, r.Job, nanos(r.StartedAt), body); err != nil {
+		return err
+	}
+	_, err := t.st.cronRunTrim.Exec(r.Job, cronjobs.KeepRuns)
+	return err
 }
 
 func (s cronStore) Run(ctx context.Context, id string) (cronjobs.Run, error) {
@@ -221,7 +236,7 @@ func (s cronStore) Run(ctx context.Context, id string) (cronjobs.Run, error) {
 	if err := d.check(ctx, op); err != nil {
 		return cronjobs.Run{}, err
 	}
-	r, err := scanRun(d.rdb.QueryRowContext(ctx, sqlCronRunGet, id))
+	r, err := scanRun(d.reads.cronRunGet.QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return cronjobs.Run{}, errs.E(op, errs.NotFound, "no run %q", id)
 	}

@@ -87,7 +87,7 @@ func (s onceStore) ClaimOnce(ctx context.Context, id, owner string, ttl time.Dur
 	}
 	// Every instance tries each fire; all but the first find it held or
 	// done, which the read pool tells without waiting for the writer.
-	f, ok, err := readFire(d.rdb.QueryRowContext(ctx, sqlOnceGet, id), id)
+	f, ok, err := readFire(d.reads.onceGet.QueryRowContext(ctx, id), id)
 	if err != nil {
 		return lease.Claim{}, "", d.fail(op, err)
 	}
@@ -101,29 +101,37 @@ func (s onceStore) ClaimOnce(ctx context.Context, id, owner string, ttl time.Dur
 	var st lease.OnceState
 	// A claim only moves a claim around, as Renew does (see bookkeeping):
 	// a lost one leaves the fire to be claimed again, its holder gone too.
-	err = d.w.do(ctx, op, bookkeeping, func(t *tx) error {
-		nowT, now := d.now()
-		f, ok, err := readFire(t.queryRow(sqlOnceGet, id), id)
-		if err != nil {
-			return err
-		}
-		if ok {
-			var claimable bool
-			if c, st, claimable = f.state(now, d.lim.DedupeWindow); !claimable {
-				return nil
-			}
-		}
-		c, st = lease.Claim{Name: id, Owner: owner, Expires: nowT.Add(ttl)}, lease.OnceClaimed
-		if err := t.queryRow(sqlOnceToken).Scan(&c.Token); err != nil {
-			return err
-		}
-		_, err = t.exec(sqlOnceClaim, id, owner, c.Token, nanos(c.Expires))
+	err = d.w.do(ctx, op, bookkeeping, func(t *tx) (err error) {
+		c, st, err = d.claimFire(t, id, owner, ttl)
 		return err
 	})
 	if err != nil {
 		return lease.Claim{}, "", d.fail(op, err)
 	}
 	return c, st, nil
+}
+
+// claimFire claims fire id for owner for ttl in t when it is claimable
+// (fireRow.state), and otherwise returns what holds it.
+func (d *DB) claimFire(t *tx, id, owner string, ttl time.Duration) (lease.Claim, lease.OnceState, error) {
+	nowT, now := d.now()
+	f, ok, err := readFire(t.st.onceGet.QueryRow(id), id)
+	if err != nil {
+		return lease.Claim{}, "", err
+	}
+	if ok {
+		if c, st, claimable := f.state(now, d.lim.DedupeWindow); !claimable {
+			return c, st, nil
+		}
+	}
+	c := lease.Claim{Name: id, Owner: owner, Expires: nowT.Add(ttl)}
+	if err := t.st.onceToken.QueryRow().Scan(&c.Token); err != nil {
+		return lease.Claim{}, "", err
+	}
+	if _, err := t.st.onceClaim.Exec(id, owner, c.Token, nanos(c.Expires)); err != nil {
+		return lease.Claim{}, "", err
+	}
+	return c, lease.OnceClaimed, nil
 }
 
 func (s onceStore) RenewOnce(ctx context.Context, claims []lease.Claim, ttl time.Duration) ([]lease.Claim, error) {
@@ -144,7 +152,7 @@ func (s onceStore) RenewOnce(ctx context.Context, claims []lease.Claim, ttl time
 		nowT, _ := d.now()
 		exp := nowT.Add(ttl)
 		for _, c := range claims {
-			n, err := rowsOf(t.exec(sqlOnceRenew, c.Name, c.Token, nanos(exp)))
+			n, err := rowsOf(t.st.onceRenew.Exec(c.Name, c.Token, nanos(exp)))
 			if err != nil {
 				return err
 			}
@@ -167,31 +175,35 @@ func (s onceStore) DoneOnce(ctx context.Context, c lease.Claim) error {
 	if err := d.check(ctx, op); err != nil {
 		return err
 	}
-	err := d.w.do(ctx, op, durable, func(t *tx) error {
-		_, now := d.now()
-		n, err := rowsOf(t.exec(sqlOnceDone, c.Name, c.Token, now))
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			f, ok, err := readFire(t.queryRow(sqlOnceGet, c.Name), c.Name)
-			switch {
-			case err != nil:
-				return err
-			case !ok:
-				return errs.E(op, errs.NotFound, "no fire %q", c.Name)
-			case f.done && f.claim.Token == c.Token:
-				// Done under this very claim already: a retried call.
-				return nil
-			}
-			return errs.E(op, errs.LeaseLost, "fire %q is not held by claim %d any more", c.Name, c.Token)
-		}
-		if d.pruneDue() {
-			_, err = t.exec(sqlOncePrune, now-int64(d.lim.DedupeWindow), pruneBatch)
-		}
-		return err
-	})
+	err := d.w.do(ctx, op, durable, func(t *tx) error { return d.doneFire(t, op, c) })
 	return d.fail(op, err)
+}
+
+// doneFire marks c's fire done in t, and now and then forgets fires done
+// longer ago than the dedupe window.
+func (d *DB) doneFire(t *tx, op string, c lease.Claim) error {
+	_, now := d.now()
+	n, err := rowsOf(t.st.onceDone.Exec(c.Name, c.Token, now))
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		f, ok, err := readFire(t.st.onceGet.QueryRow(c.Name), c.Name)
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			return errs.E(op, errs.NotFound, "no fire %q", c.Name)
+		case f.done && f.claim.Token == c.Token:
+			// Done under this very claim already: a retried call.
+			return nil
+		}
+		return errs.E(op, errs.LeaseLost, "fire %q is not held by claim %d any more", c.Name, c.Token)
+	}
+	if d.pruneDue() {
+		_, err = t.st.oncePrune.Exec(now-int64(d.lim.DedupeWindow), pruneBatch)
+	}
+	return err
 }
 
 func (s onceStore) StaleOnce(ctx context.Context, prefix string, n int) ([]string, error) {
@@ -204,7 +216,7 @@ func (s onceStore) StaleOnce(ctx context.Context, prefix string, n int) ([]strin
 		return nil, errs.E(op, errs.Invalid, "stale fires limit %d, want at least 1", n)
 	}
 	_, now := d.now()
-	ids, err := scanRows(scanString)(d.rdb.QueryContext(ctx, sqlOnceStale, now, prefix, n))
+	ids, err := scanRows(scanString)(d.reads.onceStale.QueryContext(ctx, now, prefix, n))
 	if err != nil {
 		return nil, d.fail(op, err)
 	}

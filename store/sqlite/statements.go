@@ -52,6 +52,10 @@ type statements struct {
 	ctlInsert, ctlUpdate                     *sql.Stmt
 	usageAdd                                 *sql.Stmt
 	poolUse, poolCount, poolStick, poolPrune *sql.Stmt
+	cronUpdate, cronExists, cronRunGet       *sql.Stmt
+	cronRunPut, cronRunTrim                  *sql.Stmt
+	onceGet, onceToken, onceClaim            *sql.Stmt
+	onceRenew, onceDone, oncePrune           *sql.Stmt
 }
 
 func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error) {
@@ -149,6 +153,19 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 		{&st.poolCount, sqlPoolCount},
 		{&st.poolStick, sqlPoolStick},
 		{&st.poolPrune, sqlPoolPrune},
+
+		// Every cron fire claims, writes its job and run, and marks done.
+		{&st.cronUpdate, sqlCronUpdate},
+		{&st.cronExists, sqlCronExists},
+		{&st.cronRunGet, sqlCronRunGet},
+		{&st.cronRunPut, sqlCronRunPut},
+		{&st.cronRunTrim, sqlCronRunTrim},
+		{&st.onceGet, sqlOnceGet},
+		{&st.onceToken, sqlOnceToken},
+		{&st.onceClaim, sqlOnceClaim},
+		{&st.onceRenew, sqlOnceRenew},
+		{&st.onceDone, sqlOnceDone},
+		{&st.oncePrune, sqlOncePrune},
 	}
 	for _, s := range list {
 		stmt, err := conn.PrepareContext(ctx, s.query)
@@ -191,6 +208,10 @@ type readStatements struct {
 	convList, convListBefore     *sql.Stmt
 	convOne                      *sql.Stmt
 	historyTail, historyCount    *sql.Stmt
+
+	cronGet, cronDue, cronNext *sql.Stmt
+	cronRunGet, onceGet        *sql.Stmt
+	onceStale                  *sql.Stmt
 }
 
 func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
@@ -224,6 +245,13 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
 		{&rs.convOne, sqlConvOne},
 		{&rs.historyTail, sqlHistoryTail},
 		{&rs.historyCount, sqlHistoryCount},
+
+		{&rs.cronGet, sqlCronGet},
+		{&rs.cronDue, sqlCronDue},
+		{&rs.cronNext, sqlCronNext},
+		{&rs.cronRunGet, sqlCronRunGet},
+		{&rs.onceGet, sqlOnceGet},
+		{&rs.onceStale, sqlOnceStale},
 	}
 	for _, s := range list {
 		stmt, err := db.PrepareContext(ctx, s.query)

@@ -41,7 +41,7 @@ func TestSuiteAgainstMemory(t *testing.T) {
 		New:  func(t *testing.T) Place { return &memPlace{data: newMemData()} },
 		// Written for the turn queue, the outbox, leases and cursors; the other
 		// domains are checked against the real backends alone.
-		Features: Features{Lacks: []Domain{Delegations, Cron, Once, Kanban, Controllers, Pools}},
+		Features: Features{Lacks: []Domain{Delegations, Kanban, Controllers, Pools}},
 	})
 }
 
@@ -71,6 +71,7 @@ type memData struct {
 	appr     []*approvals.Approval // in the order of creation
 	grants   map[memGrantKey]approvals.Grant
 	insts    map[string]memInstance // by id
+	cron     *memCronData
 }
 
 // memGrantKey is a grant's scope and pattern.
@@ -102,6 +103,7 @@ func newMemData() *memData {
 		files:    map[string][]byte{},
 		grants:   map[memGrantKey]approvals.Grant{},
 		insts:    map[string]memInstance{},
+		cron:     newMemCronData(),
 	}
 }
 
@@ -190,12 +192,12 @@ func (s *memStore) Cursors() adapters.Cursors             { return memCursors{s}
 func (s *memStore) Files() media.Store                    { return memFiles{s} }
 func (s *memStore) Approvals() approvals.Store            { return memApprovals{s} }
 func (s *memStore) Instances() instances.Store            { return memInstances{s} }
+func (s *memStore) Cron() cronjobs.Store                  { return memCron{s} }
+func (s *memStore) Once() lease.OnceStore                 { return memOnce{s} }
 
 // The domains the memory store lacks (TestSuiteAgainstMemory's Lacks):
 // the suite never asks for them.
 func (s *memStore) Delegations() delegation.Store  { return nil }
-func (s *memStore) Cron() cronjobs.Store           { return nil }
-func (s *memStore) Once() lease.OnceStore          { return nil }
 func (s *memStore) Kanban() kanban.Store           { return nil }
 func (s *memStore) Controllers() controllers.Store { return nil }
 func (s *memStore) Pools() llm.PoolStore           { return nil }
@@ -542,9 +544,10 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 	var usage []sessions.Usage
 	var noteWrites []sessions.Write
 	var released []string
+	var created []cronjobs.Job
 	for _, w := range f.Writes {
 		// The in-memory store applies no other domain's writes: only
-		// the sessions', the notes' and the files' own.
+		// the sessions', the notes', the files' and the cron jobs' own.
 		switch w := w.(type) {
 		case sessions.Usage:
 			if err := w.Check(op); err != nil {
@@ -566,6 +569,11 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 				return nil, err
 			}
 			released = append(released, w.IDs...)
+		case cronjobs.Create:
+			if err := cronjobs.CheckJob(op, w.Job); err != nil {
+				return nil, err
+			}
+			created = append(created, w.Job)
 		default:
 			return nil, sessions.UnknownWrite(op, w)
 		}
@@ -613,6 +621,10 @@ func (m memSessions) finish(op string, l sessions.Lease, f sessions.Finish) ([]o
 	}
 	for _, id := range released {
 		delete(m.s.data.files, id)
+	}
+	for _, j := range created {
+		j.Version = 1
+		m.s.data.cron.jobs[j.ID] = j
 	}
 	for _, u := range usage {
 		prompt, completion := sessions.UsageKeys(u.Model)

@@ -46,6 +46,7 @@ func RunAll(t *testing.T, b Backend) {
 	group("Delegations", Delegations, runDelegations)
 	group("Cron", Cron, runCron)
 	group("Once", Once, runOnce)
+	group("CronFires", Cron, runCronFires)
 	group("Pools", Pools, runPools)
 	group("Kanban", Kanban, runKanban)
 	group("Controllers", Controllers, runControllers)

@@ -43,9 +43,9 @@ func TestCron(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Cron: %v", err)
 			}
-			if res.Store != opt.Store || res.Jobs != 12 || res.Slots != 1 || res.TargetLatenessP99Ms != TargetCronLatenessP99Ms {
+			if res.Store != opt.Store || res.Jobs != 12 || res.Slots != 1 || res.TargetLatenessP99Ms != CronLatenessTarget(opt.Store) {
 				t.Errorf("store, jobs, slots, target = %q, %d, %d, %g; want %q, 12, 1, %g",
-					res.Store, res.Jobs, res.Slots, res.TargetLatenessP99Ms, opt.Store, TargetCronLatenessP99Ms)
+					res.Store, res.Jobs, res.Slots, res.TargetLatenessP99Ms, opt.Store, CronLatenessTarget(opt.Store))
 			}
 			checkCronPhase(t, "one instance", res.Single, 1, 12)
 			switch {

@@ -22,10 +22,5 @@ elseif not v then
 elseif v ~= ARGV[2] then
   return {'CONFLICT'}
 end
-redis.call('HSET', KEYS[1], 'v', ARGV[3], 'j', ARGV[4])
-if ARGV[5] == '' then
-  redis.call('ZREM', KEYS[3], ARGV[1])
-else
-  redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])
-end
+cron_job_write(KEYS[1], KEYS[3], ARGV[1], ARGV[3], ARGV[4], ARGV[5])
 return {'OK'}

@@ -1,7 +1,5 @@
--- once_done marks a fire done under its current claim: it leaves the
--- index of the fires not done, counts as done for the dedupe window by
--- the store's clock, and its key expires after that window by the
--- server's (the key's own TTL only collects garbage).
+-- once_done marks a fire done under its current claim (once_mark_done
+-- says what that does).
 -- KEYS[1] the fire's hash
 -- KEYS[2] the index of the fires not done
 -- ARGV[1] the fire id
@@ -9,18 +7,11 @@
 -- ARGV[3] the dedupe window in ms
 -- ARGV[4] now in ms, or '' for the server's time
 -- Returns {'OK'}, {'LOST'} or {'NOTFOUND'}.
-local v = redis.call('HMGET', KEYS[1], 'tok', 'du')
-if not v[1] then
-  return {'NOTFOUND'}
-end
-if v[1] ~= ARGV[2] then
-  return {'LOST'}
-end
-if v[2] then
-  -- Done under this very claim already: a retried call.
+local check = once_check_done(KEYS[1], ARGV[2])
+if check == 'AGAIN' then
   return {'OK'}
+elseif check ~= 'OK' then
+  return {check}
 end
-redis.call('HSET', KEYS[1], 'du', int(now_ms(ARGV[4]) + tonumber(ARGV[3])))
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
+once_mark_done(KEYS[1], KEYS[2], ARGV[1], ARGV[3], now_ms(ARGV[4]))
 return {'OK'}
