@@ -692,19 +692,10 @@ func (s *Server) followBoard(ctx context.Context, q kanban.EventQuery, evs []kan
 			}
 			q.After = ev.Cursor
 		}
-		for waiting := len(evs) < q.Limit; waiting; {
-			select {
-			case <-poll.C():
-				poll.Reset(kanbanPoll)
-				waiting = false
-			case <-alive.C():
-				if err := out.comment(); err != nil {
-					return err
-				}
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-s.done:
-				return errShutdown
+		// A full page means more are written already: read on at once.
+		if len(evs) < q.Limit {
+			if err := s.nextPoll(ctx, poll, kanbanPoll, alive, out); err != nil {
+				return err
 			}
 		}
 		var err error

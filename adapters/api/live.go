@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/heraldgw/herald/internal/clock"
 )
 
 // livePoll is how often a live route's stream reads its answer again:
@@ -63,24 +65,33 @@ func (s *Server) stream(r *http.Request, h http.HandlerFunc, first recorded, out
 			}
 			last = next
 		}
-		for waiting := true; waiting; {
-			select {
-			case <-poll.C():
-				poll.Reset(livePoll)
-				waiting = false
-			case <-alive.C():
-				if err := out.comment(); err != nil {
-					return err
-				}
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-s.done:
-				return errShutdown
-			}
+		if err := s.nextPoll(ctx, poll, livePoll, alive, out); err != nil {
+			return err
 		}
 		next = answer(h, r)
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+	}
+}
+
+// nextPoll waits until poll fires, and resets it to every, sending out a
+// keep-alive comment at each tick of alive meanwhile. It returns ctx's
+// error when ctx ends first, errShutdown when the adapter stops.
+func (s *Server) nextPoll(ctx context.Context, poll clock.Timer, every time.Duration, alive clock.Ticker, out *sse) error {
+	for {
+		select {
+		case <-poll.C():
+			poll.Reset(every)
+			return nil
+		case <-alive.C():
+			if err := out.comment(); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.done:
+			return errShutdown
 		}
 	}
 }
