@@ -51,11 +51,12 @@ const maxViewSticky = 10_000
 
 // poolView is what a pool knows of its keys between reads of the store.
 type poolView struct {
-	mu     sync.Mutex
-	fresh  bool                // read, and no mark since
-	readAt time.Time           // when, by the pool's clock
-	now    time.Time           // the store's clock at that read
-	states map[string]KeyState // by key id
+	mu      sync.Mutex
+	forgets uint64              // Forgets so far: a read begun before one is not fresh
+	fresh   bool                // read, and no mark since
+	readAt  time.Time           // when, by the pool's clock
+	now     time.Time           // the store's clock at that read
+	states  map[string]KeyState // by key id
 	// sticky is the key the store keeps for each conversation this
 	// process served, and when it was written or read, by the pool's
 	// clock: written again when StickyTTL/2 old, so the store keeps it
@@ -84,6 +85,7 @@ func order(pending map[string]*pendingUses) []string {
 func (p *Pool) Forget() {
 	p.view.mu.Lock()
 	p.view.fresh = false
+	p.view.forgets++
 	p.view.mu.Unlock()
 }
 
@@ -102,6 +104,7 @@ func (p *Pool) snapshot(ctx context.Context, conv string) (time.Time, map[string
 		v.mu.Unlock()
 		return now, states, sticky, nil
 	}
+	began := v.forgets
 	v.mu.Unlock()
 	r, err := p.store.ReadPool(ctx, p.name, conv)
 	if err != nil {
@@ -126,7 +129,9 @@ func (p *Pool) snapshot(ctx context.Context, conv string) (time.Time, map[string
 		st.ID, st.Uses, st.LastUse = id, st.Uses+u.n, last
 		states[id] = st
 	}
-	v.fresh, v.readAt, v.now, v.states = true, local, r.Now, states
+	// A mark told of while the read was under way may be newer than
+	// what it read: the next request reads again.
+	v.fresh, v.readAt, v.now, v.states = v.forgets == began, local, r.Now, states
 	if conv != "" {
 		v.remember(conv, r.Sticky, local)
 	}
