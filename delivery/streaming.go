@@ -223,8 +223,6 @@ func (s *Streaming) paced(target outbox.Target, at, held time.Time) {
 	c.held = later(c.held, held)
 }
 
-
-
 // Send delivers m through a when m is a turn's reply that this process
 // showed in progress on a's platform, or that names the message that
 // showed it (sessions.ReplyMetaStreamed, from End): the message shown

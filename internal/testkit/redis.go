@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/internal/proc"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -146,6 +147,8 @@ func (r *Redis) start() error {
 		"--logfile", logPath,
 	}, r.args...)...)
 	cmd.Dir = r.dir
+	// The base set only: the test's environment may hold keys.
+	cmd.Env = (*proc.Env)(nil).Build()
 	if err := cmd.Start(); err != nil {
 		return err
 	}

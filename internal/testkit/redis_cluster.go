@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/internal/proc"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -70,7 +71,9 @@ func StartRedisCluster(t testing.TB) *RedisCluster {
 		args = append(args, n.addr)
 	}
 	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
-	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+	create := exec.Command(cli, args...)
+	create.Env = (*proc.Env)(nil).Build()
+	if out, err := create.CombinedOutput(); err != nil {
 		t.Fatalf("testkit: redis-cli --cluster create: %v\n%s", err, out)
 	}
 	c.WaitOK(t)
