@@ -53,10 +53,7 @@ func TestDashboardConversationsLive(t *testing.T) {
 	})
 
 	p := openPage(t)
-	p.run(chromedp.Navigate(h.base + "/ui/"))
-	p.run(chromedp.WaitVisible(chromedp.CSS("#login")))
-	p.run(chromedp.SendKeys(chromedp.CSS("#key"), key), chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)))
-	p.run(chromedp.WaitVisible(chromedp.CSS("#nav")))
+	p.signIn(h.base, key, "")
 	p.show("conversations")
 	p.until(`!!document.querySelector('#conv-list tr[data-id="api:web"]') && !!document.querySelector('#conv-list tr[data-id="chatfake:42"]')`)
 	if first := p.eval(`document.querySelector('#conv-list tbody tr').dataset.id`); first != "api:web" {

@@ -51,10 +51,7 @@ func TestDashboardDelegations(t *testing.T) {
 	})
 
 	p := openPage(t)
-	p.run(chromedp.Navigate(h.base + "/ui/"))
-	p.run(chromedp.WaitVisible(chromedp.CSS("#login")))
-	p.run(chromedp.SendKeys(chromedp.CSS("#key"), key), chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)))
-	p.run(chromedp.WaitVisible(chromedp.CSS("#nav")))
+	p.signIn(h.base, key, "")
 	p.show("delegations")
 	p.until(`document.getElementById('page').dataset.page === 'delegations' && document.body.innerText.includes('No delegations.')`)
 	p.eval(`window.notReloaded = 'yes'`) // gone if the page loads again

@@ -119,6 +119,19 @@ func openPage(t *testing.T) *browserPage {
 	return p
 }
 
+// signIn opens the dashboard at base and signs in with key, as a person
+// types it; shot, when set, is the screenshot taken of the sign-in form.
+func (p *browserPage) signIn(base, key, shot string) {
+	p.t.Helper()
+	p.run(chromedp.Navigate(base + "/ui/"))
+	p.run(chromedp.WaitVisible(chromedp.CSS("#login")))
+	if shot != "" {
+		p.shot(shot)
+	}
+	p.run(chromedp.SendKeys(chromedp.CSS("#key"), key), chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)))
+	p.run(chromedp.WaitVisible(chromedp.CSS("#nav")))
+}
+
 func (p *browserPage) record(s string) {
 	p.log.mu.Lock()
 	defer p.log.mu.Unlock()
@@ -292,11 +305,7 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	tab := openPage(t)
 	p := tab
-	p.run(chromedp.Navigate(h.base + "/ui/"))
-	p.run(chromedp.WaitVisible(chromedp.CSS("#login")))
-	p.shot("login")
-	p.run(chromedp.SendKeys(chromedp.CSS("#key"), key), chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)))
-	p.run(chromedp.WaitVisible(chromedp.CSS("#nav")))
+	p.signIn(h.base, key, "login")
 	nav := p.text("#nav")
 	for _, word := range []string{"Conversations", "Delegations", "Cron", "Kanban", "Outbox", "Keys", "Approvals"} {
 		if !strings.Contains(nav, word) {

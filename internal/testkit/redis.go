@@ -71,23 +71,10 @@ func StartRedis(t testing.TB) *Redis {
 	r.bin = bin
 	r.dir = t.TempDir()
 
-	// Another process may take the port between our probe and the server's
-	// bind, so a failed start is tried again on a new port.
-	var lastErr error
-	for range 5 {
-		r.port, err = freePort()
-		if err != nil {
-			t.Fatalf("testkit: finding a free port: %v", err)
-		}
-		if lastErr = r.start(); lastErr == nil {
-			break
-		}
+	if err := r.launch(); err != nil {
+		t.Fatalf("testkit: starting redis-server: %v", err)
 	}
-	if lastErr != nil {
-		t.Fatalf("testkit: starting redis-server: %v", lastErr)
-	}
-	r.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port))
-	r.url = "redis://" + r.addr + "/0"
+	r.url += "/0"
 	t.Cleanup(func() {
 		if err := r.stop(); err != nil {
 			t.Errorf("testkit: stopping redis-server: %v", err)
@@ -132,6 +119,24 @@ func (r *Redis) Restart(t testing.TB) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("testkit: restarting redis-server: %v", err)
+}
+
+// launch starts the server on a free loopback port and sets its
+// address and URL. Another process may take the port between the probe
+// and the server's bind, so a failed start is tried again on a new port.
+func (r *Redis) launch() error {
+	var err error
+	for range 5 {
+		if r.port, err = freePort(); err != nil {
+			return fmt.Errorf("finding a free port: %w", err)
+		}
+		if err = r.start(); err == nil {
+			r.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port))
+			r.url = "redis://" + r.addr
+			return nil
+		}
+	}
+	return err
 }
 
 func (r *Redis) start() error {

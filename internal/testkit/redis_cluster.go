@@ -49,20 +49,9 @@ func StartRedisCluster(t testing.TB) *RedisCluster {
 		n := &Redis{bin: bin, dir: t.TempDir(), prefix: c.prefix}
 		n.args = []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", strconv.Itoa(int(clusterNodeTimeout.Milliseconds()))}
-		var lastErr error
-		for range 5 {
-			if n.port, err = freePort(); err != nil {
-				t.Fatalf("testkit: finding a free port: %v", err)
-			}
-			if lastErr = n.start(); lastErr == nil {
-				break
-			}
+		if err := n.launch(); err != nil {
+			t.Fatalf("testkit: starting a cluster node: %v", err)
 		}
-		if lastErr != nil {
-			t.Fatalf("testkit: starting a cluster node: %v", lastErr)
-		}
-		n.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port))
-		n.url = "redis://" + n.addr
 		t.Cleanup(func() { _ = n.stop() })
 		c.Nodes = append(c.Nodes, n)
 	}
