@@ -34,7 +34,7 @@ func (s *Server) live(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		first := answer(h, r)
-		if first.status != http.StatusOK && first.status != 0 && first.status < 500 {
+		if first.status != http.StatusOK && first.status < 500 {
 			// A bad request is answered as such while a status can
 			// still be sent: it will not get better by reading again.
 			first.copyTo(w)
