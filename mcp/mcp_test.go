@@ -329,7 +329,14 @@ func writeConfig(t *testing.T, file string, urls map[string]string) {
 	if urls == nil {
 		body = "mcp_servers:\n  broken:\n    command: a\n    url: http://both.example\n"
 	}
-	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+	// Written whole and renamed into place, as an editor saves: the
+	// watcher, whose timers the test's clock may have left due, never
+	// reads the file half written.
+	tmp := file + ".new"
+	if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, file); err != nil {
 		t.Fatal(err)
 	}
 }
