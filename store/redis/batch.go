@@ -2,7 +2,9 @@ package redis
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -43,8 +45,12 @@ type queuedCall struct {
 
 // batcher is the senders and the queue they take calls from.
 type batcher struct {
-	client goredis.UniversalClient
-	calls  chan *queuedCall
+	client  goredis.UniversalClient
+	cluster *goredis.ClusterClient // client, when it is a cluster's
+	calls   chan *queuedCall
+
+	waitN       int           // replicas each pipeline's writes must reach (WAIT), 0 for none
+	waitTimeout time.Duration // how long a pipeline waits for them
 
 	mu     sync.RWMutex // held shared while a call is queued, alone by close
 	closed bool
@@ -52,8 +58,10 @@ type batcher struct {
 	wg     sync.WaitGroup
 }
 
-func newBatcher(client goredis.UniversalClient) *batcher {
-	b := &batcher{client: client, calls: make(chan *queuedCall, maxBatch*batchSenders), stop: make(chan struct{})}
+func newBatcher(client goredis.UniversalClient, waitN int, waitTimeout time.Duration) *batcher {
+	b := &batcher{client: client, calls: make(chan *queuedCall, maxBatch*batchSenders), stop: make(chan struct{}),
+		waitN: waitN, waitTimeout: waitTimeout}
+	b.cluster, _ = client.(*goredis.ClusterClient)
 	b.wg.Add(batchSenders)
 	for range batchSenders {
 		go b.send()
@@ -68,7 +76,7 @@ func (b *batcher) fcall(ctx context.Context, fn string, keys []string, args ...a
 	for _, k := range keys {
 		all = append(all, k)
 	}
-	cmd := goredis.NewSliceCmd(ctx, append(all, args...)...)
+	cmd := scriptCmd{goredis.NewSliceCmd(ctx, append(all, args...)...)}
 	return await(ctx, b, cmd, cmd.Result)
 }
 
@@ -150,6 +158,14 @@ func (b *batcher) send() {
 // it.
 func (b *batcher) run(batch []*queuedCall) {
 	ctx := context.Background()
+	if b.waitN > 0 {
+		b.runWaited(ctx, batch)
+		for _, c := range batch {
+			close(c.done)
+		}
+		return
+	}
+	defer b.reloadOnFailure(ctx, batch)
 	if len(batch) == 1 {
 		_ = b.client.Process(ctx, batch[0].cmd) // the error is the command's own
 		close(batch[0].done)
@@ -163,6 +179,115 @@ func (b *batcher) run(batch []*queuedCall) {
 	_, _ = pipe.Exec(ctx)
 	for _, c := range batch {
 		close(c.done)
+	}
+}
+
+// runWaited sends batch with a WAIT after it on each connection it goes
+// out on, so that every call's writes are known to be on waitN replicas
+// before its reply is used; a call whose WAIT fell short gets an error in
+// place of its reply (its writes may stand, as after a lost reply). WAIT
+// counts the writes of the connection it comes on, so the calls for one
+// node go out as one pipeline on one connection (on a cluster, one per
+// primary, grouped by the slot of each call's first key). A call a node
+// refused as not its own (MOVED, ASK, READONLY, a node down) did not run
+// and goes out again, to the node the cluster names once it has read its
+// slots again.
+func (b *batcher) runWaited(ctx context.Context, batch []*queuedCall) {
+	cmds := make([]goredis.Cmder, len(batch))
+	for i, c := range batch {
+		cmds[i] = c.cmd
+	}
+	for round := 0; len(cmds) > 0; round++ {
+		groups := b.byNode(ctx, cmds)
+		var mu sync.Mutex
+		var again []goredis.Cmder
+		var wg sync.WaitGroup
+		for node, cs := range groups {
+			wg.Go(func() {
+				pipe := node.Pipeline()
+				for _, c := range cs {
+					_ = pipe.Process(ctx, c)
+				}
+				w := goredis.NewIntCmd(ctx, "wait", b.waitN, b.waitTimeout.Milliseconds())
+				_ = pipe.Process(ctx, w)
+				_, _ = pipe.Exec(ctx)
+				for _, c := range cs {
+					switch err := c.Err(); {
+					case redirected(err) && round < 3:
+						mu.Lock()
+						again = append(again, c)
+						mu.Unlock()
+					case isReply(err) && (w.Err() != nil || w.Val() < int64(b.waitN)):
+						c.SetErr(notReplicated(b.waitN, w))
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if len(again) > 0 && b.cluster != nil {
+			b.cluster.ReloadState(ctx)
+			time.Sleep(time.Duration(round+1) * 50 * time.Millisecond)
+		}
+		cmds = again
+	}
+}
+
+// byNode groups cmds by the primary each goes to: on a cluster by the
+// slot of its first key, else all to the one client. A command whose
+// node is unknown now gets the error saying so.
+func (b *batcher) byNode(ctx context.Context, cmds []goredis.Cmder) map[pipeliner][]goredis.Cmder {
+	out := make(map[pipeliner][]goredis.Cmder, 1)
+	if b.cluster == nil {
+		out[b.client] = cmds
+		return out
+	}
+	for _, c := range cmds {
+		node, err := b.cluster.MasterForKey(ctx, firstKey(c))
+		if err != nil {
+			c.SetErr(err)
+			continue
+		}
+		out[node] = append(out[node], c)
+	}
+	return out
+}
+
+// pipeliner is a client a pipeline is made from.
+type pipeliner interface {
+	Pipeline() goredis.Pipeliner
+}
+
+// isReply reports whether err is nil or the server's own answer to the
+// command (which ran): not a failure to reach the server.
+func isReply(err error) bool {
+	if err == nil || err == goredis.Nil {
+		return true
+	}
+	_, ok := err.(goredis.Error)
+	return ok && !redirected(err)
+}
+
+// notReplicated is the error of a call whose writes reached fewer
+// replicas than asked.
+func notReplicated(n int, w *goredis.IntCmd) error {
+	if err := w.Err(); err != nil {
+		return fmt.Errorf("redis: waiting for %d replicas: %w", n, err)
+	}
+	return fmt.Errorf("redis: the writes reached %d of the %d replicas asked (store.redis_wait_replicas) in time; they may stand", w.Val(), n)
+}
+
+// reloadOnFailure makes a cluster client read the slots again when a
+// call found its node gone, so that the next call finds the primary that
+// took over.
+func (b *batcher) reloadOnFailure(ctx context.Context, batch []*queuedCall) {
+	if b.cluster == nil {
+		return
+	}
+	for _, c := range batch {
+		if err := c.cmd.Err(); err != nil && !isReply(err) {
+			b.cluster.ReloadState(ctx)
+			return
+		}
 	}
 }
 

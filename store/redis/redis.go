@@ -42,7 +42,27 @@ type Options struct {
 	Clock clock.Clock
 	// Limits bound entry sizes and the dedupe window.
 	Limits sessions.Limits
+	// Cluster dials URL as Redis Cluster seed nodes (redis://host:port
+	// with ?addr=host:port for each further seed) with go-redis's cluster
+	// client. A Client passed in is used as it is.
+	Cluster bool
+	// Shards is how many shards every cluster-wide index is cut into
+	// (shards.go). 0 is the layout of one server; in cluster mode 0 means
+	// DefaultClusterShards. A store keeps the count it was first opened
+	// with.
+	Shards int
+	// WaitReplicas, when above 0, makes every call wait (WAIT) until that
+	// many replicas hold its writes before its reply is used, so that a
+	// failover loses nothing herald acted on. A call whose writes no
+	// WaitReplicas replicas acknowledged within WaitTimeout fails
+	// Unavailable (its writes may stand).
+	WaitReplicas int
+	// WaitTimeout bounds that wait; default 2 s.
+	WaitTimeout time.Duration
 }
+
+// DefaultWaitTimeout is Options.WaitTimeout's default.
+const DefaultWaitTimeout = 2 * time.Second
 
 // DB is an open Redis store. It serves the sessions and outbox stores.
 type DB struct {
@@ -54,6 +74,7 @@ type DB struct {
 	closed atomic.Bool
 	batch  *batcher // the script calls' way to the server
 	hist   *histCache
+	shards *layout
 
 	sessions *sessionStore
 	outbox   *outboxStore
@@ -70,9 +91,20 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if strings.ContainsAny(prefix, "{}") {
 		return nil, errs.E(op, errs.Invalid, "prefix %q may not contain '{' or '}'", prefix)
 	}
-	db := &DB{client: opts.Client, prefix: prefix, clk: opts.Clock, lim: opts.Limits.WithDefaults(), hist: newHistCache(historyCacheBytes)}
+	shards := opts.Shards
+	if shards < 0 || shards > maxShards {
+		return nil, errs.E(op, errs.Invalid, "shards %d: want 0 to %d", shards, maxShards)
+	}
+	if opts.Cluster && shards == 0 {
+		shards = DefaultClusterShards
+	}
+	if opts.WaitReplicas < 0 {
+		return nil, errs.E(op, errs.Invalid, "wait replicas %d: want 0 or more", opts.WaitReplicas)
+	}
+	db := &DB{client: opts.Client, prefix: prefix, clk: opts.Clock, lim: opts.Limits.WithDefaults(),
+		hist: newHistCache(historyCacheBytes), shards: newLayout(prefix, shards)}
 	if db.client == nil {
-		c, err := dial(opts.URL)
+		c, err := dial(opts.URL, opts.Cluster)
 		if err != nil {
 			return nil, errs.Wrap(op, errs.Invalid, err)
 		}
@@ -86,7 +118,15 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		db.closeClient()
 		return nil, db.fail(op, err)
 	}
-	db.batch = newBatcher(db.client)
+	if err := db.checkShards(ctx); err != nil {
+		db.closeClient()
+		return nil, err
+	}
+	wait := opts.WaitTimeout
+	if wait <= 0 {
+		wait = DefaultWaitTimeout
+	}
+	db.batch = newBatcher(db.client, opts.WaitReplicas, wait)
 	db.sessions = &sessionStore{db: db}
 	db.outbox = &outboxStore{db: db}
 	return db, nil
@@ -106,9 +146,12 @@ func ParseURL(rawURL string) (*goredis.Options, error) {
 	return opt, nil
 }
 
-func dial(rawURL string) (goredis.UniversalClient, error) {
+func dial(rawURL string, cluster bool) (goredis.UniversalClient, error) {
 	if rawURL == "" {
 		rawURL = DefaultURL
+	}
+	if cluster {
+		return dialCluster(rawURL)
 	}
 	opt, err := ParseURL(rawURL)
 	if err != nil {
@@ -173,8 +216,19 @@ func (db *DB) fail(op string, err error) error {
 }
 
 // loadLibrary loads the scripts' library unless the server has it: a
-// library of the same name holds the same code (see scripts.go).
+// library of the same name holds the same code (see scripts.go). On a
+// cluster every primary gets it (replicas copy it from theirs).
 func (db *DB) loadLibrary(ctx context.Context) error {
+	load := func(ctx context.Context, c *goredis.Client) error {
+		err := c.FunctionLoad(ctx, library).Err()
+		if err != nil && strings.Contains(err.Error(), "already exists") {
+			return nil
+		}
+		return err
+	}
+	if cc, ok := db.client.(*goredis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, load)
+	}
 	err := db.client.FunctionLoad(ctx, library).Err()
 	if err != nil && strings.Contains(err.Error(), "already exists") {
 		return nil
@@ -188,6 +242,10 @@ func (db *DB) loadLibrary(ctx context.Context) error {
 func (db *DB) run(ctx context.Context, op string, s script, keys []string, args ...any) ([]any, error) {
 	if err := db.check(op); err != nil {
 		return nil, err
+	}
+	if len(keys) == 0 && db.shards.sharded() {
+		// A call with no key would go to any node of a cluster.
+		return nil, errs.E(op, errs.Internal, "script %s called without a key of its shard", s.fn)
 	}
 	v, err := db.batch.fcall(ctx, s.fn, keys, args...)
 	if err != nil && strings.Contains(err.Error(), "Function not found") {

@@ -39,3 +39,28 @@ func openDB(t testing.TB, r *testkit.Redis, clk clock.Clock, lim sessions.Limits
 	t.Cleanup(func() { db.Close() })
 	return db
 }
+
+// TestConformanceSharded runs the suite on one server in the sharded
+// layout a cluster uses, so that every family's routing to its shards is
+// checked without a cluster.
+func TestConformanceSharded(t *testing.T) {
+	storetest.RunAll(t, storetest.Backend{
+		Name: "redis-sharded",
+		New:  func(t *testing.T) storetest.Place { return shardedPlace{place{testkit.StartRedis(t)}} },
+	})
+}
+
+// shardedPlace opens its stores with four shards.
+type shardedPlace struct{ place }
+
+func (p shardedPlace) Open(t *testing.T, clk clock.Clock, lim sessions.Limits) storetest.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	db, err := Open(ctx, Options{URL: p.r.URL(), Prefix: p.r.Prefix(), Clock: clk, Limits: lim, Shards: 4})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}

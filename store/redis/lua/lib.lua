@@ -45,6 +45,18 @@ local function conv_key(prefix, tag, suffix)
   return prefix .. '{' .. tag .. '}:' .. suffix
 end
 
+-- shard_id makes an id the script made (from a counter of its shard)
+-- name its shard: "<label>_<id>" when the prefix is a shard's,
+-- "P{label}:", else the id as it is (the layout of one server; see
+-- shards.go).
+local function shard_id(prefix, id)
+  local label = string.match(prefix, '{([^}]*)}:$')
+  if label then
+    return label .. '_' .. id
+  end
+  return id
+end
+
 local function lane_key(prefix, tag, lane)
   return conv_key(prefix, tag, 'q' .. lane)
 end
