@@ -225,3 +225,42 @@ func primaryOf(sh goredis.ClusterShard) string {
 
 // String names the cluster's nodes, for a failure's message.
 func (c *RedisCluster) String() string { return fmt.Sprint(c.Seeds()) }
+
+// URL is the cluster's seeds as a Redis URL: the first node, and each
+// other as an addr parameter.
+func (c *RedisCluster) URL() string {
+	seeds := c.Seeds()
+	u := "redis://" + seeds[0]
+	for i, s := range seeds[1:] {
+		sep := "&"
+		if i == 0 {
+			sep = "?"
+		}
+		u += sep + "addr=" + s
+	}
+	return u
+}
+
+// Restart stops every node and starts it again on its data, then waits
+// for the cluster to be ok.
+func (c *RedisCluster) Restart(t testing.TB) {
+	t.Helper()
+	for _, n := range c.Nodes {
+		if n.alive() {
+			_ = n.stop()
+		}
+	}
+	for _, n := range c.Nodes {
+		var err error
+		for range 20 { // the port was let go only a moment ago
+			if err = n.start(); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("testkit: restarting a cluster node: %v", err)
+		}
+	}
+	c.WaitOK(t)
+}

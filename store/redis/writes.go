@@ -20,6 +20,12 @@ type writeOp struct {
 	cmd  string
 	args []any
 	now  int
+	// home is the prefix of the shard the write's keys live in, when that
+	// is not the committing conversation's (a user's notes, a file, a
+	// job); "" is the conversation's own. In the one-server layout every
+	// home is the one shard. A write whose home is another shard cannot
+	// run in the commit's script (one slot): see forwarding in sessions.go.
+	home string
 }
 
 // writeOps turns a Finish's writes into the commands q_finish
