@@ -68,6 +68,14 @@ type Store struct {
 	Backend     string `yaml:"backend"` // BackendSQLite or BackendRedis
 	RedisURL    string `yaml:"redis_url" secret:"url"`
 	RedisPrefix string `yaml:"redis_prefix"`
+	// RedisMode is RedisSingle (one primary, RedisURL its address) or
+	// RedisCluster (Redis Cluster, RedisURL its seed nodes: the first in
+	// the URL's host, more as ?addr=host:port).
+	RedisMode string `yaml:"redis_mode"`
+	// RedisWaitReplicas is how many replicas must hold a commit's writes
+	// (WAIT) before herald acts on it; 0 acts at once, which a primary's
+	// loss may turn into a lost write.
+	RedisWaitReplicas int `yaml:"redis_wait_replicas"`
 	// SQLitePath is the database file; empty means herald.db in Home, and
 	// a relative path is taken relative to Home, so the data stays
 	// together whatever directory herald is started from.
@@ -88,6 +96,12 @@ type Store struct {
 const (
 	BackendSQLite = "sqlite"
 	BackendRedis  = "redis"
+)
+
+// Redis modes.
+const (
+	RedisSingle  = "single"
+	RedisCluster = "cluster"
 )
 
 // HTTP configures the local HTTP server (API, webhooks, health, metrics).
@@ -689,6 +703,7 @@ func Default() Config {
 			Backend:       BackendSQLite,
 			RedisURL:      DefaultRedisURL,
 			RedisPrefix:   DefaultRedisPrefix,
+			RedisMode:     RedisSingle,
 			MaxEntryBytes: sessions.DefaultMaxEntryBytes,
 			DedupeWindow:  sessions.DefaultDedupeWindow,
 			LeaseTTL:      sessions.DefaultLeaseTTL,

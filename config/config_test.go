@@ -54,6 +54,7 @@ func TestDefault(t *testing.T) {
 			Backend:       "sqlite",
 			RedisURL:      "redis://127.0.0.1:6379/0",
 			RedisPrefix:   "herald:",
+			RedisMode:     "single",
 			MaxEntryBytes: 256 << 10,
 			DedupeWindow:  168 * time.Hour,
 			LeaseTTL:      30 * time.Second,

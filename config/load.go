@@ -112,6 +112,7 @@ var envStrings = []struct {
 	{"HERALD_STORE", func(c *Config) *string { return &c.Store.Backend }},
 	{"REDIS_URL", func(c *Config) *string { return &c.Store.RedisURL }},
 	{"HERALD_REDIS_PREFIX", func(c *Config) *string { return &c.Store.RedisPrefix }},
+	{"HERALD_REDIS_MODE", func(c *Config) *string { return &c.Store.RedisMode }},
 	{"HERALD_HTTP_ADDR", func(c *Config) *string { return &c.HTTP.Addr }},
 	{"HERALD_API_KEY", func(c *Config) *string { return &c.HTTP.APIKey }},
 	{"HERALD_METRICS_ADDR", func(c *Config) *string { return &c.HTTP.MetricsAddr }},
@@ -143,6 +144,7 @@ var envInts = []struct {
 	name, key string
 	field     func(*Config) *int
 }{
+	{"HERALD_REDIS_WAIT_REPLICAS", "store.redis_wait_replicas", func(c *Config) *int { return &c.Store.RedisWaitReplicas }},
 	{"DELEGATION_MAX_CONCURRENT_CHILDREN", "delegation.max_concurrent_children", func(c *Config) *int { return &c.Delegation.MaxConcurrentChildren }},
 }
 

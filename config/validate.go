@@ -288,6 +288,18 @@ func (s Store) check(v *validator) {
 	case s.Backend == BackendRedis:
 		v.add("store.redis_url", "must be set when store.backend is redis")
 	}
+	switch s.RedisMode {
+	case RedisSingle, "":
+	case RedisCluster:
+		if s.Backend != BackendRedis {
+			v.add("store.redis_mode", "cluster needs store.backend redis, not %s", quote(s.Backend))
+		}
+	default:
+		v.add("store.redis_mode", "unknown mode %s (single or cluster)", quote(s.RedisMode))
+	}
+	if s.RedisWaitReplicas < 0 {
+		v.add("store.redis_wait_replicas", "must be 0 (act at once) or more, got %d", s.RedisWaitReplicas)
+	}
 	v.positive("store.max_entry_bytes", int64(s.MaxEntryBytes))
 	v.positiveDuration("store.dedupe_window", s.DedupeWindow)
 	v.positiveDuration("store.lease_ttl", s.LeaseTTL)

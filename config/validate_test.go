@@ -99,6 +99,21 @@ func TestValidate(t *testing.T) {
 			want:   config.Problems{{Key: "store.backend", Msg: `unknown backend "mysql" (sqlite or redis)`}},
 		},
 		{
+			desc:   "unknown redis mode",
+			change: func(c *config.Config) { c.Store.Backend, c.Store.RedisMode = "redis", "sentinel" },
+			want:   config.Problems{{Key: "store.redis_mode", Msg: `unknown mode "sentinel" (single or cluster)`}},
+		},
+		{
+			desc:   "cluster mode on SQLite",
+			change: func(c *config.Config) { c.Store.RedisMode = "cluster" },
+			want:   config.Problems{{Key: "store.redis_mode", Msg: `cluster needs store.backend redis, not "sqlite"`}},
+		},
+		{
+			desc:   "negative wait replicas",
+			change: func(c *config.Config) { c.Store.RedisWaitReplicas = -1 },
+			want:   config.Problems{{Key: "store.redis_wait_replicas", Msg: "must be 0 (act at once) or more, got -1"}},
+		},
+		{
 			desc:   "redis backend without a URL",
 			change: func(c *config.Config) { c.Store.Backend, c.Store.RedisURL = "redis", "" },
 			want:   config.Problems{{Key: "store.redis_url", Msg: "must be set when store.backend is redis"}},

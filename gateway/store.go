@@ -60,7 +60,8 @@ func OpenStore(ctx context.Context, cfg config.Store, sqlitePath string, clk clo
 	const op = "gateway.OpenStore"
 	switch cfg.Backend {
 	case config.BackendRedis:
-		return redis.Open(ctx, redis.Options{URL: cfg.RedisURL, Prefix: cfg.RedisPrefix, Clock: clk, Limits: cfg.Limits()})
+		return redis.Open(ctx, redis.Options{URL: cfg.RedisURL, Prefix: cfg.RedisPrefix, Clock: clk, Limits: cfg.Limits(),
+			Cluster: cfg.RedisMode == config.RedisCluster, WaitReplicas: cfg.RedisWaitReplicas})
 	case config.BackendSQLite, "":
 		return sqlite.Open(sqlitePath, sqlite.Options{Clock: clk, Limits: cfg.Limits()})
 	}
