@@ -251,16 +251,21 @@ func (c *RedisCluster) Restart(t testing.TB) {
 		}
 	}
 	for _, n := range c.Nodes {
-		var err error
-		for range 20 { // the port was let go only a moment ago
-			if err = n.start(); err == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if err != nil {
-			t.Fatalf("testkit: restarting a cluster node: %v", err)
-		}
+		c.Revive(t, n)
 	}
 	c.WaitOK(t)
+}
+
+// Revive starts a node Kill stopped again, on its port and data: it
+// rejoins the cluster, as a replica of the primary that took over.
+func (c *RedisCluster) Revive(t testing.TB, n *Redis) {
+	t.Helper()
+	var err error
+	for range 20 { // the port was let go only a moment ago
+		if err = n.start(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("testkit: reviving cluster node %s: %v", n.addr, err)
 }

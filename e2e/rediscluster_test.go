@@ -1,0 +1,243 @@
+package e2e
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/heraldgw/herald/internal/testkit"
+)
+
+// The chaos run on Redis Cluster: three gateway processes on a real
+// cluster of three primaries and three replicas; every few seconds one
+// gateway is SIGKILLed and started again, and once, mid-run, the primary
+// of a shard is SIGKILLed (its replica takes over; the dead node is
+// started again and rejoins as a replica). With store.redis_wait_replicas
+// 1, nothing a platform (here the API) was told was accepted may be lost.
+const (
+	chaosConvs    = 1000
+	chaosMessages = 5
+	// chaosModelDelay keeps turns at the model long enough to overlap
+	// with kills.
+	chaosModelDelay = 30 * time.Millisecond
+	// chaosKillEvery is how often a gateway is killed.
+	chaosKillEvery = 3 * time.Second
+	// chaosTimeout bounds the run.
+	chaosTimeout = 6 * time.Minute
+)
+
+func TestGatewaysOnRedisClusterUnderKills(t *testing.T) {
+	cluster := testkit.StartRedisCluster(t)
+	model := testkit.NewModelServer(t)
+	model.Respond(func(testkit.RecordedRequest) testkit.Step { return testkit.Echo().After(chaosModelDelay) })
+
+	cfg := fmt.Sprintf(`
+store:
+  backend: redis
+  redis_mode: cluster
+  redis_url: %s
+  redis_prefix: %q
+  redis_wait_replicas: 1
+  lease_ttl: %s
+http:
+  addr: 127.0.0.1:0
+display:
+  busy_input_mode: queue
+model:
+  base_url: %s
+  name: %s
+`, cluster.URL(), cluster.Prefix(), leaseTTL, model.URL(), modelName)
+
+	// The gateways: slot k runs in home k; a kill starts a new process in
+	// the same home. apis holds the live ones' clients.
+	homes := make([]string, 3)
+	gws := make([]*child, 3)
+	var apis atomic.Pointer[[]*apiClient]
+	publish := func() {
+		var live []*apiClient
+		for _, g := range gws {
+			if g != nil {
+				live = append(live, g.api())
+			}
+		}
+		apis.Store(&live)
+	}
+	for k := range gws {
+		homes[k] = t.TempDir()
+		writeConfig(t, homes[k], cfg)
+		gws[k] = startChild(t, fmt.Sprintf("gateway %d", k), homes[k])
+	}
+	publish()
+	pick := func(n int) *apiClient {
+		live := *apis.Load()
+		return live[n%len(live)]
+	}
+	allInFlight := func() int {
+		n := 0
+		for i := range chaosConvs {
+			n += model.InFlight(clusterModelKey(chaosConv(i)))
+		}
+		return n
+	}
+
+	// Senders: each conversation posts its messages in order, each to a
+	// live gateway, with an Idempotency-Key, again and again until one
+	// takes it: a gateway killed mid-request, or a shard without its
+	// primary for a moment, may refuse or drop a post, never lose one it
+	// accepted.
+	started := time.Now()
+	var posted, retried atomic.Int64
+	var senders sync.WaitGroup
+	for i := range chaosConvs {
+		senders.Go(func() {
+			for j := range chaosMessages {
+				if j > 0 {
+					time.Sleep(chaosModelDelay)
+				}
+				for try := 0; ; try++ {
+					_, err := pick(i+j+try).post(chaosConv(i), chaosText(i, j), chaosKey(i, j))
+					if err == nil {
+						break
+					}
+					retried.Add(1)
+					if time.Since(started) > chaosTimeout {
+						t.Errorf("%s: message %d not accepted within %s: %v", chaosConv(i), j, chaosTimeout, err)
+						return
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				posted.Add(1)
+			}
+		})
+	}
+
+	// The kills, made from the collector's loop below: every
+	// chaosKillEvery a gateway is SIGKILLed and started again; once 2/5 of
+	// the turns reached the model, the primary serving a shard. Each kill
+	// records the model calls in flight then: the turns it may make run
+	// again.
+	var inFlightAtKills int64
+	gatewayKills := 0
+	nextKill := time.Now().Add(chaosKillEvery)
+	killGateway := func() {
+		k := rand.IntN(len(gws))
+		inFlightAtKills += int64(allInFlight())
+		gws[k].kill()
+		gws[k] = nil
+		publish()
+		gws[k] = startChild(t, fmt.Sprintf("gateway %d", k), homes[k])
+		publish()
+		gatewayKills++
+		nextKill = time.Now().Add(chaosKillEvery)
+	}
+	primaryKilled := false
+	var failover time.Duration
+	killPrimary := func() {
+		victim := cluster.Primary(t, "{0}")
+		inFlightAtKills += int64(allInFlight())
+		at := time.Now()
+		cluster.Kill(t, victim)
+		primaryKilled = true
+		cluster.WaitOK(t)
+		failover = time.Since(at)
+		cluster.Revive(t, victim)
+	}
+
+	// Collector: every conversation's timeline, read through any live
+	// gateway, until each has all its replies.
+	timelines := make([][]item, chaosConvs)
+	finished := make([]bool, chaosConvs)
+	deadline := started.Add(chaosTimeout)
+	for round := 0; ; round++ {
+		open := 0
+		for i := range chaosConvs {
+			if finished[i] {
+				continue
+			}
+			items, err := pick(i + round).timeline(chaosConv(i))
+			if err != nil {
+				open++
+				continue // a gateway killed under the read
+			}
+			if len(items) > chaosMessages {
+				t.Fatalf("%s has %d timeline items, more than the %d messages sent: %v", chaosConv(i), len(items), chaosMessages, items)
+			}
+			timelines[i] = items
+			if len(items) == chaosMessages {
+				finished[i] = true
+			} else {
+				open++
+			}
+		}
+		if open == 0 {
+			break
+		}
+		switch {
+		case !primaryKilled && model.Count() >= chaosConvs*chaosMessages*2/5:
+			killPrimary()
+		case time.Now().After(nextKill):
+			killGateway()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s, %d of %d conversations lack replies (%d of %d messages posted)",
+				chaosTimeout, open, chaosConvs, posted.Load(), chaosConvs*chaosMessages)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	took := time.Since(started)
+	senders.Wait()
+	if !primaryKilled {
+		t.Fatalf("the run ended before a primary was killed")
+	}
+
+	// Nothing lost, nothing twice, nothing out of order.
+	for i, items := range timelines {
+		var want []string
+		for j := range chaosMessages {
+			want = append(want, "echo: "+chaosText(i, j))
+		}
+		if got := texts(items); !slices.Equal(got, want) {
+			t.Errorf("%s: timeline %q, want the replies %q, each once, in order", chaosConv(i), got, want)
+		}
+	}
+	// Turns in the order sent, a turn cut by a kill run again right after.
+	turns := map[string][]string{}
+	for _, req := range model.Requests() {
+		conv := req.Conversation()
+		if seq := turns[conv]; len(seq) == 0 || seq[len(seq)-1] != req.LastUser() {
+			turns[conv] = append(seq, req.LastUser())
+		}
+	}
+	for i := range chaosConvs {
+		var want []string
+		for j := range chaosMessages {
+			want = append(want, chaosText(i, j))
+		}
+		if got := turns[clusterModelKey(chaosConv(i))]; !slices.Equal(got, want) {
+			t.Errorf("%s: the model saw the turns %q, want %q", chaosConv(i), got, want)
+		}
+	}
+	for key, n := range model.MaxOverlaps() {
+		if n > 1 {
+			t.Errorf("conversation %q had %d turns at the model at once", key, n)
+		}
+	}
+	total := chaosConvs * chaosMessages
+	again := model.Count() - total
+	t.Logf("%d turns on 3 gateways and a 3-primary cluster in %s: %d gateway kills, a primary killed (failover %s), %d posts retried, %d turns run again (%d at the model when a kill came)",
+		total, took.Round(time.Millisecond), gatewayKills, failover.Round(time.Millisecond), retried.Load(), again, inFlightAtKills)
+	// A turn runs again when a kill cut it at the model, or when its
+	// commit was refused while its shard had no primary: at most one per
+	// conversation of that primary's shards (a third of them).
+	if bound := inFlightAtKills + chaosConvs/3; int64(again) > bound {
+		t.Errorf("%d turns ran again, more than the %d a kill or the failover could cut", again, bound)
+	}
+}
+
+func chaosConv(i int) string    { return fmt.Sprintf("k%04d", i) }
+func chaosText(i, j int) string { return fmt.Sprintf("%s m%d", chaosConv(i), j) }
+func chaosKey(i, j int) string  { return fmt.Sprintf("%s-m%d", chaosConv(i), j) }
