@@ -269,3 +269,30 @@ func (c *RedisCluster) Revive(t testing.TB, n *Redis) {
 	}
 	t.Fatalf("testkit: reviving cluster node %s: %v", n.addr, err)
 }
+
+// Replicas are the running nodes that replicate the primary serving
+// key's slot now.
+func (c *RedisCluster) Replicas(t testing.TB, key string) []*Redis {
+	t.Helper()
+	primary := c.Primary(t, key)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rc := goredis.NewClient(&goredis.Options{Addr: primary.addr})
+	defer rc.Close()
+	shards, err := rc.ClusterShards(ctx).Result()
+	if err != nil {
+		t.Fatalf("testkit: CLUSTER SHARDS: %v", err)
+	}
+	var out []*Redis
+	for _, sh := range shards {
+		if primaryOf(sh) != primary.addr {
+			continue
+		}
+		for _, n := range sh.Nodes {
+			if r := c.node(net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))); n.Role == "replica" && r != nil && r.alive() {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}

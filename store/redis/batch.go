@@ -217,7 +217,7 @@ func (b *batcher) runWaited(ctx context.Context, batch []*queuedCall) {
 						mu.Lock()
 						again = append(again, c)
 						mu.Unlock()
-					case isReply(err) && (w.Err() != nil || w.Val() < int64(b.waitN)):
+					case (err == nil || err == goredis.Nil) && (w.Err() != nil || w.Val() < int64(b.waitN)):
 						c.SetErr(notReplicated(b.waitN, w))
 					}
 				}
