@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/heraldgw/herald/cmd/herald/bench"
+	"github.com/heraldgw/herald/config"
 )
 
 func (m *Main) benchPipelineCommand() *cobra.Command {
@@ -48,6 +49,12 @@ key prefix of its own. Both remove what they made.`,
 			if opt.InFlight < 0 || opt.ModelDelay < 0 || opt.TurnWorkers < 0 || opt.Deliveries < 0 {
 				return usagef("--inflight, --model-delay, --turn-workers and --deliveries may not be negative")
 			}
+			if opt.RedisMode != config.RedisSingle && opt.RedisMode != config.RedisCluster {
+				return usagef("--redis-mode is %q; want single or cluster", opt.RedisMode)
+			}
+			if opt.WaitReplicas < 0 {
+				return usagef("--wait-replicas may not be negative")
+			}
 			if opt.TurnWorkers > 0 && opt.TurnWorkers < opt.InFlight {
 				return usagef("--turn-workers %d is below --inflight %d: the turns could not all run at once", opt.TurnWorkers, opt.InFlight)
 			}
@@ -64,6 +71,8 @@ key prefix of its own. Both remove what they made.`,
 	f.IntVar(&opt.InFlight, "inflight", 0, "deliver this many turns to as many conversations at once instead")
 	f.IntVar(&opt.TurnWorkers, "turn-workers", 0, "workers.turns (default the config's, raised to --conversations and --inflight)")
 	f.IntVar(&opt.Deliveries, "deliveries", 0, "workers.deliveries (default the config's)")
+	f.StringVar(&opt.RedisMode, "redis-mode", config.RedisSingle, "store.redis_mode: single, or cluster to take --redis-url as a Redis Cluster's seeds")
+	f.IntVar(&opt.WaitReplicas, "wait-replicas", 0, "store.redis_wait_replicas: replicas every commit waits for")
 	return cmd
 }
 

@@ -91,7 +91,7 @@ func Approvals(ctx context.Context, opt ApprovalsOptions) (ApprovalsResult, erro
 	if opt.Rounds < 1 {
 		return ApprovalsResult{}, fmt.Errorf("rounds must be positive, got %d", opt.Rounds)
 	}
-	return onBackend(ctx, opt.Store, opt.TempDir, opt.RedisURL, 2, func(b backend) (ApprovalsResult, error) {
+	return onBackend(ctx, opt.Store, opt.TempDir, redisTarget{URL: opt.RedisURL}, 2, func(b backend) (ApprovalsResult, error) {
 		return measureApprovals(ctx, b, opt)
 	})
 }

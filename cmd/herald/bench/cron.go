@@ -138,7 +138,7 @@ func Cron(ctx context.Context, opt CronOptions) (CronResult, error) {
 		TargetLatenessP99Ms: CronLatenessTarget(opt.Store),
 		TargetDoubleFires:   TargetCronDoubleFires,
 	}
-	return onBackend(ctx, opt.Store, opt.TempDir, opt.RedisURL, 1, func(b backend) (CronResult, error) {
+	return onBackend(ctx, opt.Store, opt.TempDir, redisTarget{URL: opt.RedisURL}, 1, func(b backend) (CronResult, error) {
 		single, took, err := runCronPhase(ctx, b, opt, "c1:", 1)
 		if err != nil {
 			return res, fmt.Errorf("one instance: %w", err)

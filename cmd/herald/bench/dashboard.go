@@ -113,7 +113,7 @@ func Dashboard(ctx context.Context, opt DashboardOptions) (DashboardResult, erro
 		return res, err
 	}
 	defer ref.Close()
-	return onBackend(ctx, opt.Store, opt.TempDir, opt.RedisURL, 1, func(b backend) (_ DashboardResult, err error) {
+	return onBackend(ctx, opt.Store, opt.TempDir, redisTarget{URL: opt.RedisURL}, 1, func(b backend) (_ DashboardResult, err error) {
 		h, err := startGateway(ctx, b, gatewaySetup{
 			tempDir: opt.TempDir,
 			logger:  watchLog(nil),

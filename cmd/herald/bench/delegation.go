@@ -141,7 +141,7 @@ func Delegation(ctx context.Context, opt DelegationOptions) (DelegationResult, e
 		TurnWorkers:       max(config.DefaultTurnWorkers, opt.Sessions),
 		TargetAllStartedS: TargetAllTurnsStartedS,
 	}
-	_, err = onBackend(ctx, opt.Store, opt.TempDir, opt.RedisURL, 1, func(b backend) (struct{}, error) {
+	_, err = onBackend(ctx, opt.Store, opt.TempDir, redisTarget{URL: opt.RedisURL}, 1, func(b backend) (struct{}, error) {
 		return struct{}{}, onDelegationPipeline(ctx, b, opt, res, false, func(p *delegationPipeline) error {
 			return measureDispatch(ctx, p, opt, &res)
 		})
@@ -149,7 +149,7 @@ func Delegation(ctx context.Context, opt DelegationOptions) (DelegationResult, e
 	if err != nil {
 		return res, fmt.Errorf("dispatch phase: %w", err)
 	}
-	_, err = onBackend(ctx, opt.Store, opt.TempDir, opt.RedisURL, opt.Sessions, func(b backend) (struct{}, error) {
+	_, err = onBackend(ctx, opt.Store, opt.TempDir, redisTarget{URL: opt.RedisURL}, opt.Sessions, func(b backend) (struct{}, error) {
 		return struct{}{}, onDelegationPipeline(ctx, b, opt, res, true, func(p *delegationPipeline) error {
 			return measureFanOut(ctx, b, p, opt, &res)
 		})

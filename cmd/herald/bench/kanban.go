@@ -140,7 +140,7 @@ func Kanban(ctx context.Context, opt KanbanOptions) (KanbanResult, error) {
 		return KanbanResult{}, err
 	}
 	res := KanbanResult{Store: opt.Store, ReferencePerS: opt.ReferencePerS}
-	return onBackend(ctx, opt.Store, opt.TempDir, opt.RedisURL, max(slicesMax(opt.Clients), 1), func(b backend) (_ KanbanResult, err error) {
+	return onBackend(ctx, opt.Store, opt.TempDir, redisTarget{URL: opt.RedisURL}, max(slicesMax(opt.Clients), 1), func(b backend) (_ KanbanResult, err error) {
 		raw, err := newKanbanRaw(ctx, b)
 		if err != nil {
 			return res, fmt.Errorf("preparing the raw loop: %w", err)
@@ -695,7 +695,7 @@ func (r *sqliteKanbanRaw) write(ctx context.Context, step rawKanbanStep, card st
 // its move between status sets, the run and its index, the event and
 // its card's cursor list), without the checks a script would need.
 type redisKanbanRaw struct {
-	c      *goredis.Client
+	c      goredis.UniversalClient
 	prefix string
 	bodies rawBodies
 }

@@ -68,7 +68,7 @@ func Outbox(ctx context.Context, opt OutboxOptions) (OutboxResult, error) {
 	if opt.Backlog < 1 || opt.Rounds < 1 || opt.SendTime < 0 {
 		return OutboxResult{}, fmt.Errorf("backlog and rounds must be positive and the send time not negative, got %d, %d and %s", opt.Backlog, opt.Rounds, opt.SendTime)
 	}
-	return onBackend(ctx, opt.Store, opt.TempDir, opt.RedisURL, 1, func(b backend) (OutboxResult, error) {
+	return onBackend(ctx, opt.Store, opt.TempDir, redisTarget{URL: opt.RedisURL}, 1, func(b backend) (OutboxResult, error) {
 		return measureOutbox(ctx, b, opt)
 	})
 }

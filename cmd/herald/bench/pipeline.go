@@ -57,6 +57,11 @@ type PipelineOptions struct {
 	// does, instead of a double handed to the gateway in process.
 	HTTPModel bool
 	RedisURL  string // the Redis to measure; DefaultRedisURL when empty
+	// RedisMode is config.RedisCluster to take RedisURL as the seeds of a
+	// Redis Cluster, as store.redis_mode does.
+	RedisMode string
+	// WaitReplicas is store.redis_wait_replicas.
+	WaitReplicas int
 	TempDir   string // where the SQLite files are made (and removed); the system's when empty
 }
 
@@ -126,9 +131,22 @@ func Pipeline(ctx context.Context, opt PipelineOptions) (PipelineResult, error) 
 	}
 	// The raw loop's Redis client serves one producer per lane; the store
 	// gets its own, as in the gateway.
-	return onBackend(ctx, opt.Store, opt.TempDir, opt.RedisURL, opt.Conversations, func(b backend) (PipelineResult, error) {
+	return onBackend(ctx, opt.Store, opt.TempDir, redisTarget{URL: opt.RedisURL, Cluster: opt.RedisMode == config.RedisCluster, WaitReplicas: opt.WaitReplicas}, opt.Conversations, func(b backend) (PipelineResult, error) {
 		return measurePipeline(ctx, b, opt)
 	})
+}
+
+// storeName names the store measured: "sqlite", "redis", "redis
+// cluster", with the replicas each commit waits for.
+func (opt PipelineOptions) storeName() string {
+	name := opt.Store
+	if opt.Store == "redis" && opt.RedisMode == config.RedisCluster {
+		name += " cluster"
+	}
+	if opt.WaitReplicas > 0 {
+		name += fmt.Sprintf(", waiting for %d replicas", opt.WaitReplicas)
+	}
+	return name
 }
 
 func (opt PipelineOptions) withDefaults() (PipelineOptions, error) {
@@ -164,7 +182,7 @@ func (opt PipelineOptions) withDefaults() (PipelineOptions, error) {
 // the mode opt asks for.
 func measurePipeline(ctx context.Context, b backend, opt PipelineOptions) (res PipelineResult, err error) {
 	res = PipelineResult{
-		Store:         opt.Store,
+		Store:         opt.storeName(),
 		Mode:          "throughput",
 		Turns:         opt.Turns,
 		Conversations: opt.Conversations,

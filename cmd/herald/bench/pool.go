@@ -75,7 +75,7 @@ func Pool(ctx context.Context, opt PoolOptions) (PoolResult, error) {
 		return PoolResult{}, fmt.Errorf("requests, keys and clients must be positive and conversations not negative, got %d, %d, %d and %d",
 			opt.Requests, opt.Keys, opt.Clients, opt.Conversations)
 	}
-	return onBackend(ctx, opt.Store, opt.TempDir, opt.RedisURL, opt.Clients, func(b backend) (PoolResult, error) {
+	return onBackend(ctx, opt.Store, opt.TempDir, redisTarget{URL: opt.RedisURL}, opt.Clients, func(b backend) (PoolResult, error) {
 		return measurePool(ctx, b, opt)
 	})
 }

@@ -92,15 +92,15 @@ func Queue(ctx context.Context, opt QueueOptions) (QueueResult, error) {
 	if opt.Entries < 1 || opt.Conversations < 1 {
 		return QueueResult{}, fmt.Errorf("entries and conversations must be positive, got %d and %d", opt.Entries, opt.Conversations)
 	}
-	return onBackend(ctx, opt.Store, opt.TempDir, opt.RedisURL, opt.Conversations, func(b backend) (QueueResult, error) {
+	return onBackend(ctx, opt.Store, opt.TempDir, redisTarget{URL: opt.RedisURL}, opt.Conversations, func(b backend) (QueueResult, error) {
 		return measure(ctx, b, opt)
 	})
 }
 
 // onBackend makes the backend store names ("sqlite" in tempDir, or
-// "redis" at redisURL for convs conversations), runs run on it and cleans
+// "redis" on the server or cluster redis names, for convs conversations), runs run on it and cleans
 // it up, even when the run was interrupted.
-func onBackend[R any](ctx context.Context, store, tempDir, redisURL string, convs int, run func(backend) (R, error)) (R, error) {
+func onBackend[R any](ctx context.Context, store, tempDir string, redis redisTarget, convs int, run func(backend) (R, error)) (R, error) {
 	var (
 		b    backend
 		err  error
@@ -110,7 +110,7 @@ func onBackend[R any](ctx context.Context, store, tempDir, redisURL string, conv
 	case "sqlite":
 		b, err = newSQLiteBackend(tempDir)
 	case "redis":
-		b, err = newRedisBackend(ctx, redisURL, convs)
+		b, err = newRedisBackend(ctx, redis, convs)
 	default:
 		return zero, fmt.Errorf("unknown store %q; want sqlite or redis", store)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -19,9 +20,17 @@ import (
 // on the same server. Every key either makes is under a prefix of its own,
 // deleted afterwards, so a run can share a server with a live gateway.
 type redisBackend struct {
-	url    string
+	target redisTarget
 	prefix string
-	raw    *goredis.Client
+	raw    goredis.UniversalClient
+}
+
+// redisTarget is the Redis a run measures: one server, or the seeds of a
+// cluster, and how many replicas the store waits for.
+type redisTarget struct {
+	URL          string
+	Cluster      bool
+	WaitReplicas int
 }
 
 // rawGroup is the consumer group of the raw loop's streams.
@@ -33,41 +42,66 @@ const rawGroup = "bench"
 // and the raw loop's alike.
 const benchPrefix = "hb:"
 
-func newRedisBackend(ctx context.Context, url string, convs int) (*redisBackend, error) {
-	opts, err := redisstore.ParseURL(url)
-	if err != nil {
-		return nil, err
-	}
-	// Producers and workers of the store run together, two per
-	// conversation; a smaller pool would measure the pool's queue.
-	opts.PoolSize = max(opts.PoolSize, 2*convs+2)
+func newRedisBackend(ctx context.Context, target redisTarget, convs int) (*redisBackend, error) {
 	var tag [6]byte
 	if _, err := rand.Read(tag[:]); err != nil {
 		return nil, err
 	}
-	b := &redisBackend{
-		url:    url,
-		prefix: benchPrefix + hex.EncodeToString(tag[:]) + ":",
-		raw:    goredis.NewClient(opts),
+	b := &redisBackend{target: target, prefix: benchPrefix + hex.EncodeToString(tag[:]) + ":"}
+	// Producers and workers of the store run together, two per
+	// conversation; a smaller pool would measure the pool's queue.
+	var where string
+	if target.Cluster {
+		opts, err := goredis.ParseClusterURL(target.URL)
+		if err != nil {
+			return nil, fmt.Errorf("malformed Redis Cluster URL")
+		}
+		opts.PoolSize = max(opts.PoolSize, 2*convs+2)
+		opts.MaxRetries = -1
+		b.raw, where = goredis.NewClusterClient(opts), fmt.Sprintf("the cluster of %d seeds", len(opts.Addrs))
+	} else {
+		opts, err := redisstore.ParseURL(target.URL)
+		if err != nil {
+			return nil, err
+		}
+		opts.PoolSize = max(opts.PoolSize, 2*convs+2)
+		b.raw, where = goredis.NewClient(opts), redacted(opts)
 	}
 	if err := b.raw.Ping(ctx).Err(); err != nil {
 		b.raw.Close()
-		return nil, fmt.Errorf("redis at %s: %w", redacted(opts), err)
+		return nil, fmt.Errorf("redis at %s: %w", where, err)
 	}
 	return b, nil
+}
+
+// eachPrimary calls fn with the server, or with every primary of a
+// cluster.
+func (b *redisBackend) eachPrimary(ctx context.Context, fn func(context.Context, *goredis.Client) error) error {
+	switch c := b.raw.(type) {
+	case *goredis.ClusterClient:
+		return c.ForEachMaster(ctx, fn)
+	case *goredis.Client:
+		return fn(ctx, c)
+	}
+	return fmt.Errorf("unexpected Redis client %T", b.raw)
 }
 
 func (b *redisBackend) open(ctx context.Context) (sessionStore, error) {
 	// The store shares the raw loop's client, which cleanup closes: the
 	// raw loop is done by now, and both then run on the same pool. No
 	// Clock, so lease expiry reads the server's time, as in production.
-	return redisstore.Open(ctx, redisstore.Options{Client: b.raw, Prefix: b.storePrefix()})
+	return redisstore.Open(ctx, redisstore.Options{Client: b.raw, Prefix: b.storePrefix(),
+		Cluster: b.target.Cluster, WaitReplicas: b.target.WaitReplicas})
 }
 
 // gatewayStore: the server at the run's URL, under the store's prefix,
 // on a client of the gateway's own, with its pool and retries.
 func (b *redisBackend) gatewayStore(cfg *config.Store) {
-	cfg.Backend, cfg.RedisURL, cfg.RedisPrefix = config.BackendRedis, b.url, b.storePrefix()
+	cfg.Backend, cfg.RedisURL, cfg.RedisPrefix = config.BackendRedis, b.target.URL, b.storePrefix()
+	cfg.RedisWaitReplicas = b.target.WaitReplicas
+	if b.target.Cluster {
+		cfg.RedisMode = config.RedisCluster
+	}
 }
 
 // storePrefix heads the keys of herald's store in a run, whichever
@@ -109,33 +143,51 @@ func (b *redisBackend) rawStep(ctx context.Context, conv int) error {
 	return b.raw.XAck(ctx, stream, rawGroup, id).Err()
 }
 
-// cleanup deletes every key under the run's prefix.
+// cleanup deletes every key under the run's prefix, on every primary of
+// a cluster; each key alone, since a cluster refuses a command naming
+// keys of several slots.
 func (b *redisBackend) cleanup(ctx context.Context) error {
 	defer b.raw.Close()
-	iter := b.raw.Scan(ctx, 0, b.prefix+"*", 1000).Iterator()
-	var batch []string
-	for iter.Next(ctx) {
-		batch = append(batch, iter.Val())
-		if len(batch) == 500 {
-			if err := b.raw.Unlink(ctx, batch...).Err(); err != nil {
-				return err
+	return b.eachPrimary(ctx, func(ctx context.Context, c *goredis.Client) error {
+		iter := c.Scan(ctx, 0, b.prefix+"*", 1000).Iterator()
+		pipe := c.Pipeline()
+		for iter.Next(ctx) {
+			pipe.Unlink(ctx, iter.Val())
+			if pipe.Len() == 500 {
+				if _, err := pipe.Exec(ctx); err != nil {
+					return err
+				}
 			}
-			batch = batch[:0]
 		}
-	}
-	if err := iter.Err(); err != nil {
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		_, err := pipe.Exec(ctx)
 		return err
-	}
-	if len(batch) > 0 {
-		return b.raw.Unlink(ctx, batch...).Err()
-	}
-	return nil
+	})
 }
 
 // serverCPU is the server's CPU time, user and system, of all its
 // threads, from INFO cpu.
 func (b *redisBackend) serverCPU(ctx context.Context) (time.Duration, bool) {
-	info, err := b.raw.Info(ctx, "cpu").Result()
+	var mu sync.Mutex
+	var total time.Duration
+	err := b.eachPrimary(ctx, func(ctx context.Context, c *goredis.Client) error {
+		d, ok := nodeCPU(ctx, c)
+		if !ok {
+			return fmt.Errorf("no CPU figures from %s", c.Options().Addr)
+		}
+		mu.Lock()
+		total += d
+		mu.Unlock()
+		return nil
+	})
+	return total, err == nil
+}
+
+// nodeCPU is one server's CPU time, user and system, from INFO cpu.
+func nodeCPU(ctx context.Context, c *goredis.Client) (time.Duration, bool) {
+	info, err := c.Info(ctx, "cpu").Result()
 	if err != nil {
 		return 0, false
 	}

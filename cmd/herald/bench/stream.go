@@ -71,7 +71,7 @@ func Stream(ctx context.Context, opt StreamOptions) (StreamResult, error) {
 	if opt.RedisURL == "" {
 		opt.RedisURL = DefaultRedisURL
 	}
-	return onBackend(ctx, opt.Store, opt.TempDir, opt.RedisURL, opt.Streams, func(b backend) (StreamResult, error) {
+	return onBackend(ctx, opt.Store, opt.TempDir, redisTarget{URL: opt.RedisURL}, opt.Streams, func(b backend) (StreamResult, error) {
 		return measureStream(ctx, b, opt)
 	})
 }

@@ -25,7 +25,7 @@ import (
 // effect of its settings (the test server fsyncs every write).
 func BenchmarkRedisTurnCalls(b *testing.B) {
 	ctx := context.Background()
-	be, err := newRedisBackend(ctx, testkit.StartRedis(b).URL(), 32)
+	be, err := newRedisBackend(ctx, redisTarget{URL: testkit.StartRedis(b).URL()}, 32)
 	if err != nil {
 		b.Fatal(err)
 	}
