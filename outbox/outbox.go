@@ -209,6 +209,9 @@ type Store interface {
 	// is not dead is held by worker (claimed before, or by this call, in
 	// order), so none is sent while an earlier one waits, is held by
 	// another worker, or by one that died. A dead letter holds nothing up.
+	// (A backend that shards its outbox keeps this order within a shard;
+	// Redis's keeps a target's messages of one conversation in one, see
+	// docs/delivery.md.)
 	// Before it claims, Claim ends the claims of every other worker whose
 	// Beat ran out (by the store's clock): that worker is gone, and its
 	// messages are due at once rather than when their claims run out.

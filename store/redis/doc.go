@@ -187,7 +187,16 @@
 // were never delivered, so they are only deleted (XDEL), and their lanes'
 // counts drop in the same HSET as the acked entry's.
 //
-// The outbox is global, not per conversation:
+// The outbox is not per conversation. In a sharded layout (shards.go)
+// each shard has the keys below after its own prefix, P{label}:, so
+// Pob:… stands for the shard's: a message is in its conversation's shard
+// when it has one (where that conversation's commits enqueue theirs),
+// else in its target's (layout.of of "platform:chat[:thread]"); its id
+// names its shard, and every key about it (its hash, its target's index,
+// its idempotency key, the claim indexes it is in) is that shard's. The
+// worker keys (ob:workers, ob:beats, ob:waits:<worker>) are kept in every
+// shard the worker beats or claims in, which is every shard (Beat beats
+// each, and a claim's ob_peek renews the heartbeat in each).
 //
 //	Pob:m:<id>               hash      one message: d (the encoded
 //	                                    outbox.Message), p (platform), t
@@ -204,7 +213,10 @@
 //	                                    are not dead, scored by sequence: a
 //	                                    message is claimed or handed only
 //	                                    while every earlier one here is held
-//	                                    by the same worker under a live claim
+//	                                    by the same worker under a live claim;
+//	                                    one per shard, so the order holds
+//	                                    among a target's messages of one
+//	                                    shard (Unsent reads every shard's)
 //	Pob:waits:<worker>       zset      messages that wait behind a live
 //	                                    claim of worker, scored by sequence,
 //	                                    out of due:<platform> (their hash
@@ -242,7 +254,11 @@
 //	                                    like the inbound dedupe
 //	Pob:seq                  string    message id sequence; ids are the
 //	                                    sequence zero-padded to 12 digits so
-//	                                    equal due times sort in enqueue order
+//	                                    equal due times sort in enqueue order,
+//	                                    after the shard's label and '_' in
+//	                                    a sharded layout ("3_000000000042");
+//	                                    the indexes in enqueue order are
+//	                                    scored by the sequence
 //	Pob:tok                  string    claim token counter
 //
 // Delegations (package delegation), global but for the conversation's

@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -461,4 +464,209 @@ func TestOutboxClaimReadsABacklogOnce(t *testing.T) {
 	if calls, _ := strconv.Atoi(m[1]); calls > 2*n {
 		t.Errorf("Claim of %d messages to one target made %d HMGETs, want at most %d", n, calls, 2*n)
 	}
+}
+
+// openSharded opens a store of four shards on one server.
+func openSharded(t *testing.T) (*DB, *clock.Fake) {
+	t.Helper()
+	r := testkit.StartRedis(t)
+	clk := clock.NewFake(epoch)
+	db, err := Open(context.Background(), Options{URL: r.URL(), Prefix: r.Prefix(), Clock: clk, Shards: 4})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, clk
+}
+
+// convsInShards is two conversation names of different shards.
+func convsInShards(t *testing.T, db *DB) (string, string) {
+	t.Helper()
+	for i := 1; i < 100; i++ {
+		if b := "conv-" + strconv.Itoa(i); db.shards.of(b) != db.shards.of("conv-0") {
+			return "conv-0", b
+		}
+	}
+	t.Fatal("no two conversations in different shards")
+	return "", ""
+}
+
+// TestOutboxSharded: in a sharded layout a message lives in its
+// conversation's shard (else its target's), its id names the shard, and
+// what reads or settles messages of several shards reaches each.
+func TestOutboxSharded(t *testing.T) {
+	ctx := context.Background()
+	tg := outbox.Target{Platform: "telegram", Chat: "100"}
+	in := func(conv, text string) outbox.Message {
+		return outbox.Message{Target: tg, Conv: conv, Kind: "reply", Text: text}
+	}
+
+	t.Run("an id names its conversation's shard, else its target's", func(t *testing.T) {
+		db, _ := openSharded(t)
+		o := db.Outbox()
+		a, _ := convsInShards(t, db)
+		for _, tc := range []struct {
+			desc string
+			m    outbox.Message
+			home string
+		}{
+			{"with a conversation", in(a, "x"), a},
+			{"without one", in("", "y"), tg.String()},
+		} {
+			id, _, err := o.Enqueue(ctx, tc.m)
+			if err != nil {
+				t.Fatalf("Enqueue %s: %v", tc.desc, err)
+			}
+			want := db.shards.of(tc.home)
+			if i, ok := db.shards.idShard(id); !ok || i != want || !regexp.MustCompile(`_\d{12}$`).MatchString(id) {
+				t.Errorf("Enqueue %s: id %q, want one of shard %d, its sequence zero-padded", tc.desc, id, want)
+			}
+			if n, _ := db.client.Exists(ctx, db.shards.pfx(want)+"ob:m:"+id).Result(); n != 1 {
+				t.Errorf("Enqueue %s: no hash of %q in shard %d", tc.desc, id, want)
+			}
+		}
+	})
+
+	t.Run("a claim takes the oldest shard's first and fills from several", func(t *testing.T) {
+		// A round starts at any shard: a few stores, a few starts.
+		for range 4 {
+			db, clk := openSharded(t)
+			o := db.Outbox()
+			a, b := convsInShards(t, db)
+			for _, m := range []outbox.Message{in(a, "a1"), in(b, "b1"), in(a, "a2")} {
+				if _, _, err := o.Enqueue(ctx, m); err != nil {
+					t.Fatal(err)
+				}
+				clk.Advance(time.Millisecond)
+			}
+			for _, step := range []struct {
+				worker string
+				max    int
+				want   []string
+			}{
+				{"w1", 1, []string{"a1"}},
+				{"w2", 10, []string{"b1"}}, // a2 waits behind w1's a1
+				{"w1", 10, []string{"a2"}},
+				{"w2", 10, nil},
+			} {
+				cs, err := o.Claim(ctx, step.worker, []string{"telegram"}, step.max, time.Minute)
+				if d := cmp.Diff(step.want, claimedTexts(cs), cmpopts.EquateEmpty()); err != nil || d != "" {
+					t.Fatalf("Claim(%s, %d) (-want +got):\n%s (%v)", step.worker, step.max, d, err)
+				}
+			}
+		}
+	})
+
+	t.Run("acks of several shards: outcomes in the batch's order", func(t *testing.T) {
+		db, _ := openSharded(t)
+		o := db.Outbox()
+		a, b := convsInShards(t, db)
+		for _, m := range []outbox.Message{in(a, "a1"), in(b, "b1"), in(a, "a2"), in(b, "b2")} {
+			if _, _, err := o.Enqueue(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cs, err := o.Claim(ctx, "d1", []string{"telegram"}, 10, time.Minute)
+		if err != nil || len(cs) != 4 {
+			t.Fatalf("Claim = %q, %v; want all four", claimedTexts(cs), err)
+		}
+		ghost := func(id string) outbox.Claimed {
+			return outbox.Claimed{Message: outbox.Message{ID: id, Target: tg}, Token: cs[0].Token}
+		}
+		label := strings.TrimSuffix(strings.TrimPrefix(db.shards.pfx(0), db.prefix+"{"), "}:")
+		batch := []outbox.Claimed{cs[3], ghost("no-such-message"), cs[0], ghost("nolabel_000000000001"), cs[2], ghost(label + "_999999999999"), cs[1]}
+		acked, err := o.AckAll(ctx, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nf := string(errs.NotFound)
+		want := []string{"", nf, "", nf, "", nf, ""}
+		got := texts(acked, func(err error) string { return string(errs.CodeOf(err)) })
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("AckAll (-want +got):\n%s", d)
+		}
+		if p, err := o.Pending(ctx, 0); err != nil || len(p) != 0 {
+			t.Errorf("Pending after AckAll = %q, %v; want none", msgTexts(p), err)
+		}
+		for _, id := range []string{"no-such-message", "nolabel_000000000001"} {
+			if err := o.Requeue(ctx, id); errs.CodeOf(err) != errs.NotFound {
+				t.Errorf("Requeue(%q) = %v, want NotFound", id, err)
+			}
+			if err := o.Dead(ctx, ghost(id), "x"); errs.CodeOf(err) != errs.NotFound {
+				t.Errorf("Dead(%q) = %v, want NotFound", id, err)
+			}
+		}
+	})
+
+	t.Run("lists merge the shards by enqueue time, up to the limit", func(t *testing.T) {
+		db, clk := openSharded(t)
+		o := db.Outbox()
+		a, b := convsInShards(t, db)
+		order := []outbox.Message{in(b, "1"), in(a, "2"), in(b, "3"), in("", "4"), in(a, "5")}
+		for _, m := range order {
+			if _, _, err := o.Enqueue(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(time.Millisecond)
+		}
+		all := []string{"1", "2", "3", "4", "5"}
+		for _, limit := range []int{0, 3} {
+			p, err := o.Pending(ctx, limit)
+			want := all
+			if limit > 0 {
+				want = all[:limit]
+			}
+			if d := cmp.Diff(want, msgTexts(p)); err != nil || d != "" {
+				t.Errorf("Pending(%d) (-want +got):\n%s (%v)", limit, d, err)
+			}
+		}
+		cs, err := o.Claim(ctx, "d1", []string{"telegram"}, 10, time.Minute)
+		if err != nil || len(cs) != len(all) {
+			t.Fatalf("Claim = %q, %v", claimedTexts(cs), err)
+		}
+		// Dead in another order than enqueued: listed as enqueued.
+		for _, k := range []int{4, 0, 2, 1} {
+			if err := o.Dead(ctx, cs[k], "gone"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dead, err := o.DeadLetters(ctx, 3)
+		if d := cmp.Diff([]string{"1", "2", "3"}, msgTexts(dead)); err != nil || d != "" {
+			t.Errorf("DeadLetters(3) (-want +got):\n%s (%v)", d, err)
+		}
+		if unsent, err := o.Unsent(ctx, tg); err != nil || !unsent {
+			t.Errorf("Unsent with one of its messages claimed = %v, %v; want true", unsent, err)
+		}
+	})
+
+	t.Run("a beat holds in every shard, and a claim renews it in each", func(t *testing.T) {
+		db, clk := openSharded(t)
+		o := db.Outbox()
+		if err := o.Beat(ctx, "d1", 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		expiries := func() []float64 {
+			var out []float64
+			for i := range db.shards.count() {
+				s, err := db.client.ZScore(ctx, db.shards.pfx(i)+"ob:workers", "d1").Result()
+				if err != nil {
+					t.Fatalf("shard %d: %v", i, err)
+				}
+				out = append(out, s)
+			}
+			return out
+		}
+		at := float64(clk.Now().UnixMilli())
+		if d := cmp.Diff([]float64{at + 10000, at + 10000, at + 10000, at + 10000}, expiries()); d != "" {
+			t.Errorf("heartbeats after Beat (-want +got):\n%s", d)
+		}
+		clk.Advance(5 * time.Second)
+		if _, err := o.Claim(ctx, "d1", []string{"telegram"}, 1, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		at = float64(clk.Now().UnixMilli())
+		if d := cmp.Diff([]float64{at + 10000, at + 10000, at + 10000, at + 10000}, expiries()); d != "" {
+			t.Errorf("heartbeats after an empty Claim (-want +got):\n%s", d)
+		}
+	})
 }

@@ -48,6 +48,7 @@ var (
 	scriptObList    = newScript("ob_list")
 	scriptObParts   = newScript("ob_parts")
 	scriptObBeat    = newScript("ob_beat")
+	scriptObPeek    = newScript("ob_peek")
 
 	scriptQDepth   = newScript("q_depth")
 	scriptConvList = newScript("conv_list")
@@ -113,7 +114,7 @@ var helperFiles = []string{"lib", "lib_queue", "lib_claim", "lib_outbox", "lib_d
 var scriptFiles = []string{
 	"q_append", "q_claim", "q_next", "q_renew", "q_release", "q_finish", "q_history", "q_clear_history",
 	"tl_append", "sig_append", "note_add", "note_del",
-	"ob_enqueue", "ob_claim", "ob_ack", "ob_release", "ob_dead", "ob_requeue", "ob_list", "ob_parts", "ob_beat",
+	"ob_enqueue", "ob_claim", "ob_ack", "ob_release", "ob_dead", "ob_requeue", "ob_list", "ob_parts", "ob_beat", "ob_peek",
 	"q_depth", "conv_list",
 	"dlg_create", "dlg_start", "dlg_claim", "dlg_renew", "dlg_end", "dlg_stop", "dlg_steer", "dlg_expired",
 	"dlg_cmp_claim", "dlg_cmp_ack", "dlg_cmp_retry", "dlg_read", "dlg_completions",

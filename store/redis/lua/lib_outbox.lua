@@ -10,6 +10,13 @@ local function ob_target_key(prefix, target)
   return ob_key(prefix, 't:' .. target)
 end
 
+-- ob_seq is the sequence number of message id: the digits it ends in,
+-- after its shard's label in a sharded layout (shard_id), or nil for an
+-- id no enqueue made. The indexes in enqueue order are scored by it.
+local function ob_seq(id)
+  return tonumber(string.match(id, '(%d+)$'))
+end
+
 -- ob_unwait ends the wait of message id for another worker's message
 -- (ob_claim): it leaves that worker's ob:waits set. It reports whether
 -- the message waited.
@@ -31,7 +38,7 @@ end
 local function ob_wait_for(prefix, id, worker)
   local was = ob_unwait(prefix, id)
   redis.call('HSET', ob_key(prefix, 'm:' .. id), 'wf', worker)
-  redis.call('ZADD', ob_key(prefix, 'waits:' .. worker), tonumber(id), id)
+  redis.call('ZADD', ob_key(prefix, 'waits:' .. worker), ob_seq(id), id)
   return not was
 end
 
@@ -41,7 +48,7 @@ end
 local function ob_let_go(prefix, ids, targets)
   for i, id in ipairs(ids) do
     if targets[i] ~= '' then
-      local nxt = redis.call('ZRANGEBYSCORE', ob_target_key(prefix, targets[i]), '(' .. tonumber(id), '+inf',
+      local nxt = redis.call('ZRANGEBYSCORE', ob_target_key(prefix, targets[i]), '(' .. ob_seq(id), '+inf',
         'LIMIT', 0, 1)[1]
       if nxt and ob_unwait(prefix, nxt) then
         local v = redis.call('HMGET', ob_key(prefix, 'm:' .. nxt), 'p', 'next')
@@ -64,10 +71,28 @@ local function ob_held_by(prefix, ids, worker, now)
   return true
 end
 
+-- ob_renew renews worker's heartbeat (ob:workers) by the ttl of its
+-- last beat (ob:beats), as a claim does: the claimer is alive, whatever
+-- its heartbeat said. A worker that never beat is left alone. It returns
+-- the two keys.
+local function ob_renew(prefix, worker, now)
+  local workers = ob_key(prefix, 'workers')
+  local beats = ob_key(prefix, 'beats')
+  local beat = tonumber(redis.call('HGET', beats, worker))
+  if beat and beat > 0 then
+    local until_at = tonumber(redis.call('ZSCORE', workers, worker))
+    if until_at and until_at < now + beat then
+      redis.call('ZADD', workers, now + beat, worker)
+    end
+  end
+  return workers, beats
+end
+
 -- ob_enqueue adds one outbox message and returns its id and 1 when its
 -- idempotency key was seen within the window (nothing added), else 0.
--- Ids are zero-padded so that messages due in the same millisecond sort
--- in the order they were enqueued. The target ("platform:chat[:thread]")
+-- Ids are the shard's sequence zero-padded (after the shard's label in a
+-- sharded layout, shard_id), so that messages due in the same
+-- millisecond sort in the order they were enqueued. The target ("platform:chat[:thread]")
 -- names the platform before its first colon. Given a claim (hold:
 -- {worker, token, expiry}), a message due now is enqueued claimed, handed
 -- to that worker, and the third result is true, unless an earlier message
@@ -79,7 +104,7 @@ end
 -- index and its target's.
 local function ob_enqueue(prefix, data, target, idem, next_at, now, window, hold)
   local seq = redis.call('INCR', ob_key(prefix, 'seq'))
-  local id = string.format('%012d', seq)
+  local id = shard_id(prefix, string.format('%012d', seq))
   if idem ~= '' then
     local first = remember_once(ob_key(prefix, 'idem:' .. idem), id, now, window)
     if first then
@@ -114,8 +139,7 @@ local function ob_enqueue(prefix, data, target, idem, next_at, now, window, hold
   end
   redis.call('HSET', mkey, 'd', data, 'p', platform, 't', target, 'n', '0', 'next', due_at, 'at', at, 'e', '')
   redis.call('ZADD', ob_key(prefix, 'due:' .. platform), due_at, id)
-  -- The id is the sequence zero-padded, which ZADD reads as the score.
-  redis.call('ZADD', ob_key(prefix, 'all'), id, id)
+  redis.call('ZADD', ob_key(prefix, 'all'), seq, id)
   return id, 0, false
 end
 
@@ -143,7 +167,7 @@ local function ob_undue(prefix, ids)
     local v = redis.call('HMGET', ob_key(prefix, 'm:' .. id), 'p', 'next')
     if v[1] then
       group_add(byplat, plats, v[1], v[2], id)
-      all[#all + 1] = id
+      all[#all + 1] = ob_seq(id)
       all[#all + 1] = id
     end
   end

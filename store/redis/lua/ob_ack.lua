@@ -25,7 +25,7 @@ if #ARGV > 1 then
   local ids, targets, seen = {}, {}, {}
   for i = 2, #ARGV, 3 do
     local id, token = ARGV[i], ARGV[i + 1]
-    if not is_handed(token) or seen[id] or (tonumber(id) or 0) < -(tonumber(token) or 0) then
+    if not is_handed(token) or seen[id] or (ob_seq(id) or 0) < -(tonumber(token) or 0) then
       ids = nil
       break
     end

@@ -1,7 +1,7 @@
 -- ob_beat keeps a delivery worker's heartbeat: its expiry in ob:workers,
 -- by which ob_claim tells a worker that died and ends its claims, and how
 -- long a beat holds in ob:beats, by which the worker's own claims renew
--- it.
+-- it. Beat calls it in every shard, as a worker may hold claims in any.
 -- KEYS: none; keys derive from the prefix (see doc.go).
 -- ARGV[1] key prefix
 -- ARGV[2] worker name

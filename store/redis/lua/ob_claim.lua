@@ -42,15 +42,7 @@ local handed = ob_key(prefix, 'handed')
 -- The claiming worker is not dead, whatever its heartbeat said (it was
 -- paused): its claim renews its heartbeat, so that another worker's
 -- claim does not end the claims it takes now.
-local workers = ob_key(prefix, 'workers')
-local beats = ob_key(prefix, 'beats')
-local beat = tonumber(redis.call('HGET', beats, worker))
-if beat and beat > 0 then
-  local until_at = tonumber(redis.call('ZSCORE', workers, worker))
-  if until_at and until_at < now + beat then
-    redis.call('ZADD', workers, now + beat, worker)
-  end
-end
+local workers, beats = ob_renew(prefix, worker, now)
 -- The platforms claimed for, so that a dead worker's claims are found
 -- whichever platforms it claimed for.
 local platforms = ob_key(prefix, 'platforms')
@@ -185,7 +177,7 @@ local mine = {}
 -- due now), and the worker that holds it under a live claim, if one does.
 local function waits(id, target)
   local tkey = ob_target_key(prefix, target)
-  local n = tonumber(id)
+  local n = ob_seq(id)
   while true do
     local from = mine[target] and '(' .. mine[target] or '-inf'
     local earlier = redis.call('ZRANGEBYSCORE', tkey, from, '(' .. n, 'LIMIT', 0, 64)
@@ -202,7 +194,7 @@ local function waits(id, target)
         end
         return true, '', live and v[1] or nil
       end
-      mine[target] = tonumber(e)
+      mine[target] = ob_seq(e)
     end
     if #earlier < 64 then
       return false
@@ -226,7 +218,7 @@ local after = {}
 -- waits for another worker waits for this one from now on, so that this
 -- worker's later claims find it.
 local function follow(id, target, pl)
-  local nxt = redis.call('ZRANGEBYSCORE', ob_target_key(prefix, target), '(' .. tonumber(id), '+inf', 'LIMIT', 0, 1)[1]
+  local nxt = redis.call('ZRANGEBYSCORE', ob_target_key(prefix, target), '(' .. ob_seq(id), '+inf', 'LIMIT', 0, 1)[1]
   if not nxt or seen[nxt] then
     return
   end
@@ -275,8 +267,8 @@ local function take(c)
       return false
     end
   end
-  if v[7] and tonumber(id) > (mine[v[7]] or 0) then
-    mine[v[7]] = tonumber(id)
+  if v[7] and ob_seq(id) > (mine[v[7]] or 0) then
+    mine[v[7]] = ob_seq(id)
   end
   taken = taken + 1
   local m = moves[due]

@@ -22,5 +22,5 @@ redis.call('ZREM', ob_key(prefix, 'due:' .. platform), id)
 redis.call('ZREM', ob_key(prefix, 'all'), id)
 -- Scored by the id's sequence number, so dead letters list in the order
 -- the messages were enqueued.
-redis.call('ZADD', ob_key(prefix, 'dead'), tonumber(id), id)
+redis.call('ZADD', ob_key(prefix, 'dead'), ob_seq(id), id)
 return {'OK'}

@@ -15,7 +15,8 @@ local ids = redis.call('ZRANGE', ob_key(prefix, ARGV[2]), 0, stop)
 if ARGV[2] == 'all' then
   -- Pending messages are in ob:all, except those handed to a delivery
   -- worker as they were enqueued, which are in ob:handed alone (a few:
-  -- those in flight). Ids sort in enqueue order, as they are zero-padded.
+  -- those in flight). Ids sort in enqueue order, as they are zero-padded
+  -- (after the same label, in a shard of a sharded layout).
   local handed = redis.call('ZRANGE', ob_key(prefix, 'handed'), 0, -1)
   if #handed > 0 then
     for _, id in ipairs(handed) do

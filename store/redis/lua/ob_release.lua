@@ -24,7 +24,7 @@ redis.call('HDEL', mkey, 'tok', 'exp', 'w')
 if ob_unclaim(prefix, platform, id, ARGV[3]) then
   -- A handed message was in ob:handed alone, unless its claim had run
   -- out and ob_undue made it due already; pending, it is in ob:all.
-  redis.call('ZADD', ob_key(prefix, 'all'), id, id)
+  redis.call('ZADD', ob_key(prefix, 'all'), ob_seq(id), id)
 end
 ob_unwait(prefix, id)
 redis.call('ZADD', ob_key(prefix, 'due:' .. platform), tonumber(ARGV[4]), id)

@@ -18,10 +18,10 @@ if not platform then
 end
 if v[2] then
   -- Back in its place among its target's messages.
-  redis.call('ZADD', ob_target_key(prefix, v[2]), tonumber(id), id)
+  redis.call('ZADD', ob_target_key(prefix, v[2]), ob_seq(id), id)
 end
 local now = now_ms(ARGV[3])
 redis.call('HSET', mkey, 'n', 0, 'next', int(now))
 redis.call('ZADD', ob_key(prefix, 'due:' .. platform), now, id)
-redis.call('ZADD', ob_key(prefix, 'all'), tonumber(id), id)
+redis.call('ZADD', ob_key(prefix, 'all'), ob_seq(id), id)
 return {'OK'}
