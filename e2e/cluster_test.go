@@ -327,18 +327,17 @@ func keys(m map[string]int) []string {
 // with others, in queue mode, with the test's short lease. The model
 // section comes last, so a test can add keys to it.
 func clusterConfig(redis *testkit.Redis, model *testkit.ModelServer) string {
-	return fmt.Sprintf(`
-store:
-  backend: redis
-  redis_url: %s
-  redis_prefix: %q
-  lease_ttl: %s
-http:
+	return sharedConfig(redisPlace{single: redis}, model)
+}
+
+// sharedConfig is clusterConfig on any redisPlace.
+func sharedConfig(p redisPlace, model *testkit.ModelServer) string {
+	return p.storeYAML() + fmt.Sprintf(`http:
   addr: 127.0.0.1:0
 display:
   busy_input_mode: queue
 model:
   base_url: %s
   name: %s
-`, redis.URL(), redis.Prefix(), leaseTTL, model.URL(), modelName)
+`, model.URL(), modelName)
 }

@@ -117,7 +117,19 @@ const (
 // and are dropped when it dies. Its reports go out through the others.
 func TestCronFiresOnceAcrossThreeGatewaysOneKilled(t *testing.T) {
 	t.Parallel()
-	redis := testkit.StartRedis(t)
+	cronFiresOnce(t, oneRedis(t))
+}
+
+// TestCronFiresOnceOnARedisClusterWithAPrimaryKilled is the same run on a
+// Redis Cluster, where, right after gateway A, the primary of some of the
+// shards is SIGKILLed too and its replica takes over: still every fire
+// once.
+func TestCronFiresOnceOnARedisClusterWithAPrimaryKilled(t *testing.T) {
+	t.Parallel()
+	cronFiresOnce(t, aRedisCluster(t))
+}
+
+func cronFiresOnce(t *testing.T, place redisPlace) {
 	model := testkit.NewModelServer(t)
 	tg := telegramfake.New(t, "")     // the chat's platform, for B and C
 	doomed := telegramfake.New(t, "") // A's: it takes none of A's sends
@@ -143,7 +155,7 @@ func TestCronFiresOnceAcrossThreeGatewaysOneKilled(t *testing.T) {
 			platform, env = doomed, append(env, "E2E_CRON_HOLD="+hold)
 		}
 		homes[k] = t.TempDir()
-		writeConfig(t, homes[k], clusterConfig(redis, model)+telegramConfig(platform)+
+		writeConfig(t, homes[k], sharedConfig(place, model)+telegramConfig(platform)+
 			"tools:\n  env_passthrough: [E2E_CRON_LOG, E2E_GATEWAY, E2E_CRON_HOLD]\n")
 		gws[k] = startChild(t, name, homes[k], env...)
 	}
@@ -178,6 +190,10 @@ func TestCronFiresOnceAcrossThreeGatewaysOneKilled(t *testing.T) {
 	})
 	gws[0].kill()
 	killedAt := time.Since(started)
+	var failover time.Duration
+	if place.isCluster() {
+		failover = place.killPrimary(t)
+	}
 	held = heldFires(t, hold)
 	if err := os.RemoveAll(hold); err != nil {
 		t.Fatal(err)
@@ -290,9 +306,9 @@ func TestCronFiresOnceAcrossThreeGatewaysOneKilled(t *testing.T) {
 			t.Errorf("the run of %s is %+v; want ok and delivered", k, r)
 		}
 	}
-	t.Logf("%d jobs added in %s; %d fires delivered once each; gateway A killed at %s holding %d fires (%d finished by a survivor); paused at %s, settled at %s",
-		cronJobs, added.Round(time.Millisecond), len(got), killedAt.Round(time.Millisecond), len(held), finished,
-		paused.Round(time.Millisecond), time.Since(started).Round(time.Millisecond))
+	t.Logf("%s: %d jobs added in %s; %d fires delivered once each; gateway A killed at %s holding %d fires (%d finished by a survivor); a primary's failover %s; paused at %s, settled at %s",
+		place, cronJobs, added.Round(time.Millisecond), len(got), killedAt.Round(time.Millisecond), len(held), finished,
+		failover.Round(time.Millisecond), paused.Round(time.Millisecond), time.Since(started).Round(time.Millisecond))
 	for _, g := range gws[1:] {
 		g.stop()
 	}

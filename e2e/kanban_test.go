@@ -13,7 +13,6 @@ import (
 
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/kanban"
-	"github.com/heraldgw/herald/store/redis"
 )
 
 // kanbanWorker is a CLI lane's worker: it holds a lock of its card for
@@ -54,7 +53,7 @@ tools:
 
 type kanbanRig struct {
 	t      *testing.T
-	redis  *testkit.Redis
+	place  redisPlace
 	model  *testkit.ModelServer
 	svc    *kanban.Service
 	log    string
@@ -65,7 +64,12 @@ type kanbanRig struct {
 
 func newKanbanRig(t *testing.T, gateways int, work string) *kanbanRig {
 	t.Helper()
-	r := &kanbanRig{t: t, redis: testkit.StartRedis(t)}
+	return newKanbanRigAt(t, oneRedis(t), gateways, work)
+}
+
+func newKanbanRigAt(t *testing.T, place redisPlace, gateways int, work string) *kanbanRig {
+	t.Helper()
+	r := &kanbanRig{t: t, place: place}
 	dir := t.TempDir()
 	r.log = filepath.Join(dir, "runs.log")
 	locks := filepath.Join(dir, "locks")
@@ -80,15 +84,10 @@ func newKanbanRig(t *testing.T, gateways int, work string) *kanbanRig {
 	r.model = testkit.NewModelServer(t)
 	for range gateways {
 		home := t.TempDir()
-		writeConfig(t, home, clusterConfig(r.redis, r.model)+kanbanConfig(r.script))
+		writeConfig(t, home, sharedConfig(place, r.model)+kanbanConfig(r.script))
 		r.homes = append(r.homes, home)
 	}
-	db, err := redis.Open(context.Background(), redis.Options{URL: r.redis.URL(), Prefix: r.redis.Prefix()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	r.svc = &kanban.Service{Store: db.Kanban()}
+	r.svc = &kanban.Service{Store: place.open(t).Kanban()}
 	return r
 }
 
@@ -175,9 +174,21 @@ func TestKanbanThreeGatewaysRunEachCardOnce(t *testing.T) {
 // restarted), and no card ever has two workers at once — a worker the
 // dead gateway left running is killed before its card is run again.
 func TestKanbanGatewayKilledWhileWorkersRun(t *testing.T) {
+	kanbanGatewayKilled(t, oneRedis(t))
+}
+
+// TestKanbanOnARedisClusterWithAPrimaryKilled is the same run on a Redis
+// Cluster, where the primary of some of the shards is SIGKILLed too,
+// right after the gateway: still one worker a card at a time, every card
+// done.
+func TestKanbanOnARedisClusterWithAPrimaryKilled(t *testing.T) {
+	kanbanGatewayKilled(t, aRedisCluster(t))
+}
+
+func kanbanGatewayKilled(t *testing.T, place redisPlace) {
 	// The workers outlive the dead gateway's claims (3 s), so the
 	// survivors find them running.
-	r := newKanbanRig(t, 2, "7")
+	r := newKanbanRigAt(t, place, 2, "7")
 	ids := r.cards(6)
 	a := r.start(0)
 	// a claims everything before b starts.
@@ -186,6 +197,9 @@ func TestKanbanGatewayKilledWhileWorkersRun(t *testing.T) {
 		return len(starts) == len(ids), fmt.Sprintf("%d of %d workers started", len(starts), len(ids))
 	})
 	a.kill()
+	if place.isCluster() {
+		t.Logf("a primary's failover took %s", place.killPrimary(t))
+	}
 	r.start(1)
 	// a restarted, beside b.
 	r.start(0)
@@ -213,9 +227,9 @@ func TestKanbanGatewayKilledWhileWorkersRun(t *testing.T) {
 // it ready (a gateway, or the CLI) signals every dispatcher on the store.
 func TestKanbanReadyCardWakesTheOtherInstances(t *testing.T) {
 	r := newKanbanRig(t, 2, "0")
-	writeConfig(t, r.homes[0], clusterConfig(r.redis, r.model)+kanbanConfigEvery(r.script, 3600))
+	writeConfig(t, r.homes[0], sharedConfig(r.place, r.model)+kanbanConfigEvery(r.script, 3600))
 	// The second gateway has no lane for the cards: it cannot run them.
-	writeConfig(t, r.homes[1], clusterConfig(r.redis, r.model)+"kanban:\n  dispatch_interval_seconds: 3600\n")
+	writeConfig(t, r.homes[1], sharedConfig(r.place, r.model)+"kanban:\n  dispatch_interval_seconds: 3600\n")
 	seed := r.cards(1)
 	r.start(0)
 	// Its first look, at start, ran the seed card.

@@ -31,26 +31,10 @@ const (
 )
 
 func TestGatewaysOnRedisClusterUnderKills(t *testing.T) {
-	cluster := testkit.StartRedisCluster(t)
+	place := aRedisCluster(t)
 	model := testkit.NewModelServer(t)
 	model.Respond(func(testkit.RecordedRequest) testkit.Step { return testkit.Echo().After(chaosModelDelay) })
-
-	cfg := fmt.Sprintf(`
-store:
-  backend: redis
-  redis_mode: cluster
-  redis_url: %s
-  redis_prefix: %q
-  redis_wait_replicas: 1
-  lease_ttl: %s
-http:
-  addr: 127.0.0.1:0
-display:
-  busy_input_mode: queue
-model:
-  base_url: %s
-  name: %s
-`, cluster.URL(), cluster.Prefix(), leaseTTL, model.URL(), modelName)
+	cfg := sharedConfig(place, model)
 
 	// The gateways: slot k runs in home k; a kill starts a new process in
 	// the same home. apis holds the live ones' clients.
@@ -137,14 +121,9 @@ model:
 	primaryKilled := false
 	var failover time.Duration
 	killPrimary := func() {
-		victim := cluster.Primary(t, "{0}")
 		inFlightAtKills += int64(allInFlight())
-		at := time.Now()
-		cluster.Kill(t, victim)
+		failover = place.killPrimary(t)
 		primaryKilled = true
-		cluster.WaitOK(t)
-		failover = time.Since(at)
-		cluster.Revive(t, victim)
 	}
 
 	// Collector: every conversation's timeline, read through any live
