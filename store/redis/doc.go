@@ -246,7 +246,12 @@
 //	Pob:tok                  string    claim token counter
 //
 // Delegations (package delegation), global but for the conversation's
-// keys above:
+// keys above. In the sharded layout (shards.go) a delegation, with its
+// children, completions and the conversation's keys above, lives in the
+// shard of the conversation that dispatched it, since the turn's commit
+// that dispatches it runs there: every key below starts with that
+// shard's prefix in place of P, and each index (pending, running, tok,
+// all, live, due) is one per shard, holding that shard's delegations:
 //
 //	Pdlg:d:<id>              hash      one delegation: b (the encoded
 //	                                    Delegation without its children), ct
@@ -273,10 +278,18 @@
 //	Pdlg:pending             list      pending children, oldest dispatch
 //	                                    first: a dispatch pushes its children
 //	                                    in order, a claim pops from the head,
-//	                                    a stop (dlg_stop) removes its child
+//	                                    a stop (dlg_stop) removes its child;
+//	                                    dlg_pending reads its head for a
+//	                                    claim across shards
 //	Pdlg:running             zset      running children scored by claim
 //	                                    expiry (ms)
-//	Pdlg:tok                 string    the child claim token counter
+//	Pdlg:tok                 string    the child claim token counter: the
+//	                                    last token granted. In the sharded
+//	                                    layout every token is its shard's
+//	                                    index modulo the shard count
+//	                                    (lib_delegation.lua's dlg_token), so
+//	                                    a claim names its child's shard and
+//	                                    two shards never grant one token
 //	Pdlg:all                 zset      every delegation, scored by creation
 //	                                    (ms)
 //	Pdlg:live                zset      delegations with a child pending or
@@ -343,6 +356,30 @@
 // or SCARD; End and StopPending read their child (HMGET) before their
 // script, to name the result (StopPending answers a child it reads as
 // not pending without one).
+//
+// Delegations across shards (delegation.go). A Claim reads every shard
+// at once (dlg_pending: its token counter, and when its first pending
+// children were dispatched), picks the n oldest of all, and claims that
+// many from each shard holding some, at once, each child given the
+// least token it may get: above every counter read and rising in the
+// order the claim answers, so a claim's tokens rise as one counter's
+// would; a shard that had fewer to give than it showed (another claimer
+// came between) is made up for by another pass, up to three.
+// ClaimCompletions reads the head of every shard's Pdlg:due (ZRANGE,
+// scores) and claims the soonest due of all the same way; Reap reads
+// every shard's run-out children (dlg_expired) and ends the soonest
+// expired of all, each in its shard. A List of every conversation reads
+// every shard's newest and merges them, newest first (equal times by id
+// down, as ZREVRANGE orders them); a conversation's List, Active and
+// dispatches go to its shard. End and Renew go to the shard the claim's
+// token names; AckCompletion and RetryCompletion to the shard of the
+// completion's conversation. The ids of delegations and children are
+// the delegation package's and name no shard: Child, Delegation, Steer,
+// StopPending and Completions look in the shard this process remembers
+// for the id (filled by its dispatches, claims, reaps and look-ups,
+// 8192 ids at most), else ask every shard at once and remember the one
+// that has it. Ids are unique across shards only as delegation.NewID
+// makes them: Create refuses an id in use in its own shard only.
 //
 // The outbox uses sorted sets rather than a stream because its entries are
 // not consumed in arrival order: a failed send is retried later with

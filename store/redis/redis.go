@@ -75,6 +75,7 @@ type DB struct {
 	batch  *batcher // the script calls' way to the server
 	hist   *histCache
 	shards *layout
+	dlgIDs shardMemo // the shards delegation and child ids were found in (delegation.go)
 
 	sessions *sessionStore
 	outbox   *outboxStore

@@ -61,6 +61,29 @@ local function dlg_create_refused(keys, limit)
   return nil
 end
 
+-- dlg_token grants a child's claim token from the shard's counter
+-- (Pdlg:tok, the last token granted): the least number above it, and at
+-- least least, that is shard modulo count, so that a token names the
+-- shard whose child it fences (tokenShard in delegation.go) and tokens
+-- of two shards never meet. In the layout of one server (shard 0 of 1,
+-- least 0) that is the counter plus one, an INCR.
+local function dlg_token(prefix, shard, count, least)
+  local key = dlg_key(prefix, 'tok')
+  if count == 1 and least == 0 then
+    return redis.call('INCR', key)
+  end
+  local t = math.max((tonumber(redis.call('GET', key)) or 0) + 1, least)
+  t = t + (shard - t) % count
+  redis.call('SET', key, int(t))
+  return t
+end
+
+-- dlg_shard reads a script's shard arguments: the shard's index and the
+-- shard count, '' for the layout of one server (0 and 1).
+local function dlg_shard(index, count)
+  return tonumber(index) or 0, tonumber(count) or 1
+end
+
 -- dlg_active reports whether a child's status is pending or running; the
 -- store writes no status but those and the terminal ones.
 local function dlg_active(status)
