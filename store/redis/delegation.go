@@ -93,7 +93,11 @@ func (s delegationStore) rememberChildren(i int, cs []delegation.Child) {
 // then on remembered, or -1.
 func (s delegationStore) inShardOf(key string, read func(i int) (bool, error)) (int, error) {
 	db := s.db
-	if i, ok := db.dlgIDs.get(key); ok || !db.shards.sharded() {
+	i, ok := 0, !db.shards.sharded()
+	if !ok {
+		i, ok = db.dlgIDs.get(key)
+	}
+	if ok {
 		found, err := read(i)
 		if err != nil || !found {
 			return -1, err
