@@ -141,6 +141,20 @@ func TestDelegationShards(t *testing.T) {
 			t.Errorf("Completions(%s) = %d, %v; want 1", id, len(cmps), err)
 		}
 	}
+	// An orchestrator's workers run at once and are left in the pending
+	// list; a claim that finds nothing else pending there drops them.
+	workers := delegation.Delegation{ID: "deleg_w", Conv: "c", User: "u", Orchestrator: want[0], Source: "orchestrator",
+		Children: []delegation.Child{{ID: "deleg_w-c0", Delegation: "deleg_w", Task: delegation.Task{Goal: "g"}}}}
+	if _, err := db.Delegations().Start(ctx, delegation.Dispatch{Delegation: workers}, "w1", time.Minute); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if cs, _, err := other.Claim(ctx, "w2", 5, time.Minute); err != nil || len(cs) != 0 {
+		t.Errorf("Claim beside the workers = %d, %v; want none", len(cs), err)
+	}
+	if n := db.client.LLen(ctx, dlgKey(db.convPfx("c"), "pending")).Val(); n != 0 {
+		t.Errorf("the workers' shard's pending list holds %d after a claim, want 0", n)
+	}
+
 	cc, err := other.ClaimCompletions(ctx, "d1", 10, time.Minute)
 	if err != nil || len(cc) != len(convs) {
 		t.Fatalf("ClaimCompletions = %d, %v; want %d", len(cc), err, len(convs))

@@ -280,7 +280,8 @@
 //	                                    in order, a claim pops from the head,
 //	                                    a stop (dlg_stop) removes its child;
 //	                                    dlg_pending reads its head for a
-//	                                    claim across shards
+//	                                    claim across shards, and drops the
+//	                                    children there that are not pending
 //	Pdlg:running             zset      running children scored by claim
 //	                                    expiry (ms)
 //	Pdlg:tok                 string    the child claim token counter: the
@@ -329,7 +330,8 @@
 // and its children orc: dlg_complete makes no completion for them, and
 // dlg_end adds none of their tokens to the conversation's totals (the
 // orchestrator's own include them). They stay in Pdlg:pending, running,
-// and a claim drops them there as it drops any child not pending.
+// and a claim drops them there as it drops any child not pending (in
+// the sharded layout, dlg_pending drops them first).
 // A turn's commit does not check that its ids are new: they
 // are the turn's own, made with delegation.NewID. Equal creation times
 // sort in no particular order. Each step under a claim is one script

@@ -1,10 +1,12 @@
--- dlg_pending reads, writing nothing, what a claim across shards needs
--- to know of one shard before it claims (delegation.go, claimShards):
--- the shard's token counter, and when each of its first n pending
--- children was dispatched, so that the claim takes the oldest of all
--- shards and grants tokens above every shard's. Children in the pending
--- list that are not pending any more are passed over within the bound
--- dlg_claim drops them within.
+-- dlg_pending reads what a claim across shards needs to know of one
+-- shard before it claims (delegation.go, claimShards): the shard's token
+-- counter, and when each of its first n pending children was
+-- dispatched, so that the claim takes the oldest of all shards and
+-- grants tokens above every shard's. Its one write: children at the head
+-- of the pending list that are not pending any more (an orchestrator's
+-- workers, dlg_start) are dropped, as dlg_claim drops them, since a
+-- shard with nothing pending is not claimed from; others are passed
+-- over within the bound dlg_claim drops them within.
 -- KEYS: none; keys derive from the prefix (see delegation.go).
 -- ARGV[1] key prefix (the shard's)
 -- ARGV[2] n
@@ -13,6 +15,15 @@
 local prefix, n = ARGV[1], tonumber(ARGV[2])
 local pending = dlg_key(prefix, 'pending')
 local out = {redis.call('GET', dlg_key(prefix, 'tok')) or '0'}
+local dropped = 0
+while dropped < n + 1000 do
+  local id = redis.call('LINDEX', pending, 0)
+  if not id or redis.call('HGET', dlg_key(prefix, 'c:' .. id), 's') == 'pending' then
+    break
+  end
+  redis.call('LPOP', pending)
+  dropped = dropped + 1
+end
 local from = 0
 while #out <= n and from < n + 1000 do
   local ids = redis.call('LRANGE', pending, from, from + n - 1)
