@@ -200,6 +200,12 @@ func (db *DB) checkedDispatchOp(op string, disp delegation.Dispatch) (writeOp, e
 		}
 		args = append(args, c.ID, c.Index, c.Group, t, rejected)
 	}
+	if db.shards.sharded() {
+		// Dispatches of one millisecond in two shards are claimed in the
+		// order of their sequence: this process's in the order it made
+		// them, and after every one it read (claimShards).
+		args = append(args, db.dlgSeq.Add(1))
+	}
 	return writeOp{cmd: "DLGPUT", args: args, now: 8}, nil
 }
 
@@ -340,7 +346,7 @@ func (s delegationStore) claimShards(ctx context.Context, op, owner string, n in
 	count := db.shards.count()
 	order := db.shards.round()
 	tops := make([]int64, count)
-	heads := make([][]int64, count)
+	heads := make([][]dispatched, count)
 	err := inShards(order, func(i int) error {
 		v, err := db.runIn(ctx, op, scriptDlgPending, i, nil, db.shards.pfx(i), n)
 		if err != nil {
@@ -350,8 +356,12 @@ func (s delegationStore) claimShards(ctx context.Context, op, owner string, n in
 			return errs.E(op, errs.Internal, "unexpected script reply %v", v)
 		}
 		tops[i] = num(v[0])
-		for _, at := range v[1:] {
-			heads[i] = append(heads[i], num(at))
+		for k := 1; k+1 < len(v); k += 2 {
+			d := dispatched{at: num(v[k]), seq: num(v[k+1])}
+			heads[i] = append(heads[i], d)
+			for seen := db.dlgSeq.Load(); d.seq > seen && !db.dlgSeq.CompareAndSwap(seen, d.seq); {
+				seen = db.dlgSeq.Load()
+			}
 		}
 		return nil
 	})
@@ -394,16 +404,25 @@ func (s delegationStore) claimShards(ctx context.Context, op, owner string, n in
 	return children, claims, len(children) < len(seq), err
 }
 
+// dispatched is when a child was dispatched: its delegation's creation
+// (ms), then, in the sharded layout, its dispatch's sequence (DB.dlgSeq),
+// which orders the dispatches of one millisecond.
+type dispatched struct{ at, seq int64 }
+
+func (d dispatched) before(e dispatched) bool {
+	return d.at < e.at || d.at == e.at && d.seq < e.seq
+}
+
 // oldestFirst merges the shards' lists of times, each in its shard's
 // order, oldest first: the shard of each of the first n, a tie going to
 // the shard first in order.
-func oldestFirst(order []int, times [][]int64, n int) []int {
+func oldestFirst(order []int, times [][]dispatched, n int) []int {
 	pos := make([]int, len(times))
 	var seq []int
 	for len(seq) < n {
 		best := -1
 		for _, i := range order {
-			if pos[i] < len(times[i]) && (best < 0 || times[i][pos[i]] < times[best][pos[best]]) {
+			if pos[i] < len(times[i]) && (best < 0 || times[i][pos[i]].before(times[best][pos[best]])) {
 				best = i
 			}
 		}
@@ -741,7 +760,7 @@ func (s delegationStore) ClaimCompletions(ctx context.Context, worker string, n 
 	// claimed from each shard holding some, at once.
 	order := db.shards.round()
 	count := db.shards.count()
-	dues := make([][]int64, count)
+	dues := make([][]dispatched, count)
 	err := inShards(order, func(i int) error {
 		cmd := goredis.NewZSliceCmd(ctx, "zrange", dlgKey(db.shards.pfx(i), "due"), "-inf", "+inf", "byscore", "limit", 0, n, "withscores")
 		zs, err := await(ctx, db.batch, cmd, cmd.Result)
@@ -749,7 +768,7 @@ func (s delegationStore) ClaimCompletions(ctx context.Context, worker string, n 
 			return db.fail(op, err)
 		}
 		for _, z := range zs {
-			dues[i] = append(dues[i], int64(z.Score))
+			dues[i] = append(dues[i], dispatched{at: int64(z.Score)})
 		}
 		return nil
 	})

@@ -19,15 +19,16 @@ func TestOldestFirst(t *testing.T) {
 	for _, tc := range []struct {
 		desc  string
 		order []int
-		times [][]int64
+		times [][]dispatched
 		n     int
 		want  []int
 	}{
-		{"none pending", []int{0, 1}, [][]int64{nil, nil}, 3, nil},
-		{"merged by time", []int{0, 1, 2}, [][]int64{{1, 4}, {2, 3}, {5}}, 10, []int{0, 1, 1, 0, 2}},
-		{"bounded by n", []int{0, 1}, [][]int64{{1, 2, 3}, {1}}, 2, []int{0, 1}},
-		{"a tie goes to the shard first in order", []int{1, 0}, [][]int64{{7}, {7}}, 1, []int{1}},
-		{"a shard's own order is kept", []int{0, 1}, [][]int64{{5, 1}, {3}}, 3, []int{1, 0, 0}},
+		{"none pending", []int{0, 1}, [][]dispatched{nil, nil}, 3, nil},
+		{"merged by time", []int{0, 1, 2}, [][]dispatched{{{1, 0}, {4, 0}}, {{2, 0}, {3, 0}}, {{5, 0}}}, 10, []int{0, 1, 1, 0, 2}},
+		{"bounded by n", []int{0, 1}, [][]dispatched{{{1, 0}, {2, 0}, {3, 0}}, {{1, 0}}}, 2, []int{0, 1}},
+		{"one millisecond by sequence", []int{0, 1}, [][]dispatched{{{7, 2}}, {{7, 1}, {7, 3}}}, 3, []int{1, 0, 1}},
+		{"a tie goes to the shard first in order", []int{1, 0}, [][]dispatched{{{7, 0}}, {{7, 0}}}, 1, []int{1}},
+		{"a shard's own order is kept", []int{0, 1}, [][]dispatched{{{5, 0}, {1, 0}}, {{3, 0}}}, 3, []int{1, 0, 0}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			if d := cmp.Diff(tc.want, oldestFirst(tc.order, tc.times, tc.n)); d != "" {

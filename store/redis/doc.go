@@ -260,7 +260,9 @@
 //	                                    independent), n (children), left
 //	                                    (children not ended yet), at
 //	                                    (created, ms), orc ('1' for an
-//	                                    orchestrator's workers, dlg_start)
+//	                                    orchestrator's workers, dlg_start),
+//	                                    q (in the sharded layout, the
+//	                                    dispatch's sequence: see below)
 //	Pdlg:kids:<id>           list      its children's ids, in dispatch order
 //	Pdlg:c:<id>              hash      one child: d (its delegation), i (task
 //	                                    index), g (group), ct (conversation
@@ -361,7 +363,11 @@
 //
 // Delegations across shards (delegation.go). A Claim reads every shard
 // at once (dlg_pending: its token counter, and when its first pending
-// children were dispatched), picks the n oldest of all, and claims that
+// children were dispatched: their delegation's creation ms, then its
+// dispatch sequence q, which a process makes one up for each dispatch
+// and above every one its claims read, so that dispatches of one
+// millisecond in two shards are claimed in the order one process made
+// them), picks the n oldest of all, and claims that
 // many from each shard holding some, at once, each child given the
 // least token it may get: above every counter read and rising in the
 // order the claim answers, so a claim's tokens rise as one counter's
