@@ -29,9 +29,9 @@ import (
 // names its child's shard (lib_delegation.lua's dlg_token), so End and
 // Renew go there; a completion's claim names its conversation. Other
 // calls by id (Child, Delegation, Steer, StopPending, Completions) look
-// in the shard remembered for the id (DB.dlgIDs, filled by every
-// dispatch, claim and look-up this process made), else in every shard
-// at once.
+// in the shard remembered for the id (DB.dlgIDs, filled by this
+// process's Create, Start, Claim and Reap calls and look-ups), else in
+// every shard at once.
 type delegationStore struct{ db *DB }
 
 var _ delegation.Store = delegationStore{}
@@ -713,6 +713,7 @@ func (s delegationStore) Reap(ctx context.Context, limit int) ([]delegation.Chil
 			return errs.E(op, errs.Internal, "unexpected script reply %v", v)
 		}
 		cs, _, err := decodeChildren(op, v[1:], -1)
+		s.rememberChildren(i, cs)
 		for _, c := range cs {
 			found[i] = append(found[i], expired{shard: i, child: c, now: msTime(v[0])})
 		}

@@ -367,27 +367,27 @@
 // dispatch sequence q, which a process makes one up for each dispatch
 // and above every one its claims read, so that dispatches of one
 // millisecond in two shards are claimed in the order one process made
-// them), picks the n oldest of all, and claims that
-// many from each shard holding some, at once, each child given the
-// least token it may get: above every counter read and rising in the
-// order the claim answers, so a claim's tokens rise as one counter's
-// would; a shard that had fewer to give than it showed (another claimer
-// came between) is made up for by another pass, up to three.
-// ClaimCompletions reads the head of every shard's Pdlg:due (ZRANGE,
-// scores) and claims the soonest due of all the same way; Reap reads
-// every shard's run-out children (dlg_expired) and ends the soonest
-// expired of all, each in its shard. A List of every conversation reads
-// every shard's newest and merges them, newest first (equal times by id
-// down, as ZREVRANGE orders them); a conversation's List, Active and
-// dispatches go to its shard. End and Renew go to the shard the claim's
-// token names; AckCompletion and RetryCompletion to the shard of the
-// completion's conversation. The ids of delegations and children are
-// the delegation package's and name no shard: Child, Delegation, Steer,
-// StopPending and Completions look in the shard this process remembers
-// for the id (filled by its dispatches, claims, reaps and look-ups,
-// 8192 ids at most), else ask every shard at once and remember the one
-// that has it. Ids are unique across shards only as delegation.NewID
-// makes them: Create refuses an id in use in its own shard only.
+// them), picks the n oldest of all, and claims that many from each
+// shard holding some, at once, each child given the least token it may
+// get: above every counter read and rising in the order the claim
+// answers, so a claim's tokens rise as one counter's would; a shard
+// that had fewer to give than it showed (another claimer came between)
+// is made up for by another pass, up to three. ClaimCompletions reads
+// the head of every shard's Pdlg:due (ZRANGE, scores) and claims the
+// soonest due of all the same way; Reap reads every shard's run-out
+// children (dlg_expired) and ends the soonest expired of all, each in
+// its shard. A List of every conversation reads every shard's newest
+// and merges them, newest first (equal times by id down, as ZREVRANGE
+// orders them); a conversation's List, Active and dispatches go to its
+// shard. End and Renew go to the shard the claim's token names;
+// AckCompletion and RetryCompletion to the shard of the completion's
+// conversation. The ids of delegations and children are the delegation
+// package's and name no shard: Child, Delegation, Steer, StopPending
+// and Completions look in the shard this process remembers for the id
+// (filled by its Create, Start, Claim and Reap calls and look-ups, 8192
+// ids at most), else ask every shard at once and remember the one that
+// has it. Ids are unique across shards only as delegation.NewID makes
+// them: Create refuses an id in use in its own shard only.
 //
 // The outbox uses sorted sets rather than a stream because its entries are
 // not consumed in arrival order: a failed send is retried later with
