@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
+	"sync"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/heraldgw/herald/delegation"
 	"github.com/heraldgw/herald/internal/errs"
@@ -15,6 +19,19 @@ import (
 // its keys; every change that touches more than one is one of the
 // dlg_*.lua functions, or, for a dispatch, the DLGPUT write dispatchOp
 // makes (run by a turn's finish, or by dlg_create).
+//
+// Shards: a delegation, its children and completions live in the shard
+// of the conversation that dispatched it, as the turn's commit that
+// dispatches it runs there; so does every index a script changes with
+// them (pending, running, due, …, one of each per shard). Claims, the
+// reaper's read and completion claims go round the shards; a List of
+// every conversation reads every shard and merges. A claim's token
+// names its child's shard (lib_delegation.lua's dlg_token), so End and
+// Renew go there; a completion's claim names its conversation. Other
+// calls by id (Child, Delegation, Steer, StopPending, Completions) look
+// in the shard remembered for the id (DB.dlgIDs, filled by this
+// process's Create, Start, Claim and Reap calls and look-ups), else in
+// every shard at once.
 type delegationStore struct{ db *DB }
 
 var _ delegation.Store = delegationStore{}
@@ -23,9 +40,95 @@ var _ delegation.Store = delegationStore{}
 // their completions.
 func (db *DB) Delegations() delegation.Store { return delegationStore{db: db} }
 
-// dlgKey is one of the delegation keys that no conversation owns:
-// Pdlg:<suffix>.
-func (db *DB) dlgKey(suffix string) string { return db.prefix + "dlg:" + suffix }
+// dlgKey is one of the delegation keys that no conversation owns, in the
+// shard whose prefix is pfx: <pfx>dlg:<suffix>.
+func dlgKey(pfx, suffix string) string { return pfx + "dlg:" + suffix }
+
+// dlgConvKey is one of a conversation's delegation keys: under its tag,
+// in its shard, as DLGPUT names it (lib.lua's conv_key given the shard's
+// prefix).
+func (db *DB) dlgConvKey(conv, suffix string) string {
+	return db.convPfx(conv) + "{" + convTag(conv) + "}:" + suffix
+}
+
+// shardArgs are the shard arguments of a script that grants claim
+// tokens (dlg_token): shard i's index and the shard count, or "" in the
+// layout of one server.
+func (db *DB) shardArgs(i int) []any {
+	if !db.shards.sharded() {
+		return []any{"", ""}
+	}
+	return []any{i, db.shards.count()}
+}
+
+// tokenShard is the shard whose child a claim token fences: the token
+// modulo the shard count (dlg_token).
+func (db *DB) tokenShard(tok int64) int {
+	n := int64(db.shards.count())
+	return int((tok%n + n) % n)
+}
+
+// remember records that the ids of records (memo keys, "d:<id>" and
+// "c:<id>") are in shard i.
+func (s delegationStore) remember(i int, keys ...string) {
+	if !s.db.shards.sharded() {
+		return
+	}
+	for _, k := range keys {
+		s.db.dlgIDs.put(k, i)
+	}
+}
+
+// rememberChildren records the shard of claimed or reaped children and
+// of their delegations.
+func (s delegationStore) rememberChildren(i int, cs []delegation.Child) {
+	for _, c := range cs {
+		s.remember(i, "c:"+c.ID, "d:"+c.Delegation)
+	}
+}
+
+// inShardOf runs read, which reports whether it found the record key
+// names ("d:<id>", "c:<id>"), in the shard remembered for it, else in
+// every shard at once, and returns the shard where it was found, from
+// then on remembered, or -1.
+func (s delegationStore) inShardOf(key string, read func(i int) (bool, error)) (int, error) {
+	db := s.db
+	i, ok := 0, !db.shards.sharded()
+	if !ok {
+		i, ok = db.dlgIDs.get(key)
+	}
+	if ok {
+		found, err := read(i)
+		if err != nil || !found {
+			return -1, err
+		}
+		return i, nil
+	}
+	all := make([]int, db.shards.count())
+	for i := range all {
+		all[i] = i
+	}
+	var mu sync.Mutex
+	at := -1
+	err := inShards(all, func(i int) error {
+		found, err := read(i)
+		if found {
+			mu.Lock()
+			if at < 0 || i < at {
+				at = i
+			}
+			mu.Unlock()
+		}
+		return err
+	})
+	if err != nil {
+		return -1, err
+	}
+	if at >= 0 {
+		db.dlgIDs.put(key, at)
+	}
+	return at, nil
+}
 
 // childFields and cmpFields are the hash fields the scripts reply with,
 // in the order of lib_delegation.lua's CHILD_FIELDS and CMP_FIELDS.
@@ -58,7 +161,10 @@ const defaultListLimit = 50
 // limit (delegation.Dispatch.Limit). A dispatch without a creation time
 // gets the script's now. Nothing here checks that the ids are new:
 // dlg_create does for Create, and a turn's dispatch carries ids the turn
-// made (delegation.NewID).
+// made (delegation.NewID). Its keys are in the shard of the delegation's
+// conversation, which for a turn's dispatch is the committing one
+// (delegation's tool dispatches for its turn's conversation), so the
+// write's home is the commit's own.
 func (db *DB) dispatchOp(op string, disp delegation.Dispatch) (writeOp, error) {
 	if err := delegation.CheckDispatch(op, disp); err != nil {
 		return writeOp{}, err
@@ -81,7 +187,7 @@ func (db *DB) checkedDispatchOp(op string, disp delegation.Dispatch) (writeOp, e
 	}
 	n := len(g.Children)
 	args := make([]any, 0, 9+5*n)
-	args = append(args, db.prefix, g.ID, convTag(g.Conv), disp.Limit, body, flag(g.Independent), at, 0, n)
+	args = append(args, db.convPfx(g.Conv), g.ID, convTag(g.Conv), disp.Limit, body, flag(g.Independent), at, 0, n)
 	for _, c := range g.Children {
 		child := delegation.Pending(c)
 		t, err := json.Marshal(child)
@@ -94,17 +200,34 @@ func (db *DB) checkedDispatchOp(op string, disp delegation.Dispatch) (writeOp, e
 		}
 		args = append(args, c.ID, c.Index, c.Group, t, rejected)
 	}
+	if db.shards.sharded() {
+		// Dispatches of one millisecond in two shards are claimed in the
+		// order of their sequence: this process's in the order it made
+		// them, and after every one it read (claimShards).
+		args = append(args, db.dlgSeq.Add(1))
+	}
 	return writeOp{cmd: "DLGPUT", args: args, now: 8}, nil
 }
 
-// dispatchKeys are the keys dlg_create and dlg_start take.
+// dispatchKeys are the keys dlg_create and dlg_start take, all in the
+// shard of g's conversation.
 func (db *DB) dispatchKeys(g delegation.Delegation) []string {
+	pfx := db.convPfx(g.Conv)
 	keys := make([]string, 0, 2+len(g.Children))
-	keys = append(keys, db.convKey(convTag(g.Conv), "dlgact"), db.dlgKey("d:"+g.ID))
+	keys = append(keys, db.dlgConvKey(g.Conv, "dlgact"), dlgKey(pfx, "d:"+g.ID))
 	for _, c := range g.Children {
-		keys = append(keys, db.dlgKey("c:"+c.ID))
+		keys = append(keys, dlgKey(pfx, "c:"+c.ID))
 	}
 	return keys
+}
+
+// rememberDispatch records the shard of a dispatch written.
+func (s delegationStore) rememberDispatch(g delegation.Delegation) {
+	i := s.db.shards.of(g.Conv)
+	s.remember(i, "d:"+g.ID)
+	for _, c := range g.Children {
+		s.remember(i, "c:"+c.ID)
+	}
 }
 
 func (s delegationStore) Create(ctx context.Context, disp delegation.Dispatch) error {
@@ -121,7 +244,11 @@ func (s delegationStore) Create(ctx context.Context, disp delegation.Dispatch) e
 	if err != nil {
 		return err
 	}
-	return dispatchStatus(op, disp, v)
+	if err := dispatchStatus(op, disp, v); err != nil {
+		return err
+	}
+	s.rememberDispatch(disp.Delegation)
+	return nil
 }
 
 // dispatchStatus is the error of dlg_create's or dlg_start's reply v.
@@ -152,18 +279,20 @@ func (s delegationStore) Start(ctx context.Context, disp delegation.Dispatch, ow
 	if err != nil {
 		return nil, err
 	}
-	v, err := db.run(ctx, op, scriptDlgStart, db.dispatchKeys(disp.Delegation),
-		appendOps([]any{db.nowArg(), disp.Limit, db.prefix, owner, durMS(ttl)}, []writeOp{o})...)
+	g := disp.Delegation
+	i := db.shards.of(g.Conv)
+	args := append([]any{db.nowArg(), disp.Limit, db.shards.pfx(i), owner, durMS(ttl)}, db.shardArgs(i)...)
+	v, err := db.run(ctx, op, scriptDlgStart, db.dispatchKeys(g), appendOps(args, []writeOp{o})...)
 	if err != nil {
 		return nil, err
 	}
-	g := disp.Delegation
 	if len(v) == 0 || str(v[0]) != "OK" {
 		return nil, dispatchStatus(op, disp, v)
 	}
 	if len(v) != 2+len(g.Children) {
 		return nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
 	}
+	s.rememberDispatch(g)
 	exp := msTime(v[1])
 	claims := make([]delegation.Claim, len(g.Children))
 	for i, c := range g.Children {
@@ -178,7 +307,148 @@ func (s delegationStore) Claim(ctx context.Context, owner string, n int, ttl tim
 	if err := delegation.CheckClaim(op, owner, n, ttl); err != nil {
 		return nil, nil, err
 	}
-	v, err := db.run(ctx, op, scriptDlgClaim, nil, db.prefix, owner, n, durMS(ttl), db.nowArg())
+	if !db.shards.sharded() {
+		return s.claimIn(ctx, op, 0, owner, n, ttl, nil)
+	}
+	var children []delegation.Child
+	var claims []delegation.Claim
+	// A child another claimer took between the two steps of a pass is
+	// made up for by another pass, a few at most.
+	for range 3 {
+		cs, cl, short, err := s.claimShards(ctx, op, owner, n-len(children), ttl)
+		children, claims = append(children, cs...), append(claims, cl...)
+		if err != nil {
+			if len(children) > 0 {
+				break // those taken are the caller's to run
+			}
+			return nil, nil, err
+		}
+		if !short || len(children) == n {
+			break
+		}
+	}
+	return children, claims, nil
+}
+
+// claimShards is one pass of a claim across shards. It reads, from every
+// shard at once, the token counter and when its first n pending children
+// were dispatched (dlg_pending); picks the n oldest of them all; and
+// claims, from every shard holding some, that many at once (dlg_claim),
+// each given the least token of each child it takes: above every
+// counter read, rising in the order the children are answered, so that
+// a claim's tokens rise as one counter's would (dlg_token keeps each
+// above its shard's counter whatever happened in between). It answers
+// the children oldest first, and reports short when a shard had fewer
+// to give than it read, another claimer or a stop having come between.
+func (s delegationStore) claimShards(ctx context.Context, op, owner string, n int, ttl time.Duration) (
+	[]delegation.Child, []delegation.Claim, bool, error) {
+	db := s.db
+	count := db.shards.count()
+	order := db.shards.round()
+	tops := make([]int64, count)
+	heads := make([][]dispatched, count)
+	err := inShards(order, func(i int) error {
+		v, err := db.runIn(ctx, op, scriptDlgPending, i, nil, db.shards.pfx(i), n)
+		if err != nil {
+			return err
+		}
+		if len(v) < 1 {
+			return errs.E(op, errs.Internal, "unexpected script reply %v", v)
+		}
+		tops[i] = num(v[0])
+		for k := 1; k+1 < len(v); k += 2 {
+			d := dispatched{at: num(v[k]), seq: num(v[k+1])}
+			heads[i] = append(heads[i], d)
+			for seen := db.dlgSeq.Load(); d.seq > seen && !db.dlgSeq.CompareAndSwap(seen, d.seq); {
+				seen = db.dlgSeq.Load()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, false, err
+	}
+	seq := oldestFirst(order, heads, n)
+	if len(seq) == 0 {
+		return nil, nil, false, nil
+	}
+	least := make([][]int64, count)
+	t := slices.Max(tops)
+	for _, i := range seq {
+		t++
+		t += ((int64(i)-t)%int64(count) + int64(count)) % int64(count)
+		least[i] = append(least[i], t)
+	}
+	var from []int
+	for _, i := range order {
+		if len(least[i]) > 0 {
+			from = append(from, i)
+		}
+	}
+	gotC := make([][]delegation.Child, count)
+	gotL := make([][]delegation.Claim, count)
+	err = inShards(from, func(i int) error {
+		var err error
+		gotC[i], gotL[i], err = s.claimIn(ctx, op, i, owner, len(least[i]), ttl, least[i])
+		return err
+	})
+	var children []delegation.Child
+	var claims []delegation.Claim
+	next := make([]int, count)
+	for _, i := range seq {
+		if k := next[i]; k < len(gotC[i]) {
+			children, claims = append(children, gotC[i][k]), append(claims, gotL[i][k])
+			next[i]++
+		}
+	}
+	return children, claims, len(children) < len(seq), err
+}
+
+// dispatched is when a child was dispatched: its delegation's creation
+// (ms), then, in the sharded layout, its dispatch's sequence (DB.dlgSeq),
+// which orders the dispatches of one millisecond.
+type dispatched struct{ at, seq int64 }
+
+func (d dispatched) before(e dispatched) bool {
+	return d.at < e.at || d.at == e.at && d.seq < e.seq
+}
+
+// oldestFirst merges the shards' lists of times, each in its shard's
+// order, oldest first: the shard of each of the first n, a tie going to
+// the shard first in order.
+func oldestFirst(order []int, times [][]dispatched, n int) []int {
+	pos := make([]int, len(times))
+	var seq []int
+	for len(seq) < n {
+		best := -1
+		for _, i := range order {
+			if pos[i] < len(times[i]) && (best < 0 || times[i][pos[i]].before(times[best][pos[best]])) {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		seq = append(seq, best)
+		pos[best]++
+	}
+	return seq
+}
+
+// claimIn claims up to n pending children of shard i (dlg_claim), with
+// the least token of each given in least, if any.
+func (s delegationStore) claimIn(ctx context.Context, op string, i int, owner string, n int, ttl time.Duration, least []int64) (
+	[]delegation.Child, []delegation.Claim, error) {
+	db := s.db
+	args := make([]any, 0, 7+len(least))
+	args = append(args, db.shards.pfx(i), owner, n, durMS(ttl), db.nowArg())
+	if db.shards.sharded() {
+		args = append(args, db.shardArgs(i)...)
+		for _, t := range least {
+			args = append(args, t)
+		}
+	}
+	v, err := db.runIn(ctx, op, scriptDlgClaim, i, nil, args...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -190,9 +460,10 @@ func (s delegationStore) Claim(ctx context.Context, owner string, n int, ttl tim
 	if err != nil {
 		return nil, nil, err
 	}
+	s.rememberChildren(i, children)
 	claims := make([]delegation.Claim, len(children))
-	for i, c := range children {
-		claims[i] = delegation.Claim{Name: c.ID, Owner: owner, Token: c.Token, Expires: exp}
+	for k, c := range children {
+		claims[k] = delegation.Claim{Name: c.ID, Owner: owner, Token: c.Token, Expires: exp}
 	}
 	return children, claims, nil
 }
@@ -209,35 +480,57 @@ func (s delegationStore) Renew(ctx context.Context, claims []delegation.Claim, t
 	if len(claims) == 0 {
 		return nil, nil
 	}
-	args := make([]any, 0, 3+3*len(claims))
-	args = append(args, db.prefix, durMS(ttl), db.nowArg())
-	for _, c := range claims {
-		var p any = ""
-		if pr, ok := progress[c.Name]; ok {
-			b, err := json.Marshal(pr)
-			if err != nil {
-				return nil, errs.Wrap(op, errs.Invalid, err)
-			}
-			p = b
+	// Each shard renews the claims its token names, all at once.
+	byShard := make(map[int][]int)
+	var shards []int
+	for k, c := range claims {
+		i := db.tokenShard(c.Token)
+		if byShard[i] == nil {
+			shards = append(shards, i)
 		}
-		args = append(args, c.Name, c.Token, p)
+		byShard[i] = append(byShard[i], k)
 	}
-	v, err := db.run(ctx, op, scriptDlgRenew, nil, args...)
+	held := make([]bool, len(claims))
+	exps := make([]time.Time, len(claims))
+	err := inShards(shards, func(i int) error {
+		ks := byShard[i]
+		args := make([]any, 0, 3+3*len(ks))
+		args = append(args, db.shards.pfx(i), durMS(ttl), db.nowArg())
+		for _, k := range ks {
+			c := claims[k]
+			var p any = ""
+			if pr, ok := progress[c.Name]; ok {
+				b, err := json.Marshal(pr)
+				if err != nil {
+					return errs.Wrap(op, errs.Invalid, err)
+				}
+				p = b
+			}
+			args = append(args, c.Name, c.Token, p)
+		}
+		v, err := db.runIn(ctx, op, scriptDlgRenew, i, nil, args...)
+		if err != nil {
+			return err
+		}
+		if len(v) != 1+len(ks) {
+			return errs.E(op, errs.Internal, "unexpected script reply %v", v)
+		}
+		for j, k := range ks {
+			held[k], exps[k] = num(v[1+j]) == 1, msTime(v[0])
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	if len(v) != 1+len(claims) {
-		return nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
-	}
-	exp := msTime(v[0])
-	var held []delegation.Claim
-	for i, c := range claims {
-		if num(v[1+i]) == 1 {
-			c.Expires = exp
-			held = append(held, c)
+	var out []delegation.Claim
+	for k, c := range claims {
+		if held[k] {
+			c.Expires = exps[k]
+			out = append(out, c)
 		}
 	}
-	return held, nil
+	return out, nil
 }
 
 func (s delegationStore) End(ctx context.Context, c delegation.Claim, r delegation.Result) (*delegation.Completion, error) {
@@ -250,22 +543,25 @@ func (s delegationStore) End(ctx context.Context, c delegation.Claim, r delegati
 		return nil, err
 	}
 	// The child as dispatched never changes, so reading it before the
-	// script that checks the claim is safe: it only names the result.
-	child, err := s.child(ctx, op, c.Name)
-	if errs.Is(err, errs.NotFound) {
-		return nil, errs.E(op, errs.LeaseLost, "child %q is not held by claim %d", c.Name, c.Token)
-	}
+	// script that checks the claim is safe: it only names the result. It
+	// is looked for in the shard the claim's token names only, so that a
+	// token is never checked against a child of another shard.
+	i := db.tokenShard(c.Token)
+	child, found, err := s.childIn(ctx, op, i, c.Name)
 	if err != nil {
 		return nil, err
 	}
-	_, cmp, err := s.end(ctx, op, child, c.Token, delegation.Ended(child, r), false)
+	if !found {
+		return nil, errs.E(op, errs.LeaseLost, "child %q is not held by claim %d", c.Name, c.Token)
+	}
+	_, cmp, err := s.end(ctx, op, i, child, c.Token, delegation.Ended(child, r), false)
 	return cmp, err
 }
 
-// end runs dlg_end for child under token with result r (only once the
-// claim ran out, when reap is set) and returns the child as ended and
-// the completion its end made, if any.
-func (s delegationStore) end(ctx context.Context, op string, child delegation.Child, token int64, r delegation.Result, reap bool) (delegation.Child, *delegation.Completion, error) {
+// end runs dlg_end in shard i for child under token with result r (only
+// once the claim ran out, when reap is set) and returns the child as
+// ended and the completion its end made, if any.
+func (s delegationStore) end(ctx context.Context, op string, i int, child delegation.Child, token int64, r delegation.Result, reap bool) (delegation.Child, *delegation.Completion, error) {
 	db := s.db
 	body, err := json.Marshal(r)
 	if err != nil {
@@ -282,8 +578,9 @@ func (s delegationStore) end(ctx context.Context, op string, child delegation.Ch
 		prompt, completion := sessions.UsageKeys(u.Model)
 		usage = []any{prompt, u.Prompt, completion, u.Completion}
 	}
-	v, err := db.run(ctx, op, scriptDlgEnd, []string{db.dlgKey("c:" + child.ID)},
-		append([]any{db.prefix, child.ID, token, string(r.Status), body, db.nowArg(), reapArg, r.Steers}, usage...)...)
+	pfx := db.shards.pfx(i)
+	v, err := db.run(ctx, op, scriptDlgEnd, []string{dlgKey(pfx, "c:"+child.ID)},
+		append([]any{pfx, child.ID, token, string(r.Status), body, db.nowArg(), reapArg, r.Steers}, usage...)...)
 	if err != nil {
 		return child, nil, err
 	}
@@ -306,7 +603,20 @@ func (s delegationStore) Steer(ctx context.Context, id, text string) error {
 	if err != nil {
 		return errs.Wrap(op, errs.Invalid, err)
 	}
-	v, err := db.run(ctx, op, scriptDlgSteer, []string{db.dlgKey("c:" + id)}, enc, delegation.MaxSteers)
+	i := 0
+	if db.shards.sharded() {
+		if i, err = s.inShardOf("c:"+id, func(i int) (bool, error) {
+			cmd := goredis.NewIntCmd(ctx, "exists", dlgKey(db.shards.pfx(i), "c:"+id))
+			n, err := await(ctx, db.batch, cmd, cmd.Result)
+			return n == 1, db.fail(op, err)
+		}); err != nil {
+			return err
+		}
+		if i < 0 {
+			return errs.E(op, errs.NotFound, "no child %q", id)
+		}
+	}
+	v, err := db.run(ctx, op, scriptDlgSteer, []string{dlgKey(db.shards.pfx(i), "c:"+id)}, enc, delegation.MaxSteers)
 	if err != nil {
 		return err
 	}
@@ -332,7 +642,7 @@ func (s delegationStore) StopPending(ctx context.Context, id string, r delegatio
 	}
 	// As in End, the child as dispatched names the result; its status
 	// here only spares a script call, dlg_stop checks it again.
-	child, err := s.child(ctx, op, id)
+	child, i, err := s.child(ctx, op, id)
 	if err != nil || child.Status != delegation.StatusPending {
 		return false, nil, err
 	}
@@ -340,8 +650,9 @@ func (s delegationStore) StopPending(ctx context.Context, id string, r delegatio
 	if err != nil {
 		return false, nil, errs.Wrap(op, errs.Invalid, err)
 	}
-	v, err := db.run(ctx, op, scriptDlgStop, []string{db.dlgKey("c:" + id)},
-		db.prefix, id, string(r.Status), body, db.nowArg())
+	pfx := db.shards.pfx(i)
+	v, err := db.run(ctx, op, scriptDlgStop, []string{dlgKey(pfx, "c:"+id)},
+		pfx, id, string(r.Status), body, db.nowArg())
 	if err != nil {
 		return false, nil, err
 	}
@@ -384,24 +695,45 @@ func (s delegationStore) Reap(ctx context.Context, limit int) ([]delegation.Chil
 	if limit < 1 {
 		return nil, errs.E(op, errs.Invalid, "reap of %d, want at least 1", limit)
 	}
-	v, err := db.run(ctx, op, scriptDlgExpired, nil, db.prefix, limit, db.nowArg())
+	// Every shard's children whose claims ran out, read at once, the
+	// soonest expired of them all first.
+	type expired struct {
+		shard int
+		child delegation.Child
+		now   time.Time
+	}
+	order := db.shards.round()
+	found := make([][]expired, db.shards.count())
+	err := inShards(order, func(i int) error {
+		v, err := db.runIn(ctx, op, scriptDlgExpired, i, nil, db.shards.pfx(i), limit, db.nowArg())
+		if err != nil {
+			return err
+		}
+		if len(v) < 1 {
+			return errs.E(op, errs.Internal, "unexpected script reply %v", v)
+		}
+		cs, _, err := decodeChildren(op, v[1:], -1)
+		s.rememberChildren(i, cs)
+		for _, c := range cs {
+			found[i] = append(found[i], expired{shard: i, child: c, now: msTime(v[0])})
+		}
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	if len(v) < 1 {
-		return nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
+	var all []expired
+	for _, i := range order {
+		all = append(all, found[i]...)
 	}
-	now := msTime(v[0])
-	expired, _, err := decodeChildren(op, v[1:], -1)
-	if err != nil {
-		return nil, err
-	}
+	slices.SortStableFunc(all, func(a, b expired) int { return a.child.OwnerExpires.Compare(b.child.OwnerExpires) })
+	all = all[:min(len(all), limit)]
 	// Each child ends in its own step, which checks again that it runs
 	// under the same claim and that the claim ran out: a reaper that
 	// lost the race to another, or to a renewal, ends nothing.
 	var out []delegation.Child
-	for _, c := range expired {
-		ended, _, err := s.end(ctx, op, c, c.Token, delegation.Reaped(c, now), true)
+	for _, e := range all {
+		ended, _, err := s.end(ctx, op, e.shard, e.child, e.child.Token, delegation.Reaped(e.child, e.now), true)
 		if errs.Is(err, errs.LeaseLost) || errs.Is(err, errs.Conflict) {
 			// Another reaper or a renewal came first, or a steer since
 			// the read: the next reap reads it again.
@@ -421,7 +753,64 @@ func (s delegationStore) ClaimCompletions(ctx context.Context, worker string, n 
 	if err := delegation.CheckClaim(op, worker, n, ttl); err != nil {
 		return nil, err
 	}
-	v, err := db.run(ctx, op, scriptDlgCmpClaim, nil, db.prefix, worker, n, durMS(ttl), db.nowArg())
+	if !db.shards.sharded() {
+		return s.claimCompletionsIn(ctx, op, 0, worker, n, ttl)
+	}
+	// The n soonest due of every shard's due sets, read at once (due or
+	// not: dlg_cmp_claim takes only the due ones), then that many
+	// claimed from each shard holding some, at once.
+	order := db.shards.round()
+	count := db.shards.count()
+	dues := make([][]dispatched, count)
+	err := inShards(order, func(i int) error {
+		cmd := goredis.NewZSliceCmd(ctx, "zrange", dlgKey(db.shards.pfx(i), "due"), "-inf", "+inf", "byscore", "limit", 0, n, "withscores")
+		zs, err := await(ctx, db.batch, cmd, cmd.Result)
+		if err != nil {
+			return db.fail(op, err)
+		}
+		for _, z := range zs {
+			dues[i] = append(dues[i], dispatched{at: int64(z.Score)})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	seq := oldestFirst(order, dues, n)
+	take := make([]int, count)
+	for _, i := range seq {
+		take[i]++
+	}
+	var from []int
+	for _, i := range order {
+		if take[i] > 0 {
+			from = append(from, i)
+		}
+	}
+	got := make([][]delegation.CompletionClaim, count)
+	err = inShards(from, func(i int) error {
+		var err error
+		got[i], err = s.claimCompletionsIn(ctx, op, i, worker, take[i], ttl)
+		return err
+	})
+	var out []delegation.CompletionClaim
+	next := make([]int, count)
+	for _, i := range seq {
+		if k := next[i]; k < len(got[i]) {
+			out = append(out, got[i][k])
+			next[i]++
+		}
+	}
+	if err != nil && len(out) == 0 {
+		return nil, err
+	}
+	return out, nil
+}
+
+// claimCompletionsIn claims up to n due completions of shard i.
+func (s delegationStore) claimCompletionsIn(ctx context.Context, op string, i int, worker string, n int, ttl time.Duration) ([]delegation.CompletionClaim, error) {
+	db := s.db
+	v, err := db.runIn(ctx, op, scriptDlgCmpClaim, i, nil, db.shards.pfx(i), worker, n, durMS(ttl), db.nowArg())
 	if err != nil {
 		return nil, err
 	}
@@ -434,51 +823,53 @@ func (s delegationStore) ClaimCompletions(ctx context.Context, worker string, n 
 		return nil, err
 	}
 	out := make([]delegation.CompletionClaim, len(cmps))
-	for i, c := range cmps {
-		out[i] = delegation.CompletionClaim{Completion: c, Worker: worker, Token: tokens[i], Expires: exp}
+	for k, c := range cmps {
+		out[k] = delegation.CompletionClaim{Completion: c, Worker: worker, Token: tokens[k], Expires: exp}
 	}
 	return out, nil
 }
 
-func (s delegationStore) AckCompletion(ctx context.Context, c delegation.CompletionClaim) error {
-	const op = "redis.delegation.AckCompletion"
+// settleCompletion runs dlg_cmp_ack or dlg_cmp_retry on a claimed
+// completion, in the shard of its conversation.
+func (s delegationStore) settleCompletion(ctx context.Context, op string, sc script, c delegation.CompletionClaim, args ...any) error {
 	db := s.db
-	id := c.Completion.ID
-	v, err := db.run(ctx, op, scriptDlgCmpAck, []string{db.dlgKey("cmp:" + id), db.dlgKey("due")},
-		id, c.Token, db.nowArg())
+	pfx, id := db.convPfx(c.Completion.Conv), c.Completion.ID
+	v, err := db.run(ctx, op, sc, []string{dlgKey(pfx, "cmp:"+id), dlgKey(pfx, "due")},
+		append([]any{id, c.Token}, args...)...)
 	if err != nil {
 		return err
 	}
 	return status(op, v)
 }
 
+func (s delegationStore) AckCompletion(ctx context.Context, c delegation.CompletionClaim) error {
+	return s.settleCompletion(ctx, "redis.delegation.AckCompletion", scriptDlgCmpAck, c, s.db.nowArg())
+}
+
 func (s delegationStore) RetryCompletion(ctx context.Context, c delegation.CompletionClaim, after time.Duration, reason string) error {
-	const op = "redis.delegation.RetryCompletion"
-	db := s.db
-	id := c.Completion.ID
-	v, err := db.run(ctx, op, scriptDlgCmpRetry, []string{db.dlgKey("cmp:" + id), db.dlgKey("due")},
-		id, c.Token, max(after.Milliseconds(), 0), reason, db.nowArg())
-	if err != nil {
-		return err
-	}
-	return status(op, v)
+	return s.settleCompletion(ctx, "redis.delegation.RetryCompletion", scriptDlgCmpRetry, c,
+		max(after.Milliseconds(), 0), reason, s.db.nowArg())
 }
 
 func (s delegationStore) Delegation(ctx context.Context, id string) (delegation.Delegation, error) {
 	const op = "redis.delegation.Delegation"
 	db := s.db
-	v, err := db.run(ctx, op, scriptDlgRead, nil, db.prefix, 0, id)
+	gs := make([][]delegation.Delegation, db.shards.count())
+	i, err := s.inShardOf("d:"+id, func(i int) (bool, error) {
+		v, err := db.runIn(ctx, op, scriptDlgRead, i, nil, db.shards.pfx(i), 0, id)
+		if err != nil {
+			return false, err
+		}
+		gs[i], err = decodeDelegations(op, v)
+		return len(gs[i]) == 1, err
+	})
 	if err != nil {
 		return delegation.Delegation{}, err
 	}
-	gs, err := decodeDelegations(op, v)
-	if err != nil {
-		return delegation.Delegation{}, err
-	}
-	if len(gs) != 1 {
+	if i < 0 {
 		return delegation.Delegation{}, errs.E(op, errs.NotFound, "no delegation %q", id)
 	}
-	return gs[0], nil
+	return gs[i][0], nil
 }
 
 func (s delegationStore) Child(ctx context.Context, id string) (delegation.Child, error) {
@@ -486,19 +877,48 @@ func (s delegationStore) Child(ctx context.Context, id string) (delegation.Child
 	if err := s.db.check(op); err != nil {
 		return delegation.Child{}, err
 	}
-	return s.child(ctx, op, id)
+	c, _, err := s.child(ctx, op, id)
+	return c, err
 }
 
-// child reads one child's hash: a plain HMGET, as a child is one key.
-func (s delegationStore) child(ctx context.Context, op, id string) (delegation.Child, error) {
-	v, err := s.db.client.HMGet(ctx, s.db.dlgKey("c:"+id), childFields...).Result()
+// child reads one child, wherever it is, and the shard it is in.
+// Errors: NotFound.
+func (s delegationStore) child(ctx context.Context, op, id string) (delegation.Child, int, error) {
+	cs := make([]delegation.Child, s.db.shards.count())
+	i, err := s.inShardOf("c:"+id, func(i int) (bool, error) {
+		var found bool
+		var err error
+		cs[i], found, err = s.childIn(ctx, op, i, id)
+		return found, err
+	})
 	if err != nil {
-		return delegation.Child{}, s.db.fail(op, err)
+		return delegation.Child{}, -1, err
+	}
+	if i < 0 {
+		return delegation.Child{}, -1, errs.E(op, errs.NotFound, "no child %q", id)
+	}
+	return cs[i], i, nil
+}
+
+// childIn reads one child's hash in shard i: a plain HMGET, as a child
+// is one key. found is false when there is none.
+func (s delegationStore) childIn(ctx context.Context, op string, i int, id string) (c delegation.Child, found bool, err error) {
+	db := s.db
+	args := make([]any, 0, 2+len(childFields))
+	args = append(args, "hmget", dlgKey(db.shards.pfx(i), "c:"+id))
+	for _, f := range childFields {
+		args = append(args, f)
+	}
+	cmd := goredis.NewSliceCmd(ctx, args...)
+	v, err := await(ctx, db.batch, cmd, cmd.Result)
+	if err != nil {
+		return c, false, db.fail(op, err)
 	}
 	if len(v) == 0 || v[0] == nil {
-		return delegation.Child{}, errs.E(op, errs.NotFound, "no child %q", id)
+		return c, false, nil
 	}
-	return decodeChild(op, id, v)
+	c, err = decodeChild(op, id, v)
+	return c, err == nil, err
 }
 
 func (s delegationStore) List(ctx context.Context, q delegation.Query) ([]delegation.Delegation, error) {
@@ -508,18 +928,49 @@ func (s delegationStore) List(ctx context.Context, q delegation.Query) ([]delega
 	if n <= 0 {
 		n = defaultListLimit
 	}
-	var key string
-	switch tag := convTag(q.Conv); {
-	case q.Conv != "" && q.Active:
-		key = db.convKey(tag, "dlglive")
-	case q.Conv != "":
-		key = db.convKey(tag, "dlg")
-	case q.Active:
-		key = db.dlgKey("live")
-	default:
-		key = db.dlgKey("all")
+	if q.Conv != "" {
+		key := db.dlgConvKey(q.Conv, "dlg")
+		if q.Active {
+			key = db.dlgConvKey(q.Conv, "dlglive")
+		}
+		return s.listIn(ctx, op, db.shards.of(q.Conv), key, n)
 	}
-	v, err := db.run(ctx, op, scriptDlgRead, []string{key}, db.prefix, n)
+	index := "all"
+	if q.Active {
+		index = "live"
+	}
+	if !db.shards.sharded() {
+		return s.listIn(ctx, op, 0, dlgKey(db.prefix, index), n)
+	}
+	// Every shard's newest n, read at once, and the newest n of them.
+	count := db.shards.count()
+	pages := make([][]delegation.Delegation, count)
+	all := make([]int, count)
+	for i := range all {
+		all[i] = i
+	}
+	err := inShards(all, func(i int) error {
+		var err error
+		pages[i], err = s.listIn(ctx, op, i, dlgKey(db.shards.pfx(i), index), n)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Newest first, equal times as ZREVRANGE orders them, by id down.
+	out := slices.Concat(pages...)
+	slices.SortFunc(out, func(a, b delegation.Delegation) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	return out[:min(len(out), n)], nil
+}
+
+// listIn reads the newest n delegations of a sorted set of shard i.
+func (s delegationStore) listIn(ctx context.Context, op string, i int, key string, n int) ([]delegation.Delegation, error) {
+	v, err := s.db.run(ctx, op, scriptDlgRead, []string{key}, s.db.shards.pfx(i), n)
 	if err != nil {
 		return nil, err
 	}
@@ -529,12 +980,21 @@ func (s delegationStore) List(ctx context.Context, q delegation.Query) ([]delega
 func (s delegationStore) Completions(ctx context.Context, id string) ([]delegation.Completion, error) {
 	const op = "redis.delegation.Completions"
 	db := s.db
-	v, err := db.run(ctx, op, scriptDlgCompletions, nil, db.prefix, id)
-	if err != nil {
+	// A delegation without completions is looked for in every shard
+	// again: nothing there says where it is.
+	cmps := make([][]delegation.Completion, db.shards.count())
+	i, err := s.inShardOf("d:"+id, func(i int) (bool, error) {
+		v, err := db.runIn(ctx, op, scriptDlgCompletions, i, nil, db.shards.pfx(i), id)
+		if err != nil {
+			return false, err
+		}
+		cmps[i], _, err = decodeCompletions(op, v)
+		return len(cmps[i]) > 0, err
+	})
+	if err != nil || i < 0 {
 		return nil, err
 	}
-	cmps, _, err := decodeCompletions(op, v)
-	return cmps, err
+	return cmps[i], nil
 }
 
 func (s delegationStore) Active(ctx context.Context, conv string) (int, error) {
@@ -543,7 +1003,7 @@ func (s delegationStore) Active(ctx context.Context, conv string) (int, error) {
 	if err := db.check(op); err != nil {
 		return 0, err
 	}
-	n, err := db.client.SCard(ctx, db.convKey(convTag(conv), "dlgact")).Result()
+	n, err := db.client.SCard(ctx, db.dlgConvKey(conv, "dlgact")).Result()
 	if err != nil {
 		return 0, db.fail(op, err)
 	}

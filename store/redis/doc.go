@@ -262,7 +262,12 @@
 //	Pob:tok                  string    claim token counter
 //
 // Delegations (package delegation), global but for the conversation's
-// keys above:
+// keys above. In the sharded layout (shards.go) a delegation, with its
+// children, completions and the conversation's keys above, lives in the
+// shard of the conversation that dispatched it, since the turn's commit
+// that dispatches it runs there: every key below starts with that
+// shard's prefix in place of P, and each index (pending, running, tok,
+// all, live, due) is one per shard, holding that shard's delegations:
 //
 //	Pdlg:d:<id>              hash      one delegation: b (the encoded
 //	                                    Delegation without its children), ct
@@ -271,7 +276,9 @@
 //	                                    independent), n (children), left
 //	                                    (children not ended yet), at
 //	                                    (created, ms), orc ('1' for an
-//	                                    orchestrator's workers, dlg_start)
+//	                                    orchestrator's workers, dlg_start),
+//	                                    q (in the sharded layout, the
+//	                                    dispatch's sequence: see below)
 //	Pdlg:kids:<id>           list      its children's ids, in dispatch order
 //	Pdlg:c:<id>              hash      one child: d (its delegation), i (task
 //	                                    index), g (group), ct (conversation
@@ -289,10 +296,19 @@
 //	Pdlg:pending             list      pending children, oldest dispatch
 //	                                    first: a dispatch pushes its children
 //	                                    in order, a claim pops from the head,
-//	                                    a stop (dlg_stop) removes its child
+//	                                    a stop (dlg_stop) removes its child;
+//	                                    dlg_pending reads its head for a
+//	                                    claim across shards, and drops the
+//	                                    children there that are not pending
 //	Pdlg:running             zset      running children scored by claim
 //	                                    expiry (ms)
-//	Pdlg:tok                 string    the child claim token counter
+//	Pdlg:tok                 string    the child claim token counter: the
+//	                                    last token granted. In the sharded
+//	                                    layout every token is its shard's
+//	                                    index modulo the shard count
+//	                                    (lib_delegation.lua's dlg_token), so
+//	                                    a claim names its child's shard and
+//	                                    two shards never grant one token
 //	Pdlg:all                 zset      every delegation, scored by creation
 //	                                    (ms)
 //	Pdlg:live                zset      delegations with a child pending or
@@ -332,7 +348,8 @@
 // and its children orc: dlg_complete makes no completion for them, and
 // dlg_end adds none of their tokens to the conversation's totals (the
 // orchestrator's own include them). They stay in Pdlg:pending, running,
-// and a claim drops them there as it drops any child not pending.
+// and a claim drops them there as it drops any child not pending (in
+// the sharded layout, dlg_pending drops them first).
 // A turn's commit does not check that its ids are new: they
 // are the turn's own, made with delegation.NewID. Equal creation times
 // sort in no particular order. Each step under a claim is one script
@@ -359,6 +376,34 @@
 // or SCARD; End and StopPending read their child (HMGET) before their
 // script, to name the result (StopPending answers a child it reads as
 // not pending without one).
+//
+// Delegations across shards (delegation.go). A Claim reads every shard
+// at once (dlg_pending: its token counter, and when its first pending
+// children were dispatched: their delegation's creation ms, then its
+// dispatch sequence q, which a process makes one up for each dispatch
+// and above every one its claims read, so that dispatches of one
+// millisecond in two shards are claimed in the order one process made
+// them), picks the n oldest of all, and claims that many from each
+// shard holding some, at once, each child given the least token it may
+// get: above every counter read and rising in the order the claim
+// answers, so a claim's tokens rise as one counter's would; a shard
+// that had fewer to give than it showed (another claimer came between)
+// is made up for by another pass, up to three. ClaimCompletions reads
+// the head of every shard's Pdlg:due (ZRANGE, scores) and claims the
+// soonest due of all the same way; Reap reads every shard's run-out
+// children (dlg_expired) and ends the soonest expired of all, each in
+// its shard. A List of every conversation reads every shard's newest
+// and merges them, newest first (equal times by id down, as ZREVRANGE
+// orders them); a conversation's List, Active and dispatches go to its
+// shard. End and Renew go to the shard the claim's token names;
+// AckCompletion and RetryCompletion to the shard of the completion's
+// conversation. The ids of delegations and children are the delegation
+// package's and name no shard: Child, Delegation, Steer, StopPending
+// and Completions look in the shard this process remembers for the id
+// (filled by its Create, Start, Claim and Reap calls and look-ups, 8192
+// ids at most), else ask every shard at once and remember the one that
+// has it. Ids are unique across shards only as delegation.NewID makes
+// them: Create refuses an id in use in its own shard only.
 //
 // The outbox uses sorted sets rather than a stream because its entries are
 // not consumed in arrival order: a failed send is retried later with

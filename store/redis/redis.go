@@ -75,6 +75,8 @@ type DB struct {
 	batch  *batcher // the script calls' way to the server
 	hist   *histCache
 	shards *layout
+	dlgIDs shardMemo    // the shards delegation and child ids were found in (delegation.go)
+	dlgSeq atomic.Int64 // the last dispatch sequence made or read (delegation.go)
 
 	sessions *sessionStore
 	outbox   *outboxStore

@@ -66,6 +66,7 @@ var (
 	scriptDlgCmpRetry    = newScript("dlg_cmp_retry")
 	scriptDlgRead        = newScript("dlg_read")
 	scriptDlgCompletions = newScript("dlg_completions")
+	scriptDlgPending     = newScript("dlg_pending")
 
 	scriptCronPut    = newScript("cron_put")
 	scriptCronRemove = newScript("cron_remove")
@@ -117,7 +118,7 @@ var scriptFiles = []string{
 	"ob_enqueue", "ob_claim", "ob_ack", "ob_release", "ob_dead", "ob_requeue", "ob_list", "ob_parts", "ob_beat", "ob_peek",
 	"q_depth", "conv_list",
 	"dlg_create", "dlg_start", "dlg_claim", "dlg_renew", "dlg_end", "dlg_stop", "dlg_steer", "dlg_expired",
-	"dlg_cmp_claim", "dlg_cmp_ack", "dlg_cmp_retry", "dlg_read", "dlg_completions",
+	"dlg_cmp_claim", "dlg_cmp_ack", "dlg_cmp_retry", "dlg_read", "dlg_completions", "dlg_pending",
 	"cron_put", "cron_remove", "cron_read", "cron_run_put", "cron_runs", "cron_fire_start", "cron_fire_end",
 	"once_claim", "once_renew", "once_done", "once_stale",
 	"kb_apply", "kb_read", "kb_events", "kb_sub_put", "kb_sub_read", "kb_lane_read",

@@ -1,15 +1,17 @@
 -- dlg_read reads delegations with their children, in one step so that
 -- each reads as it stood at one instant: either those a sorted set holds,
 -- newest first, or the ones named.
--- KEYS[1] a sorted set of delegation ids scored by creation, or none
+-- KEYS[1] a sorted set of delegation ids scored by creation, or, when
+--   ARGV[2] is 0, none but a key of the shard (its prefix) to route by
 -- ARGV[1] key prefix
--- ARGV[2] how many to read from KEYS[1], newest first
--- ARGV[3 ..] the delegation ids to read, when there is no KEYS[1]
+-- ARGV[2] how many to read from KEYS[1], newest first; 0 to read the
+--   delegations named
+-- ARGV[3 ..] the delegation ids to read, when ARGV[2] is 0
 -- Returns, per delegation found: id, body, created ms, the number of
 -- children c, then c groups of child id and CHILD_FIELDS, by dispatch.
 local prefix = ARGV[1]
 local ids = {}
-if KEYS[1] then
+if tonumber(ARGV[2]) > 0 then
   ids = redis.call('ZREVRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)
 else
   for i = 3, #ARGV do

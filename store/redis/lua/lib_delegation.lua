@@ -61,6 +61,29 @@ local function dlg_create_refused(keys, limit)
   return nil
 end
 
+-- dlg_token grants a child's claim token from the shard's counter
+-- (Pdlg:tok, the last token granted): the least number above it, and at
+-- least least, that is shard modulo count, so that a token names the
+-- shard whose child it fences (tokenShard in delegation.go) and tokens
+-- of two shards never meet. In the layout of one server (shard 0 of 1,
+-- least 0) that is the counter plus one, an INCR.
+local function dlg_token(prefix, shard, count, least)
+  local key = dlg_key(prefix, 'tok')
+  if count == 1 and least == 0 then
+    return redis.call('INCR', key)
+  end
+  local t = math.max((tonumber(redis.call('GET', key)) or 0) + 1, least)
+  t = t + (shard - t) % count
+  redis.call('SET', key, int(t))
+  return t
+end
+
+-- dlg_shard reads a script's shard arguments: the shard's index and the
+-- shard count, '' for the layout of one server (0 and 1).
+local function dlg_shard(index, count)
+  return tonumber(index) or 0, tonumber(count) or 1
+end
+
 -- dlg_active reports whether a child's status is pending or running; the
 -- store writes no status but those and the terminal ones.
 local function dlg_active(status)
@@ -147,7 +170,9 @@ end
 -- DLGPUT writes a dispatch (delegation.Dispatch): a turn's commit runs it
 -- as one of its writes, and dlg_create outside a turn. Written: the
 -- delegation's hash (body, conversation tag, independent, children and
--- children left to end, created ms), its children's ids in dispatch
+-- children left to end, created ms, and in the sharded layout the
+-- dispatch's sequence, which orders dispatches of one millisecond
+-- across shards), its children's ids in dispatch
 -- order, a hash per child (its delegation, index and group, which the
 -- completion rule reads, the child as dispatched, status pending), the
 -- delegation in the sorted sets of all and of the conversation's. When
@@ -163,6 +188,8 @@ end
 --   a[7] created ms, '' for now                 a[8] now ms
 --   a[9] n, then n groups of 5: child id, index, group, the child as
 --   dispatched, its rejected result encoded without free_slots
+--   a[10 + 5n] the dispatch's sequence, '' for none (the layout of one
+--   server)
 WRITE_OPS.DLGPUT = function(a)
   local prefix, id, tag, limit, n = a[1], a[2], a[3], small(a[4]), small(a[9])
   local now = tonumber(a[8])
@@ -173,7 +200,12 @@ WRITE_OPS.DLGPUT = function(a)
   local act = conv_key(prefix, tag, 'dlgact')
   local running = redis.call('SCARD', act)
   local full = limit > 0 and running + n > limit
-  redis.call('HSET', dlg_key(prefix, 'd:' .. id), 'b', a[5], 'ct', tag, 'ind', a[6], 'n', int(n), 'left', int(n), 'at', at)
+  local dkey = dlg_key(prefix, 'd:' .. id)
+  redis.call('HSET', dkey, 'b', a[5], 'ct', tag, 'ind', a[6], 'n', int(n), 'left', int(n), 'at', at)
+  local seq = a[10 + 5 * n]
+  if seq and seq ~= '' then
+    redis.call('HSET', dkey, 'q', seq)
+  end
   local ids = {}
   for i = 1, n do
     local o = 9 + (i - 1) * 5
