@@ -91,7 +91,7 @@ func (s delegationStore) rememberChildren(i int, cs []delegation.Child) {
 // names ("d:<id>", "c:<id>"), in the shard remembered for it, else in
 // every shard at once, and returns the shard where it was found, from
 // then on remembered, or -1.
-func (s delegationStore) inShardOf(key string, read func(i int) (bool, error)) (int, error) {
+func (s delegationStore) inShardOf(ctx context.Context, key string, read func(i int) (bool, error)) (int, error) {
 	db := s.db
 	i, ok := 0, !db.shards.sharded()
 	if !ok {
@@ -104,13 +104,10 @@ func (s delegationStore) inShardOf(key string, read func(i int) (bool, error)) (
 		}
 		return i, nil
 	}
-	all := make([]int, db.shards.count())
-	for i := range all {
-		all[i] = i
-	}
+	all := db.shards.all()
 	var mu sync.Mutex
 	at := -1
-	err := inShards(all, func(i int) error {
+	err := inShards(ctx, all, func(ctx context.Context, i int) error {
 		found, err := read(i)
 		if found {
 			mu.Lock()
@@ -347,7 +344,7 @@ func (s delegationStore) claimShards(ctx context.Context, op, owner string, n in
 	order := db.shards.round()
 	tops := make([]int64, count)
 	heads := make([][]dispatched, count)
-	err := inShards(order, func(i int) error {
+	err := inShards(ctx, order, func(ctx context.Context, i int) error {
 		v, err := db.runIn(ctx, op, scriptDlgPending, i, nil, db.shards.pfx(i), n)
 		if err != nil {
 			return err
@@ -387,7 +384,7 @@ func (s delegationStore) claimShards(ctx context.Context, op, owner string, n in
 	}
 	gotC := make([][]delegation.Child, count)
 	gotL := make([][]delegation.Claim, count)
-	err = inShards(from, func(i int) error {
+	err = inShards(ctx, from, func(ctx context.Context, i int) error {
 		var err error
 		gotC[i], gotL[i], err = s.claimIn(ctx, op, i, owner, len(least[i]), ttl, least[i])
 		return err
@@ -492,7 +489,7 @@ func (s delegationStore) Renew(ctx context.Context, claims []delegation.Claim, t
 	}
 	held := make([]bool, len(claims))
 	exps := make([]time.Time, len(claims))
-	err := inShards(shards, func(i int) error {
+	err := inShards(ctx, shards, func(ctx context.Context, i int) error {
 		ks := byShard[i]
 		args := make([]any, 0, 3+3*len(ks))
 		args = append(args, db.shards.pfx(i), durMS(ttl), db.nowArg())
@@ -605,7 +602,7 @@ func (s delegationStore) Steer(ctx context.Context, id, text string) error {
 	}
 	i := 0
 	if db.shards.sharded() {
-		if i, err = s.inShardOf("c:"+id, func(i int) (bool, error) {
+		if i, err = s.inShardOf(ctx, "c:"+id, func(i int) (bool, error) {
 			cmd := goredis.NewIntCmd(ctx, "exists", dlgKey(db.shards.pfx(i), "c:"+id))
 			n, err := await(ctx, db.batch, cmd, cmd.Result)
 			return n == 1, db.fail(op, err)
@@ -704,7 +701,7 @@ func (s delegationStore) Reap(ctx context.Context, limit int) ([]delegation.Chil
 	}
 	order := db.shards.round()
 	found := make([][]expired, db.shards.count())
-	err := inShards(order, func(i int) error {
+	err := inShards(ctx, order, func(ctx context.Context, i int) error {
 		v, err := db.runIn(ctx, op, scriptDlgExpired, i, nil, db.shards.pfx(i), limit, db.nowArg())
 		if err != nil {
 			return err
@@ -762,7 +759,7 @@ func (s delegationStore) ClaimCompletions(ctx context.Context, worker string, n 
 	order := db.shards.round()
 	count := db.shards.count()
 	dues := make([][]dispatched, count)
-	err := inShards(order, func(i int) error {
+	err := inShards(ctx, order, func(ctx context.Context, i int) error {
 		cmd := goredis.NewZSliceCmd(ctx, "zrange", dlgKey(db.shards.pfx(i), "due"), "-inf", "+inf", "byscore", "limit", 0, n, "withscores")
 		zs, err := await(ctx, db.batch, cmd, cmd.Result)
 		if err != nil {
@@ -788,7 +785,7 @@ func (s delegationStore) ClaimCompletions(ctx context.Context, worker string, n 
 		}
 	}
 	got := make([][]delegation.CompletionClaim, count)
-	err = inShards(from, func(i int) error {
+	err = inShards(ctx, from, func(ctx context.Context, i int) error {
 		var err error
 		got[i], err = s.claimCompletionsIn(ctx, op, i, worker, take[i], ttl)
 		return err
@@ -855,7 +852,7 @@ func (s delegationStore) Delegation(ctx context.Context, id string) (delegation.
 	const op = "redis.delegation.Delegation"
 	db := s.db
 	gs := make([][]delegation.Delegation, db.shards.count())
-	i, err := s.inShardOf("d:"+id, func(i int) (bool, error) {
+	i, err := s.inShardOf(ctx, "d:"+id, func(i int) (bool, error) {
 		v, err := db.runIn(ctx, op, scriptDlgRead, i, nil, db.shards.pfx(i), 0, id)
 		if err != nil {
 			return false, err
@@ -885,7 +882,7 @@ func (s delegationStore) Child(ctx context.Context, id string) (delegation.Child
 // Errors: NotFound.
 func (s delegationStore) child(ctx context.Context, op, id string) (delegation.Child, int, error) {
 	cs := make([]delegation.Child, s.db.shards.count())
-	i, err := s.inShardOf("c:"+id, func(i int) (bool, error) {
+	i, err := s.inShardOf(ctx, "c:"+id, func(i int) (bool, error) {
 		var found bool
 		var err error
 		cs[i], found, err = s.childIn(ctx, op, i, id)
@@ -949,7 +946,7 @@ func (s delegationStore) List(ctx context.Context, q delegation.Query) ([]delega
 	for i := range all {
 		all[i] = i
 	}
-	err := inShards(all, func(i int) error {
+	err := inShards(ctx, all, func(ctx context.Context, i int) error {
 		var err error
 		pages[i], err = s.listIn(ctx, op, i, dlgKey(db.shards.pfx(i), index), n)
 		return err
@@ -983,7 +980,7 @@ func (s delegationStore) Completions(ctx context.Context, id string) ([]delegati
 	// A delegation without completions is looked for in every shard
 	// again: nothing there says where it is.
 	cmps := make([][]delegation.Completion, db.shards.count())
-	i, err := s.inShardOf("d:"+id, func(i int) (bool, error) {
+	i, err := s.inShardOf(ctx, "d:"+id, func(i int) (bool, error) {
 		v, err := db.runIn(ctx, op, scriptDlgCompletions, i, nil, db.shards.pfx(i), id)
 		if err != nil {
 			return false, err

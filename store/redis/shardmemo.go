@@ -47,23 +47,3 @@ func (m *shardMemo) putLocked(id string, i int) {
 	}
 	m.cur[id] = i
 }
-
-// inShards runs f for each of shards at once, so that the batcher sends
-// their calls in one round, and returns the first error by shard order.
-func inShards(shards []int, f func(i int) error) error {
-	if len(shards) == 1 {
-		return f(shards[0])
-	}
-	errs := make([]error, len(shards))
-	var wg sync.WaitGroup
-	for k, i := range shards {
-		wg.Go(func() { errs[k] = f(i) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
