@@ -90,24 +90,28 @@ func (c *RedisCluster) Client(t testing.TB) *goredis.ClusterClient {
 	return cc
 }
 
-// WaitOK waits until a live node says the cluster's state is ok and
-// every slot is served by a primary that answers.
+// WaitOK waits until every live node says the cluster's state is ok
+// and every slot is served by a primary that answers.
 func (c *RedisCluster) WaitOK(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(clusterReadyTimeout)
 	var last string
 	for time.Now().Before(deadline) {
+		ok := true
 		for _, n := range c.Nodes {
 			if !n.alive() {
 				continue
 			}
+			// Every live node must say so: one that has not heard of a
+			// failover yet still answers CLUSTERDOWN for its slots.
 			last = c.info(n.addr)
-			if strings.Contains(last, "cluster_state:ok") && strings.Contains(last, "cluster_slots_ok:16384") {
-				if c.mastersAnswer() {
-					return
-				}
+			if !strings.Contains(last, "cluster_state:ok") || !strings.Contains(last, "cluster_slots_ok:16384") {
+				ok = false
+				break
 			}
-			break
+		}
+		if ok && c.mastersAnswer() {
+			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
