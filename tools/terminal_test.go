@@ -98,16 +98,10 @@ func alive(pid int) bool {
 	return i < 0 || i+2 >= len(b) || (b[i+2] != 'Z' && b[i+2] != 'X')
 }
 
-// waitGone polls, with a deadline, until pid is gone.
+// waitGone waits until pid is gone.
 func waitGone(t *testing.T, what string, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s (pid %d) is still running", what, pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, fmt.Sprintf("%s (pid %d) to end", what, pid), func() bool { return !alive(pid) })
 }
 
 func TestTerminalKillsProcessGroup(t *testing.T) {
@@ -265,18 +259,15 @@ func TestTerminalBackgroundExit(t *testing.T) {
 	set, _, _ := workspaceSet(t, tools.WorkspaceOptions{})
 	id, shell := background(t, set, "c1", "echo out; echo err >&2; exit 4")
 	waitGone(t, "the background shell", shell)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		out, res := callTool(t, set, nil, "process_output", fmt.Sprintf(`{"id":%q}`, id))
-		if out["running"] == false {
-			checkResult(t, out, res, map[string]any{"exit_code": 4.0, "output": "out\nerr\n"}, "")
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still running: %s", res.Content)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var (
+		out map[string]any
+		res tools.Result
+	)
+	testkit.EventuallyWithin(t, 10*time.Second, func() (bool, string) {
+		out, res = callTool(t, set, nil, "process_output", fmt.Sprintf(`{"id":%q}`, id))
+		return out["running"] == false, "still running: " + res.Content
+	})
+	checkResult(t, out, res, map[string]any{"exit_code": 4.0, "output": "out\nerr\n"}, "")
 }
 
 // A command sees the base environment and the names passed through,
