@@ -302,7 +302,7 @@ func (g *Gateway) build() error {
 		OutputMaxChars:  cfg.Tools.OutputMaxChars,
 		Dangerous:       cfg.Tools.DangerousCommands,
 		AutoApprove:     cfg.Delegation.SubagentAutoApprove,
-		Subagent:        func(ctx context.Context) bool { return delegation.DepthOf(ctx) > 0 },
+		Child:           func(ctx context.Context) bool { return delegation.DepthOf(ctx) > 0 },
 		Clock:           g.clock,
 		Env:             cfg.SubprocessEnv(),
 	})

@@ -172,8 +172,8 @@ func TestTerminalEndsWhatItLeftRunning(t *testing.T) {
 }
 
 func TestTerminalDangerous(t *testing.T) {
-	subagent := func(ctx context.Context) bool { return ctx.Value(subagentKey{}) != nil }
-	inSub := context.WithValue(context.Background(), subagentKey{}, true)
+	child := func(ctx context.Context) bool { return ctx.Value(childKey{}) != nil }
+	inSub := context.WithValue(context.Background(), childKey{}, true)
 	tests := []struct {
 		desc    string
 		opts    tools.WorkspaceOptions
@@ -181,13 +181,13 @@ func TestTerminalDangerous(t *testing.T) {
 		command string
 		wantErr string // "" means it ran
 	}{
-		{desc: "refused in a conversation", opts: tools.WorkspaceOptions{Dangerous: []string{`\brm\s+-rf\b`}, AutoApprove: true, Subagent: subagent},
+		{desc: "refused in a conversation", opts: tools.WorkspaceOptions{Dangerous: []string{`\brm\s+-rf\b`}, AutoApprove: true, Child: child},
 			ctx: context.Background(), command: "rm -rf gone",
 			wantErr: "refused: matches the dangerous-command list (tools.dangerous_commands); a sub-agent may run it only with delegation.subagent_auto_approve: true. Nobody can approve it here, so it cannot run"},
-		{desc: "refused in a sub-agent without auto-approve", opts: tools.WorkspaceOptions{Dangerous: []string{`\brm\s+-rf\b`}, Subagent: subagent},
+		{desc: "refused in a sub-agent without auto-approve", opts: tools.WorkspaceOptions{Dangerous: []string{`\brm\s+-rf\b`}, Child: child},
 			ctx: inSub, command: "rm -rf gone",
 			wantErr: "a sub-agent may run it only with delegation.subagent_auto_approve: true. This sub-agent runs without it"},
-		{desc: "run by a sub-agent with auto-approve", opts: tools.WorkspaceOptions{Dangerous: []string{`\brm\s+-rf\b`}, AutoApprove: true, Subagent: subagent},
+		{desc: "run by a sub-agent with auto-approve", opts: tools.WorkspaceOptions{Dangerous: []string{`\brm\s+-rf\b`}, AutoApprove: true, Child: child},
 			ctx: inSub, command: "rm -rf gone"},
 		{desc: "auto-approve without a way to tell a sub-agent", opts: tools.WorkspaceOptions{Dangerous: []string{`\brm\s+-rf\b`}, AutoApprove: true},
 			ctx: inSub, command: "rm -rf gone", wantErr: "refused"},
@@ -208,7 +208,7 @@ func TestTerminalDangerous(t *testing.T) {
 	}
 }
 
-type subagentKey struct{}
+type childKey struct{}
 
 // background starts command in the background in conv's name and
 // returns its id and shell's pid.
