@@ -129,7 +129,7 @@ func (ap *Approver) Ask(ctx context.Context, turn *tools.Turn, req tools.Approva
 	}
 	key := askKey(turn)
 	who, unattended := ap.unattended(ctx, turn)
-	if unattended && who == whoSubagent && !ap.opts.SubagentAutoApprove {
+	if unattended && who == whoChild && !ap.opts.SubagentAutoApprove {
 		if parent, ok := ap.parent(ctx, turn); ok {
 			// The sub-agent's question goes to its parent conversation's
 			// person, and grants are that conversation's.
@@ -146,7 +146,7 @@ func (ap *Approver) Ask(ctx context.Context, turn *tools.Turn, req tools.Approva
 		return nil
 	}
 	if unattended {
-		if who == whoSubagent && ap.opts.SubagentAutoApprove || ap.opts.Unattended == UnattendedAllow {
+		if who == whoChild && ap.opts.SubagentAutoApprove || ap.opts.Unattended == UnattendedAllow {
 			return nil
 		}
 		return errs.E(op, errs.Invalid, "%s", unattendedText(who, req))
@@ -190,9 +190,9 @@ func (ap *Approver) granted(ctx context.Context, conv, session, pattern string) 
 
 // Who has nobody to ask.
 const (
-	whoCron     = "cron"
-	whoSubagent = "subagent"
-	whoNoChat   = "nochat"
+	whoCron   = "cron"
+	whoChild  = "child"
+	whoNoChat = "nochat"
 )
 
 // unattended tells whether nobody can be asked about the turn's action,
@@ -201,7 +201,7 @@ const (
 func (ap *Approver) unattended(ctx context.Context, turn *tools.Turn) (string, bool) {
 	switch {
 	case ap.opts.Depth != nil && ap.opts.Depth(ctx) > 0:
-		return whoSubagent, true
+		return whoChild, true
 	case strings.HasPrefix(turn.Conv, "cron:"):
 		return whoCron, true
 	case turn.Origin.Validate() != nil:

@@ -35,7 +35,7 @@ func unattendedText(who string, req tools.ApprovalRequest) string {
 	switch who {
 	case whoCron:
 		where = "this is a scheduled job's run, with nobody to ask"
-	case whoSubagent:
+	case whoChild:
 		where = "this is a sub-agent, with nobody to ask (delegation.subagent_auto_approve is off, and delegation.subagent_approvals is not ask)"
 	}
 	return fmt.Sprintf("refused: %s needs a person's approval (%s), but %s and approvals.unattended is deny. "+

@@ -550,10 +550,11 @@ func TestMalformedJobDoesNotStopOthers(t *testing.T) {
 		}
 		// The two fires run side by side: the malformed one's error is
 		// recorded by its own, which may end after the good one.
-		got := h.job(bad.ID)
-		for deadline := time.Now().Add(20 * time.Second); got.State != cronjobs.StateError && time.Now().Before(deadline); got = h.job(bad.ID) {
-			time.Sleep(5 * time.Millisecond)
-		}
+		var got cronjobs.Job
+		testkit.Eventually(t, "the malformed job's error to be recorded", func() bool {
+			got = h.job(bad.ID)
+			return got.State == cronjobs.StateError
+		})
 		if got.State != cronjobs.StateError || !strings.Contains(got.LastError, "cannot be scheduled") || !got.NextRunAt.IsZero() {
 			t.Fatalf("the malformed job = %+v", got)
 		}

@@ -108,7 +108,7 @@ func Pending(c Child) Child {
 // child's index and id (which CompletionFor orders and names the results
 // by) and, when r has none, its goal.
 func Ended(c Child, r Result) Result {
-	r.TaskIndex, r.SubagentID = c.Index, c.ID
+	r.TaskIndex, r.ChildID = c.Index, c.ID
 	if r.Goal == "" {
 		r.Goal = c.Goal
 	}

@@ -274,7 +274,7 @@ type Worktree = worktree.Worktree
 // Result is one task's result.
 type Result struct {
 	TaskIndex    int      `json:"task_index"`
-	SubagentID   string   `json:"subagent_id"`
+	ChildID      string   `json:"subagent_id"` // the child's; its JSON name is the stored one
 	Goal         string   `json:"goal"`
 	Status       Status   `json:"status"`
 	Summary      string   `json:"summary"`

@@ -243,7 +243,7 @@ func completionText(c Completion, share int) string {
 		fmt.Fprintf(&b, "[Background results: delegation %s, %s finished (%d of the delegation's %d sub-agents)]\n", c.Delegation, c.Unit, done, c.Total)
 	}
 	for _, r := range c.Results {
-		fmt.Fprintf(&b, "\n### Task %d (%s): %s\n", r.TaskIndex+1, r.SubagentID, excerpt(r.Goal, 300))
+		fmt.Fprintf(&b, "\n### Task %d (%s): %s\n", r.TaskIndex+1, r.ChildID, excerpt(r.Goal, 300))
 		b.WriteString(ResultFacts(r))
 		if r.Summary != "" {
 			b.WriteString("\n" + cutBytes(r.Summary, share) + "\n")

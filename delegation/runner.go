@@ -422,7 +422,7 @@ func (r *Runner) run(ctx context.Context, child Child, rc *running) (res Result)
 	defer func() {
 		if p := recover(); p != nil {
 			r.log.Error("a sub-agent panicked", "subagent", child.ID, "panic", p, "stack", string(debug.Stack()))
-			res = Result{TaskIndex: child.Index, SubagentID: child.ID, Goal: child.Goal, Status: StatusFailed,
+			res = Result{TaskIndex: child.Index, ChildID: child.ID, Goal: child.Goal, Status: StatusFailed,
 				ExitReason: "panic", Error: "the sub-agent failed unexpectedly; this is a fault in herald"}
 			// Its steers count as given, so the store's record of them
 			// matches; those it had not taken did not land.
@@ -488,7 +488,7 @@ func (r *Runner) end(rc *running, res Result) {
 			r.log.Error("the store refused a sub-agent's result; recording a failure instead", "subagent", id, "err", err)
 			// What the store must match (its steers) and what the parent
 			// is owed (its tokens, on its model) are kept.
-			res = Result{TaskIndex: res.TaskIndex, SubagentID: id, Goal: res.Goal, Status: StatusFailed, ExitReason: "refused",
+			res = Result{TaskIndex: res.TaskIndex, ChildID: id, Goal: res.Goal, Status: StatusFailed, ExitReason: "refused",
 				APICalls: res.APICalls, Model: res.Model, InputTokens: res.InputTokens, OutputTokens: res.OutputTokens,
 				Steers: res.Steers, PendingSteer: res.PendingSteer, Error: "its result could not be saved: " + err.Error()}
 			continue

@@ -398,7 +398,7 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 	if live == nil {
 		live = newLive(child, "", started)
 	}
-	res := Result{TaskIndex: child.Index, SubagentID: child.ID, Goal: child.Goal}
+	res := Result{TaskIndex: child.Index, ChildID: child.ID, Goal: child.Goal}
 	set, role := s.leaf, child.Role
 	if role == RoleOrchestrator {
 		if s.opts.OrchestratorEnabled && depth < s.opts.MaxDepth {

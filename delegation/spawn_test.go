@@ -238,8 +238,8 @@ func TestSpawnerResults(t *testing.T) {
 				tc.opts(&opts)
 			}
 			r := NewSpawner(opts).Run(context.Background(), tc.child, 1, nil)
-			if r.SubagentID != tc.child.ID {
-				t.Errorf("subagent id %q, want %q", r.SubagentID, tc.child.ID)
+			if r.ChildID != tc.child.ID {
+				t.Errorf("subagent id %q, want %q", r.ChildID, tc.child.ID)
 			}
 			tc.check(t, r, m)
 		})

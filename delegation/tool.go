@@ -79,10 +79,10 @@ type taskArgs struct {
 
 type toolArgs struct {
 	taskArgs
-	Tasks      []taskArgs `json:"tasks"`
-	Action     string     `json:"action"`
-	SubagentID string     `json:"subagent_id"`
-	Message    string     `json:"message"`
+	Tasks   []taskArgs `json:"tasks"`
+	Action  string     `json:"action"`
+	ChildID string     `json:"subagent_id"`
+	Message string     `json:"message"`
 }
 
 // ToolOptions are what delegate_task needs.
@@ -356,7 +356,7 @@ func (h *toolHandler) control(ctx context.Context, turn *tools.Turn, a toolArgs)
 	if a.Action == "list" {
 		return h.list(ctx, turn)
 	}
-	id := strings.TrimSpace(a.SubagentID)
+	id := strings.TrimSpace(a.ChildID)
 	if id == "" {
 		return tools.Result{}, errs.E(op, errs.Invalid, "%s needs subagent_id; list the sub-agents to see their ids", a.Action)
 	}
@@ -422,7 +422,7 @@ func (h *toolHandler) list(ctx context.Context, turn *tools.Turn) (tools.Result,
 	}
 	now := h.opts.Clock.Now()
 	type row struct {
-		SubagentID     string `json:"subagent_id"`
+		ChildID        string `json:"subagent_id"`
 		DelegationID   string `json:"delegation_id"`
 		Goal           string `json:"goal"`
 		Status         Status `json:"status"`
@@ -435,7 +435,7 @@ func (h *toolHandler) list(ctx context.Context, turn *tools.Turn) (tools.Result,
 	rows := []row{}
 	for _, d := range ds {
 		for _, c := range d.Children {
-			r := row{SubagentID: c.ID, DelegationID: d.ID, Goal: excerpt(c.Goal, 200), Status: c.Status, AcceptingSteer: c.Status == StatusRunning, Toolsets: c.Toolsets}
+			r := row{ChildID: c.ID, DelegationID: d.ID, Goal: excerpt(c.Goal, 200), Status: c.Status, AcceptingSteer: c.Status == StatusRunning, Toolsets: c.Toolsets}
 			if c.Status == StatusRunning && !c.StartedAt.IsZero() {
 				r.RunningSeconds = int(now.Sub(c.StartedAt).Seconds())
 			}

@@ -54,10 +54,10 @@ type manifest struct {
 }
 
 type manifestEntry struct {
-	Index      int    `json:"task_index"`
-	SubagentID string `json:"subagent_id"`
-	Goal       string `json:"goal"`
-	Log        string `json:"log"`
+	Index   int    `json:"task_index"`
+	ChildID string `json:"subagent_id"`
+	Goal    string `json:"goal"`
+	Log     string `json:"log"`
 }
 
 // Open starts the transcript of child c of d: the delegation's manifest
@@ -116,7 +116,7 @@ func (t *Transcripts) Dispatched(d Delegation, now time.Time) {
 func (t *Transcripts) writeManifest(dir string, d Delegation) {
 	m := manifest{Delegation: d.ID, Conv: d.Conv}
 	for _, ch := range d.Children {
-		m.Tasks = append(m.Tasks, manifestEntry{Index: ch.Index, SubagentID: ch.ID, Goal: t.redact(ch.Goal), Log: filepath.Base(t.Path(d.ID, ch.Index))})
+		m.Tasks = append(m.Tasks, manifestEntry{Index: ch.Index, ChildID: ch.ID, Goal: t.redact(ch.Goal), Log: filepath.Base(t.Path(d.ID, ch.Index))})
 	}
 	if b, err := json.MarshalIndent(m, "", "  "); err == nil {
 		tmp := filepath.Join(dir, "manifest.json.tmp")

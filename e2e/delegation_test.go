@@ -99,9 +99,9 @@ func TestDelegationResultsComeBackAsATurn(t *testing.T) {
 	var res struct {
 		Status       string   `json:"status"`
 		DelegationID string   `json:"delegation_id"`
-		SubagentIDs  []string `json:"subagent_ids"`
+		ChildIDs     []string `json:"subagent_ids"`
 	}
-	if err := json.Unmarshal([]byte(strings.TrimPrefix(replies[1], dispatchedAck+" ")), &res); err != nil || res.Status != "dispatched" || len(res.SubagentIDs) != 2 || !strings.HasPrefix(res.DelegationID, "deleg_") {
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(replies[1], dispatchedAck+" ")), &res); err != nil || res.Status != "dispatched" || len(res.ChildIDs) != 2 || !strings.HasPrefix(res.DelegationID, "deleg_") {
 		t.Fatalf("the tool's result %q (%v): want dispatched with a delegation id and two sub-agents", replies[1], err)
 	}
 	text, n := completionOf(model)
@@ -277,13 +277,13 @@ delegation:
 func dispatched(t *testing.T, reply string) []string {
 	t.Helper()
 	var res struct {
-		Status      string   `json:"status"`
-		SubagentIDs []string `json:"subagent_ids"`
+		Status   string   `json:"status"`
+		ChildIDs []string `json:"subagent_ids"`
 	}
 	if err := json.Unmarshal([]byte(strings.TrimPrefix(reply, dispatchedAck+" ")), &res); err != nil || res.Status != "dispatched" {
 		t.Fatalf("acknowledgement %q (%v): want a dispatch", reply, err)
 	}
-	return res.SubagentIDs
+	return res.ChildIDs
 }
 
 // heldChildren is an in-process gateway whose children named "slow"

@@ -328,7 +328,7 @@ func TestGatewayApprovalUnattended(t *testing.T) {
 // With delegation.subagent_approvals: ask, a sub-agent's dangerous
 // command is asked of its parent conversation's person, there; once
 // allowed it runs in the sub-agent, whose result comes back.
-func TestGatewayApprovalSubagentAsksItsParent(t *testing.T) {
+func TestGatewayApprovalChildAsksItsParent(t *testing.T) {
 	h, chat := approvalsGateway(t, gatewayStores[0].set, func(c *config.Config) { c.Delegation.SubagentApprovals = "ask" })
 	const conv = "chatfake:42"
 	h.say(conv, "u1", "delegate run "+dangerous)

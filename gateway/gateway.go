@@ -156,8 +156,9 @@ type Gateway struct {
 	ln        net.Listener
 	metricsLn net.Listener
 	cancel    context.CancelFunc // ends the adapters' Run
-	adapterWG sync.WaitGroup
-	served    chan struct{} // closed when Serve returned
+	// running are the adapters' supervisors, once started.
+	running []*adapters.Supervisor
+	served  chan struct{} // closed when Serve returned
 	// metricsServed is closed when the metrics server's Serve returned.
 	metricsServed chan struct{}
 	// stopTraces flushes and stops the traces Start turned on.
@@ -301,7 +302,7 @@ func (g *Gateway) build() error {
 		OutputMaxChars:  cfg.Tools.OutputMaxChars,
 		Dangerous:       cfg.Tools.DangerousCommands,
 		AutoApprove:     cfg.Delegation.SubagentAutoApprove,
-		Subagent:        func(ctx context.Context) bool { return delegation.DepthOf(ctx) > 0 },
+		Child:           func(ctx context.Context) bool { return delegation.DepthOf(ctx) > 0 },
 		Clock:           g.clock,
 		Env:             cfg.SubprocessEnv(),
 	})
@@ -667,9 +668,10 @@ func (g *Gateway) Start(ctx context.Context) error {
 		g.started, g.ln, g.metricsLn = false, nil, nil
 		return errs.Wrap(op, errs.Internal, err)
 	}
-	for _, a := range g.adapters {
-		g.adapterWG.Add(1)
-		go g.runAdapter(runCtx, a)
+	g.running = g.supervisors()
+	for _, s := range g.running {
+		// Only a second Start fails, and each supervisor is new.
+		_ = s.Start(runCtx)
 	}
 	g.served = serve(g.server, ln, g.log)
 	started := []any{"addr", ln.Addr().String()}
@@ -705,71 +707,37 @@ func (g *Gateway) platforms() []string {
 	return out
 }
 
-// runAdapter runs a until ctx ends, restarting it with a growing pause
-// when it fails, and keeps its route up only while it runs (or, when it
-// is exclusive, waits for its lease).
-func (g *Gateway) runAdapter(ctx context.Context, a adapters.Adapter) {
-	defer g.adapterWG.Done()
-	platform := a.Platform()
-	log := g.log.With("platform", platform)
-	run := g.adapterRun(a)
-	pause := time.Second
-	for {
-		// The route is up while an exclusive adapter waits for its lease
-		// too: sending never needs the lease.
-		g.routes.Up(a)
-		g.delivery.Notify()
-		started := time.Now()
-		err := run(ctx)
-		g.routes.Down(platform)
-		if ctx.Err() != nil {
-			return
+// supervisors run each adapter, restarted when it stops, its platform a
+// route while it runs or waits for its lease; an exclusive one runs under
+// an adapters.Owner of its lease.
+func (g *Gateway) supervisors() []*adapters.Supervisor {
+	out := make([]*adapters.Supervisor, len(g.adapters))
+	for i, a := range g.adapters {
+		log := g.log.With("platform", a.Platform())
+		o := adapters.SupervisorOptions{
+			Adapter: a,
+			Inbox:   g.router,
+			Up: func() {
+				g.routes.Up(a)
+				g.delivery.Notify()
+			},
+			Down:   func() { g.routes.Down(a.Platform()) },
+			Clock:  g.clock,
+			Logger: g.log,
 		}
-		if time.Since(started) > time.Minute {
-			pause = time.Second // it ran a good while: a fresh failure
+		if name := adapters.ExclusiveName(a); name != "" {
+			o.Owner = adapters.NewOwner(adapters.OwnerOptions{
+				Leases: g.db.Leases(),
+				Name:   name,
+				Holder: g.opts.Name,
+				TTL:    g.cfg.Store.LeaseTTL,
+				Owned:  g.metrics.AdapterOwned(a.Platform()),
+				Logger: log,
+			})
 		}
-		log.Error("the adapter stopped; restarting it", "err", err, "in", pause)
-		if !clock.Sleep(ctx, pause) {
-			return
-		}
-		pause = min(2*pause, time.Minute)
+		out[i] = adapters.NewSupervisor(o)
 	}
-}
-
-// adapterRun is how runAdapter runs a once: Run, behind the adapter's
-// lease when it is exclusive.
-func (g *Gateway) adapterRun(a adapters.Adapter) func(context.Context) error {
-	run := func(ctx context.Context) error { return g.runOnce(ctx, a) }
-	name := adapters.ExclusiveName(a)
-	if name == "" {
-		return run
-	}
-	o := adapters.NewOwner(adapters.OwnerOptions{
-		Leases: g.db.Leases(),
-		Name:   name,
-		Holder: g.opts.Name,
-		TTL:    g.cfg.Store.LeaseTTL,
-		Owned:  g.metrics.AdapterOwned(a.Platform()),
-		Logger: g.log.With("platform", a.Platform()),
-	})
-	return func(ctx context.Context) error { return o.Run(ctx, run) }
-}
-
-// runOnce runs a once, turning a panic into an error so that one adapter
-// cannot take the gateway down.
-func (g *Gateway) runOnce(ctx context.Context, a adapters.Adapter) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = errs.E("gateway.adapter", errs.Internal, "the %s adapter panicked: %v", a.Platform(), p)
-		}
-	}()
-	if err := a.Run(ctx, g.router); err != nil {
-		return err
-	}
-	if ctx.Err() == nil {
-		return errs.E("gateway.adapter", errs.Internal, "the %s adapter returned while the gateway runs", a.Platform())
-	}
-	return nil
+	return out
 }
 
 // Shutdown stops the gateway gracefully: /readyz answers 503 and the HTTP
@@ -812,7 +780,10 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	// Ending the adapters' Run ends the API's waiting requests and event
 	// streams, so the HTTP server can finish.
 	g.cancel()
-	g.adapterWG.Wait()
+	for _, s := range g.running {
+		// However long it takes: the store closes after the adapters.
+		_ = s.Shutdown(context.WithoutCancel(ctx))
+	}
 	select {
 	case err := <-httpDone:
 		if err != nil {

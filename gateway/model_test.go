@@ -43,7 +43,7 @@ func TestGatewayModelKeysAndFallback(t *testing.T) {
 	}
 	// Two keys cooled, one request moved to another key: the exhausted
 	// pool moved none.
-	pool := "pool=" + poolName(model.URL())
+	pool := "pool=" + llm.PoolName(model.URL())
 	for _, c := range []struct {
 		name, reason string
 		want         float64
@@ -75,7 +75,7 @@ func TestGatewayModelKeysAndFallback(t *testing.T) {
 	if !strings.Contains(h.logs.String(), "falling back") {
 		t.Error("the switch to the fallback was not logged")
 	}
-	from, to := "from="+providerName("test-model", model.URL()), "to="+providerName("fb-model", fallback.URL())
+	from, to := "from="+llm.ProviderName("test-model", model.URL()), "to="+llm.ProviderName("fb-model", fallback.URL())
 	if got := testkit.MetricValue(t, h.g.metrics.Registry(), "herald_model_fallbacks_total", from, to, "reason=rate_limited"); got != 1 {
 		t.Errorf("herald_model_fallbacks_total = %v, want 1 switch for the exhausted pool", got)
 	}
@@ -144,7 +144,7 @@ func TestGatewayAuxModelsFallBackLikeTheMain(t *testing.T) {
 	if n := model.Count(); n != 1 || model.Requests()[0].Model != "child-model" {
 		t.Errorf("the main server had %d requests, want the child's one", n)
 	}
-	from, to := "from="+providerName("child-model", model.URL()), "to="+providerName("fb-model", fallback.URL())
+	from, to := "from="+llm.ProviderName("child-model", model.URL()), "to="+llm.ProviderName("fb-model", fallback.URL())
 	if got := testkit.MetricValue(t, h.g.metrics.Registry(), "herald_model_fallbacks_total", from, to); got != 1 {
 		t.Errorf("the child's switch counted %v times, want 1", got)
 	}
@@ -187,7 +187,7 @@ func TestGatewayStatusFallbackIsTheConversations(t *testing.T) {
 	if got := h.chat("m", "hello"); got != "from the main model" {
 		t.Fatalf("reply %q, want the main model's", got)
 	}
-	want := "Model: fallback fb-model@" + poolName(fallback.URL()) + " answered the latest request"
+	want := "Model: fallback fb-model@" + llm.PoolName(fallback.URL()) + " answered the latest request"
 	if got := status("f"); !strings.Contains(got, want) || !strings.Contains(got, "model not found: test-model") {
 		t.Errorf("/status of f = %q, want %q and why", got, want)
 	}

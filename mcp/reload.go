@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/internal/bgloop"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/signals"
 )
@@ -36,8 +37,7 @@ type Reloader struct {
 	mu   sync.Mutex // one reload at a time
 	seen fileState  // the file as last looked at
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	loop bgloop.Loop // the watch of the file
 }
 
 // ReloaderOptions are what a Reloader is made with.
@@ -97,21 +97,20 @@ func (r *Reloader) Reload() (Reloaded, error) {
 }
 
 // Start looks at the config file every WatchInterval until Shutdown.
+// Errors: Conflict (started before).
 func (r *Reloader) Start(ctx context.Context) error {
 	if r.opts.File == "" {
 		return nil
 	}
+	r.mu.Lock()
 	r.seen = stat(r.opts.File)
-	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	r.done = make(chan struct{})
-	go r.watch(ctx)
-	return nil
+	r.mu.Unlock()
+	return r.loop.Start(context.WithoutCancel(ctx), "mcp.Reloader.Start", r.watch)
 }
 
 // watch reloads whenever the file's size or time changed since it was
 // last read.
 func (r *Reloader) watch(ctx context.Context) {
-	defer close(r.done)
 	for {
 		t := r.opts.Clock.NewTimer(WatchInterval)
 		select {
@@ -133,18 +132,7 @@ func (r *Reloader) watch(ctx context.Context) {
 }
 
 // Shutdown stops looking at the file.
-func (r *Reloader) Shutdown(ctx context.Context) error {
-	if r.cancel == nil {
-		return nil
-	}
-	r.cancel()
-	select {
-	case <-r.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (r *Reloader) Shutdown(ctx context.Context) error { return r.loop.Stop(ctx) }
 
 // HandleSignal reloads on another gateway's SignalReload.
 func (r *Reloader) HandleSignal(s signals.Signal) {

@@ -2,11 +2,14 @@ package sessions
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/heraldgw/herald/internal/testkit"
 )
 
 // Turns that follow each other run on the goroutine that ran the one
@@ -26,13 +29,10 @@ func TestRunnersReuseTheirGoroutines(t *testing.T) {
 	r := newRunners(ctx, 4, one)
 	waitRan := func(n int64) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for ran.Load() < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d turns ran, want %d", ran.Load(), n)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		testkit.EventuallyWithin(t, 5*time.Second, func() (bool, string) {
+			got := ran.Load()
+			return got >= n, fmt.Sprintf("%d turns ran, want %d", got, n)
+		})
 	}
 	for i := range 20 {
 		r.run(&Turn{})
@@ -63,11 +63,8 @@ func TestRunnersReuseTheirGoroutines(t *testing.T) {
 	}
 
 	cancel()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines left after done, %d before", runtime.NumGoroutine(), before)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.EventuallyWithin(t, 5*time.Second, func() (bool, string) {
+		left := runtime.NumGoroutine()
+		return left <= before, fmt.Sprintf("%d goroutines left after done, %d before", left, before)
+	})
 }

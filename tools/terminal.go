@@ -112,7 +112,7 @@ func (w *WorkspaceTools) allowed(ctx context.Context, turn *Turn, command string
 	if matched == nil {
 		return nil
 	}
-	sub := w.opts.Subagent != nil && w.opts.Subagent(ctx)
+	sub := w.opts.Child != nil && w.opts.Child(ctx)
 	if sub && w.opts.AutoApprove {
 		return nil
 	}

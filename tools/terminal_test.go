@@ -98,16 +98,10 @@ func alive(pid int) bool {
 	return i < 0 || i+2 >= len(b) || (b[i+2] != 'Z' && b[i+2] != 'X')
 }
 
-// waitGone polls, with a deadline, until pid is gone.
+// waitGone waits until pid is gone.
 func waitGone(t *testing.T, what string, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s (pid %d) is still running", what, pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, fmt.Sprintf("%s (pid %d) to end", what, pid), func() bool { return !alive(pid) })
 }
 
 func TestTerminalKillsProcessGroup(t *testing.T) {
@@ -178,8 +172,8 @@ func TestTerminalEndsWhatItLeftRunning(t *testing.T) {
 }
 
 func TestTerminalDangerous(t *testing.T) {
-	subagent := func(ctx context.Context) bool { return ctx.Value(subagentKey{}) != nil }
-	inSub := context.WithValue(context.Background(), subagentKey{}, true)
+	child := func(ctx context.Context) bool { return ctx.Value(childKey{}) != nil }
+	inSub := context.WithValue(context.Background(), childKey{}, true)
 	tests := []struct {
 		desc    string
 		opts    tools.WorkspaceOptions
@@ -187,13 +181,13 @@ func TestTerminalDangerous(t *testing.T) {
 		command string
 		wantErr string // "" means it ran
 	}{
-		{desc: "refused in a conversation", opts: tools.WorkspaceOptions{Dangerous: []string{`\brm\s+-rf\b`}, AutoApprove: true, Subagent: subagent},
+		{desc: "refused in a conversation", opts: tools.WorkspaceOptions{Dangerous: []string{`\brm\s+-rf\b`}, AutoApprove: true, Child: child},
 			ctx: context.Background(), command: "rm -rf gone",
 			wantErr: "refused: matches the dangerous-command list (tools.dangerous_commands); a sub-agent may run it only with delegation.subagent_auto_approve: true. Nobody can approve it here, so it cannot run"},
-		{desc: "refused in a sub-agent without auto-approve", opts: tools.WorkspaceOptions{Dangerous: []string{`\brm\s+-rf\b`}, Subagent: subagent},
+		{desc: "refused in a sub-agent without auto-approve", opts: tools.WorkspaceOptions{Dangerous: []string{`\brm\s+-rf\b`}, Child: child},
 			ctx: inSub, command: "rm -rf gone",
 			wantErr: "a sub-agent may run it only with delegation.subagent_auto_approve: true. This sub-agent runs without it"},
-		{desc: "run by a sub-agent with auto-approve", opts: tools.WorkspaceOptions{Dangerous: []string{`\brm\s+-rf\b`}, AutoApprove: true, Subagent: subagent},
+		{desc: "run by a sub-agent with auto-approve", opts: tools.WorkspaceOptions{Dangerous: []string{`\brm\s+-rf\b`}, AutoApprove: true, Child: child},
 			ctx: inSub, command: "rm -rf gone"},
 		{desc: "auto-approve without a way to tell a sub-agent", opts: tools.WorkspaceOptions{Dangerous: []string{`\brm\s+-rf\b`}, AutoApprove: true},
 			ctx: inSub, command: "rm -rf gone", wantErr: "refused"},
@@ -214,7 +208,7 @@ func TestTerminalDangerous(t *testing.T) {
 	}
 }
 
-type subagentKey struct{}
+type childKey struct{}
 
 // background starts command in the background in conv's name and
 // returns its id and shell's pid.
@@ -265,18 +259,15 @@ func TestTerminalBackgroundExit(t *testing.T) {
 	set, _, _ := workspaceSet(t, tools.WorkspaceOptions{})
 	id, shell := background(t, set, "c1", "echo out; echo err >&2; exit 4")
 	waitGone(t, "the background shell", shell)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		out, res := callTool(t, set, nil, "process_output", fmt.Sprintf(`{"id":%q}`, id))
-		if out["running"] == false {
-			checkResult(t, out, res, map[string]any{"exit_code": 4.0, "output": "out\nerr\n"}, "")
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still running: %s", res.Content)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var (
+		out map[string]any
+		res tools.Result
+	)
+	testkit.EventuallyWithin(t, 10*time.Second, func() (bool, string) {
+		out, res = callTool(t, set, nil, "process_output", fmt.Sprintf(`{"id":%q}`, id))
+		return out["running"] == false, "still running: " + res.Content
+	})
+	checkResult(t, out, res, map[string]any{"exit_code": 4.0, "output": "out\nerr\n"}, "")
 }
 
 // A command sees the base environment and the names passed through,

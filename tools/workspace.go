@@ -74,10 +74,10 @@ type WorkspaceOptions struct {
 	// (delegation.subagent_auto_approve): it has no user to ask. With a
 	// gate (SetGate) the gate decides instead.
 	AutoApprove bool
-	// Subagent reports whether ctx is a sub-agent's run (the gateway
+	// Child reports whether ctx is a child agent's run (the gateway
 	// gives delegation.DepthOf(ctx) > 0; tools cannot import delegation).
 	// nil means no run is, so AutoApprove has no effect.
-	Subagent func(ctx context.Context) bool
+	Child func(ctx context.Context) bool
 	// Clock times the terminal's timeouts; nil means the real clock.
 	Clock clock.Clock
 	// Env builds a terminal command's environment (the base set and

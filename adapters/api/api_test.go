@@ -25,6 +25,7 @@ import (
 	"github.com/heraldgw/herald/adapters/api"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -919,17 +920,10 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- f.api.Run(ctx, f.inbox) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testkit.EventuallyWithin(t, 5*time.Second, func() (bool, string) {
 		status, _ := f.do(t, "POST", "/api/v1/conversations/r/messages", `{"text":"hi"}`)
-		if status == http.StatusAccepted {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still %d after Run", status)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return status == http.StatusAccepted, fmt.Sprintf("still %d after Run", status)
+	})
 
 	f.inbox.Next(t)
 

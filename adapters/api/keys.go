@@ -9,13 +9,13 @@ import (
 	"github.com/heraldgw/herald/llm"
 )
 
-// ModelKeys reads the model's keys and their state, masked (gateway's
-// ModelKeys). Errors: Unavailable.
+// ModelKeys reads the model's keys and their state, masked
+// (llm.ModelPools.Keys). Errors: Unavailable.
 type ModelKeys func(ctx context.Context) ([]llm.ModelKey, error)
 
 // ReviveKey clears the dead or cooling mark of the model's key id, for
 // every gateway on the store, and returns the models whose pool held it
-// (gateway's ReviveKey). Errors: NotFound (no pool holds it),
+// (llm.ModelPools.Revive). Errors: NotFound (no pool holds it),
 // Unavailable.
 type ReviveKey func(ctx context.Context, id string) ([]string, error)
 

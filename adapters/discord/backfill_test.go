@@ -11,6 +11,7 @@ import (
 
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/internal/testkit/discordfake"
 	"github.com/heraldgw/herald/store/sqlite"
 )
@@ -132,11 +133,7 @@ func TestMessageNotQueuedBeforeTheGatewayWasLostIsBackfilled(t *testing.T) {
 	o.inbox.failing.Store(1 << 20)
 	stop := o.run()
 	id := o.fake.SendMessage(discordfake.MessageEvent{ChannelID: dmChannel, Author: discordfake.User{ID: ada}, Content: "stuck"})
-	for deadline := time.Now().Add(10 * time.Second); o.inbox.calls.Load() < 3; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("Deliver was not tried three times")
-		}
-	}
+	testkit.Eventually(t, "Deliver to be tried three times", func() bool { return o.inbox.calls.Load() >= 3 })
 	stop()
 
 	o.inbox.failing.Store(0)

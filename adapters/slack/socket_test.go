@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/internal/testkit/slackfake"
 )
 
@@ -120,13 +121,7 @@ func TestRunLearnsTheBotsIdentity(t *testing.T) {
 	f := newFixture(t, false)
 	f.run(t)
 	f.fake.WaitCalls("auth.test", 1)
-	deadline := time.Now().Add(waitTimeout)
-	for f.a.bot() == (identity{}) {
-		if time.Now().After(deadline) {
-			t.Fatal("the bot's identity was not learned")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, "the bot's identity to be learned", func() bool { return f.a.bot() != (identity{}) })
 	if got := f.a.bot(); got != (identity{UserID: slackfake.BotUserID, BotID: slackfake.BotID}) {
 		t.Errorf("identity %+v", got)
 	}

@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
-	"slices"
 	"strconv"
 	"time"
 
@@ -15,7 +12,6 @@ import (
 
 	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/kanban"
-	"github.com/heraldgw/herald/signals"
 )
 
 // kanbanStopTimeout bounds a daemon's stop: its workers get their
@@ -95,36 +91,17 @@ on stderr.`,
 			}
 			return with(cmd, false, func(ctx context.Context, b *board) error {
 				log := redact.NewLogger(m.Stderr, level, redact.New(b.cfg.Secrets()))
-				lanes := kanban.LanesFor(b.cfg, nil, nil)
-				d, err := b.dispatcher(lanes, log)
-				if err != nil {
-					return err
-				}
-				b.svc.Ready = d.Wake
-				if len(lanes) == 0 {
-					log.Warn("kanban.lanes has no command lane: this daemon dispatches nothing")
-				}
-				// It hears of cards made ready elsewhere as a gateway does.
-				tailer, err := signals.NewTailer(signals.TailerOptions{Store: b.signals, Handlers: []signals.Handler{d}, Logger: log})
+				d, err := kanban.NewDaemon(b.dispatcherOptions(kanban.LanesFor(b.cfg, nil, nil), log))
 				if err != nil {
 					return err
 				}
 				if err := d.Start(context.WithoutCancel(ctx)); err != nil {
 					return err
 				}
-				if err := tailer.Start(context.WithoutCancel(ctx)); err != nil {
-					return errors.Join(err, d.Shutdown(context.Background()))
-				}
-				defer func() { _ = tailer.Shutdown(context.Background()) }()
-				log.Info("the kanban daemon runs", "lanes", slices.Sorted(maps.Keys(lanes)))
 				<-ctx.Done()
 				stopCtx, cancel := context.WithTimeout(context.Background(), kanbanStopTimeout)
 				defer cancel()
-				if err := d.Shutdown(stopCtx); err != nil {
-					return fmt.Errorf("stopping the kanban daemon: %w", err)
-				}
-				log.Info("the kanban daemon stopped")
-				return nil
+				return d.Shutdown(stopCtx)
 			})
 		},
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/heraldgw/herald/internal/proc"
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/kanban"
 )
 
@@ -17,7 +18,7 @@ func TestKanbanStop(t *testing.T) {
 	k := kbJSON[kanban.Card](t, env, "create", "Slow one", "--assignee", "slow")
 	_, card, stop := daemon(t, env)
 	var running kanban.Card
-	until(t, func() bool {
+	testkit.Eventually(t, "the daemon to start the card's worker", func() bool {
 		var err error
 		running, err = card(k.ID)
 		return err == nil && running.Claim != nil && running.Claim.PID > 0

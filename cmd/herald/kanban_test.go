@@ -346,18 +346,6 @@ func TestKanbanTailFollow(t *testing.T) {
 	}
 }
 
-// until waits for ok, at most 20s.
-func until(t *testing.T, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // lanesConfig writes a config with two command lanes: quick completes
 // its card on its exit 0, limited exits 75 (rate limited), slow
 // sleeps a minute.
@@ -503,7 +491,7 @@ func TestKanbanDaemon(t *testing.T) {
 	lanesConfig(t, env)
 	k := kbJSON[kanban.Card](t, env, "create", "Quick one", "--assignee", "quick")
 	h, card, stop := daemon(t, env)
-	until(t, func() bool {
+	testkit.Eventually(t, "the daemon's worker to complete the card", func() bool {
 		got, err := card(k.ID)
 		return err == nil && got.Status == kanban.StatusDone
 	})

@@ -63,7 +63,7 @@ a new key is a new ID.`,
 			if revive != "" {
 				return m.reviveKey(ctx, pools, revive)
 			}
-			rows, err := gateway.ModelKeys(ctx, pools)
+			rows, err := pools.Keys(ctx)
 			if err != nil {
 				return err
 			}
@@ -80,8 +80,8 @@ a new key is a new ID.`,
 }
 
 // reviveKey clears the marks of key id in each pool holding it.
-func (m *Main) reviveKey(ctx context.Context, pools []gateway.ModelPool, id string) error {
-	models, err := gateway.ReviveKey(ctx, pools, id)
+func (m *Main) reviveKey(ctx context.Context, pools llm.ModelPools, id string) error {
+	models, err := pools.Revive(ctx, id)
 	for _, model := range models {
 		fmt.Fprintf(m.Stdout, "revived key %s of %s\n", id, model)
 	}

@@ -2,12 +2,14 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/sessions"
 )
 
@@ -41,11 +43,8 @@ func TestCheckpointsRunOffTheWriter(t *testing.T) {
 		mustAppend(t, d.Sessions(), sessions.Inbound{Conv: "t:" + strconv.Itoa(i), Text: text})
 	}
 	want := before + int64(entries)*int64(len(text))/2
-	deadline := time.Now().Add(10 * time.Second)
-	for size() < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("database file is %d bytes after %d entries of %d bytes, want at least %d: nothing was checkpointed", size(), entries, len(text), want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.EventuallyWithin(t, 10*time.Second, func() (bool, string) {
+		got := size()
+		return got >= want, fmt.Sprintf("database file is %d bytes after %d entries of %d bytes, want at least %d: nothing was checkpointed", got, entries, len(text), want)
+	})
 }

@@ -770,7 +770,7 @@ func runStopPending(t *testing.T, b Backend) {
 		if d := cmp.Diff(want, f.child(want.ID), timeOpts); d != "" {
 			t.Errorf("stopped child (-want +got):\n%s", d)
 		}
-		if want.Result.Goal != "b" || want.Result.SubagentID != want.ID || want.Result.TaskIndex != 1 {
+		if want.Result.Goal != "b" || want.Result.ChildID != want.ID || want.Result.TaskIndex != 1 {
 			t.Errorf("stopped child's result %+v does not name its task", want.Result)
 		}
 		if n := f.activeChildren("c"); n != 2 {
