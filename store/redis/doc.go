@@ -413,6 +413,29 @@
 // now for these platforms, oldest first" directly; a stream would need its
 // entries re-added for every delay.
 //
+// Cron jobs, once-only claims, kanban boards and approvals list their
+// keys in their files (cron.go, once.go, kanban.go, approvals.go), after
+// P in the one-server layout. In the sharded layout (shards.go) each key
+// is after the prefix of the shard it lives in:
+//
+//	cron job, its runs        the job's shard, pfxOf(job id); the index of
+//	                          every job and the due index are one per
+//	                          shard: Jobs, DueJobs (merged by due time,
+//	                          then id, up to the limit) and NextDue read
+//	                          every shard at once; Run, given a run id
+//	                          only, asks every shard which holds it
+//	                          (locate.go) and remembers
+//	once-only claim           its subject's shard: the second field of its
+//	                          identity kind:subject:…, the whole identity
+//	                          when it has no second field; so a cron fire
+//	                          (cron:<job>:<when>) is in its job's shard
+//	                          and cron_fire_start and cron_fire_end claim
+//	                          and write the job in one slot (a fire not
+//	                          named after its job is refused there); the
+//	                          index of live fires and the token counter
+//	                          are one per shard, and StaleOnce reads every
+//	                          shard and merges by claim expiry
+//
 // Scripts: the Lua files in lua/ are the functions of one library, loaded
 // with FUNCTION LOAD at Open (again if the server lost it) and called with
 // FCALL; see scripts.go. The two ownership lease scripts are the

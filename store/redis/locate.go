@@ -1,0 +1,132 @@
+package redis
+
+import (
+	"context"
+	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Reads of every shard, and ids found by asking every shard.
+//
+// A list over a cluster-wide index (every cron job, the due jobs, the
+// pending approvals) reads each shard's part, all at once, and merges.
+// An id a domain makes (a kanban card's, an approval's, a cron run's)
+// carries no shard: its keys are written where the store chose by
+// something else (the card's board, the approval's conversation, the
+// run's job), and a call that names only the id finds the shard by
+// asking every shard in one pipeline whether the id's key is there. The
+// answer is remembered: such keys never move, so a shard once found
+// stays the id's.
+
+// everyShard calls read for every shard at once and returns the answers
+// by shard, or the first error. The one-server layout calls it once, in
+// the caller's goroutine.
+func everyShard[T any](ctx context.Context, db *DB, read func(ctx context.Context, i int) (T, error)) ([]T, error) {
+	n := db.shards.count()
+	out := make([]T, n)
+	if n == 1 {
+		v, err := read(ctx, 0)
+		out[0] = v
+		return out, err
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { out[i], errs[i] = read(ctx, i) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// maxLocated bounds the ids remembered; past it they are forgotten all
+// at once and found again as they are asked for.
+const maxLocated = 1 << 16
+
+// locator remembers the shards ids were found in, by a key naming the
+// id's kind and the id.
+type locator struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func (l *locator) get(key string) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i, ok := l.m[key]
+	return i, ok
+}
+
+func (l *locator) put(key string, i int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil || len(l.m) >= maxLocated {
+		l.m = make(map[string]int)
+	}
+	l.m[key] = i
+}
+
+// locate is the shard of each of ids whose key (keyOf of a shard's
+// prefix and the id) exists there: remembered, else asked of every shard
+// in one pipeline. An id found nowhere is left out. In the one-server
+// layout every id is shard 0's, unasked, found or not. kind names the
+// ids' family in what is remembered.
+func (db *DB) locate(ctx context.Context, op, kind string, ids []string, keyOf func(pfx, id string) string) (map[string]int, error) {
+	out := make(map[string]int, len(ids))
+	if !db.shards.sharded() {
+		for _, id := range ids {
+			out[id] = 0
+		}
+		return out, nil
+	}
+	var ask []string
+	for _, id := range ids {
+		if i, ok := db.located.get(kind + id); ok {
+			out[id] = i
+		} else if _, dup := out[id]; !dup {
+			ask = append(ask, id)
+			out[id] = -1
+		}
+	}
+	if len(ask) == 0 {
+		return out, nil
+	}
+	if err := db.check(op); err != nil {
+		return nil, err
+	}
+	pipe := db.client.Pipeline()
+	n := db.shards.count()
+	found := make([][]*goredis.IntCmd, len(ask))
+	for k, id := range ask {
+		found[k] = make([]*goredis.IntCmd, n)
+		for i := range n {
+			found[k][i] = pipe.Exists(ctx, keyOf(db.shards.pfx(i), id))
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, db.fail(op, err)
+	}
+	for k, id := range ask {
+		delete(out, id)
+		for i, c := range found[k] {
+			if c.Val() == 1 {
+				out[id] = i
+				db.located.put(kind+id, i)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// remember records that id of kind lives in shard i.
+func (db *DB) remember(kind, id string, i int) {
+	if db.shards.sharded() {
+		db.located.put(kind+id, i)
+	}
+}
