@@ -181,10 +181,13 @@ func (s cronStore) read(ctx context.Context, op, index, maxScore string, n int, 
 	parts, err := everyShard(ctx, s.db, func(ctx context.Context, i int) ([]cronjobs.Job, error) {
 		return s.readShard(ctx, op, i, index, maxScore, n)
 	})
-	if err != nil || len(parts) == 1 {
-		return slices.Concat(parts...), err
+	if err != nil {
+		return nil, err
 	}
-	out := slices.Concat(parts...)
+	out := merged(parts)
+	if len(parts) == 1 {
+		return out, nil
+	}
 	slices.SortFunc(out, by)
 	if n >= 0 && len(out) > n {
 		out = out[:n]

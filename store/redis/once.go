@@ -175,7 +175,7 @@ func (s onceStore) StaleOnce(ctx context.Context, prefix string, n int) ([]strin
 	if err != nil {
 		return nil, err
 	}
-	all := slices.Concat(parts...)
+	all := merged(parts)
 	if len(parts) > 1 {
 		// Oldest claim first, equal expiries by id, as in one index.
 		slices.SortFunc(all, func(a, b staleFire) int {

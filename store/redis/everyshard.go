@@ -130,3 +130,48 @@ func (db *DB) remember(kind, id string, i int) {
 		db.located.put(kind+id, i)
 	}
 }
+
+// merged is the shards' answers in one slice, never nil: the one
+// shard's as it is, else each shard's in turn, for the caller to order.
+func merged[T any](parts [][]T) []T {
+	if len(parts) == 1 && parts[0] != nil {
+		return parts[0]
+	}
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	out := make([]T, 0, n)
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// mergeOrdered merges lists, each in its order, into one: at each step
+// the head that goes first by before, of the lowest shard on a tie, so
+// that each shard's own order is kept.
+func mergeOrdered[T any](parts [][]T, before func(a, b T) bool) []T {
+	if len(parts) == 1 {
+		return merged(parts)
+	}
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	out := make([]T, 0, n)
+	at := make([]int, len(parts))
+	for {
+		best := -1
+		for i, p := range parts {
+			if at[i] < len(p) && (best < 0 || before(p[at[i]], parts[best][at[best]])) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return out
+		}
+		out = append(out, parts[best][at[best]])
+		at[best]++
+	}
+}
