@@ -19,27 +19,17 @@ import (
 // answer is remembered: such keys never move, so a shard once found
 // stays the id's.
 
-// everyShard calls read for every shard at once and returns the answers
-// by shard, or the first error. The one-server layout calls it once, in
-// the caller's goroutine.
+// everyShard calls read for every shard at once (inShards) and returns
+// the answers by shard, or the first error.
 func everyShard[T any](ctx context.Context, db *DB, read func(ctx context.Context, i int) (T, error)) ([]T, error) {
-	n := db.shards.count()
-	out := make([]T, n)
-	if n == 1 {
-		v, err := read(ctx, 0)
-		out[0] = v
-		return out, err
-	}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { out[i], errs[i] = read(ctx, i) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	out := make([]T, db.shards.count())
+	err := inShards(ctx, db.shards.all(), func(ctx context.Context, i int) error {
+		var err error
+		out[i], err = read(ctx, i)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -18,24 +18,6 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// openSharded opens a store of four shards on a server of its own, on
-// clk.
-func openSharded(t *testing.T, clk clock.Clock) *DB {
-	t.Helper()
-	return shardedPlace{place{testkit.StartRedis(t)}}.Open(t, clk, sessions.Limits{}).(*DB)
-}
-
-// namesInTwoShards are two names of the form prefix<n> that live in
-// different shards of db.
-func namesInTwoShards(db *DB, prefix string) (string, string) {
-	a := prefix + "0"
-	for n := 1; ; n++ {
-		if b := fmt.Sprint(prefix, n); db.shards.of(b) != db.shards.of(a) {
-			return a, b
-		}
-	}
-}
-
 // TestShardedCronPlacement: a job's fires are claimed in its shard, a
 // fire named after another job is refused rather than claimed in a slot
 // the job is not in, a turn's new job is one write whose home is the
@@ -43,10 +25,9 @@ func namesInTwoShards(db *DB, prefix string) (string, string) {
 // time up to the limit.
 func TestShardedCronPlacement(t *testing.T) {
 	ctx := context.Background()
-	t0 := time.Date(2031, 3, 4, 5, 0, 0, 0, time.UTC)
-	clk := clock.NewFake(t0)
-	db := openSharded(t, clk)
-	a, b := namesInTwoShards(db, "job_")
+	db, clk := openSharded(t)
+	t0 := clk.Now()
+	a, b := convsInShards(t, db) // two names of two shards, as job ids
 	for _, job := range []string{a, b} {
 		fire := "cron:" + job + ":1767225600"
 		if db.onceShard(fire) != db.shards.of(job) {
@@ -99,8 +80,7 @@ func TestShardedCronPlacement(t *testing.T) {
 // come back oldest claim first, up to the limit.
 func TestShardedOnceStale(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(time.Date(2031, 3, 4, 5, 0, 0, 0, time.UTC))
-	db := openSharded(t, clk)
+	db, clk := openSharded(t)
 	var want []string
 	for n := range 6 {
 		id := fmt.Sprint("cron:job_", n, ":1")
@@ -125,11 +105,10 @@ func TestShardedOnceStale(t *testing.T) {
 // there, it is a Conflict for a conversation of another shard too.
 func TestShardedApprovalIDs(t *testing.T) {
 	ctx := context.Background()
-	t0 := time.Date(2031, 3, 4, 5, 0, 0, 0, time.UTC)
-	r := testkit.StartRedis(t)
-	p := shardedPlace{place{r}}
+	t0 := epoch
+	p := shardedPlace{place{testkit.StartRedis(t)}}
 	db := p.Open(t, clock.NewFake(t0), sessions.Limits{}).(*DB)
-	c1, c2 := namesInTwoShards(db, "conv-")
+	c1, c2 := convsInShards(t, db)
 	a := approvals.Approval{ID: "ap_1", Conv: c1, Key: "e1", CreatedAt: t0, Deadline: t0.Add(time.Hour)}
 	if err := db.Approvals().CreateApproval(ctx, a); err != nil {
 		t.Fatal(err)
