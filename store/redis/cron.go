@@ -157,7 +157,7 @@ func (s cronStore) Job(ctx context.Context, id string) (cronjobs.Job, error) {
 
 func (s cronStore) Jobs(ctx context.Context) ([]cronjobs.Job, error) {
 	const op = "redis.cron.Jobs"
-	return s.read(ctx, op, "all", "+inf", -1, func(a, b cronjobs.Job) int { return strings.Compare(a.ID, b.ID) })
+	return s.read(ctx, op, everyShard, "all", "+inf", -1, func(a, b cronjobs.Job) int { return strings.Compare(a.ID, b.ID) })
 }
 
 func (s cronStore) DueJobs(ctx context.Context, now time.Time, n int) ([]cronjobs.Job, error) {
@@ -165,8 +165,9 @@ func (s cronStore) DueJobs(ctx context.Context, now time.Time, n int) ([]cronjob
 	if n < 1 {
 		n = -1
 	}
-	// Equal due times order by id, as they do in one shard's index.
-	return s.read(ctx, op, "due", strconv.FormatInt(now.UnixMilli(), 10), n, func(a, b cronjobs.Job) int {
+	// Equal due times order by id, as they do in one shard's index. A
+	// shard whose primary is being replaced is read at the next tick.
+	return s.read(ctx, op, answeringShards, "due", strconv.FormatInt(now.UnixMilli(), 10), n, func(a, b cronjobs.Job) int {
 		if c := cmp.Compare(a.DueAt().UnixMilli(), b.DueAt().UnixMilli()); c != 0 {
 			return c
 		}
@@ -174,11 +175,11 @@ func (s cronStore) DueJobs(ctx context.Context, now time.Time, n int) ([]cronjob
 	})
 }
 
-// read runs cron_read on every shard's index named by suffix, up to
-// score max, at most n jobs (-1: all), and merges the shards' jobs in
-// the index's order (by).
-func (s cronStore) read(ctx context.Context, op, index, maxScore string, n int, by func(a, b cronjobs.Job) int) ([]cronjobs.Job, error) {
-	parts, err := everyShard(ctx, s.db, func(ctx context.Context, i int) ([]cronjobs.Job, error) {
+// read runs cron_read on every shard's index named by suffix (those
+// shards gather reads), up to score max, at most n jobs (-1: all), and
+// merges the shards' jobs in the index's order (by).
+func (s cronStore) read(ctx context.Context, op string, gather shardReads[[]cronjobs.Job], index, maxScore string, n int, by func(a, b cronjobs.Job) int) ([]cronjobs.Job, error) {
+	parts, err := gather(ctx, s.db, func(ctx context.Context, i int) ([]cronjobs.Job, error) {
 		return s.readShard(ctx, op, i, index, maxScore, n)
 	})
 	if err != nil {
@@ -223,7 +224,7 @@ func (s cronStore) NextDue(ctx context.Context) (time.Time, bool, error) {
 	if err := db.check(op); err != nil {
 		return time.Time{}, false, err
 	}
-	firsts, err := everyShard(ctx, db, func(ctx context.Context, i int) ([]goredis.Z, error) {
+	firsts, err := answeringShards(ctx, db, func(ctx context.Context, i int) ([]goredis.Z, error) {
 		zs, err := db.client.ZRangeWithScores(ctx, cronKey(db.shards.pfx(i), "due"), 0, 0).Result()
 		return zs, db.fail(op, err)
 	})

@@ -424,7 +424,12 @@
 //	                          then id, up to the limit) and NextDue read
 //	                          every shard at once; Run, given a run id
 //	                          only, asks every shard which holds it
-//	                          (everyshard.go) and remembers
+//	                          (everyshard.go) and remembers; DueJobs,
+//	                          NextDue and StaleOnce, read by the
+//	                          scheduler's loop again and again, leave out
+//	                          a shard that is unavailable or slower than a
+//	                          second (a failover), which holds back only
+//	                          its own jobs until the next read
 //	once-only claim           its subject's shard: the second field of its
 //	                          identity kind:subject:…, the whole identity
 //	                          when it has no second field; so a cron fire

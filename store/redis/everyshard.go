@@ -3,8 +3,11 @@ package redis
 import (
 	"context"
 	"sync"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/heraldgw/herald/internal/errs"
 )
 
 // Reads of every shard, and ids found by asking every shard.
@@ -18,6 +21,9 @@ import (
 // asking every shard in one pipeline whether the id's key is there. The
 // answer is remembered: such keys never move, so a shard once found
 // stays the id's.
+
+// shardReads is everyShard or answeringShards.
+type shardReads[T any] func(ctx context.Context, db *DB, read func(ctx context.Context, i int) (T, error)) ([]T, error)
 
 // everyShard calls read for every shard at once (inShards) and returns
 // the answers by shard, or the first error.
@@ -33,6 +39,50 @@ func everyShard[T any](ctx context.Context, db *DB, read func(ctx context.Contex
 	}
 	return out, nil
 }
+
+// answeringShards is everyShard for the reads a loop makes again and
+// again (the due cron jobs, the stale fires): a shard that does not
+// answer, because it is unavailable (its primary is being replaced, or
+// its writes wait for a replica) or not within shardReadBudget, is left
+// out, so that one shard's failover holds back only what is in it; the
+// loop reads it again at its next turn. Any other error, or no shard
+// answering, is the call's error. The one-server layout's one shard is
+// read as everyShard reads it, without a budget.
+func answeringShards[T any](ctx context.Context, db *DB, read func(ctx context.Context, i int) (T, error)) ([]T, error) {
+	if db.shards.count() == 1 {
+		return everyShard(ctx, db, read)
+	}
+	out := make([]T, db.shards.count())
+	failed := make([]error, db.shards.count())
+	err := inShards(ctx, db.shards.all(), func(ctx context.Context, i int) error {
+		sctx, cancel := context.WithTimeout(ctx, shardReadBudget)
+		defer cancel()
+		var err error
+		out[i], err = read(sctx, i)
+		if errs.Is(err, errs.Unavailable) && ctx.Err() == nil {
+			failed[i], err = err, nil
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	for _, err := range failed {
+		if err != nil {
+			n++
+		}
+	}
+	if n == len(failed) {
+		return nil, failed[0]
+	}
+	return out, nil
+}
+
+// shardReadBudget is how long a loop's read waits for a shard: far
+// longer than a read takes, far shorter than a failover, during which a
+// call to the shard waits for the cluster to name its new primary.
+const shardReadBudget = time.Second
 
 // maxLocated bounds the ids remembered; past it they are forgotten all
 // at once and found again as they are asked for.

@@ -160,7 +160,8 @@ func (s onceStore) StaleOnce(ctx context.Context, prefix string, n int) ([]strin
 	if n < 1 {
 		return nil, errs.E(op, errs.Invalid, "stale fires limit %d, want at least 1", n)
 	}
-	parts, err := everyShard(ctx, db, func(ctx context.Context, i int) ([]staleFire, error) {
+	// A shard whose primary is being replaced is read at the next sweep.
+	parts, err := answeringShards(ctx, db, func(ctx context.Context, i int) ([]staleFire, error) {
 		pfx := db.shards.pfx(i)
 		v, err := db.run(ctx, op, scriptOnceStale, []string{onceKey(pfx, "live")}, prefix, n, db.nowArg())
 		if err != nil {

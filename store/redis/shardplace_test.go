@@ -144,3 +144,30 @@ func TestMergeOrdered(t *testing.T) {
 		t.Errorf("mergeOrdered of one empty list = %#v, want empty, not nil", got)
 	}
 }
+
+// TestAnsweringShards: a shard that is unavailable is left out of a
+// loop's read, unless every shard is; any other error fails the read.
+func TestAnsweringShards(t *testing.T) {
+	db := &DB{shards: newLayout("p:", 4)}
+	read := func(fail map[int]errs.Code) func(context.Context, int) (int, error) {
+		return func(_ context.Context, i int) (int, error) {
+			if c, ok := fail[i]; ok {
+				return 0, errs.E("test", c, "shard %d", i)
+			}
+			return i + 1, nil
+		}
+	}
+	ctx := context.Background()
+	if got, err := answeringShards(ctx, db, read(map[int]errs.Code{2: errs.Unavailable})); err != nil || !slices.Equal(got, []int{1, 2, 0, 4}) {
+		t.Errorf("with shard 2 unavailable = %v, %v; want [1 2 0 4]", got, err)
+	}
+	if _, err := answeringShards(ctx, db, read(map[int]errs.Code{0: errs.Unavailable, 1: errs.Unavailable, 2: errs.Unavailable, 3: errs.Unavailable})); !errs.Is(err, errs.Unavailable) {
+		t.Errorf("with every shard unavailable: %v, want Unavailable", err)
+	}
+	if _, err := answeringShards(ctx, db, read(map[int]errs.Code{1: errs.Internal})); !errs.Is(err, errs.Internal) {
+		t.Errorf("with shard 1 failing Internal: %v, want Internal", err)
+	}
+	if _, err := everyShard(ctx, db, read(map[int]errs.Code{2: errs.Unavailable})); !errs.Is(err, errs.Unavailable) {
+		t.Errorf("everyShard with shard 2 unavailable: %v, want Unavailable", err)
+	}
+}
