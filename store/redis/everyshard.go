@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -14,13 +13,12 @@ import (
 //
 // A list over a cluster-wide index (every cron job, the due jobs, the
 // pending approvals) reads each shard's part, all at once, and merges.
-// An id a domain makes (a kanban card's, an approval's, a cron run's)
-// carries no shard: its keys are written where the store chose by
-// something else (the card's board, the approval's conversation, the
-// run's job), and a call that names only the id finds the shard by
-// asking every shard in one pipeline whether the id's key is there. The
-// answer is remembered: such keys never move, so a shard once found
-// stays the id's.
+// An id a domain makes (an approval's, a cron run's) carries no shard:
+// its keys are written where the store chose by something else (the
+// approval's conversation, the run's job), and a call that names only
+// the id finds the shard by asking every shard in one pipeline whether
+// the id's key is there. The answer is remembered (a shardMemo): such
+// keys never move, so a shard once found stays the id's.
 
 // shardReads is everyShard or answeringShards.
 type shardReads[T any] func(ctx context.Context, db *DB, read func(ctx context.Context, i int) (T, error)) ([]T, error)
@@ -84,36 +82,9 @@ func answeringShards[T any](ctx context.Context, db *DB, read func(ctx context.C
 // call to the shard waits for the cluster to name its new primary.
 const shardReadBudget = time.Second
 
-// maxLocated bounds the ids remembered; past it they are forgotten all
-// at once and found again as they are asked for.
-const maxLocated = 1 << 16
-
-// locator remembers the shards ids were found in, by a key naming the
-// id's kind and the id.
-type locator struct {
-	mu sync.Mutex
-	m  map[string]int
-}
-
-func (l *locator) get(key string) (int, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	i, ok := l.m[key]
-	return i, ok
-}
-
-func (l *locator) put(key string, i int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.m == nil || len(l.m) >= maxLocated {
-		l.m = make(map[string]int)
-	}
-	l.m[key] = i
-}
-
 // locate is the shard of each of ids whose key (keyOf of a shard's
-// prefix and the id) exists there: remembered, else asked of every shard
-// in one pipeline. An id found nowhere is left out. In the one-server
+// prefix and the id) exists there: remembered (db.located, a shardMemo),
+// else asked of every shard in one pipeline. An id found nowhere is left out. In the one-server
 // layout every id is shard 0's, unasked, found or not. kind names the
 // ids' family in what is remembered.
 func (db *DB) locate(ctx context.Context, op, kind string, ids []string, keyOf func(pfx, id string) string) (map[string]int, error) {
