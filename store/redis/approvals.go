@@ -14,29 +14,40 @@ import (
 	"github.com/heraldgw/herald/internal/errs"
 )
 
-// approvalStore is the DB seen as an approvals.Store. Its keys:
+// approvalStore is the DB seen as an approvals.Store. Its keys, after
+// the prefix C of the shard of the approval's conversation (convPfx; P
+// itself in the one-server layout):
 //
-//	Pappr:a:<id>              hash: b the approval as asked (encoded,
+//	Cappr:a:<id>              hash: b the approval as asked (encoded,
 //	                          pending), ct its conversation's tag, k its
 //	                          key, and once decided d the decision, by who
 //	                          decided, at when (Unix ns), m the question's
 //	                          message id ('' to keep b's)
-//	P{<conv>}:apprp           sorted set of the conversation's pending
+//	C{<conv>}:apprp           sorted set of the conversation's pending
 //	                          approvals, by sequence
-//	P{<conv>}:apprd           sorted set of its decided approvals, by
+//	C{<conv>}:apprd           sorted set of its decided approvals, by
 //	                          decision ms
-//	Pappr:pending             sorted set of every pending approval, by
-//	                          sequence
-//	Pappr:decided             sorted set of every decided approval, by
-//	                          decision ms
-//	Pappr:seq                 the sequence counter (the order of asking)
-//	P{<conv>}:grants:<session> hash: pattern → the session's grant, encoded
+//	Cappr:pending             sorted set of the shard's pending approvals,
+//	                          by sequence
+//	Cappr:decided             sorted set of the shard's decided approvals,
+//	                          by decision ms
+//	Cappr:seq                 the shard's sequence counter (the order of
+//	                          asking)
+//	C{<conv>}:grants:<session> hash: pattern → the session's grant, encoded
 //	Pappr:always              hash: pattern → an always grant, encoded
 //
 // A question and its expiry of the earlier ones under its key is one
 // appr_create call, a decision one appr_decide, which decides only a
-// pending approval; a list is one appr_read. A grant is one HSET, a
-// revoke one HDEL.
+// pending approval; a list is one appr_read a shard. A grant is one
+// HSET, a revoke one HDEL.
+//
+// An approval's id is the approver's (a random one), which does not
+// name its conversation: Approval, Decide and SetMessage find its shard
+// by asking every shard (everyshard.go) and remember it, and in the
+// sharded layout CreateApproval asks too, so that an id any shard holds
+// is a Conflict. The lists of every conversation read every shard and
+// merge: the pending by when they were asked (each shard's in its order
+// of asking), the decided by decision time, newest first.
 type approvalStore struct{ db *DB }
 
 var _ approvals.Store = approvalStore{}
@@ -44,16 +55,39 @@ var _ approvals.Store = approvalStore{}
 // Approvals returns the store of approvals and grants.
 func (db *DB) Approvals() approvals.Store { return approvalStore{db: db} }
 
-// apprKey is one of the approvals' shared keys: Pappr:<suffix>.
-func (db *DB) apprKey(suffix string) string { return db.prefix + "appr:" + suffix }
+// apprKey is one of the approvals' keys of the shard whose prefix is
+// pfx: <pfx>appr:<suffix>.
+func apprKey(pfx, suffix string) string { return pfx + "appr:" + suffix }
+
+// apprConvKey is one of a conversation's approval keys, in its shard.
+func (db *DB) apprConvKey(conv, suffix string) string {
+	return db.convPfx(conv) + "{" + convTag(conv) + "}:" + suffix
+}
+
+// kindApproval names the approvals' ids among those locate remembers.
+const kindApproval = "appr:"
+
+// approvalKey is the key locate looks for: an approval's hash.
+func approvalKey(pfx, id string) string { return apprKey(pfx, "a:"+id) }
 
 // grantsKey is the hash of a scope's grants: a session's, or (both
 // empty) the always grants.
 func (db *DB) grantsKey(conv, session string) string {
 	if conv == "" {
-		return db.apprKey("always")
+		return apprKey(db.prefix, "always")
 	}
-	return db.convKey(convTag(conv), "grants:"+session)
+	return db.apprConvKey(conv, "grants:"+session)
+}
+
+// approvalShard is the shard approval id is in; false when no shard
+// has it (in the one-server layout: always shard 0, unasked).
+func (db *DB) approvalShard(ctx context.Context, op, id string) (int, bool, error) {
+	at, err := db.locate(ctx, op, kindApproval, []string{id}, approvalKey)
+	if err != nil {
+		return 0, false, err
+	}
+	i, ok := at[id]
+	return i, ok, nil
 }
 
 func (s approvalStore) CreateApproval(ctx context.Context, a approvals.Approval) error {
@@ -66,18 +100,31 @@ func (s approvalStore) CreateApproval(ctx context.Context, a approvals.Approval)
 	if err != nil {
 		return errs.Wrap(op, errs.Invalid, err)
 	}
-	tag := convTag(a.Conv)
+	shard := db.shards.of(a.Conv)
+	if db.shards.sharded() {
+		// Its id in another shard would not be seen by the script.
+		if i, ok, err := db.approvalShard(ctx, op, a.ID); err != nil {
+			return err
+		} else if ok && i != shard {
+			return errs.E(op, errs.Conflict, "approval %q exists", a.ID)
+		}
+	}
+	pfx, tag := db.shards.pfx(shard), convTag(a.Conv)
 	v, err := db.run(ctx, op, scriptApprCreate,
-		[]string{db.apprKey("a:" + a.ID), db.convKey(tag, "apprp"), db.apprKey("pending"),
-			db.convKey(tag, "apprd"), db.apprKey("decided"), db.apprKey("seq")},
-		db.prefix, a.ID, tag, a.Key, body, string(approvals.Expired), nsArg(a.CreatedAt), a.CreatedAt.UnixMilli())
+		[]string{apprKey(pfx, "a:"+a.ID), db.apprConvKey(a.Conv, "apprp"), apprKey(pfx, "pending"),
+			db.apprConvKey(a.Conv, "apprd"), apprKey(pfx, "decided"), apprKey(pfx, "seq")},
+		pfx, a.ID, tag, a.Key, body, string(approvals.Expired), nsArg(a.CreatedAt), a.CreatedAt.UnixMilli())
 	if err != nil {
 		return err
 	}
 	if len(v) > 0 && str(v[0]) == "CONFLICT" {
 		return errs.E(op, errs.Conflict, "approval %q exists", a.ID)
 	}
-	return status(op, v)
+	if err := status(op, v); err != nil {
+		return err
+	}
+	db.remember(kindApproval, a.ID, shard)
+	return nil
 }
 
 func (s approvalStore) Approval(ctx context.Context, id string) (approvals.Approval, error) {
@@ -86,7 +133,14 @@ func (s approvalStore) Approval(ctx context.Context, id string) (approvals.Appro
 	if err := db.check(op); err != nil {
 		return approvals.Approval{}, err
 	}
-	v, err := db.client.HMGet(ctx, db.apprKey("a:"+id), "b", "d", "by", "at", "m").Result()
+	i, ok, err := db.approvalShard(ctx, op, id)
+	if err != nil {
+		return approvals.Approval{}, err
+	}
+	if !ok {
+		return approvals.Approval{}, errs.E(op, errs.NotFound, "no approval %q", id)
+	}
+	v, err := db.client.HMGet(ctx, approvalKey(db.shards.pfx(i), id), "b", "d", "by", "at", "m").Result()
 	if err != nil {
 		return approvals.Approval{}, db.fail(op, err)
 	}
@@ -102,9 +156,17 @@ func (s approvalStore) Decide(ctx context.Context, id string, d approvals.Decisi
 	if err := approvals.CheckDecide(op, id, d); err != nil {
 		return approvals.Approval{}, err
 	}
+	i, ok, err := db.approvalShard(ctx, op, id)
+	if err != nil {
+		return approvals.Approval{}, err
+	}
+	if !ok {
+		return approvals.Approval{}, errs.E(op, errs.NotFound, "no approval %q", id)
+	}
+	pfx := db.shards.pfx(i)
 	v, err := db.run(ctx, op, scriptApprDecide,
-		[]string{db.apprKey("a:" + id), db.apprKey("pending"), db.apprKey("decided")},
-		db.prefix, id, string(d), by, nsArg(at), at.UnixMilli(), message)
+		[]string{apprKey(pfx, "a:"+id), apprKey(pfx, "pending"), apprKey(pfx, "decided")},
+		pfx, id, string(d), by, nsArg(at), at.UnixMilli(), message)
 	if err != nil {
 		return approvals.Approval{}, err
 	}
@@ -134,7 +196,14 @@ func (s approvalStore) SetMessage(ctx context.Context, id, message string) error
 	}
 	// An approval is never removed, so one that exists now still does
 	// when m is set: no script is needed to keep a stray hash out.
-	key := db.apprKey("a:" + id)
+	i, ok, err := db.approvalShard(ctx, op, id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errs.E(op, errs.NotFound, "no approval %q", id)
+	}
+	key := approvalKey(db.shards.pfx(i), id)
 	n, err := db.client.Exists(ctx, key).Result()
 	if err != nil {
 		return db.fail(op, err)
@@ -147,25 +216,48 @@ func (s approvalStore) SetMessage(ctx context.Context, id, message string) error
 
 func (s approvalStore) PendingApprovals(ctx context.Context, conv string) ([]approvals.Approval, error) {
 	const op = "redis.approvals.PendingApprovals"
-	index := s.db.apprKey("pending")
+	db := s.db
 	if conv != "" {
-		index = s.db.convKey(convTag(conv), "apprp")
+		return s.read(ctx, op, db.convPfx(conv), db.apprConvKey(conv, "apprp"), false, 0)
 	}
-	return s.read(ctx, op, index, false, 0)
+	parts, err := everyShard(ctx, db, func(ctx context.Context, i int) ([]approvals.Approval, error) {
+		pfx := db.shards.pfx(i)
+		return s.read(ctx, op, pfx, apprKey(pfx, "pending"), false, 0)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return mergeOrdered(parts, func(a, b approvals.Approval) bool { return a.CreatedAt.Before(b.CreatedAt) }), nil
 }
 
 func (s approvalStore) Decided(ctx context.Context, conv string, n int) ([]approvals.Approval, error) {
 	const op = "redis.approvals.Decided"
-	index := s.db.apprKey("decided")
+	db := s.db
 	if conv != "" {
-		index = s.db.convKey(convTag(conv), "apprd")
+		return s.read(ctx, op, db.convPfx(conv), db.apprConvKey(conv, "apprd"), true, n)
 	}
-	return s.read(ctx, op, index, true, n)
+	parts, err := everyShard(ctx, db, func(ctx context.Context, i int) ([]approvals.Approval, error) {
+		pfx := db.shards.pfx(i)
+		return s.read(ctx, op, pfx, apprKey(pfx, "decided"), true, n)
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Newest first, as one index orders them: by decision ms, then id.
+	out := mergeOrdered(parts, func(a, b approvals.Approval) bool {
+		am, bm := a.DecidedAt.UnixMilli(), b.DecidedAt.UnixMilli()
+		return am > bm || (am == bm && a.ID > b.ID)
+	})
+	if n > 0 && len(out) > n {
+		out = out[:n]
+	}
+	return out, nil
 }
 
-// read runs appr_read on index, from its highest score down when
-// newest, at most n approvals (0 or less: all).
-func (s approvalStore) read(ctx context.Context, op, index string, newest bool, n int) ([]approvals.Approval, error) {
+// read runs appr_read on index of the shard whose prefix is pfx, from
+// its highest score down when newest, at most n approvals (0 or less:
+// all).
+func (s approvalStore) read(ctx context.Context, op, pfx, index string, newest bool, n int) ([]approvals.Approval, error) {
 	db := s.db
 	rev, last := "0", int64(-1)
 	if newest {
@@ -174,7 +266,7 @@ func (s approvalStore) read(ctx context.Context, op, index string, newest bool, 
 	if n > 0 {
 		last = int64(n) - 1
 	}
-	v, err := db.run(ctx, op, scriptApprRead, []string{index}, db.prefix, rev, last)
+	v, err := db.run(ctx, op, scriptApprRead, []string{index}, pfx, rev, last)
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,19 @@ func jobArgs(op string, j *cronjobs.Job) ([]any, error) {
 	return []any{strconv.FormatInt(j.Version, 10), next, body, due}, nil
 }
 
+// firePfx is the prefix of the shard a fire of job lives in, with the
+// job: a fire's claim is in its subject's shard (onceShard), and the
+// fires of a job are named cron:<job>:…, so a fire of another name, whose
+// claim would be in another shard, is refused (Invalid) in the sharded
+// layout.
+func (db *DB) firePfx(op, fire, job string) (string, error) {
+	i := db.shards.of(job)
+	if db.onceShard(fire) != i {
+		return "", errs.E(op, errs.Invalid, "fire %q is not named after job %q (cron:<job>:<when>)", fire, job)
+	}
+	return db.shards.pfx(i), nil
+}
+
 func (s cronStore) StartFire(ctx context.Context, in cronjobs.FireStart) (cronjobs.FireStarted, error) {
 	const op = "redis.cron.StartFire"
 	db := s.db
@@ -46,14 +59,18 @@ func (s cronStore) StartFire(ctx context.Context, in cronjobs.FireStart) (cronjo
 		}
 	}
 	job := in.Run.Job
-	args := []any{db.prefix, in.Fire, in.Owner, durMS(in.TTL), db.nowArg(), job}
+	pfx, err := db.firePfx(op, in.Fire, job)
+	if err != nil {
+		return out, err
+	}
+	args := []any{pfx, in.Fire, in.Owner, durMS(in.TTL), db.nowArg(), job}
 	args = append(args, ja...)
 	args = append(args, in.Run.ID, in.Run.StartedAt.UnixMilli(), run, cronjobs.KeepRuns)
 	v, err := db.run(ctx, op, scriptCronFireStart,
 		[]string{
-			db.onceKey("f:" + in.Fire), db.onceKey("live"), db.onceKey("token"),
-			db.cronKey("j:" + job), db.cronKey("due"),
-			db.cronKey("r:" + in.Run.ID), db.cronKey("runs:" + job),
+			onceKey(pfx, "f:"+in.Fire), onceKey(pfx, "live"), onceKey(pfx, "token"),
+			cronKey(pfx, "j:"+job), cronKey(pfx, "due"),
+			cronKey(pfx, "r:"+in.Run.ID), cronKey(pfx, "runs:"+job),
 		},
 		args...)
 	if err != nil {
@@ -106,14 +123,18 @@ func (s cronStore) EndFire(ctx context.Context, in cronjobs.FireEnd) (cronjobs.J
 	}
 	job := in.Run.Job
 	c := in.Claim
-	args := []any{db.prefix, c.Name, c.Token, db.windowArg(), db.nowArg(), job}
+	pfx, err := db.firePfx(op, c.Name, job)
+	if err != nil {
+		return cronjobs.Job{}, err
+	}
+	args := []any{pfx, c.Name, c.Token, db.windowArg(), db.nowArg(), job}
 	args = append(args, ja...)
 	args = append(args, in.Run.ID, in.Run.StartedAt.UnixMilli(), body, cronjobs.KeepRuns)
 	v, err := db.run(ctx, op, scriptCronFireEnd,
 		[]string{
-			db.onceKey("f:" + c.Name), db.onceKey("live"),
-			db.cronKey("j:" + job), db.cronKey("due"),
-			db.cronKey("r:" + in.Run.ID), db.cronKey("runs:" + job),
+			onceKey(pfx, "f:"+c.Name), onceKey(pfx, "live"),
+			cronKey(pfx, "j:"+job), cronKey(pfx, "due"),
+			cronKey(pfx, "r:"+in.Run.ID), cronKey(pfx, "runs:"+job),
 		},
 		args...)
 	if err != nil {

@@ -413,6 +413,54 @@
 // now for these platforms, oldest first" directly; a stream would need its
 // entries re-added for every delay.
 //
+// Cron jobs, once-only claims, kanban boards and approvals list their
+// keys in their files (cron.go, once.go, kanban.go, approvals.go), after
+// P in the one-server layout. In the sharded layout (shards.go) each key
+// is after the prefix of the shard it lives in:
+//
+//	cron job, its runs        the job's shard, pfxOf(job id); the index of
+//	                          every job and the due index are one per
+//	                          shard: Jobs, DueJobs (merged by due time,
+//	                          then id, up to the limit) and NextDue read
+//	                          every shard at once; Run, given a run id
+//	                          only, asks every shard which holds it
+//	                          (everyshard.go) and remembers; DueJobs,
+//	                          NextDue and StaleOnce, read by the
+//	                          scheduler's loop again and again, leave out
+//	                          a shard that is unavailable or slower than a
+//	                          second (a failover), which holds back only
+//	                          its own jobs until the next read
+//	once-only claim           its subject's shard: the second field of its
+//	                          identity kind:subject:…, the whole identity
+//	                          when it has no second field; so a cron fire
+//	                          (cron:<job>:<when>) is in its job's shard
+//	                          and cron_fire_start and cron_fire_end claim
+//	                          and write the job in one slot (a fire not
+//	                          named after its job is refused there); the
+//	                          index of live fires and the token counter
+//	                          are one per shard, and StaleOnce reads every
+//	                          shard and merges by claim expiry
+//	kanban, all of it         one shard, of("kanban"): a change may write
+//	                          cards and events of several boards at once,
+//	                          and a card's id does not name its board, so
+//	                          boards spread over shards would cut changes
+//	                          in two and cost every call by a card's id a
+//	                          lookup; kanban's traffic is small beside the
+//	                          conversations' (kanban.go)
+//	approval                  its conversation's shard, convPfx(conv), with
+//	                          the conversation's indexes of its approvals
+//	                          and its sessions' grants; the indexes of
+//	                          every pending and every decided approval and
+//	                          the sequence counter are one per shard, read
+//	                          every shard and merged (the pending by when
+//	                          asked, the decided newest first); an id,
+//	                          the approver's, is found by asking every
+//	                          shard (everyshard.go) and remembered, and
+//	                          asked for before a create, so that a taken
+//	                          id is a Conflict; the always grants are one
+//	                          hash, Pappr:always, outside the shards (one
+//	                          key, read and written alone)
+//
 // Scripts: the Lua files in lua/ are the functions of one library, loaded
 // with FUNCTION LOAD at Open (again if the server lost it) and called with
 // FCALL; see scripts.go. The two ownership lease scripts are the

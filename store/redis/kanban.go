@@ -16,29 +16,42 @@ import (
 	"github.com/heraldgw/herald/kanban"
 )
 
-// kanbanStore is the DB seen as a kanban.Store. Its keys:
+// kanbanStore is the DB seen as a kanban.Store. Its keys, after the
+// prefix K of the kanban shard (P itself in the one-server layout):
 //
-//	Pkb:boards            hash: slug → the encoded board
-//	Pkb:c:<id>            hash: v version, j the encoded card (without its
+//	Kkb:boards            hash: slug → the encoded board
+//	Kkb:c:<id>            hash: v version, j the encoded card (without its
 //	                      links), b board, s status, k idempotency key
-//	Pkb:st:<board>:<s>    set of the board's cards in status s
-//	Pkb:key:<board>       hash: idempotency key → card id
-//	Pkb:p:<id>, Pkb:ch:<id>  sets of a card's parents, children
-//	Pkb:cm:<card>         list of the card's encoded comments, oldest first
-//	Pkb:att:<card>        hash: name → the encoded attachment
-//	Pkb:r:<run>           the encoded run
-//	Pkb:runs:<card>       sorted set of the card's runs, by start ms
-//	Pkb:ev:<board>        stream of the board's events (field e); the
+//	Kkb:st:<board>:<s>    set of the board's cards in status s
+//	Kkb:key:<board>       hash: idempotency key → card id
+//	Kkb:p:<id>, Kkb:ch:<id>  sets of a card's parents, children
+//	Kkb:cm:<card>         list of the card's encoded comments, oldest first
+//	Kkb:att:<card>        hash: name → the encoded attachment
+//	Kkb:r:<run>           the encoded run
+//	Kkb:runs:<card>       sorted set of the card's runs, by start ms
+//	Kkb:ev:<board>        stream of the board's events (field e); the
 //	                      entry ids are the cursors
-//	Pkb:evc:<card>        list of the card's events' cursors
-//	Pkb:sub:<id>          hash: v version, j encoding, b board
-//	Pkb:subs              sorted set of every subscription id (scored 0)
-//	Pkb:lane:<name>       hash: v version, j the encoded kanban.LaneState, b ''
+//	Kkb:evc:<card>        list of the card's events' cursors
+//	Kkb:sub:<id>          hash: v version, j encoding, b board
+//	Kkb:subs              sorted set of every subscription id (scored 0)
+//	Kkb:lane:<name>       hash: v version, j the encoded kanban.LaneState, b ''
 //	                      (written by kb_sub_put, as a subscription is)
-//	Pkb:lanes             sorted set of every lane with a state (scored 0)
+//	Kkb:lanes             sorted set of every lane with a state (scored 0)
 //
 // A change is one kb_apply call, which checks every version it is given
 // before it writes anything.
+//
+// In the sharded layout every kanban key is in one shard, the kanban
+// shard, of(kbShardName). kanban.Store lets a change write cards and
+// events of several boards at once, all or nothing, and names a card by
+// an id the package makes (kanban.NewCardID) that says nothing of its
+// board; with the boards spread over shards, such a change could not be
+// one script, and every call given a card's id would first have to ask
+// every shard where the card is. Kept in one shard, kanban behaves as on
+// one server, with no lookup and no refusal that depends on where the
+// boards hash. What it costs is that one primary serves all of kanban,
+// whose traffic is small beside the conversations' (a card's cycle is a
+// handful of calls, paced by the agents that work it).
 type kanbanStore struct{ db *DB }
 
 var _ kanban.Store = kanbanStore{}
@@ -46,8 +59,15 @@ var _ kanban.Store = kanbanStore{}
 // Kanban returns the store of kanban boards.
 func (db *DB) Kanban() kanban.Store { return kanbanStore{db: db} }
 
-// kbKey is one of the kanban keys: Pkb:<suffix>.
-func (db *DB) kbKey(suffix string) string { return db.prefix + "kb:" + suffix }
+// kbShardName is the name whose shard holds every kanban key.
+const kbShardName = "kanban"
+
+// kbShard is the kanban shard.
+func (db *DB) kbShard() int { return db.shards.of(kbShardName) }
+
+// kbKey is one of the kanban keys: Kkb:<suffix>, K the kanban shard's
+// prefix.
+func (db *DB) kbKey(suffix string) string { return db.shards.pfx(db.kbShard()) + "kb:" + suffix }
 
 func (s kanbanStore) Now(ctx context.Context) (time.Time, error) {
 	return s.db.now(ctx, "redis.kanban.Now")
@@ -149,7 +169,7 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 	if err := s.fillTimes(ctx, &c); err != nil {
 		return nil, err
 	}
-	args := []any{db.prefix, stamp, len(c.Cards)}
+	args := []any{db.shards.pfx(db.kbShard()), stamp, len(c.Cards)}
 	for _, w := range c.Cards {
 		k := w.Card
 		body, err := encodeKbCard(op, k)
@@ -202,7 +222,7 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 		}
 		args = append(args, e.Board, e.Card, marked(stamp, b))
 	}
-	v, err := db.run(ctx, op, scriptKbApply, nil, args...)
+	v, err := db.runIn(ctx, op, scriptKbApply, db.kbShard(), nil, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -375,7 +395,8 @@ func (s kanbanStore) Cards(ctx context.Context, q kanban.Query) ([]kanban.Card, 
 // read runs kb_read and decodes its cards.
 func (s kanbanStore) read(ctx context.Context, op, mode string, args ...any) ([]kanban.Card, error) {
 	db := s.db
-	v, err := db.run(ctx, op, scriptKbRead, nil, append([]any{db.prefix, mode}, args...)...)
+	i := db.kbShard()
+	v, err := db.runIn(ctx, op, scriptKbRead, i, nil, append([]any{db.shards.pfx(i), mode}, args...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -542,7 +563,7 @@ func (s kanbanStore) PutSubscription(ctx context.Context, sub kanban.Subscriptio
 func (s kanbanStore) Subscriptions(ctx context.Context, board string) ([]kanban.Subscription, error) {
 	const op = "redis.kanban.Subscriptions"
 	db := s.db
-	v, err := db.run(ctx, op, scriptKbSubRead, []string{db.kbKey("subs")}, db.prefix, board)
+	v, err := db.run(ctx, op, scriptKbSubRead, []string{db.kbKey("subs")}, db.shards.pfx(db.kbShard()), board)
 	if err != nil {
 		return nil, err
 	}
@@ -629,7 +650,7 @@ func (s kanbanStore) PutLane(ctx context.Context, l kanban.LaneState) (kanban.La
 func (s kanbanStore) Lanes(ctx context.Context) ([]kanban.LaneState, error) {
 	const op = "redis.kanban.Lanes"
 	db := s.db
-	v, err := db.run(ctx, op, scriptKbLaneRead, []string{db.kbKey("lanes")}, db.prefix)
+	v, err := db.run(ctx, op, scriptKbLaneRead, []string{db.kbKey("lanes")}, db.shards.pfx(db.kbShard()))
 	if err != nil {
 		return nil, err
 	}

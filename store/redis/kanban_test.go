@@ -8,6 +8,7 @@ import (
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/sessions"
+	"github.com/heraldgw/herald/store/storetest"
 )
 
 // TestKanbanStampedByTheServer checks kb_apply's stamping with the
@@ -15,10 +16,25 @@ import (
 // Go): each instant of 1970 becomes the server's time plus its offset,
 // fractions and offsets past a month included, the run's score with it;
 // other instants and a text that reads as an instant are kept; Apply's
-// events carry the same time.
+// events carry the same time. In both layouts: the sharded one writes
+// them in the kanban shard.
 func TestKanbanStampedByTheServer(t *testing.T) {
+	for _, tc := range []struct {
+		desc  string
+		place func(*testkit.Redis) storetest.Place
+	}{
+		{"one server", func(r *testkit.Redis) storetest.Place { return place{r} }},
+		{"sharded", func(r *testkit.Redis) storetest.Place { return shardedPlace{place{r}} }},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			p := tc.place(testkit.StartRedis(t))
+			kanbanStampedByTheServer(t, p.Open(t, nil, sessions.Limits{}).(*DB))
+		})
+	}
+}
+
+func kanbanStampedByTheServer(t *testing.T, db *DB) {
 	ctx := context.Background()
-	db := openDB(t, testkit.StartRedis(t), nil, sessions.Limits{})
 	st := db.Kanban()
 	base := kanban.StampBase
 	scheduled := time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)

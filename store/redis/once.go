@@ -1,20 +1,29 @@
 package redis
 
 import (
+	"cmp"
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/lease"
 )
 
-// onceStore is the DB seen as a lease.OnceStore. Its keys:
+// onceStore is the DB seen as a lease.OnceStore. Its keys, after the
+// prefix S of the fire's shard (onceShard; P itself in the one-server
+// layout):
 //
-//	Ponce:f:<id>  hash: o owner, tok claim token, exp claim expiry ms, and
+//	Sonce:f:<id>  hash: o owner, tok claim token, exp claim expiry ms, and
 //	              once done du: until when it counts as done (ms); the key
 //	              expires with that window
-//	Ponce:live    sorted set of the fires not done, by claim expiry ms
-//	Ponce:token   the claim token counter
+//	Sonce:live    sorted set of the shard's fires not done, by claim expiry ms
+//	Sonce:token   the shard's claim token counter
+//
+// A fire's tokens come from its shard's counter, so each is above every
+// earlier claim's of the same fire. StaleOnce reads every shard's live
+// index and merges; RenewOnce renews each shard's claims in one call.
 type onceStore struct{ db *DB }
 
 var _ lease.OnceStore = onceStore{}
@@ -22,8 +31,23 @@ var _ lease.OnceStore = onceStore{}
 // Once returns the store of once-only claims on fires.
 func (db *DB) Once() lease.OnceStore { return onceStore{db: db} }
 
-// onceKey is one of the once-only claim keys: Ponce:<suffix>.
-func (db *DB) onceKey(suffix string) string { return db.prefix + "once:" + suffix }
+// onceKey is one of the once-only claim keys of the shard whose prefix
+// is pfx: <pfx>once:<suffix>.
+func onceKey(pfx, suffix string) string { return pfx + "once:" + suffix }
+
+// onceShard is the shard a fire's claim lives in: that of its subject,
+// the second field of an identity kind:subject:…, so that the fires of
+// one cron job (cron:<job>:<when>) are in the job's shard, where
+// cronfire.go claims a fire in the call that writes the job. An identity
+// without two fields is its own subject.
+func (db *DB) onceShard(id string) int {
+	_, rest, ok := strings.Cut(id, ":")
+	subject, _, ok2 := strings.Cut(rest, ":")
+	if !ok || !ok2 || subject == "" {
+		return db.shards.of(id)
+	}
+	return db.shards.of(subject)
+}
 
 func (s onceStore) ClaimOnce(ctx context.Context, id, owner string, ttl time.Duration) (lease.Claim, lease.OnceState, error) {
 	const op = "redis.once.ClaimOnce"
@@ -31,8 +55,9 @@ func (s onceStore) ClaimOnce(ctx context.Context, id, owner string, ttl time.Dur
 	if err := lease.CheckClaimOnce(op, id, owner, ttl); err != nil {
 		return lease.Claim{}, "", err
 	}
+	pfx := db.shards.pfx(db.onceShard(id))
 	v, err := db.run(ctx, op, scriptOnceClaim,
-		[]string{db.onceKey("f:" + id), db.onceKey("live"), db.onceKey("token")},
+		[]string{onceKey(pfx, "f:"+id), onceKey(pfx, "live"), onceKey(pfx, "token")},
 		id, owner, durMS(ttl), db.nowArg())
 	if err != nil {
 		return lease.Claim{}, "", err
@@ -60,12 +85,30 @@ func (s onceStore) RenewOnce(ctx context.Context, claims []lease.Claim, ttl time
 	if len(claims) == 0 {
 		return nil, nil
 	}
+	byShard := make([][]lease.Claim, db.shards.count())
+	for _, c := range claims {
+		i := db.onceShard(c.Name)
+		byShard[i] = append(byShard[i], c)
+	}
+	held, err := everyShard(ctx, db, func(ctx context.Context, i int) ([]lease.Claim, error) {
+		return s.renew(ctx, op, i, byShard[i], ttl)
+	})
+	return slices.Concat(held...), err
+}
+
+// renew is RenewOnce of claims, all of shard i.
+func (s onceStore) renew(ctx context.Context, op string, i int, claims []lease.Claim, ttl time.Duration) ([]lease.Claim, error) {
+	db := s.db
+	if len(claims) == 0 {
+		return nil, nil
+	}
+	pfx := db.shards.pfx(i)
 	keys := make([]string, 0, 1+len(claims))
-	keys = append(keys, db.onceKey("live"))
+	keys = append(keys, onceKey(pfx, "live"))
 	args := make([]any, 0, 2+2*len(claims))
 	args = append(args, durMS(ttl), db.nowArg())
 	for _, c := range claims {
-		keys = append(keys, db.onceKey("f:"+c.Name))
+		keys = append(keys, onceKey(pfx, "f:"+c.Name))
 		args = append(args, c.Name, c.Token)
 	}
 	v, err := db.run(ctx, op, scriptOnceRenew, keys, args...)
@@ -89,8 +132,9 @@ func (s onceStore) RenewOnce(ctx context.Context, claims []lease.Claim, ttl time
 func (s onceStore) DoneOnce(ctx context.Context, c lease.Claim) error {
 	const op = "redis.once.DoneOnce"
 	db := s.db
+	pfx := db.shards.pfx(db.onceShard(c.Name))
 	v, err := db.run(ctx, op, scriptOnceDone,
-		[]string{db.onceKey("f:" + c.Name), db.onceKey("live")},
+		[]string{onceKey(pfx, "f:"+c.Name), onceKey(pfx, "live")},
 		c.Name, c.Token, db.windowArg(), db.nowArg())
 	if err != nil {
 		return err
@@ -104,19 +148,45 @@ func (s onceStore) DoneOnce(ctx context.Context, c lease.Claim) error {
 	return status(op, v)
 }
 
+// staleFire is a fire StaleOnce found, with its claim's expiry (ms).
+type staleFire struct {
+	id  string
+	exp int64
+}
+
 func (s onceStore) StaleOnce(ctx context.Context, prefix string, n int) ([]string, error) {
 	const op = "redis.once.StaleOnce"
 	db := s.db
 	if n < 1 {
 		return nil, errs.E(op, errs.Invalid, "stale fires limit %d, want at least 1", n)
 	}
-	v, err := db.run(ctx, op, scriptOnceStale, []string{db.onceKey("live")}, prefix, n, db.nowArg())
+	// A shard whose primary is being replaced is read at the next sweep.
+	parts, err := answeringShards(ctx, db, func(ctx context.Context, i int) ([]staleFire, error) {
+		pfx := db.shards.pfx(i)
+		v, err := db.run(ctx, op, scriptOnceStale, []string{onceKey(pfx, "live")}, prefix, n, db.nowArg())
+		if err != nil {
+			return nil, err
+		}
+		out := make([]staleFire, 0, len(v)/2)
+		for k := 0; k+1 < len(v); k += 2 {
+			out = append(out, staleFire{id: str(v[k]), exp: num(v[k+1])})
+		}
+		return out, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]string, len(v))
-	for i, x := range v {
-		ids[i] = str(x)
+	all := merged(parts)
+	if len(parts) > 1 {
+		// Oldest claim first, equal expiries by id, as in one index.
+		slices.SortFunc(all, func(a, b staleFire) int {
+			return cmp.Or(cmp.Compare(a.exp, b.exp), strings.Compare(a.id, b.id))
+		})
+		all = all[:min(len(all), n)]
+	}
+	ids := make([]string, len(all))
+	for i, f := range all {
+		ids[i] = f.id
 	}
 	return ids, nil
 }

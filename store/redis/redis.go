@@ -78,6 +78,8 @@ type DB struct {
 	dlgIDs shardMemo    // the shards delegation and child ids were found in (delegation.go)
 	dlgSeq atomic.Int64 // the last dispatch sequence made or read (delegation.go)
 
+	located shardMemo // the shards approval and cron run ids were found in (everyshard.go)
+
 	sessions *sessionStore
 	outbox   *outboxStore
 }

@@ -36,3 +36,18 @@ local function cron_run_write(prefix, run, runs, id, job, start, body, keep)
     redis.call('ZREMRANGEBYRANK', runs, '0', int(over - 1))
   end
 end
+
+-- CRONNEW, the write a turn's commit makes of a new job (cronjobs.Create,
+-- createJobOps in cron.go), writes the job at version 1 in both indexes
+-- unless its hash exists: applied a second time, as a write forwarded to
+-- the job's shard may be after a crash, it changes nothing.
+--   a[1] the job's hash, a[2] the index of every job, a[3] the due
+--   index, a[4] the job id, a[5] its encoding, a[6] its due time in ms
+--   or '' when it wants no fire
+WRITE_OPS.CRONNEW = function(a)
+  if redis.call('EXISTS', a[1]) == 1 then
+    return
+  end
+  redis.call('ZADD', a[2], '0', a[4])
+  cron_job_write(a[1], a[3], a[4], '1', a[5], a[6])
+end

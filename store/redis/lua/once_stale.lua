@@ -7,20 +7,22 @@
 -- ARGV[1] the prefix
 -- ARGV[2] limit
 -- ARGV[3] now in ms, or '' for the server's time
--- Returns the fire ids.
+-- Returns, per fire: its id and its claim's expiry (ms).
 local STALE_CHUNK = 256
 local prefix, n = ARGV[1], tonumber(ARGV[2])
 local now = int(now_ms(ARGV[3]))
 local out = {}
 local from = 0
-while #out < n do
-  local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', int(from), int(STALE_CHUNK))
-  for _, id in ipairs(ids) do
-    if #out < n and string.sub(id, 1, #prefix) == prefix then
+while #out < 2 * n do
+  local got = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', int(from), int(STALE_CHUNK))
+  for i = 1, #got, 2 do
+    local id = got[i]
+    if #out < 2 * n and string.sub(id, 1, #prefix) == prefix then
       out[#out + 1] = id
+      out[#out + 1] = got[i + 1]
     end
   end
-  if #ids < STALE_CHUNK then
+  if #got < 2 * STALE_CHUNK then
     break
   end
   from = from + STALE_CHUNK
