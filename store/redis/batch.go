@@ -51,6 +51,9 @@ type batcher struct {
 
 	waitN       int           // replicas each pipeline's writes must reach (WAIT), 0 for none
 	waitTimeout time.Duration // how long a pipeline waits for them
+	waiting     chan struct{} // a slot per pipeline waiting for replicas
+	shortMu     sync.Mutex
+	short       map[string]time.Time // node → until when it counts as short of replicas
 
 	mu     sync.RWMutex // held shared while a call is queued, alone by close
 	closed bool
@@ -60,7 +63,7 @@ type batcher struct {
 
 func newBatcher(client goredis.UniversalClient, waitN int, waitTimeout time.Duration) *batcher {
 	b := &batcher{client: client, calls: make(chan *queuedCall, maxBatch*batchSenders), stop: make(chan struct{}),
-		waitN: waitN, waitTimeout: waitTimeout}
+		waitN: waitN, waitTimeout: waitTimeout, waiting: make(chan struct{}, maxWaiting), short: map[string]time.Time{}}
 	b.cluster, _ = client.(*goredis.ClusterClient)
 	b.wg.Add(batchSenders)
 	for range batchSenders {
@@ -159,10 +162,7 @@ func (b *batcher) send() {
 func (b *batcher) run(batch []*queuedCall) {
 	ctx := context.Background()
 	if b.waitN > 0 {
-		b.runWaited(ctx, batch)
-		for _, c := range batch {
-			close(c.done)
-		}
+		b.runWaited(ctx, batch, 0)
 		return
 	}
 	defer b.reloadOnFailure(ctx, batch)
@@ -188,63 +188,117 @@ func (b *batcher) run(batch []*queuedCall) {
 // place of its reply (its writes may stand, as after a lost reply). WAIT
 // counts the writes of the connection it comes on, so the calls for one
 // node go out as one pipeline on one connection (on a cluster, one per
-// primary, grouped by the slot of each call's first key). A call a node
-// refused as not its own (MOVED, ASK, READONLY, a node down) did not run
-// and goes out again, to the node the cluster names once it has read its
-// slots again.
-func (b *batcher) runWaited(ctx context.Context, batch []*queuedCall) {
-	cmds := make([]goredis.Cmder, len(batch))
-	for i, c := range batch {
-		cmds[i] = c.cmd
-	}
-	for round := 0; len(cmds) > 0; round++ {
-		groups := b.byNode(ctx, cmds)
-		var mu sync.Mutex
-		var again []goredis.Cmder
-		var wg sync.WaitGroup
-		for node, cs := range groups {
-			wg.Go(func() {
-				pipe := node.Pipeline()
-				for _, c := range cs {
-					_ = pipe.Process(ctx, c)
-				}
-				w := goredis.NewIntCmd(ctx, "wait", b.waitN, b.waitTimeout.Milliseconds())
-				_ = pipe.Process(ctx, w)
-				_, _ = pipe.Exec(ctx)
-				for _, c := range cs {
-					switch err := c.Err(); {
-					case redirected(err) && round < 3:
-						mu.Lock()
-						again = append(again, c)
-						mu.Unlock()
-					case (err == nil || err == goredis.Nil) && (w.Err() != nil || w.Val() < int64(b.waitN)):
-						c.SetErr(notReplicated(b.waitN, w))
-					}
-				}
-			})
-		}
-		wg.Wait()
-		if len(again) > 0 && b.cluster != nil {
-			b.cluster.ReloadState(ctx)
-			time.Sleep(time.Duration(round+1) * 50 * time.Millisecond)
-		}
-		cmds = again
+// primary, grouped by the slot of each call's first key).
+//
+// Each node's pipeline runs on its own and answers its calls as soon as
+// it is done, and the sender goes on to the next batch meanwhile (at most
+// maxWaiting pipelines wait at once): a primary whose replica is gone
+// holds back only its own shards' calls, for the WAIT's timeout, not every
+// call behind them. A node found short of replicas is given a short
+// timeout for a moment (shortFor), so that its calls fail fast rather
+// than each waiting the whole timeout while its replica is away.
+func (b *batcher) runWaited(ctx context.Context, batch []*queuedCall, round int) {
+	for node, calls := range b.byNode(ctx, batch) {
+		b.waiting <- struct{}{}
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			defer func() { <-b.waiting }()
+			b.sendWaited(ctx, node, calls, round)
+		}()
 	}
 }
 
-// byNode groups cmds by the primary each goes to: on a cluster by the
-// slot of its first key, else all to the one client. A command whose
-// node is unknown now gets the error saying so.
-func (b *batcher) byNode(ctx context.Context, cmds []goredis.Cmder) map[pipeliner][]goredis.Cmder {
-	out := make(map[pipeliner][]goredis.Cmder, 1)
+// sendWaited sends one node's calls and their WAIT. A call the node
+// refused as not its own (MOVED, ASK, READONLY, a node down) did not run
+// and goes out again, to the node the cluster names once it has read its
+// slots again; every other call is answered.
+func (b *batcher) sendWaited(ctx context.Context, node pipeliner, calls []*queuedCall, round int) {
+	pipe := node.Pipeline()
+	for _, c := range calls {
+		_ = pipe.Process(ctx, c.cmd)
+	}
+	timeout := b.waitTimeout
+	addr := nodeAddr(node)
+	if b.isShort(addr) {
+		timeout = min(timeout, shortWait)
+	}
+	w := goredis.NewIntCmd(ctx, "wait", b.waitN, timeout.Milliseconds())
+	_ = pipe.Process(ctx, w)
+	_, _ = pipe.Exec(ctx)
+	var again []*queuedCall
+	short := w.Err() != nil || w.Val() < int64(b.waitN)
+	for _, c := range calls {
+		switch err := c.cmd.Err(); {
+		case redirected(err) && round < 3:
+			c.cmd.SetErr(nil)
+			again = append(again, c)
+			continue
+		case (err == nil || err == goredis.Nil) && short:
+			c.cmd.SetErr(notReplicated(b.waitN, w))
+		}
+		close(c.done)
+	}
+	if short {
+		b.markShort(addr)
+	}
+	if len(again) > 0 {
+		if b.cluster != nil {
+			b.cluster.ReloadState(ctx)
+		}
+		time.Sleep(time.Duration(round+1) * 50 * time.Millisecond)
+		for node, calls := range b.byNode(ctx, again) {
+			b.sendWaited(ctx, node, calls, round+1)
+		}
+	}
+}
+
+// shortWait is the WAIT timeout of a node found short of replicas within
+// shortFor.
+const (
+	shortWait = 50 * time.Millisecond
+	shortFor  = time.Second
+)
+
+// maxWaiting bounds the pipelines waiting for replicas at once.
+const maxWaiting = 64
+
+func (b *batcher) isShort(addr string) bool {
+	b.shortMu.Lock()
+	defer b.shortMu.Unlock()
+	until, ok := b.short[addr]
+	return ok && time.Now().Before(until)
+}
+
+func (b *batcher) markShort(addr string) {
+	b.shortMu.Lock()
+	defer b.shortMu.Unlock()
+	b.short[addr] = time.Now().Add(shortFor)
+}
+
+// nodeAddr names a node's client, for the record of nodes short of
+// replicas.
+func nodeAddr(node pipeliner) string {
+	if c, ok := node.(*goredis.Client); ok {
+		return c.Options().Addr
+	}
+	return ""
+}
+
+// byNode groups calls by the primary each goes to: on a cluster by the
+// slot of its first key, else all to the one client. A call whose node
+// is unknown now is answered with the error saying so.
+func (b *batcher) byNode(ctx context.Context, calls []*queuedCall) map[pipeliner][]*queuedCall {
+	out := make(map[pipeliner][]*queuedCall, 1)
 	if b.cluster == nil {
-		out[b.client] = cmds
+		out[b.client] = calls
 		return out
 	}
-	for _, c := range cmds {
-		node, err := b.cluster.MasterForKey(ctx, firstKey(c))
+	for _, c := range calls {
+		node, err := b.cluster.MasterForKey(ctx, firstKey(c.cmd))
 		if err != nil {
-			c.SetErr(err)
+			c.cmd.SetErr(err)
+			close(c.done)
 			continue
 		}
 		out[node] = append(out[node], c)
