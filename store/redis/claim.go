@@ -51,9 +51,13 @@ func (db *DB) peekReady(ctx context.Context, op string, n, skip int) ([]readyHea
 	count := db.shards.count()
 	per := make([][]readyHead, count)
 	var now int64
-	// The store's time: the injected clock's, else a server's, read with
-	// the heads.
-	err := together(count+1, func(i int) error {
+	// The store's time, the injected clock's, else a server's, is read
+	// with the heads, as if of a shard count.
+	reads := append(db.shards.all(), count)
+	if skip >= 0 {
+		reads = slices.Delete(reads, skip, skip+1)
+	}
+	err := inShards(ctx, reads, func(ctx context.Context, i int) error {
 		if i == count {
 			if db.clk != nil {
 				now = db.clk.Now().UnixMilli()
@@ -63,9 +67,6 @@ func (db *DB) peekReady(ctx context.Context, op string, n, skip int) ([]readyHea
 			t, err := await(ctx, db.batch, cmd, cmd.Result)
 			now = t.Add(clockSlack).UnixMilli()
 			return err
-		}
-		if i == skip {
-			return nil
 		}
 		cmd := goredis.NewZSliceCmd(ctx, "zrange", readyKey(db.shards.pfx(i)), 0, n-1, "withscores")
 		zs, err := await(ctx, db.batch, cmd, cmd.Result)
@@ -106,17 +107,18 @@ func (s *sessionStore) claimHeads(ctx context.Context, op string, heads []readyH
 		}
 		share[h.shard]++
 	}
-	got := make([][]*sessions.Turn, len(asked))
-	failed := together(len(asked), func(j int) error {
+	got := make([][]*sessions.Turn, s.db.shards.count())
+	failed := inShards(ctx, asked, func(ctx context.Context, i int) error {
 		var err error
-		got[j], err = s.claimIn(ctx, op, asked[j], worker, share[asked[j]], ttl)
+		got[i], err = s.claimIn(ctx, op, i, worker, share[i], ttl)
 		return err
 	})
-	turns := slices.Concat(got...)
+	var turns []*sessions.Turn
 	// A shard that gave less than its share has nothing more due.
 	dry := map[int]bool{}
-	for j, i := range asked {
-		dry[i] = len(got[j]) < share[i]
+	for _, i := range asked {
+		turns = append(turns, got[i]...)
+		dry[i] = len(got[i]) < share[i]
 	}
 	if failed == nil && len(turns) < n {
 		for _, h := range heads {

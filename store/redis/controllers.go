@@ -83,7 +83,7 @@ func (s controllersStore) DueControllers(ctx context.Context, at time.Time, n in
 	// Each shard's soonest n, all read at once, make the soonest n of
 	// all, in the order of one index: by due time, then member.
 	got := make([][]controllers.State, s.db.shards.count())
-	err := s.db.onEveryShard(func(i int) error {
+	err := inShards(ctx, s.db.shards.all(), func(ctx context.Context, i int) error {
 		var err error
 		pfx := s.db.shards.pfx(i)
 		got[i], err = s.read(ctx, op, pfx, pfx+"ctl:due", due, n)

@@ -74,7 +74,7 @@ func (s convStore) read(ctx context.Context, op string, limit int, at, tag, one 
 		return decodeConvs(op, v)
 	}
 	pages := make([][]sessions.ConvSummary, s.db.shards.count())
-	err := s.db.onEveryShard(func(i int) error {
+	err := inShards(ctx, s.db.shards.all(), func(ctx context.Context, i int) error {
 		pfx := s.db.shards.pfx(i)
 		v, err := s.db.run(ctx, op, scriptConvList, []string{activeKey(pfx)}, pfx, limit, s.db.nowArg(), at, tag, "")
 		if err == nil {

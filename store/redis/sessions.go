@@ -404,7 +404,7 @@ func (s *sessionStore) QueueDepth(ctx context.Context, limit int) (int, error) {
 	// Each shard counts up to the limit, all at once; the sum stops at
 	// it too.
 	counts := make([]int, s.db.shards.count())
-	err := s.db.onEveryShard(func(i int) error {
+	err := inShards(ctx, s.db.shards.all(), func(ctx context.Context, i int) error {
 		pfx := s.db.shards.pfx(i)
 		v, err := s.db.run(ctx, op, scriptQDepth, []string{readyKey(pfx)}, pfx, limit)
 		if err != nil {
