@@ -106,58 +106,46 @@ func encodeForward(home string, ops []writeOp) string {
 
 // decodeForward reads a record encodeForward made.
 func decodeForward(op, member string) (forwarded, error) {
-	rest := member
 	bad := errs.E(op, errs.Internal, "an unreadable forwarded write %.60q", member)
-	next := func() (string, bool) {
+	var fields []string
+	for rest := member; rest != ""; {
 		n, tail, ok := strings.Cut(rest, ":")
 		size, err := strconv.Atoi(n)
 		if !ok || err != nil || size < 0 || size > len(tail) {
-			return "", false
+			return forwarded{}, bad
 		}
-		rest = tail[size:]
-		return tail[:size], true
+		fields, rest = append(fields, tail[:size]), tail[size:]
 	}
-	count := func() (int, bool) {
-		s, ok := next()
-		n, err := strconv.Atoi(s)
-		return n, ok && err == nil && n >= 0
-	}
-	f := forwarded{member: member}
-	var ok bool
-	if _, ok = next(); !ok {
-		return f, bad
-	}
-	if f.home, ok = next(); !ok {
-		return f, bad
-	}
-	n, ok := count()
-	if !ok {
-		return f, bad
-	}
-	for range n {
-		var o writeOp
-		if o.cmd, ok = next(); !ok {
-			return f, bad
+	// at reads field k as a count, or -1.
+	at := func(k int) int {
+		if k >= len(fields) {
+			return -1
 		}
-		if o.now, ok = count(); !ok {
-			return f, bad
+		n, err := strconv.Atoi(fields[k])
+		if err != nil || n < 0 {
+			return -1
 		}
-		nargs, ok := count()
-		if !ok {
-			return f, bad
+		return n
+	}
+	if len(fields) < 3 || at(2) < 0 {
+		return forwarded{}, bad
+	}
+	f := forwarded{home: fields[1], member: member}
+	k := 3
+	for range at(2) {
+		now, nargs := at(k+1), at(k+2)
+		if now < 0 || nargs < 0 || k+3+nargs > len(fields) {
+			return forwarded{}, bad
 		}
-		for range nargs {
-			a, ok := next()
-			if !ok {
-				return f, bad
-			}
+		o := writeOp{cmd: fields[k], now: now, home: f.home}
+		for _, a := range fields[k+3 : k+3+nargs] {
 			o.args = append(o.args, a)
 		}
-		o.home = f.home
 		f.ops = append(f.ops, o)
+		k += 3 + nargs
 	}
-	if rest != "" {
-		return f, bad
+	if k != len(fields) {
+		return forwarded{}, bad
 	}
 	return f, nil
 }
