@@ -30,6 +30,9 @@ import (
 // shards' heads first and gives q_finish the oldest due one: the script
 // claims in its own shard only a conversation ready before it, else it
 // answers that the next turn is elsewhere, which is then claimed as
+// above. A commit that claims only when its conversation has entries
+// left (Finish.ClaimIfLeft), which mostly it has not, reads nothing
+// first: the script answers whether to claim, and the claim follows as
 // above.
 
 // readyHead is a member of a shard's ready index.
@@ -213,6 +216,10 @@ func (s *sessionStore) claim(ctx context.Context, op, worker string, n int, ttl 
 	}
 	return s.claimHeads(ctx, op, heads, worker, n, ttl)
 }
+
+// claimAfter, as q_finish's last argument, has it claim nothing but
+// answer ELSEWHERE where it would claim.
+const claimAfter = "*"
 
 // boundArg is q_finish's last argument: the score (ms) of the oldest due
 // member of another shard, which a conversation of the commit's shard

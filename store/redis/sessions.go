@@ -183,7 +183,7 @@ func (s *sessionStore) Release(ctx context.Context, l sessions.Lease) error {
 
 func (s *sessionStore) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
 	const op = "redis.Finish"
-	v, err := s.finish(ctx, op, l, f, "", 0, nil)
+	v, err := s.finish(ctx, op, l, f, "", 0, "")
 	if err != nil {
 		return err
 	}
@@ -197,10 +197,18 @@ func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f s
 	}
 	// q_finish claims in the conversation's shard only (one slot): it
 	// is told the oldest due conversation of the other shards, and
-	// claims only one ready before it (claim.go).
+	// claims only one ready before it (claim.go). Asked to claim only
+	// when the conversation has entries left, which it mostly has not,
+	// it reads no other shard first: it answers whether to claim, and
+	// the claim is a call of its own.
 	var heads []readyHead
+	bound := ""
 	own := s.db.shards.of(l.Conv)
-	if worker != "" && s.db.shards.sharded() {
+	switch {
+	case worker == "" || !s.db.shards.sharded():
+	case f.ClaimIfLeft:
+		bound = claimAfter
+	default:
 		if err := s.db.check(op); err != nil {
 			return nil, err
 		}
@@ -208,8 +216,9 @@ func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f s
 		if heads, err = s.db.peekReady(ctx, op, 1, own); err != nil {
 			return nil, err
 		}
+		bound = boundArg(heads)
 	}
-	v, err := s.finish(ctx, op, l, f, worker, ttl, heads)
+	v, err := s.finish(ctx, op, l, f, worker, ttl, bound)
 	if err != nil {
 		return nil, err
 	}
@@ -218,11 +227,18 @@ func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f s
 	}
 	switch {
 	case len(v) == 3 && str(v[2]) == "ELSEWHERE":
-		// Another shard's conversation is ready longest. Should another
-		// claim take it first, this shard's is next: it goes last.
-		heads = append(heads, readyHead{shard: own, score: math.MaxInt64})
 		// The commit stands whatever this claim meets, so its failure
 		// reads as nothing ready, as a Claim that found nothing would.
+		if bound == claimAfter {
+			if heads, err = s.db.peekReady(ctx, op, 1, -1); err != nil {
+				return nil, nil
+			}
+		} else {
+			// Another shard's conversation is ready longest. Should
+			// another claim take it first, this shard's is next: it
+			// goes last.
+			heads = append(heads, readyHead{shard: own, score: math.MaxInt64})
+		}
 		turns, err := s.claimHeads(ctx, op, heads, worker, 1, ttl)
 		if err != nil || len(turns) == 0 {
 			return nil, nil
@@ -273,10 +289,10 @@ func handOff(op string, f sessions.Finish, v []any) error {
 }
 
 // finish runs q_finish, which also claims the next turn for
-// worker when worker is not empty (one ready before heads[0], the oldest
-// due of another shard, if any), and returns its reply once its status
+// worker when worker is not empty (one ready before bound, as boundArg
+// makes it, or none when bound is claimAfter), and returns its reply once its status
 // is OK, after the writes it forwarded ran at their homes (forward.go).
-func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration, heads []readyHead) ([]any, error) {
+func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration, bound string) ([]any, error) {
 	if err := chat.ValidateConv(op, l.Conv); err != nil {
 		return nil, err
 	}
@@ -331,7 +347,7 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 	for _, w := range fwd {
 		args = append(args, w.member)
 	}
-	args = append(args, boundArg(heads))
+	args = append(args, bound)
 	base, known := s.db.hist.take(l.Conv, l.Token)
 	v, err := s.db.run(ctx, op, scriptQFinish,
 		[]string{convKeyIn(pfx, tag, "state"), readyKey(pfx), convKeyIn(pfx, tag, "hist"), convKeyIn(pfx, tag, "meta"), activeKey(pfx)},

@@ -42,7 +42,8 @@
 -- then the score in ms of the conversation of another shard ready
 --   longest, or '' when no other shard has one ready: a claim takes a
 --   conversation of this shard only when it was ready before it or at
---   the same time
+--   the same time; or '*' to claim none but answer 'ELSEWHERE' where it
+--   would claim
 -- Returns {'LOST'}, {'NOTFOUND'}, or {'OK', handed}, where handed is {}
 -- unless a message was enqueued claimed, else {claim token, expires ms,
 -- enqueued ms, then per outbox message its id and 1 when claimed, else
@@ -51,7 +52,8 @@
 -- message, …}, 1 when it has a session controller's state else 0; or,
 -- when asked to claim and given another shard's conversation, having
 -- claimed none because that one was ready longer or this shard has
--- none ready, then 'ELSEWHERE': the claim is the caller's to make.
+-- none ready, or given '*', then 'ELSEWHERE': the claim is the
+-- caller's to make.
 local prefix, tag, state, ready = ARGV[1], ARGV[2], KEYS[1], KEYS[2]
 local id = ARGV[4]
 local lane, digit = lane_of(id)
@@ -271,6 +273,9 @@ if ARGV[8] == '' or (ARGV[hk + 2] == '1' and not work) then
   return {'OK', handed}
 end
 local bound = ARGV[fw + nf + 1]
+if bound == '*' then
+  return {'OK', handed, 'ELSEWHERE'}
+end
 if bound ~= '' then
   local head = redis.call('ZRANGE', ready, '0', '0', 'WITHSCORES')
   if not head[1] or tonumber(head[2]) > tonumber(bound) then
