@@ -149,3 +149,31 @@ func TestClaimManyAndDepthAcrossShards(t *testing.T) {
 		t.Fatalf("ClaimMany(5) = %d turns, %v; want the one conversation not held, %s", len(more), err, want[3])
 	}
 }
+
+// On the server's clock a claim reads the store's time with the heads
+// (TIME) and finds what is due by it.
+func TestClaimAcrossShardsOnTheServersClock(t *testing.T) {
+	ctx := context.Background()
+	r := testkit.StartRedis(t)
+	db, err := Open(ctx, Options{URL: r.URL(), Prefix: r.Prefix(), Shards: 4})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ss := db.Sessions()
+	c := convsApart(t, db, 2)
+	mustAppend(t, ss, sessions.Inbound{Conv: c[0], Text: "1"})
+	time.Sleep(2 * time.Millisecond)
+	mustAppend(t, ss, sessions.Inbound{Conv: c[1], Text: "1"})
+	turn := mustClaim(t, ss, "w", time.Minute)
+	if turn.Lease.Conv != c[0] {
+		t.Fatalf("Claim took %s, want %s", turn.Lease.Conv, c[0])
+	}
+	next, err := ss.FinishAndClaim(ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Release: true}, "w", time.Minute)
+	if err != nil || next == nil || next.Lease.Conv != c[1] {
+		t.Fatalf("FinishAndClaim = %+v, %v; want %s's turn", next, err, c[1])
+	}
+	if more, err := ss.Claim(ctx, "w", time.Minute); err != nil || more != nil {
+		t.Fatalf("Claim with nothing ready = %+v, %v; want nil", more, err)
+	}
+}
