@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/internal/bgloop"
+	"github.com/heraldgw/herald/internal/errs"
 )
 
 // fwdSweeper applies again the forwarded writes (forward.go) a Finish
@@ -60,7 +61,7 @@ func (w *fwdSweeper) sweep(ctx context.Context) {
 	if n > 0 {
 		slog.Info("redis store: applied forwarded writes a commit left", "records", n)
 	}
-	if err != nil && ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil && !errs.Is(err, errs.Closed) {
 		slog.Warn("redis store: applying forwarded writes failed; the next sweep tries again", "err", err)
 	}
 }
