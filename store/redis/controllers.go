@@ -2,7 +2,9 @@ package redis
 
 import (
 	"context"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/heraldgw/herald/controllers"
@@ -21,7 +23,11 @@ import (
 //
 // A member of either index is its state's hash without the prefix. A
 // change is one ctl_put or ctl_delete call, which compares the version
-// before it writes; times are kept to the millisecond.
+// before it writes; times are kept to the millisecond. In the sharded
+// layout P is the prefix of the conversation's shard, for the state, its
+// conversation's index and the due index alike: each shard has a due
+// index of its conversations' states, and DueControllers reads every
+// shard's and merges them.
 type controllersStore struct{ db *DB }
 
 var _ controllers.Store = controllersStore{}
@@ -36,9 +42,10 @@ func ctlMember(k controllers.Key) string {
 }
 
 // ctlKeys are the keys of k's scripts: its hash, its conversation's
-// index and the due index.
+// index and its shard's due index.
 func (db *DB) ctlKeys(k controllers.Key) []string {
-	return []string{db.prefix + ctlMember(k), db.convKey(convTag(k.Conv), "ctl"), db.prefix + "ctl:due"}
+	pfx := db.convPfx(k.Conv)
+	return []string{pfx + ctlMember(k), convKeyIn(pfx, convTag(k.Conv), "ctl"), pfx + "ctl:due"}
 }
 
 func (s controllersStore) Now(ctx context.Context) (time.Time, error) {
@@ -51,7 +58,7 @@ func (s controllersStore) Controller(ctx context.Context, k controllers.Key) (co
 	if err := db.check(op); err != nil {
 		return controllers.State{}, err
 	}
-	v, err := db.client.HMGet(ctx, db.prefix+ctlMember(k), "c", "k", "i", "d", "t", "v", "u").Result()
+	v, err := db.client.HMGet(ctx, db.convPfx(k.Conv)+ctlMember(k), "c", "k", "i", "d", "t", "v", "u").Result()
 	if err != nil {
 		return controllers.State{}, db.fail(op, err)
 	}
@@ -63,7 +70,8 @@ func (s controllersStore) Controller(ctx context.Context, k controllers.Key) (co
 
 func (s controllersStore) Controllers(ctx context.Context, conv string) ([]controllers.State, error) {
 	const op = "redis.controllers.Controllers"
-	return s.read(ctx, op, s.db.convKey(convTag(conv), "ctl"), "+inf", -1)
+	pfx := s.db.convPfx(conv)
+	return s.read(ctx, op, pfx, convKeyIn(pfx, convTag(conv), "ctl"), "+inf", -1)
 }
 
 func (s controllersStore) DueControllers(ctx context.Context, at time.Time, n int) ([]controllers.State, error) {
@@ -71,14 +79,40 @@ func (s controllersStore) DueControllers(ctx context.Context, at time.Time, n in
 	if n < 1 {
 		n = -1
 	}
-	return s.read(ctx, op, s.db.prefix+"ctl:due", strconv.FormatInt(at.UnixMilli(), 10), n)
+	due := strconv.FormatInt(at.UnixMilli(), 10)
+	// Each shard's soonest n, all read at once, make the soonest n of
+	// all, in the order of one index: by due time, then member.
+	got := make([][]controllers.State, s.db.shards.count())
+	err := inShards(ctx, s.db.shards.all(), func(ctx context.Context, i int) error {
+		var err error
+		pfx := s.db.shards.pfx(i)
+		got[i], err = s.read(ctx, op, pfx, pfx+"ctl:due", due, n)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(got) == 1 {
+		return got[0], nil
+	}
+	out := slices.Concat(got...)
+	slices.SortFunc(out, func(a, b controllers.State) int {
+		if c := a.DueAt.Compare(b.DueAt); c != 0 {
+			return c
+		}
+		return strings.Compare(ctlMember(a.Key()), ctlMember(b.Key()))
+	})
+	if n > 0 && len(out) > n {
+		out = out[:n]
+	}
+	return out, nil
 }
 
-// read runs ctl_read on index, up to score max, at most n states (-1:
-// all).
-func (s controllersStore) read(ctx context.Context, op, index, maxScore string, n int) ([]controllers.State, error) {
+// read runs ctl_read on index, a key of the shard of prefix pfx, up to
+// score max, at most n states (-1: all).
+func (s controllersStore) read(ctx context.Context, op, pfx, index, maxScore string, n int) ([]controllers.State, error) {
 	db := s.db
-	v, err := db.run(ctx, op, scriptCtlRead, []string{index}, db.prefix, maxScore, n)
+	v, err := db.run(ctx, op, scriptCtlRead, []string{index}, pfx, maxScore, n)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +169,7 @@ func (db *DB) putControllerOp(op string, st controllers.State) (writeOp, error) 
 	}
 	k := st.Key()
 	keys := db.ctlKeys(k)
-	return writeOp{cmd: "CTLPUT", now: 11, args: []any{keys[0], keys[1], keys[2],
+	return writeOp{cmd: "CTLPUT", now: 11, home: db.convPfx(k.Conv), args: []any{keys[0], keys[1], keys[2],
 		ctlMember(k), strconv.FormatInt(st.Version, 10), k.Conv, string(k.Kind), k.ID, []byte(st.Data), dueArg(st.DueAt), 0}}, nil
 }
 

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -58,13 +59,47 @@ func (s convStore) Conversation(ctx context.Context, conv string) (sessions.Conv
 const convItems = 6
 
 // read runs conv_list: a page after the cursor (at, tag), or the
-// conversation one alone.
+// conversation one alone. A page reads the same page of every shard's
+// activity index and keeps the newest of them all: each shard's page
+// holds its share of the merged one, as every shard orders its
+// conversations as the merged page does (activity, then the tag, both
+// highest first), and the cursor is a place in that order.
 func (s convStore) read(ctx context.Context, op string, limit int, at, tag, one string) ([]sessions.ConvSummary, error) {
-	v, err := s.db.run(ctx, op, scriptConvList, []string{s.db.activeKey()},
-		s.db.prefix, limit, s.db.nowArg(), at, tag, one)
+	if one != "" {
+		pfx := s.db.convPfx(convFromTag(one))
+		v, err := s.db.run(ctx, op, scriptConvList, []string{activeKey(pfx)}, pfx, limit, s.db.nowArg(), at, tag, one)
+		if err != nil {
+			return nil, err
+		}
+		return decodeConvs(op, v)
+	}
+	pages := make([][]sessions.ConvSummary, s.db.shards.count())
+	err := inShards(ctx, s.db.shards.all(), func(ctx context.Context, i int) error {
+		pfx := s.db.shards.pfx(i)
+		v, err := s.db.run(ctx, op, scriptConvList, []string{activeKey(pfx)}, pfx, limit, s.db.nowArg(), at, tag, "")
+		if err == nil {
+			pages[i], err = decodeConvs(op, v)
+		}
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
+	if len(pages) == 1 {
+		return pages[0], nil
+	}
+	out := slices.Concat(pages...)
+	slices.SortFunc(out, func(a, b sessions.ConvSummary) int {
+		if c := b.LastActive.Compare(a.LastActive); c != 0 {
+			return c
+		}
+		return strings.Compare(convTag(b.Conv), convTag(a.Conv))
+	})
+	return out[:min(len(out), limit)], nil
+}
+
+// decodeConvs reads conv_list's reply.
+func decodeConvs(op string, v []any) ([]sessions.ConvSummary, error) {
 	if len(v)%convItems != 0 {
 		return nil, errs.E(op, errs.Internal, "unexpected script reply of %d items", len(v))
 	}

@@ -160,6 +160,45 @@
 // herald:ready, herald:signals and, for an adapter's lease,
 // herald:lease:adapter:telegram:polling:<bot id>.)
 //
+// Sharded layout (Options.Shards above 0, and every Redis Cluster;
+// shards.go): each shard has the keys above after its own prefix,
+// P{label}:, which hashes the keys of a shard to one slot. Where each
+// key lives:
+//
+//	a conversation's keys    the conversation's shard:
+//	                         P{label}:{conv}:state, …:q0 … :q5, :dd:<id>,
+//	                         :hist, :meta, :tl, :tlid, :ctl (only the
+//	                         shard's tag is hashed)
+//	ready, active            one per shard, of the shard's conversations:
+//	                         P{label}:ready, P{label}:active. Claim reads
+//	                         every shard's head (ZRANGE, one round trip)
+//	                         and claims in the shards holding the ones
+//	                         ready longest (claim.go); QueueDepth sums
+//	                         the shards; Conversations reads the same page
+//	                         of every shard's activity index and merges
+//	                         them (activity, then tag, both highest first)
+//	P{label}:fwd             zset, one per shard: the writes of its
+//	                         conversations' commits whose home is another
+//	                         shard, until applied there (forward.go)
+//	controllers' states      the conversation's shard: the state's hash
+//	                         and its conversation's index as above, and
+//	                         the due index P{label}:ctl:due of the shard's
+//	                         states (controllers.go); DueControllers
+//	                         merges every shard's
+//	notes:{user}             the user's shard (of the user key)
+//	file:<id>                the file id's shard
+//	pool:{name}, …:conv:<c>  the pool name's shard, both
+//	lease:<name>,            the lease name's shard, both (the acquire
+//	leasetoken:<name>        script writes both)
+//	signals, instances,      one key each, at P as in the one-server
+//	cursors:<platform>       layout: a command or script on one key
+//	                         touches one slot wherever it hashes
+//
+// A commit (q_finish) runs in its conversation's shard, and so do its
+// writes: its outbox messages, dispatches, controllers' states and
+// usage. The writes of a user's notes, files and cron jobs live
+// elsewhere: they are forwarded (forward.go).
+//
 // The timeline and its id hash grow with what herald delivers, as history
 // does, unless Limits.TimelineMax bounds them (store.timeline_max_items):
 // then each append that takes the stream past the bound reads the oldest
@@ -528,12 +567,10 @@
 // default): the scripts keep counts and indexes beside the data, and an
 // evicted key would leave them disagreeing.
 //
-// Cluster: a conversation's own keys share a slot, but Append, Claim,
-// Renew, Release and Finish also touch the shared ready index (Append
-// and Finish the activity index too), Finish the
-// outbox and FinishAndClaim another conversation; the claim scripts build
-// the keys of the conversations they claim inside the script, as the
-// outbox scripts build theirs. These need a single Redis primary (with
-// replicas or Sentinel as you like); Redis Cluster is not supported for
-// them yet.
+// Cluster: every script call touches the keys of one shard, one slot
+// (see Sharded layout above): Append, Claim, Renew, Release and Finish
+// touch the ready and activity indexes of the conversation's shard, a
+// claim script builds the keys of the conversations it claims from the
+// prefix it is given, and FinishAndClaim claims in its own shard only,
+// the claim of another shard's conversation being a call of its own.
 package redis

@@ -46,7 +46,7 @@ func TestAbsorbedLaneCounts(t *testing.T) {
 	}
 	// Held with an entry left: indexed at the lease's expiry, so it is
 	// found again if the holder dies.
-	if score, err := db.client.ZScore(ctx, db.readyKey(), tag).Result(); err != nil || int64(score) != turn.Lease.Expires.UnixMilli() {
+	if score, err := db.client.ZScore(ctx, readyKey(db.prefix), tag).Result(); err != nil || int64(score) != turn.Lease.Expires.UnixMilli() {
 		t.Errorf("ready score of a held conversation with an entry left = %v (%v), want its lease expiry %d", score, err, turn.Lease.Expires.UnixMilli())
 	}
 }

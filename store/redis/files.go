@@ -10,15 +10,17 @@ import (
 	"github.com/heraldgw/herald/media"
 )
 
-// A file's bytes (media.Store) are one string, P file:<id>. Files are put
+// A file's bytes (media.Store) are one string, P file:<id>, in the shard
+// of its id (P{label}:file:<id> in the sharded layout). Files are put
 // once a file a person uploads or the agent sends, and read once a turn
 // or a send, so they are plain commands. A turn's media.ReleaseFiles is a
-// DEL of them that q_finish runs (writes.go).
+// DEL of them per shard, which q_finish runs or, for files of another
+// shard than the conversation's, forwards (writes.go, forward.go).
 
 // Files returns the store of file bytes.
 func (db *DB) Files() media.Store { return fileStore{db: db} }
 
-func (db *DB) fileKey(id string) string { return db.prefix + "file:" + id }
+func (db *DB) fileKey(id string) string { return db.pfxOf(id) + "file:" + id }
 
 type fileStore struct{ db *DB }
 

@@ -11,10 +11,11 @@ import (
 
 // An ownership lease (package lease) is one string key, P lease:<name>
 // (P the prefix, glued on: herald:lease:adapter:telegram:polling:<bot
-// id>), holding "<expiry ms>|<token>|<holder>", and a counter, P
-// leasetoken:<name>, that the lease's fencing tokens are drawn from: it
-// has no TTL, so a token is never given twice even after the lease key
-// expired or was released. Whether a lease still counts is decided by the
+// id>; in the sharded layout the prefix of the name's shard, P{label}:),
+// holding "<expiry ms>|<token>|<holder>", and a counter, P
+// leasetoken:<name> in the same shard, that the lease's fencing tokens
+// are drawn from: it has no TTL, so a token is never given twice even
+// after the lease key expired or was released. Whether a lease still counts is decided by the
 // store's clock, as for conversation leases: the server's TIME, or the
 // injected clock's time sent with the call. On the server's clock the key
 // also expires by itself (PX the TTL, the same instant); on an injected
@@ -106,9 +107,11 @@ return 0
 // Leases returns the ownership lease store.
 func (db *DB) Leases() lease.Store { return leaseStore{db: db} }
 
-func (db *DB) leaseKey(name string) string { return db.prefix + "lease:" + name }
+// leaseKey and leaseTokenKey are a lease's keys, both in the shard of its
+// name, as leaseAcquireScript writes both.
+func (db *DB) leaseKey(name string) string { return db.pfxOf(name) + "lease:" + name }
 
-func (db *DB) leaseTokenKey(name string) string { return db.prefix + "leasetoken:" + name }
+func (db *DB) leaseTokenKey(name string) string { return db.pfxOf(name) + "leasetoken:" + name }
 
 type leaseStore struct{ db *DB }
 

@@ -9,9 +9,11 @@ import (
 	"github.com/heraldgw/herald/notes"
 )
 
-// notesKey is a user's notes stream. The user goes in a hash tag, escaped
-// like a conversation, so that no two users share a key.
-func (db *DB) notesKey(user string) string { return db.prefix + "notes:{" + convTag(user) + "}" }
+// notesKey is a user's notes stream, in the user's shard. The user goes
+// in braces, escaped like a conversation, so that no two users share a
+// key (in the sharded layout the shard's tag comes first and is the one
+// hashed).
+func (db *DB) notesKey(user string) string { return db.pfxOf(user) + "notes:{" + convTag(user) + "}" }
 
 // noteStore is the users' notes (notes.Store).
 type noteStore struct{ db *DB }

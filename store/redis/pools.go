@@ -10,7 +10,8 @@ import (
 	"github.com/heraldgw/herald/llm"
 )
 
-// poolStore is the DB seen as an llm.PoolStore. A pool is one hash,
+// poolStore is the DB seen as an llm.PoolStore. A pool is one hash (P is
+// the prefix of the pool's shard in the sharded layout),
 //
 //	Ppool:{<name>}    seq      the pool's last use number
 //	                  <id>:u   the key's uses
@@ -35,7 +36,10 @@ var _ llm.PoolStore = poolStore{}
 // Pools returns the store of the model's credential pools.
 func (db *DB) Pools() llm.PoolStore { return poolStore{db: db} }
 
-func (db *DB) poolKey(name string) string { return db.prefix + "pool:{" + convTag(name) + "}" }
+// poolKey is a pool's hash, in the pool's shard; a conversation's key of
+// the pool (poolKeys) is the hash's key and a suffix, so the two share the
+// shard and pool_read and pool_use touch one slot.
+func (db *DB) poolKey(name string) string { return db.pfxOf(name) + "pool:{" + convTag(name) + "}" }
 
 // poolKeys are the keys of a request of conv (may be "") on pool.
 func (db *DB) poolKeys(pool, conv string) []string {

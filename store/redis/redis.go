@@ -82,6 +82,9 @@ type DB struct {
 
 	sessions *sessionStore
 	outbox   *outboxStore
+
+	fwd       *fwdSweeper             // the sharded layout's, else nil
+	applyHook func(home string) error // a test's failure before a forwarded write runs
 }
 
 // Open connects, checks the server answers and loads the scripts.
@@ -133,6 +136,10 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	db.batch = newBatcher(db.client, opts.WaitReplicas, wait)
 	db.sessions = &sessionStore{db: db}
 	db.outbox = &outboxStore{db: db}
+	if db.shards.sharded() {
+		db.fwd = newFwdSweeper(db)
+		db.fwd.start()
+	}
 	return db, nil
 }
 
@@ -178,6 +185,9 @@ func (db *DB) Outbox() outbox.Store { return db.outbox }
 func (db *DB) Close() error {
 	if db.closed.Swap(true) {
 		return nil
+	}
+	if db.fwd != nil {
+		db.fwd.shutdown()
 	}
 	db.batch.close()
 	return errs.Wrap("redis.Close", errs.Internal, db.closeClient())
@@ -309,9 +319,18 @@ func convFromTag(tag string) string {
 	return strings.NewReplacer("%7D", "}", "%25", "%").Replace(tag)
 }
 
-func (db *DB) convKey(tag, suffix string) string { return db.prefix + "{" + tag + "}:" + suffix }
-func (db *DB) readyKey() string                  { return db.prefix + "ready" }
-func (db *DB) activeKey() string                 { return db.prefix + "active" }
+// convKey is a key of the conversation whose tag is tag, in its shard.
+func (db *DB) convKey(tag, suffix string) string {
+	return convKeyIn(db.convPfx(convFromTag(tag)), tag, suffix)
+}
+
+// convKeyIn is a key of a conversation whose shard's prefix is pfx.
+func convKeyIn(pfx, tag, suffix string) string { return pfx + "{" + tag + "}:" + suffix }
+
+// readyKey and activeKey are the ready and activity indexes of the shard
+// whose prefix is pfx.
+func readyKey(pfx string) string  { return pfx + "ready" }
+func activeKey(pfx string) string { return pfx + "active" }
 
 func str(v any) string {
 	switch x := v.(type) {

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -41,19 +42,19 @@ func (s *sessionStore) appendEntry(ctx context.Context, op string, in sessions.I
 	if err != nil {
 		return sessions.AppendResult{}, nil, err
 	}
-	tag := convTag(in.Conv)
+	tag, pfx := convTag(in.Conv), s.db.convPfx(in.Conv)
 	lane := in.Lane()
 	keys := []string{
-		s.db.convKey(tag, "state"),
-		s.db.readyKey(),
-		s.db.convKey(tag, "q"+strconv.Itoa(lane)),
-		s.db.convKey(tag, "meta"),
-		s.db.convKey(tag, "hist"),
-		s.db.activeKey(),
-		s.db.convKey(tag, "ctl"),
+		convKeyIn(pfx, tag, "state"),
+		readyKey(pfx),
+		convKeyIn(pfx, tag, "q"+strconv.Itoa(lane)),
+		convKeyIn(pfx, tag, "meta"),
+		convKeyIn(pfx, tag, "hist"),
+		activeKey(pfx),
+		convKeyIn(pfx, tag, "ctl"),
 	}
 	if in.MessageID != "" {
-		keys = append(keys, s.db.convKey(tag, "dd:"+in.MessageID))
+		keys = append(keys, convKeyIn(pfx, tag, "dd:"+in.MessageID))
 	}
 	// The history this process knows of the conversation, sent so that
 	// the script need not send it back (see histcache.go).
@@ -119,41 +120,14 @@ func (s *sessionStore) ClaimMany(ctx context.Context, worker string, n int, ttl 
 	return s.claim(ctx, "redis.ClaimMany", worker, n, ttl)
 }
 
-// claim runs q_claim for up to n turns.
-func (s *sessionStore) claim(ctx context.Context, op, worker string, n int, ttl time.Duration) ([]*sessions.Turn, error) {
-	if n <= 0 {
-		return nil, s.db.check(op)
-	}
-	if ttl <= 0 {
-		ttl = sessions.DefaultLeaseTTL
-	}
-	v, err := s.db.run(ctx, op, scriptQClaim, []string{s.db.readyKey()},
-		s.db.prefix, worker, durMS(ttl), s.db.nowArg(), n)
-	if err != nil || len(v) == 0 {
-		return nil, err
-	}
-	if len(v)%turnItems != 0 || len(v)/turnItems > n {
-		return nil, errs.E(op, errs.Internal, "unexpected claim reply of %d items", len(v))
-	}
-	turns := make([]*sessions.Turn, 0, len(v)/turnItems)
-	for i := 0; i < len(v); i += turnItems {
-		turn, err := s.db.decodeTurn(op, worker, v[i:i+turnItems])
-		if err != nil {
-			return nil, err
-		}
-		turns = append(turns, turn)
-	}
-	return turns, nil
-}
-
 func (s *sessionStore) Next(ctx context.Context, l sessions.Lease) (*sessions.Entry, error) {
 	const op = "redis.Next"
 	if err := chat.ValidateConv(op, l.Conv); err != nil {
 		return nil, err
 	}
-	tag := convTag(l.Conv)
-	v, err := s.db.run(ctx, op, scriptQNext, []string{s.db.convKey(tag, "state")},
-		s.db.prefix, tag, l.Token)
+	tag, pfx := convTag(l.Conv), s.db.convPfx(l.Conv)
+	v, err := s.db.run(ctx, op, scriptQNext, []string{convKeyIn(pfx, tag, "state")},
+		pfx, tag, l.Token)
 	if err != nil {
 		return nil, err
 	}
@@ -174,9 +148,9 @@ func (s *sessionStore) Renew(ctx context.Context, l sessions.Lease, ttl time.Dur
 	if ttl <= 0 {
 		ttl = sessions.DefaultLeaseTTL
 	}
-	tag := convTag(l.Conv)
+	tag, pfx := convTag(l.Conv), s.db.convPfx(l.Conv)
 	v, err := s.db.run(ctx, op, scriptQRenew,
-		[]string{s.db.convKey(tag, "state"), s.db.readyKey()},
+		[]string{convKeyIn(pfx, tag, "state"), readyKey(pfx)},
 		tag, l.Token, durMS(ttl), s.db.nowArg())
 	if err != nil {
 		return l, err
@@ -197,9 +171,9 @@ func (s *sessionStore) Release(ctx context.Context, l sessions.Lease) error {
 	if err := chat.ValidateConv(op, l.Conv); err != nil {
 		return err
 	}
-	tag := convTag(l.Conv)
+	tag, pfx := convTag(l.Conv), s.db.convPfx(l.Conv)
 	v, err := s.db.run(ctx, op, scriptQRelease,
-		[]string{s.db.convKey(tag, "state"), s.db.readyKey()},
+		[]string{convKeyIn(pfx, tag, "state"), readyKey(pfx)},
 		tag, l.Token, s.db.nowArg())
 	if err != nil {
 		return err
@@ -209,11 +183,8 @@ func (s *sessionStore) Release(ctx context.Context, l sessions.Lease) error {
 
 func (s *sessionStore) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
 	const op = "redis.Finish"
-	v, err := s.finish(ctx, op, l, f, "", 0)
+	v, err := s.finish(ctx, op, l, f, "", 0, "")
 	if err != nil {
-		return err
-	}
-	if err := status(op, v); err != nil {
 		return err
 	}
 	return handOff(op, f, v)
@@ -224,17 +195,59 @@ func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f s
 	if ttl <= 0 {
 		ttl = sessions.DefaultLeaseTTL
 	}
-	v, err := s.finish(ctx, op, l, f, worker, ttl)
+	// q_finish claims in the conversation's shard only (one slot): it
+	// is told the oldest due conversation of the other shards, and
+	// claims only one ready before it (claim.go). Asked to claim only
+	// when the conversation has entries left, which it mostly has not,
+	// it reads no other shard first: it answers whether to claim, and
+	// the claim is a call of its own.
+	var heads []readyHead
+	bound := ""
+	own := s.db.shards.of(l.Conv)
+	switch {
+	case worker == "" || !s.db.shards.sharded():
+	case f.ClaimIfLeft:
+		bound = claimAfter
+	default:
+		if err := s.db.check(op); err != nil {
+			return nil, err
+		}
+		var err error
+		if heads, err = s.db.peekReady(ctx, op, 1, own); err != nil {
+			return nil, err
+		}
+		bound = boundArg(heads)
+	}
+	v, err := s.finish(ctx, op, l, f, worker, ttl, bound)
 	if err != nil {
 		return nil, err
 	}
-	if err := status(op, v); err != nil {
+	if err := handOff(op, f, v); err != nil {
 		return nil, err
 	}
-	if err := handOff(op, f, v); err != nil || len(v) == 2 {
-		return nil, err
+	switch {
+	case len(v) == 3 && str(v[2]) == "ELSEWHERE":
+		// The commit stands whatever this claim meets, so its failure
+		// reads as nothing ready, as a Claim that found nothing would.
+		if bound == claimAfter {
+			if heads, err = s.db.peekReady(ctx, op, 1, -1); err != nil {
+				return nil, nil
+			}
+		} else {
+			// Another shard's conversation is ready longest. Should
+			// another claim take it first, this shard's is next: it
+			// goes last.
+			heads = append(heads, readyHead{shard: own, score: math.MaxInt64})
+		}
+		turns, err := s.claimHeads(ctx, op, heads, worker, 1, ttl)
+		if err != nil || len(turns) == 0 {
+			return nil, nil
+		}
+		return turns[0], nil
+	case len(v) > 2:
+		return s.db.decodeTurn(op, worker, v[2:])
 	}
-	return s.db.decodeTurn(op, worker, v[2:])
+	return nil, nil
 }
 
 // flag is a script's yes-or-no argument: "1" or "0".
@@ -276,8 +289,10 @@ func handOff(op string, f sessions.Finish, v []any) error {
 }
 
 // finish runs q_finish, which also claims the next turn for
-// worker when worker is not empty, and returns its reply.
-func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) ([]any, error) {
+// worker when worker is not empty (one ready before bound, as boundArg
+// makes it, or none when bound is claimAfter), and returns its reply once its status
+// is OK, after the writes it forwarded ran at their homes (forward.go).
+func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration, bound string) ([]any, error) {
 	if err := chat.ValidateConv(op, l.Conv); err != nil {
 		return nil, err
 	}
@@ -303,9 +318,10 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 	if err != nil {
 		return nil, err
 	}
-	tag := convTag(l.Conv)
-	args := make([]any, 0, 17+len(absorbed)+len(hist)+len(msgs)+2*len(f.Meta))
-	args = append(args, s.db.prefix, tag, l.Token, f.EntryID, flag(f.Release), s.db.nowArg(), s.db.windowArg(),
+	tag, pfx := convTag(l.Conv), s.db.convPfx(l.Conv)
+	ops, fwd := splitForwarded(pfx, ops)
+	args := make([]any, 0, 18+len(absorbed)+len(hist)+len(msgs)+2*len(f.Meta)+len(fwd))
+	args = append(args, pfx, tag, l.Token, f.EntryID, flag(f.Release), s.db.nowArg(), s.db.windowArg(),
 		worker, durMS(ttl), len(absorbed))
 	for _, id := range absorbed {
 		args = append(args, id)
@@ -327,14 +343,26 @@ func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, 
 	}
 	args = append(args, flag(f.ClaimIfLeft), f.DropHistory)
 	args = appendOps(args, ops)
+	args = append(args, len(fwd))
+	for _, w := range fwd {
+		args = append(args, w.member)
+	}
+	args = append(args, bound)
 	base, known := s.db.hist.take(l.Conv, l.Token)
 	v, err := s.db.run(ctx, op, scriptQFinish,
-		[]string{s.db.convKey(tag, "state"), s.db.readyKey(), s.db.convKey(tag, "hist"), s.db.convKey(tag, "meta"), s.db.activeKey()},
+		[]string{convKeyIn(pfx, tag, "state"), readyKey(pfx), convKeyIn(pfx, tag, "hist"), convKeyIn(pfx, tag, "meta"), activeKey(pfx)},
 		args...)
-	if err == nil && len(v) > 0 && str(v[0]) == "OK" {
-		s.db.wroteHistory(op, l.Conv, base.dropped(f.DropHistory), known, f.History, hist)
+	if err != nil {
+		return nil, err
 	}
-	return v, err
+	if err := status(op, v); err != nil {
+		return nil, err
+	}
+	s.db.wroteHistory(op, l.Conv, base.dropped(f.DropHistory), known, f.History, hist)
+	// The commit stands: a forwarded write that fails here is the
+	// sweep's to apply again.
+	_ = s.db.applyForwarded(ctx, op, pfx, fwd, s.db.nowArg())
+	return v, nil
 }
 
 func (s *sessionStore) AppendHistory(ctx context.Context, l sessions.Lease, msgs ...chat.Message) error {
@@ -346,7 +374,7 @@ func (s *sessionStore) AppendHistory(ctx context.Context, l sessions.Lease, msgs
 	if err != nil {
 		return err
 	}
-	tag := convTag(l.Conv)
+	tag, pfx := convTag(l.Conv), s.db.convPfx(l.Conv)
 	args := make([]any, 0, 1+len(hist))
 	args = append(args, l.Token)
 	for _, h := range hist {
@@ -354,7 +382,7 @@ func (s *sessionStore) AppendHistory(ctx context.Context, l sessions.Lease, msgs
 	}
 	base, known := s.db.hist.take(l.Conv, l.Token)
 	v, err := s.db.run(ctx, op, scriptQHistory,
-		[]string{s.db.convKey(tag, "state"), s.db.convKey(tag, "hist")}, args...)
+		[]string{convKeyIn(pfx, tag, "state"), convKeyIn(pfx, tag, "hist")}, args...)
 	if err != nil {
 		return err
 	}
@@ -389,14 +417,29 @@ func (s *sessionStore) QueueDepth(ctx context.Context, limit int) (int, error) {
 	if err := sessions.CheckQueueLimit(op, limit); err != nil {
 		return 0, err
 	}
-	v, err := s.db.run(ctx, op, scriptQDepth, []string{s.db.readyKey()}, s.db.prefix, limit)
+	// Each shard counts up to the limit, all at once; the sum stops at
+	// it too.
+	counts := make([]int, s.db.shards.count())
+	err := inShards(ctx, s.db.shards.all(), func(ctx context.Context, i int) error {
+		pfx := s.db.shards.pfx(i)
+		v, err := s.db.run(ctx, op, scriptQDepth, []string{readyKey(pfx)}, pfx, limit)
+		if err != nil {
+			return err
+		}
+		if len(v) != 1 {
+			return errs.E(op, errs.Internal, "unexpected script reply %v", v)
+		}
+		counts[i] = int(num(v[0]))
+		return nil
+	})
 	if err != nil {
 		return 0, err
 	}
-	if len(v) != 1 {
-		return 0, errs.E(op, errs.Internal, "unexpected script reply %v", v)
+	n := 0
+	for _, c := range counts {
+		n += c
 	}
-	return int(num(v[0])), nil
+	return min(n, limit), nil
 }
 
 func (s *sessionStore) ClearHistory(ctx context.Context, conv string) error {
@@ -408,8 +451,8 @@ func (s *sessionStore) ClearHistory(ctx context.Context, conv string) error {
 		return err
 	}
 	s.db.hist.drop(conv)
-	tag := convTag(conv)
-	v, err := s.db.run(ctx, op, scriptQClearHistory, []string{s.db.convKey(tag, "state"), s.db.convKey(tag, "hist")})
+	tag, pfx := convTag(conv), s.db.convPfx(conv)
+	v, err := s.db.run(ctx, op, scriptQClearHistory, []string{convKeyIn(pfx, tag, "state"), convKeyIn(pfx, tag, "hist")})
 	if err != nil {
 		return err
 	}

@@ -310,7 +310,7 @@ func TestDuplicateRepairsReadyIndex(t *testing.T) {
 	s := db.Sessions()
 	mustAppend(t, s, sessions.Inbound{Conv: "x", MessageID: "m1", Text: "a"})
 	// Lose the conversation from the index, as a bug or an operator might.
-	if err := db.client.Del(ctx, db.readyKey()).Err(); err != nil {
+	if err := db.client.Del(ctx, readyKey(db.prefix)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if turn, _ := s.Claim(ctx, "w", time.Minute); turn != nil {

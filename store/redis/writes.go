@@ -1,6 +1,8 @@
 package redis
 
 import (
+	"slices"
+
 	"github.com/heraldgw/herald/controllers"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/delegation"
@@ -24,7 +26,8 @@ type writeOp struct {
 	// is not the committing conversation's (a user's notes, a file, a
 	// job); "" is the conversation's own. In the one-server layout every
 	// home is the one shard. A write whose home is another shard cannot
-	// run in the commit's script (one slot): see forwarding in sessions.go.
+	// run in the commit's script (one slot): it is forwarded, and so must
+	// be idempotent (forward.go).
 	home string
 }
 
@@ -60,38 +63,51 @@ func (db *DB) writeOps(op string, ws []sessions.Write) ([]writeOp, error) {
 			if err := w.Check(op); err != nil {
 				return nil, err
 			}
-			meta := db.convKey(convTag(w.Conv), "meta")
+			// The turn's own conversation, in practice: a usage of
+			// another in another shard is forwarded, and counts twice
+			// should the sweep apply it again (forward.go).
+			meta, home := db.convKey(convTag(w.Conv), "meta"), db.convPfx(w.Conv)
 			prompt, completion := sessions.UsageKeys(w.Model)
 			ops = append(ops,
-				writeOp{cmd: "HINCRBY", args: []any{meta, prompt, w.Prompt}},
-				writeOp{cmd: "HINCRBY", args: []any{meta, completion, w.Completion}})
+				writeOp{cmd: "HINCRBY", args: []any{meta, prompt, w.Prompt}, home: home},
+				writeOp{cmd: "HINCRBY", args: []any{meta, completion, w.Completion}, home: home})
 		case notes.Add:
 			if err := w.Check(op, db.lim.MaxEntryBytes); err != nil {
 				return nil, err
 			}
-			ops = append(ops, writeOp{cmd: "NOTEADD", args: []any{db.notesKey(w.User), w.ID, w.Text, 0}, now: 4})
+			ops = append(ops, writeOp{cmd: "NOTEADD", args: []any{db.notesKey(w.User), w.ID, w.Text, 0}, now: 4, home: db.pfxOf(w.User)})
 		case notes.Remove:
 			if err := w.Check(op); err != nil {
 				return nil, err
 			}
-			ops = append(ops, writeOp{cmd: "NOTEDEL", args: []any{db.notesKey(w.User), w.ID}})
+			ops = append(ops, writeOp{cmd: "NOTEDEL", args: []any{db.notesKey(w.User), w.ID}, home: db.pfxOf(w.User)})
 		case media.ReleaseFiles:
 			if err := w.Check(op); err != nil {
 				return nil, err
 			}
-			if len(w.IDs) == 0 {
-				continue // DEL takes at least one key
-			}
-			keys := make([]any, len(w.IDs))
-			for i, id := range w.IDs {
-				keys[i] = db.fileKey(id)
-			}
-			ops = append(ops, writeOp{cmd: "DEL", args: keys})
+			ops = append(ops, db.releaseFileOps(w.IDs)...)
 		default:
 			return nil, sessions.UnknownWrite(op, w)
 		}
 	}
 	return ops, nil
+}
+
+// releaseFileOps are the DELs of files' keys, one per shard the files
+// live in (a DEL of keys of two slots is refused on a cluster), each
+// with its shard as its home; none for no files, as DEL takes a key.
+func (db *DB) releaseFileOps(ids []string) []writeOp {
+	var ops []writeOp
+	for _, id := range ids {
+		key, home := db.fileKey(id), db.pfxOf(id)
+		i := slices.IndexFunc(ops, func(o writeOp) bool { return o.home == home })
+		if i < 0 {
+			ops = append(ops, writeOp{cmd: "DEL", home: home})
+			i = len(ops) - 1
+		}
+		ops[i].args = append(ops[i].args, key)
+	}
+	return ops
 }
 
 // appendOps adds ops to q_finish's arguments: their count, then

@@ -36,12 +36,24 @@
 --   writes.go), and w groups: command, n, the index (1-based, 0 for none)
 --   of the argument to replace with the time in ms, then n arguments, the
 --   key first
+-- then f, the number of forwarded writes' records (forward.go), and f
+--   records, each added to the shard's forwarded writes (prefix .. 'fwd',
+--   a sorted set) at the commit's time
+-- then the score in ms of the conversation of another shard ready
+--   longest, or '' when no other shard has one ready: a claim takes a
+--   conversation of this shard only when it was ready before it or at
+--   the same time; or '*' to claim none but answer 'ELSEWHERE' where it
+--   would claim
 -- Returns {'LOST'}, {'NOTFOUND'}, or {'OK', handed}, where handed is {}
 -- unless a message was enqueued claimed, else {claim token, expires ms,
 -- enqueued ms, then per outbox message its id and 1 when claimed, else
 -- 0}; and when it claimed a conversation, then tag, token, expires ms,
 -- entry id, entry data, enqueued ms, deliveries, {encoded history
--- message, …}.
+-- message, …}, 1 when it has a session controller's state else 0; or,
+-- when asked to claim and given another shard's conversation, having
+-- claimed none because that one was ready longer or this shard has
+-- none ready, or given '*', then 'ELSEWHERE': the claim is the
+-- caller's to make.
 local prefix, tag, state, ready = ARGV[1], ARGV[2], KEYS[1], KEYS[2]
 local id = ARGV[4]
 local lane, digit = lane_of(id)
@@ -241,14 +253,41 @@ else
   end
 end
 
+-- The writes whose home is another shard are recorded, for Finish to
+-- run there right after and the sweep to run again if it did not.
+local fw = hk + 5
+for _ = 1, nw do
+  fw = fw + 3 + small(ARGV[fw + 1])
+end
+local nf = small(ARGV[fw])
+if nf > 0 then
+  local at_ms = int(now)
+  for i = fw + 1, fw + nf do
+    redis.call('ZADD', prefix .. 'fwd', at_ms, ARGV[i])
+  end
+end
+
 -- Asked to claim only when this conversation has entries left, a finish
 -- that leaves it without any does not search the ready index.
 if ARGV[8] == '' or (ARGV[hk + 2] == '1' and not work) then
   return {'OK', handed}
 end
+local bound = ARGV[fw + nf + 1]
+if bound == '*' then
+  return {'OK', handed, 'ELSEWHERE'}
+end
+if bound ~= '' then
+  local head = redis.call('ZRANGE', ready, '0', '0', 'WITHSCORES')
+  if not head[1] or tonumber(head[2]) > tonumber(bound) then
+    return {'OK', handed, 'ELSEWHERE'}
+  end
+end
 local ntag, token, exp, nid, data, enq, deliveries, hist, ctl =
   claim_next(prefix, ready, ARGV[8], tonumber(ARGV[9]), now)
 if not ntag then
+  if bound ~= '' then
+    return {'OK', handed, 'ELSEWHERE'}
+  end
   return {'OK', handed}
 end
 return {'OK', handed, ntag, token, exp, nid, data, enq, deliveries, hist, ctl}
