@@ -59,11 +59,6 @@ func (db *DB) Approvals() approvals.Store { return approvalStore{db: db} }
 // pfx: <pfx>appr:<suffix>.
 func apprKey(pfx, suffix string) string { return pfx + "appr:" + suffix }
 
-// apprConvKey is one of a conversation's approval keys, in its shard.
-func (db *DB) apprConvKey(conv, suffix string) string {
-	return db.convPfx(conv) + "{" + convTag(conv) + "}:" + suffix
-}
-
 // kindApproval names the approvals' ids among those locate remembers.
 const kindApproval = "appr:"
 
@@ -76,7 +71,7 @@ func (db *DB) grantsKey(conv, session string) string {
 	if conv == "" {
 		return apprKey(db.prefix, "always")
 	}
-	return db.apprConvKey(conv, "grants:"+session)
+	return db.convKeyOf(conv, "grants:"+session)
 }
 
 // approvalShard is the shard approval id is in; false when no shard
@@ -111,8 +106,8 @@ func (s approvalStore) CreateApproval(ctx context.Context, a approvals.Approval)
 	}
 	pfx, tag := db.shards.pfx(shard), convTag(a.Conv)
 	v, err := db.run(ctx, op, scriptApprCreate,
-		[]string{apprKey(pfx, "a:"+a.ID), db.apprConvKey(a.Conv, "apprp"), apprKey(pfx, "pending"),
-			db.apprConvKey(a.Conv, "apprd"), apprKey(pfx, "decided"), apprKey(pfx, "seq")},
+		[]string{apprKey(pfx, "a:"+a.ID), db.convKeyOf(a.Conv, "apprp"), apprKey(pfx, "pending"),
+			db.convKeyOf(a.Conv, "apprd"), apprKey(pfx, "decided"), apprKey(pfx, "seq")},
 		pfx, a.ID, tag, a.Key, body, string(approvals.Expired), nsArg(a.CreatedAt), a.CreatedAt.UnixMilli())
 	if err != nil {
 		return err
@@ -218,7 +213,7 @@ func (s approvalStore) PendingApprovals(ctx context.Context, conv string) ([]app
 	const op = "redis.approvals.PendingApprovals"
 	db := s.db
 	if conv != "" {
-		return s.read(ctx, op, db.convPfx(conv), db.apprConvKey(conv, "apprp"), false, 0)
+		return s.read(ctx, op, db.convPfx(conv), db.convKeyOf(conv, "apprp"), false, 0)
 	}
 	parts, err := everyShard(ctx, db, func(ctx context.Context, i int) ([]approvals.Approval, error) {
 		pfx := db.shards.pfx(i)
@@ -234,7 +229,7 @@ func (s approvalStore) Decided(ctx context.Context, conv string, n int) ([]appro
 	const op = "redis.approvals.Decided"
 	db := s.db
 	if conv != "" {
-		return s.read(ctx, op, db.convPfx(conv), db.apprConvKey(conv, "apprd"), true, n)
+		return s.read(ctx, op, db.convPfx(conv), db.convKeyOf(conv, "apprd"), true, n)
 	}
 	parts, err := everyShard(ctx, db, func(ctx context.Context, i int) ([]approvals.Approval, error) {
 		pfx := db.shards.pfx(i)

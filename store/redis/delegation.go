@@ -44,13 +44,6 @@ func (db *DB) Delegations() delegation.Store { return delegationStore{db: db} }
 // shard whose prefix is pfx: <pfx>dlg:<suffix>.
 func dlgKey(pfx, suffix string) string { return pfx + "dlg:" + suffix }
 
-// dlgConvKey is one of a conversation's delegation keys: under its tag,
-// in its shard, as DLGPUT names it (lib.lua's conv_key given the shard's
-// prefix).
-func (db *DB) dlgConvKey(conv, suffix string) string {
-	return db.convPfx(conv) + "{" + convTag(conv) + "}:" + suffix
-}
-
 // shardArgs are the shard arguments of a script that grants claim
 // tokens (dlg_token): shard i's index and the shard count, or "" in the
 // layout of one server.
@@ -211,7 +204,7 @@ func (db *DB) checkedDispatchOp(op string, disp delegation.Dispatch) (writeOp, e
 func (db *DB) dispatchKeys(g delegation.Delegation) []string {
 	pfx := db.convPfx(g.Conv)
 	keys := make([]string, 0, 2+len(g.Children))
-	keys = append(keys, db.dlgConvKey(g.Conv, "dlgact"), dlgKey(pfx, "d:"+g.ID))
+	keys = append(keys, db.convKeyOf(g.Conv, "dlgact"), dlgKey(pfx, "d:"+g.ID))
 	for _, c := range g.Children {
 		keys = append(keys, dlgKey(pfx, "c:"+c.ID))
 	}
@@ -926,9 +919,9 @@ func (s delegationStore) List(ctx context.Context, q delegation.Query) ([]delega
 		n = defaultListLimit
 	}
 	if q.Conv != "" {
-		key := db.dlgConvKey(q.Conv, "dlg")
+		key := db.convKeyOf(q.Conv, "dlg")
 		if q.Active {
-			key = db.dlgConvKey(q.Conv, "dlglive")
+			key = db.convKeyOf(q.Conv, "dlglive")
 		}
 		return s.listIn(ctx, op, db.shards.of(q.Conv), key, n)
 	}
@@ -1000,7 +993,7 @@ func (s delegationStore) Active(ctx context.Context, conv string) (int, error) {
 	if err := db.check(op); err != nil {
 		return 0, err
 	}
-	n, err := db.client.SCard(ctx, db.dlgConvKey(conv, "dlgact")).Result()
+	n, err := db.client.SCard(ctx, db.convKeyOf(conv, "dlgact")).Result()
 	if err != nil {
 		return 0, db.fail(op, err)
 	}

@@ -324,6 +324,11 @@ func (db *DB) convKey(tag, suffix string) string {
 	return convKeyIn(db.convPfx(convFromTag(tag)), tag, suffix)
 }
 
+// convKeyOf is a conversation's key with suffix, in its shard.
+func (db *DB) convKeyOf(conv, suffix string) string {
+	return convKeyIn(db.convPfx(conv), convTag(conv), suffix)
+}
+
 // convKeyIn is a key of a conversation whose shard's prefix is pfx.
 func convKeyIn(pfx, tag, suffix string) string { return pfx + "{" + tag + "}:" + suffix }
 

@@ -137,16 +137,6 @@ func (db *DB) pfxOf(name string) string { return db.shards.pfx(db.shards.of(name
 // convPfx is the prefix of a conversation's shard.
 func (db *DB) convPfx(conv string) string { return db.pfxOf(conv) }
 
-// idPfx is the prefix of the shard a shard-qualified id names; an id no
-// shard's label starts is NotFound.
-func (db *DB) idPfx(op, id string) (string, error) {
-	i, ok := db.shards.idShard(id)
-	if !ok {
-		return "", errs.E(op, errs.NotFound, "no such id %q", id)
-	}
-	return db.shards.pfx(i), nil
-}
-
 // runIn calls a script in shard i. A script that names no key of its own
 // is routed by the shard's prefix, which hashes to the shard's slot.
 func (db *DB) runIn(ctx context.Context, op string, s script, i int, keys []string, args ...any) ([]any, error) {
