@@ -586,11 +586,19 @@ func (s *Scheduler) run(ctx context.Context, st step, f fire, c lease.Claim, beg
 	} else {
 		r.Output = path
 	}
-	if err := s.queue(ctx, j, &r, text); err != nil {
+	// The reports and the end are written through a store that may be
+	// away for a moment (a Redis failover): each is tried again, under the
+	// fire's claim, until the store is back, rather than left to a claim
+	// that runs out and a fire that runs again.
+	if err := s.untilStoreBack(ctx, c, func() error { return s.queue(ctx, j, &r, text) }); err != nil {
 		return false, err
 	}
 	r.EndedAt = s.clock.Now()
-	marked, err := s.end(ctx, st, r, c)
+	var marked bool
+	err := s.untilStoreBack(ctx, c, func() (err error) {
+		marked, err = s.end(ctx, st, r, c)
+		return err
+	})
 	if err != nil {
 		return false, err
 	}
@@ -598,6 +606,35 @@ func (s *Scheduler) run(ctx context.Context, st step, f fire, c lease.Claim, beg
 		s.opts.Ran(r)
 	}
 	return marked, nil
+}
+
+// storeBackTries bounds the tries of untilStoreBack: about half a minute
+// of storeRetry pauses, past a Redis Cluster's failover.
+const storeBackTries = 15
+
+// untilStoreBack calls write, and again after storeRetry while it fails
+// Unavailable (the store away for a moment), up to storeBackTries times
+// or until ctx ends. Meanwhile c, the fire's claim, stays held and
+// renewed, so no other instance takes the fire. write must be safe to
+// repeat: the reports carry idempotency keys, the end checks the claim.
+func (s *Scheduler) untilStoreBack(ctx context.Context, c lease.Claim, write func() error) error {
+	err := write()
+	for try := 1; try < storeBackTries && errs.Is(err, errs.Unavailable) && ctx.Err() == nil; try++ {
+		if _, held := s.renewer.Current(c.Name); !held {
+			s.renewer.Hold(c)
+			defer s.renewer.Drop(c.Name)
+		}
+		s.log.Warn("the store is unavailable; writing a cron fire's end again shortly", "fire", c.Name, "err", err)
+		t := s.clock.NewTimer(storeRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C():
+		}
+		err = write()
+	}
+	return err
 }
 
 // end records r, ended, on its job and marks c's fire done, in one store

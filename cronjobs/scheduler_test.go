@@ -15,6 +15,7 @@ import (
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/cronjobs"
 	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/internal/testkit"
@@ -756,6 +757,66 @@ func TestJobChangedDuringItsFireIsRecordedKeepingTheChange(t *testing.T) {
 		}
 		if n := h.calls.Load(); n != 1 {
 			t.Fatalf("the agent ran %d times, want 1", n)
+		}
+	})
+}
+
+// awayAtEnd is a store whose EndFire finds the store away (Unavailable)
+// the first fails times, as during a Redis failover.
+type awayAtEnd struct {
+	cronjobs.Store
+	fails atomic.Int32
+}
+
+func (s *awayAtEnd) EndFire(ctx context.Context, in cronjobs.FireEnd) (cronjobs.Job, error) {
+	if s.fails.Add(-1) >= 0 {
+		return cronjobs.Job{}, errs.E("test.EndFire", errs.Unavailable, "the store is away")
+	}
+	return s.Store.EndFire(ctx, in)
+}
+
+// A fire whose end finds the store away for a moment is ended once it is
+// back, under its claim: it is not run again, by this instance or
+// another, when the claim would have run out.
+func TestAFireEndedWhileTheStoreIsAwayRunsOnce(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		j := h.create(cronjobs.Spec{Name: "digest", Schedule: "every 1h", Prompt: "summarise", Deliver: "telegram"})
+		store := &awayAtEnd{Store: h.db.Cron()}
+		store.fails.Store(2)
+		s, err := cronjobs.NewScheduler(cronjobs.SchedulerOptions{
+			Store: store, Once: h.db.Once(), Outbox: h.db.Outbox(), Agent: h.agent, Targets: h.targets,
+			Outputs: cronjobs.Outputs{Dir: filepath.Join(h.home, "cron", "output")}, Name: "a", ClaimTTL: 30 * time.Second,
+			Ran: func(r cronjobs.Run) { h.ran <- r }, Clock: h.clk,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+		h.idle()
+		h.clk.Advance(time.Hour)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for range 2 {
+			// The loop's timer, the renewer's and the wait for the store.
+			if err := h.clk.BlockUntil(ctx, 3); err != nil {
+				t.Fatalf("the fire did not wait for the store: %v", err)
+			}
+			h.clk.Advance(2 * time.Second)
+		}
+		if r := h.next(); r.Status != cronjobs.StatusOK || !r.ScheduledAt.Equal(t0.Add(time.Hour)) {
+			t.Fatalf("run = %+v, want ok, scheduled at %s", r, t0.Add(time.Hour))
+		}
+		// Past the claim's TTL: nobody finishes the fire again.
+		h.clk.Advance(time.Minute)
+		h.quiet()
+		if n := h.calls.Load(); n != 1 {
+			t.Fatalf("the agent ran %d times, want 1", n)
+		}
+		if got := h.job(j.ID); got.LastStatus != cronjobs.StatusOK || !got.NextRunAt.Equal(t0.Add(2*time.Hour)) {
+			t.Fatalf("job after the fire = %+v", got)
 		}
 	})
 }

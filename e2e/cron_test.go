@@ -91,6 +91,7 @@ func firesIn(tg *telegramfake.Server, chat int64) (map[fireKey]int, []string) {
 // three gateways sharing one redis-server, one of them killed mid-run.
 const (
 	cronJobs       = 50
+	cronEvery      = 5 * time.Second  // every job's interval
 	cronBeforeKill = 10 * time.Second // load: every job fires on the three
 	cronAfterKill  = 12 * time.Second // load: past the killed one's claims running out
 	// cronHeldFires is how many fires the killed gateway is running when
@@ -126,7 +127,12 @@ func TestCronFiresOnceAcrossThreeGatewaysOneKilled(t *testing.T) {
 // once.
 func TestCronFiresOnceOnARedisClusterWithAPrimaryKilled(t *testing.T) {
 	t.Parallel()
-	cronFiresOnce(t, aRedisCluster(t))
+	// The fires' claims outlast the store's outage (the failover, then
+	// the dead node's return as a replica): a claim renewed through it
+	// keeps its fire, which then runs once.
+	place := aRedisCluster(t)
+	place.lease = 10 * time.Second
+	cronFiresOnce(t, place)
 }
 
 func cronFiresOnce(t *testing.T, place redisPlace) {
@@ -166,7 +172,7 @@ func cronFiresOnce(t *testing.T, place redisPlace) {
 	ids := make([]string, cronJobs)
 	for i := range ids {
 		var j cronjobs.Job
-		cliJSON(t, cli, &j, "cron", "add", "--name", fmt.Sprintf("j%02d", i), "--schedule", "every 5s",
+		cliJSON(t, cli, &j, "cron", "add", "--name", fmt.Sprintf("j%02d", i), "--schedule", "every "+cronEvery.String(),
 			"--script", script, "--no-agent", "--deliver", fmt.Sprintf("telegram:%d", cronChat))
 		ids[i] = j.ID
 	}
@@ -190,9 +196,26 @@ func cronFiresOnce(t *testing.T, place redisPlace) {
 	})
 	gws[0].kill()
 	killedAt := time.Since(started)
+	// On a cluster a primary dies too. A fire due while its shard has no
+	// primary with a replica (the failover, then the dead node's return
+	// as the new primary's replica, which every commit waits for) runs
+	// late; one later than its job's interval gives way to the job's next
+	// fire, as after any downtime: such a fire may be missing, never
+	// doubled.
 	var failover time.Duration
+	var outageFrom, outageTo time.Time
 	if place.isCluster() {
+		outageFrom = time.Now()
 		failover = place.killPrimary(t)
+		outageTo = time.Now()
+	}
+	skipped := map[fireKey]bool{}
+	excused := func(k fireKey) bool {
+		at, err := time.Parse(time.RFC3339, k.at)
+		if err != nil || outageFrom.IsZero() || !at.After(outageFrom.Add(-cronEvery)) || !at.Before(outageTo.Add(cronEvery)) {
+			return false
+		}
+		return len(ranFires(t, ranLog)[k]) == 0 // a fire that ran must be delivered
 	}
 	held = heldFires(t, hold)
 	if err := os.RemoveAll(hold); err != nil {
@@ -223,6 +246,12 @@ func cronFiresOnce(t *testing.T, place redisPlace) {
 		cliJSON(t, cli, &jobs, "cron", "list")
 		want = wantFires(jobs)
 		got, other = firesIn(tg, cronChat)
+		for k := range want {
+			if got[k] == 0 && excused(k) {
+				delete(want, k)
+				skipped[k] = true
+			}
+		}
 		var pending []map[string]any
 		cliJSON(t, cli, &pending, "outbox", "pending")
 		var missing []string
@@ -306,9 +335,9 @@ func cronFiresOnce(t *testing.T, place redisPlace) {
 			t.Errorf("the run of %s is %+v; want ok and delivered", k, r)
 		}
 	}
-	t.Logf("%s: %d jobs added in %s; %d fires delivered once each; gateway A killed at %s holding %d fires (%d finished by a survivor); a primary's failover %s; paused at %s, settled at %s",
+	t.Logf("%s: %d jobs added in %s; %d fires delivered once each; gateway A killed at %s holding %d fires (%d finished by a survivor); a primary's failover %s, %d fires due in its outage of %s gave way to their next; paused at %s, settled at %s",
 		place, cronJobs, added.Round(time.Millisecond), len(got), killedAt.Round(time.Millisecond), len(held), finished,
-		failover.Round(time.Millisecond), paused.Round(time.Millisecond), time.Since(started).Round(time.Millisecond))
+		failover.Round(time.Millisecond), len(skipped), outageTo.Sub(outageFrom).Round(time.Millisecond), paused.Round(time.Millisecond), time.Since(started).Round(time.Millisecond))
 	for _, g := range gws[1:] {
 		g.stop()
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"testing"
@@ -16,6 +17,7 @@ import (
 type redisPlace struct {
 	single  *testkit.Redis
 	cluster *testkit.RedisCluster
+	lease   time.Duration // store.lease_ttl; the tests' leaseTTL when 0
 }
 
 func oneRedis(t *testing.T) redisPlace      { return redisPlace{single: testkit.StartRedis(t)} }
@@ -28,6 +30,7 @@ func (p redisPlace) String() string {
 // storeYAML is the store section of a gateway's herald.yaml on p, with
 // the tests' short lease; on a cluster every commit waits for a replica.
 func (p redisPlace) storeYAML() string {
+	lease := cmp.Or(p.lease, leaseTTL)
 	if p.isCluster() {
 		return fmt.Sprintf(`
 store:
@@ -37,7 +40,7 @@ store:
   redis_prefix: %q
   redis_wait_replicas: 1
   lease_ttl: %s
-`, p.cluster.URL(), p.cluster.Prefix(), leaseTTL)
+`, p.cluster.URL(), p.cluster.Prefix(), lease)
 	}
 	return fmt.Sprintf(`
 store:
@@ -45,7 +48,7 @@ store:
   redis_url: %s
   redis_prefix: %q
   lease_ttl: %s
-`, p.single.URL(), p.single.Prefix(), leaseTTL)
+`, p.single.URL(), p.single.Prefix(), lease)
 }
 
 // open opens the store the gateways share, for the test's own reads.
