@@ -18,6 +18,7 @@ type redisPlace struct {
 	single  *testkit.Redis
 	cluster *testkit.RedisCluster
 	lease   time.Duration // store.lease_ttl; the tests' leaseTTL when 0
+	noWait  bool          // on a cluster, redis_wait_replicas 0 rather than 1
 }
 
 func oneRedis(t *testing.T) redisPlace      { return redisPlace{single: testkit.StartRedis(t)} }
@@ -38,9 +39,9 @@ store:
   redis_mode: cluster
   redis_url: %s
   redis_prefix: %q
-  redis_wait_replicas: 1
+  redis_wait_replicas: %d
   lease_ttl: %s
-`, p.cluster.URL(), p.cluster.Prefix(), lease)
+`, p.cluster.URL(), p.cluster.Prefix(), map[bool]int{false: 1, true: 0}[p.noWait], lease)
 	}
 	return fmt.Sprintf(`
 store:

@@ -110,7 +110,7 @@ func (c *RedisCluster) WaitOK(t testing.TB) {
 				break
 			}
 		}
-		if ok && c.mastersAnswer() {
+		if ok && c.mastersAnswer() && c.replicasLinked() {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -214,6 +214,26 @@ func (c *RedisCluster) node(addr string) *Redis {
 		}
 	}
 	return nil
+}
+
+// replicasLinked reports whether every live replica has its link to its
+// primary up: a replica still making its first copy cannot take over
+// from its primary.
+func (c *RedisCluster) replicasLinked() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, n := range c.Nodes {
+		if !n.alive() {
+			continue
+		}
+		rc := goredis.NewClient(&goredis.Options{Addr: n.addr})
+		info, err := rc.Info(ctx, "replication").Result()
+		rc.Close()
+		if err != nil || strings.Contains(info, "role:slave") && !strings.Contains(info, "master_link_status:up") {
+			return false
+		}
+	}
+	return true
 }
 
 // primaryOf is the address of sh's primary that the cluster takes to
