@@ -62,7 +62,7 @@ type PipelineOptions struct {
 	RedisMode string
 	// WaitReplicas is store.redis_wait_replicas.
 	WaitReplicas int
-	TempDir   string // where the SQLite files are made (and removed); the system's when empty
+	TempDir      string // where the SQLite files are made (and removed); the system's when empty
 }
 
 // PipelineResult is one run's figures. The JSON names are what
