@@ -182,17 +182,15 @@ func (c *RedisCluster) info(addr string) string {
 }
 
 // mastersAnswer reports whether every primary serving slots is a node
-// that runs.
+// that runs, as the first live node sees the cluster.
 func (c *RedisCluster) mastersAnswer() bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	for _, n := range c.Nodes {
-		if !n.alive() {
-			continue
+	first := true
+	return c.eachLive(func(ctx context.Context, rc *goredis.Client) bool {
+		if !first {
+			return true
 		}
-		rc := goredis.NewClient(&goredis.Options{Addr: n.addr})
+		first = false
 		shards, err := rc.ClusterShards(ctx).Result()
-		rc.Close()
 		if err != nil {
 			return false
 		}
@@ -202,8 +200,28 @@ func (c *RedisCluster) mastersAnswer() bool {
 			}
 		}
 		return true
+	})
+}
+
+// eachLive asks ok of a client of every live node, and reports whether
+// every one said yes (and some node lives).
+func (c *RedisCluster) eachLive(ok func(context.Context, *goredis.Client) bool) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	asked := false
+	for _, n := range c.Nodes {
+		if !n.alive() {
+			continue
+		}
+		rc := goredis.NewClient(&goredis.Options{Addr: n.addr})
+		yes := ok(ctx, rc)
+		rc.Close()
+		if !yes {
+			return false
+		}
+		asked = true
 	}
-	return false
+	return asked
 }
 
 // node is the node at addr, nil for none.
@@ -220,20 +238,10 @@ func (c *RedisCluster) node(addr string) *Redis {
 // primary up: a replica still making its first copy cannot take over
 // from its primary.
 func (c *RedisCluster) replicasLinked() bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	for _, n := range c.Nodes {
-		if !n.alive() {
-			continue
-		}
-		rc := goredis.NewClient(&goredis.Options{Addr: n.addr})
+	return c.eachLive(func(ctx context.Context, rc *goredis.Client) bool {
 		info, err := rc.Info(ctx, "replication").Result()
-		rc.Close()
-		if err != nil || strings.Contains(info, "role:slave") && !strings.Contains(info, "master_link_status:up") {
-			return false
-		}
-	}
-	return true
+		return err == nil && (!strings.Contains(info, "role:slave") || strings.Contains(info, "master_link_status:up"))
+	})
 }
 
 // primaryOf is the address of sh's primary that the cluster takes to

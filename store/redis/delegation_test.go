@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -168,68 +167,5 @@ func TestDelegationShards(t *testing.T) {
 		if err := db.Delegations().AckCompletion(ctx, c); err != nil {
 			t.Errorf("AckCompletion(%s): %v", c.Completion.ID, err)
 		}
-	}
-}
-
-// TestDelegationShardsConcurrentClaims claims children of conversations
-// in every shard from two stores at once: each child is claimed once,
-// and no token is granted twice.
-func TestDelegationShardsConcurrentClaims(t *testing.T) {
-	ctx := context.Background()
-	r := testkit.StartRedis(t)
-	var dbs []*DB
-	for range 2 {
-		db, err := Open(ctx, Options{URL: r.URL(), Prefix: r.Prefix(), Shards: 4})
-		if err != nil {
-			t.Fatalf("Open: %v", err)
-		}
-		t.Cleanup(func() { db.Close() })
-		dbs = append(dbs, db)
-	}
-	var all []string
-	for k := range 12 {
-		g := delegation.Delegation{ID: fmt.Sprint("deleg_", k), Conv: fmt.Sprint("conv-", k), User: "u"}
-		for j := range 3 {
-			g.Children = append(g.Children, delegation.Child{ID: fmt.Sprintf("%s-c%d", g.ID, j), Delegation: g.ID, Index: j, Task: delegation.Task{Goal: "g"}})
-			all = append(all, g.Children[j].ID)
-		}
-		if err := dbs[k%2].Delegations().Create(ctx, delegation.Dispatch{Delegation: g}); err != nil {
-			t.Fatalf("Create(%s): %v", g.ID, err)
-		}
-	}
-	var mu sync.Mutex
-	by := map[string]string{}
-	tokens := map[int64]string{}
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Go(func() {
-			owner := fmt.Sprint("w", w)
-			for {
-				cs, claims, err := dbs[w%2].Delegations().Claim(ctx, owner, 2, time.Minute)
-				if err != nil {
-					t.Errorf("Claim(%s): %v", owner, err)
-					return
-				}
-				if len(cs) == 0 {
-					return
-				}
-				mu.Lock()
-				for k, c := range cs {
-					if prev, ok := by[c.ID]; ok {
-						t.Errorf("child %s claimed by %s and by %s", c.ID, prev, owner)
-					}
-					by[c.ID] = owner
-					if prev, ok := tokens[claims[k].Token]; ok {
-						t.Errorf("token %d granted for %s and for %s", claims[k].Token, prev, c.ID)
-					}
-					tokens[claims[k].Token] = c.ID
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if len(by) != len(all) {
-		t.Errorf("%d children claimed, want %d", len(by), len(all))
 	}
 }
