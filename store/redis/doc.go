@@ -124,6 +124,8 @@
 //	                                    exactly (MINID =) what is older than
 //	                                    an hour by the same clock. Signals
 //	                                    are few, so exact trimming is cheap.
+//	                                    A cursor is the id of the last
+//	                                    signal read (signals.go).
 //
 //	Pleasetoken:<name>       string    the counter an ownership lease's
 //	                                    fencing tokens are drawn from (INCR,
@@ -190,7 +192,17 @@
 //	pool:{name}, …:conv:<c>  the pool name's shard, both
 //	lease:<name>,            the lease name's shard, both (the acquire
 //	leasetoken:<name>        script writes both)
-//	signals, instances,      one key each, at P as in the one-server
+//	P{label}:signals         one stream per shard, of the signals of
+//	                         the shard's conversations (sig_append runs
+//	                         in the conversation's shard). SignalsAfter
+//	                         reads every shard's stream after its part of
+//	                         the cursor (one round trip) and merges them
+//	                         by id (ms, then seq; the lower shard on a
+//	                         tie); a cursor is every shard's last id
+//	                         read, in shard order, joined by ",", each
+//	                         part moved only past the signals returned
+//	                         from its shard (signals.go)
+//	instances,               one key each, at P as in the one-server
 //	cursors:<platform>       layout: a command or script on one key
 //	                         touches one slot wherever it hashes
 //

@@ -85,7 +85,7 @@ func TestSignalsTrimmed(t *testing.T) {
 	if err := s.Signal(ctx, signals.Signal{Conv: "c", Kind: signals.Interrupt}); err != nil {
 		t.Fatal(err)
 	}
-	if n := db.client.XLen(ctx, db.signalsKey()).Val(); n != 1 {
+	if n := db.client.XLen(ctx, db.signalsKey(0)).Val(); n != 1 {
 		t.Errorf("XLEN signals = %d, want 1: the older ones are past the keep window", n)
 	}
 }

@@ -1,6 +1,7 @@
--- sig_append appends to the shared signals log and forgets signals older
--- than the keep window.
--- KEYS[1] signals stream
+-- sig_append appends to the signals log and forgets signals older than the
+-- keep window.
+-- KEYS[1] signals stream: the one of the one-server layout, or the one of
+--   the signal's conversation's shard
 -- ARGV[1] now in ms, or '' for the server's time
 -- ARGV[2] keep window in ms
 -- ARGV[3] conversation
