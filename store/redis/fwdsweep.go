@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/internal/bgloop"
+	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
 )
 
@@ -41,13 +42,17 @@ func (w *fwdSweeper) start() {
 func (w *fwdSweeper) shutdown() { w.loop.Halt() }
 
 func (w *fwdSweeper) run(ctx context.Context) {
-	t := time.NewTicker(w.every)
+	clk := w.db.clk // a test's clock; the wall clock else
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	t := clk.NewTicker(w.every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			w.sweep(ctx)
 		}
 	}
