@@ -82,12 +82,9 @@ func (s controllersStore) DueControllers(ctx context.Context, at time.Time, n in
 	due := strconv.FormatInt(at.UnixMilli(), 10)
 	// Each shard's soonest n, all read at once, make the soonest n of
 	// all, in the order of one index: by due time, then member.
-	got := make([][]controllers.State, s.db.shards.count())
-	err := inShards(ctx, s.db.shards.all(), func(ctx context.Context, i int) error {
-		var err error
+	got, err := everyShard(ctx, s.db, func(ctx context.Context, i int) ([]controllers.State, error) {
 		pfx := s.db.shards.pfx(i)
-		got[i], err = s.read(ctx, op, pfx, pfx+"ctl:due", due, n)
-		return err
+		return s.read(ctx, op, pfx, pfx+"ctl:due", due, n)
 	})
 	if err != nil {
 		return nil, err
@@ -95,7 +92,7 @@ func (s controllersStore) DueControllers(ctx context.Context, at time.Time, n in
 	if len(got) == 1 {
 		return got[0], nil
 	}
-	out := slices.Concat(got...)
+	out := merged(got)
 	slices.SortFunc(out, func(a, b controllers.State) int {
 		if c := a.DueAt.Compare(b.DueAt); c != 0 {
 			return c

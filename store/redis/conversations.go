@@ -73,14 +73,13 @@ func (s convStore) read(ctx context.Context, op string, limit int, at, tag, one 
 		}
 		return decodeConvs(op, v)
 	}
-	pages := make([][]sessions.ConvSummary, s.db.shards.count())
-	err := inShards(ctx, s.db.shards.all(), func(ctx context.Context, i int) error {
+	pages, err := everyShard(ctx, s.db, func(ctx context.Context, i int) ([]sessions.ConvSummary, error) {
 		pfx := s.db.shards.pfx(i)
 		v, err := s.db.run(ctx, op, scriptConvList, []string{activeKey(pfx)}, pfx, limit, s.db.nowArg(), at, tag, "")
-		if err == nil {
-			pages[i], err = decodeConvs(op, v)
+		if err != nil {
+			return nil, err
 		}
-		return err
+		return decodeConvs(op, v)
 	})
 	if err != nil {
 		return nil, err
@@ -88,7 +87,7 @@ func (s convStore) read(ctx context.Context, op string, limit int, at, tag, one 
 	if len(pages) == 1 {
 		return pages[0], nil
 	}
-	out := slices.Concat(pages...)
+	out := merged(pages)
 	slices.SortFunc(out, func(a, b sessions.ConvSummary) int {
 		if c := b.LastActive.Compare(a.LastActive); c != 0 {
 			return c

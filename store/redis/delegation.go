@@ -29,10 +29,14 @@ import (
 // names its child's shard (lib_delegation.lua's dlg_token), so End and
 // Renew go there; a completion's claim names its conversation. Other
 // calls by id (Child, Delegation, Steer, StopPending, Completions) look
-// in the shard remembered for the id (DB.dlgIDs, filled by this
+// in the shard remembered for the id (DB.located, kind "dlg:", filled by this
 // process's Create, Start, Claim and Reap calls and look-ups), else in
 // every shard at once.
 type delegationStore struct{ db *DB }
+
+// dlgKind heads a delegation's or a child's key ("d:<id>", "c:<id>")
+// among the ids whose shards DB.located remembers.
+const dlgKind = "dlg:"
 
 var _ delegation.Store = delegationStore{}
 
@@ -68,7 +72,7 @@ func (s delegationStore) remember(i int, keys ...string) {
 		return
 	}
 	for _, k := range keys {
-		s.db.dlgIDs.put(k, i)
+		s.db.remember(dlgKind, k, i)
 	}
 }
 
@@ -88,7 +92,7 @@ func (s delegationStore) inShardOf(ctx context.Context, key string, read func(i 
 	db := s.db
 	i, ok := 0, !db.shards.sharded()
 	if !ok {
-		i, ok = db.dlgIDs.get(key)
+		i, ok = db.located.get(dlgKind + key)
 	}
 	if ok {
 		found, err := read(i)
@@ -115,7 +119,7 @@ func (s delegationStore) inShardOf(ctx context.Context, key string, read func(i 
 		return -1, err
 	}
 	if at >= 0 {
-		db.dlgIDs.put(key, at)
+		db.remember(dlgKind, key, at)
 	}
 	return at, nil
 }

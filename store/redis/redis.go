@@ -75,10 +75,9 @@ type DB struct {
 	batch  *batcher // the script calls' way to the server
 	hist   *histCache
 	shards *layout
-	dlgIDs shardMemo    // the shards delegation and child ids were found in (delegation.go)
 	dlgSeq atomic.Int64 // the last dispatch sequence made or read (delegation.go)
 
-	located shardMemo // the shards approval and cron run ids were found in (everyshard.go)
+	located shardMemo // the shards ids the domains make were found in: approvals', cron runs', delegations' (everyshard.go)
 
 	sessions *sessionStore
 	outbox   *outboxStore
