@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,11 +14,11 @@ import (
 )
 
 // failingCheck makes every completion check of svc fail, and counts
-// them.
-func failingCheck(svc *kanban.Service, pass *bool) *int {
-	n := new(int)
+// them: the workers of several cards check at once.
+func failingCheck(svc *kanban.Service, pass *bool) *atomic.Int64 {
+	n := new(atomic.Int64)
 	svc.Check = func(_ context.Context, k kanban.Card, _ string) (string, bool, error) {
-		*n++
+		n.Add(1)
 		return "FAIL: " + k.CompletionCheck, pass != nil && *pass, nil
 	}
 	return n
@@ -44,8 +45,8 @@ func TestAFailingCheckEndsAtTheFailureLimit(t *testing.T) {
 		if n := lane.count(byDefault.ID); n != kanban.DefaultFailureLimit {
 			t.Errorf("the card with the default limit ran %d times, want %d", n, kanban.DefaultFailureLimit)
 		}
-		if *checks != 3+kanban.DefaultFailureLimit {
-			t.Errorf("%d checks ran, want one a run", *checks)
+		if n := checks.Load(); n != 3+kanban.DefaultFailureLimit {
+			t.Errorf("%d checks ran, want one a run", n)
 		}
 		k := h.wantStatus(own.ID, kanban.StatusBlocked)
 		if k.Failures != 3 || !strings.Contains(k.BlockReason, "completion check failed") {
@@ -116,8 +117,8 @@ func TestAReviewCardRunsItsCheck(t *testing.T) {
 		if got, err := h.svc.Approve(h.ctx, k.ID, 0, "ship it", "ann"); err != nil || got.Status != kanban.StatusDone || got.Failures != 0 {
 			t.Fatalf("approval with a passing check = %+v, %v; want done", got, err)
 		}
-		if *checks != 7 {
-			t.Errorf("%d checks ran, want 7: each complete and each approval", *checks)
+		if n := checks.Load(); n != 7 {
+			t.Errorf("%d checks ran, want 7: each complete and each approval", n)
 		}
 	})
 }
