@@ -242,9 +242,25 @@ func chaosRun(t *testing.T, wait bool) {
 			t.Errorf("%s: the model saw the turns %q, want %q", chaosConv(i), got, want)
 		}
 	}
+	// Waiting for a replica, a conversation's lease is never lost, so its
+	// turns never overlap. Acting at once, a lease the dead primary had
+	// not passed on is gone with it, and another gateway may start the
+	// conversation's turn while the first still runs (its commit is then
+	// fenced off): counted, and only for the killed primary's third.
+	overlapping := 0
 	for key, n := range model.MaxOverlaps() {
-		if n > 1 {
+		if n <= 1 {
+			continue
+		}
+		overlapping++
+		if wait {
 			t.Errorf("conversation %q had %d turns at the model at once", key, n)
+		}
+	}
+	if !wait {
+		t.Logf("acting at once: %d conversations had two turns at the model at once", overlapping)
+		if overlapping > chaosConvs/3 {
+			t.Errorf("%d conversations had overlapping turns, more than the %d of the killed primary's shards", overlapping, chaosConvs/3)
 		}
 	}
 	total := chaosConvs * chaosMessages
