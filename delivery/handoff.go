@@ -19,28 +19,34 @@ import (
 // woken for those of them a commit enqueued due instead.
 func (w *Worker) Handoff(msgs []outbox.Message) (h *sessions.Handoff, done func(committed bool)) {
 	n := len(msgs)
+	targets := make([]string, n)
+	for i, m := range msgs {
+		targets[i] = m.Target.String()
+	}
 	done = func(committed bool) {
 		if committed && n > 0 {
-			w.Notify()
+			w.notices.notify(targets)
 		}
 	}
 	if n == 0 || !w.routed(msgs) {
 		return nil, done
 	}
 	// Replies handed over are sent at once, so they would pass a message
-	// enqueued here earlier that the loop has not claimed yet (a command's
-	// answer beside the turn's own notice): until it has, commits enqueue
-	// theirs due, behind it.
-	if !w.running() || !w.lanes.open() || !w.notices.caughtUp() {
+	// to their target enqueued here earlier that the loop has not claimed
+	// yet (a command's answer beside the turn's own notice): until it has,
+	// commits enqueue theirs due, behind it. Another target's backlog
+	// holds them up not at all.
+	if !w.running() || !w.lanes.open() || !w.notices.caughtUp(targets) {
 		return nil, done
 	}
 	// Nor may they pass a message a claim of the loop's took and has not
 	// put in its lanes yet, which the store, seeing it held here, would
-	// hand them over behind: while a claim is on its way, commits enqueue
-	// theirs due, and a claim waits for the commits offered here to return.
-	if !w.handoffs.TryRLock() {
-		return nil, done
-	}
+	// hand them over behind: a commit waits for a claim on its way to
+	// put what it took in the lanes (a claim waits likewise for the
+	// commits offered here to return). Enqueued due instead, the replies
+	// would wait behind every message due before them, one chat's
+	// backlog included.
+	w.handoffs.RLock()
 	if !w.room.reserve(n) {
 		w.handoffs.RUnlock()
 		return nil, done
@@ -55,7 +61,7 @@ func (w *Worker) Handoff(msgs []outbox.Message) (h *sessions.Handoff, done func(
 		w.handoffs.RUnlock()
 		w.room.release(n)
 		if committed && handed < n {
-			w.Notify()
+			w.notices.notify(targets)
 		}
 	}
 	return h, done

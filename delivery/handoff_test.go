@@ -2,7 +2,9 @@ package delivery
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -321,9 +323,9 @@ func (o heldAfterClaim) Claim(ctx context.Context, worker string, platforms []st
 
 // TestHandedRepliesDoNotPassAClaimOnItsWay: a commit's reply behind a
 // message the worker's claim took is not sent before that message, even
-// when the commit ends between the claim's store call and its messages
+// when the commit comes between the claim's store call and its messages
 // reaching the lanes, where the store, seeing the earlier message held by
-// the worker, would hand the reply over.
+// the worker, would hand the reply over: the commit waits for the claim.
 func TestHandedRepliesDoNotPassAClaimOnItsWay(t *testing.T) {
 	taken, release := make(chan struct{}), make(chan struct{})
 	held := func(s outbox.Store) outbox.Store {
@@ -342,8 +344,14 @@ func TestHandedRepliesDoNotPassAClaimOnItsWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-taken
-	commitTurn(t, Sessions(r.sessions, r.d), []outbox.Message{{Target: tg, Conv: "telegram:1", Text: "second"}}, false)
+	committed := make(chan error, 1)
+	go func() {
+		committed <- commitConv(Sessions(r.sessions, r.d), "telegram:1", []outbox.Message{{Target: tg, Conv: "telegram:1", Text: "second"}}, false)
+	}()
 	letGo()
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
 	testkit.Eventually(t, "both messages sent", func() bool { return sent.count() == 2 })
 	if got, want := sent.texts(), []string{"first", "second"}; !slices.Equal(got, want) {
 		t.Errorf("sent %q, want %q: the reply after the message claimed before it", got, want)
@@ -354,13 +362,21 @@ func TestHandedRepliesDoNotPassAClaimOnItsWay(t *testing.T) {
 // with out, by FinishAndClaim when andClaim, else by Finish.
 func commitTurn(t *testing.T, s sessions.Store, out []outbox.Message, andClaim bool) {
 	t.Helper()
-	ctx := context.Background()
-	if _, err := s.Append(ctx, sessions.Inbound{Conv: "telegram:1", Text: "hello"}); err != nil {
+	if err := commitConv(s, "telegram:1", out, andClaim); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// commitConv is commitTurn for conversation conv, off the test's
+// goroutine.
+func commitConv(s sessions.Store, conv string, out []outbox.Message, andClaim bool) error {
+	ctx := context.Background()
+	if _, err := s.Append(ctx, sessions.Inbound{Conv: conv, Text: "hello"}); err != nil {
+		return err
 	}
 	turn, err := s.Claim(ctx, "w", 0)
 	if err != nil || turn == nil {
-		t.Fatalf("Claim = %v, %v; want a turn", turn, err)
+		return fmt.Errorf("Claim = %v, %v; want a turn", turn, err)
 	}
 	f := sessions.Finish{EntryID: turn.Entry.ID, Outbox: out, Release: true}
 	if andClaim {
@@ -368,7 +384,100 @@ func commitTurn(t *testing.T, s sessions.Store, out []outbox.Message, andClaim b
 	} else {
 		err = s.Finish(ctx, turn.Lease, f)
 	}
-	if err != nil {
+	return err
+}
+
+// claimsSeen holds, once, the first claim that takes the message whose
+// text is hold (until release is closed), and records the texts every
+// claim took.
+type claimsSeen struct {
+	outbox.Store
+	hold    string
+	taken   chan struct{}
+	release chan struct{}
+	once    *sync.Once
+	mu      *sync.Mutex
+	texts   *[]string
+}
+
+func (o claimsSeen) Claim(ctx context.Context, worker string, platforms []string, max int, ttl time.Duration) ([]outbox.Claimed, error) {
+	cs, err := o.Store.Claim(ctx, worker, platforms, max, ttl)
+	o.mu.Lock()
+	for _, c := range cs {
+		*o.texts = append(*o.texts, c.Text)
+	}
+	o.mu.Unlock()
+	if slices.ContainsFunc(cs, func(c outbox.Claimed) bool { return c.Text == o.hold }) {
+		o.once.Do(func() {
+			close(o.taken)
+			<-o.release
+		})
+	}
+	return cs, err
+}
+
+func (o claimsSeen) took(text string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Contains(*o.texts, text)
+}
+
+// TestAnotherChatsReplyIsHandedOverPastABacklog: a commit's reply to one
+// chat, made while the worker claims another chat's backlog queued here
+// (claim after claim, the first of them on its way), is handed over by
+// its commit, not queued due behind the backlog.
+func TestAnotherChatsReplyIsHandedOverPastABacklog(t *testing.T) {
+	seen := claimsSeen{hold: "b0", taken: make(chan struct{}), release: make(chan struct{}),
+		once: &sync.Once{}, mu: &sync.Mutex{}, texts: &[]string{}}
+	wrap := func(s outbox.Store) outbox.Store {
+		seen.Store = s
+		return seen
+	}
+	sent := &scripted{}
+	r := newWrappedDeliveryRig(t, wrap, Options{Batch: 4}, &adaptertest.Adapter{Name: "telegram", OnSend: sent.send})
+	var open sync.Once
+	letGo := func() { open.Do(func() { close(seen.release) }) }
+	t.Cleanup(letGo)
+	ctx := context.Background()
+	queue := NotifyingOutbox(r.store, r.d.NotifyTarget)
+
+	// One send timed first, so that the worker's room is its claims' and
+	// not one message a sender.
+	warm := outbox.Target{Platform: "telegram", Chat: "warm"}
+	if _, _, err := queue.Enqueue(ctx, outbox.Message{Target: warm, Text: "warm"}); err != nil {
 		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the first message sent", func() bool { return sent.count() == 1 })
+
+	busy := outbox.Target{Platform: "telegram", Chat: "busy"}
+	for i := range 20 {
+		if _, _, err := queue.Enqueue(ctx, outbox.Message{Target: busy, Text: fmt.Sprintf("b%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-seen.taken
+	committed := make(chan error, 1)
+	go func() {
+		committed <- commitConv(Sessions(r.sessions, r.d), "telegram:1",
+			[]outbox.Message{{Target: outbox.Target{Platform: "telegram", Chat: "1"}, Conv: "telegram:1", Text: "reply"}}, false)
+	}()
+	letGo()
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "every message sent", func() bool { return sent.count() == 22 })
+	if seen.took("reply") {
+		t.Errorf("the reply was claimed behind the busy chat's backlog; want it handed over by its commit")
+	}
+	var order []string
+	for _, text := range sent.texts() {
+		if strings.HasPrefix(text, "b") {
+			order = append(order, text)
+		}
+	}
+	for i, text := range order {
+		if want := fmt.Sprintf("b%d", i); text != want {
+			t.Fatalf("the busy chat's messages went out as %q, want b0 … b19 in order", order)
+		}
 	}
 }

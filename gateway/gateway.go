@@ -335,7 +335,7 @@ func (g *Gateway) build() error {
 		Model:     timed,
 		Images:    runner.Images,
 		Toolsets:  cfg.Toolsets(),
-		Outbox:    delivery.NotifyingOutbox(g.db.Outbox(), func() { g.delivery.Notify() }),
+		Outbox:    delivery.NotifyingOutbox(g.db.Outbox(), func(t outbox.Target) { g.delivery.NotifyTarget(t) }),
 		Runner:    runner,
 		Workspace: workspace,
 		AuxClient: g.auxClient,
@@ -450,7 +450,7 @@ func (g *Gateway) build() error {
 	}
 	g.router, err = sessions.NewRouter(sessions.RouterOptions{
 		Store:         store,
-		Outbox:        delivery.NotifyingOutbox(g.db.Outbox(), g.delivery.Notify),
+		Outbox:        delivery.NotifyingOutbox(g.db.Outbox(), g.delivery.NotifyTarget),
 		Signals:       g.db.Signals(),
 		Commands:      commands,
 		BusyInputMode: sessions.BusyInputMode(cfg.Display.BusyInputMode),

@@ -14,8 +14,8 @@ import (
 
 func (m *Main) benchCommand() *cobra.Command {
 	var (
-		profile string
-		out     *os.File
+		profile, memProfile string
+		out                 *os.File
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -40,6 +40,9 @@ func (m *Main) benchCommand() *cobra.Command {
 			return nil
 		},
 		PersistentPostRunE: func(*cobra.Command, []string) error {
+			if err := writeAllocProfile(memProfile); err != nil {
+				return err
+			}
 			if out == nil {
 				return nil
 			}
@@ -48,6 +51,7 @@ func (m *Main) benchCommand() *cobra.Command {
 		},
 	}
 	cmd.PersistentFlags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	cmd.PersistentFlags().StringVar(&memProfile, "memprofile", "", "write a profile of the run's allocations to this file")
 	cmd.AddCommand(m.benchQueueCommand(), m.benchPipelineCommand(), m.benchDelegationCommand(), m.benchCronCommand(), m.benchKanbanCommand(), m.benchStreamCommand(), m.benchPoolCommand(), m.benchOutboxCommand(), m.benchMediaCommand(), m.benchMCPCommand(), m.benchApprovalsCommand(), m.benchDashboardCommand(), benchMCPServerCommand())
 	return cmd
 }
@@ -133,4 +137,21 @@ func printBench[R any](m *Main, asJSON bool, res R, err error, print func(*Main,
 		return json.NewEncoder(m.Stdout).Encode(res)
 	}
 	return print(m, res)
+}
+
+// writeAllocProfile writes what the run allocated, and what of it was
+// still live at the last collection, to file (none when file is "").
+func writeAllocProfile(file string) error {
+	if file == "" {
+		return nil
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
