@@ -19,7 +19,7 @@ import (
 type claimLoop struct {
 	outbox           outbox.Store
 	routes           *Routes
-	name             string
+	names            *names
 	batch            int
 	ttl              time.Duration
 	pollMin, pollMax time.Duration
@@ -108,11 +108,14 @@ func (cl *claimLoop) claim(ctx context.Context, n int) (claimed []outbox.Claimed
 		return nil, false
 	}
 	at := cl.clock.Now()
-	claimed, err := cl.outbox.Claim(ctx, cl.name, platforms, n, cl.ttl)
+	name := cl.names.now()
+	claimed, err := cl.outbox.Claim(ctx, name, platforms, n, cl.ttl)
 	if err == nil && len(claimed) > 0 {
 		// A claim that took messages kept the heartbeat as a Beat does.
-		cl.beat.beaten(at)
+		cl.beat.beaten(name, at)
 	}
+	// A failed claim may have taken messages this worker never sees.
+	cl.names.after(name, "a claim", err)
 	if err != nil {
 		if ctx.Err() == nil {
 			// The store may stay away for a while; one line in a while

@@ -13,18 +13,20 @@ import (
 // without a claim of their own; nil when the worker cannot take them now
 // (not running, no room, a platform without a route here), and they are
 // enqueued due, for whichever worker claims them. The caller calls done
-// once the commit has returned, saying whether it committed: the room
-// kept for the messages meanwhile (so that commits running at once never
-// take more than the worker may hold) is given back, and the worker is
-// woken for those of them a commit enqueued due instead.
-func (w *Worker) Handoff(msgs []outbox.Message) (h *sessions.Handoff, done func(committed bool)) {
+// once the commit has returned, with its error: the room kept for the
+// messages meanwhile (so that commits running at once never take more
+// than the worker may hold) is given back, and the worker is woken for
+// those of them a commit enqueued due instead. A commit whose outcome is
+// unknown may have handed messages over that the worker never saw: it
+// claims under a new name from then on (see names).
+func (w *Worker) Handoff(msgs []outbox.Message) (h *sessions.Handoff, done func(err error)) {
 	n := len(msgs)
 	targets := make([]string, n)
 	for i, m := range msgs {
 		targets[i] = m.Target.String()
 	}
-	done = func(committed bool) {
-		if committed && n > 0 {
+	done = func(err error) {
+		if err == nil && n > 0 {
 			w.notices.notify(targets)
 		}
 	}
@@ -53,14 +55,16 @@ func (w *Worker) Handoff(msgs []outbox.Message) (h *sessions.Handoff, done func(
 	}
 	handed := 0 // set by Claimed, on the committing goroutine, before done
 	since := w.order.mark()
-	h = &sessions.Handoff{Worker: w.name, TTL: w.claimTTL, Claimed: func(cs []outbox.Claimed) {
+	name := w.names.now()
+	h = &sessions.Handoff{Worker: name, TTL: w.claimTTL, Claimed: func(cs []outbox.Claimed) {
 		handed = len(cs)
 		w.handed(cs, since)
 	}}
-	done = func(committed bool) {
+	done = func(err error) {
+		w.names.after(name, "a commit handing replies over", err)
 		w.handoffs.RUnlock()
 		w.room.release(n)
-		if committed && handed < n {
+		if err == nil && handed < n {
 			w.notices.notify(targets)
 		}
 	}
@@ -117,21 +121,21 @@ type handingSessions struct {
 // delivery worker's claim loop waits (Worker.handoffs).
 func (s handingSessions) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) (err error) {
 	f, done := s.offer(f)
-	defer func() { done(err == nil) }()
+	defer func() { done(err) }()
 	return s.Store.Finish(ctx, l, f)
 }
 
 func (s handingSessions) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (_ *sessions.Turn, err error) {
 	f, done := s.offer(f)
-	defer func() { done(err == nil) }()
+	defer func() { done(err) }()
 	return s.Store.FinishAndClaim(ctx, l, f, worker, ttl)
 }
 
 // offer asks the delivery worker to take f's messages as they are
-// enqueued (see Worker.Handoff); done is told whether f committed.
-func (s handingSessions) offer(f sessions.Finish) (_ sessions.Finish, done func(committed bool)) {
+// enqueued (see Worker.Handoff); done is told how f's commit ended.
+func (s handingSessions) offer(f sessions.Finish) (_ sessions.Finish, done func(err error)) {
 	if f.Handoff != nil {
-		return f, func(bool) {}
+		return f, func(error) {}
 	}
 	f.Handoff, done = s.worker.Handoff(f.Outbox)
 	return f, done

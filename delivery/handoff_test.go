@@ -15,9 +15,13 @@ import (
 	"github.com/heraldgw/herald/adapters"
 	"github.com/heraldgw/herald/adapters/adaptertest"
 	"github.com/heraldgw/herald/internal/clock"
+	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/outbox"
 	"github.com/heraldgw/herald/sessions"
 )
+
+// errNotCommitted is a commit's failure that the store refused it.
+var errNotCommitted = errs.E("test", errs.Conflict, "not committed")
 
 // countingOutbox counts the claims the delivery worker makes.
 type countingOutbox struct {
@@ -153,12 +157,12 @@ func TestHandoffToAStoppedWorkerGoesBack(t *testing.T) {
 	if _, _, err := r.store.Enqueue(ctx, outbox.Message{Target: tg, Conv: "telegram:1", Text: "late"}); err != nil {
 		t.Fatal(err)
 	}
-	claims, err := r.store.Claim(ctx, r.d.name, []string{"telegram"}, 1, time.Minute)
+	claims, err := r.store.Claim(ctx, r.d.names.now(), []string{"telegram"}, 1, time.Minute)
 	if err != nil || len(claims) != 1 {
 		t.Fatalf("Claim = %d messages, %v; want 1", len(claims), err)
 	}
 	if h, done := r.d.Handoff([]outbox.Message{claims[0].Message}); h != nil {
-		done(false)
+		done(errNotCommitted)
 		t.Errorf("a stopped worker offered a handoff")
 	}
 	r.d.handed(claims, 0)
@@ -183,7 +187,7 @@ func TestHandoffKeepsRoomForCommitsInFlight(t *testing.T) {
 	msg := []outbox.Message{{Target: outbox.Target{Platform: "telegram", Chat: "1"}, Text: "hi"}}
 	testkit.Eventually(t, "the loop's first claim", func() bool { return claims.Load() == 1 })
 	offerTaken(t, r.d, msg, "once the loop's first claim ended")
-	var dones []func(committed bool)
+	var dones []func(err error)
 	for i := range 2 {
 		h, done := r.d.Handoff(msg)
 		if h == nil {
@@ -192,16 +196,16 @@ func TestHandoffKeepsRoomForCommitsInFlight(t *testing.T) {
 		dones = append(dones, done)
 	}
 	if h, done := r.d.Handoff(msg); h != nil {
-		done(false)
+		done(errNotCommitted)
 		t.Fatal("a third offer was taken while two commits hold the room")
 	}
-	dones[0](false)
+	dones[0](errNotCommitted)
 	h, done := r.d.Handoff(msg)
 	if h == nil {
 		t.Fatal("an offer was refused after a commit gave its room back")
 	}
-	done(false)
-	dones[1](false)
+	done(errNotCommitted)
+	dones[1](errNotCommitted)
 }
 
 // gatedOutbox holds each Claim until the test lets it go, and says on
@@ -243,7 +247,7 @@ func TestHandoffWaitsForAnEarlierMessagesClaim(t *testing.T) {
 	// A message is enqueued; every claim is held, so none ends after it.
 	r.d.Notify()
 	if h, done := r.d.Handoff(msg); h != nil {
-		done(false)
+		done(errNotCommitted)
 		t.Fatal("an offer was taken while a message enqueued before it waits unclaimed")
 	}
 	letGo()
@@ -264,7 +268,7 @@ func TestHandoffWaitsUntilEveryDueMessageIsClaimed(t *testing.T) {
 	refused := func(what string) {
 		t.Helper()
 		if h, done := r.d.Handoff(msg); h != nil {
-			done(false)
+			done(errNotCommitted)
 			t.Fatalf("an offer was taken %s", what)
 		}
 	}
@@ -293,7 +297,7 @@ func offerTaken(t *testing.T, d *Worker, msgs []outbox.Message, when string) {
 	testkit.Eventually(t, "an offer taken "+when, func() bool {
 		h, done := d.Handoff(msgs)
 		if h != nil {
-			done(false)
+			done(errNotCommitted)
 		}
 		return h != nil
 	})
@@ -479,5 +483,56 @@ func TestAnotherChatsReplyIsHandedOverPastABacklog(t *testing.T) {
 		if want := fmt.Sprintf("b%d", i); text != want {
 			t.Fatalf("the busy chat's messages went out as %q, want b0 … b19 in order", order)
 		}
+	}
+}
+
+// lostClaimReply carries out the first claim that takes the message whose
+// text is lose and answers it with an error, as when the store's reply
+// never came: the store holds the message for the worker, which never
+// sees it.
+type lostClaimReply struct {
+	outbox.Store
+	lose string
+	lost *atomic.Bool
+}
+
+func (o lostClaimReply) Claim(ctx context.Context, worker string, platforms []string, max int, ttl time.Duration) ([]outbox.Claimed, error) {
+	cs, err := o.Store.Claim(ctx, worker, platforms, max, ttl)
+	if err == nil && slices.ContainsFunc(cs, func(c outbox.Claimed) bool { return c.Text == o.lose }) && o.lost.CompareAndSwap(false, true) {
+		return nil, errs.E("test", errs.Unavailable, "the claim's reply was lost")
+	}
+	return cs, err
+}
+
+// TestALostClaimsMessagesAreNotPassed: a claim carried out whose reply
+// never came leaves a message held for the worker that it does not know;
+// a reply to the same chat committed after is not handed over past it,
+// nor claimed before it, and goes out after it once that claim ran out.
+func TestALostClaimsMessagesAreNotPassed(t *testing.T) {
+	lost := &atomic.Bool{}
+	wrap := func(s outbox.Store) outbox.Store { return lostClaimReply{Store: s, lose: "first", lost: lost} }
+	sent := &scripted{}
+	r := newWrappedDeliveryRig(t, wrap, Options{}, &adaptertest.Adapter{Name: "telegram", OnSend: sent.send})
+	ctx := context.Background()
+	tg := outbox.Target{Platform: "telegram", Chat: "1"}
+
+	// Enqueued by another process: the loop's poll claims it, and loses
+	// the reply.
+	if _, _, err := r.store.Enqueue(ctx, outbox.Message{Target: tg, Conv: "telegram:1", Text: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the claim whose reply was lost", lost.Load)
+	commitTurn(t, Sessions(r.sessions, r.d), []outbox.Message{{Target: tg, Conv: "telegram:1", Text: "second"}}, false)
+	// Until the lost claim runs out, the reply waits behind the message
+	// it holds; a poll or two find nothing to send.
+	r.d.Notify()
+	testkit.Eventually(t, "a claim after the commit", func() bool { return r.d.notices.caughtUp(nil) })
+	if n := sent.count(); n != 0 {
+		t.Fatalf("sent %q before the lost claim ran out, want nothing", sent.texts())
+	}
+	r.clk.Advance(DefaultClaimTTL + time.Second)
+	testkit.Eventually(t, "both messages sent", func() bool { return sent.count() == 2 })
+	if got, want := sent.texts(), []string{"first", "second"}; !slices.Equal(got, want) {
+		t.Errorf("sent %q, want %q: the reply after the message the lost claim held", got, want)
 	}
 }

@@ -126,7 +126,7 @@ type Options struct {
 // has to wait (rate limit, backoff, no route), those behind it in this
 // process wait with it.
 type Worker struct {
-	name     string
+	names    *names
 	claimTTL time.Duration
 	routes   *Routes
 	clock    clock.Clock
@@ -196,8 +196,9 @@ func New(opts Options) (*Worker, error) {
 	margin := min(claimMargin, claimTTL/5)
 	pollMin := orDefault(opts.PollMin, DefaultPollMin)
 
+	ns := newNames(name, claimTTL, clk, log)
 	w := &Worker{
-		name:     name,
+		names:    ns,
 		claimTTL: claimTTL,
 		routes:   opts.Routes,
 		clock:    clk,
@@ -209,7 +210,7 @@ func New(opts Options) (*Worker, error) {
 	}
 	if opts.Heartbeat > 0 {
 		var err error
-		w.beat, err = newHeartbeat(opts.Outbox, name, opts.Heartbeat, min(margin, opts.Heartbeat/6), clk, log)
+		w.beat, err = newHeartbeat(opts.Outbox, ns, opts.Heartbeat, min(margin, opts.Heartbeat/6), clk, log)
 		if err != nil {
 			return nil, err
 		}
@@ -255,7 +256,7 @@ func New(opts Options) (*Worker, error) {
 	w.claims = &claimLoop{
 		outbox:   opts.Outbox,
 		routes:   opts.Routes,
-		name:     name,
+		names:    ns,
 		batch:    batch,
 		ttl:      claimTTL,
 		pollMin:  pollMin,
