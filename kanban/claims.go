@@ -3,6 +3,7 @@ package kanban
 import (
 	"cmp"
 	"context"
+	"errors"
 	"os"
 	"slices"
 	"strconv"
@@ -38,18 +39,36 @@ func (s *Service) Claim(ctx context.Context, id string, spec ClaimSpec) (Card, e
 	if spec.Owner == "" || spec.TTL <= 0 {
 		return Card{}, errs.E(op, errs.Invalid, "a claim needs an owner and a ttl")
 	}
-	want := StatusReady
-	if spec.Review {
-		want = StatusReview
+	// A card this service just wrote (created) is claimed as it wrote
+	// it; any other, or one that cannot be claimed as remembered, is
+	// read.
+	if k, ok := s.recent.recall(id); ok {
+		if got, err := s.claim(ctx, op, k, spec, true); !errors.Is(err, errGuess) {
+			return got, err
+		}
 	}
 	k, err := s.read(ctx, op, id)
 	if err != nil {
 		return Card{}, err
 	}
+	return s.claim(ctx, op, k, spec, false)
+}
+
+// claim decides and writes the claim of k. On a card remembered (guess),
+// anything but the claim's write is errGuess, and so is its Conflict.
+func (s *Service) claim(ctx context.Context, op string, k Card, spec ClaimSpec, guess bool) (Card, error) {
+	want := StatusReady
+	if spec.Review {
+		want = StatusReview
+	}
 	// The store stamps the claim's times inside its write; only a card
 	// held back until a time needs the clock read to decide.
 	now, stamp := StampBase, k.RetryAt.IsZero()
+	if guess && (!stamp || k.Status != want) {
+		return Card{}, errGuess
+	}
 	if !stamp {
+		var err error
 		if now, err = s.Store.Now(ctx); err != nil {
 			return Card{}, err
 		}
@@ -65,9 +84,15 @@ func (s *Service) Claim(ctx context.Context, id string, spec ClaimSpec) (Card, e
 	if err != nil {
 		return Card{}, err
 	}
+	if !done && guess && !spec.Review {
+		return Card{}, errGuess
+	}
 	if !done && !spec.Review {
 		nk, ev := move(k, StatusTodo, now, Event{Kind: EventMoved, Text: "a parent is not done"})
-		if _, err := s.Store.Apply(ctx, Change{Cards: []CardWrite{{Card: nk, From: from}}, Check: checks, Events: []Event{ev}, Stamp: stamp}); err != nil && !errs.Is(err, errs.Conflict) {
+		moved := Change{Cards: []CardWrite{{Card: nk, From: from}}, Check: checks, Events: []Event{ev}, Stamp: stamp}
+		_, err := s.Store.Apply(ctx, moved)
+		s.recent.forget(moved.Cards)
+		if err != nil && !errs.Is(err, errs.Conflict) {
 			return Card{}, err
 		}
 		return Card{}, errs.E(op, errs.Invalid, "%s has parents that are not done; it is back in todo", k.ID)
@@ -88,13 +113,20 @@ func (s *Service) Claim(ctx context.Context, id string, spec ClaimSpec) (Card, e
 	// durable, and makes it durable too.
 	c := Change{Cards: []CardWrite{{Card: k, From: from}}, Check: checks, Runs: []Run{r}, Events: []Event{ev}, Stamp: stamp, Bookkeeping: true}
 	evs, err := s.Store.Apply(ctx, c)
+	if guess && errs.Is(err, errs.Conflict) {
+		return Card{}, errGuess
+	}
+	s.recent.forget(c.Cards)
 	if err != nil {
 		return Card{}, err
 	}
 	k.Version = from + 1
 	if stamp {
-		return s.stamped(ctx, k, c, evs)
+		if k, err = s.stamped(ctx, k, c, evs); err != nil {
+			return Card{}, err
+		}
 	}
+	s.recent.remember(k)
 	return k, nil
 }
 
@@ -124,8 +156,11 @@ func reviewing(k Card) bool { return k.Claim != nil && k.Claim.Review }
 // in-process worker). Errors: NotFound, LeaseLost.
 func (s *Service) Spawned(ctx context.Context, id string, token int64, host string, pid int, procStart string) (Card, error) {
 	const op = "kanban.Spawned"
+	// The first decision is on the card as this service claimed it, when
+	// it remembers it held by token; after a conflict, on the card read.
+	read := s.recallHeld(id, token)
 	return s.applyStamped(ctx, op, func(now time.Time) (change, error) {
-		k, err := s.held(ctx, op, id, token)
+		k, err := s.reread(ctx, op, id, token, &read)
 		if err != nil {
 			return change{}, err
 		}
@@ -136,7 +171,7 @@ func (s *Service) Spawned(ctx context.Context, id string, token int64, host stri
 		cl := *k.Claim
 		cl.Spawned, cl.Host, cl.PID, cl.ProcStart, cl.Heartbeat = true, host, pid, procStart, now
 		k.Claim, k.UpdatedAt = &cl, now
-		return change{card: k, Change: Change{Cards: []CardWrite{{Card: k, From: from}},
+		return change{card: k, remember: true, Change: Change{Cards: []CardWrite{{Card: k, From: from}},
 			Events: []Event{{Board: k.Board, Card: k.ID, Kind: EventSpawned, Run: cl.Run, Actor: cl.Owner, At: now, Data: map[string]any{"pid": pid, "host": host}}}}}, nil
 	})
 }
@@ -192,11 +227,20 @@ func (s *Service) Complete(ctx context.Context, id string, token int64, res Resu
 	if res.Summary == "" {
 		return Card{}, errs.E(op, errs.Invalid, "a complete needs a summary of what was done")
 	}
-	k, err := s.held(ctx, op, id, token)
-	if err != nil {
-		return Card{}, err
+	// A card this service claimed (and holds by token) is completed as
+	// it wrote it, unless it has a check to run or artifacts to promote,
+	// which are decided on the card read.
+	var k Card
+	if g := s.recallHeld(id, token); g != nil && g.CompletionCheck == "" && len(res.Artifacts) == 0 {
+		k = *g
+	} else {
+		var err error
+		if k, err = s.held(ctx, op, id, token); err != nil {
+			return Card{}, err
+		}
 	}
-	if res, err = s.promoteArtifacts(op, k, res); err != nil {
+	res, err := s.promoteArtifacts(op, k, res)
+	if err != nil {
 		return Card{}, err
 	}
 	for _, cid := range res.CreatedCards {
@@ -212,13 +256,22 @@ func (s *Service) Complete(ctx context.Context, id string, token int64, res Resu
 	if err != nil {
 		return Card{}, err
 	}
-	// The first decision is on the card read above; after a conflict,
-	// on the card read again.
+	checked := k.CompletionCheck
+	// The first decision is on the card above; after a conflict, on the
+	// card read again.
 	read := &k
 	return s.applyStamped(ctx, op, func(now time.Time) (change, error) {
 		k, err := s.reread(ctx, op, id, token, &read)
 		if err != nil {
 			return change{}, err
+		}
+		if k.CompletionCheck != checked {
+			// The check changed since it ran: the card read is what
+			// passes or fails.
+			if check, err = s.runCheck(ctx, op, k); err != nil {
+				return change{}, err
+			}
+			checked = k.CompletionCheck
 		}
 		switch k.Status {
 		case StatusRunning, StatusReady, StatusReview, StatusBlocked, StatusTodo:
@@ -265,6 +318,16 @@ func (s *Service) Complete(ctx context.Context, id string, token int64, res Resu
 		c.card = k
 		return c, nil
 	})
+}
+
+// recallHeld is the card id as this service last wrote it, when it
+// remembers it running under the claim token (a worker's, not 0).
+func (s *Service) recallHeld(id string, token int64) *Card {
+	k, ok := s.recent.recall(id)
+	if !ok || token == 0 || k.Status != StatusRunning || k.Claim == nil || k.Claim.Token != token {
+		return nil
+	}
+	return &k
 }
 
 // reread is the card *first when it is set, which it then clears, else

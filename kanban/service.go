@@ -52,6 +52,10 @@ type Service struct {
 	// worker's comment (a command's output it pasted) is read by the
 	// next worker's model and shown in chats. Nil keeps it as it is.
 	Redact func(string) string
+
+	// recent is the cards this service wrote last, to decide their next
+	// change on (see recent).
+	recent recent
 }
 
 // CreateSpec is a card to create.
@@ -81,6 +85,9 @@ type CreateSpec struct {
 type change struct {
 	Change
 	card Card
+	// remember says card is the card as the change writes it, for the
+	// service to decide its next change on (see recent).
+	remember bool
 }
 
 // apply runs decide until its change applies without a conflict, and
@@ -117,15 +124,23 @@ func (s *Service) applyAt(ctx context.Context, op string, stamp bool, decide fun
 			return Card{}, err
 		}
 		s.readied(c.Change)
+		s.recent.forget(c.Cards)
+		written := false
 		for _, w := range c.Cards {
 			if w.Card.ID == c.card.ID {
-				c.card.Version = w.From + 1
+				c.card.Version, written = w.From+1, true
 			}
 		}
+		k := c.card
 		if stamp {
-			return s.stamped(ctx, c.card, c.Change, evs)
+			if k, err = s.stamped(ctx, k, c.Change, evs); err != nil {
+				return Card{}, err
+			}
 		}
-		return c.card, nil
+		if c.remember && written {
+			s.recent.remember(k)
+		}
+		return k, nil
 	}
 	return Card{}, errs.E(op, errs.Conflict, "the board kept changing under this change; try again")
 }
@@ -205,7 +220,10 @@ func (s *Service) Create(ctx context.Context, spec CreateSpec) (k Card, created 
 				return Card{}, false, err
 			}
 			allDone = allDone && p.Status == StatusDone
-			c.Check = append(c.Check, Version{ID: p.ID, Version: p.Version})
+			// The parent is written, as a link makes it: a card's
+			// version covers its links (see recent).
+			p.UpdatedAt = now
+			c.Cards = append(c.Cards, CardWrite{Card: p, From: p.Version})
 			c.Link = append(c.Link, Link{Parent: p.ID, Child: id})
 		}
 		k = Card{
@@ -223,7 +241,7 @@ func (s *Service) Create(ctx context.Context, spec CreateSpec) (k Card, created 
 		default:
 			k.Status = StatusTodo
 		}
-		c.Cards = []CardWrite{{Card: k}}
+		c.Cards = append([]CardWrite{{Card: k}}, c.Cards...)
 		c.Events = []Event{{Board: k.Board, Card: k.ID, Kind: EventCreated, To: k.Status, Actor: spec.CreatedBy, Text: k.Title, At: now}}
 		evs, err := s.Store.Apply(ctx, c)
 		if errs.Is(err, errs.Conflict) {
@@ -233,6 +251,7 @@ func (s *Service) Create(ctx context.Context, spec CreateSpec) (k Card, created 
 			return Card{}, false, err
 		}
 		s.readied(c)
+		s.recent.forget(c.Cards)
 		if k, err = s.stamped(ctx, k, c, evs); err != nil {
 			return Card{}, false, err
 		}
@@ -240,6 +259,7 @@ func (s *Service) Create(ctx context.Context, spec CreateSpec) (k Card, created 
 		for _, l := range c.Link {
 			k.Parents = append(k.Parents, l.Parent)
 		}
+		s.recent.remember(k)
 		return k, true, nil
 	}
 	return Card{}, false, errs.E(op, errs.Conflict, "the board kept changing under this create; try again")

@@ -22,9 +22,8 @@ completes it, then the next. It reports cycles/s and a cycle's latency
 beside the raw ceiling measured in the same run at the same concurrency:
 the same store round trips herald makes, each of the simplest kind that
 writes as much (on SQLite one transaction per write with the same
-durability, synchronous=FULL, and a plain read per read; on Redis a
-MULTI/EXEC per write and HMGET per read; a claim commits without its
-fsync on SQLite, as herald's does). The two loops
+durability, synchronous=FULL; on Redis a MULTI/EXEC per write; a claim
+commits without its fsync on SQLite, as herald's does). The two loops
 take turns. The targets are multiples of a reference platform's
 sequential cycles/s (--reference, measured on the same disk beside the
 run with scripts/reference-kanban): at 1 client twice it on SQLite and

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -470,8 +469,6 @@ func (r *startRecord) counts() (started, double int) {
 // trips herald's service makes, each of the simplest kind that does the
 // same writes (rawCycle, rawDispatch).
 type kanbanRaw interface {
-	// read reads card's version and encoding.
-	read(ctx context.Context, card string) error
 	// write applies step to card in one atomic write: a claim (rawClaim)
 	// as herald's store commits one, without waiting for the disk on
 	// SQLite.
@@ -484,8 +481,7 @@ type kanbanRaw interface {
 type rawKanbanStep int
 
 const (
-	rawRead     rawKanbanStep = iota // not a write: a read of the card
-	rawCreate                        // a new ready card and its event
+	rawCreate   rawKanbanStep = iota // a new ready card and its event
 	rawClaim                         // to running, with a new run and its event
 	rawSpawned                       // the running card rewritten, with an event
 	rawComplete                      // to done, its run rewritten, with an event
@@ -509,26 +505,20 @@ func (s rawKanbanStep) from() (string, int64) {
 }
 
 // The round trips of herald's operations, in its order. A cycle: Create
-// applies; Claim reads the card and applies; Complete reads the card and
-// applies (the store stamps each write with its clock inside it). A
-// dispatched card: the claim, then the record of its worker's start (the
-// card, the write).
+// applies; Claim applies, decided on the card Create wrote; Complete
+// applies, decided on the card Claim wrote (the store stamps each write
+// with its clock inside it). A dispatched card of cards the service made:
+// the claim, then the record of its worker's start, each decided on the
+// card the service wrote last.
 var (
-	rawCycle    = []rawKanbanStep{rawCreate, rawRead, rawClaim, rawRead, rawComplete}
-	rawDispatch = []rawKanbanStep{rawRead, rawClaim, rawRead, rawSpawned}
+	rawCycle    = []rawKanbanStep{rawCreate, rawClaim, rawComplete}
+	rawDispatch = []rawKanbanStep{rawClaim, rawSpawned}
 )
 
 // rawSteps makes steps' round trips on card, one after another.
 func rawSteps(ctx context.Context, raw kanbanRaw, card string, steps []rawKanbanStep) error {
 	for _, s := range steps {
-		var err error
-		switch s {
-		case rawRead:
-			err = raw.read(ctx, card)
-		default:
-			err = raw.write(ctx, s, card)
-		}
-		if err != nil {
+		if err := raw.write(ctx, s, card); err != nil {
 			return err
 		}
 	}
@@ -573,14 +563,7 @@ func newKanbanRaw(ctx context.Context, b backend) (kanbanRaw, error) {
 			CREATE TABLE event (seq INTEGER PRIMARY KEY, card TEXT NOT NULL, body BLOB NOT NULL);`); err != nil {
 			return nil, err
 		}
-		// The reads on a pool of their own, as herald's store reads, so
-		// that they do not wait behind the writes' commits.
-		reads, err := sql.Open("sqlite", "file:"+filepath.Join(b.dir, "raw.db")+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)")
-		if err != nil {
-			return nil, err
-		}
-		reads.SetMaxOpenConns(kanbanRawReaders)
-		return &sqliteKanbanRaw{db: b.raw, reads: reads, bodies: newRawBodies()}, nil
+		return &sqliteKanbanRaw{db: b.raw, bodies: newRawBodies()}, nil
 	case *redisBackend:
 		return &redisKanbanRaw{c: b.raw, prefix: b.prefix + "k:", bodies: newRawBodies()}, nil
 	}
@@ -615,22 +598,12 @@ func dispatchRaw(ctx context.Context, raw kanbanRaw, cards int) (time.Duration, 
 // sqliteKanbanRaw is the raw loop on the raw SQLite file: each write one
 // transaction, a card's rewrite checked against the version it was at.
 type sqliteKanbanRaw struct {
-	db, reads *sql.DB
-	bodies    rawBodies
+	db     *sql.DB
+	bodies rawBodies
 }
 
-// kanbanRawReaders is the raw loop's read connections on SQLite: as many
-// as herald's store reads with.
-const kanbanRawReaders = 4
-
-func (r *sqliteKanbanRaw) read(ctx context.Context, card string) error {
-	var version int64
-	var body []byte
-	return r.reads.QueryRowContext(ctx, `SELECT version, body FROM card WHERE id = ?`, card).Scan(&version, &body)
-}
-
-// close closes the read pool; the backend's cleanup closes the writes'.
-func (r *sqliteKanbanRaw) close() error { return r.reads.Close() }
+// close: the backend's cleanup closes the connection.
+func (r *sqliteKanbanRaw) close() error { return nil }
 
 func (r *sqliteKanbanRaw) write(ctx context.Context, step rawKanbanStep, card string) (err error) {
 	conn, err := r.db.Conn(ctx)
@@ -698,10 +671,6 @@ type redisKanbanRaw struct {
 	c      goredis.UniversalClient
 	prefix string
 	bodies rawBodies
-}
-
-func (r *redisKanbanRaw) read(ctx context.Context, card string) error {
-	return r.c.HMGet(ctx, r.prefix+"c:"+card, "v", "j").Err()
 }
 
 // close: the backend's cleanup closes the client.
