@@ -19,13 +19,14 @@ import (
 type claimLoop struct {
 	outbox           outbox.Store
 	routes           *Routes
-	names            *names
+	name             string
 	batch            int
 	ttl              time.Duration
 	pollMin, pollMax time.Duration
 	clock            clock.Clock
 	log              *slog.Logger
 	notices          *notices
+	doubt            *doubt
 	room             *room
 	order            *order
 	lanes            *lanes
@@ -49,6 +50,21 @@ func (cl *claimLoop) run(ctx context.Context) {
 	idle.Stop()
 	wait := time.Duration(0)
 	for {
+		if d := cl.doubt.left(); d > 0 {
+			// A claim or a commit of this worker may have taken messages
+			// it never saw: no claim until those claims ran out (doubt).
+			t := cl.clock.NewTimer(d)
+			select {
+			case <-t.C():
+			case <-cl.stop:
+				t.Stop()
+				return
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+			continue
+		}
 		n := cl.room.left()
 		if n == 0 {
 			select {
@@ -108,14 +124,15 @@ func (cl *claimLoop) claim(ctx context.Context, n int) (claimed []outbox.Claimed
 		return nil, false
 	}
 	at := cl.clock.Now()
-	name := cl.names.now()
-	claimed, err := cl.outbox.Claim(ctx, name, platforms, n, cl.ttl)
+	claimed, err := cl.outbox.Claim(ctx, cl.name, platforms, n, cl.ttl)
 	if err == nil && len(claimed) > 0 {
 		// A claim that took messages kept the heartbeat as a Beat does.
-		cl.beat.beaten(name, at)
+		cl.beat.beaten(at)
 	}
-	// A failed claim may have taken messages this worker never sees.
-	cl.names.after(name, "a claim", err)
+	if cl.doubt.after(err) {
+		cl.log.Warn("a claim failed and may have taken messages all the same; this worker claims nothing until its claims ran out, so that none is passed",
+			"for", cl.doubt.left(), "err", err)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			// The store may stay away for a while; one line in a while

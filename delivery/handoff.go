@@ -18,7 +18,7 @@ import (
 // than the worker may hold) is given back, and the worker is woken for
 // those of them a commit enqueued due instead. A commit whose outcome is
 // unknown may have handed messages over that the worker never saw: it
-// claims under a new name from then on (see names).
+// doubts what it holds for a while (see doubt).
 func (w *Worker) Handoff(msgs []outbox.Message) (h *sessions.Handoff, done func(err error)) {
 	n := len(msgs)
 	targets := make([]string, n)
@@ -38,7 +38,7 @@ func (w *Worker) Handoff(msgs []outbox.Message) (h *sessions.Handoff, done func(
 	// yet (a command's answer beside the turn's own notice): until it has,
 	// commits enqueue theirs due, behind it. Another target's backlog
 	// holds them up not at all.
-	if !w.running() || !w.lanes.open() || !w.notices.caughtUp(targets) {
+	if !w.running() || !w.lanes.open() || !w.notices.caughtUp(targets) || w.doubt.left() > 0 {
 		return nil, done
 	}
 	// Nor may they pass a message a claim of the loop's took and has not
@@ -55,13 +55,15 @@ func (w *Worker) Handoff(msgs []outbox.Message) (h *sessions.Handoff, done func(
 	}
 	handed := 0 // set by Claimed, on the committing goroutine, before done
 	since := w.order.mark()
-	name := w.names.now()
-	h = &sessions.Handoff{Worker: name, TTL: w.claimTTL, Claimed: func(cs []outbox.Claimed) {
+	h = &sessions.Handoff{Worker: w.name, TTL: w.claimTTL, Claimed: func(cs []outbox.Claimed) {
 		handed = len(cs)
 		w.handed(cs, since)
 	}}
 	done = func(err error) {
-		w.names.after(name, "a commit handing replies over", err)
+		if w.doubt.after(err) {
+			w.log.Warn("a commit handing replies over failed and may have handed them all the same; this worker claims and takes nothing until its claims ran out, so that none is passed",
+				"for", w.doubt.left(), "err", err)
+		}
 		w.handoffs.RUnlock()
 		w.room.release(n)
 		if err == nil && handed < n {

@@ -3,7 +3,6 @@ package delivery
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -18,7 +17,7 @@ import (
 // past it.
 type heartbeat struct {
 	outbox  outbox.Store
-	names   *names
+	name    string
 	ttl     time.Duration // how long one beat holds
 	margin  time.Duration // the part of a beat kept free at its end, as claimMargin is of a claim
 	clock   clock.Clock
@@ -26,37 +25,32 @@ type heartbeat struct {
 	renewer *lease.Renewer
 
 	mu sync.Mutex
-	// at is, by name, when the last write that kept its heartbeat (a
-	// Beat or a Claim) began: once at+ttl has passed, another worker's
-	// claim may have ended every claim made under it. A name claimed
-	// under before (names) is beaten beside the current one.
-	at map[string]time.Time
+	// at is when the last write that kept the heartbeat (a Beat or a
+	// Claim) began: once at+ttl has passed, another worker's claim may
+	// have ended every claim of this one.
+	at time.Time
 }
 
-func newHeartbeat(o outbox.Store, ns *names, ttl, margin time.Duration, clk clock.Clock, log *slog.Logger) (*heartbeat, error) {
-	h := &heartbeat{outbox: o, names: ns, ttl: ttl, margin: margin, clock: clk, log: log, at: map[string]time.Time{}}
+func newHeartbeat(o outbox.Store, name string, ttl, margin time.Duration, clk clock.Clock, log *slog.Logger) (*heartbeat, error) {
+	h := &heartbeat{outbox: o, name: name, ttl: ttl, margin: margin, clock: clk, log: log}
 	var err error
 	h.renewer, err = lease.NewRenewer(lease.RenewerOptions{
 		Renew: func(ctx context.Context, held []lease.Claim, ttl time.Duration) ([]lease.Claim, error) {
 			at := h.clock.Now()
-			var failed error
-			for _, name := range h.names.alive(at) {
-				if err := h.outbox.Beat(ctx, name, ttl); err != nil {
-					failed = err
-					continue
-				}
-				h.beaten(name, at)
+			err := h.outbox.Beat(ctx, h.name, ttl)
+			if err == nil {
+				h.beaten(at)
 			}
 			// A failed beat loses nothing here: until it holds again,
 			// the senders see it by at (see left).
-			return held, failed
+			return held, err
 		},
 		TTL: ttl, Clock: clk, Logger: log,
 	})
 	if err != nil {
 		return nil, err
 	}
-	h.renewer.Hold(lease.Claim{Name: "heartbeat", Owner: ns.base})
+	h.renewer.Hold(lease.Claim{Name: "heartbeat", Owner: name})
 	return h, nil
 }
 
@@ -69,38 +63,25 @@ func (h *heartbeat) start(ctx context.Context) error {
 	return h.renewer.Start(ctx)
 }
 
-// beaten records that a write that kept name's heartbeat, begun at at,
+// beaten records that a write that kept the heartbeat, begun at at,
 // succeeded. A nil heartbeat records nothing.
-func (h *heartbeat) beaten(name string, at time.Time) {
+func (h *heartbeat) beaten(at time.Time) {
 	if h == nil {
 		return
 	}
 	h.mu.Lock()
-	if at.After(h.at[name]) {
-		h.at[name] = at
+	if at.After(h.at) {
+		h.at = at
 	}
 	h.mu.Unlock()
 }
 
 // left is how long the heartbeat holds from now, as far as this worker
-// knows: that of the name beaten longest ago among those alive, as a
-// message held under any of them is sent only while it holds. A name
-// never beaten (one taken since the last beat) has no heartbeat in the
-// store to run out.
+// knows.
 func (h *heartbeat) left(now time.Time) time.Duration {
-	alive := h.names.alive(now)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var first time.Time
-	for name, at := range h.at {
-		switch {
-		case !slices.Contains(alive, name):
-			delete(h.at, name)
-		case first.IsZero() || at.Before(first):
-			first = at
-		}
-	}
-	return first.Add(h.ttl).Sub(now)
+	return h.at.Add(h.ttl).Sub(now)
 }
 
 // end stops the renewer and tells the store this worker is gone; ctx's
@@ -109,9 +90,7 @@ func (h *heartbeat) end(ctx context.Context) {
 	_ = h.renewer.Shutdown(context.Background())
 	ctx, cancel := storeContext(ctx)
 	defer cancel()
-	for _, name := range h.names.alive(h.clock.Now()) {
-		if err := h.outbox.Beat(ctx, name, 0); err != nil {
-			h.log.Warn("ending the delivery worker's heartbeat failed; it runs out", "name", name, "err", err)
-		}
+	if err := h.outbox.Beat(ctx, h.name, 0); err != nil {
+		h.log.Warn("ending the delivery worker's heartbeat failed; it runs out", "err", err)
 	}
 }

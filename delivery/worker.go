@@ -126,12 +126,14 @@ type Options struct {
 // has to wait (rate limit, backoff, no route), those behind it in this
 // process wait with it.
 type Worker struct {
-	names    *names
+	name     string
+	log      *slog.Logger
 	claimTTL time.Duration
 	routes   *Routes
 	clock    clock.Clock
 
 	notices *notices
+	doubt   *doubt
 	room    *room
 	order   *order
 	lanes   *lanes
@@ -196,13 +198,14 @@ func New(opts Options) (*Worker, error) {
 	margin := min(claimMargin, claimTTL/5)
 	pollMin := orDefault(opts.PollMin, DefaultPollMin)
 
-	ns := newNames(name, claimTTL, clk, log)
 	w := &Worker{
-		names:    ns,
+		name:     name,
+		log:      log,
 		claimTTL: claimTTL,
 		routes:   opts.Routes,
 		clock:    clk,
 		notices:  &notices{wake: make(chan struct{}, 1)},
+		doubt:    &doubt{claimTTL: claimTTL, clock: clk},
 		room:     &room{senders: senders, claimTTL: claimTTL, free: make(chan struct{}, 1)},
 		order:    &order{claimTTL: claimTTL, backs: map[string]backMark{}},
 		settled:  &settlements{fn: opts.Settled},
@@ -210,7 +213,7 @@ func New(opts Options) (*Worker, error) {
 	}
 	if opts.Heartbeat > 0 {
 		var err error
-		w.beat, err = newHeartbeat(opts.Outbox, ns, opts.Heartbeat, min(margin, opts.Heartbeat/6), clk, log)
+		w.beat, err = newHeartbeat(opts.Outbox, name, opts.Heartbeat, min(margin, opts.Heartbeat/6), clk, log)
 		if err != nil {
 			return nil, err
 		}
@@ -256,7 +259,7 @@ func New(opts Options) (*Worker, error) {
 	w.claims = &claimLoop{
 		outbox:   opts.Outbox,
 		routes:   opts.Routes,
-		names:    ns,
+		name:     name,
 		batch:    batch,
 		ttl:      claimTTL,
 		pollMin:  pollMin,
@@ -264,6 +267,7 @@ func New(opts Options) (*Worker, error) {
 		clock:    clk,
 		log:      log,
 		notices:  w.notices,
+		doubt:    w.doubt,
 		room:     w.room,
 		order:    w.order,
 		lanes:    w.lanes,
