@@ -49,7 +49,8 @@ func (w *Worker) Handoff(msgs []outbox.Message) (h *sessions.Handoff, done func(
 	// would wait behind every message due before them, one chat's
 	// backlog included.
 	w.handoffs.RLock()
-	if !w.room.reserve(n) {
+	// The claim waited for may have left this worker in doubt.
+	if w.doubt.left() > 0 || !w.room.reserve(n) {
 		w.handoffs.RUnlock()
 		return nil, done
 	}
