@@ -59,11 +59,11 @@ func (d *doubt) left() time.Duration {
 // been carried out all the same: only errors that say the store refused
 // it are certain.
 func uncertain(err error) bool {
-	switch {
-	case err == nil:
+	if err == nil {
 		return false
-	case errs.Is(err, errs.Invalid), errs.Is(err, errs.NotFound), errs.Is(err, errs.LeaseLost),
-		errs.Is(err, errs.Conflict), errs.Is(err, errs.TooLarge), errs.Is(err, errs.Closed):
+	}
+	switch errs.CodeOf(err) {
+	case errs.Invalid, errs.NotFound, errs.LeaseLost, errs.Conflict, errs.TooLarge, errs.Closed:
 		return false
 	}
 	return true

@@ -38,7 +38,7 @@ func (w *Worker) Handoff(msgs []outbox.Message) (h *sessions.Handoff, done func(
 	// yet (a command's answer beside the turn's own notice): until it has,
 	// commits enqueue theirs due, behind it. Another target's backlog
 	// holds them up not at all.
-	if !w.running() || !w.lanes.open() || !w.notices.caughtUp(targets) || w.doubt.left() > 0 {
+	if !w.running() || !w.lanes.open() || !w.notices.caughtUp(targets) {
 		return nil, done
 	}
 	// Nor may they pass a message a claim of the loop's took and has not
@@ -49,7 +49,8 @@ func (w *Worker) Handoff(msgs []outbox.Message) (h *sessions.Handoff, done func(
 	// would wait behind every message due before them, one chat's
 	// backlog included.
 	w.handoffs.RLock()
-	// The claim waited for may have left this worker in doubt.
+	// Nor while the worker doubts what it holds (see doubt), which a
+	// claim waited for may have begun.
 	if w.doubt.left() > 0 || !w.room.reserve(n) {
 		w.handoffs.RUnlock()
 		return nil, done
