@@ -90,7 +90,7 @@ var (
 		ON CONFLICT (conv) DO UPDATE SET ` + sqlGrant + `, active_at = ?6
 		WHERE (lease_expires IS NULL OR lease_expires <= ?6)
 			AND NOT EXISTS (SELECT 1 FROM entries WHERE conv = ?1 AND id <> ?4)
-		RETURNING lease_token`
+		RETURNING lease_token, NOT EXISTS (SELECT 1 FROM controllers WHERE conv = ?1)`
 	// A due conversation without entries (its holder drained it, then
 	// died or stalled) is simply not ready any more. Its lease stays as it
 	// was: nobody took it over, so a holder that was only slow may still
@@ -258,18 +258,28 @@ func insertEntry(t *tx, d *DB, in sessions.Inbound, body []byte, now int64) (ses
 // nil. The turn's entry is in itself, not a decoding of what was stored.
 func grantAlone(t *tx, in sessions.Inbound, id int64, c claimer, nowT time.Time) (*sessions.Turn, error) {
 	expires := nowT.Add(c.ttl)
-	var token int64
-	err := t.st.appendGrant.QueryRow(in.Conv, c.worker, nanos(expires), id, 1, nanos(nowT)).Scan(&token)
+	var (
+		token int64
+		none  bool
+	)
+	err := t.st.appendGrant.QueryRow(in.Conv, c.worker, nanos(expires), id, 1, nanos(nowT)).Scan(&token, &none)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &sessions.Turn{
+	turn := &sessions.Turn{
 		Lease: sessions.Lease{Conv: in.Conv, Worker: c.worker, Token: token, Expires: expires},
 		Entry: sessions.Entry{Inbound: in, ID: formatID(id), EnqueuedAt: fromNanos(nanos(nowT)), Deliveries: 1},
-	}, nil
+	}
+	// The first lease of a conversation is token 1, given as its row is
+	// made; history is written only under a lease, so it has none, and
+	// the turn needs no read of it.
+	if token == 1 {
+		turn.HistoryRead, turn.Uncontrolled = true, none
+	}
+	return turn, nil
 }
 
 func (s *sessionStore) Claim(ctx context.Context, worker string, ttl time.Duration) (*sessions.Turn, error) {
@@ -331,7 +341,7 @@ func (s *sessionStore) claim(ctx context.Context, op, worker string, n int, ttl 
 // turn.HistoryRead unset: the claim stands, and the worker reads the
 // history itself.
 func (d *DB) withHistory(ctx context.Context, turn *sessions.Turn) {
-	if turn == nil {
+	if turn == nil || turn.HistoryRead {
 		return
 	}
 	rows, err := d.reads.turnHistory.QueryContext(ctx, turn.Lease.Conv)
