@@ -150,25 +150,44 @@ func (r *Runner) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnO
 	if conv == "" {
 		conv = in.Entry.Conv
 	}
-	var tick *State
-	if k, n, v, ok := entryOf(conv, in.Entry); ok {
-		st, current, rollback := r.current(ctx, k, n, v, in)
-		if !current {
-			// Dropped unrun: no history, no reply. A tick that never ran
-			// gives its turn back to its controller.
-			out := sessions.TurnOutput{End: sessions.TurnDone}
-			if rollback != nil {
-				out.Writes = []sessions.Write{Put{State: *rollback}}
-			}
-			r.opts.Logger.Info("a controller's entry went stale before its turn; dropped unrun", "conv", conv, "controller", k.Name(), "tick", n)
-			if r.opts.Dropped != nil {
-				r.opts.Dropped(k.Kind)
-			}
-			return out, nil
-		}
-		tick = &st
+	tick, out, ran := r.before(ctx, conv, &in)
+	if !ran {
+		return out, nil
 	}
 	out, err := r.opts.Agent.Run(ctx, in)
+	return r.after(ctx, conv, tick, &in, out, err)
+}
+
+// before reads the controller of a tick's entry, when the entry is one:
+// ran is false when the entry went stale, and out is then the turn's
+// output, run no further. Run's steps before and after the agent are
+// functions of their own so that their locals are off the goroutine's
+// stack while the turn waits on the model.
+func (r *Runner) before(ctx context.Context, conv string, in *sessions.TurnInput) (tick *State, out sessions.TurnOutput, ran bool) {
+	k, n, v, ok := entryOf(conv, in.Entry)
+	if !ok {
+		return nil, out, true
+	}
+	st, current, rollback := r.current(ctx, k, n, v, *in)
+	if !current {
+		// Dropped unrun: no history, no reply. A tick that never ran
+		// gives its turn back to its controller.
+		out = sessions.TurnOutput{End: sessions.TurnDone}
+		if rollback != nil {
+			out.Writes = []sessions.Write{Put{State: *rollback}}
+		}
+		r.opts.Logger.Info("a controller's entry went stale before its turn; dropped unrun", "conv", conv, "controller", k.Name(), "tick", n)
+		if r.opts.Dropped != nil {
+			r.opts.Dropped(k.Kind)
+		}
+		return nil, out, false
+	}
+	return &st, out, true
+}
+
+// after judges the turn the agent ran (out, err) for its conversation's
+// controllers and the tick it ran, if any.
+func (r *Runner) after(ctx context.Context, conv string, tick *State, in *sessions.TurnInput, out sessions.TurnOutput, err error) (sessions.TurnOutput, error) {
 	origin := in.Origin
 	if err != nil || out.End == sessions.TurnInterrupted || out.End == sessions.TurnModelError {
 		// Not judged: a turn cut short says nothing of the goal, and one

@@ -5,6 +5,7 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/heraldgw/herald/internal/tracing"
 	"github.com/heraldgw/herald/llm"
@@ -28,10 +29,23 @@ type tracedModel struct {
 
 func (t tracedModel) Complete(ctx context.Context, req llm.Request) (*llm.Response, error) {
 	asked := cmp.Or(req.Model, t.model)
-	ctx, span := tracing.Start(ctx, tracing.SpanModel,
+	ctx, span := startModelSpan(ctx, asked)
+	resp, err := t.c.Complete(ctx, req)
+	endModelSpan(span, asked, resp, err)
+	return resp, err
+}
+
+// startModelSpan starts a model call's span. It and endModelSpan are
+// apart from Complete so that their locals are off the goroutine's
+// stack while the call waits on the model.
+func startModelSpan(ctx context.Context, asked string) (context.Context, trace.Span) {
+	return tracing.Start(ctx, tracing.SpanModel,
 		attribute.String("gen_ai.operation.name", "chat"),
 		attribute.String("gen_ai.request.model", asked))
-	resp, err := t.c.Complete(ctx, req)
+}
+
+// endModelSpan records how the call asked of asked went, and ends span.
+func endModelSpan(span trace.Span, asked string, resp *llm.Response, err error) {
 	if err != nil {
 		if class := llm.ClassOf(err); class != "" {
 			span.SetAttributes(attribute.String("error.type", string(class)))
@@ -47,5 +61,4 @@ func (t tracedModel) Complete(ctx context.Context, req llm.Request) (*llm.Respon
 		}
 	}
 	tracing.End(span, err)
-	return resp, err
 }

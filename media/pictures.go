@@ -31,7 +31,7 @@ func (p *pictures) Run(ctx context.Context, in sessions.TurnInput) (sessions.Tur
 	out, err := p.next.Run(ctx, in)
 	for i := range out.Outbox {
 		if m := &out.Outbox[i]; m.Kind == agent.KindReply && len(m.Files) == 0 {
-			p.o.attachPictures(ctx, in, m)
+			p.o.attachPictures(ctx, &in, m)
 		}
 	}
 	return out, err
@@ -41,7 +41,7 @@ func (p *pictures) Run(ctx context.Context, in sessions.TurnInput) (sessions.Tur
 // into m's files, kept in the store under ids the same reply of a turn
 // run again makes again. A picture that cannot be kept stays text: the
 // reply matters more than its pictures.
-func (o *outbound) attachPictures(ctx context.Context, in sessions.TurnInput, m *outbox.Message) {
+func (o *outbound) attachPictures(ctx context.Context, in *sessions.TurnInput, m *outbox.Message) {
 	const op = "media.pictures"
 	workspace := cmp.Or(in.Workspace, o.workspace)
 	if workspace == "" || !strings.Contains(m.Text, "![") {

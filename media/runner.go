@@ -105,6 +105,13 @@ func (r *Runner) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnO
 	if len(in.Entry.Attachments) == 0 {
 		return r.next.Run(ctx, in)
 	}
+	return r.runWithFiles(ctx, in)
+}
+
+// runWithFiles is Run for an entry with files. It is apart from Run so
+// that a turn without files, waiting on the model below Run, keeps none
+// of its locals on the goroutine's stack.
+func (r *Runner) runWithFiles(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
 	started := r.opts.Clock.Now()
 	t := r.prepare(ctx, in)
 	r.log.Info("the message's files are ready", "conv", in.Entry.Conv, "entry", in.Entry.ID, "files", len(in.Entry.Attachments),

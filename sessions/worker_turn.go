@@ -382,6 +382,27 @@ func (at *activeTurn) closeSteer() (entries, messages []string) {
 }
 
 func (w *TurnWorker) runAgent(at *activeTurn) {
+	r := w.beforeRun(at)
+	if r == nil {
+		return
+	}
+	out, runErr := w.run(at, r.in)
+	w.afterRun(at, r, out, runErr)
+}
+
+// agentRun is what a turn's agent run was given: runAgent keeps only
+// it, on the heap, while the turn waits on the model.
+type agentRun struct {
+	in     TurnInput
+	origin outbox.Target
+	starts []int
+	stream TurnStream
+	watch  TurnWatch
+}
+
+// beforeRun loads what the turn's agent runs on, or returns nil when the
+// turn ends here (the history could not be read, the session is stale).
+func (w *TurnWorker) beforeRun(at *activeTurn) *agentRun {
 	if f := w.metrics.Started; f != nil {
 		f()
 	}
@@ -396,14 +417,14 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 		at.logger().Error("loading the history failed; the entry waits for another run", "err", err)
 		w.countFailed("history")
 		w.retryLater(at, "history")
-		return
+		return nil
 	}
 	origin, err := ReplyTarget(e.Inbound)
 	if err != nil {
 		at.logger().Warn("the entry has no reply target; its replies are dropped", "err", err)
 	}
 	if w.staleSession(at, origin) {
-		return
+		return nil
 	}
 	// Where the stored history may start is known before the runner, which
 	// may change its copy, has it.
@@ -419,7 +440,12 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 		watch = w.watch(at.ctx, conv, origin)
 		in.Progress = watch.Progress
 	}
-	out, runErr := w.run(at, in)
+	return &agentRun{in: in, origin: origin, starts: starts, stream: stream, watch: watch}
+}
+
+// afterRun commits the turn the agent ran to out and runErr.
+func (w *TurnWorker) afterRun(at *activeTurn, r *agentRun, out TurnOutput, runErr error) {
+	e, conv, origin, starts, stream, watch := r.in.Entry, at.lease.Conv, r.origin, r.starts, r.stream, r.watch
 	if watch != nil {
 		watch.End()
 	}

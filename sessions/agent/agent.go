@@ -117,63 +117,91 @@ func (a *Agent) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOu
 			return r.reply(sessions.TurnBudget, note), nil
 		}
 		resp, err := r.complete(ctx)
-		r.out.ModelCalls++
-		if resp != nil {
-			r.out.InputTokens += resp.Usage.PromptTokens
-			r.out.OutputTokens += resp.Usage.CompletionTokens
-			r.count(cmp.Or(resp.Answered.Model, r.a.Model), resp.Usage)
-			if resp.Answered.Provider != "" {
-				r.answered = &resp.Answered
-			}
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return r.interrupted(ctx)
-			}
-			if llm.ClassOf(err) == llm.ClassContextOverflow && !r.trimmed && r.sentEarlier > 0 {
-				// Longer than the model takes: once a turn, the call is
-				// made again with a quarter of the earlier history.
-				r.trimmed, r.earlierCap = true, r.sentEarlier/4
-				r.log.InfoContext(ctx, "the request was longer than the model takes; trying once more with less of the history",
-					"history_chars", r.sentEarlier, "now_chars", r.earlierCap)
-				continue
-			}
-			r.log.WarnContext(ctx, "model call failed", "class", string(llm.ClassOf(err)), "err", err)
-			r.out.Err = err
-			// The line is for the user, not the model: it stays out of
-			// the history so a later turn does not read it as its own words.
-			return r.reply(sessions.TurnModelError, llm.UserMessage(err)), nil
-		}
-		msg := resp.Message
-		msg.Role, msg.At = "assistant", r.now()
-		if len(msg.ToolCalls) == 0 {
-			r.add(msg)
-			text := msg.Content
-			if strings.TrimSpace(text) == "" {
-				text = "(the model returned an empty reply)"
-			}
-			out := r.reply(sessions.TurnDone, text)
-			if resp.FinishReason == "length" {
-				out.Outbox[len(out.Outbox)-1].Meta[sessions.ReplyMetaCut] = "length"
-			}
-			return out, nil
-		}
-		for i := range msg.ToolCalls {
-			if msg.ToolCalls[i].ID == "" {
-				// The result must name its call; a server that sent no id
-				// gets one made up, unique within the turn.
-				msg.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", r.out.ModelCalls, i)
-			}
-		}
-		r.add(msg)
-		switch end, question := r.runTools(ctx, msg.ToolCalls); end {
-		case sessions.TurnInterrupted:
-			return r.interrupted(ctx)
-		case sessions.TurnClarify:
-			return r.reply(sessions.TurnClarify, question), nil
+		switch out, next, err := r.afterCall(ctx, resp, err); next {
+		case stepEnd:
+			return out, err
+		case stepAgain:
+			continue
 		}
 		r.steer(in.Steer)
 	}
+}
+
+// step says how a turn goes on after a model call's answer.
+type step int
+
+const (
+	stepTools step = iota // the tools it called ran: the model is called again after any steered text
+	stepAgain             // the model is called again at once
+	stepEnd               // the turn ends
+)
+
+// afterCall takes the answer to a model call (resp, err): the reply that
+// ends the turn, or the tools it calls run. It is apart from Run so
+// that its locals are off the goroutine's stack while the turn waits on
+// the model.
+func (r *run) afterCall(ctx context.Context, resp *llm.Response, err error) (sessions.TurnOutput, step, error) {
+	r.out.ModelCalls++
+	if resp != nil {
+		r.out.InputTokens += resp.Usage.PromptTokens
+		r.out.OutputTokens += resp.Usage.CompletionTokens
+		r.count(cmp.Or(resp.Answered.Model, r.a.Model), resp.Usage)
+		if resp.Answered.Provider != "" {
+			r.answered = &resp.Answered
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return r.end(r.interrupted(ctx))
+		}
+		if llm.ClassOf(err) == llm.ClassContextOverflow && !r.trimmed && r.sentEarlier > 0 {
+			// Longer than the model takes: once a turn, the call is
+			// made again with a quarter of the earlier history.
+			r.trimmed, r.earlierCap = true, r.sentEarlier/4
+			r.log.InfoContext(ctx, "the request was longer than the model takes; trying once more with less of the history",
+				"history_chars", r.sentEarlier, "now_chars", r.earlierCap)
+			return sessions.TurnOutput{}, stepAgain, nil
+		}
+		r.log.WarnContext(ctx, "model call failed", "class", string(llm.ClassOf(err)), "err", err)
+		r.out.Err = err
+		// The line is for the user, not the model: it stays out of
+		// the history so a later turn does not read it as its own words.
+		return r.reply(sessions.TurnModelError, llm.UserMessage(err)), stepEnd, nil
+	}
+	msg := resp.Message
+	msg.Role, msg.At = "assistant", r.now()
+	if len(msg.ToolCalls) == 0 {
+		r.add(msg)
+		text := msg.Content
+		if strings.TrimSpace(text) == "" {
+			text = "(the model returned an empty reply)"
+		}
+		out := r.reply(sessions.TurnDone, text)
+		if resp.FinishReason == "length" {
+			out.Outbox[len(out.Outbox)-1].Meta[sessions.ReplyMetaCut] = "length"
+		}
+		return out, stepEnd, nil
+	}
+	for i := range msg.ToolCalls {
+		if msg.ToolCalls[i].ID == "" {
+			// The result must name its call; a server that sent no id
+			// gets one made up, unique within the turn.
+			msg.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", r.out.ModelCalls, i)
+		}
+	}
+	r.add(msg)
+	switch end, question := r.runTools(ctx, msg.ToolCalls); end {
+	case sessions.TurnInterrupted:
+		return r.end(r.interrupted(ctx))
+	case sessions.TurnClarify:
+		return r.reply(sessions.TurnClarify, question), stepEnd, nil
+	}
+	return sessions.TurnOutput{}, stepTools, nil
+}
+
+// end is an ending output and error as answer returns them.
+func (r *run) end(out sessions.TurnOutput, err error) (sessions.TurnOutput, step, error) {
+	return out, stepEnd, err
 }
 
 // run is one turn in progress.
@@ -270,6 +298,12 @@ func (r *run) add(m chat.Message) {
 // complete makes one model call with the trimmed history, the turn's
 // messages so far and the tools.
 func (r *run) complete(ctx context.Context) (*llm.Response, error) {
+	return r.a.Client.Complete(ctx, r.request(ctx))
+}
+
+// request is the turn's next model call: the system prompt, the history
+// the budget leaves, the turn's own messages.
+func (r *run) request(ctx context.Context) llm.Request {
 	earlier, own := r.in.History, r.out.History
 	if r.resumed > 0 {
 		// The turn gone on with is the turn's own.
@@ -318,7 +352,7 @@ func (r *run) complete(ctx context.Context) (*llm.Response, error) {
 			deliver(text)
 		}
 	}
-	return r.a.Client.Complete(ctx, req)
+	return req
 }
 
 // ModelUser is the stable id a request names its end user by (the API's
