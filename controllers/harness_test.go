@@ -78,7 +78,7 @@ type agent struct {
 	holding int // turns waiting on their hold now
 }
 
-func (a *agent) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
+func (a *agent) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
 	text := in.Entry.Text
 	a.mu.Lock()
 	a.ran = append(a.ran, text)

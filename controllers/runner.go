@@ -145,17 +145,17 @@ func entryName(k Key) string {
 }
 
 // Run runs in's turn with the controllers around it.
-func (r *Runner) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
+func (r *Runner) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
 	conv := in.Conv
 	if conv == "" {
 		conv = in.Entry.Conv
 	}
-	tick, out, ran := r.before(ctx, conv, &in)
+	tick, out, ran := r.before(ctx, conv, in)
 	if !ran {
 		return out, nil
 	}
 	out, err := r.opts.Agent.Run(ctx, in)
-	return r.after(ctx, conv, tick, &in, out, err)
+	return r.after(ctx, conv, tick, in, out, err)
 }
 
 // before reads the controller of a tick's entry, when the entry is one:
@@ -436,13 +436,21 @@ func (r *Runner) Forget(conv string) {
 // some that the goal is read whatever this runner remembers, unknown
 // that it is read unless the conversation was found without one lately.
 func (r *Runner) judged(ctx context.Context, conv string, tick *State, controls sessions.Controls, reply string) (State, string, bool) {
+	if (tick == nil || tick.Kind != KindGoal) &&
+		(controls == sessions.ControlsNone || controls == sessions.ControlsUnknown && r.knownGoalless(conv)) {
+		// A conversation without a goal: most turns end here, with
+		// none of judge's locals on the stack.
+		return State{}, "", false
+	}
+	return r.judge(ctx, conv, tick, reply)
+}
+
+// judge is judged for a turn whose conversation may have a goal.
+func (r *Runner) judge(ctx context.Context, conv string, tick *State, reply string) (State, string, bool) {
 	st := State{}
 	if tick != nil && tick.Kind == KindGoal {
 		st = *tick
 	} else {
-		if controls == sessions.ControlsNone || controls == sessions.ControlsUnknown && r.knownGoalless(conv) {
-			return State{}, "", false
-		}
 		var err error
 		if st, err = r.opts.Store.Controller(ctx, Key{Conv: conv, Kind: KindGoal}); err != nil {
 			if errs.Is(err, errs.NotFound) {

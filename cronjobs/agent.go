@@ -45,7 +45,7 @@ func TurnAgent(base *agent.Agent, registry *tools.Registry, toolsets []string) A
 		if j.Origin != nil {
 			in.User = j.Origin.User
 		}
-		out, err := a.Run(ctx, in)
+		out, err := a.Run(ctx, &in)
 		if err != nil {
 			return "", err
 		}

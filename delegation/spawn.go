@@ -472,7 +472,7 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 		}
 		live.transcript.Message(now, m)
 	}
-	out, stall, runErr := s.watch(ctx, cancel, live, func(ctx context.Context) (sessions.TurnOutput, error) { return a.Run(ctx, in) })
+	out, stall, runErr := s.watch(ctx, cancel, live, func(ctx context.Context) (sessions.TurnOutput, error) { return a.Run(ctx, &in) })
 	if runErr == nil && stall == nil && out.End == sessions.TurnDone && schema != nil {
 		out, stall, runErr = s.conform(ctx, cancel, live, a, in, out, schema, &res)
 	}
@@ -659,7 +659,7 @@ func (s *Spawner) again(ctx context.Context, cancel context.CancelCauseFunc, liv
 	in.History = append(slices.Clone(in.History), out.History...)
 	// The pictures came with the first message, which the history holds.
 	in.Entry.Text, in.Images = text, nil
-	next, stall, err := s.watch(ctx, cancel, live, func(ctx context.Context) (sessions.TurnOutput, error) { return a.Run(ctx, in) })
+	next, stall, err := s.watch(ctx, cancel, live, func(ctx context.Context) (sessions.TurnOutput, error) { return a.Run(ctx, &in) })
 	merged := out
 	merged.History = append(slices.Clone(out.History), next.History...)
 	merged.End, merged.Err = next.End, next.Err

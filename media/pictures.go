@@ -27,11 +27,11 @@ type pictures struct {
 	o    *outbound
 }
 
-func (p *pictures) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
+func (p *pictures) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
 	out, err := p.next.Run(ctx, in)
 	for i := range out.Outbox {
 		if m := &out.Outbox[i]; m.Kind == agent.KindReply && len(m.Files) == 0 {
-			p.o.attachPictures(ctx, &in, m)
+			p.o.attachPictures(ctx, in, m)
 		}
 	}
 	return out, err

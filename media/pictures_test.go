@@ -23,7 +23,7 @@ func (h *outboundHarness) reply(text string) (outbox.Message, outbox.Message) {
 		Entry:  sessions.Entry{ID: "e1", Inbound: sessions.Inbound{MessageID: "42:9"}},
 		Origin: outbox.Target{Platform: "telegram", Chat: "42"},
 	}
-	out, err := h.cap.Runner.Run(context.Background(), in)
+	out, err := h.cap.Runner.Run(context.Background(), &in)
 	if err != nil || len(out.Outbox) != 2 {
 		h.t.Fatalf("Run = %+v, %v; want a note and a reply", out.Outbox, err)
 	}

@@ -101,17 +101,19 @@ func (r *Runner) Routed(inbox adapters.Inbox) { r.inbox = inbox }
 // command is delivered. The notices for the person go out with the
 // turn's messages, and the store's copies of its files are forgotten in
 // its commit (ReleaseFiles).
-func (r *Runner) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
+func (r *Runner) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
 	if len(in.Entry.Attachments) == 0 {
 		return r.next.Run(ctx, in)
 	}
 	return r.runWithFiles(ctx, in)
 }
 
-// runWithFiles is Run for an entry with files. It is apart from Run so
+// runWithFiles is Run for an entry with files, on its own copy of the
+// input, which it changes for the next runner. It is apart from Run so
 // that a turn without files, waiting on the model below Run, keeps none
 // of its locals on the goroutine's stack.
-func (r *Runner) runWithFiles(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
+func (r *Runner) runWithFiles(ctx context.Context, given *sessions.TurnInput) (sessions.TurnOutput, error) {
+	in := *given
 	started := r.opts.Clock.Now()
 	t := r.prepare(ctx, in)
 	r.log.Info("the message's files are ready", "conv", in.Entry.Conv, "entry", in.Entry.ID, "files", len(in.Entry.Attachments),
@@ -122,7 +124,7 @@ func (r *Runner) runWithFiles(ctx context.Context, in sessions.TurnInput) (sessi
 	in.Entry.Text = t.text(in.Entry.Text)
 	in.Entry.Attachments = nil
 	in.Images = append(slices.Clip(in.Images), t.images...)
-	out, err := r.next.Run(ctx, in)
+	out, err := r.next.Run(ctx, &in)
 	if n := t.notify(in); len(n) > 0 {
 		out.Outbox = append(n, out.Outbox...)
 	}

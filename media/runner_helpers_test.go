@@ -89,9 +89,9 @@ type inner struct {
 	seen []sessions.TurnInput
 }
 
-func (r *inner) Run(_ context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
+func (r *inner) Run(_ context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
 	r.mu.Lock()
-	r.seen = append(r.seen, in)
+	r.seen = append(r.seen, *in)
 	r.mu.Unlock()
 	return sessions.TurnOutput{
 		History: []chat.Message{{Role: "user", Content: in.Entry.Text}, {Role: "assistant", Content: "ok"}},
@@ -153,7 +153,7 @@ func entry(text string, atts ...sessions.Attachment) sessions.TurnInput {
 func (h *harness) run(r *media.Runner, in sessions.TurnInput) (sessions.TurnInput, sessions.TurnOutput) {
 	h.t.Helper()
 	before := len(h.inner.runs())
-	out, err := r.Run(context.Background(), in)
+	out, err := r.Run(context.Background(), &in)
 	if err != nil {
 		h.t.Fatal(err)
 	}

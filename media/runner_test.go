@@ -202,7 +202,7 @@ func TestSpokenCommandIsDeliveredOnce(t *testing.T) {
 		r.Routed(router)
 		in := entry("", sessions.Attachment{Name: "voice.oga", MIME: "audio/ogg", Kind: sessions.AttachVoice, PlatformID: "v"})
 		for range 2 {
-			out, err := r.Run(context.Background(), in)
+			out, err := r.Run(context.Background(), &in)
 			if err != nil {
 				t.Fatal(err)
 			}

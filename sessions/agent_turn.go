@@ -140,7 +140,11 @@ type TurnOutput struct {
 
 // TurnRunner runs turns. Run returns an error only when ctx ended; the
 // output then holds what was done so far (End TurnInterrupted), which the
-// caller commits so the history stays whole.
+// caller commits so the history stays whole. Run leaves *in as it was
+// given: a runner that hands the next one a changed input hands it a
+// copy. The input goes by pointer so that a chain of runners, on the
+// turn's goroutine while it waits on the model, does not hold a copy of
+// it in every frame.
 type TurnRunner interface {
-	Run(ctx context.Context, in TurnInput) (TurnOutput, error)
+	Run(ctx context.Context, in *TurnInput) (TurnOutput, error)
 }

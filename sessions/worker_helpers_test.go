@@ -276,8 +276,8 @@ func newGateRunner() *gateRunner {
 
 var _ sessions.TurnRunner = (*gateRunner)(nil)
 
-func (r *gateRunner) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
-	c := &runCall{In: in, release: make(chan struct{}), done: make(chan struct{})}
+func (r *gateRunner) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
+	c := &runCall{In: *in, release: make(chan struct{}), done: make(chan struct{})}
 	defer close(c.done)
 	r.mu.Lock()
 	r.calls = append(r.calls, c)

@@ -28,7 +28,7 @@ type sleepRunner struct {
 	peak    atomic.Int64
 }
 
-func (r *sleepRunner) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
+func (r *sleepRunner) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
 	r.started.Add(1)
 	n := r.running.Add(1)
 	defer r.running.Add(-1)

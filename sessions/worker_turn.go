@@ -386,7 +386,7 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 	if r == nil {
 		return
 	}
-	out, runErr := w.run(at, r.in)
+	out, runErr := w.run(at, &r.in)
 	w.afterRun(at, r, out, runErr)
 }
 
@@ -709,7 +709,7 @@ func (w *TurnWorker) history(at *activeTurn) ([]chat.Message, error) {
 
 // run runs the runner, turning a panic into an error: one bad turn must
 // not take the process down.
-func (w *TurnWorker) run(at *activeTurn, in TurnInput) (out TurnOutput, err error) {
+func (w *TurnWorker) run(at *activeTurn, in *TurnInput) (out TurnOutput, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			at.logger().Error("the turn runner panicked", "panic", p, "stack", string(debug.Stack()))

@@ -88,7 +88,7 @@ var _ sessions.TurnRunner = (*Agent)(nil)
 // output holds what was done so far with End TurnInterrupted and no reply,
 // and the caller should still commit it. A failed model call is not an
 // error: the turn ends with TurnModelError and a one-line reply.
-func (a *Agent) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
+func (a *Agent) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
 	r := a.start(ctx, in)
 	msg := userMessage(in.Entry, in.Images, r.now())
 	if r.resumed = unfinished(in.History, msg); r.resumed > 0 {
@@ -230,20 +230,16 @@ type run struct {
 	images map[string]loaded
 }
 
-func (a *Agent) start(ctx context.Context, in sessions.TurnInput) *run {
+func (a *Agent) start(ctx context.Context, given *sessions.TurnInput) *run {
+	r := &run{a: a, in: *given, log: a.Logger, clock: a.Clock}
+	in := &r.in
 	if in.Conv == "" {
 		in.Conv = in.Entry.Conv
 	}
 	if in.User == "" {
 		in.User = in.Entry.UserKey(in.Origin.Platform)
 	}
-	r := &run{
-		a:     a,
-		in:    in,
-		turn:  &tools.Turn{Conv: in.Conv, User: in.User, Origin: in.Origin, EntryID: in.Entry.ID, Workspace: in.Workspace},
-		log:   a.Logger,
-		clock: a.Clock,
-	}
+	r.turn = &tools.Turn{Conv: in.Conv, User: in.User, Origin: in.Origin, EntryID: in.Entry.ID, Workspace: in.Workspace}
 	if r.log == nil {
 		r.log = slog.Default()
 	}

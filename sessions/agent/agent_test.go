@@ -395,7 +395,7 @@ func TestRun(t *testing.T) {
 			if tc.in != nil {
 				tc.in(&in)
 			}
-			out, err := f.agent.Run(context.Background(), in)
+			out, err := f.agent.Run(context.Background(), &in)
 			if err != nil {
 				t.Fatalf("Run: %v", err)
 			}
@@ -429,7 +429,7 @@ func TestBudget(t *testing.T) {
 		f.ms.Respond(func(testkit.RecordedRequest) testkit.Step {
 			return testkit.CallTools(testkit.ToolCall("probe", `{}`))
 		})
-		out, err := f.agent.Run(context.Background(), input("loop forever"))
+		out, err := f.agent.Run(context.Background(), ptr(input("loop forever")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -454,7 +454,7 @@ func TestBudget(t *testing.T) {
 	f.ms.Respond(func(testkit.RecordedRequest) testkit.Step {
 		return testkit.CallTools(testkit.ToolCall("probe", `{}`))
 	})
-	out, _ := f.agent.Run(context.Background(), input("loop forever"))
+	out, _ := f.agent.Run(context.Background(), ptr(input("loop forever")))
 	if out.ModelCalls != agent.DefaultMaxIterations || f.ms.Count() != 90 {
 		t.Errorf("default budget: %d calls, want 90", out.ModelCalls)
 	}
@@ -471,7 +471,7 @@ func TestSteer(t *testing.T) {
 		steer <- "also check the logs"
 		in := input("check the build")
 		in.Steer = steer
-		out, err := f.agent.Run(context.Background(), in)
+		out, err := f.agent.Run(context.Background(), &in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -502,7 +502,7 @@ func TestSteer(t *testing.T) {
 		steer <- "one more thing"
 		in := input("hi")
 		in.Steer = steer
-		out, err := f.agent.Run(context.Background(), in)
+		out, err := f.agent.Run(context.Background(), &in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -518,7 +518,7 @@ func TestSteer(t *testing.T) {
 		close(steer)
 		in := input("hi")
 		in.Steer = steer
-		out, err := f.agent.Run(context.Background(), in)
+		out, err := f.agent.Run(context.Background(), &in)
 		if err != nil || out.End != sessions.TurnDone || len(out.History) != 4 {
 			t.Errorf("end %q, err %v, history %+v", out.End, err, out.History)
 		}
@@ -537,7 +537,7 @@ func TestCancel(t *testing.T) {
 			testkit.ToolCall("probe", `{}`),
 			testkit.ToolCall("memory", `{"action":"list"}`),
 		))
-		out, err := f.agent.Run(ctx, input("hi"))
+		out, err := f.agent.Run(ctx, ptr(input("hi")))
 		if !errors.Is(err, stop) {
 			t.Errorf("Run error %v, want the context's cause", err)
 		}
@@ -573,7 +573,7 @@ func TestCancel(t *testing.T) {
 		}
 		f.ms.Script(testkit.CallTools(testkit.ToolCall("probe", `{}`)))
 		go func() { <-started; cancel() }()
-		out, err := f.agent.Run(ctx, input("hi"))
+		out, err := f.agent.Run(ctx, ptr(input("hi")))
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("Run error %v, want context.Canceled", err)
 		}
@@ -602,7 +602,7 @@ func TestCancel(t *testing.T) {
 		}
 		done := make(chan ran, 1)
 		go func() {
-			out, err := f.agent.Run(ctx, input("hi"))
+			out, err := f.agent.Run(ctx, ptr(input("hi")))
 			done <- ran{out, err}
 		}()
 		f.ms.WaitRequests(2)
@@ -629,7 +629,7 @@ func TestCancel(t *testing.T) {
 		f := newFixture(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		out, err := f.agent.Run(ctx, input("hi"))
+		out, err := f.agent.Run(ctx, ptr(input("hi")))
 		if !errors.Is(err, context.Canceled) || out.End != sessions.TurnInterrupted || f.ms.Count() != 0 {
 			t.Errorf("end %q err %v after %d model calls", out.End, err, f.ms.Count())
 		}
@@ -651,7 +651,7 @@ func TestHistoryIsTrimmedForTheModel(t *testing.T) {
 		user("recent"),                   // 6
 		said("fine, thanks"),             // 12
 	}
-	if _, err := f.agent.Run(context.Background(), in); err != nil {
+	if _, err := f.agent.Run(context.Background(), &in); err != nil {
 		t.Fatal(err)
 	}
 	want := []testkit.ModelMessage{
@@ -667,7 +667,7 @@ func TestHistoryIsTrimmedForTheModel(t *testing.T) {
 	// A negative budget sends everything.
 	f = newFixture(t)
 	f.agent.HistoryBudget = -1
-	if _, err := f.agent.Run(context.Background(), in); err != nil {
+	if _, err := f.agent.Run(context.Background(), &in); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(f.ms.Requests()[0].Messages); got != 1+len(in.History)+1 {
@@ -680,7 +680,7 @@ func TestHistoryIsTrimmedForTheModel(t *testing.T) {
 func TestReplySaysHowTheTurnEnded(t *testing.T) {
 	f := newFixture(t)
 	f.ms.Script(testkit.Reply("hi you"))
-	out, err := f.agent.Run(context.Background(), input("hello there"))
+	out, err := f.agent.Run(context.Background(), ptr(input("hello there")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -697,7 +697,7 @@ func TestReplySaysHowTheTurnEnded(t *testing.T) {
 	}
 
 	f.ms.Script(testkit.Fail(401, "bad key"))
-	out, err = f.agent.Run(context.Background(), input("again"))
+	out, err = f.agent.Run(context.Background(), ptr(input("again")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -709,7 +709,7 @@ func TestReplySaysHowTheTurnEnded(t *testing.T) {
 	// A failure that says how long to wait says until when, by the
 	// turn's clock.
 	f.ms.Script(testkit.RateLimited("3600"))
-	out, err = f.agent.Run(context.Background(), input("later"))
+	out, err = f.agent.Run(context.Background(), ptr(input("later")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -768,7 +768,7 @@ func TestRepeatOfAnUnfinishedTurnGoesOnWithIt(t *testing.T) {
 			f := newFixture(t)
 			in := input(tt.text)
 			in.History = tt.history
-			out, err := f.agent.Run(context.Background(), in)
+			out, err := f.agent.Run(context.Background(), &in)
 			if err != nil || out.End != sessions.TurnDone {
 				t.Fatalf("run: %s, %v", out.End, err)
 			}
@@ -788,7 +788,7 @@ func TestRepeatOfAnUnfinishedTurnGoesOnWithIt(t *testing.T) {
 	f.ms.Script(testkit.Fail(http.StatusBadGateway, "down"))
 	in := input("hi")
 	in.History = []chat.Message{user("hi")}
-	out, err := f.agent.Run(context.Background(), in)
+	out, err := f.agent.Run(context.Background(), &in)
 	if err != nil || out.End != sessions.TurnModelError || len(out.History) != 0 {
 		t.Errorf("a retry failing again: %s, %v, history added %+v; want a model error adding nothing", out.End, err, out.History)
 	}
@@ -808,7 +808,7 @@ func TestRunTrimsTheHistoryOnceWhenTheModelFindsItTooLong(t *testing.T) {
 			in.History = append(in.History, user(fmt.Sprintf("earlier question %d %s", i, strings.Repeat("x", 100))), said("an answer"))
 		}
 		f.ms.Script(refusal, testkit.Reply("short answer"))
-		out, err := f.agent.Run(context.Background(), in)
+		out, err := f.agent.Run(context.Background(), &in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -821,7 +821,7 @@ func TestRunTrimsTheHistoryOnceWhenTheModelFindsItTooLong(t *testing.T) {
 		}
 
 		f.ms.Script(refusal, refusal)
-		out, _ = f.agent.Run(context.Background(), in)
+		out, _ = f.agent.Run(context.Background(), &in)
 		if out.End != sessions.TurnModelError || llm.ClassOf(out.Err) != llm.ClassContextOverflow {
 			t.Errorf("twice too long: end %s, err %v", out.End, out.Err)
 		}
@@ -830,3 +830,6 @@ func TestRunTrimsTheHistoryOnceWhenTheModelFindsItTooLong(t *testing.T) {
 		}
 	}
 }
+
+// ptr is the address of v, an input made in the call that runs it.
+func ptr[T any](v T) *T { return &v }

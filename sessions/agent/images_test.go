@@ -88,7 +88,7 @@ func TestTurnImagesReachTheModel(t *testing.T) {
 	raw := photo("cat.jpg")
 	raw.Data = []byte("bytes of the upload")
 	in.Images = []chat.Image{raw, photo("dog.jpg")}
-	out, err := f.agent.Run(context.Background(), in)
+	out, err := f.agent.Run(context.Background(), &in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestAnImageThatFailsToLoadIsALine(t *testing.T) {
 	f.ms.Script(testkit.Reply("I see a cat"))
 	in := input("look")
 	in.Images = []chat.Image{gone, photo("cat.jpg"), bad}
-	out, err := f.agent.Run(context.Background(), in)
+	out, err := f.agent.Run(context.Background(), &in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestImagesWithoutALoaderAreLines(t *testing.T) {
 	f.ms.Script(testkit.Reply("ok"))
 	in := input("look")
 	in.Images = []chat.Image{photo("cat.jpg")}
-	if _, err := f.agent.Run(context.Background(), in); err != nil {
+	if _, err := f.agent.Run(context.Background(), &in); err != nil {
 		t.Fatal(err)
 	}
 	want := testkit.ModelMessage{Role: "user", Content: "look\n[image cat.jpg could not be shown: images are not loaded for this model]"}
@@ -173,7 +173,7 @@ func TestARequestShowsTheMostRecentImages(t *testing.T) {
 	in := input("and these?")
 	in.Images = now
 	in.History = []chat.Message{{Role: "user", Content: "look", Images: old, At: t0}, said("three photos")}
-	out, err := f.agent.Run(context.Background(), in)
+	out, err := f.agent.Run(context.Background(), &in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestAnImageLoadsOnceATurn(t *testing.T) {
 	f.ms.Script(testkit.CallTools(testkit.ToolCall("probe", `{}`)), testkit.Reply("done"))
 	in := input("look")
 	in.Images = []chat.Image{photo("cat.jpg"), broken}
-	out, err := f.agent.Run(context.Background(), in)
+	out, err := f.agent.Run(context.Background(), &in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestAnotherPhotoIsNotARepeat(t *testing.T) {
 			f.ms.Script(testkit.Reply("ok"))
 			in := input("")
 			in.History, in.Images = failed, []chat.Image{tc.image}
-			out, err := f.agent.Run(context.Background(), in)
+			out, err := f.agent.Run(context.Background(), &in)
 			if err != nil {
 				t.Fatal(err)
 			}

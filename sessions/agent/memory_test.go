@@ -64,7 +64,7 @@ func TestMemory(t *testing.T) {
 			if tc.in != nil {
 				tc.in(&in)
 			}
-			out, err := f.agent.Run(context.Background(), in)
+			out, err := f.agent.Run(context.Background(), &in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +115,7 @@ func TestNotesInThePrompt(t *testing.T) {
 		if in != nil {
 			in(&i)
 		}
-		if _, err := f.agent.Run(context.Background(), i); err != nil {
+		if _, err := f.agent.Run(context.Background(), &i); err != nil {
 			t.Fatal(err)
 		}
 		reqs := f.ms.Requests()

@@ -43,7 +43,7 @@ func TestToolResultsReachTheModelRedacted(t *testing.T) {
 	}
 	a := &agent.Agent{Client: client, Tools: set, Clock: clock.NewFake(t0)}
 	ms.Script(testkit.CallTools(testkit.ToolCall("leak", `{}`)), testkit.Reply("done"))
-	out, err := a.Run(context.Background(), input("run env"))
+	out, err := a.Run(context.Background(), ptr(input("run env")))
 	if err != nil {
 		t.Fatal(err)
 	}

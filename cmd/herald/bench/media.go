@@ -119,7 +119,7 @@ func Media(ctx context.Context, opt MediaOptions) (res MediaResult, err error) {
 
 		in := photoTurn(strconv.Itoa(i + 10))
 		cpu0, start = processCPU(), time.Now()
-		if _, err := r.Run(ctx, in); err != nil {
+		if _, err := r.Run(ctx, &in); err != nil {
 			return res, err
 		}
 		if model.err != nil {
@@ -217,7 +217,7 @@ type modelCall struct {
 	err          error
 }
 
-func (m *modelCall) Run(ctx context.Context, in sessions.TurnInput) (sessions.TurnOutput, error) {
+func (m *modelCall) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
 	m.images, m.sent, m.text, m.err = len(in.Images), 0, in.Entry.Text, nil
 	for _, img := range in.Images {
 		loaded, err := media.LoadImage(ctx, img)
