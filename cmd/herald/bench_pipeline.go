@@ -93,8 +93,10 @@ func printPipeline(m *Main, res bench.PipelineResult) error {
 				"all committed %7.3f s\n"+
 				"all done     %8.3f s\n"+
 				"added        p50 %7.3f s   p99 %7.3f s   (beyond the model delay, under the burst)\n"+
-				"peak RSS     %8.1f MiB\n",
-			res.DeliveredS, res.AllStartedS, res.AllCommittedS, res.AllDoneS, res.BurstAddedP50S, res.BurstAddedP99S, res.PeakRSSMB)
+				"peak RSS     %8.1f MiB\n"+
+				"stacks       %8.1f MiB   (as the last delivery returned; a stack starts at %.0f KiB)\n",
+			res.DeliveredS, res.AllStartedS, res.AllCommittedS, res.AllDoneS, res.BurstAddedP50S, res.BurstAddedP99S, res.PeakRSSMB,
+			res.StacksMB, res.StackStartKB)
 		return err
 	}
 	_, err = fmt.Fprintf(m.Stdout,

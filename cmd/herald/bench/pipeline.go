@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime/metrics"
 	"strconv"
 	"time"
 
@@ -118,6 +119,13 @@ type PipelineResult struct {
 	// the in-flight run, over the burst alone where Linux lets the mark
 	// be reset, else since the process started. 0 where unknown.
 	PeakRSSMB float64 `json:"peak_rss_mb,omitempty"`
+	// StacksMB is the memory of the goroutines' stacks, in MiB, and
+	// StackStartKB the size a new goroutine's stack starts at (the
+	// runtime sets it from the stacks it scanned), both read as the last
+	// Deliver of the in-flight run returned, its turns waiting on the
+	// model.
+	StacksMB     float64 `json:"stacks_mb,omitempty"`
+	StackStartKB float64 `json:"stack_start_kb,omitempty"`
 }
 
 // Pipeline runs the pipeline benchmark: turns delivered to the gateway's
@@ -275,6 +283,7 @@ func measureInFlight(ctx context.Context, p *pipeline, opt PipelineOptions, res 
 	p50, p99 := b.quantiles()
 	res.BurstAddedP50S, res.BurstAddedP99S = p50/1000, p99/1000
 	res.PeakRSSMB = peakRSSMB()
+	res.StacksMB, res.StackStartKB = float64(b.stacks.inUse)/(1<<20), float64(b.stacks.start)/(1<<10)
 	return nil
 }
 
@@ -350,6 +359,7 @@ type burst struct {
 	run
 	start     time.Time
 	delivered time.Duration // until the last Deliver returned
+	stacks    stacks        // as the last Deliver returned
 }
 
 // driveBurst delivers n messages to n conversations at once, each from a
@@ -380,6 +390,7 @@ func driveBurst(ctx context.Context, p *pipeline, tag string, n int, delay time.
 		return burst{}, err
 	}
 	delivered := time.Since(start)
+	stacks := readStacks()
 
 	// Every reply is due by the same time: the waits run together.
 	timeout := time.NewTimer(delay + replyTimeout)
@@ -397,7 +408,25 @@ func driveBurst(ctx context.Context, p *pipeline, tag string, n int, delay time.
 			return burst{}, ctx.Err()
 		}
 	}
-	return burst{run: run{elapsed: last.Sub(start), latencies: lat}, start: start, delivered: delivered}, nil
+	return burst{run: run{elapsed: last.Sub(start), latencies: lat}, start: start, delivered: delivered, stacks: stacks}, nil
+}
+
+// stacks is what readStacks read of the goroutines' stacks.
+type stacks struct{ inUse, start uint64 }
+
+// readStacks reads the stacks' memory and new goroutines' starting
+// stack size from the runtime's metrics, which stop nothing.
+func readStacks() stacks {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/stacks:bytes"}, {Name: "/gc/stack/starting-size:bytes"}}
+	metrics.Read(s)
+	var st stacks
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		st.inUse = s[0].Value.Uint64()
+	}
+	if s[1].Value.Kind() == metrics.KindUint64 {
+		st.start = s[1].Value.Uint64()
+	}
+	return st
 }
 
 func later(a, b time.Time) time.Time {

@@ -63,6 +63,7 @@ func TestPipeline(t *testing.T) {
 			fields: []string{
 				"turns", "conversations", "inflight", "model_delay_ms", "turn_workers",
 				"delivered_s", "all_started_s", "all_committed_s", "all_done_s", "burst_added_p50_s", "burst_added_p99_s", "peak_rss_mb",
+				"stacks_mb", "stack_start_kb",
 			},
 		},
 	}
