@@ -189,6 +189,7 @@ type TurnWorker struct {
 	mayWait atomic.Bool
 
 	claims bgloop.Loop // the claim loop; stopped by Shutdown: claim no more
+	marks  markQueue   // the running turns' marks due, written maxMarking at once
 
 	mu       sync.Mutex
 	running  map[string]*activeTurn // by conversation

@@ -1119,3 +1119,53 @@ func TestSyntheticEntryOfAnEarlierSessionIsShownNotRun(t *testing.T) {
 		t.Errorf("history %q holds the earlier session's entry", h)
 	}
 }
+
+// markGate is a store whose running-turn marks wait for release, and
+// which counts them.
+type markGate struct {
+	sessions.Store
+	marks   atomic.Int32 // marks written or being written
+	release chan struct{}
+}
+
+func (s *markGate) SetMeta(ctx context.Context, conv, key, value string) error {
+	if key == sessions.ConvMetaTurn && value != "" {
+		s.marks.Add(1)
+		<-s.release
+	}
+	return s.Store.SetMeta(ctx, conv, key, value)
+}
+
+// A burst of turns past MarkAfter writes a bounded number of marks at
+// once; the others wait in a queue, and a turn that commits while its
+// mark waits there neither waits for it nor writes it.
+func TestRunningTurnMarksBeyondTheBoundWaitAsData(t *testing.T) {
+	noLeaks(t)
+	db := openDB(t, clock.Real{})
+	store := &markGate{Store: db.Sessions(), release: make(chan struct{})}
+	r := newGateRunner()
+	const turns, bound = 40, 32 // bound: the worker's maxMarking
+	w := startWorker(t, sessions.TurnWorkerOptions{Store: store, Runner: r, Turns: turns, MarkAfter: time.Millisecond, PollMax: 10 * time.Millisecond})
+	ctx := context.Background()
+	for i := range turns {
+		if _, err := db.Sessions().Append(ctx, sessions.Inbound{Conv: fmt.Sprintf("telegram:%d", i), Text: "slow one"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := r.waitCalls(t, turns)
+	testkit.Eventually(t, "the bound of marks being written", func() bool { return store.marks.Load() == bound })
+	for _, c := range calls {
+		c.Release()
+	}
+	// The turns whose marks wait in the queue commit while the others'
+	// marks are still being written.
+	testkit.Eventually(t, "the turns with queued marks ended", func() bool { return w.Running() == bound })
+	if n := store.marks.Load(); n != bound {
+		t.Errorf("%d marks written, want %d", n, bound)
+	}
+	close(store.release)
+	testkit.Eventually(t, "every turn ended", func() bool { return w.Running() == 0 })
+	if n := store.marks.Load(); n != bound {
+		t.Errorf("%d marks written in all, want %d: a turn that ended before its mark left the queue wrote one", n, bound)
+	}
+}

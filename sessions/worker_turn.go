@@ -82,6 +82,7 @@ type activeTurn struct {
 	ended       bool           // timers must not fire any more
 	renewTimer  *time.Timer    // next lease renewal
 	markTimer   *time.Timer    // the ConvMetaTurn mark, while not yet written
+	markQueued  bool           // the mark is due, in the worker's queue of marks (markQueue)
 	marked      bool           // the mark was written and is not cleared yet
 	unmarked    bool           // the commit is near: no mark is written any more
 	marking     sync.WaitGroup // a mark being written
@@ -182,7 +183,7 @@ func (w *TurnWorker) begin(t *Turn) *activeTurn {
 	at.scheduleRenew(w.ttl / 3)
 	if w.markAfter > 0 && !at.control {
 		at.timers.Add(1)
-		at.markTimer = time.AfterFunc(w.markAfter, at.mark)
+		at.markTimer = time.AfterFunc(w.markAfter, at.markDue)
 	}
 	at.mu.Unlock()
 	return at
@@ -198,6 +199,7 @@ func (w *TurnWorker) end(at *activeTurn) {
 	if at.markTimer != nil && at.markTimer.Stop() {
 		at.timers.Done()
 	}
+	at.dequeueMark()
 	at.mu.Unlock()
 	at.timers.Wait()
 	at.cancel(context.Canceled)
@@ -283,15 +285,41 @@ func (at *activeTurn) loseLease(when string, err error) {
 	}
 }
 
-// mark writes the running-turn mark for routers in other processes.
-func (at *activeTurn) mark() {
-	defer at.timers.Done()
+// markDue runs when the mark's timer fired: the mark is queued for the
+// worker's markers (markQueue), where it waits as data, not as a
+// goroutine blocked on the store.
+func (at *activeTurn) markDue() {
 	at.mu.Lock()
 	if at.ended || at.unmarked {
 		at.mu.Unlock()
+		at.timers.Done()
 		return
 	}
 	at.markTimer = nil
+	at.markQueued = true
+	at.mu.Unlock()
+	at.w.marks.push(at)
+}
+
+// dequeueMark takes a queued mark back: the marker that comes to it
+// passes it by. Called with at.mu held.
+func (at *activeTurn) dequeueMark() {
+	if at.markQueued {
+		at.markQueued = false
+		at.timers.Done()
+	}
+}
+
+// mark writes the running-turn mark for routers in other processes,
+// unless the turn took it back from the queue meanwhile.
+func (at *activeTurn) mark() {
+	at.mu.Lock()
+	if !at.markQueued {
+		at.mu.Unlock()
+		return
+	}
+	at.markQueued = false
+	defer at.timers.Done()
 	at.marking.Add(1)
 	at.mu.Unlock()
 	defer at.marking.Done()
@@ -320,6 +348,7 @@ func (at *activeTurn) unmark() bool {
 		at.markTimer = nil
 		at.timers.Done()
 	}
+	at.dequeueMark()
 	at.mu.Unlock()
 	at.marking.Wait()
 	at.mu.Lock()
@@ -903,4 +932,47 @@ func (w *TurnWorker) runCommand(at *activeTurn, cmd Command, ct *ControlTurn) (e
 	ctx, cancel := w.storeCtx()
 	defer cancel()
 	return cmd.Run(ctx, ct)
+}
+
+// maxMarking bounds the running-turn marks a worker writes at once. A
+// burst of turns past MarkAfter queues the rest as data; a turn that
+// commits before its mark's turn in the queue writes none.
+const maxMarking = 32
+
+// markQueue is the worker's queue of marks due. It has no goroutine of
+// its own: a push starts one while fewer than maxMarking drain it, and
+// each ends when the queue is empty.
+type markQueue struct {
+	mu     sync.Mutex
+	queue  []*activeTurn
+	active int // goroutines draining
+}
+
+func (q *markQueue) push(at *activeTurn) {
+	q.mu.Lock()
+	q.queue = append(q.queue, at)
+	start := q.active < maxMarking
+	if start {
+		q.active++
+	}
+	q.mu.Unlock()
+	if start {
+		go q.drain()
+	}
+}
+
+func (q *markQueue) drain() {
+	for {
+		q.mu.Lock()
+		if len(q.queue) == 0 {
+			q.active--
+			q.mu.Unlock()
+			return
+		}
+		at := q.queue[0]
+		q.queue[0] = nil
+		q.queue = q.queue[1:]
+		q.mu.Unlock()
+		at.mark()
+	}
 }
