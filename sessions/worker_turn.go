@@ -474,6 +474,23 @@ func (w *TurnWorker) beforeRun(at *activeTurn) *agentRun {
 
 // afterRun commits the turn the agent ran to out and runErr.
 func (w *TurnWorker) afterRun(at *activeTurn, r *agentRun, out TurnOutput, runErr error) {
+	f, stop := w.finishOf(at, r, &out, runErr)
+	if f == nil {
+		return
+	}
+	if w.commit(at, *f) {
+		w.finished(at, &out, stop, len(f.Absorbed))
+	} else if r.stream != nil && at.lost.Load() {
+		r.stream.End(false)
+	}
+}
+
+// finishOf is the commit of the turn the agent ran to *out and runErr,
+// and the /stop that ended it, if one did; nil when the turn ends
+// without a commit (its lease lost, handed back, to run again). It and
+// finished are apart from afterRun so that their locals are off the
+// goroutine's stack while the commit encodes the turn.
+func (w *TurnWorker) finishOf(at *activeTurn, r *agentRun, out *TurnOutput, runErr error) (*Finish, *stopCause) {
 	e, conv, origin, starts, stream, watch := r.in.Entry, at.lease.Conv, r.origin, r.starts, r.stream, r.watch
 	if watch != nil {
 		watch.End()
@@ -488,7 +505,7 @@ func (w *TurnWorker) afterRun(at *activeTurn, r *agentRun, out TurnOutput, runEr
 	}
 	switch {
 	case errors.Is(cause, errLeaseLost):
-		return
+		return nil, nil
 	case runErr == nil:
 	case errors.As(cause, &stop), errors.Is(cause, errInterrupted):
 		// What the turn did is history the next turn builds on.
@@ -498,12 +515,12 @@ func (w *TurnWorker) afterRun(at *activeTurn, r *agentRun, out TurnOutput, runEr
 	case at.ctx.Err() != nil:
 		at.logger().Info("turn cancelled by the worker stopping; handing its entry back")
 		w.handBack(at.lease, "shutdown")
-		return
+		return nil, nil
 	default:
 		at.logger().Error("the turn failed; the entry waits for another run", "err", runErr)
 		w.countFailed("runner")
 		w.retryLater(at, "runner failed")
-		return
+		return nil, nil
 	}
 	msgs := withStreamed(out.Outbox, origin, e.MessageID, streamed)
 	// Only a run the signal ended says so, and only a user's message is
@@ -531,24 +548,26 @@ func (w *TurnWorker) afterRun(at *activeTurn, r *agentRun, out TurnOutput, runEr
 			writes = append(slices.Clip(writes), u)
 		}
 	}
-	f := Finish{EntryID: e.ID, Absorbed: absorbed, History: out.History, Outbox: w.outboxOf(at, msgs), Release: true,
+	f := &Finish{EntryID: e.ID, Absorbed: absorbed, History: out.History, Outbox: w.outboxOf(at, msgs), Release: true,
 		DropHistory: w.historyDrop(starts, len(out.History)), Writes: writes, Meta: out.Meta}
 	if out.End != "" {
 		at.span.SetAttributes(attribute.String("herald.turn.end", string(out.End)))
 	}
-	if w.commit(at, f) {
-		if len(at.wrote) > 0 && w.committed != nil {
-			w.committed(Committed{Conv: conv, Writes: at.wrote, Stopped: stop != nil})
-		}
-		took := w.clock.Now().Sub(at.started)
-		w.log.Info("turn finished", append(at.logAttrs(),
-			"end", string(out.End), "model_calls", out.ModelCalls, "prompt_tokens", out.InputTokens, "completion_tokens", out.OutputTokens,
-			"took_ms", took.Milliseconds(), "absorbed", len(absorbed))...)
-		if f := w.metrics.Finished; f != nil {
-			f(out.End, took)
-		}
-	} else if stream != nil && at.lost.Load() {
-		stream.End(false)
+	return f, stop
+}
+
+// finished tells of a turn committed: the listeners of its writes, the
+// log, the metrics.
+func (w *TurnWorker) finished(at *activeTurn, out *TurnOutput, stop *stopCause, absorbed int) {
+	if len(at.wrote) > 0 && w.committed != nil {
+		w.committed(Committed{Conv: at.lease.Conv, Writes: at.wrote, Stopped: stop != nil})
+	}
+	took := w.clock.Now().Sub(at.started)
+	w.log.Info("turn finished", append(at.logAttrs(),
+		"end", string(out.End), "model_calls", out.ModelCalls, "prompt_tokens", out.InputTokens, "completion_tokens", out.OutputTokens,
+		"took_ms", took.Milliseconds(), "absorbed", absorbed)...)
+	if f := w.metrics.Finished; f != nil {
+		f(out.End, took)
 	}
 }
 
