@@ -152,7 +152,7 @@ func (r *run) afterCall(ctx context.Context, resp *llm.Response, err error) (ses
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return r.end(r.interrupted(ctx))
+			return ending(r.interrupted(ctx))
 		}
 		if llm.ClassOf(err) == llm.ClassContextOverflow && !r.trimmed && r.sentEarlier > 0 {
 			// Longer than the model takes: once a turn, the call is
@@ -192,15 +192,15 @@ func (r *run) afterCall(ctx context.Context, resp *llm.Response, err error) (ses
 	r.add(msg)
 	switch end, question := r.runTools(ctx, msg.ToolCalls); end {
 	case sessions.TurnInterrupted:
-		return r.end(r.interrupted(ctx))
+		return ending(r.interrupted(ctx))
 	case sessions.TurnClarify:
 		return r.reply(sessions.TurnClarify, question), stepEnd, nil
 	}
 	return sessions.TurnOutput{}, stepTools, nil
 }
 
-// end is an ending output and error as answer returns them.
-func (r *run) end(out sessions.TurnOutput, err error) (sessions.TurnOutput, step, error) {
+// ending is a turn's last output and error as afterCall returns them.
+func ending(out sessions.TurnOutput, err error) (sessions.TurnOutput, step, error) {
 	return out, stepEnd, err
 }
 
