@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -14,9 +15,12 @@ import (
 // together: a few
 // senders each take every call waiting and send them as one pipeline, one
 // write and one read for the lot, rather than each call taking a
-// connection of its own for a round trip. A call that finds a sender idle
-// goes out at once, alone, so nothing waits for company; under load the
-// calls that arrive during one round trip make the next pipeline. Redis
+// connection of its own for a round trip. A call that finds nothing in
+// flight (no call queued, no pipeline out, no other call going alone) goes
+// out at once, alone, on its caller's goroutine, so nothing waits for
+// company and a lone caller makes no hand-off to a sender and back; under
+// load the calls that arrive during one round trip make the next
+// pipeline. Redis
 // runs a pipeline's calls one after another, each on its own, as it would
 // run them from separate connections, and the replies come back in order.
 // The saving is the system calls and connection bookkeeping of each round
@@ -55,7 +59,11 @@ type batcher struct {
 	shortMu     sync.Mutex
 	short       map[string]time.Time // node → until when it counts as short of replicas
 
-	mu     sync.RWMutex // held shared while a call is queued, alone by close
+	// busy counts the pipelines out and the calls going alone: a call
+	// goes alone only when it finds none, and the queue empty.
+	busy atomic.Int32
+
+	mu     sync.RWMutex // held shared while a call is queued or goes alone, alone by close
 	closed bool
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -92,20 +100,31 @@ func await[T any](ctx context.Context, b *batcher, cmd goredis.Cmder, result fun
 	return result()
 }
 
-// do queues cmd and waits for its reply or for ctx to end; it returns
-// only the errors of the wait, and cmd holds the reply. A command given
-// up on may still run, and its reply must not be read then: as with a
-// reply lost on the wire, the caller cannot tell.
+// do sends cmd, alone when nothing else is in flight, else through the
+// queue, and waits for its reply or for ctx to end; it returns only the
+// errors of the wait, and cmd holds the reply. A command given up on may
+// still run, and its reply must not be read then: as with a reply lost on
+// the wire, the caller cannot tell. A command that goes alone heeds ctx
+// until it is sent; on the wire the client's read and write timeouts
+// bound it, as they bound a pipeline.
 func (b *batcher) do(ctx context.Context, cmd goredis.Cmder) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c := &queuedCall{cmd: cmd, done: make(chan struct{})}
 	b.mu.RLock()
 	if b.closed {
 		b.mu.RUnlock()
 		return goredis.ErrClosed
 	}
+	if len(b.calls) == 0 && b.busy.CompareAndSwap(0, 1) {
+		b.wg.Add(1) // close waits for it as for a sender
+		b.mu.RUnlock()
+		defer b.wg.Done()
+		defer b.busy.Add(-1)
+		b.runAlone(cmd)
+		return nil
+	}
+	c := &queuedCall{cmd: cmd, done: make(chan struct{})}
 	select {
 	case b.calls <- c:
 	case <-ctx.Done():
@@ -150,7 +169,9 @@ func (b *batcher) send() {
 				break more
 			}
 		}
+		b.busy.Add(1)
 		b.run(batch)
+		b.busy.Add(-1)
 		clear(batch)
 	}
 }
@@ -180,6 +201,15 @@ func (b *batcher) run(batch []*queuedCall) {
 	for _, c := range batch {
 		close(c.done)
 	}
+}
+
+// runAlone sends cmd as a pipeline of its own, as a sender would send
+// it (its WAIT after it when replicas are asked for), and returns once it
+// is answered.
+func (b *batcher) runAlone(cmd goredis.Cmder) {
+	c := &queuedCall{cmd: cmd, done: make(chan struct{})}
+	b.run([]*queuedCall{c})
+	<-c.done
 }
 
 // runWaited sends batch with a WAIT after it on each connection it goes
