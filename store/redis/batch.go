@@ -15,12 +15,12 @@ import (
 // together: a few
 // senders each take every call waiting and send them as one pipeline, one
 // write and one read for the lot, rather than each call taking a
-// connection of its own for a round trip. A call that finds nothing in
-// flight (no call queued, no pipeline out, no other call going alone) goes
-// out at once, alone, on its caller's goroutine, so nothing waits for
-// company and a lone caller makes no hand-off to a sender and back; under
-// load the calls that arrive during one round trip make the next
-// pipeline. Redis
+// connection of its own for a round trip. A call that finds a sender idle
+// goes out at once, alone, so nothing waits for company; on one server
+// without WAIT, a call that finds nothing in flight (no call queued, no
+// pipeline out, no other call going alone) goes on its caller's
+// goroutine, making no hand-off to a sender and back. Under load the
+// calls that arrive during one round trip make the next pipeline. Redis
 // runs a pipeline's calls one after another, each on its own, as it would
 // run them from separate connections, and the replies come back in order.
 // The saving is the system calls and connection bookkeeping of each round
@@ -60,8 +60,13 @@ type batcher struct {
 	short       map[string]time.Time // node → until when it counts as short of replicas
 
 	// busy counts the pipelines out and the calls going alone: a call
-	// goes alone only when it finds none, and the queue empty.
-	busy atomic.Int32
+	// goes alone only when it finds none, and the queue empty, and only
+	// when alone is set: on one server without WAIT. On a cluster (whose
+	// client retries a call through a failover) or with WAIT (which may
+	// wait its timeout), a call stays with the senders, so that its
+	// caller can stop waiting when its context ends.
+	busy  atomic.Int32
+	alone bool
 
 	mu     sync.RWMutex // held shared while a call is queued or goes alone, alone by close
 	closed bool
@@ -73,6 +78,7 @@ func newBatcher(client goredis.UniversalClient, waitN int, waitTimeout time.Dura
 	b := &batcher{client: client, calls: make(chan *queuedCall, maxBatch*batchSenders), stop: make(chan struct{}),
 		waitN: waitN, waitTimeout: waitTimeout, waiting: make(chan struct{}, maxWaiting), short: map[string]time.Time{}}
 	b.cluster, _ = client.(*goredis.ClusterClient)
+	b.alone = b.cluster == nil && waitN == 0
 	b.wg.Add(batchSenders)
 	for range batchSenders {
 		go b.send()
@@ -100,13 +106,13 @@ func await[T any](ctx context.Context, b *batcher, cmd goredis.Cmder, result fun
 	return result()
 }
 
-// do sends cmd, alone when nothing else is in flight, else through the
-// queue, and waits for its reply or for ctx to end; it returns only the
-// errors of the wait, and cmd holds the reply. A command given up on may
-// still run, and its reply must not be read then: as with a reply lost on
-// the wire, the caller cannot tell. A command that goes alone heeds ctx
-// until it is sent; on the wire the client's read and write timeouts
-// bound it, as they bound a pipeline.
+// do sends cmd, on this goroutine when it may go alone and nothing else
+// is in flight, else through the queue, and waits for its reply or for
+// ctx to end; it returns only the errors of the wait, and cmd holds the
+// reply. A command given up on may still run, and its reply must not be
+// read then: as with a reply lost on the wire, the caller cannot tell. A
+// command that goes alone heeds ctx until it is sent; on the wire the
+// client's read and write timeouts bound it, as they bound a pipeline.
 func (b *batcher) do(ctx context.Context, cmd goredis.Cmder) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -116,7 +122,7 @@ func (b *batcher) do(ctx context.Context, cmd goredis.Cmder) error {
 		b.mu.RUnlock()
 		return goredis.ErrClosed
 	}
-	if len(b.calls) == 0 && b.busy.CompareAndSwap(0, 1) {
+	if b.alone && len(b.calls) == 0 && b.busy.CompareAndSwap(0, 1) {
 		b.wg.Add(1) // close waits for it as for a sender
 		b.mu.RUnlock()
 		defer b.wg.Done()
@@ -203,13 +209,9 @@ func (b *batcher) run(batch []*queuedCall) {
 	}
 }
 
-// runAlone sends cmd as a pipeline of its own, as a sender would send
-// it (its WAIT after it when replicas are asked for), and returns once it
-// is answered.
+// runAlone sends cmd as a sender sends a call it found alone.
 func (b *batcher) runAlone(cmd goredis.Cmder) {
-	c := &queuedCall{cmd: cmd, done: make(chan struct{})}
-	b.run([]*queuedCall{c})
-	<-c.done
+	_ = b.client.Process(context.Background(), cmd) // the error is the command's own
 }
 
 // runWaited sends batch with a WAIT after it on each connection it goes
