@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -15,7 +16,10 @@ import (
 // senders each take every call waiting and send them as one pipeline, one
 // write and one read for the lot, rather than each call taking a
 // connection of its own for a round trip. A call that finds a sender idle
-// goes out at once, alone, so nothing waits for company; under load the
+// goes out at once, alone, so nothing waits for company; on one server
+// without WAIT, a call that finds nothing in flight (no call queued, no
+// pipeline out, no other call going alone) goes on its caller's
+// goroutine, making no hand-off to a sender and back. Under load the
 // calls that arrive during one round trip make the next pipeline. Redis
 // runs a pipeline's calls one after another, each on its own, as it would
 // run them from separate connections, and the replies come back in order.
@@ -55,7 +59,16 @@ type batcher struct {
 	shortMu     sync.Mutex
 	short       map[string]time.Time // node → until when it counts as short of replicas
 
-	mu     sync.RWMutex // held shared while a call is queued, alone by close
+	// busy counts the pipelines out and the calls going alone: a call
+	// goes alone only when it finds none, and the queue empty, and only
+	// when alone is set: on one server without WAIT. On a cluster (whose
+	// client retries a call through a failover) or with WAIT (which may
+	// wait its timeout), a call stays with the senders, so that its
+	// caller can stop waiting when its context ends.
+	busy  atomic.Int32
+	alone bool
+
+	mu     sync.RWMutex // held shared while a call is queued or goes alone, alone by close
 	closed bool
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -65,6 +78,7 @@ func newBatcher(client goredis.UniversalClient, waitN int, waitTimeout time.Dura
 	b := &batcher{client: client, calls: make(chan *queuedCall, maxBatch*batchSenders), stop: make(chan struct{}),
 		waitN: waitN, waitTimeout: waitTimeout, waiting: make(chan struct{}, maxWaiting), short: map[string]time.Time{}}
 	b.cluster, _ = client.(*goredis.ClusterClient)
+	b.alone = b.cluster == nil && waitN == 0
 	b.wg.Add(batchSenders)
 	for range batchSenders {
 		go b.send()
@@ -92,20 +106,31 @@ func await[T any](ctx context.Context, b *batcher, cmd goredis.Cmder, result fun
 	return result()
 }
 
-// do queues cmd and waits for its reply or for ctx to end; it returns
-// only the errors of the wait, and cmd holds the reply. A command given
-// up on may still run, and its reply must not be read then: as with a
-// reply lost on the wire, the caller cannot tell.
+// do sends cmd, on this goroutine when it may go alone and nothing else
+// is in flight, else through the queue, and waits for its reply or for
+// ctx to end; it returns only the errors of the wait, and cmd holds the
+// reply. A command given up on may still run, and its reply must not be
+// read then: as with a reply lost on the wire, the caller cannot tell. A
+// command that goes alone heeds ctx until it is sent; on the wire the
+// client's read and write timeouts bound it, as they bound a pipeline.
 func (b *batcher) do(ctx context.Context, cmd goredis.Cmder) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c := &queuedCall{cmd: cmd, done: make(chan struct{})}
 	b.mu.RLock()
 	if b.closed {
 		b.mu.RUnlock()
 		return goredis.ErrClosed
 	}
+	if b.alone && len(b.calls) == 0 && b.busy.CompareAndSwap(0, 1) {
+		b.wg.Add(1) // close waits for it as for a sender
+		b.mu.RUnlock()
+		defer b.wg.Done()
+		defer b.busy.Add(-1)
+		b.runAlone(cmd)
+		return nil
+	}
+	c := &queuedCall{cmd: cmd, done: make(chan struct{})}
 	select {
 	case b.calls <- c:
 	case <-ctx.Done():
@@ -150,7 +175,9 @@ func (b *batcher) send() {
 				break more
 			}
 		}
+		b.busy.Add(1)
 		b.run(batch)
+		b.busy.Add(-1)
 		clear(batch)
 	}
 }
@@ -180,6 +207,11 @@ func (b *batcher) run(batch []*queuedCall) {
 	for _, c := range batch {
 		close(c.done)
 	}
+}
+
+// runAlone sends cmd as a sender sends a call it found alone.
+func (b *batcher) runAlone(cmd goredis.Cmder) {
+	_ = b.client.Process(context.Background(), cmd) // the error is the command's own
 }
 
 // runWaited sends batch with a WAIT after it on each connection it goes

@@ -525,7 +525,9 @@
 // plain command. Calls made at
 // the same time by different goroutines (FCALLs, and the history,
 // metadata and running-turn mark reads and writes) share round trips: a
-// few senders each send every call waiting as one pipeline (batch.go). The calls a
+// few senders each send every call waiting as one pipeline, and on one server
+// without WAIT a call with nothing else in flight goes from its caller's
+// goroutine (batch.go). The calls a
 // turn makes are folded so that a turn is two FCALLs on the queue
 // (AppendClaim, then the FinishAndClaim that commits it and claims the
 // next): Append's script returns the conversation's metadata (one HGETALL)

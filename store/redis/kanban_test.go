@@ -84,4 +84,22 @@ func kanbanStampedByTheServer(t *testing.T, db *DB) {
 	if err != nil || int64(score) != now.UnixMilli() {
 		t.Errorf("the run's score = %v, %v; want %d", score, err, now.UnixMilli())
 	}
+	// A second write, in the same second or the next, stamps its own
+	// time: the texts the script keeps from call to call are by second.
+	k2 := kanban.Card{ID: "t_00000002", Board: "ops", Title: "second", Status: kanban.StatusReady,
+		Workspace: kanban.Workspace{Kind: kanban.WorkspaceScratch}, CreatedAt: base.Add(time.Microsecond), UpdatedAt: base,
+		RetryAt: base.Add(40*24*time.Hour + 1500*time.Millisecond)}
+	if _, err := st.Apply(ctx, kanban.Change{Stamp: true, Cards: []kanban.CardWrite{{Card: k2}}}); err != nil {
+		t.Fatal(err)
+	}
+	got2, err := st.Card(ctx, k2.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now2 := got2.UpdatedAt
+	if now2.Before(now) || now2.After(time.Now()) || !got2.CreatedAt.Equal(now2.Add(time.Microsecond)) ||
+		!got2.RetryAt.Equal(now2.Add(40*24*time.Hour+1500*time.Millisecond)) {
+		t.Errorf("second card stamped created %v, updated %v, retry %v; want updated after %v, the others at their offsets from it",
+			got2.CreatedAt, now2, got2.RetryAt, now)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/heraldgw/herald/approvals"
+	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/sessions"
 	"github.com/heraldgw/herald/signals"
 )
@@ -131,5 +132,34 @@ func TestVersion24FileGainsApprovals(t *testing.T) {
 	}
 	if gone, err := s.Revoke(ctx, "sudo"); err != nil || !gone {
 		t.Errorf("Revoke(sudo) after the upgrade = %v, %v; want true", gone, err)
+	}
+}
+
+// A file written while runs and events had rowids and an AUTOINCREMENT
+// seq (schema version 27) opens with its runs and events: a run written
+// again is the same run, and the next event's cursor comes after the
+// last one's.
+func TestVersion27FileKeepsKanbanRunsAndEvents(t *testing.T) {
+	ctx := context.Background()
+	path := oldFile(t, 27,
+		`INSERT INTO kanban_runs (id, card, started, run) VALUES ('run_1', 't_1', 1, '{"id":"run_1","card":"t_1","board":"ops"}')`,
+		`INSERT INTO kanban_events (seq, board, card, event) VALUES (9, 'ops', 't_1', '{"board":"ops","card":"t_1","kind":"created"}')`)
+	st := openAt(t, path, nil, sessions.Limits{}).Kanban()
+	evs, err := st.Apply(ctx, kanban.Change{
+		Runs:   []kanban.Run{{ID: "run_1", Card: "t_1", Board: "ops", Outcome: kanban.OutcomeCompleted}},
+		Events: []kanban.Event{{Board: "ops", Card: "t_1", Kind: kanban.EventCompleted}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs[0].Cursor != "10" {
+		t.Errorf("the new event's cursor = %q, want 10, after the old one's 9", evs[0].Cursor)
+	}
+	runs, err := st.Runs(ctx, "t_1")
+	if err != nil || len(runs) != 1 || runs[0].Outcome != kanban.OutcomeCompleted {
+		t.Errorf("Runs = %+v, %v; want run_1 alone, completed", runs, err)
+	}
+	all, err := st.Events(ctx, kanban.EventQuery{Board: "ops", Card: "t_1"})
+	if err != nil || len(all) != 2 || all[0].Cursor != "9" || all[1].Cursor != "10" {
+		t.Errorf("Events = %+v, %v; want the old one at 9, the new one at 10", all, err)
 	}
 }

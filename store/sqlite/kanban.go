@@ -54,7 +54,7 @@ const (
 	sqlKbAttached = `SELECT attachment FROM kanban_attachments WHERE card = ?1 ORDER BY created_at, name`
 	sqlKbStatus   = `SELECT status FROM kanban_cards WHERE id = ?1`
 	sqlKbRunPut   = `INSERT INTO kanban_runs (id, card, started, run) VALUES (?1, ?2, ?3, ?4)
-		ON CONFLICT (id) DO UPDATE SET card = excluded.card, started = excluded.started, run = excluded.run`
+		ON CONFLICT (card, id) DO UPDATE SET started = excluded.started, run = excluded.run`
 	sqlKbRuns       = `SELECT run FROM kanban_runs WHERE card = ?1 ORDER BY started, id`
 	sqlKbEvent      = `INSERT INTO kanban_events (board, card, event) VALUES (?1, ?2, ?3)`
 	sqlKbEventsFrom = `SELECT seq, event FROM kanban_events WHERE board = ?1 AND seq > ?2`

@@ -483,6 +483,38 @@ CREATE TABLE instances (
 ALTER TABLE conversations ADD COLUMN active_at INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX conversations_active ON conversations (active_at, conv) WHERE active_at > 0;
 `,
+	// 27 → 28: fewer pages a kanban write: a run keyed by its card and
+	// id, without a rowid, an index of its id and one by card (a card's
+	// runs are few, sorted as read); an event's seq its rowid without
+	// AUTOINCREMENT, whose sqlite_sequence row each commit wrote (events
+	// are never deleted, so the next rowid, one past the largest, never
+	// gives a seq again). A card keeps its rowid: its row is large, and
+	// without one the cards' pages split more often than the index of
+	// their ids costs.
+	`
+CREATE TABLE kanban_runs_new (
+	card    TEXT NOT NULL,
+	id      TEXT NOT NULL,
+	started INTEGER NOT NULL,
+	run     BLOB NOT NULL,
+	PRIMARY KEY (card, id)
+) WITHOUT ROWID;
+INSERT INTO kanban_runs_new SELECT card, id, started, run FROM kanban_runs;
+DROP TABLE kanban_runs;
+ALTER TABLE kanban_runs_new RENAME TO kanban_runs;
+
+CREATE TABLE kanban_events_new (
+	seq   INTEGER PRIMARY KEY,
+	board TEXT NOT NULL,
+	card  TEXT NOT NULL,
+	event BLOB NOT NULL
+);
+INSERT INTO kanban_events_new SELECT seq, board, card, event FROM kanban_events;
+DROP TABLE kanban_events;
+ALTER TABLE kanban_events_new RENAME TO kanban_events;
+CREATE INDEX kanban_events_board ON kanban_events (board, seq);
+CREATE INDEX kanban_events_card ON kanban_events (card, seq);
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

@@ -92,8 +92,8 @@ local stamp = function(body) return body end
 if stamping then
   local t = redis.call('TIME')
   now_s, now_us = tonumber(t[1]), tonumber(t[2])
-  local cache = {}
-  stamp = function(body) return kb_stamp(body, now_s, now_us, cache) end
+  local stamps = kb_stamps(now_s, now_us)
+  stamp = function(body) return kb_stamp(body, stamps) end
 end
 -- A run's score, its start in ms, is stamped as its start is.
 local function stamp_ms(ms)

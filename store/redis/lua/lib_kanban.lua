@@ -42,6 +42,13 @@ local function kb_civil(days)
   return y, m, d
 end
 
+-- kb_seconds keeps, from call to call, the RFC 3339 text of the last
+-- seconds stamped, to the second, by the second since 1970
+-- (kb_nseconds of them, at most 64): the date and the time of day are
+-- most of what making an instant's text costs, and the calls of one
+-- second all stamp within it.
+local kb_seconds, kb_nseconds = {}, 0
+
 -- kb_instant is the RFC 3339 text of the server's TIME (now_s seconds,
 -- now_us microseconds) plus an offset of off_s seconds and off_ns
 -- nanoseconds.
@@ -49,39 +56,38 @@ local function kb_instant(now_s, now_us, off_s, off_ns)
   local ns = now_us * 1000 + off_ns
   local secs = now_s + off_s + math.floor(ns / 1000000000)
   ns = ns % 1000000000
-  local days = math.floor(secs / 86400)
-  local rest = secs - days * 86400
-  local y, m, d = kb_civil(days)
-  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%09dZ', y, m, d,
-    math.floor(rest / 3600), math.floor(rest % 3600 / 60), rest % 60, ns)
+  local text = kb_seconds[secs]
+  if not text then
+    local days = math.floor(secs / 86400)
+    local rest = secs - days * 86400
+    local y, m, d = kb_civil(days)
+    text = string.format('%04d-%02d-%02dT%02d:%02d:%02d', y, m, d,
+      math.floor(rest / 3600), math.floor(rest % 3600 / 60), rest % 60)
+    if kb_nseconds == 64 then
+      kb_seconds, kb_nseconds = {}, 0
+    end
+    kb_seconds[secs], kb_nseconds = text, kb_nseconds + 1
+  end
+  return text .. string.format('.%09dZ', ns)
 end
 
--- kb_stamp is an encoding stamped at the server's TIME, as
--- kanban.Change.Stamped stamps: the store's Go side marked each instant
--- to stamp \1<seconds>.<nanoseconds>\1, its offset from
--- kanban.StampBase (the byte is one JSON never
--- carries bare), and each mark becomes the TIME plus its offset. cache
--- keeps the texts made, by offset, for the call's other encodings.
-local function kb_stamp(body, now_s, now_us, cache)
-  local from = string.find(body, '\1', 1, true)
-  if not from then
-    return body
-  end
-  local parts, at = {}, 1
-  while from do
-    local to = string.find(body, '\1', from + 1, true)
-    local mark = string.sub(body, from + 1, to - 1)
-    local text = cache[mark]
-    if not text then
-      local dot = string.find(mark, '.', 1, true)
-      text = kb_instant(now_s, now_us, tonumber(string.sub(mark, 1, dot - 1)), tonumber(string.sub(mark, dot + 1)))
-      cache[mark] = text
-    end
-    parts[#parts + 1] = string.sub(body, at, from - 1)
-    parts[#parts + 1] = text
-    at = to + 1
-    from = string.find(body, '\1', at, true)
-  end
-  parts[#parts + 1] = string.sub(body, at)
-  return table.concat(parts)
+-- kb_stamps is the texts of one call's marks, stamped at the server's
+-- TIME (now_s seconds, now_us microseconds), each made when first asked
+-- for: the store's Go side marked each instant to stamp
+-- \1<seconds>.<nanoseconds>\1, its offset from kanban.StampBase (the
+-- byte is one JSON never carries bare), and each mark becomes the TIME
+-- plus its offset, as kanban.Change.Stamped stamps.
+local function kb_stamps(now_s, now_us)
+  return setmetatable({}, {__index = function(texts, mark)
+    local dot = string.find(mark, '.', 1, true)
+    local text = kb_instant(now_s, now_us, tonumber(string.sub(mark, 1, dot - 1)), tonumber(string.sub(mark, dot + 1)))
+    texts[mark] = text
+    return text
+  end})
+end
+
+-- kb_stamp is an encoding with its marks replaced by their texts in
+-- stamps (kb_stamps), in one pass.
+local function kb_stamp(body, stamps)
+  return (string.gsub(body, '\1([^\1]*)\1', stamps))
 end
