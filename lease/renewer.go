@@ -3,7 +3,6 @@ package lease
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -141,16 +140,21 @@ func (r *Renewer) RenewNow(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// By name: a scheduler may hold thousands of claims at once.
+	renewed := make(map[string]Claim, len(kept))
+	for _, k := range kept {
+		renewed[k.Name] = k
+	}
 	var lost []Claim
 	r.mu.Lock()
 	for _, c := range claims {
-		i := slices.IndexFunc(kept, func(k Claim) bool { return k.Name == c.Name })
+		k, ok := renewed[c.Name]
 		cur, still := r.held[c.Name]
 		switch {
 		case !still || cur.Token != c.Token:
 			// Dropped or replaced while the renewal ran.
-		case i >= 0:
-			r.held[c.Name] = kept[i]
+		case ok:
+			r.held[c.Name] = k
 		default:
 			delete(r.held, c.Name)
 			lost = append(lost, c)
