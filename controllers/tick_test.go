@@ -214,8 +214,9 @@ func TestGoalDefersLoopTicks(t *testing.T) {
 		h.say("/loop 1m ping")
 		clk.Advance(time.Minute)
 		h.tick()
-		release()
+		// The verdict is ready before the turn ends, which asks for it.
 		h.judge.say(`{"verdict":"wait","wait_seconds":600}`)
+		release()
 		turns := h.waitTurns(1)
 		if !isContinuation(turns[0]) {
 			t.Fatalf("turns = %q", turns)
