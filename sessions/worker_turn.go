@@ -422,8 +422,7 @@ func (w *TurnWorker) runAgent(at *activeTurn) {
 // agentRun is what a turn's agent run was given: runAgent keeps only
 // it, on the heap, while the turn waits on the model.
 type agentRun struct {
-	in     TurnInput
-	origin outbox.Target
+	in     TurnInput // its Origin is where the replies go
 	starts []int
 	stream TurnStream
 	watch  TurnWatch
@@ -469,7 +468,7 @@ func (w *TurnWorker) beforeRun(at *activeTurn) *agentRun {
 		watch = w.watch(at.ctx, conv, origin)
 		in.Progress = watch.Progress
 	}
-	return &agentRun{in: in, origin: origin, starts: starts, stream: stream, watch: watch}
+	return &agentRun{in: in, starts: starts, stream: stream, watch: watch}
 }
 
 // afterRun commits the turn the agent ran to out and runErr.
@@ -491,7 +490,7 @@ func (w *TurnWorker) afterRun(at *activeTurn, r *agentRun, out TurnOutput, runEr
 // finished are apart from afterRun so that their locals are off the
 // goroutine's stack while the commit encodes the turn.
 func (w *TurnWorker) finishOf(at *activeTurn, r *agentRun, out *TurnOutput, runErr error) (*Finish, *stopCause) {
-	e, conv, origin, starts, stream, watch := r.in.Entry, at.lease.Conv, r.origin, r.starts, r.stream, r.watch
+	e, conv, origin, starts, stream, watch := r.in.Entry, at.lease.Conv, r.in.Origin, r.starts, r.stream, r.watch
 	if watch != nil {
 		watch.End()
 	}
