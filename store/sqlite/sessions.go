@@ -83,14 +83,17 @@ var (
 	// (no other entry queued or delivered and unacked) and no lease is
 	// live at ?6, now. A conversation seen for the first time has no row
 	// yet and gets the first token. When the grant does not apply, no
-	// row comes back and nothing is written.
+	// row comes back and nothing is written. With the first token it
+	// also says whether the conversation has no controllers' state (the
+	// first lease has no history to read either); with a later one it
+	// looks for none.
 	sqlAppendGrant = `INSERT INTO conversations
 			(conv, lease_worker, lease_token, lease_expires, due, due_seq, delivered, deliveries, active_at)
 		VALUES (?1, ?2, 1, ?3, ?3, ` + nextSeq("?3") + `, ?4, ?5, ?6)
 		ON CONFLICT (conv) DO UPDATE SET ` + sqlGrant + `, active_at = ?6
 		WHERE (lease_expires IS NULL OR lease_expires <= ?6)
 			AND NOT EXISTS (SELECT 1 FROM entries WHERE conv = ?1 AND id <> ?4)
-		RETURNING lease_token, NOT EXISTS (SELECT 1 FROM controllers WHERE conv = ?1)`
+		RETURNING lease_token, CASE WHEN lease_token = 1 THEN NOT EXISTS (SELECT 1 FROM controllers WHERE conv = ?1) ELSE 0 END`
 	// A due conversation without entries (its holder drained it, then
 	// died or stalled) is simply not ready any more. Its lease stays as it
 	// was: nobody took it over, so a holder that was only slow may still
