@@ -274,7 +274,7 @@ type Store interface {
 
 // Encode validates m and returns it encoded, ready to store. Backends call
 // it so that both accept exactly the same input.
-func Encode(op string, m Message, maxBytes int) ([]byte, error) {
+func Encode(op string, m *Message, maxBytes int) ([]byte, error) {
 	if err := m.Target.Validate(); err != nil {
 		return nil, errs.Wrap(op, errs.Invalid, err)
 	}

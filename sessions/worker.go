@@ -566,8 +566,8 @@ func (w *TurnWorker) storeCtx() (context.Context, context.CancelFunc) {
 // with its deliveries. The lease is still renewed meanwhile; stopping
 // the worker cuts the pause short.
 func (w *TurnWorker) retryLater(at *activeTurn, why string) {
-	w.pause(min(w.retryDelay*time.Duration(max(at.entry.Deliveries, 1)), w.ttl/2))
-	w.handBack(at.lease, why)
+	w.pause(min(w.retryDelay*time.Duration(max(at.t.Entry.Deliveries, 1)), w.ttl/2))
+	w.handBack(at.t.Lease, why)
 }
 
 // pause waits d, or less when the worker must stop now: a failed turn

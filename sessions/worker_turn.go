@@ -44,17 +44,15 @@ const commitAttempts = 4
 
 // activeTurn is one turn this process runs.
 type activeTurn struct {
-	w         *TurnWorker
-	lease     Lease
-	entry     Entry
+	w *TurnWorker
+	// t is the turn as claimed, its lease and entry; its History, which
+	// came with the claim when HistoryRead is set, is the runner's once
+	// handed to it.
+	t         *Turn
 	claimedAt time.Time // by the store's clock: a signal older than this was for an earlier turn
 	started   time.Time // by the worker's clock, for the turn's duration
 	control   bool      // a control entry: no agent, no signals
-
-	// history came with the claim when historyRead is set.
-	history     []chat.Message
-	historyRead bool
-	controls    Controls // what the claim found of the controllers' states
+	controls  Controls  // what the claim found of the controllers' states
 	// settled is set once the runner returned: the turn only commits
 	// now, and /stop or /status no longer see it running.
 	settled atomic.Bool
@@ -121,7 +119,7 @@ func (w *TurnWorker) runOne(t *Turn) *activeTurn {
 	at := w.begin(t)
 	defer w.end(at)
 
-	e := at.entry
+	e := at.t.Entry
 	if e.Deliveries > 1 {
 		at.logger().Info("taking over an entry handed out before", "deliveries", e.Deliveries)
 		if f := w.metrics.Takeover; f != nil {
@@ -153,16 +151,13 @@ func controlsOf(t *Turn) Controls {
 // begin registers the turn, so signals reach it, and starts its timers.
 func (w *TurnWorker) begin(t *Turn) *activeTurn {
 	at := &activeTurn{
-		w:           w,
-		lease:       t.Lease,
-		entry:       t.Entry,
-		history:     t.History,
-		historyRead: t.HistoryRead,
-		controls:    controlsOf(t),
-		claimedAt:   t.Lease.Expires.Add(-w.ttl),
-		started:     w.clock.Now(),
-		control:     t.Entry.Meta[MetaControl] != "",
-		steer:       make(chan string, steerBuffer),
+		w:         w,
+		t:         t,
+		controls:  controlsOf(t),
+		claimedAt: t.Lease.Expires.Add(-w.ttl),
+		started:   w.clock.Now(),
+		control:   t.Entry.Meta[MetaControl] != "",
+		steer:     make(chan string, steerBuffer),
 	}
 	// The turn continues the trace its entry carries (a completion's
 	// turn, its delegation's), if any.
@@ -177,7 +172,7 @@ func (w *TurnWorker) begin(t *Turn) *activeTurn {
 	w.mu.Lock()
 	// A turn of the same conversation that is still cleaning up is
 	// replaced: it no longer holds the lease.
-	w.running[at.lease.Conv] = at
+	w.running[at.t.Lease.Conv] = at
 	w.mu.Unlock()
 	at.mu.Lock()
 	at.scheduleRenew(w.ttl / 3)
@@ -209,14 +204,14 @@ func (w *TurnWorker) end(at *activeTurn) {
 	// its as much as ours. A commit that went through cleared it.
 	if at.marked && !at.lost.Load() {
 		ctx, cancel := w.storeCtx()
-		if err := w.store.SetMeta(ctx, at.lease.Conv, ConvMetaTurn, ""); err != nil {
+		if err := w.store.SetMeta(ctx, at.t.Lease.Conv, ConvMetaTurn, ""); err != nil {
 			at.logger().Warn("clearing the running-turn mark failed", "err", err)
 		}
 		cancel()
 	}
 	w.mu.Lock()
-	if w.running[at.lease.Conv] == at {
-		delete(w.running, at.lease.Conv)
+	if w.running[at.t.Lease.Conv] == at {
+		delete(w.running, at.t.Lease.Conv)
 	}
 	w.mu.Unlock()
 }
@@ -230,11 +225,11 @@ func (at *activeTurn) logger() *slog.Logger {
 }
 
 func (at *activeTurn) logAttrs() []any {
-	return []any{"conv", at.lease.Conv, "entry", at.entry.ID, "token", at.lease.Token}
+	return []any{"conv", at.t.Lease.Conv, "entry", at.t.Entry.ID, "token", at.t.Lease.Token}
 }
 
 func (at *activeTurn) info() RunningTurn {
-	return RunningTurn{EntryID: at.entry.ID, Since: at.claimedAt, Text: excerpt(at.entry.Text)}
+	return RunningTurn{EntryID: at.t.Entry.ID, Since: at.claimedAt, Text: excerpt(at.t.Entry.Text)}
 }
 
 // scheduleRenew arms the next renewal. Called with at.mu held.
@@ -253,7 +248,7 @@ func (at *activeTurn) renew() {
 	at.mu.Unlock()
 	every := at.w.ttl / 3
 	ctx, cancel := context.WithTimeout(at.w.base, every)
-	_, err := at.w.store.Renew(ctx, at.lease, at.w.ttl)
+	_, err := at.w.store.Renew(ctx, at.t.Lease, at.w.ttl)
 	cancel()
 	at.mu.Lock()
 	defer at.mu.Unlock()
@@ -329,7 +324,7 @@ func (at *activeTurn) mark() {
 	}
 	ctx, cancel := at.w.storeCtx()
 	defer cancel()
-	if err := at.w.store.SetMeta(ctx, at.lease.Conv, ConvMetaTurn, string(b)); err != nil {
+	if err := at.w.store.SetMeta(ctx, at.t.Lease.Conv, ConvMetaTurn, string(b)); err != nil {
 		at.logger().Warn("marking the running turn failed", "err", err)
 		return
 	}
@@ -360,7 +355,7 @@ func (at *activeTurn) unmark() bool {
 // about the entry this turn runs. A zero s.At comes from this process
 // (no shared store) and is about what runs now.
 func (at *activeTurn) signal(s signals.Signal) {
-	if at.control || (s.EntryID != "" && s.EntryID == at.entry.ID) {
+	if at.control || (s.EntryID != "" && s.EntryID == at.t.Entry.ID) {
 		return
 	}
 	if !s.At.IsZero() && s.At.Before(at.claimedAt) {
@@ -434,8 +429,8 @@ func (w *TurnWorker) beforeRun(at *activeTurn) *agentRun {
 	if f := w.metrics.Started; f != nil {
 		f()
 	}
-	e := at.entry
-	conv := at.lease.Conv
+	e := at.t.Entry
+	conv := at.t.Lease.Conv
 	if w.log.Enabled(at.ctx, slog.LevelDebug) {
 		at.logger().Debug("turn started", "deliveries", e.Deliveries)
 	}
@@ -490,7 +485,7 @@ func (w *TurnWorker) afterRun(at *activeTurn, r *agentRun, out TurnOutput, runEr
 // finished are apart from afterRun so that their locals are off the
 // goroutine's stack while the commit encodes the turn.
 func (w *TurnWorker) finishOf(at *activeTurn, r *agentRun, out *TurnOutput, runErr error) (*Finish, *stopCause) {
-	e, conv, origin, starts, stream, watch := r.in.Entry, at.lease.Conv, r.in.Origin, r.starts, r.stream, r.watch
+	e, conv, origin, starts, stream, watch := r.in.Entry, at.t.Lease.Conv, r.in.Origin, r.starts, r.stream, r.watch
 	if watch != nil {
 		watch.End()
 	}
@@ -513,7 +508,7 @@ func (w *TurnWorker) finishOf(at *activeTurn, r *agentRun, out *TurnOutput, runE
 		}
 	case at.ctx.Err() != nil:
 		at.logger().Info("turn cancelled by the worker stopping; handing its entry back")
-		w.handBack(at.lease, "shutdown")
+		w.handBack(at.t.Lease, "shutdown")
 		return nil, nil
 	default:
 		at.logger().Error("the turn failed; the entry waits for another run", "err", runErr)
@@ -559,7 +554,7 @@ func (w *TurnWorker) finishOf(at *activeTurn, r *agentRun, out *TurnOutput, runE
 // log, the metrics.
 func (w *TurnWorker) finished(at *activeTurn, out *TurnOutput, stop *stopCause, absorbed int) {
 	if len(at.wrote) > 0 && w.committed != nil {
-		w.committed(Committed{Conv: at.lease.Conv, Writes: at.wrote, Stopped: stop != nil})
+		w.committed(Committed{Conv: at.t.Lease.Conv, Writes: at.wrote, Stopped: stop != nil})
 	}
 	took := w.clock.Now().Sub(at.started)
 	w.log.Info("turn finished", append(at.logAttrs(),
@@ -637,20 +632,20 @@ func (w *TurnWorker) deltaFor(conv string, e Entry, stream TurnStream) func(stri
 // (/new): it is shown, not run. It reports whether it did. An entry whose
 // conversation's session cannot be read runs: running it beats losing it.
 func (w *TurnWorker) staleSession(at *activeTurn, origin outbox.Target) bool {
-	want, bound := at.entry.Meta[MetaSession]
-	if !bound || at.entry.Kind != KindSynthetic {
+	want, bound := at.t.Entry.Meta[MetaSession]
+	if !bound || at.t.Entry.Kind != KindSynthetic {
 		return false
 	}
 	ctx, cancel := w.storeCtx()
-	meta, err := w.store.Meta(ctx, at.lease.Conv)
+	meta, err := w.store.Meta(ctx, at.t.Lease.Conv)
 	cancel()
 	if err != nil || meta[ConvMetaSession] == want {
 		return false
 	}
 	at.settled.Store(true)
 	at.logger().Info("a synthetic entry for a session started anew since is shown, not run")
-	notice := outbox.Message{Target: origin, Text: noticeStaleSession + at.entry.Text, Kind: KindNotice}
-	w.commit(at, Finish{EntryID: at.entry.ID, Outbox: w.outboxOf(at, []outbox.Message{notice}), Release: true})
+	notice := outbox.Message{Target: origin, Text: noticeStaleSession + at.t.Entry.Text, Kind: KindNotice}
+	w.commit(at, Finish{EntryID: at.t.Entry.ID, Outbox: w.outboxOf(at, []outbox.Message{notice}), Release: true})
 	return true
 }
 
@@ -744,14 +739,14 @@ func (w *TurnWorker) historyDrop(starts []int, added int) int {
 // history is the conversation's history for the turn: the one its claim
 // brought, else read now.
 func (w *TurnWorker) history(at *activeTurn) ([]chat.Message, error) {
-	if at.historyRead {
-		h := at.history
-		at.history = nil // the runner owns it now
+	if at.t.HistoryRead {
+		h := at.t.History
+		at.t.History = nil // the runner owns it now
 		return h, nil
 	}
 	ctx, cancel := w.storeCtx()
 	defer cancel()
-	return w.store.History(ctx, at.lease.Conv)
+	return w.store.History(ctx, at.t.Lease.Conv)
 }
 
 // run runs the runner, turning a panic into an error: one bad turn must
@@ -776,7 +771,7 @@ func (w *TurnWorker) outboxOf(at *activeTurn, msgs []outbox.Message) []outbox.Me
 	out := make([]outbox.Message, 0, len(msgs))
 	for _, m := range msgs {
 		if m.Conv == "" {
-			m.Conv = at.lease.Conv
+			m.Conv = at.t.Lease.Conv
 		}
 		// Its delivery continues the turn's trace.
 		m.Meta = tracing.Inject(at.ctx, m.Meta)
@@ -851,12 +846,12 @@ func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
 // it fails.
 func (w *TurnWorker) finish(ctx context.Context, at *activeTurn, f Finish) error {
 	if w.stoppingNow() {
-		return w.store.Finish(ctx, at.lease, f)
+		return w.store.Finish(ctx, at.t.Lease, f)
 	}
 	// Cleared before the claim, as claimSome clears it (and when it was
 	// clear already, the commit looks for nothing else).
 	f.ClaimIfLeft = !w.mayWait.Swap(false)
-	next, err := w.store.FinishAndClaim(ctx, at.lease, f, w.name, w.ttl)
+	next, err := w.store.FinishAndClaim(ctx, at.t.Lease, f, w.name, w.ttl)
 	if err != nil || next != nil {
 		// A failed commit claimed nothing, and a claim that found work
 		// may have left more: either way other turns may wait.
@@ -878,12 +873,12 @@ func (w *TurnWorker) finish(ctx context.Context, at *activeTurn, f Finish) error
 // store refused. Steered entries are not absorbed: their text was in the
 // dropped history, so they run on their own.
 func (w *TurnWorker) refusedFinish(at *activeTurn, f Finish, why error) Finish {
-	target, _ := ReplyTarget(at.entry.Inbound)
+	target, _ := ReplyTarget(at.t.Entry.Inbound)
 	text := noticeNotSaved
 	if errs.Is(why, errs.TooLarge) {
 		text = noticeTooLarge
 	}
-	notice := outbox.Message{Target: target, Text: text, ReplyTo: at.entry.MessageID, Kind: KindNotice}
+	notice := outbox.Message{Target: target, Text: text, ReplyTo: at.t.Entry.MessageID, Kind: KindNotice}
 	return Finish{
 		EntryID: f.EntryID,
 		Outbox:  w.outboxOf(at, []outbox.Message{notice}),
@@ -895,24 +890,24 @@ func (w *TurnWorker) refusedFinish(at *activeTurn, f Finish, why error) Finish {
 // notice, so it stops taking workers down.
 func (w *TurnWorker) drop(at *activeTurn) {
 	at.settled.Store(true)
-	at.logger().Error("dropping an entry handed out too often without an ack", "deliveries", at.entry.Deliveries)
-	target, _ := ReplyTarget(at.entry.Inbound)
+	at.logger().Error("dropping an entry handed out too often without an ack", "deliveries", at.t.Entry.Deliveries)
+	target, _ := ReplyTarget(at.t.Entry.Inbound)
 	notice := outbox.Message{
-		Target: target, ReplyTo: at.entry.MessageID, Kind: KindNotice,
-		Text: noticeDropped(at.entry.Deliveries - 1),
+		Target: target, ReplyTo: at.t.Entry.MessageID, Kind: KindNotice,
+		Text: noticeDropped(at.t.Entry.Deliveries - 1),
 	}
-	if w.commit(at, Finish{EntryID: at.entry.ID, Outbox: w.outboxOf(at, []outbox.Message{notice}), Release: true}) {
+	if w.commit(at, Finish{EntryID: at.t.Entry.ID, Outbox: w.outboxOf(at, []outbox.Message{notice}), Release: true}) {
 		w.countFailed("dropped")
 	}
 }
 
 // runControl runs a control entry: the Run of the command that queued it.
 func (w *TurnWorker) runControl(at *activeTurn) {
-	e := at.entry
+	e := at.t.Entry
 	name := e.Meta[MetaControl]
 	target, _ := ReplyTarget(e.Inbound)
 	_, args, _ := ParseCommand(e.Text)
-	ct := &ControlTurn{Store: w.store, Lease: at.lease, Entry: e, Name: name, Args: args, Target: target}
+	ct := &ControlTurn{Store: w.store, Lease: at.t.Lease, Entry: e, Name: name, Args: args, Target: target}
 	cmd, ok := w.commands.Lookup(name)
 	if !ok || cmd.Run == nil {
 		// Queued by a process that knows a command this one does not:

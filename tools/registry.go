@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.opentelemetry.io/otel/attribute"
@@ -223,6 +224,9 @@ type Set struct {
 	gate     gating              // the registry's GateWith
 	live     []*Live             // its live toolsets
 	excluded []string            // names of live tools it leaves out
+	// specs are the specs Specs made last, shared by the calls after
+	// it while its live toolsets hold the same tools.
+	specs atomic.Pointer[specsMade]
 }
 
 func (s *Set) add(t *registered) {
@@ -306,8 +310,43 @@ func (s *Set) Names() []string {
 // Has reports whether the set holds the named tool.
 func (s *Set) Has(name string) bool { return s.lookup(name) != nil }
 
-// Specs returns the tools as the model is offered them.
+// Specs returns the tools as the model is offered them. The slice is
+// shared: callers must not change it.
 func (s *Set) Specs() []llm.ToolSpec {
+	if s == nil {
+		return nil
+	}
+	if m := s.specs.Load(); m != nil && m.current(s.live) {
+		return m.specs
+	}
+	m := &specsMade{live: make([][]*registered, len(s.live))}
+	for i, l := range s.live {
+		m.live[i] = l.current()
+	}
+	m.specs = s.specsNow()
+	s.specs.Store(m)
+	return m.specs
+}
+
+// specsMade are a set's specs and what its live toolsets held when
+// they were made (a live toolset's Replace puts a new slice in).
+type specsMade struct {
+	specs []llm.ToolSpec
+	live  [][]*registered
+}
+
+// current says whether live hold what they held when m was made.
+func (m *specsMade) current(live []*Live) bool {
+	for i, l := range live {
+		if !slices.Equal(m.live[i], l.current()) {
+			return false
+		}
+	}
+	return true
+}
+
+// specsNow makes the specs of the set's tools now.
+func (s *Set) specsNow() []llm.ToolSpec {
 	all := s.all()
 	if len(all) == 0 {
 		return nil

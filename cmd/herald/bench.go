@@ -145,13 +145,5 @@ func writeAllocProfile(file string) error {
 	if file == "" {
 		return nil
 	}
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return bench.WriteProfile("allocs", file, 0)
 }

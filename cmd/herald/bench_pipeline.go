@@ -69,6 +69,7 @@ key prefix of its own. Both remove what they made.`,
 	f.DurationVar(&opt.ModelDelay, "model-delay", 0, "how long the simulated model takes per turn")
 	f.BoolVar(&opt.HTTPModel, "http-model", false, "serve the model on loopback over HTTP and ask it through the gateway's own client and key pool")
 	f.IntVar(&opt.InFlight, "inflight", 0, "deliver this many turns to as many conversations at once instead")
+	f.StringVar(&opt.PeakProfile, "peakprofile", "", "with --inflight: write a profile of the live heap to this file once every turn waits on the model (its collection changes the figures)")
 	f.IntVar(&opt.TurnWorkers, "turn-workers", 0, "workers.turns (default the config's, raised to --conversations and --inflight)")
 	f.IntVar(&opt.Deliveries, "deliveries", 0, "workers.deliveries (default the config's)")
 	f.StringVar(&opt.RedisMode, "redis-mode", config.RedisSingle, "store.redis_mode: single, or cluster to take --redis-url as a Redis Cluster's seeds")

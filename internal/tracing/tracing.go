@@ -112,9 +112,29 @@ func Setup(lookup func(name string) (string, bool)) (shutdown func(context.Conte
 }
 
 // Start starts a span named name as a child of ctx's, from herald's
-// tracer (otel's no-op unless Setup turned traces on).
+// tracer (otel's no-op unless Setup turned traces on). With no tracer
+// provider set, or a no-op one, and no trace in ctx to continue, it
+// returns ctx as it is and a no-op span: otel's no-op would make a span
+// and a context for each call, kept while the work runs, that record
+// nothing and carry nothing further.
 func Start(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	if !on() && !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx, noop.Span{}
+	}
 	return otel.Tracer(instrumentation).Start(ctx, name, trace.WithAttributes(attrs...))
+}
+
+// unset is otel's global tracer provider before one is set.
+var unset = otel.GetTracerProvider()
+
+// on says whether a tracer provider that may record is set.
+func on() bool {
+	p := otel.GetTracerProvider()
+	if p == unset {
+		return false
+	}
+	_, off := p.(noop.TracerProvider)
+	return !off
 }
 
 // End ends span, marked failed when err is not nil (never with err's

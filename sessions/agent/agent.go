@@ -95,7 +95,7 @@ func (a *Agent) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnO
 		// The same message again after a turn that ended without a
 		// reply (a client's retry of a request that failed on the
 		// model): that turn goes on, its message in the history once.
-		r.log.InfoContext(ctx, "the message repeats a turn that ended without a reply; going on with it", "messages", r.resumed)
+		r.logger().InfoContext(ctx, "the message repeats a turn that ended without a reply; going on with it", "messages", r.resumed)
 	} else {
 		r.add(msg)
 	}
@@ -158,11 +158,11 @@ func (r *run) afterCall(ctx context.Context, resp *llm.Response, err error) (ses
 			// Longer than the model takes: once a turn, the call is
 			// made again with a quarter of the earlier history.
 			r.trimmed, r.earlierCap = true, r.sentEarlier/4
-			r.log.InfoContext(ctx, "the request was longer than the model takes; trying once more with less of the history",
+			r.logger().InfoContext(ctx, "the request was longer than the model takes; trying once more with less of the history",
 				"history_chars", r.sentEarlier, "now_chars", r.earlierCap)
 			return sessions.TurnOutput{}, stepAgain, nil
 		}
-		r.log.WarnContext(ctx, "model call failed", "class", string(llm.ClassOf(err)), "err", err)
+		r.logger().WarnContext(ctx, "model call failed", "class", string(llm.ClassOf(err)), "err", err)
 		r.out.Err = err
 		// The line is for the user, not the model: it stays out of
 		// the history so a later turn does not read it as its own words.
@@ -206,10 +206,15 @@ func ending(out sessions.TurnOutput, err error) (sessions.TurnOutput, step, erro
 
 // run is one turn in progress.
 type run struct {
-	a      *Agent
-	in     sessions.TurnInput
+	a *Agent
+	// in is the input as given (the runner leaves it so); conv and
+	// user are its Conv and User, filled in when empty.
+	in         *sessions.TurnInput
+	conv, user string
+	// turn is what the tools the turn calls see of it, made when the
+	// first is called (toolTurn): most turns call none.
 	turn   *tools.Turn
-	log    *slog.Logger
+	log    *slog.Logger // made by logger, on first use
 	clock  clock.Clock
 	system []chat.Message // the system prompt and the user's notes
 	out    sessions.TurnOutput
@@ -231,26 +236,21 @@ type run struct {
 }
 
 func (a *Agent) start(ctx context.Context, given *sessions.TurnInput) *run {
-	r := &run{a: a, in: *given, log: a.Logger, clock: a.Clock}
-	in := &r.in
-	if in.Conv == "" {
-		in.Conv = in.Entry.Conv
+	in := given
+	r := &run{a: a, in: in, conv: in.Conv, user: in.User, clock: a.Clock}
+	if r.conv == "" {
+		r.conv = in.Entry.Conv
 	}
-	if in.User == "" {
-		in.User = in.Entry.UserKey(in.Origin.Platform)
+	if r.user == "" {
+		r.user = in.Entry.UserKey(in.Origin.Platform)
 	}
-	r.turn = &tools.Turn{Conv: in.Conv, User: in.User, Origin: in.Origin, EntryID: in.Entry.ID, Workspace: in.Workspace}
-	if r.log == nil {
-		r.log = slog.Default()
-	}
-	r.log = r.log.With("conv", in.Conv, "entry", in.Entry.ID)
 	if r.clock == nil {
 		r.clock = clock.Real{}
 	}
 	if a.SystemPrompt != "" {
 		r.system = append(r.system, chat.Message{Role: "system", Content: a.SystemPrompt})
 	}
-	if notes := a.notesPrompt(ctx, in.User, r.log); notes != "" {
+	if notes := r.notesPrompt(ctx); notes != "" {
 		r.system = append(r.system, chat.Message{Role: "system", Content: notes})
 	}
 	if extra := in.Entry.Meta[sessions.MetaSystem]; extra != "" {
@@ -260,15 +260,43 @@ func (a *Agent) start(ctx context.Context, given *sessions.TurnInput) *run {
 	return r
 }
 
+// logger logs with the turn's conversation and entry. It is made when
+// first needed: most turns log nothing of their own.
+func (r *run) logger() *slog.Logger {
+	if r.log == nil {
+		r.log = cmp.Or(r.a.Logger, slog.Default()).With("conv", r.conv, "entry", r.in.Entry.ID)
+	}
+	return r.log
+}
+
+// toolTurn is the turn as its tools see it.
+func (r *run) toolTurn() *tools.Turn {
+	if r.turn == nil {
+		in := r.in
+		r.turn = &tools.Turn{Conv: r.conv, User: r.user, Origin: in.Origin, EntryID: in.Entry.ID, Workspace: in.Workspace}
+	}
+	return r.turn
+}
+
+// queued are the messages the turn's tools queued to be sent with its
+// reply.
+func (r *run) queued() []outbox.Message {
+	if r.turn == nil {
+		return nil
+	}
+	return r.turn.Queued()
+}
+
 // notesPrompt lists the user's notes for the model; "" when there are
 // none or they cannot be read (a turn is worth more than its notes).
-func (a *Agent) notesPrompt(ctx context.Context, user string, log *slog.Logger) string {
+func (r *run) notesPrompt(ctx context.Context) string {
+	a, user := r.a, r.user
 	if a.Notes == nil || user == "" {
 		return ""
 	}
 	notes, err := a.Notes.Notes(ctx, user)
 	if err != nil {
-		log.WarnContext(ctx, "reading the user's notes failed; the turn runs without them", "err", err)
+		r.logger().WarnContext(ctx, "reading the user's notes failed; the turn runs without them", "err", err)
 		return ""
 	}
 	if len(notes) == 0 {
@@ -333,7 +361,7 @@ func (r *run) request(ctx context.Context) llm.Request {
 		Model:    r.a.Model,
 		Messages: msgs,
 		Tools:    r.a.Tools.Specs(),
-		User:     ModelUser(r.in.Conv),
+		User:     ModelUser(r.conv),
 	}
 	if deliver := r.in.Delta; deliver != nil {
 		// The text of each call streams; a blank line parts it from the
@@ -372,13 +400,13 @@ func (r *run) runTools(ctx context.Context, calls []chat.ToolCall) (end sessions
 		if f := r.in.Progress; f != nil {
 			f(sessions.Progress{Tool: call.Name})
 		}
-		res := r.a.Tools.Call(ctx, r.turn, call)
+		res := r.a.Tools.Call(ctx, r.toolTurn(), call)
 		if res.IsError && ctx.Err() != nil {
 			// The tool failed because the turn was stopped under it.
 			res.Content = resultInterrupted
 		}
 		if res.IsError {
-			r.log.DebugContext(ctx, "tool call failed", "tool", call.Name, "result", res.Content)
+			r.logger().DebugContext(ctx, "tool call failed", "tool", call.Name, "result", res.Content)
 		}
 		r.add(chat.Message{Role: "tool", ToolCallID: call.ID, Name: call.Name, Content: res.Content, Images: res.Images, At: r.now()})
 		if res.EndTurn {
@@ -433,9 +461,9 @@ func (r *run) reply(end sessions.TurnEnd, text string) sessions.TurnOutput {
 			meta[sessions.ReplyMetaRetryAt] = r.now().Add(wait).UTC().Format(time.RFC3339Nano)
 		}
 	}
-	r.out.Outbox = append(r.turn.Queued(), outbox.Message{
+	r.out.Outbox = append(r.queued(), outbox.Message{
 		Target:  r.in.Origin,
-		Conv:    r.in.Conv,
+		Conv:    r.conv,
 		Text:    text,
 		ReplyTo: r.in.Entry.MessageID,
 		Kind:    KindReply,
@@ -478,6 +506,9 @@ func (r *run) convMeta() map[string]string {
 
 // writes are what the turn's tools decided, for its commit.
 func (r *run) writes() []sessions.Write {
+	if r.turn == nil {
+		return nil
+	}
 	var out []sessions.Write
 	for _, w := range r.turn.Writes() {
 		out = append(out, w)
@@ -490,7 +521,7 @@ func (r *run) writes() []sessions.Write {
 func (r *run) interrupted(ctx context.Context) (sessions.TurnOutput, error) {
 	r.out.End, r.out.Model = sessions.TurnInterrupted, r.a.Model
 	r.out.Meta = r.convMeta()
-	r.out.Outbox = r.turn.Queued()
+	r.out.Outbox = r.queued()
 	r.out.Writes = r.writes()
 	return r.out, context.Cause(ctx)
 }

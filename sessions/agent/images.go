@@ -87,7 +87,7 @@ func (r *run) loadImage(ctx context.Context, img chat.Image) (chat.Image, error)
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			r.log.WarnContext(ctx, "an image could not be loaded for the model; it is named in a line instead",
+			r.logger().WarnContext(ctx, "an image could not be loaded for the model; it is named in a line instead",
 				"image", llm.ImageName(img), "err", err)
 		}
 		got = img

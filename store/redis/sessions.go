@@ -183,7 +183,11 @@ func (s *sessionStore) Release(ctx context.Context, l sessions.Lease) error {
 
 func (s *sessionStore) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
 	const op = "redis.Finish"
-	v, err := s.finish(ctx, op, l, f, "", 0, "")
+	enc, err := encodeFinish(op, l, &f, s.db.lim)
+	if err != nil {
+		return err
+	}
+	v, err := s.finish(ctx, op, l, f, enc, "", 0, "")
 	if err != nil {
 		return err
 	}
@@ -192,6 +196,10 @@ func (s *sessionStore) Finish(ctx context.Context, l sessions.Lease, f sessions.
 
 func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
 	const op = "redis.FinishAndClaim"
+	enc, err := encodeFinish(op, l, &f, s.db.lim)
+	if err != nil {
+		return nil, err
+	}
 	if ttl <= 0 {
 		ttl = sessions.DefaultLeaseTTL
 	}
@@ -212,13 +220,12 @@ func (s *sessionStore) FinishAndClaim(ctx context.Context, l sessions.Lease, f s
 		if err := s.db.check(op); err != nil {
 			return nil, err
 		}
-		var err error
 		if heads, err = s.db.peekReady(ctx, op, 1, own); err != nil {
 			return nil, err
 		}
 		bound = boundArg(heads)
 	}
-	v, err := s.finish(ctx, op, l, f, worker, ttl, bound)
+	v, err := s.finish(ctx, op, l, f, enc, worker, ttl, bound)
 	if err != nil {
 		return nil, err
 	}
@@ -292,18 +299,34 @@ func handOff(op string, f sessions.Finish, v []any) error {
 // worker when worker is not empty (one ready before bound, as boundArg
 // makes it, or none when bound is claimAfter), and returns its reply once its status
 // is OK, after the writes it forwarded ran at their homes (forward.go).
-func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration, bound string) ([]any, error) {
+// finished is a Finish's history and outbox encoded (encodeFinish).
+type finished struct {
+	hist [][]byte
+	msgs []any
+}
+
+// encodeFinish checks f's conversation and encodes its history and
+// outbox. Its callers call it before finish, whose frame is large, so
+// that the goroutine's stack holds the two frames' locals and the JSON
+// encoder's frames one at a time, not all at once.
+func encodeFinish(op string, l sessions.Lease, f *sessions.Finish, lim sessions.Limits) (finished, error) {
 	if err := chat.ValidateConv(op, l.Conv); err != nil {
-		return nil, err
+		return finished{}, err
 	}
-	hist, err := sessions.EncodeMessages(op, f.History, s.db.lim)
+	hist, err := sessions.EncodeMessages(op, f.History, lim)
 	if err != nil {
-		return nil, err
+		return finished{}, err
 	}
-	msgs, err := encodeOutbox(op, f.Outbox, s.db.lim)
+	msgs, err := encodeOutbox(op, f.Outbox, lim)
 	if err != nil {
-		return nil, err
+		return finished{}, err
 	}
+	return finished{hist: hist, msgs: msgs}, nil
+}
+
+// finish commits f, encoded as enc.
+func (s *sessionStore) finish(ctx context.Context, op string, l sessions.Lease, f sessions.Finish, enc finished, worker string, ttl time.Duration, bound string) ([]any, error) {
+	hist, msgs := enc.hist, enc.msgs
 	absorbed, err := absorbedIDs(op, f)
 	if err != nil {
 		return nil, err
@@ -658,7 +681,8 @@ func decodeEntryInto(op string, v []any, e *sessions.Entry) error {
 // read them: encoded message, platform, idempotency key, next attempt.
 func encodeOutbox(op string, msgs []outbox.Message, lim sessions.Limits) ([]any, error) {
 	out := make([]any, 0, 4*len(msgs))
-	for _, m := range msgs {
+	for i := range msgs {
+		m := &msgs[i]
 		b, err := outbox.Encode(op, m, lim.MaxEntryBytes)
 		if err != nil {
 			return nil, err

@@ -128,7 +128,7 @@ func (o *outboxStore) Enqueue(ctx context.Context, m outbox.Message) (string, bo
 	if err := d.check(ctx, op); err != nil {
 		return "", false, err
 	}
-	body, err := outbox.Encode(op, m, d.lim.MaxEntryBytes)
+	body, err := outbox.Encode(op, &m, d.lim.MaxEntryBytes)
 	if err != nil {
 		return "", false, err
 	}

@@ -592,8 +592,8 @@ func prepareFinish(d *DB, op string, l sessions.Lease, f sessions.Finish) (finis
 		return p, err
 	}
 	p.bodies = make([][]byte, len(f.Outbox))
-	for i, m := range f.Outbox {
-		if p.bodies[i], err = outbox.Encode(op, m, d.lim.MaxEntryBytes); err != nil {
+	for i := range f.Outbox {
+		if p.bodies[i], err = outbox.Encode(op, &f.Outbox[i], d.lim.MaxEntryBytes); err != nil {
 			return p, err
 		}
 	}

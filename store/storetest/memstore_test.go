@@ -517,7 +517,7 @@ func (m memSessions) checkFinish(op string, f sessions.Finish) error {
 		return err
 	}
 	for _, msg := range f.Outbox {
-		if _, err := outbox.Encode(op, msg, m.s.lim.MaxEntryBytes); err != nil {
+		if _, err := outbox.Encode(op, &msg, m.s.lim.MaxEntryBytes); err != nil {
 			return err
 		}
 	}
@@ -733,7 +733,7 @@ func (o memOutbox) add(m outbox.Message) (string, bool) {
 
 func (o memOutbox) Enqueue(ctx context.Context, m outbox.Message) (string, bool, error) {
 	const op = "mem.Enqueue"
-	if _, err := outbox.Encode(op, m, o.s.lim.MaxEntryBytes); err != nil {
+	if _, err := outbox.Encode(op, &m, o.s.lim.MaxEntryBytes); err != nil {
 		return "", false, err
 	}
 	if err := o.s.lock(op); err != nil {

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"runtime/metrics"
 	"strconv"
 	"time"
@@ -64,6 +65,11 @@ type PipelineOptions struct {
 	// WaitReplicas is store.redis_wait_replicas.
 	WaitReplicas int
 	TempDir      string // where the SQLite files are made (and removed); the system's when empty
+	// PeakProfile, when set in the in-flight run, names a file for a
+	// profile of the live heap once every turn has called the model,
+	// after a collection: what the waiting turns hold. The collection
+	// it takes changes the run's figures; measure without it.
+	PeakProfile string
 }
 
 // PipelineResult is one run's figures. The JSON names are what
@@ -136,6 +142,11 @@ func Pipeline(ctx context.Context, opt PipelineOptions) (PipelineResult, error) 
 	opt, err := opt.withDefaults()
 	if err != nil {
 		return PipelineResult{}, err
+	}
+	if opt.PeakProfile != "" {
+		// Finer samples than the default of one per 512 KiB: a turn
+		// holds a few KiB.
+		runtime.MemProfileRate = 4096
 	}
 	// The raw loop's Redis client serves one producer per lane; the store
 	// gets its own, as in the gateway.
@@ -214,7 +225,7 @@ func measurePipeline(ctx context.Context, b backend, opt PipelineOptions) (res P
 		}
 	}()
 
-	if _, err := driveBurst(ctx, p, "w", min(warmupTurns, res.Turns), 0); err != nil {
+	if _, err := driveBurst(ctx, p, "w", min(warmupTurns, res.Turns), 0, ""); err != nil {
 		return res, fmt.Errorf("warming up: %w", err)
 	}
 	p.model.delay.Store(int64(opt.ModelDelay))
@@ -272,7 +283,7 @@ func measureThroughput(ctx context.Context, b backend, p *pipeline, opt Pipeline
 func measureInFlight(ctx context.Context, p *pipeline, opt PipelineOptions, res *PipelineResult) error {
 	res.InFlight = opt.InFlight
 	resetPeakRSS()
-	b, err := driveBurst(ctx, p, "b", opt.InFlight, opt.ModelDelay)
+	b, err := driveBurst(ctx, p, "b", opt.InFlight, opt.ModelDelay, opt.PeakProfile)
 	if err != nil {
 		return err
 	}
@@ -365,7 +376,7 @@ type burst struct {
 // driveBurst delivers n messages to n conversations at once, each from a
 // goroutine of its own as concurrent platform events would come, and
 // waits for every reply. The latencies are Deliver to Send, less delay.
-func driveBurst(ctx context.Context, p *pipeline, tag string, n int, delay time.Duration) (burst, error) {
+func driveBurst(ctx context.Context, p *pipeline, tag string, n int, delay time.Duration, peakProfile string) (burst, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g := &firstError{cancel: cancel}
@@ -391,6 +402,11 @@ func driveBurst(ctx context.Context, p *pipeline, tag string, n int, delay time.
 	}
 	delivered := time.Since(start)
 	stacks := readStacks()
+	if peakProfile != "" {
+		if err := p.model.writePeakProfile(peakProfile, n, start.Add(delay)); err != nil {
+			return burst{}, err
+		}
+	}
 
 	// Every reply is due by the same time: the waits run together.
 	timeout := time.NewTimer(delay + replyTimeout)

@@ -5,6 +5,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"runtime"
+	"runtime/pprof"
 	"sync/atomic"
 	"time"
 
@@ -86,6 +89,7 @@ type delayModel struct {
 	// lastCall is when the model was last called: in a burst, when the
 	// last of its turns had started.
 	lastCall latest
+	calls    atomic.Int64 // how many times it was called
 }
 
 var _ llm.Client = (*delayModel)(nil)
@@ -95,6 +99,7 @@ var _ llm.Client = (*delayModel)(nil)
 func (m *delayModel) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
 	m.lastCall.note(time.Now())
+	m.calls.Add(1)
 	if d := time.Duration(m.delay.Load()); d > 0 {
 		t := time.NewTimer(d)
 		select {
@@ -112,6 +117,7 @@ func (m *delayModel) serve(w http.ResponseWriter, r *http.Request) {
 
 func (m *delayModel) Complete(ctx context.Context, _ llm.Request) (*llm.Response, error) {
 	m.lastCall.note(time.Now())
+	m.calls.Add(1)
 	if d := time.Duration(m.delay.Load()); d > 0 {
 		t := time.NewTimer(d)
 		select {
@@ -128,4 +134,32 @@ func (m *delayModel) Complete(ctx context.Context, _ llm.Request) (*llm.Response
 		// with it, as a real turn does.
 		Usage: llm.Usage{PromptTokens: 120, CompletionTokens: 8},
 	}, nil
+}
+
+// writePeakProfile waits until the model has been called n times (or
+// until by, when the first answers are due), collects, and writes a
+// profile of the live heap to file and the goroutines beside it.
+func (m *delayModel) writePeakProfile(file string, n int, by time.Time) error {
+	for m.calls.Load() < int64(n) && time.Now().Before(by) {
+		time.Sleep(time.Millisecond)
+	}
+	runtime.GC()
+	if err := WriteProfile("heap", file, 0); err != nil {
+		return err
+	}
+	return WriteProfile("goroutine", file+".goroutines", 1)
+}
+
+// WriteProfile writes the runtime's profile name (pprof.Lookup) to file,
+// with debug as WriteTo takes it.
+func WriteProfile(name, file string, debug int) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup(name).WriteTo(f, debug); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
