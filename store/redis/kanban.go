@@ -169,59 +169,90 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 	if err := s.fillTimes(ctx, &c); err != nil {
 		return nil, err
 	}
-	args := []any{db.shards.pfx(db.kbShard()), stamp, len(c.Cards)}
+	marks := kbMarks{stamp: stamp != ""} // the change's instants to stamp
+	var items []any                      // the sections after the instants
+	add := func(body []byte) error {
+		f, m, err := marks.format(body)
+		if err != nil {
+			return errs.Wrap(op, errs.Invalid, err)
+		}
+		items = append(items, f, m)
+		return nil
+	}
+	items = append(items, len(c.Cards))
 	for _, w := range c.Cards {
 		k := w.Card
 		body, err := encodeKbCard(op, k)
 		if err != nil {
 			return nil, err
 		}
-		args = append(args, k.ID, k.Board, string(k.Status), k.IdempotencyKey, w.From, marked(stamp, body))
-	}
-	args = append(args, len(c.Check))
-	for _, v := range c.Check {
-		args = append(args, v.ID, v.Version)
-	}
-	for _, ls := range [][]kanban.Link{c.Link, c.Unlink} {
-		args = append(args, len(ls))
-		for _, l := range ls {
-			args = append(args, l.Parent, l.Child)
+		items = append(items, k.ID, k.Board, string(k.Status), k.IdempotencyKey, w.From)
+		if err := add(body); err != nil {
+			return nil, err
 		}
 	}
-	args = append(args, len(c.Comments))
+	items = append(items, len(c.Check))
+	for _, v := range c.Check {
+		items = append(items, v.ID, v.Version)
+	}
+	for _, ls := range [][]kanban.Link{c.Link, c.Unlink} {
+		items = append(items, len(ls))
+		for _, l := range ls {
+			items = append(items, l.Parent, l.Child)
+		}
+	}
+	items = append(items, len(c.Comments))
 	for _, cm := range c.Comments {
 		b, err := json.Marshal(cm)
 		if err != nil {
 			return nil, errs.Wrap(op, errs.Invalid, err)
 		}
-		args = append(args, cm.Card, marked(stamp, b))
+		items = append(items, cm.Card)
+		if err := add(b); err != nil {
+			return nil, err
+		}
 	}
-	args = append(args, len(c.Attachments))
+	items = append(items, len(c.Attachments))
 	for _, a := range c.Attachments {
 		a.Path = ""
 		b, err := json.Marshal(a)
 		if err != nil {
 			return nil, errs.Wrap(op, errs.Invalid, err)
 		}
-		args = append(args, a.Card, a.Name, marked(stamp, b))
+		items = append(items, a.Card, a.Name)
+		if err := add(b); err != nil {
+			return nil, err
+		}
 	}
-	args = append(args, len(c.Runs))
+	items = append(items, len(c.Runs))
 	for _, r := range c.Runs {
 		b, err := json.Marshal(r)
 		if err != nil {
 			return nil, errs.Wrap(op, errs.Invalid, err)
 		}
-		args = append(args, r.ID, r.Card, r.Started.UnixMilli(), marked(stamp, b))
+		items = append(items, r.ID, r.Card, r.Started.UnixMilli())
+		if err := add(b); err != nil {
+			return nil, err
+		}
 	}
-	args = append(args, len(c.Events))
+	items = append(items, len(c.Events))
 	for _, e := range c.Events {
 		e.Cursor = ""
 		b, err := json.Marshal(e)
 		if err != nil {
 			return nil, errs.Wrap(op, errs.Invalid, err)
 		}
-		args = append(args, e.Board, e.Card, marked(stamp, b))
+		items = append(items, e.Board, e.Card)
+		if err := add(b); err != nil {
+			return nil, err
+		}
 	}
+	args := make([]any, 0, 4+2*len(marks.offsets)+len(items))
+	args = append(args, db.shards.pfx(db.kbShard()), stamp, len(marks.offsets))
+	for _, off := range marks.offsets {
+		args = append(args, int64(off/time.Second), int64(off%time.Second))
+	}
+	args = append(args, items...)
 	v, err := db.runIn(ctx, op, scriptKbApply, db.kbShard(), nil, args...)
 	if err != nil {
 		return nil, err
@@ -301,39 +332,77 @@ var kbInstants = map[string]bool{
 	"expires": true, "heartbeat": true, "started": true, "at": true, "started_at": true, "ended_at": true,
 }
 
-// marked is body, an encoding of a change kb_apply stamps (stamp "1"),
-// with each instant to stamp (one of 1970, kanban.StampBase's year)
-// marked as kb_stamp finds it: its text replaced by
-// \x01<seconds>.<nanoseconds>\x01, its offset from StampBase. JSON
-// never carries the byte bare, so the script finds the marks with a
-// plain search and writes the server's time in their place.
-func marked(stamp string, body []byte) []byte {
-	if stamp == "" || !bytes.Contains(body, []byte(`":"1970-`)) {
-		return body
+// kbMarks gathers the instants of a change kb_apply stamps (stamp
+// "1"): each of 1970, kanban.StampBase's year, is its offset from
+// StampBase, and kb_apply writes the server's time plus that offset in
+// its place. A change not stamped gives its encodings as they are.
+type kbMarks struct {
+	stamp   bool
+	offsets []time.Duration // the instants section, each once (a change has few)
+}
+
+// format is body as kb_apply takes it, and its marks: for an encoding
+// with no instant to stamp, body itself and ""; else body as a
+// string.format text, each % doubled and each instant to stamp a %s
+// item, and one byte an item, the place of its instant's offset. An
+// instant is a member named in kbInstants whose value is a time of
+// 1970; a text that only reads as one is kept.
+func (m *kbMarks) format(body []byte) (text []byte, marks string, err error) {
+	if !m.stamp || !bytes.Contains(body, []byte(`":"1970-`)) {
+		return body, "", nil
 	}
-	var out []byte
-	rest := body
+	out := make([]byte, 0, len(body)+16)
+	var places []byte
+	copied := 0 // body[:copied] is in out
+	rest := 0   // where to look for the next instant
 	for {
-		i := bytes.Index(rest, []byte(`":"1970-`))
+		i := bytes.Index(body[rest:], []byte(`":"1970-`))
 		if i < 0 {
-			return append(out, rest...)
+			break
 		}
-		name := rest[bytes.LastIndexByte(rest[:i], '"')+1 : i]
-		end := bytes.IndexByte(rest[i+3:], '"')
+		i += rest
+		name := body[bytes.LastIndexByte(body[:i], '"')+1 : i]
+		end := bytes.IndexByte(body[i+3:], '"')
 		if end < 0 {
-			return append(out, rest...)
+			break
 		}
-		value := rest[i+3 : i+3+end]
-		t, err := time.Parse(time.RFC3339Nano, string(value))
-		if !kbInstants[string(name)] || err != nil {
-			out = append(out, rest[:i+3+end]...)
-			rest = rest[i+3+end:]
+		end += i + 3
+		t, perr := time.Parse(time.RFC3339Nano, string(body[i+3:end]))
+		rest = end
+		if !kbInstants[string(name)] || perr != nil {
 			continue
 		}
 		off := t.Sub(kanban.StampBase)
-		out = append(out, rest[:i+3]...)
-		out = fmt.Appendf(out, "\x01%d.%09d\x01", off/time.Second, off%time.Second)
-		rest = rest[i+3+end:]
+		place := slices.Index(m.offsets, off) + 1
+		if place == 0 {
+			if len(m.offsets) == 255 {
+				return nil, "", fmt.Errorf("more than 255 instants to stamp in one change")
+			}
+			m.offsets = append(m.offsets, off)
+			place = len(m.offsets)
+		}
+		out = appendFormatText(out, body[copied:i+3])
+		out = append(out, "%s"...)
+		places = append(places, byte(place))
+		copied = end
+	}
+	if len(places) == 0 {
+		return body, "", nil
+	}
+	return appendFormatText(out, body[copied:]), string(places), nil
+}
+
+// appendFormatText appends text to out as string.format prints it back:
+// each % doubled.
+func appendFormatText(out, text []byte) []byte {
+	for {
+		i := bytes.IndexByte(text, '%')
+		if i < 0 {
+			return append(out, text...)
+		}
+		out = append(out, text[:i+1]...)
+		out = append(out, '%')
+		text = text[i+1:]
 	}
 }
 

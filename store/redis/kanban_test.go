@@ -15,8 +15,9 @@ import (
 // server's TIME (the conformance suite stamps with a given clock, in
 // Go): each instant of 1970 becomes the server's time plus its offset,
 // fractions and offsets past a month included, the run's score with it;
-// other instants and a text that reads as an instant are kept; Apply's
-// events carry the same time. In both layouts: the sharded one writes
+// other instants and a text that reads as an instant are kept, and so
+// is a text with %, which kb_apply's format must print back as given;
+// Apply's events carry the same time. In both layouts: the sharded one writes
 // them in the kanban shard.
 func TestKanbanStampedByTheServer(t *testing.T) {
 	for _, tc := range []struct {
@@ -39,13 +40,15 @@ func kanbanStampedByTheServer(t *testing.T, db *DB) {
 	base := kanban.StampBase
 	scheduled := time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
 	k := kanban.Card{ID: "t_00000001", Board: "ops", Title: "1970-01-01T00:00:00Z", Status: kanban.StatusRunning,
+		Body:      "100% done, %s %d %% %",
 		Workspace: kanban.Workspace{Kind: kanban.WorkspaceScratch}, CreatedAt: base, UpdatedAt: base,
 		ScheduledAt: scheduled, RetryAt: base.Add(40*24*time.Hour + 1500*time.Millisecond),
 		Claim: &kanban.Claim{Owner: "gw-a", Token: 1, Expires: base.Add(15 * time.Minute), Run: "run_1", Started: base.Add(time.Nanosecond)}}
 	before := time.Now().Truncate(time.Microsecond)
 	evs, err := st.Apply(ctx, kanban.Change{Stamp: true, Cards: []kanban.CardWrite{{Card: k}},
-		Runs:   []kanban.Run{{ID: "run_1", Card: k.ID, Board: "ops", Started: base}},
-		Events: []kanban.Event{{Board: "ops", Card: k.ID, Kind: kanban.EventCreated, Text: "1970-01-01T00:00:00Z", At: base}}})
+		Runs: []kanban.Run{{ID: "run_1", Card: k.ID, Board: "ops", Started: base}},
+		Events: []kanban.Event{{Board: "ops", Card: k.ID, Kind: kanban.EventCreated, Text: "1970-01-01T00:00:00Z", At: base},
+			{Board: "ops", Card: k.ID, Kind: kanban.EventCommented, Text: k.Body, At: base.Add(time.Second)}}})
 	after := time.Now()
 	if err != nil {
 		t.Fatal(err)
@@ -70,12 +73,13 @@ func kanbanStampedByTheServer(t *testing.T, db *DB) {
 			t.Errorf("%s = %v, want %v", name, c.got, c.want)
 		}
 	}
-	if got.Title != k.Title {
-		t.Errorf("title = %q, want %q kept", got.Title, k.Title)
+	if got.Title != k.Title || got.Body != k.Body {
+		t.Errorf("title, body = %q, %q; want %q, %q kept", got.Title, got.Body, k.Title, k.Body)
 	}
 	stored, err := st.Events(ctx, kanban.EventQuery{Board: "ops"})
-	if err != nil || len(stored) != 1 || !stored[0].At.Equal(now) || stored[0].Text != k.Title {
-		t.Errorf("Events = %+v, %v; want one at %v with its text kept", stored, err, now)
+	if err != nil || len(stored) != 2 || !stored[0].At.Equal(now) || stored[0].Text != k.Title ||
+		!stored[1].At.Equal(now.Add(time.Second)) || stored[1].Text != k.Body {
+		t.Errorf("Events = %+v, %v; want one at %v and one a second later, their texts kept", stored, err, now)
 	}
 	if rs, err := st.Runs(ctx, k.ID); err != nil || len(rs) != 1 || !rs[0].Started.Equal(now) {
 		t.Errorf("Runs = %+v, %v; want one started at %v", rs, err, now)
