@@ -218,7 +218,7 @@ type Live struct {
 
 	mu       sync.Mutex
 	progress Progress
-	steer    chan string
+	steer    sessions.SteerQueue
 	given    int   // the steers taken into steer, landed or not
 	closed   bool  // the child ended: no steer is taken any more
 	parent   *Live // the orchestrator this worker reports to, if any
@@ -243,7 +243,7 @@ func (l *Live) leftBehind() bool {
 }
 
 func newLive(c Child, conv string, now time.Time) *Live {
-	return &Live{Child: c, Conv: conv, steer: make(chan string, MaxSteers), progress: Progress{LastActivity: now}}
+	return &Live{Child: c, Conv: conv, progress: Progress{LastActivity: now}}
 }
 
 // Progress returns what the child last reported, with its workers'.
@@ -367,25 +367,20 @@ func (l *Live) Steer(text string) bool {
 		// result is already made.
 		return false
 	}
-	select {
-	case l.steer <- text:
-		l.given++
-		return true
-	default:
+	if !l.steer.Offer(text, MaxSteers) {
 		return false
 	}
+	l.given++
+	return true
 }
 
 // endSteers closes the child to steers and returns those left in the
-// channel, which never landed, and how many it was given in all.
+// queue, which never landed, and how many it was given in all.
 func (l *Live) endSteers() (left []string, given int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed = true
-	for len(l.steer) > 0 {
-		left = append(left, <-l.steer)
-	}
-	return left, l.given
+	return l.steer.Close(), l.given
 }
 
 // Run runs child at depth (1 for a conversation's child) to its end
@@ -460,7 +455,7 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 	live.update(func(p *Progress) { p.Model = model })
 	in := s.turnInput(child, workspace)
 	conv := in.Conv
-	in.Steer = live.steer
+	in.Steer = &live.steer
 	in.Progress = func(p sessions.Progress) {
 		now := s.opts.Clock.Now()
 		live.update(func(pr *Progress) { pr.CurrentTool, pr.LastActivity = p.Tool, now })

@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"sync"
 
 	"github.com/heraldgw/herald/chat"
 	"github.com/heraldgw/herald/outbox"
@@ -24,9 +25,9 @@ type TurnInput struct {
 	User string
 	// Steer, when set, feeds text into the running turn: each message is
 	// appended as a user message after the next batch of tool results.
-	// Messages still in the channel when Run returns were not seen by the
+	// Messages still in the queue when Run returns were not seen by the
 	// model; the caller queues them as the next turn.
-	Steer <-chan string
+	Steer *SteerQueue
 	// Controls is what the turn's claim found of the conversation's
 	// session controllers' states (Turn.Uncontrolled): none, so the
 	// controllers' runner reads none after it; some; or, when the claim
@@ -147,4 +148,66 @@ type TurnOutput struct {
 // it in every frame.
 type TurnRunner interface {
 	Run(ctx context.Context, in *TurnInput) (TurnOutput, error)
+}
+
+// SteerQueue holds the text steered into a running turn until its runner
+// takes it, oldest first. It holds nothing until something is steered:
+// a turn that nobody steers pays for no buffer. The zero value is an
+// empty, open queue; a nil queue is empty and takes nothing.
+type SteerQueue struct {
+	mu     sync.Mutex
+	texts  []string
+	closed bool
+}
+
+// Offer adds text unless the queue is closed or already holds max texts
+// not taken, and reports whether it did.
+func (q *SteerQueue) Offer(text string, max int) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed || len(q.texts) >= max {
+		return false
+	}
+	q.texts = append(q.texts, text)
+	return true
+}
+
+// Take returns the oldest text not taken yet, or false when there is none.
+func (q *SteerQueue) Take() (string, bool) {
+	if q == nil {
+		return "", false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.texts) == 0 {
+		return "", false
+	}
+	text := q.texts[0]
+	q.texts[0] = ""
+	q.texts = q.texts[1:]
+	if len(q.texts) == 0 {
+		q.texts = nil
+	}
+	return text, true
+}
+
+// Len is how many texts wait to be taken.
+func (q *SteerQueue) Len() int {
+	if q == nil {
+		return 0
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.texts)
+}
+
+// Close stops the queue taking texts and returns those never taken,
+// oldest first.
+func (q *SteerQueue) Close() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	left := q.texts
+	q.texts = nil
+	return left
 }

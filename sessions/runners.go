@@ -51,10 +51,15 @@ func (r *runners) run(t *Turn) {
 
 // loop runs turns until none came within r.wait, or r.done is closed.
 func (r *runners) loop(t *Turn) {
-	next := make(chan *Turn, 1)
+	// next is made once the goroutine first parks: a burst's turns wait
+	// on the model without it.
+	var next chan *Turn
 	var timer *time.Timer
 	for {
 		r.fn(t)
+		if next == nil {
+			next = make(chan *Turn, 1)
+		}
 		if !r.park(next) {
 			return
 		}

@@ -190,6 +190,7 @@ type TurnWorker struct {
 
 	claims bgloop.Loop // the claim loop; stopped by Shutdown: claim no more
 	marks  markQueue   // the running turns' marks due, written maxMarking at once
+	timers turnTimers  // the running turns' lease renewals and marks
 
 	mu       sync.Mutex
 	running  map[string]*activeTurn // by conversation

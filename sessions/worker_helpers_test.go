@@ -311,14 +311,12 @@ func (r *gateRunner) Run(ctx context.Context, in *sessions.TurnInput) (sessions.
 			hist = append(hist,
 				chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "c1", Name: "probe", Arguments: "{}"}}},
 				chat.Message{Role: "tool", ToolCallID: "c1", Name: "probe", Content: "ok"})
-		steer:
 			for {
-				select {
-				case s := <-in.Steer:
-					hist = append(hist, chat.Message{Role: "user", Content: s})
-				default:
-					break steer
+				s, ok := in.Steer.Take()
+				if !ok {
+					break
 				}
+				hist = append(hist, chat.Message{Role: "user", Content: s})
 			}
 		}
 	}

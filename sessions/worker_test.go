@@ -405,7 +405,7 @@ func TestBusyInputModes(t *testing.T) {
 			case len(tc.wantTurns) > 1 && tc.wantSent[0] == "re: B": // interrupted
 				<-first.done
 			case steered:
-				testkit.Eventually(t, "the steer reaching the turn", func() bool { return len(first.In.Steer) == 1 })
+				testkit.Eventually(t, "the steer reaching the turn", func() bool { return first.In.Steer.Len() == 1 })
 				first.Release()
 			default: // queued: the first turn runs on
 				settle()
@@ -445,7 +445,7 @@ func TestSteerNotTakenRunsOnItsOwn(t *testing.T) {
 	g.say("slow-notool A")
 	first := r.waitCalls(t, 1)[0]
 	g.say("B")
-	testkit.Eventually(t, "the steer reaching the turn", func() bool { return len(first.In.Steer) == 1 })
+	testkit.Eventually(t, "the steer reaching the turn", func() bool { return first.In.Steer.Len() == 1 })
 	first.Release()
 	g.waitSent(conv, "re: B")
 	if diff := cmp.Diff([]string{"slow-notool A", "B"}, r.texts()); diff != "" {
@@ -1053,7 +1053,7 @@ func TestBusyInputReachesAnUnmarkedTurnInAnotherProcess(t *testing.T) {
 			first := r.waitCalls(t, 1)[0]
 			b.say("B")
 			if mode == sessions.BusySteer {
-				testkit.Eventually(t, "the steer reaching the turn in the other process", func() bool { return len(first.In.Steer) == 1 })
+				testkit.Eventually(t, "the steer reaching the turn in the other process", func() bool { return first.In.Steer.Len() == 1 })
 				first.Release()
 				testkit.Eventually(t, "the reply", func() bool { return len(a.sent(conv)) == 1 })
 				settle()

@@ -51,13 +51,13 @@ type activeTurn struct {
 	t         *Turn
 	claimedAt time.Time // by the store's clock: a signal older than this was for an earlier turn
 	started   time.Time // by the worker's clock, for the turn's duration
-	control   bool      // a control entry: no agent, no signals
-	controls  Controls  // what the claim found of the controllers' states
 	// settled is set once the runner returned: the turn only commits
 	// now, and /stop or /status no longer see it running.
 	settled atomic.Bool
 	// lost is set once the turn knows another holder has its lease.
-	lost atomic.Bool
+	lost     atomic.Bool
+	control  bool     // a control entry: no agent, no signals
+	controls Controls // what the claim found of the controllers' states
 	// claimed is set when the turn's commit also claimed for this worker
 	// (FinishAndClaim), and next is the turn it claimed, if any: the
 	// goroutine runs it next.
@@ -66,6 +66,20 @@ type activeTurn struct {
 	// wrote are the other domains' writes the turn's commit carried, once
 	// it committed (a refused result's replacement carries none).
 	wrote []Write
+
+	// The fields are in an order that packs them: 10,000 turns waiting
+	// on the model hold 10,000 of them.
+
+	// Guarded by mu.
+	ended       bool // timers must not fire any more
+	markQueued  bool // the mark is due, in the worker's queue of marks (markQueue)
+	marked      bool // the mark was written and is not cleared yet
+	unmarked    bool // the commit is near: no mark is written any more
+	steerClosed bool
+	// due is where the turn's deadlines (lease renewal, the ConvMetaTurn
+	// mark) are in the worker's timers, plus one; 0 when not queued.
+	// Guarded by the timers' mutex.
+	due [deadlineKinds]int32
 
 	logOnce sync.Once
 	log     *slog.Logger // made by logger, on first use
@@ -77,16 +91,9 @@ type activeTurn struct {
 	cancel context.CancelCauseFunc
 
 	mu          sync.Mutex
-	ended       bool           // timers must not fire any more
-	renewTimer  *time.Timer    // next lease renewal
-	markTimer   *time.Timer    // the ConvMetaTurn mark, while not yet written
-	markQueued  bool           // the mark is due, in the worker's queue of marks (markQueue)
-	marked      bool           // the mark was written and is not cleared yet
-	unmarked    bool           // the commit is near: no mark is written any more
 	marking     sync.WaitGroup // a mark being written
 	timers      sync.WaitGroup // callbacks scheduled or running
-	steer       chan string
-	steerClosed bool
+	steer       SteerQueue
 	steered     []string // entry ids fed into steer, in order
 	steeredMsgs []string // their messages' ids, in the same order
 }
@@ -157,7 +164,6 @@ func (w *TurnWorker) begin(t *Turn) *activeTurn {
 		claimedAt: t.Lease.Expires.Add(-w.ttl),
 		started:   w.clock.Now(),
 		control:   t.Entry.Meta[MetaControl] != "",
-		steer:     make(chan string, steerBuffer),
 	}
 	// The turn continues the trace its entry carries (a completion's
 	// turn, its delegation's), if any.
@@ -178,7 +184,7 @@ func (w *TurnWorker) begin(t *Turn) *activeTurn {
 	at.scheduleRenew(w.ttl / 3)
 	if w.markAfter > 0 && !at.control {
 		at.timers.Add(1)
-		at.markTimer = time.AfterFunc(w.markAfter, at.markDue)
+		w.timers.add(at, deadlineMark, w.markAfter)
 	}
 	at.mu.Unlock()
 	return at
@@ -188,10 +194,10 @@ func (w *TurnWorker) begin(t *Turn) *activeTurn {
 func (w *TurnWorker) end(at *activeTurn) {
 	at.mu.Lock()
 	at.ended = true
-	if at.renewTimer != nil && at.renewTimer.Stop() {
+	if w.timers.remove(at, deadlineRenew) {
 		at.timers.Done()
 	}
-	if at.markTimer != nil && at.markTimer.Stop() {
+	if w.timers.remove(at, deadlineMark) {
 		at.timers.Done()
 	}
 	at.dequeueMark()
@@ -235,7 +241,7 @@ func (at *activeTurn) info() RunningTurn {
 // scheduleRenew arms the next renewal. Called with at.mu held.
 func (at *activeTurn) scheduleRenew(after time.Duration) {
 	at.timers.Add(1)
-	at.renewTimer = time.AfterFunc(after, at.renew)
+	at.w.timers.add(at, deadlineRenew, after)
 }
 
 func (at *activeTurn) renew() {
@@ -280,7 +286,7 @@ func (at *activeTurn) loseLease(when string, err error) {
 	}
 }
 
-// markDue runs when the mark's timer fired: the mark is queued for the
+// markDue runs when the mark fell due: the mark is queued for the
 // worker's markers (markQueue), where it waits as data, not as a
 // goroutine blocked on the store.
 func (at *activeTurn) markDue() {
@@ -290,7 +296,6 @@ func (at *activeTurn) markDue() {
 		at.timers.Done()
 		return
 	}
-	at.markTimer = nil
 	at.markQueued = true
 	at.mu.Unlock()
 	at.w.marks.push(at)
@@ -339,8 +344,7 @@ func (at *activeTurn) mark() {
 func (at *activeTurn) unmark() bool {
 	at.mu.Lock()
 	at.unmarked = true
-	if at.markTimer != nil && at.markTimer.Stop() {
-		at.markTimer = nil
+	if at.w.timers.remove(at, deadlineMark) {
 		at.timers.Done()
 	}
 	at.dequeueMark()
@@ -380,28 +384,23 @@ func (at *activeTurn) offerSteer(entryID, messageID, text string) {
 	if at.steerClosed || entryID == "" || slices.Contains(at.steered, entryID) {
 		return
 	}
-	select {
-	case at.steer <- text:
-		at.steered = append(at.steered, entryID)
-		at.steeredMsgs = append(at.steeredMsgs, messageID)
-		at.logger().Info("steering the turn", "by", entryID)
-	default:
+	if !at.steer.Offer(text, steerBuffer) {
 		at.logger().Warn("too many steered messages; this one runs as its own turn", "by", entryID)
+		return
 	}
+	at.steered = append(at.steered, entryID)
+	at.steeredMsgs = append(at.steeredMsgs, messageID)
+	at.logger().Info("steering the turn", "by", entryID)
 }
 
 // closeSteer stops taking steered messages and returns the entries whose
-// text the turn took (the ones not left in the channel), and their
+// text the turn took (the ones not left in the queue), and their
 // messages' ids.
 func (at *activeTurn) closeSteer() (entries, messages []string) {
 	at.mu.Lock()
 	defer at.mu.Unlock()
 	at.steerClosed = true
-	left := len(at.steer)
-	for len(at.steer) > 0 {
-		<-at.steer
-	}
-	n := len(at.steered) - left
+	n := len(at.steered) - len(at.steer.Close())
 	return slices.Clone(at.steered[:n]), slices.Clone(at.steeredMsgs[:n])
 }
 
@@ -452,7 +451,7 @@ func (w *TurnWorker) beforeRun(at *activeTurn) *agentRun {
 	// Where the stored history may start is known before the runner, which
 	// may change its copy, has it.
 	starts := w.historyStarts(history)
-	in := TurnInput{Conv: conv, Entry: e, History: history, Origin: origin, Steer: at.steer, Controls: at.controls}
+	in := TurnInput{Conv: conv, Entry: e, History: history, Origin: origin, Steer: &at.steer, Controls: at.controls}
 	var stream TurnStream
 	if w.stream != nil && err == nil {
 		stream = w.stream(at.ctx, conv, e, origin)

@@ -214,8 +214,7 @@ type run struct {
 	// turn is what the tools the turn calls see of it, made when the
 	// first is called (toolTurn): most turns call none.
 	turn   *tools.Turn
-	log    *slog.Logger // made by logger, on first use
-	clock  clock.Clock
+	log    *slog.Logger   // made by logger, on first use
 	system []chat.Message // the system prompt and the user's notes
 	out    sessions.TurnOutput
 	// streamed says the turn's text has begun to stream (TurnInput.Delta).
@@ -223,8 +222,8 @@ type run struct {
 	// sentEarlier is how many characters of earlier history the last
 	// call sent; earlierCap, when positive, bounds it further, after the
 	// model found a request too long (trimmed: once a turn).
-	sentEarlier, earlierCap int
 	trimmed                 bool
+	sentEarlier, earlierCap int
 	// answered is who answered the turn's latest model call, when a
 	// chain of models did; nil before one did.
 	answered *llm.ChainState
@@ -237,15 +236,12 @@ type run struct {
 
 func (a *Agent) start(ctx context.Context, given *sessions.TurnInput) *run {
 	in := given
-	r := &run{a: a, in: in, conv: in.Conv, user: in.User, clock: a.Clock}
+	r := &run{a: a, in: in, conv: in.Conv, user: in.User}
 	if r.conv == "" {
 		r.conv = in.Entry.Conv
 	}
 	if r.user == "" {
 		r.user = in.Entry.UserKey(in.Origin.Platform)
-	}
-	if r.clock == nil {
-		r.clock = clock.Real{}
 	}
 	if a.SystemPrompt != "" {
 		r.system = append(r.system, chat.Message{Role: "system", Content: a.SystemPrompt})
@@ -310,7 +306,12 @@ func (r *run) notesPrompt(ctx context.Context) string {
 	return b.String()
 }
 
-func (r *run) now() time.Time { return r.clock.Now() }
+func (r *run) now() time.Time {
+	if r.a.Clock == nil {
+		return time.Now()
+	}
+	return r.a.Clock.Now()
+}
 
 func (r *run) add(m chat.Message) {
 	r.out.History = append(r.out.History, m)
@@ -428,20 +429,13 @@ func (r *run) answer(calls []chat.ToolCall, content string) {
 // steer appends every message waiting on ch as a user message. It runs
 // only after a whole batch of tool results: a user message between an
 // assistant's tool calls and their results would be refused.
-func (r *run) steer(ch <-chan string) {
-	if ch == nil {
-		return
-	}
+func (r *run) steer(q *sessions.SteerQueue) {
 	for {
-		select {
-		case text, ok := <-ch:
-			if !ok {
-				return
-			}
-			r.add(chat.Message{Role: "user", Content: text, At: r.now()})
-		default:
+		text, ok := q.Take()
+		if !ok {
 			return
 		}
+		r.add(chat.Message{Role: "user", Content: text, At: r.now()})
 	}
 }
 

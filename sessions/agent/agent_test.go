@@ -467,8 +467,8 @@ func TestSteer(t *testing.T) {
 			testkit.CallTools(testkit.ToolCall("probe", `{}`), testkit.ToolCall("probe", `{"x":1}`)),
 			testkit.Reply("Checked the logs too."),
 		)
-		steer := make(chan string, 2)
-		steer <- "also check the logs"
+		steer := &sessions.SteerQueue{}
+		steer.Offer("also check the logs", 2)
 		in := input("check the build")
 		in.Steer = steer
 		out, err := f.agent.Run(context.Background(), &in)
@@ -498,24 +498,24 @@ func TestSteer(t *testing.T) {
 	t.Run("a turn without tool calls leaves it to the caller", func(t *testing.T) {
 		f := newFixture(t)
 		f.ms.Script(testkit.Reply("done"))
-		steer := make(chan string, 1)
-		steer <- "one more thing"
+		steer := &sessions.SteerQueue{}
+		steer.Offer("one more thing", 1)
 		in := input("hi")
 		in.Steer = steer
 		out, err := f.agent.Run(context.Background(), &in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(steer) != 1 || len(out.History) != 2 {
-			t.Errorf("steer channel holds %d, history %+v; want the message left for the caller", len(steer), out.History)
+		if steer.Len() != 1 || len(out.History) != 2 {
+			t.Errorf("steer queue holds %d, history %+v; want the message left for the caller", steer.Len(), out.History)
 		}
 	})
 
-	t.Run("a closed channel is harmless", func(t *testing.T) {
+	t.Run("a closed queue is harmless", func(t *testing.T) {
 		f := newFixture(t)
 		f.ms.Script(testkit.CallTools(testkit.ToolCall("probe", `{}`)), testkit.Reply("done"))
-		steer := make(chan string)
-		close(steer)
+		steer := &sessions.SteerQueue{}
+		steer.Close()
 		in := input("hi")
 		in.Steer = steer
 		out, err := f.agent.Run(context.Background(), &in)
