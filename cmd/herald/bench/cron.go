@@ -106,8 +106,10 @@ type CronPhase struct {
 	LatenessP50Ms float64 `json:"lateness_p50_ms"`
 	LatenessP99Ms float64 `json:"lateness_p99_ms"`
 	LatenessMaxMs float64 `json:"lateness_max_ms"`
-	// SlotP99Ms is each slot's own lateness p99, in slot order: a job's
-	// first fire also makes its directory of outputs.
+	// SlotP99Ms is each slot's own lateness p99, in slot order: in the
+	// first, the file system may still be writing out the jobs' output
+	// directories made with them, and on the second and third instances
+	// of the second phase a job's first fire makes its directory there.
 	SlotP99Ms []float64 `json:"slot_lateness_p99_ms"`
 	// SlotDoneS is the longest a slot took, from its time to its last
 	// fire's run ending.
@@ -324,9 +326,10 @@ func runCronPhase(ctx context.Context, b backend, opt CronOptions, sub string, i
 }
 
 // cronLead is how far ahead of their writing the jobs are first due:
-// enough to write them all, with room for a slow minute.
+// enough to write them all, each with its output directory, with room
+// for a slow minute of the disk.
 func cronLead(jobs int) time.Duration {
-	return 2*time.Second + time.Duration(jobs)*500*time.Microsecond
+	return 2*time.Second + time.Duration(jobs)*1500*time.Microsecond
 }
 
 // cronInstance is the name of the phase's i-th scheduler.
