@@ -51,7 +51,13 @@ func Capability(as Assembly) (*capability.Capability, error) {
 		Settled: p.settled,
 		// A job a turn's commit created may be due before the next poll.
 		Committed: map[string]func(sessions.Committed, sessions.Write){
-			WriteCreate: func(sessions.Committed, sessions.Write) { p.wake() },
+			WriteCreate: func(_ sessions.Committed, w sessions.Write) {
+				if c, ok := w.(Create); ok {
+					p.manager.Made(c.Job)
+					return
+				}
+				p.wake()
+			},
 		},
 	}
 	as.ServeCron(p.manager)

@@ -97,7 +97,7 @@ func (m Manager) add(ctx context.Context, call *sessions.CommandCall, rest strin
 	if err != nil {
 		return call.Reply(ctx, "I could not save the job just now; try again in a moment.")
 	}
-	m.changed()
+	m.Made(j)
 	return call.Reply(ctx, fmt.Sprintf("Scheduled %s (%s): %s; next run %s. Reports come here.", j.ID, j.Name, j.Schedule.String(), when(j.NextRunAt)))
 }
 

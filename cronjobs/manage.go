@@ -163,9 +163,18 @@ func (m Manager) Create(ctx context.Context, spec Spec) (Job, error) {
 	}
 	j, err = m.Store.CreateJob(ctx, j)
 	if err == nil {
-		m.changed()
+		m.Made(j)
 	}
 	return j, err
+}
+
+// Made is told of each job this process wrote (Create, /cron add, the
+// cronjob tool's commit): the job's output directory is made now rather
+// than by its first fire, and the scheduler looks at once. A directory
+// that cannot be made is left to the first save, which tries again.
+func (m Manager) Made(j Job) {
+	_ = m.Outputs.Prepare(j.ID)
+	m.changed()
 }
 
 // Patch is a change to a job; nil fields stay as they are.

@@ -76,6 +76,26 @@ func TestRunsOfAJob(t *testing.T) {
 	})
 }
 
+// A job's output directory is made with the job, so that its first fire
+// makes none; removing the job, fired or not, removes it.
+func TestAJobsOutputDirectoryIsMadeWithIt(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		h.mgr.Outputs = cronjobs.Outputs{Dir: filepath.Join(h.home, "cron", "output")}
+		j := h.create(cronjobs.Spec{Name: "digest", Schedule: "@daily", Prompt: "p"})
+		dir := filepath.Join(h.mgr.Outputs.Dir, j.ID)
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			t.Fatalf("the new job's output directory: %v", err)
+		}
+		if _, err := h.mgr.Remove(ctx, j.ID); err != nil {
+			t.Fatalf("Remove: %v", err)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("the removed job's output directory: %v, want it gone", err)
+		}
+	})
+}
+
 // A removed job's outputs go with it; another job's stay.
 func TestRemoveTakesTheJobsOutputs(t *testing.T) {
 	eachBackend(t, func(t *testing.T, h *harness) {

@@ -51,8 +51,9 @@ func (o Outputs) Save(j Job, r Run, body string) (string, error) {
 	tmp := path + ".tmp"
 	err := os.WriteFile(tmp, []byte(b.String()), 0o600)
 	if errors.Is(err, fs.ErrNotExist) {
-		// The job's first output: its directory is made then, not
-		// looked for on every save.
+		// The job's directory is made with the job (Prepare); one made
+		// elsewhere is made at its first output, not looked for on
+		// every save.
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return "", err
 		}
@@ -88,6 +89,18 @@ func (o Outputs) prune(dir string) {
 		_ = os.Remove(filepath.Join(dir, names[0]))
 		names = names[1:]
 	}
+}
+
+// Prepare makes the directory of job's outputs, as the job is made, so
+// that its first fire does not: a directory made is a write to the
+// file system's metadata, the dearest part of a save when thousands of
+// jobs first fire at once. Save still makes a directory it finds
+// missing (a job made by an older herald, or on another instance).
+func (o Outputs) Prepare(job string) error {
+	if o.Dir == "" {
+		return nil
+	}
+	return os.MkdirAll(filepath.Join(o.Dir, job), 0o700)
 }
 
 // Remove removes a job's outputs.

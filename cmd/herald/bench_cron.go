@@ -22,8 +22,10 @@ func (m *Main) benchCronCommand() *cobra.Command {
 		Long: `Make --jobs jobs that repeat every --every, all due at the same second a
 little ahead (the harsh case: every job on one-minute schedules due at the
 top of the same minute), and run the gateway's own scheduler over them on
-the real clock for --duration from that second: each fire is claimed once
-in the store, its job moved on, its run recorded and its output saved. The
+the real clock for --duration from that second. The jobs, each with its
+output directory, are made as the gateway makes them, on the first
+instance. Each fire is claimed once in the store, its job moved on, its
+run recorded and its output saved. The
 agent is an in-process function that answers at once, so a fire's cost is
 the scheduler's and the store's. The jobs deliver locally: each run's
 output is saved (in a temporary directory) and nothing is queued in the

@@ -106,8 +106,10 @@ type CronPhase struct {
 	LatenessP50Ms float64 `json:"lateness_p50_ms"`
 	LatenessP99Ms float64 `json:"lateness_p99_ms"`
 	LatenessMaxMs float64 `json:"lateness_max_ms"`
-	// SlotP99Ms is each slot's own lateness p99, in slot order: a job's
-	// first fire also makes its directory of outputs.
+	// SlotP99Ms is each slot's own lateness p99, in slot order: in the
+	// first, the file system may still be writing out the jobs' output
+	// directories made with them, and on the second and third instances
+	// of the second phase a job's first fire makes its directory there.
 	SlotP99Ms []float64 `json:"slot_lateness_p99_ms"`
 	// SlotDoneS is the longest a slot took, from its time to its last
 	// fire's run ending.
@@ -250,7 +252,13 @@ func runCronPhase(ctx context.Context, b backend, opt CronOptions, sub string, i
 
 	created := time.Now()
 	first := created.Add(cronLead(opt.Jobs)).Truncate(time.Second).Add(time.Second)
-	if err := makeCronJobs(ctx, dbs[0].Cron(), opt, first); err != nil {
+	// The jobs are made on the first instance, as through its gateway: their
+	// output directories are made there with them, and the other
+	// instances make theirs at a job's first fire.
+	outputs := func(name string) cronjobs.Outputs {
+		return cronjobs.Outputs{Dir: filepath.Join(home, name, "cron", "output")}
+	}
+	if err := makeCronJobs(ctx, dbs[0].Cron(), outputs(cronInstance(0)), opt, first); err != nil {
 		return CronPhase{}, 0, fmt.Errorf("making the jobs: %w", err)
 	}
 	took := time.Since(created)
@@ -277,11 +285,11 @@ func runCronPhase(ctx context.Context, b backend, opt CronOptions, sub string, i
 	}()
 	at := readCPU(ctx, b)
 	for i, db := range dbs {
-		name := "bench-" + strconv.Itoa(i+1)
+		name := cronInstance(i)
 		s, err := cronjobs.NewScheduler(cronjobs.SchedulerOptions{
 			Store: db.Cron(), Once: db.Once(), Outbox: db.Outbox(),
 			Agent:   rec.agent,
-			Outputs: cronjobs.Outputs{Dir: filepath.Join(home, name, "cron", "output")},
+			Outputs: outputs(name),
 			Name:    name,
 			Ran:     func(r cronjobs.Run) { rec.ran(i, r) },
 			Logger:  log.With("instance", name),
@@ -318,16 +326,21 @@ func runCronPhase(ctx context.Context, b backend, opt CronOptions, sub string, i
 }
 
 // cronLead is how far ahead of their writing the jobs are first due:
-// enough to write them all, with room for a slow minute.
+// enough to write them all, each with its output directory, with room
+// for a slow minute of the disk.
 func cronLead(jobs int) time.Duration {
-	return 2*time.Second + time.Duration(jobs)*500*time.Microsecond
+	return 2*time.Second + time.Duration(jobs)*1500*time.Microsecond
 }
 
+// cronInstance is the name of the phase's i-th scheduler.
+func cronInstance(i int) string { return "bench-" + strconv.Itoa(i+1) }
+
 // makeCronJobs writes opt.Jobs jobs as a person would make them
-// (cronjobs.Manager.New: every opt.Every, delivered locally), each
-// first due at first, cronCreators at a time.
-func makeCronJobs(ctx context.Context, store cronjobs.Store, opt CronOptions, first time.Time) error {
-	m := cronjobs.Manager{Store: store, Timezone: "UTC"}
+// (cronjobs.Manager.New: every opt.Every, delivered locally; Made, their
+// output directories made under outputs), each first due at first,
+// cronCreators at a time.
+func makeCronJobs(ctx context.Context, store cronjobs.Store, outputs cronjobs.Outputs, opt CronOptions, first time.Time) error {
+	m := cronjobs.Manager{Store: store, Outputs: outputs, Timezone: "UTC"}
 	spec := cronjobs.Spec{
 		Schedule:  "every " + opt.Every.String(),
 		Prompt:    "Report how things stand.",
@@ -353,7 +366,9 @@ func makeCronJobs(ctx context.Context, store cronjobs.Store, opt CronOptions, fi
 				j, err := m.New(s)
 				if err == nil {
 					j.NextRunAt = first
-					_, err = store.CreateJob(ctx, j)
+					if j, err = store.CreateJob(ctx, j); err == nil {
+						m.Made(j)
+					}
 				}
 				if err != nil {
 					errc <- err
