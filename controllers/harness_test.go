@@ -78,7 +78,7 @@ type agent struct {
 	holding int // turns waiting on their hold now
 }
 
-func (a *agent) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
+func (a *agent) Run(ctx context.Context, in *sessions.TurnInput) (*sessions.TurnOutput, error) {
 	text := in.Entry.Text
 	a.mu.Lock()
 	a.ran = append(a.ran, text)
@@ -97,7 +97,7 @@ func (a *agent) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnO
 			a.setHolding(-1)
 		case <-ctx.Done():
 			a.setHolding(-1)
-			return sessions.TurnOutput{End: sessions.TurnInterrupted}, ctx.Err()
+			return &sessions.TurnOutput{End: sessions.TurnInterrupted}, ctx.Err()
 		}
 	}
 	reply := "ok: " + text
@@ -105,7 +105,7 @@ func (a *agent) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnO
 		reply = a.reply(text)
 	}
 	now := a.clk.Now()
-	return sessions.TurnOutput{
+	return &sessions.TurnOutput{
 		History: []chat.Message{{Role: "user", Content: text, At: now}, {Role: "assistant", Content: reply, At: now}},
 		Outbox:  []outbox.Message{{Target: in.Origin, Text: reply, Kind: "reply", ReplyTo: in.Entry.MessageID}},
 		End:     sessions.TurnDone,

@@ -145,34 +145,32 @@ func entryName(k Key) string {
 }
 
 // Run runs in's turn with the controllers around it.
-func (r *Runner) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
-	conv := in.Conv
-	if conv == "" {
-		conv = in.Entry.Conv
-	}
-	tick, out, ran := r.before(ctx, conv, in)
-	if !ran {
+func (r *Runner) Run(ctx context.Context, in *sessions.TurnInput) (*sessions.TurnOutput, error) {
+	tick, out := r.before(ctx, in)
+	if out != nil {
 		return out, nil
 	}
 	out, err := r.opts.Agent.Run(ctx, in)
-	return r.after(ctx, conv, tick, in, out, err)
+	r.after(ctx, tick, in, out, err)
+	return out, err
 }
 
 // before reads the controller of a tick's entry, when the entry is one:
-// ran is false when the entry went stale, and out is then the turn's
-// output, run no further. Run's steps before and after the agent are
-// functions of their own so that their locals are off the goroutine's
-// stack while the turn waits on the model.
-func (r *Runner) before(ctx context.Context, conv string, in *sessions.TurnInput) (tick *State, out sessions.TurnOutput, ran bool) {
+// out is the turn's output when the entry went stale, run no further.
+// Run's steps before and after the agent are functions of their own so
+// that their locals are off the goroutine's stack while the turn waits
+// on the model.
+func (r *Runner) before(ctx context.Context, in *sessions.TurnInput) (tick *State, out *sessions.TurnOutput) {
+	conv := convOf(in)
 	k, n, v, ok := entryOf(conv, in.Entry)
 	if !ok {
-		return nil, out, true
+		return nil, nil
 	}
 	st, current, rollback := r.current(ctx, k, n, v, *in)
 	if !current {
 		// Dropped unrun: no history, no reply. A tick that never ran
 		// gives its turn back to its controller.
-		out = sessions.TurnOutput{End: sessions.TurnDone}
+		out = &sessions.TurnOutput{End: sessions.TurnDone}
 		if rollback != nil {
 			out.Writes = []sessions.Write{Put{State: *rollback}}
 		}
@@ -180,15 +178,23 @@ func (r *Runner) before(ctx context.Context, conv string, in *sessions.TurnInput
 		if r.opts.Dropped != nil {
 			r.opts.Dropped(k.Kind)
 		}
-		return nil, out, false
+		return nil, out
 	}
-	return &st, out, true
+	return &st, nil
+}
+
+// convOf is in's conversation.
+func convOf(in *sessions.TurnInput) string {
+	if in.Conv == "" {
+		return in.Entry.Conv
+	}
+	return in.Conv
 }
 
 // after judges the turn the agent ran (out, err) for its conversation's
 // controllers and the tick it ran, if any.
-func (r *Runner) after(ctx context.Context, conv string, tick *State, in *sessions.TurnInput, out sessions.TurnOutput, err error) (sessions.TurnOutput, error) {
-	origin := in.Origin
+func (r *Runner) after(ctx context.Context, tick *State, in *sessions.TurnInput, out *sessions.TurnOutput, err error) {
+	conv, origin := convOf(in), in.Origin
 	if err != nil || out.End == sessions.TurnInterrupted || out.End == sessions.TurnModelError {
 		// Not judged: a turn cut short says nothing of the goal, and one
 		// the model failed would only fail again. A tick cut short is
@@ -205,7 +211,7 @@ func (r *Runner) after(ctx context.Context, conv string, tick *State, in *sessio
 				}
 			}
 		}
-		return out, err
+		return
 	}
 	reply := replyOf(out)
 	if tick != nil && tick.Kind != KindGoal {
@@ -218,7 +224,6 @@ func (r *Runner) after(ctx context.Context, conv string, tick *State, in *sessio
 		out.Writes = append(out.Writes, Put{State: s})
 		out.Outbox = r.tell(out.Outbox, conv, origin, tell)
 	}
-	return out, nil
 }
 
 // released is the state of a tick's controller after a turn of the
@@ -273,7 +278,7 @@ func (r *Runner) tell(msgs []outbox.Message, conv string, to outbox.Target, text
 }
 
 // replyOf is a turn's reply to its chat, "" when it has none.
-func replyOf(out sessions.TurnOutput) string {
+func replyOf(out *sessions.TurnOutput) string {
 	for i := len(out.Outbox) - 1; i >= 0; i-- {
 		if out.Outbox[i].Kind == "reply" {
 			return out.Outbox[i].Text

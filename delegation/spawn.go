@@ -467,7 +467,7 @@ func (s *Spawner) Run(ctx context.Context, child Child, depth int, live *Live) R
 		}
 		live.transcript.Message(now, m)
 	}
-	out, stall, runErr := s.watch(ctx, cancel, live, func(ctx context.Context) (sessions.TurnOutput, error) { return a.Run(ctx, &in) })
+	out, stall, runErr := s.watch(ctx, cancel, live, func(ctx context.Context) (sessions.TurnOutput, error) { return runOut(a.Run(ctx, &in)) })
 	if runErr == nil && stall == nil && out.End == sessions.TurnDone && schema != nil {
 		out, stall, runErr = s.conform(ctx, cancel, live, a, in, out, schema, &res)
 	}
@@ -544,6 +544,14 @@ type stallInfo struct {
 	quiet, threshold time.Duration
 	phase            string // between_tools | in_tool
 	returned         bool   // the child stopped within the grace
+}
+
+// runOut is a runner's output and error as watch takes them.
+func runOut(out *sessions.TurnOutput, err error) (sessions.TurnOutput, error) {
+	if out == nil {
+		return sessions.TurnOutput{}, err
+	}
+	return *out, err
 }
 
 // watch runs fn (the child's agent loop) under the stall monitor: a
@@ -654,7 +662,7 @@ func (s *Spawner) again(ctx context.Context, cancel context.CancelCauseFunc, liv
 	in.History = append(slices.Clone(in.History), out.History...)
 	// The pictures came with the first message, which the history holds.
 	in.Entry.Text, in.Images = text, nil
-	next, stall, err := s.watch(ctx, cancel, live, func(ctx context.Context) (sessions.TurnOutput, error) { return a.Run(ctx, &in) })
+	next, stall, err := s.watch(ctx, cancel, live, func(ctx context.Context) (sessions.TurnOutput, error) { return runOut(a.Run(ctx, &in)) })
 	merged := out
 	merged.History = append(slices.Clone(out.History), next.History...)
 	merged.End, merged.Err = next.End, next.Err

@@ -19,15 +19,18 @@ func traceModel(c llm.Client, model string) llm.Client {
 	if c == nil {
 		return nil
 	}
-	return tracedModel{c: c, model: model}
+	return &tracedModel{c: c, model: model}
 }
 
+// tracedModel is a client whose calls are spans. Its methods take a
+// pointer, as the client interface holds it, so that no wrapper's frame
+// copies it on the goroutine's stack while a call waits on the model.
 type tracedModel struct {
 	c     llm.Client
 	model string
 }
 
-func (t tracedModel) Complete(ctx context.Context, req llm.Request) (*llm.Response, error) {
+func (t *tracedModel) Complete(ctx context.Context, req llm.Request) (*llm.Response, error) {
 	asked := cmp.Or(req.Model, t.model)
 	ctx, span := startModelSpan(ctx, asked)
 	resp, err := t.c.Complete(ctx, req)

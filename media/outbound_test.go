@@ -84,9 +84,9 @@ func (a *outboundAssembly) Assembly() *capability.Assembly { return a.base }
 func (a *outboundAssembly) Files() media.Store             { return a.files }
 
 // runnerFunc is a sessions.TurnRunner made of a function.
-type runnerFunc func(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error)
+type runnerFunc func(ctx context.Context, in *sessions.TurnInput) (*sessions.TurnOutput, error)
 
-func (f runnerFunc) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
+func (f runnerFunc) Run(ctx context.Context, in *sessions.TurnInput) (*sessions.TurnOutput, error) {
 	return f(ctx, in)
 }
 
@@ -118,8 +118,8 @@ func newOutbound(t *testing.T, change func(cfg *config.Config)) *outboundHarness
 	if err := tools.RegisterCore(reg, tools.CoreOptions{AllowedTargets: cfg.SendMessage.AllowedTargets}); err != nil {
 		t.Fatal(err)
 	}
-	h.inner = func(_ context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
-		return sessions.TurnOutput{Outbox: []outbox.Message{
+	h.inner = func(_ context.Context, in *sessions.TurnInput) (*sessions.TurnOutput, error) {
+		return &sessions.TurnOutput{Outbox: []outbox.Message{
 			{Target: outbox.Target{Platform: "telegram", Chat: "42"}, Text: "a note", Kind: "message"},
 			{Target: in.Origin, Text: h.innerText, Kind: "reply", ReplyTo: in.Entry.MessageID},
 		}}, nil
@@ -130,7 +130,7 @@ func newOutbound(t *testing.T, change func(cfg *config.Config)) *outboundHarness
 		Redact:   func(s string) string { return strings.ReplaceAll(s, secret, "[REDACTED]") },
 		Adapters: []adapters.Adapter{&adaptertest.Adapter{Name: "telegram"}},
 		Registry: reg,
-		Runner: runnerFunc(func(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
+		Runner: runnerFunc(func(ctx context.Context, in *sessions.TurnInput) (*sessions.TurnOutput, error) {
 			return h.inner(ctx, in)
 		}),
 	}}

@@ -27,14 +27,21 @@ type pictures struct {
 	o    *outbound
 }
 
-func (p *pictures) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
+func (p *pictures) Run(ctx context.Context, in *sessions.TurnInput) (*sessions.TurnOutput, error) {
 	out, err := p.next.Run(ctx, in)
+	p.o.attachAll(ctx, in, out)
+	return out, err
+}
+
+// attachAll attaches the pictures of out's replies. It is apart from
+// Run so that its locals are off the goroutine's stack while the turn
+// waits on the model.
+func (o *outbound) attachAll(ctx context.Context, in *sessions.TurnInput, out *sessions.TurnOutput) {
 	for i := range out.Outbox {
 		if m := &out.Outbox[i]; m.Kind == agent.KindReply && len(m.Files) == 0 {
-			p.o.attachPictures(ctx, in, m)
+			o.attachPictures(ctx, in, m)
 		}
 	}
-	return out, err
 }
 
 // attachPictures moves the pictures m's text shows from the workspace

@@ -101,7 +101,7 @@ func (r *Runner) Routed(inbox adapters.Inbox) { r.inbox = inbox }
 // command is delivered. The notices for the person go out with the
 // turn's messages, and the store's copies of its files are forgotten in
 // its commit (ReleaseFiles).
-func (r *Runner) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
+func (r *Runner) Run(ctx context.Context, in *sessions.TurnInput) (*sessions.TurnOutput, error) {
 	if len(in.Entry.Attachments) == 0 {
 		return r.next.Run(ctx, in)
 	}
@@ -112,14 +112,14 @@ func (r *Runner) Run(ctx context.Context, in *sessions.TurnInput) (sessions.Turn
 // input, which it changes for the next runner. It is apart from Run so
 // that a turn without files, waiting on the model below Run, keeps none
 // of its locals on the goroutine's stack.
-func (r *Runner) runWithFiles(ctx context.Context, given *sessions.TurnInput) (sessions.TurnOutput, error) {
+func (r *Runner) runWithFiles(ctx context.Context, given *sessions.TurnInput) (*sessions.TurnOutput, error) {
 	in := *given
 	started := r.opts.Clock.Now()
 	t := r.prepare(ctx, in)
 	r.log.Info("the message's files are ready", "conv", in.Entry.Conv, "entry", in.Entry.ID, "files", len(in.Entry.Attachments),
 		"images", len(t.images), "transcripts", len(t.words), "lines", len(t.lines), "took_ms", r.opts.Clock.Now().Sub(started).Milliseconds())
 	if t.command != "" && r.handOn(ctx, in, t) {
-		return sessions.TurnOutput{End: sessions.TurnDone, Writes: t.release()}, nil
+		return &sessions.TurnOutput{End: sessions.TurnDone, Writes: t.release()}, nil
 	}
 	in.Entry.Text = t.text(in.Entry.Text)
 	in.Entry.Attachments = nil

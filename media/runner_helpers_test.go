@@ -89,11 +89,11 @@ type inner struct {
 	seen []sessions.TurnInput
 }
 
-func (r *inner) Run(_ context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
+func (r *inner) Run(_ context.Context, in *sessions.TurnInput) (*sessions.TurnOutput, error) {
 	r.mu.Lock()
 	r.seen = append(r.seen, *in)
 	r.mu.Unlock()
-	return sessions.TurnOutput{
+	return &sessions.TurnOutput{
 		History: []chat.Message{{Role: "user", Content: in.Entry.Text}, {Role: "assistant", Content: "ok"}},
 		Outbox:  []outbox.Message{{Target: in.Origin, Text: "ok", ReplyTo: in.Entry.MessageID, Kind: "reply"}},
 		End:     sessions.TurnDone,
@@ -161,7 +161,7 @@ func (h *harness) run(r *media.Runner, in sessions.TurnInput) (sessions.TurnInpu
 	if len(runs) != before+1 {
 		h.t.Fatalf("the turn's own run ran %d times, want once", len(runs)-before)
 	}
-	return runs[len(runs)-1], out
+	return runs[len(runs)-1], *out
 }
 
 // kept is where the harness's runners keep a file of msgID named name.

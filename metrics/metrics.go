@@ -285,18 +285,29 @@ func (m *Metrics) TimeModel(c llm.Client, model string) llm.Client {
 	if m == nil || c == nil {
 		return c
 	}
-	return timedModel{c: c, m: m, model: model}
+	return &timedModel{c: c, m: m, model: model}
 }
 
+// timedModel is a client whose calls are observed. Its methods take a
+// pointer, as the client interface holds it, so that no wrapper's frame
+// copies it on the goroutine's stack while a call waits on the model.
 type timedModel struct {
 	c     llm.Client
 	m     *Metrics
 	model string
 }
 
-func (t timedModel) Complete(ctx context.Context, req llm.Request) (*llm.Response, error) {
+func (t *timedModel) Complete(ctx context.Context, req llm.Request) (*llm.Response, error) {
 	start := time.Now()
 	resp, err := t.c.Complete(ctx, req)
+	t.observe(ctx, req.Model, start, resp, err)
+	return resp, err
+}
+
+// observe records a call asked of asked, started at start, that
+// answered resp and err. It is apart from Complete so that its locals
+// are off the goroutine's stack while the call waits.
+func (t *timedModel) observe(ctx context.Context, asked string, start time.Time, resp *llm.Response, err error) {
 	result := "ok"
 	if err != nil {
 		result = string(llm.ClassOf(err))
@@ -309,9 +320,8 @@ func (t timedModel) Complete(ctx context.Context, req llm.Request) (*llm.Respons
 		t.m.tally.ModelError()
 	}
 	if resp != nil {
-		model := cmp.Or(resp.Answered.Model, req.Model, t.model)
+		model := cmp.Or(resp.Answered.Model, asked, t.model)
 		t.m.modelTokens.WithLabelValues(model, "prompt").Add(float64(resp.Usage.PromptTokens))
 		t.m.modelTokens.WithLabelValues(model, "completion").Add(float64(resp.Usage.CompletionTokens))
 	}
-	return resp, err
 }

@@ -143,11 +143,13 @@ type TurnOutput struct {
 // output then holds what was done so far (End TurnInterrupted), which the
 // caller commits so the history stays whole. Run leaves *in as it was
 // given: a runner that hands the next one a changed input hands it a
-// copy. The input goes by pointer so that a chain of runners, on the
-// turn's goroutine while it waits on the model, does not hold a copy of
-// it in every frame.
+// copy. The output is never nil, with an error too, and is the
+// caller's to change: a runner that decorates another changes the one it
+// was given. Input and output go by pointer so that a chain of runners,
+// on the turn's goroutine while it waits on the model, does not hold a
+// copy of either in every frame.
 type TurnRunner interface {
-	Run(ctx context.Context, in *TurnInput) (TurnOutput, error)
+	Run(ctx context.Context, in *TurnInput) (*TurnOutput, error)
 }
 
 // SteerQueue holds the text steered into a running turn until its runner

@@ -263,7 +263,7 @@ func (c *CommandCall) Queue(ctx context.Context, prio Priority) error {
 // route routes in as the router does a message, in mode, for a command
 // that runs a message of its own (/queue, /steer).
 func (c *CommandCall) route(ctx context.Context, in Inbound, mode BusyInputMode) error {
-	return c.seen(c.Router.route(ctx, in, mode))
+	return c.seen(c.Router.route(ctx, &in, mode))
 }
 
 // ControlTurn is a control entry's turn: what a Command's Run sees. The

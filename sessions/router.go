@@ -233,17 +233,36 @@ func (r *Router) Deliver(ctx context.Context, in Inbound) error {
 // queued or answered again, and no stop of /stop or /new sent again. The
 // local API uses it to find the answer it owes a retried completion.
 func (r *Router) DeliverReport(ctx context.Context, in Inbound) (duplicate bool, err error) {
+	if err := admit(&in); err != nil {
+		return false, err
+	}
+	if in.Kind == KindSynthetic {
+		// Synthetic entries wait for a turn boundary: they never touch
+		// a running turn.
+		return r.appendEntry(ctx, &in)
+	}
+	if duplicate, handled, err := r.deliverCommand(ctx, &in); handled {
+		return duplicate, err
+	}
+	return r.route(ctx, &in, "")
+}
+
+// admit checks in for Deliver and drops from its metadata what only
+// herald may set. It and deliverCommand are apart from DeliverReport so
+// that their locals are off the goroutine's stack while the append waits
+// on the store.
+func admit(in *Inbound) error {
 	const op = "sessions.Router.Deliver"
 	if err := chat.ValidateConv(op, in.Conv); err != nil {
-		return false, err
+		return err
 	}
 	switch in.Kind {
 	case "", KindUser, KindSynthetic:
 	default:
-		return false, errs.E(op, errs.Invalid, "unknown entry kind %q", in.Kind)
+		return errs.E(op, errs.Invalid, "unknown entry kind %q", in.Kind)
 	}
-	if _, err := ReplyTarget(in); err != nil {
-		return false, errs.Wrap(op, errs.Invalid, err)
+	if _, err := ReplyTarget(*in); err != nil {
+		return errs.Wrap(op, errs.Invalid, err)
 	}
 	if _, ok := in.Meta[MetaControl]; ok {
 		in.Meta = maps.Clone(in.Meta)
@@ -257,18 +276,20 @@ func (r *Router) DeliverReport(ctx context.Context, in Inbound) (duplicate bool,
 		in.Meta = maps.Clone(in.Meta)
 		delete(in.Meta, MetaActsOn)
 	}
-	if in.Kind == KindSynthetic {
-		// Synthetic entries wait for a turn boundary: they never touch
-		// a running turn.
-		return r.appendEntry(ctx, in)
-	}
-	r.noteLatest(ctx, in)
+	return nil
+}
+
+// deliverCommand notes in as its conversation's latest message and,
+// when it is a known chat command, handles it (handled true).
+func (r *Router) deliverCommand(ctx context.Context, in *Inbound) (duplicate, handled bool, err error) {
+	r.noteLatest(ctx, *in)
 	if name, args, ok := ParseCommand(in.Text); ok {
 		if cmd, ok := r.commands.Lookup(name); ok {
-			return r.command(ctx, cmd, r.toLatest(ctx, in), args)
+			duplicate, err = r.command(ctx, cmd, r.toLatest(ctx, *in), args)
+			return duplicate, true, err
 		}
 	}
-	return r.route(ctx, in, "")
+	return false, false, nil
 }
 
 func (r *Router) command(ctx context.Context, cmd Command, in Inbound, args string) (duplicate bool, err error) {
@@ -287,25 +308,33 @@ func (r *Router) command(ctx context.Context, cmd Command, in Inbound, args stri
 		in.Meta = map[string]string{}
 	}
 	in.Meta[MetaControl] = cmd.Name
-	return r.route(ctx, in, "")
+	return r.route(ctx, &in, "")
 }
 
 // route queues in and, when a turn of the conversation runs, tells it
 // as mode says; an empty mode means the conversation's own (/queue and
 // /steer force theirs). The conversation's metadata comes back from the
 // append, so a message costs the store one call.
-func (r *Router) route(ctx context.Context, in Inbound, mode BusyInputMode) (duplicate bool, err error) {
+func (r *Router) route(ctx context.Context, in *Inbound, mode BusyInputMode) (duplicate bool, err error) {
 	res, started, err := r.append(ctx, in)
 	if err != nil || res.Duplicate || started {
 		// A turn that started with the append runs this very entry.
 		return res.Duplicate, err
 	}
+	r.tellRunning(ctx, in, mode, &res)
+	return false, nil
+}
+
+// tellRunning tells a running turn of in's conversation of in, queued
+// as res says, as mode says. It is apart from route so that its locals
+// are off the goroutine's stack while the append waits on the store.
+func (r *Router) tellRunning(ctx context.Context, in *Inbound, mode BusyInputMode, res *AppendResult) {
 	meta := res.Meta
 	if mode == "" {
 		mode = r.busyMode(meta)
 	}
 	if mode == BusyQueue {
-		return false, nil
+		return
 	}
 	// The wake above may have started the turn of this very entry. A turn
 	// in another process too young to have marked itself is known only
@@ -313,14 +342,14 @@ func (r *Router) route(ctx context.Context, in Inbound, mode BusyInputMode) (dup
 	// about its own entry, or older than its claim).
 	rt, running := r.runningTurnIn(in.Conv, meta)
 	if running && rt.EntryID == res.EntryID || !running && !res.Held {
-		return false, nil
+		return
 	}
 	s := signals.Signal{Conv: in.Conv, Kind: signals.Interrupt, EntryID: res.EntryID}
 	if mode == BusySteer {
 		if len(in.Attachments) > 0 || in.Meta[MetaControl] != "" {
 			// A steer carries text only; a message with files, or a
 			// command, keeps its place in the queue whole instead.
-			return false, nil
+			return
 		}
 		s.Kind, s.Text, s.MessageID = signals.Steer, in.Text, in.MessageID
 	}
@@ -330,11 +359,10 @@ func (r *Router) route(ctx context.Context, in Inbound, mode BusyInputMode) (dup
 		r.log.WarnContext(ctx, "signal to the running turn failed; the message waits its turn",
 			"conv", in.Conv, "entry", res.EntryID, "signal", string(s.Kind), "err", err)
 	}
-	return false, nil
 }
 
 // appendEntry queues in without telling a running turn.
-func (r *Router) appendEntry(ctx context.Context, in Inbound) (duplicate bool, err error) {
+func (r *Router) appendEntry(ctx context.Context, in *Inbound) (duplicate bool, err error) {
 	res, _, err := r.append(ctx, in)
 	return res.Duplicate, err
 }
@@ -342,11 +370,11 @@ func (r *Router) appendEntry(ctx context.Context, in Inbound) (duplicate bool, e
 // append queues in. When this process runs turns and has one free, the
 // store may start in's turn in the same call (AppendClaim), and started
 // says it did: the entry runs here at once, without a claim of its own.
-func (r *Router) append(ctx context.Context, in Inbound) (res AppendResult, started bool, err error) {
+func (r *Router) append(ctx context.Context, in *Inbound) (res AppendResult, started bool, err error) {
 	if r.turns != nil {
-		res, started, err = r.turns.TakeNow(ctx, r.store, in)
+		res, started, err = r.turns.TakeNow(ctx, r.store, *in)
 	} else {
-		res, err = r.store.Append(ctx, in)
+		res, err = r.store.Append(ctx, *in)
 	}
 	if err != nil {
 		return res, false, err
@@ -368,12 +396,12 @@ func (r *Router) appendControl(ctx context.Context, in Inbound, name string, pri
 	}
 	in.Meta[MetaControl] = name
 	in.Kind, in.Priority = KindUser, prio
-	return r.appendEntry(ctx, in)
+	return r.appendEntry(ctx, &in)
 }
 
 // appended counts a queued entry and, when it waits, wakes the turn
 // worker to claim it.
-func (r *Router) appended(in Inbound, waits bool) {
+func (r *Router) appended(in *Inbound, waits bool) {
 	if f := r.metrics.Appended; f != nil {
 		kind := in.Kind
 		if kind == "" {
@@ -386,7 +414,7 @@ func (r *Router) appended(in Inbound, waits bool) {
 	}
 }
 
-func (r *Router) countDuplicate(ctx context.Context, in Inbound) {
+func (r *Router) countDuplicate(ctx context.Context, in *Inbound) {
 	r.log.DebugContext(ctx, "redelivered message ignored", "conv", in.Conv, "message_id", in.MessageID)
 	if f := r.metrics.Duplicate; f != nil {
 		f()

@@ -20,7 +20,7 @@ import (
 // answers with the pieces joined.
 type streamRunner struct{ pieces []string }
 
-func (r streamRunner) Run(_ context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
+func (r streamRunner) Run(_ context.Context, in *sessions.TurnInput) (*sessions.TurnOutput, error) {
 	var text string
 	for _, p := range r.pieces {
 		if in.Delta != nil {
@@ -28,7 +28,7 @@ func (r streamRunner) Run(_ context.Context, in *sessions.TurnInput) (sessions.T
 		}
 		text += p
 	}
-	return sessions.TurnOutput{
+	return &sessions.TurnOutput{
 		History: []chat.Message{{Role: "user", Content: in.Entry.Text}, {Role: "assistant", Content: text}},
 		Outbox:  []outbox.Message{{Target: in.Origin, Conv: in.Conv, Text: text, ReplyTo: in.Entry.MessageID, Kind: "reply"}},
 		End:     sessions.TurnDone,
@@ -110,7 +110,7 @@ func TestNoStreamNoDelta(t *testing.T) {
 	var delta bool
 	var mu sync.Mutex
 	g := startGateway(t, gatewayOptions{
-		runner: runnerFunc(func(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
+		runner: runnerFunc(func(ctx context.Context, in *sessions.TurnInput) (*sessions.TurnOutput, error) {
 			mu.Lock()
 			delta = in.Delta != nil
 			mu.Unlock()
@@ -129,9 +129,9 @@ func TestNoStreamNoDelta(t *testing.T) {
 	}
 }
 
-type runnerFunc func(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error)
+type runnerFunc func(ctx context.Context, in *sessions.TurnInput) (*sessions.TurnOutput, error)
 
-func (f runnerFunc) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
+func (f runnerFunc) Run(ctx context.Context, in *sessions.TurnInput) (*sessions.TurnOutput, error) {
 	return f(ctx, in)
 }
 

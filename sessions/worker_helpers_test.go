@@ -276,7 +276,7 @@ func newGateRunner() *gateRunner {
 
 var _ sessions.TurnRunner = (*gateRunner)(nil)
 
-func (r *gateRunner) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
+func (r *gateRunner) Run(ctx context.Context, in *sessions.TurnInput) (*sessions.TurnOutput, error) {
 	c := &runCall{In: *in, release: make(chan struct{}), done: make(chan struct{})}
 	defer close(c.done)
 	r.mu.Lock()
@@ -305,7 +305,7 @@ func (r *gateRunner) Run(ctx context.Context, in *sessions.TurnInput) (sessions.
 		case <-c.release:
 		case <-ctx.Done():
 			hist = append(hist, chat.Message{Role: "assistant", Content: "partial: " + text})
-			return sessions.TurnOutput{History: hist, End: sessions.TurnInterrupted}, context.Cause(ctx)
+			return &sessions.TurnOutput{History: hist, End: sessions.TurnInterrupted}, context.Cause(ctx)
 		}
 		if !strings.HasPrefix(text, "slow-notool") {
 			hist = append(hist,
@@ -322,7 +322,7 @@ func (r *gateRunner) Run(ctx context.Context, in *sessions.TurnInput) (sessions.
 	}
 	reply := "re: " + text
 	hist = append(hist, chat.Message{Role: "assistant", Content: reply})
-	return sessions.TurnOutput{
+	return &sessions.TurnOutput{
 		History: hist,
 		Outbox:  []outbox.Message{{Target: in.Origin, Conv: in.Conv, Text: reply, ReplyTo: in.Entry.MessageID, Kind: "reply"}},
 		End:     sessions.TurnDone,

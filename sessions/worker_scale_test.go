@@ -28,7 +28,7 @@ type sleepRunner struct {
 	peak    atomic.Int64
 }
 
-func (r *sleepRunner) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
+func (r *sleepRunner) Run(ctx context.Context, in *sessions.TurnInput) (*sessions.TurnOutput, error) {
 	r.started.Add(1)
 	n := r.running.Add(1)
 	defer r.running.Add(-1)
@@ -44,10 +44,10 @@ func (r *sleepRunner) Run(ctx context.Context, in *sessions.TurnInput) (sessions
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			return sessions.TurnOutput{End: sessions.TurnInterrupted}, context.Cause(ctx)
+			return &sessions.TurnOutput{End: sessions.TurnInterrupted}, context.Cause(ctx)
 		}
 	}
-	return sessions.TurnOutput{
+	return &sessions.TurnOutput{
 		History: []chat.Message{{Role: "user", Content: in.Entry.Text}, {Role: "assistant", Content: "ok"}},
 		Outbox:  []outbox.Message{{Target: in.Origin, Text: "ok", Kind: "reply"}},
 		End:     sessions.TurnDone,

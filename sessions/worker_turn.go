@@ -126,15 +126,12 @@ func (w *TurnWorker) runOne(t *Turn) *activeTurn {
 	at := w.begin(t)
 	defer w.end(at)
 
-	e := at.t.Entry
-	if e.Deliveries > 1 {
-		at.logger().Info("taking over an entry handed out before", "deliveries", e.Deliveries)
-		if f := w.metrics.Takeover; f != nil {
-			f()
-		}
+	deliveries := at.t.Entry.Deliveries
+	if deliveries > 1 {
+		w.takeover(at)
 	}
 	switch {
-	case w.maxDeliveries > 0 && e.Deliveries > w.maxDeliveries:
+	case w.maxDeliveries > 0 && deliveries > w.maxDeliveries:
 		w.drop(at)
 	case at.control:
 		w.runControl(at)
@@ -142,6 +139,16 @@ func (w *TurnWorker) runOne(t *Turn) *activeTurn {
 		w.runAgent(at)
 	}
 	return at
+}
+
+// takeover notes a turn whose entry was handed out before. It is apart
+// from runOne so that its log line's locals are off the goroutine's
+// stack while the turn waits on the model.
+func (w *TurnWorker) takeover(at *activeTurn) {
+	at.logger().Info("taking over an entry handed out before", "deliveries", at.t.Entry.Deliveries)
+	if f := w.metrics.Takeover; f != nil {
+		f()
+	}
 }
 
 // controlsOf is what t's claim found of its controllers' states.
@@ -466,13 +473,13 @@ func (w *TurnWorker) beforeRun(at *activeTurn) *agentRun {
 }
 
 // afterRun commits the turn the agent ran to out and runErr.
-func (w *TurnWorker) afterRun(at *activeTurn, r *agentRun, out TurnOutput, runErr error) {
-	f, stop := w.finishOf(at, r, &out, runErr)
+func (w *TurnWorker) afterRun(at *activeTurn, r *agentRun, out *TurnOutput, runErr error) {
+	f, stop := w.finishOf(at, r, out, runErr)
 	if f == nil {
 		return
 	}
 	if w.commit(at, *f) {
-		w.finished(at, &out, stop, len(f.Absorbed))
+		w.finished(at, out, stop, len(f.Absorbed))
 	} else if r.stream != nil && at.lost.Load() {
 		r.stream.End(false)
 	}
@@ -750,14 +757,24 @@ func (w *TurnWorker) history(at *activeTurn) ([]chat.Message, error) {
 
 // run runs the runner, turning a panic into an error: one bad turn must
 // not take the process down.
-func (w *TurnWorker) run(at *activeTurn, in *TurnInput) (out TurnOutput, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			at.logger().Error("the turn runner panicked", "panic", p, "stack", string(debug.Stack()))
-			out, err = TurnOutput{}, fmt.Errorf("turn runner panicked: %v", p)
-		}
-	}()
-	return w.runner.Run(at.ctx, in)
+func (w *TurnWorker) run(at *activeTurn, in *TurnInput) (out *TurnOutput, err error) {
+	defer w.recovered(at, &out, &err)
+	out, err = w.runner.Run(at.ctx, in)
+	return out, err
+}
+
+// recovered is run's deferred call: a runner's panic becomes an error,
+// and no output an empty one. It is a function of its own, not a
+// closure in run, so that its locals (the panic's log line) are off the
+// goroutine's stack while the turn waits on the model.
+func (w *TurnWorker) recovered(at *activeTurn, out **TurnOutput, err *error) {
+	if p := recover(); p != nil {
+		at.logger().Error("the turn runner panicked", "panic", p, "stack", string(debug.Stack()))
+		*out, *err = nil, fmt.Errorf("turn runner panicked: %v", p)
+	}
+	if *out == nil {
+		*out = &TurnOutput{}
+	}
 }
 
 // outboxOf readies a turn's messages for Finish: each gets its

@@ -88,7 +88,31 @@ var _ sessions.TurnRunner = (*Agent)(nil)
 // output holds what was done so far with End TurnInterrupted and no reply,
 // and the caller should still commit it. A failed model call is not an
 // error: the turn ends with TurnModelError and a one-line reply.
-func (a *Agent) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
+func (a *Agent) Run(ctx context.Context, in *sessions.TurnInput) (*sessions.TurnOutput, error) {
+	r, limit, out := a.open(ctx, in)
+	if out != nil {
+		return out, nil
+	}
+	for {
+		if out, ended, err := r.beforeCall(ctx, limit); ended {
+			return out, err
+		}
+		resp, err := r.complete(ctx)
+		switch out, next, err := r.afterCall(ctx, resp, err); next {
+		case stepEnd:
+			return out, err
+		case stepAgain:
+			continue
+		}
+		r.steer(in.Steer)
+	}
+}
+
+// open starts the turn with its user message and returns the run and
+// its limit of model calls, or the turn's output when it ends before a
+// call. It is apart from Run so that its locals are off the goroutine's
+// stack while the turn waits on the model.
+func (a *Agent) open(ctx context.Context, in *sessions.TurnInput) (*run, int, *sessions.TurnOutput) {
 	r := a.start(ctx, in)
 	msg := userMessage(in.Entry, in.Images, r.now())
 	if r.resumed = unfinished(in.History, msg); r.resumed > 0 {
@@ -101,30 +125,28 @@ func (a *Agent) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnO
 	}
 	if a.Client == nil {
 		r.out.Err = &llm.Error{Class: llm.ClassNotConfigured, Model: a.Model}
-		return r.reply(sessions.TurnModelError, llm.UserMessage(r.out.Err)), nil
+		return r, 0, r.reply(sessions.TurnModelError, llm.UserMessage(r.out.Err))
 	}
 	limit := a.MaxIterations
 	if limit <= 0 {
 		limit = DefaultMaxIterations
 	}
-	for {
-		if ctx.Err() != nil {
-			return r.interrupted(ctx)
-		}
-		if r.out.ModelCalls >= limit {
-			note := sessions.TurnLimitNotice(limit)
-			r.add(chat.Message{Role: "assistant", Content: note, At: r.now()})
-			return r.reply(sessions.TurnBudget, note), nil
-		}
-		resp, err := r.complete(ctx)
-		switch out, next, err := r.afterCall(ctx, resp, err); next {
-		case stepEnd:
-			return out, err
-		case stepAgain:
-			continue
-		}
-		r.steer(in.Steer)
+	return r, limit, nil
+}
+
+// beforeCall ends the turn before its next model call when its context
+// ended or it made limit calls already (ended true).
+func (r *run) beforeCall(ctx context.Context, limit int) (*sessions.TurnOutput, bool, error) {
+	if ctx.Err() != nil {
+		out, err := r.interrupted(ctx)
+		return out, true, err
 	}
+	if r.out.ModelCalls >= limit {
+		note := sessions.TurnLimitNotice(limit)
+		r.add(chat.Message{Role: "assistant", Content: note, At: r.now()})
+		return r.reply(sessions.TurnBudget, note), true, nil
+	}
+	return nil, false, nil
 }
 
 // step says how a turn goes on after a model call's answer.
@@ -140,7 +162,7 @@ const (
 // ends the turn, or the tools it calls run. It is apart from Run so
 // that its locals are off the goroutine's stack while the turn waits on
 // the model.
-func (r *run) afterCall(ctx context.Context, resp *llm.Response, err error) (sessions.TurnOutput, step, error) {
+func (r *run) afterCall(ctx context.Context, resp *llm.Response, err error) (*sessions.TurnOutput, step, error) {
 	r.out.ModelCalls++
 	if resp != nil {
 		r.out.InputTokens += resp.Usage.PromptTokens
@@ -160,7 +182,7 @@ func (r *run) afterCall(ctx context.Context, resp *llm.Response, err error) (ses
 			r.trimmed, r.earlierCap = true, r.sentEarlier/4
 			r.logger().InfoContext(ctx, "the request was longer than the model takes; trying once more with less of the history",
 				"history_chars", r.sentEarlier, "now_chars", r.earlierCap)
-			return sessions.TurnOutput{}, stepAgain, nil
+			return nil, stepAgain, nil
 		}
 		r.logger().WarnContext(ctx, "model call failed", "class", string(llm.ClassOf(err)), "err", err)
 		r.out.Err = err
@@ -196,11 +218,11 @@ func (r *run) afterCall(ctx context.Context, resp *llm.Response, err error) (ses
 	case sessions.TurnClarify:
 		return r.reply(sessions.TurnClarify, question), stepEnd, nil
 	}
-	return sessions.TurnOutput{}, stepTools, nil
+	return nil, stepTools, nil
 }
 
 // ending is a turn's last output and error as afterCall returns them.
-func ending(out sessions.TurnOutput, err error) (sessions.TurnOutput, step, error) {
+func ending(out *sessions.TurnOutput, err error) (*sessions.TurnOutput, step, error) {
 	return out, stepEnd, err
 }
 
@@ -439,8 +461,9 @@ func (r *run) steer(q *sessions.SteerQueue) {
 	}
 }
 
-// reply ends the turn with text sent to the turn's origin.
-func (r *run) reply(end sessions.TurnEnd, text string) sessions.TurnOutput {
+// reply ends the turn with text sent to the turn's origin, and returns
+// the turn's output.
+func (r *run) reply(end sessions.TurnEnd, text string) *sessions.TurnOutput {
 	r.out.End = end
 	r.out.Model = r.a.Model
 	r.out.Meta = r.convMeta()
@@ -464,7 +487,7 @@ func (r *run) reply(end sessions.TurnEnd, text string) sessions.TurnOutput {
 		Meta:    meta,
 	})
 	r.out.Writes = r.writes()
-	return r.out
+	return &r.out
 }
 
 // count adds a call's usage to the turn's on model, the one that
@@ -512,12 +535,12 @@ func (r *run) writes() []sessions.Write {
 
 // interrupted ends the turn without a reply. What tools queued is kept:
 // the history says it was sent, so it must be.
-func (r *run) interrupted(ctx context.Context) (sessions.TurnOutput, error) {
+func (r *run) interrupted(ctx context.Context) (*sessions.TurnOutput, error) {
 	r.out.End, r.out.Model = sessions.TurnInterrupted, r.a.Model
 	r.out.Meta = r.convMeta()
 	r.out.Outbox = r.queued()
 	r.out.Writes = r.writes()
-	return r.out, context.Cause(ctx)
+	return &r.out, context.Cause(ctx)
 }
 
 // unfinished is how many of history's last messages are a turn that

@@ -597,7 +597,7 @@ func TestCancel(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		type ran struct {
-			out sessions.TurnOutput
+			out *sessions.TurnOutput
 			err error
 		}
 		done := make(chan ran, 1)

@@ -38,13 +38,40 @@ func (s *sessionStore) AppendClaim(ctx context.Context, in sessions.Inbound, wor
 // appendEntry runs q_append, which leases the conversation to
 // worker when it is not empty and the new entry is the next to run.
 func (s *sessionStore) appendEntry(ctx context.Context, op string, in sessions.Inbound, worker string, ttl time.Duration) (sessions.AppendResult, *sessions.Turn, error) {
-	in, data, err := sessions.EncodeInbound(op, in, s.db.lim)
+	c, err := s.appendCall(op, &in, worker, ttl)
 	if err != nil {
 		return sessions.AppendResult{}, nil, err
 	}
+	v, err := s.db.run(ctx, op, scriptQAppend, c.keys, c.args...)
+	if err != nil {
+		return sessions.AppendResult{}, nil, err
+	}
+	return s.appendReply(op, &in, worker, c, v)
+}
+
+// appendCall is q_append's keys and arguments for an entry, and the
+// history this process knows of its conversation, sent so that the
+// script need not send it back (see histcache.go). appendCall and
+// appendReply are apart from appendEntry so that their locals are off
+// the goroutine's stack while the call waits on Redis.
+type appendCall struct {
+	keys       []string
+	args       []any
+	known      histEntry
+	knownToken string
+}
+
+// appendCall encodes *in, which it leaves as the entry keeps it, and
+// makes its call to q_append.
+func (s *sessionStore) appendCall(op string, in *sessions.Inbound, worker string, ttl time.Duration) (*appendCall, error) {
+	enc, data, err := sessions.EncodeInbound(op, *in, s.db.lim)
+	if err != nil {
+		return nil, err
+	}
+	*in = enc
 	tag, pfx := convTag(in.Conv), s.db.convPfx(in.Conv)
 	lane := in.Lane()
-	keys := []string{
+	c := &appendCall{keys: []string{
 		convKeyIn(pfx, tag, "state"),
 		readyKey(pfx),
 		convKeyIn(pfx, tag, "q"+strconv.Itoa(lane)),
@@ -52,24 +79,22 @@ func (s *sessionStore) appendEntry(ctx context.Context, op string, in sessions.I
 		convKeyIn(pfx, tag, "hist"),
 		activeKey(pfx),
 		convKeyIn(pfx, tag, "ctl"),
-	}
+	}}
 	if in.MessageID != "" {
-		keys = append(keys, convKeyIn(pfx, tag, "dd:"+in.MessageID))
+		c.keys = append(c.keys, convKeyIn(pfx, tag, "dd:"+in.MessageID))
 	}
-	// The history this process knows of the conversation, sent so that
-	// the script need not send it back (see histcache.go).
-	var known histEntry
-	knownToken, knownLen := "", 0
+	knownLen := 0
 	if worker != "" {
 		if e, ok := s.db.hist.get(in.Conv); ok {
-			known, knownToken, knownLen = e, strconv.FormatInt(e.token, 10), len(e.msgs)
+			c.known, c.knownToken, knownLen = e, strconv.FormatInt(e.token, 10), len(e.msgs)
 		}
 	}
-	v, err := s.db.run(ctx, op, scriptQAppend, keys,
-		tag, lane, data, s.db.nowArg(), s.db.windowArg(), worker, durMS(ttl), knownToken, knownLen)
-	if err != nil {
-		return sessions.AppendResult{}, nil, err
-	}
+	c.args = []any{tag, lane, data, s.db.nowArg(), s.db.windowArg(), worker, durMS(ttl), c.knownToken, knownLen}
+	return c, nil
+}
+
+// appendReply reads q_append's reply v to c for the entry in.
+func (s *sessionStore) appendReply(op string, in *sessions.Inbound, worker string, c *appendCall, v []any) (sessions.AppendResult, *sessions.Turn, error) {
 	// 3: a duplicate; 4: queued, with the metadata and whether a lease
 	// held the conversation; 8: queued and leased, the turn following.
 	if len(v) != 3 && len(v) != 4 && len(v) != 8 {
@@ -91,17 +116,19 @@ func (s *sessionStore) appendEntry(ctx context.Context, op string, in sessions.I
 	}
 	turn := &sessions.Turn{
 		Lease:        sessions.Lease{Conv: in.Conv, Worker: worker, Token: num(v[3]), Expires: msTime(v[4])},
-		Entry:        sessions.Entry{Inbound: in, ID: res.EntryID, EnqueuedAt: msTime(v[5]), Deliveries: 1},
+		Entry:        sessions.Entry{Inbound: *in, ID: res.EntryID, EnqueuedAt: msTime(v[5]), Deliveries: 1},
 		HistoryRead:  true,
 		Uncontrolled: num(v[7]) == 0,
 	}
-	if same, ok := v[6].(int64); ok && same == 1 && knownToken != "" {
+	if same, ok := v[6].(int64); ok && same == 1 && c.knownToken != "" {
+		known := c.known
 		known.token = turn.Lease.Token
 		s.db.hist.put(in.Conv, known)
 		s.db.hist.served.Add(1)
 		turn.History = known.copy()
 		return res, turn, nil
 	}
+	var err error
 	if turn.History, err = s.db.readHistory(op, in.Conv, turn.Lease.Token, v[6]); err != nil {
 		return res, nil, err
 	}

@@ -170,15 +170,28 @@ type claimer struct {
 	ttl    time.Duration
 }
 
+// encodeEntry checks the store is open and encodes *in for its row,
+// which it leaves as the row keeps it. It is apart from appendEntry so
+// that its locals are off the goroutine's stack while the append waits
+// for the writer.
+func (s *sessionStore) encodeEntry(ctx context.Context, op string, in *sessions.Inbound) ([]byte, error) {
+	if err := s.d.check(ctx, op); err != nil {
+		return nil, err
+	}
+	enc, body, err := sessions.EncodeInbound(op, *in, s.d.lim)
+	if err != nil {
+		return nil, err
+	}
+	*in = enc
+	return body, nil
+}
+
 // appendEntry is Append, and with a claimer AppendClaim: one transaction
 // that inserts the entry and then either leases its conversation to c or
 // leaves it ready as Append does.
 func (s *sessionStore) appendEntry(ctx context.Context, op string, in sessions.Inbound, c *claimer) (sessions.AppendResult, *sessions.Turn, error) {
 	d := s.d
-	if err := d.check(ctx, op); err != nil {
-		return sessions.AppendResult{}, nil, err
-	}
-	in, body, err := sessions.EncodeInbound(op, in, d.lim)
+	body, err := s.encodeEntry(ctx, op, &in)
 	if err != nil {
 		return sessions.AppendResult{}, nil, err
 	}

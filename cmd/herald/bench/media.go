@@ -217,7 +217,7 @@ type modelCall struct {
 	err          error
 }
 
-func (m *modelCall) Run(ctx context.Context, in *sessions.TurnInput) (sessions.TurnOutput, error) {
+func (m *modelCall) Run(ctx context.Context, in *sessions.TurnInput) (*sessions.TurnOutput, error) {
 	m.images, m.sent, m.text, m.err = len(in.Images), 0, in.Entry.Text, nil
 	for _, img := range in.Images {
 		loaded, err := media.LoadImage(ctx, img)
@@ -227,7 +227,7 @@ func (m *modelCall) Run(ctx context.Context, in *sessions.TurnInput) (sessions.T
 		}
 		m.sent += len(loaded.Data)
 	}
-	return sessions.TurnOutput{End: sessions.TurnDone}, nil
+	return &sessions.TurnOutput{End: sessions.TurnDone}, nil
 }
 
 // benchPhoto is a JPEG of about size bytes: a 4000x3000 picture with the
