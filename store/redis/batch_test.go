@@ -98,3 +98,58 @@ func TestCallGivenUpWithItsContext(t *testing.T) {
 		t.Errorf("fcall with a cancelled context = %v, want context.Canceled", err)
 	}
 }
+
+// TestCallAloneAfterItsConnectionWasClosed closes the server's end of
+// the connection held for calls going alone, between calls: after a
+// pause longer than loneFresh the next call is sent on a connection the
+// pool checked, and succeeds; within it, a call may fail once on the
+// closed connection, which is dropped, and the call after it succeeds.
+// A call answered with an error gives its connection back as well.
+func TestCallAloneAfterItsConnectionWasClosed(t *testing.T) {
+	db := openDB(t, testkit.StartRedis(t), nil, sessions.Limits{})
+	ctx := context.Background()
+	call := func() error {
+		_, err := db.batch.fcall(ctx, scriptQHistory.fn, []string{db.convKey("c", "hist")})
+		return err
+	}
+	kill := func() {
+		t.Helper()
+		id, err := db.batch.lone.ClientID(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.client.ClientKillByFilter(ctx, "ID", strconv.FormatInt(id, 10)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := call(); err != nil {
+		t.Fatal(err)
+	}
+	if db.batch.lone == nil {
+		t.Fatal("a call alone held no connection")
+	}
+	kill()
+	time.Sleep(loneFresh + 50*time.Millisecond)
+	if err := call(); err != nil {
+		t.Errorf("call after a pause: %v, want success", err)
+	}
+	if db.batch.lone == nil {
+		t.Fatal("a call alone held no connection")
+	}
+	kill()
+	err := call() // may fail: its connection was closed a moment ago
+	t.Logf("call right after the close: %v", err)
+	if err := call(); err != nil {
+		t.Errorf("call after a failed one: %v, want success", err)
+	}
+	// An error reply gives the connection back too.
+	if _, err := db.batch.fcall(ctx, "herald_no_such_function", []string{db.convKey("c", "hist")}); err == nil {
+		t.Fatal("a call of no function succeeded")
+	}
+	if db.batch.lone != nil {
+		t.Error("the connection of an error reply is still held")
+	}
+	if err := call(); err != nil {
+		t.Errorf("call after an error reply: %v, want success", err)
+	}
+}

@@ -169,90 +169,91 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 	if err := s.fillTimes(ctx, &c); err != nil {
 		return nil, err
 	}
+	// The arguments are made in one slice, sized for the change, the
+	// instants section last: it is known once every encoding is.
 	marks := kbMarks{stamp: stamp != ""} // the change's instants to stamp
-	var items []any                      // the sections after the instants
+	args := make([]any, 0, kbApplyArgs(c))
+	args = append(args, db.shards.pfx(db.kbShard()), stamp)
 	add := func(body []byte) error {
 		f, m, err := marks.format(body)
 		if err != nil {
 			return errs.Wrap(op, errs.Invalid, err)
 		}
-		items = append(items, f, m)
+		args = append(args, f, m)
 		return nil
 	}
-	items = append(items, len(c.Cards))
+	args = append(args, len(c.Cards))
 	for _, w := range c.Cards {
 		k := w.Card
 		body, err := encodeKbCard(op, k)
 		if err != nil {
 			return nil, err
 		}
-		items = append(items, k.ID, k.Board, string(k.Status), k.IdempotencyKey, w.From)
+		args = append(args, k.ID, k.Board, string(k.Status), k.IdempotencyKey, w.From)
 		if err := add(body); err != nil {
 			return nil, err
 		}
 	}
-	items = append(items, len(c.Check))
+	args = append(args, len(c.Check))
 	for _, v := range c.Check {
-		items = append(items, v.ID, v.Version)
+		args = append(args, v.ID, v.Version)
 	}
 	for _, ls := range [][]kanban.Link{c.Link, c.Unlink} {
-		items = append(items, len(ls))
+		args = append(args, len(ls))
 		for _, l := range ls {
-			items = append(items, l.Parent, l.Child)
+			args = append(args, l.Parent, l.Child)
 		}
 	}
-	items = append(items, len(c.Comments))
+	args = append(args, len(c.Comments))
 	for _, cm := range c.Comments {
 		b, err := json.Marshal(cm)
 		if err != nil {
 			return nil, errs.Wrap(op, errs.Invalid, err)
 		}
-		items = append(items, cm.Card)
+		args = append(args, cm.Card)
 		if err := add(b); err != nil {
 			return nil, err
 		}
 	}
-	items = append(items, len(c.Attachments))
+	args = append(args, len(c.Attachments))
 	for _, a := range c.Attachments {
 		a.Path = ""
 		b, err := json.Marshal(a)
 		if err != nil {
 			return nil, errs.Wrap(op, errs.Invalid, err)
 		}
-		items = append(items, a.Card, a.Name)
+		args = append(args, a.Card, a.Name)
 		if err := add(b); err != nil {
 			return nil, err
 		}
 	}
-	items = append(items, len(c.Runs))
+	args = append(args, len(c.Runs))
 	for _, r := range c.Runs {
 		b, err := json.Marshal(r)
 		if err != nil {
 			return nil, errs.Wrap(op, errs.Invalid, err)
 		}
-		items = append(items, r.ID, r.Card, r.Started.UnixMilli())
+		args = append(args, r.ID, r.Card, r.Started.UnixMilli())
 		if err := add(b); err != nil {
 			return nil, err
 		}
 	}
-	items = append(items, len(c.Events))
+	args = append(args, len(c.Events))
 	for _, e := range c.Events {
 		e.Cursor = ""
 		b, err := json.Marshal(e)
 		if err != nil {
 			return nil, errs.Wrap(op, errs.Invalid, err)
 		}
-		items = append(items, e.Board, e.Card)
+		args = append(args, e.Board, e.Card)
 		if err := add(b); err != nil {
 			return nil, err
 		}
 	}
-	args := make([]any, 0, 4+2*len(marks.offsets)+len(items))
-	args = append(args, db.shards.pfx(db.kbShard()), stamp, len(marks.offsets))
+	args = append(args, len(marks.offsets))
 	for _, off := range marks.offsets {
 		args = append(args, int64(off/time.Second), int64(off%time.Second))
 	}
-	args = append(args, items...)
 	v, err := db.runIn(ctx, op, scriptKbApply, db.kbShard(), nil, args...)
 	if err != nil {
 		return nil, err
@@ -324,6 +325,14 @@ func (s kanbanStore) fillTimes(ctx context.Context, c *kanban.Change) error {
 	return nil
 }
 
+// kbApplyArgs is how many arguments kb_apply is given for c, but for
+// its instants section's items: its prefix and stamp, each section's
+// count and items, and room for a few instants.
+func kbApplyArgs(c kanban.Change) int {
+	return 2 + 9 + 7*len(c.Cards) + 2*(len(c.Check)+len(c.Link)+len(c.Unlink)) +
+		3*len(c.Comments) + 4*len(c.Attachments) + 5*len(c.Runs) + 4*len(c.Events) + 2*4
+}
+
 // kbInstants are the names of the members of a card, its claim and stop
 // request, a run, an event, a comment and an attachment that are
 // instants.
@@ -352,7 +361,8 @@ func (m *kbMarks) format(body []byte) (text []byte, marks string, err error) {
 		return body, "", nil
 	}
 	out := make([]byte, 0, len(body)+16)
-	var places []byte
+	var few [8]byte
+	places := few[:0]
 	copied := 0 // body[:copied] is in out
 	rest := 0   // where to look for the next instant
 	for {

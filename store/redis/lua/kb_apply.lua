@@ -6,8 +6,6 @@
 --   its encodings' instants are given as format items (kb_stamp), its
 --   runs' start ms are offsets
 -- ARGV[3 ..] sections, each its count then its items:
---   instants: offset seconds, offset nanoseconds (the change's instants
---     to stamp, each once; none unless stamping)
 --   cards: id, board, status, idempotency key, version read (0: new),
 --     encoding, marks
 --   checks: id, version
@@ -16,6 +14,9 @@
 --   attachments: card, name, encoding, marks
 --   runs: id, card, start ms, encoding, marks
 --   events: board, card, encoding, marks
+--   instants: offset seconds, offset nanoseconds (the change's instants
+--     to stamp, each once; none unless stamping), last: the store knows
+--     them once it has made every encoding
 -- An encoding's marks are '' (it is stored as given), or one byte an
 -- instant of it, the instant's place in the instants section: the
 -- encoding is then a string.format text whose %s items are those
@@ -35,7 +36,6 @@ local function section(width)
   return first, n
 end
 
-local instants, ninstants = section(2)
 local cards, ncards = section(7)
 local checks, nchecks = section(2)
 local links, nlinks = section(2)
@@ -44,6 +44,7 @@ local comments, ncomments = section(3)
 local attachments, nattachments = section(4)
 local runs, nruns = section(5)
 local events, nevents = section(4)
+local instants, ninstants = section(2)
 
 -- Check.
 local old = {}

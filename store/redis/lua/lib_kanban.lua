@@ -82,8 +82,23 @@ local function kb_stamp(body, marks, texts)
   if marks == '' then
     return body
   end
+  -- Up to four instants (a card's most, claimed) are given to format
+  -- as they are, without a table of them to unpack.
+  local n = #marks
+  if n == 1 then
+    return string.format(body, texts[string.byte(marks)])
+  elseif n == 2 then
+    local a, b = string.byte(marks, 1, 2)
+    return string.format(body, texts[a], texts[b])
+  elseif n == 3 then
+    local a, b, c = string.byte(marks, 1, 3)
+    return string.format(body, texts[a], texts[b], texts[c])
+  elseif n == 4 then
+    local a, b, c, d = string.byte(marks, 1, 4)
+    return string.format(body, texts[a], texts[b], texts[c], texts[d])
+  end
   local items = {}
-  for k = 1, #marks do
+  for k = 1, n do
     items[k] = texts[string.byte(marks, k)]
   end
   return string.format(body, unpack(items))
