@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/heraldgw/herald/cronjobs"
@@ -21,8 +22,10 @@ func (d *DB) Cron() cronjobs.Store { return cronStore{d: d} }
 
 // A job is one row of cron_jobs: its encoding, whose version the column
 // overrides, and its due time (Unix nanoseconds; NULL when it wants no
-// fire), which the partial index on due_at orders. A run is one row of
-// cron_runs, ordered per job by (started_at, id).
+// fire), which the partial index on (due_at, id) orders as DueJobs
+// lists them. A run is one row of cron_runs, ordered per job by
+// (started_at, id); a job may hold a few more than KeepRuns between
+// trims (trimNewRun).
 const (
 	sqlCronInsert = `INSERT INTO cron_jobs (id, version, due_at, job) VALUES (?1, 1, ?2, ?3)`
 	// The update is the compare-and-set: it matches only the version the
@@ -251,13 +254,20 @@ func trimRuns(t *tx, job string) error {
 const trimEvery = 10
 
 // trimNewRun trims job's runs, a new one of which a fire's start just
-// wrote, at the first such run since the store was opened and every
-// trimEvery-th after: a trim reads the job's runs in the index, and a
-// fire's start is the write that adds them. A job then keeps at most
-// KeepRuns+trimEvery-1 runs between trims (a trim undone with its
-// transaction aside), of which Runs lists the KeepRuns newest.
+// wrote, every trimEvery-th such run: a trim reads the job's runs in
+// the index, and a fire's start is the write that adds them. The count
+// starts at a random place in the cycle when the store is opened, so
+// that a process's first slot, in which every job fires its first run
+// since, does not trim them all, and so that a job restarted often is
+// still trimmed. A job keeps fewer than KeepRuns+trimEvery runs once
+// trimmed in this process, and fewer than KeepRuns+2*trimEvery before
+// (a trim undone with its transaction aside); Runs lists the KeepRuns
+// newest.
 func (d *DB) trimNewRun(t *tx, job string) error {
-	n := d.newRuns[job]
+	n, ok := d.newRuns[job]
+	if !ok {
+		n = rand.IntN(trimEvery)
+	}
 	d.newRuns[job] = (n + 1) % trimEvery
 	if n != 0 {
 		return nil

@@ -66,9 +66,8 @@ type DB struct {
 	// keys), to prune the expired ones now and then. Only operations
 	// running on the writer touch it.
 	writes int
-	// newRuns counts each job's runs a fire's start wrote since the job's
-	// runs were last trimmed (trimRunsDue). Only operations running on
-	// the writer touch it.
+	// newRuns is where each job is in the cycle of trims of its runs
+	// (trimNewRun). Only operations running on the writer touch it.
 	newRuns map[string]int
 
 	sessions *sessionStore
