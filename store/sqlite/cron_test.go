@@ -3,10 +3,12 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/heraldgw/herald/cronjobs"
+	"github.com/heraldgw/herald/sessions"
 )
 
 // A fire's start trims its job's runs every trimEvery-th new run, not
@@ -85,5 +87,30 @@ func TestFireStartsTrimRunsNowAndThen(t *testing.T) {
 	}
 	if !trimmed {
 		t.Errorf("%d fires since the store opened left the job's runs untrimmed (%d)", trimEvery, stored(d2))
+	}
+}
+
+// A version 28 file's due jobs are listed as before from the index on
+// (due_at, id) that replaces the one on due_at.
+func TestVersion28FileListsItsDueJobsInOrder(t *testing.T) {
+	ctx := context.Background()
+	job := func(id string) string {
+		return fmt.Sprintf(`INSERT INTO cron_jobs (id, version, due_at, job) VALUES ('%s', 1, %d,
+			'{"id":"%s","name":"report","prompt":"hi","enabled":true}')`, id, nanos(t0), id)
+	}
+	path := oldFile(t, 28, job("job_c"), job("job_a"), job("job_b"),
+		`INSERT INTO cron_jobs (id, version, due_at, job) VALUES ('job_0', 1, NULL, '{"id":"job_0","name":"off","prompt":"hi"}')`)
+	d := openAt(t, path, nil, sessions.Limits{})
+	var cols []string
+	rows, err := d.rdb.Query(`SELECT name FROM pragma_index_info('cron_jobs_due')`)
+	if err == nil {
+		cols, err = scanRows(scanString)(rows, nil)
+	}
+	if err != nil || !slices.Equal(cols, []string{"due_at", "id"}) {
+		t.Fatalf("cron_jobs_due columns = %v, %v; want [due_at id]", cols, err)
+	}
+	due, err := d.Cron().DueJobs(ctx, t0, 2)
+	if err != nil || len(due) != 2 || due[0].ID != "job_a" || due[1].ID != "job_b" {
+		t.Fatalf("DueJobs = %+v, %v; want job_a and job_b", due, err)
 	}
 }
