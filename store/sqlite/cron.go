@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/heraldgw/herald/cronjobs"
@@ -21,22 +22,34 @@ func (d *DB) Cron() cronjobs.Store { return cronStore{d: d} }
 
 // A job is one row of cron_jobs: its encoding, whose version the column
 // overrides, and its due time (Unix nanoseconds; NULL when it wants no
-// fire), which the partial index on due_at orders. A run is one row of
-// cron_runs, ordered per job by (started_at, id).
+// fire), which the partial index on (due_at, id) orders as DueJobs
+// lists them. A run is one row of cron_runs, ordered per job by
+// (started_at, id); a job may hold a few more than KeepRuns between
+// trims (trimNewRun).
 const (
 	sqlCronInsert = `INSERT INTO cron_jobs (id, version, due_at, job) VALUES (?1, 1, ?2, ?3)`
 	// The update is the compare-and-set: it matches only the version the
 	// writer read.
 	sqlCronUpdate = `UPDATE cron_jobs SET version = ?3, due_at = ?4, job = ?5 WHERE id = ?1 AND version = ?2`
-	sqlCronExists = `SELECT 1 FROM cron_jobs WHERE id = ?1`
-	sqlCronDelete = `DELETE FROM cron_jobs WHERE id = ?1`
-	sqlCronGet    = `SELECT version, job FROM cron_jobs WHERE id = ?1`
-	sqlCronAll    = `SELECT version, job FROM cron_jobs ORDER BY id`
-	sqlCronDue    = `SELECT version, job FROM cron_jobs WHERE due_at <= ?1 ORDER BY due_at, id LIMIT ?2`
-	sqlCronNext   = `SELECT due_at FROM cron_jobs WHERE due_at IS NOT NULL ORDER BY due_at LIMIT 1`
+	// The same, for a job whose due time stays: due_at not set, its
+	// index is not written.
+	sqlCronUpdateBody = `UPDATE cron_jobs SET version = ?3, job = ?5 WHERE id = ?1 AND version = ?2 AND due_at IS ?4`
+	sqlCronExists     = `SELECT 1 FROM cron_jobs WHERE id = ?1`
+	sqlCronDelete     = `DELETE FROM cron_jobs WHERE id = ?1`
+	sqlCronGet        = `SELECT version, job FROM cron_jobs WHERE id = ?1`
+	sqlCronAll        = `SELECT version, job FROM cron_jobs ORDER BY id`
+	sqlCronDue        = `SELECT version, job FROM cron_jobs WHERE due_at <= ?1 ORDER BY due_at, id LIMIT ?2`
+	sqlCronNext       = `SELECT due_at FROM cron_jobs WHERE due_at IS NOT NULL ORDER BY due_at LIMIT 1`
 
 	sqlCronRunPut = `INSERT INTO cron_runs (id, job, started_at, run) VALUES (?1, ?2, ?3, ?4)
 		ON CONFLICT (id) DO UPDATE SET job = excluded.job, started_at = excluded.started_at, run = excluded.run`
+	// A fire's start writes its run only when there is none (an earlier
+	// attempt's is read instead); its end rewrites the record alone
+	// while the run's job and start are those stored, so that neither
+	// the index of the job's runs nor the trim is written again.
+	sqlCronRunStart = `INSERT INTO cron_runs (id, job, started_at, run) VALUES (?1, ?2, ?3, ?4)
+		ON CONFLICT (id) DO NOTHING`
+	sqlCronRunEnd = `UPDATE cron_runs SET run = ?4 WHERE id = ?1 AND job = ?2 AND started_at = ?3`
 	// Newest first is started_at, then id, both descending: the index on
 	// (job, started_at, id) read backwards.
 	sqlCronRunTrim = `DELETE FROM cron_runs WHERE id IN
@@ -136,6 +149,7 @@ func (s cronStore) RemoveJob(ctx context.Context, id string) error {
 		if n == 0 {
 			return errs.E(op, errs.NotFound, "no job %q", id)
 		}
+		delete(d.newRuns, id)
 		_, err = t.exec(sqlCronRunsDelete, id)
 		return err
 	})
@@ -226,8 +240,39 @@ func putRun(t *tx, r cronjobs.Run, body []byte) error {
 	if _, err := t.st.cronRunPut.Exec(r.ID, r.Job, nanos(r.StartedAt), body); err != nil {
 		return err
 	}
-	_, err := t.st.cronRunTrim.Exec(r.Job, cronjobs.KeepRuns)
+	return trimRuns(t, r.Job)
+}
+
+// trimRuns keeps job's KeepRuns newest runs.
+func trimRuns(t *tx, job string) error {
+	_, err := t.st.cronRunTrim.Exec(job, cronjobs.KeepRuns)
 	return err
+}
+
+// trimEvery is how many runs a fire's start writes for a job between
+// two trims of its runs.
+const trimEvery = 10
+
+// trimNewRun trims job's runs, a new one of which a fire's start just
+// wrote, every trimEvery-th such run: a trim reads the job's runs in
+// the index, and a fire's start is the write that adds them. The count
+// starts at a random place in the cycle when the store is opened, so
+// that a process's first slot, in which every job fires its first run
+// since, does not trim them all, and so that a job restarted often is
+// still trimmed. A job keeps fewer than KeepRuns+trimEvery runs once
+// trimmed in this process, and fewer than KeepRuns+2*trimEvery before
+// (a trim undone with its transaction aside); Runs lists the KeepRuns
+// newest.
+func (d *DB) trimNewRun(t *tx, job string) error {
+	n, ok := d.newRuns[job]
+	if !ok {
+		n = rand.IntN(trimEvery)
+	}
+	d.newRuns[job] = (n + 1) % trimEvery
+	if n != 0 {
+		return nil
+	}
+	return trimRuns(t, job)
 }
 
 func (s cronStore) Run(ctx context.Context, id string) (cronjobs.Run, error) {
@@ -252,7 +297,12 @@ func (s cronStore) Runs(ctx context.Context, job string, n int) ([]cronjobs.Run,
 	if err := d.check(ctx, op); err != nil {
 		return nil, err
 	}
-	out, err := scanRows(scanRun)(d.rdb.QueryContext(ctx, sqlCronRuns, job, limit(n)))
+	// A job may hold a few more than KeepRuns between trims
+	// (trimNewRun); no more than those are listed.
+	if n <= 0 || n > cronjobs.KeepRuns {
+		n = cronjobs.KeepRuns
+	}
+	out, err := scanRows(scanRun)(d.rdb.QueryContext(ctx, sqlCronRuns, job, n))
 	if err != nil {
 		return nil, d.fail(op, err)
 	}

@@ -36,6 +36,17 @@ func (f *fireJob) write(t *tx, op string) error {
 	return updateJob(t, op, f.job, f.job.Version+1, f.due, f.body)
 }
 
+// writeBody writes the job as write does, leaving the index of due
+// times unwritten when the stored due time is the job's: a fire's end
+// records its run in the job, which its start already moved on.
+func (f *fireJob) writeBody(t *tx, op string) error {
+	n, err := rowsOf(t.st.cronUpdateBody.Exec(f.job.ID, f.job.Version, f.job.Version+1, f.due, f.body))
+	if err != nil || n == 1 {
+		return err
+	}
+	return f.write(t, op)
+}
+
 func (s cronStore) StartFire(ctx context.Context, in cronjobs.FireStart) (cronjobs.FireStarted, error) {
 	const op = "sqlite.cron.StartFire"
 	d := s.d
@@ -84,21 +95,27 @@ func (s cronStore) StartFire(ctx context.Context, in cronjobs.FireStart) (cronjo
 		if st == lease.OnceDone {
 			return nil
 		}
+		if in.Start {
+			// Written when there is no record of an earlier attempt,
+			// which is read only when there is one.
+			n, err := rowsOf(t.st.cronRunStart.Exec(in.Run.ID, in.Run.Job, nanos(in.Run.StartedAt), run))
+			if err != nil {
+				return err
+			}
+			if n == 1 {
+				out.Started = true
+				return d.trimNewRun(t, in.Run.Job)
+			}
+		}
 		prior, err := scanRun(t.st.cronRunGet.QueryRow(in.Run.ID))
 		switch {
 		case err == nil:
 			out.Prior, out.HasPrior = prior, true
 			return nil
-		case !errors.Is(err, sql.ErrNoRows):
-			return err
-		case !in.Start:
+		case errors.Is(err, sql.ErrNoRows):
 			return nil
 		}
-		if err := putRun(t, in.Run, run); err != nil {
-			return err
-		}
-		out.Started = true
-		return nil
+		return err
 	})
 	if err != nil {
 		return cronjobs.FireStarted{}, d.fail(op, err)
@@ -129,9 +146,15 @@ func (s cronStore) EndFire(ctx context.Context, in cronjobs.FireEnd) (cronjobs.J
 			return err
 		}
 		if fj != nil {
-			if err := fj.write(t, op); err != nil {
+			if err := fj.writeBody(t, op); err != nil {
 				return err
 			}
+		}
+		// The run as its start wrote it is rewritten in place; one
+		// written otherwise (or not at all) is put whole.
+		n, err := rowsOf(t.st.cronRunEnd.Exec(in.Run.ID, in.Run.Job, nanos(in.Run.StartedAt), body))
+		if err != nil || n == 1 {
+			return err
 		}
 		return putRun(t, in.Run, body)
 	})

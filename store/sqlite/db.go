@@ -66,6 +66,9 @@ type DB struct {
 	// keys), to prune the expired ones now and then. Only operations
 	// running on the writer touch it.
 	writes int
+	// newRuns is where each job is in the cycle of trims of its runs
+	// (trimNewRun). Only operations running on the writer touch it.
+	newRuns map[string]int
 
 	sessions *sessionStore
 	outbox   *outboxStore
@@ -93,7 +96,7 @@ func Open(path string, opts Options) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, errs.Wrap(op, errs.Unavailable, err)
 	}
-	d := &DB{clk: opts.Clock, lim: opts.Limits.WithDefaults()}
+	d := &DB{clk: opts.Clock, lim: opts.Limits.WithDefaults(), newRuns: map[string]int{}}
 	if d.clk == nil {
 		d.clk = clock.Real{}
 	}

@@ -59,6 +59,15 @@ func TestQueryPlans(t *testing.T) {
 		{"signals read", sqlSignalsRead, []any{0, 10}},
 		{"note delete", sqlNoteDelete, []any{1, "u"}},
 		{"notes list", sqlNotesList, []any{"u"}},
+		{"cron update", sqlCronUpdate, []any{"j", 1, 2, 1, "{}"}},
+		{"cron update body", sqlCronUpdateBody, []any{"j", 1, 2, 1, "{}"}},
+		{"cron due", sqlCronDue, []any{1, 10}},
+		{"cron run start", sqlCronRunStart, []any{"r", "j", 1, "{}"}},
+		{"cron run end", sqlCronRunEnd, []any{"r", "j", 1, "{}"}},
+		{"cron run trim", sqlCronRunTrim, []any{"j", 50}},
+		{"cron runs", sqlCronRuns, []any{"j", 50}},
+		{"once claim", sqlOnceClaim, []any{"f", "o", 1, 1}},
+		{"once done", sqlOnceDone, []any{"f", 1, 1}},
 	} {
 		rows, err := d.rdb.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+tc.query, tc.args...)
 		if err != nil {

@@ -515,6 +515,14 @@ ALTER TABLE kanban_events_new RENAME TO kanban_events;
 CREATE INDEX kanban_events_board ON kanban_events (board, seq);
 CREATE INDEX kanban_events_card ON kanban_events (card, seq);
 `,
+	// 28 → 29: the due jobs read in the order they are listed in, due
+	// time then id, from the index alone: with due_at only, the jobs due
+	// at one time were all read and sorted by id to list the first few,
+	// every job of the slot for each read when thousands are due at once.
+	`
+DROP INDEX cron_jobs_due;
+CREATE INDEX cron_jobs_due ON cron_jobs (due_at, id) WHERE due_at IS NOT NULL;
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

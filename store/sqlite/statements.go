@@ -52,8 +52,9 @@ type statements struct {
 	ctlInsert, ctlUpdate                     *sql.Stmt
 	usageAdd                                 *sql.Stmt
 	poolUse, poolCount, poolStick, poolPrune *sql.Stmt
-	cronUpdate, cronExists, cronRunGet       *sql.Stmt
-	cronRunPut, cronRunTrim                  *sql.Stmt
+	cronUpdate, cronUpdateBody, cronExists   *sql.Stmt
+	cronRunGet, cronRunPut, cronRunTrim      *sql.Stmt
+	cronRunStart, cronRunEnd                 *sql.Stmt
 	onceGet, onceToken, onceClaim            *sql.Stmt
 	onceRenew, onceDone, oncePrune           *sql.Stmt
 }
@@ -156,6 +157,9 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 
 		// Every cron fire claims, writes its job and run, and marks done.
 		{&st.cronUpdate, sqlCronUpdate},
+		{&st.cronUpdateBody, sqlCronUpdateBody},
+		{&st.cronRunStart, sqlCronRunStart},
+		{&st.cronRunEnd, sqlCronRunEnd},
 		{&st.cronExists, sqlCronExists},
 		{&st.cronRunGet, sqlCronRunGet},
 		{&st.cronRunPut, sqlCronRunPut},

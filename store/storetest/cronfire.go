@@ -22,6 +22,7 @@ func runCronFires(t *testing.T, b Backend) {
 	t.Run("a start of a done fire only moves the job", func(t *testing.T) { runFireStartDone(t, b) })
 	t.Run("an end writes the run, the job and the done mark", func(t *testing.T) { runFireEnd(t, b) })
 	t.Run("an end is all or nothing", func(t *testing.T) { runFireEndRefused(t, b) })
+	t.Run("an end that moves the job or the run's start writes them whole", func(t *testing.T) { runFireEndMoved(t, b) })
 	t.Run("invalid arguments", func(t *testing.T) { runFireInvalid(t, b) })
 }
 
@@ -251,6 +252,40 @@ func runFireEnd(t *testing.T, b Backend) {
 		t.Errorf("run after EndFire without a job = %+v, %v; want it ended", r, err)
 	}
 	f.claimOnce("cron:job_2:1", "gw-b", lease.OnceDone)
+}
+
+func runFireEndMoved(t *testing.T, b Backend) {
+	f := newFixture(t, b, sessions.Limits{})
+	j := f.createJob(newJob("job_1", t0))
+	f.createJob(newJob("job_2", t0.Add(90*time.Minute)))
+	in := f.fireStart(j, "gw-a", t0.Add(time.Hour))
+	res := f.startFire(in, lease.OnceClaimed)
+	f.clk.Advance(time.Minute)
+	// The end moves the job past job_2, and its run started later than
+	// the start wrote (as a run started again does).
+	end := f.endOf(in, res)
+	end.Job.NextRunAt = t0.Add(2 * time.Hour)
+	end.Run.StartedAt = t0.Add(30 * time.Second)
+	if _, err := f.cron().EndFire(f.ctx, end); err != nil {
+		t.Fatalf("EndFire: %v", err)
+	}
+	if got := f.job("job_1"); got.Version != 3 || !got.NextRunAt.Equal(t0.Add(2*time.Hour)) {
+		t.Errorf("job after EndFire: version %d next %v, want 3 and %v", got.Version, got.NextRunAt, t0.Add(2*time.Hour))
+	}
+	if ids := f.dueIDs(t0.Add(time.Hour), 10); len(ids) != 0 {
+		t.Errorf("DueJobs at the job's due time before the end = %v, want none", ids)
+	}
+	if ids := f.dueIDs(t0.Add(2*time.Hour), 10); !cmp.Equal(ids, []string{"job_2", "job_1"}) {
+		t.Errorf("DueJobs at the end's due time = %v, want [job_2 job_1]", ids)
+	}
+	f.wantNextDue(t0.Add(90 * time.Minute))
+	rs, err := f.cron().Runs(f.ctx, "job_1", 0)
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("Runs after EndFire = %v, %v; want the one run", rs, err)
+	}
+	if diff := cmp.Diff(end.Run, rs[0], timeOpts); diff != "" {
+		t.Errorf("run after EndFire (-want +got):\n%s", diff)
+	}
 }
 
 func runFireEndRefused(t *testing.T, b Backend) {
