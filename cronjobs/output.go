@@ -31,7 +31,7 @@ const pruneEvery = 10
 // written aside and renamed: a rename is a second change to the
 // directory, a third of a save's cost when thousands of fires end at
 // once. Nothing names the file until the run's end is recorded, after
-// Save returns, so a reader going by the run (herald cron output) never
+// Save returns, so a reader going by the run (Manager.Output) never
 // finds it half written. A name that is taken is a fire run again (after
 // a crash, or by a claim's next holder): an earlier attempt's output,
 // whole or cut short, that a run record may name already, so it is
