@@ -20,22 +20,29 @@ const KindReport = "cron"
 const firePrefix = "cron:"
 
 // fire is one fire's identity: the job and the time it was due, and
-// whether it was asked for with "run now" rather than scheduled.
+// whether it was asked for with "run now" rather than scheduled. Made by
+// newFire, which names it once: the name is looked up and written
+// several times a fire.
 type fire struct {
 	job    string
 	at     time.Time
 	manual bool
+	name   string
+}
+
+// newFire is the fire of job at at, named.
+func newFire(job string, at time.Time, manual bool) fire {
+	name := firePrefix + job + ":" + strconv.FormatInt(at.Unix(), 10)
+	if manual {
+		name = firePrefix + job + ":run:" + strconv.FormatInt(at.UnixMilli(), 10)
+	}
+	return fire{job: job, at: at, manual: manual, name: name}
 }
 
 // id is the fire's identity in the once-only claims:
 // cron:<job>:<unix s> for a scheduled fire, cron:<job>:run:<unix ms>
 // for a requested one.
-func (f fire) id() string {
-	if f.manual {
-		return firePrefix + f.job + ":run:" + strconv.FormatInt(f.at.UnixMilli(), 10)
-	}
-	return firePrefix + f.job + ":" + strconv.FormatInt(f.at.Unix(), 10)
-}
+func (f fire) id() string { return f.name }
 
 // runID is the id of the fire's run record: the same for every attempt
 // at the fire, so one that is run again after a crash updates its record
@@ -57,21 +64,21 @@ func parseFire(id string) (fire, error) {
 		if err != nil {
 			return fire{}, errs.E("cronjobs.parseFire", errs.Invalid, "%q is not a cron fire", id)
 		}
-		return fire{job: job, at: time.UnixMilli(n).UTC(), manual: true}, nil
+		return newFire(job, time.UnixMilli(n).UTC(), true), nil
 	}
 	n, err := strconv.ParseInt(when, 10, 64)
 	if err != nil {
 		return fire{}, errs.E("cronjobs.parseFire", errs.Invalid, "%q is not a cron fire", id)
 	}
-	return fire{job: job, at: time.Unix(n, 0).UTC()}, nil
+	return newFire(job, time.Unix(n, 0).UTC(), false), nil
 }
 
 // fireOf is the fire a due job asks for: a requested run goes first.
 func fireOf(j Job) fire {
 	if !j.RunRequestedAt.IsZero() && (!j.Enabled || j.NextRunAt.IsZero() || !j.NextRunAt.Before(j.RunRequestedAt)) {
-		return fire{job: j.ID, at: j.RunRequestedAt, manual: true}
+		return newFire(j.ID, j.RunRequestedAt, true)
 	}
-	return fire{job: j.ID, at: j.NextRunAt}
+	return newFire(j.ID, j.NextRunAt, false)
 }
 
 // step is what advancing a job past a fire decided.

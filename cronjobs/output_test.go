@@ -60,3 +60,42 @@ func TestOutputsArePrunedEveryTenthRun(t *testing.T) {
 		t.Fatalf("after a requested run %d outputs, want %d", n, cronjobs.KeepRuns)
 	}
 }
+
+// A save finds its file's name taken when its fire is run again: the
+// earlier attempt's output, whole or cut short by a crash, is replaced
+// whole, and no file is left aside.
+func TestAnOutputSavedAgainReplacesTheEarlierAttempts(t *testing.T) {
+	o := cronjobs.Outputs{Dir: t.TempDir()}
+	j := cronjobs.Job{ID: "job_1", Name: "digest", Repeat: cronjobs.Repeat{Completed: 1}}
+	r := cronjobs.Run{ID: "run", Job: j.ID, ScheduledAt: t0, StartedAt: t0, Status: cronjobs.StatusOK}
+	path := filepath.Join(o.Dir, j.ID, t0.UTC().Format("2006-01-02T15-04-05Z")+".md")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("# digest\n\n- job: job_1\n- ru"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := o.Save(j, r, "the second attempt's report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != path {
+		t.Fatalf("Save = %s, want %s", got, path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# digest\n\n- job: job_1\n- run: run\n- scheduled: " + t0.UTC().Format(time.RFC3339) +
+		"\n- started: " + t0.UTC().Format(time.RFC3339) + "\n- status: ok\n\nthe second attempt's report\n"
+	if string(b) != want {
+		t.Fatalf("the output:\n%s\nwant\n%s", b, want)
+	}
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 {
+		t.Fatalf("%d files in the job's directory, want the one output", len(entries))
+	}
+}

@@ -424,7 +424,6 @@ func (s *Scheduler) refire(ctx context.Context, f fire) {
 // read, or the end does not fit the one call, the fire goes the longer
 // way, one store call a step.
 func (s *Scheduler) fire(ctx context.Context, j Job, f fire) {
-	log := s.log.With("job", j.ID, "fire", f.id())
 	now := s.clock.Now()
 	st, changed := s.decide(j, f, now)
 	r := Run{
@@ -441,7 +440,7 @@ func (s *Scheduler) fire(ctx context.Context, j Job, f fire) {
 	res, err := s.store.StartFire(ctx, in)
 	if err != nil {
 		if ctx.Err() == nil {
-			log.Warn("claiming a cron fire failed; it is tried again", "err", err)
+			s.warnFire(f, "claiming a cron fire failed; it is tried again", err)
 		}
 		s.hold(f, s.clock.Now().Add(storeRetry))
 		return
@@ -456,7 +455,7 @@ func (s *Scheduler) fire(ctx context.Context, j Job, f fire) {
 		// It ran; only moving its job on may be left undone.
 		if !moved {
 			if _, err := s.advance(ctx, j, f); err != nil && ctx.Err() == nil {
-				log.Warn("moving a cron job past a done fire failed", "err", err)
+				s.warnFire(f, "moving a cron job past a done fire failed", err)
 			}
 		}
 		return
@@ -474,7 +473,7 @@ func (s *Scheduler) fire(ctx context.Context, j Job, f fire) {
 		if st, err = s.advance(ctx, j, f); err != nil {
 			// The claim runs out and the fire is run again.
 			if ctx.Err() == nil {
-				log.Warn("moving a cron job to its next run failed; the fire is tried again", "err", err)
+				s.warnFire(f, "moving a cron job to its next run failed; the fire is tried again", err)
 			}
 			return
 		}
@@ -482,17 +481,17 @@ func (s *Scheduler) fire(ctx context.Context, j Job, f fire) {
 	marked, err := s.run(ctx, st, f, c, begun)
 	if err != nil {
 		if ctx.Err() == nil {
-			log.Warn("recording a cron fire failed; it is run again when its claim runs out", "err", err)
+			s.warnFire(f, "recording a cron fire failed; it is run again when its claim runs out", err)
 		}
 		return
 	}
 	if !marked {
-		s.done(ctx, log, c)
+		s.done(ctx, f, c)
 	}
 }
 
 // done marks c's fire done.
-func (s *Scheduler) done(ctx context.Context, log *slog.Logger, c lease.Claim) {
+func (s *Scheduler) done(ctx context.Context, f fire, c lease.Claim) {
 	if cur, ok := s.renewer.Current(c.Name); ok {
 		c = cur
 	}
@@ -501,8 +500,15 @@ func (s *Scheduler) done(ctx context.Context, log *slog.Logger, c lease.Claim) {
 	// lost.
 	s.renewer.Drop(c.Name)
 	if err := s.opts.Once.DoneOnce(context.WithoutCancel(ctx), c); err != nil {
-		log.Warn("marking a cron fire done failed; it may be looked at again, and its run record keeps it from running twice", "err", err)
+		s.warnFire(f, "marking a cron fire done failed; it may be looked at again, and its run record keeps it from running twice", err)
 	}
+}
+
+// warnFire logs a warning about fire f. The fire's attributes are given
+// here rather than bound to a logger made for each fire (slog's With),
+// which would format them at every fire for warnings few fires log.
+func (s *Scheduler) warnFire(f fire, msg string, err error) {
+	s.log.Warn(msg, "job", f.job, "fire", f.id(), "err", err)
 }
 
 // hold notes that f is another's (or could not be claimed) until then.
