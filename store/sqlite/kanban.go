@@ -61,10 +61,14 @@ const (
 	sqlKbAttach   = `INSERT INTO kanban_attachments (card, name, created_at, attachment) VALUES (?1, ?2, ?3, ?4)`
 	sqlKbAttached = `SELECT attachment FROM kanban_attachments WHERE card = ?1 ORDER BY created_at, name`
 	sqlKbStatus   = `SELECT status FROM kanban_cards WHERE id = ?1`
-	sqlKbRunPut   = `INSERT INTO kanban_runs (id, card, started, run) VALUES (?1, ?2, ?3, ?4)
-		ON CONFLICT (card, id) DO UPDATE SET started = excluded.started, run = excluded.run`
-	sqlKbRuns       = `SELECT run FROM kanban_runs WHERE card = ?1 ORDER BY started, id`
-	sqlKbEvent      = `INSERT INTO kanban_events (board, card, event) VALUES (?1, ?2, ?3)`
+	// A card's runs and events are found by its row (card_row), then
+	// its id; a run or event of no card has row 0 (see schema 29).
+	sqlKbCardRow = `COALESCE((SELECT row FROM kanban_cards WHERE id = ?2), 0)`
+	sqlKbRunPut  = `INSERT INTO kanban_runs (card_row, card, id, started, run) VALUES (` + sqlKbCardRow + `, ?2, ?1, ?3, ?4)
+		ON CONFLICT (card_row, card, id) DO UPDATE SET started = excluded.started, run = excluded.run`
+	sqlKbRuns = `SELECT run FROM kanban_runs
+		WHERE card_row = COALESCE((SELECT row FROM kanban_cards WHERE id = ?1), 0) AND card = ?1 ORDER BY started, id`
+	sqlKbEvent      = `INSERT INTO kanban_events (board, card, card_row, event) VALUES (?1, ?2, ` + sqlKbCardRow + `, ?3)`
 	sqlKbEventsFrom = `SELECT seq, event FROM kanban_events WHERE board = ?1 AND seq > ?2`
 
 	sqlKbSubInsert = `INSERT INTO kanban_subscriptions (id, board, version, sub) VALUES (?1, ?2, 1, ?3)`
@@ -452,7 +456,7 @@ func (s kanbanStore) Events(ctx context.Context, q kanban.EventQuery) ([]kanban.
 	}
 	query, args := sqlKbEventsFrom, []any{q.Board, after}
 	if q.Card != "" {
-		query += ` AND card = ?3`
+		query += ` AND card_row = COALESCE((SELECT row FROM kanban_cards WHERE id = ?3), 0) AND card = ?3`
 		args = append(args, q.Card)
 	}
 	limit := q.Limit
