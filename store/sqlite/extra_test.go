@@ -163,3 +163,49 @@ func TestVersion27FileKeepsKanbanRunsAndEvents(t *testing.T) {
 		t.Errorf("Events = %+v, %v; want the old one at 9, the new one at 10", all, err)
 	}
 }
+
+// A file written while a card's runs and events were keyed by its id
+// (schema version 28) opens with them: each found by its card, a run
+// written again the same run, and the cards made next keyed after the
+// old ones.
+func TestVersion28FileKeepsKanbanRunsAndEvents(t *testing.T) {
+	ctx := context.Background()
+	path := oldFile(t, 28,
+		`INSERT INTO kanban_cards (rowid, id, board, status, priority, created_at, idem_key, version, card)
+			VALUES (7, 't_1', 'ops', 'running', 0, 1, '', 2, '{"id":"t_1","board":"ops","title":"old","status":"running"}')`,
+		`INSERT INTO kanban_runs (card, id, started, run) VALUES ('t_1', 'run_1', 1, '{"id":"run_1","card":"t_1","board":"ops"}')`,
+		`INSERT INTO kanban_runs (card, id, started, run) VALUES ('t_gone', 'run_2', 1, '{"id":"run_2","card":"t_gone","board":"ops"}')`,
+		`INSERT INTO kanban_events (seq, board, card, event) VALUES (9, 'ops', 't_1', '{"board":"ops","card":"t_1","kind":"created"}')`,
+		`INSERT INTO kanban_events (seq, board, card, event) VALUES (10, 'ops', 't_gone', '{"board":"ops","card":"t_gone","kind":"created"}')`)
+	d := openAt(t, path, nil, sessions.Limits{})
+	st := d.Kanban()
+	k, err := st.Card(ctx, "t_1")
+	if err != nil || k.Title != "old" || k.Version != 2 {
+		t.Fatalf("Card(t_1) = %+v, %v; want the old card at version 2", k, err)
+	}
+	k.Status = kanban.StatusDone
+	if _, err := st.Apply(ctx, kanban.Change{
+		Cards:  []kanban.CardWrite{{Card: k, From: 2}, {Card: kanban.Card{ID: "t_2", Board: "ops", Title: "new", Status: kanban.StatusReady}}},
+		Runs:   []kanban.Run{{ID: "run_1", Card: "t_1", Board: "ops", Outcome: kanban.OutcomeCompleted}},
+		Events: []kanban.Event{{Board: "ops", Card: "t_1", Kind: kanban.EventCompleted}}}); err != nil {
+		t.Fatal(err)
+	}
+	var row int64
+	if err := d.rdb.QueryRowContext(ctx, `SELECT row FROM kanban_cards WHERE id = 't_2'`).Scan(&row); err != nil || row != 8 {
+		t.Errorf("the new card's row = %d, %v; want 8, after the old card's 7", row, err)
+	}
+	runs, err := st.Runs(ctx, "t_1")
+	if err != nil || len(runs) != 1 || runs[0].Outcome != kanban.OutcomeCompleted {
+		t.Errorf("Runs(t_1) = %+v, %v; want run_1 alone, completed", runs, err)
+	}
+	if runs, err := st.Runs(ctx, "t_gone"); err != nil || len(runs) != 1 || runs[0].ID != "run_2" {
+		t.Errorf("Runs(t_gone) = %+v, %v; want run_2", runs, err)
+	}
+	evs, err := st.Events(ctx, kanban.EventQuery{Board: "ops", Card: "t_1"})
+	if err != nil || len(evs) != 2 || evs[0].Cursor != "9" || evs[1].Cursor != "11" {
+		t.Errorf("Events(t_1) = %+v, %v; want the old one at 9, the new one at 11", evs, err)
+	}
+	if evs, err := st.Events(ctx, kanban.EventQuery{Board: "ops", Card: "t_gone"}); err != nil || len(evs) != 1 || evs[0].Cursor != "10" {
+		t.Errorf("Events(t_gone) = %+v, %v; want the one at 10", evs, err)
+	}
+}

@@ -34,6 +34,14 @@ const (
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)`
 	sqlKbCardUpdate = `UPDATE kanban_cards SET board = ?2, status = ?3, priority = ?4, created_at = ?5, idem_key = ?6,
 		version = ?7, card = ?8 WHERE id = ?1 AND version = ?9`
+	// A card that keeps its board and idempotency key (nearly every
+	// write) leaves them out of the SET: SQLite rewrites an index whose
+	// columns a SET names, values the same or not, so the full update
+	// also deletes and re-checks the card's entry in the unique index
+	// of its key. When it matches no row (the board or key changed, or
+	// the version moved on), the full update decides.
+	sqlKbCardUpdateKept = `UPDATE kanban_cards SET status = ?3, priority = ?4, created_at = ?5,
+		version = ?7, card = ?8 WHERE id = ?1 AND version = ?9 AND board = ?2 AND idem_key = ?6`
 	sqlKbCardVersion = `SELECT version FROM kanban_cards WHERE id = ?1`
 	// A card read by its id is one statement, so one read transaction:
 	// its row and its links, as JSON arrays.
@@ -53,10 +61,14 @@ const (
 	sqlKbAttach   = `INSERT INTO kanban_attachments (card, name, created_at, attachment) VALUES (?1, ?2, ?3, ?4)`
 	sqlKbAttached = `SELECT attachment FROM kanban_attachments WHERE card = ?1 ORDER BY created_at, name`
 	sqlKbStatus   = `SELECT status FROM kanban_cards WHERE id = ?1`
-	sqlKbRunPut   = `INSERT INTO kanban_runs (id, card, started, run) VALUES (?1, ?2, ?3, ?4)
-		ON CONFLICT (card, id) DO UPDATE SET started = excluded.started, run = excluded.run`
-	sqlKbRuns       = `SELECT run FROM kanban_runs WHERE card = ?1 ORDER BY started, id`
-	sqlKbEvent      = `INSERT INTO kanban_events (board, card, event) VALUES (?1, ?2, ?3)`
+	// A card's runs and events are found by its row (card_row), then
+	// its id; a run or event of no card has row 0 (see schema 30).
+	sqlKbCardRow = `COALESCE((SELECT row FROM kanban_cards WHERE id = ?2), 0)`
+	sqlKbRunPut  = `INSERT INTO kanban_runs (card_row, card, id, started, run) VALUES (` + sqlKbCardRow + `, ?2, ?1, ?3, ?4)
+		ON CONFLICT (card_row, card, id) DO UPDATE SET started = excluded.started, run = excluded.run`
+	sqlKbRuns = `SELECT run FROM kanban_runs
+		WHERE card_row = COALESCE((SELECT row FROM kanban_cards WHERE id = ?1), 0) AND card = ?1 ORDER BY started, id`
+	sqlKbEvent      = `INSERT INTO kanban_events (board, card, card_row, event) VALUES (?1, ?2, ` + sqlKbCardRow + `, ?3)`
 	sqlKbEventsFrom = `SELECT seq, event FROM kanban_events WHERE board = ?1 AND seq > ?2`
 
 	sqlKbSubInsert = `INSERT INTO kanban_subscriptions (id, board, version, sub) VALUES (?1, ?2, 1, ?3)`
@@ -161,14 +173,17 @@ func (s kanbanStore) Apply(ctx context.Context, c kanban.Change) ([]kanban.Event
 		nowT, now := d.now()
 		for i, w := range c.Cards {
 			k := w.Card
-			args := []any{k.ID, k.Board, string(k.Status), k.Priority, nanos(k.CreatedAt), k.IdempotencyKey, w.From + 1, bodies[i]}
+			args := []any{k.ID, k.Board, string(k.Status), k.Priority, nanos(k.CreatedAt), k.IdempotencyKey, w.From + 1, bodies[i], w.From}
 			if w.From == 0 {
-				if _, err := t.st.kbCardInsert.Exec(args...); err != nil {
+				if _, err := t.st.kbCardInsert.Exec(args[:8]...); err != nil {
 					return conflict(op, err, "card %s exists, or another card of board %s has idempotency key %q", k.ID, k.Board, k.IdempotencyKey)
 				}
 				continue
 			}
-			n, err := rowsOf(t.st.kbCardUpdate.Exec(append(args, w.From)...))
+			n, err := rowsOf(t.st.kbCardUpdateKept.Exec(args...))
+			if err == nil && n == 0 {
+				n, err = rowsOf(t.st.kbCardUpdate.Exec(args...))
+			}
 			if err != nil {
 				return conflict(op, err, "another card of board %s has idempotency key %q", k.Board, k.IdempotencyKey)
 			}
@@ -441,7 +456,7 @@ func (s kanbanStore) Events(ctx context.Context, q kanban.EventQuery) ([]kanban.
 	}
 	query, args := sqlKbEventsFrom, []any{q.Board, after}
 	if q.Card != "" {
-		query += ` AND card = ?3`
+		query += ` AND card_row = COALESCE((SELECT row FROM kanban_cards WHERE id = ?3), 0) AND card = ?3`
 		args = append(args, q.Card)
 	}
 	limit := q.Limit

@@ -523,6 +523,49 @@ CREATE INDEX kanban_events_card ON kanban_events (card, seq);
 DROP INDEX cron_jobs_due;
 CREATE INDEX cron_jobs_due ON cron_jobs (due_at, id) WHERE due_at IS NOT NULL;
 `,
+	// 29 → 30: a card's runs and the index of its events are keyed by
+	// the card's row (card_row, its integer key, given in the order the
+	// cards are made) before its id, which is random: the runs and
+	// events of the cards in play sit together on a few pages, where by
+	// id each went to a page of its own. A run or event of no card (yet)
+	// has card_row 0. The cards' rowids are kept, made their key so that
+	// no VACUUM renumbers them.
+	`
+CREATE TABLE kanban_cards_new (
+	row        INTEGER PRIMARY KEY,
+	id         TEXT NOT NULL UNIQUE,
+	board      TEXT NOT NULL,
+	status     TEXT NOT NULL,
+	priority   INTEGER NOT NULL,
+	created_at INTEGER NOT NULL,
+	idem_key   TEXT NOT NULL,
+	version    INTEGER NOT NULL,
+	card       BLOB NOT NULL
+);
+INSERT INTO kanban_cards_new SELECT rowid, id, board, status, priority, created_at, idem_key, version, card FROM kanban_cards;
+DROP TABLE kanban_cards;
+ALTER TABLE kanban_cards_new RENAME TO kanban_cards;
+CREATE INDEX kanban_cards_board ON kanban_cards (board, status, priority DESC, created_at, id);
+CREATE UNIQUE INDEX kanban_cards_key ON kanban_cards (board, idem_key) WHERE idem_key != '';
+
+CREATE TABLE kanban_runs_new (
+	card_row INTEGER NOT NULL,
+	card     TEXT NOT NULL,
+	id       TEXT NOT NULL,
+	started  INTEGER NOT NULL,
+	run      BLOB NOT NULL,
+	PRIMARY KEY (card_row, card, id)
+) WITHOUT ROWID;
+INSERT INTO kanban_runs_new
+	SELECT COALESCE((SELECT row FROM kanban_cards c WHERE c.id = r.card), 0), card, id, started, run FROM kanban_runs r;
+DROP TABLE kanban_runs;
+ALTER TABLE kanban_runs_new RENAME TO kanban_runs;
+
+ALTER TABLE kanban_events ADD COLUMN card_row INTEGER NOT NULL DEFAULT 0;
+UPDATE kanban_events SET card_row = COALESCE((SELECT row FROM kanban_cards c WHERE c.id = kanban_events.card), 0);
+DROP INDEX kanban_events_card;
+CREATE INDEX kanban_events_card ON kanban_events (card_row, card, seq);
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

@@ -48,6 +48,7 @@ type statements struct {
 	expireLeases, expireClaims               *sql.Stmt
 	expireOwnership                          *sql.Stmt
 	kbCardInsert, kbCardUpdate               *sql.Stmt
+	kbCardUpdateKept                         *sql.Stmt
 	kbCardVersion, kbRunPut, kbEvent         *sql.Stmt
 	ctlInsert, ctlUpdate                     *sql.Stmt
 	usageAdd                                 *sql.Stmt
@@ -138,6 +139,7 @@ func prepareStatements(ctx context.Context, conn *sql.Conn) (*statements, error)
 		// Every card's create, claim and end writes these.
 		{&st.kbCardInsert, sqlKbCardInsert},
 		{&st.kbCardUpdate, sqlKbCardUpdate},
+		{&st.kbCardUpdateKept, sqlKbCardUpdateKept},
 		{&st.kbCardVersion, sqlKbCardVersion},
 		{&st.kbRunPut, sqlKbRunPut},
 		{&st.kbEvent, sqlKbEvent},

@@ -272,6 +272,16 @@ func runKbKeys(t *testing.T, b Backend) {
 	if got, err := f.kb().CardByKey(f.ctx, "default", dup.IdempotencyKey); err != nil || got.ID != dup.ID {
 		t.Errorf("CardByKey after the key moved = %s, %v; want %s", got.ID, err, dup.ID)
 	}
+	// A card taking a key another card of its board holds is refused,
+	// and one taking a key of another board, in that board, is not.
+	k.IdempotencyKey = dup.IdempotencyKey
+	_, err = f.kb().Apply(f.ctx, kanban.Change{Cards: []kanban.CardWrite{{Card: k, From: 2}}})
+	wantCode(t, "a card taking a key held", err, errs.Conflict)
+	k.Board = "elsewhere"
+	f.apply(kanban.Change{Cards: []kanban.CardWrite{{Card: k, From: 2}}})
+	if got, err := f.kb().CardByKey(f.ctx, "elsewhere", k.IdempotencyKey); err != nil || got.ID != k.ID || got.Version != 3 {
+		t.Errorf("CardByKey after the card moved board = %s v%d, %v; want %s v3", got.ID, got.Version, err, k.ID)
+	}
 }
 
 func runKbQuery(t *testing.T, b Backend) {
