@@ -74,8 +74,9 @@ type batcher struct {
 	// come back to back, held out of loneFrom's pool, and loneAt when its
 	// last call ended; only the call going alone uses them. See runAlone.
 	// loneFrom is the client when it is a single server's with a pool
-	// larger than the senders need, else nil: a held connection must not
-	// leave the senders waiting for one.
+	// of more than twice the senders and no retries, else nil: a held
+	// connection must not leave the senders or the direct calls waiting
+	// for one.
 	loneFrom *goredis.Client
 	lone     *goredis.Conn
 	loneAt   time.Time
@@ -91,7 +92,12 @@ func newBatcher(client goredis.UniversalClient, waitN int, waitTimeout time.Dura
 		waitN: waitN, waitTimeout: waitTimeout, waiting: make(chan struct{}, maxWaiting), short: map[string]time.Time{}}
 	b.cluster, _ = client.(*goredis.ClusterClient)
 	b.alone = b.cluster == nil && waitN == 0
-	if c, ok := client.(*goredis.Client); ok && b.alone && c.Options().PoolSize > batchSenders {
+	// A held connection may stay out of the pool through a busy spell
+	// (calls then go in pipelines, none alone to give it back), so it is
+	// held only when the pool has room for it beside the senders' and
+	// as many for the store's direct calls; and not when the client
+	// retries a call, which it does on a connection of the pool's.
+	if c, ok := client.(*goredis.Client); ok && b.alone && c.Options().PoolSize > 2*batchSenders && c.Options().MaxRetries <= 0 {
 		b.loneFrom = c
 	}
 	b.wg.Add(batchSenders)
@@ -234,8 +240,8 @@ const loneFresh = 100 * time.Millisecond
 // held out of the pool: the pool checks a connection as it gives it out
 // (a recvfrom that peeks for a close or stray bytes, and a deadline
 // reset), a system call a round trip, which a connection that answered a
-// moment ago does not need. After a longer pause the connection goes back
-// to the pool and the call takes one from it, checked (a window in which
+// moment ago does not need. The next call alone after a longer pause
+// gives the connection back to the pool and takes one from it, checked (a window in which
 // a connection that answered is taken as alive, as some connection pools
 // have). A close by the server within the window fails the one call sent
 // on it, as a close between the pool's check and the call's write does;
