@@ -19,12 +19,10 @@ import (
 // goes out at once, alone, so nothing waits for company; on one server
 // without WAIT, a call that finds nothing in flight (no call queued, no
 // pipeline out, no other call going alone) goes on its caller's
-// goroutine, making no hand-off to a sender and back, on a connection
-// held for such calls while they come back to back (runAlone). Under
-// load the calls that arrive during one round trip make the next
-// pipeline. Redis runs a pipeline's calls one after another, each on its
-// own, as it would run them from separate connections, and the replies
-// come back in order.
+// goroutine, making no hand-off to a sender and back. Under load the
+// calls that arrive during one round trip make the next pipeline. Redis
+// runs a pipeline's calls one after another, each on its own, as it would
+// run them from separate connections, and the replies come back in order.
 // The saving is the system calls and connection bookkeeping of each round
 // trip, on both sides, and with them most of what a short script costs
 // beyond its own work.
@@ -70,17 +68,6 @@ type batcher struct {
 	busy  atomic.Int32
 	alone bool
 
-	// lone is the connection the calls going alone are sent on while they
-	// come back to back, held out of loneFrom's pool, and loneAt when its
-	// last call ended; only the call going alone uses them. See runAlone.
-	// loneFrom is the client when it is a single server's with a pool
-	// of more than twice the senders and no retries, else nil: a held
-	// connection must not leave the senders or the direct calls waiting
-	// for one.
-	loneFrom *goredis.Client
-	lone     *goredis.Conn
-	loneAt   time.Time
-
 	mu     sync.RWMutex // held shared while a call is queued or goes alone, alone by close
 	closed bool
 	stop   chan struct{}
@@ -92,14 +79,6 @@ func newBatcher(client goredis.UniversalClient, waitN int, waitTimeout time.Dura
 		waitN: waitN, waitTimeout: waitTimeout, waiting: make(chan struct{}, maxWaiting), short: map[string]time.Time{}}
 	b.cluster, _ = client.(*goredis.ClusterClient)
 	b.alone = b.cluster == nil && waitN == 0
-	// A held connection may stay out of the pool through a busy spell
-	// (calls then go in pipelines, none alone to give it back), so it is
-	// held only when the pool has room for it beside the senders' and
-	// as many for the store's direct calls; and not when the client
-	// retries a call, which it does on a connection of the pool's.
-	if c, ok := client.(*goredis.Client); ok && b.alone && c.Options().PoolSize > 2*batchSenders && c.Options().MaxRetries <= 0 {
-		b.loneFrom = c
-	}
 	b.wg.Add(batchSenders)
 	for range batchSenders {
 		go b.send()
@@ -230,52 +209,9 @@ func (b *batcher) run(batch []*queuedCall) {
 	}
 }
 
-// loneFresh is how long after its last call the connection of the calls
-// going alone is used again as it is; a call after a longer pause sends
-// on a connection the pool gives, and checks.
-const loneFresh = 100 * time.Millisecond
-
-// runAlone sends cmd as a sender sends a call it found alone. While such
-// calls come within loneFresh of each other they go on one connection
-// held out of the pool: the pool checks a connection as it gives it out
-// (a recvfrom that peeks for a close or stray bytes, and a deadline
-// reset), a system call a round trip, which a connection that answered a
-// moment ago does not need. The next call alone after a longer pause
-// gives the connection back to the pool and takes one from it, checked (a window in which
-// a connection that answered is taken as alive, as some connection pools
-// have). A close by the server within the window fails the one call sent
-// on it, as a close between the pool's check and the call's write does;
-// a connection whose call failed, on the wire or with an error reply (a
-// READONLY from a primary that became a replica among them), goes back
-// to the pool (which discards it if it failed on the wire), and the next
-// call takes one from it.
+// runAlone sends cmd as a sender sends a call it found alone.
 func (b *batcher) runAlone(cmd goredis.Cmder) {
-	ctx := context.Background()
-	if b.loneFrom == nil {
-		_ = b.client.Process(ctx, cmd) // the error is the command's own
-		return
-	}
-	if b.lone != nil && time.Since(b.loneAt) > loneFresh {
-		b.dropLone()
-	}
-	if b.lone == nil {
-		b.lone = b.loneFrom.Conn()
-	}
-	_ = b.lone.Process(ctx, cmd) // the error is the command's own
-	if err := cmd.Err(); err != nil && err != goredis.Nil {
-		b.dropLone()
-		return
-	}
-	b.loneAt = time.Now()
-}
-
-// dropLone gives the connection of the calls going alone back to the
-// pool, which discards it when a call on it failed on the wire.
-func (b *batcher) dropLone() {
-	if b.lone != nil {
-		_ = b.lone.Close()
-		b.lone = nil
-	}
+	_ = b.client.Process(context.Background(), cmd) // the error is the command's own
 }
 
 // runWaited sends batch with a WAIT after it on each connection it goes
@@ -452,5 +388,4 @@ func (b *batcher) close() {
 	b.mu.Unlock()
 	close(b.stop)
 	b.wg.Wait()
-	b.dropLone()
 }

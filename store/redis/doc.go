@@ -527,8 +527,7 @@
 // metadata and running-turn mark reads and writes) share round trips: a
 // few senders each send every call waiting as one pipeline, and on one server
 // without WAIT a call with nothing else in flight goes from its caller's
-// goroutine, on a connection held for such calls while they come back to
-// back (batch.go). The calls a
+// goroutine (batch.go). The calls a
 // turn makes are folded so that a turn is two FCALLs on the queue
 // (AppendClaim, then the FinishAndClaim that commits it and claims the
 // next): Append's script returns the conversation's metadata (one HGETALL)
