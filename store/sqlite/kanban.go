@@ -52,23 +52,15 @@ const (
 	sqlKbCardByKey  = `SELECT version, card FROM kanban_cards WHERE board = ?1 AND idem_key = ?2 AND idem_key != ''`
 	sqlKbCardsOrder = ` ORDER BY priority DESC, created_at, id`
 
-	sqlKbLink     = `INSERT OR IGNORE INTO kanban_links (parent, child) VALUES (?1, ?2)`
-	sqlKbUnlink   = `DELETE FROM kanban_links WHERE parent = ?1 AND child = ?2`
-	sqlKbParents  = `SELECT parent FROM kanban_links WHERE child = ?1 ORDER BY parent`
-	sqlKbChildren = `SELECT child FROM kanban_links WHERE parent = ?1 ORDER BY child`
-	sqlKbComment  = `INSERT INTO kanban_comments (id, card, at, comment) VALUES (?1, ?2, ?3, ?4)`
-	sqlKbComments = `SELECT comment FROM kanban_comments WHERE card = ?1 ORDER BY at, id`
-	sqlKbAttach   = `INSERT INTO kanban_attachments (card, name, created_at, attachment) VALUES (?1, ?2, ?3, ?4)`
-	sqlKbAttached = `SELECT attachment FROM kanban_attachments WHERE card = ?1 ORDER BY created_at, name`
-	sqlKbStatus   = `SELECT status FROM kanban_cards WHERE id = ?1`
-	// A card's runs and events are found by its row (card_row), then
-	// its id; a run or event of no card has row 0 (see schema 30).
-	sqlKbCardRow = `COALESCE((SELECT row FROM kanban_cards WHERE id = ?2), 0)`
-	sqlKbRunPut  = `INSERT INTO kanban_runs (card_row, card, id, started, run) VALUES (` + sqlKbCardRow + `, ?2, ?1, ?3, ?4)
-		ON CONFLICT (card_row, card, id) DO UPDATE SET started = excluded.started, run = excluded.run`
-	sqlKbRuns = `SELECT run FROM kanban_runs
-		WHERE card_row = COALESCE((SELECT row FROM kanban_cards WHERE id = ?1), 0) AND card = ?1 ORDER BY started, id`
-	sqlKbEvent      = `INSERT INTO kanban_events (board, card, card_row, event) VALUES (?1, ?2, ` + sqlKbCardRow + `, ?3)`
+	sqlKbLink       = `INSERT OR IGNORE INTO kanban_links (parent, child) VALUES (?1, ?2)`
+	sqlKbUnlink     = `DELETE FROM kanban_links WHERE parent = ?1 AND child = ?2`
+	sqlKbParents    = `SELECT parent FROM kanban_links WHERE child = ?1 ORDER BY parent`
+	sqlKbChildren   = `SELECT child FROM kanban_links WHERE parent = ?1 ORDER BY child`
+	sqlKbComment    = `INSERT INTO kanban_comments (id, card, at, comment) VALUES (?1, ?2, ?3, ?4)`
+	sqlKbComments   = `SELECT comment FROM kanban_comments WHERE card = ?1 ORDER BY at, id`
+	sqlKbAttach     = `INSERT INTO kanban_attachments (card, name, created_at, attachment) VALUES (?1, ?2, ?3, ?4)`
+	sqlKbAttached   = `SELECT attachment FROM kanban_attachments WHERE card = ?1 ORDER BY created_at, name`
+	sqlKbStatus     = `SELECT status FROM kanban_cards WHERE id = ?1`
 	sqlKbEventsFrom = `SELECT seq, event FROM kanban_events WHERE board = ?1 AND seq > ?2`
 
 	sqlKbSubInsert = `INSERT INTO kanban_subscriptions (id, board, version, sub) VALUES (?1, ?2, 1, ?3)`
@@ -82,6 +74,25 @@ const (
 	sqlKbLaneExists = `SELECT 1 FROM kanban_lanes WHERE lane = ?1`
 	sqlKbLanes      = `SELECT version, state FROM kanban_lanes ORDER BY lane`
 )
+
+// A card's runs and events are found by its row (card_row), then its id;
+// a run or event of no card has row 0 (see schema 30).
+var (
+	sqlKbRunPut = `INSERT INTO kanban_runs (card_row, card, id, started, run) VALUES (` + kbCardRow("?2") + `, ?2, ?1, ?3, ?4)
+		ON CONFLICT (card_row, card, id) DO UPDATE SET started = excluded.started, run = excluded.run`
+	sqlKbRuns  = `SELECT run FROM kanban_runs WHERE ` + kbOfCard("?1") + ` ORDER BY started, id`
+	sqlKbEvent = `INSERT INTO kanban_events (board, card, card_row, event) VALUES (?1, ?2, ` + kbCardRow("?2") + `, ?3)`
+)
+
+// kbCardRow is the row of the card whose id is the parameter p, 0 when
+// there is no such card.
+func kbCardRow(p string) string {
+	return `COALESCE((SELECT row FROM kanban_cards WHERE id = ` + p + `), 0)`
+}
+
+// kbOfCard matches the runs or events of the card whose id is the
+// parameter p.
+func kbOfCard(p string) string { return `card_row = ` + kbCardRow(p) + ` AND card = ` + p }
 
 func (s kanbanStore) Now(ctx context.Context) (time.Time, error) {
 	if err := s.d.check(ctx, "sqlite.kanban.Now"); err != nil {
@@ -456,7 +467,7 @@ func (s kanbanStore) Events(ctx context.Context, q kanban.EventQuery) ([]kanban.
 	}
 	query, args := sqlKbEventsFrom, []any{q.Board, after}
 	if q.Card != "" {
-		query += ` AND card_row = COALESCE((SELECT row FROM kanban_cards WHERE id = ?3), 0) AND card = ?3`
+		query += ` AND ` + kbOfCard("?3")
 		args = append(args, q.Card)
 	}
 	limit := q.Limit
