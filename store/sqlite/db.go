@@ -96,6 +96,9 @@ func Open(path string, opts Options) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, errs.Wrap(op, errs.Unavailable, err)
 	}
+	// Commit with fdatasync(2) where the platform has it, as SQLite's own
+	// builds do; see syncWithData.
+	syncWithData()
 	d := &DB{clk: opts.Clock, lim: opts.Limits.WithDefaults(), newRuns: map[string]int{}}
 	if d.clk == nil {
 		d.clk = clock.Real{}

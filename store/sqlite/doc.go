@@ -11,7 +11,12 @@
 // operations that arrive while a transaction is being written run together
 // in the next one, each in its own savepoint, so a failing operation undoes
 // only itself. With synchronous=FULL a commit costs an fsync, so under load
-// many turns share one. Transactions start with BEGIN IMMEDIATE, since
+// many turns share one. A write that finds the writer idle and nothing
+// queued is committed on its caller's goroutine instead, which spares it
+// two hand-offs between goroutines; commits still follow one another. Where
+// the platform has fdatasync(2), commits sync with it, as SQLite's own
+// builds do (the transpiled library defaults to fsync): the file's data
+// and size reach the disk, its timestamps need not. Transactions start with BEGIN IMMEDIATE, since
 // nearly all of them read before they write, and a process sharing the file
 // waits up to the busy timeout for the lock. Reads that need no lock
 // (History, Meta, outbox listings, timeline, signals, notes and

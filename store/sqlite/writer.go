@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"sync"
+	"sync/atomic"
 
 	"modernc.org/sqlite"
 
@@ -22,17 +23,30 @@ const maxBatch = 128
 // savepoint, under one BEGIN IMMEDIATE … COMMIT. Every operation is still
 // all or nothing, and a caller hears back only after its operation is
 // committed.
+//
+// A caller that finds the writer idle, with nothing queued, commits its
+// operation itself, on its own goroutine: alone, the hand-off to run's
+// goroutine and back would cost more than the statements. Whoever commits
+// holds lead, so commits still follow one another on the one connection.
 type writer struct {
 	conn *sql.Conn
 	st   *statements
 	// full is set when the store runs with synchronous=FULL; relaxed is
 	// set while the connection is switched to NORMAL for a batch of
-	// bookkeeping writes. Only run touches relaxed.
+	// bookkeeping writes. Only the holder of lead touches relaxed.
 	full, relaxed bool
 	// ckpt checkpoints the log once the commits since the last request
-	// wrote about checkpointPages pages (pages). Only run touches pages.
+	// wrote about checkpointPages pages (pages). Only the holder of lead
+	// touches pages.
 	ckpt  *checkpointer
 	pages int
+
+	// lead is held while a batch is committed, by run or by a caller
+	// committing its own operation. queued counts the requests sent to
+	// reqs and not yet taken into a batch; a caller goes alone only when
+	// it is zero, so queued requests are never overtaken.
+	lead   sync.Mutex
+	queued atomic.Int64
 
 	mu     sync.RWMutex // held for reading while submitting; for writing by stop
 	closed bool
@@ -111,12 +125,18 @@ func (w *writer) start() { go w.run() }
 // stop lets the operations already submitted finish, then ends run.
 func (w *writer) stop() {
 	w.mu.Lock()
-	if !w.closed {
+	first := !w.closed
+	if first {
 		w.closed = true
 		close(w.reqs)
 	}
 	w.mu.Unlock()
 	<-w.done
+	if first {
+		// A caller committing alone finishes before the connection
+		// closes; lead stays held, since nothing commits after stop.
+		w.lead.Lock()
+	}
 }
 
 // do runs fn in a write transaction and returns its error once the
@@ -132,9 +152,16 @@ func (w *writer) do(ctx context.Context, op string, mode commitMode, fn func(*tx
 		w.mu.RUnlock()
 		return errClosed(op)
 	}
+	if w.queued.Load() == 0 && w.lead.TryLock() {
+		w.mu.RUnlock()
+		w.commitAlone(r)
+		return <-r.res
+	}
+	w.queued.Add(1)
 	select {
 	case w.reqs <- r:
 	case <-ctx.Done():
+		w.queued.Add(-1)
 		w.mu.RUnlock()
 		return errs.Wrap(op, errs.Unavailable, ctx.Err())
 	}
@@ -153,6 +180,7 @@ func (w *writer) run() {
 	defer close(w.done)
 	batch := make([]*writeReq, 0, maxBatch)
 	for first := range w.reqs {
+		w.lead.Lock()
 		batch = append(batch[:0], first)
 	fill:
 		for len(batch) < maxBatch {
@@ -166,8 +194,24 @@ func (w *writer) run() {
 				break fill
 			}
 		}
+		w.queued.Add(-int64(len(batch)))
 		w.commit(batch)
+		w.lead.Unlock()
 	}
+}
+
+// commitAlone commits r by itself on the caller's goroutine; the caller
+// holds lead. An operation that panics leaves no transaction open behind
+// it for the next commit.
+func (w *writer) commitAlone(r *writeReq) {
+	defer w.lead.Unlock()
+	defer func() {
+		if p := recover(); p != nil {
+			w.rollback()
+			panic(p)
+		}
+	}()
+	w.commit([]*writeReq{r})
 }
 
 // commit runs batch in one transaction and answers every request.
