@@ -447,6 +447,8 @@ func (r *replyStream) behind(ctx context.Context) bool {
 // (a rate limit) is waited at least that long. A first post that failed
 // otherwise (a timeout, a 5xx) may have been posted all the same: it
 // ends the showing too, as a second post could show the reply twice.
+// Text that comes while the next call waits leaves its time as it is:
+// the call shows it all the same.
 func (r *replyStream) run() {
 	defer close(r.done)
 	s := r.s
@@ -466,6 +468,17 @@ func (r *replyStream) run() {
 	timer := s.clock.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	// due is when timer fires, or fired unread; zero when it is not set.
+	// A wake that reads the clock and sets the timer again for the same
+	// instant would set it from a time already past when the clock moved
+	// in between, and put the call off.
+	var due time.Time
+	setTimer := func(at, now time.Time) {
+		if !at.Equal(due) {
+			due = at
+			timer.Reset(at.Sub(now))
+		}
+	}
 	var last time.Time // when the last call returned; zero before the first
 	checked := false   // whether the outbox was read for an earlier message
 	wait := s.every
@@ -473,6 +486,7 @@ func (r *replyStream) run() {
 		select {
 		case <-r.kick:
 		case <-timer.C():
+			due = time.Time{}
 		case <-ctx.Done():
 			return
 		}
@@ -483,7 +497,7 @@ func (r *replyStream) run() {
 		now := s.clock.Now()
 		if !last.IsZero() && now.Before(last.Add(wait)) {
 			if _, _, ok := r.pending(false); ok {
-				timer.Reset(last.Add(wait).Sub(now))
+				setTimer(last.Add(wait), now)
 			}
 			continue
 		}
@@ -500,7 +514,7 @@ func (r *replyStream) run() {
 		}
 		// The chat's other replies in progress share its pace.
 		if at, free := s.reserve(r.target, now); !free {
-			timer.Reset(at.Sub(now))
+			setTimer(at, now)
 			continue
 		}
 		text, shown, ok := r.pending(true)
@@ -542,7 +556,7 @@ func (r *replyStream) run() {
 			wait = s.every
 		}
 		if _, _, more := r.pending(false); more {
-			timer.Reset(wait)
+			setTimer(last.Add(wait), last)
 		}
 	}
 }

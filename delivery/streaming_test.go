@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -26,12 +27,23 @@ func startStreaming(t *testing.T, a adapters.Adapter, clk clock.Clock) *Streamin
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	shutdownAtCleanup(t, s)
+	return s
+}
+
+// shutdownAtCleanup shuts s down when the test ends. A test that failed
+// before its turn ended leaves that turn's goroutine running: the bound
+// cuts it off, and the failure is reported then rather than at the
+// package's timeout.
+func shutdownAtCleanup(t *testing.T, s *Streaming) {
+	t.Helper()
 	t.Cleanup(func() {
-		if err := s.Shutdown(context.Background()); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
 			t.Errorf("Shutdown: %v", err)
 		}
 	})
-	return s
 }
 
 // streamedHello is a driver on a fake clock over p's adapter, following
@@ -90,6 +102,9 @@ func TestStreamedReplyIsEditedByTheClockThenFinalized(t *testing.T) {
 			clk, a, s, ts := h.clk, h.a, h.s, h.ts
 			first := h.first
 			ts.Delta(" there,")
+			// The edit's timer, set for the interval after the post; text
+			// that comes before it fires is in the edit, whether or not the
+			// driver has taken it yet.
 			if err := clk.BlockUntil(ctx, 1); err != nil {
 				t.Fatal(err)
 			}
@@ -388,7 +403,9 @@ func TestStreamedReplyAfterACrashIsSentOnce(t *testing.T) {
 			// The dead process's turn never ends: its driver is cut off.
 			gone, cancel := context.WithCancel(ctx)
 			cancel()
-			_ = dead.Shutdown(gone)
+			if err := dead.Shutdown(gone); !errors.Is(err, context.Canceled) {
+				t.Errorf("Shutdown = %v, want the context's end", err)
+			}
 		})
 	}
 }
@@ -430,7 +447,7 @@ func TestStreamedReplyIsNotShownWhileTheOutboxHoldsAnEarlierMessage(t *testing.T
 			if err := s.Start(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+			shutdownAtCleanup(t, s)
 			ts := s.Stream(context.Background(), p.Target.String(), sessions.Entry{ID: "e1", Inbound: sessions.Inbound{MessageID: p.ReplyTo}}, p.Target)
 			if ts == nil {
 				t.Fatal("Stream = nil, want the turn followed")
@@ -473,7 +490,7 @@ func TestStreamedReplyIsRedacted(t *testing.T) {
 			if err := s.Start(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+			shutdownAtCleanup(t, s)
 			ts := s.Stream(context.Background(), p.Target.String(), sessions.Entry{ID: "e1", Inbound: sessions.Inbound{MessageID: p.ReplyTo}}, p.Target)
 			if ts == nil {
 				t.Fatal("Stream = nil, want the turn streamed")
