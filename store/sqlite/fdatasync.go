@@ -13,7 +13,8 @@ var fdatasyncOnce sync.Once
 // configure script finds fdatasync; the transpiled library defaults to
 // fsync. fdatasync writes a file's data and the metadata needed to read it
 // back (its size among them) but not its timestamps, so a commit is as
-// durable and often waits for the disk half as long. The switch is
+// durable and, where the timestamps cost a write of their own, waits for
+// less. The switch is
 // process-wide; where it is unavailable (macOS, Windows) commits keep
 // SQLite's own way.
 func syncWithData() {
