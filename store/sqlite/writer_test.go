@@ -11,17 +11,23 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
-// An operation that panics, committed by its caller alone, undoes what it
-// wrote and leaves the writer free for the next write.
-func TestAWriteThatPanicsLeavesTheWriterUsable(t *testing.T) {
-	ctx := context.Background()
-	d, _, _ := testDB(t)
-	if err := d.w.do(ctx, "test", durable, func(t *tx) error {
+// makeScratch makes a table of one column, x, for a test's writes.
+func makeScratch(t *testing.T, d *DB) {
+	t.Helper()
+	if err := d.w.do(context.Background(), "test", durable, func(t *tx) error {
 		_, err := t.exec(`CREATE TABLE scratch (x INTEGER)`)
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// An operation that panics, committed by its caller alone, undoes what it
+// wrote and leaves the writer free for the next write.
+func TestAWriteThatPanicsLeavesTheWriterUsable(t *testing.T) {
+	ctx := context.Background()
+	d, _, _ := testDB(t)
+	makeScratch(t, d)
 	func() {
 		defer func() {
 			if p := recover(); p != "boom" {
@@ -55,12 +61,7 @@ func TestCloseWaitsForAWriteInProgress(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "herald.db")
 	d := openAt(t, path, nil, sessions.Limits{})
-	if err := d.w.do(ctx, "test", durable, func(t *tx) error {
-		_, err := t.exec(`CREATE TABLE scratch (x INTEGER)`)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	makeScratch(t, d)
 	inside, release := make(chan struct{}), make(chan struct{})
 	wrote := make(chan error, 1)
 	go func() {
