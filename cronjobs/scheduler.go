@@ -200,29 +200,43 @@ func (s *Scheduler) schedule(ctx context.Context) {
 			swept = now
 			s.sweep(ctx)
 		}
-		wait := s.tick(ctx)
-		if wait <= 0 {
-			continue
-		}
-		t := s.clock.NewTimer(wait)
-		select {
-		case <-t.C():
-		case <-s.wake:
-		case <-ctx.Done():
-		}
-		t.Stop()
+		s.sleep(ctx, s.tick(ctx))
 	}
 }
 
-// tick starts the fires that are due and returns how long to sleep.
-func (s *Scheduler) tick(ctx context.Context) time.Duration {
+// sleep waits until the clock reaches until, a wake, or ctx's end. The
+// wait runs to a time the tick set from its read of the store, not for
+// a span from now: when the clock passed it while the store was read (a
+// slow read, a test's clock moved on), what fell due meanwhile is read
+// at once rather than a whole wait later.
+func (s *Scheduler) sleep(ctx context.Context, until time.Time) {
+	wait := until.Sub(s.clock.Now())
+	if wait <= 0 {
+		return
+	}
+	t := s.clock.NewTimer(wait)
+	defer t.Stop()
+	if !s.clock.Now().Before(until) {
+		// Passed between the span's reckoning and the timer's arming.
+		return
+	}
+	select {
+	case <-t.C():
+	case <-s.wake:
+	case <-ctx.Done():
+	}
+}
+
+// tick starts the fires that are due and returns when to read the store
+// again.
+func (s *Scheduler) tick(ctx context.Context) time.Time {
 	now := s.clock.Now()
 	jobs, err := s.store.DueJobs(ctx, now, dueBatch)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("reading the due cron jobs failed; retrying", "err", err)
 		}
-		return storeRetry
+		return now.Add(storeRetry)
 	}
 	s.forgetHeld(now)
 	started, busy := 0, 0
@@ -241,33 +255,37 @@ func (s *Scheduler) tick(ctx context.Context) time.Duration {
 		if !s.slot(ctx, now, &stale) {
 			// Read again, or stopping.
 			s.untake(f)
-			return 0
+			return now
 		}
 		started++
 		s.start(func(ctx context.Context) { s.fire(ctx, j, f) }, f)
 	}
 	if len(jobs) == dueBatch {
 		if started > 0 {
-			return 0
+			return now
 		}
-		return busyWait
+		return now.Add(busyWait)
 	}
 	next, ok, err := s.store.NextDue(ctx)
 	switch {
 	case err != nil:
-		return storeRetry
+		return now.Add(storeRetry)
 	case !ok:
-		return s.opts.Poll
-	}
-	wait := next.Sub(s.clock.Now())
-	if wait <= 0 {
-		// What is due is being fired already.
-		wait = busyWait
-		if busy == len(jobs) {
-			wait = min(s.opts.Poll, 250*time.Millisecond)
+		return now.Add(s.opts.Poll)
+	case next.After(now):
+		// Due after the read: read again then (at once if the clock
+		// passed it meanwhile), Poll after the read at the latest.
+		if poll := now.Add(s.opts.Poll); poll.Before(next) {
+			return poll
 		}
+		return next
 	}
-	return min(wait, s.opts.Poll)
+	// What was due by the read is being fired already.
+	wait := busyWait
+	if busy == len(jobs) {
+		wait = min(s.opts.Poll, 250*time.Millisecond)
+	}
+	return now.Add(wait)
 }
 
 // slot takes a slot for a fire of the jobs read at read. With every
