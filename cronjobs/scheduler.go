@@ -62,7 +62,8 @@ type SchedulerOptions struct {
 	Poll     time.Duration
 	MaxFires int // fires run at once by this instance; 0: DefaultMaxFires
 	// Ran, when set, is told of each fire this instance recorded, once
-	// its job was updated; it must return quickly.
+	// its job was updated and the fire marked done; it must return
+	// quickly.
 	Ran    func(Run)
 	Clock  clock.Clock
 	Logger *slog.Logger
@@ -228,15 +229,19 @@ func (s *Scheduler) sleep(ctx context.Context, until time.Time) {
 }
 
 // tick starts the fires that are due and returns when to read the store
-// again.
+// again. A next due time is kept as it is, counted from the read; a pause
+// (the store failing, every due job being fired, nothing due) is counted
+// from the tick's end, so that a slow read is never followed by another
+// at once.
 func (s *Scheduler) tick(ctx context.Context) time.Time {
 	now := s.clock.Now()
+	pause := func(d time.Duration) time.Time { return s.clock.Now().Add(d) }
 	jobs, err := s.store.DueJobs(ctx, now, dueBatch)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("reading the due cron jobs failed; retrying", "err", err)
 		}
-		return now.Add(storeRetry)
+		return pause(storeRetry)
 	}
 	s.forgetHeld(now)
 	started, busy := 0, 0
@@ -264,28 +269,29 @@ func (s *Scheduler) tick(ctx context.Context) time.Time {
 		if started > 0 {
 			return now
 		}
-		return now.Add(busyWait)
+		return pause(busyWait)
 	}
 	next, ok, err := s.store.NextDue(ctx)
 	switch {
 	case err != nil:
-		return now.Add(storeRetry)
+		return pause(storeRetry)
 	case !ok:
-		return now.Add(s.opts.Poll)
+		return pause(s.opts.Poll)
 	case next.After(now):
 		// Due after the read: read again then (at once if the clock
-		// passed it meanwhile), Poll after the read at the latest.
-		if poll := now.Add(s.opts.Poll); poll.Before(next) {
+		// passed it meanwhile), a Poll from now at the latest.
+		if poll := pause(s.opts.Poll); poll.Before(next) {
 			return poll
 		}
 		return next
 	}
-	// What was due by the read is being fired already.
+	// What was due by the read is being fired already; a fire's end
+	// wakes the loop.
 	wait := busyWait
 	if busy == len(jobs) {
 		wait = min(s.opts.Poll, 250*time.Millisecond)
 	}
-	return now.Add(wait)
+	return pause(wait)
 }
 
 // slot takes a slot for a fire of the jobs read at read. With every
@@ -496,7 +502,7 @@ func (s *Scheduler) fire(ctx context.Context, j Job, f fire) {
 			return
 		}
 	}
-	marked, err := s.run(ctx, st, f, c, begun)
+	ran, marked, err := s.run(ctx, st, f, c, begun)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.warnFire(f, "recording a cron fire failed; it is run again when its claim runs out", err)
@@ -505,6 +511,9 @@ func (s *Scheduler) fire(ctx context.Context, j Job, f fire) {
 	}
 	if !marked {
 		s.done(ctx, f, c)
+	}
+	if ran != nil && s.opts.Ran != nil {
+		s.opts.Ran(*ran)
 	}
 }
 
@@ -545,14 +554,15 @@ type runStart struct {
 }
 
 // run runs the fire st decided on, under claim c, and records it: its
-// run, its output, its reports queued, the job's last status. It
-// reports whether it marked the claim done too. An error leaves the fire
-// to be run again (its reports are keyed by the fire: none goes twice).
-func (s *Scheduler) run(ctx context.Context, st step, f fire, c lease.Claim, begun runStart) (bool, error) {
+// run, its output, its reports queued, the job's last status. It returns
+// the run recorded (nil for none) and whether it marked the claim done
+// too. An error leaves the fire to be run again (its reports are keyed by
+// the fire: none goes twice).
+func (s *Scheduler) run(ctx context.Context, st step, f fire, c lease.Claim, begun runStart) (*Run, bool, error) {
 	j := st.job
 	if st.broken != "" {
 		s.log.Warn("a cron job cannot be scheduled; it is kept with the error and not run", "job", j.ID, "err", st.broken)
-		return false, nil
+		return nil, false, nil
 	}
 	prior, hasPrior := begun.prior, begun.hasPrior
 	if !begun.known {
@@ -562,12 +572,12 @@ func (s *Scheduler) run(ctx context.Context, st step, f fire, c lease.Claim, beg
 		case err == nil:
 			hasPrior = true
 		case !errs.Is(err, errs.NotFound):
-			return false, err
+			return nil, false, err
 		}
 	}
 	if hasPrior && prior.Ended() {
 		// An earlier attempt at this fire ran it and recorded it.
-		return false, s.finish(ctx, st, prior)
+		return nil, false, s.finish(ctx, st, prior)
 	}
 	r := begun.run
 	if !begun.known || hasPrior {
@@ -589,12 +599,12 @@ func (s *Scheduler) run(ctx context.Context, st step, f fire, c lease.Claim, beg
 	} else {
 		if !begun.started {
 			if err := s.store.PutRun(ctx, r); err != nil {
-				return false, err
+				return nil, false, err
 			}
 		}
 		out := s.execute(ctx, j, r)
 		if ctx.Err() != nil {
-			return false, ctx.Err()
+			return nil, false, ctx.Err()
 		}
 		out.err, out.text, out.body = s.redact(out.err), s.redact(out.text), s.redact(out.body)
 		r.Status, r.Error, body = out.status, out.err, out.body
@@ -615,7 +625,7 @@ func (s *Scheduler) run(ctx context.Context, st step, f fire, c lease.Claim, beg
 	// fire's claim, until the store is back, rather than left to a claim
 	// that runs out and a fire that runs again.
 	if err := s.untilStoreBack(ctx, c, func() error { return s.queue(ctx, j, &r, text) }); err != nil {
-		return false, err
+		return nil, false, err
 	}
 	r.EndedAt = s.clock.Now()
 	var marked bool
@@ -624,12 +634,9 @@ func (s *Scheduler) run(ctx context.Context, st step, f fire, c lease.Claim, beg
 		return err
 	})
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
-	if s.opts.Ran != nil {
-		s.opts.Ran(r)
-	}
-	return marked, nil
+	return &r, marked, nil
 }
 
 // storeBackTries bounds the tries of untilStoreBack: about half a minute
