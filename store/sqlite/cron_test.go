@@ -54,14 +54,19 @@ func TestFireStartsTrimRunsNowAndThen(t *testing.T) {
 		clk.Advance(time.Minute)
 	}
 	total := cronjobs.KeepRuns + 3*trimEvery + 3
+	most := 0 // the most runs the job held after a fire
 	for i := range total {
 		fire(d, i)
-		if n := stored(d); n >= cronjobs.KeepRuns+trimEvery {
+		n := stored(d)
+		if n >= cronjobs.KeepRuns+trimEvery {
 			t.Fatalf("after %d fires the job holds %d runs, want fewer than %d", i+1, n, cronjobs.KeepRuns+trimEvery)
 		}
+		most = max(most, n)
 	}
-	if n := stored(d); n <= cronjobs.KeepRuns {
-		t.Errorf("after %d fires the job holds %d runs: trimmed at every start", total, n)
+	// Where the cycle starts is random, so the last fire may be a trim's:
+	// what shows trims are not at every start is a count past KeepRuns.
+	if most <= cronjobs.KeepRuns {
+		t.Errorf("over %d fires the job never held more than %d runs: trimmed at every start", total, most)
 	}
 	rs, err := cron.Runs(ctx, "job_1", 0)
 	if err != nil {
