@@ -233,13 +233,37 @@ func chaosRun(t *testing.T, wait bool) {
 			turns[conv] = append(seq, req.LastUser())
 		}
 	}
+	// Acting at once, a gateway whose lease the primary took with it may
+	// run a turn again after the conversation's new holder went past it
+	// (its commit is fenced off): the model sees an earlier turn after a
+	// later one. One such step back a conversation, and only in the
+	// killed primary's third.
+	rewound := 0
 	for i := range chaosConvs {
 		var want []string
 		for j := range chaosMessages {
 			want = append(want, chaosText(i, j))
 		}
-		if got := turns[clusterModelKey(chaosConv(i))]; wait && !slices.Equal(got, want) || !inOrderOnce(got, want) {
-			t.Errorf("%s: the model saw the turns %q, want %q", chaosConv(i), got, want)
+		got := turns[clusterModelKey(chaosConv(i))]
+		if wait {
+			if !slices.Equal(got, want) {
+				t.Errorf("%s: the model saw the turns %q, want %q", chaosConv(i), got, want)
+			}
+			continue
+		}
+		before, after := got, []string(nil)
+		if back := stepBack(got, want); back > 0 {
+			before, after = got[:back], got[back:]
+			rewound++
+		}
+		if !inOrderOnce(before, want) || !inOrderOnce(after, want) {
+			t.Errorf("%s: the model saw the turns %q, want some of %q in order, going back at most once", chaosConv(i), got, want)
+		}
+	}
+	if !wait {
+		t.Logf("acting at once: the model saw %d conversations go back to an earlier turn", rewound)
+		if rewound > chaosConvs/3 {
+			t.Errorf("%d conversations went back to an earlier turn, more than the %d of the killed primary's shards", rewound, chaosConvs/3)
 		}
 	}
 	// Waiting for a replica, a conversation's lease is never lost, so its
@@ -282,6 +306,20 @@ func replies(timelines [][]item) int {
 		n += len(items)
 	}
 	return n
+}
+
+// stepBack is the index of the first of got that comes no later in want
+// than the one before it, or 0 when got goes only forward.
+func stepBack(got, want []string) int {
+	last := -1
+	for i, g := range got {
+		at := slices.Index(want, g)
+		if i > 0 && at <= last {
+			return i
+		}
+		last = at
+	}
+	return 0
 }
 
 // inOrderOnce reports whether got is want with some left out: each at
