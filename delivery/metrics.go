@@ -13,8 +13,9 @@ type Metrics struct {
 	// Attempt: a send to platform ended with o; RouteMissing too when no
 	// adapter serves the platform.
 	Attempt func(platform string, o adapters.Outcome)
-	// Resent: a message whose earlier claim ended unsettled (that holder
-	// may have sent it) is sent again, to platform.
+	// Resent: a message to platform whose earlier claim ended unsettled
+	// (that holder may have sent it) is claimed again, to be sent or
+	// handed back unsent.
 	Resent func(platform string)
 	// Acked: an accepted message was acked, took after its platform
 	// accepted it: the window in which a crash sends it twice.

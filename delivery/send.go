@@ -44,6 +44,14 @@ type sender struct {
 // its claim or the heartbeat would run out before the send returns. It
 // returns when c is due again if it went back unsent, else the zero time.
 func (s *sender) handle(ctx context.Context, c outbox.Claimed, stalled bool, hold, now time.Time) time.Time {
+	if c.Resend {
+		// Its earlier claim ended unsettled: that holder may have sent it.
+		// Counted at this claim, which sends it or hands it back: a
+		// hand-back settles the claim, so the one that sends it after is
+		// no resend.
+		s.metrics.resent(c.Target.Platform)
+		s.log.Warn("resending a message whose earlier claim ended unsettled", "conv", c.Conv, "outbox_id", c.ID, "platform", c.Target.Platform)
+	}
 	switch {
 	case ctx.Err() != nil:
 		return s.postpone(ctx, c, now, "the process is stopping")
@@ -98,11 +106,6 @@ func (s *sender) deliver(hard context.Context, c outbox.Claimed) time.Time {
 	// The send continues the trace of the turn that wrote the message.
 	ctx, span := tracing.Start(tracing.Extract(ctx, c.Meta), tracing.SpanDeliverySend,
 		attribute.String("herald.platform", platform), attribute.String("herald.outbox.kind", c.Kind))
-	if c.Resend {
-		// Its earlier claim ended unsettled: that holder may have sent it.
-		s.metrics.resent(platform)
-		s.log.Warn("resending a message whose earlier claim ended unsettled", "conv", c.Conv, "outbox_id", c.ID, "platform", platform)
-	}
 	start := time.Now()
 	res := s.send(ctx, a, c.Message)
 	s.room.timed(time.Since(start))

@@ -233,6 +233,69 @@ func TestDeliveryCountsResends(t *testing.T) {
 	}
 }
 
+// slowClaimStore is an outbox whose heartbeats fail, so that only claims
+// keep a worker's heartbeat, and whose first claim that takes messages
+// returns once slow went by on clk, as a store that stalls does.
+type slowClaimStore struct {
+	outbox.Store
+	clk  *clock.Fake
+	slow time.Duration
+	done atomic.Bool
+}
+
+func (s *slowClaimStore) Beat(ctx context.Context, worker string, ttl time.Duration) error {
+	return errors.New("store unreachable")
+}
+
+func (s *slowClaimStore) Claim(ctx context.Context, worker string, platforms []string, max int, ttl time.Duration) ([]outbox.Claimed, error) {
+	cs, err := s.Store.Claim(ctx, worker, platforms, max, ttl)
+	if len(cs) > 0 && s.done.CompareAndSwap(false, true) {
+		s.clk.Advance(s.slow)
+	}
+	return cs, err
+}
+
+// A message whose earlier claim ended unsettled is counted a resend even
+// when the claim that takes it hands it back unsent (the claim returned
+// too late in the worker's heartbeat to send): the hand-back settles that
+// claim, so the one that sends it after is no resend.
+func TestDeliveryCountsAResendHandedBackUnsent(t *testing.T) {
+	s := &scripted{}
+	clk := clock.NewFake(t0)
+	db := openSQLite(t, clk)
+	ctx := context.Background()
+	if _, _, err := db.Outbox().Enqueue(ctx, outbox.Message{Target: outbox.Target{Platform: "telegram", Chat: "5"}, Text: "once"}); err != nil {
+		t.Fatal(err)
+	}
+	// A worker that dies claims it, and its claim runs out.
+	if cs, err := db.Outbox().Claim(ctx, "dead", []string{"telegram"}, 1, time.Second); err != nil || len(cs) != 1 {
+		t.Fatalf("the dead worker's claim: %v, %v", cs, err)
+	}
+	clk.Advance(2 * time.Second)
+
+	routes := NewRoutes()
+	routes.Up(&adaptertest.Adapter{Name: "telegram", OnSend: s.send})
+	m := newCounts()
+	ob := &slowClaimStore{Store: db.Outbox(), clk: clk, slow: 1500 * time.Millisecond}
+	d, err := New(Options{Outbox: ob, Routes: routes, Clock: clk, Metrics: m.hooks(), Logger: quietLogger(), ClaimTTL: 30 * time.Second,
+		Heartbeat: 2 * time.Second, PollMin: time.Millisecond, PollMax: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Shutdown(ctx)
+	d.Notify()
+	testkit.Eventually(t, "the send", func() bool { return s.count() == 1 })
+	if got := m.attempted("telegram", adapters.Accepted.String()); got != 1 {
+		t.Fatalf("%d sends accepted, want 1", got)
+	}
+	if got := m.resent("telegram"); got != 1 {
+		t.Errorf("resends %v, want 1", got)
+	}
+}
+
 func TestDeliveryAdapterPanicIsTransient(t *testing.T) {
 	var calls atomic.Int32
 	a := &adaptertest.Adapter{Name: "telegram", OnSend: func(context.Context, outbox.Message) adapters.SendResult {

@@ -167,6 +167,13 @@ platforms:
 	dc.Wait("a gateway session", dc.Connected)
 	send(0, 3)
 	waitReplies(3, waitReply)
+	// Discord has a reply before its sender acks it: a kill in between
+	// sends it again (the duplicate window TestKillsBetweenCommitAndSend
+	// measures), so the kill waits for the acks.
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
+		acked := counter(t, gws[0], "herald_delivery_ack_seconds_count") + counter(t, gws[1], "herald_delivery_ack_seconds_count")
+		return acked >= 3, fmt.Sprintf("%v of 3 replies acked", acked)
+	})
 	owner := ownerOf(t, gws[:], "discord")
 
 	// The owner dies holding the lease; until the survivor takes it over

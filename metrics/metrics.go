@@ -103,7 +103,7 @@ func NewMetrics() *Metrics {
 	m.deliveryAttempts = counterVec(reg, "herald_delivery_attempts_total",
 		"Sends to platforms, by platform and result (accepted, rate_limited, transient, permanent, route_missing).", "platform", "result")
 	m.deliveryResends = counterVec(reg, "herald_delivery_resends_total",
-		"Sends by this process, by platform, of a message whose earlier claim (by any worker, in any process) ended with nothing written: it ran out, or its worker's heartbeat did, so that worker may have sent it; each a possible duplicate.", "platform")
+		"Claims by this process, by platform, of a message whose earlier claim (by any worker, in any process) ended with nothing written: it ran out, or its worker's heartbeat did, so that worker may have sent it; each a possible duplicate, counted whether this claim sends the message or hands it back unsent.", "platform")
 	m.ackSeconds = histogram(reg, "herald_delivery_ack_seconds",
 		"Time from a platform accepting a message to its ack: the window in which a crash sends it twice.", prometheus.ExponentialBuckets(0.0005, 2.5, 10)) // 0.5 ms … ~2 s
 	m.controllerFires = counterVec(reg, "herald_controller_fires_total",
