@@ -50,7 +50,7 @@ func (s *sender) handle(ctx context.Context, c outbox.Claimed, stalled bool, hol
 		// hand-back settles the claim, so the one that sends it after is
 		// no resend.
 		s.metrics.resent(c.Target.Platform)
-		s.log.Warn("resending a message whose earlier claim ended unsettled", "conv", c.Conv, "outbox_id", c.ID, "platform", c.Target.Platform)
+		s.log.Warn("claimed again a message whose earlier claim ended unsettled: it may reach the platform twice", "conv", c.Conv, "outbox_id", c.ID, "platform", c.Target.Platform)
 	}
 	switch {
 	case ctx.Err() != nil:
