@@ -208,6 +208,50 @@ func TestHandoffKeepsRoomForCommitsInFlight(t *testing.T) {
 	dones[1](errNotCommitted)
 }
 
+// TestHandoffTakesABurstBeyondWhatTheLoopClaims: with sends this fast,
+// commits in flight hand over more replies than the claim loop may hold
+// (maxHeld), since the replies are in the process already and enqueued
+// due each would cost a claim; the loop meanwhile claims nothing.
+func TestHandoffTakesABurstBeyondWhatTheLoopClaims(t *testing.T) {
+	// The loop claims as it starts and when woken, never on a timer: a
+	// claim on its way would wait for the commits offered here.
+	claims := &atomic.Int32{}
+	counted := func(s outbox.Store) outbox.Store { return countingOutbox{Store: s, claims: claims} }
+	sent := &scripted{}
+	r := newWrappedDeliveryRig(t, counted, Options{Senders: 2, PollMin: time.Hour, PollMax: time.Hour},
+		&adaptertest.Adapter{Name: "telegram", OnSend: sent.send})
+	ctx := context.Background()
+	testkit.Eventually(t, "the loop's first claim", func() bool { return claims.Load() == 1 })
+	// One send timed first, so that the room is what the senders send in
+	// a quarter of a claim, not one message a sender: the claim that
+	// takes it, then one that finds nothing, and the loop sleeps.
+	queue := NotifyingOutbox(r.store, r.d.NotifyTarget)
+	if _, _, err := queue.Enqueue(ctx, outbox.Message{Target: outbox.Target{Platform: "telegram", Chat: "warm"}, Text: "warm"}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the first message sent and settled, and the loop idle", func() bool {
+		return sent.count() == 1 && claims.Load() == 3 && r.d.room.left() == maxHeld
+	})
+
+	msg := []outbox.Message{{Target: outbox.Target{Platform: "telegram", Chat: "1"}, Text: "hi"}}
+	var dones []func(err error)
+	defer func() {
+		for _, done := range dones {
+			done(errNotCommitted)
+		}
+	}()
+	for i := range maxHeld + 100 {
+		h, done := r.d.Handoff(msg)
+		if h == nil {
+			t.Fatalf("offer %d refused; with sends this fast, want room for more than the loop's %d", i+1, maxHeld)
+		}
+		dones = append(dones, done)
+	}
+	if got := r.d.room.left(); got != 0 {
+		t.Errorf("with %d replies promised, the claim loop may claim %d more, want 0", maxHeld+100, got)
+	}
+}
+
 // gatedOutbox holds each Claim until the test lets it go, and says on
 // started (when set) that one began.
 type gatedOutbox struct {

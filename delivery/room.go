@@ -1,12 +1,14 @@
 package delivery
 
 import (
+	"math"
 	"sync"
 	"time"
 )
 
-// maxHeld bounds the messages one worker holds claimed at once, however
-// fast its sends.
+// maxHeld bounds the messages the claim loop holds claimed at once,
+// however fast the sends: what it takes out of the store is here only
+// because it claimed it.
 const maxHeld = 4096
 
 // room is how many messages the worker may hold claimed: no more than
@@ -24,30 +26,38 @@ type room struct {
 	sendAvg  time.Duration // how long a send takes, a moving average; 0 until one was timed
 }
 
-// left is how many more messages the worker may claim now. Until a send
-// was timed it holds one a sender.
+// left is how many more messages the claim loop may claim now: the room
+// not held or promised to commits in flight, and no more than maxHeld
+// held in all.
 func (r *room) left() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.leftLocked()
+	return max(0, min(r.capacityLocked(), maxHeld)-r.held-r.promised)
 }
 
-// leftLocked is left with r.mu held. The room promised to commits in
-// flight counts as taken.
-func (r *room) leftLocked() int {
-	capacity := r.senders
-	if r.sendAvg > 0 {
-		capacity = int(min(int64(maxHeld), int64(r.senders)*int64(r.claimTTL/4)/int64(r.sendAvg)))
+// capacityLocked is how many messages the senders send in a quarter of
+// a claim at the speed sends have taken, at least one a sender; one a
+// sender until a send was timed. r.mu is held.
+func (r *room) capacityLocked() int {
+	if r.sendAvg <= 0 {
+		return r.senders
 	}
-	return max(0, max(capacity, r.senders)-r.held-r.promised)
+	c := int64(r.senders) * int64(r.claimTTL/4) / int64(r.sendAvg)
+	return int(max(int64(r.senders), min(c, math.MaxInt32)))
 }
 
 // reserve keeps room for n messages a commit in flight may hand over,
 // and reports false, keeping nothing, when there is not that much.
+// maxHeld does not bound it: the replies are in this process already,
+// made by the turns committing them (as many as workers.turns), and
+// handed over they cost no store call, where enqueued due each would
+// cost a claim; only the time their sends take does. A burst of replies
+// that outnumbers maxHeld then goes out as it commits instead of
+// through the claim loop.
 func (r *room) reserve(n int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.leftLocked() < n {
+	if r.capacityLocked()-r.held-r.promised < n {
 		return false
 	}
 	r.promised += n
