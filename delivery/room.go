@@ -28,11 +28,11 @@ type room struct {
 
 // left is how many more messages the claim loop may claim now: the room
 // not held or promised to commits in flight, and no more than maxHeld
-// held in all.
+// (or one a sender, when that is more) held in all.
 func (r *room) left() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return max(0, min(r.capacityLocked(), maxHeld)-r.held-r.promised)
+	return max(0, min(r.capacityLocked(), max(maxHeld, r.senders))-r.held-r.promised)
 }
 
 // capacityLocked is how many messages the senders send in a quarter of
