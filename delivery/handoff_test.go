@@ -218,7 +218,9 @@ func TestHandoffTakesABurstBeyondWhatTheLoopClaims(t *testing.T) {
 	claims := &atomic.Int32{}
 	counted := func(s outbox.Store) outbox.Store { return countingOutbox{Store: s, claims: claims} }
 	sent := &scripted{}
-	r := newWrappedDeliveryRig(t, counted, Options{Senders: 2, PollMin: time.Hour, PollMax: time.Hour},
+	// A claim of an hour, so that one send slowed by a busy machine still
+	// makes room for thousands.
+	r := newWrappedDeliveryRig(t, counted, Options{Senders: 2, ClaimTTL: time.Hour, PollMin: time.Hour, PollMax: time.Hour},
 		&adaptertest.Adapter{Name: "telegram", OnSend: sent.send})
 	ctx := context.Background()
 	testkit.Eventually(t, "the loop's first claim", func() bool { return claims.Load() == 1 })
@@ -233,6 +235,9 @@ func TestHandoffTakesABurstBeyondWhatTheLoopClaims(t *testing.T) {
 		return sent.count() == 1 && claims.Load() == 3 && r.d.room.left() == maxHeld
 	})
 
+	// Each offer taken holds the handoff lock's read side until its done:
+	// nothing may wake the loop from here on, whose claim would wait for
+	// the write side and block the next offer.
 	msg := []outbox.Message{{Target: outbox.Target{Platform: "telegram", Chat: "1"}, Text: "hi"}}
 	var dones []func(err error)
 	defer func() {
