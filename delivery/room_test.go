@@ -81,3 +81,40 @@ func TestDeliveryClaimsAheadOfFastSendsWithinSenders(t *testing.T) {
 		t.Errorf("%d sends ran at once, want at most %d", got, senders)
 	}
 }
+
+// TestRoomBoundsClaimsAndHandoffsApart: the claim loop holds at most
+// maxHeld (or one a sender, when that is more), handoffs as many as the
+// senders send in a quarter of a claim, and until a send was timed both
+// one a sender.
+func TestRoomBoundsClaimsAndHandoffsApart(t *testing.T) {
+	r := &room{senders: 2, claimTTL: time.Hour, free: make(chan struct{}, 1)}
+	if got := r.left(); got != 2 {
+		t.Errorf("before a timed send the loop may claim %d, want 2 (one a sender)", got)
+	}
+	if r.reserve(3) {
+		t.Error("before a timed send a handoff of 3 was taken, want at most 2")
+	}
+	r.timed(time.Microsecond) // 2 senders × 15 min ÷ 1 µs: more than an int32 holds
+	if got := r.left(); got != maxHeld {
+		t.Errorf("with sends this fast the loop may claim %d, want maxHeld %d", got, maxHeld)
+	}
+	if !r.reserve(maxHeld + 1) {
+		t.Errorf("with sends this fast a handoff of %d was refused", maxHeld+1)
+	}
+	if got := r.left(); got != 0 {
+		t.Errorf("with %d promised the loop may claim %d, want 0", maxHeld+1, got)
+	}
+	r.release(maxHeld + 1)
+
+	many := &room{senders: maxHeld + 10, claimTTL: time.Hour, free: make(chan struct{}, 1)}
+	many.timed(time.Microsecond)
+	if got := many.left(); got != maxHeld+10 {
+		t.Errorf("with %d senders the loop may claim %d, want one a sender", maxHeld+10, got)
+	}
+
+	slow := &room{senders: 2, claimTTL: 4 * time.Second, free: make(chan struct{}, 1)}
+	slow.timed(time.Second) // 2 senders × 1 s ÷ 1 s
+	if slow.left() != 2 || slow.reserve(3) || !slow.reserve(2) {
+		t.Error("with sends of a second and a claim of 4 s, want room for 2, claimed or handed over")
+	}
+}
