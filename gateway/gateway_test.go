@@ -186,18 +186,25 @@ func TestGatewayRunsTurnsThroughTheAPI(t *testing.T) {
 		t.Errorf("the history was not sent: %s", body)
 	}
 
-	_, metrics := h.do("GET", "/metrics", "")
-	for _, want := range []string{
+	// A reply can reach the client before its turn's worker counts the
+	// turn finished and its sender counts the send: the counts are
+	// waited for.
+	wants := []string{
 		"herald_turns_started_total 3",
 		`herald_turns_finished_total{end="done"} 3`,
 		`herald_delivery_attempts_total{platform="api",result="accepted"} 3`,
 		`herald_model_request_duration_seconds_count{result="ok"} 4`,
 		"herald_turn_slots 4",
-	} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("/metrics lacks %s", want)
-		}
 	}
+	testkit.Eventually(t, "the three turns' counts in /metrics: "+strings.Join(wants, ", "), func() bool {
+		_, metrics := h.do("GET", "/metrics", "")
+		for _, want := range wants {
+			if !strings.Contains(metrics, want) {
+				return false
+			}
+		}
+		return true
+	})
 	// The gauges count the turn queues: a turn held at the model is one
 	// entry being run.
 	gate := testkit.NewGate()
