@@ -77,7 +77,7 @@ func (cl *claimLoop) run(ctx context.Context) {
 		mark, since := cl.notices.mark(), cl.order.mark()
 		cl.claiming.Lock()
 		claimed, all := cl.claim(ctx, min(n, cl.batch))
-		cl.lanes.dispatch(claimed, since)
+		cl.lanes.dispatch(claimed, since, true)
 		cl.claiming.Unlock()
 		if all {
 			// Every message due when the claim began is claimed now.

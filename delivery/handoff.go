@@ -94,7 +94,7 @@ func (w *Worker) handed(claimed []outbox.Claimed, since uint64) {
 	}
 	// The lanes take them only until the loop's end, under the lock that
 	// end is set under: a sender they start is one Shutdown waits for.
-	if w.running() && w.lanes.dispatch(claimed, since) {
+	if w.running() && w.lanes.dispatch(claimed, since, false) {
 		return
 	}
 	// The worker began stopping while the commit ran, or its context

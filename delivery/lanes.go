@@ -32,13 +32,21 @@ type lanes struct {
 // sender.
 type lane struct {
 	target string
-	queue  []outbox.Claimed
+	queue  []queued
 	// stalled is set once a message of the lane was handed back unsent:
 	// the messages behind it are handed back too, due at hold or later,
 	// so that none overtakes it. The store claims them again only after
 	// it.
 	stalled bool
 	hold    time.Time
+}
+
+// queued is a claimed message in its lane, and whether the claim loop
+// took it (else a commit handed it over): the room counts the loop's
+// apart (room.left).
+type queued struct {
+	c      outbox.Claimed
+	looped bool
 }
 
 // start gives the senders ctx, whose end cancels their sends.
@@ -70,23 +78,24 @@ func (ls *lanes) end() {
 // waits for a sender, and a sender starts for each waiting lane while
 // fewer than Senders run. since is order's mark when the claim began: a
 // new lane of a target whose message was handed back since starts
-// stalled (order.stalls). Once ended it takes nothing and reports false:
-// a sender it starts is one end waits for.
-func (ls *lanes) dispatch(claimed []outbox.Claimed, since uint64) bool {
+// stalled (order.stalls). looped tells the claim loop's claims from a
+// commit's handoff. Once ended it takes nothing and reports false: a
+// sender it starts is one end waits for.
+func (ls *lanes) dispatch(claimed []outbox.Claimed, since uint64, looped bool) bool {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.ended {
 		return false
 	}
 	now := ls.clock.Now()
-	ls.room.hold(len(claimed))
+	ls.room.hold(len(claimed), looped)
 	for _, c := range claimed {
 		key := c.Target.String()
 		if l, ok := ls.by[key]; ok {
-			l.queue = append(l.queue, c)
+			l.queue = append(l.queue, queued{c: c, looped: looped})
 			continue
 		}
-		l := &lane{target: key, queue: []outbox.Claimed{c}}
+		l := &lane{target: key, queue: []queued{{c: c, looped: looped}}}
 		l.hold, l.stalled = ls.order.stalls(key, since, now)
 		ls.by[key] = l
 		ls.waiting = append(ls.waiting, l)
@@ -124,18 +133,18 @@ func (ls *lanes) drain(ctx context.Context, l *lane) {
 			ls.mu.Unlock()
 			continue
 		}
-		c := l.queue[0]
+		q := l.queue[0]
 		l.queue = l.queue[1:]
 		stalled, hold := l.stalled, l.hold
 		ls.mu.Unlock()
 
 		now := ls.clock.Now()
-		if back := ls.sender.handle(ctx, c, stalled, hold, now); !back.IsZero() {
+		if back := ls.sender.handle(ctx, q.c, stalled, hold, now); !back.IsZero() {
 			ls.mu.Lock()
 			l.stalled, l.hold = true, later(l.hold, back)
 			ls.order.backed(l.target, l.hold, now)
 			ls.mu.Unlock()
 		}
-		ls.room.settle()
+		ls.room.settle(q.looped)
 	}
 }

@@ -8,7 +8,8 @@ import (
 
 // maxHeld bounds the messages the claim loop holds claimed at once,
 // however fast the sends: what it takes out of the store is here only
-// because it claimed it.
+// because it claimed it. The replies commits hand over are not counted
+// in it (see reserve).
 const maxHeld = 4096
 
 // room is how many messages the worker may hold claimed: no more than
@@ -22,17 +23,20 @@ type room struct {
 
 	mu       sync.Mutex
 	held     int           // claimed messages not yet settled
+	looped   int           // of held, those the claim loop claimed
 	promised int           // room kept for the replies of commits in flight (Handoff)
 	sendAvg  time.Duration // how long a send takes, a moving average; 0 until one was timed
 }
 
 // left is how many more messages the claim loop may claim now: the room
 // not held or promised to commits in flight, and no more than maxHeld
-// (or one a sender, when that is more) held in all.
+// (or one a sender, when that is more) of the loop's own held at once.
+// The replies commits hand over take the room, not the loop's share of
+// it, so a burst of them does not keep the loop from claiming.
 func (r *room) left() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return max(0, min(r.capacityLocked(), max(maxHeld, r.senders))-r.held-r.promised)
+	return max(0, min(r.capacityLocked()-r.held-r.promised, max(maxHeld, r.senders)-r.looped))
 }
 
 // capacityLocked is how many messages the senders send in a quarter of
@@ -72,17 +76,25 @@ func (r *room) release(n int) {
 	r.signal()
 }
 
-// hold counts n messages claimed.
-func (r *room) hold(n int) {
+// hold counts n messages claimed, by the claim loop when looped, else
+// handed over by a commit.
+func (r *room) hold(n int, looped bool) {
 	r.mu.Lock()
 	r.held += n
+	if looped {
+		r.looped += n
+	}
 	r.mu.Unlock()
 }
 
-// settle counts one held message settled: sent, or handed back.
-func (r *room) settle() {
+// settle counts one held message settled: sent, or handed back; looped
+// as it was held.
+func (r *room) settle(looped bool) {
 	r.mu.Lock()
 	r.held--
+	if looped {
+		r.looped--
+	}
 	r.mu.Unlock()
 	r.signal()
 }

@@ -83,9 +83,9 @@ func TestDeliveryClaimsAheadOfFastSendsWithinSenders(t *testing.T) {
 }
 
 // TestRoomBoundsClaimsAndHandoffsApart: the claim loop holds at most
-// maxHeld (or one a sender, when that is more), handoffs as many as the
-// senders send in a quarter of a claim, and until a send was timed both
-// one a sender.
+// maxHeld of its own (or one a sender, when that is more), the worker
+// as many as the senders send in a quarter of a claim, commits' handoffs
+// included, and until a send was timed one a sender.
 func TestRoomBoundsClaimsAndHandoffsApart(t *testing.T) {
 	r := &room{senders: 2, claimTTL: time.Hour, free: make(chan struct{}, 1)}
 	if got := r.left(); got != 2 {
@@ -101,10 +101,32 @@ func TestRoomBoundsClaimsAndHandoffsApart(t *testing.T) {
 	if !r.reserve(maxHeld + 1) {
 		t.Errorf("with sends this fast a handoff of %d was refused", maxHeld+1)
 	}
-	if got := r.left(); got != 0 {
-		t.Errorf("with %d promised the loop may claim %d, want 0", maxHeld+1, got)
-	}
+	r.hold(maxHeld+1, false) // the commit handed them over
 	r.release(maxHeld + 1)
+	if got := r.left(); got != maxHeld {
+		t.Errorf("with %d handed over the loop may claim %d, want its own %d", maxHeld+1, got, maxHeld)
+	}
+	r.hold(maxHeld, true)
+	if got := r.left(); got != 0 {
+		t.Errorf("holding %d of its own the loop may claim %d, want 0", maxHeld, got)
+	}
+	if !r.reserve(1) {
+		t.Error("with the loop's share taken a handoff was refused")
+	}
+	r.release(1)
+	r.settle(true)
+	if got := r.left(); got != 1 {
+		t.Errorf("one of the loop's settled, it may claim %d, want 1", got)
+	}
+	for range maxHeld + 1 {
+		r.settle(false)
+	}
+	for range maxHeld - 1 {
+		r.settle(true)
+	}
+	if r.held != 0 || r.looped != 0 {
+		t.Errorf("all settled, %d held and %d the loop's, want none", r.held, r.looped)
+	}
 
 	many := &room{senders: maxHeld + 10, claimTTL: time.Hour, free: make(chan struct{}, 1)}
 	many.timed(time.Microsecond)
@@ -116,5 +138,8 @@ func TestRoomBoundsClaimsAndHandoffsApart(t *testing.T) {
 	slow.timed(time.Second) // 2 senders × 1 s ÷ 1 s
 	if slow.left() != 2 || slow.reserve(3) || !slow.reserve(2) {
 		t.Error("with sends of a second and a claim of 4 s, want room for 2, claimed or handed over")
+	}
+	if got := slow.left(); got != 0 {
+		t.Errorf("with the 2 promised to a commit the loop may claim %d, want 0: the room is the senders'", got)
 	}
 }
