@@ -230,7 +230,7 @@ func newHarness(t *testing.T, open place, clk *clock.Fake, o harnessOpts) *harne
 	}
 	h.worker, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
 		Store: h.db.Sessions(), Runner: runner, Commands: cmds, Name: name, Turns: 2,
-		LeaseTTL: 48 * time.Hour, MarkAfter: -1, Clock: clk, Logger: quiet(),
+		LeaseTTL: 48 * time.Hour, Clock: clk, Logger: quiet(),
 	})
 	if err != nil {
 		t.Fatal(err)

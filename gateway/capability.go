@@ -199,9 +199,9 @@ func (cs assembled) components() components {
 }
 
 // convBusy is the scheduler's idle check: whether a turn of conv runs,
-// in this process or, by the mark its worker leaves in the metadata, in
-// another. Unread, the metadata says idle: the tick's turn looks again
-// when it starts.
+// in this process or, by the lease the metadata tells of, in another.
+// Unread, the metadata says idle: the tick's turn looks again when it
+// starts.
 func (g *Gateway) convBusy(ctx context.Context, conv string) bool {
 	if _, ok := g.turns.RunningTurn(conv); ok {
 		return true

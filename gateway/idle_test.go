@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/testkit"
@@ -11,7 +12,7 @@ import (
 
 // The gateway's idle check, which a heartbeat fires only when it passes:
 // a conversation is busy while a turn of it runs here, or while another
-// process's turn worker has marked it running; else idle.
+// process's lease holds it with an entry handed out; else idle.
 func TestGatewayIdleCheck(t *testing.T) {
 	onEachStore(t, func(t *testing.T, model *testkit.ModelServer, cfg config.Config) {
 		ctx := context.Background()
@@ -32,26 +33,27 @@ func TestGatewayIdleCheck(t *testing.T) {
 			t.Errorf("a conversation whose turn runs here is idle")
 		}
 		gate.Release()
-		testkit.Eventually(t, "the turn's end", func() bool {
-			_, running := g.turns.RunningTurn(conv)
-			return !running
-		})
-		if g.convBusy(ctx, conv) {
-			t.Errorf("a conversation whose turn ended is busy")
+		// Once its runner returned, the turn is no longer this process's
+		// running turn, but it holds the lease until its commit.
+		testkit.Eventually(t, "the turn's commit", func() bool { return !g.convBusy(ctx, conv) })
+		if _, running := g.turns.RunningTurn(conv); running {
+			t.Errorf("a conversation whose turn committed runs a turn here")
 		}
 
-		// Another process's turn is known by the mark its worker leaves.
-		if err := g.db.Sessions().SetMeta(ctx, conv, sessions.ConvMetaTurn, `{"entry":"e9"}`); err != nil {
-			t.Fatalf("SetMeta: %v", err)
+		// Another process's turn is known by its lease.
+		in := sessions.Inbound{Conv: conv, Sender: "u1", MessageID: "m2", Text: "elsewhere"}
+		_, turn, err := g.db.Sessions().AppendClaim(ctx, in, "another-process", time.Hour)
+		if err != nil || turn == nil {
+			t.Fatalf("AppendClaim for another process = %v, %v; want its turn", turn, err)
 		}
 		if !g.convBusy(ctx, conv) {
-			t.Errorf("a conversation another process marked running is idle")
+			t.Errorf("a conversation whose turn runs in another process is idle")
 		}
-		if err := g.db.Sessions().SetMeta(ctx, conv, sessions.ConvMetaTurn, ""); err != nil {
-			t.Fatalf("SetMeta: %v", err)
+		if err := g.db.Sessions().Finish(ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Release: true}); err != nil {
+			t.Fatalf("Finish: %v", err)
 		}
 		if g.convBusy(ctx, conv) {
-			t.Errorf("a conversation whose mark was cleared is busy")
+			t.Errorf("a conversation whose turn in another process ended is busy")
 		}
 	})
 }

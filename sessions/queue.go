@@ -143,9 +143,10 @@ type AppendResult struct {
 	// has nothing to tell one.
 	Meta map[string]string
 	// Held says a live lease held the conversation when the new entry was
-	// queued: a turn of it may be running in another process, one too
-	// young to have marked itself in Meta (ConvMetaTurn) yet. False when
-	// Duplicate and when AppendClaim started the entry's turn.
+	// queued: a turn of it may be running in another process, or be
+	// about to run under a lease that has no entry handed out (and so no
+	// ConvMetaTurn in Meta). False when Duplicate and when AppendClaim
+	// started the entry's turn.
 	Held bool
 }
 
@@ -193,8 +194,7 @@ type Finish struct {
 	// Invalid.
 	DropHistory int
 	// Meta is written to the conversation's metadata in the same step,
-	// each key as SetMeta writes it: an empty value deletes the key. (The
-	// turn worker clears its running-turn mark this way.)
+	// each key as SetMeta writes it: an empty value deletes the key.
 	Meta map[string]string
 	// Handoff, when set, has the store enqueue Outbox already claimed for
 	// a delivery worker, as outbox.Store.Claim would have claimed them,
@@ -342,7 +342,10 @@ type Store interface {
 	// turn that lost its lease clears nothing.
 	ClearHistory(ctx context.Context, conv string) error
 
-	// Meta returns the conversation's metadata (busy-input mode, …).
+	// Meta returns the conversation's metadata (busy-input mode, …),
+	// with ConvMetaTurn made from the conversation's live lease, if one
+	// holds it with an entry handed out (TurnMark); a ConvMetaTurn
+	// stored by an older version is not returned.
 	Meta(ctx context.Context, conv string) (map[string]string, error)
 
 	// SetMeta sets one metadata key; an empty value deletes it.
@@ -422,6 +425,9 @@ func ValidateMeta(op string, meta map[string]string, lim Limits) error {
 	for k, v := range meta {
 		if k == "" {
 			return errs.E(op, errs.Invalid, "empty metadata key")
+		}
+		if k == ConvMetaTurn {
+			return errs.E(op, errs.Invalid, "metadata key %q is the store's: it tells the running turn from the lease", k)
 		}
 		if n := len(k) + len(v); n > max {
 			return errs.E(op, errs.TooLarge, "metadata is %d bytes, over the limit of %d", n, max)

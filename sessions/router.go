@@ -49,9 +49,11 @@ const (
 	// ConvMetaBusyInputMode overrides the configured busy-input mode for
 	// one conversation.
 	ConvMetaBusyInputMode = "busy_input_mode"
-	// ConvMetaTurn marks the conversation's running turn (a RunningTurn
-	// in JSON) while it runs, so a router in another process can tell
-	// /stop and /status what runs.
+	// ConvMetaTurn tells the conversation's running turn (a RunningTurn
+	// in JSON), so a router in another process can tell /stop and
+	// /status what runs. The store makes it from the conversation's
+	// live lease and the entry handed out under it (TurnMark): no
+	// process writes it, and it ends with the lease.
 	ConvMetaTurn = "turn"
 	// ConvMetaSession names the conversation's session: /new sets a new
 	// one. Background work records it when dispatched, so a result that
@@ -100,6 +102,21 @@ type RunningTurn struct {
 	EntryID string    `json:"entry"`
 	Since   time.Time `json:"since"`          // when its lease was granted, by the store's clock
 	Text    string    `json:"text,omitempty"` // the start of the entry's text
+}
+
+// TurnMark is the ConvMetaTurn a store's Meta tells while a live lease
+// holds the conversation with entry in, id entryID, handed out under it
+// since since: the running turn in JSON, or "" for a control entry,
+// which runs no agent and takes no signal.
+func TurnMark(entryID string, since time.Time, in Inbound) string {
+	if _, ok := in.Meta[MetaControl]; ok {
+		return ""
+	}
+	b, err := json.Marshal(RunningTurn{EntryID: entryID, Since: since, Text: excerpt(in.Text)})
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 // excerptRunes bounds RunningTurn.Text: enough to recognise the message.
@@ -336,9 +353,9 @@ func (r *Router) tellRunning(ctx context.Context, in *Inbound, mode BusyInputMod
 	if mode == BusyQueue {
 		return
 	}
-	// The wake above may have started the turn of this very entry. A turn
-	// in another process too young to have marked itself is known only
-	// by its lease: it is told all the same (a turn ignores a signal
+	// The wake above may have started the turn of this very entry. A
+	// lease in another process with no entry handed out yet is known only
+	// as held: its turn is told all the same (a turn ignores a signal
 	// about its own entry, or older than its claim).
 	rt, running := r.runningTurnIn(in.Conv, meta)
 	if running && rt.EntryID == res.EntryID || !running && !res.Held {
@@ -472,8 +489,8 @@ func (r *Router) runningTurn(ctx context.Context, conv string) (RunningTurn, boo
 }
 
 // runningTurnIn is runningTurn with the metadata already read. This
-// process's own turns are known exactly; another process's are known by
-// the mark its worker leaves in the metadata.
+// process's own turns are known exactly; another process's by the lease
+// the metadata tells of (ConvMetaTurn).
 func (r *Router) runningTurnIn(conv string, meta map[string]string) (RunningTurn, bool) {
 	if r.turns != nil {
 		if rt, ok := r.turns.RunningTurn(conv); ok {

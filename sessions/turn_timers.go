@@ -10,7 +10,6 @@ type deadlineKind uint8
 
 const (
 	deadlineRenew deadlineKind = iota // the next renewal of the turn's lease
-	deadlineMark                      // the running-turn mark (ConvMetaTurn)
 	deadlineKinds
 )
 
@@ -23,12 +22,11 @@ type turnDeadline struct {
 }
 
 // turnTimers runs the deadlines of a worker's turns, each turn's lease
-// renewal and running-turn mark, from one runtime timer: a turn waiting
-// on the model holds two places in a heap, not two runtime timers and
-// their callbacks. Deadlines are read on the wall clock's monotonic
-// reading. A renewal that falls due runs on a goroutine of its own (it
-// waits on the store); a mark is queued for the worker's markers from
-// the timer's goroutine. The zero value is ready.
+// renewal, from one runtime timer: a turn waiting on the model holds a
+// place in a heap, not a runtime timer and its callback. Deadlines are
+// read on the wall clock's monotonic reading. A renewal that falls due
+// runs on a goroutine of its own (it waits on the store). The zero value
+// is ready.
 type turnTimers struct {
 	mu    sync.Mutex
 	epoch time.Time
@@ -88,8 +86,6 @@ func (tt *turnTimers) fire() {
 		switch d.kind {
 		case deadlineRenew:
 			go d.at.renew()
-		case deadlineMark:
-			d.at.markDue()
 		}
 		tt.mu.Lock()
 	}

@@ -19,7 +19,6 @@ import (
 const (
 	DefaultTurns         = 64
 	DefaultGrace         = 20 * time.Second
-	DefaultMarkAfter     = 250 * time.Millisecond
 	DefaultMaxDeliveries = 5
 	DefaultRetryDelay    = time.Second
 	DefaultPollMin       = 5 * time.Millisecond
@@ -69,11 +68,6 @@ type TurnWorkerOptions struct {
 	// their results, so the history never starts with a tool result. 0
 	// keeps everything.
 	HistoryMax int
-	// MarkAfter is how long a turn runs before the worker marks it in
-	// the conversation's metadata (ConvMetaTurn), so /stop and /status
-	// in other processes know it. Shorter turns, the most, cost no
-	// writes. 0 means DefaultMarkAfter; negative never marks.
-	MarkAfter time.Duration
 	// MaxDeliveries drops an entry, with a notice to its conversation,
 	// when it has been handed out this many times without an ack (it
 	// crashed its workers or never commits); 0 means
@@ -169,7 +163,6 @@ type TurnWorker struct {
 	ttl           time.Duration
 	grace         time.Duration
 	historyMax    int // stored history messages kept; 0: all
-	markAfter     time.Duration
 	maxDeliveries int
 	retryDelay    time.Duration
 	pollMin       time.Duration
@@ -189,8 +182,7 @@ type TurnWorker struct {
 	mayWait atomic.Bool
 
 	claims bgloop.Loop // the claim loop; stopped by Shutdown: claim no more
-	marks  markQueue   // the running turns' marks due, written maxMarking at once
-	timers turnTimers  // the running turns' lease renewals and marks
+	timers turnTimers  // the running turns' lease renewals
 
 	mu       sync.Mutex
 	running  map[string]*activeTurn // by conversation
@@ -228,7 +220,6 @@ func NewTurnWorker(opts TurnWorkerOptions) (*TurnWorker, error) {
 		ttl:           opts.LeaseTTL,
 		grace:         opts.Grace,
 		historyMax:    opts.HistoryMax,
-		markAfter:     opts.MarkAfter,
 		maxDeliveries: opts.MaxDeliveries,
 		retryDelay:    opts.RetryDelay,
 		pollMin:       opts.PollMin,
@@ -255,9 +246,6 @@ func NewTurnWorker(opts TurnWorkerOptions) (*TurnWorker, error) {
 	}
 	if w.grace <= 0 {
 		w.grace = DefaultGrace
-	}
-	if w.markAfter == 0 {
-		w.markAfter = DefaultMarkAfter
 	}
 	if w.maxDeliveries == 0 {
 		w.maxDeliveries = DefaultMaxDeliveries
@@ -554,7 +542,7 @@ func (w *TurnWorker) stoppingNow() bool {
 }
 
 // releaseTimeout bounds a store write made after a turn ended: a commit,
-// a release, a mark.
+// a release.
 const releaseTimeout = 10 * time.Second
 
 // storeCtx is the context of a store write that must happen even while

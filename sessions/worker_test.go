@@ -879,12 +879,15 @@ func (s *metaCounter) SetMeta(ctx context.Context, conv, key, value string) erro
 	return s.Store.SetMeta(ctx, conv, key, value)
 }
 
-func TestRunningTurnMarkIsClearedByTheCommit(t *testing.T) {
+// A running turn is told to other processes by its lease alone: the
+// store's Meta makes the mark from it, from the claim on, and the worker
+// writes no metadata for it.
+func TestRunningTurnIsToldByItsLease(t *testing.T) {
 	noLeaks(t)
 	db := openDB(t, clock.Real{})
 	store := &metaCounter{Store: db.Sessions()}
 	r := newGateRunner()
-	w := startWorker(t, sessions.TurnWorkerOptions{Store: store, Runner: r, MarkAfter: time.Millisecond, PollMax: 10 * time.Millisecond})
+	w := startWorker(t, sessions.TurnWorkerOptions{Store: store, Runner: r, PollMax: 10 * time.Millisecond})
 	ctx := context.Background()
 	if _, err := db.Sessions().Append(ctx, sessions.Inbound{Conv: conv, Text: "slow one"}); err != nil {
 		t.Fatal(err)
@@ -897,18 +900,16 @@ func TestRunningTurnMarkIsClearedByTheCommit(t *testing.T) {
 		}
 		return m[sessions.ConvMetaTurn]
 	}
-	testkit.Eventually(t, "the running-turn mark", func() bool { return mark() != "" })
-	if !strings.Contains(mark(), `"text":"slow one"`) {
-		t.Errorf("mark = %s, want the running entry's text", mark())
+	if m := mark(); !strings.Contains(m, `"text":"slow one"`) {
+		t.Errorf("mark while the turn runs = %q, want the running entry's text", m)
 	}
 	call.Release()
 	testkit.Eventually(t, "the turn ended", func() bool { return len(historyTexts(t, db.Sessions())) > 0 && w.Running() == 0 })
 	if m := mark(); m != "" {
 		t.Errorf("mark after the commit = %s, want none", m)
 	}
-	// The mark was one write; the commit cleared it without another.
-	if n := store.writes.Load(); n != 1 {
-		t.Errorf("SetMeta was called %d times, want 1 (the mark)", n)
+	if n := store.writes.Load(); n != 0 {
+		t.Errorf("SetMeta was called %d times, want none", n)
 	}
 }
 
@@ -1036,18 +1037,16 @@ func TestCommitsLookForOtherTurnsOnlyWhenSomeMayWait(t *testing.T) {
 	}
 }
 
-// A turn in another process that has not marked itself in the metadata
-// (here never: MarkAfter < 0; in a gateway, one younger than
-// DefaultMarkAfter) is still told of a new message: the append says a
-// live lease held the conversation.
-func TestBusyInputReachesAnUnmarkedTurnInAnotherProcess(t *testing.T) {
+// A turn in another process is told of a new message: the append says a
+// live lease held the conversation, and which turn runs under it.
+func TestBusyInputReachesATurnInAnotherProcess(t *testing.T) {
 	for _, mode := range []sessions.BusyInputMode{sessions.BusyInterrupt, sessions.BusySteer} {
 		t.Run(string(mode), func(t *testing.T) {
 			noLeaks(t)
 			db := openDB(t, clock.Real{})
 			signals := signalstest.NewLog(clock.Real{})
 			r := newGateRunner()
-			opts := gatewayOptions{db: db, signals: signals, runner: r, mode: mode, worker: sessions.TurnWorkerOptions{MarkAfter: -1}}
+			opts := gatewayOptions{db: db, signals: signals, runner: r, mode: mode}
 			a, b := startGateway(t, opts), startGateway(t, opts)
 			a.say("slow A")
 			first := r.waitCalls(t, 1)[0]
@@ -1117,55 +1116,5 @@ func TestSyntheticEntryOfAnEarlierSessionIsShownNotRun(t *testing.T) {
 	}
 	if h := g.history(conv); len(h) != 0 && slices.Contains(h, "old results") {
 		t.Errorf("history %q holds the earlier session's entry", h)
-	}
-}
-
-// markGate is a store whose running-turn marks wait for release, and
-// which counts them.
-type markGate struct {
-	sessions.Store
-	marks   atomic.Int32 // marks written or being written
-	release chan struct{}
-}
-
-func (s *markGate) SetMeta(ctx context.Context, conv, key, value string) error {
-	if key == sessions.ConvMetaTurn && value != "" {
-		s.marks.Add(1)
-		<-s.release
-	}
-	return s.Store.SetMeta(ctx, conv, key, value)
-}
-
-// A burst of turns past MarkAfter writes a bounded number of marks at
-// once; the others wait in a queue, and a turn that commits while its
-// mark waits there neither waits for it nor writes it.
-func TestRunningTurnMarksBeyondTheBoundWaitAsData(t *testing.T) {
-	noLeaks(t)
-	db := openDB(t, clock.Real{})
-	store := &markGate{Store: db.Sessions(), release: make(chan struct{})}
-	r := newGateRunner()
-	const turns, bound = 40, 32 // bound: the worker's maxMarking
-	w := startWorker(t, sessions.TurnWorkerOptions{Store: store, Runner: r, Turns: turns, MarkAfter: time.Millisecond, PollMax: 10 * time.Millisecond})
-	ctx := context.Background()
-	for i := range turns {
-		if _, err := db.Sessions().Append(ctx, sessions.Inbound{Conv: fmt.Sprintf("telegram:%d", i), Text: "slow one"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	calls := r.waitCalls(t, turns)
-	testkit.Eventually(t, "the bound of marks being written", func() bool { return store.marks.Load() == bound })
-	for _, c := range calls {
-		c.Release()
-	}
-	// The turns whose marks wait in the queue commit while the others'
-	// marks are still being written.
-	testkit.Eventually(t, "the turns with queued marks ended", func() bool { return w.Running() == bound })
-	if n := store.marks.Load(); n != bound {
-		t.Errorf("%d marks written, want %d", n, bound)
-	}
-	close(store.release)
-	testkit.Eventually(t, "every turn ended", func() bool { return w.Running() == 0 })
-	if n := store.marks.Load(); n != bound {
-		t.Errorf("%d marks written in all, want %d: a turn that ended before its mark left the queue wrote one", n, bound)
 	}
 }

@@ -3,7 +3,6 @@ package sessions
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -72,12 +71,9 @@ type activeTurn struct {
 
 	// Guarded by mu.
 	ended       bool // timers must not fire any more
-	markQueued  bool // the mark is due, in the worker's queue of marks (markQueue)
-	marked      bool // the mark was written and is not cleared yet
-	unmarked    bool // the commit is near: no mark is written any more
 	steerClosed bool
-	// due is where the turn's deadlines (lease renewal, the ConvMetaTurn
-	// mark) are in the worker's timers, plus one; 0 when not queued.
+	// due is where the turn's deadlines (lease renewal) are in the
+	// worker's timers, plus one; 0 when not queued.
 	// Guarded by the timers' mutex.
 	due [deadlineKinds]int32
 
@@ -91,7 +87,6 @@ type activeTurn struct {
 	cancel context.CancelCauseFunc
 
 	mu          sync.Mutex
-	marking     sync.WaitGroup // a mark being written
 	timers      sync.WaitGroup // callbacks scheduled or running
 	steer       SteerQueue
 	steered     []string // entry ids fed into steer, in order
@@ -189,39 +184,21 @@ func (w *TurnWorker) begin(t *Turn) *activeTurn {
 	w.mu.Unlock()
 	at.mu.Lock()
 	at.scheduleRenew(w.ttl / 3)
-	if w.markAfter > 0 && !at.control {
-		at.timers.Add(1)
-		w.timers.add(at, deadlineMark, w.markAfter)
-	}
 	at.mu.Unlock()
 	return at
 }
 
-// end stops the turn's timers, clears its mark and unregisters it.
+// end stops the turn's timers and unregisters it.
 func (w *TurnWorker) end(at *activeTurn) {
 	at.mu.Lock()
 	at.ended = true
 	if w.timers.remove(at, deadlineRenew) {
 		at.timers.Done()
 	}
-	if w.timers.remove(at, deadlineMark) {
-		at.timers.Done()
-	}
-	at.dequeueMark()
 	at.mu.Unlock()
 	at.timers.Wait()
 	at.cancel(context.Canceled)
 	at.span.End()
-
-	// A lost lease means another worker runs the entry now; the mark is
-	// its as much as ours. A commit that went through cleared it.
-	if at.marked && !at.lost.Load() {
-		ctx, cancel := w.storeCtx()
-		if err := w.store.SetMeta(ctx, at.t.Lease.Conv, ConvMetaTurn, ""); err != nil {
-			at.logger().Warn("clearing the running-turn mark failed", "err", err)
-		}
-		cancel()
-	}
 	w.mu.Lock()
 	if w.running[at.t.Lease.Conv] == at {
 		delete(w.running, at.t.Lease.Conv)
@@ -291,75 +268,6 @@ func (at *activeTurn) loseLease(when string, err error) {
 		at.logger().Warn("the turn's lease was lost; it commits nothing", "found_at", when, "err", err)
 		at.w.countLeaseLost()
 	}
-}
-
-// markDue runs when the mark fell due: the mark is queued for the
-// worker's markers (markQueue), where it waits as data, not as a
-// goroutine blocked on the store.
-func (at *activeTurn) markDue() {
-	at.mu.Lock()
-	if at.ended || at.unmarked {
-		at.mu.Unlock()
-		at.timers.Done()
-		return
-	}
-	at.markQueued = true
-	at.mu.Unlock()
-	at.w.marks.push(at)
-}
-
-// dequeueMark takes a queued mark back: the marker that comes to it
-// passes it by. Called with at.mu held.
-func (at *activeTurn) dequeueMark() {
-	if at.markQueued {
-		at.markQueued = false
-		at.timers.Done()
-	}
-}
-
-// mark writes the running-turn mark for routers in other processes,
-// unless the turn took it back from the queue meanwhile.
-func (at *activeTurn) mark() {
-	at.mu.Lock()
-	if !at.markQueued {
-		at.mu.Unlock()
-		return
-	}
-	at.markQueued = false
-	defer at.timers.Done()
-	at.marking.Add(1)
-	at.mu.Unlock()
-	defer at.marking.Done()
-	b, err := json.Marshal(at.info())
-	if err != nil {
-		return
-	}
-	ctx, cancel := at.w.storeCtx()
-	defer cancel()
-	if err := at.w.store.SetMeta(ctx, at.t.Lease.Conv, ConvMetaTurn, string(b)); err != nil {
-		at.logger().Warn("marking the running turn failed", "err", err)
-		return
-	}
-	at.mu.Lock()
-	at.marked = true
-	at.mu.Unlock()
-}
-
-// unmark is called before the turn commits: no mark is written after it,
-// and it reports whether one was, so that the commit clears it in the
-// same step.
-func (at *activeTurn) unmark() bool {
-	at.mu.Lock()
-	at.unmarked = true
-	if at.w.timers.remove(at, deadlineMark) {
-		at.timers.Done()
-	}
-	at.dequeueMark()
-	at.mu.Unlock()
-	at.marking.Wait()
-	at.mu.Lock()
-	defer at.mu.Unlock()
-	return at.marked
 }
 
 // signal applies s to the turn, unless s was for an earlier turn or is
@@ -806,26 +714,13 @@ func (w *TurnWorker) outboxOf(at *activeTurn, msgs []outbox.Message) []outbox.Me
 // fail the same way forever. It reports whether f, or its replacement,
 // was committed.
 func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
-	// A running-turn mark goes with the commit that ends the turn.
-	unmark := at.unmark()
 	replaced := false
 	for attempt := 1; ; attempt++ {
-		if unmark {
-			f.Meta = maps.Clone(f.Meta)
-			if f.Meta == nil {
-				f.Meta = map[string]string{}
-			}
-			f.Meta[ConvMetaTurn] = ""
-		}
 		ctx, cancel := w.storeCtx()
 		err := w.finish(ctx, at, f)
 		cancel()
 		switch {
 		case err == nil:
-			// No mark is written after unmark, so this one stays cleared.
-			at.mu.Lock()
-			at.marked = false
-			at.mu.Unlock()
 			at.wrote = f.Writes
 			return true
 		case errs.Is(err, errs.LeaseLost):
@@ -961,47 +856,4 @@ func (w *TurnWorker) runCommand(at *activeTurn, cmd Command, ct *ControlTurn) (e
 	ctx, cancel := w.storeCtx()
 	defer cancel()
 	return cmd.Run(ctx, ct)
-}
-
-// maxMarking bounds the running-turn marks a worker writes at once. A
-// burst of turns past MarkAfter queues the rest as data; a turn that
-// commits before its mark's turn in the queue writes none.
-const maxMarking = 32
-
-// markQueue is the worker's queue of marks due. It has no goroutine of
-// its own: a push starts one while fewer than maxMarking drain it, and
-// each ends when the queue is empty.
-type markQueue struct {
-	mu     sync.Mutex
-	queue  []*activeTurn
-	active int // goroutines draining
-}
-
-func (q *markQueue) push(at *activeTurn) {
-	q.mu.Lock()
-	q.queue = append(q.queue, at)
-	start := q.active < maxMarking
-	if start {
-		q.active++
-	}
-	q.mu.Unlock()
-	if start {
-		go q.drain()
-	}
-}
-
-func (q *markQueue) drain() {
-	for {
-		q.mu.Lock()
-		if len(q.queue) == 0 {
-			q.active--
-			q.mu.Unlock()
-			return
-		}
-		at := q.queue[0]
-		q.queue[0] = nil
-		q.queue = q.queue[1:]
-		q.mu.Unlock()
-		at.mark()
-	}
 }

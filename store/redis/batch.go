@@ -11,7 +11,7 @@ import (
 )
 
 // Calls from many goroutines at once (the router's appends, the turns'
-// commits and running-turn marks, the delivery worker's acks) go to Redis
+// commits, the delivery worker's acks) go to Redis
 // together: a few
 // senders each take every call waiting and send them as one pipeline, one
 // write and one read for the lot, rather than each call taking a

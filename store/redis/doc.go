@@ -47,8 +47,10 @@
 //	                                    zero, in no order, so one HMGET of a
 //	                                    few fields tells whether there is
 //	                                    work and where); pend (the entry delivered and not
-//	                                    acked) and dlv (how often it was
-//	                                    delivered); worker, token (= fence
+//	                                    acked), dlv (how often it was
+//	                                    delivered) and pst (when it was
+//	                                    handed out under the lease, ms:
+//	                                    Meta's running turn); worker, token (= fence
 //	                                    at the grant) and exp (lease expiry,
 //	                                    ms); pd and pat (the pending entry's
 //	                                    data and enqueue time, when it was
@@ -520,26 +522,27 @@
 // see lease.go. This needs Redis 7.0 or later, and a user allowed
 // FUNCTION LOAD, FCALL, EVALSHA and EVAL.
 //
-// Cost: every operation is one FCALL or, for history, metadata, timeline,
-// signal and note reads, note deletes and SetMeta (HSET or HDEL), one
-// plain command. Calls made at
-// the same time by different goroutines (FCALLs, and the history,
-// metadata and running-turn mark reads and writes) share round trips: a
+// Cost: every operation is one FCALL or, for history, timeline, signal
+// and note reads, note deletes and SetMeta (HSET or HDEL), one plain
+// command; Meta is one FCALL (q_meta: the metadata hash, and the running
+// turn from the state's lease, pend and pst). Calls made at
+// the same time by different goroutines (FCALLs, and the history and
+// metadata reads and writes) share round trips: a
 // few senders each send every call waiting as one pipeline, and on one server
 // without WAIT a call with nothing else in flight goes from its caller's
 // goroutine (batch.go). The calls a
 // turn makes are folded so that a turn is two FCALLs on the queue
 // (AppendClaim, then the FinishAndClaim that commits it and claims the
-// next): Append's script returns the conversation's metadata (one HGETALL)
-// with the new entry, so the router makes no Meta read of its own, and
+// next): Append's script returns the conversation's metadata (one HGETALL,
+// and the running turn when a live lease has an entry handed out) with
+// the new entry, so the router makes no Meta read of its own, and
 // given a worker it leases an idle conversation in the same step (as a
 // claim would: a new fence, the entry pend, indexed at the lease's
 // expiry), returning the turn instead of the metadata; a claim (AppendClaim's, Claim, ClaimMany, the claim of
 // FinishAndClaim) brings the conversation's history with it (one LRANGE in
 // the script), except that AppendClaim leaves it out when it is the one
 // this process kept from its last turn of the conversation (read from
-// the state's hl in the HMGET it makes anyway; histcache.go); ClaimMany leases a backlog n at a time; Finish writes the
-// metadata change that ends a turn (its running-turn mark) and, given a
+// the state's hl in the HMGET it makes anyway; histcache.go); ClaimMany leases a backlog n at a time; Finish, given a
 // Handoff, enqueues its outbox messages due now already claimed (tok, exp
 // and w in the message's hash, the id in Pob:handed alone, one
 // token for them all: the first one's sequence number negated, which no

@@ -33,6 +33,7 @@ var (
 	scriptQFinish       = newScript("q_finish")
 	scriptQHistory      = newScript("q_history")
 	scriptQClearHistory = newScript("q_clear_history")
+	scriptQMeta         = newScript("q_meta")
 	scriptFwdApply      = newScript("fwd_apply")
 	scriptFwdDue        = newScript("fwd_due")
 
@@ -115,7 +116,7 @@ var helperFiles = []string{"lib", "lib_queue", "lib_claim", "lib_outbox", "lib_d
 
 // scriptFiles are the library's functions.
 var scriptFiles = []string{
-	"q_append", "q_claim", "q_next", "q_renew", "q_release", "q_finish", "q_history", "q_clear_history",
+	"q_append", "q_claim", "q_next", "q_renew", "q_release", "q_finish", "q_history", "q_clear_history", "q_meta",
 	"fwd_apply", "fwd_due",
 	"tl_append", "sig_append", "note_add", "note_del",
 	"ob_enqueue", "ob_claim", "ob_ack", "ob_release", "ob_dead", "ob_requeue", "ob_list", "ob_parts", "ob_beat", "ob_peek",

@@ -89,27 +89,26 @@ func (s *sessionStore) appendCall(op string, in *sessions.Inbound, worker string
 			c.known, c.knownToken, knownLen = e, strconv.FormatInt(e.token, 10), len(e.msgs)
 		}
 	}
-	c.args = []any{tag, lane, data, s.db.nowArg(), s.db.windowArg(), worker, durMS(ttl), c.knownToken, knownLen}
+	c.args = []any{tag, lane, data, s.db.nowArg(), s.db.windowArg(), worker, durMS(ttl), c.knownToken, knownLen, pfx}
 	return c, nil
 }
 
 // appendReply reads q_append's reply v to c for the entry in.
 func (s *sessionStore) appendReply(op string, in *sessions.Inbound, worker string, c *appendCall, v []any) (sessions.AppendResult, *sessions.Turn, error) {
 	// 3: a duplicate; 4: queued, with the metadata and whether a lease
-	// held the conversation; 8: queued and leased, the turn following.
-	if len(v) != 3 && len(v) != 4 && len(v) != 8 {
+	// held the conversation; 7: the same, with the entry the lease has
+	// handed out following; 8: queued and leased, the turn following.
+	if len(v) < 3 || len(v) > 8 || len(v) == 5 || len(v) == 6 {
 		return sessions.AppendResult{}, nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
 	}
 	res := sessions.AppendResult{EntryID: str(v[0]), Duplicate: num(v[1]) == 1}
 	switch len(v) {
 	case 3:
 		return res, nil, nil
-	case 4:
-		if flat, ok := v[2].([]any); ok {
-			res.Meta = make(map[string]string, len(flat)/2)
-			for i := 0; i+1 < len(flat); i += 2 {
-				res.Meta[str(flat[i])] = str(flat[i+1])
-			}
+	case 4, 7:
+		var err error
+		if res.Meta, err = metaReply(op, v[2], v[4:]); err != nil {
+			return sessions.AppendResult{}, nil, err
 		}
 		res.Held = num(v[3]) == 1
 		return res, nil, nil
@@ -154,7 +153,7 @@ func (s *sessionStore) Next(ctx context.Context, l sessions.Lease) (*sessions.En
 	}
 	tag, pfx := convTag(l.Conv), s.db.convPfx(l.Conv)
 	v, err := s.db.run(ctx, op, scriptQNext, []string{convKeyIn(pfx, tag, "state")},
-		pfx, tag, l.Token)
+		pfx, tag, l.Token, s.db.nowArg())
 	if err != nil {
 		return nil, err
 	}
@@ -517,10 +516,43 @@ func (s *sessionStore) Meta(ctx context.Context, conv string) (map[string]string
 	if err := chat.ValidateConv(op, conv); err != nil {
 		return nil, err
 	}
-	cmd := goredis.NewMapStringStringCmd(ctx, "hgetall", s.db.convKey(convTag(conv), "meta"))
-	m, err := await(ctx, s.db.batch, cmd, cmd.Result)
+	tag, pfx := convTag(conv), s.db.convPfx(conv)
+	v, err := s.db.run(ctx, op, scriptQMeta,
+		[]string{convKeyIn(pfx, tag, "state"), convKeyIn(pfx, tag, "meta")}, pfx, tag, s.db.nowArg())
 	if err != nil {
-		return nil, s.db.fail(op, err)
+		return nil, err
+	}
+	if len(v) != 1 && len(v) != 4 {
+		return nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
+	}
+	return metaReply(op, v[0], v[1:])
+}
+
+// metaReply makes the metadata a script read: flat, its field/value
+// list, and the entry a live lease holds the conversation with, as
+// running (lib_queue.lua) returns it (id, data, ms handed out at), or
+// nothing. A running-turn mark an older version stored is not returned;
+// the lease's entry makes the one there is.
+func metaReply(op string, flat any, turn []any) (map[string]string, error) {
+	list, _ := flat.([]any)
+	m := make(map[string]string, len(list)/2+1)
+	for i := 0; i+1 < len(list); i += 2 {
+		m[str(list[i])] = str(list[i+1])
+	}
+	delete(m, sessions.ConvMetaTurn)
+	if len(turn) != 3 {
+		return m, nil
+	}
+	var in sessions.Inbound
+	if err := json.Unmarshal([]byte(str(turn[1])), &in); err != nil {
+		return nil, errs.Wrap(op, errs.Internal, err)
+	}
+	var since time.Time
+	if ms := num(turn[2]); ms > 0 {
+		since = time.UnixMilli(ms).UTC()
+	}
+	if mark := sessions.TurnMark(str(turn[0]), since, in); mark != "" {
+		m[sessions.ConvMetaTurn] = mark
 	}
 	return m, nil
 }

@@ -80,7 +80,10 @@
 // Append reads the conversation's metadata (AppendResult.Meta) from the
 // read pool after its transaction committed, for the router's busy-input
 // mode and running-turn check; a failed read leaves Meta nil, and the
-// entry is queued all the same.
+// entry is queued all the same. Meta makes the running turn
+// (sessions.ConvMetaTurn) from the conversation row's live lease, the
+// entry it has delivered and delivered_at, joined with that entry's
+// body: nothing writes a mark.
 //
 // AppendClaim runs Append's statements and, in the same transaction, one
 // conditional upsert of the conversation row that grants the lease as

@@ -566,6 +566,14 @@ UPDATE kanban_events SET card_row = COALESCE((SELECT row FROM kanban_cards c WHE
 DROP INDEX kanban_events_card;
 CREATE INDEX kanban_events_card ON kanban_events (card_row, card, seq);
 `,
+	// 30 → 31: when the entry handed out under a lease was handed out,
+	// so that the conversation's metadata tells its running turn from
+	// the lease (sessions.ConvMetaTurn) where a worker used to write a
+	// mark. Marks written before are dropped.
+	`
+ALTER TABLE conversations ADD COLUMN delivered_at INTEGER;
+DELETE FROM meta WHERE key = 'turn';
+`,
 }
 
 // migrate brings the database on conn to the newest schema. Each step runs

@@ -38,11 +38,12 @@ const sqlEntryOf = `LEFT JOIN entries AS e ON e.id = COALESCE(
 
 // sqlGrant leases a conversation row: to worker ?2 until ?3, under the
 // next token, due again at the expiry so a dead holder's conversation
-// comes back, with entry ?4 handed out for the ?5th time. Claim and
-// AppendClaim grant with it, so the two give out the same lease.
+// comes back, with entry ?4 handed out for the ?5th time at ?6, now.
+// Claim and AppendClaim grant with it, so the two give out the same
+// lease.
 var sqlGrant = `lease_worker = ?2, lease_token = lease_token + 1,
 	lease_expires = ?3, due = ?3, due_seq = ` + nextSeq("?3") + `,
-	delivered = ?4, deliveries = ?5`
+	delivered = ?4, deliveries = ?5, delivered_at = ?6`
 
 // Statements are vars, not consts, only because nextSeq builds some.
 var (
@@ -88,8 +89,8 @@ var (
 	// first lease has no history to read either); with a later one it
 	// looks for none.
 	sqlAppendGrant = `INSERT INTO conversations
-			(conv, lease_worker, lease_token, lease_expires, due, due_seq, delivered, deliveries, active_at)
-		VALUES (?1, ?2, 1, ?3, ?3, ` + nextSeq("?3") + `, ?4, ?5, ?6)
+			(conv, lease_worker, lease_token, lease_expires, due, due_seq, delivered, deliveries, delivered_at, active_at)
+		VALUES (?1, ?2, 1, ?3, ?3, ` + nextSeq("?3") + `, ?4, ?5, ?6, ?6)
 		ON CONFLICT (conv) DO UPDATE SET ` + sqlGrant + `, active_at = ?6
 		WHERE (lease_expires IS NULL OR lease_expires <= ?6)
 			AND NOT EXISTS (SELECT 1 FROM entries WHERE conv = ?1 AND id <> ?4)
@@ -104,7 +105,7 @@ var (
 		FROM conversations AS c
 		` + sqlEntryOf + `
 		WHERE c.conv = ?1 AND c.lease_token = ?2 AND c.lease_expires IS NOT NULL`
-	sqlNextMark = `UPDATE conversations SET delivered = ?2, deliveries = 1 WHERE conv = ?1`
+	sqlNextMark = `UPDATE conversations SET delivered = ?2, deliveries = 1, delivered_at = ?3 WHERE conv = ?1`
 
 	// Every write under a lease matches the token and a held lease, in
 	// the same statement or transaction as the write: a lease taken over
@@ -150,6 +151,11 @@ var (
 		ON CONFLICT (conv, key) DO UPDATE SET value = excluded.value`
 	sqlMetaDelete = `DELETE FROM meta WHERE conv = ?1 AND key = ?2`
 	sqlMetaList   = `SELECT key, value FROM meta WHERE conv = ?1`
+	// sqlTurnRunning: the entry a live lease holds the conversation ?1
+	// with at ?2, now, when it was handed out, and its body.
+	sqlTurnRunning = `SELECT c.delivered, COALESCE(c.delivered_at, 0), e.body
+		FROM conversations AS c JOIN entries AS e ON e.id = c.delivered
+		WHERE c.conv = ?1 AND c.lease_expires > ?2`
 )
 
 func (s *sessionStore) Append(ctx context.Context, in sessions.Inbound) (sessions.AppendResult, error) {
@@ -433,7 +439,7 @@ func claimIn(t *tx, d *DB, op, worker string, ttl time.Duration) (*sessions.Turn
 		}
 		expires := nowT.Add(ttl)
 		var token int64
-		if err := t.st.claimGrant.QueryRow(conv, worker, nanos(expires), row.id.Int64, count).Scan(&token); err != nil {
+		if err := t.st.claimGrant.QueryRow(conv, worker, nanos(expires), row.id.Int64, count, nanos(nowT)).Scan(&token); err != nil {
 			return nil, err
 		}
 		return row.turn(op, sessions.Lease{Conv: conv, Worker: worker, Token: token, Expires: expires}, count)
@@ -469,7 +475,8 @@ func (s *sessionStore) Next(ctx context.Context, l sessions.Lease) (*sessions.En
 		}
 		if !delivered.Valid || delivered.Int64 != row.id.Int64 {
 			deliveries = 1
-			if _, err := t.st.nextMark.Exec(l.Conv, row.id.Int64); err != nil {
+			_, now := d.now()
+			if _, err := t.st.nextMark.Exec(l.Conv, row.id.Int64, now); err != nil {
 				return err
 			}
 		}
@@ -892,6 +899,32 @@ func (s *sessionStore) Meta(ctx context.Context, conv string) (map[string]string
 	}
 	if err := rows.Err(); err != nil {
 		return nil, d.fail(op, err)
+	}
+	// The running turn is told by the live lease and its entry, not by a
+	// mark an older version stored.
+	delete(out, sessions.ConvMetaTurn)
+	var (
+		id, at int64
+		body   []byte
+	)
+	_, now := d.now()
+	err = d.reads.turnRunning.QueryRowContext(ctx, conv, now).Scan(&id, &at, &body)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return nil, d.fail(op, err)
+	default:
+		var in sessions.Inbound
+		if err := json.Unmarshal(body, &in); err != nil {
+			return nil, errs.Wrap(op, errs.Internal, err)
+		}
+		var since time.Time
+		if at != 0 {
+			since = fromNanos(at)
+		}
+		if mark := sessions.TurnMark(formatID(id), since, in); mark != "" {
+			out[sessions.ConvMetaTurn] = mark
+		}
 	}
 	return out, nil
 }

@@ -527,8 +527,11 @@ func TestHistoryAndMeta(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if m, err := s.Meta(ctx, "c"); err != nil || !cmp.Equal(m, map[string]string{"mode": "interrupt"}) {
-		t.Errorf("Meta = %v, %v", m, err)
+	// The lease the history was written under still holds c: Meta tells
+	// its turn beside what was written.
+	wantMeta := map[string]string{"mode": "interrupt", sessions.ConvMetaTurn: sessions.TurnMark(turn.Entry.ID, turn.Lease.Expires.Add(-time.Minute), turn.Entry.Inbound)}
+	if m, err := s.Meta(ctx, "c"); err != nil || !cmp.Equal(m, wantMeta) {
+		t.Errorf("Meta = %v, %v; want %v", m, err, wantMeta)
 	}
 	if m, err := s.Meta(ctx, "nobody"); err != nil || len(m) != 0 {
 		t.Errorf("Meta of unknown conversation = %v, %v", m, err)

@@ -199,6 +199,7 @@ type readStatements struct {
 	all                          []*sql.Stmt
 	readyAny                     *sql.Stmt
 	historyList, metaList        *sql.Stmt
+	turnRunning                  *sql.Stmt
 	turnHistory                  *sql.Stmt
 	outboxDueAny, outboxStaleAny *sql.Stmt
 	outboxPending, outboxDeadAll *sql.Stmt
@@ -230,6 +231,7 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStatements, error) {
 		{&rs.historyList, sqlHistoryList},
 		{&rs.turnHistory, sqlTurnHistory},
 		{&rs.metaList, sqlMetaList},
+		{&rs.turnRunning, sqlTurnRunning},
 		{&rs.outboxDueAny, sqlOutboxDueAny},
 		{&rs.outboxStaleAny, sqlOutboxStaleAny},
 		{&rs.outboxPending, sqlOutboxPending},

@@ -52,13 +52,13 @@ func runFinish(t *testing.T, b Backend) {
 	t.Run("finish writes metadata with the ack, or nothing when refused", func(t *testing.T) {
 		f := newFixture(t, b, sessions.Limits{})
 		f.appendAll(user("c", "1"), user("c", "2"))
-		for k, v := range map[string]string{"turn": `{"entry":"1"}`, "busy_input_mode": "queue", "keep": "me"} {
+		for k, v := range map[string]string{"mark": `{"entry":"1"}`, "busy_input_mode": "queue", "keep": "me"} {
 			if err := f.ss.SetMeta(f.ctx, "c", k, v); err != nil {
 				t.Fatalf("SetMeta(%s): %v", k, err)
 			}
 		}
 		turn := f.mustClaim("w1")
-		change := map[string]string{"turn": "", "busy_input_mode": "steer", "new": "yes"}
+		change := map[string]string{"mark": "", "busy_input_mode": "steer", "new": "yes"}
 		// Refused finishes write none of it.
 		err := f.ss.Finish(f.ctx, turn.Lease, sessions.Finish{EntryID: "no-such-entry", Meta: change})
 		wantCode(t, "Finish of an unknown entry", err, errs.NotFound)
@@ -66,7 +66,7 @@ func runFinish(t *testing.T, b Backend) {
 		wantCode(t, "Finish with an empty metadata key", err, errs.Invalid)
 		err = f.ss.Finish(f.ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID, Meta: map[string]string{"big": big(sessions.DefaultMaxEntryBytes)}})
 		wantCode(t, "Finish with metadata over the limit", err, errs.TooLarge)
-		before := map[string]string{"turn": `{"entry":"1"}`, "busy_input_mode": "queue", "keep": "me"}
+		before := map[string]string{"mark": `{"entry":"1"}`, "busy_input_mode": "queue", "keep": "me"}
 		if d := cmp.Diff(before, f.meta("c")); d != "" {
 			t.Fatalf("metadata after refused finishes (-want +got):\n%s", d)
 		}

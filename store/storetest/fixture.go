@@ -282,12 +282,15 @@ func (f *fixture) history(conv string) []chat.Message {
 	return h
 }
 
+// meta is conv's written metadata: Meta without the running turn, which
+// the lease tells (runTurnMark checks it).
 func (f *fixture) meta(conv string) map[string]string {
 	f.t.Helper()
 	m, err := f.ss.Meta(f.ctx, conv)
 	if err != nil {
 		f.t.Fatalf("Meta(%s): %v", conv, err)
 	}
+	delete(m, sessions.ConvMetaTurn)
 	return m
 }
 

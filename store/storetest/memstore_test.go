@@ -127,6 +127,7 @@ type memSeen struct {
 type memConv struct {
 	lanes    [sessions.Lanes][]*sessions.Entry
 	inflight *sessions.Entry // delivered and not acked
+	since    time.Time       // when inflight was handed out last
 	token    int64
 	held     bool
 	expires  time.Time
@@ -152,11 +153,13 @@ func (c *memConv) hasWork() bool {
 	return false
 }
 
-func (c *memConv) take() *sessions.Entry {
+// take hands out the conversation's next entry, at now when it was not
+// handed out before.
+func (c *memConv) take(now time.Time) *sessions.Entry {
 	if c.inflight == nil {
 		for i, l := range c.lanes {
 			if len(l) > 0 {
-				c.inflight, c.lanes[i] = l[0], l[1:]
+				c.inflight, c.lanes[i], c.since = l[0], l[1:], now
 				break
 			}
 		}
@@ -330,7 +333,7 @@ func (m memSessions) appendEntry(op string, in sessions.Inbound, worker string, 
 	if claim && alone {
 		return res, m.grant(in.Conv, worker, ttl), nil
 	}
-	res.Meta, res.Held = maps.Clone(c.meta), held
+	res.Meta, res.Held = m.metaOf(c, now), held
 	if !c.held {
 		m.s.markReady(c)
 	}
@@ -393,8 +396,10 @@ func (m memSessions) claim(worker string, ttl time.Duration) *sessions.Turn {
 func (m memSessions) grant(conv, worker string, ttl time.Duration) *sessions.Turn {
 	c := m.s.data.convs[conv]
 	c.token++
-	c.held, c.ready, c.expires, c.worker = true, false, m.s.clk.Now().Add(ttl), worker
-	e := c.take()
+	now := m.s.clk.Now()
+	c.held, c.ready, c.expires, c.worker = true, false, now.Add(ttl), worker
+	e := c.take(now)
+	c.since = now // a grant hands it out anew
 	e.Deliveries++
 	return &sessions.Turn{
 		Lease:       sessions.Lease{Conv: conv, Worker: worker, Token: c.token, Expires: c.expires},
@@ -426,7 +431,7 @@ func (m memSessions) Next(ctx context.Context, l sessions.Lease) (*sessions.Entr
 	if err != nil {
 		return nil, err
 	}
-	e := c.take()
+	e := c.take(m.s.clk.Now())
 	if e == nil {
 		return nil, nil
 	}
@@ -682,11 +687,22 @@ func (m memSessions) Meta(ctx context.Context, conv string) (map[string]string, 
 		return nil, err
 	}
 	defer m.s.data.mu.Unlock()
-	out := map[string]string{}
-	for k, v := range m.s.conv(conv).meta {
-		out[k] = v
+	return m.metaOf(m.s.conv(conv), m.s.clk.Now()), nil
+}
+
+// metaOf is c's metadata at now, with the running turn its live lease
+// tells, under the lock.
+func (m memSessions) metaOf(c *memConv, now time.Time) map[string]string {
+	out := maps.Clone(c.meta)
+	if out == nil {
+		out = map[string]string{}
 	}
-	return out, nil
+	if c.held && now.Before(c.expires) && c.inflight != nil {
+		if mark := sessions.TurnMark(c.inflight.ID, c.since, c.inflight.Inbound); mark != "" {
+			out[sessions.ConvMetaTurn] = mark
+		}
+	}
+	return out
 }
 
 func (m memSessions) SetMeta(ctx context.Context, conv, key, value string) error {
@@ -694,6 +710,9 @@ func (m memSessions) SetMeta(ctx context.Context, conv, key, value string) error
 		return err
 	}
 	defer m.s.data.mu.Unlock()
+	if err := sessions.ValidateMeta("mem.SetMeta", map[string]string{key: value}, m.s.lim); err != nil {
+		return err
+	}
 	m.setMeta(conv, key, value)
 	return nil
 }

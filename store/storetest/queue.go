@@ -179,13 +179,13 @@ func runAppendMeta(t *testing.T, b Backend) {
 	if r := f.append(user("c", "first")); len(r.Meta) != 0 {
 		t.Errorf("Append to a conversation without metadata: Meta = %v, want none", r.Meta)
 	}
-	for k, v := range map[string]string{sessions.ConvMetaTurn: `{"entry":"1"}`, sessions.ConvMetaBusyInputMode: "steer"} {
+	for k, v := range map[string]string{sessions.ConvMetaSession: "s-1", sessions.ConvMetaBusyInputMode: "steer"} {
 		if err := f.ss.SetMeta(f.ctx, "c", k, v); err != nil {
 			t.Fatalf("SetMeta(%s): %v", k, err)
 		}
 	}
 	r := f.append(withMessageID(user("c", "second"), "m2"))
-	want := map[string]string{sessions.ConvMetaTurn: `{"entry":"1"}`, sessions.ConvMetaBusyInputMode: "steer"}
+	want := map[string]string{sessions.ConvMetaSession: "s-1", sessions.ConvMetaBusyInputMode: "steer"}
 	if diff := cmp.Diff(want, r.Meta); diff != "" {
 		t.Errorf("Append: Meta mismatch (-want +got):\n%s", diff)
 	}

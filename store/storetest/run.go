@@ -21,6 +21,7 @@ func RunAll(t *testing.T, b Backend) {
 	group("Queue", Sessions, runQueue)
 	group("Dedupe", Sessions, runDedupe)
 	group("AppendMeta", Sessions, runAppendMeta)
+	group("TurnMark", Sessions, runTurnMark)
 	group("AppendClaim", Sessions, runAppendClaim)
 	group("Lease", Sessions, runLease)
 	group("Fencing", Sessions, runFencing)

@@ -46,7 +46,7 @@ local function claim_next(prefix, ready, worker, ttl, now)
         local token = int((tonumber(v[5]) or 0) + 1)
         local exp = int(now + ttl)
         redis.call('HSET', state, 'fence', token, 'worker', worker, 'token', token, 'exp', exp,
-          'pend', id, 'dlv', deliveries)
+          'pend', id, 'dlv', deliveries, 'pst', int(now))
         -- Held, the conversation is indexed at its lease's expiry: found
         -- again if the holder dies, passed over while it lives.
         redis.call('ZADD', ready, exp, tag)

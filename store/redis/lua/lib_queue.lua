@@ -68,6 +68,26 @@ local function entry_fields(f)
   return data, at
 end
 
+-- running finds the entry a live lease holds the conversation with (its
+-- state hash state) at now: its id, data, and the ms it was handed out
+-- at ('' when the state does not say: a lease granted before pst was
+-- kept), or nil.
+local function running(prefix, tag, state, now)
+  local v = redis.call('HMGET', state, 'token', 'exp', 'pend', 'pd', 'pst')
+  if not live(v[1], v[2], now) or not v[3] or v[3] == '' then
+    return nil
+  end
+  local data = v[4]
+  if not data or data == '' then
+    local got = redis.call('XRANGE', lane_key(prefix, tag, lane_of(v[3]) or 0), v[3], v[3])
+    if not got[1] then
+      return nil
+    end
+    data = entry_fields(got[1][2])
+  end
+  return v[3], data, v[5] or ''
+end
+
 -- next_entry finds the holder's next entry: pend, the one delivered
 -- before and never acked, first, delivered once more (dlv is how often it
 -- was, as read), else the oldest entry of the lowest of lanes. It returns

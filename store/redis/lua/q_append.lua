@@ -20,10 +20,13 @@
 -- ARGV[7] lease ttl in ms of that lease
 -- ARGV[8] the lease token at which the caller knows the history, or ''
 -- ARGV[9] the length of the history the caller knows at that token
+-- ARGV[10] key prefix
 -- Returns {entry id, 1 if duplicate else 0, the metadata as a flat
 -- field/value list (empty when duplicate, or when it leased the
 -- conversation)}; then, when it queued the entry without leasing the
--- conversation, 1 if a live lease held it, else 0; or, when it leased the
+-- conversation, 1 if a live lease held it, else 0, and when the lease
+-- has an entry handed out, that entry's id, data and the ms it was
+-- handed out at (see running); or, when it leased the
 -- conversation, then token,
 -- expires ms, enqueued ms, and {encoded history message, …}, or 1 in
 -- place of the history when it is the one the caller knows: the fence is
@@ -72,7 +75,7 @@ if ARGV[6] ~= '' and lanes == '' and not held then
   local token = int((tonumber(v[6]) or 0) + 1)
   local exp = int(now + tonumber(ARGV[7]))
   redis.call('HSET', KEYS[1], 'seq', seq, count, n, 'lanes', was <= 0 and lane or '', 'fence', token,
-    'worker', ARGV[6], 'token', token, 'exp', exp, 'pend', id, 'dlv', '1', 'pd', ARGV[3], 'pat', at)
+    'worker', ARGV[6], 'token', token, 'exp', exp, 'pend', id, 'dlv', '1', 'pd', ARGV[3], 'pat', at, 'pst', at)
   -- Held, the conversation is indexed at its lease's expiry, as a claim
   -- indexes it.
   redis.call('ZADD', KEYS[2], exp, ARGV[1])
@@ -94,4 +97,12 @@ redis.call('HSET', KEYS[1], 'seq', seq, count, n, 'lanes', listed)
 if lanes == '' then
   index_new(KEYS[2], ARGV[1], v[1], v[2], now)
 end
-return {id, 0, redis.call('HGETALL', KEYS[4]), held and 1 or 0}
+local meta = redis.call('HGETALL', KEYS[4])
+if held then
+  local rid, rdata, rsince = running(ARGV[10], ARGV[1], KEYS[1], now)
+  if rid then
+    return {id, 0, meta, 1, rid, rdata, rsince}
+  end
+  return {id, 0, meta, 1}
+end
+return {id, 0, meta, 0}

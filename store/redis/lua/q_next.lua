@@ -4,6 +4,7 @@
 -- ARGV[1] key prefix
 -- ARGV[2] conversation tag
 -- ARGV[3] lease token
+-- ARGV[4] now in ms, or '' for the server's time
 -- Returns {'LOST'}, {'OK'} when the queue is empty, or
 -- {'OK', entry id, entry data, enqueued ms, deliveries}.
 local v = redis.call('HMGET', KEYS[1], 'token', 'pend', 'dlv', 'lanes')
@@ -14,5 +15,5 @@ local id, data, at, deliveries = next_entry(ARGV[1], ARGV[2], KEYS[1], v[2], v[3
 if not id then
   return {'OK'}
 end
-redis.call('HSET', KEYS[1], 'pend', id, 'dlv', deliveries)
+redis.call('HSET', KEYS[1], 'pend', id, 'dlv', deliveries, 'pst', int(now_ms(ARGV[4])))
 return {'OK', id, data, at, deliveries}
