@@ -42,8 +42,9 @@ type ConvSummary struct {
 	// a turn of it runs there. Both are zero when no lease is live.
 	Worker  string
 	Expires time.Time
-	// Meta is the conversation's metadata (Store.Meta): its token totals
-	// (UsagePrefix), its running turn, its modes.
+	// Meta is the conversation's written metadata: its token totals
+	// (UsagePrefix), its modes. Unlike Store.Meta, it has no running
+	// turn (Worker and Expires tell the lease).
 	Meta map[string]string
 	// Cursor places it in the list, for ConvQuery.Before.
 	Cursor string

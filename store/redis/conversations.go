@@ -118,6 +118,8 @@ func decodeConvs(op string, v []any) ([]sessions.ConvSummary, error) {
 			for j := 0; j+1 < len(flat); j += 2 {
 				c.Meta[str(flat[j])] = str(flat[j+1])
 			}
+			// A running-turn mark an older version stored.
+			delete(c.Meta, sessions.ConvMetaTurn)
 		}
 		c.Cursor = str(v[i+1]) + ":" + c.Conv
 		out = append(out, c)

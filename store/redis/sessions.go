@@ -106,10 +106,7 @@ func (s *sessionStore) appendReply(op string, in *sessions.Inbound, worker strin
 	case 3:
 		return res, nil, nil
 	case 4, 7:
-		var err error
-		if res.Meta, err = metaReply(op, v[2], v[4:]); err != nil {
-			return sessions.AppendResult{}, nil, err
-		}
+		res.Meta = metaReply(v[2], v[4:])
 		res.Held = num(v[3]) == 1
 		return res, nil, nil
 	}
@@ -525,7 +522,7 @@ func (s *sessionStore) Meta(ctx context.Context, conv string) (map[string]string
 	if len(v) != 1 && len(v) != 4 {
 		return nil, errs.E(op, errs.Internal, "unexpected script reply %v", v)
 	}
-	return metaReply(op, v[0], v[1:])
+	return metaReply(v[0], v[1:]), nil
 }
 
 // metaReply makes the metadata a script read: flat, its field/value
@@ -533,7 +530,7 @@ func (s *sessionStore) Meta(ctx context.Context, conv string) (map[string]string
 // running (lib_queue.lua) returns it (id, data, ms handed out at), or
 // nothing. A running-turn mark an older version stored is not returned;
 // the lease's entry makes the one there is.
-func metaReply(op string, flat any, turn []any) (map[string]string, error) {
+func metaReply(flat any, turn []any) map[string]string {
 	list, _ := flat.([]any)
 	m := make(map[string]string, len(list)/2+1)
 	for i := 0; i+1 < len(list); i += 2 {
@@ -541,12 +538,12 @@ func metaReply(op string, flat any, turn []any) (map[string]string, error) {
 	}
 	delete(m, sessions.ConvMetaTurn)
 	if len(turn) != 3 {
-		return m, nil
+		return m
 	}
+	// An entry that does not decode still tells that a turn runs, and
+	// which: its text is left out.
 	var in sessions.Inbound
-	if err := json.Unmarshal([]byte(str(turn[1])), &in); err != nil {
-		return nil, errs.Wrap(op, errs.Internal, err)
-	}
+	_ = json.Unmarshal([]byte(str(turn[1])), &in)
 	var since time.Time
 	if ms := num(turn[2]); ms > 0 {
 		since = time.UnixMilli(ms).UTC()
@@ -554,7 +551,7 @@ func metaReply(op string, flat any, turn []any) (map[string]string, error) {
 	if mark := sessions.TurnMark(str(turn[0]), since, in); mark != "" {
 		m[sessions.ConvMetaTurn] = mark
 	}
-	return m, nil
+	return m
 }
 
 func (s *sessionStore) SetMeta(ctx context.Context, conv, key, value string) error {

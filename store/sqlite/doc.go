@@ -76,6 +76,9 @@
 //     acked yet, and how many holders it was handed to. A conversation has
 //     at most one: Claim and Next hand it out again until it is acked, so
 //     a dead worker's entry goes to the next holder first.
+//   - delivered_at: when the entry was handed out under the lease (a
+//     grant, or Next handing out a new one), for the running turn Meta
+//     tells.
 //
 // Append reads the conversation's metadata (AppendResult.Meta) from the
 // read pool after its transaction committed, for the router's busy-input

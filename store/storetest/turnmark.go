@@ -67,6 +67,11 @@ func runTurnMark(t *testing.T, b Backend) {
 		f.clk.Advance(time.Second)
 		e := f.next(claimed.Lease)
 		wantTurn(f, "the next entry", "c", sessions.RunningTurn{EntryID: e.ID, Since: t0.Add(3 * time.Second), Text: "second"})
+		f.clk.Advance(time.Second)
+		if again := f.next(claimed.Lease); again == nil || again.ID != e.ID {
+			t.Fatalf("Next again = %+v, want entry %s once more", again, e.ID)
+		}
+		wantTurn(f, "the same entry handed out again", "c", sessions.RunningTurn{EntryID: e.ID, Since: t0.Add(3 * time.Second), Text: "second"})
 		f.finish(claimed.Lease, sessions.Finish{EntryID: e.ID, Release: true})
 		wantNone(f, "committed and released", "c")
 	})

@@ -72,12 +72,14 @@ local left = small(v[3]) - 1
 -- The HSET's fields: the trailing nils make room for those the common
 -- path adds (kept entry, lanes, hl, release), so that adding them never
 -- grows the table; # still counts the ones set, which come in order.
-local fields = {'pend', '', count, int(left), nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+-- pst goes with pend, so that a grant that does not write it (an earlier
+-- version's, in a rolling upgrade) tells no time rather than a stale one.
+local fields = {'pend', '', 'pst', '', count, int(left), nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 -- The entry is kept in the state hash when it was delivered as it was
 -- appended (see q_append), else in its lane's stream.
 local kept = v[5] and v[5] ~= ''
 if kept then
-  fields[5], fields[6], fields[7], fields[8] = 'pd', '', 'pat', ''
+  fields[7], fields[8], fields[9], fields[10] = 'pd', '', 'pat', ''
 end
 if left <= 0 then
   lanes = without_lane(lanes, digit)
@@ -112,7 +114,7 @@ if a > 0 then
     absorbed[aid] = akey
     n[alane] = n[alane] - 1
   end
-  fields[4] = int(n[lane])
+  fields[6] = int(n[lane])
   for l = 0, LANES - 1 do
     if n[l] ~= (tonumber(was[l + 1]) or 0) then
       if l ~= lane then

@@ -15,5 +15,10 @@ local id, data, at, deliveries = next_entry(ARGV[1], ARGV[2], KEYS[1], v[2], v[3
 if not id then
   return {'OK'}
 end
-redis.call('HSET', KEYS[1], 'pend', id, 'dlv', deliveries, 'pst', int(now_ms(ARGV[4])))
+if id == v[2] then
+  -- Handed out again under the same lease: since it was handed out first.
+  redis.call('HSET', KEYS[1], 'dlv', deliveries)
+else
+  redis.call('HSET', KEYS[1], 'pend', id, 'dlv', deliveries, 'pst', int(now_ms(ARGV[4])))
+end
 return {'OK', id, data, at, deliveries}
