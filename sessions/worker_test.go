@@ -1079,6 +1079,33 @@ func TestBusyInputReachesATurnInAnotherProcess(t *testing.T) {
 	}
 }
 
+// A lease in another process with no entry handed out (its holder
+// committed and kept it) tells no running turn, but the append says a
+// live lease held the conversation: the message still signals whatever
+// turn the holder runs next.
+func TestBusyInputReachesALeaseBetweenEntries(t *testing.T) {
+	noLeaks(t)
+	db := openDB(t, clock.Real{})
+	g := startGateway(t, gatewayOptions{db: db, runner: newGateRunner(), mode: sessions.BusyInterrupt})
+	ctx := context.Background()
+	in := sessions.Inbound{Conv: conv, Text: "elsewhere", Sender: "42", MessageID: "m-0"}
+	_, turn, err := db.Sessions().AppendClaim(ctx, in, "another-process", time.Hour)
+	if err != nil || turn == nil {
+		t.Fatalf("AppendClaim for another process = %v, %v; want its turn", turn, err)
+	}
+	if err := db.Sessions().Finish(ctx, turn.Lease, sessions.Finish{EntryID: turn.Entry.ID}); err != nil {
+		t.Fatalf("Finish keeping the lease: %v", err)
+	}
+	if m, err := db.Sessions().Meta(ctx, conv); err != nil || m[sessions.ConvMetaTurn] != "" {
+		t.Fatalf("Meta between entries = %v, %v; want no running turn", m, err)
+	}
+	g.say("B")
+	testkit.Eventually(t, "the signal", func() bool { return len(g.signals.Sent()) > 0 })
+	if got := g.signals.Sent(); len(got) != 1 || got[0].Kind != signals.Interrupt || got[0].Conv != conv {
+		t.Errorf("signals = %+v, want one interrupt of %s", got, conv)
+	}
+}
+
 // A message queued where no lease holds the conversation tells no one:
 // no turn of it runs anywhere.
 func TestQueuedMessageWithoutALeaseSignalsNothing(t *testing.T) {
