@@ -5,20 +5,11 @@ import (
 	"time"
 )
 
-// deadlineKind names one of a turn's deadlines.
-type deadlineKind uint8
-
-const (
-	deadlineRenew deadlineKind = iota // the next renewal of the turn's lease
-	deadlineKinds
-)
-
-// turnDeadline is one turn's deadline in a worker's turnTimers: when it
-// is due, since the timers' epoch.
+// turnDeadline is one turn's deadline in a worker's turnTimers, its
+// lease's next renewal: when it is due, since the timers' epoch.
 type turnDeadline struct {
 	when time.Duration
 	at   *activeTurn
-	kind deadlineKind
 }
 
 // turnTimers runs the deadlines of a worker's turns, each turn's lease
@@ -37,9 +28,9 @@ type turnTimers struct {
 	armedAt time.Duration
 }
 
-// add makes the turn's deadline of kind due after d. The turn must not
-// have one of that kind queued.
-func (tt *turnTimers) add(at *activeTurn, kind deadlineKind, d time.Duration) {
+// add makes the turn's renewal due after d. The turn must not have one
+// queued.
+func (tt *turnTimers) add(at *activeTurn, d time.Duration) {
 	tt.mu.Lock()
 	defer tt.mu.Unlock()
 	if tt.epoch.IsZero() {
@@ -47,22 +38,22 @@ func (tt *turnTimers) add(at *activeTurn, kind deadlineKind, d time.Duration) {
 	}
 	now := time.Since(tt.epoch)
 	when := now + d
-	tt.heap = append(tt.heap, turnDeadline{when: when, at: at, kind: kind})
+	tt.heap = append(tt.heap, turnDeadline{when: when, at: at})
 	i := len(tt.heap) - 1
-	at.due[kind] = int32(i) + 1
+	at.due = int32(i) + 1
 	tt.up(i)
 	if !tt.armed || when < tt.armedAt {
 		tt.arm(when, now)
 	}
 }
 
-// remove takes the turn's deadline of kind out, and reports whether it
+// remove takes the turn's renewal out, and reports whether it
 // was queued: false once it fell due (its callback has it) or when none
 // was added.
-func (tt *turnTimers) remove(at *activeTurn, kind deadlineKind) bool {
+func (tt *turnTimers) remove(at *activeTurn) bool {
 	tt.mu.Lock()
 	defer tt.mu.Unlock()
-	i := int(at.due[kind]) - 1
+	i := int(at.due) - 1
 	if i < 0 {
 		return false
 	}
@@ -83,10 +74,7 @@ func (tt *turnTimers) fire() {
 		d := tt.heap[0]
 		tt.removeAt(0)
 		tt.mu.Unlock()
-		switch d.kind {
-		case deadlineRenew:
-			go d.at.renew()
-		}
+		go d.at.renew()
 		tt.mu.Lock()
 	}
 	if len(tt.heap) > 0 && (!tt.armed || tt.heap[0].when < tt.armedAt) {
@@ -109,11 +97,11 @@ func (tt *turnTimers) arm(when, now time.Duration) {
 func (tt *turnTimers) removeAt(i int) {
 	h := tt.heap
 	gone := h[i]
-	gone.at.due[gone.kind] = 0
+	gone.at.due = 0
 	last := len(h) - 1
 	if i != last {
 		h[i] = h[last]
-		h[i].at.due[h[i].kind] = int32(i) + 1
+		h[i].at.due = int32(i) + 1
 	}
 	h[last] = turnDeadline{}
 	tt.heap = h[:last]
@@ -159,6 +147,6 @@ func (tt *turnTimers) down(i int) {
 func (tt *turnTimers) swap(i, j int) {
 	h := tt.heap
 	h[i], h[j] = h[j], h[i]
-	h[i].at.due[h[i].kind] = int32(i) + 1
-	h[j].at.due[h[j].kind] = int32(j) + 1
+	h[i].at.due = int32(i) + 1
+	h[j].at.due = int32(j) + 1
 }

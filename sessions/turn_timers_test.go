@@ -15,25 +15,20 @@ func TestTurnTimersKeepTheEarliestFirst(t *testing.T) {
 	turns := make([]*activeTurn, 200)
 	for i := range turns {
 		turns[i] = &activeTurn{}
-		for k := range deadlineKinds {
-			tt.add(turns[i], k, time.Hour+time.Duration(rng.IntN(1000))*time.Second)
-			checkTurnTimers(t, &tt)
-		}
+		tt.add(turns[i], time.Hour+time.Duration(rng.IntN(1000))*time.Second)
+		checkTurnTimers(t, &tt)
 	}
 	for _, i := range rng.Perm(len(turns)) {
-		k := deadlineKind(rng.IntN(int(deadlineKinds)))
-		if !tt.remove(turns[i], k) {
-			t.Fatalf("turn %d's deadline %d was not queued", i, k)
+		if !tt.remove(turns[i]) {
+			t.Fatalf("turn %d's deadline was not queued", i)
 		}
-		if tt.remove(turns[i], k) {
-			t.Fatalf("turn %d's deadline %d removed twice", i, k)
+		if tt.remove(turns[i]) {
+			t.Fatalf("turn %d's deadline removed twice", i)
 		}
 		checkTurnTimers(t, &tt)
 	}
 	for _, at := range turns {
-		for k := range deadlineKinds {
-			tt.remove(at, k)
-		}
+		tt.remove(at)
 	}
 	checkTurnTimers(t, &tt)
 	if len(tt.heap) != 0 || tt.armed {
@@ -44,7 +39,7 @@ func TestTurnTimersKeepTheEarliestFirst(t *testing.T) {
 func checkTurnTimers(t *testing.T, tt *turnTimers) {
 	t.Helper()
 	for i, d := range tt.heap {
-		if got := int(d.at.due[d.kind]) - 1; got != i {
+		if got := int(d.at.due) - 1; got != i {
 			t.Fatalf("deadline at %d records its place as %d", i, got)
 		}
 		if p := (i - 1) / 2; i > 0 && tt.heap[p].when > d.when {

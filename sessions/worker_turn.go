@@ -72,10 +72,9 @@ type activeTurn struct {
 	// Guarded by mu.
 	ended       bool // timers must not fire any more
 	steerClosed bool
-	// due is where the turn's deadlines (lease renewal) are in the
-	// worker's timers, plus one; 0 when not queued.
-	// Guarded by the timers' mutex.
-	due [deadlineKinds]int32
+	// due is where the turn's lease renewal is in the worker's timers,
+	// plus one; 0 when not queued. Guarded by the timers' mutex.
+	due int32
 
 	logOnce sync.Once
 	log     *slog.Logger // made by logger, on first use
@@ -192,7 +191,7 @@ func (w *TurnWorker) begin(t *Turn) *activeTurn {
 func (w *TurnWorker) end(at *activeTurn) {
 	at.mu.Lock()
 	at.ended = true
-	if w.timers.remove(at, deadlineRenew) {
+	if w.timers.remove(at) {
 		at.timers.Done()
 	}
 	at.mu.Unlock()
@@ -225,7 +224,7 @@ func (at *activeTurn) info() RunningTurn {
 // scheduleRenew arms the next renewal. Called with at.mu held.
 func (at *activeTurn) scheduleRenew(after time.Duration) {
 	at.timers.Add(1)
-	at.w.timers.add(at, deadlineRenew, after)
+	at.w.timers.add(at, after)
 }
 
 func (at *activeTurn) renew() {
