@@ -36,7 +36,13 @@ type room struct {
 func (r *room) left() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return max(0, min(r.capacityLocked()-r.held-r.promised, max(maxHeld, r.senders)-r.looped))
+	return max(0, min(r.freeLocked(), max(maxHeld, r.senders)-r.looped))
+}
+
+// freeLocked is the capacity not held or promised to commits in flight.
+// r.mu is held.
+func (r *room) freeLocked() int {
+	return r.capacityLocked() - r.held - r.promised
 }
 
 // capacityLocked is how many messages the senders send in a quarter of
@@ -61,7 +67,7 @@ func (r *room) capacityLocked() int {
 func (r *room) reserve(n int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.capacityLocked()-r.held-r.promised < n {
+	if r.freeLocked() < n {
 		return false
 	}
 	r.promised += n
