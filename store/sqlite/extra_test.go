@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -207,5 +208,23 @@ func TestVersion28FileKeepsKanbanRunsAndEvents(t *testing.T) {
 	}
 	if evs, err := st.Events(ctx, kanban.EventQuery{Board: "ops", Card: "t_gone"}); err != nil || len(evs) != 1 || evs[0].Cursor != "10" {
 		t.Errorf("Events(t_gone) = %+v, %v; want the one at 10", evs, err)
+	}
+}
+
+// A file written when workers stored the running-turn mark (before
+// schema version 31) opens without it: the mark a worker left behind,
+// its turn long gone, tells nothing, and the other metadata stays.
+func TestVersion30FileDropsStoredTurnMarks(t *testing.T) {
+	ctx := context.Background()
+	path := oldFile(t, 30,
+		`INSERT INTO meta (conv, key, value) VALUES ('api:c', 'turn', '{"entry":"9","text":"long gone"}')`,
+		`INSERT INTO meta (conv, key, value) VALUES ('api:c', 'busy_input_mode', 'queue')`)
+	s := openAt(t, path, nil, sessions.Limits{}).Sessions()
+	m, err := s.Meta(ctx, "api:c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"busy_input_mode": "queue"}; !maps.Equal(m, want) {
+		t.Errorf("Meta after the upgrade = %v, want %v", m, want)
 	}
 }

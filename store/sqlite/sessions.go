@@ -900,9 +900,9 @@ func (s *sessionStore) Meta(ctx context.Context, conv string) (map[string]string
 	if err := rows.Err(); err != nil {
 		return nil, d.fail(op, err)
 	}
-	// The running turn is told by the live lease and its entry, not by a
-	// mark an older version stored.
-	delete(out, sessions.ConvMetaTurn)
+	// The running turn is told by the live lease and its entry (the
+	// migration to schema version 31 deleted the marks stored before,
+	// and SetMeta refuses the key).
 	var (
 		id, at int64
 		body   []byte
