@@ -1,10 +1,12 @@
 package testkit
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -52,6 +54,7 @@ type ModelServer struct {
 	requests   []RecordedRequest
 	arrived    chan struct{} // closed and replaced on every request
 	inFlight   map[string]int
+	open       map[string][]net.Conn // the connections of the requests in flight, by key
 	maxOverlap map[string]int
 }
 
@@ -240,9 +243,14 @@ func NewModelServer(t testing.TB) *ModelServer {
 		keyOf:      RecordedRequest.Conversation,
 		arrived:    make(chan struct{}),
 		inFlight:   map[string]int{},
+		open:       map[string][]net.Conn{},
 		maxOverlap: map[string]int{},
 	}
-	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
+	m.srv = httptest.NewUnstartedServer(http.HandlerFunc(m.serve))
+	m.srv.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, c)
+	}
+	m.srv.Start()
 	t.Cleanup(func() {
 		close(m.done)
 		m.srv.Close()
@@ -355,6 +363,9 @@ func (m *ModelServer) InFlight(key string) int {
 }
 
 // MaxOverlap reports the most requests with key that were in flight at once.
+// A request whose client had closed its connection by the time another one
+// arrived does not count: the client let go of it, though its handler may
+// not have noticed yet.
 func (m *ModelServer) MaxOverlap(key string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -408,13 +419,18 @@ func (m *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 	close(m.arrived)
 	m.arrived = make(chan struct{})
 	key := m.keyOf(rec)
+	conn, _ := r.Context().Value(connKey{}).(net.Conn)
 	m.inFlight[key]++
-	m.maxOverlap[key] = max(m.maxOverlap[key], m.inFlight[key])
+	m.maxOverlap[key] = max(m.maxOverlap[key], 1+stillOpen(m.open[key]))
+	m.open[key] = append(m.open[key], conn)
 	apiKey, models := m.apiKey, m.models
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
 		m.inFlight[key]--
+		if i := slices.Index(m.open[key], conn); i >= 0 {
+			m.open[key] = slices.Delete(m.open[key], i, i+1)
+		}
 		m.mu.Unlock()
 	}()
 

@@ -427,6 +427,33 @@ func TestModelServerOverlapPerConversation(t *testing.T) {
 	}
 }
 
+// A request its client gave up on does not overlap the next one, even when
+// the next one arrives before the server noticed.
+func TestModelServerOverlapEndsWithTheClient(t *testing.T) {
+	ms := testkit.NewModelServer(t)
+	gate := testkit.NewGate()
+	t.Cleanup(gate.Release)
+	ms.Script(testkit.Hang(gate), testkit.Reply("next"))
+	body := `{"model":"m","user":"u","messages":[]}`
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := post(t, ctx, ms, body, nil)
+		errc <- err
+	}()
+	ms.WaitRequests(1)
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("a cancelled request got an answer")
+	}
+	if _, _, err := post(t, context.Background(), ms, body, nil); err != nil {
+		t.Fatal(err)
+	}
+	if o := ms.MaxOverlap("u"); o != 1 {
+		t.Errorf("MaxOverlap = %d after a cancelled request, want 1", o)
+	}
+}
+
 func TestModelServerDelayHonoursCancel(t *testing.T) {
 	ms := testkit.NewModelServer(t)
 	ms.Script(testkit.Reply("late").After(time.Hour))
