@@ -74,6 +74,7 @@ func Capability(as Assembly) (*capability.Capability, error) {
 		Outputs:       OutputsFor(a.Config),
 		Name:          a.Name,
 		ScriptTimeout: a.Config.Cron.ScriptTimeout,
+		ScriptsDir:    a.Config.CronScriptsDir(),
 		Env:           a.Config.SubprocessEnv(),
 		Redact:        a.Redact,
 		// A fire's claim follows the conversations' lease: a deployment

@@ -330,7 +330,7 @@ func checkScript(path string) error {
 		return errs.E("cronjobs.checkScript", errs.Invalid, "script %q cannot be read: %v", path, err)
 	case st.IsDir():
 		return errs.E("cronjobs.checkScript", errs.Invalid, "script %q is a directory", path)
-	case !strings.EqualFold(filepath.Ext(path), ".sh") && st.Mode()&0o111 == 0:
+	case !shellScript(path) && st.Mode()&0o111 == 0:
 		return errs.E("cronjobs.checkScript", errs.Invalid, "script %q is not executable (chmod +x it, or name it .sh to run it with bash)", path)
 	}
 	return nil
@@ -346,31 +346,45 @@ func (m Manager) agentScript(script string) (string, error) {
 	if script == "" {
 		return "", nil
 	}
-	dir := filepath.Clean(m.ScriptsDir)
 	if m.ScriptsDir == "" {
 		return "", errs.E(op, errs.Invalid, "this gateway gives the agent no scripts (cron.scripts_dir is not set): make the job with a prompt alone")
 	}
+	dir := filepath.Clean(m.ScriptsDir)
 	p := script
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(dir, p)
 	}
 	p = filepath.Clean(p)
-	outside := errs.E(op, errs.Invalid, "script %q is outside %s, the only directory a job's script may come from (cron.scripts_dir): a person puts the script there, and you give its name", script, dir)
+	switch _, err := resolveIn(dir, p); {
+	case errors.Is(err, errOutside):
+		return "", errs.E(op, errs.Invalid, "script %q is outside %s, the only directory a job's script may come from (cron.scripts_dir): a person puts the script there, and you give its name", script, dir)
+	case err != nil:
+		return "", errs.E(op, errs.Invalid, "script %q cannot be read in %s: %v", script, dir, err)
+	}
+	return p, nil
+}
+
+// errOutside is resolveIn's answer for a path outside its directory.
+var errOutside = errors.New("outside the directory")
+
+// resolveIn returns the file p names once its symlinks are followed, or
+// errOutside when p, or that file, lies outside dir (itself resolved).
+func resolveIn(dir, p string) (string, error) {
 	if !within(dir, p) {
-		return "", outside
+		return "", errOutside
 	}
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {
-		return "", errs.E(op, errs.Invalid, "script %q cannot be read in %s: %v", script, dir, err)
+		return "", err
 	}
 	realDir, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		realDir = dir
 	}
 	if !within(realDir, real) {
-		return "", outside
+		return "", errOutside
 	}
-	return p, nil
+	return real, nil
 }
 
 // within reports whether path p lies inside directory dir.

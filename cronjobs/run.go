@@ -2,6 +2,8 @@ package cronjobs
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"time"
@@ -25,7 +27,11 @@ func (s *Scheduler) execute(ctx context.Context, j Job, r Run) outcome {
 			"HERALD_CRON_RUN=" + r.ID,
 			"HERALD_CRON_SCHEDULED_AT=" + r.ScheduledAt.UTC().Format(time.RFC3339),
 		}
-		res := runScript(ctx, s.clock, j.Script, s.workdir(j), s.opts.Env, vars, s.opts.ScriptTimeout)
+		path, err := s.scriptPath(j)
+		if err != nil {
+			return outcome{status: StatusError, err: err.Error(), body: err.Error()}
+		}
+		res := runScript(ctx, s.clock, path, shellScript(j.Script), s.workdir(j), s.opts.Env, vars, s.opts.ScriptTimeout)
 		if res.Err != nil {
 			return outcome{status: StatusError, err: res.Err.Error(), body: res.Stdout + "\n\n" + res.Err.Error()}
 		}
@@ -54,6 +60,30 @@ func (s *Scheduler) execute(ctx context.Context, j Job, r Run) outcome {
 		return outcome{status: StatusSilent, body: reply}
 	}
 	return outcome{status: StatusOK, text: reply, body: reply}
+}
+
+// scriptPath is the file a fire of j runs. A job made in a conversation
+// (the cronjob tool) had its script checked to lie in cron.scripts_dir
+// when it was made; it is checked again now, its symlinks followed, and
+// the file it resolves to is what runs, so that a symlink put in its
+// place later, pointing out of the directory, runs nothing. A job made
+// by the CLI or the API runs its script where it is.
+func (s *Scheduler) scriptPath(j Job) (string, error) {
+	if j.Origin == nil {
+		return j.Script, nil
+	}
+	dir := filepath.Clean(s.opts.ScriptsDir)
+	if s.opts.ScriptsDir == "" {
+		return "", fmt.Errorf("the script %s was not run: cron.scripts_dir is not set, and a job made in a chat runs scripts from there alone", j.Script)
+	}
+	real, err := resolveIn(dir, filepath.Clean(j.Script))
+	switch {
+	case errors.Is(err, errOutside):
+		return "", fmt.Errorf("the script %s was not run: it now lies outside %s (cron.scripts_dir), its symlinks followed, and a job made in a chat runs scripts from there alone", j.Script, dir)
+	case err != nil:
+		return "", fmt.Errorf("the script %s cannot be read: %v", j.Script, err)
+	}
+	return real, nil
 }
 
 // redact masks herald's secrets in text (SchedulerOptions.Redact).

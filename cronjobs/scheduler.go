@@ -49,6 +49,10 @@ type SchedulerOptions struct {
 	Name    string // this instance, the owner of its claims; required
 	// ScriptTimeout bounds one run of a job's script (cron.script_timeout).
 	ScriptTimeout time.Duration
+	// ScriptsDir is cron.scripts_dir, where the script of a job made in
+	// a conversation must still lie, its symlinks followed, when it
+	// fires; empty runs no such script.
+	ScriptsDir string
 	// Env builds a script's environment (config.Config.SubprocessEnv); nil
 	// gives the base set alone.
 	Env *proc.Env

@@ -74,6 +74,7 @@ type harness struct {
 	targets cronjobs.Targets
 	home    string
 	env     *proc.Env           // the scripts' environment
+	scripts string              // the schedulers' cron.scripts_dir
 	redact  func(string) string // the schedulers' redactor
 	ran     chan cronjobs.Run
 	calls   atomic.Int32
@@ -122,13 +123,14 @@ func (h *harness) startOn(store cronjobs.Store, name string, targets cronjobs.Ta
 	s, err := cronjobs.NewScheduler(cronjobs.SchedulerOptions{
 		Store: store, Once: h.db.Once(), Outbox: h.db.Outbox(),
 		Agent: h.agent, Targets: targets,
-		Outputs:  cronjobs.Outputs{Dir: filepath.Join(h.home, "cron", "output")},
-		Name:     name,
-		ClaimTTL: 30 * time.Second,
-		Ran:      func(r cronjobs.Run) { h.ran <- r },
-		Env:      h.env,
-		Redact:   h.redact,
-		Clock:    h.clk,
+		Outputs:    cronjobs.Outputs{Dir: filepath.Join(h.home, "cron", "output")},
+		Name:       name,
+		ClaimTTL:   30 * time.Second,
+		Ran:        func(r cronjobs.Run) { h.ran <- r },
+		Env:        h.env,
+		ScriptsDir: h.scripts,
+		Redact:     h.redact,
+		Clock:      h.clk,
 	})
 	if err != nil {
 		h.t.Fatal(err)
@@ -410,6 +412,75 @@ func TestScriptOutputIsRedacted(t *testing.T) {
 		}
 		if strings.Contains(prompt, secret) || !strings.Contains(prompt, "key="+redact.Mask) {
 			t.Errorf("the agent read %q, want the key masked", prompt)
+		}
+	})
+}
+
+// A job made in a chat runs its script only while the script still lies
+// in cron.scripts_dir, its symlinks followed: a symlink swapped in later,
+// pointing out of it, runs nothing and fails the run saying why. A job
+// the CLI made runs its script wherever it is.
+func TestChatJobsScriptIsCheckedAtEachFire(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		h.scripts = filepath.Join(h.home, "scripts")
+		outside := filepath.Join(h.home, "elsewhere")
+		for _, d := range []string{h.scripts, outside} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		marker := filepath.Join(h.home, "ran-outside")
+		evil := filepath.Join(outside, "evil.sh")
+		write := func(p, body string) {
+			t.Helper()
+			if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(evil, "touch "+marker+"\necho evil\n")
+		script := filepath.Join(h.scripts, "report.sh")
+		write(script, "echo fine\n")
+		origin := &cronjobs.Origin{Conv: "telegram:100", Platform: "telegram", Chat: "100", User: "telegram:42"}
+		chat := h.create(cronjobs.Spec{Name: "chat", Schedule: "every 1h", NoAgent: true, Script: script, Deliver: "telegram", Origin: origin})
+		h.start("a", h.targets)
+
+		h.clk.Advance(time.Hour)
+		if r := h.next(); r.Status != cronjobs.StatusOK {
+			t.Fatalf("the first run = %+v, want it ok", r)
+		}
+		if msgs := h.pending(); len(msgs) != 1 || !strings.Contains(msgs[0].Text, "fine") {
+			t.Fatalf("queued %+v, want the script's report", msgs)
+		}
+
+		// The script is swapped for a symlink out of the directory.
+		if err := os.Remove(script); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(evil, script); err != nil {
+			t.Fatal(err)
+		}
+		h.clk.Advance(time.Hour)
+		r := h.next()
+		if r.Status != cronjobs.StatusError || !strings.Contains(r.Error, "outside "+h.scripts) {
+			t.Errorf("the run after the swap = %+v, want an error naming %s", r, h.scripts)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Error("the script outside cron.scripts_dir ran")
+		}
+		if got := h.job(chat.ID); got.LastStatus != cronjobs.StatusError || !strings.Contains(got.LastError, "outside") {
+			t.Errorf("the job's last status %q (%q), want the error", got.LastStatus, got.LastError)
+		}
+
+		// The CLI's job with the same script runs it, wherever it leads.
+		h.create(cronjobs.Spec{Name: "cli", Schedule: "every 1h", NoAgent: true, Script: script, Deliver: "telegram", CreatedBy: "cli"})
+		h.clk.Advance(time.Hour)
+		for range 2 {
+			if r := h.next(); r.Job != chat.ID && r.Status != cronjobs.StatusOK {
+				t.Errorf("the CLI job's run = %+v, want it ok", r)
+			}
+		}
+		if _, err := os.Stat(marker); err != nil {
+			t.Errorf("the CLI job's script did not run: %v", err)
 		}
 	})
 }

@@ -27,14 +27,18 @@ type scriptResult struct {
 	Err    error // nil when it exited 0; its message is what a notice says
 }
 
+// shellScript reports whether script, a job's, is run with bash: a .sh
+// file is, whatever its mode.
+func shellScript(script string) bool { return strings.EqualFold(filepath.Ext(script), ".sh") }
+
 // errScriptTimeout is the cause of a script run that ran out of time.
 var errScriptTimeout = errors.New("the script timed out")
 
-// runScript runs path (bash for a .sh file, else the file itself) in dir
-// in its own process group, with the environment env builds, given its
+// runScript runs path (with bash when shell is set, else the file itself)
+// in dir in its own process group, with the environment env builds, given its
 // own variables vars; it is killed whole when timeout passes on c or ctx
 // ends. A failure's error holds the exit status and the tail of stderr.
-func runScript(ctx context.Context, c clock.Clock, path, dir string, env *proc.Env, vars []string, timeout time.Duration) scriptResult {
+func runScript(ctx context.Context, c clock.Clock, path string, shell bool, dir string, env *proc.Env, vars []string, timeout time.Duration) scriptResult {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	// The timer is armed before the script starts, so a script is never
@@ -43,7 +47,7 @@ func runScript(ctx context.Context, c clock.Clock, path, dir string, env *proc.E
 	defer timer.Stop()
 
 	cmd := exec.Command(path)
-	if strings.EqualFold(filepath.Ext(path), ".sh") {
+	if shell {
 		cmd = exec.Command("bash", path)
 	}
 	cmd.Dir = dir
