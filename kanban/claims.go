@@ -184,6 +184,7 @@ func (s *Service) Heartbeat(ctx context.Context, id string, token int64, ttl tim
 	if ttl <= 0 {
 		return Card{}, errs.E(op, errs.Invalid, "a heartbeat needs a ttl")
 	}
+	note = s.mask(note)
 	return s.apply(ctx, op, func(now time.Time) (change, error) {
 		k, err := s.read(ctx, op, id)
 		if err != nil {
@@ -227,6 +228,7 @@ func (s *Service) Complete(ctx context.Context, id string, token int64, res Resu
 	if res.Summary == "" {
 		return Card{}, errs.E(op, errs.Invalid, "a complete needs a summary of what was done")
 	}
+	res = s.maskResult(res)
 	// A card this service claimed (and holds by token) is completed as
 	// it wrote it, unless it has a check to run or artifacts to promote,
 	// which are decided on the card read.
@@ -361,7 +363,7 @@ func (s *Service) runCheck(ctx context.Context, op string, k Card) (checkRun, er
 	if err != nil {
 		return checkRun{}, err
 	}
-	return checkRun{ran: true, passed: ok, output: out}, nil
+	return checkRun{ran: true, passed: ok, output: s.mask(out)}, nil
 }
 
 // checkFailed is k after its completion check failed: its claim's run
@@ -452,6 +454,7 @@ func (s *Service) promoteChildren(ctx context.Context, k Card, now time.Time) (C
 // Errors: NotFound, LeaseLost, Invalid.
 func (s *Service) RequestReview(ctx context.Context, id string, token int64, res Result, actor string) (Card, error) {
 	const op = "kanban.RequestReview"
+	res = s.maskResult(res)
 	if len(res.Artifacts) > 0 {
 		// The card is read first only when there are artifacts to
 		// promote out of its workspace.
@@ -518,6 +521,7 @@ func (s *Service) RequestChanges(ctx context.Context, id string, token int64, co
 // finishReview ends a review: approved → done (its children promoted),
 // else → ready with the comments.
 func (s *Service) finishReview(ctx context.Context, op, id string, token int64, text, actor string, approved bool) (Card, error) {
+	text = s.mask(text)
 	var check checkRun
 	if approved {
 		// An approval makes the card done: its completion check, when it
@@ -592,6 +596,7 @@ func (s *Service) Release(ctx context.Context, id string, token int64, e Ending)
 	if token == 0 {
 		return Card{}, errs.E(op, errs.Invalid, "a release names the claim it ends")
 	}
+	e.Reason = s.mask(e.Reason)
 	return s.apply(ctx, op, func(now time.Time) (change, error) {
 		k, err := s.held(ctx, op, id, token)
 		if err != nil {

@@ -48,9 +48,12 @@ type Service struct {
 	// Ready, when set, is told after a change made a card ready (or
 	// put it in review): the dispatcher of this process looks at once.
 	Ready func()
-	// Redact masks herald's secrets in a comment before it is kept: a
-	// worker's comment (a command's output it pasted) is read by the
-	// next worker's model and shown in chats. Nil keeps it as it is.
+	// Redact masks herald's secrets in what a worker or a person says
+	// of a card before it is kept: a comment, a result, a block's or a
+	// release's reason, a review's note, a heartbeat's note, a stop's
+	// reason, a completion check's output. What is kept is read by the
+	// next worker's model, shown in chats, the dashboard and the CLI.
+	// Nil keeps them as they are.
 	Redact func(string) string
 
 	// recent is the cards this service wrote last, to decide their next
@@ -491,9 +494,7 @@ func (s *Service) Comment(ctx context.Context, id, author, text string) (Comment
 	if text == "" {
 		return Comment{}, errs.E(op, errs.Invalid, "an empty comment")
 	}
-	if s.Redact != nil {
-		text = s.Redact(text)
-	}
+	text = s.mask(text)
 	k, err := s.read(ctx, op, id)
 	if err != nil {
 		return Comment{}, err
@@ -508,6 +509,31 @@ func (s *Service) Comment(ctx context.Context, id, author, text string) (Comment
 		Events:   []Event{{Board: k.Board, Card: k.ID, Kind: EventCommented, Actor: author, Text: text, At: now}},
 	})
 	return cm, err
+}
+
+// mask is text with herald's secrets masked (Redact).
+func (s *Service) mask(text string) string {
+	if s.Redact == nil || text == "" {
+		return text
+	}
+	return s.Redact(text)
+}
+
+// maskResult is res with its texts masked: the summary, the result and
+// the metadata's values.
+func (s *Service) maskResult(res Result) Result {
+	if s.Redact == nil {
+		return res
+	}
+	res.Summary, res.Result = s.mask(res.Summary), s.mask(res.Result)
+	if len(res.Metadata) > 0 {
+		md := make(map[string]string, len(res.Metadata))
+		for k, v := range res.Metadata {
+			md[k] = s.mask(v)
+		}
+		res.Metadata = md
+	}
+	return res
 }
 
 // Assign gives a card to a lane ("" unassigns). A running card is not
@@ -563,6 +589,7 @@ func (s *Service) Block(ctx context.Context, id string, token int64, kind BlockK
 	if reason == "" {
 		return Card{}, errs.E(op, errs.Invalid, "a block needs a reason")
 	}
+	reason = s.mask(reason)
 	return s.apply(ctx, op, func(now time.Time) (change, error) {
 		k, err := s.held(ctx, op, id, token)
 		if err != nil {

@@ -2,6 +2,7 @@ package kanban_test
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -486,6 +487,88 @@ func TestCommentIsKeptRedacted(t *testing.T) {
 		cs, _ := h.svc.Store.Comments(h.ctx, k.ID)
 		if len(cs) != 1 || cs[0].Text != "env said HERALD_MODEL_API_KEY="+redact.Mask || cm.Text != cs[0].Text {
 			t.Errorf("comments %+v (returned %+v), want the key masked", cs, cm)
+		}
+	})
+}
+
+// What a worker or a person says of a card is kept masked of herald's
+// secrets wherever the store keeps it (the card, its runs, events and
+// comments): a result, a block's and a release's reason, a heartbeat's
+// note, a review's request for changes, a completion check's output.
+func TestWhatIsSaidOfACardIsKeptRedacted(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *harness) {
+		const secret = "sk-live-model-key-1111"
+		h.svc.Redact = redact.New([]string{secret}).String
+		said := "it printed " + secret
+
+		blocked := h.create(kanban.CreateSpec{Title: "blocked"})
+		r := h.claim(blocked.ID)
+		if _, err := h.svc.Heartbeat(h.ctx, blocked.ID, r.Claim.Token, time.Minute, said); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.svc.Block(h.ctx, blocked.ID, r.Claim.Token, kanban.BlockNeedsInput, said, "w"); err != nil {
+			t.Fatal(err)
+		}
+
+		done := h.create(kanban.CreateSpec{Title: "done"})
+		r = h.claim(done.ID)
+		res := kanban.Result{Summary: said, Result: said, Metadata: map[string]string{"log": said}}
+		if _, err := h.svc.Complete(h.ctx, done.ID, r.Claim.Token, res, "w"); err != nil {
+			t.Fatal(err)
+		}
+		if res.Metadata["log"] != said {
+			t.Error("Complete changed its caller's metadata")
+		}
+
+		reviewed := h.create(kanban.CreateSpec{Title: "reviewed"})
+		r = h.claim(reviewed.ID)
+		if _, err := h.svc.RequestReview(h.ctx, reviewed.ID, r.Claim.Token, kanban.Result{Summary: said}, "w"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.svc.RequestChanges(h.ctx, reviewed.ID, 0, said, "person"); err != nil {
+			t.Fatal(err)
+		}
+
+		released := h.create(kanban.CreateSpec{Title: "released"})
+		r = h.claim(released.ID)
+		if _, err := h.svc.Release(h.ctx, released.ID, r.Claim.Token, kanban.Ending{Outcome: kanban.OutcomeCrashed, Reason: said}); err != nil {
+			t.Fatal(err)
+		}
+
+		h.svc.Check = func(context.Context, kanban.Card, string) (string, bool, error) { return said, false, nil }
+		checked := h.create(kanban.CreateSpec{Title: "checked", CompletionCheck: "false"})
+		r = h.claim(checked.ID)
+		if _, err := h.svc.Complete(h.ctx, checked.ID, r.Claim.Token, kanban.Result{Summary: "done"}, "w"); err != nil {
+			t.Fatal(err)
+		}
+
+		masked := 0
+		for _, k := range []kanban.Card{blocked, done, reviewed, released, checked} {
+			runs, err := h.svc.Store.Runs(h.ctx, k.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs, err := h.svc.Store.Events(h.ctx, kanban.EventQuery{Board: k.Board, Card: k.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs, err := h.svc.Store.Comments(h.ctx, k.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept, err := json.Marshal([]any{h.card(k.ID), runs, evs, cs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(kept), secret) {
+				t.Errorf("%s keeps the secret: %s", k.Title, kept)
+			}
+			masked += strings.Count(string(kept), redact.Mask)
+		}
+		// Each card keeps what was said at least twice (its run and an
+		// event), the done card in its result too.
+		if masked < 12 {
+			t.Errorf("%d masks kept, want what was said kept masked, not dropped", masked)
 		}
 	})
 }

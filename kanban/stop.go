@@ -77,7 +77,7 @@ func (s *Service) stopWorker(ctx context.Context, op, id string, then StopThen, 
 	if spec.Clock == nil {
 		spec.Clock = clock.Real{}
 	}
-	k, err := s.askStop(ctx, op, id, StopRequest{Reason: reason, By: spec.Actor, Then: then})
+	k, err := s.askStop(ctx, op, id, StopRequest{Reason: s.mask(reason), By: spec.Actor, Then: then})
 	if err != nil {
 		return k, false, err
 	}
