@@ -125,6 +125,8 @@ func scanConv(op string, row interface{ Scan(...any) error }) (sessions.ConvSumm
 		if err := json.Unmarshal([]byte(meta.String), &c.Meta); err != nil {
 			return c, errs.Wrap(op, errs.Internal, err)
 		}
+		// A running-turn mark an older version stored (see Meta).
+		delete(c.Meta, sessions.ConvMetaTurn)
 	}
 	c.Cursor = strconv.FormatInt(at, 10) + ":" + c.Conv
 	return c, nil

@@ -86,7 +86,8 @@
 // entry is queued all the same. Meta makes the running turn
 // (sessions.ConvMetaTurn) from the conversation row's live lease, the
 // entry it has delivered and delivered_at, joined with that entry's
-// body: nothing writes a mark.
+// body: nothing writes a mark, and one a process of an earlier version
+// stored is left out.
 //
 // AppendClaim runs Append's statements and, in the same transaction, one
 // conditional upsert of the conversation row that grants the lease as

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"database/sql"
 	"context"
 	"fmt"
 	"maps"
@@ -219,12 +220,36 @@ func TestVersion30FileDropsStoredTurnMarks(t *testing.T) {
 	path := oldFile(t, 30,
 		`INSERT INTO meta (conv, key, value) VALUES ('api:c', 'turn', '{"entry":"9","text":"long gone"}')`,
 		`INSERT INTO meta (conv, key, value) VALUES ('api:c', 'busy_input_mode', 'queue')`)
-	s := openAt(t, path, nil, sessions.Limits{}).Sessions()
+	d := openAt(t, path, nil, sessions.Limits{})
+	s := d.Sessions()
 	m, err := s.Meta(ctx, "api:c")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := map[string]string{"busy_input_mode": "queue"}; !maps.Equal(m, want) {
 		t.Errorf("Meta after the upgrade = %v, want %v", m, want)
+	}
+	raw, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var left int
+	if err := raw.QueryRow(`SELECT count(*) FROM meta WHERE key = 'turn'`).Scan(&left); err != nil || left != 0 {
+		t.Errorf("%d stored marks left after the migration (%v), want none", left, err)
+	}
+
+	// A process of the version before, sharing the file, stores a mark
+	// and dies: neither Meta nor the list tells it.
+	if _, err := raw.Exec(`INSERT INTO meta (conv, key, value) VALUES ('api:c', 'turn', '{"entry":"9","text":"left behind"}')`); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.Meta(ctx, "api:c"); err != nil || m[sessions.ConvMetaTurn] != "" {
+		t.Errorf("Meta = %v, %v; want no mark an older process left", m, err)
+	}
+	mustAppend(t, s, sessions.Inbound{Conv: "api:c", Text: "hi"})
+	list, err := d.Conversations().Conversations(ctx, sessions.ConvQuery{Limit: 10})
+	if err != nil || len(list) != 1 || list[0].Meta[sessions.ConvMetaTurn] != "" || list[0].Meta["busy_input_mode"] != "queue" {
+		t.Errorf("Conversations = %+v, %v; want api:c with its mode and no mark an older process left", list, err)
 	}
 }

@@ -900,9 +900,12 @@ func (s *sessionStore) Meta(ctx context.Context, conv string) (map[string]string
 	if err := rows.Err(); err != nil {
 		return nil, d.fail(op, err)
 	}
-	// The running turn is told by the live lease and its entry (the
-	// migration to schema version 31 deleted the marks stored before,
-	// and SetMeta refuses the key).
+	// The running turn is told by the live lease and its entry. A mark
+	// stored is dropped: the migration to schema version 31 deleted
+	// those stored before, but a process of an older version sharing the
+	// file can still write one, and one it left behind, dying, would
+	// otherwise tell a turn for ever (SetMeta here refuses the key).
+	delete(out, sessions.ConvMetaTurn)
 	var (
 		id, at int64
 		body   []byte

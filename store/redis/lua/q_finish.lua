@@ -72,8 +72,11 @@ local left = small(v[3]) - 1
 -- The HSET's fields: the trailing nils make room for those the common
 -- path adds (kept entry, lanes, hl, release), so that adding them never
 -- grows the table; # still counts the ones set, which come in order.
--- pst goes with pend, so that a grant that does not write it (an earlier
--- version's, in a rolling upgrade) tells no time rather than a stale one.
+-- pst is cleared with pend, so that after a commit no time is left for a
+-- grant that does not write it (an earlier version's, in a rolling
+-- upgrade) to be told with. A lease that was released or ran out leaves
+-- its pst, which such a grant then tells as its entry's
+-- (docs/known-gaps.md).
 local fields = {'pend', '', 'pst', '', count, int(left), nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 -- The entry is kept in the state hash when it was delivered as it was
 -- appended (see q_append), else in its lane's stream.
