@@ -1,8 +1,8 @@
 package sqlite
 
 import (
-	"database/sql"
 	"context"
+	"database/sql"
 	"fmt"
 	"maps"
 	"testing"
