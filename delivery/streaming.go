@@ -51,6 +51,11 @@ type StreamingOptions struct {
 	// Redact masks herald's secrets in the text shown, as the delivered
 	// reply is masked; nil masks nothing.
 	Redact func(string) string
+	// Hold says how many bytes at the end of the text written so far may
+	// be the start of a secret (redact.Redactor.Unsettled): they are not
+	// shown until more is written, so that a secret the model writes
+	// across two pieces never shows its first part. Nil holds nothing.
+	Hold func(string) int
 }
 
 // Streaming shows the replies of this process's turns as the model writes
@@ -80,6 +85,7 @@ type Streaming struct {
 	metrics Metrics
 	outbox  outbox.Store
 	redact  func(string) string
+	hold    func(string) int
 	turnFollower
 
 	mu      sync.Mutex
@@ -105,6 +111,7 @@ func NewStreaming(opts StreamingOptions) *Streaming {
 		metrics: opts.Metrics,
 		outbox:  opts.Outbox,
 		redact:  opts.Redact,
+		hold:    opts.Hold,
 		replies: map[string]*replyStream{},
 		chats:   map[string]*chatPace{},
 
@@ -126,6 +133,9 @@ func NewStreaming(opts StreamingOptions) *Streaming {
 	}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	if s.hold == nil {
+		s.hold = func(string) int { return 0 }
 	}
 	if s.redact == nil {
 		s.redact = func(text string) string { return text }
@@ -400,10 +410,13 @@ func (r *replyStream) pending(call bool) (text, id string, ok bool) {
 		return "", "", false
 	}
 	text = r.text.String()
-	ok = strings.TrimSpace(text) != ""
+	ok = strings.TrimSpace(r.s.settled(text)) != ""
 	r.calling = ok && call
 	return text, r.id, ok
 }
+
+// settled is text less its end that may be the start of a secret (Hold).
+func (s *Streaming) settled(text string) string { return text[:len(text)-s.hold(text)] }
 
 // called notes a call's end: on success the message is id and shows text.
 func (r *replyStream) called(id, text string, ok bool) {
@@ -522,9 +535,12 @@ func (r *replyStream) run() {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, s.timeout)
-		// The whole text so far is masked each time, so a secret the model
-		// wrote across pieces is masked too once its last piece came.
-		id, err := r.st.StreamText(cctx, r.target, r.replyTo, shown, s.redact(text))
+		// The whole text so far is masked each time, less an end that may
+		// be the start of a secret still being written: a secret the model
+		// writes across pieces shows as a whole mask once its last piece
+		// came, never in part. What is held waits for the next piece, or
+		// for the reply's delivery.
+		id, err := r.st.StreamText(cctx, r.target, r.replyTo, shown, s.redact(s.settled(text)))
 		cancel()
 		r.called(id, text, err == nil)
 		last = s.clock.Now()

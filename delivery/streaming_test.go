@@ -507,6 +507,45 @@ func TestStreamedReplyIsRedacted(t *testing.T) {
 	}
 }
 
+// A secret the model writes across pieces never shows in part: the text
+// shown holds back an end that may be the start of a secret until the
+// rest of it comes, then shows the secret masked whole.
+func TestStreamedReplyNeverShowsPartOfASecret(t *testing.T) {
+	for _, p := range adaptertest.StreamingChats(t) {
+		t.Run(p.Name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewFake(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
+			r := redact.New([]string{"sk-stream-secret"})
+			s := NewStreaming(StreamingOptions{Adapters: []adapters.Adapter{p.Adapter(nil)}, Every: 1500 * time.Millisecond, Clock: clk,
+				Logger: slog.New(slog.DiscardHandler), Redact: r.String, Hold: r.Unsettled})
+			if err := s.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			shutdownAtCleanup(t, s)
+			ts := s.Stream(ctx, p.Target.String(), sessions.Entry{ID: "e1", Inbound: sessions.Inbound{MessageID: p.ReplyTo}}, p.Target)
+			if ts == nil {
+				t.Fatal("Stream = nil, want the turn streamed")
+			}
+			ts.Delta("the key is sk-stre")
+			adaptertest.WaitShown(t, p, "the text before the secret's start", p.Render("the key is")...)
+			ts.Delta("am-secret, done")
+			// The edit's timer, set for the interval after the post.
+			if err := clk.BlockUntil(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(1500 * time.Millisecond)
+			adaptertest.WaitShown(t, p, "the secret masked whole", p.Render("the key is "+redact.Mask+", done")...)
+			for _, m := range p.Shown() {
+				if strings.Contains(m.Text, "sk-") {
+					t.Errorf("the chat shows %q", m.Text)
+				}
+			}
+			waitPosted(t, ts)
+			ts.End(false)
+		})
+	}
+}
+
 // Two replies in progress in one chat share its pace: the second's post
 // waits until the interval since the first's has passed, by the
 // driver's clock, so the chat gets no more than one call an interval.

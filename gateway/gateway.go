@@ -373,6 +373,7 @@ func (g *Gateway) build() error {
 			Metrics:  g.metrics.DeliveryHooks(),
 			Outbox:   g.db.Outbox(),
 			Redact:   g.redact.String,
+			Hold:     g.redact.Unsettled,
 		})
 	}
 	var streamed func(context.Context, adapters.Adapter, outbox.Message) (adapters.SendResult, bool)
@@ -416,7 +417,7 @@ func (g *Gateway) build() error {
 	}
 	// What a turn's model streams reaches the local API's streamed
 	// completions waiting on it in this process.
-	deltas := &sessions.Deltas{Redact: g.redact.String}
+	deltas := &sessions.Deltas{Redact: g.redact.String, Hold: g.redact.Unsettled}
 	g.turns, err = sessions.NewTurnWorker(sessions.TurnWorkerOptions{
 		Store:      delivery.Sessions(store, g.delivery),
 		Runner:     a.base.Runner,

@@ -14,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/heraldgw/herald/config"
+	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/sessions"
 )
@@ -327,6 +328,42 @@ func TestGatewayStreamsTheReplyAsTheModelWritesIt(t *testing.T) {
 	}
 	if req := model.Requests()[0]; !req.Stream {
 		t.Error("the model was not asked to stream")
+	}
+}
+
+// A secret the model writes across streamed pieces reaches the client
+// masked whole: no chunk holds a part of it, and what streamed is the
+// reply as kept.
+func TestGatewayStreamMasksASecretWrittenAcrossPieces(t *testing.T) {
+	const secret = "sk-live-model-key-1111"
+	model := testkit.NewModelServer(t)
+	cfg := testConfig(t, model)
+	cfg.Model.APIKey = secret
+	h := startGateway(t, cfg, Options{})
+	// The reply ends with what could start the secret: held back, it is
+	// handed on when the turn ends.
+	model.Script(testkit.Step{Text: "the key is " + secret + ", not sk",
+		Chunks: []string{"the key is sk-", "live-model-", "key-1111, not sk"}})
+	c := h.openaiClient("leak")
+	stream := c.Chat.Completions.NewStreaming(context.Background(), userSays("what is the key?"))
+	pieces, acc, err := readStream(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pieces {
+		if strings.Contains(p, "sk-") || strings.Contains(p, "live-model") || strings.Contains(p, "1111") || strings.HasPrefix(p, "\n") {
+			t.Errorf("a chunk holds part of the secret: %q (all: %q)", p, pieces)
+		}
+	}
+	const want = "the key is " + redact.Mask + ", not sk"
+	if got := strings.Join(pieces, ""); got != want {
+		t.Errorf("the chunks make %q, want %q", got, want)
+	}
+	if got := acc.Choices[0].Message.Content; got != want {
+		t.Errorf("streamed reply = %q, want %q", got, want)
+	}
+	if items := h.waitItem("leak", want); len(items) != 1 {
+		t.Errorf("the reply kept = %+v, want it masked", items)
 	}
 }
 

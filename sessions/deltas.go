@@ -13,9 +13,16 @@ type Deltas struct {
 	// Redact, when set, masks herald's secrets in each piece before a
 	// waiter gets it, as the delivered reply is masked.
 	Redact func(string) string
+	// Hold, when set, says how many bytes at the end of the text not yet
+	// handed on may be the start of a secret (redact.Redactor.Unsettled):
+	// they wait for the turn's next piece, or its end (End), so that a
+	// secret the model writes across two pieces is masked whole rather
+	// than handed on in two unmasked parts.
+	Hold func(string) int
 
 	mu   sync.Mutex
 	subs map[deltaKey][]*DeltaSub
+	held map[deltaKey]string // the end of a turn's text Hold kept back
 }
 
 type deltaKey struct{ conv, msgID string }
@@ -56,12 +63,48 @@ func (d *Deltas) Listening(conv, msgID string) bool {
 }
 
 // Publish hands text to the waiters on msgID's turn; with none, it is
-// dropped.
+// dropped. A turn's pieces are published one at a time.
 func (d *Deltas) Publish(conv, msgID, text string) {
+	key := deltaKey{conv, msgID}
 	d.mu.Lock()
-	subs := d.subs[deltaKey{conv, msgID}]
+	subs := d.subs[key]
+	if len(subs) > 0 && d.Hold != nil {
+		text = d.held[key] + text
+		n := d.Hold(text)
+		if n > 0 {
+			if d.held == nil {
+				d.held = map[deltaKey]string{}
+			}
+			d.held[key] = text[len(text)-n:]
+		} else {
+			delete(d.held, key)
+		}
+		text = text[:len(text)-n]
+	}
 	d.mu.Unlock()
-	if d.Redact != nil && len(subs) > 0 {
+	d.hand(subs, text)
+}
+
+// End hands on what Hold kept back of msgID's turn: the turn wrote its
+// last piece.
+func (d *Deltas) End(conv, msgID string) {
+	if d == nil {
+		return
+	}
+	key := deltaKey{conv, msgID}
+	d.mu.Lock()
+	text, subs := d.held[key], d.subs[key]
+	delete(d.held, key)
+	d.mu.Unlock()
+	d.hand(subs, text)
+}
+
+// hand gives text, masked, to subs.
+func (d *Deltas) hand(subs []*DeltaSub, text string) {
+	if len(subs) == 0 || text == "" {
+		return
+	}
+	if d.Redact != nil {
 		text = d.Redact(text)
 	}
 	for _, s := range subs {
@@ -101,6 +144,7 @@ func (s *DeltaSub) Close() {
 	}
 	if len(subs) == 0 {
 		delete(d.subs, s.key)
+		delete(d.held, s.key)
 	} else {
 		d.subs[s.key] = subs
 	}

@@ -334,6 +334,9 @@ type agentRun struct {
 	starts []int
 	stream TurnStream
 	watch  TurnWatch
+	// published says the model's pieces go to waiters in this process
+	// (Deltas), who are told when the turn ends.
+	published bool
 }
 
 // beforeRun loads what the turn's agent runs on, or returns nil when the
@@ -370,13 +373,14 @@ func (w *TurnWorker) beforeRun(at *activeTurn) *agentRun {
 	if w.stream != nil && err == nil {
 		stream = w.stream(at.ctx, conv, e, origin)
 	}
-	in.Delta = w.deltaFor(conv, e, stream)
+	var published bool
+	in.Delta, published = w.deltaFor(conv, e, stream)
 	var watch TurnWatch
 	if w.watch != nil && err == nil {
 		watch = w.watch(at.ctx, conv, origin)
 		in.Progress = watch.Progress
 	}
-	return &agentRun{in: in, starts: starts, stream: stream, watch: watch}
+	return &agentRun{in: in, starts: starts, stream: stream, watch: watch, published: published}
 }
 
 // afterRun commits the turn the agent ran to out and runErr.
@@ -401,6 +405,9 @@ func (w *TurnWorker) finishOf(at *activeTurn, r *agentRun, out *TurnOutput, runE
 	e, conv, origin, starts, stream, watch := r.in.Entry, at.t.Lease.Conv, r.in.Origin, r.starts, r.stream, r.watch
 	if watch != nil {
 		watch.End()
+	}
+	if r.published {
+		w.deltas.End(conv, e.MessageID)
 	}
 	at.settled.Store(true)
 	absorbed, absorbedMsgs := at.closeSteer()
@@ -520,24 +527,24 @@ func withStreamed(msgs []outbox.Message, origin outbox.Target, msgID string, met
 }
 
 // deltaFor is the turn's TurnInput.Delta: the streamed text goes to the
-// waiters in this process on the reply to a user's message (Deltas) and
-// to stream; nil when neither takes it, and the model is then not asked
-// to stream.
-func (w *TurnWorker) deltaFor(conv string, e Entry, stream TurnStream) func(string) {
+// waiters in this process on the reply to a user's message (Deltas),
+// which published reports, and to stream; nil when neither takes it, and
+// the model is then not asked to stream.
+func (w *TurnWorker) deltaFor(conv string, e Entry, stream TurnStream) (delta func(string), published bool) {
 	var publish func(string)
 	if e.Kind != KindSynthetic && w.deltas.Listening(conv, e.MessageID) {
 		publish = func(text string) { w.deltas.Publish(conv, e.MessageID, text) }
 	}
 	switch {
 	case stream == nil:
-		return publish
+		return publish, publish != nil
 	case publish == nil:
-		return stream.Delta
+		return stream.Delta, false
 	}
 	return func(text string) {
 		publish(text)
 		stream.Delta(text)
-	}
+	}, true
 }
 
 // staleSession acks, with a notice holding its text, a synthetic entry

@@ -37,6 +37,7 @@ const minSecretLen = 4
 // interaction's MessageID. The nil Redactor masks nothing.
 type Redactor struct {
 	r     *strings.Replacer
+	forms []string // the secrets as they are replaced, longest first
 	masks atomic.Pointer[[]func(string) string]
 }
 
@@ -65,7 +66,7 @@ func New(secrets []string) *Redactor {
 	for _, s := range list {
 		pairs = append(pairs, s, Mask)
 	}
-	return &Redactor{r: strings.NewReplacer(pairs...)}
+	return &Redactor{r: strings.NewReplacer(pairs...), forms: list}
 }
 
 // jsonForm is s as encoding/json writes it inside a string.
@@ -109,6 +110,36 @@ func (r *Redactor) String(s string) string {
 		}
 	}
 	return s
+}
+
+// Unsettled reports how many bytes at the end of text may be the start
+// of a secret whose rest has not been written yet. Text shown as it is
+// written (a reply the model streams) shows only what comes before
+// them: masked piece by piece, or whole at each step, a secret written
+// across two pieces would otherwise show its first part. The masks added
+// with AddMasks are not looked at.
+func (r *Redactor) Unsettled(text string) int {
+	if r == nil {
+		return 0
+	}
+	held := 0
+	for _, s := range r.forms {
+		// The longest end of text that s starts with, shorter than s: a
+		// whole s is masked already.
+		for i := max(0, len(text)-len(s)+1); i < len(text)-held; i++ {
+			if text[i] == s[0] && strings.HasPrefix(s, text[i:]) {
+				held = len(text) - i
+				break
+			}
+		}
+	}
+	return held
+}
+
+// Settled is what of text can be shown masked while more of it is still
+// to be written: text less its Unsettled end, masked.
+func (r *Redactor) Settled(text string) string {
+	return r.String(text[:len(text)-r.Unsettled(text)])
 }
 
 // Func is r's String, or nil when r is nil: for the options of the parts

@@ -45,3 +45,37 @@ func TestSecretMaskedInsideJSON(t *testing.T) {
 		t.Errorf("masked text = %s, want key=****", got)
 	}
 }
+
+// Text shown as it is written never shows part of a secret: at every
+// point the model may stop a piece, what Settled shows is the start of
+// the whole text masked.
+func TestSettledNeverShowsPartOfASecret(t *testing.T) {
+	r := New([]string{"sk-live-1234", "sk-live-1234-long", "tok\"en-99"})
+	for _, full := range []string{
+		"the key is sk-live-1234, keep it",
+		"sk-live-1234-long and sk-live-1234 and sk-live-12 done",
+		`{"token":"tok\"en-99"}`,
+		"ask sk-  nothing here s",
+	} {
+		whole := r.String(full)
+		for k := 0; k <= len(full); k++ {
+			shown := r.Settled(full[:k])
+			if !strings.HasPrefix(whole, shown) {
+				t.Fatalf("after %q it shows %q, which is not the start of %q", full[:k], shown, whole)
+			}
+		}
+	}
+	if n := r.Unsettled("the key is sk-li"); n != len("sk-li") {
+		t.Errorf("Unsettled = %d, want the %d bytes of the secret's start", n, len("sk-li"))
+	}
+	if n := r.Unsettled("the key is sk-live-1234"); n != len("sk-live-1234") {
+		t.Errorf("Unsettled = %d after a secret that a longer one starts with, want it held whole", n)
+	}
+	if n := r.Unsettled("nothing secret here."); n != 0 {
+		t.Errorf("Unsettled = %d, want 0", n)
+	}
+	var none *Redactor
+	if n := none.Unsettled("sk-"); n != 0 {
+		t.Errorf("the nil Redactor holds %d", n)
+	}
+}
