@@ -525,7 +525,9 @@
 // Cost: every operation is one FCALL or, for history, timeline, signal
 // and note reads, note deletes and SetMeta (HSET or HDEL), one plain
 // command; Meta is one FCALL (q_meta: the metadata hash, and the running
-// turn from the state's lease, pend and pst). Calls made at
+// turn from the state's lease, pend and pst; an entry over 4 KiB comes
+// back slimmed to what the mark reads of it, its text's first kilobyte
+// and its control key, not whole). Calls made at
 // the same time by different goroutines (FCALLs, and the history and
 // metadata reads and writes) share round trips: a
 // few senders each send every call waiting as one pipeline, and on one server

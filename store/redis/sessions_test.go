@@ -593,3 +593,29 @@ func TestManyConversationsManyWorkers(t *testing.T) {
 		}
 	}
 }
+
+// A large entry a live lease holds its conversation with is told to Meta
+// slimmed, what the running-turn mark reads of it, not whole.
+func TestMetaTellsALargeRunningEntrySlimmed(t *testing.T) {
+	db, _ := newFake(t)
+	ctx := context.Background()
+	s := db.Sessions()
+	text := strings.Repeat("a long message ", 10_000)
+	mustAppend(t, s, sessions.Inbound{Conv: "api:big", Text: text})
+	mustClaim(t, s, "w1", time.Minute)
+	tag, pfx := convTag("api:big"), db.convPfx("api:big")
+	v, err := db.run(ctx, "test", scriptQMeta, []string{convKeyIn(pfx, tag, "state"), convKeyIn(pfx, tag, "meta")}, pfx, tag, db.nowArg())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v) != 4 {
+		t.Fatalf("q_meta = %v, want the running entry", v)
+	}
+	if data := str(v[2]); len(data) > 2048 || !strings.HasPrefix(data, `{"text":"a long message a long`) {
+		t.Errorf("q_meta told the entry in %d bytes (%.60q…), want it slimmed to its text's start", len(data), data)
+	}
+	m, err := s.Meta(ctx, "api:big")
+	if err != nil || !strings.Contains(m[sessions.ConvMetaTurn], `"text":"a long message a long message`) {
+		t.Errorf("Meta = %v, %v; want the running turn told with its text's start", m, err)
+	}
+}

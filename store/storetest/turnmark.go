@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,6 +105,25 @@ func runTurnMark(t *testing.T, b Backend) {
 		f.append(in)
 		f.claim("w1")
 		wantNone(f, "a control entry runs", "c")
+	})
+
+	t.Run("of a large entry tells its start", func(t *testing.T) {
+		f := newFixture(t, b, sessions.Limits{})
+		long := strings.Repeat("é", 3000) + strings.Repeat("x", 5000)
+		big := user("c", "δ"+long)
+		big.Meta = map[string]string{"reply_to": "77", "note": strings.Repeat("n", 2000)}
+		f.append(big)
+		claimed := f.claim("w1")
+		wantTurn(f, "a large entry runs", "c", sessions.RunningTurn{EntryID: claimed.Entry.ID, Since: t0,
+			Text: "δ" + strings.Repeat("é", 58) + "…"})
+		if got := claimed.Entry.Text; got != "δ"+long {
+			t.Errorf("the claimed entry's text has %d bytes, want it whole (%d)", len(got), len("δ"+long))
+		}
+		control := synthetic("d", strings.Repeat("/goal status ", 1000))
+		control.Meta = map[string]string{sessions.MetaControl: "goal"}
+		f.append(control)
+		f.claim("w2")
+		wantNone(f, "a large control entry runs", "d")
 	})
 
 	t.Run("is written by nobody", func(t *testing.T) {

@@ -68,10 +68,32 @@ local function entry_fields(f)
   return data, at
 end
 
+-- SLIM_OVER is the size of an entry's data past which running tells it
+-- slimmed (see slim) rather than whole.
+local SLIM_OVER = 4096
+
+-- slim is an entry's data cut to what the running-turn mark reads of it
+-- (sessions.TurnMark): the start of its text, a kilobyte, which holds
+-- more than the mark's excerpt in any script, and the control key of its
+-- meta when it has one. Data that does not decode is told whole.
+local function slim(data)
+  local ok, e = pcall(cjson.decode, data)
+  if not ok or type(e) ~= 'table' then
+    return data
+  end
+  local out = {text = type(e.text) == 'string' and string.sub(e.text, 1, 1024) or ''}
+  local m = e.meta
+  if type(m) == 'table' and m['herald.control'] ~= nil then
+    out.meta = {['herald.control'] = m['herald.control']}
+  end
+  return cjson.encode(out)
+end
+
 -- running finds the entry a live lease holds the conversation with (its
--- state hash state) at now: its id, data, and the ms it was handed out
--- at ('' when the state does not say: a lease granted before pst was
--- kept), or nil.
+-- state hash state) at now: its id, data (slimmed past SLIM_OVER: an
+-- append to a busy conversation and every Meta read it, for the mark
+-- alone), and the ms it was handed out at ('' when the state does not
+-- say: a lease granted before pst was kept), or nil.
 local function running(prefix, tag, state, now)
   local v = redis.call('HMGET', state, 'token', 'exp', 'pend', 'pd', 'pst')
   if not live(v[1], v[2], now) or not v[3] or v[3] == '' then
@@ -84,6 +106,9 @@ local function running(prefix, tag, state, now)
       return nil
     end
     data = entry_fields(got[1][2])
+  end
+  if #data > SLIM_OVER then
+    data = slim(data)
   end
   return v[3], data, v[5] or ''
 end
