@@ -494,7 +494,8 @@ func TestCommentIsKeptRedacted(t *testing.T) {
 // What a worker or a person says of a card is kept masked of herald's
 // secrets wherever the store keeps it (the card, its runs, events and
 // comments): a result, a block's and a release's reason, a heartbeat's
-// note, a review's request for changes, a completion check's output.
+// note, a review's request for changes, a completion check's output, a
+// request to stop its worker.
 func TestWhatIsSaidOfACardIsKeptRedacted(t *testing.T) {
 	eachStore(t, func(t *testing.T, h *harness) {
 		const secret = "sk-live-model-key-1111"
@@ -542,8 +543,14 @@ func TestWhatIsSaidOfACardIsKeptRedacted(t *testing.T) {
 			t.Fatal(err)
 		}
 
+		stopped := h.create(kanban.CreateSpec{Title: "stopped"})
+		h.claim(stopped.ID)
+		if _, err := h.svc.RequestStop(h.ctx, stopped.ID, said, "person"); err != nil {
+			t.Fatal(err)
+		}
+
 		masked := 0
-		for _, k := range []kanban.Card{blocked, done, reviewed, released, checked} {
+		for _, k := range []kanban.Card{blocked, done, reviewed, released, checked, stopped} {
 			runs, err := h.svc.Store.Runs(h.ctx, k.ID)
 			if err != nil {
 				t.Fatal(err)

@@ -77,7 +77,7 @@ func (s *Service) stopWorker(ctx context.Context, op, id string, then StopThen, 
 	if spec.Clock == nil {
 		spec.Clock = clock.Real{}
 	}
-	k, err := s.askStop(ctx, op, id, StopRequest{Reason: s.mask(reason), By: spec.Actor, Then: then})
+	k, err := s.askStop(ctx, op, id, StopRequest{Reason: reason, By: spec.Actor, Then: then})
 	if err != nil {
 		return k, false, err
 	}
@@ -123,6 +123,7 @@ func (s *Service) RequestStop(ctx context.Context, id, reason, actor string) (Ca
 // askStop writes req on the running card's claim (Claim.Stop), with a
 // stop_requested event; a claim that asks already keeps its request.
 func (s *Service) askStop(ctx context.Context, op, id string, req StopRequest) (Card, error) {
+	req.Reason = s.mask(req.Reason)
 	return s.apply(ctx, op, func(now time.Time) (change, error) {
 		k, err := s.read(ctx, op, id)
 		if err != nil {

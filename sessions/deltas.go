@@ -85,9 +85,10 @@ func (d *Deltas) Publish(conv, msgID, text string) {
 	d.hand(subs, text)
 }
 
-// End hands on what Hold kept back of msgID's turn: the turn wrote its
-// last piece.
-func (d *Deltas) End(conv, msgID string) {
+// End ends what msgID's turn publishes: what Hold kept back of it is
+// handed on when the turn made its reply (replied), else dropped, being
+// in no reply and perhaps the start of a secret.
+func (d *Deltas) End(conv, msgID string, replied bool) {
 	if d == nil {
 		return
 	}
@@ -96,7 +97,9 @@ func (d *Deltas) End(conv, msgID string) {
 	text, subs := d.held[key], d.subs[key]
 	delete(d.held, key)
 	d.mu.Unlock()
-	d.hand(subs, text)
+	if replied {
+		d.hand(subs, text)
+	}
 }
 
 // hand gives text, masked, to subs.

@@ -406,12 +406,12 @@ func (w *TurnWorker) finishOf(at *activeTurn, r *agentRun, out *TurnOutput, runE
 	if watch != nil {
 		watch.End()
 	}
-	if r.published {
-		w.deltas.End(conv, e.MessageID)
-	}
 	at.settled.Store(true)
 	absorbed, absorbedMsgs := at.closeSteer()
 	cause := context.Cause(at.ctx)
+	if r.published {
+		w.deltas.End(conv, e.MessageID, runErr == nil && !errors.Is(cause, errLeaseLost))
+	}
 	var stop *stopCause
 	var streamed map[string]string
 	if stream != nil {

@@ -133,7 +133,23 @@ func (r *Redactor) Unsettled(text string) int {
 			}
 		}
 	}
-	return held
+	// The text shown and the text held are masked apart, so the cut may
+	// not fall inside a whole secret (one that ends with what starts
+	// another): it moves back to that secret's start, until none spans it.
+	cut := len(text) - held
+	for moved := held > 0; moved; {
+		moved = false
+		for _, s := range r.forms {
+			lo, hi := max(0, cut-len(s)+1), min(len(text), cut+len(s)-1)
+			if lo >= hi {
+				continue
+			}
+			if i := strings.Index(text[lo:hi], s); i >= 0 {
+				cut, moved = lo+i, true
+			}
+		}
+	}
+	return len(text) - cut
 }
 
 // Settled is what of text can be shown masked while more of it is still

@@ -50,18 +50,40 @@ func TestSecretMaskedInsideJSON(t *testing.T) {
 // point the model may stop a piece, what Settled shows is the start of
 // the whole text masked.
 func TestSettledNeverShowsPartOfASecret(t *testing.T) {
-	r := New([]string{"sk-live-1234", "sk-live-1234-long", "tok\"en-99"})
-	for _, full := range []string{
+	// Secrets that end with what starts one: itself, another.
+	r := New([]string{"sk-live-1234", "sk-live-1234-long", "tok\"en-99", "sk-abc123xyzs", "1234-other"})
+	fulls := []string{
 		"the key is sk-live-1234, keep it",
 		"sk-live-1234-long and sk-live-1234 and sk-live-12 done",
 		`{"token":"tok\"en-99"}`,
 		"ask sk-  nothing here s",
-	} {
+		"the key is sk-abc123xyzs, ok",
+		"key sk-live-1234-other and sk-live-1234",
+	}
+	for _, full := range fulls {
 		whole := r.String(full)
 		for k := 0; k <= len(full); k++ {
 			shown := r.Settled(full[:k])
 			if !strings.HasPrefix(whole, shown) {
 				t.Fatalf("after %q it shows %q, which is not the start of %q", full[:k], shown, whole)
+			}
+		}
+		// Written in three pieces, each handed on as Deltas does: the
+		// text so far less its unsettled end, masked apart, then the
+		// rest at the end; together they are the whole text masked.
+		for i := 0; i <= len(full); i++ {
+			for j := i; j <= len(full); j++ {
+				var got, held string
+				for _, piece := range []string{full[:i], full[i:j], full[j:]} {
+					text := held + piece
+					n := r.Unsettled(text)
+					got += r.String(text[:len(text)-n])
+					held = text[len(text)-n:]
+				}
+				got += r.String(held)
+				if got != whole {
+					t.Fatalf("%q in pieces at %d and %d hands on %q, want %q", full, i, j, got, whole)
+				}
 			}
 		}
 	}
