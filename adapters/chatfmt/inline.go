@@ -596,14 +596,16 @@ func autolinkLen(s string) int {
 // bareURLLen is the length of an http(s) URL written out at s[i:], or 0.
 // Like GFM's autolinks it starts after a non-word character and stops at
 // a blank, leaving off trailing punctuation and unbalanced parentheses,
-// so "(see https://x.org/a_b)." links only https://x.org/a_b.
+// so "(see https://x.org/a_b)." links only https://x.org/a_b. The scheme
+// is in lower case, as Discord links it: "HTTP://x.org/a__b__" is text
+// there, its "__" an underline, so it is rendered as text.
 func bareURLLen(s string, i int) int {
 	rest := s[i:]
 	scheme := 0
 	switch {
-	case hasPrefixFold(rest, "https://"):
+	case strings.HasPrefix(rest, "https://"):
 		scheme = 8
-	case hasPrefixFold(rest, "http://"):
+	case strings.HasPrefix(rest, "http://"):
 		scheme = 7
 	default:
 		return 0
@@ -634,10 +636,6 @@ func bareURLLen(s string, i int) int {
 		}
 	}
 	return 0
-}
-
-func hasPrefixFold(s, prefix string) bool {
-	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
 func isASCIIPunct(c byte) bool {

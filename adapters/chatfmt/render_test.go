@@ -104,6 +104,7 @@ func TestRenderDiscord(t *testing.T) {
 		{desc: "a code span holding a backtick", in: "``a`b``", want: "`` a`b ``"},
 		{desc: "a link's parentheses are encoded", in: "[x](https://x.org/a_(b))", want: "[x](https://x.org/a_%28b%29)"},
 		{desc: "a bare URL is left as it is", in: "https://x.org/a_b_c", want: "https://x.org/a_b_c"},
+		{desc: "an upper-case scheme is text, which Discord does not link", in: "HTTP://x.org/a__b__", want: `HTTP://x.org/a\_\_b\_\_`},
 		{desc: "italic inside a word uses *", in: "un*believ*able", want: "un*believ*able"},
 		{desc: "lists keep their markers", in: "- a\n* b\n2. c", want: "- a\n- b\n2. c"},
 		{desc: "unbalanced markers are literal", in: "**a `b", want: "\\*\\*a \\`b"},
