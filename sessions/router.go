@@ -119,6 +119,15 @@ func TurnMark(entryID string, since time.Time, in Inbound) string {
 	return string(b)
 }
 
+// TurnMarkOf is TurnMark of an entry as a store keeps it, body its
+// encoding (EncodeInbound). An entry that does not decode still tells
+// that a turn runs, and which: its text is left out.
+func TurnMarkOf(entryID string, since time.Time, body []byte) string {
+	var in Inbound
+	_ = json.Unmarshal(body, &in)
+	return TurnMark(entryID, since, in)
+}
+
 // excerptRunes bounds RunningTurn.Text: enough to recognise the message.
 const excerptRunes = 60
 

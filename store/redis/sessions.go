@@ -540,15 +540,11 @@ func metaReply(flat any, turn []any) map[string]string {
 	if len(turn) != 3 {
 		return m
 	}
-	// An entry that does not decode still tells that a turn runs, and
-	// which: its text is left out.
-	var in sessions.Inbound
-	_ = json.Unmarshal([]byte(str(turn[1])), &in)
 	var since time.Time
 	if ms := num(turn[2]); ms > 0 {
 		since = time.UnixMilli(ms).UTC()
 	}
-	if mark := sessions.TurnMark(str(turn[0]), since, in); mark != "" {
+	if mark := sessions.TurnMarkOf(str(turn[0]), since, []byte(str(turn[1]))); mark != "" {
 		m[sessions.ConvMetaTurn] = mark
 	}
 	return m

@@ -917,15 +917,11 @@ func (s *sessionStore) Meta(ctx context.Context, conv string) (map[string]string
 	case err != nil:
 		return nil, d.fail(op, err)
 	default:
-		// An entry that does not decode still tells that a turn runs,
-		// and which: its text is left out.
-		var in sessions.Inbound
-		_ = json.Unmarshal(body, &in)
 		var since time.Time
 		if at != 0 {
 			since = fromNanos(at)
 		}
-		if mark := sessions.TurnMark(formatID(id), since, in); mark != "" {
+		if mark := sessions.TurnMarkOf(formatID(id), since, body); mark != "" {
 			out[sessions.ConvMetaTurn] = mark
 		}
 	}
