@@ -14,21 +14,19 @@ import (
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/proc"
-	"github.com/heraldgw/herald/internal/redact"
 )
 
 // ServiceFor is the board service over store with cfg's settings, its
 // board home in $HERALD_HOME/kanban; the CLI and the gateway make theirs
 // here. Completion checks run with bash in the card's workspace directory
 // (or the current one), in the environment cfg.SubprocessEnv builds.
-// What it keeps is masked of cfg's secrets (a gateway masks with its
-// platforms' too).
+// Its Redact is the caller's to set (the gateway's redactor, or the
+// CLI's).
 func ServiceFor(store Store, cfg config.Config) *Service {
 	return &Service{
 		Store: store, FailureLimit: cfg.Kanban.FailureLimit, CrashGrace: cfg.Kanban.CrashGrace(), Check: completionCheck(cfg.SubprocessEnv()),
 		Root: filepath.Join(cfg.Home, "kanban"), Repository: cfg.Tools.Workspace,
 		AttachmentMaxBytes: cfg.Kanban.AttachmentMaxBytes,
-		Redact:             redact.New(cfg.Secrets()).String,
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/heraldgw/herald/config"
 	"github.com/heraldgw/herald/gateway"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/signals"
 )
@@ -42,6 +43,9 @@ type board struct {
 	// signals carry a card made ready here to the dispatchers of the
 	// gateways and daemons on the store.
 	signals signals.Store
+	// redact masks the config's secrets in what the board keeps and in
+	// the dispatchers' logs.
+	redact *redact.Redactor
 }
 
 func (m *Main) kanbanCommand() *cobra.Command {
@@ -101,7 +105,10 @@ command says so and exits 3: the worker should stop.`,
 				return err
 			}
 		}
-		b := &board{cfg: cfg, path: path, store: db.Kanban(), svc: kanban.ServiceFor(db.Kanban(), cfg), slug: slug, signals: db.Signals()}
+		b := &board{cfg: cfg, path: path, store: db.Kanban(), svc: kanban.ServiceFor(db.Kanban(), cfg), slug: slug, signals: db.Signals(),
+			redact: redact.New(cfg.Secrets())}
+		// What a person or a worker says of a card is kept masked.
+		b.svc.Redact = b.redact.String
 		// A card this command makes ready runs at once, not at the
 		// dispatchers' next look.
 		b.svc.Ready = func() {

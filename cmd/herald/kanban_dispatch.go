@@ -90,7 +90,7 @@ on stderr.`,
 				return err
 			}
 			return with(cmd, false, func(ctx context.Context, b *board) error {
-				log := redact.NewLogger(m.Stderr, level, redact.New(b.cfg.Secrets()))
+				log := redact.NewLogger(m.Stderr, level, b.redact)
 				d, err := kanban.NewDaemon(b.dispatcherOptions(kanban.LanesFor(b.cfg, nil, nil), log))
 				if err != nil {
 					return err
@@ -162,7 +162,7 @@ func (m *Main) dispatchDry(ctx context.Context, b *board, asJSON bool) error {
 // its claim.
 func (m *Main) dispatchOnce(ctx context.Context, b *board, asJSON bool) error {
 	lanes := kanban.LanesFor(b.cfg, nil, nil)
-	log := redact.NewLogger(m.Stderr, slog.LevelWarn, redact.New(b.cfg.Secrets()))
+	log := redact.NewLogger(m.Stderr, slog.LevelWarn, b.redact)
 	once, err := kanban.NewOnceDispatch(b.dispatcherOptions(lanes, log), "herald kanban dispatch was interrupted")
 	if err != nil {
 		return err
