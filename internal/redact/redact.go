@@ -152,12 +152,6 @@ func (r *Redactor) Unsettled(text string) int {
 	return len(text) - cut
 }
 
-// Settled is what of text can be shown masked while more of it is still
-// to be written: text less its Unsettled end, masked.
-func (r *Redactor) Settled(text string) string {
-	return r.String(text[:len(text)-r.Unsettled(text)])
-}
-
 // Func is r's String, or nil when r is nil: for the options of the parts
 // that take a func(string) string and treat nil as masking nothing.
 func (r *Redactor) Func() func(string) string {

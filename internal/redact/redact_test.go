@@ -47,7 +47,8 @@ func TestSecretMaskedInsideJSON(t *testing.T) {
 }
 
 // Text shown as it is written never shows part of a secret: at every
-// point the model may stop a piece, what Settled shows is the start of
+// point the model may stop a piece, what is shown (the text less its
+// Unsettled end, masked) is the start of
 // the whole text masked.
 func TestSettledNeverShowsPartOfASecret(t *testing.T) {
 	// Secrets that end with what starts one: itself, another.
@@ -63,7 +64,8 @@ func TestSettledNeverShowsPartOfASecret(t *testing.T) {
 	for _, full := range fulls {
 		whole := r.String(full)
 		for k := 0; k <= len(full); k++ {
-			shown := r.Settled(full[:k])
+			text := full[:k]
+			shown := r.String(text[:len(text)-r.Unsettled(text)])
 			if !strings.HasPrefix(whole, shown) {
 				t.Fatalf("after %q it shows %q, which is not the start of %q", full[:k], shown, whole)
 			}
