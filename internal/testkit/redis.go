@@ -62,7 +62,19 @@ func StartRedis(t testing.TB) *Redis {
 		t.Cleanup(func() { r.dropPrefix(t, opt) })
 		return r
 	}
+	return launchRedis(t, r)
+}
 
+// LaunchRedis returns a redis-server launched for t alone, even when
+// HERALD_TEST_REDIS_URL names a server: for a test that changes the
+// server's configuration (its memory limit, say).
+func LaunchRedis(t testing.TB) *Redis {
+	t.Helper()
+	return launchRedis(t, &Redis{prefix: testPrefix(t)})
+}
+
+func launchRedis(t testing.TB, r *Redis) *Redis {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("testkit: redis-server is not on PATH; install it (apt-get install redis-server) "+

@@ -19,8 +19,8 @@ import (
 //	             "<expires ms>|<last seen ms>|<the encoded instance>",
 //	             both times by the store's clock
 //
-// written by inst_beat, read by inst_list, which drops the fields that
-// ran out; Leave is one HDEL.
+// written by inst_beat, which also drops the fields that ran out, and
+// read by inst_list, which only reads; Leave is one HDEL.
 type instanceStore struct{ db *DB }
 
 var _ instances.Store = instanceStore{}

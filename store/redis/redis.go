@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -230,23 +231,25 @@ func (db *DB) fail(op string, err error) error {
 
 // loadLibrary loads the scripts' library unless the server has it: a
 // library of the same name holds the same code (see scripts.go). On a
-// cluster every primary gets it (replicas copy it from theirs).
+// cluster every primary gets it (replicas copy it from theirs). A server
+// that refuses the load (FUNCTION LOAD is a write: out of memory, say)
+// but has the library is fine: its reads still answer.
 func (db *DB) loadLibrary(ctx context.Context) error {
-	load := func(ctx context.Context, c *goredis.Client) error {
+	load := func(ctx context.Context, c goredis.Cmdable) error {
 		err := c.FunctionLoad(ctx, library).Err()
-		if err != nil && strings.Contains(err.Error(), "already exists") {
+		if err == nil || strings.Contains(err.Error(), "already exists") {
+			return nil
+		}
+		libs, lerr := c.FunctionList(ctx, goredis.FunctionListQuery{LibraryNamePattern: libraryName}).Result()
+		if lerr == nil && slices.ContainsFunc(libs, func(l goredis.Library) bool { return l.Name == libraryName }) {
 			return nil
 		}
 		return err
 	}
 	if cc, ok := db.client.(*goredis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, load)
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error { return load(ctx, c) })
 	}
-	err := db.client.FunctionLoad(ctx, library).Err()
-	if err != nil && strings.Contains(err.Error(), "already exists") {
-		return nil
-	}
-	return err
+	return load(ctx, db.client)
 }
 
 // run calls a script and returns its array reply. A server that lost the

@@ -132,6 +132,25 @@ var scriptFiles = []string{
 	"inst_beat", "inst_list",
 }
 
+// readOnly are the functions that only read. They are registered with the
+// no-writes flag, so that the server runs them when it refuses writes:
+// out of memory under maxmemory-policy noeviction, or short of the
+// replicas min-replicas-to-write asks for. An operator's views (the
+// dashboard, herald outbox, kanban, cron, delegations, approvals) still
+// answer then. A write command in one of them fails the call.
+var readOnly = func() map[string]bool {
+	m := map[string]bool{}
+	for _, f := range []string{
+		"q_meta", "q_depth", "conv_list", "fwd_due", "ob_list",
+		"dlg_read", "dlg_completions", "dlg_expired", "cron_read", "cron_runs", "once_stale",
+		"kb_read", "kb_events", "kb_sub_read", "kb_lane_read",
+		"ctl_read", "pool_read", "appr_read", "inst_list",
+	} {
+		m[f] = true
+	}
+	return m
+}()
+
 // script names one function of the library.
 type script struct{ fn string }
 
@@ -155,6 +174,10 @@ func sourcesHash() string {
 	h := sha1.New()
 	for _, f := range append(append([]string(nil), helperFiles...), scriptFiles...) {
 		h.Write([]byte(f + "\n" + source(f) + "\n"))
+		if readOnly[f] {
+			// A flag changes the server's handling, so it names another library.
+			h.Write([]byte("no-writes\n"))
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
@@ -167,9 +190,13 @@ func buildLibrary() string {
 		b.WriteString("\n")
 	}
 	for _, f := range scriptFiles {
-		b.WriteString("redis.register_function('" + libraryName + "_" + f + "', function(KEYS, ARGV)\n")
+		b.WriteString("redis.register_function{function_name = '" + libraryName + "_" + f + "', callback = function(KEYS, ARGV)\n")
 		b.WriteString(source(f))
-		b.WriteString("\nend)\n")
+		b.WriteString("\nend")
+		if readOnly[f] {
+			b.WriteString(", flags = {'no-writes'}")
+		}
+		b.WriteString("}\n")
 	}
 	return b.String()
 }

@@ -155,7 +155,12 @@ func (db *DB) checkShards(ctx context.Context) error {
 	if !db.shards.sharded() {
 		want = "0"
 	}
-	got, err := db.client.SetArgs(ctx, key, want, goredis.SetArgs{Mode: "NX", Get: true}).Result()
+	// Read first: a store laid out already is opened without a write, so
+	// a server that refuses writes (out of memory) can still be read.
+	got, err := db.client.Get(ctx, key).Result()
+	if errors.Is(err, goredis.Nil) {
+		got, err = db.client.SetArgs(ctx, key, want, goredis.SetArgs{Mode: "NX", Get: true}).Result()
+	}
 	if err != nil && !errors.Is(err, goredis.Nil) {
 		return db.fail(op, err)
 	}

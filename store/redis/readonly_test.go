@@ -1,0 +1,103 @@
+package redis
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldgw/herald/instances"
+	"github.com/heraldgw/herald/internal/testkit"
+	"github.com/heraldgw/herald/kanban"
+	"github.com/heraldgw/herald/outbox"
+	"github.com/heraldgw/herald/sessions"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// TestReadsAnswerWhenTheServerRefusesWrites puts a server past its
+// memory limit under noeviction: a store opened then, as an operator's
+// command opens it, answers the reads an operator looks with (the
+// conversations, the outbox, the board and its log, the roll of
+// instances) still answer with what was there, while a write fails with
+// the server's error and changes nothing; once memory is freed the write
+// goes through.
+func TestReadsAnswerWhenTheServerRefusesWrites(t *testing.T) {
+	ctx := context.Background()
+	r := testkit.LaunchRedis(t)
+	db := openDB(t, r, nil, sessions.Limits{})
+
+	if _, err := db.Sessions().Append(ctx, sessions.Inbound{Conv: "api:one", Text: "hello"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.Outbox().Enqueue(ctx, outbox.Message{Target: outbox.Target{Platform: "api", Chat: "one"}, Text: "waiting", Kind: "reply"}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	card := kanban.Card{ID: "t_00000001", Board: "ops", Title: "look", Status: kanban.StatusReady,
+		Workspace: kanban.Workspace{Kind: kanban.WorkspaceScratch}, CreatedAt: now, UpdatedAt: now}
+	if _, err := db.Kanban().Apply(ctx, kanban.Change{Cards: []kanban.CardWrite{{Card: card}},
+		Events: []kanban.Event{{Board: "ops", Card: card.ID, Kind: kanban.EventCreated, At: now}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Instances().Beat(ctx, instances.Instance{ID: "gw-a", Host: "h", PID: 1, StartedAt: now}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	admin := goredis.NewClient(&goredis.Options{Addr: r.Addr()})
+	t.Cleanup(func() { admin.Close() })
+	if err := admin.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Any limit under what the server holds already refuses writes.
+	if err := admin.ConfigSet(ctx, "maxmemory", "1mb").Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err := db.Sessions().Append(ctx, sessions.Inbound{Conv: "api:one", Text: "refused"})
+	if err == nil || !strings.Contains(err.Error(), "OOM") {
+		t.Fatalf("Append past the memory limit: %v, want the server's OOM error", err)
+	}
+
+	// An operator's command opens the store anew: that writes nothing.
+	db = openDB(t, r, nil, sessions.Limits{})
+	convs, err := db.Conversations().Conversations(ctx, sessions.ConvQuery{Limit: 10})
+	if err != nil || len(convs) != 1 || convs[0].Conv != "api:one" {
+		t.Errorf("Conversations = %+v, %v; want api:one", convs, err)
+	}
+	if c, err := db.Conversations().Conversation(ctx, "api:one"); err != nil || c.Queued != 1 {
+		t.Errorf("Conversation = %+v, %v; want its one queued entry, not the refused one", c, err)
+	}
+	if m, err := db.Outbox().Pending(ctx, 10); err != nil || len(m) != 1 || m[0].Text != "waiting" {
+		t.Errorf("outbox Pending = %+v, %v; want the waiting message", m, err)
+	}
+	if cards, err := db.Kanban().Cards(ctx, kanban.Query{Board: "ops"}); err != nil || len(cards) != 1 || cards[0].Title != "look" {
+		t.Errorf("kanban Cards = %+v, %v; want the card", cards, err)
+	}
+	if evs, err := db.Kanban().Events(ctx, kanban.EventQuery{Board: "ops"}); err != nil || len(evs) != 1 {
+		t.Errorf("kanban Events = %+v, %v; want the card's creation", evs, err)
+	}
+	if in, err := db.Instances().Instances(ctx); err != nil || len(in) != 1 || in[0].ID != "gw-a" {
+		t.Errorf("Instances = %+v, %v; want gw-a", in, err)
+	}
+
+	if err := admin.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Sessions().Append(ctx, sessions.Inbound{Conv: "api:one", Text: "again"}); err != nil {
+		t.Fatalf("Append once memory is free: %v", err)
+	}
+	if c, err := db.Conversations().Conversation(ctx, "api:one"); err != nil || c.Queued != 2 {
+		t.Errorf("Conversation = %+v, %v; want two queued entries", c, err)
+	}
+}
+
+// TestReadOnlyNamesFunctions keeps the list of functions flagged
+// no-writes to functions of the library.
+func TestReadOnlyNamesFunctions(t *testing.T) {
+	for f := range readOnly {
+		if !slices.Contains(scriptFiles, f) {
+			t.Errorf("readOnly names %q, not a function of the library", f)
+		}
+	}
+}
