@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -66,5 +67,7 @@ func uncertain(err error) bool {
 	case errs.Invalid, errs.NotFound, errs.LeaseLost, errs.Conflict, errs.TooLarge, errs.Closed:
 		return false
 	}
-	return true
+	// A server that refused the call (out of memory, read-only) ran none
+	// of it.
+	return !errors.Is(err, errs.ErrNotRun)
 }

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -591,4 +592,36 @@ func TestALostClaimsMessagesAreNotPassed(t *testing.T) {
 	if got, want := sent.texts(), []string{"first", "second"}; !slices.Equal(got, want) {
 		t.Errorf("sent %q, want %q: the reply after the message the lost claim held", got, want)
 	}
+}
+
+// refusedClaim answers the first claim with the error of a server that
+// refused it (out of memory), carrying out nothing.
+type refusedClaim struct {
+	outbox.Store
+	refused *atomic.Bool
+}
+
+func (o refusedClaim) Claim(ctx context.Context, worker string, platforms []string, max int, ttl time.Duration) ([]outbox.Claimed, error) {
+	if o.refused.CompareAndSwap(false, true) {
+		return nil, errs.Wrap("test", errs.Unavailable, errs.MarkNotRun(errors.New("OOM command not allowed")))
+	}
+	return o.Store.Claim(ctx, worker, platforms, max, ttl)
+}
+
+// TestARefusedClaimLeavesNothingInDoubt: a claim the store refused before
+// doing anything took no message, so the worker does not hold back: a
+// reply committed after is handed over and sent without waiting for any
+// claim to run out.
+func TestARefusedClaimLeavesNothingInDoubt(t *testing.T) {
+	refused := &atomic.Bool{}
+	wrap := func(s outbox.Store) outbox.Store { return refusedClaim{Store: s, refused: refused} }
+	sent := &scripted{}
+	r := newWrappedDeliveryRig(t, wrap, Options{}, &adaptertest.Adapter{Name: "telegram", OnSend: sent.send})
+	tg := outbox.Target{Platform: "telegram", Chat: "1"}
+	testkit.Eventually(t, "the refused claim", refused.Load)
+	if d := r.d.doubt.left(); d > 0 {
+		t.Fatalf("the worker doubts what it holds for %s after a refused claim, want not at all", d)
+	}
+	commitTurn(t, Sessions(r.sessions, r.d), []outbox.Message{{Target: tg, Conv: "telegram:1", Text: "reply"}}, false)
+	testkit.Eventually(t, "the reply sent", func() bool { return sent.count() == 1 })
 }

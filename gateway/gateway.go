@@ -33,6 +33,7 @@ import (
 	"github.com/heraldgw/herald/instances"
 	"github.com/heraldgw/herald/internal/clock"
 	"github.com/heraldgw/herald/internal/errs"
+	"github.com/heraldgw/herald/internal/logcalm"
 	"github.com/heraldgw/herald/internal/proc"
 	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/internal/tracing"
@@ -59,6 +60,11 @@ const (
 	// DefaultOpenTimeout bounds opening the store in New.
 	DefaultOpenTimeout = 15 * time.Second
 )
+
+// LogRepeatWindow is how often the gateway's log shows a warning that
+// repeats unchanged (the same message and attributes): the first, then
+// one a window with the count of those left out (logcalm.RepeatedKey).
+const LogRepeatWindow = time.Minute
 
 // readyCheckEvery bounds how often /readyz reads the store: health checks
 // from several places must not become load.
@@ -197,11 +203,13 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 	}
 	secrets := cfg.Secrets()
 	g.redact = redact.New(secrets)
+	logs := slog.Handler(slog.NewJSONHandler(os.Stderr, nil))
 	if opts.Logger != nil {
-		g.log = slog.New(redact.Handler(opts.Logger.Handler(), g.redact))
-	} else {
-		g.log = redact.NewLogger(os.Stderr, slog.LevelInfo, g.redact)
+		logs = opts.Logger.Handler()
 	}
+	// A store that is down makes every polling loop warn on each try:
+	// identical warnings are shown once a LogRepeatWindow, counted.
+	g.log = slog.New(redact.Handler(logcalm.Handler(logs, LogRepeatWindow), g.redact))
 
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultOpenTimeout)
 	defer cancel()

@@ -6,16 +6,19 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/heraldgw/herald/internal/logcalm"
 	goredis "github.com/redis/go-redis/v9"
 )
 
 // LogRedisClient sends what the Redis client library logs (dial failures,
 // pool trouble) to log at warn level. The library otherwise writes plain
 // lines to stderr, beside the gateway's JSON ones and past its secret
-// masking. The setting is the library's, for the whole process: the
-// binary makes it once.
+// masking. Identical lines are shown once a LogRepeatWindow, counted,
+// as the gateway's own warnings are. The setting is the library's, for
+// the whole process: the binary makes it once.
 func LogRedisClient(log *slog.Logger) {
-	goredis.SetLogger(redisLog{log: log.With("part", "redis-client")})
+	calm := slog.New(logcalm.Handler(log.Handler(), LogRepeatWindow))
+	goredis.SetLogger(redisLog{log: calm.With("part", "redis-client")})
 }
 
 type redisLog struct{ log *slog.Logger }

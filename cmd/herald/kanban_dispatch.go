@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/heraldgw/herald/gateway"
+	"github.com/heraldgw/herald/internal/logcalm"
 	"github.com/heraldgw/herald/internal/redact"
 	"github.com/heraldgw/herald/kanban"
 )
@@ -91,6 +93,8 @@ on stderr.`,
 			}
 			return with(cmd, false, func(ctx context.Context, b *board) error {
 				log := redact.NewLogger(m.Stderr, level, b.redact)
+				// A store that is down makes its loop warn on each try.
+				log = slog.New(logcalm.Handler(log.Handler(), gateway.LogRepeatWindow))
 				d, err := kanban.NewDaemon(b.dispatcherOptions(kanban.LanesFor(b.cfg, nil, nil), log))
 				if err != nil {
 					return err

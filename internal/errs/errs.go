@@ -87,6 +87,27 @@ func CodeOf(err error) Code {
 // Is reports whether err carries code.
 func Is(err error, code Code) bool { return err != nil && CodeOf(err) == code }
 
+// ErrNotRun is what errors.Is finds in an error a store marked with
+// MarkNotRun: the call was refused before it did anything (a Redis
+// server out of memory, read-only, loading), so it certainly changed
+// nothing, where a call whose connection failed may have been carried out
+// all the same. Such errors are Unavailable: retry.
+var ErrNotRun = errors.New("refused before anything was done")
+
+// MarkNotRun returns err, its text unchanged, marked as ErrNotRun; nil for
+// nil.
+func MarkNotRun(err error) error {
+	if err == nil {
+		return nil
+	}
+	return notRun{err}
+}
+
+type notRun struct{ error }
+
+func (r notRun) Unwrap() error        { return r.error }
+func (r notRun) Is(target error) bool { return target == ErrNotRun }
+
 // Reason is err's message for a person: the reason the first *Error in
 // its chain with one carries, without the operation and code that mean
 // nothing to them; err's whole text when none does.

@@ -2,12 +2,14 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/heraldgw/herald/instances"
+	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/internal/testkit"
 	"github.com/heraldgw/herald/kanban"
 	"github.com/heraldgw/herald/outbox"
@@ -16,12 +18,12 @@ import (
 )
 
 // TestReadsAnswerWhenTheServerRefusesWrites puts a server past its
-// memory limit under noeviction: a store opened then, as an operator's
+// memory limit under noeviction. A store opened then, as an operator's
 // command opens it, answers the reads an operator looks with (the
 // conversations, the outbox, the board and its log, the roll of
-// instances) still answer with what was there, while a write fails with
-// the server's error and changes nothing; once memory is freed the write
-// goes through.
+// instances) with what was there; an ack of a message sent takes it out;
+// a write fails with the server's error, told as refused (errs.ErrNotRun),
+// and changes nothing. Once memory is freed the write goes through.
 func TestReadsAnswerWhenTheServerRefusesWrites(t *testing.T) {
 	ctx := context.Background()
 	r := testkit.LaunchRedis(t)
@@ -32,6 +34,14 @@ func TestReadsAnswerWhenTheServerRefusesWrites(t *testing.T) {
 	}
 	if _, _, err := db.Outbox().Enqueue(ctx, outbox.Message{Target: outbox.Target{Platform: "api", Chat: "one"}, Text: "waiting", Kind: "reply"}); err != nil {
 		t.Fatal(err)
+	}
+	// A message a worker claimed and is sending as the server fills up.
+	if _, _, err := db.Outbox().Enqueue(ctx, outbox.Message{Target: outbox.Target{Platform: "telegram", Chat: "1"}, Text: "sending", Kind: "reply"}); err != nil {
+		t.Fatal(err)
+	}
+	sending, err := db.Outbox().Claim(ctx, "gw-a", []string{"telegram"}, 10, time.Minute)
+	if err != nil || len(sending) != 1 {
+		t.Fatalf("Claim = %+v, %v; want the message sending", sending, err)
 	}
 	now := time.Now().UTC()
 	card := kanban.Card{ID: "t_00000001", Board: "ops", Title: "look", Status: kanban.StatusReady,
@@ -54,9 +64,15 @@ func TestReadsAnswerWhenTheServerRefusesWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, err := db.Sessions().Append(ctx, sessions.Inbound{Conv: "api:one", Text: "refused"})
-	if err == nil || !strings.Contains(err.Error(), "OOM") {
-		t.Fatalf("Append past the memory limit: %v, want the server's OOM error", err)
+	// The platform took it: its ack goes through (allow-oom), so it is
+	// not sent again once its claim runs out.
+	if err := db.Outbox().Ack(ctx, sending[0]); err != nil {
+		t.Errorf("Ack of a sent message past the memory limit: %v, want it taken out", err)
+	}
+
+	_, err = db.Sessions().Append(ctx, sessions.Inbound{Conv: "api:one", Text: "refused"})
+	if err == nil || !strings.Contains(err.Error(), "OOM") || !errs.Is(err, errs.Unavailable) || !errors.Is(err, errs.ErrNotRun) {
+		t.Fatalf("Append past the memory limit: %v, want the server's OOM error, Unavailable and ErrNotRun", err)
 	}
 
 	// An operator's command opens the store anew: that writes nothing.
@@ -92,12 +108,12 @@ func TestReadsAnswerWhenTheServerRefusesWrites(t *testing.T) {
 	}
 }
 
-// TestReadOnlyNamesFunctions keeps the list of functions flagged
-// no-writes to functions of the library.
-func TestReadOnlyNamesFunctions(t *testing.T) {
-	for f := range readOnly {
+// TestFlagsNameFunctions keeps the functions' flags to functions of the
+// library.
+func TestFlagsNameFunctions(t *testing.T) {
+	for f := range flags {
 		if !slices.Contains(scriptFiles, f) {
-			t.Errorf("readOnly names %q, not a function of the library", f)
+			t.Errorf("flags names %q, not a function of the library", f)
 		}
 	}
 }

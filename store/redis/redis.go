@@ -209,7 +209,9 @@ func (db *DB) check(op string) error {
 
 // fail turns a client error into herald's codes: a closed store is Closed,
 // a server that is loading, read-only or out of memory is Unavailable like
-// an unreachable one, and any other Redis error is a bug (Internal).
+// an unreachable one, and any other Redis error is a bug (Internal). The
+// server's refusals (refusedPrefixes) are marked errs.ErrNotRun: the call
+// did not run, where an unreachable server's may have.
 func (db *DB) fail(op string, err error) error {
 	if err == nil {
 		return nil
@@ -219,15 +221,22 @@ func (db *DB) fail(op string, err error) error {
 	}
 	var rerr goredis.Error
 	if errors.As(err, &rerr) && !errors.Is(err, goredis.Nil) {
-		for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "OOM", "NOREPLICAS"} {
+		for _, p := range refusedPrefixes {
 			if strings.HasPrefix(rerr.Error(), p) {
-				return errs.Wrap(op, errs.Unavailable, err)
+				return errs.Wrap(op, errs.Unavailable, errs.MarkNotRun(err))
 			}
 		}
 		return errs.Wrap(op, errs.Internal, err)
 	}
 	return errs.Wrap(op, errs.Unavailable, err)
 }
+
+// refusedPrefixes begin the errors with which a server refuses a call
+// before running any of it: loading its data, a replica (read-only, or
+// cut from its primary), a cluster down or resharding the call's slot, a
+// script running, out of memory, short of the replicas
+// min-replicas-to-write asks for.
+var refusedPrefixes = []string{"LOADING ", "READONLY ", "MASTERDOWN ", "CLUSTERDOWN ", "TRYAGAIN ", "BUSY ", "OOM ", "NOREPLICAS "}
 
 // loadLibrary loads the scripts' library unless the server has it: a
 // library of the same name holds the same code (see scripts.go). On a

@@ -132,21 +132,28 @@ var scriptFiles = []string{
 	"inst_beat", "inst_list",
 }
 
-// readOnly are the functions that only read. They are registered with the
-// no-writes flag, so that the server runs them when it refuses writes:
-// out of memory under maxmemory-policy noeviction, or short of the
-// replicas min-replicas-to-write asks for. An operator's views (the
-// dashboard, herald outbox, kanban, cron, delegations, approvals) still
-// answer then. A write command in one of them fails the call.
-var readOnly = func() map[string]bool {
-	m := map[string]bool{}
+// flags are the functions registered with flags, each with its flag.
+//
+// no-writes: the functions that only read, which the server then runs
+// when it refuses writes (out of memory under maxmemory-policy
+// noeviction, or short of the replicas min-replicas-to-write asks for),
+// so an operator's views (the dashboard, herald outbox, kanban, cron,
+// delegations, approvals) still answer. A write command in one of them
+// fails the call.
+//
+// allow-oom: ob_ack, which takes sent messages out (it frees what it
+// touches, but for the next message of a target made due), runs out of
+// memory too, so that a message a platform took is not sent again once
+// its claim runs out.
+var flags = func() map[string]string {
+	m := map[string]string{"ob_ack": "allow-oom"}
 	for _, f := range []string{
 		"q_meta", "q_depth", "conv_list", "fwd_due", "ob_list",
 		"dlg_read", "dlg_completions", "dlg_expired", "cron_read", "cron_runs", "once_stale",
 		"kb_read", "kb_events", "kb_sub_read", "kb_lane_read",
 		"ctl_read", "pool_read", "appr_read", "inst_list",
 	} {
-		m[f] = true
+		m[f] = "no-writes"
 	}
 	return m
 }()
@@ -174,9 +181,9 @@ func sourcesHash() string {
 	h := sha1.New()
 	for _, f := range append(append([]string(nil), helperFiles...), scriptFiles...) {
 		h.Write([]byte(f + "\n" + source(f) + "\n"))
-		if readOnly[f] {
+		if fl := flags[f]; fl != "" {
 			// A flag changes the server's handling, so it names another library.
-			h.Write([]byte("no-writes\n"))
+			h.Write([]byte(fl + "\n"))
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
@@ -193,8 +200,8 @@ func buildLibrary() string {
 		b.WriteString("redis.register_function{function_name = '" + libraryName + "_" + f + "', callback = function(KEYS, ARGV)\n")
 		b.WriteString(source(f))
 		b.WriteString("\nend")
-		if readOnly[f] {
-			b.WriteString(", flags = {'no-writes'}")
+		if fl := flags[f]; fl != "" {
+			b.WriteString(", flags = {'" + fl + "'}")
 		}
 		b.WriteString("}\n")
 	}
