@@ -108,6 +108,18 @@ func (r *Redis) Prefix() string { return r.prefix }
 // names rather than one launched for the test.
 func (r *Redis) External() bool { return r.cmd == nil }
 
+// Stop stops a launched server, as a crash of its host would; Restart
+// starts it again. An external server cannot be stopped: Stop fails t.
+func (r *Redis) Stop(t testing.TB) {
+	t.Helper()
+	if r.External() {
+		t.Fatalf("testkit: %s names an external server; it cannot be stopped", RedisURLEnv)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatalf("testkit: stopping redis-server: %v", err)
+	}
+}
+
 // Restart stops the server and starts it again on the same port and data
 // directory, so what it had written to its append-only file is kept. An
 // external server cannot be restarted; Restart then only logs.

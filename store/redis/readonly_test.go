@@ -117,3 +117,25 @@ func TestFlagsNameFunctions(t *testing.T) {
 		}
 	}
 }
+
+// TestACallToAServerDownIsNotRun: with the server down, a call finds no
+// connection and is never sent, so its error is Unavailable and marked
+// errs.ErrNotRun, and the store answers again once the server is back.
+func TestACallToAServerDownIsNotRun(t *testing.T) {
+	ctx := context.Background()
+	r := testkit.LaunchRedis(t)
+	db := openDB(t, r, nil, sessions.Limits{})
+	if _, _, err := db.Outbox().Enqueue(ctx, outbox.Message{Target: outbox.Target{Platform: "telegram", Chat: "1"}, Text: "hi", Kind: "reply"}); err != nil {
+		t.Fatal(err)
+	}
+	r.Stop(t)
+	_, err := db.Outbox().Claim(ctx, "gw-a", []string{"telegram"}, 10, time.Minute)
+	if !errs.Is(err, errs.Unavailable) || !errors.Is(err, errs.ErrNotRun) {
+		t.Fatalf("Claim with the server down: %v, want Unavailable and ErrNotRun", err)
+	}
+	r.Restart(t)
+	testkit.Eventually(t, "the message claimed once the server is back", func() bool {
+		cs, err := db.Outbox().Claim(ctx, "gw-a", []string{"telegram"}, 10, time.Minute)
+		return err == nil && len(cs) == 1 && cs[0].Text == "hi"
+	})
+}

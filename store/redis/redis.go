@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -211,7 +212,10 @@ func (db *DB) check(op string) error {
 // a server that is loading, read-only or out of memory is Unavailable like
 // an unreachable one, and any other Redis error is a bug (Internal). The
 // server's refusals (refusedPrefixes) are marked errs.ErrNotRun: the call
-// did not run, where an unreachable server's may have.
+// did not run, where one whose connection failed may have; so is a call
+// that found no connection (the server down): it was never sent. Both
+// only when the client sends each call once (sendsOnce): after a retry,
+// the error is the last attempt's, and an earlier one may have run.
 func (db *DB) fail(op string, err error) error {
 	if err == nil {
 		return nil
@@ -219,16 +223,32 @@ func (db *DB) fail(op string, err error) error {
 	if db.closed.Load() || errors.Is(err, goredis.ErrClosed) {
 		return errs.Wrap(op, errs.Closed, err)
 	}
+	if oe, ok := errors.AsType[*net.OpError](err); ok && oe.Op == "dial" && db.sendsOnce() {
+		return errs.Wrap(op, errs.Unavailable, errs.MarkNotRun(err))
+	}
 	var rerr goredis.Error
 	if errors.As(err, &rerr) && !errors.Is(err, goredis.Nil) {
 		for _, p := range refusedPrefixes {
 			if strings.HasPrefix(rerr.Error(), p) {
-				return errs.Wrap(op, errs.Unavailable, errs.MarkNotRun(err))
+				if db.sendsOnce() {
+					err = errs.MarkNotRun(err)
+				}
+				return errs.Wrap(op, errs.Unavailable, err)
 			}
 		}
 		return errs.Wrap(op, errs.Internal, err)
 	}
 	return errs.Wrap(op, errs.Unavailable, err)
+}
+
+// sendsOnce reports whether the client sends each call at most once, so
+// that a call's error tells its only attempt: a client of one server (a
+// cluster's retries a call, on another node too) that makes no retry.
+// dial makes its clients so unless the URL asks for retries (the client
+// keeps a MaxRetries of -1, none, as 0).
+func (db *DB) sendsOnce() bool {
+	c, ok := db.client.(*goredis.Client)
+	return ok && c.Options().MaxRetries <= 0
 }
 
 // refusedPrefixes begin the errors with which a server refuses a call
