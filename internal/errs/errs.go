@@ -88,10 +88,15 @@ func CodeOf(err error) Code {
 func Is(err error, code Code) bool { return err != nil && CodeOf(err) == code }
 
 // ErrNotRun is what errors.Is finds in an error a store marked with
-// MarkNotRun: the call was refused before it did anything (a Redis
-// server out of memory, read-only, loading), so it certainly changed
-// nothing, where a call whose connection failed may have been carried out
-// all the same. Such errors are Unavailable: retry.
+// MarkNotRun: the store call that failed did not run (a Redis server
+// refused it, out of memory, read-only, loading; or it was never sent),
+// so it changed nothing, where a call whose connection failed may have
+// been carried out all the same. Such errors are Unavailable: retry. An
+// operation made of several calls returns the error of the one that
+// failed, and those before it may have run: the mark says that an
+// operation changed nothing only for an operation of one call (an outbox
+// claim on one server, a turn's commit), which is where the delivery
+// worker reads it.
 var ErrNotRun = errors.New("refused before anything was done")
 
 // MarkNotRun returns err, its text unchanged, marked as ErrNotRun; nil for

@@ -17,15 +17,17 @@ import (
 // were left out since the one shown before.
 const RepeatedKey = "repeated"
 
-// maxKept bounds the records remembered; past it, those shown more than
-// a window ago are forgotten.
+// maxKept bounds the records remembered: past it, those shown more than
+// a window ago are forgotten, and while all are younger a new record
+// passes without being remembered (told, not calmed).
 const maxKept = 256
 
 // Handler wraps h so that a warning or error identical to one shown less
 // than window ago (same level, message and attributes, those of the
 // logger's With and groups included; the time aside) is counted rather
 // than handled. The next one shown after the window carries the count
-// (RepeatedKey). Records below slog.LevelWarn, and records without a
+// (RepeatedKey); when none comes (the failure ended), the count is not
+// told. Records below slog.LevelWarn, and records without a
 // time, pass as they are. A
 // window of zero or less returns h.
 func Handler(h slog.Handler, window time.Duration) slog.Handler {
@@ -64,6 +66,9 @@ func (s *seen) pass(key string, t time.Time) (bool, int) {
 				if t.Sub(old.shown) >= s.window {
 					delete(s.last, k)
 				}
+			}
+			if len(s.last) >= maxKept {
+				return true, 0
 			}
 		}
 		r = &repeat{}

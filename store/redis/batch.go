@@ -354,13 +354,19 @@ func isReply(err error) bool {
 }
 
 // notReplicated is the error of a call whose writes reached fewer
-// replicas than asked.
+// replicas than asked: the call ran, whatever error the WAIT got.
 func notReplicated(n int, w *goredis.IntCmd) error {
 	if err := w.Err(); err != nil {
-		return fmt.Errorf("redis: waiting for %d replicas: %w", n, err)
+		return replicationError{fmt.Errorf("redis: waiting for %d replicas: %w", n, err)}
 	}
-	return fmt.Errorf("redis: the writes reached %d of the %d replicas asked (store.redis_wait_replicas) in time; they may stand", w.Val(), n)
+	return replicationError{fmt.Errorf("redis: the writes reached %d of the %d replicas asked (store.redis_wait_replicas) in time; they may stand", w.Val(), n)}
 }
+
+// replicationError is a call's error that its WAIT made: the call ran,
+// so a server's refusal of the WAIT says nothing of it (DB.fail).
+type replicationError struct{ error }
+
+func (e replicationError) Unwrap() error { return e.error }
 
 // reloadOnFailure makes a cluster client read the slots again when a
 // call found its node gone, so that the next call finds the primary that

@@ -139,3 +139,38 @@ func TestACallToAServerDownIsNotRun(t *testing.T) {
 		return err == nil && len(cs) == 1 && cs[0].Text == "hi"
 	})
 }
+
+// serverError is an error reply of the server.
+type serverError string
+
+func (e serverError) Error() string { return string(e) }
+func (serverError) RedisError()     {}
+
+// TestFailTellsWhatDidNotRun: a server's refusal of the call itself is
+// marked errs.ErrNotRun on a client that sends each call once, not on
+// one that retries (an earlier attempt may have run); a refusal of the
+// WAIT behind a call that ran is not.
+func TestFailTellsWhatDidNotRun(t *testing.T) {
+	once := &DB{client: goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})}
+	retries := &DB{client: goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"})}
+	t.Cleanup(func() { once.client.Close(); retries.client.Close() })
+	busy := serverError("BUSY Redis is busy running a script")
+	wait := goredis.NewIntCmd(context.Background(), "wait", 1, 100)
+	wait.SetErr(busy)
+	for _, tc := range []struct {
+		desc   string
+		db     *DB
+		err    error
+		notRun bool
+	}{
+		{"refused, sent once", once, busy, true},
+		{"refused, with retries", retries, busy, false},
+		{"its WAIT refused", once, notReplicated(1, wait), false},
+		{"a script's error", once, serverError("ERR user_script:1: boom"), false},
+	} {
+		err := tc.db.fail("test", tc.err)
+		if got := errors.Is(err, errs.ErrNotRun); got != tc.notRun {
+			t.Errorf("%s: %v is ErrNotRun %v, want %v", tc.desc, err, got, tc.notRun)
+		}
+	}
+}

@@ -223,6 +223,10 @@ func (db *DB) fail(op string, err error) error {
 	if db.closed.Load() || errors.Is(err, goredis.ErrClosed) {
 		return errs.Wrap(op, errs.Closed, err)
 	}
+	if _, ok := errors.AsType[replicationError](err); ok {
+		// The call ran; its WAIT failed or fell short.
+		return errs.Wrap(op, errs.Unavailable, err)
+	}
 	if oe, ok := errors.AsType[*net.OpError](err); ok && oe.Op == "dial" && db.sendsOnce() {
 		return errs.Wrap(op, errs.Unavailable, errs.MarkNotRun(err))
 	}
