@@ -47,6 +47,13 @@ func TestTelegramPollingHasOneOwner(t *testing.T) {
 		tg.WaitSent(42, to)
 	}
 	send(0, 5)
+	// Telegram has a reply before its sender acks it: a kill in between
+	// sends it again (the duplicate window TestKillsBetweenCommitAndSend
+	// measures), so the kill waits for the acks.
+	testkit.EventuallyWithin(t, waitReply, func() (bool, string) {
+		acked := counter(t, gws[0], "herald_delivery_ack_seconds_count") + counter(t, gws[1], "herald_delivery_ack_seconds_count")
+		return acked >= 5, fmt.Sprintf("%v of 5 replies acked", acked)
+	})
 	owner := ownerOf(t, gws[:], "telegram")
 
 	// The owner dies without letting go of its lease; the survivor polls
