@@ -67,7 +67,7 @@ func uncertain(err error) bool {
 	case errs.Invalid, errs.NotFound, errs.LeaseLost, errs.Conflict, errs.TooLarge, errs.Closed:
 		return false
 	}
-	// A server that refused the call (out of memory, read-only) ran none
-	// of it.
+	// A call the store tells as not run (its server refused it, or it
+	// was never sent) took nothing.
 	return !errors.Is(err, errs.ErrNotRun)
 }

@@ -27,9 +27,8 @@ const maxKept = 256
 // logger's With and groups included; the time aside) is counted rather
 // than handled. The next one shown after the window carries the count
 // (RepeatedKey); when none comes (the failure ended), the count is not
-// told. Records below slog.LevelWarn, and records without a
-// time, pass as they are. A
-// window of zero or less returns h.
+// told. Records below slog.LevelWarn, and records without a time, pass
+// as they are. A window of zero or less returns h.
 func Handler(h slog.Handler, window time.Duration) slog.Handler {
 	if window <= 0 {
 		return h
