@@ -102,6 +102,7 @@ func (s approvalStore) Decide(ctx context.Context, id string, dec approvals.Deci
 	}
 	var out approvals.Approval
 	err := d.w.do(ctx, op, durable, func(t *tx) error {
+		out = approvals.Approval{}
 		a, err := scanApproval(t.queryRow(sqlApprGet, id))
 		if errors.Is(err, sql.ErrNoRows) {
 			return errs.E(op, errs.NotFound, "no approval %q", id)

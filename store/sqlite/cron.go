@@ -261,8 +261,9 @@ const trimEvery = 10
 // since, does not trim them all, and so that a job restarted often is
 // still trimmed. A job keeps fewer than KeepRuns+trimEvery runs once
 // trimmed in this process, and fewer than KeepRuns+2*trimEvery before
-// (a trim undone with its transaction aside); Runs lists the KeepRuns
-// newest.
+// (a trim undone with its transaction, or with its batch's first run,
+// aside: the writer's run again finds the count moved on); Runs lists the
+// KeepRuns newest.
 func (d *DB) trimNewRun(t *tx, job string) error {
 	n, ok := d.newRuns[job]
 	if !ok {

@@ -9,8 +9,11 @@
 // SQLite admits one writer at a time anyway; queueing in Go is cheaper than
 // sleeping in SQLite's busy handler, and it allows group commit: the
 // operations that arrive while a transaction is being written run together
-// in the next one, each in its own savepoint, so a failing operation undoes
-// only itself. With synchronous=FULL a commit costs an fsync, so under load
+// in the next one. They run without a savepoint each; when one fails, the
+// transaction is rolled back and the batch run again with a savepoint for
+// each operation, so a failing operation undoes only itself (an
+// operation's function may run twice, and sets its results anew each
+// time). With synchronous=FULL a commit costs an fsync, so under load
 // many turns share one. A write that finds the writer idle and nothing
 // queued is committed on its caller's goroutine instead, which spares it
 // two hand-offs between goroutines; commits still follow one another. Where

@@ -42,6 +42,7 @@ func (d *DB) ExpireHeld(ctx context.Context) (Expired, error) {
 	}
 	// It only moves leases and claims, as Renew and Claim do.
 	err := d.w.do(ctx, op, bookkeeping, func(t *tx) error {
+		out = Expired{}
 		_, now := d.now()
 		for _, s := range []struct {
 			stmt *sql.Stmt

@@ -15,14 +15,30 @@ import (
 // never holds a long queue of callers behind a single slow batch.
 const maxBatch = 128
 
+// guardedBatches is how many batches run with a savepoint for each
+// operation after a batch in which one failed: a run of failures, as a
+// board's contended claims make, then costs one batch run twice, not
+// every batch.
+const guardedBatches = 16
+
 // writer runs every write of the store on the one write connection. SQLite
 // serializes writers anyway, and with synchronous=FULL each commit waits for
 // an fsync, which costs far more than the statements in it. So the writer
 // group-commits: while one transaction is being written, the operations that
-// arrive queue up, and the next transaction runs them all, each in its own
-// savepoint, under one BEGIN IMMEDIATE … COMMIT. Every operation is still
-// all or nothing, and a caller hears back only after its operation is
-// committed.
+// arrive queue up, and the next transaction runs them all under one BEGIN
+// IMMEDIATE … COMMIT. Every operation is still all or nothing, and a caller
+// hears back only after its operation is committed.
+//
+// The operations of a batch run one after another without a savepoint of
+// their own, which would cost each two statements and a copy of the pages
+// it changes. When one fails, its writes may be in the transaction beside
+// its neighbours', so the writer rolls the transaction back and runs the
+// batch again, each operation in a savepoint that a failure undoes alone.
+// An operation's fn may therefore run twice, the first run's writes
+// discarded: it sets what it hands back anew on every run, and changes
+// nothing outside the transaction but the store's counters of writes
+// toward a prune or a trim (pruneDue, trimNewRun), which a discarded run
+// moves on, as an operation undone in its savepoint does.
 //
 // A caller that finds the writer idle, with nothing queued, commits its
 // operation itself, on its own goroutine: alone, the hand-off to run's
@@ -40,6 +56,10 @@ type writer struct {
 	// touches pages.
 	ckpt  *checkpointer
 	pages int
+	// guarded counts the batches still to run with a savepoint for each
+	// operation, after one in which an operation failed (guardedBatches).
+	// Only the holder of lead touches it.
+	guarded int
 
 	// lead is held while a batch is committed, by run or by a caller
 	// committing its own operation. queued counts the requests sent to
@@ -227,43 +247,33 @@ func (w *writer) commit(batch []*writeReq) {
 		fail(err)
 		return
 	}
+	guarded := len(batch) > 1 && w.guarded > 0
+	if guarded {
+		w.guarded--
+	}
 	if _, err := w.st.begin.ExecContext(ctx); err != nil {
 		fail(err)
 		return
 	}
 	t := &tx{st: w.st, conn: w.conn}
-	single := len(batch) == 1
-	for i, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			results[i] = errs.Wrap(r.op, errs.Unavailable, err)
-			continue
+	failed, err := w.runOps(t, batch, results, guarded)
+	if err == nil && failed && len(batch) > 1 {
+		// The failed operation's writes are in the transaction beside its
+		// neighbours': undo them all, and run the batch again with a
+		// savepoint for each operation.
+		w.rollback()
+		w.guarded = guardedBatches
+		clear(results)
+		if _, err = w.st.begin.ExecContext(ctx); err == nil {
+			failed, err = w.runOps(t, batch, results, true)
 		}
-		if single {
-			results[i] = r.fn(t)
-			continue
-		}
-		if _, err := w.st.spOpen.ExecContext(ctx); err != nil {
-			w.rollback()
-			fail(err)
-			return
-		}
-		err := r.fn(t)
-		if err != nil {
-			// Undo this operation only; its neighbours go on.
-			if _, rerr := w.st.spUndo.ExecContext(ctx); rerr != nil {
-				w.rollback()
-				fail(rerr)
-				return
-			}
-		}
-		if _, rerr := w.st.spDone.ExecContext(ctx); rerr != nil {
-			w.rollback()
-			fail(rerr)
-			return
-		}
-		results[i] = err
 	}
-	if single && results[0] != nil {
+	if err != nil {
+		w.rollback()
+		fail(err)
+		return
+	}
+	if failed {
 		w.rollback()
 	} else if _, err := w.st.commit.ExecContext(ctx); err != nil {
 		w.rollback()
@@ -278,6 +288,43 @@ func (w *writer) commit(batch []*writeReq) {
 		}
 	}
 	w.countPages()
+}
+
+// runOps runs batch's operations in the open transaction t and sets
+// their results. Guarded, each runs in a savepoint of its own, which a
+// failure undoes, and failed is false. Bare, they run as they are, and
+// the first to fail stops the run with failed set: its writes, if any,
+// are then in the transaction, and only a rollback of it all takes them
+// out. err is a failure of the savepoints themselves.
+func (w *writer) runOps(t *tx, batch []*writeReq, results []error, guarded bool) (failed bool, err error) {
+	ctx := context.Background()
+	for i, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			// Not run, so nothing of it is written.
+			results[i] = errs.Wrap(r.op, errs.Unavailable, err)
+			continue
+		}
+		if !guarded {
+			if results[i] = r.fn(t); results[i] != nil {
+				return true, nil
+			}
+			continue
+		}
+		if _, err := w.st.spOpen.ExecContext(ctx); err != nil {
+			return false, err
+		}
+		results[i] = r.fn(t)
+		if results[i] != nil {
+			// Undo this operation only; its neighbours go on.
+			if _, err := w.st.spUndo.ExecContext(ctx); err != nil {
+				return false, err
+			}
+		}
+		if _, err := w.st.spDone.ExecContext(ctx); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
 }
 
 // countPages adds the pages the last commit wrote to the log and asks for

@@ -2,8 +2,11 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 
 	"modernc.org/sqlite"
@@ -94,5 +97,116 @@ func TestCommitsSyncWithFdatasync(t *testing.T) {
 	testDB(t)
 	if runtime.GOOS == "linux" && !sqlite.FdatasyncEnabled() {
 		t.Error("an open store on Linux commits with fsync, want fdatasync")
+	}
+}
+
+// batchOf commits ops as one batch: each is submitted while the writer is
+// held by a write of the test's, and the hold is let go once all are
+// queued. It returns each operation's answer.
+func batchOf(t *testing.T, d *DB, ops ...func(*tx) error) []error {
+	t.Helper()
+	ctx := context.Background()
+	inside, release := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- d.w.do(ctx, "hold", durable, func(*tx) error {
+			close(inside)
+			<-release
+			return nil
+		})
+	}()
+	<-inside
+	answers := make([]chan error, len(ops))
+	for i, op := range ops {
+		answers[i] = make(chan error, 1)
+		go func() { answers[i] <- d.w.do(ctx, "test", durable, op) }()
+		// In order: each is in the queue before the next is sent.
+		for d.w.queued.Load() != int64(i+1) {
+			runtime.Gosched()
+		}
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatalf("the holding write: %v", err)
+	}
+	errs := make([]error, len(ops))
+	for i := range ops {
+		errs[i] = <-answers[i]
+	}
+	return errs
+}
+
+// scratchRows is what scratch holds, in order.
+func scratchRows(t *testing.T, d *DB) []int {
+	t.Helper()
+	rows, err := d.rdb.Query(`SELECT x FROM scratch ORDER BY x`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var xs []int
+	for rows.Next() {
+		var x int
+		if err := rows.Scan(&x); err != nil {
+			t.Fatal(err)
+		}
+		xs = append(xs, x)
+	}
+	return xs
+}
+
+// An operation of a batch that fails after it wrote is undone alone: its
+// neighbours, before and after it, commit once each. The batch runs again
+// with a savepoint for each operation, and so do the batches that follow
+// it for a while, whose operations then run once.
+func TestAFailingOperationOfABatchIsUndoneAlone(t *testing.T) {
+	d, _, _ := testDB(t)
+	makeScratch(t, d)
+	runs := map[int]int{}
+	insert := func(x int, fail bool) func(*tx) error {
+		return func(t *tx) error {
+			runs[x]++ // the writer runs one operation at a time
+			if _, err := t.exec(`INSERT INTO scratch VALUES (?)`, x); err != nil {
+				return err
+			}
+			if fail {
+				return errors.New("refused after writing")
+			}
+			return nil
+		}
+	}
+
+	got := batchOf(t, d, insert(1, false), insert(2, false))
+	if got[0] != nil || got[1] != nil {
+		t.Fatalf("a batch of two good writes answered %v", got)
+	}
+	if runs[1] != 1 || runs[2] != 1 {
+		t.Errorf("a batch without a failure ran its operations %d and %d times, want once each", runs[1], runs[2])
+	}
+
+	got = batchOf(t, d, insert(3, false), insert(4, true), insert(5, false))
+	if got[0] != nil || got[2] != nil {
+		t.Errorf("the failing write's neighbours answered %v and %v, want success", got[0], got[2])
+	}
+	if got[1] == nil || !strings.Contains(got[1].Error(), "refused after writing") {
+		t.Errorf("the failing write answered %v, want its own error", got[1])
+	}
+	if want := []int{1, 2, 3, 5}; !slices.Equal(scratchRows(t, d), want) {
+		t.Errorf("scratch holds %v, want %v: the failed write undone, its neighbours kept once", scratchRows(t, d), want)
+	}
+	if runs[3] != 2 || runs[4] != 2 || runs[5] != 1 {
+		t.Errorf("the batch ran its operations %d, %d and %d times, want 2, 2, 1: once as they were, up to the failure, then each in a savepoint",
+			runs[3], runs[4], runs[5])
+	}
+
+	got = batchOf(t, d, insert(6, true), insert(7, false))
+	if got[0] == nil || got[1] != nil {
+		t.Errorf("the next batch answered %v, want the first write's failure alone", got)
+	}
+	if runs[6] != 1 || runs[7] != 1 {
+		t.Errorf("the batch after a failure ran its operations %d and %d times, want once each, in savepoints", runs[6], runs[7])
+	}
+	if want := []int{1, 2, 3, 5, 7}; !slices.Equal(scratchRows(t, d), want) {
+		t.Errorf("scratch holds %v, want %v", scratchRows(t, d), want)
 	}
 }
