@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -161,10 +162,13 @@ func (w *writer) stop() {
 
 // do runs fn in a write transaction and returns its error once the
 // transaction is committed as mode asks (or fn's error, with nothing of fn
-// written).
+// written). An error that says nothing of fn was written is marked
+// errs.ErrNotRun: a failed operation's transaction, or its savepoint, is
+// rolled back, and a commit that fails commits nothing. Only a caller
+// whose ctx ends while its operation waits or runs cannot know.
 func (w *writer) do(ctx context.Context, op string, mode commitMode, fn func(*tx) error) error {
 	if err := ctx.Err(); err != nil {
-		return errs.Wrap(op, errs.Unavailable, err)
+		return notRun(op, err)
 	}
 	r := &writeReq{ctx: ctx, op: op, mode: mode, fn: fn, res: make(chan error, 1)}
 	w.mu.RLock()
@@ -183,7 +187,7 @@ func (w *writer) do(ctx context.Context, op string, mode commitMode, fn func(*tx
 	case <-ctx.Done():
 		w.queued.Add(-1)
 		w.mu.RUnlock()
-		return errs.Wrap(op, errs.Unavailable, ctx.Err())
+		return notRun(op, ctx.Err())
 	}
 	w.mu.RUnlock()
 	select {
@@ -194,6 +198,25 @@ func (w *writer) do(ctx context.Context, op string, mode commitMode, fn func(*tx
 		// call, the caller cannot know. It checks ctx first, so usually not.
 		return errs.Wrap(op, errs.Unavailable, ctx.Err())
 	}
+}
+
+// undoFailed is the error of a batch whose failed operation's savepoint
+// could not be rolled back to (undo, the rollback's error). On a full
+// disk, an I/O error or a lock SQLite rolls the whole transaction back
+// itself, savepoints and all: every operation of the batch is undone,
+// and the operation's own error, SQLite's, says why.
+func undoFailed(opErr, undo error) error {
+	var se *sqlite.Error
+	if errors.As(opErr, &se) {
+		return opErr
+	}
+	return undo
+}
+
+// notRun is err, a failure that wrote nothing, with its code, marked
+// errs.ErrNotRun.
+func notRun(op string, err error) error {
+	return errs.MarkNotRun(dbErr(op, err))
 }
 
 func (w *writer) run() {
@@ -240,7 +263,7 @@ func (w *writer) commit(batch []*writeReq) {
 	results := make([]error, len(batch))
 	fail := func(err error) {
 		for _, r := range batch {
-			r.res <- dbErr(r.op, err)
+			r.res <- notRun(r.op, err)
 		}
 	}
 	if err := w.setSync(batch); err != nil {
@@ -282,7 +305,7 @@ func (w *writer) commit(batch []*writeReq) {
 	}
 	for i, r := range batch {
 		if results[i] != nil {
-			r.res <- dbErr(r.op, results[i])
+			r.res <- notRun(r.op, results[i])
 		} else {
 			r.res <- nil
 		}
@@ -317,7 +340,7 @@ func (w *writer) runOps(t *tx, batch []*writeReq, results []error, guarded bool)
 		if results[i] != nil {
 			// Undo this operation only; its neighbours go on.
 			if _, err := w.st.spUndo.ExecContext(ctx); err != nil {
-				return false, err
+				return false, undoFailed(results[i], err)
 			}
 		}
 		if _, err := w.st.spDone.ExecContext(ctx); err != nil {

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"modernc.org/sqlite"
 
+	"github.com/heraldgw/herald/internal/errs"
 	"github.com/heraldgw/herald/sessions"
 )
 
@@ -208,5 +210,53 @@ func TestAFailingOperationOfABatchIsUndoneAlone(t *testing.T) {
 	}
 	if want := []int{1, 2, 3, 5, 7}; !slices.Equal(scratchRows(t, d), want) {
 		t.Errorf("scratch holds %v, want %v", scratchRows(t, d), want)
+	}
+}
+
+// fillUp caps the database at the pages it has, so that a write needing
+// another page fails as it would on a full disk (SQLITE_FULL).
+func fillUp(t *testing.T, d *DB) {
+	t.Helper()
+	if err := d.w.do(context.Background(), "test", durable, func(t *tx) error {
+		var pages int64
+		if err := t.queryRow(`PRAGMA page_count`).Scan(&pages); err != nil {
+			return err
+		}
+		_, err := t.exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, pages))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A write the disk has no room for fails Unavailable, writes nothing and
+// says so (errs.ErrNotRun), alone and in a batch: what the delivery
+// worker reads to know that a failed commit handed it no reply.
+func TestAWriteWithNoRoomIsNotRun(t *testing.T) {
+	ctx := context.Background()
+	d, _, _ := testDB(t)
+	makeScratch(t, d)
+	fillUp(t, d)
+	big := strings.Repeat("x", 64<<10) // pages of overflow, which the file has not
+	_, err := d.Sessions().Append(ctx, sessions.Inbound{Conv: "api:c", Text: big})
+	if !errs.Is(err, errs.Unavailable) || !errors.Is(err, errs.ErrNotRun) || !strings.Contains(err.Error(), "full") {
+		t.Errorf("an append with no room: %v, want Unavailable, full and marked not run", err)
+	}
+	if n, err := d.Sessions().QueueDepth(ctx, 10); err != nil || n != 0 {
+		t.Errorf("the queue holds %d entries (%v) after the refused append, want none", n, err)
+	}
+
+	insertBig := func(t *tx) error {
+		_, err := t.exec(`INSERT INTO scratch VALUES (?)`, big)
+		return err
+	}
+	got := batchOf(t, d, insertBig, insertBig)
+	for i, err := range got {
+		if !errs.Is(err, errs.Unavailable) || !errors.Is(err, errs.ErrNotRun) {
+			t.Errorf("write %d of a batch with no room: %v, want Unavailable and marked not run", i, err)
+		}
+	}
+	if rows := scratchRows(t, d); len(rows) != 0 {
+		t.Errorf("scratch holds %d rows after the refused batch, want none", len(rows))
 	}
 }
