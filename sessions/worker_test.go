@@ -1145,3 +1145,92 @@ func TestSyntheticEntryOfAnEarlierSessionIsShownNotRun(t *testing.T) {
 		t.Errorf("history %q holds the earlier session's entry", h)
 	}
 }
+
+// refusingCommits refuses the commits made under the first lease, as a
+// full disk or a store out of memory does, Unavailable: refuse of them,
+// or all with refuse < 0, and their renewals too when renewals is set.
+type refusingCommits struct {
+	sessions.Store
+	refuse   int
+	renewals bool
+
+	mu      sync.Mutex
+	refused int
+}
+
+func (s *refusingCommits) refusal(l sessions.Lease, commit bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.Token != 1 || (!commit && !s.renewals) || (commit && s.refuse >= 0 && s.refused >= s.refuse) {
+		return nil
+	}
+	if commit {
+		s.refused++
+	}
+	return errs.E("refusingCommits", errs.Unavailable, "database or disk is full")
+}
+
+func (s *refusingCommits) Finish(ctx context.Context, l sessions.Lease, f sessions.Finish) error {
+	if err := s.refusal(l, true); err != nil {
+		return err
+	}
+	return s.Store.Finish(ctx, l, f)
+}
+
+func (s *refusingCommits) FinishAndClaim(ctx context.Context, l sessions.Lease, f sessions.Finish, worker string, ttl time.Duration) (*sessions.Turn, error) {
+	if err := s.refusal(l, true); err != nil {
+		return nil, err
+	}
+	return s.Store.FinishAndClaim(ctx, l, f, worker, ttl)
+}
+
+func (s *refusingCommits) Renew(ctx context.Context, l sessions.Lease, ttl time.Duration) (sessions.Lease, error) {
+	if err := s.refusal(l, false); err != nil {
+		return sessions.Lease{}, err
+	}
+	return s.Store.Renew(ctx, l, ttl)
+}
+
+// A commit the store refuses for a while lands once it takes it again,
+// while the turn holds its lease: the turn does not run twice. A lease
+// that runs out meanwhile, unrenewed, hands the entry back to run again.
+func TestARefusedCommitLandsWhileTheLeaseHolds(t *testing.T) {
+	noLeaks(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		ttl   time.Duration
+		store func(sessions.Store) *refusingCommits
+		runs  int
+	}{
+		// Five refusals take 1.5 s of pauses; the 30 s lease holds past
+		// them (four tries were all a commit had).
+		{"within the lease", 30 * time.Second, func(s sessions.Store) *refusingCommits {
+			return &refusingCommits{Store: s, refuse: 5}
+		}, 1},
+		// Every commit and renewal of the first lease refused: its 1 s
+		// runs out during the pauses, and the entry runs again under a
+		// second lease, whose commit lands.
+		{"past the lease", time.Second, func(s sessions.Store) *refusingCommits {
+			return &refusingCommits{Store: s, refuse: -1, renewals: true}
+		}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := openDB(t, clock.Real{})
+			r := newGateRunner()
+			startWorker(t, sessions.TurnWorkerOptions{
+				Store: tc.store(db.Sessions()), Runner: r, LeaseTTL: tc.ttl, RetryDelay: 10 * time.Millisecond, PollMax: 10 * time.Millisecond,
+			})
+			if _, err := db.Sessions().Append(ctx, sessions.Inbound{Conv: conv, Text: "hi"}); err != nil {
+				t.Fatal(err)
+			}
+			testkit.Eventually(t, "the turn committed", func() bool { return len(historyTexts(t, db.Sessions())) == 2 })
+			if got := len(r.waitCalls(t, 1)); got != tc.runs {
+				t.Errorf("the turn ran %d times, want %d", got, tc.runs)
+			}
+			if d := cmp.Diff([]string{"user: hi", "assistant: re: hi"}, historyTexts(t, db.Sessions())); d != "" {
+				t.Errorf("the history (-want +got):\n%s", d)
+			}
+		})
+	}
+}

@@ -37,9 +37,16 @@ func (s *stopCause) Error() string { return "stopped by /stop" }
 // them; more wait in the queue and run as turns of their own.
 const steerBuffer = 16
 
-// commitAttempts bounds the tries of a commit the store could not make
-// (unreachable); the entry then waits for another run.
-const commitAttempts = 4
+// A commit the store could not make (unreachable, out of room) is tried
+// again while the turn's lease still holds, each pause commitPauseStep
+// longer than the one before, up to commitPauseMax: a store back within
+// the lease's time takes the turn's result without the turn running
+// again. commitAttemptsMax bounds the tries whatever the clock says.
+const (
+	commitPauseStep   = 100 * time.Millisecond
+	commitPauseMax    = time.Second
+	commitAttemptsMax = 120
+)
 
 // activeTurn is one turn this process runs.
 type activeTurn struct {
@@ -54,7 +61,11 @@ type activeTurn struct {
 	// now, and /stop or /status no longer see it running.
 	settled atomic.Bool
 	// lost is set once the turn knows another holder has its lease.
-	lost     atomic.Bool
+	lost atomic.Bool
+	// until is when the lease runs out as the turn last knew it, Unix
+	// nanoseconds by the store's clock: its claim's expiry, then each
+	// renewal's.
+	until    atomic.Int64
 	control  bool     // a control entry: no agent, no signals
 	controls Controls // what the claim found of the controllers' states
 	// claimed is set when the turn's commit also claimed for this worker
@@ -166,6 +177,7 @@ func (w *TurnWorker) begin(t *Turn) *activeTurn {
 		started:   w.clock.Now(),
 		control:   t.Entry.Meta[MetaControl] != "",
 	}
+	at.until.Store(t.Lease.Expires.UnixNano())
 	// The turn continues the trace its entry carries (a completion's
 	// turn, its delegation's), if any.
 	kind := cmp.Or(t.Entry.Kind, KindUser)
@@ -237,8 +249,11 @@ func (at *activeTurn) renew() {
 	at.mu.Unlock()
 	every := at.w.ttl / 3
 	ctx, cancel := context.WithTimeout(at.w.base, every)
-	_, err := at.w.store.Renew(ctx, at.t.Lease, at.w.ttl)
+	renewed, err := at.w.store.Renew(ctx, at.t.Lease, at.w.ttl)
 	cancel()
+	if err == nil {
+		at.until.Store(renewed.Expires.UnixNano())
+	}
 	at.mu.Lock()
 	defer at.mu.Unlock()
 	if at.ended {
@@ -727,6 +742,9 @@ func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
 		cancel()
 		switch {
 		case err == nil:
+			if attempt > 1 {
+				at.logger().Info("the turn committed once the store took it", "attempts", attempt)
+			}
 			at.wrote = f.Writes
 			return true
 		case errs.Is(err, errs.LeaseLost):
@@ -744,9 +762,11 @@ func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
 			f = w.refusedFinish(at, f, err)
 			replaced = true
 			continue
-		case errs.Is(err, errs.Unavailable) && attempt < commitAttempts:
-			at.logger().Warn("committing the turn failed; retrying", "attempt", attempt, "err", err)
-			w.pause(time.Duration(attempt) * 100 * time.Millisecond)
+		case errs.Is(err, errs.Unavailable) && at.retryCommit(attempt):
+			if attempt == 1 {
+				at.logger().Warn("committing the turn failed; retrying while its lease holds", "err", err)
+			}
+			w.pause(commitPause(attempt))
 			continue
 		}
 		at.logger().Error("committing the turn failed; the entry waits for another run", "err", err)
@@ -754,6 +774,23 @@ func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
 		w.retryLater(at, "commit failed")
 		return false
 	}
+}
+
+// commitPause is the wait after a commit's attempt failed.
+func commitPause(attempt int) time.Duration {
+	return min(time.Duration(attempt)*commitPauseStep, commitPauseMax)
+}
+
+// retryCommit reports whether a commit that failed at attempt is worth
+// another try: the worker is not stopping hard, and the lease, as last
+// renewed, holds past the pause (after it another worker may take the
+// entry and run it again; a commit of this one would then find its lease
+// lost).
+func (at *activeTurn) retryCommit(attempt int) bool {
+	if attempt >= commitAttemptsMax || at.w.hard.Err() != nil {
+		return false
+	}
+	return at.w.clock.Now().Add(commitPause(attempt)).UnixNano() < at.until.Load()
 }
 
 // finish commits f and, unless the worker is stopping, claims the next
