@@ -41,11 +41,12 @@ const steerBuffer = 16
 // again while the turn's lease still holds, each pause commitPauseStep
 // longer than the one before, up to commitPauseMax: a store back within
 // the lease's time takes the turn's result without the turn running
-// again. commitAttemptsMax bounds the tries whatever the clock says.
+// again. The tries end a lease's time after the first refusal however
+// the lease is renewed meanwhile (a store that takes renewals and not the
+// commit), by the time the pauses take.
 const (
-	commitPauseStep   = 100 * time.Millisecond
-	commitPauseMax    = time.Second
-	commitAttemptsMax = 120
+	commitPauseStep = 100 * time.Millisecond
+	commitPauseMax  = time.Second
 )
 
 // activeTurn is one turn this process runs.
@@ -263,6 +264,8 @@ func (at *activeTurn) renew() {
 	case err == nil:
 		at.scheduleRenew(every)
 	case errs.Is(err, errs.LeaseLost):
+		// A commit being tried again stops trying.
+		at.until.Store(0)
 		// Once the turn commits, its own Finish releases the lease, and
 		// a failed commit tells of a lost one itself.
 		if !at.settled.Load() {
@@ -736,14 +739,16 @@ func (w *TurnWorker) outboxOf(at *activeTurn, msgs []outbox.Message) []outbox.Me
 // was committed.
 func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
 	replaced := false
+	refusals := 0              // tries the store could not make
+	var refusedSince time.Time // the first, by the time pauses take
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := w.storeCtx()
 		err := w.finish(ctx, at, f)
 		cancel()
 		switch {
 		case err == nil:
-			if attempt > 1 {
-				at.logger().Info("the turn committed once the store took it", "attempts", attempt)
+			if refusals > 0 {
+				at.logger().Info("the turn committed once the store took it", "refused", refusals)
 			}
 			at.wrote = f.Writes
 			return true
@@ -762,11 +767,12 @@ func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
 			f = w.refusedFinish(at, f, err)
 			replaced = true
 			continue
-		case errs.Is(err, errs.Unavailable) && at.retryCommit(attempt):
-			if attempt == 1 {
+		case errs.Is(err, errs.Unavailable) && at.retryCommit(refusals+1, refusedSince):
+			if refusals++; refusals == 1 {
+				refusedSince = time.Now()
 				at.logger().Warn("committing the turn failed; retrying while its lease holds", "err", err)
 			}
-			w.pause(commitPause(attempt))
+			w.pause(commitPause(refusals))
 			continue
 		}
 		at.logger().Error("committing the turn failed; the entry waits for another run", "err", err)
@@ -781,16 +787,18 @@ func commitPause(attempt int) time.Duration {
 	return min(time.Duration(attempt)*commitPauseStep, commitPauseMax)
 }
 
-// retryCommit reports whether a commit that failed at attempt is worth
-// another try: the worker is not stopping hard, and the lease, as last
+// retryCommit reports whether a commit the store refused, the nth time
+// (the first at since, on the pauses' clock; zero before it), is worth
+// another try: the worker is not stopping hard, the lease, as last
 // renewed, holds past the pause (after it another worker may take the
 // entry and run it again; a commit of this one would then find its lease
-// lost).
-func (at *activeTurn) retryCommit(attempt int) bool {
-	if attempt >= commitAttemptsMax || at.w.hard.Err() != nil {
+// lost), and the refusals have not lasted a lease's time.
+func (at *activeTurn) retryCommit(n int, since time.Time) bool {
+	pause := commitPause(n)
+	if at.w.hard.Err() != nil || (!since.IsZero() && time.Since(since)+pause >= at.w.ttl) {
 		return false
 	}
-	return at.w.clock.Now().Add(commitPause(attempt)).UnixNano() < at.until.Load()
+	return at.w.clock.Now().Add(pause).UnixNano() < at.until.Load()
 }
 
 // finish commits f and, unless the worker is stopping, claims the next

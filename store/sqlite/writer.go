@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 
 	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/heraldgw/herald/internal/errs"
 )
@@ -164,8 +166,10 @@ func (w *writer) stop() {
 // transaction is committed as mode asks (or fn's error, with nothing of fn
 // written). An error that says nothing of fn was written is marked
 // errs.ErrNotRun: a failed operation's transaction, or its savepoint, is
-// rolled back, and a commit that fails commits nothing. Only a caller
-// whose ctx ends while its operation waits or runs cannot know.
+// rolled back, and so is a batch whose statements failed. A failed
+// COMMIT is marked only when it surely committed nothing (no room, a
+// lock). A caller whose ctx ends while its operation waits or runs
+// cannot know either.
 func (w *writer) do(ctx context.Context, op string, mode commitMode, fn func(*tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return notRun(op, err)
@@ -206,11 +210,17 @@ func (w *writer) do(ctx context.Context, op string, mode commitMode, fn func(*tx
 // itself, savepoints and all: every operation of the batch is undone,
 // and the operation's own error, SQLite's, says why.
 func undoFailed(opErr, undo error) error {
-	var se *sqlite.Error
-	if errors.As(opErr, &se) {
+	if hasCode(opErr, sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_NOMEM) {
 		return opErr
 	}
 	return undo
+}
+
+// hasCode reports whether err is SQLite's, with one of codes as its
+// primary code.
+func hasCode(err error, codes ...int) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && slices.Contains(codes, se.Code()&0xff)
 }
 
 // notRun is err, a failure that wrote nothing, with its code, marked
@@ -300,6 +310,16 @@ func (w *writer) commit(batch []*writeReq) {
 		w.rollback()
 	} else if _, err := w.st.commit.ExecContext(ctx); err != nil {
 		w.rollback()
+		// A COMMIT surely committed nothing when the disk had no room for
+		// its log or a lock kept it from starting; one whose log write
+		// went out and whose sync failed may come back when the log is
+		// recovered, and is not told not run.
+		if !hasCode(err, sqlite3.SQLITE_FULL, sqlite3.SQLITE_BUSY) {
+			for _, r := range batch {
+				r.res <- dbErr(r.op, err)
+			}
+			return
+		}
 		fail(err)
 		return
 	}

@@ -122,8 +122,10 @@ func batchOf(t *testing.T, d *DB, ops ...func(*tx) error) []error {
 	for i, op := range ops {
 		answers[i] = make(chan error, 1)
 		go func() { answers[i] <- d.w.do(ctx, "test", durable, op) }()
-		// In order: each is in the queue before the next is sent.
-		for d.w.queued.Load() != int64(i+1) {
+		// In order: each is sent before the next is. The writer's loop
+		// takes the first from the queue and waits for the hold; the
+		// others stay queued.
+		for d.w.queued.Load() != int64(i+1) || len(d.w.reqs) != i {
 			runtime.Gosched()
 		}
 	}
