@@ -34,7 +34,7 @@ type claimLoop struct {
 	stop             chan struct{} // closed by Shutdown: claim no more
 	claiming         *sync.RWMutex // Worker.handoffs, held alone from a claim until its dispatch
 
-	warned time.Time // the last claim failure logged
+	failing bool // the last claim failed
 	loop   bgloop.Loop
 }
 
@@ -135,17 +135,15 @@ func (cl *claimLoop) claim(ctx context.Context, n int) (claimed []outbox.Claimed
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			// The store may stay away for a while; one line in a while
-			// says so without flooding the log at the poll rate.
-			if now := cl.clock.Now(); now.Sub(cl.warned) >= 30*time.Second {
-				cl.warned = now
-				cl.log.Warn("claiming outbox messages failed", "err", err)
-			}
+			// The store may stay away for a while: the gateway's log shows
+			// the same warning once a minute, counted (logcalm).
+			cl.failing = true
+			cl.log.Warn("claiming outbox messages failed", "err", err)
 		}
 		return nil, false
 	}
-	if !cl.warned.IsZero() {
-		cl.warned = time.Time{}
+	if cl.failing {
+		cl.failing = false
 		cl.log.Info("claiming outbox messages works again")
 	}
 	return claimed, len(claimed) < n

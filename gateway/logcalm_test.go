@@ -54,6 +54,15 @@ func TestAStoreRefusingWritesIsToldOnce(t *testing.T) {
 	if n := strings.Count(h.logs.String(), `"msg":"claiming a turn failed"`); n != 1 {
 		t.Errorf("the turn claim's failure logged %d times, want once:\n%s", n, h.logs.String())
 	}
+	// The delivery worker's claim loop polls too; its failure is told once
+	// as well, through the same log, however many of its tries follow.
+	const claimFailed = `"msg":"claiming outbox messages failed"`
+	testkit.Eventually(t, "the delivery claim's failure logged", func() bool { return strings.Contains(h.logs.String(), claimFailed) })
+	after := refused()
+	testkit.Eventually(t, "the server to refuse 20 calls more", func() bool { return refused() >= after+20 })
+	if n := strings.Count(h.logs.String(), claimFailed); n != 1 {
+		t.Errorf("the delivery claim's failure logged %d times, want once:\n%s", n, h.logs.String())
+	}
 	// A refused claim took nothing: the delivery worker holds nothing
 	// back for it.
 	if strings.Contains(h.logs.String(), "may have taken messages") {
@@ -67,4 +76,7 @@ func TestAStoreRefusingWritesIsToldOnce(t *testing.T) {
 	if got := h.chat("c", "hello again"); got != "back" {
 		t.Errorf("reply once the server takes writes = %q, want back", got)
 	}
+	testkit.Eventually(t, "the delivery claim told working again", func() bool {
+		return strings.Contains(h.logs.String(), `"msg":"claiming outbox messages works again"`)
+	})
 }
