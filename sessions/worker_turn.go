@@ -739,9 +739,9 @@ func (w *TurnWorker) outboxOf(at *activeTurn, msgs []outbox.Message) []outbox.Me
 // was committed.
 func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
 	replaced := false
-	refusals := 0              // tries the store could not make
-	var refusedSince time.Time // the first, by the time pauses take
-	for attempt := 1; ; attempt++ {
+	refusals := 0            // tries the store could not make
+	var paused time.Duration // the pauses after them
+	for {
 		ctx, cancel := w.storeCtx()
 		err := w.finish(ctx, at, f)
 		cancel()
@@ -767,12 +767,13 @@ func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
 			f = w.refusedFinish(at, f, err)
 			replaced = true
 			continue
-		case errs.Is(err, errs.Unavailable) && at.retryCommit(refusals+1, refusedSince):
+		case errs.Is(err, errs.Unavailable) && at.retryCommit(commitPause(refusals+1), paused):
 			if refusals++; refusals == 1 {
-				refusedSince = time.Now()
 				at.logger().Warn("committing the turn failed; retrying while its lease holds", "err", err)
 			}
-			w.pause(commitPause(refusals))
+			pause := commitPause(refusals)
+			paused += pause
+			w.pause(pause)
 			continue
 		}
 		at.logger().Error("committing the turn failed; the entry waits for another run", "err", err)
@@ -782,20 +783,19 @@ func (w *TurnWorker) commit(at *activeTurn, f Finish) bool {
 	}
 }
 
-// commitPause is the wait after a commit's attempt failed.
-func commitPause(attempt int) time.Duration {
-	return min(time.Duration(attempt)*commitPauseStep, commitPauseMax)
+// commitPause is the wait after a commit's nth refusal.
+func commitPause(n int) time.Duration {
+	return min(time.Duration(n)*commitPauseStep, commitPauseMax)
 }
 
-// retryCommit reports whether a commit the store refused, the nth time
-// (the first at since, on the pauses' clock; zero before it), is worth
-// another try: the worker is not stopping hard, the lease, as last
-// renewed, holds past the pause (after it another worker may take the
-// entry and run it again; a commit of this one would then find its lease
-// lost), and the refusals have not lasted a lease's time.
-func (at *activeTurn) retryCommit(n int, since time.Time) bool {
-	pause := commitPause(n)
-	if at.w.hard.Err() != nil || (!since.IsZero() && time.Since(since)+pause >= at.w.ttl) {
+// retryCommit reports whether a commit the store refused is worth
+// another try after pause, the pauses before it having taken paused: the
+// worker is not stopping hard, the lease, as last renewed, holds past the
+// pause (after it another worker may take the entry and run it again; a
+// commit of this one would then find its lease lost), and the pauses
+// stay within a lease's time.
+func (at *activeTurn) retryCommit(pause, paused time.Duration) bool {
+	if at.w.hard.Err() != nil || paused+pause >= at.w.ttl {
 		return false
 	}
 	return at.w.clock.Now().Add(pause).UnixNano() < at.until.Load()
