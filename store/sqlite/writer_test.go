@@ -16,15 +16,21 @@ import (
 	"github.com/heraldgw/herald/sessions"
 )
 
+// mustWrite commits fn through the writer, or fails t.
+func mustWrite(t *testing.T, d *DB, fn func(*tx) error) {
+	t.Helper()
+	if err := d.w.do(context.Background(), "test", durable, fn); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // makeScratch makes a table of one column, x, for a test's writes.
 func makeScratch(t *testing.T, d *DB) {
 	t.Helper()
-	if err := d.w.do(context.Background(), "test", durable, func(t *tx) error {
+	mustWrite(t, d, func(t *tx) error {
 		_, err := t.exec(`CREATE TABLE scratch (x INTEGER)`)
 		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 }
 
 // An operation that panics, committed by its caller alone, undoes what it
@@ -219,16 +225,14 @@ func TestAFailingOperationOfABatchIsUndoneAlone(t *testing.T) {
 // another page fails as it would on a full disk (SQLITE_FULL).
 func fillUp(t *testing.T, d *DB) {
 	t.Helper()
-	if err := d.w.do(context.Background(), "test", durable, func(t *tx) error {
+	mustWrite(t, d, func(t *tx) error {
 		var pages int64
 		if err := t.queryRow(`PRAGMA page_count`).Scan(&pages); err != nil {
 			return err
 		}
 		_, err := t.exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, pages))
 		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 }
 
 // A write the disk has no room for fails Unavailable, writes nothing and
