@@ -35,7 +35,7 @@ type claimLoop struct {
 	claiming         *sync.RWMutex // Worker.handoffs, held alone from a claim until its dispatch
 
 	failing bool // the last claim failed
-	loop   bgloop.Loop
+	loop    bgloop.Loop
 }
 
 // start runs the loop until it is stopped (stop) or ctx ends, which
